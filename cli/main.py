@@ -1,0 +1,75 @@
+"""The ``bertprep`` command: a thin click group; each subcommand lives in its own module."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> "module:attribute"; modules are imported only when their command runs (torch and Beam are
+# slow to import, and a user making shards need not have torch installed).
+_COMMANDS = {
+    "build-vocab": "bertprep.cli.build_vocab:build_vocab",
+    "make-shards": "bertprep.cli.make_shards:make_shards",
+    "inspect": "bertprep.cli.inspect_cmd:inspect_shards",
+    "train": "bertprep.cli.train:train",
+}
+
+_HELP = {
+    "build-vocab": "Train a WordPiece vocabulary (vocab.txt + tokenizer.json) on a corpus.",
+    "make-shards": "Turn documents into masked BERT pre-training instances (Apache Beam) as Arrow shards.",
+    "inspect": "Print a shard directory's statistics and decode instances back to text.",
+    "train": "Pre-train (MLM + NSP) a BERT encoder on shards.",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(_COMMANDS) | set(super().list_commands(ctx)))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _COMMANDS:
+            module_name, attr = _COMMANDS[cmd_name].split(":")
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as err:
+                if err.name and err.name.startswith("bertprep.cli."):
+                    return None
+                raise click.ClickException(
+                    f"'{cmd_name}' needs the package {err.name!r}, which is not installed "
+                    "(pip install 'bertprep[train]' for the trainer)"
+                ) from err
+            return getattr(module, attr)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help without importing every subcommand's dependencies.
+        rows = [(name, _HELP.get(name, "")) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="bertprep")
+def cli() -> None:
+    """bertprep: BERT pre-training data at any scale, and a compact BERT trainer.
+
+    \b
+    Typical run:
+      bertprep build-vocab corpus/*.txt -o vocab/
+      bertprep make-shards corpus/*.txt --vocab vocab/vocab.txt -o shards/
+      bertprep inspect shards/
+      bertprep train --shards shards/ --preset mini -o runs/mini
+    """
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

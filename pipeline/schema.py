@@ -1,0 +1,129 @@
+"""The shard format: the one contract between ``make-shards`` (pipeline/) and the trainer (bert_model/).
+
+This module imports only pyarrow and the standard library, so both sides can use it.
+
+A shard directory holds Arrow IPC files (the "file" format, readable with ``pyarrow.ipc.open_file``)
+named ``shard-00000-of-00008.arrow`` and a ``manifest.json`` written last: a directory without the
+manifest is incomplete and must not be read.
+
+One row = one pre-training instance, unpadded (see ARCHITECTURE.md "Shards"):
+
+============================  ==================  ==========================================================
+column                        Arrow type          meaning
+============================  ==================  ==========================================================
+``input_ids``                 list<uint16|uint32> ``[CLS] A [SEP] B [SEP]`` after masking; length <= max_seq_length
+``token_type_ids``            list<uint8>         0 for ``[CLS]``, A and the first ``[SEP]``; 1 for B and the last ``[SEP]``
+``masked_lm_positions``       list<uint16>        positions of the predicted tokens, ascending (empty with dynamic masking)
+``masked_lm_ids``             list<uint16|uint32> original token ids at those positions (the labels)
+``next_sentence_label``       uint8               1 = NotNext (B is a random segment), 0 = IsNext
+============================  ==================  ==========================================================
+
+The id type is uint16 when every id fits (vocab size <= 65,536) and uint32 otherwise; the manifest's
+``schema.id_type`` says which. Names follow Hugging Face ``BertForPreTraining`` inputs and the original
+generator's features (``segment_ids`` -> ``token_type_ids``, ``next_sentence_labels`` ->
+``next_sentence_label``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from typing import Any
+
+import pyarrow as pa
+
+#: Version of the on-disk format; bump on incompatible change. Readers refuse other versions.
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+SHARD_PATTERN = "shard-{index:05d}-of-{count:05d}.arrow"
+SHARD_RE = re.compile(r"^shard-(\d{5})-of-(\d{5})\.arrow$")
+
+COLUMNS = ("input_ids", "token_type_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_label")
+
+
+def id_type_for_vocab(vocab_size: int) -> pa.DataType:
+    """Smallest unsigned Arrow integer type that holds every id of a vocab of ``vocab_size`` entries."""
+    if vocab_size <= 0:
+        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    return pa.uint16() if vocab_size <= 2**16 else pa.uint32()
+
+
+def shard_schema(vocab_size: int) -> pa.Schema:
+    """Arrow schema of a shard for a vocab of ``vocab_size`` entries (see the module docstring)."""
+    id_type = id_type_for_vocab(vocab_size)
+    return pa.schema(
+        [
+            pa.field("input_ids", pa.list_(id_type), nullable=False),
+            pa.field("token_type_ids", pa.list_(pa.uint8()), nullable=False),
+            pa.field("masked_lm_positions", pa.list_(pa.uint16()), nullable=False),
+            pa.field("masked_lm_ids", pa.list_(id_type), nullable=False),
+            pa.field("next_sentence_label", pa.uint8(), nullable=False),
+        ]
+    )
+
+
+def shard_name(index: int, count: int) -> str:
+    """File name of shard ``index`` (0-based) out of ``count``: ``shard-00003-of-00008.arrow``."""
+    return SHARD_PATTERN.format(index=index, count=count)
+
+
+def sha256_file(path: str, chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a local file (streamed)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(chunk_size)
+            if not block:
+                break
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(shard_dir: str) -> dict[str, Any]:
+    """Load and check ``manifest.json`` of a local shard directory.
+
+    Returns the manifest dict (see ``pipeline/shards.py`` for the fields it holds).
+
+    Raises:
+        FileNotFoundError: the directory has no manifest (missing, or make-shards did not finish).
+        ValueError: the manifest is of another format version or names a shard file that is absent.
+    """
+    path = os.path.join(shard_dir, MANIFEST_NAME)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{shard_dir}: no {MANIFEST_NAME}; this is not a finished shard directory "
+            "(make-shards writes the manifest last; run it again to completion)"
+        )
+    with open(path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: format_version {version!r}, this bertprep reads version {FORMAT_VERSION}; "
+            "re-create the shards with this version of bertprep"
+        )
+    for shard in manifest["shards"]:
+        if not os.path.exists(os.path.join(shard_dir, shard["file"])):
+            raise ValueError(f"{shard_dir}: manifest lists {shard['file']} but the file is missing")
+    return manifest
+
+
+def shard_paths(shard_dir: str, manifest: dict[str, Any] | None = None) -> list[str]:
+    """Local paths of the shards of a finished directory, in shard order."""
+    manifest = manifest if manifest is not None else read_manifest(shard_dir)
+    return [os.path.join(shard_dir, s["file"]) for s in manifest["shards"]]
+
+
+def vocab_sha256(tokens: list[str]) -> str:
+    """Fingerprint of a vocabulary: sha256 of its tokens in id order, one per line, UTF-8.
+
+    The same vocab gives the same fingerprint whether it came from a ``vocab.txt`` or a
+    ``tokenizer.json``; the manifest records it and the trainer compares it with its checkpoint.
+    """
+    digest = hashlib.sha256()
+    for token in tokens:
+        digest.update(token.encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
