@@ -1,0 +1,377 @@
+"""Train a BERT WordPiece vocabulary with Hugging Face ``tokenizers`` (``bertprep build-vocab``).
+
+The tokenizer is the BERT one, composed from library parts as huggingface/tokenizers
+``implementations/bert_wordpiece.py`` does: ``BertNormalizer`` + ``BertPreTokenizer`` + ``WordPiece`` trained
+with ``WordPieceTrainer``. Two deliberate differences from that ready-made class:
+
+* ``WordPiece(max_input_chars_per_word=200)``, the limit of Google's original ``WordpieceTokenizer``
+  (google-research/bert ``tokenization.py``), not the library's 100;
+* only ``[PAD] [UNK] [CLS] [SEP] [MASK]`` are registered as special (added) tokens. The ``[unusedN]``
+  slots are plain vocabulary entries, as in Google's ``vocab.txt``.
+
+Vocabulary layout (ids): ``[PAD]``, ``[UNK]``, ``[CLS]``, ``[SEP]``, ``[MASK]`` (0..4), then
+``[unused0]`` .. ``[unused{num_unused-1}]``, then the learned alphabet (single characters, sorted by code
+point), their ``##`` continuation forms and the merged word pieces. ``vocab_size`` counts all of it.
+Code that needs a special id looks it up (``Tokenizer.token_to_id``); nothing here relies on the numbers.
+
+The trainer reads its input once, as a stream: it keeps a count per distinct (normalized, pre-tokenized)
+word, so memory grows with the number of distinct words, not with the corpus size. It is **not
+deterministic run to run**: the merge order among pairs of equal count and the order of the ``##``
+characters follow Rust hash-map iteration, so two runs on the same input can differ in a few entries
+and in the ids of most entries. Pin a vocab by keeping its ``vocab.txt``; never expect to re-create it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+# SPECIAL_TOKENS ([PAD], [UNK], [CLS], [SEP], [MASK]) is also the id order of a trained vocab ([PAD] first, as
+# Hugging Face expects); MAX_INPUT_CHARS_PER_WORD is the original WordpieceTokenizer's 200.
+from bertprep.pipeline.tokenization import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS
+
+CONTINUING_SUBWORD_PREFIX = "##"
+DEFAULT_VOCAB_SIZE = 30522  # bert-base-uncased
+DEFAULT_NUM_UNUSED = 100  # bert-base-cased has 100 ([unused1]..[unused99], [unused100], [unused101] aside)
+DEFAULT_MIN_FREQUENCY = 2  # as tokenizers' BertWordPieceTokenizer.train
+DEFAULT_LIMIT_ALPHABET = 1000  # as tokenizers' BertWordPieceTokenizer.train
+MODEL_MAX_LENGTH = 512  # BERT's max_position_embeddings
+
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+#: Files whose presence means "a vocab is already here" (refused without ``overwrite``).
+OUTPUT_FILES = (VOCAB_FILE, TOKENIZER_FILE)
+
+
+def unused_tokens(num_unused: int) -> list[str]:
+    """``["[unused0]", ..., "[unused{num_unused-1}]"]``: the spare slots of Google's vocab."""
+    return [f"[unused{i}]" for i in range(num_unused)]
+
+
+class VocabSizeError(ValueError):
+    """``vocab_size`` cannot hold the special tokens, the ``[unusedN]`` slots and the corpus alphabet.
+
+    Attributes:
+        minimum: the smallest ``vocab_size`` that works (for this corpus when known after reading it).
+    """
+
+    def __init__(self, message: str, minimum: int):
+        super().__init__(message)
+        self.minimum = minimum
+
+
+@dataclass
+class VocabConfig:
+    """Settings of a WordPiece vocabulary training run."""
+
+    vocab_size: int = DEFAULT_VOCAB_SIZE
+    """Entries in the final vocab, counting specials, ``[unusedN]`` slots, the alphabet and learned pieces.
+    The result is smaller only when the corpus has no more pairs occurring ``min_frequency`` times."""
+    do_lower_case: bool = True
+    """Lower-case and strip accents (NFD, drop combining marks), as the original ``do_lower_case``."""
+    min_frequency: int = DEFAULT_MIN_FREQUENCY
+    """A pair of pieces is merged only if it occurs at least this often in the corpus."""
+    limit_alphabet: int | None = DEFAULT_LIMIT_ALPHABET
+    """Keep at most this many distinct characters (the most frequent); words with a dropped character
+    become [UNK]. ``None``: keep every character seen."""
+    num_unused: int = DEFAULT_NUM_UNUSED
+    """``[unused0]``.. slots after the specials: entries a user can repurpose for new tokens when
+    fine-tuning without resizing the embedding matrix."""
+    show_progress: bool = True
+    """Show the ``tokenizers`` trainer's own progress bars (on stderr)."""
+
+    def __post_init__(self) -> None:
+        if self.num_unused < 0:
+            raise ValueError(f"num_unused must be >= 0, got {self.num_unused}")
+        if self.min_frequency < 0:
+            raise ValueError(f"min_frequency must be >= 0, got {self.min_frequency}")
+        if self.limit_alphabet is not None and self.limit_alphabet < 1:
+            raise ValueError(f"limit_alphabet must be >= 1 (or None for no limit), got {self.limit_alphabet}")
+        minimum = self.min_vocab_size
+        if self.vocab_size < minimum:
+            raise VocabSizeError(
+                f"vocab_size {self.vocab_size} cannot hold the {len(SPECIAL_TOKENS)} special tokens, "
+                f"{self.num_unused} [unusedN] slots and an alphabet: the minimum is {minimum} "
+                "(more in practice: every distinct character kept takes two entries, c and ##c)",
+                minimum,
+            )
+
+    @property
+    def reserved_tokens(self) -> list[str]:
+        """The special tokens then the ``[unusedN]`` slots: ids ``0 .. len-1`` of the trained vocab."""
+        return list(SPECIAL_TOKENS) + unused_tokens(self.num_unused)
+
+    @property
+    def min_vocab_size(self) -> int:
+        """Lower bound on ``vocab_size`` known before reading the corpus: reserved tokens + 2 (a, ##a)."""
+        return len(SPECIAL_TOKENS) + self.num_unused + 2
+
+
+@dataclass
+class CorpusStats:
+    """What the trainer was fed. ``sentences``: non-empty strings; ``characters``: their total length
+    (Unicode code points, before normalization)."""
+
+    sentences: int = 0
+    characters: int = 0
+
+
+@dataclass
+class TrainedVocab:
+    """Result of :func:`train_wordpiece`.
+
+    Attributes:
+        tokenizer: the complete BERT tokenizer (normalizer, pre-tokenizer, WordPiece, [CLS]/[SEP]
+            post-processor, decoder), ready to ``save`` as ``tokenizer.json``.
+        tokens: the vocab in id order (``tokens[i]`` has id ``i``): the lines of ``vocab.txt``.
+        config: the settings used.
+        stats: what was read.
+        seconds: wall time of the training call (reading included).
+    """
+
+    tokenizer: Tokenizer
+    tokens: list[str]
+    config: VocabConfig
+    stats: CorpusStats = field(default_factory=CorpusStats)
+    seconds: float = 0.0
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def learned_tokens(self) -> list[str]:
+        """Entries after the specials and ``[unusedN]`` slots: the alphabet and learned pieces."""
+        return self.tokens[len(self.config.reserved_tokens) :]
+
+    @property
+    def continuation_share(self) -> float:
+        """Share of :attr:`learned_tokens` that are ``##`` continuation pieces (0..1)."""
+        learned = self.learned_tokens
+        if not learned:
+            return 0.0
+        return sum(t.startswith(CONTINUING_SUBWORD_PREFIX) for t in learned) / len(learned)
+
+    def summary(self) -> str:
+        """Human-readable one-paragraph summary (vocab size, input read, ``##`` share, time)."""
+        lines = [
+            f"vocab size: {self.vocab_size:,} ({len(self.config.reserved_tokens)} special/unused, "
+            f"{len(self.learned_tokens):,} learned, {self.continuation_share:.1%} of them ## pieces)",
+            f"read: {self.stats.sentences:,} sentences, {self.stats.characters:,} characters",
+            f"time: {self.seconds:.1f} s",
+        ]
+        if self.vocab_size < self.config.vocab_size:
+            lines.append(
+                f"note: {self.config.vocab_size:,} entries were asked for, but the corpus has no more pairs "
+                f"occurring at least {self.config.min_frequency} times; use more text or a lower --min-frequency"
+            )
+        return "\n".join(lines)
+
+
+def bert_wordpiece_tokenizer(vocab: dict[str, int], do_lower_case: bool) -> Tokenizer:
+    """A BERT WordPiece ``Tokenizer`` over ``vocab`` (token -> id), with everything ``tokenizer.json`` needs.
+
+    * ``BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=do_lower_case,
+      lowercase=do_lower_case)``: ``strip_accents`` is written out explicitly; the library's ``None``
+      means the same ("follow lowercase", as the original BERT), but an explicit value survives
+      re-serialization by other tools unchanged.
+    * ``BertPreTokenizer`` (split on whitespace and punctuation, as the original ``BasicTokenizer``).
+    * ``WordPiece(unk_token="[UNK]", continuing_subword_prefix="##", max_input_chars_per_word=200)``.
+    * ``[PAD] [UNK] [CLS] [SEP] [MASK]`` as special added tokens (the Hugging Face convention: the literal
+      text ``[SEP]`` encodes to the [SEP] id, and ``decode(skip_special_tokens=True)`` drops them).
+    * ``TemplateProcessing``: ``[CLS] $A [SEP]`` and ``[CLS] $A [SEP] $B:1 [SEP]:1`` (token_type_ids 0/1),
+      with the ids looked up in ``vocab``.
+    * The ``WordPiece`` decoder (joins ``##`` pieces).
+
+    Raises:
+        ValueError: ``vocab`` lacks one of the special tokens.
+    """
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise ValueError(f"the vocab lacks the special token(s) {', '.join(missing)}")
+    tokenizer = Tokenizer(
+        models.WordPiece(
+            vocab=dict(vocab),
+            unk_token="[UNK]",
+            continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+        )
+    )
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=do_lower_case, lowercase=do_lower_case
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in SPECIAL_TOKENS])
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0",
+        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUING_SUBWORD_PREFIX)
+    return tokenizer
+
+
+def _counted(texts: Iterable[str], stats: CorpusStats) -> Iterator[str]:
+    """Pass ``texts`` through lazily, skipping blank strings and counting the rest into ``stats``."""
+    for text in texts:
+        if not text or text.isspace():
+            continue
+        stats.sentences += 1
+        stats.characters += len(text)
+        yield text
+
+
+def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | None = None) -> TrainedVocab:
+    """Train a WordPiece vocab on ``texts`` (any iterable of strings, e.g. one sentence each), streaming.
+
+    ``texts`` is consumed once, lazily, by ``Tokenizer.train_from_iterator`` (memory: one count per
+    distinct word). ``length``, if known, is the number of strings, for the trainer's progress bar.
+    The result is not deterministic run to run (see the module docstring).
+
+    Returns:
+        a :class:`TrainedVocab`; its vocab has exactly ``config.vocab_size`` entries unless the corpus
+        runs out of pairs occurring ``config.min_frequency`` times (then fewer; see ``summary()``).
+
+    Raises:
+        ValueError: ``texts`` held no non-blank string.
+        VocabSizeError: ``config.vocab_size`` is smaller than the reserved tokens plus this corpus's
+            alphabet (each kept character ``c`` and its continuation ``##c``); ``.minimum`` says how many
+            entries this corpus needs at least.
+    """
+    reserved = config.reserved_tokens
+    limit = {} if config.limit_alphabet is None else {"limit_alphabet": config.limit_alphabet}  # no None accepted
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=config.vocab_size,
+        min_frequency=config.min_frequency,
+        show_progress=config.show_progress,
+        special_tokens=reserved,
+        continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+        **limit,
+    )
+    # Train with the same normalizer and pre-tokenizer that the saved tokenizer uses: the trainer counts
+    # the words exactly as they will be tokenized.
+    training = Tokenizer(
+        models.WordPiece(
+            unk_token="[UNK]",
+            continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+        )
+    )
+    training.normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=config.do_lower_case,
+        lowercase=config.do_lower_case,
+    )
+    training.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+
+    stats = CorpusStats()
+    start = time.perf_counter()
+    training.train_from_iterator(_counted(texts, stats), trainer=trainer, length=length)
+    seconds = time.perf_counter() - start
+    if stats.sentences == 0:
+        raise ValueError("no text to train on: the input held no non-blank sentence")
+
+    vocab = training.get_vocab(with_added_tokens=False)
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    # Internal invariants of WordPieceTrainer: contiguous ids, reserved tokens first in the given order.
+    assert [vocab[t] for t in tokens] == list(range(len(tokens))), "trainer produced non-contiguous ids"
+    assert tokens[: len(reserved)] == reserved, "trainer did not put the special tokens first"
+    if len(tokens) > config.vocab_size:
+        # The trainer always keeps the reserved tokens and the whole (limited) alphabet, then merges
+        # while the vocab is smaller than vocab_size: a larger result means no merge happened and the
+        # result is exactly the minimum for this corpus.
+        raise VocabSizeError(
+            f"vocab_size {config.vocab_size:,} is too small for this corpus: the {len(reserved)} special and "
+            f"[unusedN] tokens plus the alphabet ({len(tokens) - len(reserved):,} entries: each kept "
+            f"character and its ## form) need {len(tokens):,}; the minimum is {len(tokens):,} "
+            "(or lower --limit-alphabet / --num-unused)",
+            len(tokens),
+        )
+    tokenizer = bert_wordpiece_tokenizer({t: i for i, t in enumerate(tokens)}, config.do_lower_case)
+    return TrainedVocab(tokenizer=tokenizer, tokens=tokens, config=config, stats=stats, seconds=seconds)
+
+
+def existing_outputs(output_dir: str) -> list[str]:
+    """The files of :data:`OUTPUT_FILES` already in ``output_dir`` (paths)."""
+    return [p for p in (os.path.join(output_dir, n) for n in OUTPUT_FILES) if os.path.exists(p)]
+
+
+def tokenizer_config(do_lower_case: bool) -> dict:
+    """``tokenizer_config.json`` for ``transformers`` (``BertTokenizerFast``, ``AutoTokenizer``)."""
+    return {
+        "tokenizer_class": "BertTokenizerFast",
+        "do_lower_case": do_lower_case,
+        "strip_accents": do_lower_case,
+        "tokenize_chinese_chars": True,
+        "model_max_length": MODEL_MAX_LENGTH,
+        "clean_up_tokenization_spaces": True,
+        "pad_token": "[PAD]",
+        "unk_token": "[UNK]",
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+    }
+
+
+def special_tokens_map() -> dict:
+    """``special_tokens_map.json`` contents."""
+    return {
+        "pad_token": "[PAD]",
+        "unk_token": "[UNK]",
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+    }
+
+
+def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = False) -> dict[str, str]:
+    """Write ``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
+
+    ``output_dir`` is created if needed and then works as a Hugging Face tokenizer directory
+    (``BertTokenizerFast.from_pretrained(output_dir)``). ``vocab.txt`` has one token per line, UTF-8, LF,
+    line number = id. Every file is first written to a temporary file in ``output_dir`` and renamed into
+    place only once all of them are written, ``vocab.txt`` last; a failure leaves no partial file.
+
+    Returns:
+        file name -> path written.
+
+    Raises:
+        FileExistsError: ``vocab.txt`` or ``tokenizer.json`` exists and ``overwrite`` is false.
+    """
+    os.makedirs(output_dir, exist_ok=True)
+    found = existing_outputs(output_dir)
+    if found and not overwrite:
+        raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
+    contents = {
+        TOKENIZER_CONFIG_FILE: json.dumps(tokenizer_config(trained.config.do_lower_case), indent=2) + "\n",
+        SPECIAL_TOKENS_MAP_FILE: json.dumps(special_tokens_map(), indent=2) + "\n",
+        TOKENIZER_FILE: trained.tokenizer.to_str(pretty=True),
+        VOCAB_FILE: "".join(f"{t}\n" for t in trained.tokens),  # written last: the commit marker
+    }
+    temps: dict[str, str] = {}
+    try:
+        for name, text in contents.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=output_dir)
+            temps[name] = tmp
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+        written = {}
+        for name, tmp in temps.items():
+            final = os.path.join(output_dir, name)
+            os.replace(tmp, final)
+            written[name] = final
+        return written
+    finally:
+        for tmp in temps.values():
+            if os.path.exists(tmp):
+                os.remove(tmp)
