@@ -2,3 +2,10 @@
 
 Never imports torch; the shard format (``schema``) is the contract with ``bertprep.bert_model``.
 """
+
+
+def demo_corpus_dir() -> str:
+    """Folder of the bundled demo corpus (three public-domain Project Gutenberg books, ~460 KB)."""
+    from importlib.resources import files
+
+    return str(files("bertprep.pipeline") / "demo_corpus")

@@ -207,13 +207,15 @@ def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids:
 
 def create_instances_from_document(all_documents: Sequence[Document], document_index: int, config: InstanceConfig,
                                    ids: VocabIds, rng: random.Random,
-                                   stats: InstanceStats | None = None) -> list[TrainingInstance]:
+                                   stats: InstanceStats | None = None, mask: bool = True) -> list[TrainingInstance]:
     """All instances of one pass over one document, as the original ``create_instances_from_document``.
 
     Sentences are packed into chunks up to a target length (``max_seq_length - 3``, or with probability
     ``short_seq_prob`` a random length in [2, max_seq_length - 3]); each chunk is split at a random
     sentence boundary into A and B, and with probability 0.5 (always for a one-sentence chunk) B is
     replaced by a random span of another document (NotNext), the unused sentences going back to the pool.
+    With ``mask=False`` (dynamic masking, done later by the trainer) no masking draws are made and the
+    instances carry no predictions.
     """
     document = all_documents[document_index]
     max_num_tokens = config.max_seq_length - 3
@@ -266,7 +268,10 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                 tokens_a, tokens_b, truncated = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
                 assert tokens_a and tokens_b, "the reference guarantees non-empty segments"
                 tokens = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
-                output, positions, labels = create_masked_lm_predictions(tokens, config, ids, rng, stats)
+                if mask:
+                    output, positions, labels = create_masked_lm_predictions(tokens, config, ids, rng, stats)
+                else:
+                    output, positions, labels = tokens, [], []
                 instances.append(
                     TrainingInstance(output, len(tokens_a), positions, labels, 1 if is_random_next else 0)
                 )
@@ -283,7 +288,8 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
 
 
 def create_training_instances(documents: Sequence[Document], config: InstanceConfig, ids: VocabIds,
-                              rng: random.Random, stats: InstanceStats | None = None) -> list[TrainingInstance]:
+                              rng: random.Random, stats: InstanceStats | None = None,
+                              mask: bool = True) -> list[TrainingInstance]:
     """The original ``create_training_instances`` after tokenization, for one bucket of documents.
 
     Drops empty documents, shuffles the documents with ``rng``, makes ``dupe_factor`` passes of
@@ -305,7 +311,7 @@ def create_training_instances(documents: Sequence[Document], config: InstanceCon
         for _ in range(config.dupe_factor):
             for document_index in range(len(all_documents)):
                 instances.extend(
-                    create_instances_from_document(all_documents, document_index, config, ids, rng, stats)
+                    create_instances_from_document(all_documents, document_index, config, ids, rng, stats, mask)
                 )
         rng.shuffle(instances)
     finally:

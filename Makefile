@@ -1,0 +1,35 @@
+# bertprep: `make demo` runs the main job on the bundled demo corpus; `make test` runs the test suite.
+# Both create .venv and install bertprep into it first (torch pinned to the CPU build by constraints.txt).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+DEMO   ?= demo-out
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-fast bench clean
+
+$(BIN)/bertprep: setup.cfg setup.py constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train,finetune,dev]'
+	touch $(BIN)/bertprep
+
+venv: $(BIN)/bertprep
+
+# The main job on the bundled demo corpus (~460 KB of Project Gutenberg books):
+# a WordPiece vocab, then shards, then a look at them.
+demo: venv
+	$(BIN)/bertprep build-vocab --vocab-size 8000 -o $(DEMO)/vocab --overwrite
+	$(BIN)/bertprep make-shards --vocab $(DEMO)/vocab/vocab.txt -o $(DEMO)/shards --dupe-factor 5 --overwrite
+	$(BIN)/bertprep inspect $(DEMO)/shards -n 3
+
+# The whole test suite (tests that need ../shared/data skip, saying so, when it is absent).
+test: venv
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(DEMO) build *.egg-info .pytest_cache

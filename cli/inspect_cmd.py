@@ -1,0 +1,35 @@
+"""``bertprep inspect DIR``: statistics of a shard directory and decoded instances."""
+
+from __future__ import annotations
+
+import itertools
+
+import click
+
+
+@click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("shard_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("-n", "--num-examples", type=click.IntRange(min=0), default=3, show_default=True,
+              help="How many instances to decode back to text.")
+@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Start decoding after this many rows (in shard order).")
+@click.option("--stats/--no-stats", default=True, show_default=True, help="Print the manifest statistics.")
+def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool) -> None:
+    """Print the statistics of a finished shard directory and decode instances back to text.
+
+    Masked positions are shown as {shown→label}: {[MASK]→cat} (80% of predictions), {dog→cat} (a random
+    token, 10%) and {cat→cat} (kept, 10%); each instance ends with its NSP label (IsNext / NotNext).
+    """
+    from bertprep.pipeline import inspection, schema
+
+    try:
+        manifest = schema.read_manifest(shard_dir)
+    except (FileNotFoundError, ValueError) as err:
+        raise click.ClickException(str(err)) from err
+    if stats:
+        click.echo(inspection.format_statistics(manifest))
+    if num_examples:
+        tokens = inspection.load_vocab_tokens(shard_dir)
+        rows = itertools.islice(inspection.iter_rows(shard_dir, manifest), skip, skip + num_examples)
+        for k, row in enumerate(rows, start=skip):
+            click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens)}")

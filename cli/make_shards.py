@@ -1,0 +1,148 @@
+"""``bertprep make-shards``: options -> :class:`ShardsConfig` -> :func:`run_make_shards`."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from bertprep.pipeline.config import InstanceConfig, MASKING_MODES, PAIRING_SCOPES, ShardsConfig
+
+_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet")
+
+
+def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
+    out = []
+    for value in values:
+        out.extend(p.strip() for p in value.split(",") if p.strip())
+    return tuple(out)
+
+
+@click.command(
+    "make-shards",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                      "help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option("-i", "--input-file", "input_files", multiple=True, metavar="GLOBS",
+              help="Input files: comma-separated globs, files or directories (repeatable; local or gs://...). "
+                   "Files are read in glob order, sorted within each pattern, patterns in the order given. "
+                   "Default: the bundled demo corpus (three public-domain books).")
+@click.option("--vocab", "--vocab-file", "vocab", required=True, metavar="PATH",
+              help="WordPiece vocab: a vocab.txt (one token per line, ours or Google's) or a tokenizer.json.")
+@click.option("-o", "--output-dir", required=True, metavar="DIR",
+              help="Where the shards and manifest.json go (local or gs://...).")
+@click.option("--do-lower-case/--no-do-lower-case", default=None,
+              help="Lower-case and strip accents before WordPiece; must match the vocab (uncased vocab: on). "
+                   "Default: the tokenizer.json's setting, else on (the original's default). A mismatch with "
+                   "the vocab is warned about.")
+@click.option("--max-seq-length", type=int, default=128, show_default=True,
+              help="Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90%% of steps, then 512).")
+@click.option("--max-predictions-per-seq", type=int, default=20, show_default=True,
+              help="Cap on masked positions per instance; must be below --max-seq-length (about "
+                   "max_seq_length x masked_lm_prob: 20 at 128, 76-80 at 512).")
+@click.option("--masked-lm-prob", type=float, default=0.15, show_default=True,
+              help="Fraction of tokens to predict; each is [MASK] 80%%, random 10%%, kept 10%% of the time.")
+@click.option("--short-seq-prob", type=float, default=0.1, show_default=True,
+              help="Probability that a pass over a document targets a shorter random length.")
+@click.option("--dupe-factor", type=int, default=10, show_default=True,
+              help="Passes over the corpus, each with fresh pairing and masking (output grows linearly). "
+                   "Ignored (1) with --masking dynamic.")
+@click.option("--random-seed", type=int, default=12345, show_default=True,
+              help="Seed; the same input, vocab, options and seed give byte-identical shards on any runner.")
+@click.option("--do-whole-word-mask/--no-do-whole-word-mask", default=False, show_default=True,
+              help="Mask whole words (a piece and its following ## pieces) instead of single pieces.")
+@click.option("--input-format", type=click.Choice(_FORMATS), default="auto", show_default=True,
+              help="bert: one sentence per line, blank line between documents (the original's format); "
+                   "jsonl: one JSON document per line (--text-field); text: one prose document per file "
+                   "(books; Project Gutenberg header/footer stripped); wikiextractor / wikiextractor-json: "
+                   "WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, .xml.bz2); parquet. "
+                   "auto: detected per file from extension and content.")
+@click.option("--text-field", default="text", show_default=True,
+              help="Field holding the document text in jsonl/parquet input.")
+@click.option("--segmenter", default=None,
+              help="Sentence segmenter for prose formats (syntok or blingfire; default: the readers' default).")
+@click.option("--encoding", default="utf-8", show_default=True,
+              help="Text encoding of the inputs; undecodable bytes are replaced and counted in the manifest.")
+@click.option("--pairing-scope", type=click.Choice(PAIRING_SCOPES), default="global", show_default=True,
+              help="Where NotNext segments come from. global (default): documents are spread over seeded "
+                   "random buckets across the whole corpus, as the original draws from the whole corpus; "
+                   "needs a shuffle (GroupByKey), whose memory grows with the corpus on the local runner "
+                   "(not on Dataflow). file: a bucket is a run of consecutive documents of one input file; "
+                   "no shuffle, flat memory on any runner, but the NotNext pool is local (do not use it with "
+                   "one-document-per-file inputs such as books).")
+@click.option("--bucket-size", type=int, default=20000, show_default=True,
+              help="Documents per bucket: the NotNext pool and the unit of work; memory per worker grows with "
+                   "it. 0 = one bucket holding every document: with --pairing-scope global this reproduces "
+                   "the original generator's output exactly (same instances, same order).")
+@click.option("--num-shards", type=int, default=0, show_default=True,
+              help="Number of output shards; 0 = one per ~50,000 instances. Row counts differ by at most one.")
+@click.option("--masking", type=click.Choice(MASKING_MODES), default="static", show_default=True,
+              help="static: masks fixed here, dupe_factor copies (the original). dynamic: unmasked pairs "
+                   "written once; the trainer masks on the fly with the same rule.")
+@click.option("--overwrite", is_flag=True, help="Replace shards already in --output-dir (otherwise refused).")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
+def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, max_predictions_per_seq,
+                masked_lm_prob, short_seq_prob, dupe_factor, random_seed, do_whole_word_mask, input_format,
+                text_field, segmenter, encoding, pairing_scope, bucket_size, num_shards, masking, overwrite,
+                quiet, beam_args):
+    """Turn documents into masked BERT pre-training instances, written as Arrow shards.
+
+    Runs the original generator's algorithm (google-research/bert create_pretraining_data.py: document-level
+    sentence pairs, 50% NotNext, 15% masking with 80/10/10) as an Apache Beam pipeline. Any option not
+    listed here goes to Beam, e.g.
+
+    \b
+      bertprep make-shards -i 'corpus/*.txt' --vocab vocab.txt -o shards/
+      bertprep make-shards -i gs://b/corpus/ --vocab gs://b/vocab.txt -o gs://b/shards \\
+          --runner=DataflowRunner --project=P --region=us-central1 \\
+          --temp_location=gs://b/tmp --setup_file=./setup.py
+
+    Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt
+    and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
+    """
+    from bertprep.pipeline import readers
+    from bertprep.pipeline.beam_pipeline import MakeShardsError, run_make_shards
+    from bertprep.pipeline.tokenization import VocabError, check_casing, load_vocab
+
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        instance = InstanceConfig(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+                                  masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
+                                  dupe_factor=dupe_factor, random_seed=random_seed,
+                                  do_whole_word_mask=do_whole_word_mask)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from err
+    try:
+        vocab_obj = load_vocab(vocab)
+    except VocabError as err:
+        raise click.BadParameter(str(err), param_hint="--vocab") from err
+    if do_lower_case is None:
+        do_lower_case = vocab_obj.do_lower_case if vocab_obj.do_lower_case is not None else True
+    warning = check_casing(vocab_obj, do_lower_case)
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
+    inputs = _split_inputs(input_files)
+    if not inputs:
+        from bertprep.pipeline import demo_corpus_dir
+        inputs = (demo_corpus_dir(),)
+        click.echo(f"No --input-file given: using the bundled demo corpus {inputs[0]}", err=True)
+    try:
+        config = ShardsConfig(inputs=inputs, vocab=vocab, output_dir=output_dir,
+                              do_lower_case=do_lower_case, instance=instance, input_format=input_format,
+                              text_field=text_field, segmenter=segmenter, encoding=encoding,
+                              pairing_scope=pairing_scope, bucket_size=bucket_size, num_shards=num_shards,
+                              masking=masking, overwrite=overwrite)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from err
+    try:
+        manifest = run_make_shards(config, beam_args)
+    except (readers.InputError, VocabError, MakeShardsError) as err:
+        raise click.ClickException(str(err)) from err
+    if manifest:
+        from bertprep.pipeline.inspection import format_summary
+        click.echo(format_summary(manifest, output_dir))
+    else:
+        click.echo(f"Shards written to {output_dir} (manifest.json)")

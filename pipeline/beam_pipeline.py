@@ -1,0 +1,529 @@
+"""``make-shards`` as an Apache Beam pipeline: documents -> tokenized documents -> buckets -> instances -> shards.
+
+Composites (each a ``beam.PTransform``):
+
+- :class:`ReadDocuments`: input files -> ``(file_index, ordinal, sentences)`` via ``readers.read_documents``.
+- :class:`TokenizeDocuments`: sentences -> compact word-piece id arrays (Hugging Face ``tokenizers``, Rust).
+- :class:`CreateTrainingInstances`: seeded stable bucket keys, a ``GroupByKey``, and the reference algorithm
+  per bucket (``instances.create_training_instances`` with ``random.Random(bucket_seed(seed, bucket))``);
+  each bucket's instances go to a temporary Arrow file.
+- :class:`ProcessFilesStreaming`: the ``file`` pairing scope: read, tokenize and make instances per run of
+  ``bucket_size`` consecutive documents of one file, with no shuffle at all (flat memory on any runner).
+- :class:`WriteArrowShards`: balanced shards from the bucket files, then ``manifest.json`` last.
+
+Determinism: a document's id is (file index in the sorted input list, ordinal in its file); its bucket is
+``blake2b(seed, path, ordinal) mod num_buckets``; a bucket's documents are sorted by id before the
+algorithm runs. Nothing depends on bundle order, worker count or runner. With one bucket
+(``bucket_size=0`` or a bucket size above the document count) the output is the original generator's.
+
+Memory (measured with Beam 2.77, see ARCHITECTURE.md): the local runner keeps a GroupByKey's whole input
+in memory, so the ``global`` scope's memory grows with the corpus on the DirectRunner (not on Dataflow,
+whose shuffle is disk-backed); the ``file`` scope has no GroupByKey of documents and stays flat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import random
+import time
+import uuid
+from typing import Any, Iterable, Iterator, Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+from bertprep.pipeline import readers, schema, shards
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.instances import (
+    InstanceStats,
+    VocabIds,
+    bucket_seed,
+    create_training_instances,
+)
+from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, load_vocab
+
+log = logging.getLogger(__name__)
+
+__version__ = "0.1.0"
+
+# (file_index, ordinal, ids as uint32 bytes, sentence lengths as int32 bytes, sentences dropped as empty)
+TokenizedDocument = tuple
+
+
+class MakeShardsError(RuntimeError):
+    """make-shards could not produce shards; the message says why and what to do."""
+
+
+def _reader_kwargs(config: ShardsConfig) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"text_field": config.text_field, "encoding": config.encoding}
+    if config.segmenter:
+        kwargs["segmenter"] = config.segmenter
+    return kwargs
+
+
+def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:
+    """Bucket of a document: ``blake2b("seed:path:ordinal") mod num_buckets`` (stable across processes)."""
+    if num_buckets <= 1:
+        return 0
+    digest = hashlib.blake2b(f"{random_seed}:{path}:{ordinal}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % num_buckets
+
+
+def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
+                    sentences: Sequence[str]) -> TokenizedDocument:
+    """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists)."""
+    encoded = encoder.encode(sentences)
+    kept = [s for s in encoded if s]
+    lengths = np.fromiter((len(s) for s in kept), dtype=np.int32, count=len(kept))
+    ids = np.fromiter((t for s in kept for t in s), dtype=np.uint32, count=int(lengths.sum()))
+    return (file_index, ordinal, ids.tobytes(), lengths.tobytes(), len(encoded) - len(kept))
+
+
+def decode_document(doc: TokenizedDocument) -> list[list[int]]:
+    """Sentences of word-piece ids (Python lists, what the reference algorithm works on)."""
+    ids = np.frombuffer(doc[2], dtype=np.uint32).tolist()
+    lengths = np.frombuffer(doc[3], dtype=np.int32)
+    out, k = [], 0
+    for n in lengths.tolist():
+        out.append(ids[k : k + n])
+        k += n
+    return out
+
+
+def document_counts(docs: Sequence[list[list[int]]], dropped_sentences: int, unk_id: int) -> dict[str, int]:
+    """Tokenizer-level counters for a group of documents."""
+    sentences = sum(len(d) for d in docs)
+    tokens = sum(len(s) for d in docs for s in d)
+    unk = sum(s.count(unk_id) for d in docs for s in d)
+    return {
+        "documents": len(docs),
+        "empty_documents": sum(1 for d in docs if not d),
+        "one_sentence_documents": sum(1 for d in docs if len(d) == 1),
+        "sentences": sentences,
+        "empty_sentences": dropped_sentences,
+        "tokens": tokens,
+        "unk_tokens": unk,
+    }
+
+
+class _VocabResource:
+    """Loads the vocab and tokenizer once per DoFn instance (``setup``)."""
+
+    def __init__(self, vocab_path: str, do_lower_case: bool):
+        self.vocab_path = vocab_path
+        self.do_lower_case = do_lower_case
+        self.vocab: Vocab | None = None
+        self.encoder: SentenceEncoder | None = None
+        self.ids: VocabIds | None = None
+
+    def load(self) -> None:
+        self.vocab = load_vocab(self.vocab_path)
+        self.encoder = SentenceEncoder(self.vocab, self.do_lower_case)
+        self.ids = VocabIds(self.vocab)
+
+
+def make_bucket_instances(bucket: int, docs: list[list[list[int]]], instance_config: InstanceConfig,
+                          ids: VocabIds, vocab_size: int, tmp_dir: str, masking: str) -> tuple[tuple, InstanceStats]:
+    """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
+
+    Returns:
+        ``((bucket, path, rows), stats)``.
+    """
+    stats = InstanceStats()
+    rng = random.Random(bucket_seed(instance_config.random_seed, bucket))
+    config = instance_config
+    if masking == "dynamic":
+        config = dataclasses.replace(config, dupe_factor=1)
+    instances = create_training_instances(docs, config, ids, rng, stats, mask=(masking == "static"))
+    path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
+    if instances:
+        shards.write_bucket_file(path, shards.instances_to_table(instances, vocab_size))
+    return (bucket, path, len(instances)), stats
+
+
+class ReadDocumentsFn(beam.DoFn):
+    """``(file_index, path)`` -> ``(file_index, ordinal, sentences)`` per document; reader counts as a
+    tagged ``counts`` output."""
+
+    def __init__(self, config: ShardsConfig):
+        self.config = config
+        self.documents = Metrics.counter("bertprep", "documents_read")
+
+    def process(self, element: tuple[int, str]) -> Iterator[Any]:
+        file_index, path = element
+        stats = readers.ReaderStats()
+        for doc in readers.read_documents(path, self.config.input_format, stats=stats, **_reader_kwargs(self.config)):
+            self.documents.inc()
+            yield (file_index, doc.ordinal, list(doc.sentences))
+        yield beam.pvalue.TaggedOutput("counts", {"reader": stats.to_dict()})
+
+
+class TokenizeDocumentFn(beam.DoFn):
+    """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes)."""
+
+    def __init__(self, vocab_path: str, do_lower_case: bool):
+        self.resource = _VocabResource(vocab_path, do_lower_case)
+
+    def setup(self) -> None:
+        self.resource.load()
+
+    def process(self, element: tuple[int, int, list[str]]) -> Iterator[TokenizedDocument]:
+        file_index, ordinal, sentences = element
+        yield encode_document(self.resource.encoder, file_index, ordinal, sentences)
+
+
+class AssignBucketFn(beam.DoFn):
+    """Keys a tokenized document by its seeded stable bucket."""
+
+    def __init__(self, files: Sequence[str], random_seed: int, bucket_size: int):
+        self.files = list(files)
+        self.random_seed = random_seed
+        self.bucket_size = bucket_size
+
+    def process(self, doc: TokenizedDocument, num_documents: int) -> Iterator[tuple[int, TokenizedDocument]]:
+        num_buckets = 1 if self.bucket_size <= 0 else max(1, -(-num_documents // self.bucket_size))
+        yield stable_bucket(self.random_seed, self.files[doc[0]], doc[1], num_buckets), doc
+
+
+class CreateInstancesFn(beam.DoFn):
+    """``(bucket, documents)`` -> bucket file meta ``(bucket, path, rows)``; counts as tagged output."""
+
+    def __init__(self, config: ShardsConfig, tmp_dir: str):
+        self.config = config
+        self.tmp_dir = tmp_dir
+        self.resource = _VocabResource(config.vocab, config.do_lower_case)
+        self.instances = Metrics.counter("bertprep", "instances")
+
+    def setup(self) -> None:
+        self.resource.load()
+
+    def process(self, element: tuple[int, Iterable[TokenizedDocument]]) -> Iterator[Any]:
+        bucket, tokenized = element
+        tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
+        docs = [decode_document(d) for d in tokenized]
+        counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
+        del tokenized
+        meta, stats = make_bucket_instances(bucket, docs, self.config.instance, self.resource.ids,
+                                            self.resource.vocab.size, self.tmp_dir, self.config.masking)
+        self.instances.inc(meta[2])
+        yield meta
+        yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1})
+
+
+class ProcessFileStreamingFn(beam.DoFn):
+    """The ``file`` pairing scope: one input file -> runs of ``bucket_size`` consecutive documents, each
+    run a bucket, processed as soon as it is complete (nothing waits for other files)."""
+
+    def __init__(self, config: ShardsConfig, tmp_dir: str):
+        self.config = config
+        self.tmp_dir = tmp_dir
+        self.resource = _VocabResource(config.vocab, config.do_lower_case)
+
+    def setup(self) -> None:
+        self.resource.load()
+
+    def process(self, element: tuple[int, str]) -> Iterator[Any]:
+        file_index, path = element
+        reader_stats = readers.ReaderStats()
+        encoder = self.resource.encoder
+        run: list[TokenizedDocument] = []
+        run_index = 0
+        size = self.config.bucket_size
+
+        def flush() -> Iterator[Any]:
+            nonlocal run, run_index
+            docs = [decode_document(d) for d in run]
+            counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
+            bucket = (file_index << 24) | run_index
+            meta, stats = make_bucket_instances(bucket, docs, self.config.instance, self.resource.ids,
+                                                self.resource.vocab.size, self.tmp_dir, self.config.masking)
+            run, run_index = [], run_index + 1
+            yield meta
+            yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(),
+                                                      "buckets": 1})
+
+        for doc in readers.read_documents(path, self.config.input_format, stats=reader_stats,
+                                          **_reader_kwargs(self.config)):
+            run.append(encode_document(encoder, file_index, doc.ordinal, doc.sentences))
+            if size > 0 and len(run) >= size:
+                yield from flush()
+        if run:
+            yield from flush()
+        yield beam.pvalue.TaggedOutput("counts", {"reader": reader_stats.to_dict()})
+
+
+class MergeCountsFn(beam.CombineFn):
+    """Sums count dicts (numbers add, dicts merge) into one."""
+
+    def create_accumulator(self) -> dict:
+        return {}
+
+    def add_input(self, acc: dict, element: dict) -> dict:
+        return shards.merge_counts(acc, element)
+
+    def merge_accumulators(self, accs: Iterable[dict]) -> dict:
+        out: dict = {}
+        for acc in accs:
+            out = shards.merge_counts(out, acc)
+        return out
+
+    def extract_output(self, acc: dict) -> dict:
+        return acc
+
+
+class ReadDocuments(beam.PTransform):
+    """Input files -> documents; outputs ``documents`` and ``counts``."""
+
+    def __init__(self, config: ShardsConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, files):
+        return files | "ReadDocumentsFn" >> beam.ParDo(ReadDocumentsFn(self.config)).with_outputs(
+            "counts", main="documents")
+
+
+class TokenizeDocuments(beam.PTransform):
+    def __init__(self, config: ShardsConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, documents):
+        return documents | "TokenizeDocumentFn" >> beam.ParDo(
+            TokenizeDocumentFn(self.config.vocab, self.config.do_lower_case))
+
+
+class CreateTrainingInstances(beam.PTransform):
+    """Tokenized documents -> seeded buckets -> reference algorithm -> bucket file metas (+ ``counts``)."""
+
+    def __init__(self, config: ShardsConfig, files: Sequence[str], tmp_dir: str):
+        super().__init__()
+        self.config = config
+        self.files = files
+        self.tmp_dir = tmp_dir
+
+    def expand(self, tokenized):
+        num_documents = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
+        return (
+            tokenized
+            | "AssignBucket" >> beam.ParDo(
+                AssignBucketFn(self.files, self.config.instance.random_seed, self.config.bucket_size),
+                num_documents=beam.pvalue.AsSingleton(num_documents))
+            | "GroupByBucket" >> beam.GroupByKey()
+            | "CreateInstancesFn" >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir)).with_outputs(
+                "counts", main="buckets")
+        )
+
+
+class ProcessFilesStreaming(beam.PTransform):
+    def __init__(self, config: ShardsConfig, tmp_dir: str):
+        super().__init__()
+        self.config = config
+        self.tmp_dir = tmp_dir
+
+    def expand(self, files):
+        return files | "ProcessFileStreamingFn" >> beam.ParDo(
+            ProcessFileStreamingFn(self.config, self.tmp_dir)).with_outputs("counts", main="buckets")
+
+
+def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int) -> list[shards.ShardPlan]:
+    total = sum(rows for _, _, rows in bucket_metas)
+    if total == 0:
+        raise MakeShardsError(
+            "bertprep: no instances were made: every document was empty or skipped (see the counts "
+            "logged above); check --input-format and that the input has documents separated by blank lines"
+        )
+    n = shards.choose_num_shards(total, num_shards)
+    if n > total:
+        raise MakeShardsError(f"bertprep: --num-shards {n} is more than the {total} instances made; use fewer shards")
+    return shards.plan_shards(bucket_metas, n)
+
+
+class WriteShardFn(beam.DoFn):
+    def __init__(self, output_dir: str, vocab_size: int):
+        self.output_dir = output_dir
+        self.vocab_size = vocab_size
+
+    def process(self, plan: shards.ShardPlan) -> Iterator[dict]:
+        yield shards.write_shard(self.output_dir, plan, self.vocab_size)
+
+
+class WriteManifestFn(beam.DoFn):
+    """Last step: delete the temporary bucket files, write vocab.txt and then manifest.json."""
+
+    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str):
+        self.config = config
+        self.vocab_info = vocab_info
+        self.vocab_tokens = vocab_tokens
+        self.tmp_dir = tmp_dir
+
+    def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
+        entries = sorted(shard_entries, key=lambda e: e["file"])
+        counts = dict(counts)
+        counts["max_seq_length"] = self.config.instance.max_seq_length
+        statistics = shards.summarize_statistics(counts)
+        rows = sum(e["rows"] for e in entries)
+        if rows != statistics["instances"]:
+            raise MakeShardsError(f"bertprep: internal error: shards hold {rows} rows, buckets made "
+                                  f"{statistics['instances']}")
+        shards.copy_vocab(self.config.output_dir, self.vocab_tokens)
+        if FileSystems.exists(self.tmp_dir):
+            FileSystems.delete([self.tmp_dir])
+        vocab_size = len(self.vocab_tokens)
+        manifest = {
+            "format_version": schema.FORMAT_VERSION,
+            "created_by": f"bertprep {__version__}",
+            "config": self.config.to_dict() | {"masking": self.config.masking},
+            "vocab": self.vocab_info,
+            "schema": {"id_type": str(schema.id_type_for_vocab(vocab_size)), "columns": list(schema.COLUMNS)},
+            "shards": entries,
+            "statistics": statistics,
+        }
+        yield shards.write_manifest(self.config.output_dir, manifest)
+
+
+class WriteArrowShards(beam.PTransform):
+    """Bucket file metas -> balanced Arrow shards -> manifest.json (written last)."""
+
+    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str):
+        super().__init__()
+        self.config = config
+        self.vocab_info = vocab_info
+        self.vocab_tokens = vocab_tokens
+        self.tmp_dir = tmp_dir
+
+    def expand(self, pcolls):
+        bucket_metas, counts = pcolls
+        merged_counts = counts | "MergeCounts" >> beam.CombineGlobally(MergeCountsFn())
+        plans = (
+            bucket_metas
+            | "CollectBuckets" >> beam.combiners.ToList()
+            | "PlanShards" >> beam.FlatMap(_plan, self.config.num_shards)
+            | "SpreadShards" >> beam.Reshuffle()
+        )
+        entries = (
+            plans
+            | "WriteShardFn" >> beam.ParDo(WriteShardFn(self.config.output_dir, len(self.vocab_tokens)))
+            | "CollectShards" >> beam.combiners.ToList()
+        )
+        return entries | "WriteManifestFn" >> beam.ParDo(
+            WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir),
+            counts=beam.pvalue.AsSingleton(merged_counts))
+
+
+def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+    """Beam options from pass-through arguments; with no ``--runner``, the in-process local runner on
+    every core (``FnApiRunner`` in multi-processing mode, no Prism download)."""
+    options = PipelineOptions(list(beam_args))
+    standard = options.view_as(StandardOptions)
+    if not standard.runner:
+        direct = options.view_as(DirectOptions)
+        if not direct.direct_num_workers:
+            direct.direct_num_workers = os.cpu_count() or 1
+        if direct.direct_running_mode in (None, "in_memory") and direct.direct_num_workers > 1:
+            direct.direct_running_mode = "multi_processing"
+    return options
+
+
+def _local_runner(options: PipelineOptions):
+    if options.view_as(StandardOptions).runner:
+        return None  # Beam picks the runner named in the options
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    return FnApiRunner()
+
+
+def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab,
+                   tmp_dir: str) -> None:
+    """Add the make-shards transforms to ``pipeline``."""
+    vocab_info = {
+        "file": "vocab.txt",
+        "source": config.vocab,
+        "size": vocab.size,
+        "sha256": vocab.sha256,
+        "do_lower_case": config.do_lower_case,
+        "special_token_ids": vocab.special_token_ids(),
+    }
+    file_list = pipeline | "ListInputFiles" >> beam.Create(list(enumerate(files)))
+    if len(files) > 1:
+        file_list = file_list | "SpreadFiles" >> beam.Reshuffle()
+    if config.pairing_scope == "file":
+        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, tmp_dir)
+        counts = result.counts
+    else:
+        read = file_list | "ReadDocuments" >> ReadDocuments(config)
+        tokenized = read.documents | "TokenizeDocuments" >> TokenizeDocuments(config)
+        result = tokenized | "CreateTrainingInstances" >> CreateTrainingInstances(config, files, tmp_dir)
+        counts = (read.counts, result.counts) | "FlattenCounts" >> beam.Flatten()
+    (result.buckets, counts) | "WriteArrowShards" >> WriteArrowShards(config, vocab_info, list(vocab.tokens), tmp_dir)
+
+
+def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict:
+    """Run make-shards end to end and return the manifest.
+
+    Raises:
+        readers.InputError: inputs missing, matching nothing, or unreadable.
+        VocabError: the vocab cannot be used.
+        MakeShardsError: the output directory already holds shards (without ``overwrite``), or no
+            instance was made. A failed run leaves no ``manifest.json``.
+    """
+    vocab = load_vocab(config.vocab)
+    files = readers.expand_inputs(list(config.inputs))
+    output_dir = config.output_dir
+    existing = shards.existing_outputs(output_dir)
+    if existing:
+        if not config.overwrite:
+            raise MakeShardsError(
+                f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
+                f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
+            )
+        manifest_paths = [p for p in existing if p.endswith(schema.MANIFEST_NAME)]
+        FileSystems.delete(manifest_paths + [p for p in existing if p not in manifest_paths])
+    if not FileSystems.exists(output_dir):
+        FileSystems.mkdirs(output_dir)
+    tmp_dir = FileSystems.join(output_dir, f"{shards.TMP_PREFIX}{uuid.uuid4().hex[:12]}")
+    FileSystems.mkdirs(tmp_dir)
+    options = default_pipeline_options(beam_args)
+    start = time.time()
+    log.info("make-shards: %d input files -> %s", len(files), output_dir)
+    try:
+        with beam.Pipeline(runner=_local_runner(options), options=options) as pipeline:
+            build_pipeline(pipeline, config, files, vocab, tmp_dir)
+    except Exception as err:
+        try:
+            if FileSystems.exists(tmp_dir):
+                FileSystems.delete([tmp_dir])
+        except Exception:  # cleaning up must not hide the real error
+            log.warning("could not remove %s", tmp_dir)
+        message = _bertprep_message(err)
+        if message:
+            raise MakeShardsError(message) from err
+        raise
+    manifest = schema.read_manifest(output_dir) if "://" not in output_dir else {}
+    log.info("make-shards finished in %.1f s", time.time() - start)
+    return manifest
+
+
+def _bertprep_message(err: BaseException) -> str | None:
+    """Our own error text from inside a Beam failure (Beam wraps worker exceptions)."""
+    seen = set()
+    stack = [err]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen or e is None:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (MakeShardsError, readers.InputError)):
+            return str(e).removeprefix("bertprep: ")
+        stack.extend([e.__cause__, e.__context__])
+    text = str(err)
+    for marker in ("bertprep: ", "InputError: "):
+        if marker in text:
+            line = text.split(marker, 1)[1].splitlines()[0]
+            return line.strip().rstrip("'\"")
+    return None

@@ -1,0 +1,114 @@
+"""Human-readable views of a shard directory: manifest statistics and instances decoded back to text."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from bertprep.pipeline import schema
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def format_summary(manifest: dict[str, Any], shard_dir: str = "") -> str:
+    """Short summary printed at the end of make-shards."""
+    s = manifest["statistics"]
+    m = s["masked"]
+    lines = [
+        f"Wrote {s['instances']:,} instances in {len(manifest['shards'])} shards to {shard_dir or '.'}",
+        f"  documents {s['documents']['used']:,} used / {s['documents']['read']:,} read, "
+        f"sentences {s['sentences']:,}, NotNext {_pct(s['not_next_share'])}, "
+        f"masked/token {m['per_token'] if m['per_token'] is not None else 'n/a'}, "
+        f"[MASK]/random/kept {_pct(m['mask_share'])}/{_pct(m['random_share'])}/{_pct(m['kept_share'])}",
+        f"  run `bertprep inspect {shard_dir or '.'}` for details",
+    ]
+    return "\n".join(lines)
+
+
+def format_statistics(manifest: dict[str, Any]) -> str:
+    """All manifest statistics, one per line, with the config that made the shards."""
+    s = manifest["statistics"]
+    c = manifest["config"]
+    v = manifest["vocab"]
+    m = s["masked"]
+    total_rows = sum(x["rows"] for x in manifest["shards"])
+    rows = [
+        ("made by", manifest.get("created_by", "?")),
+        ("config", ", ".join(f"{k}={c[k]}" for k in ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
+                                                    "short_seq_prob", "dupe_factor", "random_seed", "do_lower_case",
+                                                    "do_whole_word_mask", "masking", "pairing_scope", "bucket_size")
+                            if k in c)),
+        ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),
+        ("shards", f"{len(manifest['shards'])} files, {total_rows:,} rows "
+                   f"({min(x['rows'] for x in manifest['shards']):,}-{max(x['rows'] for x in manifest['shards']):,} per shard)"),
+        ("files read", f"{s['files']:,} ({', '.join(f'{k}: {n}' for k, n in s['formats'].items())})"),
+        ("documents", f"{s['documents']['read']:,} read, {s['documents']['used']:,} used, "
+                      f"{s['documents']['one_sentence']:,} with one sentence"),
+        ("documents skipped", ", ".join(f"{k}: {n:,}" for k, n in s["documents"]["skipped"].items()) or "none"),
+        ("lines skipped", ", ".join(f"{k}: {n:,}" for k, n in s["lines_skipped"].items()) or "none"),
+        ("undecodable lines", f"{s['undecodable_lines']:,}"),
+        ("sentences", f"{s['sentences']:,} ({s['sentences_dropped_empty_after_tokenization']:,} dropped: "
+                      "no word piece left after normalization)"),
+        ("[UNK] rate", _pct(s["unk_rate"])),
+        ("instances", f"{s['instances']:,} in {s['buckets']:,} buckets"),
+        ("NotNext", f"{_pct(s['not_next_share'])} ({s['not_next_same_document']:,} from the same document)"),
+        ("tokens", f"{s['tokens']:,} (mean length {s['mean_length']}), full length {_pct(s['full_length_share'])}, "
+                   f"truncated {_pct(s['truncated_share'])}"),
+        ("masked positions", f"{m['positions']:,} ({m['per_token']} per token, {m['per_instance']} per instance); "
+                             f"[MASK] {_pct(m['mask_share'])}, random {_pct(m['random_share'])}, "
+                             f"kept {_pct(m['kept_share'])}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    out = [f"{k.rjust(width)}  {val}" for k, val in rows]
+    out.append(f"{'lengths'.rjust(width)}  {format_histogram(s['length_histogram'], c.get('max_seq_length', 128))}")
+    return "\n".join(out)
+
+
+def format_histogram(hist: dict[str, int], max_seq_length: int, bins: int = 8) -> str:
+    """Length histogram in ``bins`` equal-width bins, e.g. ``1-16: 2.0% | ... | 113-128: 85.1%``."""
+    total = sum(hist.values())
+    if not total:
+        return "n/a"
+    width = max(1, -(-max_seq_length // bins))
+    parts = []
+    for b in range(bins):
+        lo, hi = b * width + 1, min((b + 1) * width, max_seq_length)
+        n = sum(v for k, v in hist.items() if lo <= int(k) <= hi)
+        parts.append(f"{lo}-{hi}: {100 * n / total:.1f}%")
+    return " | ".join(parts)
+
+
+def load_vocab_tokens(shard_dir: str) -> list[str]:
+    path = os.path.join(shard_dir, "vocab.txt")
+    with open(path, encoding="utf-8") as f:
+        return f.read().split("\n")[:-1]
+
+
+def iter_rows(shard_dir: str, manifest: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Rows of a finished local shard directory as Python dicts, shard by shard."""
+    for path in schema.shard_paths(shard_dir, manifest):
+        with pa.memory_map(path) as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield from reader.get_batch(i).to_pylist()
+
+
+def decode_instance(row: dict[str, Any], tokens: list[str]) -> str:
+    """One instance as text: ``[CLS] a b [SEP] c {[MASK]→d} [SEP]  (IsNext)``.
+
+    A masked position is shown as ``{shown→label}``: ``{[MASK]→cat}`` (80%), ``{dog→cat}`` (random, 10%),
+    ``{cat→cat}`` (kept, 10%).
+    """
+    labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"]))
+    out = []
+    for pos, token_id in enumerate(row["input_ids"]):
+        text = tokens[token_id]
+        if pos in labels:
+            text = f"{{{text}→{tokens[labels[pos]]}}}"
+        out.append(text)
+    label = "NotNext" if row["next_sentence_label"] else "IsNext"
+    return f"{' '.join(out)}  ({label}, {len(row['input_ids'])} tokens)"

@@ -1,0 +1,311 @@
+"""Arrow shards and the manifest: instances -> Arrow, bucket files -> balanced shards, statistics.
+
+Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works); the Beam
+composites in ``beam_pipeline.py`` call these functions.
+
+How shards are cut. Each bucket's instances are first written, in the bucket's own order, to a temporary
+Arrow *stream* file ``<output>/.bertprep-tmp-<run>/bucket-<key>.arrows``. When every bucket is done, the
+buckets are ordered by key and the concatenated rows are cut into ``num_shards`` contiguous ranges whose
+sizes differ by at most one; each shard is written by one worker from the bucket files its range
+overlaps. This keeps the output byte-identical whatever the runner, worker count or bundle order (rows
+never pass through an unordered shuffle), keeps memory flat (a shard is streamed, not grouped), and
+balances row counts for DDP ranks and loader workers. With one bucket the row order is the original
+generator's output order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from apache_beam.io.filesystems import FileSystems
+
+from bertprep.pipeline import schema
+from bertprep.pipeline.instances import TrainingInstance
+
+DEFAULT_INSTANCES_PER_SHARD = 50_000
+ROWS_PER_RECORD_BATCH = 4096
+TMP_PREFIX = ".bertprep-tmp-"
+
+
+def instances_to_table(instances: Sequence[TrainingInstance], vocab_size: int) -> pa.Table:
+    """Arrow table (schema :func:`schema.shard_schema`) of unpadded instances, in the given order."""
+    arrow_schema = schema.shard_schema(vocab_size)
+    id_dtype = np.uint16 if arrow_schema.field("input_ids").type.value_type == pa.uint16() else np.uint32
+    n = len(instances)
+    lengths = np.fromiter((len(x.input_ids) for x in instances), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    input_ids = np.fromiter(itertools.chain.from_iterable(x.input_ids for x in instances), dtype=id_dtype, count=total)
+    first_b = np.fromiter((x.num_tokens_a + 2 for x in instances), dtype=np.int64, count=n)
+    position = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1].astype(np.int64), lengths)
+    token_type_ids = (position >= np.repeat(first_b, lengths)).astype(np.uint8)
+
+    m_lengths = np.fromiter((len(x.masked_lm_positions) for x in instances), dtype=np.int64, count=n)
+    m_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(m_lengths, out=m_offsets[1:])
+    m_total = int(m_offsets[-1])
+    positions = np.fromiter(itertools.chain.from_iterable(x.masked_lm_positions for x in instances),
+                            dtype=np.uint16, count=m_total)
+    labels = np.fromiter(itertools.chain.from_iterable(x.masked_lm_ids for x in instances), dtype=id_dtype, count=m_total)
+    nsp = np.fromiter((x.next_sentence_label for x in instances), dtype=np.uint8, count=n)
+
+    def list_array(offs: np.ndarray, values: np.ndarray, field_name: str) -> pa.Array:
+        return pa.ListArray.from_arrays(pa.array(offs), pa.array(values), type=arrow_schema.field(field_name).type)
+
+    return pa.Table.from_arrays(
+        [
+            list_array(offsets, input_ids, "input_ids"),
+            list_array(offsets, token_type_ids, "token_type_ids"),
+            list_array(m_offsets, positions, "masked_lm_positions"),
+            list_array(m_offsets, labels, "masked_lm_ids"),
+            pa.array(nsp, type=pa.uint8()),
+        ],
+        schema=arrow_schema,
+    )
+
+
+class _HashingWriter(io.RawIOBase):
+    """A write-only stream that forwards to ``sink`` and keeps a sha256 and byte count of what passed."""
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        b = bytes(b)
+        self.digest.update(b)
+        self.size += len(b)
+        self.sink.write(b)
+        return len(b)
+
+
+def write_bucket_file(path: str, table: pa.Table) -> None:
+    """Write one bucket's rows to a temporary Arrow stream file (any Beam filesystem)."""
+    with FileSystems.create(path) as f:
+        with pa.ipc.new_stream(pa.PythonFile(f, mode="w"), table.schema) as writer:
+            writer.write_table(table, max_chunksize=ROWS_PER_RECORD_BATCH)
+
+
+def read_bucket_rows(path: str, start: int, stop: int) -> Iterator[pa.RecordBatch]:
+    """Record batches of rows ``[start, stop)`` of a bucket stream file, streamed."""
+    seen = 0
+    with FileSystems.open(path) as f:
+        reader = pa.ipc.open_stream(pa.PythonFile(f, mode="r"))
+        for batch in reader:
+            lo, hi = seen, seen + batch.num_rows
+            seen = hi
+            if hi <= start:
+                continue
+            if lo >= stop:
+                break
+            yield batch.slice(max(start - lo, 0), min(stop, hi) - max(start, lo))
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """Shard ``index`` of ``count``: the slices ``(bucket_path, start, stop)`` it is made of, in order."""
+
+    index: int
+    count: int
+    rows: int
+    slices: tuple[tuple[str, int, int], ...]
+
+
+def choose_num_shards(total_rows: int, requested: int) -> int:
+    """``requested`` if set, else one shard per ~50,000 instances (at least one)."""
+    if requested > 0:
+        return requested
+    return max(1, math.ceil(total_rows / DEFAULT_INSTANCES_PER_SHARD))
+
+
+def plan_shards(buckets: Iterable[tuple[int, str, int]], num_shards: int) -> list[ShardPlan]:
+    """Cut the buckets' rows, in bucket-key order, into ``num_shards`` contiguous balanced ranges.
+
+    Args:
+        buckets: ``(bucket_key, path, rows)`` for every bucket, any order.
+        num_shards: number of shards (>= 1). More shards than rows gives some empty shards, so callers
+            should cap it (``make-shards`` refuses a run that makes no instance at all).
+
+    Returns:
+        One :class:`ShardPlan` per shard; shard sizes differ by at most one row.
+    """
+    ordered = sorted(buckets)
+    total = sum(rows for _, _, rows in ordered)
+    plans = []
+    cursor = 0  # index into ordered
+    offset_in_bucket = 0
+    for s in range(num_shards):
+        lo = s * total // num_shards
+        hi = (s + 1) * total // num_shards
+        need = hi - lo
+        slices = []
+        while need > 0:
+            _, path, rows = ordered[cursor]
+            take = min(need, rows - offset_in_bucket)
+            if take > 0:
+                slices.append((path, offset_in_bucket, offset_in_bucket + take))
+            need -= take
+            offset_in_bucket += take
+            if offset_in_bucket >= rows:
+                cursor += 1
+                offset_in_bucket = 0
+        plans.append(ShardPlan(s, num_shards, hi - lo, tuple(slices)))
+    return plans
+
+
+def write_shard(output_dir: str, plan: ShardPlan, vocab_size: int) -> dict[str, Any]:
+    """Write one shard (Arrow IPC file format) from its bucket slices; returns its manifest entry."""
+    arrow_schema = schema.shard_schema(vocab_size)
+    name = schema.shard_name(plan.index, plan.count)
+    path = FileSystems.join(output_dir, name)
+    rows = 0
+    tokens = 0
+    with FileSystems.create(path) as f:
+        hashing = _HashingWriter(f)
+        sink = pa.PythonFile(hashing, mode="w")
+        with pa.ipc.new_file(sink, arrow_schema) as writer:
+            pending: list[pa.RecordBatch] = []
+            pending_rows = 0
+
+            def flush(force: bool) -> None:
+                nonlocal pending, pending_rows
+                while pending_rows >= ROWS_PER_RECORD_BATCH or (force and pending_rows):
+                    table = pa.Table.from_batches(pending, schema=arrow_schema).combine_chunks()
+                    take = min(ROWS_PER_RECORD_BATCH, pending_rows)
+                    writer.write_batch(table.slice(0, take).to_batches()[0])
+                    rest = table.slice(take)
+                    pending = rest.to_batches() if rest.num_rows else []
+                    pending_rows -= take
+
+            for bucket_path, start, stop in plan.slices:
+                for batch in read_bucket_rows(bucket_path, start, stop):
+                    rows += batch.num_rows
+                    tokens += int(pc.sum(pc.list_value_length(batch.column(0))).as_py() or 0)
+                    pending.append(batch)
+                    pending_rows += batch.num_rows
+                    flush(False)
+            flush(True)
+    return {"file": name, "rows": rows, "tokens": tokens, "sha256": hashing.digest.hexdigest(),
+            "bytes": hashing.size}
+
+
+# ---------------------------------------------------------------------------------------------- stats
+
+def merge_counts(a: Any, b: Any) -> Any:
+    """Sum two count structures: numbers add, dicts merge key by key (recursively)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge_counts(out.get(k), v)
+        return out
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a + b
+    raise TypeError(f"cannot merge {type(a).__name__} with {type(b).__name__}")
+
+
+def _share(part: float, whole: float) -> float | None:
+    return round(part / whole, 6) if whole else None
+
+
+def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
+    """Manifest ``statistics`` from the merged counters of readers, tokenizer and buckets.
+
+    Returns a dict with: ``documents`` (read, used, skipped by reason), ``sentences``, ``instances``,
+    ``not_next_share``, ``tokens``, ``masked`` (count, per token, share by kind [MASK]/random/kept),
+    ``length_histogram`` (length -> instances) with its ``full_length_share``, ``truncated_share``,
+    ``unk_rate`` (share of [UNK] among the corpus's word pieces), and reader/tokenizer details.
+    """
+    reader = counts.get("reader", {}) or {}
+    tok = counts.get("tokenizer", {}) or {}
+    inst = counts.get("instances", {}) or {}
+    n_inst = inst.get("instances", 0)
+    masked = inst.get("masked", 0)
+    hist = {int(k): v for k, v in (inst.get("length_histogram") or {}).items()}
+    max_len = counts.get("max_seq_length")
+    skipped = dict(reader.get("skipped_documents", {}) or {})
+    if tok.get("empty_documents"):
+        skipped["empty_after_tokenization"] = skipped.get("empty_after_tokenization", 0) + tok["empty_documents"]
+    return {
+        "files": reader.get("files", 0),
+        "documents": {
+            "read": reader.get("documents", 0),
+            "used": tok.get("documents", 0) - tok.get("empty_documents", 0),
+            "skipped": skipped,
+            "one_sentence": tok.get("one_sentence_documents", 0),
+        },
+        "sentences": tok.get("sentences", 0),
+        "lines_skipped": reader.get("skipped_lines", {}) or {},
+        "undecodable_lines": reader.get("undecodable_lines", 0),
+        "sentences_dropped_empty_after_tokenization": tok.get("empty_sentences", 0),
+        "corpus_word_pieces": tok.get("tokens", 0),
+        "unk_rate": _share(tok.get("unk_tokens", 0), tok.get("tokens", 0)),
+        "instances": n_inst,
+        "not_next_share": _share(inst.get("not_next", 0), n_inst),
+        "not_next_same_document": inst.get("same_document_not_next", 0),
+        "tokens": inst.get("tokens", 0),
+        "mean_length": _share(inst.get("tokens", 0), n_inst),
+        "masked": {
+            "positions": masked,
+            "per_token": _share(masked, inst.get("tokens", 0)),
+            "per_instance": _share(masked, n_inst),
+            "mask_share": _share(inst.get("masked_as_mask", 0), masked),
+            "random_share": _share(inst.get("masked_as_random", 0), masked),
+            "kept_share": _share(inst.get("masked_as_kept", 0), masked),
+        },
+        "truncated_share": _share(inst.get("truncated", 0), n_inst),
+        "full_length_share": _share(hist.get(max_len, 0), n_inst) if max_len else None,
+        "length_histogram": {str(k): hist[k] for k in sorted(hist)},
+        "buckets": counts.get("buckets", 0),
+        "formats": reader.get("formats", {}) or {},
+    }
+
+
+def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:
+    """Write ``manifest.json`` (the commit marker) atomically where the filesystem allows it."""
+    path = FileSystems.join(output_dir, schema.MANIFEST_NAME)
+    data = (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8")
+    tmp = FileSystems.join(output_dir, schema.MANIFEST_NAME + ".tmp")
+    with FileSystems.create(tmp) as f:
+        f.write(data)
+    FileSystems.rename([tmp], [path])
+    return path
+
+
+def copy_vocab(output_dir: str, tokens: Sequence[str]) -> None:
+    """Write the vocab as ``vocab.txt`` beside the shards (one token per line, line number = id)."""
+    with FileSystems.create(FileSystems.join(output_dir, "vocab.txt")) as f:
+        f.write(("\n".join(tokens) + "\n").encode("utf-8"))
+
+
+def existing_outputs(output_dir: str) -> list[str]:
+    """Shard files, a manifest or a vocab already in ``output_dir`` (empty list if the dir is absent)."""
+    if not FileSystems.exists(output_dir):
+        return []
+    pattern = FileSystems.join(output_dir, "*")
+    found = []
+    for result in FileSystems.match([pattern]):
+        for meta in result.metadata_list:
+            base = os.path.basename(meta.path.rstrip("/"))
+            if schema.SHARD_RE.match(base) or base in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp",
+                                                      "vocab.txt") or base.startswith(TMP_PREFIX):
+                found.append(meta.path)
+    return sorted(found)
