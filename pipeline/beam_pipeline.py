@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import random
+import re
 import time
 import uuid
 from typing import Any, Iterable, Iterator, Sequence
@@ -519,7 +520,7 @@ def _bertprep_message(err: BaseException) -> str | None:
             continue
         seen.add(id(e))
         if isinstance(e, (MakeShardsError, readers.InputError)):
-            return str(e).removeprefix("bertprep: ")
+            return re.sub(r" \[while running '[^']*'\]$", "", str(e)).removeprefix("bertprep: ")
         stack.extend([e.__cause__, e.__context__])
     text = str(err)
     for marker in ("bertprep: ", "InputError: "):
