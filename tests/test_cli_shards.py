@@ -1,0 +1,105 @@
+"""The make-shards and inspect commands through click's CliRunner: options, pass-through to Beam, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from bertprep.cli.main import cli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
+VOCAB = str(FIXTURES / "vocab.txt")
+BEAM_IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+
+def _run(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def _make(out: Path, *extra: str):
+    return _run(["make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt", "--vocab", VOCAB, "-o", str(out),
+                 "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "2",
+                 "--num-shards", "3", "-q", *extra, *BEAM_IN_PROCESS])
+
+
+def test_make_shards_then_inspect(tmp_path):
+    out = tmp_path / "shards"
+    result = _make(out)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["shards"]) == 3
+    assert f"Wrote {manifest['statistics']['instances']:,} instances in 3 shards" in result.output
+
+    shown = _run(["inspect", str(out), "-n", "2"])
+    assert shown.exit_code == 0, shown.output
+    assert "NotNext" in shown.output and "[MASK]" in shown.output
+    examples = [line for line in shown.output.splitlines() if line.startswith("#")]
+    assert len(examples) == 2
+    for line in examples:
+        assert line.count("[SEP]") >= 2 and "[CLS]" in line
+        assert line.rstrip().endswith("tokens)") and ("(IsNext" in line or "(NotNext" in line)
+        assert "→" in line  # masked positions are shown with their labels
+
+
+def test_options_and_pass_through_reach_the_manifest(tmp_path):
+    out = tmp_path / "shards"
+    result = _make(out, "--do-whole-word-mask", "--random-seed", "7", "--pairing-scope", "file",
+                   "--bucket-size", "5")
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "manifest.json").read_text())["config"]
+    assert config["do_whole_word_mask"] is True and config["random_seed"] == 7
+    assert config["pairing_scope"] == "file" and config["bucket_size"] == 5
+
+
+def test_help_explains_every_option():
+    result = _run(["make-shards", "--help"])
+    assert result.exit_code == 0
+    for option in ("--input-file", "--vocab", "--output-dir", "--do-lower-case", "--max-seq-length",
+                   "--max-predictions-per-seq", "--masked-lm-prob", "--short-seq-prob", "--dupe-factor",
+                   "--random-seed", "--do-whole-word-mask", "--input-format", "--pairing-scope",
+                   "--bucket-size", "--num-shards", "--masking", "--overwrite"):
+        assert option in result.output
+    assert "DataflowRunner" in result.output
+
+
+def test_max_predictions_must_be_below_max_seq_length(tmp_path):
+    result = _run(["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", VOCAB, "-o", str(tmp_path / "o"),
+                   "--max-seq-length", "32", "--max-predictions-per-seq", "32"])
+    assert result.exit_code == 2
+    assert "max_predictions_per_seq (32) must be smaller than max_seq_length (32)" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_glob_matching_nothing_is_a_clear_error(tmp_path):
+    result = _run(["make-shards", "-i", str(tmp_path / "nothing-*.txt"), "--vocab", VOCAB, "-o",
+                   str(tmp_path / "o"), *BEAM_IN_PROCESS])
+    assert result.exit_code == 1
+    assert "nothing-*.txt" in result.output and "Error" in result.output
+
+
+def test_missing_vocab_is_a_clear_error(tmp_path):
+    result = _run(["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", str(tmp_path / "nope.txt"), "-o",
+                   str(tmp_path / "o")])
+    assert result.exit_code == 2 and "nope.txt: vocab file not found" in result.output
+
+
+def test_existing_output_is_refused(tmp_path):
+    out = tmp_path / "shards"
+    assert _make(out).exit_code == 0
+    again = _make(out)
+    assert again.exit_code == 1 and "already holds shards" in again.output and "--overwrite" in again.output
+    assert _make(out, "--overwrite").exit_code == 0
+
+
+def test_casing_mismatch_is_warned(tmp_path):
+    result = _make(tmp_path / "shards", "--no-do-lower-case")
+    assert result.exit_code == 0
+    assert "uncased vocab" in result.output and "--do-lower-case" in result.output
+
+
+def test_inspect_refuses_an_unfinished_directory(tmp_path):
+    (tmp_path / "shard-00000-of-00001.arrow").write_bytes(b"")
+    result = _run(["inspect", str(tmp_path)])
+    assert result.exit_code == 1 and "no manifest.json" in result.output
