@@ -14,7 +14,11 @@ import click
 @click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
               help="Start decoding after this many rows (in shard order).")
 @click.option("--stats/--no-stats", default=True, show_default=True, help="Print the manifest statistics.")
-def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool) -> None:
+@click.option("--verify", is_flag=True,
+              help="Read every row and check it: sha256 and counts against the manifest, length <= "
+                   "max_seq_length, [CLS] first, exactly two [SEP], token types, masked positions. Exits 1 "
+                   "on any problem.")
+def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, verify: bool) -> None:
     """Print the statistics of a finished shard directory and decode instances back to text.
 
     Masked positions are shown as {shown→label}: {[MASK]→cat} (80% of predictions), {dog→cat} (a random
@@ -33,3 +37,10 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool) ->
         rows = itertools.islice(inspection.iter_rows(shard_dir, manifest), skip, skip + num_examples)
         for k, row in enumerate(rows, start=skip):
             click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens)}")
+    if verify:
+        report = inspection.verify_shards(shard_dir, manifest)
+        if report["errors"]:
+            raise click.ClickException("verification failed:\n  " + "\n  ".join(report["errors"]))
+        click.echo(f"\nverified: {report['rows']:,} rows in {report['shards']} shards match the manifest; every "
+                   "row <= max_seq_length, starts with [CLS], holds exactly two [SEP], token types and masked "
+                   "positions well formed")

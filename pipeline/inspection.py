@@ -112,3 +112,91 @@ def decode_instance(row: dict[str, Any], tokens: list[str]) -> str:
         out.append(text)
     label = "NotNext" if row["next_sentence_label"] else "IsNext"
     return f"{' '.join(out)}  ({label}, {len(row['input_ids'])} tokens)"
+
+
+def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Check every row of a finished shard directory against the manifest and the format's invariants.
+
+    Per shard: the file's sha256, row and token counts equal the manifest's. Per row, after undoing the
+    masking (labels put back at ``masked_lm_positions``): length <= ``max_seq_length``; ``[CLS]`` first;
+    exactly two ``[SEP]``, the last token being one; ``token_type_ids`` 0 up to and including the first
+    ``[SEP]`` and 1 after it; positions strictly ascending, inside the row, never on [CLS]/[SEP], at most
+    ``max_predictions_per_seq`` of them (static masking).
+
+    Returns:
+        ``{"rows": n, "shards": k, "errors": [messages...]}``; an empty ``errors`` list means all is well
+        (at most 20 messages are kept).
+    """
+    import numpy as np
+
+    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
+    specials = manifest["vocab"]["special_token_ids"]
+    cls_id, sep_id = specials["[CLS]"], specials["[SEP]"]
+    max_len = manifest["config"]["max_seq_length"]
+    max_pred = manifest["config"]["max_predictions_per_seq"]
+    errors: list[str] = []
+    total_rows = 0
+
+    def error(msg: str) -> None:
+        if len(errors) < 20:
+            errors.append(msg)
+
+    for entry in manifest["shards"]:
+        path = os.path.join(shard_dir, entry["file"])
+        if schema.sha256_file(path) != entry["sha256"]:
+            error(f"{entry['file']}: sha256 differs from the manifest (file changed or truncated)")
+        rows = tokens = 0
+        with pa.memory_map(path) as source:
+            reader = pa.ipc.open_file(source)
+            for b in range(reader.num_record_batches):
+                batch = reader.get_batch(b)
+                ids_col, tt_col, pos_col, lab_col = (batch.column(i) for i in range(4))
+                offsets = ids_col.offsets.to_numpy()
+                ids = ids_col.values.to_numpy().astype(np.int64)
+                tt = tt_col.values.to_numpy()
+                m_offsets = pos_col.offsets.to_numpy()
+                positions = pos_col.values.to_numpy().astype(np.int64)
+                labels = lab_col.values.to_numpy().astype(np.int64)
+                lengths = np.diff(offsets)
+                m_lengths = np.diff(m_offsets)
+                row_of_pos = np.repeat(np.arange(batch.num_rows), m_lengths)
+                if len(positions) and (positions >= lengths[row_of_pos]).any():
+                    error(f"{entry['file']}: a masked position lies outside its row")
+                    positions = np.minimum(positions, lengths[row_of_pos] - 1)
+                unmasked = ids.copy()
+                unmasked[offsets[:-1][row_of_pos] + positions] = labels
+                starts, ends = offsets[:-1], offsets[1:] - 1
+                rows += batch.num_rows
+                tokens += int(lengths.sum())
+                where = f"{entry['file']} batch {b}"
+                if (lengths > max_len).any():
+                    error(f"{where}: {int((lengths > max_len).sum())} rows longer than max_seq_length {max_len}")
+                if (unmasked[starts] != cls_id).any():
+                    error(f"{where}: rows not starting with [CLS]")
+                if (unmasked[ends] != sep_id).any():
+                    error(f"{where}: rows not ending with [SEP]")
+                row_of_tok = np.repeat(np.arange(batch.num_rows), lengths)
+                seps = np.bincount(row_of_tok[unmasked == sep_id], minlength=batch.num_rows)
+                if (seps != 2).any():
+                    error(f"{where}: {int((seps != 2).sum())} rows without exactly two [SEP]")
+                # token types: 0 through the first [SEP], 1 after it
+                pos_in_row = np.arange(len(ids)) - np.repeat(starts, lengths)
+                sep_rows = row_of_tok[unmasked == sep_id]
+                sep_pos = pos_in_row[unmasked == sep_id]
+                first_sep_pos = np.full(batch.num_rows, np.iinfo(np.int64).max)
+                np.minimum.at(first_sep_pos, sep_rows, sep_pos)
+                expected_tt = (pos_in_row > first_sep_pos[row_of_tok]).astype(np.uint8)
+                if (tt != expected_tt).any():
+                    error(f"{where}: token_type_ids do not switch to 1 right after the first [SEP]")
+                if len(positions):
+                    same_row = row_of_pos[1:] == row_of_pos[:-1]
+                    if (np.diff(positions)[same_row] <= 0).any():
+                        error(f"{where}: masked positions not strictly ascending")
+                    if np.isin(unmasked[offsets[:-1][row_of_pos] + positions], [cls_id, sep_id]).any():
+                        error(f"{where}: a masked position is on [CLS] or [SEP]")
+                if manifest["config"].get("masking", "static") == "static" and (m_lengths > max_pred).any():
+                    error(f"{where}: more than max_predictions_per_seq {max_pred} predictions in a row")
+        if rows != entry["rows"] or tokens != entry["tokens"]:
+            error(f"{entry['file']}: {rows} rows / {tokens} tokens, the manifest says {entry['rows']} / {entry['tokens']}")
+        total_rows += rows
+    return {"rows": total_rows, "shards": len(manifest["shards"]), "errors": errors}

@@ -103,3 +103,32 @@ def test_inspect_refuses_an_unfinished_directory(tmp_path):
     (tmp_path / "shard-00000-of-00001.arrow").write_bytes(b"")
     result = _run(["inspect", str(tmp_path)])
     assert result.exit_code == 1 and "no manifest.json" in result.output
+
+
+def test_verify_passes_on_good_shards_and_catches_broken_ones(tmp_path):
+    import hashlib
+
+    import pyarrow as pa
+
+    out = tmp_path / "shards"
+    assert _make(out).exit_code == 0
+    good = _run(["inspect", str(out), "-n", "0", "--no-stats", "--verify"])
+    assert good.exit_code == 0 and "verified:" in good.output
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    first = out / manifest["shards"][0]["file"]
+    table = pa.ipc.open_file(pa.memory_map(str(first))).read_all()
+    rows = table.to_pylist()
+    rows[0]["input_ids"][0] = 7  # no longer [CLS]
+    rows[1]["token_type_ids"] = [0] * len(rows[1]["token_type_ids"])  # B typed as A
+    with pa.OSFile(str(first), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(pa.Table.from_pylist(rows, schema=table.schema))
+    bad = _run(["inspect", str(out), "-n", "0", "--no-stats", "--verify"])
+    assert bad.exit_code == 1
+    assert "sha256 differs" in bad.output
+    assert "rows not starting with [CLS]" in bad.output
+    assert "token_type_ids do not switch to 1" in bad.output
+    manifest["shards"][0]["sha256"] = hashlib.sha256(first.read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    again = _run(["inspect", str(out), "-n", "0", "--no-stats", "--verify"])
+    assert again.exit_code == 1 and "sha256 differs" not in again.output and "[CLS]" in again.output
