@@ -4,8 +4,8 @@ A *document* is what BERT's next-sentence pairs are drawn from (both segments of
 one document); a *sentence* is the unit pairs are cut at. Every reader streams its file: it reads binary
 blocks of :data:`BLOCK_SIZE` bytes through Apache Beam's ``FileSystems`` (so ``gs://`` and the other Beam
 file systems work, and ``.gz``/``.bz2`` files are decompressed by extension) and never holds more than
-one line, one JSON object or one ``<doc>`` block at a time; only the ``text`` format, where the whole
-file is one document, keeps the file's sentences.
+one line, one JSON object, one ``<doc>`` block, one wiki ``<page>`` or one Parquet record batch at a time;
+only the ``text`` format, where the whole file is one document, keeps the file's sentences.
 
 Formats (``input_format``; :data:`INPUT_FORMATS`):
 
@@ -35,6 +35,17 @@ Formats (``input_format``; :data:`INPUT_FORMATS`):
     ``*** END OF THE/THIS PROJECT GUTENBERG ...`` or ``End of (the) Project Gutenberg...`` on is dropped.
     Paragraphs are separated by blank lines; the hard-wrapped lines of a paragraph are joined with a
     space; each paragraph is segmented. CRLF line ends are handled (``\\r`` is stripped).
+``wiki-xml``
+    MediaWiki ``pages-articles*.xml[.bz2]`` dumps (also the multistream ones), parsed with
+    ``xml.etree.ElementTree.iterparse`` on the stream, each ``<page>`` cleared once read. Articles
+    (namespace 0) are kept; redirects (counted "redirect") and other namespaces (counted "namespace")
+    are skipped. The wikitext is stripped with ``mwparserfromhell`` (:func:`wikitext_paragraphs`: lists,
+    tables, headings, references, templates, files/images and categories dropped, as the BERT paper
+    did); each remaining paragraph is segmented; document = article; ``line`` is 0.
+``parquet``
+    A Parquet file with a string column ``text_field``, read in record batches of
+    :data:`PARQUET_BATCH_ROWS` rows with pyarrow through the ``FileSystems`` file object; the text is
+    prose as for ``jsonl``; ``line`` is 0.
 ``auto``
     :func:`detect_format` per file, logged at INFO.
 
@@ -44,7 +55,8 @@ Sentence segmentation (all formats but ``bert``): ``bertprep.pipeline.segmentati
 Bad input. Errors raise :class:`InputError` (a ``ValueError``) naming the file (and line) and what to do:
 a missing input, a glob that matches nothing, a binary file (a NUL byte in the first block), a file
 that is not the declared format (``jsonl`` lines that are not JSON objects or lack ``text_field``,
-``wikiextractor`` without ``<doc``). Other problems are counted in :class:`ReaderStats` and logged, and
+``wikiextractor`` without ``<doc``, XML that is not a MediaWiki dump or is cut off, a Parquet file
+without the ``text_field`` string column). Other problems are counted in :class:`ReaderStats` and logged, and
 reading goes on: bytes that are not valid in ``encoding`` are replaced with U+FFFD (the BERT tokenizer
 deletes U+FFFD, so for the ``bert`` format this gives the same tokens as the reference's decoding with
 ``errors="ignore"``) and counted in ``undecodable_lines``, with one warning per file naming its first
@@ -74,7 +86,7 @@ from bertprep.pipeline.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, Segmen
 logger = logging.getLogger(__name__)
 
 #: Accepted values of ``input_format`` (``--input-format``).
-INPUT_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json")
+INPUT_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet")
 
 #: Default limit on the characters of one line (``--max-line-chars``). One JSON line holds a whole
 #: document; the longest English Wikipedia articles have a few hundred thousand characters of text (the
@@ -97,6 +109,7 @@ _GUTENBERG_START = re.compile(r"^\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG|^
 _GUTENBERG_END = re.compile(r"^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG|^End of (the )?Project Gutenberg", re.I)
 _SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 _TITLE_ATTR = re.compile(r'\btitle="([^"]*)"')
+_MEDIAWIKI_ROOT = re.compile(r"^(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*<mediawiki[\s>]", re.S)
 
 
 class InputError(ValueError):
@@ -306,8 +319,9 @@ def _open(path: str):
         raise InputError(f"cannot open input file {path!r}: {err}") from err
 
 
-def _read_blocks(path: str, block_size: int = BLOCK_SIZE) -> Iterator[bytes]:
+def _read_blocks(path: str, block_size: int | None = None, check_binary: bool = True) -> Iterator[bytes]:
     """The (decompressed) bytes of ``path`` in blocks; a NUL byte in the first block is an error."""
+    block_size = block_size or BLOCK_SIZE
     with _open(path) as fh:
         first = True
         while True:
@@ -319,9 +333,9 @@ def _read_blocks(path: str, block_size: int = BLOCK_SIZE) -> Iterator[bytes]:
                 ) from err
             if not block:
                 return
-            if first:
+            if first and check_binary:
                 _check_not_binary(path, block)
-                first = False
+            first = False
             yield block
 
 
@@ -444,9 +458,9 @@ def _strip_compression(path: str) -> str:
     return lower
 
 
-def _read_head(path: str, n_bytes: int) -> bytes:
+def _read_head(path: str, n_bytes: int, check_binary: bool = True) -> bytes:
     head = bytearray()
-    for block in _read_blocks(path, block_size=min(BLOCK_SIZE, n_bytes)):
+    for block in _read_blocks(path, block_size=min(BLOCK_SIZE, n_bytes), check_binary=check_binary):
         head += block
         if len(head) >= n_bytes:
             break
@@ -495,19 +509,33 @@ def looks_like_sentence_per_line(lines: Sequence[str]) -> bool:
 def detect_format(path: str, *, encoding: str = "utf-8", max_line_chars: int = DEFAULT_MAX_LINE_CHARS) -> str:
     """Guess the input format of ``path`` from its extension and its first :data:`DETECT_BYTES` bytes.
 
-    Rules, in order: a ``.jsonl``/``.json``/``.ndjson`` name (before a compression suffix) or a first
-    non-blank character ``{`` -> ``wikiextractor-json`` when the first object has ``title``, ``url`` and
-    ``text``, else ``jsonl``; content starting with ``<doc `` -> ``wikiextractor``; other text -> ``bert``
-    when :func:`looks_like_sentence_per_line` holds for its lines, else ``text``. An empty file gives
-    ``text``.
+    Rules, in order: a ``.parquet`` name or the Parquet magic ``PAR1`` -> ``parquet``; a root element
+    ``<mediawiki`` (after an optional XML declaration) -> ``wiki-xml``; a ``.jsonl``/``.json``/``.ndjson``
+    name (before a compression suffix) or a first non-blank character ``{`` -> ``wikiextractor-json`` when
+    the first object has ``title``, ``url`` and ``text``, else ``jsonl``; content starting with ``<doc ``
+    -> ``wikiextractor``; other text -> ``bert`` when :func:`looks_like_sentence_per_line` holds for its
+    lines, else ``text``. An empty file gives ``text``.
 
     Raises:
-        InputError: the file is missing, unreadable, or binary (a NUL byte near its start).
+        InputError: the file is missing, unreadable, or binary (a NUL byte near its start), or an
+            ``.xml`` file that is not a MediaWiki dump.
     """
     name = _strip_compression(path)
-    head = _read_head(path, DETECT_BYTES)
+    if name.endswith(".parquet"):
+        return "parquet"
+    head = _read_head(path, DETECT_BYTES, check_binary=False)
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    _check_not_binary(path, head)
     text = head.decode(encoding, "replace").lstrip("\ufeff")
     stripped = text.lstrip()
+    if _MEDIAWIKI_ROOT.match(stripped):
+        return "wiki-xml"
+    if name.endswith(".xml") or stripped.startswith("<?xml"):
+        raise InputError(
+            f"{path}: an XML file that is not a MediaWiki dump (no <mediawiki> root element); bertprep reads "
+            "pages-articles*.xml[.bz2] dumps (--input-format wiki-xml)"
+        )
     if name.endswith(_JSON_SUFFIXES) or stripped.startswith("{"):
         obj = _first_json_object(path, encoding, max_line_chars)
         if obj is not None:
@@ -744,12 +772,223 @@ def _read_text(ctx: _Context) -> Iterator[tuple[int, list[str]]]:
         ctx.skip_document("empty")
 
 
+# ---- wiki-xml: MediaWiki pages-articles dumps
+
+#: Tags whose content is not running text (BERT paper: "ignore lists, tables, and headers"): references,
+#: tables, HTML lists, galleries, formulas, code, maps...
+_WIKI_DROP_TAGS = frozenset({
+    "ref", "references", "table", "tr", "td", "th", "caption", "ul", "ol", "dl", "li", "dt", "dd", "gallery",
+    "math", "chem", "ce", "score", "timeline", "graph", "imagemap", "inputbox", "categorytree", "templatedata",
+    "section", "pre", "source", "syntaxhighlight", "hiero", "mapframe", "maplink", "noinclude", "includeonly",
+})
+_WIKI_LIST_MARKUP = frozenset({"*", "#", ":", ";"})
+_WIKI_MEDIA_LINK = re.compile(r"^\s*(?i:file|image|media|category)\s*:")
+_WIKI_INTERLANGUAGE_LINK = re.compile(r"^\s*[a-z]{2,3}(?:-[a-z]+)*\s*:")
+_WIKI_MAGIC_WORD = re.compile(r"__[A-Z]+__")
+_WIKI_TABLE_LEFTOVER = ("{|", "|", "!")
+_WIKI_EMPTY_PARENS = re.compile(r"\s?\(\s*[,;]?\s*\)")  # "Brahui ({{IPA|...}}) is" -> "Brahui is"
+_LIST_LINE = "\x00"  # marks a line that started with list markup; such lines are dropped
+_REDIRECT_TEXT = re.compile(r"^\s*#REDIRECT", re.I)
+
+
+def _strip_wikicode(code: Any) -> str:
+    """Text of parsed wikitext without templates, headings, tables, lists, references, files, categories."""
+    from mwparserfromhell.nodes import Comment, Heading, Tag, Template, Wikilink
+
+    parts: list[str] = []
+    for node in code.nodes:
+        if isinstance(node, (Template, Heading, Comment)):
+            continue
+        if isinstance(node, Tag):
+            if node.wiki_markup in _WIKI_LIST_MARKUP:
+                parts.append(_LIST_LINE)
+                continue
+            tag = str(node.tag).strip().lower()
+            if tag in _WIKI_DROP_TAGS:
+                continue
+            if node.contents is not None and not node.self_closing:
+                parts.append(_strip_wikicode(node.contents))  # bold, italics, spans, divs...
+            continue
+        if isinstance(node, Wikilink):
+            title = str(node.title)
+            if _WIKI_MEDIA_LINK.match(title) or _WIKI_INTERLANGUAGE_LINK.match(title):
+                continue
+            parts.append(_strip_wikicode(node.text) if node.text is not None else node.title.strip_code())
+            continue
+        stripped = node.__strip__(normalize=True, collapse=True, keep_template_params=False)
+        if stripped:
+            parts.append(str(stripped))
+    return "".join(parts)
+
+
+def wikitext_paragraphs(wikitext: str) -> list[str]:
+    """The text passages of an article's wikitext, one string per paragraph, markup removed.
+
+    Implements the BERT paper's Wikipedia preprocessing (section 3.1: "we extract only the text passages
+    and ignore lists, tables, and headers") with ``mwparserfromhell``: templates (infoboxes, citations,
+    navigation boxes), headings, tables (wiki and HTML), list items (lines starting with ``*#:;`` and HTML
+    lists), ``<ref>`` references, galleries, formulas, code, file/image links, category and interlanguage
+    links, comments and magic words are dropped; links keep their visible text; HTML entities are decoded.
+    """
+    import mwparserfromhell
+
+    text = _strip_wikicode(mwparserfromhell.parse(wikitext))
+    paragraphs = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line or line.startswith(_LIST_LINE) or line.startswith(_WIKI_TABLE_LEFTOVER):
+            continue
+        line = _WIKI_EMPTY_PARENS.sub("", _WIKI_MAGIC_WORD.sub("", line).replace(_LIST_LINE, ""))
+        line = " ".join(line.split())
+        if line:
+            paragraphs.append(line)
+    return paragraphs
+
+
+class _BlockStream:
+    """A read()-only binary file over :func:`_read_blocks` (for ``ElementTree.iterparse``), counting bytes."""
+
+    def __init__(self, path: str, stats: ReaderStats):
+        self._blocks = _read_blocks(path)
+        self._buffer = bytearray()
+        self._stats = stats
+        self._eof = False
+        self.empty = True
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._eof and (size < 0 or len(self._buffer) < size):
+            block = next(self._blocks, None)
+            if block is None:
+                self._eof = True
+                break
+            self.empty = False
+            self._stats.bytes += len(block)
+            self._buffer += block
+        if size < 0 or size > len(self._buffer):
+            size = len(self._buffer)
+        out = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return out
+
+
+def _local_name(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _read_wiki_xml(ctx: _Context) -> Iterator[tuple[int, list[str]]]:
+    """Articles (namespace 0, not redirects) of a MediaWiki XML dump, streamed with ``iterparse``.
+
+    Each ``<page>`` element is cleared once read, so memory holds one page. Document ``line`` is 0.
+    """
+    import xml.etree.ElementTree as ET
+
+    assert ctx.split is not None
+    stream = _BlockStream(ctx.path, ctx.stats)
+    root = None
+    title = ns = text = None
+    redirect = False
+    try:
+        for event, elem in ET.iterparse(stream, events=("start", "end")):
+            name = _local_name(elem.tag)
+            if event == "start":
+                if root is None:
+                    root = elem
+                    if name != "mediawiki":
+                        raise InputError(
+                            f"{ctx.path}: the XML root element is <{name}>, not <mediawiki>; this is not a MediaWiki "
+                            "pages-articles dump: pass the right --input-format (or auto)"
+                        )
+                elif name == "page":
+                    title, ns, text, redirect = None, None, None, False
+                continue
+            if name == "title":
+                title = elem.text or ""
+            elif name == "ns":
+                ns = (elem.text or "").strip()
+            elif name == "redirect":
+                redirect = True
+            elif name == "text":
+                text = elem.text or ""
+            elif name == "page":
+                root.clear()  # drop the finished page (and any earlier siblings) from the tree
+                if ns not in (None, "0"):
+                    ctx.skip_document("namespace")
+                    continue
+                if redirect or _REDIRECT_TEXT.match(text or ""):
+                    ctx.skip_document("redirect")
+                    continue
+                sentences = [s for paragraph in wikitext_paragraphs(text or "") for s in ctx.split(paragraph)]
+                if sentences:
+                    yield 0, sentences
+                else:
+                    logger.debug("%s: page %r has no text passage", ctx.path, title)
+                    ctx.skip_document("empty")
+    except ET.ParseError as err:
+        if stream.empty:
+            return
+        line, column = err.position
+        raise InputError(
+            f"{ctx.path}:{line}: not well-formed XML (column {column}: {err}); is it a complete MediaWiki "
+            "pages-articles dump? (--input-format)"
+        ) from None
+    if stream.empty:
+        ctx.stats.empty_files += 1
+
+
+# ---- parquet
+
+#: Rows per record batch read from a Parquet file.
+PARQUET_BATCH_ROWS = 256
+
+
+def _read_parquet(ctx: _Context) -> Iterator[tuple[int, list[str]]]:
+    """Documents from the string column ``text_field`` of a Parquet file, read in record batches.
+
+    The text is prose, as for ``jsonl``. Document ``line`` is 0; ``bytes`` counts the UTF-8 text read.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    with _open(ctx.path) as fh:
+        try:
+            parquet = pq.ParquetFile(fh)
+        except (pa.ArrowException, OSError) as err:
+            raise InputError(
+                f"{ctx.path}: not a readable Parquet file ({err}); pass the right --input-format (or auto)"
+            ) from err
+        schema = parquet.schema_arrow
+        if ctx.text_field not in schema.names:
+            raise InputError(
+                f"{ctx.path}: the Parquet file has no column {ctx.text_field!r} (its columns: "
+                f"{', '.join(schema.names[:10])}); name the text column with --text-field"
+            )
+        column_type = schema.field(ctx.text_field).type
+        if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
+                or getattr(pa.types, "is_string_view", lambda t: False)(column_type)):
+            raise InputError(
+                f"{ctx.path}: column {ctx.text_field!r} has type {column_type}, not string; name the text column "
+                "with --text-field"
+            )
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[ctx.text_field]):
+            column = batch.column(0)
+            ctx.stats.bytes += pc.sum(pc.binary_length(column)).as_py() or 0
+            for text in column.to_pylist():
+                sentences = ctx.segment(text) if text else []
+                if sentences:
+                    yield 0, sentences
+                else:
+                    ctx.skip_document("empty")
+
+
 _READERS: dict[str, _Reader] = {
     "bert": _read_bert,
     "jsonl": _read_jsonl,
     "text": _read_text,
     "wikiextractor": _read_wikiextractor,
     "wikiextractor-json": _read_wikiextractor_json,
+    "wiki-xml": _read_wiki_xml,
+    "parquet": _read_parquet,
 }
 
 
