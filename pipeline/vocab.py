@@ -17,16 +17,18 @@ Code that needs a special id looks it up (``Tokenizer.token_to_id``); nothing he
 The trainer reads its input once, as a stream: it keeps a count per distinct (normalized, pre-tokenized)
 word, so memory grows with the number of distinct words, not with the corpus size. It is **not
 deterministic run to run**: the merge order among pairs of equal count and the order of the ``##``
-characters follow Rust hash-map iteration, so two runs on the same input can differ in a few entries
-and in the ids of most entries. Pin a vocab by keeping its ``vocab.txt``; never expect to re-create it.
+characters follow Rust hash-map iteration, so two runs on the same input give different ids (measured
+on 16 MB of Gutenberg + Wikipedia text, 16k vocab: same token set, 3,652 of 16,000 ids moved) and, where
+pairs tie at the ``vocab_size`` cut-off, a few different entries. Pin a vocab by keeping its
+``vocab.txt``; never expect to re-create it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -361,9 +363,10 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     temps: dict[str, str] = {}
     try:
         for name, text in contents.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=output_dir)
-            temps[name] = tmp
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            # A unique hidden name; open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions.
+            tmp = os.path.join(output_dir, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+            with open(tmp, "x", encoding="utf-8", newline="\n") as f:
+                temps[name] = tmp
                 f.write(text)
         written = {}
         for name, tmp in temps.items():

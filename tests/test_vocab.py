@@ -329,3 +329,146 @@ def test_failed_save_leaves_nothing_that_looks_complete(small_vocab, tmp_path, m
     assert "vocab.txt" not in left and "tokenizer.json" not in left
     assert not [name for name in left if name.endswith(".tmp")]
     assert calls  # the failure happened while moving files into place
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the command
+
+
+@pytest.fixture(scope="module")
+def runner():
+    from click.testing import CliRunner
+
+    return CliRunner()
+
+
+def _invoke(runner, *args):
+    from bertprep.cli.main import cli
+
+    return runner.invoke(cli, ["build-vocab", *map(str, args)])
+
+
+def test_cli_builds_a_vocab_dir(runner, tmp_path):
+    outdir = tmp_path / "vocab"
+    result = _invoke(runner, TRAIN, "-o", outdir, "--vocab-size", 1500, "--num-unused", 10, "-q")
+    assert result.exit_code == 0, result.output
+    lines = _lines(outdir / "vocab.txt")
+    assert len(lines) == 1500 and lines[:5] == SPECIALS_IN_ORDER and lines[14] == "[unused9]"
+    assert "vocab size: 1,500" in result.output and "## pieces" in result.output and "sentences" in result.output
+    assert json.loads((outdir / "tokenizer_config.json").read_text())["do_lower_case"] is True
+    assert sorted(os.listdir(outdir)) == [
+        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"
+    ]
+
+
+def test_cli_cased_directory_input_and_input_file_option(runner, tmp_path):
+    outdir = tmp_path / "cased"
+    # a directory (README.md in it is skipped by the readers) plus the same file again through -i
+    result = _invoke(runner, FIXTURES, "-i", str(TRAIN), "-o", outdir, "--cased", "--vocab-size", 1500,
+                     "--num-unused", 0, "--input-format", "bert", "-q")
+    assert result.exit_code == 0, result.output
+    lines = _lines(outdir / "vocab.txt")
+    assert lines[5] != "[unused0]" and "[unused0]" not in lines
+    assert any(t != t.lower() for t in lines[5:])
+    assert json.loads((outdir / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    # both fixture files were read once each (bert format: one sentence per non-blank line)
+    n_sentences = len([x for x in _lines(TRAIN) + _lines(HELDOUT) if x.strip()])
+    assert f"read: {n_sentences:,} sentences" in result.output
+
+
+def test_cli_without_inputs_trains_on_the_demo_corpus_with_low_unk_rate(runner, tmp_path):
+    outdir = tmp_path / "demo"
+    result = _invoke(runner, "-o", outdir, "--vocab-size", 4000, "-q")
+    assert result.exit_code == 0, result.output
+    assert "demo corpus" in result.output
+    tok = Tokenizer.from_file(str(outdir / "tokenizer.json"))
+    unk_id = tok.token_to_id("[UNK]")
+    ids = [i for e in tok.encode_batch(_heldout_sentences(), add_special_tokens=False) for i in e.ids]
+    assert ids.count(unk_id) / len(ids) < 0.01  # other authors than the demo corpus's
+
+
+def test_cli_refuses_to_overwrite(runner, tmp_path):
+    outdir = tmp_path / "vocab"
+    assert _invoke(runner, TRAIN, "-o", outdir, "--vocab-size", 500, "-q").exit_code == 0
+    before = (outdir / "vocab.txt").read_bytes()
+    refused = _invoke(runner, TRAIN, "-o", outdir, "--vocab-size", 600, "-q")
+    assert refused.exit_code == 1 and "--overwrite" in refused.output
+    assert (outdir / "vocab.txt").read_bytes() == before
+    replaced = _invoke(runner, TRAIN, "-o", outdir, "--vocab-size", 600, "--overwrite", "-q")
+    assert replaced.exit_code == 0, replaced.output
+    assert len(_lines(outdir / "vocab.txt")) == 600
+
+
+def test_cli_vocab_size_below_reserved_tokens(runner, tmp_path):
+    result = _invoke(runner, TRAIN, "-o", tmp_path / "v", "--vocab-size", 50, "-q")
+    assert result.exit_code == 2
+    assert "--vocab-size" in result.output and "the minimum is 107" in result.output
+    assert not (tmp_path / "v").exists()
+
+
+def test_cli_vocab_size_below_corpus_alphabet(runner, tmp_path):
+    result = _invoke(runner, TRAIN, "-o", tmp_path / "v", "--vocab-size", 110, "--num-unused", 100, "-q")
+    assert result.exit_code == 2
+    assert "--vocab-size" in result.output and "the minimum is" in result.output
+    assert not (tmp_path / "v" / "vocab.txt").exists()
+
+
+def test_cli_inputs_matching_nothing(runner, tmp_path):
+    result = _invoke(runner, tmp_path / "nothing-*.txt", "-o", tmp_path / "v", "-q")
+    assert result.exit_code == 1
+    assert "nothing-*.txt" in result.output and "matches no file" in result.output
+    assert not (tmp_path / "v").exists()
+
+
+def test_cli_bad_input_file_writes_nothing(runner, tmp_path):
+    binary = tmp_path / "data.txt"
+    binary.write_bytes(b"some text\x00\x01\x02 and a NUL byte")
+    result = _invoke(runner, TRAIN, binary, "-o", tmp_path / "v", "-q")
+    assert result.exit_code == 1 and str(binary) in result.output and "binary" in result.output
+    assert not (tmp_path / "v" / "vocab.txt").exists()
+    bad_encoding = _invoke(runner, TRAIN, "-o", tmp_path / "v", "--encoding", "no-such-codec", "-q")
+    assert bad_encoding.exit_code == 1 and "--encoding" in bad_encoding.output
+
+
+def test_cli_help_says_what_users_must_know(runner):
+    result = _invoke(runner, "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "NOT DETERMINISTIC" in text
+    assert "without resizing the embedding matrix" in text  # what --num-unused slots are for
+    assert "BertTokenizerFast" in text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# real data
+
+
+def test_vocab_from_books_and_wikipedia_covers_other_wikipedia_articles(shared_data, runner, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    books = shared_data / "gutenberg"
+    wiki = shared_data / "wikipedia" / "wikiextractor-featured" / "AA"
+    outdir = tmp_path / "vocab"
+    result = _invoke(runner, books / "austen-persuasion.txt", wiki / "wiki_01", "-o", outdir, "--vocab-size", 6000, "-q")
+    assert result.exit_code == 0, result.output
+    assert len(_lines(outdir / "vocab.txt")) == 6000
+    ours = Tokenizer.from_file(str(outdir / "tokenizer.json"))
+    from bertprep.pipeline.readers import read_documents
+
+    held_out = [s for doc in read_documents(str(wiki / "wiki_02"), "wikiextractor") for s in doc.sentences][:2000]
+    encodings = ours.encode_batch(held_out)
+    ids = [i for e in encodings for i in e.ids]
+    assert ids.count(ours.token_to_id("[UNK]")) / len(ids) < 0.01
+    hf = transformers.BertTokenizerFast.from_pretrained(str(outdir))
+    assert hf(held_out[:200])["input_ids"] == [e.ids for e in encodings[:200]]
+
+
+def test_cli_defaults_are_the_library_defaults():
+    from bertprep.cli.build_vocab import build_vocab
+
+    defaults = {p.name: p.default for p in build_vocab.params}
+    library = VocabConfig()
+    assert defaults["vocab_size"] == library.vocab_size == 30522
+    assert defaults["num_unused"] == library.num_unused
+    assert defaults["min_frequency"] == library.min_frequency
+    assert defaults["limit_alphabet"] == library.limit_alphabet
+    assert defaults["do_lower_case"] is library.do_lower_case is True
