@@ -1,0 +1,185 @@
+"""bert_model/data.py: collate, shard splitting, shuffling, the resumable cursor and manifest checks."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from bertprep.bert_model.data import (
+    ShardDataset,
+    ShardLoader,
+    check_compatible,
+    collate,
+    read_shard_info,
+)
+from shard_factory import write_shard_dir
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # The test machine has 2 shared cores; 2 intra-op threads spin against other processes.
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def shard_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shards")
+    write_shard_dir(path, num_shards=4, rows_per_shard=[25, 25, 24, 24], vocab_size=70, max_seq_length=24,
+                    max_predictions_per_seq=4, seed=3, record_batch_rows=10)
+    return str(path)
+
+
+def _key(batch: dict[str, torch.Tensor], i: int) -> tuple:
+    """Identity of instance i of a batch (its unpadded input_ids and masked positions)."""
+    n = int(batch["attention_mask"][i].sum())
+    return tuple(batch["input_ids"][i, :n].tolist()) + tuple(batch["masked_lm_positions"][i].tolist())
+
+
+def _keys(batches) -> list[tuple]:
+    return [_key(b, i) for b in batches for i in range(b["input_ids"].size(0))]
+
+
+def _file_order_keys(shard_dir: str) -> list[tuple]:
+    ds = ShardDataset(shard_dir, batch_size=1, shuffle=False, infinite=False)
+    return _keys(ShardLoader(ds))
+
+
+def test_collate_pads_to_multiple_of_8():
+    rows = [
+        {"input_ids": np.array([2, 10, 11, 3, 12, 3], np.uint16), "token_type_ids": np.array([0, 0, 0, 0, 1, 1]),
+         "masked_lm_positions": np.array([1, 4], np.uint16), "masked_lm_ids": np.array([17, 18], np.uint16),
+         "next_sentence_label": 1},
+        {"input_ids": np.arange(11, dtype=np.uint16), "token_type_ids": np.zeros(11, np.uint8),
+         "masked_lm_positions": np.array([5], np.uint16), "masked_lm_ids": np.array([9], np.uint16),
+         "next_sentence_label": 0},
+    ]
+    batch = collate(rows, pad_token_id=7)
+    assert batch["input_ids"].shape == (2, 16) and batch["masked_lm_positions"].shape == (2, 8)
+    assert all(v.dtype == torch.int64 for v in batch.values())
+    assert batch["input_ids"][0].tolist() == [2, 10, 11, 3, 12, 3] + [7] * 10
+    assert batch["attention_mask"].sum(1).tolist() == [6, 11]
+    assert batch["token_type_ids"][0].tolist() == [0, 0, 0, 0, 1, 1] + [0] * 10
+    assert batch["masked_lm_positions"][0].tolist() == [1, 4, 0, 0, 0, 0, 0, 0]
+    assert batch["masked_lm_ids"][0].tolist() == [17, 18] + [-100] * 6
+    assert batch["masked_lm_ids"][1].tolist() == [9] + [-100] * 7
+    assert batch["next_sentence_label"].tolist() == [1, 0]
+    assert collate(rows, pad_to_multiple_of=1)["input_ids"].shape == (2, 11)
+
+
+def test_one_pass_reads_every_row_once_in_file_order(shard_dir):
+    keys = _file_order_keys(shard_dir)
+    assert len(keys) == 98 and len(set(keys)) == 98
+    ds = ShardDataset(shard_dir, batch_size=8, shuffle=False, infinite=False)
+    batches = list(ShardLoader(ds))
+    assert [b["input_ids"].size(0) for b in batches] == [8] * 12 + [2]  # the last batch is short
+    assert _keys(batches) == keys
+
+
+def test_seeded_shuffle_covers_every_row(shard_dir):
+    file_order = _file_order_keys(shard_dir)
+
+    def one_pass(seed):
+        ds = ShardDataset(shard_dir, batch_size=7, seed=seed, shuffle_buffer_size=30, infinite=False)
+        return _keys(ShardLoader(ds))
+
+    a, b, c = one_pass(1), one_pass(1), one_pass(2)
+    assert sorted(a) == sorted(file_order) and a != file_order
+    assert a == b  # same seed, same order
+    assert a != c
+
+
+def test_streams_split_shards_across_ranks_and_workers(shard_dir):
+    seen = {}
+    for rank in range(2):
+        ds = ShardDataset(shard_dir, batch_size=5, rank=rank, world_size=2, num_workers=2, seed=9)
+        for worker in range(2):
+            stream = ds.stream_index(worker)
+            seen[stream] = {epoch: ds.stream_shards(stream, epoch) for epoch in range(3)}
+    for epoch in range(3):
+        assignment = [seen[s][epoch] for s in range(4)]
+        assert sorted(sum(assignment, [])) == [0, 1, 2, 3]  # disjoint and complete
+    assert [seen[s][0] for s in range(4)] != [seen[s][1] for s in range(4)]  # reshuffled each epoch
+
+    # Reading for real: two ranks of one pass see disjoint instances that together are the whole directory.
+    per_rank = []
+    for rank in range(2):
+        ds = ShardDataset(shard_dir, batch_size=4, rank=rank, world_size=2, infinite=False, seed=9)
+        per_rank.append(_keys(ShardLoader(ds)))
+    assert not set(per_rank[0]) & set(per_rank[1])
+    assert sorted(per_rank[0] + per_rank[1]) == sorted(_file_order_keys(shard_dir))
+
+
+def test_too_few_shards_for_streams_is_refused(shard_dir):
+    with pytest.raises(ValueError, match=r"4 shard file\(s\) but training reads 6 streams.*fewer --num-workers"):
+        ShardDataset(shard_dir, batch_size=4, world_size=2, num_workers=3)
+
+
+def _take(it, n):
+    return [next(it) for _ in range(n)]
+
+
+@pytest.mark.parametrize("num_workers,consumed", [(0, 23), (2, 23), (2, 24)])
+def test_cursor_resumes_the_exact_batch_sequence(shard_dir, num_workers, consumed):
+    def make():
+        ds = ShardDataset(shard_dir, batch_size=6, seed=4, shuffle_buffer_size=20, num_workers=num_workers)
+        return ShardLoader(ds, num_workers=num_workers)
+
+    reference = _keys(_take(iter(make()), consumed + 12))  # crosses epoch boundaries (98 rows / epoch)
+    loader = make()
+    first = _take(iter(loader), consumed)
+    cursor = json.loads(json.dumps(loader.state_dict()))  # what a checkpoint stores
+    assert cursor["batches"] == consumed
+    resumed = make()
+    resumed.load_state_dict(cursor)
+    rest = _take(iter(resumed), 12)
+    assert _keys(first) + _keys(rest) == reference
+    assert max(s["epoch"] for s in resumed.state_dict()["streams"]) >= 1
+
+
+def test_cursor_with_another_layout_restarts_the_epoch(shard_dir, caplog):
+    ds = ShardDataset(shard_dir, batch_size=6, seed=4, shuffle_buffer_size=20, num_workers=0)
+    loader = ShardLoader(ds)
+    _take(iter(loader), 20)  # 20 + 120 rows read: epoch 1
+    cursor = loader.state_dict()
+    epoch = cursor["streams"][0]["epoch"]
+    assert epoch == 1
+    other = ShardLoader(ShardDataset(shard_dir, batch_size=6, seed=4, num_workers=2), num_workers=2)
+    with caplog.at_level(logging.WARNING):
+        other.load_state_dict(cursor)
+    assert "restarting the data at the beginning of epoch 1" in caplog.text
+    assert [s["epoch"] for s in other.state_dict()["streams"]] == [1, 1]
+
+
+def test_manifest_checks_name_the_problem(tmp_path, shard_dir):
+    info = read_shard_info(shard_dir)
+    assert (info.vocab_size, info.max_seq_length, info.num_shards, info.num_rows) == (70, 24, 4, 98)
+    with pytest.raises(ValueError, match="made with another vocab.*same vocab.txt"):
+        check_compatible(info, vocab_sha256="0" * 64)
+    with pytest.raises(ValueError, match="vocab of 70 entries but the model has vocab_size=30522"):
+        check_compatible(info, vocab_size=30522)
+    with pytest.raises(ValueError, match="max_seq_length=24 but checkpoint x uses max_seq_length=128"):
+        check_compatible(info, max_seq_length=128, what="checkpoint x")
+    with pytest.raises(ValueError, match="max_position_embeddings=16"):
+        check_compatible(info, max_position_embeddings=16)
+    check_compatible(info, vocab_sha256=info.vocab_sha256, vocab_size=70, max_seq_length=24,
+                     max_position_embeddings=512)
+    with pytest.raises(FileNotFoundError, match="no manifest.json"):
+        read_shard_info(str(tmp_path))
+
+
+def test_row_count_disagreeing_with_manifest_is_refused(tmp_path):
+    path = tmp_path / "s"
+    write_shard_dir(path, num_shards=1, rows_per_shard=10)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["shards"][0]["rows"] = 11
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    ds = ShardDataset(str(path), batch_size=4, shuffle=False, infinite=False)
+    with pytest.raises(ValueError, match="holds 10 rows, the manifest says 11"):
+        list(ShardLoader(ds))
