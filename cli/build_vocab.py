@@ -83,9 +83,10 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
 @click.option("--input-format", type=click.Choice(INPUT_FORMATS), default="auto", show_default=True,
               help="bert: one sentence per line, blank line between documents; jsonl: one JSON document per "
                    "line (--text-field); text: one prose document per file (books); wikiextractor / "
-                   "wikiextractor-json: WikiExtractor output. auto: detected per file.")
+                   "wikiextractor-json: WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, "
+                   ".xml.bz2); parquet (--text-field). auto: detected per file. As in make-shards.")
 @click.option("--text-field", default="text", show_default=True,
-              help="Field holding the document text in jsonl input.")
+              help="Field holding the document text in jsonl/parquet input.")
 @click.option("--segmenter", type=click.Choice(SEGMENTERS), default=DEFAULT_SEGMENTER, show_default=True,
               help="Sentence segmenter for prose formats. Sentence boundaries do not change the vocab (no word "
                    "spans one): blingfire, if installed, gives the same tokens about 2x faster end to end.")
