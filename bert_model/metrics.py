@@ -1,0 +1,146 @@
+"""Training metrics: per-window accumulation, MFU, the JSON-lines log and the PNG plot."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import torch
+
+#: Dense (no sparsity) bf16 tensor-core peaks in FLOP/s, from the vendors' data sheets.
+GPU_BF16_PEAK_FLOPS: dict[str, float] = {
+    "H100 SXM": 989e12,
+    "H100 PCIe": 756e12,
+    "H200": 989e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "A10": 125e12,
+}
+
+
+def gpu_peak_flops(device_name: str) -> float | None:
+    """Dense bf16 peak of the GPU called ``device_name`` (``torch.cuda.get_device_name()``), None if unknown."""
+    words = device_name.replace("-", " ").split()
+    if "H100" in words:
+        return GPU_BF16_PEAK_FLOPS["H100 PCIe" if "PCIe" in words else "H100 SXM"]
+    for key in ("H200", "A100", "L40S", "L4", "A10"):
+        if key in words:
+            return GPU_BF16_PEAK_FLOPS[key]
+    return None
+
+
+class PretrainingMetrics:
+    """Sums over a logging window of micro-batches, kept on the device (no host sync per step).
+
+    ``update`` takes a batch and the model output; ``compute`` all-reduces across DDP ranks (when
+    ``process_group`` is initialised) and returns means: ``mlm_loss`` (over masked positions), ``nsp_loss``
+    (over sequences), ``loss`` = their sum, ``mlm_accuracy``, ``nsp_accuracy``, and the counts ``tokens``
+    (real tokens), ``padded_tokens``, ``prediction_slots``, ``sequences``.
+    """
+
+    FIELDS = ("mlm_loss_sum", "masked", "mlm_correct", "nsp_loss_sum", "sequences", "nsp_correct",
+              "tokens", "padded_tokens", "prediction_slots")
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums = torch.zeros(len(self.FIELDS), dtype=torch.float64, device=self.device)
+
+    @torch.no_grad()
+    def update(self, batch: dict[str, torch.Tensor], output: Any) -> None:
+        labels = batch["masked_lm_ids"]
+        real = labels != -100
+        masked = real.sum()
+        mlm_correct = ((output.prediction_logits.argmax(-1) == labels) & real).sum()
+        nsp_label = batch["next_sentence_label"]
+        nsp_correct = (output.seq_relationship_logits.argmax(-1) == nsp_label).sum()
+        B, T = batch["input_ids"].shape
+        values = torch.stack([
+            output.mlm_loss.detach().double() * masked, masked.double(), mlm_correct.double(),
+            output.nsp_loss.detach().double() * B, torch.tensor(B, dtype=torch.float64, device=self.device),
+            nsp_correct.double(), batch["attention_mask"].sum().double(),
+            torch.tensor(B * T, dtype=torch.float64, device=self.device),
+            torch.tensor(labels.numel(), dtype=torch.float64, device=self.device),
+        ])
+        self.sums += values
+
+    def compute(self, extra: dict[str, float] | None = None) -> dict[str, float]:
+        """Window means (see the class docstring); ``extra`` values are summed over ranks and returned too."""
+        extra = extra or {}
+        sums = torch.cat([self.sums, torch.tensor(list(extra.values()), dtype=torch.float64, device=self.device)])
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(sums)
+        values = sums.tolist()
+        s = dict(zip(self.FIELDS, values))
+        out = {
+            "mlm_loss": s["mlm_loss_sum"] / max(s["masked"], 1),
+            "nsp_loss": s["nsp_loss_sum"] / max(s["sequences"], 1),
+            "mlm_accuracy": s["mlm_correct"] / max(s["masked"], 1),
+            "nsp_accuracy": s["nsp_correct"] / max(s["sequences"], 1),
+            "tokens": s["tokens"],
+            "padded_tokens": s["padded_tokens"],
+            "prediction_slots": s["prediction_slots"],
+            "sequences": s["sequences"],
+        }
+        out["loss"] = out["mlm_loss"] + out["nsp_loss"]
+        out.update(zip(extra, values[len(self.FIELDS):]))
+        return out
+
+
+class JsonlWriter:
+    """Appends one JSON object per line to ``path`` (flushed each time, so a crash loses nothing written)."""
+
+    def __init__(self, path: str, truncate_after_step: int | None = None):
+        self.path = path
+        if truncate_after_step is not None and os.path.exists(path):
+            # Resuming at step N: entries logged after the checkpoint (by the interrupted run) are dropped.
+            kept = [line for line in read_jsonl(path) if line.get("step", 0) <= truncate_after_step]
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(line) + "\n" for line in kept)
+        self._file = open(path, "a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def plot_metrics(jsonl_path: str, png_path: str) -> None:
+    """Plot loss, MLM accuracy, NSP accuracy and learning rate against step (train and eval) into a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = read_jsonl(jsonl_path)
+    train = [r for r in records if r.get("split") == "train"]
+    evals = [r for r in records if r.get("split") == "eval"]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
+    panels = [("loss", "loss (MLM + NSP)"), ("mlm_accuracy", "MLM accuracy"), ("nsp_accuracy", "NSP accuracy"),
+              ("lr", "learning rate")]
+    for ax, (key, title) in zip(axes.flat, panels):
+        if train:
+            ax.plot([r["step"] for r in train], [r[key] for r in train], label="train", lw=1)
+        if evals and key != "lr":
+            ax.plot([r["step"] for r in evals], [r[key] for r in evals], "o-", label="eval", ms=3)
+        if key == "loss" and train:
+            ax.plot([r["step"] for r in train], [r["mlm_loss"] for r in train], label="train MLM", lw=0.8)
+            ax.plot([r["step"] for r in train], [r["nsp_loss"] for r in train], label="train NSP", lw=0.8)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)

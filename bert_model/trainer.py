@@ -1,0 +1,487 @@
+"""The pre-training loop: MLM + NSP on shards, on CPU, one GPU, or N GPUs under ``torchrun``.
+
+Defaults are the paper's (section A.2) and google-research/bert ``run_pretraining.py``: AdamW with lr 1e-4,
+betas 0.9 / 0.999, epsilon 1e-6, weight decay 0.01 (not on biases and LayerNorm), 10,000 linear warm-up steps
+then linear decay to 0 at ``max_steps`` (1,000,000), gradient clipping at global norm 1.0, dropout 0.1.
+
+Each optimizer step consumes ``gradient_accumulation_steps`` micro-batches of ``batch_size`` instances per
+rank: global batch = batch_size x gradient_accumulation_steps x world size (the paper: 256 sequences).
+
+Outputs in ``output_dir``: ``metrics.jsonl`` (one JSON object per log / eval step), ``metrics.png`` (curves,
+at the end) and ``checkpoints/step-NNNNNN/`` (see ``checkpoint.py``). ``resume`` continues a run exactly
+(same weights, optimizer, schedule, data order and RNG streams as if never stopped, given the same world
+size and loader workers); ``init_from`` starts a new run from a checkpoint's weights only (e.g. phase 2 of
+the paper's recipe at 512 tokens after phase 1 at 128).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from tqdm.auto import tqdm
+
+from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.data import ShardDataset, ShardInfo, ShardLoader, check_compatible, read_shard_info
+from bertprep.bert_model.metrics import JsonlWriter, PretrainingMetrics, gpu_peak_flops, plot_metrics
+from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining, flops_per_token
+from bertprep.bert_model.optim import create_optimizer, create_scheduler
+
+logger = logging.getLogger("bertprep.train")
+
+#: Tasks ``bertprep train --task`` knows; fine-tuning tasks are added beside "pretrain".
+TASKS = ("pretrain",)
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``bertprep train --task pretrain`` takes (CLI options map 1:1 onto these fields)."""
+
+    shards: str
+    """Training shard directory (``make-shards`` output, with ``manifest.json``)."""
+    output_dir: str
+    """Run directory: metrics.jsonl, metrics.png, checkpoints/."""
+    task: str = "pretrain"
+    """What to train; only ``pretrain`` (MLM + NSP) so far."""
+    eval_shards: str | None = None
+    """Held-out shard directory evaluated every ``eval_every`` steps (same vocab and max_seq_length)."""
+    preset: str = "base"
+    """Model size, one of ``PRESETS`` (tiny, mini, small, medium, base, large)."""
+    num_hidden_layers: int | None = None
+    """Override of the preset's number of layers."""
+    hidden_size: int | None = None
+    """Override of the preset's hidden size (intermediate size follows as 4H unless given)."""
+    num_attention_heads: int | None = None
+    """Override of the preset's number of heads."""
+    intermediate_size: int | None = None
+    """Override of the feed-forward width."""
+    hidden_dropout_prob: float | None = None
+    """Override of the dropout on embeddings and sub-layer outputs (0.1)."""
+    attention_probs_dropout_prob: float | None = None
+    """Override of the attention dropout (0.1)."""
+    batch_size: int = 32
+    """Instances per micro-batch on each rank."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step."""
+    learning_rate: float = 1e-4
+    """Peak learning rate (after warm-up)."""
+    warmup_steps: int = 10_000
+    """Optimizer steps of linear warm-up from 0."""
+    max_steps: int = 1_000_000
+    """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0 = no clipping)."""
+    seed: int = 12345
+    """Seeds model initialisation, dropout and the data order."""
+    log_every: int = 50
+    """Optimizer steps between metric lines."""
+    eval_every: int = 1000
+    """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
+    eval_batches: int = 0
+    """Batches per evaluation on each rank (0 = the whole eval directory)."""
+    save_every: int = 1000
+    """Optimizer steps between checkpoints (0 = only at the end); a checkpoint is always written on exit."""
+    keep_last: int = 3
+    """Checkpoints to keep (older ones are deleted; 0 = keep all)."""
+    resume: str | None = None
+    """Checkpoint directory, or run directory (its latest checkpoint), to continue exactly."""
+    init_from: str | None = None
+    """Checkpoint (or run directory) whose weights start a new run (new optimizer, schedule and data order)."""
+    compile: bool = False
+    """Run the model through ``torch.compile``."""
+    num_workers: int = 1
+    """DataLoader worker processes per rank (0 = load in the training process)."""
+    shuffle_buffer_size: int = 10_000
+    """Rows in each data stream's shuffle buffer."""
+    device: str = "auto"
+    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda`` or ``cuda:N``; under torchrun each rank
+    uses ``cuda:LOCAL_RANK``."""
+    max_time_minutes: float | None = None
+    """Stop cleanly (with a checkpoint) after this many minutes of training."""
+    stop_after_steps: int | None = None
+    """Stop cleanly (with a checkpoint) after this many optimizer steps in this invocation, leaving the
+    schedule unchanged (for time-sliced or pre-emptible jobs)."""
+    progress: bool = True
+    """Show a tqdm progress bar (rank 0)."""
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"task {self.task!r} is not supported; choose one of {', '.join(TASKS)}")
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        for name in ("batch_size", "gradient_accumulation_steps", "max_steps", "log_every"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("warmup_steps", "eval_every", "eval_batches", "save_every", "keep_last", "num_workers",
+                     "max_grad_norm", "weight_decay"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.warmup_steps > self.max_steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.resume and self.init_from:
+            raise ValueError("give either resume (continue a run) or init_from (new run from weights), not both")
+        if self.max_time_minutes is not None and self.max_time_minutes <= 0:
+            raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
+        if self.stop_after_steps is not None and self.stop_after_steps <= 0:
+            raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
+
+    def model_overrides(self) -> dict[str, Any]:
+        names = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                 "hidden_dropout_prob", "attention_probs_dropout_prob")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+@dataclass
+class TrainResult:
+    """What ``train`` returns (on every rank)."""
+
+    step: int
+    """Optimizer steps done in total (resumed ones included)."""
+    model: BertForPreTraining
+    """The trained model (not wrapped in DDP / compile)."""
+    checkpoint: str | None
+    """Path of the last checkpoint written (None on ranks other than 0)."""
+    metrics: dict[str, Any] | None
+    """The last training metrics line."""
+    eval_metrics: dict[str, Any] | None
+    """The last evaluation metrics line."""
+    data_cursor: dict[str, Any]
+    """This rank's data cursor at the end."""
+    stop_reason: str
+    """``max_steps``, ``stop_after_steps`` or ``max_time``."""
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+@dataclass
+class _Dist:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    owns_group: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _setup(config: TrainConfig) -> tuple[_Dist, torch.device]:
+    """DDP from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK), and the device of this rank."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    requested = config.device
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {config.device!r} requested but CUDA is not available; use --device cpu")
+    info = _Dist()
+    if world_size > 1:
+        info = _Dist(rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+                     world_size=world_size)
+        if requested.startswith("cuda"):
+            requested = f"cuda:{info.local_rank}"
+            torch.cuda.set_device(requested)
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if requested.startswith("cuda") else "gloo")
+            info.owns_group = True
+    return info, torch.device(requested)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _gather(obj: Any, d: _Dist) -> list[Any]:
+    if not d.enabled:
+        return [obj]
+    out: list[Any] = [None] * d.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _any_rank(flag: bool, d: _Dist, device: torch.device) -> bool:
+    if not d.enabled:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t)
+    return bool(t.item() > 0)
+
+
+def _move(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: ShardLoader | Any, *, device: torch.device, max_batches: int = 0,
+             autocast: contextlib.AbstractContextManager | None = None) -> dict[str, float]:
+    """Mean MLM / NSP loss and accuracy of ``model`` over ``loader`` (the first ``max_batches``; 0 = all),
+    summed over DDP ranks. The model is put in eval mode and back to train mode afterwards."""
+    was_training = model.training
+    model.eval()
+    metrics = PretrainingMetrics(device)
+    for i, batch in enumerate(loader):
+        if max_batches and i >= max_batches:
+            break
+        batch = _move(batch, device)
+        with autocast or contextlib.nullcontext():
+            out = model(**batch)
+        metrics.update(batch, out)
+    model.train(was_training)
+    result = metrics.compute()
+    return {k: result[k] for k in ("loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy", "sequences")}
+
+
+# ------------------------------------------------------------------------------------------------- train
+
+
+def train(config: TrainConfig) -> TrainResult:
+    """Pre-train a BERT on ``config.shards`` (see the module docstring); returns on every rank.
+
+    Raises:
+        ValueError: bad settings, or shards that do not fit the model / checkpoint (vocab fingerprint, vocab
+            size, max_seq_length), with a message that names the directory and the fix.
+        FileNotFoundError: missing shard manifest or checkpoint.
+        FloatingPointError: the training loss became NaN or infinite.
+    """
+    d, device = _setup(config)
+    try:
+        return _train(config, d, device)
+    finally:
+        if d.owns_group:
+            dist.destroy_process_group()
+
+
+def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
+    t_start = time.monotonic()
+    info = read_shard_info(config.shards)
+    source_ckpt, saved = None, None
+    if config.resume or config.init_from:
+        source_ckpt = ckpt.resolve_checkpoint(config.resume or config.init_from)
+        saved = ckpt.read_checkpoint_state(source_ckpt)
+
+    # Model config: the checkpoint's, else the preset with overrides and the shards' vocab.
+    if saved is not None:
+        model_config = BertConfig.from_dict(saved["model_config"])
+        if config.model_overrides():
+            logger.warning("model options %s ignored: the model config comes from %s",
+                           sorted(config.model_overrides()), source_ckpt)
+        check_compatible(info, vocab_sha256=saved["data"]["vocab_sha256"], vocab_size=model_config.vocab_size,
+                         max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
+                         max_position_embeddings=model_config.max_position_embeddings,
+                         what=f"checkpoint {source_ckpt}")
+    else:
+        model_config = BertConfig.from_preset(config.preset, vocab_size=info.vocab_size,
+                                              pad_token_id=info.pad_token_id, **config.model_overrides())
+        check_compatible(info, vocab_size=model_config.vocab_size,
+                         max_position_embeddings=model_config.max_position_embeddings)
+    eval_info: ShardInfo | None = None
+    if config.eval_shards:
+        eval_info = read_shard_info(config.eval_shards)
+        check_compatible(eval_info, vocab_sha256=info.vocab_sha256, vocab_size=model_config.vocab_size,
+                         max_seq_length=info.max_seq_length, what=f"the training shards {config.shards}")
+
+    _seed_everything(config.seed)
+    model = BertForPreTraining(model_config)
+    if source_ckpt is not None:
+        ckpt.load_model_weights(source_ckpt, model)
+    model.to(device)
+    optimizer = create_optimizer(model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+                                 betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_epsilon)
+    scheduler = create_scheduler(optimizer, warmup_steps=config.warmup_steps, max_steps=config.max_steps)
+    step, tokens_seen = 0, 0  # tokens_seen: real (non-padding) tokens this rank trained on
+    if config.resume:
+        ckpt.load_optimizer_state(source_ckpt, optimizer, saved)
+        scheduler.load_state_dict(saved["scheduler"])
+        step = saved["step"]
+        if d.rank < len(saved["ranks"]):
+            tokens_seen = saved["ranks"][d.rank].get("tokens_seen", 0)
+        old = saved["train_config"]
+        changed = [k for k in ("learning_rate", "warmup_steps", "max_steps", "batch_size",
+                               "gradient_accumulation_steps", "seed") if old.get(k) != getattr(config, k)]
+        if changed:
+            logger.warning("resuming with different %s than the checkpoint: the run will not equal an "
+                           "uninterrupted one", ", ".join(changed))
+
+    # Dropout differs across ranks; initialisation above was the same everywhere (and DDP broadcasts rank 0's).
+    torch.manual_seed(config.seed + d.rank)
+    train_model: nn.Module = model
+    if config.compile:
+        train_model = torch.compile(model)
+    if d.enabled:
+        train_model = nn.parallel.DistributedDataParallel(
+            train_model, device_ids=[device.index] if device.type == "cuda" else None)
+    eval_model = model if not config.compile else torch.compile(model)
+
+    dataset = ShardDataset(config.shards, batch_size=config.batch_size, seed=config.seed,
+                           shuffle_buffer_size=config.shuffle_buffer_size, rank=d.rank,
+                           world_size=d.world_size, num_workers=config.num_workers, info=info)
+    loader = ShardLoader(dataset, num_workers=config.num_workers, pin_memory=device.type == "cuda")
+    if config.resume:
+        ranks = saved["ranks"]
+        loader.load_state_dict(ranks[min(d.rank, len(ranks) - 1)]["data_cursor"])
+    batches = iter(loader)
+
+    def eval_loader() -> ShardLoader:
+        ds = ShardDataset(config.eval_shards, batch_size=config.batch_size, shuffle=False, infinite=False,
+                          rank=d.rank, world_size=d.world_size, num_workers=0, info=eval_info)
+        return ShardLoader(ds, num_workers=0)
+
+    autocast = (torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                else contextlib.nullcontext())
+    peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+
+    os.makedirs(config.output_dir, exist_ok=True)
+    metrics_path = os.path.join(config.output_dir, "metrics.jsonl")
+    writer = JsonlWriter(metrics_path, truncate_after_step=step) if d.is_main else None
+    if d.is_main:
+        logger.info("model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d; "
+                    "device %s, world size %d; global batch %d", config.preset if saved is None else "from checkpoint",
+                    model.num_parameters() / 1e6, config.shards, info.num_shards, info.num_rows,
+                    info.max_seq_length, device, d.world_size,
+                    config.batch_size * config.gradient_accumulation_steps * d.world_size)
+        if config.resume:
+            logger.info("resumed from %s at step %d", source_ckpt, step)
+
+    def save(at_step: int) -> str | None:
+        per_rank = _gather({"rng": ckpt.capture_rng_state(), "data_cursor": loader.state_dict(),
+                            "tokens_seen": tokens_seen}, d)
+        path = None
+        if d.is_main:
+            state = {
+                "step": at_step, "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
+                "scheduler": scheduler.state_dict(),
+                "model_config": model_config.to_dict(), "train_config": dataclasses.asdict(config),
+                "data": {"vocab_sha256": info.vocab_sha256, "vocab_size": info.vocab_size,
+                         "max_seq_length": info.max_seq_length, "special_token_ids": info.special_token_ids,
+                         "shards": os.path.abspath(config.shards)},
+                "world_size": d.world_size, "ranks": per_rank, "torch_version": torch.__version__,
+            }
+            path = ckpt.save_checkpoint(config.output_dir, at_step, model=model, optimizer=optimizer, state=state,
+                                        hf_config=model_config.to_hf_dict(), vocab_file=info.vocab_file,
+                                        keep_last=config.keep_last)
+        if d.enabled:
+            dist.barrier()
+        return path
+
+    def run_eval(at_step: int) -> dict[str, Any]:
+        result = evaluate(eval_model, eval_loader(), device=device, max_batches=config.eval_batches,
+                          autocast=autocast)
+        record = {"step": at_step, "split": "eval", **result}
+        if writer:
+            writer.write(record)
+            tqdm.write(f"eval step {at_step}: loss {result['loss']:.4f}, MLM accuracy "
+                       f"{result['mlm_accuracy']:.4f}, NSP accuracy {result['nsp_accuracy']:.4f}")
+        return record
+
+    # Restore RNG last: everything above may draw from it, the uninterrupted run was past all of it.
+    if config.resume:
+        ranks = saved["ranks"]
+        if d.rank < len(ranks):
+            ckpt.restore_rng_state(ranks[d.rank]["rng"])
+
+    metrics = PretrainingMetrics(device)
+    bar = tqdm(total=config.max_steps, initial=step, disable=not (config.progress and d.is_main),
+               dynamic_ncols=True, unit="step")
+    first_step = step
+    last_record, last_eval, last_ckpt = None, None, None
+    last_saved = step if config.resume else -1
+    window_start, paused = time.monotonic(), 0.0
+    stop_reason = "max_steps"
+    train_model.train()
+    while step < config.max_steps:
+        for micro in range(config.gradient_accumulation_steps):
+            batch = next(batches)
+            tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
+            batch = _move(batch, device)
+            last_micro = micro == config.gradient_accumulation_steps - 1
+            sync = (train_model.no_sync() if d.enabled and not last_micro else contextlib.nullcontext())
+            with sync:
+                with autocast:
+                    out = train_model(**batch)
+                (out.loss / config.gradient_accumulation_steps).backward()
+            metrics.update(batch, out)
+        if config.max_grad_norm > 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        lr = scheduler.get_last_lr()[0]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        bar.update(1)
+
+        if step % config.log_every == 0 or step == config.max_steps:
+            elapsed = time.monotonic() - window_start - paused
+            m = metrics.compute(extra={"tokens_seen": tokens_seen})
+            metrics.reset()
+            if not math.isfinite(m["loss"]):
+                raise FloatingPointError(f"training loss is {m['loss']} at step {step}; lower --learning-rate "
+                                         "or raise --warmup-steps")
+            record = {"step": step, "split": "train", "loss": m["loss"], "mlm_loss": m["mlm_loss"],
+                      "mlm_accuracy": m["mlm_accuracy"], "nsp_loss": m["nsp_loss"],
+                      "nsp_accuracy": m["nsp_accuracy"], "lr": lr,
+                      "tokens_per_s": m["tokens"] / elapsed, "tokens_seen": int(m["tokens_seen"]),
+                      "elapsed_s": time.monotonic() - t_start}
+            if config.max_grad_norm > 0:
+                record["grad_norm"] = float(grad_norm)
+            if peak is not None:
+                seq = m["padded_tokens"] / m["sequences"]
+                fpt = flops_per_token(model_config, int(seq), m["prediction_slots"] / m["padded_tokens"])
+                record["mfu"] = fpt * m["padded_tokens"] / elapsed / (peak * d.world_size)
+            last_record = record
+            if writer:
+                writer.write(record)
+                bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['mlm_accuracy']:.3f}",
+                                nsp_acc=f"{m['nsp_accuracy']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+            window_start, paused = time.monotonic(), 0.0
+
+        t_pause = time.monotonic()
+        if config.eval_shards and config.eval_every and step % config.eval_every == 0:
+            last_eval = run_eval(step)
+        stop = False
+        if config.stop_after_steps is not None and step - first_step >= config.stop_after_steps:
+            stop, stop_reason = True, "stop_after_steps"
+        if config.max_time_minutes is not None:
+            timed_out = time.monotonic() - t_start >= config.max_time_minutes * 60
+            if _any_rank(timed_out, d, device):
+                stop, stop_reason = True, "max_time"
+        if config.save_every and step % config.save_every == 0 and not stop and step < config.max_steps:
+            last_ckpt, last_saved = save(step), step
+        paused += time.monotonic() - t_pause
+        if stop:
+            break
+    bar.close()
+
+    if config.eval_shards and (last_eval is None or last_eval["step"] != step):
+        last_eval = run_eval(step)
+    if last_saved != step:
+        last_ckpt = save(step)
+    if writer:
+        writer.close()
+        plot_metrics(metrics_path, os.path.join(config.output_dir, "metrics.png"))
+        logger.info("stopped at step %d (%s); checkpoint %s", step, stop_reason, last_ckpt)
+    return TrainResult(step=step, model=model, checkpoint=last_ckpt, metrics=last_record, eval_metrics=last_eval,
+                       data_cursor=loader.state_dict(), stop_reason=stop_reason)
