@@ -130,7 +130,8 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
 
 
 def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids: VocabIds, rng: random.Random,
-                                 stats: InstanceStats | None = None) -> tuple[list[int], list[int], list[int]]:
+                                 stats: InstanceStats | None = None,
+                                 num_tokens_a: int | None = None) -> tuple[list[int], list[int], list[int]]:
     """Choose and mask positions as the original ``create_masked_lm_predictions`` (BERT paper, section 3.1).
 
     ``min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))`` positions, drawn from a
@@ -140,6 +141,9 @@ def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids:
 
     Args:
         tokens: ids of ``[CLS] A [SEP] B [SEP]``; not modified.
+        num_tokens_a: len(A) when known: the candidates are then built from the layout instead of by
+            comparing every token with [CLS]/[SEP] (same list: word pieces of text are never [CLS]/[SEP],
+            because the pre-tokenizer splits ``[`` and ``]`` off).
 
     Returns:
         (output_ids, masked_lm_positions, masked_lm_ids), positions ascending.
@@ -183,7 +187,11 @@ def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids:
                     n_random += 1
                 positions.append(index)
     else:
-        cand = [i for i, token in enumerate(tokens) if token != cls_id and token != sep_id]
+        if num_tokens_a is not None:
+            cand = list(range(1, num_tokens_a + 1))
+            cand.extend(range(num_tokens_a + 2, len(tokens) - 1))
+        else:
+            cand = [i for i, token in enumerate(tokens) if token != cls_id and token != sep_id]
         rng.shuffle(cand)  # every draw counts, although at most num_to_predict are used
         for index in cand[:num_to_predict]:
             if rand() < 0.8:
@@ -269,7 +277,8 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                 assert tokens_a and tokens_b, "the reference guarantees non-empty segments"
                 tokens = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
                 if mask:
-                    output, positions, labels = create_masked_lm_predictions(tokens, config, ids, rng, stats)
+                    output, positions, labels = create_masked_lm_predictions(tokens, config, ids, rng, stats,
+                                                                             len(tokens_a))
                 else:
                     output, positions, labels = tokens, [], []
                 instances.append(
