@@ -471,7 +471,8 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, torch.Tensor]
     """Load a ``BertForPreTraining`` state dict with or without the tied alias keys (``TIED_WEIGHTS_KEYS``).
 
     Every other key must match exactly (names and shapes), as ``load_state_dict(strict=True)``; a tied alias
-    present in ``state_dict`` must equal the tensor it aliases. Raises ``ValueError`` naming the keys otherwise.
+    present in ``state_dict`` must equal the tensor it aliases. Raises ``ValueError`` naming the keys (or the
+    shapes) otherwise.
     """
     state_dict = dict(state_dict)
     for alias, target in TIED_WEIGHTS_KEYS.items():
@@ -484,6 +485,11 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, torch.Tensor]
     missing, unexpected = sorted(expected - set(state_dict)), sorted(set(state_dict) - expected)
     if missing or unexpected:
         raise ValueError(f"state dict does not match the model: missing {missing}, unexpected {unexpected}")
+    own = model.state_dict()
+    wrong = [f"{k}: model {tuple(own[k].shape)}, given {tuple(v.shape)}" for k, v in state_dict.items()
+             if own[k].shape != v.shape]
+    if wrong:
+        raise ValueError(f"state dict does not match the model's shapes: {'; '.join(wrong[:5])}")
     result = model.load_state_dict(state_dict, strict=False)
     assert set(result.missing_keys) <= set(TIED_WEIGHTS_KEYS) and not result.unexpected_keys, result
 
