@@ -13,6 +13,9 @@ _COMMANDS = {
     "make-shards": "bertprep.cli.make_shards:make_shards",
     "inspect": "bertprep.cli.inspect_cmd:inspect_shards",
     "train": "bertprep.cli.train:train",
+    "finetune": "bertprep.cli.finetune:finetune",
+    "export": "bertprep.cli.export:export",
+    "predict": "bertprep.cli.predict:predict",
 }
 
 _HELP = {
@@ -20,6 +23,9 @@ _HELP = {
     "make-shards": "Turn documents into masked BERT pre-training instances (Apache Beam) as Arrow shards.",
     "inspect": "Print a shard directory's statistics and decode instances back to text.",
     "train": "Pre-train (MLM + NSP) a BERT encoder on shards.",
+    "finetune": "Fine-tune a BERT encoder on GLUE-style classification, SQuAD v1.1 or NER.",
+    "export": "Write a Hugging Face transformers directory for a bertprep model.",
+    "predict": "Run a fine-tuned model on a file and write its predictions.",
 }
 
 
@@ -59,8 +65,8 @@ def cli() -> None:
 
     \b
     Typical run:
-      bertprep build-vocab corpus/*.txt -o vocab/
-      bertprep make-shards corpus/*.txt --vocab vocab/vocab.txt -o shards/
+      bertprep build-vocab corpus/ -o vocab/
+      bertprep make-shards -i 'corpus/*.txt' --vocab vocab/vocab.txt -o shards/
       bertprep inspect shards/
       bertprep train --shards shards/ --preset mini -o runs/mini
     """
