@@ -80,12 +80,17 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--masking", type=click.Choice(MASKING_MODES), default="static", show_default=True,
               help="static: masks fixed here, dupe_factor copies (the original). dynamic: unmasked pairs "
                    "written once; the trainer masks on the fly with the same rule.")
+@click.option("--sampling", type=click.Choice(("exact", "fast")), default="exact", show_default=True,
+              help="exact: the original generator's random stream, draw for draw (with one bucket the output is "
+                   "the original's, instance for instance). fast: the same algorithm and distributions "
+                   "(pairs, truncation, 15%% masking, 80/10/10) with truncation and masking drawn in bulk "
+                   "with numpy: several times faster, statistically the same, not the original's instances.")
 @click.option("--overwrite", is_flag=True, help="Replace shards already in --output-dir (otherwise refused).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
 def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, max_predictions_per_seq,
                 masked_lm_prob, short_seq_prob, dupe_factor, random_seed, do_whole_word_mask, input_format,
-                text_field, segmenter, encoding, pairing_scope, bucket_size, num_shards, masking, overwrite,
+                text_field, segmenter, encoding, pairing_scope, bucket_size, num_shards, masking, sampling, overwrite,
                 quiet, beam_args):
     """Turn documents into masked BERT pre-training instances, written as Arrow shards.
 
@@ -134,7 +139,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
                               do_lower_case=do_lower_case, instance=instance, input_format=input_format,
                               text_field=text_field, segmenter=segmenter, encoding=encoding,
                               pairing_scope=pairing_scope, bucket_size=bucket_size, num_shards=num_shards,
-                              masking=masking, overwrite=overwrite)
+                              masking=masking, sampling=sampling, overwrite=overwrite)
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
     try:

@@ -41,6 +41,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 
 from bertprep.pipeline import readers, schema, shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import (
     InstanceStats,
     VocabIds,
@@ -129,23 +130,42 @@ class _VocabResource:
         self.ids = VocabIds(self.vocab)
 
 
-def make_bucket_instances(bucket: int, docs: list[list[list[int]]], instance_config: InstanceConfig,
-                          ids: VocabIds, vocab_size: int, tmp_dir: str, masking: str) -> tuple[tuple, InstanceStats]:
+def make_bucket_instances(bucket: int, docs: list[list[list[int]]], config: ShardsConfig, ids: VocabIds,
+                          vocab_size: int, tmp_dir: str) -> tuple[tuple, InstanceStats]:
     """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
+
+    ``sampling="exact"`` draws everything from ``random.Random(bucket_seed(seed, bucket))`` exactly as the
+    original; ``"fast"`` keeps that generator for pairing but truncates with
+    :func:`~bertprep.pipeline.instances.truncate_seq_pair_fast` and masks the whole bucket with
+    :func:`~bertprep.pipeline.fast_masking.mask_table` (numpy, seeded from (seed, bucket)).
 
     Returns:
         ``((bucket, path, rows), stats)``.
     """
     stats = InstanceStats()
-    rng = random.Random(bucket_seed(instance_config.random_seed, bucket))
-    config = instance_config
-    if masking == "dynamic":
-        config = dataclasses.replace(config, dupe_factor=1)
-    instances = create_training_instances(docs, config, ids, rng, stats, mask=(masking == "static"))
+    instance_config = config.instance
+    seed = bucket_seed(instance_config.random_seed, bucket)
+    rng = random.Random(seed)
+    if config.masking == "dynamic":
+        instance_config = dataclasses.replace(instance_config, dupe_factor=1)
+    fast = config.sampling == "fast"
+    vectorized_masking = fast and config.masking == "static" and not instance_config.do_whole_word_mask
+    python_masking = config.masking == "static" and not vectorized_masking
+    instances = create_training_instances(docs, instance_config, ids, rng, stats, mask=python_masking,
+                                          fast_truncation=fast)
     path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
     if instances:
-        shards.write_bucket_file(path, shards.instances_to_table(instances, vocab_size))
-    return (bucket, path, len(instances)), stats
+        table = shards.instances_to_table(instances, vocab_size)
+        del instances
+        if vectorized_masking:
+            np_rng = np.random.default_rng([instance_config.random_seed, bucket])
+            table, counts = mask_table(table, instance_config, ids.mask_id,
+                                       np.asarray(ids.random_ids, dtype=np.int64), np_rng)
+            for name, value in counts.items():
+                setattr(stats, name, getattr(stats, name) + value)
+        shards.write_bucket_file(path, table)
+        return (bucket, path, table.num_rows), stats
+    return (bucket, path, 0), stats
 
 
 class ReadDocumentsFn(beam.DoFn):
@@ -210,8 +230,8 @@ class CreateInstancesFn(beam.DoFn):
         docs = [decode_document(d) for d in tokenized]
         counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
         del tokenized
-        meta, stats = make_bucket_instances(bucket, docs, self.config.instance, self.resource.ids,
-                                            self.resource.vocab.size, self.tmp_dir, self.config.masking)
+        meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
+                                            self.resource.vocab.size, self.tmp_dir)
         self.instances.inc(meta[2])
         yield meta
         yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1})
@@ -242,8 +262,8 @@ class ProcessFileStreamingFn(beam.DoFn):
             docs = [decode_document(d) for d in run]
             counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
             bucket = (file_index << 24) | run_index
-            meta, stats = make_bucket_instances(bucket, docs, self.config.instance, self.resource.ids,
-                                                self.resource.vocab.size, self.tmp_dir, self.config.masking)
+            meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
+                                                self.resource.vocab.size, self.tmp_dir)
             run, run_index = [], run_index + 1
             yield meta
             yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(),

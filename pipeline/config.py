@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 PAIRING_SCOPES = ("global", "file")
 MASKING_MODES = ("static", "dynamic")
+SAMPLING_MODES = ("exact", "fast")
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class ShardsConfig:
     num_shards: int = 0
     """Output shard files; 0 = choose from the instance count (about 50,000 instances per shard)."""
     masking: str = "static"
+    sampling: str = "exact"
+    """``exact``: CPython's ``random.Random`` consumed as the original does (one-bucket output = the
+    original's); ``fast``: same algorithm and distributions, truncation and masking drawn in bulk (numpy),
+    several times faster, not instance-for-instance the original's."""
     overwrite: bool = False
 
     def __post_init__(self) -> None:
@@ -91,6 +96,8 @@ class ShardsConfig:
             raise ValueError(f"pairing_scope must be one of {PAIRING_SCOPES}, got {self.pairing_scope!r}")
         if self.masking not in MASKING_MODES:
             raise ValueError(f"masking must be one of {MASKING_MODES}, got {self.masking!r}")
+        if self.sampling not in SAMPLING_MODES:
+            raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {self.sampling!r}")
         if self.bucket_size < 0:
             raise ValueError(f"bucket_size must be >= 0 (0 = one bucket), got {self.bucket_size}")
         if self.num_shards < 0:

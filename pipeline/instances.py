@@ -129,6 +129,31 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
     return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], True
 
 
+def truncate_seq_pair_fast(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
+                           rng: random.Random) -> tuple[list[int], list[int], bool]:
+    """Same distribution as :func:`truncate_seq_pair` with two draws instead of one per removed token.
+
+    How many tokens each segment loses does not depend on the random draws (the longer loses one per
+    round, ties B), so it is computed directly; each removal is from the front with probability 1/2
+    independently, so the number taken from the front is Binomial(r, 1/2) = the number of set bits of
+    ``rng.getrandbits(r)``. Used by ``sampling="fast"``; the random stream differs from the original's.
+    """
+    la, lb = len(tokens_a), len(tokens_b)
+    excess = la + lb - max_num_tokens
+    if excess <= 0:
+        return tokens_a, tokens_b, False
+    if la > lb:
+        ra, rb = min(excess, la - lb), 0
+    else:
+        ra, rb = 0, min(excess, lb - la)
+    rest = excess - ra - rb  # segments now equal: B, A, B, ... (ties truncate B)
+    rb += (rest + 1) // 2
+    ra += rest // 2
+    fa = rng.getrandbits(ra).bit_count() if ra else 0
+    fb = rng.getrandbits(rb).bit_count() if rb else 0
+    return tokens_a[fa:la - (ra - fa)], tokens_b[fb:lb - (rb - fb)], True
+
+
 def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids: VocabIds, rng: random.Random,
                                  stats: InstanceStats | None = None,
                                  num_tokens_a: int | None = None) -> tuple[list[int], list[int], list[int]]:
@@ -215,7 +240,8 @@ def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids:
 
 def create_instances_from_document(all_documents: Sequence[Document], document_index: int, config: InstanceConfig,
                                    ids: VocabIds, rng: random.Random,
-                                   stats: InstanceStats | None = None, mask: bool = True) -> list[TrainingInstance]:
+                                   stats: InstanceStats | None = None, mask: bool = True,
+                                   fast_truncation: bool = False) -> list[TrainingInstance]:
     """All instances of one pass over one document, as the original ``create_instances_from_document``.
 
     Sentences are packed into chunks up to a target length (``max_seq_length - 3``, or with probability
@@ -223,7 +249,8 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
     sentence boundary into A and B, and with probability 0.5 (always for a one-sentence chunk) B is
     replaced by a random span of another document (NotNext), the unused sentences going back to the pool.
     With ``mask=False`` (dynamic masking, done later by the trainer) no masking draws are made and the
-    instances carry no predictions.
+    instances carry no predictions. ``fast_truncation`` uses :func:`truncate_seq_pair_fast` (same
+    distribution, different random stream).
     """
     document = all_documents[document_index]
     max_num_tokens = config.max_seq_length - 3
@@ -232,6 +259,7 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
         target_seq_length = rng.randint(2, max_num_tokens)
 
     cls_id, sep_id = ids.cls_id, ids.sep_id
+    truncate = truncate_seq_pair_fast if fast_truncation else truncate_seq_pair
     instances: list[TrainingInstance] = []
     current_chunk: list[Sentence] = []
     current_length = 0
@@ -273,7 +301,7 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                     for j in range(a_end, len(current_chunk)):
                         tokens_b.extend(current_chunk[j])
 
-                tokens_a, tokens_b, truncated = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                tokens_a, tokens_b, truncated = truncate(tokens_a, tokens_b, max_num_tokens, rng)
                 assert tokens_a and tokens_b, "the reference guarantees non-empty segments"
                 tokens = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
                 if mask:
@@ -298,7 +326,7 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
 
 def create_training_instances(documents: Sequence[Document], config: InstanceConfig, ids: VocabIds,
                               rng: random.Random, stats: InstanceStats | None = None,
-                              mask: bool = True) -> list[TrainingInstance]:
+                              mask: bool = True, fast_truncation: bool = False) -> list[TrainingInstance]:
     """The original ``create_training_instances`` after tokenization, for one bucket of documents.
 
     Drops empty documents, shuffles the documents with ``rng``, makes ``dupe_factor`` passes of
@@ -320,7 +348,8 @@ def create_training_instances(documents: Sequence[Document], config: InstanceCon
         for _ in range(config.dupe_factor):
             for document_index in range(len(all_documents)):
                 instances.extend(
-                    create_instances_from_document(all_documents, document_index, config, ids, rng, stats, mask)
+                    create_instances_from_document(all_documents, document_index, config, ids, rng, stats, mask,
+                                                   fast_truncation)
                 )
         rng.shuffle(instances)
     finally:

@@ -146,3 +146,53 @@ def test_bucket_seed_is_the_plain_seed_for_bucket_zero_and_distinct_otherwise():
 def test_config_rejects_conflicting_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         InstanceConfig(**kwargs)
+
+
+def test_fast_truncation_matches_the_original_lengths_and_front_share():
+    from bertprep.pipeline.instances import truncate_seq_pair_fast
+
+    rng_exact, rng_fast = random.Random(0), random.Random(0)
+    fronts_exact = fronts_fast = 0
+    for la, lb, budget in [(10, 3, 8), (3, 10, 8), (7, 7, 5), (50, 40, 30), (1, 200, 100), (30, 30, 125)] * 300:
+        a, b = list(range(la)), list(range(1000, 1000 + lb))
+        ea, eb, et = truncate_seq_pair(a, b, budget, rng_exact)
+        fa, fb, ft = truncate_seq_pair_fast(a, b, budget, rng_fast)
+        assert (len(ea), len(eb), et) == (len(fa), len(fb), ft)  # lengths are deterministic
+        assert fa == list(range(fa[0], fa[0] + len(fa)))  # a contiguous slice of A
+        fronts_exact += (ea[0] if ea else 0) + ((eb[0] - 1000) if eb else 0)
+        fronts_fast += (fa[0] if fa else 0) + ((fb[0] - 1000) if fb else 0)
+    # tokens removed from the front: same expectation (half of the removals)
+    assert abs(fronts_fast / fronts_exact - 1) < 0.05
+
+
+def test_fast_masking_has_the_original_statistics():
+    import numpy as np
+
+    from bertprep.pipeline.fast_masking import mask_table
+    from bertprep.pipeline.shards import instances_to_table
+
+    vocab = _vocab()
+    ids = VocabIds(vocab)
+    config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=3)
+    instances = create_training_instances(_corpus(vocab, 150), config, ids, random.Random(5), mask=False,
+                                          fast_truncation=True)
+    table = instances_to_table(instances, vocab.size)
+    masked, counts = mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
+    assert masked.num_rows == len(instances)
+    assert counts["masked"] > 20000
+    assert abs(counts["masked_as_mask"] / counts["masked"] - 0.8) < 0.01
+    assert abs(counts["masked_as_random"] / counts["masked"] - 0.1) < 0.01
+    assert abs(counts["masked_as_kept"] / counts["masked"] - 0.1) < 0.01
+    rows = masked.to_pylist()
+    for inst, row in zip(instances, rows):
+        n = len(inst.input_ids)
+        assert len(row["masked_lm_positions"]) == min(20, max(1, int(round(n * 0.15))))
+        assert row["masked_lm_positions"] == sorted(set(row["masked_lm_positions"]))
+        assert row["masked_lm_ids"] == [inst.input_ids[p] for p in row["masked_lm_positions"]]
+        special = {0, inst.num_tokens_a + 1, n - 1}
+        assert not special & set(row["masked_lm_positions"])
+        changed = {p for p, (x, y) in enumerate(zip(inst.input_ids, row["input_ids"])) if x != y}
+        assert changed <= set(row["masked_lm_positions"])
+    # every candidate position is equally likely to be chosen (uniform subset, as the original's shuffle)
+    first_half = sum(sum(1 for p in r["masked_lm_positions"] if p < len(r["input_ids"]) / 2) for r in rows)
+    assert abs(first_half / counts["masked"] - 0.5) < 0.02
