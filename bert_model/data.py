@@ -162,7 +162,7 @@ def _round_up(n: int, multiple: int) -> int:
 def collate(
     rows: list[dict[str, np.ndarray]], *, pad_token_id: int = 0, pad_to_multiple_of: int = 8
 ) -> dict[str, torch.Tensor]:
-    """Pad a list of shard rows into a batch of int64 tensors.
+    """Pad a list of shard rows into a batch of int64 tensors (``collate_numpy`` as ``torch.from_numpy``).
 
     Args:
         rows: dicts with the shard columns (``input_ids``, ``token_type_ids``, ``masked_lm_positions``,
@@ -175,6 +175,15 @@ def collate(
         ``masked_lm_positions`` [B, P] (padding entries point at 0); ``masked_lm_ids`` [B, P] (padding
         entries are -100, ignored by the loss); ``next_sentence_label`` [B] (1 = NotNext).
     """
+    return {k: torch.from_numpy(v) for k, v in
+            collate_numpy(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of).items()}
+
+
+def collate_numpy(
+    rows: list[dict[str, np.ndarray]], *, pad_token_id: int = 0, pad_to_multiple_of: int = 8
+) -> dict[str, np.ndarray]:
+    """``collate`` with int64 numpy arrays (what loader workers send: one pickled buffer per array is much
+    cheaper than a shared-memory tensor per array for batches of this size)."""
     B = len(rows)
     T = _round_up(max(len(r["input_ids"]) for r in rows), pad_to_multiple_of)
     P = _round_up(max(len(r["masked_lm_positions"]) for r in rows), pad_to_multiple_of)
@@ -193,12 +202,12 @@ def collate(
         masked_lm_ids[i, :m] = r["masked_lm_ids"]
         next_sentence_label[i] = r["next_sentence_label"]
     return {
-        "input_ids": torch.from_numpy(input_ids),
-        "token_type_ids": torch.from_numpy(token_type_ids),
-        "attention_mask": torch.from_numpy(attention_mask),
-        "masked_lm_positions": torch.from_numpy(masked_lm_positions),
-        "masked_lm_ids": torch.from_numpy(masked_lm_ids),
-        "next_sentence_label": torch.from_numpy(next_sentence_label),
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": attention_mask,
+        "masked_lm_positions": masked_lm_positions,
+        "masked_lm_ids": masked_lm_ids,
+        "next_sentence_label": next_sentence_label,
     }
 
 
@@ -269,8 +278,8 @@ class ShardDataset(IterableDataset):
         pad_to_multiple_of: see ``collate``.
         info: the directory's ``ShardInfo`` when already read.
     Yields:
-        ``(batch, state)``: ``batch`` as ``collate`` returns it, ``state`` the stream's JSON-serialisable
-        cursor after the batch. ``ShardLoader`` strips and keeps the states.
+        ``(batch, state)``: ``batch`` as ``collate_numpy`` returns it, ``state`` the stream's JSON-serialisable
+        cursor after the batch. ``ShardLoader`` turns the arrays into tensors and keeps the states.
     Raises:
         ValueError: (when iterated) fewer shards than training streams (``world_size * max(1, num_workers)``).
     """
@@ -374,8 +383,8 @@ class ShardDataset(IterableDataset):
         def emit(ref: int):
             pending.append(read_row(ref))
             if len(pending) == self.batch_size:
-                batch = collate(pending, pad_token_id=self.info.pad_token_id,
-                                pad_to_multiple_of=self.pad_to_multiple_of)
+                batch = collate_numpy(pending, pad_token_id=self.info.pad_token_id,
+                                      pad_to_multiple_of=self.pad_to_multiple_of)
                 pending.clear()
                 return batch
             return None
@@ -410,8 +419,8 @@ class ShardDataset(IterableDataset):
                 yield batch, snapshot()
         buffer.clear()
         if pending:
-            yield collate(pending, pad_token_id=self.info.pad_token_id,
-                          pad_to_multiple_of=self.pad_to_multiple_of), snapshot()
+            yield collate_numpy(pending, pad_token_id=self.info.pad_token_id,
+                                pad_to_multiple_of=self.pad_to_multiple_of), snapshot()
 
 
 def _rng_to_json(state: tuple) -> list:
@@ -425,6 +434,11 @@ def _rng_from_json(state: list) -> tuple:
 
 
 # -------------------------------------------------------------------------------------------------- loader
+
+
+def _as_is(item):
+    return item
+
 
 
 class ShardLoader:
@@ -453,16 +467,19 @@ class ShardLoader:
             self.dataset,
             batch_size=None,
             num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
             prefetch_factor=self.prefetch_factor if self.num_workers else None,
             persistent_workers=False,
+            collate_fn=_as_is,  # batches are collated already; default_convert would walk the cursor lists
             # The loader draws a base seed from this generator, not from torch's global RNG (dropout),
             # so the number of loaders created does not change training randomness.
             generator=torch.Generator().manual_seed(self.dataset.seed),
         )
-        for batch, state in loader:
+        for arrays, state in loader:
             self._streams[state["stream"]] = state
             self._batches += 1
+            batch = {k: torch.from_numpy(v) for k, v in arrays.items()}
+            if self.pin_memory:
+                batch = {k: v.pin_memory() for k, v in batch.items()}
             yield batch
 
     @property
