@@ -196,3 +196,23 @@ def test_fast_masking_has_the_original_statistics():
     # every candidate position is equally likely to be chosen (uniform subset, as the original's shuffle)
     first_half = sum(sum(1 for p in r["masked_lm_positions"] if p < len(r["input_ids"]) / 2) for r in rows)
     assert abs(first_half / counts["masked"] - 0.5) < 0.02
+
+
+def test_fast_and_exact_sampling_agree_over_many_seeds():
+    vocab = _vocab()
+    ids = VocabIds(vocab)
+    docs = _corpus(vocab, 80, seed=3)
+    totals = {}
+    for fast in (False, True):
+        count = InstanceStats()
+        for seed in range(10):
+            stats = InstanceStats()
+            create_training_instances(docs, InstanceConfig(dupe_factor=2, random_seed=seed), ids,
+                                      random.Random(seed), stats, mask=not fast, fast_truncation=fast)
+            count.merge(stats)
+        totals[fast] = count
+    exact, fast = totals[False], totals[True]
+    assert abs(fast.instances / exact.instances - 1) < 0.02
+    assert abs(fast.not_next / fast.instances - exact.not_next / exact.instances) < 0.015
+    assert abs(fast.truncated / fast.instances - exact.truncated / exact.instances) < 0.015
+    assert abs(fast.tokens / fast.instances - exact.tokens / exact.instances) < 1.0
