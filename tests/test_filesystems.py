@@ -255,7 +255,7 @@ def test_file_pairing_scope_on_gs(gs_corpus, fake_gcs):
     assert sum(e["rows"] for e in manifest["shards"]) == manifest["statistics"]["instances"] > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "bug: the temporary bucket files stay on object stores: beam_pipeline.WriteManifestFn and "
     "run_make_shards' cleanup delete the temporary folder only `if FileSystems.exists(tmp_dir)`, which is "
     "False for a gs:// prefix, and GCSFileSystem.delete removes a prefix only when it ends with '/'"))
@@ -266,7 +266,7 @@ def test_no_temporary_files_left_on_gs(gs_corpus, fake_gcs):
     assert left == sorted(["manifest.json", "vocab.txt"] + [schema.shard_name(i, 3) for i in range(3)])
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
     "bug: shards.existing_outputs returns [] when `not FileSystems.exists(output_dir)`, which is always the "
     "case for a gs:// prefix, so a second run silently writes over (and mixes with) finished shards"))
 def test_existing_gs_output_is_refused(gs_corpus, fake_gcs):
