@@ -1,0 +1,600 @@
+"""Fine-tuning loop and prediction for the three task families (BERT paper, section 4 and appendix A.3).
+
+One loop serves every task; a *task* object (``glue.GlueTask``, ``squad.SquadTask``, ``ner.NerTask``) reads
+its files, turns examples into features, builds its head, and turns model outputs into predictions and
+metrics. The loop:
+
+* starts from a bertprep pre-training checkpoint or a Hugging Face BERT directory (encoder weights; the new
+  head is initialised as google-research/bert does), or from random initialisation with the same config
+  (``random_init``, for baselines) or a preset;
+* tokenizes with the model's own ``vocab.txt`` (``wordpiece.WordPieceTokenizer``);
+* trains with AdamW over ``optim.param_groups`` (no decay on biases and LayerNorm), linear warm-up over
+  ``warmup_proportion`` of the steps then linear decay to 0, gradient clipping, fp32 on CPU and bf16
+  autocast on CUDA, seeded data order and dropout;
+* evaluates after every epoch (and every ``eval_every`` steps), logs ``metrics.jsonl`` and keeps the
+  checkpoint with the best task metric in ``output_dir/best/``: a Hugging Face directory (``config.json``,
+  ``model.safetensors``, tokenizer files) plus ``finetune.json`` (the task settings ``predict`` needs), with
+  its evaluation predictions in ``output_dir/eval_predictions.*``; ``results.json`` summarises the run.
+
+Defaults are the paper's fine-tuning recipe (A.3: batch 32, learning rate 5e-5 / 3e-5 / 2e-5, 3 epochs,
+warm-up 10%) and google-research/bert ``run_classifier.py`` / ``run_squad.py`` (5e-5, AdamW epsilon 1e-6,
+weight decay 0.01, clipping at norm 1.0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence, Union
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from bertprep.bert_model.glue import GlueTask, default_metrics
+from bertprep.bert_model.heads import IGNORE_INDEX, load_encoder_weights
+from bertprep.bert_model.hf_interop import (
+    FINETUNE_FILE,
+    ModelSource,
+    build_model,
+    load_model_source,
+    resolve_do_lower_case,
+    write_hf_directory,
+)
+from bertprep.bert_model.metrics import JsonlWriter
+from bertprep.bert_model.model import PRESETS, BertConfig
+from bertprep.bert_model.ner import NerTask
+from bertprep.bert_model.optim import create_optimizer, create_scheduler
+from bertprep.bert_model.squad import SquadTask
+from bertprep.bert_model.wordpiece import WordPieceTokenizer, read_vocab_file
+
+logger = logging.getLogger("bertprep.finetune")
+
+Task = Union[GlueTask, SquadTask, NerTask]
+TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask}
+#: File name of the evaluation / prediction output per task (GLUE submission TSV, SQuAD JSON, CoNLL).
+PREDICTION_SUFFIX = {"glue": "tsv", "squad": "json", "ner": "conll"}
+
+
+def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | None = None,
+              **options: Any) -> Task:
+    """The task object for ``bertprep finetune --task NAME`` and its options (None = default).
+
+    ``glue``: ``glue_task`` (a ``glue.GLUE_TASKS`` preset) and/or ``text_a_column``, ``text_b_column``,
+    ``label_column``, ``header``, ``labels``, ``is_regression``, ``metrics``; ``squad``: ``doc_stride``,
+    ``max_query_length``, ``max_answer_length``, ``n_best_size``, ``train_articles``, ``eval_articles``;
+    ``ner``: ``labels``. Raises ``ValueError`` for an unknown task, an option of another task, or a GLUE
+    task without ``glue_task`` or ``text_a_column``.
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    given = {k: v for k, v in options.items() if v is not None}
+    if max_seq_length is not None:
+        given["max_seq_length"] = max_seq_length
+    allowed = set(TASKS[name].__dataclass_fields__) - {"glue_task"}
+    foreign = sorted(set(given) - allowed)
+    if foreign or (glue_task is not None and name != "glue"):
+        names = ", ".join("--" + k.replace("_", "-") for k in foreign + (["glue_task"] if glue_task else []))
+        raise ValueError(f"option(s) {names} do not apply to --task {name}")
+    if name != "glue":
+        return TASKS[name](**given)
+    if glue_task is not None:
+        return GlueTask.from_preset(glue_task, **given)
+    if "text_a_column" not in given:
+        raise ValueError("--task glue needs --glue-task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or "
+                         "the columns of your TSV (--text-a-column, --label-column, ...)")
+    if "metrics" not in given:
+        labels = given.get("labels")
+        given["metrics"] = default_metrics(bool(given.get("is_regression")), len(labels) if labels else None)
+    return GlueTask(**given)
+
+
+def task_from_json(values: dict[str, Any]) -> Task:
+    """Rebuild a task from its ``to_json()`` (``finetune.json``). Raises ``ValueError`` for an unknown task."""
+    name = values.get("task")
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r} in {FINETUNE_FILE}; expected one of {', '.join(TASKS)}")
+    return TASKS[name].from_json(values)
+
+
+@dataclass
+class FinetuneConfig:
+    """Training settings of ``bertprep finetune`` (the task's own settings live in the task object)."""
+
+    train_file: str
+    """Training data (GLUE TSV, SQuAD JSON or CoNLL)."""
+    output_dir: str
+    """Run directory: metrics.jsonl, results.json, best/ and eval_predictions.*."""
+    eval_file: str | None = None
+    """Evaluation data in the same format; without it the last step's model is kept."""
+    init_from: str | None = None
+    """bertprep checkpoint / run directory or Hugging Face BERT directory whose encoder starts training."""
+    random_init: bool = False
+    """Take only the config and vocab from ``init_from`` and start from random weights (a baseline)."""
+    preset: str | None = None
+    """Model size for random initialisation without ``init_from`` (needs ``vocab``)."""
+    vocab: str | None = None
+    """``vocab.txt`` to tokenize with (default: the one beside ``init_from``'s weights)."""
+    do_lower_case: bool | None = None
+    """Lower-case input; None = as recorded with the model (else guessed from the vocab)."""
+    learning_rate: float = 5e-5
+    """Peak learning rate (paper: one of 5e-5, 3e-5, 2e-5)."""
+    batch_size: int = 32
+    """Training examples (features) per step."""
+    eval_batch_size: int = 64
+    """Features per forward pass when evaluating."""
+    num_train_epochs: float = 3.0
+    """Passes over the training features (fractions allowed)."""
+    max_steps: int | None = None
+    """Length of the schedule in steps, overriding ``num_train_epochs``."""
+    max_time_minutes: float | None = None
+    """Stop training after this many minutes (schedule unchanged), then evaluate and save."""
+    warmup_proportion: float = 0.1
+    """Share of the steps with linear learning-rate warm-up."""
+    weight_decay: float = 0.01
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0 = off)."""
+    eval_every: int = 0
+    """Also evaluate every this many steps (0 = after each epoch only)."""
+    log_every: int = 50
+    """Steps between training-loss lines in metrics.jsonl."""
+    max_train_examples: int | None = None
+    """Use only the first this many training examples (questions for SQuAD, sentences for NER)."""
+    max_eval_examples: int | None = None
+    """Evaluate on only the first this many examples."""
+    seed: int = 12345
+    """Seeds head initialisation, dropout and data order."""
+    device: str = "auto"
+    """``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:N``."""
+    overwrite: bool = False
+    """Replace an existing run in ``output_dir``."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.init_from is None and (self.preset is None or self.vocab is None):
+            raise ValueError("give init_from (a pre-trained checkpoint or Hugging Face directory), or preset and "
+                             "vocab for a randomly initialised model")
+        if self.random_init and self.init_from is None:
+            raise ValueError("random_init takes the config from init_from; give init_from (or preset + vocab)")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        for name in ("learning_rate", "batch_size", "eval_batch_size", "num_train_epochs", "log_every"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("max_steps", "max_time_minutes", "max_train_examples", "max_eval_examples"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+        for name in ("weight_decay", "max_grad_norm", "eval_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass
+class FinetuneResult:
+    """What ``finetune`` returns."""
+
+    best_dir: str
+    """The kept model (Hugging Face directory + finetune.json)."""
+    best_metrics: dict[str, float] | None
+    """Evaluation metrics of the kept model (None without an eval file)."""
+    best_step: int
+    steps: int
+    """Optimizer steps done."""
+    train_seconds: float
+    stop_reason: str
+    """``completed``, ``max_steps`` or ``max_time``."""
+    model: nn.Module
+
+
+# --------------------------------------------------------------------------------------------- batching
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return max(multiple, -(-n // multiple) * multiple)
+
+
+def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, pad_to_multiple_of: int = 8
+                     ) -> dict[str, torch.Tensor]:
+    """Pad task features into a batch.
+
+    Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` as int64 [B, T] (T = longest feature
+    rounded up to ``pad_to_multiple_of``), and whichever targets the features carry: ``labels`` as int64 [B]
+    (class), float32 [B] (regression) or int64 [B, T] (per token, padded with -100); ``start_positions`` and
+    ``end_positions`` as int64 [B].
+    """
+    B = len(features)
+    T = _round_up(max(len(f["input_ids"]) for f in features), pad_to_multiple_of)
+    input_ids = np.full((B, T), pad_token_id, dtype=np.int64)
+    token_type_ids = np.zeros((B, T), dtype=np.int64)
+    attention_mask = np.zeros((B, T), dtype=np.int64)
+    for i, f in enumerate(features):
+        n = len(f["input_ids"])
+        input_ids[i, :n] = f["input_ids"]
+        token_type_ids[i, :n] = f["token_type_ids"]
+        attention_mask[i, :n] = 1
+    batch = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
+             "attention_mask": torch.from_numpy(attention_mask)}
+    first = features[0]
+    if "labels" in first:
+        if isinstance(first["labels"], list):
+            labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64)
+            for i, f in enumerate(features):
+                labels[i, : len(f["labels"])] = f["labels"]
+            batch["labels"] = torch.from_numpy(labels)
+        elif isinstance(first["labels"], float):
+            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.float32)
+        else:
+            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.int64)
+    for key in ("start_positions", "end_positions"):
+        if key in first:
+            batch[key] = torch.tensor([f[key] for f in features], dtype=torch.int64)
+    return batch
+
+
+def _autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    return (torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda"
+            else contextlib.nullcontext())
+
+
+@torch.no_grad()
+def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_size: int, device: torch.device,
+              pad_token_id: int = 0, progress: bool = False) -> list[dict[str, np.ndarray]]:
+    """Outputs of ``model`` for every feature (eval mode, no gradients), as float32 numpy arrays.
+
+    Features are batched in order of length (less padding) and the outputs put back in input order; the
+    per-token outputs (``model.per_token_outputs``) are cut to each feature's length. The model's training
+    mode is restored afterwards.
+    """
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+    out: list[dict[str, np.ndarray]] = [None] * len(features)  # type: ignore[list-item]
+    per_token = set(getattr(model, "per_token_outputs", ()))
+    for k in tqdm(range(0, len(order), batch_size), disable=not progress, desc="eval", leave=False):
+        index = order[k: k + batch_size]
+        batch = collate_features([{"input_ids": features[i]["input_ids"],
+                                   "token_type_ids": features[i]["token_type_ids"]} for i in index], pad_token_id)
+        batch = {key: v.to(device) for key, v in batch.items()}
+        with _autocast(device):
+            result = model(**batch)
+        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                  if f.name != "loss" and getattr(result, f.name) is not None}
+        arrays = {name: t.float().cpu().numpy() for name, t in fields.items()}
+        for row, i in enumerate(index):
+            n = len(features[i]["input_ids"])
+            out[i] = {name: (a[row, :n] if name in per_token else a[row]) for name, a in arrays.items()}
+    model.train(was_training)
+    return out
+
+
+def _device(requested: str) -> torch.device:
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {requested!r} requested but CUDA is not available; use --device cpu")
+    return torch.device(requested)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+# -------------------------------------------------------------------------------------------- the model
+
+
+def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | None, WordPieceTokenizer]:
+    """Encoder config, weight source (None for a preset) and tokenizer of a run."""
+    source = load_model_source(config.init_from) if config.init_from else None
+    if source is not None:
+        bert_config = source.config
+        tokens = read_vocab_file(config.vocab) if config.vocab else source.vocab_tokens
+        if tokens is None:
+            raise ValueError(f"{config.init_from} has no vocab.txt beside its weights; pass --vocab (the vocab the "
+                             "model was pre-trained with)")
+        if config.vocab and source.vocab_tokens is not None and tokens != source.vocab_tokens:
+            logger.warning("--vocab %s differs from the vocab saved with %s", config.vocab, source.path)
+        do_lower_case = resolve_do_lower_case(config.do_lower_case, source.do_lower_case, tokens)
+    else:
+        tokens = read_vocab_file(config.vocab)  # type: ignore[arg-type]
+        bert_config = BertConfig.from_preset(config.preset, vocab_size=len(tokens),  # type: ignore[arg-type]
+                                             pad_token_id=tokens.index("[PAD]"))
+        do_lower_case = resolve_do_lower_case(config.do_lower_case, None, tokens)
+    if len(tokens) != bert_config.vocab_size:
+        raise ValueError(f"the vocab has {len(tokens)} entries but the model's vocab_size is "
+                         f"{bert_config.vocab_size}; pass the vocab the model was trained with (--vocab)")
+    return bert_config, source, WordPieceTokenizer.from_tokens(tokens, do_lower_case)
+
+
+def _finetune_json(task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**task.to_json(), "do_lower_case": tokenizer.do_lower_case, **extra}
+
+
+def _save_model(path: str, model: nn.Module, task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]
+                ) -> str:
+    return write_hf_directory(
+        path, model, vocab_tokens=tokenizer.tokens, do_lower_case=tokenizer.do_lower_case,
+        id2label=task.id2label, finetuning_task=getattr(task, "glue_task", None) or task.name,
+        extra_json={FINETUNE_FILE: _finetune_json(task, tokenizer, extra)}, overwrite=True)
+
+
+def _write_atomic(path: str, write) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+# ------------------------------------------------------------------------------------------ fine-tuning
+
+
+def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
+    """Fine-tune on ``config.train_file`` and keep the best model by ``task.metric_for_best`` (see the module
+    docstring for what is written).
+
+    Raises:
+        FileNotFoundError: a data file or the model directory does not exist.
+        FileExistsError: ``output_dir`` holds a previous run and ``overwrite`` is False.
+        ValueError: malformed data (with file and line), a model / vocab mismatch, or bad settings.
+        FloatingPointError: the training loss became NaN or infinite.
+    """
+    t_start = time.monotonic()
+    device = _device(config.device)
+    best_dir = os.path.join(config.output_dir, "best")
+    if os.path.exists(best_dir) or os.path.exists(os.path.join(config.output_dir, "results.json")):
+        if not config.overwrite:
+            raise FileExistsError(f"{config.output_dir} already holds a fine-tuning run; choose another "
+                                  "--output-dir or pass --overwrite")
+    bert_config, source, tokenizer = _model_inputs(config)
+    max_seq_length = task.max_seq_length
+    if max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
+                         f"{bert_config.max_position_embeddings}")
+
+    train_examples = task.read(config.train_file, limit=config.max_train_examples, split="train")
+    task.prepare(train_examples)
+    train_features = task.featurize(train_examples, tokenizer, with_labels=True)
+    if not train_features:
+        raise ValueError(f"{config.train_file}: no usable training examples")
+    eval_examples = eval_features = None
+    if config.eval_file:
+        eval_examples = task.read(config.eval_file, limit=config.max_eval_examples, split="eval")
+        eval_features = task.featurize(eval_examples, tokenizer, with_labels=False)
+
+    _seed_everything(config.seed)
+    model = task.build_model(bert_config)
+    init = "random"
+    if source is not None and not config.random_init:
+        fresh = load_encoder_weights(model, source.state_dict)
+        init = f"{source.kind} {source.path}"
+        logger.info("encoder from %s; newly initialised: %s", source.path, ", ".join(fresh))
+    model.to(device)
+
+    steps_per_epoch = math.ceil(len(train_features) / config.batch_size)
+    num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
+    warmup_steps = int(config.warmup_proportion * num_train_steps)
+    optimizer = create_optimizer(model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+                                 eps=config.adam_epsilon)
+    scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
+    generator = torch.Generator().manual_seed(config.seed)
+    loader = torch.utils.data.DataLoader(
+        train_features, batch_size=config.batch_size, shuffle=True, generator=generator,
+        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id))
+
+    os.makedirs(config.output_dir, exist_ok=True)
+    metrics_path = os.path.join(config.output_dir, "metrics.jsonl")
+    if os.path.exists(metrics_path):
+        os.remove(metrics_path)
+    writer = JsonlWriter(metrics_path)
+    logger.info("%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
+                "lr %g, batch %d, device %s, init %s", task.name, len(train_examples), len(train_features),
+                len(eval_examples or []), num_train_steps, steps_per_epoch, warmup_steps, config.learning_rate,
+                config.batch_size, device, init)
+    run_info = {"init": init, "random_init": source is None or config.random_init,
+                "train_file": os.path.abspath(config.train_file),
+                "eval_file": os.path.abspath(config.eval_file) if config.eval_file else None,
+                "train_examples": len(train_examples), "train_features": len(train_features),
+                "eval_examples": len(eval_examples or []), "seed": config.seed,
+                "learning_rate": config.learning_rate, "batch_size": config.batch_size,
+                "num_train_steps": num_train_steps, "warmup_steps": warmup_steps}
+
+    best: dict[str, Any] = {"value": -math.inf, "metrics": None, "step": 0}
+    suffix = PREDICTION_SUFFIX[task.name]
+
+    def evaluate(at_step: int, epoch: float) -> None:
+        outputs = run_model(model, eval_features, batch_size=config.eval_batch_size, device=device,
+                            pad_token_id=tokenizer.pad_token_id, progress=config.progress)
+        predictions = task.predictions(eval_examples, eval_features, outputs)
+        values = task.metric_values(eval_examples, predictions)
+        writer.write({"step": at_step, "epoch": round(epoch, 4), "split": "eval", **values,
+                      "elapsed_s": time.monotonic() - t_start})
+        tqdm.write(f"eval step {at_step} (epoch {epoch:.2f}): " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
+        value = values[task.metric_for_best]
+        if value > best["value"]:
+            best.update(value=value, metrics=values, step=at_step)
+            _save_model(best_dir, model, task, tokenizer,
+                        {"selected_step": at_step, "metrics": values, **run_info})
+            _write_atomic(os.path.join(config.output_dir, f"eval_predictions.{suffix}"),
+                          lambda p: task.write_predictions(p, eval_examples, predictions))
+
+    model.train()
+    step, epoch_index, stop_reason = 0, 0, "completed"
+    last_eval = -1
+    window_loss, window_n = 0.0, 0
+    bar = tqdm(total=num_train_steps, disable=not config.progress, dynamic_ncols=True, unit="step")
+    autocast = _autocast(device)
+    t_train = time.monotonic()
+    while step < num_train_steps:
+        for batch in loader:
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            with autocast:
+                out = model(**batch)
+            out.loss.backward()
+            if config.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            lr = scheduler.get_last_lr()[0]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            bar.update(1)
+            loss = float(out.loss.detach())
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"training loss is {loss} at step {step}; lower --learning-rate")
+            window_loss, window_n = window_loss + loss, window_n + 1
+            if step % config.log_every == 0 or step == num_train_steps:
+                writer.write({"step": step, "split": "train", "loss": window_loss / window_n, "lr": lr,
+                              "elapsed_s": time.monotonic() - t_start})
+                bar.set_postfix(loss=f"{window_loss / window_n:.4f}")
+                window_loss, window_n = 0.0, 0
+            timed_out = (config.max_time_minutes is not None
+                         and time.monotonic() - t_train >= config.max_time_minutes * 60)
+            if eval_features is not None and config.eval_every and step % config.eval_every == 0:
+                evaluate(step, step / steps_per_epoch)
+                last_eval = step
+            if step >= num_train_steps or timed_out:
+                if timed_out:
+                    stop_reason = "max_time"
+                elif config.max_steps:
+                    stop_reason = "max_steps"
+                break
+        else:
+            epoch_index += 1
+            if eval_features is not None and last_eval != step:
+                evaluate(step, float(epoch_index))
+                last_eval = step
+            continue
+        break
+    bar.close()
+    train_seconds = time.monotonic() - t_train
+    if eval_features is not None and last_eval != step:
+        evaluate(step, step / steps_per_epoch)
+    if eval_features is None:
+        _save_model(best_dir, model, task, tokenizer, {"selected_step": step, "metrics": None, **run_info})
+        best["step"] = step
+    writer.close()
+    results = {"task": task.to_json(), "best_step": best["step"], "best_metrics": best["metrics"],
+               "metric_for_best": task.metric_for_best, "steps": step, "stop_reason": stop_reason,
+               "train_seconds": round(train_seconds, 1), "total_seconds": round(time.monotonic() - t_start, 1),
+               "device": str(device), **run_info}
+
+    def dump(p: str) -> None:
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+
+    _write_atomic(os.path.join(config.output_dir, "results.json"), dump)
+    logger.info("done: %d steps in %.1f min (%s); best %s %s at step %d; model %s", step, train_seconds / 60,
+                stop_reason, task.metric_for_best, None if best["metrics"] is None else f"{best['value']:.4f}",
+                best["step"], best_dir)
+    return FinetuneResult(best_dir=best_dir, best_metrics=best["metrics"], best_step=best["step"], steps=step,
+                          train_seconds=train_seconds, stop_reason=stop_reason, model=model)
+
+
+# -------------------------------------------------------------------------------------------- prediction
+
+
+@dataclass
+class PredictResult:
+    output_file: str
+    examples: int
+    metrics: dict[str, float] | None
+    """Metrics against the file's own labels, when every example has them."""
+
+
+def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = None,
+                   do_lower_case: bool | None = None) -> tuple[nn.Module, Task, WordPieceTokenizer]:
+    """A fine-tuned model, its task and tokenizer, from a ``bertprep finetune`` output (``best/`` or the run
+    directory) or a Hugging Face directory of a head.
+
+    Without ``finetune.json`` (a model fine-tuned elsewhere) the task follows from ``architectures``: token
+    classification and question answering take their defaults and the labels from ``id2label``; sequence
+    classification needs the columns in ``task_overrides`` (``text_a_column``...). ``task_overrides``
+    (values not None) replace task settings either way.
+
+    Raises ``FileNotFoundError`` / ``ValueError`` for a directory that is not a fine-tuned head.
+    """
+    source = load_model_source(model_dir)
+    overrides = {k: v for k, v in (task_overrides or {}).items() if v is not None}
+    if source.finetune is not None:
+        values = {**source.finetune, "train_articles": None, "eval_articles": None, **overrides}
+        task = task_from_json({k: v for k, v in values.items()
+                               if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__})
+        recorded = source.finetune.get("do_lower_case")
+    else:
+        labels = [source.id2label[i] for i in sorted(source.id2label)] if source.id2label else None
+        if source.architecture == "BertForQuestionAnswering":
+            task = SquadTask(**overrides)
+        elif source.architecture == "BertForTokenClassification":
+            task = NerTask(labels=labels, **overrides)
+        elif source.architecture == "BertForSequenceClassification":
+            if "text_a_column" not in overrides:
+                raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
+            regression = source.hf_config.get("problem_type") == "regression" or len(labels or []) == 1
+            task = GlueTask(labels=None if regression else labels, is_regression=regression,
+                            metrics=["pearson", "spearman"] if regression else ["accuracy"], **overrides)
+        else:
+            raise ValueError(f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
+                             "predict needs a model from 'bertprep finetune'")
+        recorded = source.do_lower_case
+    if task.architecture != source.architecture:
+        raise ValueError(f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a "
+                         f"{source.architecture}")
+    if source.vocab_tokens is None:
+        raise ValueError(f"{model_dir} has no vocab.txt")
+    model = build_model(source)
+    tokenizer = WordPieceTokenizer.from_tokens(
+        source.vocab_tokens, resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens))
+    return model, task, tokenizer
+
+
+def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides: dict[str, Any] | None = None,
+            batch_size: int = 64, device: str = "auto", max_examples: int | None = None,
+            do_lower_case: bool | None = None, progress: bool = True) -> PredictResult:
+    """Run a fine-tuned model on ``input_file`` and write ``output_file``: GLUE ``index<TAB>prediction`` TSV,
+    SQuAD ``{id: answer}`` JSON, or CoNLL ``TOKEN<TAB>TAG`` (see each task's ``write_predictions``).
+
+    Labels in the input are optional; when every example has them the metrics are returned too. The output
+    is written to a temporary name and renamed, so an existing ``output_file`` is complete.
+    """
+    model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case)
+    torch_device = _device(device)
+    model.to(torch_device)
+    examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
+    features = task.featurize(examples, tokenizer, with_labels=False)
+    outputs = run_model(model, features, batch_size=batch_size, device=torch_device,
+                        pad_token_id=tokenizer.pad_token_id, progress=progress)
+    predictions = task.predictions(examples, features, outputs)
+    directory = os.path.dirname(os.path.abspath(output_file))
+    os.makedirs(directory, exist_ok=True)
+    _write_atomic(output_file, lambda p: task.write_predictions(p, examples, predictions))
+    labelled = all(_has_label(task, e) for e in examples)
+    metrics = task.metric_values(examples, predictions) if labelled else None
+    return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
+
+
+def _has_label(task: Task, example: Any) -> bool:
+    if task.name == "glue":
+        return example.label is not None
+    if task.name == "squad":
+        return bool(example.answers)
+    return example.tags is not None
+

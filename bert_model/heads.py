@@ -1,0 +1,244 @@
+"""Fine-tuning heads: one extra layer on the pre-trained encoder (BERT paper, section 4 and figure 4).
+
+* ``BertForSequenceClassification``: dropout + linear on the pooled ``[CLS]`` output (GLUE; one output =
+  regression, as STS-B);
+* ``BertForQuestionAnswering``: a linear layer giving a start and an end score per token (SQuAD v1.1);
+* ``BertForTokenClassification``: dropout + linear on every token's hidden state (NER).
+
+Module and parameter names are those of the Hugging Face ``transformers`` classes of the same names
+(``bert.*`` encoder, ``classifier.weight/bias``, ``qa_outputs.weight/bias``), so their state dicts map one to
+one onto ``from_pretrained`` / ``save_pretrained`` files. As in ``transformers``, the question-answering and
+token-classification models have no pooler (``add_pooling_layer=False``): ``bert.pooler`` is an
+``nn.Identity`` without parameters there, so its ``pooled_output`` is unused.
+
+Shapes: B batch, T sequence length, H hidden size, C number of labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertprep.bert_model.model import BertConfig, BertModel
+
+IGNORE_INDEX = -100
+
+
+def _init_linear(layer: nn.Linear, initializer_range: float) -> None:
+    """google-research/bert ``run_classifier.py`` ``output_weights``: truncated normal(0, 0.02) weight, 0 bias."""
+    nn.init.trunc_normal_(layer.weight, mean=0.0, std=initializer_range,
+                          a=-2 * initializer_range, b=2 * initializer_range)
+    nn.init.zeros_(layer.bias)
+
+
+@dataclass
+class SequenceClassifierOutput:
+    logits: torch.Tensor
+    """float [batch_size, num_labels]; for regression (num_labels = 1) the predicted value in column 0."""
+    loss: torch.Tensor | None = None
+    """Scalar: mean cross-entropy (classification) or mean squared error (regression), when labels are given."""
+
+
+@dataclass
+class QuestionAnsweringOutput:
+    start_logits: torch.Tensor
+    """float [batch_size, seq_length]: score of each token being the answer's first token."""
+    end_logits: torch.Tensor
+    """float [batch_size, seq_length]: score of each token being the answer's last token."""
+    loss: torch.Tensor | None = None
+    """Scalar (start cross-entropy + end cross-entropy) / 2, when positions are given."""
+
+
+@dataclass
+class TokenClassifierOutput:
+    logits: torch.Tensor
+    """float [batch_size, seq_length, num_labels]."""
+    loss: torch.Tensor | None = None
+    """Scalar mean cross-entropy over tokens whose label is not -100, when labels are given."""
+
+
+class BertForSequenceClassification(nn.Module):
+    """``[CLS]``-pooled classification or regression (``transformers.BertForSequenceClassification``).
+
+    ``num_labels == 1`` means regression (Hugging Face ``problem_type="regression"``, MSE loss).
+    """
+
+    architecture = "BertForSequenceClassification"
+    #: Output fields that have one value per token (evaluation trims them to each sequence's length).
+    per_token_outputs: tuple[str, ...] = ()
+
+    def __init__(self, config: BertConfig, num_labels: int, classifier_dropout: float | None = None):
+        super().__init__()
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        _init_linear(self.classifier, config.initializer_range)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
+                ) -> SequenceClassifierOutput:
+        """Scores of a padded batch.
+
+        Args:
+            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel``).
+            labels: int64 [batch_size] class indices, or float [batch_size] targets for regression.
+        """
+        _, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)  # (B, H)
+        logits = self.classifier(self.dropout(pooled_output))                  # (B, C)
+        out = SequenceClassifierOutput(logits)
+        if labels is not None:
+            if self.is_regression:
+                out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            else:
+                out.loss = F.cross_entropy(logits.float(), labels.long())
+        return out
+
+
+class BertForQuestionAnswering(nn.Module):
+    """Extractive QA: start / end scores per token (``transformers.BertForQuestionAnswering``; paper 4.2)."""
+
+    architecture = "BertForQuestionAnswering"
+    per_token_outputs: tuple[str, ...] = ("start_logits", "end_logits")
+
+    def __init__(self, config: BertConfig, num_labels: int = 2):
+        super().__init__()
+        if num_labels != 2:
+            raise ValueError(f"a question-answering head has 2 outputs (start, end), got num_labels={num_labels}")
+        self.config = config
+        self.num_labels = 2
+        self.bert = BertModel(config)
+        self.bert.pooler = nn.Identity()  # no pooler, as transformers' add_pooling_layer=False
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        _init_linear(self.qa_outputs, config.initializer_range)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,
+                end_positions: torch.Tensor | None = None) -> QuestionAnsweringOutput:
+        """Start / end scores of a padded batch.
+
+        Args:
+            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel``).
+            start_positions, end_positions: int64 [batch_size], token indices of the answer's first and last
+                piece (0 = the ``[CLS]`` token, the original's target when the answer is not in the window).
+                Positions outside the sequence are ignored, as in ``transformers``.
+        """
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
+        logits = self.qa_outputs(sequence_output)                                  # (B, T, 2)
+        start_logits, end_logits = logits.unbind(-1)                               # (B, T) each
+        out = QuestionAnsweringOutput(start_logits, end_logits)
+        if start_positions is not None and end_positions is not None:
+            T = start_logits.size(1)
+            start = start_positions.long().clamp(0, T)
+            end = end_positions.long().clamp(0, T)
+            out.loss = (F.cross_entropy(start_logits.float(), start, ignore_index=T)
+                        + F.cross_entropy(end_logits.float(), end, ignore_index=T)) / 2
+        return out
+
+
+class BertForTokenClassification(nn.Module):
+    """Per-token tags (``transformers.BertForTokenClassification``; paper 5.3, labels on the first piece)."""
+
+    architecture = "BertForTokenClassification"
+    per_token_outputs: tuple[str, ...] = ("logits",)
+
+    def __init__(self, config: BertConfig, num_labels: int, classifier_dropout: float | None = None):
+        super().__init__()
+        if num_labels < 2:
+            raise ValueError(f"token classification needs at least 2 labels, got {num_labels}")
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config)
+        self.bert.pooler = nn.Identity()  # no pooler, as transformers' add_pooling_layer=False
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        _init_linear(self.classifier, config.initializer_range)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
+                ) -> TokenClassifierOutput:
+        """Tag scores of a padded batch.
+
+        Args:
+            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel``).
+            labels: int64 [batch_size, seq_length], tag index of each word's first piece, -100 elsewhere
+                (other pieces, special tokens, padding).
+        """
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
+        logits = self.classifier(self.dropout(sequence_output))                    # (B, T, C)
+        out = TokenClassifierOutput(logits)
+        if labels is not None:
+            out.loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(),
+                                       ignore_index=IGNORE_INDEX)
+        return out
+
+
+#: Hugging Face architecture name -> head class.
+HEADS: dict[str, type[nn.Module]] = {
+    cls.architecture: cls
+    for cls in (BertForSequenceClassification, BertForQuestionAnswering, BertForTokenClassification)
+}
+
+
+def has_pooler(model: nn.Module) -> bool:
+    """Whether ``model.bert`` has a pooler with parameters (sequence classification and pre-training do)."""
+    return not isinstance(model.bert.pooler, nn.Identity)
+
+
+def load_encoder_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
+    """Copy the ``bert.*`` encoder weights of a pre-training (or any BERT) state dict into a head model.
+
+    Every encoder parameter of ``model`` must be present with the same shape, except the pooler, which is
+    left freshly initialised when the source has none (e.g. a token-classification model). Keys outside
+    ``bert.`` (``cls.*`` pre-training heads, another task's ``classifier``) are not used.
+
+    Returns the names of ``model``'s parameters left at their initial values (the new head, maybe the
+    pooler). Raises ``ValueError`` naming the missing keys or mismatched shapes (another model size).
+    """
+    own = model.state_dict()
+    wanted = [k for k in own if k.startswith("bert.")]
+    pooler = [k for k in wanted if k.startswith("bert.pooler.")]
+    missing = [k for k in wanted if k not in state_dict and k not in pooler]
+    if missing:
+        raise ValueError(f"the source weights lack encoder parameters {missing[:5]}"
+                         f"{' ...' if len(missing) > 5 else ''}; is it a BERT checkpoint?")
+    wrong = [f"{k}: model {tuple(own[k].shape)}, source {tuple(state_dict[k].shape)}" for k in wanted
+             if k in state_dict and own[k].shape != state_dict[k].shape]
+    if wrong:
+        raise ValueError(f"the source weights have other shapes than this model: {'; '.join(wrong[:3])}")
+    model.load_state_dict({k: state_dict[k] for k in wanted if k in state_dict}, strict=False)
+    return [k for k in own if k not in state_dict or not k.startswith("bert.")]
+
+
+def load_full_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
+    """Load a head model's complete state dict (encoder and head) strictly.
+
+    Raises ``ValueError`` naming missing / unexpected keys or mismatched shapes (e.g. another label count).
+    """
+    own = model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state_dict)), sorted(set(state_dict) - set(own))
+    if missing or unexpected:
+        raise ValueError(f"weights do not match {type(model).__name__}: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
+    wrong = [f"{k}: model {tuple(own[k].shape)}, file {tuple(v.shape)}" for k, v in state_dict.items()
+             if own[k].shape != v.shape]
+    if wrong:
+        raise ValueError(f"weights have other shapes than {type(model).__name__}: {'; '.join(wrong[:3])}")
+    model.load_state_dict(state_dict, strict=True)
+
+
+__all__ = [
+    "HEADS", "BertForQuestionAnswering", "BertForSequenceClassification", "BertForTokenClassification",
+    "QuestionAnsweringOutput", "SequenceClassifierOutput", "TokenClassifierOutput", "has_pooler",
+    "load_encoder_weights", "load_full_weights",
+]

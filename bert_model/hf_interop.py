@@ -1,0 +1,406 @@
+"""Models in and out: bertprep checkpoints, Hugging Face BERT directories, and export to ``transformers``.
+
+Reading never executes anything from disk: weights come from ``model.safetensors`` (``safetensors``) or
+``pytorch_model.bin`` through ``torch.load(weights_only=True)``; configs are JSON. Parameter names need no
+conversion (bertprep uses Hugging Face's), except three spellings older BERT checkpoints carry
+(``LayerNorm.gamma/beta``, a persisted ``position_ids`` buffer, a bare ``BertModel`` without the ``bert.``
+prefix), which ``normalize_hf_state_dict`` maps.
+
+An exported directory is what ``transformers`` ``from_pretrained`` and ``AutoTokenizer`` read:
+``config.json`` (``architectures``, ``id2label``/``label2id``, ``problem_type``), ``model.safetensors``,
+``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``. It is written
+without importing ``transformers``, into a temporary directory renamed into place at the end, so a directory
+that exists is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.heads import HEADS, load_full_weights
+from bertprep.bert_model.model import BertConfig, BertForPreTraining, load_state_dict_strict, trainable_state_dict
+from bertprep.bert_model.wordpiece import (
+    SPECIAL_TOKENS,
+    do_lower_case_of_tokenizer_json,
+    hf_tokenizer_config,
+    hf_tokenizer_json,
+    looks_cased,
+    read_vocab_file,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Written beside the Hugging Face files by ``bertprep finetune``: the task settings ``predict`` needs.
+FINETUNE_FILE = "finetune.json"
+PRETRAINING_ARCHITECTURE = "BertForPreTraining"
+
+
+@dataclass
+class ModelSource:
+    """A model found on disk, read but not yet built (see ``load_model_source``)."""
+
+    path: str
+    """The directory the weights were read from (a checkpoint's ``step-*`` directory when given a run)."""
+    kind: str
+    """``"bertprep-checkpoint"`` or ``"huggingface"``."""
+    config: BertConfig
+    """Encoder hyper-parameters."""
+    state_dict: dict[str, torch.Tensor]
+    """Weights under Hugging Face names (normalised)."""
+    architecture: str
+    """``BertForPreTraining`` for pre-training checkpoints, else ``config.json``'s ``architectures[0]``."""
+    vocab_tokens: list[str] | None = None
+    """``vocab.txt`` beside the weights, when there is one."""
+    do_lower_case: bool | None = None
+    """Casing recorded with the model (tokenizer files, shard manifest or finetune.json); None if unknown."""
+    hf_config: dict[str, Any] = field(default_factory=dict)
+    """The raw ``config.json`` (``id2label``, ``problem_type``...); empty for bertprep checkpoints."""
+    finetune: dict[str, Any] | None = None
+    """``finetune.json`` of a ``bertprep finetune`` output, else None."""
+
+    @property
+    def id2label(self) -> dict[int, str] | None:
+        raw = self.hf_config.get("id2label")
+        return {int(k): str(v) for k, v in raw.items()} if raw else None
+
+
+# -------------------------------------------------------------------------------------------------- reading
+
+
+def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Map older Hugging Face / converted-TF BERT key spellings onto the current ones.
+
+    ``LayerNorm.gamma`` -> ``LayerNorm.weight``, ``LayerNorm.beta`` -> ``LayerNorm.bias``; the
+    ``embeddings.position_ids`` buffer some files persist is dropped; a bare ``BertModel`` file (keys
+    ``embeddings.*``, ``encoder.*``, ``pooler.*``) gets the ``bert.`` prefix.
+    """
+    out: dict[str, torch.Tensor] = {}
+    bare = not any(k.startswith("bert.") for k in state_dict) and any(
+        k.startswith(("embeddings.", "encoder.")) for k in state_dict)
+    for key, value in state_dict.items():
+        if key.endswith("position_ids"):
+            continue
+        if key.endswith("LayerNorm.gamma"):
+            key = key[: -len("gamma")] + "weight"
+        elif key.endswith("LayerNorm.beta"):
+            key = key[: -len("beta")] + "bias"
+        if bare and key.startswith(("embeddings.", "encoder.", "pooler.")):
+            key = "bert." + key
+        out[key] = value
+    return out
+
+
+def read_hf_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
+    """Weights of a Hugging Face directory: ``model.safetensors`` (or its sharded index), else
+    ``pytorch_model.bin`` loaded with ``torch.load(weights_only=True)``; keys normalised.
+
+    Raises ``FileNotFoundError`` (naming the directory) when there is no weight file.
+    """
+    single = os.path.join(model_dir, "model.safetensors")
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    binary = os.path.join(model_dir, "pytorch_model.bin")
+    if os.path.exists(single):
+        state_dict = load_file(single, device="cpu")
+    elif os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        state_dict = {}
+        for name in files:
+            state_dict.update(load_file(os.path.join(model_dir, name), device="cpu"))
+    elif os.path.exists(binary):
+        state_dict = torch.load(binary, map_location="cpu", weights_only=True)
+    else:
+        raise FileNotFoundError(f"{model_dir}: no model.safetensors or pytorch_model.bin (a Hugging Face BERT "
+                                "directory holds config.json, one of those and vocab.txt)")
+    return normalize_hf_state_dict(state_dict)
+
+
+def bert_config_from_hf(hf_config: dict[str, Any], where: str = "config.json") -> BertConfig:
+    """``BertConfig`` from a Hugging Face ``config.json`` dict; keys this model does not use are ignored.
+
+    Raises ``ValueError`` for a non-BERT ``model_type``, relative position embeddings or an activation other
+    than exact GELU (this model implements the paper's architecture only).
+    """
+    model_type = hf_config.get("model_type", "bert")
+    if model_type != "bert":
+        raise ValueError(f"{where}: model_type is {model_type!r}; only BERT models ('bert') can be loaded")
+    position = hf_config.get("position_embedding_type", "absolute")
+    if position != "absolute":
+        raise ValueError(f"{where}: position_embedding_type {position!r} is not supported (only 'absolute')")
+    names = set(BertConfig.__dataclass_fields__)
+    try:
+        return BertConfig(**{k: v for k, v in hf_config.items() if k in names})
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+
+
+def _do_lower_case_from_dir(model_dir: str) -> bool | None:
+    config_path = os.path.join(model_dir, "tokenizer_config.json")
+    if os.path.exists(config_path):
+        value = _read_json(config_path).get("do_lower_case")
+        if value is not None:
+            return bool(value)
+    tokenizer_path = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(tokenizer_path):
+        with open(tokenizer_path, encoding="utf-8") as f:
+            return do_lower_case_of_tokenizer_json(f.read())
+    return None
+
+
+def _do_lower_case_from_checkpoint(state: dict[str, Any]) -> bool | None:
+    """The casing of the shards a checkpoint was trained on (their manifest), when still on disk."""
+    shards = (state.get("data") or {}).get("shards")
+    manifest = os.path.join(shards, "manifest.json") if shards else None
+    if manifest and os.path.exists(manifest):
+        try:
+            data = _read_json(manifest)
+        except ValueError:
+            return None
+        value = (data.get("vocab") or {}).get("do_lower_case", (data.get("config") or {}).get("do_lower_case"))
+        return None if value is None else bool(value)
+    return None
+
+
+def is_model_source(path: str) -> bool:
+    """Whether ``path`` looks like something ``load_model_source`` reads."""
+    try:
+        ckpt.resolve_checkpoint(path)
+        return True
+    except FileNotFoundError:
+        return os.path.exists(os.path.join(path, "config.json"))
+
+
+def load_model_source(path: str) -> ModelSource:
+    """Read a model to fine-tune, export or predict with, from any of:
+
+    * a bertprep pre-training checkpoint (``step-*`` directory) or run directory (its latest checkpoint);
+    * a Hugging Face BERT directory (``config.json`` + ``model.safetensors`` / ``pytorch_model.bin``, with
+      ``vocab.txt``), e.g. ``bert-base-uncased`` downloaded earlier, or a ``bertprep export`` output;
+    * a ``bertprep finetune`` output (its ``best/`` directory, or the run directory holding it).
+
+    Raises ``FileNotFoundError`` / ``ValueError`` saying what is missing or wrong.
+    """
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path}: no such directory")
+    if os.path.isdir(os.path.join(path, "best")) and not os.path.exists(os.path.join(path, "config.json")):
+        path = os.path.join(path, "best")  # a finetune run directory
+    try:
+        checkpoint_dir = ckpt.resolve_checkpoint(path)
+    except FileNotFoundError:
+        checkpoint_dir = None
+    if checkpoint_dir is not None:
+        state = ckpt.read_checkpoint_state(checkpoint_dir)
+        config = BertConfig.from_dict(state["model_config"])
+        weights = load_file(os.path.join(checkpoint_dir, "model.safetensors"), device="cpu")
+        vocab_file = os.path.join(checkpoint_dir, "vocab.txt")
+        return ModelSource(
+            path=checkpoint_dir, kind="bertprep-checkpoint", config=config, state_dict=weights,
+            architecture=PRETRAINING_ARCHITECTURE,
+            vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
+            do_lower_case=_do_lower_case_from_checkpoint(state))
+    config_path = os.path.join(path, "config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(
+            f"{path}: neither a bertprep checkpoint (step-*/state.json) nor a Hugging Face model directory "
+            "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)")
+    hf_config = _read_json(config_path)
+    config = bert_config_from_hf(hf_config, config_path)
+    architectures = hf_config.get("architectures") or [PRETRAINING_ARCHITECTURE]
+    vocab_file = os.path.join(path, "vocab.txt")
+    finetune_file = os.path.join(path, FINETUNE_FILE)
+    finetune = _read_json(finetune_file) if os.path.exists(finetune_file) else None
+    do_lower_case = _do_lower_case_from_dir(path)
+    if do_lower_case is None and finetune is not None:
+        do_lower_case = finetune.get("do_lower_case")
+    return ModelSource(
+        path=path, kind="huggingface", config=config, state_dict=read_hf_state_dict(path),
+        architecture=architectures[0],
+        vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
+        do_lower_case=do_lower_case, hf_config=hf_config, finetune=finetune)
+
+
+def resolve_do_lower_case(requested: bool | None, source_value: bool | None, tokens: list[str]) -> bool:
+    """The casing to tokenize with: the explicit choice, else the model's record, else guessed from the vocab
+    (uncased when it has almost no upper-case pieces), logging which."""
+    if requested is not None:
+        if source_value is not None and source_value != requested:
+            logger.warning("do_lower_case=%s given, but the model was trained with do_lower_case=%s",
+                           requested, source_value)
+        return requested
+    if source_value is not None:
+        return source_value
+    guess = not looks_cased(tokens)
+    logger.info("the model does not record do_lower_case; the vocab looks %s, so do_lower_case=%s",
+                "uncased" if guess else "cased", guess)
+    return guess
+
+
+def build_model(source: ModelSource) -> nn.Module:
+    """The complete model a source holds (pre-training model or fine-tuned head), weights loaded strictly.
+
+    Raises ``ValueError`` for an architecture bertprep does not implement (e.g. a bare ``BertModel``).
+    """
+    if source.architecture == PRETRAINING_ARCHITECTURE:
+        model = BertForPreTraining(source.config)
+        load_state_dict_strict(model, source.state_dict)
+        return model
+    if source.architecture not in HEADS:
+        raise ValueError(f"{source.path}: architecture {source.architecture!r} is not one bertprep builds; "
+                         f"supported: {PRETRAINING_ARCHITECTURE}, {', '.join(HEADS)}")
+    cls = HEADS[source.architecture]
+    id2label = source.id2label
+    if source.architecture == "BertForQuestionAnswering":
+        model = cls(source.config)
+    else:
+        num_labels = len(id2label) if id2label else int(source.hf_config.get("num_labels", 2))
+        model = cls(source.config, num_labels=num_labels)
+    load_full_weights(model, source.state_dict)
+    return model
+
+
+# -------------------------------------------------------------------------------------------------- export
+
+
+def _architecture_of(model: nn.Module) -> str:
+    if isinstance(model, BertForPreTraining):
+        return PRETRAINING_ARCHITECTURE
+    architecture = getattr(model, "architecture", None)
+    if architecture not in HEADS:
+        raise ValueError(f"cannot export a {type(model).__name__}; export BertForPreTraining or a head")
+    return architecture
+
+
+def hf_config_dict(model: nn.Module, *, id2label: dict[int, str] | None = None,
+                   finetuning_task: str | None = None) -> dict[str, Any]:
+    """``config.json`` contents for ``model``: the encoder config, ``architectures``, and for heads
+    ``id2label``/``label2id`` (string keys, as Hugging Face writes them) and ``problem_type``."""
+    architecture = _architecture_of(model)
+    config: BertConfig = model.config
+    out = config.to_hf_dict()
+    out["architectures"] = [architecture]
+    if architecture == PRETRAINING_ARCHITECTURE:
+        return out
+    out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
+    out["classifier_dropout"] = None
+    num_labels = model.num_labels
+    if id2label is None:
+        id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
+    if len(id2label) != num_labels:
+        raise ValueError(f"id2label has {len(id2label)} entries but the model has {num_labels} outputs")
+    out["id2label"] = {str(i): label for i, label in sorted(id2label.items())}
+    out["label2id"] = {label: i for i, label in sorted(id2label.items())}
+    if architecture == "BertForSequenceClassification":
+        out["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
+    if finetuning_task:
+        out["finetuning_task"] = finetuning_task
+    return out
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_hf_directory(
+    output_dir: str,
+    model: nn.Module,
+    *,
+    vocab_tokens: list[str],
+    do_lower_case: bool,
+    id2label: dict[int, str] | None = None,
+    finetuning_task: str | None = None,
+    extra_json: dict[str, dict[str, Any]] | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Write ``model`` as a Hugging Face directory (see the module docstring) and return its path.
+
+    Args:
+        output_dir: target directory; it must not exist (or be empty) unless ``overwrite``.
+        model: ``BertForPreTraining`` or one of the heads in ``heads.HEADS``.
+        vocab_tokens: the vocab in id order; its length must equal ``model.config.vocab_size``.
+        do_lower_case: tokenizer casing recorded in the tokenizer files.
+        id2label: label names of a classification head (default ``LABEL_i``).
+        finetuning_task: written to ``config.json`` as Hugging Face does (e.g. ``"sst2"``).
+        extra_json: more JSON files to write beside (name -> content), e.g. ``finetune.json``.
+        overwrite: replace an existing directory (the old one is removed only after the new one is complete).
+    Raises:
+        FileExistsError: ``output_dir`` exists, is not empty and ``overwrite`` is False.
+        ValueError: the vocab does not match the model, or the model is not exportable.
+    """
+    config: BertConfig = model.config
+    if len(vocab_tokens) != config.vocab_size:
+        raise ValueError(f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is "
+                         f"{config.vocab_size}; pass the vocab the model was trained with")
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
+    if missing:
+        raise ValueError(f"the vocab lacks {', '.join(missing)}")
+    output_dir = os.path.abspath(output_dir)
+    if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
+        raise FileExistsError(f"{output_dir} exists and is not empty; choose another directory or overwrite it")
+    hf_config = hf_config_dict(model, id2label=id2label, finetuning_task=finetuning_task)
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".tmp-{os.path.basename(output_dir)}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
+        save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        _fsync(os.path.join(tmp, "model.safetensors"))
+        _write_text(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
+        _write_text(os.path.join(tmp, "vocab.txt"), "".join(t + "\n" for t in vocab_tokens))
+        _write_text(os.path.join(tmp, "tokenizer.json"), hf_tokenizer_json(vocab_tokens, do_lower_case))
+        model_max_length = config.max_position_embeddings
+        _write_text(os.path.join(tmp, "tokenizer_config.json"),
+                    json.dumps(hf_tokenizer_config(do_lower_case, model_max_length), indent=2) + "\n")
+        special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                   "mask_token": "[MASK]"}
+        _write_text(os.path.join(tmp, "special_tokens_map.json"), json.dumps(special, indent=2) + "\n")
+        for name, content in (extra_json or {}).items():
+            _write_text(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
+        if os.path.exists(output_dir):
+            old = f"{tmp}.old"
+            os.replace(output_dir, old)
+            os.replace(tmp, output_dir)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output_dir
+
+
+__all__ = [
+    "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
+    "hf_config_dict", "is_model_source", "load_model_source", "normalize_hf_state_dict", "read_hf_state_dict",
+    "resolve_do_lower_case", "write_hf_directory",
+]

@@ -1,0 +1,190 @@
+"""WordPiece tokenization for fine-tuning and export, from a ``vocab.txt``, with Hugging Face ``tokenizers``.
+
+The same pipeline as the pre-training data (``pipeline/tokenization.py``, the original ``FullTokenizer``):
+``BertNormalizer(lowercase=do_lower_case, strip_accents=do_lower_case)`` + ``BertPreTokenizer`` +
+``WordPiece(max_input_chars_per_word=200)``. It is rebuilt here because ``bert_model`` never imports
+``apache_beam`` (ARCHITECTURE.md), which ``pipeline/tokenization.py`` does to read ``gs://`` paths.
+
+Encodings carry character offsets into the *original* text (``tokenizers`` tracks them through
+normalisation), which SQuAD uses to cut answers out of the context and NER uses to find each word's first
+piece. ``hf_tokenizer_json`` writes the same tokenizer, plus the special tokens and the
+``[CLS] A [SEP] B [SEP]`` template, as the ``tokenizer.json`` that ``transformers`` loads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from tokenizers import Encoding, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+#: The special entries a BERT vocab must have (looked up by name: a trained vocab has [PAD]=0..[MASK]=4,
+#: Google's has [CLS]=101).
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+#: The original ``WordpieceTokenizer``'s limit (Hugging Face's BertTokenizer uses 100).
+MAX_INPUT_CHARS_PER_WORD = 200
+
+
+def read_vocab_file(path: str) -> list[str]:
+    """The tokens of a ``vocab.txt`` (one per line, line number = id), each stripped as the original
+    ``tokenization.load_vocab`` does.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is empty, not UTF-8, or lacks one of ``SPECIAL_TOKENS`` (message names the file).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err}); a vocab.txt has one UTF-8 token per line") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    tokens = [line.strip() for line in lines]
+    if not tokens:
+        raise ValueError(f"{path}: the vocab file is empty")
+    missing = [t for t in SPECIAL_TOKENS if t not in tokens]
+    if missing:
+        raise ValueError(f"{path}: missing special token(s) {', '.join(missing)}; a BERT vocab needs "
+                         f"{', '.join(SPECIAL_TOKENS)} (one per line)")
+    return tokens
+
+
+def looks_cased(tokens: Sequence[str]) -> bool:
+    """True when the vocab has upper-case word pieces outside bracketed special entries (20 or more)."""
+    upper = 0
+    for token in tokens:
+        if token.startswith("[") and token.endswith("]"):
+            continue
+        if any(c.isupper() for c in token):
+            upper += 1
+            if upper >= 20:
+                return True
+    return False
+
+
+def _wordpiece_model(tokens: Sequence[str]) -> models.WordPiece:
+    vocab: dict[str, int] = {}
+    for index, token in enumerate(tokens):
+        vocab[token] = index  # a duplicate line maps to its last id, as the original OrderedDict does
+    return models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##",
+                            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD)
+
+
+def _normalizer(do_lower_case: bool) -> normalizers.BertNormalizer:
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                      strip_accents=do_lower_case, lowercase=do_lower_case)
+
+
+@dataclass
+class WordPieceTokenizer:
+    """A vocab's WordPiece tokenizer and its special ids; ``encode*`` add no special tokens.
+
+    Build it with ``WordPieceTokenizer.from_tokens(tokens, do_lower_case)`` or ``from_vocab_file``.
+    """
+
+    tokens: list[str]
+    """Vocab entries in id order."""
+    do_lower_case: bool
+    """Lower-case and strip accents before splitting (uncased vocabs)."""
+    tokenizer: Tokenizer
+    """The ``tokenizers`` pipeline (normalizer, pre-tokenizer, WordPiece model)."""
+
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[str], do_lower_case: bool) -> WordPieceTokenizer:
+        tokenizer = Tokenizer(_wordpiece_model(tokens))
+        tokenizer.normalizer = _normalizer(do_lower_case)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        return cls(list(tokens), do_lower_case, tokenizer)
+
+    @classmethod
+    def from_vocab_file(cls, path: str, do_lower_case: bool) -> WordPieceTokenizer:
+        return cls.from_tokens(read_vocab_file(path), do_lower_case)
+
+    def token_id(self, token: str) -> int:
+        """Id of ``token`` (the last line holding it); ``KeyError`` if absent."""
+        found = self.tokenizer.token_to_id(token)
+        if found is None:
+            raise KeyError(token)
+        return found
+
+    @property
+    def cls_token_id(self) -> int:
+        return self.token_id("[CLS]")
+
+    @property
+    def sep_token_id(self) -> int:
+        return self.token_id("[SEP]")
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.token_id("[PAD]")
+
+    def encode_batch(self, texts: Sequence[str]) -> list[Encoding]:
+        """Encodings (``ids``, ``tokens``, ``offsets`` into each original text) of plain strings."""
+        return self.tokenizer.encode_batch(list(texts), add_special_tokens=False) if texts else []
+
+    def encode_words_batch(self, sentences: Sequence[Sequence[str]]) -> list[Encoding]:
+        """Encodings of pre-split sentences (lists of words); ``word_ids`` maps each piece to its word index."""
+        if not sentences:
+            return []
+        return self.tokenizer.encode_batch([list(s) for s in sentences], is_pretokenized=True,
+                                           add_special_tokens=False)
+
+
+def hf_tokenizer_json(tokens: Sequence[str], do_lower_case: bool, model_max_length: int = 512) -> str:
+    """The ``tokenizer.json`` of a Hugging Face fast BERT tokenizer for this vocab.
+
+    Same normalizer / pre-tokenizer / WordPiece as ``WordPieceTokenizer``, plus the special tokens as added
+    tokens (never split), the ``[CLS] $A [SEP] $B:1 [SEP]:1`` template (token type 1 for the second
+    segment), and the ``##``-joining decoder, as ``tokenizers``' ``BertWordPieceTokenizer`` sets them up.
+    ``model_max_length`` is not part of this file (see ``hf_tokenizer_config``); it is accepted for symmetry.
+    """
+    del model_max_length
+    tokenizer = Tokenizer(_wordpiece_model(tokens))
+    tokenizer.normalizer = _normalizer(do_lower_case)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    return tokenizer.to_str(pretty=True)
+
+
+def hf_tokenizer_config(do_lower_case: bool, model_max_length: int = 512) -> dict:
+    """``tokenizer_config.json`` for ``transformers.AutoTokenizer`` (a ``BertTokenizer`` on tokenizer.json)."""
+    return {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": do_lower_case,
+        "strip_accents": None,
+        "tokenize_chinese_chars": True,
+        "model_max_length": model_max_length,
+        "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+        "clean_up_tokenization_spaces": True,
+    }
+
+
+def do_lower_case_of_tokenizer_json(text: str) -> bool | None:
+    """``lowercase`` of a ``tokenizer.json``'s ``BertNormalizer`` (None when it has none)."""
+    spec = json.loads(text)
+    normalizer = spec.get("normalizer") or {}
+    stack = [normalizer]
+    while stack:
+        item = stack.pop()
+        if item.get("type") == "BertNormalizer":
+            return bool(item.get("lowercase", True))
+        if item.get("type") == "Lowercase":
+            return True
+        stack.extend(item.get("normalizers", []))
+    return None
+
+
+__all__ = [
+    "MAX_INPUT_CHARS_PER_WORD", "SPECIAL_TOKENS", "WordPieceTokenizer", "do_lower_case_of_tokenizer_json",
+    "hf_tokenizer_config", "hf_tokenizer_json", "looks_cased", "read_vocab_file",
+]

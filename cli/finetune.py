@@ -1,0 +1,143 @@
+"""``bertprep finetune``: options -> task + ``FinetuneConfig`` -> ``bertprep.bert_model.finetune.finetune``."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from bertprep.bert_model.model import PRESETS
+
+# The task classes are imported lazily so that `bertprep finetune --help` stays fast; the defaults shown
+# here are those of glue.GlueTask / squad.SquadTask / ner.NerTask and finetune.FinetuneConfig.
+GLUE_TASK_NAMES = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
+
+
+def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise click.BadParameter("give a comma-separated list", ctx=ctx, param=param)
+    return items
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--task", required=True, type=click.Choice(["glue", "squad", "ner"]),
+              help="glue = sentence (pair) classification / regression from TSV; squad = extractive QA from "
+                   "SQuAD v1.1 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files.")
+@click.option("--train-file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Training data (GLUE train.tsv, SQuAD JSON, or CoNLL file).")
+@click.option("--eval-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Evaluation data, same format; evaluated after each epoch, the best model is kept.")
+@click.option("--output-dir", "-o", required=True, type=click.Path(file_okay=False),
+              help="Run directory: best/ (Hugging Face model + finetune.json), metrics.jsonl, results.json, "
+                   "eval_predictions.*.")
+@click.option("--init-from", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT directory "
+                   "(config.json + model.safetensors / pytorch_model.bin + vocab.txt).")
+@click.option("--random-init", is_flag=True, default=False,
+              help="Use --init-from's config and vocab but random weights (the 'no pre-training' baseline).")
+@click.option("--preset", type=click.Choice(list(PRESETS)), default=None,
+              help="Without --init-from: model size of a randomly initialised model (needs --vocab).")
+@click.option("--vocab", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="vocab.txt to tokenize with (default: the one saved with the model).")
+@click.option("--do-lower-case/--no-do-lower-case", default=None,
+              help="Lower-case and strip accents (uncased vocab). Default: as recorded with the model, else "
+                   "guessed from the vocab.")
+# GLUE
+@click.option("--glue-task", type=click.Choice(GLUE_TASK_NAMES), default=None,
+              help="GLUE task preset: columns, labels and metrics of its train.tsv / dev.tsv.")
+@click.option("--text-a-column", default=None,
+              help="Column of the (first) sentence: a header name or a 0-based index.")
+@click.option("--text-b-column", default=None, help="Column of the second sentence of a pair.")
+@click.option("--label-column", default=None, help="Column of the label.")
+@click.option("--header/--no-header", default=None, help="Whether the TSV's first line names the columns.")
+@click.option("--labels", callback=_split_list, default=None,
+              help="Comma-separated labels in class order (glue: default from the preset or the training file; "
+                   "ner: default from the training file).")
+@click.option("--regression", "is_regression", is_flag=True, default=None,
+              help="The label is a number; train a regression head with MSE (as STS-B).")
+@click.option("--metrics", callback=_split_list, default=None,
+              help="Comma-separated metrics: accuracy, f1, matthews_corrcoef, pearson, spearman; the first picks "
+                   "the best model (default: GLUE's for the preset).")
+# shared / SQuAD
+@click.option("--max-seq-length", type=click.IntRange(min=3), default=None,
+              help="Word pieces per input, [CLS]/[SEP] included (default 128; squad 384).")
+@click.option("--doc-stride", type=click.IntRange(min=1), default=None,
+              help="squad: pieces between the starts of context windows (default 128).")
+@click.option("--max-query-length", type=click.IntRange(min=1), default=None,
+              help="squad: question pieces kept (default 64).")
+@click.option("--max-answer-length", type=click.IntRange(min=1), default=None,
+              help="squad: longest predicted answer in pieces (default 30).")
+@click.option("--n-best-size", type=click.IntRange(min=1), default=None,
+              help="squad: start / end candidates per window (default 20).")
+@click.option("--train-articles", default=None,
+              help="squad: START:END range of the training file's articles to use, e.g. 0:30.")
+@click.option("--eval-articles", default=None,
+              help="squad: START:END range of the evaluation file's articles to use, e.g. 30:.")
+# training
+@click.option("--learning-rate", "--lr", type=click.FloatRange(min=0, min_open=True), default=5e-5,
+              help="Peak AdamW learning rate (paper: 5e-5, 3e-5 or 2e-5).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, help="Training batch size (paper: 32).")
+@click.option("--eval-batch-size", type=click.IntRange(min=1), default=64, help="Batch size when evaluating.")
+@click.option("--num-train-epochs", type=click.FloatRange(min=0, min_open=True), default=3.0,
+              help="Epochs over the training data (paper: 3).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None,
+              help="Schedule length in steps; overrides --num-train-epochs.")
+@click.option("--max-time-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop training after this many minutes (then evaluate and save).")
+@click.option("--warmup-proportion", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+              help="Share of steps with linear warm-up; then linear decay to 0.")
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01,
+              help="Decoupled weight decay (not on biases and LayerNorm).")
+@click.option("--adam-epsilon", type=click.FloatRange(min=0, min_open=True), default=1e-6, help="AdamW epsilon.")
+@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0,
+              help="Clip the gradient norm to this (0 = off).")
+@click.option("--eval-every", type=click.IntRange(min=0), default=0,
+              help="Also evaluate every N steps (0 = after each epoch only).")
+@click.option("--log-every", type=click.IntRange(min=1), default=50, help="Steps between training-loss lines.")
+@click.option("--max-train-examples", type=click.IntRange(min=1), default=None,
+              help="Use the first N training examples (questions for squad, sentences for ner).")
+@click.option("--max-eval-examples", type=click.IntRange(min=1), default=None,
+              help="Evaluate on the first N examples.")
+@click.option("--seed", type=int, default=12345, help="Seed of head initialisation, dropout and data order.")
+@click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+@click.option("--overwrite", is_flag=True, default=False, help="Replace a previous run in --output-dir.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
+    """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 or NER task.
+
+    \b
+    Examples:
+      bertprep finetune --task glue --glue-task sst2 --init-from runs/mini \\
+          --train-file glue/SST-2/train.tsv --eval-file glue/SST-2/dev.tsv -o runs/sst2
+      bertprep finetune --task glue --text-a-column 0 --label-column 1 --no-header \\
+          --train-file mine.tsv --eval-file mine-dev.tsv --init-from runs/mini -o runs/mine
+      bertprep finetune --task squad --init-from hf/bert-base-uncased \\
+          --train-file train-v1.1.json --eval-file dev-v1.1.json -o runs/squad
+      bertprep finetune --task ner --init-from runs/mini --train-file wnut17train.conll \\
+          --eval-file emerging.dev.conll -o runs/wnut17
+    """
+    from bertprep.bert_model.finetune import FinetuneConfig, make_task
+    from bertprep.bert_model.finetune import finetune as run_finetune
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    task_keys = ("text_a_column", "text_b_column", "label_column", "header", "labels", "is_regression", "metrics",
+                 "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "train_articles",
+                 "eval_articles")
+    task_options = {k: options.pop(k) for k in task_keys}
+    task_options["is_regression"] = task_options["is_regression"] or None  # unset flag: keep the preset's
+    try:
+        task_obj = make_task(task, glue_task=glue_task, max_seq_length=max_seq_length, **task_options)
+        config = FinetuneConfig(**options)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    try:
+        result = run_finetune(config, task_obj)
+    except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as err:
+        raise click.ClickException(str(err)) from None
+    summary = ("" if result.best_metrics is None else
+               ", ".join(f"{k} {v:.4f}" for k, v in result.best_metrics.items()) + f" at step {result.best_step}; ")
+    click.echo(f"{result.steps} steps ({result.stop_reason}, {result.train_seconds / 60:.1f} min); {summary}"
+               f"model {result.best_dir}")
