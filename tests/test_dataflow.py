@@ -206,7 +206,8 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
                   if not any(d.lower().replace("_", "-") in declared for d in dists.get(m, [m]))}
     assert "apache_beam" in third_party and not undeclared, f"imported but not in install_requires: {undeclared}"
 
-    # A Python that cannot see the editable checkout (-S: no .pth files) finds bertprep only in the install.
+    # A Python that cannot see the editable checkout (-S: no .pth files; -E: no PYTHONPATH) finds bertprep
+    # only in the install.
     payload_file = tmp_path / "dofns.pickle"
     payload_file.write_bytes(pickle.dumps(_pickled_dofns(job.pipeline_proto)))
     purelib = sysconfig.get_paths()["purelib"]
@@ -227,10 +228,10 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
         "print(json.dumps({'package': bertprep.pipeline.__file__, 'demo': sorted(os.listdir(demo_corpus_dir())),\n"
         "                  'dofns': dofns}))\n"
     )
-    control = subprocess.run([sys.executable, "-S", "-c", worker, "", purelib, str(payload_file)],
+    control = subprocess.run([sys.executable, "-E", "-S", "-c", worker, "", purelib, str(payload_file)],
                              capture_output=True, text=True, timeout=120)
     assert control.returncode != 0 and "No module named 'bertprep'" in control.stderr  # the isolation works
-    run = subprocess.run([sys.executable, "-S", "-c", worker, str(target), purelib, str(payload_file)],
+    run = subprocess.run([sys.executable, "-E", "-S", "-c", worker, str(target), purelib, str(payload_file)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
@@ -277,9 +278,11 @@ def test_dry_run_needs_the_dataflow_runner():
 
 
 def test_default_setup_file_is_the_checkouts():
+    from_checkout = Path(dataflow.__file__).resolve().parent == REPO_ROOT / "pipeline"
     setup_file = dataflow.source_setup_file()
-    assert setup_file == str(REPO_ROOT / "setup.py")
-    assert dataflow.with_default_setup_file(DATAFLOW_ARGS) == DATAFLOW_ARGS + [f"--setup_file={setup_file}"]
+    assert setup_file == (str(REPO_ROOT / "setup.py") if from_checkout else None)
+    added = [f"--setup_file={setup_file}"] if from_checkout else []
+    assert dataflow.with_default_setup_file(DATAFLOW_ARGS) == DATAFLOW_ARGS + added
     shipped = DATAFLOW_ARGS + ["--extra_package=dist/bertprep-0.1.0.tar.gz"]
     assert dataflow.with_default_setup_file(shipped) == shipped
     assert dataflow.with_default_setup_file(["--runner=FlinkRunner"]) == ["--runner=FlinkRunner"]
