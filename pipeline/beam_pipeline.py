@@ -81,10 +81,14 @@ def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
                     sentences: Sequence[str]) -> TokenizedDocument:
     """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists)."""
     encoded = encoder.encode(sentences)
-    kept = [s for s in encoded if s]
-    lengths = np.fromiter((len(s) for s in kept), dtype=np.int32, count=len(kept))
-    ids = np.fromiter((t for s in kept for t in s), dtype=np.uint32, count=int(lengths.sum()))
-    return (file_index, ordinal, ids.tobytes(), lengths.tobytes(), len(encoded) - len(kept))
+    flat: list[int] = []
+    lengths: list[int] = []
+    for s in encoded:
+        if s:
+            flat.extend(s)
+            lengths.append(len(s))
+    return (file_index, ordinal, np.array(flat, dtype=np.uint32).tobytes(),
+            np.array(lengths, dtype=np.int32).tobytes(), len(encoded) - len(lengths))
 
 
 def decode_document(doc: TokenizedDocument) -> list[list[int]]:

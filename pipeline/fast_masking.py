@@ -43,12 +43,11 @@ def mask_table(table: pa.Table, config: InstanceConfig, mask_id: int, random_ids
     values = ids_col.values.to_numpy()
     lengths = np.diff(offsets)
     n_rows = len(lengths)
-    # first segment B position = first token_type 1; A spans 1..first_b-2, [SEP] at first_b-1
+    if n_rows == 0:
+        return table, {"masked": 0, "masked_as_mask": 0, "masked_as_random": 0, "masked_as_kept": 0}
+    # B starts after the tokens of type 0 ([CLS] A [SEP]); the middle [SEP] is just before it
     tt = tt_col.values.to_numpy()
-    row_of_tok = np.repeat(np.arange(n_rows), lengths)
-    pos_in_row = np.arange(len(values), dtype=np.int64) - offsets[:-1][row_of_tok]
-    first_b = np.full(n_rows, np.iinfo(np.int64).max)
-    np.minimum.at(first_b, row_of_tok[tt == 1], pos_in_row[tt == 1])
+    first_b = lengths - np.add.reduceat(tt.astype(np.int64), offsets[:-1])
 
     # numbers to predict, as the original: round half to even of n * p (float64), capped
     k = np.minimum(config.max_predictions_per_seq,
@@ -58,20 +57,19 @@ def mask_table(table: pa.Table, config: InstanceConfig, mask_id: int, random_ids
     out_values = values.copy()
     all_positions = []
     counts = {"masked": 0, "masked_as_mask": 0, "masked_as_random": 0, "masked_as_kept": 0}
-    max_k = int(k.max()) if n_rows else 0
+    max_k = int(k.max())
     for lo in range(0, n_rows, _CHUNK_ROWS):
         hi = min(lo + _CHUNK_ROWS, n_rows)
         rows = hi - lo
-        width = int(lengths[lo:hi].max())
+        row_lengths = lengths[lo:hi]
+        width = int(row_lengths.max())
+        inside = np.arange(width)[None, :] < row_lengths[:, None]
         keys = np.full((rows, width), np.inf)
-        t_lo, t_hi = offsets[lo], offsets[hi]
-        r_idx = row_of_tok[t_lo:t_hi] - lo
-        p_idx = pos_in_row[t_lo:t_hi]
-        keys[r_idx, p_idx] = rng.random(t_hi - t_lo)
+        keys[inside] = rng.random(int(offsets[hi] - offsets[lo]))  # row-major = the tokens' order
         ar = np.arange(rows)
         keys[ar, 0] = np.inf                                   # [CLS]
         keys[ar, first_b[lo:hi] - 1] = np.inf                   # middle [SEP]
-        keys[ar, lengths[lo:hi] - 1] = np.inf                   # last [SEP]
+        keys[ar, row_lengths - 1] = np.inf                      # last [SEP]
         kk = min(max_k, width)
         part = np.argpartition(keys, kk - 1, axis=1)[:, :kk]
         order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1)
@@ -79,8 +77,7 @@ def mask_table(table: pa.Table, config: InstanceConfig, mask_id: int, random_ids
         take = np.arange(kk)[None, :] < k[lo:hi, None]
         chosen = np.where(take, chosen, np.iinfo(np.int64).max)
         chosen.sort(axis=1)                                     # positions ascending, unused at the end
-        pos = chosen[take]  # row-major: each row's first k positions, rows in order
-        all_positions.append(pos)
+        all_positions.append(chosen[take])                      # row-major: each row's k positions
     positions = np.concatenate(all_positions) if all_positions else np.zeros(0, dtype=np.int64)
     m_offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(k, out=m_offsets[1:])

@@ -42,26 +42,40 @@ def instances_to_table(instances: Sequence[TrainingInstance], vocab_size: int) -
     arrow_schema = schema.shard_schema(vocab_size)
     id_dtype = np.uint16 if arrow_schema.field("input_ids").type.value_type == pa.uint16() else np.uint32
     n = len(instances)
-    lengths = np.fromiter((len(x.input_ids) for x in instances), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
+    flat: list[int] = []
+    extend = flat.extend
+    lengths = np.empty(n, dtype=np.int64)
+    first_b = np.empty(n, dtype=np.int64)
+    m_flat: list[int] = []
+    m_labels: list[int] = []
+    m_lengths = np.empty(n, dtype=np.int64)
+    nsp = np.empty(n, dtype=np.uint8)
+    for k, x in enumerate(instances):
+        extend(x.input_ids)
+        lengths[k] = len(x.input_ids)
+        first_b[k] = x.num_tokens_a + 2
+        m_flat.extend(x.masked_lm_positions)
+        m_labels.extend(x.masked_lm_ids)
+        m_lengths[k] = len(x.masked_lm_positions)
+        nsp[k] = x.next_sentence_label
+    offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     total = int(offsets[-1])
-    input_ids = np.fromiter(itertools.chain.from_iterable(x.input_ids for x in instances), dtype=id_dtype, count=total)
-    first_b = np.fromiter((x.num_tokens_a + 2 for x in instances), dtype=np.int64, count=n)
-    position = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1].astype(np.int64), lengths)
-    token_type_ids = (position >= np.repeat(first_b, lengths)).astype(np.uint8)
-
-    m_lengths = np.fromiter((len(x.masked_lm_positions) for x in instances), dtype=np.int64, count=n)
-    m_offsets = np.zeros(n + 1, dtype=np.int32)
+    input_ids = np.array(flat, dtype=id_dtype)
+    del flat
+    # token_type_ids: 1 from each row's first B position to its end (a +1/-1 step function, summed)
+    steps = np.zeros(total + 1, dtype=np.int8)
+    steps[offsets[:-1] + first_b] += 1
+    steps[offsets[1:]] -= 1
+    token_type_ids = np.cumsum(steps[:-1], dtype=np.int8).astype(np.uint8)
+    m_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(m_lengths, out=m_offsets[1:])
-    m_total = int(m_offsets[-1])
-    positions = np.fromiter(itertools.chain.from_iterable(x.masked_lm_positions for x in instances),
-                            dtype=np.uint16, count=m_total)
-    labels = np.fromiter(itertools.chain.from_iterable(x.masked_lm_ids for x in instances), dtype=id_dtype, count=m_total)
-    nsp = np.fromiter((x.next_sentence_label for x in instances), dtype=np.uint8, count=n)
+    positions = np.array(m_flat, dtype=np.uint16)
+    labels = np.array(m_labels, dtype=id_dtype)
 
     def list_array(offs: np.ndarray, values: np.ndarray, field_name: str) -> pa.Array:
-        return pa.ListArray.from_arrays(pa.array(offs), pa.array(values), type=arrow_schema.field(field_name).type)
+        return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(values),
+                                        type=arrow_schema.field(field_name).type)
 
     return pa.Table.from_arrays(
         [
