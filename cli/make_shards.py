@@ -146,7 +146,9 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
         manifest = run_make_shards(config, beam_args)
     except (readers.InputError, VocabError, MakeShardsError) as err:
         raise click.ClickException(str(err)) from err
-    if manifest:
+    if "dry_run" in manifest:
+        click.echo(manifest["dry_run"])
+    elif manifest:
         from bertprep.pipeline.inspection import format_summary
         click.echo(format_summary(manifest, output_dir))
     else:

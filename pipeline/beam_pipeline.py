@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import random
@@ -37,9 +38,9 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
-from bertprep.pipeline import readers, schema, shards
+from bertprep.pipeline import dataflow, readers, schema, shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import (
@@ -398,8 +399,7 @@ class WriteManifestFn(beam.DoFn):
             raise MakeShardsError(f"bertprep: internal error: shards hold {rows} rows, buckets made "
                                   f"{statistics['instances']}")
         shards.copy_vocab(self.config.output_dir, self.vocab_tokens)
-        if FileSystems.exists(self.tmp_dir):
-            FileSystems.delete([self.tmp_dir])
+        shards.remove_tree(self.tmp_dir)
         vocab_size = len(self.vocab_tokens)
         manifest = {
             "format_version": schema.FORMAT_VERSION,
@@ -495,10 +495,24 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict
         readers.InputError: inputs missing, matching nothing, or unreadable.
         VocabError: the vocab cannot be used.
         MakeShardsError: the output directory already holds shards (without ``overwrite``), or no
-            instance was made. A failed run leaves no ``manifest.json``.
+            instance was made, or (``--runner=DataflowRunner``) the options or paths cannot work on
+            Dataflow (``dataflow.check_dataflow_options``). A failed run leaves no ``manifest.json``.
+
+    With ``--runner=DataflowRunner --dry_run=True`` nothing is written or submitted: the job is built and
+    validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.
+    On Dataflow, ``--setup_file`` defaults to the checkout's setup.py (``dataflow.with_default_setup_file``).
     """
     vocab = load_vocab(config.vocab)
     files = readers.expand_inputs(list(config.inputs))
+    if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):
+        beam_args = dataflow.with_default_setup_file(beam_args)
+        try:
+            if PipelineOptions(list(beam_args)).view_as(TestOptions).dry_run:
+                report = dataflow.dry_run(config, beam_args, files=files, vocab=vocab)
+                return {"dry_run": report.summary(), "job": report.job}
+            dataflow.check_dataflow_options(PipelineOptions(list(beam_args)), config)
+        except (ValueError, ImportError) as err:
+            raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
     existing = shards.existing_outputs(output_dir)
     if existing:
@@ -521,15 +535,18 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict
             build_pipeline(pipeline, config, files, vocab, tmp_dir)
     except Exception as err:
         try:
-            if FileSystems.exists(tmp_dir):
-                FileSystems.delete([tmp_dir])
+            shards.remove_tree(tmp_dir)
         except Exception:  # cleaning up must not hide the real error
             log.warning("could not remove %s", tmp_dir)
         message = _bertprep_message(err)
         if message:
             raise MakeShardsError(message) from err
         raise
-    manifest = schema.read_manifest(output_dir) if "://" not in output_dir else {}
+    if "://" in output_dir:  # schema.read_manifest reads local directories only
+        with FileSystems.open(FileSystems.join(output_dir, schema.MANIFEST_NAME)) as f:
+            manifest = json.loads(f.read().decode("utf-8"))
+    else:
+        manifest = schema.read_manifest(output_dir)
     log.info("make-shards finished in %.1f s", time.time() - start)
     return manifest
 

@@ -312,9 +312,7 @@ def copy_vocab(output_dir: str, tokens: Sequence[str]) -> None:
 
 def existing_outputs(output_dir: str) -> list[str]:
     """Shard files, a manifest or a vocab already in ``output_dir`` (empty list if the dir is absent)."""
-    if not FileSystems.exists(output_dir):
-        return []
-    pattern = FileSystems.join(output_dir, "*")
+    pattern = FileSystems.join(output_dir, "*")  # no exists() check: on gs:// a folder is only a name prefix
     found = []
     for result in FileSystems.match([pattern]):
         for meta in result.metadata_list:
@@ -323,3 +321,18 @@ def existing_outputs(output_dir: str) -> list[str]:
                                                       "vocab.txt") or base.startswith(TMP_PREFIX):
                 found.append(meta.path)
     return sorted(found)
+
+
+def remove_tree(path: str) -> None:
+    """Delete the folder ``path`` and everything under it, on any Beam filesystem.
+
+    On object stores (``gs://``, ``s3://``) a folder is only a name prefix: ``FileSystems.exists`` is False
+    for it and ``FileSystems.delete`` of the bare prefix deletes nothing, so its objects are matched and
+    deleted.
+    """
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+        return
+    matched = FileSystems.match([FileSystems.join(path, "**")])[0].metadata_list
+    if matched:
+        FileSystems.delete([m.path for m in matched])

@@ -100,6 +100,8 @@ class Vocab:
 
 
 def _read_text(path: str) -> str:
+    if not FileSystems.exists(path):  # a missing gs:// object raises google's NotFound (not an OSError) on open
+        raise VocabError(f"{path}: vocab file not found")
     try:
         with FileSystems.open(path) as f:
             return f.read().decode("utf-8")

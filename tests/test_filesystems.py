@@ -255,10 +255,6 @@ def test_file_pairing_scope_on_gs(gs_corpus, fake_gcs):
     assert sum(e["rows"] for e in manifest["shards"]) == manifest["statistics"]["instances"] > 0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "bug: the temporary bucket files stay on object stores: beam_pipeline.WriteManifestFn and "
-    "run_make_shards' cleanup delete the temporary folder only `if FileSystems.exists(tmp_dir)`, which is "
-    "False for a gs:// prefix, and GCSFileSystem.delete removes a prefix only when it ends with '/'"))
 def test_no_temporary_files_left_on_gs(gs_corpus, fake_gcs):
     out = f"{BUCKET}/shards"
     run_make_shards(_config([gs_corpus["inputs"]], gs_corpus["vocab"], out), ONE_WORKER)
@@ -266,9 +262,6 @@ def test_no_temporary_files_left_on_gs(gs_corpus, fake_gcs):
     assert left == sorted(["manifest.json", "vocab.txt"] + [schema.shard_name(i, 3) for i in range(3)])
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "bug: shards.existing_outputs returns [] when `not FileSystems.exists(output_dir)`, which is always the "
-    "case for a gs:// prefix, so a second run silently writes over (and mixes with) finished shards"))
 def test_existing_gs_output_is_refused(gs_corpus, fake_gcs):
     out = f"{BUCKET}/shards"
     config = _config([gs_corpus["inputs"]], gs_corpus["vocab"], out)
@@ -277,9 +270,6 @@ def test_existing_gs_output_is_refused(gs_corpus, fake_gcs):
         run_make_shards(config, ONE_WORKER)
 
 
-@pytest.mark.xfail(strict=True, raises=google_exceptions.NotFound, reason=(
-    "bug: tokenization._read_text turns FileNotFoundError/OSError into VocabError, but reading a missing "
-    "gs:// object raises google.api_core.exceptions.NotFound (not an OSError), which escapes as a traceback"))
 def test_missing_gs_vocab_is_a_clear_error(fake_gcs):
     with pytest.raises(VocabError, match=r"gs://bertprep-test/missing/vocab\.txt"):
         load_vocab(f"{BUCKET}/missing/vocab.txt")
