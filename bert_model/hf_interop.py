@@ -223,7 +223,8 @@ def load_model_source(path: str) -> ModelSource:
             "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)")
     hf_config = _read_json(config_path)
     config = bert_config_from_hf(hf_config, config_path)
-    architectures = hf_config.get("architectures") or [PRETRAINING_ARCHITECTURE]
+    state_dict = read_hf_state_dict(path)
+    architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
     vocab_file = os.path.join(path, "vocab.txt")
     finetune_file = os.path.join(path, FINETUNE_FILE)
     finetune = _read_json(finetune_file) if os.path.exists(finetune_file) else None
@@ -231,10 +232,24 @@ def load_model_source(path: str) -> ModelSource:
     if do_lower_case is None and finetune is not None:
         do_lower_case = finetune.get("do_lower_case")
     return ModelSource(
-        path=path, kind="huggingface", config=config, state_dict=read_hf_state_dict(path),
+        path=path, kind="huggingface", config=config, state_dict=state_dict,
         architecture=architectures[0],
         vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
         do_lower_case=do_lower_case, hf_config=hf_config, finetune=finetune)
+
+
+def infer_architecture(state_dict: dict[str, torch.Tensor]) -> str:
+    """The Hugging Face class a state dict belongs to, for a ``config.json`` without ``architectures``:
+    ``qa_outputs`` -> question answering; ``classifier`` with a pooler -> sequence, without -> token
+    classification; ``cls.predictions`` -> pre-training; otherwise a bare ``BertModel``."""
+    if "qa_outputs.weight" in state_dict:
+        return "BertForQuestionAnswering"
+    if "classifier.weight" in state_dict:
+        pooled = "bert.pooler.dense.weight" in state_dict
+        return "BertForSequenceClassification" if pooled else "BertForTokenClassification"
+    if "cls.predictions.transform.dense.weight" in state_dict:
+        return PRETRAINING_ARCHITECTURE
+    return "BertModel"
 
 
 def resolve_do_lower_case(requested: bool | None, source_value: bool | None, tokens: list[str]) -> bool:
@@ -401,6 +416,6 @@ def write_hf_directory(
 
 __all__ = [
     "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
-    "hf_config_dict", "is_model_source", "load_model_source", "normalize_hf_state_dict", "read_hf_state_dict",
+    "hf_config_dict", "infer_architecture", "is_model_source", "load_model_source", "normalize_hf_state_dict", "read_hf_state_dict",
     "resolve_do_lower_case", "write_hf_directory",
 ]

@@ -140,6 +140,9 @@ def hf_tokenizer_json(tokens: Sequence[str], do_lower_case: bool, model_max_leng
     Same normalizer / pre-tokenizer / WordPiece as ``WordPieceTokenizer``, plus the special tokens as added
     tokens (never split), the ``[CLS] $A [SEP] $B:1 [SEP]:1`` template (token type 1 for the second
     segment), and the ``##``-joining decoder, as ``tokenizers``' ``BertWordPieceTokenizer`` sets them up.
+    The one difference from ``WordPieceTokenizer``: a literal ``[SEP]`` (or other special token) inside the
+    text stays one token here, as in every Hugging Face BERT tokenizer, while the original (and bertprep's
+    fine-tuning) splits it into ``[``, ``sep``, ``]``.
     ``model_max_length`` is not part of this file (see ``hf_tokenizer_config``); it is accepted for symmetry.
     """
     del model_max_length
