@@ -64,6 +64,8 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Sentence segmenter for prose formats (syntok or blingfire; default: the readers' default).")
 @click.option("--encoding", default="utf-8", show_default=True,
               help="Text encoding of the inputs; undecodable bytes are replaced and counted in the manifest.")
+@click.option("--max-line-chars", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Lines longer than this are skipped and counted (never read whole into memory).")
 @click.option("--pairing-scope", type=click.Choice(PAIRING_SCOPES), default="global", show_default=True,
               help="Where NotNext segments come from. global (default): documents are spread over seeded "
                    "random buckets across the whole corpus, as the original draws from the whole corpus; "
@@ -90,7 +92,7 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
 def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, max_predictions_per_seq,
                 masked_lm_prob, short_seq_prob, dupe_factor, random_seed, do_whole_word_mask, input_format,
-                text_field, segmenter, encoding, pairing_scope, bucket_size, num_shards, masking, sampling, overwrite,
+                text_field, segmenter, encoding, max_line_chars, pairing_scope, bucket_size, num_shards, masking, sampling, overwrite,
                 quiet, beam_args):
     """Turn documents into masked BERT pre-training instances, written as Arrow shards.
 
@@ -137,7 +139,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
     try:
         config = ShardsConfig(inputs=inputs, vocab=vocab, output_dir=output_dir,
                               do_lower_case=do_lower_case, instance=instance, input_format=input_format,
-                              text_field=text_field, segmenter=segmenter, encoding=encoding,
+                              text_field=text_field, segmenter=segmenter, encoding=encoding, max_line_chars=max_line_chars,
                               pairing_scope=pairing_scope, bucket_size=bucket_size, num_shards=num_shards,
                               masking=masking, sampling=sampling, overwrite=overwrite)
     except ValueError as err:

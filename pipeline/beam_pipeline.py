@@ -64,7 +64,8 @@ class MakeShardsError(RuntimeError):
 
 
 def _reader_kwargs(config: ShardsConfig) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"text_field": config.text_field, "encoding": config.encoding}
+    kwargs: dict[str, Any] = {"text_field": config.text_field, "encoding": config.encoding,
+                              "max_line_chars": config.max_line_chars}
     if config.segmenter:
         kwargs["segmenter"] = config.segmenter
     return kwargs
@@ -502,6 +503,8 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict
     validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.
     On Dataflow, ``--setup_file`` defaults to the checkout's setup.py (``dataflow.with_default_setup_file``).
     """
+    readers.check_options(config.input_format, encoding=config.encoding, max_line_chars=config.max_line_chars,
+                          **({"segmenter": config.segmenter} if config.segmenter else {}))
     vocab = load_vocab(config.vocab)
     files = readers.expand_inputs(list(config.inputs))
     if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):

@@ -74,6 +74,8 @@ class ShardsConfig:
     text_field: str = "text"
     segmenter: str | None = None
     encoding: str = "utf-8"
+    max_line_chars: int = 1_000_000
+    """Lines longer than this are skipped (and counted) without being read whole."""
     pairing_scope: str = "global"
     """``global``: documents go to seeded random buckets across the whole corpus (a GroupByKey);
     ``file``: a bucket is a run of consecutive documents of one input file (no shuffle, flat memory)."""

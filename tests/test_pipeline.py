@@ -163,3 +163,25 @@ def test_fast_sampling_is_deterministic_and_has_the_exact_modes_statistics(tmp_p
         assert abs(f["masked"][kind] - e["masked"][kind]) < 0.015
     report_rows = list(iter_rows(str(tmp_path / "f1"), fast1))
     assert all(len(r["input_ids"]) <= 128 for r in report_rows)
+
+
+def test_bad_lines_are_counted_in_the_manifest(tmp_path):
+    text = (FIXTURES / "a.txt").read_bytes()
+    messy = tmp_path / "messy.txt"
+    messy.write_bytes(b"x" * 5000 + b"\n" + b"Caf\xe9 in Latin-1.\nAnother line.\n\n\n\n" + text)
+    manifest = run_make_shards(_config(tmp_path / "out", inputs=(str(messy),), max_line_chars=2000), ONE_WORKER)
+    stats = manifest["statistics"]
+    assert stats["lines_skipped"].get("over_long_line") == 1
+    assert stats["undecodable_lines"] == 1
+    assert stats["documents"]["skipped"].get("empty", 0) >= 1  # the extra blank lines
+    assert stats["documents"]["used"] == 16
+
+
+def test_unknown_reader_options_are_refused_before_anything_runs(tmp_path):
+    from bertprep.pipeline.readers import InputError
+
+    with pytest.raises(InputError, match="--segmenter"):
+        run_make_shards(_config(tmp_path / "out", segmenter="nltk"), ONE_WORKER)
+    with pytest.raises(InputError, match="encoding"):
+        run_make_shards(_config(tmp_path / "out", encoding="no-such-codec"), ONE_WORKER)
+    assert not (tmp_path / "out").exists()
