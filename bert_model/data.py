@@ -9,6 +9,8 @@ A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded ins
   epoch's shard order (a seeded permutation that every rank computes alike),
 * shuffles rows with a seeded buffer (``shuffle_buffer_size`` row references; a full buffer emits a random
   element and takes the next row in its place; the buffer carries over epoch boundaries),
+* masks rows on the fly when the shards were made with ``--masking dynamic`` (``mask_instance``: the
+  reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor),
 * and yields collated, padded batches (``collate``) together with the stream's state after that batch.
 
 The stream state is the cursor: ``epoch``, ``shard`` (index into the stream's shards of that epoch), ``row``
@@ -60,6 +62,7 @@ class ShardInfo:
     max_predictions_per_seq: int
     masked_lm_prob: float
     masking: str
+    do_whole_word_mask: bool
     special_token_ids: dict[str, int]
     shard_files: tuple[str, ...]
     shard_rows: tuple[int, ...]
@@ -98,6 +101,7 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             max_predictions_per_seq=int(config["max_predictions_per_seq"]),
             masked_lm_prob=float(config.get("masked_lm_prob", 0.15)),
             masking=str(config.get("masking", "static")),
+            do_whole_word_mask=bool(config.get("do_whole_word_mask", False)),
             special_token_ids=dict(vocab["special_token_ids"]),
             shard_files=tuple(os.path.join(shard_dir, s["file"]) for s in manifest["shards"]),
             shard_rows=tuple(int(s["rows"]) for s in manifest["shards"]),
@@ -209,6 +213,89 @@ def collate_numpy(
         "masked_lm_ids": masked_lm_ids,
         "next_sentence_label": next_sentence_label,
     }
+
+
+# ------------------------------------------------------------------------------------------ dynamic masking
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    """The settings of the reference masking rule (design/reference-algorithm.md, ``create_masked_lm_predictions``)."""
+
+    vocab_size: int
+    cls_token_id: int
+    sep_token_id: int
+    mask_token_id: int
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    is_subword: np.ndarray | None = None
+    """bool [vocab_size], True for ``##`` continuation pieces: whole-word masking when given."""
+
+
+def mask_instance(input_ids: np.ndarray, config: MaskingConfig, rng: np.random.Generator
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Choose and corrupt the positions to predict in one unmasked instance, by the reference rule.
+
+    ``min(max_predictions_per_seq, max(1, round(n * masked_lm_prob)))`` positions (n = length including [CLS]
+    and both [SEP], Python rounding) among the tokens that are not [CLS] / [SEP], chosen in random order; with
+    ``is_subword``, a word (a piece and its following ``##`` pieces) is taken whole or skipped when it does not
+    fit. Each chosen piece becomes [MASK] with probability 0.8, a random vocab id 0.1, stays itself 0.1.
+
+    Args:
+        input_ids: 1-D integer array, ``[CLS] A [SEP] B [SEP]``, not masked.
+    Returns:
+        ``(masked_input_ids, masked_lm_positions, masked_lm_ids)``: int64 arrays, positions ascending,
+        ids = the original tokens there. Same numbers from the same ``rng`` state.
+    """
+    ids = np.asarray(input_ids, dtype=np.int64)
+    n = len(ids)
+    cand = np.flatnonzero((ids != config.cls_token_id) & (ids != config.sep_token_id))
+    num_to_predict = min(config.max_predictions_per_seq, max(1, int(round(n * config.masked_lm_prob))))
+    if config.is_subword is None:
+        positions = cand[rng.permutation(len(cand))[:num_to_predict]]
+    else:
+        # A word starts at every candidate that is not a ## piece (and at the first candidate).
+        starts = ~config.is_subword[ids[cand]]
+        if len(starts):
+            starts[0] = True
+        bounds = np.flatnonzero(np.append(starts, True))
+        chosen: list[np.ndarray] = []
+        count = 0
+        for w in rng.permutation(len(bounds) - 1):
+            if count >= num_to_predict:
+                break
+            size = bounds[w + 1] - bounds[w]
+            if count + size > num_to_predict:
+                continue
+            chosen.append(cand[bounds[w]:bounds[w + 1]])
+            count += size
+        positions = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+    positions = np.sort(positions)
+    labels = ids[positions]
+    out = ids.copy()
+    r_mask, r_keep = rng.random(len(positions)), rng.random(len(positions))
+    to_mask = r_mask < 0.8
+    to_random = ~to_mask & (r_keep >= 0.5)
+    out[positions[to_mask]] = config.mask_token_id
+    out[positions[to_random]] = rng.integers(0, config.vocab_size, int(to_random.sum()))
+    return out, positions.astype(np.int64), labels
+
+
+def masking_config(info: ShardInfo) -> MaskingConfig:
+    """The ``MaskingConfig`` of a shard directory (its manifest config, special ids, and for whole-word masking
+    its ``vocab.txt``). Raises ``ValueError`` when whole-word masking is asked for without a vocab file."""
+    is_subword = None
+    if info.do_whole_word_mask:
+        if not info.vocab_file or not os.path.exists(info.vocab_file):
+            raise ValueError(f"shards {info.shard_dir}: dynamic whole-word masking needs the vocab file "
+                             f"{info.vocab_file or 'vocab.txt'} beside the manifest")
+        with open(info.vocab_file, encoding="utf-8") as f:
+            tokens = [line.rstrip("\n") for line in f]
+        is_subword = np.array([t.strip().startswith("##") for t in tokens[:info.vocab_size]], dtype=bool)
+    ids = info.special_token_ids
+    return MaskingConfig(vocab_size=info.vocab_size, cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
+                         mask_token_id=ids["[MASK]"], masked_lm_prob=info.masked_lm_prob,
+                         max_predictions_per_seq=info.max_predictions_per_seq, is_subword=is_subword)
 
 
 # -------------------------------------------------------------------------------------------- shard reading
@@ -327,6 +414,8 @@ class ShardDataset(IterableDataset):
         rows_per_stream_epoch = (self.info.num_shards // self.num_streams) * min(self.info.shard_rows)
         if self.shuffle_buffer_size > rows_per_stream_epoch > 0:
             self.shuffle_buffer_size = rows_per_stream_epoch
+        # Shards made with --masking dynamic hold unmasked rows: mask each row as it is batched.
+        self.masking = masking_config(self.info) if self.info.masking == "dynamic" else None
         # Set by ShardLoader before each iteration.
         self.start_states: dict[int, dict[str, Any]] = {}
         self.worker_offset = 0
@@ -341,11 +430,16 @@ class ShardDataset(IterableDataset):
         order = epoch_shard_order(self.info.num_shards, self.seed, epoch, self.shuffle)
         return order[stream::self.num_streams]
 
-    def _fresh_state(self, logical_worker: int) -> dict[str, Any]:
+    def _fresh_state(self, logical_worker: int, epoch: int = 0) -> dict[str, Any]:
         stream = self.stream_index(logical_worker)
         rng = random.Random(f"bertprep-buffer:{self.seed}:{stream}:{self.num_streams}")
-        return {"stream": logical_worker, "epoch": 0, "shard": 0, "row": 0, "buffer": [],
-                "rng": _rng_to_json(rng.getstate())}
+        return {"stream": logical_worker, "epoch": epoch, "shard": 0, "row": 0, "buffer": [],
+                "rng": _rng_to_json(rng.getstate()),
+                "mask_rng": self._mask_rng(logical_worker, epoch).bit_generator.state}
+
+    def _mask_rng(self, logical_worker: int, epoch: int) -> np.random.Generator:
+        """Generator of the dynamic masking of one stream in one epoch, seeded from (seed, rank, worker, epoch)."""
+        return np.random.default_rng([self.seed, self.rank, logical_worker, epoch, 0x6D61736B])
 
     def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
         worker = get_worker_info()
@@ -363,6 +457,8 @@ class ShardDataset(IterableDataset):
         buffer: list[int] = list(state["buffer"])
         rng = random.Random()
         rng.setstate(_rng_from_json(state["rng"]))
+        mask_rng = np.random.default_rng()
+        mask_rng.bit_generator.state = state["mask_rng"]
         readers: dict[int, _ShardReader] = {}
         pending: list[dict[str, Any]] = []
 
@@ -378,10 +474,15 @@ class ShardDataset(IterableDataset):
         def snapshot() -> dict[str, Any]:
             return {"stream": logical, "epoch": epoch, "shard": shard_pos, "row": row,
                     "buffer": list(buffer), "rng": _rng_to_json(rng.getstate()),
+                    "mask_rng": mask_rng.bit_generator.state,
                     "shards": self.stream_shards(stream, epoch)}
 
         def emit(ref: int):
-            pending.append(read_row(ref))
+            row_data = read_row(ref)
+            if self.masking is not None:
+                ids, positions, labels = mask_instance(row_data["input_ids"], self.masking, mask_rng)
+                row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
+            pending.append(row_data)
             if len(pending) == self.batch_size:
                 batch = collate_numpy(pending, pad_token_id=self.info.pad_token_id,
                                       pad_to_multiple_of=self.pad_to_multiple_of)
@@ -411,6 +512,7 @@ class ShardDataset(IterableDataset):
             if not self.infinite:
                 break
             epoch, shard_pos, row = epoch + 1, 0, 0
+            mask_rng = self._mask_rng(logical, epoch)
         # One pass only: drain the buffer in random order, then the short last batch.
         rng.shuffle(buffer)
         for ref in buffer:
@@ -524,9 +626,7 @@ class ShardLoader:
             self.dataset.num_logical_workers, self.dataset.seed, epoch)
         self._streams = {}
         for i in range(self.dataset.num_logical_workers):
-            fresh = self.dataset._fresh_state(i)
-            fresh["epoch"] = epoch
-            self._streams[i] = fresh
+            self._streams[i] = self.dataset._fresh_state(i, epoch)
         self._batches = 0
 
 

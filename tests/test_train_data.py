@@ -183,3 +183,88 @@ def test_row_count_disagreeing_with_manifest_is_refused(tmp_path):
     ds = ShardDataset(str(path), batch_size=4, shuffle=False, infinite=False)
     with pytest.raises(ValueError, match="holds 10 rows, the manifest says 11"):
         list(ShardLoader(ds))
+
+
+# ------------------------------------------------------------------------------------------ dynamic masking
+
+
+@pytest.fixture(scope="module")
+def dynamic_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dynamic")
+    write_shard_dir(path, num_shards=2, rows_per_shard=1500, vocab_size=500, max_seq_length=128,
+                    max_predictions_per_seq=20, masking="dynamic", seed=7)
+    return str(path)
+
+
+def test_dynamic_masking_follows_the_reference_rule(dynamic_dir):
+    info = read_shard_info(dynamic_dir)
+    assert info.masking == "dynamic"
+    ds = ShardDataset(dynamic_dir, batch_size=100, shuffle=False, infinite=False, seed=1)
+    raw = ShardDataset.__new__(ShardDataset)  # the same rows unmasked, for the labels
+    raw.__dict__.update(ds.__dict__, masking=None)
+    tokens = predicted = masked = kept = replaced = 0
+    for batch, original in zip(ShardLoader(ds), ShardLoader(raw)):
+        assert torch.equal(batch["attention_mask"], original["attention_mask"])
+        assert original["masked_lm_ids"].eq(-100).all()  # the shards themselves hold no predictions
+        for i in range(batch["input_ids"].size(0)):
+            n = int(batch["attention_mask"][i].sum())
+            real = batch["masked_lm_ids"][i] != -100
+            positions = batch["masked_lm_positions"][i][real]
+            labels = batch["masked_lm_ids"][i][real]
+            orig = original["input_ids"][i]
+            assert len(positions) == min(20, max(1, round(n * 0.15)))
+            assert torch.equal(labels, orig[positions]) and bool((positions[1:] > positions[:-1]).all())
+            assert not set(orig[positions].tolist()) & {2, 3}  # never [CLS] / [SEP]
+            unchanged = torch.ones(n, dtype=torch.bool)
+            unchanged[positions] = False
+            assert torch.equal(batch["input_ids"][i, :n][unchanged], orig[:n][unchanged])
+            now = batch["input_ids"][i][positions]
+            tokens += n
+            predicted += len(positions)
+            masked += int((now == 4).sum())
+            kept += int(((now == labels) & (now != 4)).sum())
+            replaced += int(((now != labels) & (now != 4)).sum())
+    assert predicted > 40_000  # 3,000 instances of 64-128 tokens
+    assert abs(predicted / tokens - 0.15) < 0.01
+    assert abs(masked / predicted - 0.8) < 0.01
+    assert abs(kept / predicted - 0.1) < 0.01 and abs(replaced / predicted - 0.1) < 0.01
+
+
+def test_dynamic_masks_are_reproducible_resumable_and_new_each_epoch(dynamic_dir):
+    def make(seed=4):
+        return ShardLoader(ShardDataset(dynamic_dir, batch_size=50, seed=seed, shuffle_buffer_size=100))
+
+    reference = _take(iter(make()), 70)  # 3,500 instances: into the second epoch (3,000 rows)
+    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(reference, _take(iter(make()), 70)))
+    assert not torch.equal(reference[0]["input_ids"], next(iter(make(seed=5)))["input_ids"])
+    loader = make()
+    _take(iter(loader), 31)
+    resumed = make()
+    resumed.load_state_dict(json.loads(json.dumps(loader.state_dict())))
+    for a, b in zip(reference[31:], _take(iter(resumed), 39)):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_dynamic_whole_word_masking_takes_whole_words(tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30)] + [f"##s{i}" for i in range(30)]
+    path = tmp_path / "wwm"
+    write_shard_dir(path, num_shards=1, rows_per_shard=300, vocab=vocab, max_seq_length=64, masking="dynamic")
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["config"]["do_whole_word_mask"] = True
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    ds = ShardDataset(str(path), batch_size=300, shuffle=False, infinite=False)
+    raw = ShardDataset.__new__(ShardDataset)
+    raw.__dict__.update(ds.__dict__, masking=None)
+    batch, original = next(iter(ShardLoader(ds))), next(iter(ShardLoader(raw)))
+    is_sub = torch.tensor([t.startswith("##") for t in vocab])
+    whole_words_seen = 0
+    for i in range(300):
+        n = int(batch["attention_mask"][i].sum())
+        ids = original["input_ids"][i, :n]
+        chosen = set(batch["masked_lm_positions"][i][batch["masked_lm_ids"][i] != -100].tolist())
+        for p in range(1, n):  # a ## piece is predicted exactly when the piece it continues is
+            if is_sub[ids[p]] and ids[p - 1] not in (2, 3):
+                assert (p in chosen) == (p - 1 in chosen), (i, p)
+                whole_words_seen += p in chosen
+        assert len(chosen) <= min(20, max(1, round(n * 0.15)))
+    assert whole_words_seen >= 10  # multi-piece words were predicted (22 with these seeds)
