@@ -94,7 +94,8 @@ class BertConfig:
         if self.initializer_range <= 0:
             raise ValueError(f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"BertConfig.pad_token_id {self.pad_token_id} is outside the vocab (size {self.vocab_size})")
+            raise ValueError(
+                f"BertConfig.pad_token_id {self.pad_token_id} is outside the vocab (size {self.vocab_size})")
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> BertConfig:

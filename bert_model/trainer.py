@@ -262,8 +262,9 @@ def train(config: TrainConfig) -> TrainResult:
     """Pre-train a BERT on ``config.shards`` (see the module docstring); returns on every rank.
 
     Raises:
-        ValueError: bad settings, or shards that do not fit the model / checkpoint (vocab fingerprint, vocab
-            size, max_seq_length), with a message that names the directory and the fix.
+        ValueError: bad settings, an output directory that already holds checkpoints (without ``resume``), or
+            shards that do not fit the model / checkpoint (vocab fingerprint, vocab size, max_seq_length), with
+            a message that names the directory and the fix.
         FileNotFoundError: missing shard manifest or checkpoint.
         FloatingPointError: the training loss became NaN or infinite.
     """
@@ -277,6 +278,9 @@ def train(config: TrainConfig) -> TrainResult:
 
 def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
     t_start = time.monotonic()
+    if not config.resume and ckpt.list_checkpoints(os.path.join(config.output_dir, ckpt.CHECKPOINTS_DIR)):
+        raise ValueError(f"{config.output_dir} already holds checkpoints of a run; continue it with --resume "
+                         f"{config.output_dir}, or choose another --output-dir")
     info = read_shard_info(config.shards)
     source_ckpt, saved = None, None
     if config.resume or config.init_from:

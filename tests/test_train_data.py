@@ -16,7 +16,7 @@ from bertprep.bert_model.data import (
     collate,
     read_shard_info,
 )
-from shard_factory import write_shard_dir
+from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 
 @pytest.fixture(autouse=True)
@@ -246,7 +246,7 @@ def test_dynamic_masks_are_reproducible_resumable_and_new_each_epoch(dynamic_dir
 
 
 def test_dynamic_whole_word_masking_takes_whole_words(tmp_path):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30)] + [f"##s{i}" for i in range(30)]
+    vocab = SPECIAL_TOKENS + [f"w{i}" for i in range(30)] + [f"##s{i}" for i in range(30)]
     path = tmp_path / "wwm"
     write_shard_dir(path, num_shards=1, rows_per_shard=300, vocab=vocab, max_seq_length=64, masking="dynamic")
     manifest = json.loads((path / "manifest.json").read_text())

@@ -172,6 +172,9 @@ def test_max_time_stops_cleanly_with_a_checkpoint(shards, tmp_path):
     result = train(_config(shards, tmp_path / "run", max_time_minutes=1e-6, max_steps=1000))
     assert result.step == 1 and result.stop_reason == "max_time"
     assert os.path.isdir(tmp_path / "run" / "checkpoints" / "step-000001")
+    # A new run into the same directory would mix two runs' checkpoints: refused, pointing at --resume.
+    with pytest.raises(ValueError, match="already holds checkpoints of a run; continue it with --resume"):
+        train(_config(shards, tmp_path / "run"))
 
 
 # --------------------------------------------------------------------------------------------------- CLI
