@@ -457,8 +457,11 @@ class ShardDataset(IterableDataset):
         buffer: list[int] = list(state["buffer"])
         rng = random.Random()
         rng.setstate(_rng_from_json(state["rng"]))
-        mask_rng = np.random.default_rng()
-        mask_rng.bit_generator.state = state["mask_rng"]
+        if "mask_rng" in state:
+            mask_rng = np.random.default_rng()
+            mask_rng.bit_generator.state = state["mask_rng"]
+        else:  # a cursor saved before dynamic masking existed: the stream's generator for this epoch
+            mask_rng = self._mask_rng(logical, epoch)
         readers: dict[int, _ShardReader] = {}
         pending: list[dict[str, Any]] = []
 
