@@ -12,6 +12,11 @@ from bertprep.pipeline.config import InstanceConfig, MASKING_MODES, PAIRING_SCOP
 _FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet")
 
 
+def _drop_beam_noise(record: logging.LogRecord) -> bool:
+    """Beam logs one INFO line per string type hint of every DoFn; nothing a user can act on."""
+    return not str(record.msg).startswith("Converting string literal type hint")
+
+
 def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
     out = []
     for value in values:
@@ -115,6 +120,8 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_drop_beam_noise)
     try:
         instance = InstanceConfig(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
                                   masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,

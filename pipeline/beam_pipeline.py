@@ -236,8 +236,11 @@ class CreateInstancesFn(beam.DoFn):
         docs = [decode_document(d) for d in tokenized]
         counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
         del tokenized
+        start = time.time()
         meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
                                             self.resource.vocab.size, self.tmp_dir)
+        log.info("bucket %d: %d documents -> %d instances in %.1f s", bucket, len(docs), meta[2],
+                 time.time() - start)
         self.instances.inc(meta[2])
         yield meta
         yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1})
@@ -261,15 +264,17 @@ class ProcessFileStreamingFn(beam.DoFn):
         encoder = self.resource.encoder
         run: list[TokenizedDocument] = []
         run_index = 0
+        docs_seen = 0
         size = self.config.bucket_size
 
         def flush() -> Iterator[Any]:
-            nonlocal run, run_index
+            nonlocal run, run_index, docs_seen
             docs = [decode_document(d) for d in run]
             counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
             bucket = (file_index << 24) | run_index
             meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
                                                 self.resource.vocab.size, self.tmp_dir)
+            log.info("%s, documents %d-%d: %d instances", path, docs_seen - len(docs), docs_seen - 1, meta[2])
             run, run_index = [], run_index + 1
             yield meta
             yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(),
@@ -278,6 +283,7 @@ class ProcessFileStreamingFn(beam.DoFn):
         for doc in readers.read_documents(path, self.config.input_format, stats=reader_stats,
                                           **_reader_kwargs(self.config)):
             run.append(encode_document(encoder, file_index, doc.ordinal, doc.sentences))
+            docs_seen += 1
             if size > 0 and len(run) >= size:
                 yield from flush()
         if run:
@@ -378,7 +384,9 @@ class WriteShardFn(beam.DoFn):
         self.vocab_size = vocab_size
 
     def process(self, plan: shards.ShardPlan) -> Iterator[dict]:
-        yield shards.write_shard(self.output_dir, plan, self.vocab_size)
+        entry = shards.write_shard(self.output_dir, plan, self.vocab_size)
+        log.info("wrote %s: %d rows", entry["file"], entry["rows"])
+        yield entry
 
 
 class WriteManifestFn(beam.DoFn):
@@ -391,6 +399,7 @@ class WriteManifestFn(beam.DoFn):
         self.tmp_dir = tmp_dir
 
     def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
+        log.info("writing %s (%d shards)", schema.MANIFEST_NAME, len(shard_entries))
         entries = sorted(shard_entries, key=lambda e: e["file"])
         counts = dict(counts)
         counts["max_seq_length"] = self.config.instance.max_seq_length
