@@ -216,3 +216,16 @@ def test_fast_and_exact_sampling_agree_over_many_seeds():
     assert abs(fast.not_next / fast.instances - exact.not_next / exact.instances) < 0.015
     assert abs(fast.truncated / fast.instances - exact.truncated / exact.instances) < 0.015
     assert abs(fast.tokens / fast.instances - exact.tokens / exact.instances) < 1.0
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 64, 125, 4095, 4096, 10000])
+def test_shuffle_is_random_shuffle_draw_for_draw(size):
+    from bertprep.pipeline.instances import shuffle
+
+    for seed in range(5):
+        ours, ref = random.Random(seed), random.Random(seed)
+        a, b = list(range(size)), list(range(size))
+        shuffle(a, ours)
+        ref.shuffle(b)
+        assert a == b
+        assert ours.random() == ref.random()  # the stream is left at the same point
