@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
@@ -364,6 +365,12 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             raise FileExistsError(f"{config.output_dir} already holds a fine-tuning run; choose another "
                                   "--output-dir or pass --overwrite")
     bert_config, source, tokenizer = _model_inputs(config)
+    # Nothing of an earlier (overwritten or crashed) run may pass for a result of this one.
+    shutil.rmtree(best_dir, ignore_errors=True)
+    for name in ["results.json", "metrics.jsonl", *(f"eval_predictions.{s}" for s in PREDICTION_SUFFIX.values())]:
+        path = os.path.join(config.output_dir, name)
+        if os.path.exists(path):
+            os.remove(path)
     max_seq_length = task.max_seq_length
     if max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
@@ -401,8 +408,6 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
 
     os.makedirs(config.output_dir, exist_ok=True)
     metrics_path = os.path.join(config.output_dir, "metrics.jsonl")
-    if os.path.exists(metrics_path):
-        os.remove(metrics_path)
     writer = JsonlWriter(metrics_path)
     logger.info("%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
                 "lr %g, batch %d, device %s, init %s", task.name, len(train_examples), len(train_features),
