@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 import click
@@ -12,9 +13,31 @@ from bertprep.pipeline.config import InstanceConfig, MASKING_MODES, PAIRING_SCOP
 _FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet")
 
 
+_WORKER_RECORD = re.compile(r'^Worker: severity: (\w+) .*? message: "(.*?)" (?:instruction_id|transform_id|log_location)', re.S)
+_WORKER_LOCATION = re.compile(r'log_location: "([^"]*)"')
+
+
 def _drop_beam_noise(record: logging.LogRecord) -> bool:
-    """Beam logs one INFO line per string type hint of every DoFn; nothing a user can act on."""
-    return not str(record.msg).startswith("Converting string literal type hint")
+    """Keep bertprep's own progress lines readable under the local runner.
+
+    Beam logs one INFO line per string type hint of every DoFn, and the local multi-processing runner
+    forwards every log line of its worker processes wrapped in a protobuf dump; worker lines from Beam
+    itself are dropped, bertprep's are unwrapped. Warnings and errors always pass.
+    """
+    text = record.getMessage()
+    if text.startswith("Converting string literal type hint"):
+        return False
+    if text.startswith("Worker: severity:"):
+        match = _WORKER_RECORD.match(text)
+        if not match:
+            return record.levelno >= logging.WARNING and "semi_persistent_directory" not in text
+        severity, message = match.groups()
+        where = _WORKER_LOCATION.search(text)
+        location = where.group(1) if where else ""
+        if "apache_beam" in location and severity not in ("ERROR", "CRITICAL"):
+            return False
+        record.msg, record.args = message.replace('\\"', '"'), ()
+    return True
 
 
 def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -122,6 +145,11 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_drop_beam_noise)
+    if not any(arg.startswith("--runner") for arg in beam_args):
+        # the local runner's own INFO (gRPC servers, harness start/stop) is not for users; on Dataflow
+        # Beam's INFO lines carry the job's console URL, so they stay.
+        logging.getLogger("apache_beam").setLevel(logging.WARNING)
+        logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.INFO)
     try:
         instance = InstanceConfig(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
                                   masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,

@@ -458,10 +458,12 @@ def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     options = PipelineOptions(list(beam_args))
     standard = options.view_as(StandardOptions)
     if not standard.runner:
+        given = {arg.split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
         direct = options.view_as(DirectOptions)
-        if not direct.direct_num_workers:
+        # DirectOptions defaults to 1 worker, in memory: use every core unless the user chose otherwise
+        if "--direct_num_workers" not in given or not direct.direct_num_workers:
             direct.direct_num_workers = os.cpu_count() or 1
-        if direct.direct_running_mode in (None, "in_memory") and direct.direct_num_workers > 1:
+        if "--direct_running_mode" not in given and direct.direct_num_workers > 1:
             direct.direct_running_mode = "multi_processing"
     return options
 

@@ -185,3 +185,19 @@ def test_unknown_reader_options_are_refused_before_anything_runs(tmp_path):
     with pytest.raises(InputError, match="encoding"):
         run_make_shards(_config(tmp_path / "out", encoding="no-such-codec"), ONE_WORKER)
     assert not (tmp_path / "out").exists()
+
+
+def test_local_default_uses_every_core_in_separate_processes():
+    import os
+
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    from bertprep.pipeline.beam_pipeline import default_pipeline_options
+
+    direct = default_pipeline_options([]).view_as(DirectOptions)
+    assert direct.direct_num_workers == os.cpu_count()
+    if os.cpu_count() > 1:
+        assert direct.direct_running_mode == "multi_processing"
+    chosen = default_pipeline_options(["--direct_num_workers=1", "--direct_running_mode=in_memory"])
+    assert chosen.view_as(DirectOptions).direct_num_workers == 1
+    assert chosen.view_as(DirectOptions).direct_running_mode == "in_memory"
