@@ -41,7 +41,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
 from bertprep.pipeline import dataflow, readers, schema, shards
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import (
     InstanceStats,

@@ -4,7 +4,6 @@ the commit marker, statistics that match the rows, and the failure modes users h
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -152,6 +151,7 @@ def test_fast_sampling_is_deterministic_and_has_the_exact_modes_statistics(tmp_p
     fast1 = run_make_shards(_config(tmp_path / "f1", instance=instance, bucket_size=0, sampling="fast"), ONE_WORKER)
     fast2 = run_make_shards(_config(tmp_path / "f2", instance=instance, bucket_size=0, sampling="fast"), TWO_WORKERS)
     assert _shard_bytes(tmp_path / "f1") == _shard_bytes(tmp_path / "f2")
+    assert fast1["statistics"] == fast2["statistics"]
     assert _shard_bytes(tmp_path / "f1") != _shard_bytes(tmp_path / "exact")
     # Loose here (30 documents: one seed's shares swing by several points in either mode); the
     # distributions are compared over many seeds in test_instances.py.
@@ -188,7 +188,6 @@ def test_unknown_reader_options_are_refused_before_anything_runs(tmp_path):
 
 
 def test_local_default_uses_every_core_in_separate_processes():
-    import os
 
     from apache_beam.options.pipeline_options import DirectOptions
 
