@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertprep.bert_model.heads import BertForSequenceClassification
 from bertprep.bert_model.model import BertConfig
@@ -338,9 +340,6 @@ def glue_metrics(names: Sequence[str], predictions: np.ndarray, labels: np.ndarr
     Returns:
         name -> value (fractions 0..1; correlations -1..1). A correlation of a constant prediction is 0.
     """
-    from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-
     out: dict[str, float] = {}
     for name in names:
         if name == "accuracy":

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from seqeval.metrics import f1_score, precision_score, recall_score
 
 from bertprep.bert_model.heads import IGNORE_INDEX, BertForTokenClassification
 from bertprep.bert_model.model import BertConfig
@@ -228,8 +229,6 @@ class NerTask:
 
 def ner_metrics(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
     """Entity-level ``f1``, ``precision`` and ``recall`` with seqeval (default mode, as conlleval)."""
-    from seqeval.metrics import f1_score, precision_score, recall_score
-
     return {"f1": float(f1_score(gold, predicted, zero_division=0)),
             "precision": float(precision_score(gold, predicted, zero_division=0)),
             "recall": float(recall_score(gold, predicted, zero_division=0))}

@@ -6,11 +6,19 @@ import logging
 
 import click
 
+# Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
+# is reported by the command group's "needs the package ..." message.
+from bertprep.bert_model.finetune import FinetuneConfig, make_task
+from bertprep.bert_model.finetune import finetune as run_finetune
+from bertprep.bert_model.glue import GLUE_TASKS
 from bertprep.bert_model.model import PRESETS
 
-# The task classes are imported lazily so that `bertprep finetune --help` stays fast; the defaults shown
-# here are those of glue.GlueTask / squad.SquadTask / ner.NerTask and finetune.FinetuneConfig.
-GLUE_TASK_NAMES = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
+GLUE_TASK_NAMES = tuple(GLUE_TASKS)
+_D = FinetuneConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
+
+
+def _default(name: str):
+    return _D[name].default
 
 
 def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
@@ -77,32 +85,33 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--eval-articles", default=None,
               help="squad: START:END range of the evaluation file's articles to use, e.g. 30:.")
 # training
-@click.option("--learning-rate", "--lr", type=click.FloatRange(min=0, min_open=True), default=5e-5,
+@click.option("--learning-rate", "--lr", type=click.FloatRange(min=0, min_open=True), default=_default("learning_rate"),
               help="Peak AdamW learning rate (paper: 5e-5, 3e-5 or 2e-5).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, help="Training batch size (paper: 32).")
-@click.option("--eval-batch-size", type=click.IntRange(min=1), default=64, help="Batch size when evaluating.")
-@click.option("--num-train-epochs", type=click.FloatRange(min=0, min_open=True), default=3.0,
+@click.option("--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Training batch size (paper: 32).")
+@click.option("--eval-batch-size", type=click.IntRange(min=1), default=_default("eval_batch_size"), help="Batch size when evaluating.")
+@click.option("--num-train-epochs", type=click.FloatRange(min=0, min_open=True), default=_default("num_train_epochs"),
               help="Epochs over the training data (paper: 3).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Schedule length in steps; overrides --num-train-epochs.")
 @click.option("--max-time-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop training after this many minutes (then evaluate and save).")
-@click.option("--warmup-proportion", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+@click.option("--warmup-proportion", type=click.FloatRange(0, 1, max_open=True), default=_default("warmup_proportion"),
               help="Share of steps with linear warm-up; then linear decay to 0.")
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01,
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=_default("weight_decay"),
               help="Decoupled weight decay (not on biases and LayerNorm).")
-@click.option("--adam-epsilon", type=click.FloatRange(min=0, min_open=True), default=1e-6, help="AdamW epsilon.")
-@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0,
+@click.option("--adam-epsilon", type=click.FloatRange(min=0, min_open=True), default=_default("adam_epsilon"),
+              help="AdamW epsilon.")
+@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=_default("max_grad_norm"),
               help="Clip the gradient norm to this (0 = off).")
-@click.option("--eval-every", type=click.IntRange(min=0), default=0,
+@click.option("--eval-every", type=click.IntRange(min=0), default=_default("eval_every"),
               help="Also evaluate every N steps (0 = after each epoch only).")
-@click.option("--log-every", type=click.IntRange(min=1), default=50, help="Steps between training-loss lines.")
+@click.option("--log-every", type=click.IntRange(min=1), default=_default("log_every"), help="Steps between training-loss lines.")
 @click.option("--max-train-examples", type=click.IntRange(min=1), default=None,
               help="Use the first N training examples (questions for squad, sentences for ner).")
 @click.option("--max-eval-examples", type=click.IntRange(min=1), default=None,
               help="Evaluate on the first N examples.")
-@click.option("--seed", type=int, default=12345, help="Seed of head initialisation, dropout and data order.")
-@click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+@click.option("--seed", type=int, default=_default("seed"), help="Seed of head initialisation, dropout and data order.")
+@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace a previous run in --output-dir.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
@@ -119,9 +128,6 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
       bertprep finetune --task ner --init-from runs/mini --train-file wnut17train.conll \\
           --eval-file emerging.dev.conll -o runs/wnut17
     """
-    from bertprep.bert_model.finetune import FinetuneConfig, make_task
-    from bertprep.bert_model.finetune import finetune as run_finetune
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     task_keys = ("text_a_column", "text_b_column", "label_column", "header", "labels", "is_regression", "metrics",
                  "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "train_articles",

@@ -6,6 +6,9 @@ import logging
 
 import click
 
+# Imported at load time so that a missing dependency is reported by the command group's message.
+from bertprep.bert_model.finetune import predict as run_predict
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False),
@@ -39,8 +42,6 @@ def predict(model_dir: str, input_file: str, output_file: str, max_examples: int
     Example:
       bertprep predict --model runs/sst2 --input glue/SST-2/test.tsv --output sst2-test.tsv
     """
-    from bertprep.bert_model.finetune import predict as run_predict
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         result = run_predict(model_dir, input_file, output_file, task_overrides=task_overrides,
