@@ -329,14 +329,6 @@ def hf_config_dict(model: nn.Module, *, id2label: dict[int, str] | None = None,
     return out
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_text(path: str, text: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -389,7 +381,7 @@ def write_hf_directory(
     try:
         weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
         save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        _fsync(os.path.join(tmp, "model.safetensors"))
+        ckpt._fsync_file(os.path.join(tmp, "model.safetensors"))
         _write_text(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         _write_text(os.path.join(tmp, "vocab.txt"), "".join(t + "\n" for t in vocab_tokens))
         _write_text(os.path.join(tmp, "tokenizer.json"), hf_tokenizer_json(vocab_tokens, do_lower_case))
