@@ -212,23 +212,58 @@ def build_tokenizer(vocab: Vocab, do_lower_case: bool) -> Tokenizer:
     return tokenizer
 
 
+# BertNormalizer on a pure-ASCII string (clean_text, then lowercase; handle_chinese_chars and strip_accents
+# change no ASCII character): \t \n \r become a space, every other ASCII control character (Cc: 0x00-0x1f,
+# 0x7f) is removed. Same rules as the original ``BasicTokenizer._clean_text`` (``_is_whitespace``,
+# ``_is_control``) and tokenizers' ``BertNormalizer::do_clean_text``.
+_ASCII_CLEAN = {c: None for c in (*range(0x00, 0x20), 0x7F)} | {ord("\t"): " ", ord("\n"): " ", ord("\r"): " "}
+
+
 class SentenceEncoder:
     """Encodes sentences to word-piece ids with :func:`build_tokenizer` in batches (Rust, multi-threaded).
 
     ``encode(sentences)`` returns one ``list[int]`` per sentence; a sentence that tokenizes to nothing
     gives an empty list (the original drops such lines).
+
+    Pure-ASCII sentences (most of an English corpus) skip the Rust normalizer: their normalization is a
+    ``str.translate`` and ``str.lower`` in Python (see ``_ASCII_CLEAN``), and a second tokenizer without a
+    normalizer encodes them. That saves about a quarter of the tokenization time (the normalizer tracks
+    alignments per character) and gives the same ids (tested against the full pipeline, control
+    characters included); other sentences go through the full pipeline.
     """
 
     def __init__(self, vocab: Vocab, do_lower_case: bool):
         self.vocab = vocab
+        self.do_lower_case = do_lower_case
         self.tokenizer = build_tokenizer(vocab, do_lower_case)
+        self.ascii_tokenizer = build_tokenizer(vocab, do_lower_case)
+        self.ascii_tokenizer.normalizer = None
         self.unk_id = vocab.token_to_id["[UNK]"]
+
+    def normalize_ascii(self, sentence: str) -> str:
+        """``BertNormalizer`` applied to a pure-ASCII ``sentence``."""
+        cleaned = sentence.translate(_ASCII_CLEAN)
+        return cleaned.lower() if self.do_lower_case else cleaned
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         if not sentences:
             return []
-        encodings = self.tokenizer.encode_batch_fast(list(sentences), add_special_tokens=False)
-        return [e.ids for e in encodings]
+        ascii_at = [k for k, s in enumerate(sentences) if s.isascii()]
+        if len(ascii_at) == len(sentences):
+            encodings = self.ascii_tokenizer.encode_batch_fast([self.normalize_ascii(s) for s in sentences],
+                                                               add_special_tokens=False)
+            return [e.ids for e in encodings]
+        out: list[list[int]] = [None] * len(sentences)  # type: ignore[list-item]
+        if ascii_at:
+            encodings = self.ascii_tokenizer.encode_batch_fast(
+                [self.normalize_ascii(sentences[k]) for k in ascii_at], add_special_tokens=False)
+            for k, e in zip(ascii_at, encodings):
+                out[k] = e.ids
+        other_at = [k for k, s in enumerate(sentences) if out[k] is None]
+        encodings = self.tokenizer.encode_batch_fast([sentences[k] for k in other_at], add_special_tokens=False)
+        for k, e in zip(other_at, encodings):
+            out[k] = e.ids
+        return out
 
     def encode_documents(self, documents: Iterable[Sequence[str]]) -> list[list[list[int]]]:
         """Encode several documents in one batch; returns per document the non-empty sentences' ids."""

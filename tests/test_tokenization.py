@@ -1,0 +1,65 @@
+"""SentenceEncoder: the pure-ASCII shortcut must give exactly the ids of the full tokenizers pipeline."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DEMO_CORPUS = Path(__file__).resolve().parents[1] / "pipeline" / "demo_corpus"
+
+
+def _full_pipeline_ids(encoder: SentenceEncoder, sentences: list[str]) -> list[list[int]]:
+    return [e.ids for e in encoder.tokenizer.encode_batch_fast(sentences, add_special_tokens=False)]
+
+
+def _random_ascii(rng: random.Random, n: int) -> list[str]:
+    # every ASCII code point, control characters (\x00, \x0b, \x0c, \x7f, ...) and punctuation included
+    return ["".join(chr(rng.randrange(0, 128)) for _ in range(rng.randrange(0, 80))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_ascii_shortcut_equals_full_pipeline_on_fixture_vocab(do_lower_case):
+    encoder = SentenceEncoder(load_vocab(str(FIXTURES / "pipeline" / "vocab.txt")), do_lower_case)
+    lines = [line for path in sorted(DEMO_CORPUS.glob("*.txt"))
+             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rng = random.Random(7)
+    sentences = lines + _random_ascii(rng, 3000) + [
+        "Caf\u00e9 au lait, na\u00efve r\u00e9sum\u00e9.",          # accents: the full pipeline
+        "\u4e2d\u6587 and ASCII",                                     # CJK: the full pipeline
+        "tab\there\r\nand\x0bvertical\x0cfeed\x00nul\x7fdel",        # ASCII controls: the shortcut
+        "",
+        "   ",
+    ]
+    assert any(not s.isascii() for s in sentences) and sum(s.isascii() for s in sentences) > 3000
+    assert sentences != [] and encoder.encode(sentences) == _full_pipeline_ids(encoder, sentences)
+
+
+def test_ascii_shortcut_normalization_matches_bert_normalizer():
+    encoder = SentenceEncoder(load_vocab(str(FIXTURES / "pipeline" / "vocab.txt")), True)
+    text = "A\tB\nC\rD\x0bE\x0cF\x00G\x1fH\x7fI J"
+    assert encoder.normalize_ascii(text) == encoder.tokenizer.normalizer.normalize_str(text) == "a b c dEFGHI j".lower()
+
+
+def test_mixed_batch_keeps_sentence_order():
+    encoder = SentenceEncoder(load_vocab(str(FIXTURES / "pipeline" / "vocab.txt")), True)
+    sentences = ["the cat", "caf\u00e9 the", "the", "\u00e9l\u00e8ve cat", "cat cat"]
+    ids = encoder.encode(sentences)
+    assert ids == _full_pipeline_ids(encoder, sentences)
+    assert [len(x) for x in ids] == [len(x) for x in _full_pipeline_ids(encoder, sentences)]
+
+
+def test_ascii_shortcut_on_google_vocabs(uncased_vocab, cased_vocab, shared_data):
+    """On the real vocabs and real text (Wikipedia + Gutenberg excerpts), with both casings."""
+    lines = []
+    for path in sorted((shared_data / "wikipedia" / "wikiextractor-featured").rglob("wiki_0*"))[:2]:
+        lines += [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines += _random_ascii(random.Random(11), 2000)
+    assert len(lines) > 5000
+    for vocab, lower in ((uncased_vocab, True), (cased_vocab, False)):
+        encoder = SentenceEncoder(load_vocab(str(vocab)), lower)
+        assert encoder.encode(lines) == _full_pipeline_ids(encoder, lines)
