@@ -6,6 +6,10 @@ optionally repeated N times, then runs, each in a fresh process and --repeats ti
 
 - ``tokenize``: bare tokenization of every line with Hugging Face ``tokenizers`` (``encode_batch_fast``,
   the library's own threads): the practical floor;
+- ``tokenize-encoder``: the same with bertprep's ``SentenceEncoder`` (the same ids; pure-ASCII sentences
+  skip the Rust normalizer), the tokenization make-shards does;
+- ``beam-startup``: a trivial pipeline (4 elements, a Reshuffle) on make-shards' local runner and options
+  (Python and Beam imports, starting the worker processes, tear-down): the fixed cost of any run;
 - ``baseline``: a faithful single-process implementation of the original generator (bertprep's one-bucket
   path without Beam: read, tokenize, ``create_training_instances`` with ``random.Random(seed)``, write one
   Arrow file) -- the original algorithm on one core, minus TensorFlow;
@@ -117,6 +121,25 @@ TOKENIZE_SNIPPET = textwrap.dedent("""
     print("word pieces", n)
 """)
 
+ENCODER_SNIPPET = textwrap.dedent("""
+    import glob, sys
+    from bertprep.pipeline.tokenization import load_vocab, SentenceEncoder
+    encoder = SentenceEncoder(load_vocab(sys.argv[1]), True)
+    n = 0
+    for path in sorted(glob.glob(sys.argv[2] + "/*.txt")):
+        lines = [l.strip() for l in open(path, encoding="utf-8") if l.strip()]
+        n += sum(len(ids) for ids in encoder.encode(lines))
+    print("word pieces", n)
+""")
+
+STARTUP_SNIPPET = textwrap.dedent("""
+    import apache_beam as beam
+    from bertprep.pipeline.beam_pipeline import _local_runner, default_pipeline_options
+    options = default_pipeline_options([])
+    with beam.Pipeline(runner=_local_runner(options), options=options) as p:
+        p | beam.Create(list(range(4))) | beam.Reshuffle() | beam.Map(lambda x: x + 1)
+""")
+
 BASELINE_SNIPPET = textwrap.dedent("""
     import glob, random, sys
     import pyarrow as pa
@@ -152,6 +175,10 @@ def run_variants(corpus: Path, vocab: str, dupe: int, repeats: int, variants: li
             with tempfile.TemporaryDirectory(dir=WORK) as tmp:
                 if name == "tokenize":
                     cmd = [PYTHON, "-c", TOKENIZE_SNIPPET, vocab, str(corpus)]
+                elif name == "tokenize-encoder":
+                    cmd = [PYTHON, "-c", ENCODER_SNIPPET, vocab, str(corpus)]
+                elif name == "beam-startup":
+                    cmd = [PYTHON, "-c", STARTUP_SNIPPET]
                 elif name == "baseline":
                     cmd = [PYTHON, "-c", BASELINE_SNIPPET, vocab, str(corpus), f"{tmp}/out.arrow", str(dupe)]
                 else:
@@ -196,7 +223,8 @@ def main() -> None:
     parser.add_argument("--bucket-size", type=int, default=64,
                         help="make-shards --bucket-size (64: four buckets of the 253 documents, so both cores work)")
     parser.add_argument("--files", type=int, default=4, help="files per copy of the corpus")
-    parser.add_argument("--variants", default="tokenize,baseline,make-shards exact,make-shards fast")
+    parser.add_argument("--variants", default="tokenize,tokenize-encoder,beam-startup,baseline,"
+                                                  "make-shards exact,make-shards fast")
     parser.add_argument("--memory-curve", default="", help="e.g. 1,4,8: peak memory of make-shards at these scales")
     parser.add_argument("--curve-variants", default="make-shards exact file,make-shards fast file,make-shards fast")
     args = parser.parse_args()
