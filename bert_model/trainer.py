@@ -40,7 +40,7 @@ from bertprep.bert_model.optim import create_optimizer, create_scheduler
 
 logger = logging.getLogger("bertprep.train")
 
-#: Tasks ``bertprep train --task`` knows; fine-tuning tasks are added beside "pretrain".
+#: Tasks ``bertprep train --task`` knows; fine-tuning is its own command (``bertprep finetune``).
 TASKS = ("pretrain",)
 
 

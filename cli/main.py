@@ -29,6 +29,10 @@ _HELP = {
 }
 
 
+# The setup.cfg extra that installs what each command needs beyond the core (Beam, tokenizers, pyarrow).
+_EXTRAS = {"train": "train", "finetune": "finetune", "export": "finetune", "predict": "finetune"}
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -43,9 +47,10 @@ class LazyGroup(click.Group):
             except ModuleNotFoundError as err:
                 if err.name and err.name.startswith("bertprep.cli."):
                     return None
+                extra = _EXTRAS.get(cmd_name)
+                hint = f" (pip install 'bertprep[{extra}]')" if extra else ""
                 raise click.ClickException(
-                    f"'{cmd_name}' needs the package {err.name!r}, which is not installed "
-                    "(pip install 'bertprep[train]' for the trainer)"
+                    f"'{cmd_name}' needs the package {err.name!r}, which is not installed{hint}"
                 ) from err
             return getattr(module, attr)
         return super().get_command(ctx, cmd_name)

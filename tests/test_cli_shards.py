@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
@@ -132,3 +133,26 @@ def test_verify_passes_on_good_shards_and_catches_broken_ones(tmp_path):
     (out / "manifest.json").write_text(json.dumps(manifest))
     again = _run(["inspect", str(out), "-n", "0", "--no-stats", "--verify"])
     assert again.exit_code == 1 and "sha256 differs" not in again.output and "[CLS]" in again.output
+
+
+@pytest.mark.parametrize("command, module, extra", [("train", "torch", "train"), ("finetune", "seqeval", "finetune"),
+                                                    ("predict", "sklearn", "finetune")])
+def test_missing_optional_package_names_the_extra_to_install(monkeypatch, command, module, extra):
+    import importlib
+
+    from click.testing import CliRunner
+
+    from bertprep.cli import main as cli_main
+
+    real_import = importlib.import_module
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith(f"bertprep.cli.{command.replace('-', '_')}"):
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(cli_main.importlib, "import_module", fake_import)
+    result = CliRunner().invoke(cli_main.cli, [command, "--help"])
+    assert result.exit_code != 0
+    assert f"'{command}' needs the package '{module}'" in result.output
+    assert f"pip install 'bertprep[{extra}]'" in result.output
