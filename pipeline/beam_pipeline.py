@@ -5,7 +5,8 @@ Composites (each a ``beam.PTransform``):
 - :class:`ReadDocuments`: input files -> ``(file_index, ordinal, sentences)`` via ``readers.read_documents``.
 - :class:`TokenizeDocuments`: sentences -> compact word-piece id arrays (Hugging Face ``tokenizers``, Rust).
 - :class:`CreateTrainingInstances`: seeded stable bucket keys, a ``GroupByKey``, and the reference algorithm
-  per bucket (``instances.create_training_instances`` with ``random.Random(bucket_seed(seed, bucket))``);
+  per bucket (``bucket_instances.describe_instances`` with ``random.Random(bucket_seed(seed, bucket))``, the
+  same draws and instances as ``instances.create_training_instances`` on arrays instead of token lists);
   each bucket's instances go to a temporary Arrow file.
 - :class:`ProcessFilesStreaming`: the ``file`` pairing scope: read, tokenize and make instances per run of
   ``bucket_size`` consecutive documents of one file, with no shuffle at all (flat memory on any runner).
@@ -40,15 +41,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
+import pyarrow as pa
+
 from bertprep.pipeline import dataflow, readers, schema, shards
+from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.fast_masking import mask_table
-from bertprep.pipeline.instances import (
-    InstanceStats,
-    VocabIds,
-    bucket_seed,
-    create_training_instances,
-)
+from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
 from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, load_vocab
 
 log = logging.getLogger(__name__)
@@ -93,30 +92,23 @@ def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
             np.array(lengths, dtype=np.int32).tobytes(), len(encoded) - len(lengths))
 
 
-def decode_document(doc: TokenizedDocument) -> list[list[int]]:
-    """Sentences of word-piece ids (Python lists, what the reference algorithm works on)."""
-    ids = np.frombuffer(doc[2], dtype=np.uint32).tolist()
-    lengths = np.frombuffer(doc[3], dtype=np.int32)
-    out, k = [], 0
-    for n in lengths.tolist():
-        out.append(ids[k : k + n])
-        k += n
-    return out
+def bucket_documents(docs: Sequence[TokenizedDocument]) -> BucketDocuments:
+    """A bucket's tokenized documents (already in id order) as one flat id array (no Python lists)."""
+    return BucketDocuments.from_arrays([(np.frombuffer(d[2], dtype=np.uint32), np.frombuffer(d[3], dtype=np.int32))
+                                        for d in docs])
 
 
-def document_counts(docs: Sequence[list[list[int]]], dropped_sentences: int, unk_id: int) -> dict[str, int]:
+def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) -> dict[str, int]:
     """Tokenizer-level counters for a group of documents."""
-    sentences = sum(len(d) for d in docs)
-    tokens = sum(len(s) for d in docs for s in d)
-    unk = sum(s.count(unk_id) for d in docs for s in d)
+    lengths = docs.sentence_lengths
     return {
-        "documents": len(docs),
-        "empty_documents": sum(1 for d in docs if not d),
-        "one_sentence_documents": sum(1 for d in docs if len(d) == 1),
-        "sentences": sentences,
+        "documents": len(lengths),
+        "empty_documents": sum(1 for d in lengths if not d),
+        "one_sentence_documents": sum(1 for d in lengths if len(d) == 1),
+        "sentences": sum(len(d) for d in lengths),
         "empty_sentences": dropped_sentences,
-        "tokens": tokens,
-        "unk_tokens": unk,
+        "tokens": int(len(docs.ids)),
+        "unk_tokens": int(np.count_nonzero(docs.ids == unk_id)),
     }
 
 
@@ -136,12 +128,13 @@ class _VocabResource:
         self.ids = VocabIds(self.vocab)
 
 
-def make_bucket_instances(bucket: int, docs: list[list[list[int]]], config: ShardsConfig, ids: VocabIds,
+def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConfig, ids: VocabIds,
                           vocab_size: int, tmp_dir: str) -> tuple[tuple, InstanceStats]:
     """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
 
     ``sampling="exact"`` draws everything from ``random.Random(bucket_seed(seed, bucket))`` exactly as the
-    original; ``"fast"`` keeps that generator for pairing but truncates with
+    original (:func:`~bertprep.pipeline.bucket_instances.describe_instances`, equal to the reference
+    ``instances.create_training_instances``); ``"fast"`` keeps that generator for pairing but truncates as
     :func:`~bertprep.pipeline.instances.truncate_seq_pair_fast` and masks the whole bucket with
     :func:`~bertprep.pipeline.fast_masking.mask_table` (numpy, seeded from (seed, bucket)).
 
@@ -150,28 +143,29 @@ def make_bucket_instances(bucket: int, docs: list[list[list[int]]], config: Shar
     """
     stats = InstanceStats()
     instance_config = config.instance
-    seed = bucket_seed(instance_config.random_seed, bucket)
-    rng = random.Random(seed)
+    rng = random.Random(bucket_seed(instance_config.random_seed, bucket))
     if config.masking == "dynamic":
         instance_config = dataclasses.replace(instance_config, dupe_factor=1)
     fast = config.sampling == "fast"
     vectorized_masking = fast and config.masking == "static" and not instance_config.do_whole_word_mask
     python_masking = config.masking == "static" and not vectorized_masking
-    instances = create_training_instances(docs, instance_config, ids, rng, stats, mask=python_masking,
-                                          fast_truncation=fast)
+    described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking,
+                                   fast_truncation=fast)
     path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
-    if instances:
-        table = shards.instances_to_table(instances, vocab_size)
-        del instances
-        if vectorized_masking:
-            np_rng = np.random.default_rng([instance_config.random_seed, bucket])
-            table, counts = mask_table(table, instance_config, ids.mask_id,
-                                       np.asarray(ids.random_ids, dtype=np.int64), np_rng)
-            for name, value in counts.items():
-                setattr(stats, name, getattr(stats, name) + value)
-        shards.write_bucket_file(path, table)
-        return (bucket, path, table.num_rows), stats
-    return (bucket, path, 0), stats
+    if not len(described):
+        return (bucket, path, 0), stats
+    batches = assemble_batches(docs, described, ids, vocab_size)
+    if vectorized_masking:
+        table = pa.Table.from_batches(list(batches), schema=schema.shard_schema(vocab_size))
+        del described
+        np_rng = np.random.default_rng([instance_config.random_seed, bucket])
+        table, counts = mask_table(table, instance_config, ids.mask_id, np.asarray(ids.random_ids, dtype=np.int64),
+                                   np_rng)
+        for name, value in counts.items():
+            setattr(stats, name, getattr(stats, name) + value)
+        batches = table.to_batches()
+    rows = shards.write_bucket_file(path, batches, vocab_size)
+    return (bucket, path, rows), stats
 
 
 class ReadDocumentsFn(beam.DoFn):
@@ -233,13 +227,13 @@ class CreateInstancesFn(beam.DoFn):
     def process(self, element: tuple[int, Iterable[TokenizedDocument]]) -> Iterator[Any]:
         bucket, tokenized = element
         tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
-        docs = [decode_document(d) for d in tokenized]
+        docs = bucket_documents(tokenized)
         counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
         del tokenized
         start = time.time()
         meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
                                             self.resource.vocab.size, self.tmp_dir)
-        log.info("bucket %d: %d documents -> %d instances in %.1f s", bucket, len(docs), meta[2],
+        log.info("bucket %d: %d documents -> %d instances in %.1f s", bucket, len(docs.doc_starts), meta[2],
                  time.time() - start)
         self.instances.inc(meta[2])
         yield meta
@@ -269,12 +263,12 @@ class ProcessFileStreamingFn(beam.DoFn):
 
         def flush() -> Iterator[Any]:
             nonlocal run, run_index, docs_seen
-            docs = [decode_document(d) for d in run]
+            docs = bucket_documents(run)
             counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
             bucket = (file_index << 24) | run_index
             meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
                                                 self.resource.vocab.size, self.tmp_dir)
-            log.info("%s, documents %d-%d: %d instances", path, docs_seen - len(docs), docs_seen - 1, meta[2])
+            log.info("%s, documents %d-%d: %d instances", path, docs_seen - len(run), docs_seen - 1, meta[2])
             run, run_index = [], run_index + 1
             yield meta
             yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(),

@@ -107,11 +107,19 @@ class _HashingWriter(io.RawIOBase):
         return len(b)
 
 
-def write_bucket_file(path: str, table: pa.Table) -> None:
-    """Write one bucket's rows to a temporary Arrow stream file (any Beam filesystem)."""
+def write_bucket_file(path: str, rows: pa.Table | Iterable[pa.RecordBatch], vocab_size: int) -> int:
+    """Write one bucket's rows (a table or record batches of :func:`schema.shard_schema`) to a temporary
+    Arrow stream file on any Beam filesystem; returns the number of rows written."""
+    arrow_schema = schema.shard_schema(vocab_size)
+    written = 0
     with FileSystems.create(path) as f:
-        with pa.ipc.new_stream(pa.PythonFile(f, mode="w"), table.schema) as writer:
-            writer.write_table(table, max_chunksize=ROWS_PER_RECORD_BATCH)
+        with pa.ipc.new_stream(pa.PythonFile(f, mode="w"), arrow_schema) as writer:
+            batches = rows.to_batches() if isinstance(rows, pa.Table) else rows
+            for batch in batches:
+                writer.write_table(pa.Table.from_batches([batch], schema=arrow_schema),
+                                   max_chunksize=ROWS_PER_RECORD_BATCH)
+                written += batch.num_rows
+    return written
 
 
 def read_bucket_rows(path: str, start: int, stop: int) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,488 @@
+"""The reference algorithm over a bucket held as arrays: what ``make-shards`` runs for each bucket.
+
+Same algorithm, same random draws and same output as :mod:`bertprep.pipeline.instances` (the readable,
+list-based restatement of google-research/bert ``create_pretraining_data.py``); the equality is tested
+instance for instance in ``tests/test_bucket_instances.py`` and end to end by the golden tests. What
+differs is where the work happens:
+
+* A bucket's documents are one flat ``uint32`` array of word-piece ids plus each document's sentence
+  lengths (:class:`BucketDocuments`): ~4 bytes per token instead of a Python list of lists (~40 bytes per
+  token), and no decode to Python ints.
+* The Python loop (:func:`describe_instances`) makes every random draw of the original in the same order,
+  but works on sentence *lengths* only. In the reference algorithm nothing random depends on token values
+  except whole-word masking: segments are runs of consecutive sentences, truncation removes tokens by
+  count, and masking shuffles candidate *positions*. So an instance is described by
+  ``(a_start, a_len, b_start, b_len, next_sentence_label)`` in flat-array coordinates plus its masked
+  positions and replacement ids, and no token list is ever built.
+* :func:`assemble_table` turns the descriptions into Arrow rows with numpy, a chunk of rows at a time
+  (bounded temporary memory): gathers the ids, inserts [CLS]/[SEP], applies the masks, sorts positions.
+
+Whole-word masking needs the tokens (a candidate is a piece plus its following ``##`` pieces), so for it
+the loop reads the instance's ids from a Python copy of the bucket and calls the reference
+:func:`~bertprep.pipeline.instances.create_masked_lm_predictions`.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+from array import array
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from bertprep.pipeline import schema
+from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.instances import (
+    InstanceStats,
+    VocabIds,
+    create_masked_lm_predictions,
+    shuffle,
+)
+
+#: Rows assembled per numpy pass (bounds the temporary arrays: ~1M tokens at 128).
+ASSEMBLE_CHUNK_ROWS = 8192
+#: ``masked_lm_ids`` replacement meaning "this position keeps its original id" (the 10% kept case).
+KEEP = -1
+
+
+@dataclass
+class BucketDocuments:
+    """A bucket's documents as arrays, in document-id order (empty documents included).
+
+    Attributes:
+        ids: (T,) ``uint32`` word-piece ids of every sentence of every document, concatenated.
+        sentence_lengths: per document, the lengths of its sentences (Python ints, each >= 1), so that
+            document ``d`` occupies ``ids[doc_starts[d] : doc_starts[d] + sum(sentence_lengths[d])]``.
+        doc_starts: per document, its first position in ``ids``.
+    """
+
+    ids: np.ndarray
+    sentence_lengths: list[list[int]]
+    doc_starts: list[int]
+
+    @classmethod
+    def from_arrays(cls, documents: Sequence[tuple[np.ndarray, Sequence[int]]]) -> "BucketDocuments":
+        """From ``(ids, sentence_lengths)`` per document (``ids`` 1-D, ``sum(sentence_lengths) == len(ids)``).
+
+        Raises:
+            ValueError: a document's lengths do not add up to its ids, or a sentence is empty.
+        """
+        starts, lengths, pos = [], [], 0
+        for ids, lens in documents:
+            lens = [int(n) for n in lens]
+            if sum(lens) != len(ids) or any(n <= 0 for n in lens):
+                raise ValueError("sentence lengths must be positive and add up to the document's ids")
+            starts.append(pos)
+            lengths.append(lens)
+            pos += len(ids)
+        flat = (np.concatenate([np.asarray(ids, dtype=np.uint32) for ids, _ in documents])
+                if documents else np.zeros(0, dtype=np.uint32))
+        return cls(flat.astype(np.uint32, copy=False), lengths, starts)
+
+    @classmethod
+    def from_lists(cls, documents: Sequence[Sequence[Sequence[int]]]) -> "BucketDocuments":
+        """From documents as lists of sentences of ids (the reference algorithm's input form)."""
+        return cls.from_arrays([
+            (np.array([t for s in doc for t in s], dtype=np.uint32), [len(s) for s in doc]) for doc in documents
+        ])
+
+
+class InstanceDescriptions:
+    """Instances described by offsets into :attr:`BucketDocuments.ids`, in creation order.
+
+    Per instance: ``a_start``, ``a_len``, ``b_start``, ``b_len`` (the two segments after truncation),
+    ``label`` (1 = NotNext) and ``n_masked``; the masked positions (0-based in the row, in draw order) and
+    their replacement ids (:data:`KEEP` for the kept 10%) are concatenated in ``m_pos`` / ``m_rep``.
+    ``order`` is the final row order (the reference's closing ``shuffle(instances)``).
+    """
+
+    def __init__(self) -> None:
+        self.a_start = array("q")
+        self.a_len = array("i")
+        self.b_start = array("q")
+        self.b_len = array("i")
+        self.label = array("B")
+        self.n_masked = array("i")
+        self.m_pos = array("i")
+        self.m_rep = array("q")
+        self.order: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.a_start)
+
+
+def _shuffle_first(n: int, k: int, rng: random.Random) -> list[int]:
+    """``x = list(range(n)); rng.shuffle(x); return x[:k]``, draw for draw.
+
+    CPython's ``shuffle`` swaps ``x[i]`` with ``x[j]``, ``j = _randbelow(i + 1)``, for i from the end;
+    ``_randbelow(m)`` takes ``getrandbits(m.bit_length())`` until it is below ``m``. Here the steps are
+    grouped by that bit length (constant within a group, so no per-step ``bit_length``), and a step
+    ``i >= k`` only moves ``x[i]`` to ``j`` (position ``i`` is final and not returned). About 20% faster
+    than the plain inlined loop; checked against ``random.shuffle`` at import (:data:`_FAST_DRAWS_OK`).
+    """
+    x = list(range(n))
+    if not (_FAST_DRAWS_OK and type(rng) is random.Random):
+        rng.shuffle(x)
+        return x[:k]
+    getrandbits = rng.getrandbits
+    i = n - 1
+    while i >= 1:
+        b = (i + 1).bit_length()
+        low = (1 << (b - 1)) - 1  # the smallest i of this group: i + 1 == 2 ** (b - 1)
+        if low < 1:
+            low = 1
+        stop = k if k > low else low
+        for s in range(i, stop - 1, -1):  # i >= k: only x[j] changes
+            j = getrandbits(b)
+            while j > s:
+                j = getrandbits(b)
+            x[j] = x[s]
+        for s in range(min(i, stop - 1), low - 1, -1):  # i < k: a real swap
+            j = getrandbits(b)
+            while j > s:
+                j = getrandbits(b)
+            x[s], x[j] = x[j], x[s]
+        i = low - 1
+    return x[:k]
+
+
+def _fast_draws_match() -> bool:
+    """Check once that this interpreter's ``Random`` draws as the shortcuts here assume (CPython 3.x
+    does): ``shuffle`` is the loop of :func:`_shuffle_first`, and ``randint(a, b)`` is
+    ``a + _randbelow(b - a + 1)``."""
+    for size in (0, 1, 2, 3, 7, 64, 65, 125, 300):
+        for k in (0, 1, 20, size):
+            ra, rb = random.Random(size * 31 + k), random.Random(size * 31 + k)
+            x = list(range(size))
+            ra.shuffle(x)
+            if x[:k] != _shuffle_first(size, k, rb) or ra.random() != rb.random():
+                return False
+    ra, rb = random.Random(5), random.Random(5)
+    for n in (1, 2, 3, 100, 30522, 2**31):
+        if [ra.randint(0, n - 1) for _ in range(50)] != [rb._randbelow(n) for _ in range(50)]:
+            return False
+    return ra.random() == rb.random()
+
+
+_FAST_DRAWS_OK = True  # set for the check below, which uses the fast path
+_FAST_DRAWS_OK = _fast_draws_match()
+
+
+def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: VocabIds, rng: random.Random,
+                       stats: InstanceStats | None = None, mask: bool = True,
+                       fast_truncation: bool = False) -> InstanceDescriptions:
+    """``instances.create_training_instances`` (the original's), as descriptions instead of token lists.
+
+    Draws from ``rng`` exactly what the reference draws, in the same order: the document shuffle,
+    ``dupe_factor`` passes of pairing (target length, split point, IsNext/NotNext, random document and
+    start), truncation, masking (with ``mask``) and the final instance shuffle. ``fast_truncation`` draws
+    truncation as :func:`~bertprep.pipeline.instances.truncate_seq_pair_fast` does.
+
+    Returns:
+        :class:`InstanceDescriptions`; adds to ``stats`` (instances, NotNext, tokens, truncations, masked
+        counts by kind, length histogram) what the reference would count.
+    """
+    out = InstanceDescriptions()
+    stats = stats if stats is not None else InstanceStats()
+    used = [d for d in range(len(docs.sentence_lengths)) if docs.sentence_lengths[d]]
+    if not used:
+        return out
+    # per document: prefix sums of sentence lengths (cum[j] = tokens before sentence j) and start offset
+    cums, starts = [], []
+    for d in used:
+        cum = [0]
+        total = 0
+        for n in docs.sentence_lengths[d]:
+            total += n
+            cum.append(total)
+        cums.append(cum)
+        starts.append(docs.doc_starts[d])
+
+    whole_word = mask and config.do_whole_word_mask
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        perm = list(range(len(used)))
+        shuffle(perm, rng)  # the reference shuffles the document list itself; same draws
+        cums = [cums[p] for p in perm]
+        starts = [starts[p] for p in perm]
+        token_lists = docs.ids.tolist() if whole_word else None
+        counts = [0, 0]  # truncated instances, NotNext from the document itself
+        for _ in range(config.dupe_factor):
+            for document_index in range(len(cums)):
+                _describe_document(cums, starts, document_index, config, ids, rng, stats, mask, fast_truncation,
+                                   token_lists, out, counts)
+        out.order = list(range(len(out)))
+        shuffle(out.order, rng)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+    # the counters the reference keeps per instance, from the descriptions
+    lengths = (np.frombuffer(out.a_len, dtype=np.int32).astype(np.int64)
+               + np.frombuffer(out.b_len, dtype=np.int32) + 3)
+    stats.instances += len(out)
+    stats.not_next += int(np.frombuffer(out.label, dtype=np.uint8).sum(dtype=np.int64))
+    stats.tokens += int(lengths.sum())
+    stats.truncated += counts[0]
+    stats.same_document_not_next += counts[1]
+    histogram = stats.length_histogram
+    for length, count in enumerate(np.bincount(lengths).tolist()):
+        if count:
+            histogram[length] = histogram.get(length, 0) + count
+    if mask and not whole_word:  # (whole-word masking counted by the reference function)
+        rep = np.frombuffer(out.m_rep, dtype=np.int64)
+        n_mask, n_kept = int(np.count_nonzero(rep == _MASK)), int(np.count_nonzero(rep == KEEP))
+        stats.masked += len(rep)
+        stats.masked_as_mask += n_mask
+        stats.masked_as_kept += n_kept
+        stats.masked_as_random += len(rep) - n_mask - n_kept
+        rep[rep == _MASK] = ids.mask_id  # (a view of out.m_rep)
+        # candidate ordinals -> positions in the row: A is at 1..a_len, B after the middle [SEP]
+        ordinal = np.frombuffer(out.m_pos, dtype=np.int32)
+        a_len = np.repeat(np.frombuffer(out.a_len, dtype=np.int32), np.frombuffer(out.n_masked, dtype=np.int32))
+        ordinal += np.where(ordinal < a_len, 1, 2).astype(np.int32)
+    return out
+
+
+_MASK = -2  # m_rep while describing: "[MASK]" (replaced by its id before describe_instances returns)
+
+
+def _describe_document(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
+                       ids: VocabIds, rng: random.Random, stats: InstanceStats, mask: bool, fast_truncation: bool,
+                       token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
+    """One pass over one document: ``instances.create_instances_from_document`` on lengths.
+
+    Appends to ``out`` (masked positions as candidate ordinals and [MASK] as ``_MASK``, except under
+    whole-word masking; ``describe_instances`` converts them) and adds to ``counts``.
+    """
+    cum = cums[document_index]
+    base = starts[document_index]
+    n_sentences = len(cum) - 1
+    n_documents = len(cums)
+    max_num_tokens = config.max_seq_length - 3
+    target_seq_length = max_num_tokens
+    rand = rng.random
+    # randint(a, b) is a + _randbelow(b - a + 1): one Python frame instead of three (checked at import)
+    randbelow = rng._randbelow if _FAST_DRAWS_OK and type(rng) is random.Random else _randbelow_of(rng)
+    if rand() < config.short_seq_prob:
+        target_seq_length = 2 + randbelow(max_num_tokens - 1)
+    masked_lm_prob = config.masked_lm_prob
+    max_predictions = config.max_predictions_per_seq
+    whole_word = token_lists is not None
+    random_ids = ids.random_ids
+    n_random_ids = len(random_ids)
+    a_starts, a_lens, b_starts, b_lens = out.a_start.append, out.a_len.append, out.b_start.append, out.b_len.append
+    labels, n_maskeds = out.label.append, out.n_masked.append
+    m_pos_extend, m_rep_append = out.m_pos.extend, out.m_rep.append
+    truncated_count = same_document = 0
+
+    chunk_first = 0
+    chunk_count = 0
+    i = 0
+    while i < n_sentences:
+        if chunk_count == 0:
+            chunk_first = i
+        chunk_count += 1
+        if i == n_sentences - 1 or cum[i + 1] - cum[chunk_first] >= target_seq_length:
+            a_end = 1
+            if chunk_count >= 2:
+                a_end = 1 + randbelow(chunk_count - 1)
+            a_start = base + cum[chunk_first]
+            a_len = cum[chunk_first + a_end] - cum[chunk_first]
+            if chunk_count == 1 or rand() < 0.5:
+                is_random_next = 1
+                target_b_length = target_seq_length - a_len
+                random_document_index = document_index
+                for _ in range(10):
+                    random_document_index = randbelow(n_documents)
+                    if random_document_index != document_index:
+                        break
+                if random_document_index == document_index:
+                    same_document += 1
+                rcum = cums[random_document_index]
+                random_start = randbelow(len(rcum) - 1)
+                # sentences random_start.. until the segment reaches target_b_length (or the document ends)
+                end = bisect_left(rcum, rcum[random_start] + target_b_length, random_start + 1)
+                if end >= len(rcum):
+                    end = len(rcum) - 1
+                b_start = starts[random_document_index] + rcum[random_start]
+                b_len = rcum[end] - rcum[random_start]
+                i -= chunk_count - a_end  # put the unused segments back
+            else:
+                is_random_next = 0
+                b_start = base + cum[chunk_first + a_end]
+                b_len = cum[chunk_first + chunk_count] - cum[chunk_first + a_end]
+
+            if a_len + b_len > max_num_tokens:
+                truncated_count += 1
+                if fast_truncation:
+                    a_start, a_len, b_start, b_len = _truncate_fast(a_start, a_len, b_start, b_len,
+                                                                    max_num_tokens, rng)
+                else:
+                    a_lo, a_hi, b_lo, b_hi = 0, a_len, 0, b_len
+                    while (a_hi - a_lo) + (b_hi - b_lo) > max_num_tokens:
+                        if a_hi - a_lo > b_hi - b_lo:
+                            if rand() < 0.5:
+                                a_lo += 1
+                            else:
+                                a_hi -= 1
+                        else:
+                            if rand() < 0.5:
+                                b_lo += 1
+                            else:
+                                b_hi -= 1
+                    a_start, a_len = a_start + a_lo, a_hi - a_lo
+                    b_start, b_len = b_start + b_lo, b_hi - b_lo
+
+            n_masked = 0
+            if mask:
+                if whole_word:
+                    n_masked = _whole_word_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng,
+                                                 stats, out)
+                else:
+                    num_to_predict = min(max_predictions, max(1, int(round((a_len + b_len + 3) * masked_lm_prob))))
+                    # candidates: A's and B's tokens as ordinals 0..a_len+b_len-1 (positions set later)
+                    chosen = _shuffle_first(a_len + b_len, num_to_predict, rng)
+                    m_pos_extend(chosen)
+                    for _ in chosen:
+                        if rand() < 0.8:
+                            m_rep_append(_MASK)
+                        elif rand() < 0.5:
+                            m_rep_append(KEEP)
+                        else:
+                            m_rep_append(random_ids[randbelow(n_random_ids)])
+                    n_masked = len(chosen)
+            a_starts(a_start)
+            a_lens(a_len)
+            b_starts(b_start)
+            b_lens(b_len)
+            labels(is_random_next)
+            n_maskeds(n_masked)
+            chunk_count = 0
+        i += 1
+    counts[0] += truncated_count
+    counts[1] += same_document
+
+
+def _randbelow_of(rng: random.Random):
+    """``n -> rng.randint(0, n - 1)`` for generators the shortcut is not checked for."""
+    return lambda n: rng.randint(0, n - 1)
+
+
+def _truncate_fast(a_start: int, a_len: int, b_start: int, b_len: int, max_num_tokens: int,
+                   rng: random.Random) -> tuple[int, int, int, int]:
+    """``instances.truncate_seq_pair_fast`` on offsets (the same draws)."""
+    excess = a_len + b_len - max_num_tokens
+    if a_len > b_len:
+        ra, rb = min(excess, a_len - b_len), 0
+    else:
+        ra, rb = 0, min(excess, b_len - a_len)
+    rest = excess - ra - rb
+    rb += (rest + 1) // 2
+    ra += rest // 2
+    fa = rng.getrandbits(ra).bit_count() if ra else 0
+    fb = rng.getrandbits(rb).bit_count() if rb else 0
+    return a_start + fa, a_len - ra, b_start + fb, b_len - rb
+
+
+def _whole_word_masks(token_lists: list[int], a_start: int, a_len: int, b_start: int, b_len: int,
+                      config: InstanceConfig, ids: VocabIds, rng: random.Random, stats: InstanceStats,
+                      out: InstanceDescriptions) -> int:
+    """Whole-word masking through the reference function (it needs the tokens); returns the count."""
+    tokens = [ids.cls_id, *token_lists[a_start:a_start + a_len], ids.sep_id,
+              *token_lists[b_start:b_start + b_len], ids.sep_id]
+    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats, a_len)
+    for p in positions:
+        out.m_pos.append(p)
+        out.m_rep.append(output[p])
+    return len(positions)
+
+
+def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids: VocabIds, vocab_size: int,
+                     chunk_rows: int = ASSEMBLE_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+    """Arrow rows (schema :func:`schema.shard_schema`) of the described instances in their final order.
+
+    Per row: ``input_ids`` = ``[CLS] A [SEP] B [SEP]`` gathered from ``docs.ids`` with the masks applied,
+    ``token_type_ids`` 0 up to and including the first [SEP] and 1 after, ``masked_lm_positions``
+    ascending and ``masked_lm_ids`` the original ids there. ``chunk_rows`` rows per batch.
+    """
+    arrow_schema = schema.shard_schema(vocab_size)
+    id_dtype = np.uint16 if arrow_schema.field("input_ids").type.value_type == pa.uint16() else np.uint32
+    n = len(described)
+    if n == 0:
+        return
+    a_start = np.frombuffer(described.a_start, dtype=np.int64)
+    a_len = np.frombuffer(described.a_len, dtype=np.int32).astype(np.int64)
+    b_start = np.frombuffer(described.b_start, dtype=np.int64)
+    b_len = np.frombuffer(described.b_len, dtype=np.int32).astype(np.int64)
+    label = np.frombuffer(described.label, dtype=np.uint8)
+    n_masked = np.frombuffer(described.n_masked, dtype=np.int32).astype(np.int64)
+    m_first = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_masked, out=m_first[1:])
+    m_pos = np.frombuffer(described.m_pos, dtype=np.int32).astype(np.int64)
+    m_rep = np.frombuffer(described.m_rep, dtype=np.int64)
+    order = np.asarray(described.order, dtype=np.int64)
+    flat_ids = docs.ids
+    cls_id, sep_id = ids.cls_id, ids.sep_id
+
+    for lo in range(0, n, chunk_rows):
+        rows = order[lo:lo + chunk_rows]
+        r = len(rows)
+        al, bl = a_len[rows], b_len[rows]
+        lengths = al + bl + 3
+        offsets = np.zeros(r + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        total = int(offsets[-1])
+        row_of = np.repeat(np.arange(r), lengths)
+        pos = np.arange(total) - offsets[:-1][row_of]                   # position within the row
+        al_t = al[row_of]
+        in_a = pos <= al_t                                              # [CLS] and A (and 0 for [CLS])
+        src = np.where(in_a, a_start[rows][row_of] + pos - 1, b_start[rows][row_of] + pos - al_t - 2)
+        values = np.empty(total, dtype=np.int64)
+        inner = (pos > 0) & (pos != al_t + 1) & (pos != lengths[row_of] - 1)
+        values[inner] = flat_ids[src[inner]]
+        values[offsets[:-1]] = cls_id
+        values[offsets[:-1] + al + 1] = sep_id
+        values[offsets[1:] - 1] = sep_id
+        token_type = (~in_a & (pos != al_t + 1)).astype(np.uint8)
+
+        # masks: each row's (position, replacement) entries, sorted by position within the row
+        counts = n_masked[rows]
+        m_offsets = np.zeros(r + 1, dtype=np.int64)
+        np.cumsum(counts, out=m_offsets[1:])
+        m_row = np.repeat(np.arange(r), counts)
+        m_src = m_first[rows][m_row] + (np.arange(int(m_offsets[-1])) - m_offsets[:-1][m_row])
+        positions = m_pos[m_src]
+        replacement = m_rep[m_src]
+        key = m_row * (1 << 20) + positions
+        sort = np.argsort(key, kind="stable")
+        positions, replacement, m_row = positions[sort], replacement[sort], m_row[sort]
+        at = offsets[:-1][m_row] + positions
+        labels = values[at]
+        replaced = replacement != KEEP
+        values[at[replaced]] = replacement[replaced]
+
+        def list_array(offs: np.ndarray, vals: np.ndarray, field_name: str) -> pa.Array:
+            typ = arrow_schema.field(field_name).type
+            return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(vals, type=typ.value_type),
+                                            type=typ)
+
+        yield pa.RecordBatch.from_arrays(
+            [
+                list_array(offsets, values.astype(id_dtype), "input_ids"),
+                list_array(offsets, token_type, "token_type_ids"),
+                list_array(m_offsets, positions.astype(np.uint16), "masked_lm_positions"),
+                list_array(m_offsets, labels.astype(id_dtype), "masked_lm_ids"),
+                pa.array(label[rows], type=pa.uint8()),
+            ],
+            schema=arrow_schema,
+        )
+
+
+__all__ = ["ASSEMBLE_CHUNK_ROWS", "KEEP", "BucketDocuments", "InstanceDescriptions", "assemble_batches",
+           "describe_instances"]
