@@ -80,16 +80,11 @@ def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -
 
 def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
                     sentences: Sequence[str]) -> TokenizedDocument:
-    """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists)."""
-    encoded = encoder.encode(sentences)
-    flat: list[int] = []
-    lengths: list[int] = []
-    for s in encoded:
-        if s:
-            flat.extend(s)
-            lengths.append(len(s))
-    return (file_index, ordinal, np.array(flat, dtype=np.uint32).tobytes(),
-            np.array(lengths, dtype=np.int32).tobytes(), len(encoded) - len(lengths))
+    """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists); sentences
+    that tokenize to nothing are dropped and counted."""
+    ids, lengths = encoder.encode_flat(sentences)
+    kept = lengths[lengths > 0].astype(np.int32)
+    return (file_index, ordinal, ids.tobytes(), kept.tobytes(), len(lengths) - len(kept))
 
 
 def bucket_documents(docs: Sequence[TokenizedDocument]) -> BucketDocuments:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
+from bertprep.pipeline.tokenization import _ASCII_PRE_TOKENS, SentenceEncoder, load_vocab
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "pipeline" / "demo_corpus"
@@ -63,3 +64,36 @@ def test_ascii_shortcut_on_google_vocabs(uncased_vocab, cased_vocab, shared_data
     for vocab, lower in ((uncased_vocab, True), (cased_vocab, False)):
         encoder = SentenceEncoder(load_vocab(str(vocab)), lower)
         assert encoder.encode(lines) == _full_pipeline_ids(encoder, lines)
+
+
+def test_encode_flat_is_encode_concatenated_with_lengths():
+    encoder = SentenceEncoder(load_vocab(str(FIXTURES / "pipeline" / "vocab.txt")), True)
+    sentences = ["the cat sat.", "", "caf\u00e9 the cat", "   ", "cat, cat; the!", "\u00e9l\u00e8ve"]
+    ids, lengths = encoder.encode_flat(sentences)
+    expected = _full_pipeline_ids(encoder, sentences)
+    assert ids.dtype == np.uint32 and lengths.dtype == np.int64
+    assert lengths.tolist() == [len(x) for x in expected] and lengths[1] == 0 and lengths[3] == 0
+    assert ids.tolist() == [i for x in expected for i in x]
+    empty_ids, empty_lengths = encoder.encode_flat([])
+    assert len(empty_ids) == 0 and len(empty_lengths) == 0
+
+
+def test_word_cache_overflow_and_break_character_give_the_same_ids():
+    """A tiny cache is cleared again and again; a sentence holding the batch's own break character
+    (\\x1e, a control character the normalizer removes) takes the sentence-by-sentence path."""
+    vocab = load_vocab(str(FIXTURES / "pipeline" / "vocab.txt"))
+    lines = [line for path in sorted(DEMO_CORPUS.glob("*.txt"))
+             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:3000]
+    sentences = lines + ["the\x1ecat sat", "\x1e", "cat\x1e\x1ethe"]
+    small = SentenceEncoder(vocab, True, cache_size=300)
+    clears = []
+    clear = small._clear_cache
+    small._clear_cache = lambda: (clears.append(len(small._index)), clear())
+    expected = _full_pipeline_ids(small, sentences)
+    for start in range(0, len(sentences), 100):
+        assert small.encode(sentences[start:start + 100]) == expected[start:start + 100]
+    # cleared whenever the next batch would overflow it: it holds at most 300 words, or one batch's words
+    batch_words = max(len({w for x in sentences[k:k + 100] for w in _ASCII_PRE_TOKENS.findall(x.lower())})
+                      for k in range(0, len(sentences), 100))
+    assert len(clears) >= 3 and max(clears) <= 1 + max(300, batch_words)
+    assert small.encode(["the\x1ecat sat", "cat"]) == _full_pipeline_ids(small, ["the\x1ecat sat", "cat"])
