@@ -245,9 +245,10 @@ class SentenceEncoder:
     pre-tokenization a regular expression (``BertPreTokenizer`` on ASCII, ``_ASCII_PRE_TOKENS``), both over
     a whole batch of sentences at once, and WordPiece runs through ``tokenizers`` once per distinct word:
     the word pieces of up to ``cache_size`` words are kept (all dropped when the next batch would overflow
-    them; one batch's words are always kept) and a batch's ids are gathered from them with numpy. Natural text repeats its words (Zipf), so this costs a fraction of
-    encoding every sentence in ``tokenizers``, whose per-token bookkeeping (alignments, token strings,
-    Python objects per encoding) is most of its time. Other sentences go through the full pipeline. The
+    them; one batch's words are always kept) and a batch's ids are gathered from them with numpy.
+    Natural text repeats its words (Zipf), so this costs a fraction of encoding every sentence in
+    ``tokenizers``, whose per-token bookkeeping (alignments, token strings, Python objects per encoding)
+    is most of its time. Other sentences go through the full pipeline. The
     ids are identical (tested on real text and on random ASCII with control characters, both casings).
     """
 
