@@ -475,9 +475,8 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
         "do_lower_case": config.do_lower_case,
         "special_token_ids": vocab.special_token_ids(),
     }
+    # Create reshuffles its elements itself when there are several, so the files spread over the workers
     file_list = pipeline | "ListInputFiles" >> beam.Create(list(enumerate(files)))
-    if len(files) > 1:
-        file_list = file_list | "SpreadFiles" >> beam.Reshuffle()
     if config.pairing_scope == "file":
         result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, tmp_dir)
         counts = result.counts

@@ -167,7 +167,7 @@ def test_file_pairing_scope_has_no_document_shuffle(no_network):
     assert "ProcessFilesStreaming/ProcessFileStreamingFn" in names
     assert not any(n.startswith("CreateTrainingInstances") for n in names)
     # The only shuffles left move file names and shard plans, never documents.
-    assert result.group_by_keys() and all(g.startswith(("ListInputFiles/", "SpreadFiles/", "WriteArrowShards/"))
+    assert result.group_by_keys() and all(g.startswith(("ListInputFiles/", "WriteArrowShards/"))
                                           for g in result.group_by_keys())
     pool = result.job["environment"]["workerPools"][0]
     assert pool["workerHarnessContainerImage"] == "gcr.io/bertprep-test/bertprep-worker:latest"
