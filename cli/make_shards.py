@@ -65,12 +65,12 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
                    "Default: the tokenizer.json's setting, else on (the original's default). A mismatch with "
                    "the vocab is warned about.")
 @click.option("--max-seq-length", type=int, default=128, show_default=True,
-              help="Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90%% of steps, then 512).")
+              help="Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90% of steps, then 512).")
 @click.option("--max-predictions-per-seq", type=int, default=20, show_default=True,
               help="Cap on masked positions per instance; must be below --max-seq-length (about "
                    "max_seq_length x masked_lm_prob: 20 at 128, 76-80 at 512).")
 @click.option("--masked-lm-prob", type=float, default=0.15, show_default=True,
-              help="Fraction of tokens to predict; each is [MASK] 80%%, random 10%%, kept 10%% of the time.")
+              help="Fraction of tokens to predict; each is [MASK] 80%, random 10%, kept 10% of the time.")
 @click.option("--short-seq-prob", type=float, default=0.1, show_default=True,
               help="Probability that a pass over a document targets a shorter random length.")
 @click.option("--dupe-factor", type=int, default=10, show_default=True,
@@ -113,8 +113,9 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--sampling", type=click.Choice(("exact", "fast")), default="exact", show_default=True,
               help="exact: the original generator's random stream, draw for draw (with one bucket the output is "
                    "the original's, instance for instance). fast: the same algorithm and distributions "
-                   "(pairs, truncation, 15%% masking, 80/10/10) with truncation and masking drawn in bulk "
-                   "with numpy: several times faster, statistically the same, not the original's instances.")
+                   "(pairs, truncation, 15% masking, 80/10/10) with truncation and masking drawn in bulk "
+                   "with numpy: instance creation about 3x faster, statistically the same, not the original's "
+                   "instances.")
 @click.option("--overwrite", is_flag=True, help="Replace shards already in --output-dir (otherwise refused).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)

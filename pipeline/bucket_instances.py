@@ -438,18 +438,26 @@ def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids
         offsets = np.zeros(r + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         total = int(offsets[-1])
-        row_of = np.repeat(np.arange(r), lengths)
-        pos = np.arange(total) - offsets[:-1][row_of]                   # position within the row
-        al_t = al[row_of]
-        in_a = pos <= al_t                                              # [CLS] and A (and 0 for [CLS])
-        src = np.where(in_a, a_start[rows][row_of] + pos - 1, b_start[rows][row_of] + pos - al_t - 2)
-        values = np.empty(total, dtype=np.int64)
-        inner = (pos > 0) & (pos != al_t + 1) & (pos != lengths[row_of] - 1)
-        values[inner] = flat_ids[src[inner]]
-        values[offsets[:-1]] = cls_id
-        values[offsets[:-1] + al + 1] = sep_id
+        starts = offsets[:-1]
+        first_b = starts + al + 2                                       # where each row's B begins
+        # source index of every token in flat_ids: position + a per-segment shift, built as a step
+        # function (row start: shift to A; B start: shift to B) summed once; [CLS]/[SEP] are set after
+        shift_a = a_start[rows] - starts - 1
+        shift_b = b_start[rows] - first_b
+        steps = np.zeros(total + 1, dtype=np.int64)
+        steps[starts] = shift_a - np.concatenate([[0], shift_b[:-1]])
+        steps[first_b] += shift_b - shift_a
+        src = np.cumsum(steps[:-1])
+        src += np.arange(total)
+        values = flat_ids.take(src, mode="clip").astype(np.int64)
+        values[starts] = cls_id
+        values[first_b - 1] = sep_id
         values[offsets[1:] - 1] = sep_id
-        token_type = (~in_a & (pos != al_t + 1)).astype(np.uint8)
+        # token_type_ids: 1 from B's first token to the row's end
+        tt_steps = np.zeros(total + 1, dtype=np.int8)
+        tt_steps[first_b] = 1
+        tt_steps[offsets[1:]] -= 1
+        token_type = np.cumsum(tt_steps[:-1], dtype=np.int8).view(np.uint8)
 
         # masks: each row's (position, replacement) entries, sorted by position within the row
         counts = n_masked[rows]

@@ -63,6 +63,7 @@ def test_help_explains_every_option():
                    "--bucket-size", "--num-shards", "--masking", "--overwrite"):
         assert option in result.output
     assert "DataflowRunner" in result.output
+    assert "%%" not in result.output and "80%, random 10%, kept 10%" in " ".join(result.output.split())
 
 
 def test_max_predictions_must_be_below_max_seq_length(tmp_path):
