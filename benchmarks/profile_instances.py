@@ -1,10 +1,20 @@
-"""Where the exact reference algorithm spends its time (cProfile), and the fast mode beside it.
+"""Where instance creation spends its time: the pipeline's array path vs the list-based reference.
 
-Tokenizes the first N documents of the benchmark corpus (see ``bench_make_shards.py``), then runs
-``create_training_instances`` under cProfile in exact mode (``random.Random``, draw for draw the
-original) and times exact vs fast (bulk truncation + vectorized masking) on the same documents::
+Tokenizes the first N documents of the benchmark corpus (see ``bench_make_shards.py``) and, on the same
+documents, times (CPU seconds, median of ``--repeats``):
 
-    python benchmarks/profile_instances.py --documents 30 --dupe-factor 5
+- ``reference``: ``instances.create_training_instances`` + ``shards.instances_to_table`` (token lists,
+  the readable restatement of the original generator);
+- ``exact``: what make-shards runs by default, ``bucket_instances.describe_instances`` (the same random
+  draws on sentence lengths) + ``assemble_batches`` (numpy); its output equals the reference's;
+- ``fast``: ``--sampling fast``: describe without masking draws, bulk truncation, then
+  ``fast_masking.mask_table``;
+- ``shuffle only``: the exact mode's candidate shuffle alone (one per instance, same sizes): the part
+  that exactness with the original's random stream costs.
+
+Then the exact path under cProfile. Reproduce with::
+
+    python benchmarks/profile_instances.py --documents 60 --dupe-factor 5
 """
 
 from __future__ import annotations
@@ -14,11 +24,13 @@ import cProfile
 import io
 import pstats
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -26,6 +38,12 @@ sys.path.insert(0, str(HERE))
 from bench_make_shards import build_corpus, data_dir  # noqa: E402
 
 from bertprep.pipeline import readers  # noqa: E402
+from bertprep.pipeline.bucket_instances import (  # noqa: E402
+    BucketDocuments,
+    _shuffle_first,
+    assemble_batches,
+    describe_instances,
+)
 from bertprep.pipeline.config import InstanceConfig  # noqa: E402
 from bertprep.pipeline.fast_masking import mask_table  # noqa: E402
 from bertprep.pipeline.instances import InstanceStats, VocabIds, create_training_instances  # noqa: E402
@@ -35,7 +53,7 @@ from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab  # noqa: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--documents", type=int, default=30)
+    parser.add_argument("--documents", type=int, default=60)
     parser.add_argument("--dupe-factor", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -47,37 +65,61 @@ def main() -> None:
     for path in sorted(corpus.glob("*.txt")):
         docs += [d.sentences for d in readers.read_documents(str(path), "bert")]
     docs = encoder.encode_documents(docs[: args.documents])
+    bucket = BucketDocuments.from_lists(docs)
     ids = VocabIds(vocab)
     config = InstanceConfig(dupe_factor=args.dupe_factor)
 
-    profiler = cProfile.Profile()
-    profiler.enable()
-    instances = create_training_instances(docs, config, ids, random.Random(12345))
-    profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(8)
-    print(f"exact mode under cProfile, {len(instances):,} instances:")
-    print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:3000])
+    def reference() -> int:
+        table = instances_to_table(create_training_instances(docs, config, ids, random.Random(12345)), vocab.size)
+        return table.num_rows
 
     def exact() -> int:
-        return len(create_training_instances(docs, config, ids, random.Random(12345)))
+        described = describe_instances(bucket, config, ids, random.Random(12345))
+        return sum(b.num_rows for b in assemble_batches(bucket, described, ids, vocab.size))
 
     def fast() -> int:
-        stats = InstanceStats()
-        made = create_training_instances(docs, config, ids, random.Random(12345), stats, mask=False,
-                                         fast_truncation=True)
-        table = instances_to_table(made, vocab.size)
+        described = describe_instances(bucket, config, ids, random.Random(12345), InstanceStats(), mask=False,
+                                       fast_truncation=True)
+        table = pa.Table.from_batches(list(assemble_batches(bucket, described, ids, vocab.size)))
         mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
-        return len(made)
+        return table.num_rows
 
-    for name, fn in (("exact (instances only)", exact), ("fast (instances + Arrow + vectorized masking)", fast)):
+    described = describe_instances(bucket, config, ids, random.Random(12345))
+    sizes = (np.frombuffer(described.a_len, dtype=np.int32) + np.frombuffer(described.b_len, dtype=np.int32)).tolist()
+    predictions = np.frombuffer(described.n_masked, dtype=np.int32).tolist()
+
+    def shuffle_only() -> int:
+        rng = random.Random(12345)
+        for n, k in zip(sizes, predictions):
+            _shuffle_first(n, k, rng)
+        return len(sizes)
+
+    n_instances = len(described)
+    print(f"{args.documents} documents, dupe_factor {args.dupe_factor}: {n_instances:,} instances "
+          f"(CPU time per instance, median of {args.repeats})")
+    results = {}
+    for name, fn in (("reference (lists + Arrow)", reference), ("exact (describe + assemble)", exact),
+                     ("fast (describe + assemble + mask_table)", fast), ("shuffle only", shuffle_only)):
         times = []
         for _ in range(args.repeats):
             start = time.process_time()
             n = fn()
             times.append(time.process_time() - start)
-        best = sorted(times)[len(times) // 2]
-        print(f"{name:<48} median {best:.2f} s CPU, {best / n * 1e6:.1f} us per instance ({n:,} instances)")
+        results[name] = statistics.median(times) / n * 1e6
+        print(f"  {name:<42} {results[name]:6.1f} us per instance")
+    base = results["reference (lists + Arrow)"]
+    print(f"  exact: {base / results['exact (describe + assemble)']:.2f}x the reference; fast: "
+          f"{base / results['fast (describe + assemble + mask_table)']:.2f}x; the shuffle is "
+          f"{results['shuffle only'] / results['exact (describe + assemble)']:.0%} of exact")
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    exact()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(6)
+    print("exact path under cProfile:")
+    print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:2500])
 
 
 if __name__ == "__main__":
