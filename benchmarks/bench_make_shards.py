@@ -19,7 +19,7 @@ Reports wall time (median), MB/s, instances/s and peak memory (RSS summed over t
 every 20 ms), and the ratios. Reproduce with the command printed at the top of the output, e.g.::
 
     python benchmarks/bench_make_shards.py --repeats 3
-    python benchmarks/bench_make_shards.py --memory-curve 1,4,8 --repeats 1
+    python benchmarks/bench_make_shards.py --repeats 5 --memory-curve 1,4,8 --curve-repeats 3
 """
 
 from __future__ import annotations
@@ -226,7 +226,9 @@ def main() -> None:
     parser.add_argument("--variants", default="tokenize,tokenize-encoder,beam-startup,baseline,"
                                                   "make-shards exact,make-shards fast")
     parser.add_argument("--memory-curve", default="", help="e.g. 1,4,8: peak memory of make-shards at these scales")
-    parser.add_argument("--curve-variants", default="make-shards exact file,make-shards fast file,make-shards fast")
+    parser.add_argument("--curve-variants", default="make-shards exact file,make-shards fast file,make-shards exact,"
+                                                    "make-shards fast")
+    parser.add_argument("--curve-repeats", type=int, default=0, help="repeats per memory-curve run (0 = --repeats)")
     args = parser.parse_args()
     vocab = str(data_dir() / "vocab" / "bert-base-uncased-vocab.txt")
     print("command: python benchmarks/bench_make_shards.py " + " ".join(sys.argv[1:]))
@@ -245,8 +247,8 @@ def main() -> None:
         for scale in [int(s) for s in args.memory_curve.split(",")]:
             corpus_k = build_corpus(scale, args.files)
             print(f" scale {scale}x: {corpus_mb(corpus_k):.0f} MB")
-            res = run_variants(corpus_k, vocab, args.dupe_factor, args.repeats, args.curve_variants.split(","),
-                               args.bucket_size)
+            res = run_variants(corpus_k, vocab, args.dupe_factor, args.curve_repeats or args.repeats,
+                               args.curve_variants.split(","), args.bucket_size)
             rows.extend((scale, r) for r in res)
         print("\n| variant | " + " | ".join(f"{s}x" for s in sorted({s for s, _ in rows})) + " |")
         print("|---|" + "---:|" * len({s for s, _ in rows}))
