@@ -130,7 +130,7 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
     ``sampling="exact"`` draws everything from ``random.Random(bucket_seed(seed, bucket))`` exactly as the
     original (:func:`~bertprep.pipeline.bucket_instances.describe_instances`, equal to the reference
     ``instances.create_training_instances``); ``"fast"`` keeps that generator for pairing but truncates as
-    :func:`~bertprep.pipeline.instances.truncate_seq_pair_fast` and masks the whole bucket with
+    :func:`~bertprep.pipeline.instances.truncation_bounds_fast` and masks the whole bucket with
     :func:`~bertprep.pipeline.fast_masking.mask_table` (numpy, seeded from (seed, bucket)).
 
     Returns:

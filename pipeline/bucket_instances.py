@@ -41,6 +41,8 @@ from bertprep.pipeline.instances import (
     VocabIds,
     create_masked_lm_predictions,
     shuffle,
+    truncation_bounds,
+    truncation_bounds_fast,
 )
 
 #: Rows assembled per numpy pass (bounds the temporary arrays: ~1M tokens at 128).
@@ -180,7 +182,7 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
     Draws from ``rng`` exactly what the reference draws, in the same order: the document shuffle,
     ``dupe_factor`` passes of pairing (target length, split point, IsNext/NotNext, random document and
     start), truncation, masking (with ``mask``) and the final instance shuffle. ``fast_truncation`` draws
-    truncation as :func:`~bertprep.pipeline.instances.truncate_seq_pair_fast` does.
+    truncation as :func:`~bertprep.pipeline.instances.truncation_bounds_fast` does.
 
     Returns:
         :class:`InstanceDescriptions`; adds to ``stats`` (instances, NotNext, tokens, truncations, masked
@@ -280,6 +282,7 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
     labels, n_maskeds = out.label.append, out.n_masked.append
     m_pos_extend, m_rep_append = out.m_pos.extend, out.m_rep.append
     truncated_count = same_document = 0
+    truncate = truncation_bounds_fast if fast_truncation else truncation_bounds
 
     chunk_first = 0
     chunk_count = 0
@@ -320,24 +323,9 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
 
             if a_len + b_len > max_num_tokens:
                 truncated_count += 1
-                if fast_truncation:
-                    a_start, a_len, b_start, b_len = _truncate_fast(a_start, a_len, b_start, b_len,
-                                                                    max_num_tokens, rng)
-                else:
-                    a_lo, a_hi, b_lo, b_hi = 0, a_len, 0, b_len
-                    while (a_hi - a_lo) + (b_hi - b_lo) > max_num_tokens:
-                        if a_hi - a_lo > b_hi - b_lo:
-                            if rand() < 0.5:
-                                a_lo += 1
-                            else:
-                                a_hi -= 1
-                        else:
-                            if rand() < 0.5:
-                                b_lo += 1
-                            else:
-                                b_hi -= 1
-                    a_start, a_len = a_start + a_lo, a_hi - a_lo
-                    b_start, b_len = b_start + b_lo, b_hi - b_lo
+                a_lo, a_hi, b_lo, b_hi = truncate(a_len, b_len, max_num_tokens, rng)
+                a_start, a_len = a_start + a_lo, a_hi - a_lo
+                b_start, b_len = b_start + b_lo, b_hi - b_lo
 
             n_masked = 0
             if mask:
@@ -372,22 +360,6 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
 def _randbelow_of(rng: random.Random):
     """``n -> rng.randint(0, n - 1)`` for generators the shortcut is not checked for."""
     return lambda n: rng.randint(0, n - 1)
-
-
-def _truncate_fast(a_start: int, a_len: int, b_start: int, b_len: int, max_num_tokens: int,
-                   rng: random.Random) -> tuple[int, int, int, int]:
-    """``instances.truncate_seq_pair_fast`` on offsets (the same draws)."""
-    excess = a_len + b_len - max_num_tokens
-    if a_len > b_len:
-        ra, rb = min(excess, a_len - b_len), 0
-    else:
-        ra, rb = 0, min(excess, b_len - a_len)
-    rest = excess - ra - rb
-    rb += (rest + 1) // 2
-    ra += rest // 2
-    fa = rng.getrandbits(ra).bit_count() if ra else 0
-    fb = rng.getrandbits(rb).bit_count() if rb else 0
-    return a_start + fa, a_len - ra, b_start + fb, b_len - rb
 
 
 def _whole_word_masks(token_lists: list[int], a_start: int, a_len: int, b_start: int, b_len: int,

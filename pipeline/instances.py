@@ -145,20 +145,16 @@ class InstanceStats:
         return cls(**d)
 
 
-def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
-                      rng: random.Random) -> tuple[list[int], list[int], bool]:
-    """Truncate a pair to at most ``max_num_tokens`` in total, as the original ``truncate_seq_pair``.
+def truncation_bounds(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random) -> tuple[int, int, int, int]:
+    """What the original ``truncate_seq_pair`` keeps of segments of ``len_a`` and ``len_b`` tokens.
 
-    The longer segment loses a token each round (ties: B), from the front or the back with equal
-    probability (one ``rng.random()`` per removed token).
+    While the pair is longer than ``max_num_tokens``, the longer segment (ties: B) loses a token from the
+    front or the back with equal probability (one ``rng.random()`` per removed token).
 
     Returns:
-        (tokens_a, tokens_b, truncated): the kept slices (new lists) and whether anything was removed.
+        ``(a_lo, a_hi, b_lo, b_hi)``: the kept slices ``A[a_lo:a_hi]`` and ``B[b_lo:b_hi]``.
     """
-    a_lo, a_hi = 0, len(tokens_a)
-    b_lo, b_hi = 0, len(tokens_b)
-    if a_hi + b_hi <= max_num_tokens:
-        return tokens_a, tokens_b, False
+    a_lo, a_hi, b_lo, b_hi = 0, len_a, 0, len_b
     rand = rng.random
     while (a_hi - a_lo) + (b_hi - b_lo) > max_num_tokens:
         if a_hi - a_lo > b_hi - b_lo:
@@ -171,32 +167,54 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
                 b_lo += 1
             else:
                 b_hi -= 1
-    return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], True
+    return a_lo, a_hi, b_lo, b_hi
 
 
-def truncate_seq_pair_fast(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
-                           rng: random.Random) -> tuple[list[int], list[int], bool]:
-    """Same distribution as :func:`truncate_seq_pair` with two draws instead of one per removed token.
+def truncation_bounds_fast(len_a: int, len_b: int, max_num_tokens: int,
+                           rng: random.Random) -> tuple[int, int, int, int]:
+    """Same distribution as :func:`truncation_bounds` with two draws instead of one per removed token.
 
     How many tokens each segment loses does not depend on the random draws (the longer loses one per
     round, ties B), so it is computed directly; each removal is from the front with probability 1/2
     independently, so the number taken from the front is Binomial(r, 1/2) = the number of set bits of
     ``rng.getrandbits(r)``. Used by ``sampling="fast"``; the random stream differs from the original's.
     """
-    la, lb = len(tokens_a), len(tokens_b)
-    excess = la + lb - max_num_tokens
+    excess = len_a + len_b - max_num_tokens
     if excess <= 0:
-        return tokens_a, tokens_b, False
-    if la > lb:
-        ra, rb = min(excess, la - lb), 0
+        return 0, len_a, 0, len_b
+    if len_a > len_b:
+        ra, rb = min(excess, len_a - len_b), 0
     else:
-        ra, rb = 0, min(excess, lb - la)
+        ra, rb = 0, min(excess, len_b - len_a)
     rest = excess - ra - rb  # segments now equal: B, A, B, ... (ties truncate B)
     rb += (rest + 1) // 2
     ra += rest // 2
     fa = rng.getrandbits(ra).bit_count() if ra else 0
     fb = rng.getrandbits(rb).bit_count() if rb else 0
-    return tokens_a[fa:la - (ra - fa)], tokens_b[fb:lb - (rb - fb)], True
+    return fa, len_a - (ra - fa), fb, len_b - (rb - fb)
+
+
+def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
+                      rng: random.Random) -> tuple[list[int], list[int], bool]:
+    """Truncate a pair to at most ``max_num_tokens`` in total, as the original ``truncate_seq_pair``
+    (see :func:`truncation_bounds`).
+
+    Returns:
+        (tokens_a, tokens_b, truncated): the kept slices (new lists) and whether anything was removed.
+    """
+    if len(tokens_a) + len(tokens_b) <= max_num_tokens:
+        return tokens_a, tokens_b, False
+    a_lo, a_hi, b_lo, b_hi = truncation_bounds(len(tokens_a), len(tokens_b), max_num_tokens, rng)
+    return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], True
+
+
+def truncate_seq_pair_fast(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
+                           rng: random.Random) -> tuple[list[int], list[int], bool]:
+    """:func:`truncate_seq_pair` with :func:`truncation_bounds_fast` (``sampling="fast"``)."""
+    if len(tokens_a) + len(tokens_b) <= max_num_tokens:
+        return tokens_a, tokens_b, False
+    a_lo, a_hi, b_lo, b_hi = truncation_bounds_fast(len(tokens_a), len(tokens_b), max_num_tokens, rng)
+    return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], True
 
 
 def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids: VocabIds, rng: random.Random,
