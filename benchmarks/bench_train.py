@@ -6,9 +6,10 @@ times ``--steps`` optimizer steps of each model (the order rotates between repea
 medians over ``--repeats``. Tokens are real (non-padding) tokens. transformers scores the MLM head on every
 position (its ``labels`` are [batch, seq]); ours only on ``masked_lm_positions``, as the original BERT. A
 third row, ``bertprep-all``, runs our model scoring every position too, to show how much of the difference
-is that saving and how much the rest of the code.
+is that saving and how much the rest of the code. ``--bf16-row`` adds our model under bf16 autocast (on the
+CPU too: ``--precision bf16`` of ``bertprep train``).
 
-    python benchmarks/bench_train.py --preset mini --batch-size 32 --seq-length 128
+    python benchmarks/bench_train.py --preset mini --batch-size 32 --seq-length 128 --bf16-row
     python benchmarks/bench_train.py --shards shards/ --preset base --device cuda   # real batches, bf16
 
 ``transformers`` is needed here only (pip install transformers).
@@ -17,7 +18,6 @@ is that saving and how much the rest of the code.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shlex
 import statistics
 import sys
@@ -29,6 +29,7 @@ import torch
 from bertprep.bert_model.data import ShardDataset, ShardLoader, collate
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
+from bertprep.bert_model.precision import PRECISIONS, autocast_context
 
 
 def synthetic_batches(n: int, *, batch_size: int, seq_length: int, vocab_size: int, seed: int = 0):
@@ -73,6 +74,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="autocast of the three rows (auto: bf16 on CUDA, fp32 on CPU)")
+    parser.add_argument("--bf16-row", action="store_true",
+                        help="add a row 'bertprep-bf16': our model, same batches, bf16 autocast (on a CPU too)")
     args = parser.parse_args(argv)
     print("command:", shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(argv))
 
@@ -111,7 +116,12 @@ def main(argv: list[str] | None = None) -> None:
         "transformers": (hf, hf_batches, create_optimizer(hf, learning_rate=1e-4)),
         "bertprep-all": (ours_all, all_batches, create_optimizer(ours_all, learning_rate=1e-4)),
     }
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
+    precision = {name: args.precision for name in models}
+    if args.bf16_row:
+        ours_bf16 = BertForPreTraining(config).to(device).train()
+        ours_bf16.load_state_dict(ours.state_dict())
+        models["bertprep-bf16"] = (ours_bf16, batches, create_optimizer(ours_bf16, learning_rate=1e-4))
+        precision["bertprep-bf16"] = "bf16"
 
     def sync():
         if device.type == "cuda":
@@ -122,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         sync()
         t0 = time.perf_counter()
         for batch in inputs[:n]:
-            with autocast:
+            with autocast_context(device, precision[name]):
                 loss = model(**batch).loss
             loss.backward()
             optimizer.step()
@@ -147,6 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  ratio bertprep / transformers: {med['bertprep'] / med['transformers']:.2f}x "
           f"(MLM head on all positions, bertprep-all / transformers: "
           f"{med['bertprep-all'] / med['transformers']:.2f}x)")
+    if "bertprep-bf16" in med:
+        print(f"  ratio bertprep-bf16 / bertprep ({args.precision}): {med['bertprep-bf16'] / med['bertprep']:.2f}x")
 
 
 if __name__ == "__main__":

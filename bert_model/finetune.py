@@ -9,8 +9,8 @@ metrics. The loop:
   (``random_init``, for baselines) or a preset;
 * tokenizes with the model's own ``vocab.txt`` (``wordpiece.WordPieceTokenizer``);
 * trains with AdamW over ``optim.param_groups`` (no decay on biases and LayerNorm), linear warm-up over
-  ``warmup_proportion`` of the steps then linear decay to 0, gradient clipping, fp32 on CPU and bf16
-  autocast on CUDA, seeded data order and dropout;
+  ``warmup_proportion`` of the steps then linear decay to 0, gradient clipping, bf16 autocast on CUDA and
+  fp32 on CPU unless ``precision`` says otherwise, seeded data order and dropout;
 * evaluates after every epoch (and every ``eval_every`` steps), logs ``metrics.jsonl`` and keeps the
   checkpoint with the best task metric in ``output_dir/best/``: a Hugging Face directory (``config.json``,
   ``model.safetensors``, tokenizer files) plus ``finetune.json`` (the task settings ``predict`` needs), with
@@ -23,7 +23,6 @@ weight decay 0.01, clipping at norm 1.0).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -54,6 +53,7 @@ from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.model import PRESETS, BertConfig
 from bertprep.bert_model.ner import NerTask
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
+from bertprep.bert_model.precision import autocast_context, check_precision
 from bertprep.bert_model.squad import SquadTask
 from bertprep.bert_model.wordpiece import WordPieceTokenizer, read_vocab_file
 
@@ -156,6 +156,8 @@ class FinetuneConfig:
     """Seeds head initialisation, dropout and data order."""
     device: str = "auto"
     """``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:N``."""
+    precision: str = "auto"
+    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (see ``precision.py``)."""
     overwrite: bool = False
     """Replace an existing run in ``output_dir``."""
     progress: bool = True
@@ -181,6 +183,7 @@ class FinetuneConfig:
         for name in ("weight_decay", "max_grad_norm", "eval_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_precision(self.precision)
 
 
 @dataclass
@@ -245,14 +248,9 @@ def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, 
     return batch
 
 
-def _autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    return (torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda"
-            else contextlib.nullcontext())
-
-
 @torch.no_grad()
 def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_size: int, device: torch.device,
-              pad_token_id: int = 0, progress: bool = False) -> list[dict[str, np.ndarray]]:
+              pad_token_id: int = 0, progress: bool = False, precision: str = "auto") -> list[dict[str, np.ndarray]]:
     """Outputs of ``model`` for every feature (eval mode, no gradients), as float32 numpy arrays.
 
     Features are batched in order of length (less padding) and the outputs put back in input order; the
@@ -269,7 +267,7 @@ def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_siz
         batch = collate_features([{"input_ids": features[i]["input_ids"],
                                    "token_type_ids": features[i]["token_type_ids"]} for i in index], pad_token_id)
         batch = {key: v.to(device) for key, v in batch.items()}
-        with _autocast(device):
+        with autocast_context(device, precision):
             result = model(**batch)
         fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
                   if f.name != "loss" and getattr(result, f.name) is not None}
@@ -426,7 +424,8 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
 
     def evaluate(at_step: int, epoch: float) -> None:
         outputs = run_model(model, eval_features, batch_size=config.eval_batch_size, device=device,
-                            pad_token_id=tokenizer.pad_token_id, progress=config.progress)
+                            pad_token_id=tokenizer.pad_token_id, progress=config.progress,
+                            precision=config.precision)
         predictions = task.predictions(eval_examples, eval_features, outputs)
         values = task.metric_values(eval_examples, predictions)
         writer.write({"step": at_step, "epoch": round(epoch, 4), "split": "eval", **values,
@@ -445,7 +444,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
     last_eval = -1
     window_loss, window_n = 0.0, 0
     bar = tqdm(total=num_train_steps, disable=not config.progress, dynamic_ncols=True, unit="step")
-    autocast = _autocast(device)
+    autocast = autocast_context(device, config.precision)
     t_train = time.monotonic()
     while step < num_train_steps:
         for batch in loader:

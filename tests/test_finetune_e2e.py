@@ -89,6 +89,18 @@ def test_sequence_classification_learns_a_keyword_task(tmp_path, checkpoint):
     assert preds[0] == "index\tprediction" and len(preds) == 49
 
 
+def test_bf16_precision_on_cpu_learns_the_keyword_task_too(tmp_path, checkpoint):
+    train, dev = _sentiment_files(tmp_path)
+    task = make_task("glue", glue_task="sst2", max_seq_length=16)
+    config = FinetuneConfig(train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"),
+                            init_from=checkpoint, precision="bf16", **_fast())
+    result = finetune(config, task)
+    assert result.best_metrics["accuracy"] >= 0.95
+    assert all(p.dtype == torch.float32 for p in result.model.parameters())  # autocast only: fp32 weights
+    with pytest.raises(ValueError, match="precision must be one of"):
+        FinetuneConfig(train_file=str(train), output_dir=str(tmp_path / "x"), init_from=checkpoint, precision="half")
+
+
 def test_same_seed_gives_the_same_model_and_random_init_differs(tmp_path, checkpoint):
     train, dev = _sentiment_files(tmp_path)
     weights = []

@@ -220,3 +220,63 @@ def test_cli_help_documents_every_option():
             assert getattr(param, "help", None), f"--{param.name} has no help"
     result = CliRunner().invoke(cli, ["train", "--help"])
     assert result.exit_code == 0 and "torchrun --standalone --nproc_per_node=N" in result.output
+
+
+# --------------------------------------------------------------------------------------------- precision
+
+
+def test_bf16_autocast_on_cpu_matches_fp32_and_keeps_fp32_weights(shards):
+    """--precision bf16 on the CPU: the same batch gives losses within bf16 rounding of fp32's, the matrix
+    products really run in bf16, and the parameters (and so the optimizer) stay fp32."""
+    from bertprep.bert_model.precision import autocast_context, uses_bf16
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=64))
+    model.eval()
+    batch = next(iter(ShardLoader(ShardDataset(str(shards / "train"), batch_size=8, shuffle=False))))
+    cpu = torch.device("cpu")
+    assert not uses_bf16(cpu, "auto") and uses_bf16(cpu, "bf16") and uses_bf16(torch.device("cuda"), "auto")
+    with torch.no_grad():
+        fp32 = model(**batch)
+        with autocast_context(cpu, "bf16"):
+            bf16 = model(**batch)
+    assert bf16.prediction_logits.dtype == torch.bfloat16 and fp32.prediction_logits.dtype == torch.float32
+    assert bf16.loss.item() == pytest.approx(fp32.loss.item(), rel=0.02)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_bf16_autocast_on_cpu_still_overfits_one_batch(shards):
+    from bertprep.bert_model.precision import autocast_context
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=64, hidden_dropout_prob=0.0,
+                                                      attention_probs_dropout_prob=0.0))
+    batch = next(iter(ShardLoader(ShardDataset(str(shards / "train"), batch_size=8, shuffle=False))))
+    optimizer = create_optimizer(model, learning_rate=2e-3, weight_decay=0.0)
+    for _ in range(150):
+        with autocast_context(torch.device("cpu"), "bf16"):
+            out = model(**batch)
+        out.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    with torch.no_grad(), autocast_context(torch.device("cpu"), "bf16"):
+        out = model(**batch)
+    real = batch["masked_lm_ids"] != -100
+    assert out.loss.item() < 0.1
+    assert torch.equal(out.prediction_logits.argmax(-1)[real], batch["masked_lm_ids"][real])
+
+
+def test_train_with_bf16_precision_follows_fp32_and_saves_fp32(shards, tmp_path):
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        result = train(_config(shards, tmp_path / precision, precision=precision))
+        lines = [json.loads(x) for x in (tmp_path / precision / "metrics.jsonl").read_text().splitlines()]
+        losses[precision] = [x["loss"] for x in lines if x["split"] == "train"]
+    assert len(losses["bf16"]) == 4
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)  # the same run, within bf16 rounding
+    from safetensors.torch import load_file
+    weights = load_file(os.path.join(result.checkpoint, "model.safetensors"))
+    assert {t.dtype for t in weights.values()} == {torch.float32}
+    with pytest.raises(ValueError, match="precision must be one of auto, fp32, bf16"):
+        _config(shards, tmp_path / "x", precision="fp16")
