@@ -242,12 +242,14 @@ def _move(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, tor
 
 @torch.no_grad()
 def evaluate(model: nn.Module, loader: ShardLoader | Any, *, device: torch.device, max_batches: int = 0,
-             autocast: contextlib.AbstractContextManager | None = None) -> dict[str, float]:
+             autocast: contextlib.AbstractContextManager | None = None,
+             mask_token_id: int | None = None) -> dict[str, float]:
     """Mean MLM / NSP loss and accuracy of ``model`` over ``loader`` (the first ``max_batches``; 0 = all),
-    summed over DDP ranks. The model is put in eval mode and back to train mode afterwards."""
+    summed over DDP ranks; with ``mask_token_id``, also ``mlm_accuracy_at_mask`` (see ``PretrainingMetrics``).
+    The model is put in eval mode and back to train mode afterwards."""
     was_training = model.training
     model.eval()
-    metrics = PretrainingMetrics(device)
+    metrics = PretrainingMetrics(device, mask_token_id)
     for i, batch in enumerate(loader):
         if max_batches and i >= max_batches:
             break
@@ -257,7 +259,8 @@ def evaluate(model: nn.Module, loader: ShardLoader | Any, *, device: torch.devic
         metrics.update(batch, out)
     model.train(was_training)
     result = metrics.compute()
-    return {k: result[k] for k in ("loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy", "sequences")}
+    keys = ("loss", "mlm_loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_loss", "nsp_accuracy", "sequences")
+    return {k: result[k] for k in keys if k in result}
 
 
 # ------------------------------------------------------------------------------------------------- train
@@ -287,6 +290,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
         raise ValueError(f"{config.output_dir} already holds checkpoints of a run; continue it with --resume "
                          f"{config.output_dir}, or choose another --output-dir")
     info = read_shard_info(config.shards)
+    mask_token_id = info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
     source_ckpt, saved = None, None
     if config.resume or config.init_from:
         source_ckpt = ckpt.resolve_checkpoint(config.resume or config.init_from)
@@ -402,12 +406,13 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
 
     def run_eval(at_step: int) -> dict[str, Any]:
         result = evaluate(eval_model, eval_loader(), device=device, max_batches=config.eval_batches,
-                          autocast=autocast)
+                          autocast=autocast, mask_token_id=mask_token_id)
         record = {"step": at_step, "split": "eval", **result}
         if writer:
             writer.write(record)
             tqdm.write(f"eval step {at_step}: loss {result['loss']:.4f}, MLM accuracy "
-                       f"{result['mlm_accuracy']:.4f}, NSP accuracy {result['nsp_accuracy']:.4f}")
+                       f"{result['mlm_accuracy']:.4f} ({result['mlm_accuracy_at_mask']:.4f} at [MASK]), "
+                       f"NSP accuracy {result['nsp_accuracy']:.4f}")
         return record
 
     # Restore RNG last: everything above may draw from it, the uninterrupted run was past all of it.
@@ -416,7 +421,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
         if d.rank < len(ranks):
             ckpt.restore_rng_state(ranks[d.rank]["rng"])
 
-    metrics = PretrainingMetrics(device)
+    metrics = PretrainingMetrics(device, mask_token_id)
     bar = tqdm(total=config.max_steps, initial=step, disable=not (config.progress and d.is_main),
                dynamic_ncols=True, unit="step")
     first_step = step
@@ -454,7 +459,8 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
                 raise FloatingPointError(f"training loss is {m['loss']} at step {step}; lower --learning-rate "
                                          "or raise --warmup-steps")
             record = {"step": step, "split": "train", "loss": m["loss"], "mlm_loss": m["mlm_loss"],
-                      "mlm_accuracy": m["mlm_accuracy"], "nsp_loss": m["nsp_loss"],
+                      "mlm_accuracy": m["mlm_accuracy"], "mlm_accuracy_at_mask": m["mlm_accuracy_at_mask"],
+                      "nsp_loss": m["nsp_loss"],
                       "nsp_accuracy": m["nsp_accuracy"], "lr": lr,
                       "tokens_per_s": m["tokens"] / elapsed, "tokens_seen": int(m["tokens_seen"]),
                       "elapsed_s": time.monotonic() - t_start}

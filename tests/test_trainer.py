@@ -100,6 +100,33 @@ def test_tiny_model_overfits_one_batch(shards):
     assert torch.equal(out.seq_relationship_logits.argmax(-1), batch["next_sentence_label"])
 
 
+def test_mlm_accuracy_at_mask_counts_only_mask_inputs():
+    """A model that copies its input and otherwise guesses token 7: right on the kept and the one lucky [MASK]
+    position, wrong on the other [MASK] and the random-replaced ones (hand-counted)."""
+    from types import SimpleNamespace
+
+    from bertprep.bert_model.metrics import PretrainingMetrics
+
+    MASK, V = 4, 10
+    input_ids = torch.tensor([[2, 4, 5, 4, 3, 9, 3, 0],
+                              [2, 6, 4, 8, 3, 4, 3, 0]])
+    positions = torch.tensor([[1, 2, 3, 0], [1, 2, 3, 5]])
+    labels = torch.tensor([[7, 5, 8, -100],    # [MASK]->7 right, kept 5 right, [MASK]->8 wrong, padding
+                           [9, 1, 8, 2]])      # random 6 for 9 wrong, [MASK]->1 wrong, kept 8 right, [MASK]->2 wrong
+    guesses = torch.where(torch.gather(input_ids, 1, positions) == MASK, 7, torch.gather(input_ids, 1, positions))
+    logits = torch.nn.functional.one_hot(guesses, V).float()
+    out = SimpleNamespace(prediction_logits=logits, seq_relationship_logits=torch.zeros(2, 2),
+                          mlm_loss=torch.tensor(1.0), nsp_loss=torch.tensor(0.5))
+    batch = {"input_ids": input_ids, "masked_lm_positions": positions, "masked_lm_ids": labels,
+             "next_sentence_label": torch.tensor([0, 1]), "attention_mask": (input_ids != 0).long()}
+    metrics = PretrainingMetrics("cpu", mask_token_id=MASK)
+    metrics.update(batch, out)
+    m = metrics.compute()
+    assert m["mlm_accuracy"] == pytest.approx(3 / 7)           # 7 real predictions, 3 right
+    assert m["mlm_accuracy_at_mask"] == pytest.approx(1 / 4)   # 4 at [MASK], 1 right
+    assert "mlm_accuracy_at_mask" not in PretrainingMetrics("cpu").compute()
+
+
 # ------------------------------------------------------------------------------------------------- train
 
 
@@ -112,11 +139,13 @@ def test_train_writes_metrics_plot_and_checkpoints(shards, tmp_path):
     train_lines = [x for x in lines if x["split"] == "train"]
     eval_lines = [x for x in lines if x["split"] == "eval"]
     assert [x["step"] for x in train_lines] == [2, 4, 6, 8] and [x["step"] for x in eval_lines] == [4, 8]
-    for key in ("loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy", "lr", "tokens_per_s", "grad_norm"):
+    for key in ("loss", "mlm_loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_loss", "nsp_accuracy", "lr",
+                "tokens_per_s", "grad_norm"):
         assert key in train_lines[0]
     assert "mfu" not in train_lines[0]  # CPU: no peak to compare with
     assert train_lines[0]["loss"] == pytest.approx(train_lines[0]["mlm_loss"] + train_lines[0]["nsp_loss"])
     assert 0 <= eval_lines[-1]["mlm_accuracy"] <= 1 and eval_lines[-1]["sequences"] == 24
+    assert 0 <= eval_lines[-1]["mlm_accuracy_at_mask"] <= 1
     assert train_lines[-1]["tokens_seen"] > 8 * 2 * 8 * 5  # 8 steps x 2 micro-batches x 8 rows x >= 5 tokens
     assert (tmp_path / "run" / "metrics.png").stat().st_size > 10_000
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == ["step-000008"]  # keep_last=1
