@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import random
+import signal
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -546,6 +547,14 @@ def _as_is(item):
 
 
 
+def _ignore_stop_signals(worker_id: int) -> None:
+    """In loader workers: leave SIGINT / SIGTERM to the training process, which stops after the current step
+    and checkpoints the cursor (a worker killed first would fail that step). Workers still exit when the
+    loader is closed or the training process dies."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 class ShardLoader:
     """A ``DataLoader`` over a ``ShardDataset`` that keeps the data cursor (see the module docstring).
 
@@ -575,6 +584,7 @@ class ShardLoader:
             prefetch_factor=self.prefetch_factor if self.num_workers else None,
             persistent_workers=False,
             collate_fn=_as_is,  # batches are collated already; default_convert would walk the cursor lists
+            worker_init_fn=_ignore_stop_signals,
             # The loader draws a base seed from this generator, not from torch's global RNG (dropout),
             # so the number of loaders created does not change training randomness.
             generator=torch.Generator().manual_seed(self.dataset.seed),

@@ -22,6 +22,8 @@ import logging
 import math
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -171,7 +173,7 @@ class TrainResult:
     data_cursor: dict[str, Any]
     """This rank's data cursor at the end."""
     stop_reason: str
-    """``max_steps``, ``stop_after_steps`` or ``max_time``."""
+    """``max_steps``, ``stop_after_steps``, ``max_time``, or ``SIGTERM`` / ``SIGINT`` (see ``train``)."""
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -236,6 +238,39 @@ def _any_rank(flag: bool, d: _Dist, device: torch.device) -> bool:
     return bool(t.item() > 0)
 
 
+class _StopSignals:
+    """Turns the first SIGTERM or SIGINT into a request to stop after the current step (with a checkpoint).
+
+    Schedulers (Slurm, Kubernetes, pre-emptible cloud VMs) send SIGTERM and wait a grace period before
+    SIGKILL; Ctrl-C sends SIGINT. A second SIGINT restores the default behaviour (KeyboardInterrupt at once).
+    Installed only in the main thread (Python's rule); elsewhere it records nothing.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+            logger.warning("%s received: stopping after this step with a checkpoint (send SIGINT again to "
+                           "abort without one)", self.received)
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
 def _move(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -269,6 +304,10 @@ def evaluate(model: nn.Module, loader: ShardLoader | Any, *, device: torch.devic
 def train(config: TrainConfig) -> TrainResult:
     """Pre-train a BERT on ``config.shards`` (see the module docstring); returns on every rank.
 
+    A SIGTERM or SIGINT (first one) makes every rank stop after the current optimizer step, evaluate (when
+    ``eval_shards`` is set) and write a checkpoint, and return with ``stop_reason`` set to the signal's name;
+    ``resume`` continues from there as from any checkpoint.
+
     Raises:
         ValueError: bad settings, an output directory that already holds checkpoints (without ``resume``), or
             shards that do not fit the model / checkpoint (vocab fingerprint, vocab size, max_seq_length), with
@@ -278,13 +317,14 @@ def train(config: TrainConfig) -> TrainResult:
     """
     d, device = _setup(config)
     try:
-        return _train(config, d, device)
+        with _StopSignals() as signals:
+            return _train(config, d, device, signals)
     finally:
         if d.owns_group:
             dist.destroy_process_group()
 
 
-def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
+def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSignals) -> TrainResult:
     t_start = time.monotonic()
     if not config.resume and ckpt.list_checkpoints(os.path.join(config.output_dir, ckpt.CHECKPOINTS_DIR)):
         raise ValueError(f"{config.output_dir} already holds checkpoints of a run; continue it with --resume "
@@ -487,6 +527,9 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device) -> TrainResult:
             timed_out = time.monotonic() - t_start >= config.max_time_minutes * 60
             if _any_rank(timed_out, d, device):
                 stop, stop_reason = True, "max_time"
+        # Every rank must leave the loop at the same step: a signal seen by one rank stops them all.
+        if _any_rank(signals.received is not None, d, device):
+            stop, stop_reason = True, signals.received or "signal on another rank"
         if config.save_every and step % config.save_every == 0 and not stop and step < config.max_steps:
             last_ckpt, last_saved = save(step), step
         paused += time.monotonic() - t_pause

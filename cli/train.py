@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import signal
+import sys
 
 import click
 
@@ -104,6 +106,9 @@ def train(compile_: bool, **options) -> None:
       bertprep train --shards shards/ --eval-shards heldout/ --preset base -o runs/base
     N GPUs on one machine:
       torchrun --standalone --nproc_per_node=N -m bertprep.cli.main train --shards shards/ -o runs/base
+
+    SIGTERM (a scheduler's pre-emption) or Ctrl-C stops after the current step with a checkpoint and exits
+    with 128 + the signal number; continue with --resume. A second Ctrl-C aborts at once.
     """
     from bertprep.bert_model.trainer import train as run_training
 
@@ -118,3 +123,11 @@ def train(compile_: bool, **options) -> None:
         raise click.ClickException(str(err)) from None
     if result.checkpoint:
         click.echo(f"step {result.step} ({result.stop_reason}); checkpoint {result.checkpoint}")
+    if result.stop_reason.startswith("SIG") or result.stop_reason.startswith("signal"):
+        # Interrupted: say how to go on, and exit as a signal-terminated command would (128 + number), so
+        # that `bertprep train ... && next-step` does not go on with an unfinished model.
+        if result.checkpoint:
+            click.echo(f"interrupted by {result.stop_reason}; continue with --resume {options['output_dir']}",
+                       err=True)
+        signum = getattr(signal, result.stop_reason, signal.SIGTERM)
+        sys.exit(128 + int(signum))

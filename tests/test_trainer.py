@@ -226,6 +226,39 @@ def test_cli_train_runs_and_resumes(shards, tmp_path):
     assert state["data"]["vocab_size"] == 64 and state["data"]["max_seq_length"] == 32
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_path, signame):
+    """A scheduler's SIGTERM (or Ctrl-C) to the whole process group, loader worker included: the run writes a
+    checkpoint at the step it reached, exits 128 + signal number and says how to go on; --resume continues."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    args = ["train", "--shards", str(shards / "train"), "-o", str(out), "--preset", "tiny", "--hidden-size", "32",
+            "--num-attention-heads", "2", "--batch-size", "4", "--max-steps", "100000", "--warmup-steps", "1",
+            "--log-every", "1", "--num-workers", "1", "--no-progress", "--device", "cpu"]
+    proc = subprocess.Popen([sys.executable, "-m", "bertprep.cli.main", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    metrics = out / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "training did not start within 120 s"
+        time.sleep(0.1)
+    os.killpg(proc.pid, getattr(signal, signame))
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + getattr(signal, signame), stderr
+    assert f"interrupted by {signame}; continue with --resume {out}" in stderr
+    (step,) = [int(name.split("-")[1]) for name in os.listdir(out / "checkpoints")]
+    assert f"step {step} ({signame}); checkpoint" in stdout and step >= 3
+    result = train(_config(shards, out, batch_size=4, max_steps=100000, warmup_steps=1, log_every=1,
+                           num_workers=1, resume=str(out), stop_after_steps=1))
+    assert result.step == step + 1 and result.stop_reason == "stop_after_steps"
+
+
 def test_cli_reports_bad_settings_clearly(shards, tmp_path):
     base = ["train", "--shards", str(shards / "train"), "-o", str(tmp_path / "x"), "--preset", "tiny",
             "--num-workers", "0", "--no-progress"]
