@@ -3,7 +3,7 @@
 ``auto`` is bf16 on CUDA (what the paper-era TPUs did in spirit, and Ampere+/Hopper GPUs do fast) and fp32
 on the CPU. ``bf16`` on the CPU is opt-in: ``torch.autocast("cpu", dtype=torch.bfloat16)`` runs the
 matrix products in bf16, which CPUs with AVX512-BF16 or AMX (AMD Zen 4+, Intel Sapphire Rapids+) do about
-twice as fast as fp32 (measured in ``benchmarks/README.md``); elsewhere it is emulated and slower.
+1.6x as fast as fp32 (measured in ``benchmarks/README.md``); elsewhere it is emulated and usually slower.
 """
 
 from __future__ import annotations

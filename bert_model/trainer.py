@@ -110,7 +110,7 @@ class TrainConfig:
     """Run the model through ``torch.compile``."""
     precision: str = "auto"
     """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast; on a CPU with
-    AVX512-BF16/AMX about twice as fast as fp32). Weights and optimizer state stay fp32."""
+    AVX512-BF16/AMX about 1.6x as fast as fp32). Weights and optimizer state stay fp32."""
     num_workers: int = 1
     """DataLoader worker processes per rank (0 = load in the training process)."""
     shuffle_buffer_size: int = 10_000

@@ -114,8 +114,8 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--seed", type=int, default=_default("seed"), help="Seed of head initialisation, dropout and data order.")
 @click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_default("precision"), show_default=True,
-              help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (about 2x faster on "
-                   "CPUs with AVX512-BF16/AMX). fp32: no autocast.")
+              help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (about 1.6x faster "
+                   "on CPUs with AVX512-BF16/AMX, usually slower on others). fp32: no autocast.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace a previous run in --output-dir.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:

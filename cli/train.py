@@ -81,7 +81,7 @@ def _default(name: str):
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_default("precision"), show_default=True,
               help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (weights and "
                    "optimizer stay fp32); on CPUs with AVX512-BF16/AMX (AMD Zen 4+, Intel Sapphire Rapids+) "
-                   "about 2x faster than fp32, elsewhere slower. fp32: no autocast.")
+                   "about 1.6x faster than fp32, elsewhere usually slower. fp32: no autocast.")
 @click.option("--compile/--no-compile", "compile_", default=_default("compile"),
               help="Compile the model with torch.compile (faster on GPU after a warm-up).")
 @click.option("--num-workers", type=click.IntRange(min=0), default=_default("num_workers"),
