@@ -151,9 +151,14 @@ class TrainConfig:
             raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
 
     def model_overrides(self) -> dict[str, Any]:
+        """The model options given (preset overrides); with ``init_from`` only the dropout ones apply."""
         names = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
                  "hidden_dropout_prob", "attention_probs_dropout_prob")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+#: Model options that ``init_from`` takes from the command line rather than from the checkpoint.
+DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
 @dataclass
@@ -339,9 +344,16 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
     # Model config: the checkpoint's, else the preset with overrides and the shards' vocab.
     if saved is not None:
         model_config = BertConfig.from_dict(saved["model_config"])
-        if config.model_overrides():
-            logger.warning("model options %s ignored: the model config comes from %s",
-                           sorted(config.model_overrides()), source_ckpt)
+        overrides = config.model_overrides()
+        # Dropout is a training setting, not part of the weights: a new run from a checkpoint may change it
+        # (e.g. no dropout when continuing pre-training); an exact resume keeps the checkpoint's.
+        dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS} if config.init_from else {}
+        if dropout:
+            model_config = dataclasses.replace(model_config, **dropout)
+            logger.info("dropout from the command line, not %s: %s", source_ckpt, dropout)
+        ignored = sorted(set(overrides) - set(dropout))
+        if ignored:
+            logger.warning("model options %s ignored: the model config comes from %s", ignored, source_ckpt)
         check_compatible(info, vocab_sha256=saved["data"]["vocab_sha256"], vocab_size=model_config.vocab_size,
                          max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
                          max_position_embeddings=model_config.max_position_embeddings,

@@ -39,9 +39,11 @@ def _default(name: str):
 @click.option("--intermediate-size", type=click.IntRange(min=1), default=None,
               help="Override the feed-forward width (default 4 x hidden size).")
 @click.option("--hidden-dropout-prob", type=click.FloatRange(0, 1, max_open=True), default=None,
-              help="Dropout on embeddings and sub-layer outputs (preset: 0.1).")
+              help="Dropout on embeddings and sub-layer outputs (preset: 0.1; with --init-from it replaces the "
+                   "checkpoint's).")
 @click.option("--attention-probs-dropout-prob", type=click.FloatRange(0, 1, max_open=True), default=None,
-              help="Dropout on attention probabilities (preset: 0.1).")
+              help="Dropout on attention probabilities (preset: 0.1; with --init-from it replaces the "
+                   "checkpoint's).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=_default("batch_size"),
               help="Instances per micro-batch on each process. Global batch = this x accumulation x processes.")
 @click.option("--gradient-accumulation-steps", type=click.IntRange(min=1),
@@ -77,7 +79,8 @@ def _default(name: str):
               help="Continue exactly from a checkpoint directory, or from the latest one of a run directory.")
 @click.option("--init-from", type=click.Path(exists=True), default=None,
               help="Start a new run from a checkpoint's weights only (new optimizer, schedule, data order): e.g. "
-                   "phase 2 at 512 tokens after phase 1 at 128.")
+                   "phase 2 at 512 tokens after phase 1 at 128. The architecture comes from the checkpoint; the "
+                   "dropout options still apply.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_default("precision"), show_default=True,
               help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (weights and "
                    "optimizer stay fp32); on CPUs with AVX512-BF16/AMX (AMD Zen 4+, Intel Sapphire Rapids+) "

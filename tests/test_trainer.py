@@ -188,8 +188,12 @@ def test_resume_refuses_shards_of_another_length_but_init_from_accepts(shards, t
     with pytest.raises(ValueError, match="max_seq_length=48 but checkpoint .* uses max_seq_length=32"):
         train(_config(shards, tmp_path / "phase1", shards=str(long_shards), resume=str(tmp_path / "phase1")))
     phase2 = train(_config(shards, tmp_path / "phase2", shards=str(long_shards), max_steps=2,
-                           init_from=str(tmp_path / "phase1")))
+                           init_from=str(tmp_path / "phase1"), hidden_dropout_prob=0.0, hidden_size=48))
     assert phase2.step == 2
+    # The weights fix the architecture (hidden_size 48 is ignored); dropout is a training setting and applies.
+    saved = json.loads((tmp_path / "phase2" / "checkpoints" / "step-000002" / "config.json").read_text())
+    assert saved["hidden_size"] == 32 and saved["hidden_dropout_prob"] == 0.0
+    assert saved["attention_probs_dropout_prob"] == 0.1
     other_vocab = tmp_path / "other_vocab"
     write_shard_dir(other_vocab, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=32,
                     vocab=SPECIAL_TOKENS + [f"t{i}" for i in range(59)])
