@@ -178,7 +178,13 @@ class TrainResult:
     data_cursor: dict[str, Any]
     """This rank's data cursor at the end."""
     stop_reason: str
-    """``max_steps``, ``stop_after_steps``, ``max_time``, or ``SIGTERM`` / ``SIGINT`` (see ``train``)."""
+    """``max_steps``, ``stop_after_steps``, ``max_time``, or ``SIGTERM`` / ``SIGINT`` (see ``train``;
+    ``signal on another rank`` on the ranks that did not receive it)."""
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped by a signal rather than by a limit the configuration set."""
+        return self.stop_reason not in ("max_steps", "stop_after_steps", "max_time")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -235,12 +241,13 @@ def _gather(obj: Any, d: _Dist) -> list[Any]:
     return out
 
 
-def _any_rank(flag: bool, d: _Dist, device: torch.device) -> bool:
+def _any_rank(flags: tuple[bool, ...], d: _Dist, device: torch.device) -> tuple[bool, ...]:
+    """Each flag OR-ed over the ranks, in one all-reduce (one host sync per call)."""
     if not d.enabled:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
+        return flags
+    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
     dist.all_reduce(t)
-    return bool(t.item() > 0)
+    return tuple(bool(v > 0) for v in t.tolist())
 
 
 class _StopSignals:
@@ -535,12 +542,13 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
         stop = False
         if config.stop_after_steps is not None and step - first_step >= config.stop_after_steps:
             stop, stop_reason = True, "stop_after_steps"
-        if config.max_time_minutes is not None:
-            timed_out = time.monotonic() - t_start >= config.max_time_minutes * 60
-            if _any_rank(timed_out, d, device):
-                stop, stop_reason = True, "max_time"
-        # Every rank must leave the loop at the same step: a signal seen by one rank stops them all.
-        if _any_rank(signals.received is not None, d, device):
+        # Every rank must leave the loop at the same step: a deadline or signal seen by one rank stops them all.
+        timed_out = (config.max_time_minutes is not None
+                     and time.monotonic() - t_start >= config.max_time_minutes * 60)
+        any_timed_out, any_signal = _any_rank((timed_out, signals.received is not None), d, device)
+        if any_timed_out:
+            stop, stop_reason = True, "max_time"
+        if any_signal:
             stop, stop_reason = True, signals.received or "signal on another rank"
         if config.save_every and step % config.save_every == 0 and not stop and step < config.max_steps:
             last_ckpt, last_saved = save(step), step

@@ -126,7 +126,7 @@ def train(compile_: bool, **options) -> None:
         raise click.ClickException(str(err)) from None
     if result.checkpoint:
         click.echo(f"step {result.step} ({result.stop_reason}); checkpoint {result.checkpoint}")
-    if result.stop_reason.startswith("SIG") or result.stop_reason.startswith("signal"):
+    if result.interrupted:
         # Interrupted: say how to go on, and exit as a signal-terminated command would (128 + number), so
         # that `bertprep train ... && next-step` does not go on with an unfinished model.
         if result.checkpoint:
