@@ -28,7 +28,13 @@ from torch import nn
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.heads import HEADS, load_full_weights
-from bertprep.bert_model.model import BertConfig, BertForPreTraining, load_state_dict_strict, trainable_state_dict
+from bertprep.bert_model.model import (
+    TIED_WEIGHTS_KEYS,
+    BertConfig,
+    BertForPreTraining,
+    load_state_dict_strict,
+    trainable_state_dict,
+)
 from bertprep.bert_model.wordpiece import (
     SPECIAL_TOKENS,
     do_lower_case_of_tokenizer_json,
@@ -165,10 +171,9 @@ def _do_lower_case_from_dir(model_dir: str) -> bool | None:
     return None
 
 
-def _do_lower_case_from_checkpoint(state: dict[str, Any]) -> bool | None:
-    """The casing of the shards a checkpoint was trained on (their manifest), when still on disk."""
-    shards = (state.get("data") or {}).get("shards")
-    manifest = os.path.join(shards, "manifest.json") if shards else None
+def shards_do_lower_case(shard_dir: str | None) -> bool | None:
+    """The casing a shard directory was made with (its ``manifest.json``); None if unknown or unreadable."""
+    manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
     if manifest and os.path.exists(manifest):
         try:
             data = _read_json(manifest)
@@ -177,6 +182,11 @@ def _do_lower_case_from_checkpoint(state: dict[str, Any]) -> bool | None:
         value = (data.get("vocab") or {}).get("do_lower_case", (data.get("config") or {}).get("do_lower_case"))
         return None if value is None else bool(value)
     return None
+
+
+def _do_lower_case_from_checkpoint(state: dict[str, Any]) -> bool | None:
+    """The casing of the shards a checkpoint was trained on (their manifest), when still on disk."""
+    return shards_do_lower_case((state.get("data") or {}).get("shards"))
 
 
 def is_model_source(path: str) -> bool:
@@ -289,6 +299,76 @@ def build_model(source: ModelSource) -> nn.Module:
         model = cls(source.config, num_labels=num_labels)
     load_full_weights(model, source.state_dict)
     return model
+
+
+# ------------------------------------------------------------------------- continued pre-training (train)
+
+
+def check_same_vocab(shard_tokens: list[str], model_tokens: list[str] | None, *, shards: str, model: str) -> None:
+    """Refuse to pre-train a model on shards made with another vocab: the two ``vocab.txt`` must be equal
+    token for token (same tokens at the same ids), as every id in the shards indexes the model's embeddings.
+
+    Args:
+        shard_tokens: the shards' vocab in id order (``vocab.txt`` in the shard directory).
+        model_tokens: the model's ``vocab.txt`` in id order; None when the model directory has none.
+        shards, model: the two locations, for the message.
+    Raises:
+        ValueError: no model vocab, or the first id where the two differ (token in each, or the shorter end),
+            with the fix (``make-shards --vocab MODEL/vocab.txt``).
+    """
+    fix = f"make the shards with the model's vocab: bertprep make-shards --vocab {os.path.join(model, 'vocab.txt')}"
+    if model_tokens is None:
+        raise ValueError(f"{model} has no vocab.txt beside its weights, so the shards' vocab cannot be checked "
+                         f"against it; put the model's vocab.txt there ({fix})")
+    for i, (a, b) in enumerate(zip(shard_tokens, model_tokens)):
+        if a != b:
+            raise ValueError(f"the vocab of shards {shards} differs from {model}/vocab.txt at id {i}: {a!r} in the "
+                             f"shards, {b!r} in the model; {fix}")
+    if len(shard_tokens) != len(model_tokens):
+        i = min(len(shard_tokens), len(model_tokens))
+        raise ValueError(f"the vocab of shards {shards} has {len(shard_tokens)} entries and {model}/vocab.txt "
+                         f"{len(model_tokens)}: they differ from id {i} on; {fix}")
+
+
+def load_pretraining_weights(model: BertForPreTraining, state_dict: dict[str, torch.Tensor]
+                             ) -> tuple[list[str], list[str]]:
+    """Start a ``BertForPreTraining`` from any Hugging Face BERT state dict (normalised names, see
+    ``normalize_hf_state_dict``): ``BertModel`` (encoder, maybe without pooler), ``BertForMaskedLM`` (encoder
+    and MLM head, no pooler) or ``BertForPreTraining`` (everything), for continued pre-training.
+
+    Every encoder parameter (``bert.embeddings.*``, ``bert.encoder.*``) must be present with the model's
+    shape. Parameters the source lacks keep the values ``model`` was built with, which is the original's
+    initialisation (google-research/bert ``modeling.py``: truncated normal(0, 0.02), biases 0, LayerNorm 1/0):
+    the pooler, the MLM transform and output bias, the NSP classifier. The MLM decoder stays tied to the
+    word embeddings; a ``cls.predictions.decoder.weight`` in the source must equal them.
+
+    Returns:
+        ``(initialised, unused)``: the model's parameter names left at their initial values, and the
+        source's keys not used (e.g. a fine-tuned ``classifier.*``), both sorted.
+    Raises:
+        ValueError: encoder parameters missing (not a BERT checkpoint), other shapes (another model size),
+            or an untied decoder.
+    """
+    state_dict = dict(state_dict)
+    for alias, target in TIED_WEIGHTS_KEYS.items():
+        if alias in state_dict:
+            value = state_dict.pop(alias)
+            if target in state_dict and not torch.equal(value, state_dict[target]):
+                raise ValueError(f"{alias} is not tied to {target} in the source weights; bertprep's MLM decoder "
+                                 "is the word embedding matrix, as in BERT")
+            state_dict.setdefault(target, value)
+    own = {k: v for k, v in model.state_dict().items() if k not in TIED_WEIGHTS_KEYS}
+    encoder = [k for k in own if k.startswith(("bert.embeddings.", "bert.encoder."))]
+    missing = [k for k in encoder if k not in state_dict]
+    if missing:
+        raise ValueError(f"the source weights lack encoder parameters {missing[:5]}"
+                         f"{' ...' if len(missing) > 5 else ''}; is it a BERT checkpoint?")
+    wrong = [f"{k}: model {tuple(own[k].shape)}, source {tuple(state_dict[k].shape)}" for k in own
+             if k in state_dict and own[k].shape != state_dict[k].shape]
+    if wrong:
+        raise ValueError(f"the source weights have other shapes than the model: {'; '.join(wrong[:3])}")
+    model.load_state_dict({k: v for k, v in state_dict.items() if k in own}, strict=False)
+    return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
 
 # -------------------------------------------------------------------------------------------------- export
@@ -408,6 +488,7 @@ def write_hf_directory(
 
 __all__ = [
     "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
+    "check_same_vocab", "load_pretraining_weights", "shards_do_lower_case",
     "hf_config_dict", "infer_architecture", "is_model_source", "load_model_source", "normalize_hf_state_dict", "read_hf_state_dict",
     "resolve_do_lower_case", "write_hf_directory",
 ]

@@ -36,10 +36,18 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.data import ShardDataset, ShardInfo, ShardLoader, check_compatible, read_shard_info
+from bertprep.bert_model.hf_interop import (
+    ModelSource,
+    check_same_vocab,
+    load_model_source,
+    load_pretraining_weights,
+    shards_do_lower_case,
+)
 from bertprep.bert_model.metrics import JsonlWriter, PretrainingMetrics, gpu_peak_flops, plot_metrics
 from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining, flops_per_token
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision, cpu_has_native_bf16, uses_bf16
+from bertprep.bert_model.wordpiece import read_vocab_file
 
 logger = logging.getLogger("bertprep.train")
 
@@ -105,7 +113,11 @@ class TrainConfig:
     resume: str | None = None
     """Checkpoint directory, or run directory (its latest checkpoint), to continue exactly."""
     init_from: str | None = None
-    """Checkpoint (or run directory) whose weights start a new run (new optimizer, schedule and data order)."""
+    """Weights that start a new run (new optimizer, schedule and data order): a bertprep checkpoint (or run
+    directory), or a Hugging Face BERT directory (``config.json`` + ``model.safetensors`` or
+    ``pytorch_model.bin``, + ``vocab.txt``; ``BertModel``, ``BertForMaskedLM`` or ``BertForPreTraining``) for
+    continued, domain-adaptive pre-training (Gururangan et al. 2020). Heads the source lacks start as the
+    original initialises them; the shards must be made with the model's ``vocab.txt``."""
     compile: bool = False
     """Run the model through ``torch.compile``."""
     precision: str = "auto"
@@ -159,6 +171,31 @@ class TrainConfig:
 
 #: Model options that ``init_from`` takes from the command line rather than from the checkpoint.
 DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+def _hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig:
+    """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
+    ``config.json`` with the dropout options of the command line; the shards must use the model's vocab
+    token for token and its casing. Raises ``ValueError`` naming the first differing id (or the casing)."""
+    overrides = config.model_overrides()
+    dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
+    model_config = dataclasses.replace(source.config, **dropout)
+    ignored = sorted(set(overrides) - set(dropout))
+    if ignored:
+        logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
+    if info.vocab_file is None:
+        raise ValueError(f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
+                         "make them again with bertprep make-shards")
+    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir,
+                     model=source.path)
+    shards_lower = shards_do_lower_case(info.shard_dir)
+    if source.do_lower_case is not None and shards_lower is not None and shards_lower != source.do_lower_case:
+        raise ValueError(f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
+                         f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
+                         f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}")
+    check_compatible(info, vocab_size=model_config.vocab_size,
+                     max_position_embeddings=model_config.max_position_embeddings, what=source.path)
+    return model_config
 
 
 @dataclass
@@ -343,9 +380,15 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
                          f"{config.output_dir}, or choose another --output-dir")
     info = read_shard_info(config.shards)
     mask_token_id = info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
-    source_ckpt, saved = None, None
-    if config.resume or config.init_from:
-        source_ckpt = ckpt.resolve_checkpoint(config.resume or config.init_from)
+    source_ckpt, saved, hf_source = None, None, None
+    if config.resume:
+        source_ckpt = ckpt.resolve_checkpoint(config.resume)
+    elif config.init_from:
+        try:
+            source_ckpt = ckpt.resolve_checkpoint(config.init_from)
+        except FileNotFoundError:  # not a bertprep checkpoint: a Hugging Face BERT directory (or an error)
+            hf_source = load_model_source(config.init_from)
+    if source_ckpt is not None:
         saved = ckpt.read_checkpoint_state(source_ckpt)
 
     # Model config: the checkpoint's, else the preset with overrides and the shards' vocab.
@@ -365,6 +408,8 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
                          max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
                          max_position_embeddings=model_config.max_position_embeddings,
                          what=f"checkpoint {source_ckpt}")
+    elif hf_source is not None:
+        model_config = _hf_model_config(config, info, hf_source)
     else:
         model_config = BertConfig.from_preset(config.preset, vocab_size=info.vocab_size,
                                               pad_token_id=info.pad_token_id, **config.model_overrides())
@@ -380,6 +425,13 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
     model = BertForPreTraining(model_config)
     if source_ckpt is not None:
         ckpt.load_model_weights(source_ckpt, model)
+    elif hf_source is not None:
+        initialised, unused = load_pretraining_weights(model, hf_source.state_dict)
+        if d.is_main:
+            logger.info("weights from %s (%s); initialised as in the original (not in the source): %s",
+                        hf_source.path, hf_source.architecture, ", ".join(initialised) or "none")
+            if unused:
+                logger.info("not used from %s: %s", hf_source.path, ", ".join(unused))
     model.to(device)
     optimizer = create_optimizer(model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
                                  betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_epsilon)
@@ -434,7 +486,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
     if d.is_main:
         logger.info("model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d; "
                     "device %s (%s), world size %d; global batch %d",
-                    config.preset if saved is None else "from checkpoint",
+                    "from checkpoint" if saved is not None or hf_source is not None else config.preset,
                     model.num_parameters() / 1e6, config.shards, info.num_shards, info.num_rows,
                     info.max_seq_length, device, "bf16 autocast" if uses_bf16(device, config.precision) else "fp32",
                     d.world_size,

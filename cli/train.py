@@ -78,9 +78,12 @@ def _default(name: str):
 @click.option("--resume", type=click.Path(exists=True), default=None,
               help="Continue exactly from a checkpoint directory, or from the latest one of a run directory.")
 @click.option("--init-from", type=click.Path(exists=True), default=None,
-              help="Start a new run from a checkpoint's weights only (new optimizer, schedule, data order): e.g. "
-                   "phase 2 at 512 tokens after phase 1 at 128. The architecture comes from the checkpoint; the "
-                   "dropout options still apply.")
+              help="Start a new run from a model's weights only (new optimizer, schedule, data order). A "
+                   "bertprep checkpoint or run directory (e.g. phase 2 at 512 tokens after phase 1 at 128), or a "
+                   "Hugging Face BERT directory (config.json + model.safetensors or pytorch_model.bin + vocab.txt; "
+                   "BertModel, BertForMaskedLM or BertForPreTraining) for continued pre-training on your corpus: "
+                   "make the shards with that directory's vocab.txt. Heads it lacks are initialised as in the "
+                   "original. The architecture comes from the source; the dropout options still apply.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_default("precision"), show_default=True,
               help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (weights and "
                    "optimizer stay fp32); on CPUs with AVX512-BF16/AMX (AMD Zen 4+, Intel Sapphire Rapids+) "
