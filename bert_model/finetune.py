@@ -365,7 +365,8 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
     bert_config, source, tokenizer = _model_inputs(config)
     # Nothing of an earlier (overwritten or crashed) run may pass for a result of this one.
     shutil.rmtree(best_dir, ignore_errors=True)
-    for name in ["results.json", "metrics.jsonl", *(f"eval_predictions.{s}" for s in PREDICTION_SUFFIX.values())]:
+    for name in ["results.json", "metrics.jsonl", *(f"eval_predictions.{s}" for s in PREDICTION_SUFFIX.values()),
+                 "eval_predictions.null_odds.json"]:
         path = os.path.join(config.output_dir, name)
         if os.path.exists(path):
             os.remove(path)
@@ -436,8 +437,9 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             best.update(value=value, metrics=values, step=at_step)
             _save_model(best_dir, model, task, tokenizer,
                         {"selected_step": at_step, "metrics": values, **run_info})
-            _write_atomic(os.path.join(config.output_dir, f"eval_predictions.{suffix}"),
-                          lambda p: task.write_predictions(p, eval_examples, predictions))
+            predictions_path = os.path.join(config.output_dir, f"eval_predictions.{suffix}")
+            _write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
+            _write_extra_predictions(task, predictions_path, eval_examples, predictions)
 
     model.train()
     step, epoch_index, stop_reason = 0, 0, "completed"
@@ -539,7 +541,8 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
     source = load_model_source(model_dir)
     overrides = {k: v for k, v in (task_overrides or {}).items() if v is not None}
     if source.finetune is not None:
-        values = {**source.finetune, "train_articles": None, "eval_articles": None, **overrides}
+        values = {**source.finetune, "train_articles": None, "eval_articles": None, "train_paragraphs": None,
+                  "eval_paragraphs": None, **overrides}
         task = task_from_json({k: v for k, v in values.items()
                                if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__})
         recorded = source.finetune.get("do_lower_case")
@@ -590,15 +593,23 @@ def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides
     directory = os.path.dirname(os.path.abspath(output_file))
     os.makedirs(directory, exist_ok=True)
     _write_atomic(output_file, lambda p: task.write_predictions(p, examples, predictions))
+    _write_extra_predictions(task, output_file, examples, predictions)
     labelled = all(_has_label(task, e) for e in examples)
     metrics = task.metric_values(examples, predictions) if labelled else None
     return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
+
+
+def _write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:
+    """Files a task writes beside its predictions (SQuAD v2.0: the null odds), each atomically."""
+    extra = getattr(task, "extra_prediction_files", None)
+    for path, write in (extra(predictions_path, examples, predictions) if extra else {}).items():
+        _write_atomic(path, write)
 
 
 def _has_label(task: Task, example: Any) -> bool:
     if task.name == "glue":
         return example.label is not None
     if task.name == "squad":
-        return bool(example.answers)
+        return bool(example.answers) or example.is_impossible is not None
     return example.tags is not None
 

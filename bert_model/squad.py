@@ -23,10 +23,11 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import re
 import string
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from bertprep.bert_model.model import BertConfig
 from bertprep.bert_model.wordpiece import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
+
+#: Versions of the SQuAD format: v1.1 (every question answerable) and v2.0 (``is_impossible`` questions).
+SQUAD_VERSIONS = ("1.1", "2.0")
 
 
 # ------------------------------------------------------------------------------------ official EM and F1
@@ -80,7 +84,122 @@ def squad_metrics(ground_truths: dict[str, Sequence[str]], predictions: dict[str
     return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
 
 
+# ------------------------------------------------------------------------------ official v2.0 figures
+
+
+def _v2_exact(gold: str, prediction: str) -> int:
+    """``evaluate-v2.0.py`` ``compute_exact``: 1 when the normalised strings are equal."""
+    return int(normalize_answer(gold) == normalize_answer(prediction))
+
+
+def _v2_f1(gold: str, prediction: str) -> float:
+    """``evaluate-v2.0.py`` ``compute_f1``: as v1.1, except that when either side normalises to no words the
+    score is 1 if both do and 0 otherwise (so "" against a no-answer question scores 1)."""
+    gold_tokens, prediction_tokens = normalize_answer(gold).split(), normalize_answer(prediction).split()
+    if not gold_tokens or not prediction_tokens:
+        return float(gold_tokens == prediction_tokens)
+    return f1_score(prediction, gold)
+
+
+def squad_v2_raw_scores(ground_truths: dict[str, Sequence[str]], predictions: dict[str, str]
+                        ) -> tuple[dict[str, int], dict[str, float]]:
+    """``get_raw_scores``: per question the best exact (0/1) and F1 (0..1) over its gold answers, where the
+    gold answers are those that do not normalise to nothing, or ``[""]`` if none is left (no-answer
+    questions). Questions without a prediction are left out, as the official script does."""
+    exact: dict[str, int] = {}
+    f1: dict[str, float] = {}
+    for qid, answers in ground_truths.items():
+        if qid not in predictions:
+            continue
+        gold = [a for a in answers if normalize_answer(a)] or [""]
+        exact[qid] = max(_v2_exact(a, predictions[qid]) for a in gold)
+        f1[qid] = max(_v2_f1(a, predictions[qid]) for a in gold)
+    return exact, f1
+
+
+def apply_no_answer_threshold(scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool],
+                              na_prob_thresh: float) -> dict[str, float]:
+    """``apply_no_ans_threshold``: a question whose no-answer score is above ``na_prob_thresh`` counts as
+    predicted unanswerable: 1 when it is unanswerable, else 0; other questions keep their score."""
+    return {qid: float(not has_answer[qid]) if na_probs[qid] > na_prob_thresh else float(score)
+            for qid, score in scores.items()}
+
+
+def find_best_threshold(predictions: dict[str, str], scores: dict[str, float], na_probs: dict[str, float],
+                        has_answer: dict[str, bool]) -> tuple[float, float]:
+    """``find_best_thresh``: the threshold on the no-answer score that maximises the score, and that score.
+
+    Start from "every question predicted unanswerable" (a score equal to the number of no-answer
+    questions), then walk the questions in increasing no-answer score, switching each to its predicted
+    answer: an answerable one adds its score, an unanswerable one loses 1 when the prediction is non-empty.
+    Returns ``(100 * best / len(scores), the no-answer score of the question where the best was reached)``,
+    0.0 when no switch improves on all-unanswerable.
+    """
+    current = best = float(sum(1 for v in has_answer.values() if not v))
+    best_thresh = 0.0
+    for qid in sorted(na_probs, key=lambda k: na_probs[k]):
+        if qid not in scores:
+            continue
+        if has_answer[qid]:
+            current += scores[qid]
+        elif predictions[qid]:
+            current -= 1
+        if current > best:
+            best, best_thresh = current, na_probs[qid]
+    return 100.0 * best / max(len(scores), 1), float(best_thresh)
+
+
+def squad_v2_metrics(ground_truths: dict[str, Sequence[str]], predictions: dict[str, str],
+                     na_probs: dict[str, float] | None = None, na_prob_thresh: float = 1.0) -> dict[str, float]:
+    """The figures ``evaluate-v2.0.py data.json predictions.json [--na-prob-file na_probs.json]`` prints.
+
+    Args:
+        ground_truths: question id -> gold answer texts; an empty list marks a no-answer question.
+        predictions: question id -> predicted text ("" = no answer).
+        na_probs: question id -> no-answer score (the null odds ``s_null - s_best``); None = all 0.
+        na_prob_thresh: questions with a no-answer score above it count as predicted unanswerable
+            (``--na-prob-thresh``, default 1.0).
+    Returns:
+        ``exact``, ``f1`` (percent) and ``total``; ``HasAns_exact/f1/total`` and ``NoAns_exact/f1/total`` when
+        there are such questions; with ``na_probs`` also ``best_exact``, ``best_exact_thresh``, ``best_f1``,
+        ``best_f1_thresh`` (``find_best_thresh``). Totals are counts of questions (as floats).
+    """
+    has_answer = {qid: bool(answers) for qid, answers in ground_truths.items()}
+    probs = na_probs if na_probs is not None else {qid: 0.0 for qid in predictions}
+    exact_raw, f1_raw = squad_v2_raw_scores(ground_truths, predictions)
+    exact = apply_no_answer_threshold(exact_raw, probs, has_answer, na_prob_thresh)
+    f1 = apply_no_answer_threshold(f1_raw, probs, has_answer, na_prob_thresh)
+
+    def block(qids: Sequence[str]) -> tuple[float, float, float]:
+        n = len(qids)
+        return 100.0 * sum(exact[q] for q in qids) / n, 100.0 * sum(f1[q] for q in qids) / n, float(n)
+
+    out: dict[str, float] = {}
+    out["exact"], out["f1"], out["total"] = block(list(exact)) if exact else (0.0, 0.0, 0.0)
+    for prefix, wanted in (("HasAns", True), ("NoAns", False)):
+        qids = [q for q in exact if has_answer[q] is wanted]
+        if qids:
+            out[f"{prefix}_exact"], out[f"{prefix}_f1"], out[f"{prefix}_total"] = block(qids)
+    if na_probs is not None:
+        out["best_exact"], out["best_exact_thresh"] = find_best_threshold(predictions, exact_raw, probs, has_answer)
+        out["best_f1"], out["best_f1_thresh"] = find_best_threshold(predictions, f1_raw, probs, has_answer)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ reading
+
+
+class SquadAnswer(NamedTuple):
+    """A SQuAD v2.0 prediction."""
+
+    text: str
+    """The answer, "" for no answer."""
+    null_odds: float
+    """``s_null - s_best`` (higher = more likely unanswerable); ``NO_SPAN_NULL_ODDS`` when no span is valid."""
+
+
+#: Null odds written when a question has no valid span at all (a large finite number: JSON has no infinity).
+NO_SPAN_NULL_ODDS = 1e9
 
 
 @dataclass
@@ -89,35 +208,64 @@ class SquadExample:
     question: str
     context: str
     answers: list[dict[str, Any]]
-    """``{"text", "answer_start"}`` dicts (empty for unlabelled files)."""
+    """``{"text", "answer_start"}`` dicts (empty for unlabelled files and for no-answer questions)."""
     context_index: int
     """Index of the paragraph in the file (questions on one paragraph share its tokenization)."""
+    is_impossible: bool | None = None
+    """SQuAD v2.0: the passage holds no answer (None when the file does not say, e.g. v1.1 or unlabelled)."""
+
+
+def load_squad_json(path: str) -> dict[str, Any]:
+    """The parsed JSON of a SQuAD file. Raises ``FileNotFoundError``, or ``ValueError`` with line and column."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{err.lineno}:{err.colno}: invalid JSON ({err.msg})") from None
+
+
+def squad_file_version(dataset: dict[str, Any]) -> str | None:
+    """The top-level ``version`` field as ``"1.1"`` or ``"2.0"`` (``"v2.0"`` -> ``"2.0"``); None when absent."""
+    version = dataset.get("version") if isinstance(dataset, dict) else None
+    if version is None:
+        return None
+    return str(version).strip().lstrip("vV")
 
 
 def read_squad(path: str, *, with_labels: bool = True, articles: slice | None = None,
-               limit: int | None = None) -> list[SquadExample]:
-    """Questions of a SQuAD v1.1 JSON file (``{"data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``).
+               limit: int | None = None, version: str | None = None, paragraphs: slice | None = None,
+               dataset: dict[str, Any] | None = None) -> list[SquadExample]:
+    """Questions of a SQuAD v1.1 or v2.0 JSON file
+    (``{"version", "data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``).
 
     Args:
         path: the file.
-        with_labels: every question must have at least one answer with ``text`` and ``answer_start``.
+        with_labels: every question must be labelled: v1.1, at least one answer with ``text`` and
+            ``answer_start``; v2.0, the same unless ``is_impossible`` is true (then ``answers`` may be empty).
         articles: keep only these articles (``data[articles]``), e.g. ``slice(0, 30)``.
         limit: keep the first ``limit`` questions.
+        version: ``"1.1"`` or ``"2.0"``; None = the file's ``version`` field (v1.1 when it has none).
+        paragraphs: keep only these paragraphs, numbered over the selected articles in file order (a split
+            by passage: no context is shared between ``slice(0, 60)`` and ``slice(60, None)``).
+        dataset: the already parsed file (``load_squad_json``), to avoid reading it twice.
     Raises:
         FileNotFoundError: no such file.
         ValueError: invalid JSON (with line and column) or a missing / mistyped field (with its JSON path,
             e.g. ``data[3].paragraphs[0].qas[2].question``).
     """
-    with open(path, encoding="utf-8") as f:
-        try:
-            dataset = json.load(f)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{err.lineno}:{err.colno}: invalid JSON ({err.msg})") from None
+    if dataset is None:
+        dataset = load_squad_json(path)
+    if version is None:
+        version = "2.0" if squad_file_version(dataset) == "2.0" else "1.1"
+    if version not in SQUAD_VERSIONS:
+        raise ValueError(f"SQuAD version must be one of {', '.join(SQUAD_VERSIONS)}, got {version!r}")
+    v2 = version == "2.0"
 
     def need(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
         if not isinstance(obj, dict) or key not in obj:
-            raise ValueError(f"{path}: {where}: missing field {key!r} (SQuAD v1.1 format)")
-        if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
+            raise ValueError(f"{path}: {where}: missing field {key!r} (SQuAD v{version} format)")
+        if not isinstance(obj[key], kind) or (isinstance(obj[key], bool) and bool not in
+                                              (kind if isinstance(kind, tuple) else (kind,))):
             names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
             raise ValueError(f"{path}: {where}.{key}: expected {names}, got {type(obj[key]).__name__}")
         return obj[key]
@@ -126,9 +274,14 @@ def read_squad(path: str, *, with_labels: bool = True, articles: slice | None = 
     selected = range(len(data))[articles] if articles is not None else range(len(data))
     examples: list[SquadExample] = []
     context_index = 0
+    paragraph_count = sum(len(need(data[a], "paragraphs", list, f"data[{a}]")) for a in selected)
+    kept_paragraphs = set(range(paragraph_count)[paragraphs]) if paragraphs is not None else None
     for a in selected:
         article = data[a]
         for p, paragraph in enumerate(need(article, "paragraphs", list, f"data[{a}]")):
+            if kept_paragraphs is not None and context_index not in kept_paragraphs:
+                context_index += 1
+                continue
             where_p = f"data[{a}].paragraphs[{p}]"
             context = need(paragraph, "context", str, where_p)
             for q, qa in enumerate(need(paragraph, "qas", list, where_p)):
@@ -136,22 +289,33 @@ def read_squad(path: str, *, with_labels: bool = True, articles: slice | None = 
                 qas_id = str(need(qa, "id", (str, int), where_q))
                 question = need(qa, "question", str, where_q)
                 answers = qa.get("answers", []) if isinstance(qa, dict) else []
+                is_impossible = None
+                if v2 and isinstance(qa, dict) and "is_impossible" in qa:
+                    is_impossible = need(qa, "is_impossible", bool, where_q)
                 if with_labels:
                     answers = need(qa, "answers", list, where_q)
-                    if not answers:
-                        raise ValueError(f"{path}: {where_q}: no answers (SQuAD v1.1 questions have at least one)")
+                    if v2:
+                        is_impossible = bool(is_impossible)
+                        if is_impossible:
+                            answers = []  # the official script scores "" against a no-answer question
+                    if not answers and not is_impossible:
+                        raise ValueError(f"{path}: {where_q}: no answers (SQuAD v{version} questions have at least "
+                                         "one" + (", unless is_impossible is true)" if v2 else
+                                                  "; for v2.0 files with no-answer questions pass "
+                                                  "--squad-version 2.0)"))
                     for i, answer in enumerate(answers):
                         need(answer, "text", str, f"{where_q}.answers[{i}]")
                         start = need(answer, "answer_start", int, f"{where_q}.answers[{i}]")
                         if not 0 <= start <= len(context):
                             raise ValueError(f"{path}: {where_q}.answers[{i}].answer_start {start} is outside "
                                              f"the context ({len(context)} characters)")
-                examples.append(SquadExample(qas_id, question, context, list(answers), context_index))
+                examples.append(SquadExample(qas_id, question, context, list(answers), context_index, is_impossible))
                 if limit is not None and len(examples) >= limit:
                     return examples
             context_index += 1
     if not examples:
-        raise ValueError(f"{path}: no questions found" + (f" in articles {articles}" if articles else ""))
+        where = "".join(f" in {name} {r}" for name, r in (("articles", articles), ("paragraphs", paragraphs)) if r)
+        raise ValueError(f"{path}: no questions found{where}")
     return examples
 
 
@@ -215,6 +379,15 @@ class SquadTask:
     """``START:END`` articles of the training file to use (None = all)."""
     eval_articles: str | None = None
     """``START:END`` articles of the evaluation file to use (None = all)."""
+    train_paragraphs: str | None = None
+    """``START:END`` paragraphs (passages, counted over the selected articles) of the training file."""
+    eval_paragraphs: str | None = None
+    """``START:END`` paragraphs of the evaluation file (with ``train_paragraphs``: a split by passage)."""
+    version: str | None = None
+    """``"1.1"`` or ``"2.0"``; None = the training (or input) file's ``version`` field, v1.1 when absent."""
+    null_score_diff_threshold: float | None = None
+    """SQuAD v2.0 tau: predict no answer when ``s_null - s_best > tau``. None = choose it on the evaluation
+    set (the official script's ``best_f1_thresh``) and keep it with the model; 0.0 where nothing is labelled."""
 
     name = "squad"
     architecture = "BertForQuestionAnswering"
@@ -231,11 +404,30 @@ class SquadTask:
         if self.max_query_length + 3 >= self.max_seq_length:
             raise ValueError(f"max_query_length ({self.max_query_length}) + 3 must be below max_seq_length "
                              f"({self.max_seq_length}) to leave room for the context")
-        parse_article_range(self.train_articles)
-        parse_article_range(self.eval_articles)
+        for name in ("train_articles", "eval_articles", "train_paragraphs", "eval_paragraphs"):
+            parse_article_range(getattr(self, name))
+        if self.version is not None:
+            self.version = self.version.lstrip("vV")
+            if self.version not in SQUAD_VERSIONS:
+                raise ValueError(f"version must be one of {', '.join(SQUAD_VERSIONS)}, got {self.version!r}")
+        self._detected_version: str | None = None
+        self._chosen_threshold: float | None = None
+
+    @property
+    def is_v2(self) -> bool:
+        """Whether questions may be unanswerable: the ``version`` setting, else the first file read."""
+        return (self.version or self._detected_version) == "2.0"
+
+    @property
+    def threshold(self) -> float | None:
+        """The tau in use: the setting, else the one last chosen on labelled data (None before that)."""
+        return self.null_score_diff_threshold if self.null_score_diff_threshold is not None else self._chosen_threshold
 
     def to_json(self) -> dict[str, Any]:
-        return {"task": self.name, **asdict(self)}
+        """Settings for ``finetune.json``: the version in effect and, for v2.0, the tau in effect."""
+        values = {"task": self.name, **asdict(self), "version": "2.0" if self.is_v2 else "1.1"}
+        values["null_score_diff_threshold"] = self.threshold if self.is_v2 else None
+        return values
 
     @classmethod
     def from_json(cls, values: dict[str, Any]) -> SquadTask:
@@ -243,9 +435,19 @@ class SquadTask:
 
     def read(self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
              ) -> list[SquadExample]:
-        """``read_squad`` with this task's article range for ``split`` (``"train"`` or ``"eval"``)."""
+        """``read_squad`` with this task's article and paragraph ranges for ``split`` (``"train"`` or
+        ``"eval"``). Without a ``version`` setting, the first file read fixes the version (its ``version``
+        field), and later files are read as that version."""
         articles = self.train_articles if split == "train" else self.eval_articles
-        return read_squad(path, with_labels=with_labels, articles=parse_article_range(articles), limit=limit)
+        paragraphs = self.train_paragraphs if split == "train" else self.eval_paragraphs
+        dataset = load_squad_json(path)
+        if self.version is None and self._detected_version is None:
+            self._detected_version = "2.0" if squad_file_version(dataset) == "2.0" else "1.1"
+            logger.info("%s: SQuAD v%s (from its version field; --squad-version overrides)", path,
+                        self._detected_version)
+        return read_squad(path, with_labels=with_labels, articles=parse_article_range(articles), limit=limit,
+                          version="2.0" if self.is_v2 else "1.1", paragraphs=parse_article_range(paragraphs),
+                          dataset=dataset)
 
     def prepare(self, train_examples: Sequence[SquadExample]) -> None:
         """Nothing to learn from the training set (no label vocabulary)."""
@@ -260,8 +462,9 @@ class SquadTask:
         Each feature: ``input_ids``, ``token_type_ids``, ``example_index``; ``offsets`` (per piece a
         ``(start, end)`` character span in the context, None outside it) and ``max_context`` (per piece
         whether this window is its maximum-context window); with labels ``start_positions`` and
-        ``end_positions``. Training examples whose answer text is not at ``answer_start`` are skipped (as
-        ``run_squad.py`` does), with a count in the log.
+        ``end_positions`` (both 0, the ``[CLS]`` token, for a v2.0 no-answer question and in windows that do
+        not contain the whole answer). Training examples whose answer text is not at ``answer_start`` are
+        skipped (as ``run_squad.py`` does), with a count in the log.
         """
         cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         questions = tokenizer.encode_batch([e.question for e in examples])
@@ -276,7 +479,9 @@ class SquadTask:
             context = contexts[e.context_index]
             doc_ids, doc_offsets = list(context.ids), list(context.offsets)
             answer_span = None
-            if with_labels:
+            if with_labels and e.is_impossible:
+                answer_span = (-1, -1)  # no answer: every window points at [CLS] (run_squad.py, v2.0)
+            elif with_labels:
                 answer = e.answers[0]
                 start_char = answer["answer_start"]
                 end_char = start_char + len(answer["text"])
@@ -309,7 +514,7 @@ class SquadTask:
                                            "example_index": i, "offsets": offsets, "max_context": max_context}
                 if answer_span is not None:
                     s, t = answer_span
-                    if span_start <= s and t < span_start + span_length:
+                    if s >= 0 and span_start <= s and t < span_start + span_length:
                         feature["start_positions"] = s - span_start + prefix
                         feature["end_positions"] = t - span_start + prefix
                     else:
@@ -321,9 +526,18 @@ class SquadTask:
         return features
 
     def predictions(self, examples: Sequence[SquadExample], features: Sequence[dict[str, Any]],
-                    outputs: Sequence[dict[str, np.ndarray]]) -> list[str]:
-        """Per example the best answer text (empty when no window yields a valid span)."""
+                    outputs: Sequence[dict[str, np.ndarray]]) -> list[str] | list[SquadAnswer]:
+        """Per example the best answer.
+
+        v1.1: the text of the best valid span (empty when no window yields one). v2.0 (``run_squad.py`` with
+        ``version_2_with_negative``, paper section 4.3): a ``SquadAnswer`` whose ``null_odds`` is
+        ``s_null - s_best``, where ``s_null = S.C + E.C`` is the start plus end score at ``[CLS]`` (the
+        smallest over the question's windows) and ``s_best`` the best valid span's score; the text is ""
+        when ``null_odds > tau`` (``threshold``). Without a tau setting and with every example labelled,
+        tau is chosen here as the official ``best_f1_thresh`` of the non-null answers and these odds.
+        """
         best: list[tuple[float, str]] = [(-np.inf, "")] * len(examples)
+        null = [np.inf] * len(examples)
         for feature, output in zip(features, outputs):
             start_logits, end_logits = output["start_logits"], output["end_logits"]
             offsets, max_context = feature["offsets"], feature["max_context"]
@@ -331,6 +545,7 @@ class SquadTask:
             starts = np.argsort(start_logits[:n])[::-1][: self.n_best_size]
             ends = np.argsort(end_logits[:n])[::-1][: self.n_best_size]
             i = feature["example_index"]
+            null[i] = min(null[i], float(start_logits[0] + end_logits[0]))
             context = examples[i].context
             for s in starts:
                 if offsets[s] is None or not max_context[s]:
@@ -341,14 +556,63 @@ class SquadTask:
                     score = float(start_logits[s] + end_logits[t])
                     if score > best[i][0]:
                         best[i] = (score, context[offsets[s][0]: offsets[t][1]])
-        return [text for _, text in best]
+        if not self.is_v2:
+            return [text for _, text in best]
+        odds = [NO_SPAN_NULL_ODDS if not np.isfinite(b) else float(z - b) for (b, _), z in zip(best, null)]
+        if self.null_score_diff_threshold is None:
+            if all(e.is_impossible is not None for e in examples):
+                _, self._chosen_threshold = find_best_threshold(
+                    {e.qas_id: text for e, (_, text) in zip(examples, best)},
+                    squad_v2_raw_scores(_truths(examples), {e.qas_id: t for e, (_, t) in zip(examples, best)})[1],
+                    {e.qas_id: o for e, o in zip(examples, odds)},
+                    {e.qas_id: not e.is_impossible for e in examples})
+            elif self._chosen_threshold is None:
+                self._chosen_threshold = 0.0
+        tau = self.threshold
+        return [SquadAnswer("" if o > tau else text, o) for (_, text), o in zip(best, odds)]
 
-    def metric_values(self, examples: Sequence[SquadExample], predictions: Sequence[str]) -> dict[str, float]:
+    def metric_values(self, examples: Sequence[SquadExample], predictions: Sequence[str] | Sequence[SquadAnswer]
+                      ) -> dict[str, float]:
+        """v1.1: ``exact_match`` and ``f1`` (``evaluate-v1.1.py``). v2.0: every figure of ``evaluate-v2.0.py``
+        with the null odds as ``--na-prob-file`` (``squad_v2_metrics``), plus ``null_score_diff_threshold``
+        (the tau the predictions used)."""
+        if predictions and isinstance(predictions[0], SquadAnswer):
+            values = squad_v2_metrics(_truths(examples), {e.qas_id: p.text for e, p in zip(examples, predictions)},
+                                      {e.qas_id: p.null_odds for e, p in zip(examples, predictions)})
+            values["null_score_diff_threshold"] = float(self.threshold or 0.0)
+            return values
         truths = {e.qas_id: [a["text"] for a in e.answers] for e in examples}
         return squad_metrics(truths, {e.qas_id: p for e, p in zip(examples, predictions)})
 
     def write_predictions(self, path: str, examples: Sequence[SquadExample], predictions: Sequence[str]) -> None:
         """``predictions.json`` as ``run_squad.py`` writes it: ``{question id: answer text}``."""
+        texts = [p.text if isinstance(p, SquadAnswer) else p for p in predictions]
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({e.qas_id: p for e, p in zip(examples, predictions)}, f, indent=1, ensure_ascii=False)
+            json.dump({e.qas_id: p for e, p in zip(examples, texts)}, f, indent=1, ensure_ascii=False)
             f.write("\n")
+
+    def extra_prediction_files(self, path: str, examples: Sequence[SquadExample],
+                               predictions: Sequence[str] | Sequence[SquadAnswer]) -> dict[str, Any]:
+        """Files written beside the predictions ``path``: for v2.0 the null odds ``{id: s_null - s_best}``
+        (``run_squad.py``'s ``null_odds.json``, ``evaluate-v2.0.py --na-prob-file``) at ``null_odds_path(path)``.
+        Returns ``{path: writer(tmp_path)}``; empty for v1.1."""
+        if not predictions or not isinstance(predictions[0], SquadAnswer):
+            return {}
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({e.qas_id: p.null_odds for e, p in zip(examples, predictions)}, f, indent=1)
+                f.write("\n")
+
+        return {null_odds_path(path): write}
+
+
+def null_odds_path(predictions_path: str) -> str:
+    """``preds.json`` -> ``preds.null_odds.json``: where the v2.0 null odds go beside a predictions file."""
+    root, ext = os.path.splitext(predictions_path)
+    return f"{root}.null_odds{ext or '.json'}"
+
+
+def _truths(examples: Sequence[SquadExample]) -> dict[str, list[str]]:
+    """Gold answer texts per question id (empty for no-answer questions)."""
+    return {e.qas_id: [] if e.is_impossible else [a["text"] for a in e.answers] for e in examples}

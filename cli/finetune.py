@@ -34,7 +34,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("--task", required=True, type=click.Choice(["glue", "squad", "ner"]),
               help="glue = sentence (pair) classification / regression from TSV; squad = extractive QA from "
-                   "SQuAD v1.1 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files.")
+                   "SQuAD v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files.")
 @click.option("--train-file", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Training data (GLUE train.tsv, SQuAD JSON, or CoNLL file).")
 @click.option("--eval-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -85,6 +85,17 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
               help="squad: START:END range of the training file's articles to use, e.g. 0:30.")
 @click.option("--eval-articles", default=None,
               help="squad: START:END range of the evaluation file's articles to use, e.g. 30:.")
+@click.option("--train-paragraphs", default=None,
+              help="squad: START:END range of the training file's paragraphs (passages, counted over the chosen "
+                   "articles), e.g. 0:60; with --eval-paragraphs 60: one file splits by passage.")
+@click.option("--eval-paragraphs", default=None,
+              help="squad: START:END range of the evaluation file's paragraphs, e.g. 60:.")
+@click.option("--squad-version", "version", type=click.Choice(["1.1", "2.0"]), default=None,
+              help="squad: 2.0 = questions may have no answer (is_impossible; null span at [CLS]). Default: the "
+                   "training file's 'version' field.")
+@click.option("--null-score-diff-threshold", type=float, default=None,
+              help="squad v2.0: predict no answer when s_null - s_best_span > this (tau). Default: chosen on the "
+                   "eval file as the official best_f1_thresh and saved with the model (0.0 without an eval file).")
 # training
 @click.option("--learning-rate", "--lr", type=click.FloatRange(min=0, min_open=True), default=_default("learning_rate"),
               help="Peak AdamW learning rate (paper: 5e-5, 3e-5 or 2e-5).")
@@ -119,7 +130,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--overwrite", is_flag=True, default=False, help="Replace a previous run in --output-dir.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
-    """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 or NER task.
+    """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 / v2.0 or NER task.
 
     \b
     Examples:
@@ -129,13 +140,15 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
           --train-file mine.tsv --eval-file mine-dev.tsv --init-from runs/mini -o runs/mine
       bertprep finetune --task squad --init-from hf/bert-base-uncased \\
           --train-file train-v1.1.json --eval-file dev-v1.1.json -o runs/squad
+      bertprep finetune --task squad --init-from hf/bert-base-uncased \\
+          --train-file train-v2.0.json --eval-file dev-v2.0.json -o runs/squad2
       bertprep finetune --task ner --init-from runs/mini --train-file wnut17train.conll \\
           --eval-file emerging.dev.conll -o runs/wnut17
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     task_keys = ("text_a_column", "text_b_column", "label_column", "header", "labels", "is_regression", "metrics",
                  "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "train_articles",
-                 "eval_articles")
+                 "eval_articles", "train_paragraphs", "eval_paragraphs", "version", "null_score_diff_threshold")
     task_options = {k: options.pop(k) for k in task_keys}
     task_options["is_regression"] = task_options["is_regression"] or None  # unset flag: keep the preset's
     try:

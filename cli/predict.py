@@ -28,6 +28,11 @@ from bertprep.bert_model.finetune import predict as run_predict
 @click.option("--doc-stride", type=click.IntRange(min=1), default=None, help="squad: override the doc stride.")
 @click.option("--max-answer-length", type=click.IntRange(min=1), default=None,
               help="squad: override the longest answer in pieces.")
+@click.option("--squad-version", "version", type=click.Choice(["1.1", "2.0"]), default=None,
+              help="squad: override the SQuAD version recorded with the model.")
+@click.option("--null-score-diff-threshold", type=float, default=None,
+              help="squad v2.0: override tau (no answer when s_null - s_best_span > tau); the null odds are "
+                   "written beside --output as NAME.null_odds.json.")
 @click.option("--max-examples", type=click.IntRange(min=1), default=None, help="Predict only the first N examples.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, help="Inputs per forward pass.")
 @click.option("--do-lower-case/--no-do-lower-case", default=None,
