@@ -16,6 +16,7 @@ _COMMANDS = {
     "finetune": "bertprep.cli.finetune:finetune",
     "export": "bertprep.cli.export:export",
     "predict": "bertprep.cli.predict:predict",
+    "fill-mask": "bertprep.cli.fill_mask:fill_mask",
 }
 
 _HELP = {
@@ -26,11 +27,13 @@ _HELP = {
     "finetune": "Fine-tune a BERT encoder on GLUE-style classification, SQuAD v1.1 or NER.",
     "export": "Write a Hugging Face transformers directory for a bertprep model.",
     "predict": "Run a fine-tuned model on a file and write its predictions.",
+    "fill-mask": "Show the top-k word pieces a pre-trained model predicts at each [MASK].",
 }
 
 
 # The setup.cfg extra that installs what each command needs beyond the core (Beam, tokenizers, pyarrow).
-_EXTRAS = {"train": "train", "finetune": "finetune", "export": "finetune", "predict": "finetune"}
+_EXTRAS = {"train": "train", "finetune": "finetune", "export": "finetune", "predict": "finetune",
+           "fill-mask": "finetune"}
 
 
 class LazyGroup(click.Group):

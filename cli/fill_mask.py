@@ -1,0 +1,67 @@
+"""``bertprep fill-mask``: the top-k word pieces a pre-trained model puts at each [MASK]."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import click
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.argument("texts", nargs=-1)
+@click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="A 'bertprep train' checkpoint or run directory (its latest checkpoint), or a Hugging Face "
+                   "BertForPreTraining / BertForMaskedLM directory (e.g. from 'bertprep export').")
+@click.option("--input", "input_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; "
+                   "read after the TEXTS given on the command line.")
+@click.option("--top-k", type=click.IntRange(min=1), default=5, help="Candidates shown per [MASK].")
+@click.option("--json", "as_json", is_flag=True, default=False,
+              help="Print one JSON object per sentence (text, pieces, and per mask its position and "
+                   "[piece, probability] candidates) instead of the readable lines.")
+@click.option("--do-lower-case/--no-do-lower-case", default=None,
+              help="Tokenizer casing. Default: as recorded with the model, else guessed from its vocab.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, help="Sentences per forward pass.")
+@click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+def fill_mask(texts: tuple[str, ...], model_dir: str, input_file: str | None, top_k: int, as_json: bool,
+              do_lower_case: bool | None, batch_size: int, device: str) -> None:
+    """Show what a pre-trained model predicts at each [MASK] of TEXTS: the quickest look at what masked-LM
+    pre-training taught it (a model still on the unigram plateau answers 'the , . of').
+
+    \b
+    Examples:
+      bertprep fill-mask --model runs/mini "the capital of france is [MASK] ."
+      bertprep fill-mask --model hf/my-bert --input probes.txt --top-k 10 --json
+    """
+    from bertprep.bert_model.fill_mask import fill_mask as run_fill_mask
+    from bertprep.bert_model.fill_mask import load_mlm_model
+    from bertprep.bert_model.finetune import _device
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sentences = list(texts)
+    if input_file:
+        try:
+            with open(input_file, encoding="utf-8") as f:
+                sentences += [line.strip() for line in f if line.strip()]
+        except UnicodeDecodeError as err:
+            raise click.ClickException(f"{input_file}: not UTF-8 text ({err})") from None
+    if not sentences:
+        raise click.UsageError("give sentences with [MASK] as arguments or with --input FILE")
+    try:
+        torch_device = _device(device)
+        model, tokenizer = load_mlm_model(model_dir, do_lower_case=do_lower_case)
+        model.to(torch_device)
+        results = run_fill_mask(model, tokenizer, sentences, top_k=top_k, batch_size=batch_size, device=torch_device)
+    except (ValueError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
+    for result in results:
+        if as_json:
+            click.echo(json.dumps({"text": result.text, "pieces": result.pieces,
+                                   "masks": [{"position": m.position, "candidates": m.candidates}
+                                             for m in result.masks]}, ensure_ascii=False))
+            continue
+        click.echo(result.text)
+        for i, mask in enumerate(result.masks, 1):
+            best = "  ".join(f"{piece} {p:.3f}" for piece, p in mask.candidates)
+            click.echo(f"  [MASK] {i}: {best}")
