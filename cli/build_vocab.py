@@ -72,6 +72,13 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
               show_default=True,
               help="Uncased (lower-case and strip accents, the original do_lower_case) or cased vocab. "
                    "make-shards must then use the same setting.")
+@click.option("--strip-accents/--no-strip-accents", default=None,
+              help="Strip accents (Unicode NFD, combining marks dropped) apart from lower-casing. Default: the "
+                   "same as --lowercase/--cased (the original). Stripping splits every Hangul syllable into "
+                   "jamo and drops marks other scripts need (Vietnamese tones, Devanagari vowel signs); for "
+                   "Korean and such scripts pass --no-strip-accents (or --cased). A warning with the share of "
+                   "letters affected is printed when it matters. Recorded in tokenizer.json and "
+                   "tokenizer_config.json.")
 @click.option("--min-frequency", type=click.IntRange(min=0), default=_DEFAULT_MIN_FREQUENCY, show_default=True,
               help="Merge a pair of pieces only if it occurs at least this often.")
 @click.option("--limit-alphabet", type=click.IntRange(min=0), default=_DEFAULT_LIMIT_ALPHABET, show_default=True,
@@ -95,7 +102,7 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
 @click.option("--overwrite", is_flag=True,
               help="Replace vocab.txt / tokenizer.json already in --output-dir (otherwise refused).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars; only the summary, warnings and errors.")
-def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, min_frequency, limit_alphabet,
+def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, strip_accents, min_frequency, limit_alphabet,
                 num_unused, input_format, text_field, segmenter, encoding, overwrite, quiet):
     """Train a WordPiece vocabulary on INPUTS (files, globs or directories; local or gs://...).
 
@@ -129,7 +136,8 @@ def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, min_
         all_inputs = [demo_corpus_dir()]
         click.echo(f"No INPUTS given: using the bundled demo corpus {all_inputs[0]}", err=True)
     try:
-        config = VocabConfig(vocab_size=vocab_size, do_lower_case=do_lower_case, min_frequency=min_frequency,
+        config = VocabConfig(vocab_size=vocab_size, do_lower_case=do_lower_case, strip_accents=strip_accents,
+                             min_frequency=min_frequency,
                              limit_alphabet=limit_alphabet or None, num_unused=num_unused, show_progress=not quiet)
     except VocabSizeError as err:
         raise click.BadParameter(str(err), param_hint="--vocab-size") from err
@@ -159,5 +167,8 @@ def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, min_
         raise click.ClickException(str(err)) from err
 
     click.echo(trained.summary())
+    warning = trained.accent_warning(cased_flag="--cased")
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
     click.echo(f"input: {stats.files:,} files, {stats.documents:,} documents, {stats.bytes / 1e6:,.1f} MB")
     click.echo(f"wrote: {', '.join(written.values())}")

@@ -64,6 +64,12 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Lower-case and strip accents before WordPiece; must match the vocab (uncased vocab: on). "
                    "Default: the tokenizer.json's setting, else on (the original's default). A mismatch with "
                    "the vocab is warned about.")
+@click.option("--strip-accents/--no-strip-accents", default=None,
+              help="Strip accents (Unicode NFD, combining marks dropped) apart from lower-casing; must match the "
+                   "vocab. Default: the tokenizer.json's setting, else the same as --do-lower-case (the "
+                   "original). A tokenizer.json built with the other setting is refused; a vocab.txt whose "
+                   "Korean entries say otherwise (conjoining jamo from stripped text, or Hangul syllables) is "
+                   "warned about. Korean and other scripts with combining marks: --no-strip-accents.")
 @click.option("--max-seq-length", type=int, default=128, show_default=True,
               help="Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90% of steps, then 512).")
 @click.option("--max-predictions-per-seq", type=int, default=20, show_default=True,
@@ -119,7 +125,7 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--overwrite", is_flag=True, help="Replace shards already in --output-dir (otherwise refused).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
-def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, max_predictions_per_seq,
+def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, max_seq_length, max_predictions_per_seq,
                 masked_lm_prob, short_seq_prob, dupe_factor, random_seed, do_whole_word_mask, input_format,
                 text_field, segmenter, encoding, max_line_chars, pairing_scope, bucket_size, num_shards, masking, sampling, overwrite,
                 quiet, beam_args):
@@ -140,7 +146,13 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
     """
     from bertprep.pipeline import readers
     from bertprep.pipeline.beam_pipeline import MakeShardsError, run_make_shards
-    from bertprep.pipeline.tokenization import VocabError, check_casing, load_vocab
+    from bertprep.pipeline.tokenization import (
+        VocabError,
+        check_casing,
+        check_strip_accents,
+        default_strip_accents,
+        load_vocab,
+    )
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -167,6 +179,15 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
     warning = check_casing(vocab_obj, do_lower_case)
     if warning:
         click.echo(f"Warning: {warning}", err=True)
+    explicit = strip_accents is not None
+    if strip_accents is None:
+        strip_accents = default_strip_accents(vocab_obj)
+    try:
+        warning = check_strip_accents(vocab_obj, do_lower_case, strip_accents, explicit=explicit)
+    except VocabError as err:
+        raise click.BadParameter(str(err), param_hint="--strip-accents") from err
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
     inputs = _split_inputs(input_files)
     if not inputs:
         from bertprep.pipeline import demo_corpus_dir
@@ -174,7 +195,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, max_seq_length, m
         click.echo(f"No --input-file given: using the bundled demo corpus {inputs[0]}", err=True)
     try:
         config = ShardsConfig(inputs=inputs, vocab=vocab, output_dir=output_dir,
-                              do_lower_case=do_lower_case, instance=instance, input_format=input_format,
+                              do_lower_case=do_lower_case, strip_accents=strip_accents, instance=instance, input_format=input_format,
                               text_field=text_field, segmenter=segmenter, encoding=encoding, max_line_chars=max_line_chars,
                               pairing_scope=pairing_scope, bucket_size=bucket_size, num_shards=num_shards,
                               masking=masking, sampling=sampling, overwrite=overwrite)

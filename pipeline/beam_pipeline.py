@@ -12,6 +12,13 @@ Composites (each a ``beam.PTransform``):
   ``bucket_size`` consecutive documents of one file, with no shuffle at all (flat memory on any runner).
 - :class:`WriteArrowShards`: balanced shards from the bucket files, then ``manifest.json`` last.
 
+Nothing is written into the output directory until the pipeline has succeeded: every file goes to a
+staging folder ``<output>/.bertprep-tmp-<host>-<pid>-<run>/`` (bucket files under ``buckets/``, then the
+shards, vocab.txt and manifest.json), and :func:`run_make_shards` then moves them into place
+(``shards.commit_staged``), so a failed or killed run leaves an earlier run's output intact. Errors a worker
+raises for the user (:class:`MakeShardsError`, ``readers.InputError``) are also written as one-line records
+into the staging folder, so that their text reaches the user unchanged from any runner and any process.
+
 Determinism: a document's id is (file index in the sorted input list, ordinal in its file); its bucket is
 ``blake2b(seed, path, ordinal) mod num_buckets``; a bucket's documents are sorted by id before the
 algorithm runs. Nothing depends on bundle order, worker count or runner. With one bucket
@@ -25,6 +32,7 @@ whose shuffle is disk-backed); the ``file`` scope has no GroupByKey of documents
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -47,7 +55,7 @@ from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
-from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, load_vocab
+from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, VocabError, load_vocab
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +64,62 @@ __version__ = "0.1.0"
 # (file_index, ordinal, ids as uint32 bytes, sentence lengths as int32 bytes, sentences dropped as empty)
 TokenizedDocument = tuple
 
+#: The staging folder's subfolder for the temporary bucket files.
+BUCKETS_DIR = "buckets"
+
 
 class MakeShardsError(RuntimeError):
     """make-shards could not produce shards; the message says why and what to do."""
+
+
+#: Errors whose message is for the user (one line naming the file or option and what to do).
+_USER_ERRORS = (MakeShardsError, readers.InputError, VocabError)
+
+#: Name prefix of the error records workers leave in the staging folder.
+_ERROR_RECORD_PREFIX = "error-"
+
+
+def _record_error(folder: str | None, err: BaseException) -> None:
+    """Leave ``err``'s message as ``<folder>/error-<id>.txt`` for :func:`_recorded_error` (best effort)."""
+    if not folder:
+        return
+    try:
+        path = FileSystems.join(folder, f"{_ERROR_RECORD_PREFIX}{uuid.uuid4().hex}.txt")
+        with FileSystems.create(path) as f:
+            f.write(str(err).encode("utf-8"))
+    except Exception:  # e.g. the disk is full: the message is then taken from the exception text
+        log.debug("could not record the error in %s", folder, exc_info=True)
+
+
+def _records_errors(folder_attribute: str):
+    """Decorate a DoFn's ``process``: a user error it raises is recorded (:func:`_record_error`) in the
+    folder named by the DoFn's attribute ``folder_attribute``, then re-raised."""
+
+    def decorate(process):
+        @functools.wraps(process)
+        def wrapper(self, *args, **kwargs):
+            try:
+                yield from process(self, *args, **kwargs)
+            except _USER_ERRORS as err:
+                _record_error(getattr(self, folder_attribute, None), err)
+                raise
+
+        return wrapper
+
+    return decorate
+
+
+def _recorded_error(staging_dir: str) -> str | None:
+    """The message of an error record left under ``staging_dir`` by a worker, if any."""
+    try:
+        matched = FileSystems.match([FileSystems.join(staging_dir, "**")])[0].metadata_list
+        records = sorted(m.path for m in matched if os.path.basename(m.path).startswith(_ERROR_RECORD_PREFIX))
+        if not records:
+            return None
+        with FileSystems.open(records[0]) as f:
+            return f.read().decode("utf-8", "replace").strip() or None
+    except Exception:
+        return None
 
 
 def _reader_kwargs(config: ShardsConfig) -> dict[str, Any]:
@@ -109,16 +170,17 @@ def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) 
 class _VocabResource:
     """Loads the vocab and tokenizer once per DoFn instance (``setup``)."""
 
-    def __init__(self, vocab_path: str, do_lower_case: bool):
+    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None):
         self.vocab_path = vocab_path
         self.do_lower_case = do_lower_case
+        self.strip_accents = strip_accents
         self.vocab: Vocab | None = None
         self.encoder: SentenceEncoder | None = None
         self.ids: VocabIds | None = None
 
     def load(self) -> None:
         self.vocab = load_vocab(self.vocab_path)
-        self.encoder = SentenceEncoder(self.vocab, self.do_lower_case)
+        self.encoder = SentenceEncoder(self.vocab, self.do_lower_case, strip_accents=self.strip_accents)
         self.ids = VocabIds(self.vocab)
 
 
@@ -158,7 +220,10 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
         for name, value in counts.items():
             setattr(stats, name, getattr(stats, name) + value)
         batches = table.to_batches()
-    rows = shards.write_bucket_file(path, batches, vocab_size)
+    try:
+        rows = shards.write_bucket_file(path, batches, vocab_size)
+    except OSError as err:
+        raise MakeShardsError(shards.os_error_message(err, f"writing the temporary bucket file {path}")) from err
     return (bucket, path, rows), stats
 
 
@@ -166,10 +231,12 @@ class ReadDocumentsFn(beam.DoFn):
     """``(file_index, path)`` -> ``(file_index, ordinal, sentences)`` per document; reader counts as a
     tagged ``counts`` output."""
 
-    def __init__(self, config: ShardsConfig):
+    def __init__(self, config: ShardsConfig, error_dir: str | None = None):
         self.config = config
+        self.error_dir = error_dir
         self.documents = Metrics.counter("bertprep", "documents_read")
 
+    @_records_errors("error_dir")
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         file_index, path = element
         stats = readers.ReaderStats()
@@ -182,8 +249,8 @@ class ReadDocumentsFn(beam.DoFn):
 class TokenizeDocumentFn(beam.DoFn):
     """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes)."""
 
-    def __init__(self, vocab_path: str, do_lower_case: bool):
-        self.resource = _VocabResource(vocab_path, do_lower_case)
+    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None):
+        self.resource = _VocabResource(vocab_path, do_lower_case, strip_accents)
 
     def setup(self) -> None:
         self.resource.load()
@@ -212,12 +279,13 @@ class CreateInstancesFn(beam.DoFn):
     def __init__(self, config: ShardsConfig, tmp_dir: str):
         self.config = config
         self.tmp_dir = tmp_dir
-        self.resource = _VocabResource(config.vocab, config.do_lower_case)
+        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents)
         self.instances = Metrics.counter("bertprep", "instances")
 
     def setup(self) -> None:
         self.resource.load()
 
+    @_records_errors("tmp_dir")
     def process(self, element: tuple[int, Iterable[TokenizedDocument]]) -> Iterator[Any]:
         bucket, tokenized = element
         tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
@@ -241,11 +309,12 @@ class ProcessFileStreamingFn(beam.DoFn):
     def __init__(self, config: ShardsConfig, tmp_dir: str):
         self.config = config
         self.tmp_dir = tmp_dir
-        self.resource = _VocabResource(config.vocab, config.do_lower_case)
+        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents)
 
     def setup(self) -> None:
         self.resource.load()
 
+    @_records_errors("tmp_dir")
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         file_index, path = element
         reader_stats = readers.ReaderStats()
@@ -301,12 +370,13 @@ class MergeCountsFn(beam.CombineFn):
 class ReadDocuments(beam.PTransform):
     """Input files -> documents; outputs ``documents`` and ``counts``."""
 
-    def __init__(self, config: ShardsConfig):
+    def __init__(self, config: ShardsConfig, error_dir: str | None = None):
         super().__init__()
         self.config = config
+        self.error_dir = error_dir
 
     def expand(self, files):
-        return files | "ReadDocumentsFn" >> beam.ParDo(ReadDocumentsFn(self.config)).with_outputs(
+        return files | "ReadDocumentsFn" >> beam.ParDo(ReadDocumentsFn(self.config, self.error_dir)).with_outputs(
             "counts", main="documents")
 
 
@@ -317,7 +387,7 @@ class TokenizeDocuments(beam.PTransform):
 
     def expand(self, documents):
         return documents | "TokenizeDocumentFn" >> beam.ParDo(
-            TokenizeDocumentFn(self.config.vocab, self.config.do_lower_case))
+            TokenizeDocumentFn(self.config.vocab, self.config.do_lower_case, self.config.strip_accents))
 
 
 class CreateTrainingInstances(beam.PTransform):
@@ -353,7 +423,16 @@ class ProcessFilesStreaming(beam.PTransform):
             ProcessFileStreamingFn(self.config, self.tmp_dir)).with_outputs("counts", main="buckets")
 
 
-def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int) -> list[shards.ShardPlan]:
+def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int,
+          error_dir: str | None = None) -> list[shards.ShardPlan]:
+    try:
+        return _plan_shards(bucket_metas, num_shards)
+    except MakeShardsError as err:
+        _record_error(error_dir, err)
+        raise
+
+
+def _plan_shards(bucket_metas: list[tuple[int, str, int]], num_shards: int) -> list[shards.ShardPlan]:
     total = sum(rows for _, _, rows in bucket_metas)
     if total == 0:
         raise MakeShardsError(
@@ -367,18 +446,26 @@ def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int) -> list[sha
 
 
 class WriteShardFn(beam.DoFn):
+    """A :class:`shards.ShardPlan` -> the shard file in ``output_dir`` (the staging folder) -> its manifest entry."""
+
     def __init__(self, output_dir: str, vocab_size: int):
         self.output_dir = output_dir
         self.vocab_size = vocab_size
 
+    @_records_errors("output_dir")
     def process(self, plan: shards.ShardPlan) -> Iterator[dict]:
-        entry = shards.write_shard(self.output_dir, plan, self.vocab_size)
+        name = schema.shard_name(plan.index, plan.count)
+        try:
+            entry = shards.write_shard(self.output_dir, plan, self.vocab_size)
+        except OSError as err:
+            raise MakeShardsError(shards.os_error_message(err, f"writing shard {name} (in {self.output_dir})")) from err
         log.info("wrote %s: %d rows", entry["file"], entry["rows"])
         yield entry
 
 
 class WriteManifestFn(beam.DoFn):
-    """Last step: delete the temporary bucket files, write vocab.txt and then manifest.json."""
+    """Last step: delete the temporary bucket files, write vocab.txt and then manifest.json into the
+    staging folder ``tmp_dir`` (:func:`run_make_shards` moves them into the output directory)."""
 
     def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str):
         self.config = config
@@ -386,6 +473,7 @@ class WriteManifestFn(beam.DoFn):
         self.vocab_tokens = vocab_tokens
         self.tmp_dir = tmp_dir
 
+    @_records_errors("tmp_dir")
     def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
         log.info("writing %s (%d shards)", schema.MANIFEST_NAME, len(shard_entries))
         entries = sorted(shard_entries, key=lambda e: e["file"])
@@ -396,8 +484,11 @@ class WriteManifestFn(beam.DoFn):
         if rows != statistics["instances"]:
             raise MakeShardsError(f"bertprep: internal error: shards hold {rows} rows, buckets made "
                                   f"{statistics['instances']}")
-        shards.copy_vocab(self.config.output_dir, self.vocab_tokens)
-        shards.remove_tree(self.tmp_dir)
+        try:
+            shards.copy_vocab(self.tmp_dir, self.vocab_tokens)
+        except OSError as err:
+            raise MakeShardsError(shards.os_error_message(err, f"writing vocab.txt (in {self.tmp_dir})")) from err
+        shards.remove_tree(FileSystems.join(self.tmp_dir, BUCKETS_DIR))
         vocab_size = len(self.vocab_tokens)
         manifest = {
             "format_version": schema.FORMAT_VERSION,
@@ -408,11 +499,15 @@ class WriteManifestFn(beam.DoFn):
             "shards": entries,
             "statistics": statistics,
         }
-        yield shards.write_manifest(self.config.output_dir, manifest)
+        try:
+            yield shards.write_manifest(self.tmp_dir, manifest)
+        except OSError as err:
+            raise MakeShardsError(shards.os_error_message(err, f"writing manifest.json (in {self.tmp_dir})")) from err
 
 
 class WriteArrowShards(beam.PTransform):
-    """Bucket file metas -> balanced Arrow shards -> manifest.json (written last)."""
+    """Bucket file metas -> balanced Arrow shards -> manifest.json (written last), all in the staging
+    folder ``tmp_dir``."""
 
     def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str):
         super().__init__()
@@ -427,12 +522,12 @@ class WriteArrowShards(beam.PTransform):
         plans = (
             bucket_metas
             | "CollectBuckets" >> beam.combiners.ToList()
-            | "PlanShards" >> beam.FlatMap(_plan, self.config.num_shards)
+            | "PlanShards" >> beam.FlatMap(_plan, self.config.num_shards, self.tmp_dir)
             | "SpreadShards" >> beam.Reshuffle()
         )
         entries = (
             plans
-            | "WriteShardFn" >> beam.ParDo(WriteShardFn(self.config.output_dir, len(self.vocab_tokens)))
+            | "WriteShardFn" >> beam.ParDo(WriteShardFn(self.tmp_dir, len(self.vocab_tokens)))
             | "CollectShards" >> beam.combiners.ToList()
         )
         return entries | "WriteManifestFn" >> beam.ParDo(
@@ -465,7 +560,9 @@ def _local_runner(options: PipelineOptions):
 
 def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab,
                    tmp_dir: str) -> None:
-    """Add the make-shards transforms to ``pipeline``."""
+    """Add the make-shards transforms to ``pipeline``; everything is written under the staging folder
+    ``tmp_dir`` (bucket files in its ``buckets/``; shards, vocab.txt and manifest.json in it)."""
+    bucket_dir = FileSystems.join(tmp_dir, BUCKETS_DIR)
     vocab_info = {
         "file": "vocab.txt",
         "source": config.vocab,
@@ -474,15 +571,17 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
         "do_lower_case": config.do_lower_case,
         "special_token_ids": vocab.special_token_ids(),
     }
+    if config.effective_strip_accents != config.do_lower_case:  # absent: the same as do_lower_case
+        vocab_info["strip_accents"] = config.effective_strip_accents
     # Create reshuffles its elements itself when there are several, so the files spread over the workers
     file_list = pipeline | "ListInputFiles" >> beam.Create(list(enumerate(files)))
     if config.pairing_scope == "file":
-        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, tmp_dir)
+        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, bucket_dir)
         counts = result.counts
     else:
-        read = file_list | "ReadDocuments" >> ReadDocuments(config)
+        read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
         tokenized = read.documents | "TokenizeDocuments" >> TokenizeDocuments(config)
-        result = tokenized | "CreateTrainingInstances" >> CreateTrainingInstances(config, files, tmp_dir)
+        result = tokenized | "CreateTrainingInstances" >> CreateTrainingInstances(config, files, bucket_dir)
         counts = (read.counts, result.counts) | "FlattenCounts" >> beam.Flatten()
     (result.buckets, counts) | "WriteArrowShards" >> WriteArrowShards(config, vocab_info, list(vocab.tokens), tmp_dir)
 

@@ -69,6 +69,10 @@ class ShardsConfig:
     """``vocab.txt`` or ``tokenizer.json``."""
     output_dir: str
     do_lower_case: bool = True
+    strip_accents: bool | None = None
+    """Strip accents (NFD, combining marks dropped) apart from lower-casing; ``None``: the same as
+    ``do_lower_case`` (the original). Recorded in the manifest (``config`` and ``vocab``) only where it differs
+    from ``do_lower_case``, so the manifest of a run with the original's behaviour is unchanged."""
     instance: InstanceConfig = field(default_factory=InstanceConfig)
     input_format: str = "auto"
     text_field: str = "text"
@@ -104,9 +108,22 @@ class ShardsConfig:
             raise ValueError(f"bucket_size must be >= 0 (0 = one bucket), got {self.bucket_size}")
         if self.num_shards < 0:
             raise ValueError(f"num_shards must be >= 0 (0 = automatic), got {self.num_shards}")
+        if self.strip_accents is not None and not isinstance(self.strip_accents, bool):
+            raise ValueError(f"strip_accents must be True, False or None, got {self.strip_accents!r}")
+
+    @property
+    def effective_strip_accents(self) -> bool:
+        """The accent stripping applied: ``strip_accents``, or ``do_lower_case`` when that is ``None``."""
+        return self.do_lower_case if self.strip_accents is None else self.strip_accents
 
     def to_dict(self) -> dict:
+        """The settings as the manifest's ``config`` (instance settings flattened in); ``strip_accents`` only
+        where it differs from ``do_lower_case`` (absent = the same, as in the original)."""
         d = dataclasses.asdict(self)
         d.update(d.pop("instance"))
         d["inputs"] = list(self.inputs)
+        if self.effective_strip_accents == self.do_lower_case:
+            del d["strip_accents"]
+        else:
+            d["strip_accents"] = self.effective_strip_accents
         return d

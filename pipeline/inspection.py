@@ -40,6 +40,7 @@ def format_statistics(manifest: dict[str, Any]) -> str:
         ("made by", manifest.get("created_by", "?")),
         ("config", ", ".join(f"{k}={c[k]}" for k in ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
                                                     "short_seq_prob", "dupe_factor", "random_seed", "do_lower_case",
+                                                    "strip_accents",
                                                     "do_whole_word_mask", "masking", "pairing_scope", "bucket_size")
                             if k in c)),
         ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),

@@ -20,8 +20,15 @@ from typing import Iterable, Sequence
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers
 
+from bertprep.pipeline.normalization import (
+    bert_normalizer,
+    check_vocab_strip_accents,
+    normalizer_settings,
+    resolve_strip_accents,
+    strip_accents_flag,
+)
 from bertprep.pipeline.schema import vocab_sha256
 
 log = logging.getLogger(__name__)
@@ -47,6 +54,8 @@ class Vocab:
             random replacement tokens from (``list(vocab.keys())``).
         do_lower_case: the casing the vocab was made for, when known (``tokenizer.json``), else ``None``.
         source: where it was loaded from.
+        strip_accents: the accent stripping the vocab was made with, when known (``tokenizer.json``: its
+            ``BertNormalizer``'s ``strip_accents``, ``null`` meaning the same as ``lowercase``), else ``None``.
     """
 
     tokens: list[str]
@@ -54,14 +63,17 @@ class Vocab:
     vocab_words: list[str]
     do_lower_case: bool | None = None
     source: str = ""
+    strip_accents: bool | None = None
     _sha256: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_tokens(cls, tokens: Sequence[str], *, do_lower_case: bool | None = None, source: str = "") -> "Vocab":
+    def from_tokens(cls, tokens: Sequence[str], *, do_lower_case: bool | None = None, source: str = "",
+                    strip_accents: bool | None = None) -> "Vocab":
         token_to_id: dict[str, int] = {}
         for index, token in enumerate(tokens):
             token_to_id[token] = index  # later duplicates win, first position kept in key order
-        vocab = cls(list(tokens), token_to_id, list(token_to_id), do_lower_case, source)
+        vocab = cls(list(tokens), token_to_id, list(token_to_id), do_lower_case=do_lower_case, source=source,
+                    strip_accents=strip_accents)
         vocab.check()
         return vocab
 
@@ -123,7 +135,7 @@ def load_vocab(path: str) -> Vocab:
 
     A ``vocab.txt`` is read as the original ``tokenization.load_vocab`` does: each line stripped with
     ``str.strip()``, ids counted by line. From a ``tokenizer.json`` the WordPiece model's vocab is taken
-    (ids must be 0..n-1) and ``do_lower_case`` from its ``BertNormalizer``.
+    (ids must be 0..n-1), ``do_lower_case`` and ``strip_accents`` from its ``BertNormalizer``.
 
     Raises:
         VocabError: the file is missing, empty, not UTF-8, not a WordPiece tokenizer.json, or lacks
@@ -153,23 +165,9 @@ def _vocab_from_tokenizer_json(path: str, text: str) -> Vocab:
     by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
     if [i for _, i in by_id] != list(range(len(by_id))):
         raise VocabError(f"{path}: WordPiece vocab ids are not contiguous from 0")
-    do_lower_case = _lowercase_of(spec.get("normalizer"))
-    return Vocab.from_tokens([t for t, _ in by_id], do_lower_case=do_lower_case, source=path)
-
-
-def _lowercase_of(normalizer: dict | None) -> bool | None:
-    if not normalizer:
-        return None
-    if normalizer.get("type") == "BertNormalizer":
-        return bool(normalizer.get("lowercase", True))
-    if normalizer.get("type") == "Sequence":
-        for item in normalizer.get("normalizers", []):
-            found = _lowercase_of(item)
-            if found is not None:
-                return found
-    if normalizer.get("type") == "Lowercase":
-        return True
-    return None
+    do_lower_case, strip_accents = normalizer_settings(spec.get("normalizer"))
+    return Vocab.from_tokens([t for t, _ in by_id], do_lower_case=do_lower_case, source=path,
+                             strip_accents=strip_accents)
 
 
 def check_casing(vocab: Vocab, do_lower_case: bool) -> str | None:
@@ -198,8 +196,47 @@ def check_casing(vocab: Vocab, do_lower_case: bool) -> str | None:
     return None
 
 
-def build_tokenizer(vocab: Vocab, do_lower_case: bool) -> Tokenizer:
-    """The original ``FullTokenizer`` as a Hugging Face ``Tokenizer`` (no special tokens added)."""
+def default_strip_accents(vocab: Vocab) -> bool | None:
+    """make-shards' ``strip_accents`` when none is given: the tokenizer.json's when it differs from its
+    ``lowercase`` (a vocab built with ``--no-strip-accents``), else ``None`` (the same as ``do_lower_case``,
+    the original's behaviour)."""
+    if vocab.strip_accents is not None and vocab.do_lower_case is not None and vocab.strip_accents != vocab.do_lower_case:
+        return vocab.strip_accents
+    return None
+
+
+def check_strip_accents(vocab: Vocab, do_lower_case: bool, strip_accents: bool | None, *,
+                        explicit: bool = False) -> str | None:
+    """Check the accent stripping of a run against the vocab: a warning text, or ``None``.
+
+    A ``tokenizer.json`` records its ``strip_accents``; a run that ``explicit``-ly asks for the other one
+    is refused, since every word the two settings normalize differently would tokenize to pieces the
+    vocab was not built for. (Without ``explicit``, a difference follows from a ``do_lower_case`` that
+    differs from the vocab's, which :func:`check_casing` reports.) A ``vocab.txt`` records nothing; its
+    Korean entries tell (:func:`~bertprep.pipeline.normalization.check_vocab_strip_accents`).
+
+    Raises:
+        VocabError: ``explicit`` and the tokenizer.json records the other setting (message names the flag).
+    """
+    strip = resolve_strip_accents(strip_accents, do_lower_case)
+    if vocab.strip_accents is not None:
+        if explicit and vocab.strip_accents != strip:
+            raise VocabError(
+                f"{vocab.source}: the tokenizer was built with strip_accents={vocab.strip_accents} but "
+                f"{strip_accents_flag(strip)} was given; shards must be tokenized as their vocab was built: pass "
+                f"{strip_accents_flag(vocab.strip_accents)} (or leave it out), or build a vocab with "
+                f"`bertprep build-vocab {strip_accents_flag(strip)}`"
+            )
+        return None
+    return check_vocab_strip_accents(vocab.tokens, strip, vocab.source or "vocab")
+
+
+def build_tokenizer(vocab: Vocab, do_lower_case: bool, strip_accents: bool | None = None) -> Tokenizer:
+    """The original ``FullTokenizer`` as a Hugging Face ``Tokenizer`` (no special tokens added).
+
+    ``strip_accents``: ``None`` strips accents when ``do_lower_case`` (the original); ``False`` lower-cases
+    without NFD (keeps Hangul syllables and other scripts' marks whole), ``True`` strips without lower-casing.
+    """
     tokenizer = Tokenizer(
         models.WordPiece(
             vocab=dict(vocab.token_to_id),
@@ -208,15 +245,14 @@ def build_tokenizer(vocab: Vocab, do_lower_case: bool) -> Tokenizer:
             max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
         )
     )
-    tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=do_lower_case, lowercase=do_lower_case
-    )
+    tokenizer.normalizer = bert_normalizer(do_lower_case, strip_accents)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return tokenizer
 
 
 # BertNormalizer on a pure-ASCII string (clean_text, then lowercase; handle_chinese_chars and strip_accents
-# change no ASCII character): \t \n \r become a space, every other ASCII control character (Cc: 0x00-0x1f,
+# change no ASCII character: NFD of ASCII is itself and it has no Mn mark, so the shortcut is the same with
+# and without strip_accents): \t \n \r become a space, every other ASCII control character (Cc: 0x00-0x1f,
 # 0x7f) is removed. Same rules as the original ``BasicTokenizer._clean_text`` (``_is_whitespace``,
 # ``_is_control``) and tokenizers' ``BertNormalizer::do_clean_text``.
 _ASCII_CLEAN = {c: None for c in (*range(0x00, 0x20), 0x7F)} | {ord("\t"): " ", ord("\n"): " ", ord("\r"): " "}
@@ -249,14 +285,19 @@ class SentenceEncoder:
     Natural text repeats its words (Zipf), so this costs a fraction of encoding every sentence in
     ``tokenizers``, whose per-token bookkeeping (alignments, token strings, Python objects per encoding)
     is most of its time. Other sentences go through the full pipeline. The
-    ids are identical (tested on real text and on random ASCII with control characters, both casings).
+    ids are identical (tested on real text and on random ASCII with control characters, both casings, with
+    and without accent stripping, which changes no ASCII character).
+
+    ``strip_accents``: as in :func:`build_tokenizer` (``None``: the same as ``do_lower_case``).
     """
 
-    def __init__(self, vocab: Vocab, do_lower_case: bool, cache_size: int = 500_000):
+    def __init__(self, vocab: Vocab, do_lower_case: bool, cache_size: int = 500_000, *,
+                 strip_accents: bool | None = None):
         self.vocab = vocab
         self.do_lower_case = do_lower_case
-        self.tokenizer = build_tokenizer(vocab, do_lower_case)
-        self.ascii_tokenizer = build_tokenizer(vocab, do_lower_case)
+        self.strip_accents = resolve_strip_accents(strip_accents, do_lower_case)
+        self.tokenizer = build_tokenizer(vocab, do_lower_case, strip_accents)
+        self.ascii_tokenizer = build_tokenizer(vocab, do_lower_case, strip_accents)
         self.ascii_tokenizer.normalizer = None
         self.unk_id = vocab.token_to_id["[UNK]"]
         self.cache_size = cache_size

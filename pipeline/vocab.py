@@ -29,10 +29,19 @@ import json
 import os
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+from bertprep.pipeline.normalization import (
+    AccentStats,
+    accent_stripping_stats,
+    accent_stripping_warning,
+    bert_normalizer,
+    resolve_strip_accents,
+)
 
 # SPECIAL_TOKENS ([PAD], [UNK], [CLS], [SEP], [MASK]) is also the id order of a trained vocab ([PAD] first, as
 # Hugging Face expects); MAX_INPUT_CHARS_PER_WORD is the original WordpieceTokenizer's 200.
@@ -78,7 +87,10 @@ class VocabConfig:
     """Entries in the final vocab, counting specials, ``[unusedN]`` slots, the alphabet and learned pieces.
     The result is smaller only when the corpus has no more pairs occurring ``min_frequency`` times."""
     do_lower_case: bool = True
-    """Lower-case and strip accents (NFD, drop combining marks), as the original ``do_lower_case``."""
+    """Lower-case and (unless ``strip_accents`` says otherwise) strip accents, as the original ``do_lower_case``."""
+    strip_accents: bool | None = None
+    """Strip accents (NFD, drop combining marks ``Mn``). ``None``: the same as ``do_lower_case`` (the
+    original). ``False`` keeps Hangul syllables and other scripts' marks whole (see ``normalization``)."""
     min_frequency: int = DEFAULT_MIN_FREQUENCY
     """A pair of pieces is merged only if it occurs at least this often in the corpus."""
     limit_alphabet: int | None = DEFAULT_LIMIT_ALPHABET
@@ -95,6 +107,8 @@ class VocabConfig:
             raise ValueError(f"num_unused must be >= 0, got {self.num_unused}")
         if self.min_frequency < 0:
             raise ValueError(f"min_frequency must be >= 0, got {self.min_frequency}")
+        if self.strip_accents is not None and not isinstance(self.strip_accents, bool):
+            raise ValueError(f"strip_accents must be True, False or None, got {self.strip_accents!r}")
         if self.limit_alphabet is not None and self.limit_alphabet < 1:
             raise ValueError(f"limit_alphabet must be >= 1 (or None for no limit), got {self.limit_alphabet}")
         minimum = self.min_vocab_size
@@ -105,6 +119,11 @@ class VocabConfig:
                 "(more in practice: every distinct character kept takes two entries, c and ##c)",
                 minimum,
             )
+
+    @property
+    def effective_strip_accents(self) -> bool:
+        """The accent stripping applied: ``strip_accents``, or ``do_lower_case`` when that is ``None``."""
+        return resolve_strip_accents(self.strip_accents, self.do_lower_case)
 
     @property
     def reserved_tokens(self) -> list[str]:
@@ -120,10 +139,16 @@ class VocabConfig:
 @dataclass
 class CorpusStats:
     """What the trainer was fed. ``sentences``: non-empty strings; ``characters``: their total length
-    (Unicode code points, before normalization)."""
+    (Unicode code points, before normalization); ``char_counts``: occurrences of each character (for
+    :meth:`accent_stats`)."""
 
     sentences: int = 0
     characters: int = 0
+    char_counts: Counter = field(default_factory=Counter, repr=False, compare=False)
+
+    def accent_stats(self) -> AccentStats:
+        """What accent stripping does to the letters read (``normalization.accent_stripping_stats``)."""
+        return accent_stripping_stats(self.char_counts)
 
 
 @dataclass
@@ -162,6 +187,14 @@ class TrainedVocab:
             return 0.0
         return sum(t.startswith(CONTINUING_SUBWORD_PREFIX) for t in learned) / len(learned)
 
+    def accent_warning(self, cased_flag: str = "--cased") -> str | None:
+        """The warning for a corpus that accent stripping damages (a share of its letters of
+        ``normalization.WARN_SHARE`` or more: Korean, Greek, Vietnamese, Hindi...) when this vocab was
+        built with stripping; ``None`` otherwise."""
+        if not self.config.effective_strip_accents:
+            return None
+        return accent_stripping_warning(self.stats.accent_stats(), cased_flag=cased_flag)
+
     def summary(self) -> str:
         """Human-readable one-paragraph summary (vocab size, input read, ``##`` share, time)."""
         lines = [
@@ -178,13 +211,14 @@ class TrainedVocab:
         return "\n".join(lines)
 
 
-def bert_wordpiece_tokenizer(vocab: dict[str, int], do_lower_case: bool) -> Tokenizer:
+def bert_wordpiece_tokenizer(vocab: dict[str, int], do_lower_case: bool,
+                             strip_accents: bool | None = None) -> Tokenizer:
     """A BERT WordPiece ``Tokenizer`` over ``vocab`` (token -> id), with everything ``tokenizer.json`` needs.
 
-    * ``BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=do_lower_case,
-      lowercase=do_lower_case)``: ``strip_accents`` is written out explicitly; the library's ``None``
-      means the same ("follow lowercase", as the original BERT), but an explicit value survives
-      re-serialization by other tools unchanged.
+    * ``BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=..., lowercase=do_lower_case)``
+      with ``strip_accents`` written out explicitly (``None`` given here resolves to ``do_lower_case``):
+      the library's ``None`` means the same ("follow lowercase", as the original BERT), but an explicit
+      value survives re-serialization by other tools unchanged.
     * ``BertPreTokenizer`` (split on whitespace and punctuation, as the original ``BasicTokenizer``).
     * ``WordPiece(unk_token="[UNK]", continuing_subword_prefix="##", max_input_chars_per_word=200)``.
     * ``[PAD] [UNK] [CLS] [SEP] [MASK]`` as special added tokens (the Hugging Face convention: the literal
@@ -207,9 +241,7 @@ def bert_wordpiece_tokenizer(vocab: dict[str, int], do_lower_case: bool) -> Toke
             max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
         )
     )
-    tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=do_lower_case, lowercase=do_lower_case
-    )
+    tokenizer.normalizer = bert_normalizer(do_lower_case, strip_accents)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.add_special_tokens([AddedToken(t, special=True) for t in SPECIAL_TOKENS])
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
@@ -229,6 +261,7 @@ def _counted(texts: Iterable[str], stats: CorpusStats) -> Iterator[str]:
             continue
         stats.sentences += 1
         stats.characters += len(text)
+        stats.char_counts.update(text)  # C-speed (~30 ns/character): the accent-stripping check's counts
         yield text
 
 
@@ -268,12 +301,7 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
             max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
         )
     )
-    training.normalizer = normalizers.BertNormalizer(
-        clean_text=True,
-        handle_chinese_chars=True,
-        strip_accents=config.do_lower_case,
-        lowercase=config.do_lower_case,
-    )
+    training.normalizer = bert_normalizer(config.do_lower_case, config.strip_accents)
     training.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
 
     stats = CorpusStats()
@@ -299,7 +327,8 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
             "(or lower --limit-alphabet / --num-unused)",
             len(tokens),
         )
-    tokenizer = bert_wordpiece_tokenizer({t: i for i, t in enumerate(tokens)}, config.do_lower_case)
+    tokenizer = bert_wordpiece_tokenizer({t: i for i, t in enumerate(tokens)}, config.do_lower_case,
+                                         config.strip_accents)
     return TrainedVocab(tokenizer=tokenizer, tokens=tokens, config=config, stats=stats, seconds=seconds)
 
 
@@ -308,12 +337,15 @@ def existing_outputs(output_dir: str) -> list[str]:
     return [p for p in (os.path.join(output_dir, n) for n in OUTPUT_FILES) if os.path.exists(p)]
 
 
-def tokenizer_config(do_lower_case: bool) -> dict:
-    """``tokenizer_config.json`` for ``transformers`` (``BertTokenizerFast``, ``AutoTokenizer``)."""
+def tokenizer_config(do_lower_case: bool, strip_accents: bool | None = None) -> dict:
+    """``tokenizer_config.json`` for ``transformers`` (``BertTokenizerFast``, ``AutoTokenizer``).
+
+    ``strip_accents`` is written resolved (``None`` -> ``do_lower_case``): ``BertTokenizerFast`` rebuilds the
+    tokenizer.json's normalizer when the two files disagree, so they must say the same."""
     return {
         "tokenizer_class": "BertTokenizerFast",
         "do_lower_case": do_lower_case,
-        "strip_accents": do_lower_case,
+        "strip_accents": resolve_strip_accents(strip_accents, do_lower_case),
         "tokenize_chinese_chars": True,
         "model_max_length": MODEL_MAX_LENGTH,
         "clean_up_tokenization_spaces": True,
@@ -355,7 +387,8 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
     contents = {
-        TOKENIZER_CONFIG_FILE: json.dumps(tokenizer_config(trained.config.do_lower_case), indent=2) + "\n",
+        TOKENIZER_CONFIG_FILE: json.dumps(tokenizer_config(trained.config.do_lower_case, trained.config.strip_accents),
+                                          indent=2) + "\n",
         SPECIAL_TOKENS_MAP_FILE: json.dumps(special_tokens_map(), indent=2) + "\n",
         TOKENIZER_FILE: trained.tokenizer.to_str(pretty=True),
         VOCAB_FILE: "".join(f"{t}\n" for t in trained.tokens),  # written last: the commit marker
