@@ -51,6 +51,7 @@ from bertprep.bert_model.hf_interop import (
 )
 from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.model import PRESETS, BertConfig
+from bertprep.bert_model.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.ner import NerTask
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision
@@ -59,10 +60,11 @@ from bertprep.bert_model.wordpiece import WordPieceTokenizer, read_vocab_file
 
 logger = logging.getLogger("bertprep.finetune")
 
-Task = Union[GlueTask, SquadTask, NerTask]
-TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask}
-#: File name of the evaluation / prediction output per task (GLUE submission TSV, SQuAD JSON, CoNLL).
-PREDICTION_SUFFIX = {"glue": "tsv", "squad": "json", "ner": "conll"}
+Task = Union[GlueTask, SquadTask, NerTask, MultipleChoiceTask]
+TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask,
+                          "multiple-choice": MultipleChoiceTask}
+#: File name of the evaluation / prediction output per task (GLUE submission TSV, SQuAD JSON, CoNLL, CSV).
+PREDICTION_SUFFIX = {"glue": "tsv", "squad": "json", "ner": "conll", "multiple-choice": "csv"}
 
 
 def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | None = None,
@@ -72,8 +74,9 @@ def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | 
     ``glue``: ``glue_task`` (a ``glue.GLUE_TASKS`` preset) and/or ``text_a_column``, ``text_b_column``,
     ``label_column``, ``header``, ``labels``, ``is_regression``, ``metrics``; ``squad``: ``doc_stride``,
     ``max_query_length``, ``max_answer_length``, ``n_best_size``, ``train_articles``, ``eval_articles``;
-    ``ner``: ``labels``. Raises ``ValueError`` for an unknown task, an option of another task, or a GLUE
-    task without ``glue_task`` or ``text_a_column``.
+    ``ner``: ``labels``; ``multiple-choice``: ``context_column``, ``question_column``, ``ending_columns``,
+    ``label_column``, ``id_column``, ``input_format``. Raises ``ValueError`` for an unknown task, an option of
+    another task, or a GLUE task without ``glue_task`` or ``text_a_column``.
     """
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
@@ -215,22 +218,28 @@ def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, 
     """Pad task features into a batch.
 
     Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` as int64 [B, T] (T = longest feature
-    rounded up to ``pad_to_multiple_of``), and whichever targets the features carry: ``labels`` as int64 [B]
-    (class), float32 [B] (regression) or int64 [B, T] (per token, padded with -100); ``start_positions`` and
-    ``end_positions`` as int64 [B].
+    rounded up to ``pad_to_multiple_of``), or [B, N, T] when each feature holds N sequences (multiple
+    choice: ``input_ids`` is a list of N lists), and whichever targets the features carry: ``labels`` as
+    int64 [B] (class or candidate), float32 [B] (regression) or int64 [B, T] (per token, padded with -100);
+    ``start_positions`` and ``end_positions`` as int64 [B].
     """
     B = len(features)
-    T = _round_up(max(len(f["input_ids"]) for f in features), pad_to_multiple_of)
-    input_ids = np.full((B, T), pad_token_id, dtype=np.int64)
-    token_type_ids = np.zeros((B, T), dtype=np.int64)
-    attention_mask = np.zeros((B, T), dtype=np.int64)
-    for i, f in enumerate(features):
-        n = len(f["input_ids"])
-        input_ids[i, :n] = f["input_ids"]
-        token_type_ids[i, :n] = f["token_type_ids"]
+    choices = bool(features[0]["input_ids"]) and isinstance(features[0]["input_ids"][0], list)
+    sequences = [seq for f in features for seq in (f["input_ids"] if choices else [f["input_ids"]])]
+    types = [seq for f in features for seq in (f["token_type_ids"] if choices else [f["token_type_ids"]])]
+    T = _round_up(max(len(seq) for seq in sequences), pad_to_multiple_of)
+    input_ids = np.full((len(sequences), T), pad_token_id, dtype=np.int64)
+    token_type_ids = np.zeros((len(sequences), T), dtype=np.int64)
+    attention_mask = np.zeros((len(sequences), T), dtype=np.int64)
+    for i, (seq, typ) in enumerate(zip(sequences, types)):
+        n = len(seq)
+        input_ids[i, :n] = seq
+        token_type_ids[i, :n] = typ
         attention_mask[i, :n] = 1
-    batch = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
-             "attention_mask": torch.from_numpy(attention_mask)}
+    shape = (B, len(sequences) // B, T) if choices else (B, T)
+    batch = {"input_ids": torch.from_numpy(input_ids.reshape(shape)),
+             "token_type_ids": torch.from_numpy(token_type_ids.reshape(shape)),
+             "attention_mask": torch.from_numpy(attention_mask.reshape(shape))}
     first = features[0]
     if "labels" in first:
         if isinstance(first["labels"], list):
@@ -552,6 +561,8 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
             task = SquadTask(**overrides)
         elif source.architecture == "BertForTokenClassification":
             task = NerTask(labels=labels, **overrides)
+        elif source.architecture == "BertForMultipleChoice":
+            task = MultipleChoiceTask(**overrides)
         elif source.architecture == "BertForSequenceClassification":
             if "text_a_column" not in overrides:
                 raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
@@ -611,5 +622,7 @@ def _has_label(task: Task, example: Any) -> bool:
         return example.label is not None
     if task.name == "squad":
         return bool(example.answers) or example.is_impossible is not None
+    if task.name == "multiple-choice":
+        return example.label is not None
     return example.tags is not None
 

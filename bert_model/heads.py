@@ -3,7 +3,9 @@
 * ``BertForSequenceClassification``: dropout + linear on the pooled ``[CLS]`` output (GLUE; one output =
   regression, as STS-B);
 * ``BertForQuestionAnswering``: a linear layer giving a start and an end score per token (SQuAD v1.1);
-* ``BertForTokenClassification``: dropout + linear on every token's hidden state (NER).
+* ``BertForTokenClassification``: dropout + linear on every token's hidden state (NER);
+* ``BertForMultipleChoice``: dropout + a linear layer with one output on the pooled ``[CLS]`` of every
+  ``[CLS] context [SEP] ending [SEP]`` pair, softmax over the N candidates (SWAG, paper section 4.4).
 
 Module and parameter names are those of the Hugging Face ``transformers`` classes of the same names
 (``bert.*`` encoder, ``classifier.weight/bias``, ``qa_outputs.weight/bias``), so their state dicts map one to
@@ -183,10 +185,61 @@ class BertForTokenClassification(nn.Module):
         return out
 
 
+@dataclass
+class MultipleChoiceModelOutput:
+    logits: torch.Tensor
+    """float [batch_size, num_choices]: one score per candidate (softmax over them gives the choice)."""
+    loss: torch.Tensor | None = None
+    """Scalar mean cross-entropy over the candidates, when labels are given."""
+
+
+class BertForMultipleChoice(nn.Module):
+    """Multiple choice (``transformers.BertForMultipleChoice``; paper section 4.4, SWAG).
+
+    Each of the N candidates is encoded as its own ``[CLS] context [SEP] ending [SEP]`` sequence; the only new
+    parameters are a vector (``classifier``, a linear layer with one output) whose dot product with the pooled
+    ``[CLS]`` representation scores the candidate, and a softmax over the N scores chooses. The number of
+    choices is not a parameter: one model serves any N. ``num_labels`` is accepted for a uniform
+    constructor and ignored (Hugging Face writes 2 by default; the head has 1 output).
+    """
+
+    architecture = "BertForMultipleChoice"
+    per_token_outputs: tuple[str, ...] = ()
+    num_labels = 1
+
+    def __init__(self, config: BertConfig, num_labels: int | None = None, classifier_dropout: float | None = None):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        _init_linear(self.classifier, config.initializer_range)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
+                ) -> MultipleChoiceModelOutput:
+        """Candidate scores of a padded batch.
+
+        Args:
+            input_ids, token_type_ids, attention_mask: int [batch_size, num_choices, seq_length], one
+                ``[CLS] context [SEP] ending [SEP]`` sequence per candidate (see ``BertModel``).
+            labels: int64 [batch_size], index of the right candidate.
+        """
+        B, N, T = input_ids.shape
+        flat = [None if t is None else t.reshape(B * N, T) for t in (input_ids, token_type_ids, attention_mask)]
+        _, pooled_output = self.bert(*flat)                                    # (B*N, H)
+        logits = self.classifier(self.dropout(pooled_output)).view(B, N)       # (B, N)
+        out = MultipleChoiceModelOutput(logits)
+        if labels is not None:
+            out.loss = F.cross_entropy(logits.float(), labels.long())
+        return out
+
+
 #: Hugging Face architecture name -> head class.
 HEADS: dict[str, type[nn.Module]] = {
     cls.architecture: cls
-    for cls in (BertForSequenceClassification, BertForQuestionAnswering, BertForTokenClassification)
+    for cls in (BertForSequenceClassification, BertForQuestionAnswering, BertForTokenClassification,
+                BertForMultipleChoice)
 }
 
 
@@ -238,7 +291,8 @@ def load_full_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> 
 
 
 __all__ = [
-    "HEADS", "BertForQuestionAnswering", "BertForSequenceClassification", "BertForTokenClassification",
+    "HEADS", "BertForMultipleChoice", "BertForQuestionAnswering", "MultipleChoiceModelOutput",
+    "BertForSequenceClassification", "BertForTokenClassification",
     "QuestionAnsweringOutput", "SequenceClassifierOutput", "TokenClassifierOutput", "has_pooler",
     "load_encoder_weights", "load_full_weights",
 ]

@@ -32,9 +32,11 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--task", required=True, type=click.Choice(["glue", "squad", "ner"]),
+@click.option("--task", required=True, type=click.Choice(["glue", "squad", "ner", "multiple-choice"]),
               help="glue = sentence (pair) classification / regression from TSV; squad = extractive QA from "
-                   "SQuAD v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files.")
+                   "SQuAD v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files; "
+                   "multiple-choice = pick one of N endings (SWAG CSV, or other CSV/TSV/JSONL via the column "
+                   "options).")
 @click.option("--train-file", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Training data (GLUE train.tsv, SQuAD JSON, or CoNLL file).")
 @click.option("--eval-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -60,7 +62,8 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--text-a-column", default=None,
               help="Column of the (first) sentence: a header name or a 0-based index.")
 @click.option("--text-b-column", default=None, help="Column of the second sentence of a pair.")
-@click.option("--label-column", default=None, help="Column of the label.")
+@click.option("--label-column", default=None,
+              help="Column of the label (multiple-choice: the right ending's 0-based index; default 'label').")
 @click.option("--header/--no-header", default=None, help="Whether the TSV's first line names the columns.")
 @click.option("--labels", callback=_split_list, default=None,
               help="Comma-separated labels in class order (glue: default from the preset or the training file; "
@@ -70,6 +73,19 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--metrics", callback=_split_list, default=None,
               help="Comma-separated metrics: accuracy, f1, matthews_corrcoef, pearson, spearman; the first picks "
                    "the best model (default: GLUE's for the preset).")
+# multiple choice
+@click.option("--context-column", default=None,
+              help="multiple-choice: column (or JSON field) of the context, the first segment (default 'sent1').")
+@click.option("--question-column", default=None,
+              help="multiple-choice: column put before every ending in the second segment (default 'sent2', "
+                   "SWAG's start of the next sentence); '' for none.")
+@click.option("--ending-columns", callback=_split_list, default=None,
+              help="multiple-choice: comma-separated columns of the N candidates (default "
+                   "ending0,ending1,ending2,ending3), or one JSON field holding the list.")
+@click.option("--id-column", default=None,
+              help="multiple-choice: column of an example id for the predictions CSV (default: row number).")
+@click.option("--input-format", type=click.Choice(["auto", "csv", "tsv", "jsonl"]), default=None,
+              help="multiple-choice: file layout (default auto: from the extension, .csv / .tsv / .jsonl).")
 # shared / SQuAD
 @click.option("--max-seq-length", type=click.IntRange(min=3), default=None,
               help="Word pieces per input, [CLS]/[SEP] included (default 128; squad 384).")
@@ -130,7 +146,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--overwrite", is_flag=True, default=False, help="Replace a previous run in --output-dir.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
-    """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 / v2.0 or NER task.
+    """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice task.
 
     \b
     Examples:
@@ -142,13 +158,16 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
           --train-file train-v1.1.json --eval-file dev-v1.1.json -o runs/squad
       bertprep finetune --task squad --init-from hf/bert-base-uncased \\
           --train-file train-v2.0.json --eval-file dev-v2.0.json -o runs/squad2
+      bertprep finetune --task multiple-choice --init-from hf/bert-base-uncased \\
+          --train-file swag/train.csv --eval-file swag/val.csv -o runs/swag
       bertprep finetune --task ner --init-from runs/mini --train-file wnut17train.conll \\
           --eval-file emerging.dev.conll -o runs/wnut17
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     task_keys = ("text_a_column", "text_b_column", "label_column", "header", "labels", "is_regression", "metrics",
                  "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "train_articles",
-                 "eval_articles", "train_paragraphs", "eval_paragraphs", "version", "null_score_diff_threshold")
+                 "eval_articles", "train_paragraphs", "eval_paragraphs", "version", "null_score_diff_threshold",
+                 "context_column", "question_column", "ending_columns", "id_column", "input_format")
     task_options = {k: options.pop(k) for k in task_keys}
     task_options["is_regression"] = task_options["is_regression"] or None  # unset flag: keep the preset's
     try:

@@ -17,8 +17,8 @@ from bertprep.bert_model.finetune import predict as run_predict
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
               help="File to predict, in the task's format (labels optional: with them, metrics are printed).")
 @click.option("--output", "output_file", required=True, type=click.Path(dir_okay=False),
-              help="Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON, or CoNLL "
-                   "TOKEN<TAB>TAG.")
+              help="Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus "
+                   "NAME.null_odds.json), CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.")
 @click.option("--text-a-column", default=None, help="glue: override the first sentence's column (name or index).")
 @click.option("--text-b-column", default=None, help="glue: override the second sentence's column.")
 @click.option("--label-column", default=None, help="glue: override the label column (optional in the input).")
@@ -41,7 +41,8 @@ from bertprep.bert_model.finetune import predict as run_predict
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def predict(model_dir: str, input_file: str, output_file: str, max_examples: int | None, batch_size: int,
             do_lower_case: bool | None, device: str, progress: bool, **task_overrides) -> None:
-    """Predict labels (glue), answer spans (squad) or tags (ner) for INPUT with a fine-tuned model.
+    """Predict labels (glue), answer spans (squad), tags (ner) or choices (multiple-choice) for INPUT with a
+    fine-tuned model.
 
     \b
     Example:
