@@ -47,6 +47,7 @@ from bertprep.bert_model.hf_interop import (
     build_model,
     load_model_source,
     resolve_do_lower_case,
+    resolve_strip_accents_setting,
     write_hf_directory,
 )
 from bertprep.bert_model.metrics import JsonlWriter
@@ -129,6 +130,9 @@ class FinetuneConfig:
     """``vocab.txt`` to tokenize with (default: the one beside ``init_from``'s weights)."""
     do_lower_case: bool | None = None
     """Lower-case input; None = as recorded with the model (else guessed from the vocab)."""
+    strip_accents: bool | None = None
+    """Strip accents (NFD; splits Hangul syllables into jamo); None = as recorded with the model, else the same
+    as ``do_lower_case`` (the original)."""
     learning_rate: float = 5e-5
     """Peak learning rate (paper: one of 5e-5, 3e-5, 2e-5)."""
     batch_size: int = 32
@@ -317,25 +321,30 @@ def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | Non
         if config.vocab and source.vocab_tokens is not None and tokens != source.vocab_tokens:
             logger.warning("--vocab %s differs from the vocab saved with %s", config.vocab, source.path)
         do_lower_case = resolve_do_lower_case(config.do_lower_case, source.do_lower_case, tokens)
+        strip_accents = resolve_strip_accents_setting(config.strip_accents, source.strip_accents,
+                                                      source.do_lower_case, do_lower_case)
     else:
         tokens = read_vocab_file(config.vocab)  # type: ignore[arg-type]
         bert_config = BertConfig.from_preset(config.preset, vocab_size=len(tokens),  # type: ignore[arg-type]
                                              pad_token_id=tokens.index("[PAD]"))
         do_lower_case = resolve_do_lower_case(config.do_lower_case, None, tokens)
+        strip_accents = resolve_strip_accents_setting(config.strip_accents, None, None, do_lower_case)
     if len(tokens) != bert_config.vocab_size:
         raise ValueError(f"the vocab has {len(tokens)} entries but the model's vocab_size is "
                          f"{bert_config.vocab_size}; pass the vocab the model was trained with (--vocab)")
-    return bert_config, source, WordPieceTokenizer.from_tokens(tokens, do_lower_case)
+    return bert_config, source, WordPieceTokenizer.from_tokens(tokens, do_lower_case, strip_accents)
 
 
 def _finetune_json(task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> dict[str, Any]:
-    return {**task.to_json(), "do_lower_case": tokenizer.do_lower_case, **extra}
+    return {**task.to_json(), "do_lower_case": tokenizer.do_lower_case, "strip_accents": tokenizer.strip_accents,
+            **extra}
 
 
 def _save_model(path: str, model: nn.Module, task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]
                 ) -> str:
     return write_hf_directory(
         path, model, vocab_tokens=tokenizer.tokens, do_lower_case=tokenizer.do_lower_case,
+        strip_accents=tokenizer.strip_accents,
         id2label=task.id2label, finetuning_task=getattr(task, "glue_task", None) or task.name,
         extra_json={FINETUNE_FILE: _finetune_json(task, tokenizer, extra)}, overwrite=True)
 
@@ -536,7 +545,8 @@ class PredictResult:
 
 
 def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = None,
-                   do_lower_case: bool | None = None) -> tuple[nn.Module, Task, WordPieceTokenizer]:
+                   do_lower_case: bool | None = None,
+                   strip_accents: bool | None = None) -> tuple[nn.Module, Task, WordPieceTokenizer]:
     """A fine-tuned model, its task and tokenizer, from a ``bertprep finetune`` output (``best/`` or the run
     directory) or a Hugging Face directory of a head.
 
@@ -555,6 +565,7 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
         task = task_from_json({k: v for k, v in values.items()
                                if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__})
         recorded = source.finetune.get("do_lower_case")
+        recorded_strip = source.finetune.get("strip_accents", source.strip_accents)
     else:
         labels = [source.id2label[i] for i in sorted(source.id2label)] if source.id2label else None
         if source.architecture == "BertForQuestionAnswering":
@@ -573,27 +584,31 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
             raise ValueError(f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
                              "predict needs a model from 'bertprep finetune'")
         recorded = source.do_lower_case
+        recorded_strip = source.strip_accents
     if task.architecture != source.architecture:
         raise ValueError(f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a "
                          f"{source.architecture}")
     if source.vocab_tokens is None:
         raise ValueError(f"{model_dir} has no vocab.txt")
     model = build_model(source)
+    lower = resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens)
     tokenizer = WordPieceTokenizer.from_tokens(
-        source.vocab_tokens, resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens))
+        source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower))
     return model, task, tokenizer
 
 
 def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides: dict[str, Any] | None = None,
             batch_size: int = 64, device: str = "auto", max_examples: int | None = None,
-            do_lower_case: bool | None = None, progress: bool = True) -> PredictResult:
+            do_lower_case: bool | None = None, strip_accents: bool | None = None,
+            progress: bool = True) -> PredictResult:
     """Run a fine-tuned model on ``input_file`` and write ``output_file``: GLUE ``index<TAB>prediction`` TSV,
     SQuAD ``{id: answer}`` JSON, or CoNLL ``TOKEN<TAB>TAG`` (see each task's ``write_predictions``).
 
     Labels in the input are optional; when every example has them the metrics are returned too. The output
     is written to a temporary name and renamed, so an existing ``output_file`` is complete.
     """
-    model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case)
+    model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case,
+                                            strip_accents=strip_accents)
     torch_device = _device(device)
     model.to(torch_device)
     examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")

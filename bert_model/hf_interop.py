@@ -42,6 +42,7 @@ from bertprep.bert_model.wordpiece import (
     hf_tokenizer_json,
     looks_cased,
     read_vocab_file,
+    strip_accents_of_tokenizer_json,
 )
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ class ModelSource:
     """``vocab.txt`` beside the weights, when there is one."""
     do_lower_case: bool | None = None
     """Casing recorded with the model (tokenizer files, shard manifest or finetune.json); None if unknown."""
+    strip_accents: bool | None = None
+    """Accent stripping recorded with the model (effective value: tokenizer files, shard manifest or
+    finetune.json); None if unknown (then it follows ``do_lower_case``, the original's rule)."""
     hf_config: dict[str, Any] = field(default_factory=dict)
     """The raw ``config.json`` (``id2label``, ``problem_type``...); empty for bertprep checkpoints."""
     finetune: dict[str, Any] | None = None
@@ -171,6 +175,38 @@ def _do_lower_case_from_dir(model_dir: str) -> bool | None:
     return None
 
 
+def _strip_accents_from_dir(model_dir: str) -> bool | None:
+    """Effective ``strip_accents`` of a Hugging Face directory: ``tokenizer_config.json`` (whose ``null``
+    follows its ``do_lower_case``, as ``transformers`` reads it), else ``tokenizer.json``'s normalizer."""
+    config_path = os.path.join(model_dir, "tokenizer_config.json")
+    if os.path.exists(config_path):
+        config = _read_json(config_path)
+        if config.get("strip_accents") is not None:
+            return bool(config["strip_accents"])
+        if config.get("do_lower_case") is not None:
+            return bool(config["do_lower_case"])
+    tokenizer_path = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(tokenizer_path):
+        with open(tokenizer_path, encoding="utf-8") as f:
+            return strip_accents_of_tokenizer_json(f.read())
+    return None
+
+
+def shards_strip_accents(shard_dir: str | None) -> bool | None:
+    """The accent stripping a shard directory was made with (its ``manifest.json``: ``strip_accents`` where
+    it differs from ``do_lower_case``, else ``do_lower_case``); None if unknown or unreadable."""
+    manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
+    if manifest and os.path.exists(manifest):
+        try:
+            data = _read_json(manifest)
+        except ValueError:
+            return None
+        value = (data.get("vocab") or {}).get("strip_accents", (data.get("config") or {}).get("strip_accents"))
+        if value is not None:
+            return bool(value)
+    return shards_do_lower_case(shard_dir)
+
+
 def shards_do_lower_case(shard_dir: str | None) -> bool | None:
     """The casing a shard directory was made with (its ``manifest.json``); None if unknown or unreadable."""
     manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
@@ -225,7 +261,8 @@ def load_model_source(path: str) -> ModelSource:
             path=checkpoint_dir, kind="bertprep-checkpoint", config=config, state_dict=weights,
             architecture=PRETRAINING_ARCHITECTURE,
             vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
-            do_lower_case=_do_lower_case_from_checkpoint(state))
+            do_lower_case=_do_lower_case_from_checkpoint(state),
+            strip_accents=shards_strip_accents((state.get("data") or {}).get("shards")))
     config_path = os.path.join(path, "config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(
@@ -241,11 +278,14 @@ def load_model_source(path: str) -> ModelSource:
     do_lower_case = _do_lower_case_from_dir(path)
     if do_lower_case is None and finetune is not None:
         do_lower_case = finetune.get("do_lower_case")
+    strip_accents = _strip_accents_from_dir(path)
+    if strip_accents is None and finetune is not None:
+        strip_accents = finetune.get("strip_accents", finetune.get("do_lower_case"))
     return ModelSource(
         path=path, kind="huggingface", config=config, state_dict=state_dict,
         architecture=architectures[0],
         vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
-        do_lower_case=do_lower_case, hf_config=hf_config, finetune=finetune)
+        do_lower_case=do_lower_case, strip_accents=strip_accents, hf_config=hf_config, finetune=finetune)
 
 
 def infer_architecture(state_dict: dict[str, torch.Tensor]) -> str:
@@ -276,6 +316,22 @@ def resolve_do_lower_case(requested: bool | None, source_value: bool | None, tok
     logger.info("the model does not record do_lower_case; the vocab looks %s, so do_lower_case=%s",
                 "uncased" if guess else "cased", guess)
     return guess
+
+
+def resolve_strip_accents_setting(requested: bool | None, recorded: bool | None, recorded_lower: bool | None,
+                                  do_lower_case: bool) -> bool:
+    """The accent stripping to tokenize with, given the casing ``do_lower_case`` already chosen: the explicit
+    choice (warning when the model recorded the other), else the model's record where it differs from the
+    model's recorded casing (a model trained with ``--no-strip-accents``), else ``do_lower_case`` (the
+    original's rule, so a casing override changes both as before)."""
+    if requested is not None:
+        if recorded is not None and recorded != requested:
+            logger.warning("strip_accents=%s given, but the model was trained with strip_accents=%s",
+                           requested, recorded)
+        return requested
+    if recorded is not None and (recorded_lower is None or recorded != recorded_lower):
+        return recorded
+    return do_lower_case
 
 
 def build_model(source: ModelSource) -> nn.Module:
@@ -422,6 +478,7 @@ def write_hf_directory(
     *,
     vocab_tokens: list[str],
     do_lower_case: bool,
+    strip_accents: bool | None = None,
     id2label: dict[int, str] | None = None,
     finetuning_task: str | None = None,
     extra_json: dict[str, dict[str, Any]] | None = None,
@@ -434,6 +491,8 @@ def write_hf_directory(
         model: ``BertForPreTraining`` or one of the heads in ``heads.HEADS``.
         vocab_tokens: the vocab in id order; its length must equal ``model.config.vocab_size``.
         do_lower_case: tokenizer casing recorded in the tokenizer files.
+        strip_accents: accent stripping recorded in them (None: the same as ``do_lower_case``); both files say
+            it explicitly, so ``transformers`` tokenizes as bertprep did.
         id2label: label names of a classification head (default ``LABEL_i``).
         finetuning_task: written to ``config.json`` as Hugging Face does (e.g. ``"sst2"``).
         extra_json: more JSON files to write beside (name -> content), e.g. ``finetune.json``.
@@ -464,10 +523,12 @@ def write_hf_directory(
         ckpt._fsync_file(os.path.join(tmp, "model.safetensors"))
         _write_text(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         _write_text(os.path.join(tmp, "vocab.txt"), "".join(t + "\n" for t in vocab_tokens))
-        _write_text(os.path.join(tmp, "tokenizer.json"), hf_tokenizer_json(vocab_tokens, do_lower_case))
+        _write_text(os.path.join(tmp, "tokenizer.json"), hf_tokenizer_json(vocab_tokens, do_lower_case,
+                                                                               strip_accents=strip_accents))
         model_max_length = config.max_position_embeddings
         _write_text(os.path.join(tmp, "tokenizer_config.json"),
-                    json.dumps(hf_tokenizer_config(do_lower_case, model_max_length), indent=2) + "\n")
+                    json.dumps(hf_tokenizer_config(do_lower_case, model_max_length, strip_accents=strip_accents),
+                               indent=2) + "\n")
         special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                    "mask_token": "[MASK]"}
         _write_text(os.path.join(tmp, "special_tokens_map.json"), json.dumps(special, indent=2) + "\n")
@@ -488,7 +549,7 @@ def write_hf_directory(
 
 __all__ = [
     "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
-    "check_same_vocab", "load_pretraining_weights", "shards_do_lower_case",
+    "check_same_vocab", "load_pretraining_weights", "shards_do_lower_case", "shards_strip_accents",
     "hf_config_dict", "infer_architecture", "is_model_source", "load_model_source", "normalize_hf_state_dict", "read_hf_state_dict",
-    "resolve_do_lower_case", "write_hf_directory",
+    "resolve_do_lower_case", "resolve_strip_accents_setting", "write_hf_directory",
 ]

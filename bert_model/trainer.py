@@ -42,6 +42,7 @@ from bertprep.bert_model.hf_interop import (
     load_model_source,
     load_pretraining_weights,
     shards_do_lower_case,
+    shards_strip_accents,
 )
 from bertprep.bert_model.metrics import JsonlWriter, PretrainingMetrics, gpu_peak_flops, plot_metrics
 from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining, flops_per_token
@@ -193,6 +194,11 @@ def _hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) 
         raise ValueError(f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
                          f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
                          f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}")
+    shards_strip = shards_strip_accents(info.shard_dir)
+    if source.strip_accents is not None and shards_strip is not None and shards_strip != source.strip_accents:
+        raise ValueError(f"shards {info.shard_dir} were made with strip_accents={shards_strip} but {source.path} "
+                         f"was trained with strip_accents={source.strip_accents}; make the shards with "
+                         f"{'--strip-accents' if source.strip_accents else '--no-strip-accents'}")
     check_compatible(info, vocab_size=model_config.vocab_size,
                      max_position_embeddings=model_config.max_position_embeddings, what=source.path)
     return model_config

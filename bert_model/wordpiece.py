@@ -1,8 +1,10 @@
 """WordPiece tokenization for fine-tuning and export, from a ``vocab.txt``, with Hugging Face ``tokenizers``.
 
 The same pipeline as the pre-training data (``pipeline/tokenization.py``, the original ``FullTokenizer``):
-``BertNormalizer(lowercase=do_lower_case, strip_accents=do_lower_case)`` + ``BertPreTokenizer`` +
-``WordPiece(max_input_chars_per_word=200)``. It is rebuilt here because ``bert_model`` never imports
+``BertNormalizer(lowercase=do_lower_case, strip_accents=strip_accents)`` + ``BertPreTokenizer`` +
+``WordPiece(max_input_chars_per_word=200)``, where ``strip_accents`` is ``do_lower_case`` unless chosen apart
+(``pipeline/normalization.py``, Beam-free: NFD splits Hangul syllables into jamo, so Korean wants
+``strip_accents=False``). It is rebuilt here because ``bert_model`` never imports
 ``apache_beam`` (ARCHITECTURE.md), which ``pipeline/tokenization.py`` does to read ``gs://`` paths.
 
 Encodings carry character offsets into the *original* text (``tokenizers`` tracks them through
@@ -17,7 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
-from tokenizers import Encoding, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Encoding, Tokenizer, decoders, models, pre_tokenizers, processors
+
+from bertprep.pipeline.normalization import bert_normalizer, normalizer_settings, resolve_strip_accents
 
 #: The special entries a BERT vocab must have (looked up by name: a trained vocab has [PAD]=0..[MASK]=4,
 #: Google's has [CLS]=101).
@@ -73,16 +77,16 @@ def _wordpiece_model(tokens: Sequence[str]) -> models.WordPiece:
                             max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD)
 
 
-def _normalizer(do_lower_case: bool) -> normalizers.BertNormalizer:
-    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                      strip_accents=do_lower_case, lowercase=do_lower_case)
+def _normalizer(do_lower_case: bool, strip_accents: bool | None = None):
+    return bert_normalizer(do_lower_case, strip_accents)
 
 
 @dataclass
 class WordPieceTokenizer:
     """A vocab's WordPiece tokenizer and its special ids; ``encode*`` add no special tokens.
 
-    Build it with ``WordPieceTokenizer.from_tokens(tokens, do_lower_case)`` or ``from_vocab_file``.
+    Build it with ``WordPieceTokenizer.from_tokens(tokens, do_lower_case, strip_accents=None)`` or
+    ``from_vocab_file``.
     """
 
     tokens: list[str]
@@ -91,17 +95,23 @@ class WordPieceTokenizer:
     """Lower-case and strip accents before splitting (uncased vocabs)."""
     tokenizer: Tokenizer
     """The ``tokenizers`` pipeline (normalizer, pre-tokenizer, WordPiece model)."""
+    strip_accents: bool | None = None
+    """Strip accents (NFD, combining marks dropped); ``None`` at construction resolves to ``do_lower_case``."""
+
+    def __post_init__(self) -> None:
+        self.strip_accents = resolve_strip_accents(self.strip_accents, self.do_lower_case)
 
     @classmethod
-    def from_tokens(cls, tokens: Sequence[str], do_lower_case: bool) -> WordPieceTokenizer:
+    def from_tokens(cls, tokens: Sequence[str], do_lower_case: bool,
+                    strip_accents: bool | None = None) -> WordPieceTokenizer:
         tokenizer = Tokenizer(_wordpiece_model(tokens))
-        tokenizer.normalizer = _normalizer(do_lower_case)
+        tokenizer.normalizer = _normalizer(do_lower_case, strip_accents)
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        return cls(list(tokens), do_lower_case, tokenizer)
+        return cls(list(tokens), do_lower_case, tokenizer, strip_accents)
 
     @classmethod
-    def from_vocab_file(cls, path: str, do_lower_case: bool) -> WordPieceTokenizer:
-        return cls.from_tokens(read_vocab_file(path), do_lower_case)
+    def from_vocab_file(cls, path: str, do_lower_case: bool, strip_accents: bool | None = None) -> WordPieceTokenizer:
+        return cls.from_tokens(read_vocab_file(path), do_lower_case, strip_accents)
 
     def token_id(self, token: str) -> int:
         """Id of ``token`` (the last line holding it); ``KeyError`` if absent."""
@@ -134,7 +144,8 @@ class WordPieceTokenizer:
                                            add_special_tokens=False)
 
 
-def hf_tokenizer_json(tokens: Sequence[str], do_lower_case: bool, model_max_length: int = 512) -> str:
+def hf_tokenizer_json(tokens: Sequence[str], do_lower_case: bool, model_max_length: int = 512, *,
+                      strip_accents: bool | None = None) -> str:
     """The ``tokenizer.json`` of a Hugging Face fast BERT tokenizer for this vocab.
 
     Same normalizer / pre-tokenizer / WordPiece as ``WordPieceTokenizer``, plus the special tokens as added
@@ -144,10 +155,11 @@ def hf_tokenizer_json(tokens: Sequence[str], do_lower_case: bool, model_max_leng
     text stays one token here, as in every Hugging Face BERT tokenizer, while the original (and bertprep's
     fine-tuning) splits it into ``[``, ``sep``, ``]``.
     ``model_max_length`` is not part of this file (see ``hf_tokenizer_config``); it is accepted for symmetry.
+    ``strip_accents`` is written out resolved (``None`` -> ``do_lower_case``).
     """
     del model_max_length
     tokenizer = Tokenizer(_wordpiece_model(tokens))
-    tokenizer.normalizer = _normalizer(do_lower_case)
+    tokenizer.normalizer = _normalizer(do_lower_case, strip_accents)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
@@ -158,12 +170,17 @@ def hf_tokenizer_json(tokens: Sequence[str], do_lower_case: bool, model_max_leng
     return tokenizer.to_str(pretty=True)
 
 
-def hf_tokenizer_config(do_lower_case: bool, model_max_length: int = 512) -> dict:
-    """``tokenizer_config.json`` for ``transformers.AutoTokenizer`` (a ``BertTokenizer`` on tokenizer.json)."""
+def hf_tokenizer_config(do_lower_case: bool, model_max_length: int = 512, *,
+                        strip_accents: bool | None = None) -> dict:
+    """``tokenizer_config.json`` for ``transformers.AutoTokenizer`` (a ``BertTokenizer`` on tokenizer.json).
+
+    ``strip_accents`` is written resolved, never ``null``: ``transformers`` rebuilds the tokenizer.json's
+    normalizer from these settings, and its ``null`` means "as ``do_lower_case``", which would strip the
+    accents (and split the Hangul syllables) of a tokenizer built without stripping."""
     return {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": do_lower_case,
-        "strip_accents": None,
+        "strip_accents": resolve_strip_accents(strip_accents, do_lower_case),
         "tokenize_chinese_chars": True,
         "model_max_length": model_max_length,
         "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
@@ -187,7 +204,13 @@ def do_lower_case_of_tokenizer_json(text: str) -> bool | None:
     return None
 
 
+def strip_accents_of_tokenizer_json(text: str) -> bool | None:
+    """Effective ``strip_accents`` of a ``tokenizer.json``'s normalizer (``null`` follows its ``lowercase``);
+    None when it does not say."""
+    return normalizer_settings(json.loads(text).get("normalizer"))[1]
+
+
 __all__ = [
     "MAX_INPUT_CHARS_PER_WORD", "SPECIAL_TOKENS", "WordPieceTokenizer", "do_lower_case_of_tokenizer_json",
-    "hf_tokenizer_config", "hf_tokenizer_json", "looks_cased", "read_vocab_file",
+    "hf_tokenizer_config", "hf_tokenizer_json", "looks_cased", "read_vocab_file", "strip_accents_of_tokenizer_json",
 ]

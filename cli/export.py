@@ -14,8 +14,13 @@ import click
               help="vocab.txt of the model (default: the one saved with it).")
 @click.option("--do-lower-case/--no-do-lower-case", default=None,
               help="Tokenizer casing to record. Default: as recorded with the model, else guessed from the vocab.")
+@click.option("--strip-accents/--no-strip-accents", default=None,
+              help="Accent stripping to record in tokenizer.json and tokenizer_config.json (transformers reads "
+                   "it back). Default: as recorded with the model (its shards' manifest or tokenizer files), "
+                   "else the same as the casing (the original).")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace --output-dir if it exists.")
-def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bool | None, overwrite: bool) -> None:
+def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bool | None,
+           strip_accents: bool | None, overwrite: bool) -> None:
     """Export MODEL_DIR for Hugging Face transformers (from_pretrained / AutoTokenizer).
 
     MODEL_DIR is a pre-training checkpoint or run directory of 'bertprep train' (exported as
@@ -32,6 +37,7 @@ def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bo
         build_model,
         load_model_source,
         resolve_do_lower_case,
+        resolve_strip_accents_setting,
         write_hf_directory,
     )
     from bertprep.bert_model.wordpiece import read_vocab_file
@@ -45,9 +51,14 @@ def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bo
         if recorded is None and source.finetune is not None:
             recorded = source.finetune.get("do_lower_case")
         casing = resolve_do_lower_case(do_lower_case, recorded, tokens)
+        recorded_strip = source.strip_accents
+        if recorded_strip is None and source.finetune is not None:
+            recorded_strip = source.finetune.get("strip_accents")
+        strip = resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, casing)
         model = build_model(source)
-        extra = {FINETUNE_FILE: {**source.finetune, "do_lower_case": casing}} if source.finetune else None
-        path = write_hf_directory(output_dir, model, vocab_tokens=tokens, do_lower_case=casing,
+        extra = ({FINETUNE_FILE: {**source.finetune, "do_lower_case": casing, "strip_accents": strip}}
+                 if source.finetune else None)
+        path = write_hf_directory(output_dir, model, vocab_tokens=tokens, do_lower_case=casing, strip_accents=strip,
                                   id2label=source.id2label, finetuning_task=source.hf_config.get("finetuning_task"),
                                   extra_json=extra, overwrite=overwrite)
     except (ValueError, FileNotFoundError, FileExistsError) as err:

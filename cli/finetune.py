@@ -56,6 +56,10 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--do-lower-case/--no-do-lower-case", default=None,
               help="Lower-case and strip accents (uncased vocab). Default: as recorded with the model, else "
                    "guessed from the vocab.")
+@click.option("--strip-accents/--no-strip-accents", default=None,
+              help="Strip accents (NFD; splits Hangul syllables into jamo) apart from lower-casing. Default: as "
+                   "recorded with the model, else the same as --do-lower-case (the original). A model whose "
+                   "vocab was built with --no-strip-accents (Korean) records it.")
 # GLUE
 @click.option("--glue-task", type=click.Choice(GLUE_TASK_NAMES), default=None,
               help="GLUE task preset: columns, labels and metrics of its train.tsv / dev.tsv.")

@@ -37,10 +37,14 @@ from bertprep.bert_model.finetune import predict as run_predict
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, help="Inputs per forward pass.")
 @click.option("--do-lower-case/--no-do-lower-case", default=None,
               help="Override the tokenizer casing recorded with the model.")
+@click.option("--strip-accents/--no-strip-accents", default=None,
+              help="Override the accent stripping recorded with the model (default: as recorded, else the same "
+                   "as the casing).")
 @click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def predict(model_dir: str, input_file: str, output_file: str, max_examples: int | None, batch_size: int,
-            do_lower_case: bool | None, device: str, progress: bool, **task_overrides) -> None:
+            do_lower_case: bool | None, strip_accents: bool | None, device: str, progress: bool,
+            **task_overrides) -> None:
     """Predict labels (glue), answer spans (squad), tags (ner) or choices (multiple-choice) for INPUT with a
     fine-tuned model.
 
@@ -52,7 +56,7 @@ def predict(model_dir: str, input_file: str, output_file: str, max_examples: int
     try:
         result = run_predict(model_dir, input_file, output_file, task_overrides=task_overrides,
                              batch_size=batch_size, device=device, max_examples=max_examples,
-                             do_lower_case=do_lower_case, progress=progress)
+                             do_lower_case=do_lower_case, strip_accents=strip_accents, progress=progress)
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     metrics = "" if result.metrics is None else "; " + ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())

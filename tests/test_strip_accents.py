@@ -254,7 +254,64 @@ def test_make_shards_warns_once_about_a_jamo_vocab_txt(korean_vocab, ko_dir, tmp
 
 
 def test_help_explains_the_option():
-    for command in ("build-vocab", "make-shards"):
+    for command in ("build-vocab", "make-shards", "finetune", "predict", "export"):
         result = _run([command, "--help"])
         assert result.exit_code == 0
-        assert "--strip-accents / --no-strip-accents" in result.output and "Hangul" in result.output
+        assert "--strip-accents / --no-strip-accents" in result.output
+    for command in ("build-vocab", "make-shards"):
+        assert "Hangul" in _run([command, "--help"]).output
+
+
+def test_fine_tuning_takes_the_models_record_unless_told_otherwise():
+    from bertprep.bert_model.hf_interop import resolve_strip_accents_setting
+
+    assert resolve_strip_accents_setting(None, False, True, True) is False  # a --no-strip-accents model
+    assert resolve_strip_accents_setting(None, True, True, True) is True
+    assert resolve_strip_accents_setting(None, True, True, False) is False  # a casing override changes both
+    assert resolve_strip_accents_setting(None, None, None, True) is True  # nothing recorded: the original
+    assert resolve_strip_accents_setting(True, False, True, True) is True  # explicit wins (with a warning)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bertprep export: the tokenizer files of an exported model tokenize Korean as bertprep did
+
+
+def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab,
+                                                                                       tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bertprep.bert_model import checkpoint as ckpt
+    from bertprep.bert_model.hf_interop import load_model_source
+    from bertprep.bert_model.model import BertConfig, BertForPreTraining
+    from bertprep.bert_model.optim import create_optimizer
+    from bertprep.bert_model.wordpiece import WordPieceTokenizer
+
+    strip, trained, outdir = korean_vocab
+    # a pre-training checkpoint whose shards' manifest records the setting as make-shards writes it
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    vocab_info = {"do_lower_case": True, **({} if strip else {"strip_accents": False})}
+    (shards / "manifest.json").write_text(json.dumps({"vocab": vocab_info, "config": {"do_lower_case": True}}))
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig(vocab_size=len(trained.tokens), hidden_size=32, num_hidden_layers=1,
+                                          num_attention_heads=2, intermediate_size=48, max_position_embeddings=128))
+    state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "x", "shards": str(shards)}}
+    ckpt.save_checkpoint(str(tmp_path / "run"), 1, model=model, optimizer=create_optimizer(model), state=state,
+                         hf_config=model.config.to_hf_dict(), vocab_file=str(outdir / "vocab.txt"))
+
+    result = _run(["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf")])
+    assert result.exit_code == 0, result.output
+    config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert config["strip_accents"] is strip and config["do_lower_case"] is True
+    assert load_model_source(str(tmp_path / "hf")).strip_accents is strip  # read back for finetune/predict
+
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    pipeline_ids = SentenceEncoder(Vocab.from_tokens(trained.tokens), True, strip_accents=strip).encode(korean)
+    finetune_ids = [e.ids for e in WordPieceTokenizer.from_tokens(trained.tokens, True, strip).encode_batch(korean)]
+    hf_ids = hf(korean, add_special_tokens=False)["input_ids"]
+    assert hf_ids == pipeline_ids == finetune_ids
+    # an explicit override is recorded as given
+    again = _run(["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf2"),
+                  "--strip-accents" if not strip else "--no-strip-accents"])
+    assert again.exit_code == 0, again.output
+    assert json.loads((tmp_path / "hf2" / "tokenizer_config.json").read_text())["strip_accents"] is (not strip)
