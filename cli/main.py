@@ -17,6 +17,7 @@ _COMMANDS = {
     "export": "bertprep.cli.export:export",
     "predict": "bertprep.cli.predict:predict",
     "fill-mask": "bertprep.cli.fill_mask:fill_mask",
+    "extract-features": "bertprep.cli.extract_features:extract_features_cmd",
 }
 
 _HELP = {
@@ -24,16 +25,17 @@ _HELP = {
     "make-shards": "Turn documents into masked BERT pre-training instances (Apache Beam) as Arrow shards.",
     "inspect": "Print a shard directory's statistics and decode instances back to text.",
     "train": "Pre-train (MLM + NSP) a BERT encoder on shards.",
-    "finetune": "Fine-tune a BERT encoder on GLUE-style classification, SQuAD v1.1 or NER.",
+    "finetune": "Fine-tune a BERT encoder on GLUE-style classification, SQuAD v1.1/v2.0, NER or multiple choice.",
     "export": "Write a Hugging Face transformers directory for a bertprep model.",
     "predict": "Run a fine-tuned model on a file and write its predictions.",
     "fill-mask": "Show the top-k word pieces a pre-trained model predicts at each [MASK].",
+    "extract-features": "Write frozen BERT activations of chosen layers per word piece (Arrow, streamed).",
 }
 
 
 # The setup.cfg extra that installs what each command needs beyond the core (Beam, tokenizers, pyarrow).
 _EXTRAS = {"train": "train", "finetune": "finetune", "export": "finetune", "predict": "finetune",
-           "fill-mask": "finetune"}
+           "fill-mask": "finetune", "extract-features": "finetune"}
 
 
 class LazyGroup(click.Group):

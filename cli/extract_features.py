@@ -1,0 +1,75 @@
+"""``bertprep extract-features``: options -> ``FeatureConfig`` -> ``bertprep.bert_model.features.extract_features``."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+# Imported at load time so that a missing dependency is reported by the command group's message.
+from bertprep.bert_model.features import DTYPES, POOLINGS, FeatureConfig, extract_features
+
+_D = FeatureConfig.__dataclass_fields__
+
+
+def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        layers = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give comma-separated integers, e.g. -1,-2,-3,-4", ctx, param) from None
+    if not layers:
+        raise click.BadParameter("give at least one layer", ctx, param)
+    return layers
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--model", required=True, type=click.Path(exists=True, file_okay=False),
+              help="A bertprep checkpoint or run directory, a 'bertprep finetune' output, or a Hugging Face BERT "
+                   "directory (its encoder is used; heads are ignored).")
+@click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="UTF-8 text, one sequence per line; 'text_a ||| text_b' for a sentence pair. Blank lines are "
+                   "skipped (the 'line' column keeps the 0-based line number).")
+@click.option("--output", "output_file", required=True, type=click.Path(dir_okay=False),
+              help="Arrow IPC file to write (read it with pyarrow.ipc.open_file); written under a temporary name "
+                   "and renamed when complete.")
+@click.option("--layers", default="-1,-2,-3,-4", callback=_layers,
+              help="Comma-separated hidden states to write, one column layer_<i> each: 0 = embedding output, "
+                   "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering).")
+@click.option("--pooling", type=click.Choice(POOLINGS), default=_D["pooling"].default,
+              help="none: a vector per word piece; first-piece / mean-word: a vector per word (its first piece, "
+                   "or the mean of its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces "
+                   "([CLS]/[SEP] included).")
+@click.option("--max-seq-length", type=click.IntRange(min=3), default=_D["max_seq_length"].default,
+              help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=_D["batch_size"].default,
+              help="Lines per forward pass and per Arrow record batch: what is in memory at a time.")
+@click.option("--dtype", type=click.Choice(DTYPES), default=_D["dtype"].default,
+              help="Stored activation type (float16 halves the file).")
+@click.option("--do-lower-case/--no-do-lower-case", default=None,
+              help="Override the tokenizer casing recorded with the model.")
+@click.option("--device", default=_D["device"].default, help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --output.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+def extract_features_cmd(**options) -> None:
+    """Write frozen BERT activations (the feature-based approach, paper section 5.3) for every line of a file.
+
+    The counterpart of google-research/bert's extract_features.py: per word piece its text, its character
+    offsets and the hidden states of the chosen layers, streamed to Arrow batch by batch (memory does not grow
+    with the input).
+
+    \b
+    Example:
+      bertprep extract-features --model hf/bert-base-uncased --input sentences.txt \\
+          --output features.arrow --layers -1,-2,-3,-4 --pooling first-piece
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = FeatureConfig(**options)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    try:
+        result = extract_features(config)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"{result.lines} lines ({result.pieces} word pieces, {result.truncated} cut) written to "
+               f"{result.output_file}")
