@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from tokenizers import normalizers, pre_tokenizers
@@ -116,7 +117,8 @@ def _table(title: str, command: str, rows: list[tuple[str, str, dict]], korean: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     here = Path(__file__).resolve().parent
-    parser.add_argument("--data", default=os.environ.get("BERTPREP_SHARED_DATA", str(here.parents[1] / "shared" / "data")))
+    parser.add_argument("--data", default=os.environ.get("BERTPREP_DATA", str(here.parents[1] / "shared" / "data")),
+                        help="the shared data folder (default: $BERTPREP_DATA, else ../shared/data)")
     parser.add_argument("--vocab-size", type=int, default=3000)
     parser.add_argument("--zh-vocab-size", type=int, default=8000)
     args = parser.parse_args()
@@ -129,7 +131,7 @@ def main() -> int:
     ko_all = _sentences(sorted(ko.glob("*.txt")))
     ko_train = _sentences([ko / "constitution-of-korea.txt"])
     ko_heldout = _sentences([ko / "wikipedia-hangugeo.txt"])
-    stats = accent_stripping_stats(__import__("collections").Counter("".join(ko_all)))
+    stats = accent_stripping_stats(Counter("".join(ko_all)))
     print(f"Korean: {len(ko_all):,} sentences, {stats.letters:,} letters, of which {stats.hangul_syllables:,} "
           f"Hangul syllables; accent stripping changes {stats.share:.1%} of the letters")
     rows = []

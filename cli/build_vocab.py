@@ -102,8 +102,8 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
 @click.option("--overwrite", is_flag=True,
               help="Replace vocab.txt / tokenizer.json already in --output-dir (otherwise refused).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars; only the summary, warnings and errors.")
-def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, strip_accents, min_frequency, limit_alphabet,
-                num_unused, input_format, text_field, segmenter, encoding, overwrite, quiet):
+def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, strip_accents, min_frequency,
+                limit_alphabet, num_unused, input_format, text_field, segmenter, encoding, overwrite, quiet):
     """Train a WordPiece vocabulary on INPUTS (files, globs or directories; local or gs://...).
 
     Without INPUTS it trains on the bundled demo corpus (three public-domain books), as make-shards does.

@@ -200,8 +200,9 @@ def default_strip_accents(vocab: Vocab) -> bool | None:
     """make-shards' ``strip_accents`` when none is given: the tokenizer.json's when it differs from its
     ``lowercase`` (a vocab built with ``--no-strip-accents``), else ``None`` (the same as ``do_lower_case``,
     the original's behaviour)."""
-    if vocab.strip_accents is not None and vocab.do_lower_case is not None and vocab.strip_accents != vocab.do_lower_case:
-        return vocab.strip_accents
+    recorded, lower = vocab.strip_accents, vocab.do_lower_case
+    if recorded is not None and lower is not None and recorded != lower:
+        return recorded
     return None
 
 
