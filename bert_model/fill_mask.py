@@ -22,6 +22,7 @@ from bertprep.bert_model.hf_interop import (
     load_model_source,
     load_pretraining_weights,
     resolve_do_lower_case,
+    resolve_strip_accents_setting,
 )
 from bertprep.bert_model.model import BertForPreTraining
 from bertprep.bert_model.wordpiece import WordPieceTokenizer
@@ -81,7 +82,9 @@ def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[Ber
     if head:
         raise ValueError(f"{source.path} lacks the masked-LM head weights {head}")
     lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
-    return model.eval(), WordPieceTokenizer.from_tokens(source.vocab_tokens, lower)
+    # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
+    strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
+    return model.eval(), WordPieceTokenizer.from_tokens(source.vocab_tokens, lower, strip)
 
 
 def encode_with_masks(tokenizer: WordPieceTokenizer, text: str) -> tuple[list[int], list[str]]:

@@ -304,6 +304,8 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
     assert config["strip_accents"] is strip and config["do_lower_case"] is True
     assert load_model_source(str(tmp_path / "hf")).strip_accents is strip  # read back for finetune/predict
+    from bertprep.bert_model.fill_mask import load_mlm_model
+    assert load_mlm_model(str(tmp_path / "hf"))[1].strip_accents is strip
 
     hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     pipeline_ids = SentenceEncoder(Vocab.from_tokens(trained.tokens), True, strip_accents=strip).encode(korean)
