@@ -55,7 +55,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.glue import truncate_seq_pair
-from bertprep.bert_model.hf_interop import load_model_source, resolve_do_lower_case
+from bertprep.bert_model.hf_interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
 from bertprep.bert_model.model import BertConfig, BertModel
 from bertprep.bert_model.wordpiece import WordPieceTokenizer
 
@@ -126,8 +126,10 @@ def load_encoder(model_dir: str, *, do_lower_case: bool | None = None
     if missing:
         raise ValueError(f"{model_dir}: the weights lack encoder parameters {missing[:3]}; is it a BERT model?")
     bert.load_state_dict({k: v for k, v in weights.items() if k in own}, strict=False)
-    tokenizer = WordPieceTokenizer.from_tokens(
-        source.vocab_tokens, resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens))
+    lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
+    # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
+    strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
+    tokenizer = WordPieceTokenizer.from_tokens(source.vocab_tokens, lower, strip)
     return bert.eval(), tokenizer, source.config
 
 

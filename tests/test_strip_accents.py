@@ -306,6 +306,8 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     assert load_model_source(str(tmp_path / "hf")).strip_accents is strip  # read back for finetune/predict
     from bertprep.bert_model.fill_mask import load_mlm_model
     assert load_mlm_model(str(tmp_path / "hf"))[1].strip_accents is strip
+    from bertprep.bert_model.features import load_encoder
+    assert load_encoder(str(tmp_path / "hf"))[1].strip_accents is strip
 
     hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     pipeline_ids = SentenceEncoder(Vocab.from_tokens(trained.tokens), True, strip_accents=strip).encode(korean)
