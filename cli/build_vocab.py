@@ -126,7 +126,8 @@ def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, stri
     Keep the vocab.txt you made shards with; do not expect to re-create it byte for byte.
     """
     from bertprep.pipeline.readers import InputError, ReaderStats, check_options, expand_inputs
-    from bertprep.pipeline.vocab import VocabConfig, VocabSizeError, existing_outputs, save_vocab, train_wordpiece
+    from bertprep.pipeline.vocab import (VocabConfig, VocabSizeError, check_output_dir, existing_outputs, save_vocab,
+                                         train_wordpiece)
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     all_inputs = [p for value in (*inputs, *input_files) for p in value.split(",") if p.strip()]
@@ -152,6 +153,10 @@ def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, stri
         check_options(input_format, segmenter=segmenter, encoding=encoding)
         files = expand_inputs(all_inputs)
     except InputError as err:
+        raise click.ClickException(str(err)) from err
+    try:
+        check_output_dir(output_dir, files)
+    except ValueError as err:
         raise click.ClickException(str(err)) from err
 
     stats = ReaderStats()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import functools
 import logging
+import os
 import re
 import sys
+import tempfile
 
 import click
 
@@ -17,27 +22,106 @@ _WORKER_RECORD = re.compile(r'^Worker: severity: (\w+) .*? message: "(.*?)" (?:i
 _WORKER_LOCATION = re.compile(r'log_location: "([^"]*)"')
 
 
-def _drop_beam_noise(record: logging.LogRecord) -> bool:
+#: The exception line of a worker traceback for an error make-shards reports itself, as one line.
+_USER_ERROR_LINE = re.compile(r"bertprep\.pipeline\.[\w.]+\.(MakeShardsError|InputError|VocabError): ")
+
+
+def _drop_beam_noise(record: logging.LogRecord, quiet: bool = False) -> bool:
     """Keep bertprep's own progress lines readable under the local runner.
 
     Beam logs one INFO line per string type hint of every DoFn, and the local multi-processing runner
     forwards every log line of its worker processes wrapped in a protobuf dump; worker lines from Beam
-    itself are dropped, bertprep's are unwrapped. Warnings and errors always pass.
+    itself are dropped, bertprep's are unwrapped. A worker's traceback for an error that make-shards then
+    reports in one line (bad input, too many shards, disk full) is dropped. Warnings and errors pass, but
+    with ``quiet`` only bertprep's own warnings and errors do: Beam's worker error dumps (about 200 lines)
+    are left out, since the error that ends the run is reported anyway.
     """
     text = record.getMessage()
     if text.startswith("Converting string literal type hint"):
         return False
+    if _USER_ERROR_LINE.search(text) and (text.startswith("Worker: severity:") or "Traceback" in text):
+        return False
     if text.startswith("Worker: severity:"):
         match = _WORKER_RECORD.match(text)
         if not match:
-            return record.levelno >= logging.WARNING and "semi_persistent_directory" not in text
+            return record.levelno >= logging.WARNING and "semi_persistent_directory" not in text and not quiet
         severity, message = match.groups()
         where = _WORKER_LOCATION.search(text)
         location = where.group(1) if where else ""
+        if quiet and (severity not in ("WARN", "WARNING", "ERROR", "CRITICAL") or "apache_beam" in location):
+            return False
         if "apache_beam" in location and severity not in ("ERROR", "CRITICAL"):
             return False
         record.msg, record.args = message.replace('\\"', '"'), ()
     return True
+
+
+def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
+    """Refuse arguments that neither make-shards nor Beam's ``PipelineOptions`` parses, before anything runs
+    (Beam itself would only log a warning and drop them, so ``--dupe-factr 3`` would run with the default).
+
+    Raises:
+        click.UsageError: naming the first unknown option and the nearest make-shards (or Beam) option.
+    """
+    from bertprep.pipeline.beam_pipeline import beam_option_names, unknown_beam_args
+
+    unknown = unknown_beam_args(beam_args)
+    if not unknown:
+        return
+    options = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    if not options:
+        raise click.UsageError(f"unexpected argument {unknown[0]!r}; input files are given with -i/--input-file "
+                               "(comma-separated or repeated)", ctx)
+    name = options[0]
+    ours = sorted({opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts)
+                   if opt.startswith("--")})
+    close = difflib.get_close_matches(name, ours, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name, beam_option_names(), n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]}?" if close else "; see bertprep make-shards --help"
+    more = f" (and {', '.join(options[1:])})" if len(options) > 1 else ""
+    raise click.UsageError(f"no such option: {name}{more}: neither a make-shards option nor a Beam pipeline "
+                           f"option{hint}", ctx)
+
+
+def _stderr_fd(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _worker_stderr_to_file(enabled: bool):
+    """With ``enabled`` (``-q`` on the local runner), send what the local runner's worker processes print
+    to their stderr into a temporary file instead of the terminal; yields the file's path (or None).
+
+    Beam's worker harness prints the traceback of every failed bundle straight to its stderr (about 70
+    lines per failure, besides the log records it forwards), and worker processes inherit file
+    descriptor 2. So fd 2 points at the file while the pipeline runs; this process's own log handlers
+    (and click's messages after the run) keep writing to the terminal through a duplicate of the
+    original fd 2. Nothing changes when stderr is not a real file descriptor (tests) or not ``enabled``.
+    """
+    if not enabled or _stderr_fd(sys.stderr) != 2:
+        yield None
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",
+                         errors="backslashreplace")
+    handlers = [h for h in logging.getLogger().handlers
+                if isinstance(h, logging.StreamHandler) and _stderr_fd(h.stream) == 2]
+    with tempfile.NamedTemporaryFile(prefix="bertprep-workers-", suffix=".log", delete=False) as log_file:
+        path = log_file.name
+        os.dup2(log_file.fileno(), 2)
+    previous = [h.setStream(terminal) for h in handlers]
+    try:
+        yield path
+    finally:
+        for handler, stream in zip(handlers, previous):
+            handler.setStream(stream)
+        terminal.close()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -154,10 +238,13 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
         load_vocab,
     )
 
+    _check_beam_args(click.get_current_context(), beam_args)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_drop_beam_noise)
+        for earlier in [f for f in handler.filters if getattr(f, "func", f) is _drop_beam_noise]:
+            handler.removeFilter(earlier)  # an earlier command in this process (tests) may have set another
+        handler.addFilter(functools.partial(_drop_beam_noise, quiet=quiet))
     if not any(arg.startswith("--runner") for arg in beam_args):
         # the local runner's own INFO (gRPC servers, harness start/stop) is not for users; on Dataflow
         # Beam's INFO lines carry the job's console URL, so they stay.
@@ -201,10 +288,24 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
                               masking=masking, sampling=sampling, overwrite=overwrite)
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
-    try:
-        manifest = run_make_shards(config, beam_args)
-    except (readers.InputError, VocabError, MakeShardsError) as err:
-        raise click.ClickException(str(err)) from err
+    local_runner = not any(arg.startswith("--runner") for arg in beam_args)
+    with _worker_stderr_to_file(quiet and local_runner) as worker_log:
+        try:
+            manifest = run_make_shards(config, beam_args)
+        except (readers.InputError, VocabError, MakeShardsError) as err:
+            error = err
+        except BaseException:
+            if worker_log:  # an unexpected failure: keep what the workers printed
+                click.echo(f"(the worker processes' output is in {worker_log})", err=True)
+                worker_log = None
+            raise
+        else:
+            error = None
+        finally:
+            if worker_log:
+                os.remove(worker_log)
+    if error is not None:
+        raise click.ClickException(str(error)) from error
     if "dry_run" in manifest:
         click.echo(manifest["dry_run"])
     elif manifest:

@@ -15,11 +15,16 @@ generator's output order.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
+import logging
 import math
 import os
+import re
+import socket
+import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -31,9 +36,12 @@ from apache_beam.io.filesystems import FileSystems
 from bertprep.pipeline import schema
 from bertprep.pipeline.instances import TrainingInstance
 
+log = logging.getLogger(__name__)
+
 DEFAULT_INSTANCES_PER_SHARD = 50_000
 ROWS_PER_RECORD_BATCH = 4096
 TMP_PREFIX = ".bertprep-tmp-"
+VOCAB_NAME = "vocab.txt"
 
 
 def instances_to_table(instances: Sequence[TrainingInstance], vocab_size: int) -> pa.Table:
@@ -317,6 +325,13 @@ def copy_vocab(output_dir: str, tokens: Sequence[str]) -> None:
         f.write(("\n".join(tokens) + "\n").encode("utf-8"))
 
 
+def is_output_name(name: str) -> bool:
+    """Whether a file name is one make-shards writes (and ``--overwrite`` replaces) in its output directory:
+    ``shard-NNNNN-of-MMMMM.arrow``, ``manifest.json`` (or its ``.tmp``) or ``vocab.txt``."""
+    return bool(schema.SHARD_RE.match(name)) or name in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp",
+                                                         VOCAB_NAME)
+
+
 def existing_outputs(output_dir: str) -> list[str]:
     """Shard files, a manifest or a vocab already in ``output_dir`` (empty list if the dir is absent)."""
     pattern = FileSystems.join(output_dir, "*")  # no exists() check: on gs:// a folder is only a name prefix
@@ -343,3 +358,109 @@ def remove_tree(path: str) -> None:
     matched = FileSystems.match([FileSystems.join(path, "**")])[0].metadata_list
     if matched:
         FileSystems.delete([m.path for m in matched])
+
+
+# ------------------------------------------------------------------------------- staging and the swap
+#
+# A run writes everything into a staging folder inside the output directory, ``.bertprep-tmp-<host>-<pid>-<run>``
+# (hidden: globs and directory inputs skip it): bucket files under ``buckets/``, then the shards, vocab.txt
+# and manifest.json. Only when the pipeline has succeeded does :func:`commit_staged` move them into place,
+# so a failed or killed run never touches an earlier run's output; a killed run's staging folder is
+# removed by the next successful run in the same directory (:func:`remove_stale_staging`).
+
+_STAGING_RE = re.compile(r"^" + re.escape(TMP_PREFIX) + r"(?:(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-)?[0-9a-f]+$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"
+
+
+def staging_dir_name() -> str:
+    """A new staging folder name, ``.bertprep-tmp-<host>-<pid>-<8 hex>``: host and process id say whether
+    the run that made it is still alive (:func:`is_stale_staging`)."""
+    return f"{TMP_PREFIX}{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def is_stale_staging(name: str) -> bool:
+    """Whether the staging folder ``name`` belongs to a run that is no longer alive: made on this host by a
+    process that no longer exists, or named without a process id (bertprep before it recorded one).
+    Folders of live processes and of other hosts are never stale."""
+    match = _STAGING_RE.match(name)
+    if not match:
+        return False
+    if match["pid"] is None:
+        return True
+    return match["host"] == _host() and not _pid_alive(int(match["pid"]))
+
+
+def remove_stale_staging(output_dir: str, keep: str = "") -> list[str]:
+    """Delete the staging folders of dead runs (:func:`is_stale_staging`) in ``output_dir``, except ``keep``;
+    returns their paths. Failures are logged, not raised."""
+    if "://" in output_dir:  # an object store folder is a name prefix: list what lies under the staging names
+        matched = FileSystems.match([FileSystems.join(output_dir, TMP_PREFIX + "*/**")])[0].metadata_list
+        base = output_dir.rstrip("/") + "/"
+        names = {m.path[len(base):].split("/", 1)[0] for m in matched if m.path.startswith(base)}
+    else:
+        try:
+            names = {n for n in os.listdir(output_dir) if n.startswith(TMP_PREFIX)}
+        except OSError:
+            return []
+    removed = []
+    for name in sorted(names):
+        path = FileSystems.join(output_dir, name)
+        if name == os.path.basename(keep.rstrip("/")) or not is_stale_staging(name):
+            continue
+        try:
+            remove_tree(path)
+        except Exception as err:  # cleaning up must not fail a finished run
+            log.warning("could not remove %s, left by an earlier run that was stopped: %s", path, err)
+            continue
+        log.info("removed %s, left by an earlier run that was stopped", path)
+        removed.append(path)
+    return removed
+
+
+def commit_staged(staging_dir: str, output_dir: str, files: Sequence[str]) -> None:
+    """Move a finished run's ``files`` (shards and vocab.txt) and its manifest.json from ``staging_dir`` into
+    ``output_dir``, replacing an earlier run's outputs there, then delete ``staging_dir``.
+
+    Order: the old manifest goes first (from then on the old set is marked incomplete), then the new files
+    are renamed over the old ones, old shards the new run did not make are deleted, and the new manifest
+    comes last (the commit marker). Files in ``output_dir`` that make-shards does not write are untouched.
+    """
+    new = set(files)
+    old = [p for p in existing_outputs(output_dir)
+           if is_output_name(os.path.basename(p.rstrip("/")))]
+    markers = [p for p in old if os.path.basename(p) in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp")]
+    if markers:
+        FileSystems.delete(markers)
+    FileSystems.rename([FileSystems.join(staging_dir, f) for f in files],
+                       [FileSystems.join(output_dir, f) for f in files])
+    replaced = [p for p in old if p not in markers and os.path.basename(p) not in new]
+    if replaced:
+        FileSystems.delete(replaced)
+    FileSystems.rename([FileSystems.join(staging_dir, schema.MANIFEST_NAME)],
+                       [FileSystems.join(output_dir, schema.MANIFEST_NAME)])
+    remove_tree(staging_dir)
+
+
+def os_error_message(err: OSError, doing: str) -> str:
+    """One line for an ``OSError`` met while ``doing`` something (e.g. "writing shard X"), with what to do."""
+    reason = err.strerror or str(err) or type(err).__name__
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"{reason.lower().rstrip('.')} while {doing}; free some space (or choose another --output-dir) "
+                "and run again: the previous output, if any, is untouched")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{reason.lower()} while {doing}; choose a writable --output-dir"
+    where = f" ({err.filename})" if err.filename else ""
+    return f"{reason}{where} while {doing}"

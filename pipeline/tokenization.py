@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from array import array
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ class Vocab:
     Attributes:
         tokens: every entry in file order (line number = id), specials and ``[unusedN]`` included.
         token_to_id: token -> id. As in the original ``load_vocab`` (an ``OrderedDict`` assignment), a
-            duplicate entry maps to its *last* line.
+            duplicate entry maps to its *last* line (:func:`load_vocab` refuses a vocab.txt with one).
         vocab_words: the distinct entries in order of first appearance: the list the original draws
             random replacement tokens from (``list(vocab.keys())``).
         do_lower_case: the casing the vocab was made for, when known (``tokenizer.json``), else ``None``.
@@ -115,6 +116,10 @@ class Vocab:
 
 
 def _read_text(path: str) -> str:
+    if "://" not in path and os.path.isdir(path):
+        inside = [n for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, n))]
+        hint = f"pass {os.path.join(path, inside[0])}" if inside else "pass the vocab.txt or tokenizer.json inside it"
+        raise VocabError(f"{path} is a directory, not a vocab file; {hint}")
     if not FileSystems.exists(path):  # a missing gs:// object raises google's NotFound (not an OSError) on open
         raise VocabError(f"{path}: vocab file not found")
     try:
@@ -138,8 +143,9 @@ def load_vocab(path: str) -> Vocab:
     (ids must be 0..n-1), ``do_lower_case`` and ``strip_accents`` from its ``BertNormalizer``.
 
     Raises:
-        VocabError: the file is missing, empty, not UTF-8, not a WordPiece tokenizer.json, or lacks
-            [UNK]/[CLS]/[SEP]/[MASK].
+        VocabError: the file is missing or a directory, empty, not UTF-8, not a WordPiece tokenizer.json,
+            lacks [UNK]/[CLS]/[SEP]/[MASK], or (vocab.txt) lists a token twice: the original silently gives
+            the token its last line's id, which moves ids (a second ``[MASK]`` on line 201 makes [MASK] 200).
     """
     text = _read_text(path)
     if path.endswith(".json") or text.lstrip().startswith("{"):
@@ -149,7 +155,17 @@ def load_vocab(path: str) -> Vocab:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line
-    return Vocab.from_tokens([line.strip() for line in lines], source=path)
+    tokens = [line.strip() for line in lines]
+    first_line: dict[str, int] = {}
+    for index, token in enumerate(tokens):
+        first = first_line.setdefault(token, index)
+        if first != index:
+            raise VocabError(
+                f"{path}:{index + 1}: the token {token!r} is already on line {first + 1}; a vocab.txt lists each "
+                "token once (line number - 1 = id). Remove one of the two lines (the model's ids must match the "
+                "vocab the shards were made with)"
+            )
+    return Vocab.from_tokens(tokens, source=path)
 
 
 def _vocab_from_tokenizer_json(path: str, text: str) -> Vocab:

@@ -337,6 +337,37 @@ def existing_outputs(output_dir: str) -> list[str]:
     return [p for p in (os.path.join(output_dir, n) for n in OUTPUT_FILES) if os.path.exists(p)]
 
 
+def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
+    """Fail before any work (not after training) when ``output_dir`` cannot take the vocab files.
+
+    Raises:
+        ValueError: ``output_dir`` (or the nearest part of it that exists) is a file, or is not a writable
+            directory; or one of ``inputs`` is a file :func:`save_vocab` would replace there (vocab.txt,
+            tokenizer.json, tokenizer_config.json, special_tokens_map.json): reading it while replacing
+            it would lose the input.
+    """
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise ValueError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
+    existing = os.path.abspath(output_dir)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"--output-dir {output_dir} cannot be created: {existing} is a file; choose another "
+                         "--output-dir")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--output-dir {output_dir}: {existing} is not writable; choose a writable --output-dir")
+    written = {VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE}
+    target = os.path.realpath(output_dir)
+    for path in inputs:
+        if "://" in path:
+            continue
+        if os.path.basename(path) in written and os.path.dirname(os.path.realpath(path)) == target:
+            raise ValueError(
+                f"input {path} is inside --output-dir {output_dir} and is one of the files build-vocab writes "
+                "there; move the input out of the output directory or choose another --output-dir"
+            )
+
+
 def tokenizer_config(do_lower_case: bool, strip_accents: bool | None = None) -> dict:
     """``tokenizer_config.json`` for ``transformers`` (``BertTokenizerFast``, ``AutoTokenizer``).
 
