@@ -40,7 +40,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.glue import GlueTask, default_metrics
-from bertprep.bert_model.heads import IGNORE_INDEX, load_encoder_weights
+from bertprep.bert_model.heads import IGNORE_INDEX, load_encoder_weights, load_full_weights
 from bertprep.bert_model.hf_interop import (
     FINETUNE_FILE,
     ModelSource,
@@ -590,7 +590,11 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
                          f"{source.architecture}")
     if source.vocab_tokens is None:
         raise ValueError(f"{model_dir} has no vocab.txt")
-    model = build_model(source)
+    if getattr(task, "feature_based", None):  # the frozen encoder + BiLSTM: its shape is in finetune.json
+        model = task.build_model(source.config)
+        load_full_weights(model, source.state_dict)
+    else:
+        model = build_model(source)
     lower = resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens)
     tokenizer = WordPieceTokenizer.from_tokens(
         source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower))

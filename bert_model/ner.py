@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 from seqeval.metrics import f1_score, precision_score, recall_score
 
+from bertprep.bert_model.feature_based import FEATURE_MODES, BertFeatureBasedForTokenClassification
 from bertprep.bert_model.heads import IGNORE_INDEX, BertForTokenClassification
 from bertprep.bert_model.model import BertConfig
 from bertprep.bert_model.wordpiece import WordPieceTokenizer
@@ -113,15 +114,25 @@ class NerTask:
     """Tags in class-index order; None = collected from the training file (``O`` first, then sorted)."""
     max_seq_length: int = 128
     """Word pieces per sentence, [CLS] and [SEP] included."""
+    feature_based: str | None = None
+    """None = fine-tune the encoder (paper 5.3, fine-tuning rows of Table 7). Else the feature-based approach:
+    freeze the encoder and train a two-layer BiLSTM on these activations (``feature_based.FEATURE_MODES``:
+    ``last4-concat``, ``last4-sum``, ``second-to-last``, ``last``, ``embeddings``)."""
+    lstm_hidden_size: int | None = None
+    """Feature-based: BiLSTM units per direction (None = the model's hidden size; 768 for BERT-Base, as the
+    paper)."""
 
     name = "ner"
-    architecture = "BertForTokenClassification"
     metrics = ("f1", "precision", "recall")
     metric_for_best = "f1"
 
     def __post_init__(self) -> None:
         if self.max_seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3, got {self.max_seq_length}")
+        if self.feature_based is not None and self.feature_based not in FEATURE_MODES:
+            raise ValueError(f"feature_based must be one of {', '.join(FEATURE_MODES)}, got {self.feature_based!r}")
+        if self.lstm_hidden_size is not None and (self.feature_based is None or self.lstm_hidden_size < 1):
+            raise ValueError("lstm_hidden_size is a positive size and only applies with feature_based")
         if self.labels is not None:
             bad = [t for t in self.labels if not _TAG_RE.match(t)]
             if bad or len(set(self.labels)) != len(self.labels):
@@ -161,7 +172,16 @@ class NerTask:
         self.labels = ["O"] + sorted(found - {"O"})
         logger.info("%d tags from the training file: %s", len(self.labels), self.labels)
 
-    def build_model(self, config: BertConfig) -> BertForTokenClassification:
+    @property
+    def architecture(self) -> str:
+        return (BertFeatureBasedForTokenClassification.architecture if self.feature_based
+                else BertForTokenClassification.architecture)
+
+    def build_model(self, config: BertConfig) -> BertForTokenClassification | BertFeatureBasedForTokenClassification:
+        if self.feature_based:
+            return BertFeatureBasedForTokenClassification(config, num_labels=self.num_labels,
+                                                          feature_based=self.feature_based,
+                                                          lstm_hidden_size=self.lstm_hidden_size)
         return BertForTokenClassification(config, num_labels=self.num_labels)
 
     def featurize(self, examples: Sequence[NerExample], tokenizer: WordPieceTokenizer,

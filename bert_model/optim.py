@@ -16,8 +16,8 @@ from torch import nn
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Two AdamW parameter groups: decayed weights, and biases + LayerNorm parameters without decay.
 
-    Each distinct parameter (a tied one once) lands in exactly one group, checked as minGPT's
-    ``configure_optimizers`` does. ``params`` holds ``(name, parameter)`` pairs, which torch optimizers
+    Each distinct trainable parameter (a tied one once) lands in exactly one group (frozen ones, with
+    ``requires_grad`` False, in none), checked as minGPT's ``configure_optimizers`` does. ``params`` holds ``(name, parameter)`` pairs, which torch optimizers
     record as ``param_names`` so the optimizer state can be saved by name. Raises ``AssertionError`` if the
     partition is not exact (a bug, not user error).
     """
@@ -39,7 +39,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     no_decay = {n: p for n, p in no_decay.items() if canonical[id(p)] == n}
     both = set(decay) & set(no_decay)
     assert not both, f"parameters in both groups: {sorted(both)}"
-    missing = set(canonical.values()) - set(decay) - set(no_decay)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}  # frozen ones stay out
+    missing = trainable - set(decay) - set(no_decay)
     assert not missing, f"parameters in neither group: {sorted(missing)}"
     return [
         {"params": list(decay.items()), "weight_decay": weight_decay},

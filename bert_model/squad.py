@@ -573,12 +573,15 @@ class SquadTask:
 
     def metric_values(self, examples: Sequence[SquadExample], predictions: Sequence[str] | Sequence[SquadAnswer]
                       ) -> dict[str, float]:
-        """v1.1: ``exact_match`` and ``f1`` (``evaluate-v1.1.py``). v2.0: every figure of ``evaluate-v2.0.py``
-        with the null odds as ``--na-prob-file`` (``squad_v2_metrics``), plus ``null_score_diff_threshold``
-        (the tau the predictions used)."""
+        """v1.1: ``exact_match`` and ``f1`` (``evaluate-v1.1.py``). v2.0: the figures of ``evaluate-v2.0.py``
+        (``squad_v2_metrics``): ``exact``, ``f1``, ``HasAns_*`` and ``NoAns_*`` of the predictions as written
+        (they already apply tau; the official ``--na-prob-thresh`` 1.0 is meant for probabilities and is not
+        applied to the odds again), ``best_exact``/``best_f1`` and their thresholds from the null odds (as
+        with ``--na-prob-file null_odds.json``), plus ``null_score_diff_threshold`` (the tau used)."""
         if predictions and isinstance(predictions[0], SquadAnswer):
             values = squad_v2_metrics(_truths(examples), {e.qas_id: p.text for e, p in zip(examples, predictions)},
-                                      {e.qas_id: p.null_odds for e, p in zip(examples, predictions)})
+                                      {e.qas_id: p.null_odds for e, p in zip(examples, predictions)},
+                                      na_prob_thresh=float("inf"))
             values["null_score_diff_threshold"] = float(self.threshold or 0.0)
             return values
         truths = {e.qas_id: [a["text"] for a in e.answers] for e in examples}

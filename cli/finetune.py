@@ -77,6 +77,14 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--metrics", callback=_split_list, default=None,
               help="Comma-separated metrics: accuracy, f1, matthews_corrcoef, pearson, spearman; the first picks "
                    "the best model (default: GLUE's for the preset).")
+# NER, feature-based
+@click.option("--feature-based", type=click.Choice(["last4-concat", "last4-sum", "second-to-last", "last",
+                                                    "embeddings"]), default=None,
+              help="ner: the paper's feature-based approach (5.3, Table 7): freeze the encoder and train a two-layer "
+                   "BiLSTM + classifier on these activations (last4-concat = the last four layers concatenated). "
+                   "The BiLSTM starts from scratch: use a larger --lr, e.g. 1e-3.")
+@click.option("--lstm-hidden-size", type=click.IntRange(min=1), default=None,
+              help="ner --feature-based: BiLSTM units per direction (default: the model's hidden size).")
 # multiple choice
 @click.option("--context-column", default=None,
               help="multiple-choice: column (or JSON field) of the context, the first segment (default 'sent1').")
@@ -166,12 +174,15 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
           --train-file swag/train.csv --eval-file swag/val.csv -o runs/swag
       bertprep finetune --task ner --init-from runs/mini --train-file wnut17train.conll \\
           --eval-file emerging.dev.conll -o runs/wnut17
+      bertprep finetune --task ner --feature-based last4-concat --lr 1e-3 --init-from hf/bert-base-cased \\
+          --train-file wnut17train.conll --eval-file emerging.dev.conll -o runs/wnut17-features
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     task_keys = ("text_a_column", "text_b_column", "label_column", "header", "labels", "is_regression", "metrics",
                  "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "train_articles",
                  "eval_articles", "train_paragraphs", "eval_paragraphs", "version", "null_score_diff_threshold",
-                 "context_column", "question_column", "ending_columns", "id_column", "input_format")
+                 "context_column", "question_column", "ending_columns", "id_column", "input_format",
+                 "feature_based", "lstm_hidden_size")
     task_options = {k: options.pop(k) for k in task_keys}
     task_options["is_regression"] = task_options["is_regression"] or None  # unset flag: keep the preset's
     try:
