@@ -100,7 +100,8 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
 @click.option("--encoding", default="utf-8", show_default=True,
               help="Text encoding of the inputs; undecodable bytes are replaced (and dropped by the tokenizer).")
 @click.option("--overwrite", is_flag=True,
-              help="Replace vocab.txt / tokenizer.json already in --output-dir (otherwise refused).")
+              help="Replace vocab.txt / tokenizer.json already in --output-dir (otherwise refused); the old files "
+                   "stay until the new vocab is trained and written.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars; only the summary, warnings and errors.")
 def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, strip_accents, min_frequency,
                 limit_alphabet, num_unused, input_format, text_field, segmenter, encoding, overwrite, quiet):

@@ -206,8 +206,11 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
                    "(pairs, truncation, 15% masking, 80/10/10) with truncation and masking drawn in bulk "
                    "with numpy: instance creation takes about 4x less CPU, statistically the same, not the "
                    "original's instances.")
-@click.option("--overwrite", is_flag=True, help="Replace shards already in --output-dir (otherwise refused).")
-@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace shards already in --output-dir (otherwise refused). The old shards stay until the new "
+                   "run has succeeded: a failed or killed run leaves them as they were.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Only warnings and errors (the local worker processes' own logs and tracebacks included).")
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
 def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, max_seq_length, max_predictions_per_seq,
                 masked_lm_prob, short_seq_prob, dupe_factor, random_seed, do_whole_word_mask, input_format,
