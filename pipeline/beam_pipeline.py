@@ -592,9 +592,15 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict
     Raises:
         readers.InputError: inputs missing, matching nothing, or unreadable.
         VocabError: the vocab cannot be used.
-        MakeShardsError: the output directory already holds shards (without ``overwrite``), or no
-            instance was made, or (``--runner=DataflowRunner``) the options or paths cannot work on
-            Dataflow (``dataflow.check_dataflow_options``). A failed run leaves no ``manifest.json``.
+        MakeShardsError: the output directory already holds shards (without ``overwrite``), is a file or
+            cannot be written; an input is one of the files make-shards writes there; no instance was made;
+            a write failed (e.g. disk full: the message names the file); or (``--runner=DataflowRunner``)
+            the options or paths cannot work on Dataflow (``dataflow.check_dataflow_options``).
+
+    Everything is written into a staging folder in the output directory and moved into place only when the
+    pipeline has succeeded (``shards.commit_staged``): a failed, interrupted or killed run leaves an earlier
+    output exactly as it was. After a successful run, staging folders of dead runs are removed
+    (``shards.remove_stale_staging``). Beam options are not checked here; see :func:`unknown_beam_args`.
 
     With ``--runner=DataflowRunner --dry_run=True`` nothing is written or submitted: the job is built and
     validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -294,7 +293,7 @@ def dry_run(config: ShardsConfig, beam_args: Sequence[str], *, files: Sequence[s
 
     from apache_beam.io.filesystems import FileSystems
 
-    tmp_dir = FileSystems.join(config.output_dir, f"{shards.TMP_PREFIX}{uuid.uuid4().hex[:12]}")
+    tmp_dir = FileSystems.join(config.output_dir, shards.staging_dir_name())  # what a real run would use
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config, list(files), vocab, tmp_dir)
     result = pipeline.run()  # DataflowRunner with dry_run: builds and validates the job, returns before submitting
