@@ -439,8 +439,9 @@ def commit_staged(staging_dir: str, output_dir: str, files: Sequence[str]) -> No
     comes last (the commit marker). Files in ``output_dir`` that make-shards does not write are untouched.
     """
     new = set(files)
-    old = [p for p in existing_outputs(output_dir)
-           if is_output_name(os.path.basename(p.rstrip("/")))]
+    top = FileSystems.split(FileSystems.join(output_dir, schema.MANIFEST_NAME))[0]
+    old = [p for p in existing_outputs(output_dir)  # directly in output_dir, never inside a staging folder
+           if is_output_name(os.path.basename(p)) and FileSystems.split(p)[0] == top]
     markers = [p for p in old if os.path.basename(p) in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp")]
     if markers:
         FileSystems.delete(markers)
