@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -349,13 +350,30 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise ValueError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
     existing = os.path.abspath(output_dir)
+    missing = []
     while not os.path.exists(existing):
+        missing.append(existing)
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise ValueError(f"--output-dir {output_dir} cannot be created: {existing} is a file; choose another "
                          "--output-dir")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"--output-dir {output_dir}: {existing} is not writable; choose a writable --output-dir")
+    # A real write (permissions, read-only file systems, root squash...), leaving nothing behind.
+    made = []
+    try:
+        for folder in reversed(missing):
+            os.mkdir(folder)
+            made.append(folder)
+        with tempfile.NamedTemporaryFile(dir=output_dir, prefix=".bertprep-write-test-"):
+            pass
+    except OSError as err:
+        raise ValueError(f"--output-dir {output_dir} is not writable ({err.strerror or err}); choose a writable "
+                         "--output-dir") from err
+    finally:
+        for folder in reversed(made):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
     written = {VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE}
     target = os.path.realpath(output_dir)
     for path in inputs:

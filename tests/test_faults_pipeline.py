@@ -220,18 +220,38 @@ def test_output_that_is_a_file_is_refused_before_any_work(tmp_path):
     assert target.read_text() == "my notes\n"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into a read-only directory")
-def test_output_that_is_not_writable_is_refused_before_any_work(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o555)
-    try:
-        result = _make([FIXTURES / "a.txt"], locked / "shards")
-        assert result.exit_code == 1 and "choose a writable --output-dir" in _one_line_error(result.output)
-        result = _vocab([FIXTURES / "a.txt"], locked / "vocab")
-        assert result.exit_code == 1 and "not writable" in _one_line_error(result.output)
-    finally:
+@pytest.fixture
+def unwritable_dir(tmp_path):
+    """A directory this process cannot create files in: a 0555 folder, or (as root, who may write there)
+    /sys where it is mounted read-only."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        yield locked
         locked.chmod(0o755)
+        return
+    try:
+        os.mkdir("/sys/bertprep-write-test")
+    except OSError:
+        yield Path("/sys")
+    else:
+        os.rmdir("/sys/bertprep-write-test")
+        pytest.skip("no read-only directory for root here")
+
+
+def test_output_that_is_not_writable_is_refused_before_any_work(unwritable_dir):
+    result = _make([FIXTURES / "a.txt"], unwritable_dir / "shards")
+    assert result.exit_code == 1
+    line = _one_line_error(result.output)
+    assert f"--output-dir {unwritable_dir / 'shards'}" in line and "choose a writable --output-dir" in line
+
+    started = time.monotonic()
+    result = _vocab([FIXTURES / "a.txt", FIXTURES / "b.txt"], unwritable_dir / "vocab")
+    assert result.exit_code == 1
+    line = _one_line_error(result.output)
+    assert f"--output-dir {unwritable_dir / 'vocab'} is not writable" in line
+    assert "vocab size" not in result.output and time.monotonic() - started < 5  # refused before training
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
