@@ -691,8 +691,8 @@ def _make_staging_dir(output_dir: str) -> tuple[str, bool]:
             created = True
         FileSystems.mkdirs(staging_dir)
     except Exception as err:  # BeamIOError/IOError wrapping the OSError (permission, read-only, a file in the way)
-        cause = err.__cause__ if isinstance(err.__cause__, OSError) else err
-        reason = getattr(cause, "strerror", None) or str(err)
+        causes = (err.__cause__, err.__context__, err)
+        reason = next((e.strerror for e in causes if isinstance(e, OSError) and e.strerror), None) or str(err)
         if created:
             _remove_failed_run(None, output_dir)
         raise MakeShardsError(
