@@ -26,6 +26,17 @@ _WORKER_LOCATION = re.compile(r'log_location: "([^"]*)"')
 _USER_ERROR_LINE = re.compile(r"bertprep\.pipeline\.[\w.]+\.(MakeShardsError|InputError|VocabError): ")
 
 
+def _is_user_error(error: BaseException) -> bool:
+    """Whether ``error`` (or what it was raised from) is one make-shards reports as a one-line message."""
+    seen = 0
+    while error is not None and seen < 10:
+        if type(error).__module__.startswith("bertprep.pipeline.") and type(error).__name__ in (
+                "MakeShardsError", "InputError", "VocabError"):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
 def _drop_beam_noise(record: logging.LogRecord, quiet: bool = False) -> bool:
     """Keep bertprep's own progress lines readable under the local runner.
 
@@ -40,6 +51,9 @@ def _drop_beam_noise(record: logging.LogRecord, quiet: bool = False) -> bool:
     if text.startswith("Converting string literal type hint"):
         return False
     if _USER_ERROR_LINE.search(text) and (text.startswith("Worker: severity:") or "Traceback" in text):
+        return False
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None and _is_user_error(error):  # the in-process runner logs the error it then raises
         return False
     if text.startswith("Worker: severity:"):
         match = _WORKER_RECORD.match(text)
@@ -241,13 +255,13 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
         load_vocab,
     )
 
-    _check_beam_args(click.get_current_context(), beam_args)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     for handler in logging.getLogger().handlers:
         for earlier in [f for f in handler.filters if getattr(f, "func", f) is _drop_beam_noise]:
             handler.removeFilter(earlier)  # an earlier command in this process (tests) may have set another
         handler.addFilter(functools.partial(_drop_beam_noise, quiet=quiet))
+    _check_beam_args(click.get_current_context(), beam_args)  # after basicConfig: Beam's parser logs via root
     if not any(arg.startswith("--runner") for arg in beam_args):
         # the local runner's own INFO (gRPC servers, harness start/stop) is not for users; on Dataflow
         # Beam's INFO lines carry the job's console URL, so they stay.

@@ -371,3 +371,15 @@ def test_quiet_silences_the_worker_logs(tmp_path):
         line for line in done.stderr.strip().splitlines() if line.startswith("Error: --num-shards 100000 is more")]
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not out.exists()
+
+
+def test_progress_lines_stay_and_a_user_error_has_no_traceback_without_quiet(tmp_path):
+    """Without -q the progress lines are logged, and a user error is still one line (no worker traceback)."""
+    out = tmp_path / "shards"
+    done = subprocess.run([sys.executable, "-m", "bertprep.cli.main", "make-shards", "-i", str(FIXTURES / "a.txt"),
+                           "--vocab", VOCAB, "-o", str(out), "--num-shards", "100000", *IN_PROCESS],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"INFO make-shards: 1 input files -> {out}" in done.stderr
+    assert "Traceback" not in done.stderr and "{n}" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: --num-shards 100000 is more than the ")
