@@ -62,7 +62,8 @@ class BertFeatureBasedForTokenClassification(nn.Module):
     per_token_outputs: tuple[str, ...] = ("logits",)
 
     def __init__(self, config: BertConfig, num_labels: int, feature_based: str = "last4-concat",
-                 lstm_hidden_size: int | None = None, dropout: float | None = None):
+                 lstm_hidden_size: int | None = None, dropout: float | None = None,
+                 feature_cache_mb: float = 2048.0):
         super().__init__()
         if num_labels < 2:
             raise ValueError(f"token classification needs at least 2 labels, got {num_labels}")
@@ -83,12 +84,41 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout)
         self.classifier = nn.Linear(2 * hidden, num_labels)
         _init_linear(self.classifier, config.initializer_range)
+        # The encoder is frozen, so a sequence's features never change: computed once, then reused in later
+        # epochs and evaluations (keyed by its input_ids and token_type_ids; not saved with the model).
+        self.feature_cache_mb = feature_cache_mb
+        self._cache: dict[bytes, torch.Tensor] = {}
+        self._cache_bytes = 0
 
     def train(self, mode: bool = True) -> BertFeatureBasedForTokenClassification:
         """Train the BiLSTM and classifier; the frozen encoder always stays in eval mode (no dropout)."""
         super().train(mode)
         self.bert.eval()
         return self
+
+    @torch.no_grad()
+    def frozen_features(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        lengths: torch.Tensor) -> torch.Tensor:
+        """The BiLSTM input [B, T, width] (0 at padding), from the cache where every sequence of the batch is
+        in it, else from the encoder (then cached while the cache is under ``feature_cache_mb``)."""
+        B, T = input_ids.shape
+        ids, types = input_ids.cpu(), token_type_ids.cpu()
+        keys = [ids[i, : lengths[i]].numpy().tobytes() + types[i, : lengths[i]].numpy().tobytes() for i in range(B)]
+        width = self.lstm.input_size
+        if all(k in self._cache for k in keys):
+            features = torch.zeros(B, T, width)
+            for i, k in enumerate(keys):
+                features[i, : lengths[i]] = self._cache[k]
+            return features.to(input_ids.device)
+        states = encoder_hidden_states(self.bert, input_ids, token_type_ids, attention_mask)
+        features = combine_layers(states, self.feature_based).float() * attention_mask[..., None]
+        limit = self.feature_cache_mb * 2**20
+        for i, k in enumerate(keys):
+            if k not in self._cache and self._cache_bytes < limit:
+                row = features[i, : lengths[i]].cpu().clone()
+                self._cache[k] = row
+                self._cache_bytes += row.numel() * row.element_size()
+        return features
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
@@ -105,10 +135,10 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         B, T = input_ids.shape
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        with torch.no_grad():
-            states = encoder_hidden_states(self.bert, input_ids, token_type_ids, attention_mask)
-            features = combine_layers(states, self.feature_based).float()        # (B, T, F)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
         lengths = attention_mask.sum(1).clamp(min=1).cpu()
+        features = self.frozen_features(input_ids, token_type_ids, attention_mask, lengths)  # (B, T, F)
         packed = pack_padded_sequence(self.dropout(features), lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.lstm(packed)
         output, _ = pad_packed_sequence(output, batch_first=True, total_length=T)  # (B, T, 2 * hidden)

@@ -72,6 +72,11 @@ def test_encoder_is_frozen_and_stays_in_eval_mode():
     mask = torch.tensor([[1] * 6 + [0] * 2])
     model.eval()
     assert torch.allclose(model(ids).logits, model(padded, attention_mask=mask).logits[:, :6], atol=1e-5)
+    # The second pass reads the frozen features from the cache (one entry per distinct sequence).
+    assert len(model._cache) == 1
+    cached = model(padded, attention_mask=mask).logits
+    model._cache.clear()
+    assert torch.allclose(cached, model(padded, attention_mask=mask).logits, atol=1e-5)
 
 
 @pytest.mark.slow
