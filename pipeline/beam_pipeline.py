@@ -620,7 +620,7 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict
         except (ValueError, ImportError) as err:
             raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
-    _check_inputs_outside_outputs(files, config.vocab, output_dir)
+    _check_inputs_outside_outputs(files, output_dir)
     existing = shards.existing_outputs(output_dir)
     if existing and not config.overwrite:
         raise MakeShardsError(
@@ -661,7 +661,7 @@ def _same_dir(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _check_inputs_outside_outputs(files: Sequence[str], vocab_path: str, output_dir: str) -> None:
+def _check_inputs_outside_outputs(files: Sequence[str], output_dir: str) -> None:
     """Refuse inputs that are files make-shards writes in ``output_dir`` (shards, manifest.json,
     vocab.txt): the run would read them while replacing them. ``--vocab <output_dir>/vocab.txt`` is fine
     (it is read before anything is replaced, and replaced by the same tokens)."""
