@@ -4,10 +4,11 @@ Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://``
 composites in ``beam_pipeline.py`` call these functions.
 
 How shards are cut. Each bucket's instances are first written, in the bucket's own order, to a temporary
-Arrow *stream* file ``<output>/.bertprep-tmp-<run>/bucket-<key>.arrows``. When every bucket is done, the
-buckets are ordered by key and the concatenated rows are cut into ``num_shards`` contiguous ranges whose
-sizes differ by at most one; each shard is written by one worker from the bucket files its range
-overlaps. This keeps the output byte-identical whatever the runner, worker count or bundle order (rows
+Arrow *stream* file ``<output>/.bertprep-tmp-<host>-<pid>-<run>/buckets/bucket-<key>.arrows``. When every
+bucket is done, the buckets are ordered by key and the concatenated rows are cut into ``num_shards``
+contiguous ranges whose sizes differ by at most one; each shard is written by one worker from the bucket
+files its range overlaps, into the same staging folder, and moved into ``<output>`` with the manifest
+only once the run has succeeded (:func:`commit_staged`). This keeps the output byte-identical whatever the runner, worker count or bundle order (rows
 never pass through an unordered shuffle), keeps memory flat (a shard is streamed, not grouped), and
 balances row counts for DDP ranks and loader workers. With one bucket the row order is the original
 generator's output order.
