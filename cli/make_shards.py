@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -105,18 +106,20 @@ def _stderr_fd(stream) -> int | None:
 
 
 @contextlib.contextmanager
-def _worker_stderr_to_file(enabled: bool):
-    """With ``enabled`` (``-q`` on the local runner), send what the local runner's worker processes print
-    to their stderr into a temporary file instead of the terminal; yields the file's path (or None).
+def _worker_stderr_captured(enabled: bool):
+    """With ``enabled`` (``-q`` on the local runner), capture what the local runner's worker processes print
+    to their stderr instead of showing it. Yields ``save()``, which copies what was captured into a named
+    temporary file and returns its path (None when nothing is captured); call it before the block ends.
 
     Beam's worker harness prints the traceback of every failed bundle straight to its stderr (about 70
     lines per failure, besides the log records it forwards), and worker processes inherit file
-    descriptor 2. So fd 2 points at the file while the pipeline runs; this process's own log handlers
-    (and click's messages after the run) keep writing to the terminal through a duplicate of the
-    original fd 2. Nothing changes when stderr is not a real file descriptor (tests) or not ``enabled``.
+    descriptor 2. So fd 2 points at an unnamed temporary file while the pipeline runs (nothing is left
+    behind, even if this process is killed); this process's own log handlers keep writing to the terminal
+    through a duplicate of the original fd 2. Nothing changes when stderr is not a real file descriptor
+    (tests) or not ``enabled``.
     """
     if not enabled or _stderr_fd(sys.stderr) != 2:
-        yield None
+        yield lambda: None
         return
     sys.stderr.flush()
     saved = os.dup(2)
@@ -124,18 +127,25 @@ def _worker_stderr_to_file(enabled: bool):
                          errors="backslashreplace")
     handlers = [h for h in logging.getLogger().handlers
                 if isinstance(h, logging.StreamHandler) and _stderr_fd(h.stream) == 2]
-    with tempfile.NamedTemporaryFile(prefix="bertprep-workers-", suffix=".log", delete=False) as log_file:
-        path = log_file.name
-        os.dup2(log_file.fileno(), 2)
+    capture = tempfile.TemporaryFile()
+    os.dup2(capture.fileno(), 2)
     previous = [h.setStream(terminal) for h in handlers]
+
+    def save() -> str:
+        capture.seek(0)
+        with tempfile.NamedTemporaryFile(prefix="bertprep-workers-", suffix=".log", delete=False) as kept:
+            shutil.copyfileobj(capture, kept)
+        return kept.name
+
     try:
-        yield path
+        yield save
     finally:
         for handler, stream in zip(handlers, previous):
             handler.setStream(stream)
         terminal.close()
         os.dup2(saved, 2)
         os.close(saved)
+        capture.close()
 
 
 def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -306,21 +316,21 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
     local_runner = not any(arg.startswith("--runner") for arg in beam_args)
-    with _worker_stderr_to_file(quiet and local_runner) as worker_log:
-        try:
-            manifest = run_make_shards(config, beam_args)
-        except (readers.InputError, VocabError, MakeShardsError) as err:
-            error = err
-        except BaseException:
-            if worker_log:  # an unexpected failure: keep what the workers printed
-                click.echo(f"(the worker processes' output is in {worker_log})", err=True)
-                worker_log = None
-            raise
-        else:
-            error = None
-        finally:
-            if worker_log:
-                os.remove(worker_log)
+    kept_log = None
+    try:
+        with _worker_stderr_captured(quiet and local_runner) as save_worker_output:
+            try:
+                manifest = run_make_shards(config, beam_args)
+            except (readers.InputError, VocabError, MakeShardsError) as err:
+                error = err
+            except BaseException:
+                kept_log = save_worker_output()  # an unexpected failure: keep what the workers printed
+                raise
+            else:
+                error = None
+    finally:
+        if kept_log:
+            click.echo(f"(the worker processes' output is in {kept_log})", err=True)
     if error is not None:
         raise click.ClickException(str(error)) from error
     if "dry_run" in manifest:
