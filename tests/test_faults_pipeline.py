@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -142,6 +143,7 @@ def test_killed_overwrite_keeps_the_previous_output_and_the_next_run_removes_its
     out, before = previous_output
     command = [sys.executable, "-m", "bertprep.cli.main", "make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
                "--vocab", VOCAB, "-o", str(out), "--dupe-factor", "20", "--overwrite", "-q", *IN_PROCESS]
+    logs_before = set(Path(tempfile.gettempdir()).glob("bertprep-workers-*"))
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -153,6 +155,7 @@ def test_killed_overwrite_keeps_the_previous_output_and_the_next_run_removes_its
     finally:
         process.kill()
         process.wait()
+    assert set(Path(tempfile.gettempdir()).glob("bertprep-workers-*")) <= logs_before  # -q's capture is unnamed
     leftovers = list(out.glob(f"{shards.TMP_PREFIX}*"))
     assert len(leftovers) == 1 and str(process.pid) in leftovers[0].name
     assert {k: v for k, v in _snapshot(out).items() if not k.startswith(shards.TMP_PREFIX)} == before
