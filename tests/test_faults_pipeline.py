@@ -96,6 +96,8 @@ def test_truncated_compressed_input_fails_make_shards_and_build_vocab(tmp_path, 
     assert result.exit_code == 1, result.output
     line = _one_line_error(result.output)
     assert f"{path} is truncated or corrupt ({tool}: " in line and "re-download it" in line
+    if kind == "bz2-multi-block":  # whole blocks were read before the end: they must not pass for the file
+        assert "after 0 decompressed bytes" not in line
     assert not (tmp_path / "shards").exists()  # no output at all, let alone a manifest
 
     result = _vocab([path], tmp_path / "vocab")
