@@ -135,6 +135,16 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def plotting_unavailable() -> str | None:
+    """Why ``plot_metrics`` cannot run here (matplotlib not importable), or None when it can. The trainer asks
+    before training, so that a missing plotting package is reported at the start, not after hours of work."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as err:
+        return f"{err.name or 'matplotlib'} is not installed (pip install 'bertprep[train]')"
+    return None
+
+
 def plot_metrics(jsonl_path: str, png_path: str) -> None:
     """Plot loss, MLM accuracy, NSP accuracy and learning rate against step (train and eval) into a PNG."""
     import matplotlib

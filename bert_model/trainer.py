@@ -44,7 +44,13 @@ from bertprep.bert_model.hf_interop import (
     shards_do_lower_case,
     shards_strip_accents,
 )
-from bertprep.bert_model.metrics import JsonlWriter, PretrainingMetrics, gpu_peak_flops, plot_metrics
+from bertprep.bert_model.metrics import (
+    JsonlWriter,
+    PretrainingMetrics,
+    gpu_peak_flops,
+    plot_metrics,
+    plotting_unavailable,
+)
 from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining, flops_per_token
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision, cpu_has_native_bf16, uses_bf16
@@ -372,20 +378,26 @@ def train(config: TrainConfig) -> TrainResult:
     """
     d, device = _setup(config)
     try:
-        with _StopSignals() as signals:
-            return _train(config, d, device, signals)
+        # ``cleanup`` stops the loader workers however _train ends (an exception included): a worker left
+        # running would keep the process from exiting (see data.ShardLoader).
+        with _StopSignals() as signals, contextlib.ExitStack() as cleanup:
+            return _train(config, d, device, signals, cleanup)
     finally:
         if d.owns_group:
             dist.destroy_process_group()
 
 
-def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSignals) -> TrainResult:
+def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSignals,
+           cleanup: contextlib.ExitStack) -> TrainResult:
     t_start = time.monotonic()
     if not config.resume and ckpt.list_checkpoints(os.path.join(config.output_dir, ckpt.CHECKPOINTS_DIR)):
         raise ValueError(f"{config.output_dir} already holds checkpoints of a run; continue it with --resume "
                          f"{config.output_dir}, or choose another --output-dir")
     info = read_shard_info(config.shards)
     mask_token_id = info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
+    no_plot = plotting_unavailable() if d.is_main else None
+    if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
+        logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
     source_ckpt, saved, hf_source = None, None, None
     if config.resume:
         source_ckpt = ckpt.resolve_checkpoint(config.resume)
@@ -474,6 +486,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
         ranks = saved["ranks"]
         loader.load_state_dict(ranks[min(d.rank, len(ranks) - 1)]["data_cursor"])
     batches = iter(loader)
+    cleanup.callback(batches.close)  # shuts the loader workers down
 
     def eval_loader() -> ShardLoader:
         ds = ShardDataset(config.eval_shards, batch_size=config.batch_size, shuffle=False, infinite=False,
@@ -621,7 +634,8 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
         last_ckpt = save(step)
     if writer:
         writer.close()
-        plot_metrics(metrics_path, os.path.join(config.output_dir, "metrics.png"))
+        if not no_plot:
+            plot_metrics(metrics_path, os.path.join(config.output_dir, "metrics.png"))
         logger.info("stopped at step %d (%s); checkpoint %s", step, stop_reason, last_ckpt)
     return TrainResult(step=step, model=model, checkpoint=last_ckpt, metrics=last_record, eval_metrics=last_eval,
                        data_cursor=loader.state_dict(), stop_reason=stop_reason)
