@@ -11,14 +11,21 @@ A checkpoint is a directory ``<run_dir>/checkpoints/step-000123/`` holding
   rank the data cursor and the RNG states (torch CPU and CUDA as base64, Python and numpy as lists).
 
 It is written into ``checkpoints/.tmp-step-000123-<pid>/`` (each file flushed and fsync'ed) and then renamed
-with ``os.replace``, so a directory named ``step-*`` is always complete. Loading reads safetensors and JSON
-only: no pickle, nothing on disk is ever executed (``torch.load`` is not used).
+with ``os.replace``, so a directory named ``step-*`` is always complete; a write that fails (a full disk)
+removes the temporary directory and leaves the earlier checkpoints as they were. Files get the permissions of
+any file the user creates (the umask), not safetensors' 0600. ``state.json`` records the sha256 and size of
+every other file (``files``); ``load_intact_checkpoint`` checks them, so a truncated or bit-flipped checkpoint is
+named and refused (or, for a run directory, skipped for the previous intact one) instead of being trained on.
+Loading reads safetensors and JSON only: no pickle, nothing on disk is ever executed (``torch.load`` is not
+used).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -27,15 +34,27 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bertprep.bert_model.model import load_state_dict_strict, trainable_state_dict
 
+logger = logging.getLogger(__name__)
+
 CHECKPOINT_FORMAT = 1
 CHECKPOINTS_DIR = "checkpoints"
 _STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+class CheckpointError(ValueError):
+    """A damaged checkpoint: unreadable ``state.json``, a file missing, truncated or not matching the sha256
+    recorded when it was written. The message names the file."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (e.g. the disk is full); nothing of it was left behind and the
+    earlier checkpoints are intact. The message names the checkpoint and says what to do."""
 
 
 def checkpoint_name(step: int) -> str:
@@ -145,6 +164,35 @@ def _fsync_file(path: str) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def set_default_permissions(path: str) -> None:
+    """Give ``path`` the mode of a file created with ``open()`` (0666 minus the umask, e.g. 0644): safetensors
+    creates its files 0600, which hides checkpoints from the user's group (a shared cluster project)."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
+def file_digest(path: str, chunk_size: int = 1 << 20) -> dict[str, Any]:
+    """``{"sha256": hex digest, "bytes": size}`` of a local file (streamed)."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_size):
+            digest.update(chunk)
+            size += len(chunk)
+    return {"sha256": digest.hexdigest(), "bytes": size}
+
+
 def _write_json(path: str, value: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(value, f, indent=1)
@@ -178,29 +226,36 @@ def save_checkpoint(
 ) -> str:
     """Write ``run_dir/checkpoints/step-<step>/`` atomically and delete all but the last ``keep_last``.
 
-    ``state`` is the JSON part (``state.json``); ``optimizer`` hyper-parameters are added to it. Returns the
-    checkpoint path. On any error the temporary directory is removed and the error re-raised.
+    ``state`` is the JSON part (``state.json``); ``optimizer`` hyper-parameters and the sha256 and size of
+    every other file (``files``) are added to it. Returns the checkpoint path. Only checkpoints of earlier
+    steps are deleted, so a damaged later one that a resume skipped never costs the new one its place.
+
+    Raises:
+        CheckpointWriteError: a file could not be written (disk full, permissions); the temporary directory
+            is removed first, the earlier checkpoints are untouched.
     """
     root = os.path.join(run_dir, CHECKPOINTS_DIR)
-    os.makedirs(root, exist_ok=True)
     final = os.path.join(root, checkpoint_name(step))
     tmp = os.path.join(root, f".tmp-{checkpoint_name(step)}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
     try:
+        os.makedirs(root, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
         weights = {k: v.detach().to("cpu").contiguous() for k, v in trainable_state_dict(model).items()}
         save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         opt_tensors, opt_meta = optimizer_state_to_flat(optimizer)
         save_file(opt_tensors, os.path.join(tmp, "optimizer.safetensors"), metadata={"format": "pt"})
         for name in ("model.safetensors", "optimizer.safetensors"):
             _fsync_file(os.path.join(tmp, name))
+            set_default_permissions(os.path.join(tmp, name))
         if hf_config is not None:
             _write_json(os.path.join(tmp, "config.json"), hf_config)
         if vocab_file is not None and os.path.exists(vocab_file):
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
             _fsync_file(os.path.join(tmp, "vocab.txt"))
+        files = {name: file_digest(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
         _write_json(os.path.join(tmp, "state.json"),
-                    {"format": CHECKPOINT_FORMAT, **state, "step": step, "optimizer": opt_meta})
+                    {"format": CHECKPOINT_FORMAT, **state, "step": step, "optimizer": opt_meta, "files": files})
         if os.path.exists(final):  # the same step saved again (e.g. end of run right after a periodic save)
             old = f"{final}.old-{os.getpid()}"
             os.replace(final, old)
@@ -208,11 +263,21 @@ def save_checkpoint(
             shutil.rmtree(old)
         else:
             os.replace(tmp, final)
+    except (OSError, SafetensorError) as err:  # safetensors reports a full disk as SafetensorError
+        shutil.rmtree(tmp, ignore_errors=True)
+        previous = [p for s, p in list_checkpoints(root) if s != step]
+        kept = f"the previous checkpoint {previous[-1]} is intact" if previous else "no earlier checkpoint exists"
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        failure = CheckpointWriteError(f"checkpoint {final} not written ({reason}); {kept}. Free space on that "
+                                       f"disk and continue with --resume {run_dir}")
+        failure.errno = err.errno if isinstance(err, OSError) else None
+        raise failure from err
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if keep_last > 0:
-        for _, path in list_checkpoints(root)[:-keep_last]:
+        earlier = [path for s, path in list_checkpoints(root) if s <= step]
+        for path in earlier[:-keep_last]:
             shutil.rmtree(path, ignore_errors=True)
     return final
 
@@ -232,22 +297,120 @@ def resolve_checkpoint(path: str) -> str:
     raise FileNotFoundError(f"no complete checkpoint (step-*/state.json) in {path} or {path}/{CHECKPOINTS_DIR}")
 
 
+_DAMAGED_HINT = "the checkpoint is damaged; resume from an earlier one"
+
+
 def read_checkpoint_state(path: str) -> dict[str, Any]:
-    """``state.json`` of a checkpoint directory (JSON only). Raises ``ValueError`` for another format."""
-    with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
-        state = json.load(f)
+    """``state.json`` of a checkpoint directory (JSON only).
+
+    Raises:
+        CheckpointError: ``state.json`` is not valid JSON (truncated, overwritten) or not a JSON object.
+        ValueError: another checkpoint format.
+    """
+    state_path = os.path.join(path, "state.json")
+    try:
+        with open(state_path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{state_path} is not valid JSON ({err}); {_DAMAGED_HINT}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{state_path} holds a {type(state).__name__}, not a checkpoint state; {_DAMAGED_HINT}")
     if state.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path}/state.json: checkpoint format {state.get('format')!r}, expected {CHECKPOINT_FORMAT}")
     return state
 
 
+def _check_safetensors_header(path: str) -> None:
+    try:
+        with safe_open(path, framework="pt", device="cpu") as f:
+            f.keys()
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{path} cannot be read ({err}); {_DAMAGED_HINT}") from None
+
+
+def verify_checkpoint(path: str) -> dict[str, Any]:
+    """Check a checkpoint directory against the sizes and sha256 that its ``state.json`` recorded (``files``)
+    and return the state. Checkpoints written before bertprep recorded checksums get a weaker check: their
+    safetensors files must open.
+
+    Cost: one read of every file (the optimizer file is twice the model's size), about a second per GB.
+
+    Raises:
+        CheckpointError: naming the first file that is missing, has another size or another sha256, or the
+            ``state.json`` that cannot be read.
+    """
+    state = read_checkpoint_state(path)
+    files = state.get("files")
+    if not isinstance(files, dict):
+        for name in ("model.safetensors", "optimizer.safetensors"):
+            _check_safetensors_header(os.path.join(path, name))
+        return state
+    for name, recorded in sorted(files.items()):
+        file_path = os.path.join(path, name)
+        if not os.path.isfile(file_path):
+            raise CheckpointError(f"{file_path} is missing; {_DAMAGED_HINT}")
+        actual = file_digest(file_path)
+        if actual["bytes"] != recorded["bytes"]:
+            raise CheckpointError(f"{file_path} has {actual['bytes']:,} bytes, {recorded['bytes']:,} when written "
+                                  f"(truncated?); {_DAMAGED_HINT}")
+        if actual["sha256"] != recorded["sha256"]:
+            raise CheckpointError(f"{file_path}: sha256 differs from the one recorded in state.json when it was "
+                                  f"written (the bytes changed on disk); {_DAMAGED_HINT}")
+    return state
+
+
+def load_intact_checkpoint(path: str) -> tuple[str, dict[str, Any]]:
+    """``(checkpoint directory, state)`` for ``path`` after ``verify_checkpoint``.
+
+    ``path`` names a ``step-*`` directory (that one, refused when damaged) or a run directory / its
+    ``checkpoints/`` folder: then the latest checkpoint that passes the check; each damaged later one is
+    logged as a warning naming the file and the checkpoint used instead.
+
+    Raises:
+        FileNotFoundError: no checkpoint at ``path``.
+        CheckpointError: the checkpoint named is damaged, or every checkpoint of the run is (all listed).
+    """
+    if os.path.exists(os.path.join(path, "state.json")):
+        return path, verify_checkpoint(path)
+    for candidate in (os.path.join(path, CHECKPOINTS_DIR), path):
+        found = list_checkpoints(candidate)
+        if not found:
+            continue
+        problems: list[str] = []
+        for _, checkpoint_dir in reversed(found):
+            try:
+                state = verify_checkpoint(checkpoint_dir)
+            except CheckpointError as err:
+                problems.append(str(err))
+                logger.warning("%s", err)
+                continue
+            if problems:
+                logger.warning("falling back to %s, the latest intact checkpoint of %s", checkpoint_dir, path)
+            return checkpoint_dir, state
+        raise CheckpointError(f"no intact checkpoint in {candidate}: " + " | ".join(problems))
+    raise FileNotFoundError(f"no complete checkpoint (step-*/state.json) in {path} or {path}/{CHECKPOINTS_DIR}")
+
+
 def load_model_weights(path: str, model: nn.Module) -> None:
-    """Load ``path/model.safetensors`` into ``model`` strictly (``model.load_state_dict_strict``)."""
-    load_state_dict_strict(model, load_file(os.path.join(path, "model.safetensors"), device="cpu"))
+    """Load ``path/model.safetensors`` into ``model`` strictly (``model.load_state_dict_strict``).
+
+    Raises ``CheckpointError`` naming the file when it cannot be parsed (truncated, overwritten)."""
+    file_path = os.path.join(path, "model.safetensors")
+    try:
+        weights = load_file(file_path, device="cpu")
+    except SafetensorError as err:
+        raise CheckpointError(f"{file_path} cannot be read ({err}); {_DAMAGED_HINT}") from None
+    load_state_dict_strict(model, weights)
 
 
 def load_optimizer_state(path: str, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """Load ``path/optimizer.safetensors`` (+ the hyper-parameters in ``state``) into ``optimizer``."""
-    with safe_open(os.path.join(path, "optimizer.safetensors"), framework="pt", device="cpu") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    """Load ``path/optimizer.safetensors`` (+ the hyper-parameters in ``state``) into ``optimizer``.
+
+    Raises ``CheckpointError`` naming the file when it cannot be parsed."""
+    file_path = os.path.join(path, "optimizer.safetensors")
+    try:
+        with safe_open(file_path, framework="pt", device="cpu") as f:
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except SafetensorError as err:
+        raise CheckpointError(f"{file_path} cannot be read ({err}); {_DAMAGED_HINT}") from None
     optimizer_state_from_flat(optimizer, tensors, state["optimizer"])

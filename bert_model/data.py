@@ -75,6 +75,8 @@ class ShardInfo:
     shard_files: tuple[str, ...]
     shard_rows: tuple[int, ...]
     vocab_file: str | None
+    shard_sha256: tuple[str | None, ...] = ()
+    """The sha256 the manifest recorded for each shard file (None where it has none)."""
 
     @property
     def num_shards(self) -> int:
@@ -114,6 +116,7 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             shard_files=tuple(os.path.join(shard_dir, s["file"]) for s in manifest["shards"]),
             shard_rows=tuple(int(s["rows"]) for s in manifest["shards"]),
             vocab_file=os.path.join(shard_dir, vocab["file"]) if vocab.get("file") else None,
+            shard_sha256=tuple(s.get("sha256") for s in manifest["shards"]),
         )
     except KeyError as err:
         raise ValueError(f"{path}: missing field {err}; re-create the shards with bertprep make-shards") from None
@@ -125,6 +128,24 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
         if token not in info.special_token_ids:
             raise ValueError(f"{path}: vocab.special_token_ids has no {token}")
     return info
+
+
+def verify_shard_files(info: ShardInfo) -> None:
+    """Check every shard file of ``info`` against the sha256 its manifest recorded (one read of each file).
+
+    Cost, measured on the make-shards benchmark's output: see ``bertprep train --help`` (``--no-verify``).
+
+    Raises:
+        ValueError: naming the first file that is missing or whose bytes differ from when it was written.
+    """
+    for path, expected in zip(info.shard_files, info.shard_sha256 or (None,) * len(info.shard_files)):
+        if not os.path.isfile(path):
+            raise ValueError(f"{path} is missing (listed in {info.shard_dir}/{schema.MANIFEST_NAME}); re-create "
+                             "the shards with bertprep make-shards")
+        if expected is not None and schema.sha256_file(path) != expected:
+            raise ValueError(f"{path}: sha256 differs from the one in {schema.MANIFEST_NAME} (the file changed or "
+                             "was truncated after make-shards wrote it); re-create the shards with bertprep "
+                             "make-shards (or train with --no-verify at your own risk)")
 
 
 def check_compatible(
@@ -312,26 +333,40 @@ _LIST_COLUMNS = ("input_ids", "token_type_ids", "masked_lm_positions", "masked_l
 
 
 class _ShardReader:
-    """Random access to the rows of one memory-mapped Arrow IPC file (zero-copy numpy views)."""
+    """Random access to the rows of one memory-mapped Arrow IPC file (zero-copy numpy views).
 
-    def __init__(self, path: str):
+    With ``vocab_size``, token ids (``input_ids``, ``masked_lm_ids``) must be below it. Raises ``ValueError``
+    naming the file when it is not a readable Arrow file (truncated, overwritten) or holds ids out of range.
+    """
+
+    def __init__(self, path: str, vocab_size: int | None = None):
         self.path = path
-        source = pa.memory_map(path, "r")
-        reader = pa.ipc.open_file(source)
-        missing = set(schema.COLUMNS) - set(reader.schema.names)
-        if missing:
-            raise ValueError(f"{path}: columns {sorted(missing)} are missing; not a bertprep shard")
-        self._batches = []
-        starts = [0]
-        for i in range(reader.num_record_batches):
-            batch = reader.get_batch(i)
-            cols = {}
-            for name in _LIST_COLUMNS:
-                arr = batch.column(name)
-                cols[name] = (arr.offsets.to_numpy(), arr.values.to_numpy())
-            cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
-            self._batches.append(cols)
-            starts.append(starts[-1] + batch.num_rows)
+        damaged = "the shard is damaged; re-create the shards with bertprep make-shards"
+        try:
+            source = pa.memory_map(path, "r")
+            reader = pa.ipc.open_file(source)
+            missing = set(schema.COLUMNS) - set(reader.schema.names)
+            if missing:
+                raise ValueError(f"{path}: columns {sorted(missing)} are missing; not a bertprep shard")
+            self._batches = []
+            starts = [0]
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                cols = {}
+                for name in _LIST_COLUMNS:
+                    arr = batch.column(name)
+                    cols[name] = (arr.offsets.to_numpy(), arr.values.to_numpy())
+                cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
+                if vocab_size is not None:
+                    for name in ("input_ids", "masked_lm_ids"):
+                        values = cols[name][1]
+                        if len(values) and int(values.max()) >= vocab_size:
+                            raise ValueError(f"{path}: {name} holds id {int(values.max())}, outside the vocab of "
+                                             f"{vocab_size} entries; {damaged}")
+                self._batches.append(cols)
+                starts.append(starts[-1] + batch.num_rows)
+        except (pa.ArrowException, OSError) as err:
+            raise ValueError(f"{path}: not a readable Arrow shard ({err}); {damaged}") from None
         self._starts = starts
         self.num_rows = starts[-1]
 
@@ -457,7 +492,13 @@ class ShardDataset(IterableDataset):
         worker_id = worker.id if worker is not None else 0
         logical = (worker_id + self.worker_offset) % self.num_logical_workers
         state = self.start_states.get(logical) or self._fresh_state(logical)
-        yield from self._stream(logical, state)
+        if worker is None:
+            yield from self._stream(logical, state)
+            return
+        try:
+            yield from self._stream(logical, state)
+        except ValueError as err:  # a damaged shard: the message alone, without the worker's traceback
+            yield _StreamError(str(err)), None
 
     def _stream(self, logical: int, state: dict[str, Any]) -> Iterator[tuple[dict[str, torch.Tensor], dict]]:
         stream = self.stream_index(logical)
@@ -476,7 +517,7 @@ class ShardDataset(IterableDataset):
         def read_row(ref: int) -> dict[str, Any]:
             shard = bisect.bisect_right(self._offsets, ref) - 1
             if shard not in readers:
-                readers[shard] = _ShardReader(self.info.shard_files[shard])
+                readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size)
                 if readers[shard].num_rows != self.info.shard_rows[shard]:
                     raise ValueError(f"{self.info.shard_files[shard]} holds {readers[shard].num_rows} rows, the "
                                      f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt")
@@ -534,6 +575,15 @@ class ShardDataset(IterableDataset):
         if pending:
             yield collate_numpy(pending, pad_token_id=self.info.pad_token_id,
                                 pad_to_multiple_of=self.pad_to_multiple_of), snapshot()
+
+
+@dataclass(frozen=True)
+class _StreamError:
+    """What a loader worker sends instead of a batch when its stream fails with a ``ValueError`` (a damaged
+    shard): ``ShardLoader`` raises it again in the training process with the one-line message. (PyTorch would
+    re-raise it with the worker's whole traceback in the message.)"""
+
+    message: str
 
 
 def _rng_to_json(state: tuple) -> list:
@@ -682,6 +732,8 @@ class ShardLoader:
         _LIVE_WORKERS.update(getattr(iterator, "_workers", ()))
         try:
             for arrays, state in iterator:
+                if isinstance(arrays, _StreamError):
+                    raise ValueError(arrays.message)
                 self._streams[state["stream"]] = state
                 self._batches += 1
                 batch = {k: torch.from_numpy(v) for k, v in arrays.items()}

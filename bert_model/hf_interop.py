@@ -253,7 +253,7 @@ def load_model_source(path: str) -> ModelSource:
     except FileNotFoundError:
         checkpoint_dir = None
     if checkpoint_dir is not None:
-        state = ckpt.read_checkpoint_state(checkpoint_dir)
+        state = ckpt.verify_checkpoint(checkpoint_dir)  # sha256 as recorded: a damaged file is named, not used
         config = BertConfig.from_dict(state["model_config"])
         weights = load_file(os.path.join(checkpoint_dir, "model.safetensors"), device="cpu")
         vocab_file = os.path.join(checkpoint_dir, "vocab.txt")
@@ -521,6 +521,7 @@ def write_hf_directory(
         weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
         save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         ckpt._fsync_file(os.path.join(tmp, "model.safetensors"))
+        ckpt.set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
         _write_text(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         _write_text(os.path.join(tmp, "vocab.txt"), "".join(t + "\n" for t in vocab_tokens))
         _write_text(os.path.join(tmp, "tokenizer.json"), hf_tokenizer_json(vocab_tokens, do_lower_case,

@@ -35,7 +35,14 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.data import ShardDataset, ShardInfo, ShardLoader, check_compatible, read_shard_info
+from bertprep.bert_model.data import (
+    ShardDataset,
+    ShardInfo,
+    ShardLoader,
+    check_compatible,
+    read_shard_info,
+    verify_shard_files,
+)
 from bertprep.bert_model.hf_interop import (
     ModelSource,
     check_same_vocab,
@@ -134,6 +141,8 @@ class TrainConfig:
     """DataLoader worker processes per rank (0 = load in the training process)."""
     shuffle_buffer_size: int = 10_000
     """Rows in each data stream's shuffle buffer."""
+    verify_shards: bool = True
+    """Check every shard file against the sha256 in its manifest before training (one read of the shards)."""
     device: str = "auto"
     """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda`` or ``cuda:N``; under torchrun each rank
     uses ``cuda:LOCAL_RANK``."""
@@ -374,6 +383,10 @@ def train(config: TrainConfig) -> TrainResult:
             shards that do not fit the model / checkpoint (vocab fingerprint, vocab size, max_seq_length), with
             a message that names the directory and the fix.
         FileNotFoundError: missing shard manifest or checkpoint.
+        checkpoint.CheckpointError (a ValueError): the checkpoint to resume or start from is damaged (its
+            files do not match the sha256 recorded when it was written), or every checkpoint of the run is.
+        checkpoint.CheckpointWriteError (an OSError): a checkpoint could not be written (disk full); the
+            earlier ones are intact.
         FloatingPointError: the training loss became NaN or infinite.
     """
     d, device = _setup(config)
@@ -399,15 +412,15 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
     if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
         logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
     source_ckpt, saved, hf_source = None, None, None
+    # Checkpoints are checked against the sha256 recorded in their state.json; from a run directory a damaged
+    # latest checkpoint is skipped (with a warning) for the previous intact one.
     if config.resume:
-        source_ckpt = ckpt.resolve_checkpoint(config.resume)
+        source_ckpt, saved = ckpt.load_intact_checkpoint(config.resume)
     elif config.init_from:
         try:
-            source_ckpt = ckpt.resolve_checkpoint(config.init_from)
+            source_ckpt, saved = ckpt.load_intact_checkpoint(config.init_from)
         except FileNotFoundError:  # not a bertprep checkpoint: a Hugging Face BERT directory (or an error)
             hf_source = load_model_source(config.init_from)
-    if source_ckpt is not None:
-        saved = ckpt.read_checkpoint_state(source_ckpt)
 
     # Model config: the checkpoint's, else the preset with overrides and the shards' vocab.
     if saved is not None:
@@ -438,6 +451,14 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
         eval_info = read_shard_info(config.eval_shards)
         check_compatible(eval_info, vocab_sha256=info.vocab_sha256, vocab_size=model_config.vocab_size,
                          max_seq_length=info.max_seq_length, what=f"the training shards {config.shards}")
+    if config.verify_shards:  # never train on bytes that are not the ones make-shards wrote
+        t_verify = time.monotonic()
+        for shard_info in (info, eval_info):
+            if shard_info is not None:
+                verify_shard_files(shard_info)
+        if d.is_main:
+            logger.info("shard files match the sha256 of their manifest (%.1f s; --no-verify skips this)",
+                        time.monotonic() - t_verify)
 
     _seed_everything(config.seed)
     model = BertForPreTraining(model_config)

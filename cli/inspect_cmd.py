@@ -35,8 +35,13 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
     if num_examples:
         tokens = inspection.load_vocab_tokens(shard_dir)
         rows = itertools.islice(inspection.iter_rows(shard_dir, manifest), skip, skip + num_examples)
-        for k, row in enumerate(rows, start=skip):
-            click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens)}")
+        try:
+            for k, row in enumerate(rows, start=skip):
+                click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens)}")
+        except ValueError as err:  # a damaged shard, named
+            if not verify:
+                raise click.ClickException(str(err)) from None
+            click.echo(f"\n{err}", err=True)  # --verify below lists every damaged shard
     if verify:
         report = inspection.verify_shards(shard_dir, manifest)
         if report["errors"]:

@@ -95,6 +95,11 @@ def _default(name: str):
                    "must number at least processes x workers.")
 @click.option("--shuffle-buffer-size", type=click.IntRange(min=1), default=_default("shuffle_buffer_size"),
               help="Instances in each loader stream's shuffle buffer.")
+@click.option("--verify/--no-verify", "verify_shards", default=_default("verify_shards"),
+              help="Before training, check every shard file against the sha256 recorded in its manifest, so that "
+                   "a truncated or altered shard is named instead of trained on. Costs one read of the shards: 0.19 s "
+                   "for the 163 MB (366,374 instances) of the make-shards benchmark when in the page cache, about "
+                   "1 s per GB; from disk, one read at disk speed (benchmarks/bench_verify.py).")
 @click.option("--device", default=_default("device"),
               help="'auto' (CUDA if available, else CPU), 'cpu', 'cuda' or 'cuda:N'. Under torchrun each "
                    "process takes cuda:LOCAL_RANK.")
@@ -125,7 +130,9 @@ def train(compile_: bool, **options) -> None:
         raise click.BadParameter(str(err)) from None
     try:
         result = run_training(config)
-    except (ValueError, FileNotFoundError, FloatingPointError) as err:
+    except (ValueError, OSError, FloatingPointError) as err:
+        # OSError: an environment fault (disk full, permissions), e.g. a checkpoint that could not be written;
+        # its message names the file. The loader workers are already stopped (trainer.train).
         raise click.ClickException(str(err)) from None
     if result.checkpoint:
         click.echo(f"step {result.step} ({result.stop_reason}); checkpoint {result.checkpoint}")

@@ -90,12 +90,19 @@ def load_vocab_tokens(shard_dir: str) -> list[str]:
 
 
 def iter_rows(shard_dir: str, manifest: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-    """Rows of a finished local shard directory as Python dicts, shard by shard."""
+    """Rows of a finished local shard directory as Python dicts, shard by shard.
+
+    Raises ``ValueError`` naming the shard when it is not a readable Arrow file (truncated, overwritten)."""
     for path in schema.shard_paths(shard_dir, manifest):
-        with pa.memory_map(path) as source:
-            reader = pa.ipc.open_file(source)
-            for i in range(reader.num_record_batches):
-                yield from reader.get_batch(i).to_pylist()
+        try:
+            with pa.memory_map(path) as source:
+                reader = pa.ipc.open_file(source)
+                batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        except (pa.ArrowException, OSError) as err:
+            raise ValueError(f"{path}: not a readable Arrow file ({err}); the shard is damaged, run "
+                             "'bertprep inspect --verify' and re-create the shards") from None
+        for batch in batches:
+            yield from batch.to_pylist()
 
 
 def decode_instance(row: dict[str, Any], tokens: list[str]) -> str:
@@ -106,10 +113,13 @@ def decode_instance(row: dict[str, Any], tokens: list[str]) -> str:
     """
     labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"]))
     out = []
+    def token(token_id: int) -> str:  # an id outside the vocab (a damaged shard) is shown, not an IndexError
+        return tokens[token_id] if 0 <= token_id < len(tokens) else f"<id {token_id} outside the vocab>"
+
     for pos, token_id in enumerate(row["input_ids"]):
-        text = tokens[token_id]
+        text = token(token_id)
         if pos in labels:
-            text = f"{{{text}→{tokens[labels[pos]]}}}"
+            text = f"{{{text}→{token(labels[pos])}}}"
         out.append(text)
     label = "NotNext" if row["next_sentence_label"] else "IsNext"
     return f"{' '.join(out)}  ({label}, {len(row['input_ids'])} tokens)"
@@ -122,7 +132,9 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
     masking (labels put back at ``masked_lm_positions``): length <= ``max_seq_length``; ``[CLS]`` first;
     exactly two ``[SEP]``, the last token being one; ``token_type_ids`` 0 up to and including the first
     ``[SEP]`` and 1 after it; positions strictly ascending, inside the row, never on [CLS]/[SEP], at most
-    ``max_predictions_per_seq`` of them (static masking).
+    ``max_predictions_per_seq`` of them (static masking); every id in ``input_ids`` and ``masked_lm_ids`` below
+    the vocab size. A shard that is missing or not a readable Arrow file is reported by name and the others
+    are still checked.
 
     Returns:
         ``{"rows": n, "shards": k, "errors": [messages...]}``; an empty ``errors`` list means all is well
@@ -135,6 +147,7 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
     cls_id, sep_id = specials["[CLS]"], specials["[SEP]"]
     max_len = manifest["config"]["max_seq_length"]
     max_pred = manifest["config"]["max_predictions_per_seq"]
+    vocab_size = int(manifest["vocab"]["size"])
     errors: list[str] = []
     total_rows = 0
 
@@ -144,59 +157,70 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
 
     for entry in manifest["shards"]:
         path = os.path.join(shard_dir, entry["file"])
+        if not os.path.isfile(path):
+            error(f"{entry['file']}: missing (listed in the manifest)")
+            continue
         if schema.sha256_file(path) != entry["sha256"]:
             error(f"{entry['file']}: sha256 differs from the manifest (file changed or truncated)")
         rows = tokens = 0
-        with pa.memory_map(path) as source:
-            reader = pa.ipc.open_file(source)
-            for b in range(reader.num_record_batches):
-                batch = reader.get_batch(b)
-                ids_col, tt_col, pos_col, lab_col = (batch.column(i) for i in range(4))
-                offsets = ids_col.offsets.to_numpy()
-                ids = ids_col.values.to_numpy().astype(np.int64)
-                tt = tt_col.values.to_numpy()
-                m_offsets = pos_col.offsets.to_numpy()
-                positions = pos_col.values.to_numpy().astype(np.int64)
-                labels = lab_col.values.to_numpy().astype(np.int64)
-                lengths = np.diff(offsets)
-                m_lengths = np.diff(m_offsets)
-                row_of_pos = np.repeat(np.arange(batch.num_rows), m_lengths)
-                if len(positions) and (positions >= lengths[row_of_pos]).any():
-                    error(f"{entry['file']}: a masked position lies outside its row")
-                    positions = np.minimum(positions, lengths[row_of_pos] - 1)
-                unmasked = ids.copy()
-                unmasked[offsets[:-1][row_of_pos] + positions] = labels
-                starts, ends = offsets[:-1], offsets[1:] - 1
-                rows += batch.num_rows
-                tokens += int(lengths.sum())
-                where = f"{entry['file']} batch {b}"
-                if (lengths > max_len).any():
-                    error(f"{where}: {int((lengths > max_len).sum())} rows longer than max_seq_length {max_len}")
-                if (unmasked[starts] != cls_id).any():
-                    error(f"{where}: rows not starting with [CLS]")
-                if (unmasked[ends] != sep_id).any():
-                    error(f"{where}: rows not ending with [SEP]")
-                row_of_tok = np.repeat(np.arange(batch.num_rows), lengths)
-                seps = np.bincount(row_of_tok[unmasked == sep_id], minlength=batch.num_rows)
-                if (seps != 2).any():
-                    error(f"{where}: {int((seps != 2).sum())} rows without exactly two [SEP]")
-                # token types: 0 through the first [SEP], 1 after it
-                pos_in_row = np.arange(len(ids)) - np.repeat(starts, lengths)
-                sep_rows = row_of_tok[unmasked == sep_id]
-                sep_pos = pos_in_row[unmasked == sep_id]
-                first_sep_pos = np.full(batch.num_rows, np.iinfo(np.int64).max)
-                np.minimum.at(first_sep_pos, sep_rows, sep_pos)
-                expected_tt = (pos_in_row > first_sep_pos[row_of_tok]).astype(np.uint8)
-                if (tt != expected_tt).any():
-                    error(f"{where}: token_type_ids do not switch to 1 right after the first [SEP]")
-                if len(positions):
-                    same_row = row_of_pos[1:] == row_of_pos[:-1]
-                    if (np.diff(positions)[same_row] <= 0).any():
-                        error(f"{where}: masked positions not strictly ascending")
-                    if np.isin(unmasked[offsets[:-1][row_of_pos] + positions], [cls_id, sep_id]).any():
-                        error(f"{where}: a masked position is on [CLS] or [SEP]")
-                if manifest["config"].get("masking", "static") == "static" and (m_lengths > max_pred).any():
-                    error(f"{where}: more than max_predictions_per_seq {max_pred} predictions in a row")
+        try:
+            with pa.memory_map(path) as source:
+                reader = pa.ipc.open_file(source)
+                for b in range(reader.num_record_batches):
+                    batch = reader.get_batch(b)
+                    ids_col, tt_col, pos_col, lab_col = (batch.column(i) for i in range(4))
+                    offsets = ids_col.offsets.to_numpy()
+                    ids = ids_col.values.to_numpy().astype(np.int64)
+                    tt = tt_col.values.to_numpy()
+                    m_offsets = pos_col.offsets.to_numpy()
+                    positions = pos_col.values.to_numpy().astype(np.int64)
+                    labels = lab_col.values.to_numpy().astype(np.int64)
+                    lengths = np.diff(offsets)
+                    m_lengths = np.diff(m_offsets)
+                    row_of_pos = np.repeat(np.arange(batch.num_rows), m_lengths)
+                    if len(positions) and (positions >= lengths[row_of_pos]).any():
+                        error(f"{entry['file']}: a masked position lies outside its row")
+                        positions = np.minimum(positions, lengths[row_of_pos] - 1)
+                    unmasked = ids.copy()
+                    unmasked[offsets[:-1][row_of_pos] + positions] = labels
+                    starts, ends = offsets[:-1], offsets[1:] - 1
+                    rows += batch.num_rows
+                    tokens += int(lengths.sum())
+                    where = f"{entry['file']} batch {b}"
+                    for name, values in (("input_ids", ids), ("masked_lm_ids", labels)):
+                        if len(values) and int(values.max()) >= vocab_size:
+                            error(f"{where}: {name} holds id {int(values.max())}, outside the vocab of "
+                                  f"{vocab_size} entries")
+                    if (lengths > max_len).any():
+                        error(f"{where}: {int((lengths > max_len).sum())} rows longer than max_seq_length {max_len}")
+                    if (unmasked[starts] != cls_id).any():
+                        error(f"{where}: rows not starting with [CLS]")
+                    if (unmasked[ends] != sep_id).any():
+                        error(f"{where}: rows not ending with [SEP]")
+                    row_of_tok = np.repeat(np.arange(batch.num_rows), lengths)
+                    seps = np.bincount(row_of_tok[unmasked == sep_id], minlength=batch.num_rows)
+                    if (seps != 2).any():
+                        error(f"{where}: {int((seps != 2).sum())} rows without exactly two [SEP]")
+                    # token types: 0 through the first [SEP], 1 after it
+                    pos_in_row = np.arange(len(ids)) - np.repeat(starts, lengths)
+                    sep_rows = row_of_tok[unmasked == sep_id]
+                    sep_pos = pos_in_row[unmasked == sep_id]
+                    first_sep_pos = np.full(batch.num_rows, np.iinfo(np.int64).max)
+                    np.minimum.at(first_sep_pos, sep_rows, sep_pos)
+                    expected_tt = (pos_in_row > first_sep_pos[row_of_tok]).astype(np.uint8)
+                    if (tt != expected_tt).any():
+                        error(f"{where}: token_type_ids do not switch to 1 right after the first [SEP]")
+                    if len(positions):
+                        same_row = row_of_pos[1:] == row_of_pos[:-1]
+                        if (np.diff(positions)[same_row] <= 0).any():
+                            error(f"{where}: masked positions not strictly ascending")
+                        if np.isin(unmasked[offsets[:-1][row_of_pos] + positions], [cls_id, sep_id]).any():
+                            error(f"{where}: a masked position is on [CLS] or [SEP]")
+                    if manifest["config"].get("masking", "static") == "static" and (m_lengths > max_pred).any():
+                        error(f"{where}: more than max_predictions_per_seq {max_pred} predictions in a row")
+        except (pa.ArrowException, OSError) as err:
+            error(f"{entry['file']}: not a readable Arrow file ({err}); the shard is damaged")
+            continue
         if rows != entry["rows"] or tokens != entry["tokens"]:
             error(f"{entry['file']}: {rows} rows / {tokens} tokens, the manifest says {entry['rows']} / {entry['tokens']}")
         total_rows += rows

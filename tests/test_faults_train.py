@@ -194,3 +194,217 @@ def test_loader_workers_die_with_a_sigkilled_trainer(shards, tmp_path, fault):
     for pid in left:  # do not leave them to the next test
         os.kill(pid, signal.SIGKILL)
     assert not left, f"loader workers {sorted(left)} outlived the SIGKILLed trainer"
+
+
+# ------------------------------------------------------------- items 6, 7, 10: checkpoints, shards, permissions
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    root = tmp_path_factory.mktemp("small")
+    write_shard_dir(root / "train", num_shards=4, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
+    return root
+
+
+def _small_args(small: Path, out: Path, *extra: str, shards: str = "train") -> list[str]:
+    return ["train", "--shards", str(small / shards), "-o", str(out), "--preset", "tiny", "--hidden-size", "32",
+            "--num-attention-heads", "2", "--batch-size", "8", "--warmup-steps", "1", "--log-every", "1",
+            "--no-progress", "--device", "cpu", "--num-workers", "0", *extra]
+
+
+def _error_line(result) -> str:
+    """The one-line error of a refused command (exit 1, no traceback)."""
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), f"traceback instead of a message: {result.exception!r}"
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.output
+    assert "Traceback" not in result.output
+    return errors[0]
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def run_with_two_checkpoints(small, tmp_path):
+    """A run directory with checkpoints at steps 2 and 4."""
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "4", "--save-every", "2"))
+    assert result.exit_code == 0, result.output
+    ckpts = out / "checkpoints"
+    assert sorted(os.listdir(ckpts)) == ["step-000002", "step-000004"]
+    return out
+
+
+def test_checkpoint_files_follow_the_umask(run_with_two_checkpoints):
+    """safetensors creates its files 0600; a checkpoint's files are now as readable as any file the user
+    writes (0644 under umask 022), as are the other files beside them."""
+    old = os.umask(0o022)
+    os.umask(old)
+    assert old == 0o022, "the test expects the usual umask 022"
+    checkpoint = run_with_two_checkpoints / "checkpoints" / "step-000004"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in checkpoint.iterdir()}
+    assert modes == {name: 0o644 for name in modes}, modes
+    assert {"model.safetensors", "optimizer.safetensors", "state.json"} <= set(modes)
+
+
+def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_directory(
+        small, run_with_two_checkpoints, caplog):
+    """One flipped bit in the weights leaves a loadable file: before the fix --resume trained on it without a
+    word. Now the sha256 recorded in state.json catches it: naming the checkpoint directory is refused with
+    the file named; naming the run directory resumes from the previous intact checkpoint, saying so."""
+    out = run_with_two_checkpoints
+    damaged = out / "checkpoints" / "step-000004" / "model.safetensors"
+    data = bytearray(damaged.read_bytes())
+    data[-100] ^= 0x01  # inside the tensor data: the header and every length stay valid
+    damaged.write_bytes(bytes(data))
+    before = _snapshot(out / "checkpoints")
+
+    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume",
+                                                 str(out / "checkpoints" / "step-000004")))
+    line = _error_line(result)
+    assert str(damaged) in line and "sha256" in line and "earlier" in line
+    assert _snapshot(out / "checkpoints") == before  # nothing written, nothing removed
+
+    with caplog.at_level("WARNING"):
+        result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume", str(out)))
+    assert result.exit_code == 0, result.output
+    warnings = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert str(damaged) in warnings and f"falling back to {out / 'checkpoints' / 'step-000002'}" in warnings
+    assert "step 6 (max_steps)" in result.output
+    assert (out / "checkpoints" / "step-000002" / "model.safetensors").read_bytes() == \
+        before["step-000002/model.safetensors"]  # the checkpoint resumed from is untouched
+
+
+def test_truncated_checkpoint_falls_back_to_the_previous_one(small, run_with_two_checkpoints, caplog):
+    """Before the fix a truncated model.safetensors gave a SafetensorError traceback; now the run resumes from
+    the previous complete checkpoint with a one-line warning naming the file, and re-writes step 4."""
+    out = run_with_two_checkpoints
+    damaged = out / "checkpoints" / "step-000004" / "model.safetensors"
+    os.truncate(damaged, damaged.stat().st_size // 2)
+    with caplog.at_level("WARNING"):
+        result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "4", "--resume", str(out)))
+    assert result.exit_code == 0, result.output
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(str(damaged) in w and "truncated" in w and "\n" not in w for w in warnings), warnings
+    assert any("falling back to" in w and "step-000002" in w for w in warnings), warnings
+    state = json.loads((out / "checkpoints" / "step-000004" / "state.json").read_text())
+    assert state["files"]["model.safetensors"]["bytes"] == damaged.stat().st_size  # complete again
+
+
+def test_corrupt_state_json_is_named(small, run_with_two_checkpoints, caplog):
+    """A state.json cut short: the message names that file (before: a bare JSONDecodeError traceback); from
+    the run directory the previous checkpoint is used."""
+    out = run_with_two_checkpoints
+    state_file = out / "checkpoints" / "step-000004" / "state.json"
+    state_file.write_text(state_file.read_text()[:500])
+    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume",
+                                                 str(state_file.parent)))
+    line = _error_line(result)
+    assert str(state_file) in line and "not valid JSON" in line
+    with caplog.at_level("WARNING"):
+        result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "5", "--resume", str(out)))
+    assert result.exit_code == 0, result.output
+    assert any(str(state_file) in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+def test_disk_full_during_a_checkpoint_keeps_the_previous_one(small, tmp_path, monkeypatch):
+    """ENOSPC while writing the step-4 checkpoint (safetensors reports it as a SafetensorError after writing
+    part of the file, as on a real full disk): a one-line error naming the checkpoint, no half checkpoint
+    left (no step-000004, no temporary directory), step 2 intact and loadable."""
+    from safetensors import SafetensorError
+
+    from bertprep.bert_model import checkpoint as ckpt
+
+    real_save_file, calls = ckpt.save_file, []
+
+    def save_file_on_a_full_disk(tensors, filename, metadata=None):
+        calls.append(filename)
+        if "step-000004" in filename:
+            real_save_file(tensors, filename, metadata=metadata)
+            os.truncate(filename, os.path.getsize(filename) // 3)
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        return real_save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(ckpt, "save_file", save_file_on_a_full_disk)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--save-every", "2"))
+    line = _error_line(result)
+    assert f"checkpoint {out / 'checkpoints' / 'step-000004'} not written" in line
+    assert "No space left on device" in line and "step-000002 is intact" in line and f"--resume {out}" in line
+    assert sorted(os.listdir(out / "checkpoints")) == ["step-000002"]
+    path, state = ckpt.load_intact_checkpoint(str(out))
+    assert path.endswith("step-000002") and state["step"] == 2
+
+
+def _flip_shard_byte(shard: Path) -> None:
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+
+
+def test_train_refuses_a_shard_whose_bytes_changed(small, tmp_path):
+    """A flipped byte in a shard: before the fix train used it without a word. Now the manifest's sha256 is
+    checked before training and the file named; the shard is not modified."""
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=4, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
+    shard = shards / "shard-00002-of-00004.arrow"
+    _flip_shard_byte(shard)
+    before = shard.read_bytes()
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, _small_args(tmp_path, out, "--max-steps", "2", shards="shards"))
+    line = _error_line(result)
+    assert str(shard) in line and "sha256" in line and "--no-verify" in line
+    assert shard.read_bytes() == before
+    assert not (out / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("num_workers", ["0", "1"])
+def test_train_names_a_truncated_shard(tmp_path, num_workers):
+    """With --no-verify a truncated shard still gets a one-line message naming it, from a loader worker too
+    (before: "Not an Arrow file" without the file, inside a worker traceback)."""
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=2, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
+    for shard in shards.glob("*.arrow"):
+        os.truncate(shard, shard.stat().st_size // 2)
+    args = _small_args(tmp_path, tmp_path / "run", "--max-steps", "2", "--no-verify", shards="shards")
+    args[args.index("--num-workers") + 1] = num_workers
+    line = _error_line(CliRunner().invoke(cli, args))
+    assert "shard-0000" in line and "not a readable Arrow shard" in line and "make-shards" in line
+
+
+def _shards_with_ids_outside_the_vocab(path: Path) -> Path:
+    """Shards whose rows use ids up to 63 while the manifest says the vocab has 40 entries (sha256 intact)."""
+    write_shard_dir(path, num_shards=2, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["vocab"]["size"] = 40
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+def test_ids_outside_the_vocab_are_named_by_train_and_inspect_verify(tmp_path):
+    """Before the fix train raised IndexError in the embedding and inspect --verify passed."""
+    shards = _shards_with_ids_outside_the_vocab(tmp_path / "shards")
+    line = _error_line(CliRunner().invoke(cli, _small_args(tmp_path, tmp_path / "run", "--max-steps", "2",
+                                                           shards="shards")))
+    assert "shard-0000" in line and "outside the vocab of 40 entries" in line
+    result = CliRunner().invoke(cli, ["inspect", str(shards), "--no-stats", "-n", "0", "--verify"])
+    assert result.exit_code == 1 and "verification failed" in result.output, result.output
+    assert "shard-00000-of-00002.arrow" in result.output and "vocab" in result.output
+
+
+def test_inspect_verify_names_a_truncated_or_corrupt_shard(tmp_path):
+    """Before the fix: a raw ArrowInvalid traceback. Now every damaged shard is listed, the others checked."""
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=3, rows_per_shard=20, vocab_size=64, max_seq_length=32, seed=1)
+    truncated, corrupt = shards / "shard-00000-of-00003.arrow", shards / "shard-00002-of-00003.arrow"
+    os.truncate(truncated, 3000)
+    corrupt.write_bytes(b"\x00" * 64 + corrupt.read_bytes()[64:])  # the magic and schema overwritten
+    for n in ("0", "2"):  # verification alone, and decoding examples first
+        result = CliRunner().invoke(cli, ["inspect", str(shards), "--no-stats", "-n", n, "--verify"])
+        assert result.exit_code == 1, result.output
+        assert isinstance(result.exception, SystemExit), repr(result.exception)  # a message, not a traceback
+        assert "shard-00000-of-00003.arrow" in result.output, result.output
+        if n == "0":
+            assert "shard-00002-of-00003.arrow" in result.output and "not a readable Arrow file" in result.output
