@@ -46,6 +46,7 @@ from bertprep.bert_model.hf_interop import (
     ModelSource,
     build_model,
     load_model_source,
+    path_is_within,
     resolve_do_lower_case,
     resolve_strip_accents_setting,
     write_hf_directory,
@@ -367,27 +368,75 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
     """Fine-tune on ``config.train_file`` and keep the best model by ``task.metric_for_best`` (see the module
     docstring for what is written).
 
+    With ``overwrite``, a previous run in ``output_dir`` stays whole until this one completes (this run is
+    written to ``output_dir/.tmp-run-<pid>/`` and then swapped in); a failed run leaves it as it was.
+
     Raises:
         FileNotFoundError: a data file or the model directory does not exist.
         FileExistsError: ``output_dir`` holds a previous run and ``overwrite`` is False.
+        ValueError: ``init_from`` or ``vocab`` lies in ``output_dir`` (the run would replace it).
         ValueError: malformed data (with file and line), a model / vocab mismatch, or bad settings.
         FloatingPointError: the training loss became NaN or infinite.
     """
     t_start = time.monotonic()
-    device = _device(config.device)
-    best_dir = os.path.join(config.output_dir, "best")
-    if os.path.exists(best_dir) or os.path.exists(os.path.join(config.output_dir, "results.json")):
+    for what, given in (("--init-from", config.init_from), ("--vocab", config.vocab)):
+        if given and path_is_within(given, config.output_dir):
+            raise ValueError(f"{what} {given} lies in --output-dir {config.output_dir}, whose run files (best/, "
+                             "results.json, metrics.jsonl, eval_predictions.*) this run replaces; choose an "
+                             "--output-dir outside the model it starts from")
+    previous = _run_files(config.output_dir)
+    if "best" in previous or "results.json" in previous:
         if not config.overwrite:
             raise FileExistsError(f"{config.output_dir} already holds a fine-tuning run; choose another "
                                   "--output-dir or pass --overwrite")
+        # Write beside, then swap: the previous run stays whole until this one has completed.
+        staging = os.path.join(config.output_dir, f".tmp-run-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        logger.info("the previous run in %s is replaced only when this one completes; until then this run is "
+                    "written to %s", config.output_dir, staging)
+        try:
+            result = _finetune(config, task, staging, t_start)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _swap_in_run(staging, config.output_dir)
+        return dataclasses.replace(result, best_dir=os.path.join(config.output_dir, "best"))
+    return _finetune(config, task, config.output_dir, t_start)
+
+
+#: What a fine-tuning run writes in its output directory (besides ``eval_predictions.*``).
+_RUN_FILES = ("best", "results.json", "metrics.jsonl")
+
+
+def _run_files(directory: str) -> list[str]:
+    """Names of the run outputs in ``directory`` (``_RUN_FILES`` and ``eval_predictions.*``)."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(n for n in os.listdir(directory) if n in _RUN_FILES or n.startswith("eval_predictions."))
+
+
+def _swap_in_run(staging: str, output_dir: str) -> None:
+    """Replace the run outputs in ``output_dir`` by those in ``staging`` (the old ones are moved aside first and
+    deleted last; ``results.json``, the completion marker, moves in last)."""
+    old = os.path.join(output_dir, f".old-run-{os.getpid()}")
+    os.makedirs(old)
+    for name in _run_files(output_dir):
+        os.replace(os.path.join(output_dir, name), os.path.join(old, name))
+    for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
+        os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+    os.rmdir(staging)
+    shutil.rmtree(old)
+
+
+def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> FinetuneResult:
+    """``finetune`` writing into ``run_dir`` (the output directory, or a staging directory in it)."""
+    device = _device(config.device)
+    best_dir = os.path.join(run_dir, "best")
     bert_config, source, tokenizer = _model_inputs(config)
-    # Nothing of an earlier (overwritten or crashed) run may pass for a result of this one.
-    shutil.rmtree(best_dir, ignore_errors=True)
-    for name in ["results.json", "metrics.jsonl", *(f"eval_predictions.{s}" for s in PREDICTION_SUFFIX.values()),
-                 "eval_predictions.null_odds.json"]:
-        path = os.path.join(config.output_dir, name)
-        if os.path.exists(path):
-            os.remove(path)
+    # Nothing of an earlier crashed run (no results.json) may pass for a result of this one.
+    for name in _run_files(run_dir):
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     max_seq_length = task.max_seq_length
     if max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
@@ -423,8 +472,8 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
         train_features, batch_size=config.batch_size, shuffle=True, generator=generator,
         collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id))
 
-    os.makedirs(config.output_dir, exist_ok=True)
-    metrics_path = os.path.join(config.output_dir, "metrics.jsonl")
+    os.makedirs(run_dir, exist_ok=True)
+    metrics_path = os.path.join(run_dir, "metrics.jsonl")
     writer = JsonlWriter(metrics_path)
     logger.info("%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
                 "lr %g, batch %d, device %s, init %s", task.name, len(train_examples), len(train_features),
@@ -455,7 +504,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             best.update(value=value, metrics=values, step=at_step)
             _save_model(best_dir, model, task, tokenizer,
                         {"selected_step": at_step, "metrics": values, **run_info})
-            predictions_path = os.path.join(config.output_dir, f"eval_predictions.{suffix}")
+            predictions_path = os.path.join(run_dir, f"eval_predictions.{suffix}")
             _write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
             _write_extra_predictions(task, predictions_path, eval_examples, predictions)
 
@@ -525,7 +574,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             json.dump(results, f, indent=1)
             f.write("\n")
 
-    _write_atomic(os.path.join(config.output_dir, "results.json"), dump)
+    _write_atomic(os.path.join(run_dir, "results.json"), dump)
     logger.info("done: %d steps in %.1f min (%s); best %s %s at step %d; model %s", step, train_seconds / 60,
                 stop_reason, task.metric_for_best, None if best["metrics"] is None else f"{best['value']:.4f}",
                 best["step"], best_dir)
@@ -610,7 +659,12 @@ def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides
 
     Labels in the input are optional; when every example has them the metrics are returned too. The output
     is written to a temporary name and renamed, so an existing ``output_file`` is complete.
+
+    Raises:
+        ValueError: ``output_file`` is ``input_file`` or an existing file of ``model_dir`` (checked before
+            anything is read or written), or the model / input is not usable.
     """
+    _check_predict_output(model_dir, input_file, output_file)
     model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case,
                                             strip_accents=strip_accents)
     torch_device = _device(device)
@@ -627,6 +681,17 @@ def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides
     labelled = all(_has_label(task, e) for e in examples)
     metrics = task.metric_values(examples, predictions) if labelled else None
     return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
+
+
+def _check_predict_output(model_dir: str, input_file: str, output_file: str) -> None:
+    """Refuse an ``output_file`` that would replace the input or one of the model's files."""
+    if os.path.exists(output_file):
+        if os.path.exists(input_file) and os.path.samefile(output_file, input_file):
+            raise ValueError(f"--output {output_file} is the --input file: writing the predictions would replace "
+                             "it; choose another --output")
+        if os.path.isfile(output_file) and path_is_within(output_file, model_dir):
+            raise ValueError(f"--output {output_file} is a file of the model directory {model_dir}; choose an "
+                             "--output that is not part of the model")
 
 
 def _write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:

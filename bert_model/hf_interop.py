@@ -465,6 +465,12 @@ def hf_config_dict(model: nn.Module, *, id2label: dict[int, str] | None = None,
     return out
 
 
+def path_is_within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies under it, after resolving symbolic links and ``..``."""
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _write_text(path: str, text: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -551,6 +557,6 @@ def write_hf_directory(
 __all__ = [
     "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
     "check_same_vocab", "load_pretraining_weights", "shards_do_lower_case", "shards_strip_accents",
-    "hf_config_dict", "infer_architecture", "is_model_source", "load_model_source", "normalize_hf_state_dict", "read_hf_state_dict",
+    "hf_config_dict", "infer_architecture", "is_model_source", "load_model_source", "normalize_hf_state_dict", "path_is_within", "read_hf_state_dict",
     "resolve_do_lower_case", "resolve_strip_accents_setting", "write_hf_directory",
 ]

@@ -36,14 +36,21 @@ def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bo
         FINETUNE_FILE,
         build_model,
         load_model_source,
+        path_is_within,
         resolve_do_lower_case,
         resolve_strip_accents_setting,
         write_hf_directory,
     )
     from bertprep.bert_model.wordpiece import read_vocab_file
 
+    if path_is_within(model_dir, output_dir):  # replacing --output-dir would delete the model being exported
+        raise click.BadParameter(f"{output_dir} is (or holds) the model directory {model_dir}; export to another "
+                                 "directory", param_hint="--output-dir")
     try:
         source = load_model_source(model_dir)
+        if path_is_within(source.path, output_dir):
+            raise click.BadParameter(f"{output_dir} holds the model {source.path}; export to another directory",
+                                     param_hint="--output-dir")
         tokens = read_vocab_file(vocab) if vocab else source.vocab_tokens
         if tokens is None:
             raise click.BadParameter(f"{model_dir} has no vocab.txt; pass --vocab", param_hint="--vocab")
