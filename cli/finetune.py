@@ -155,7 +155,9 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--precision", type=click.Choice(PRECISIONS), default=_default("precision"), show_default=True,
               help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (about 1.6x faster "
                    "on CPUs with AVX512-BF16/AMX, usually slower on others). fp32: no autocast.")
-@click.option("--overwrite", is_flag=True, default=False, help="Replace a previous run in --output-dir.")
+@click.option("--overwrite", is_flag=True, default=False,
+              help="Replace a previous run in --output-dir. The new run is written beside it and swapped in only "
+                   "when complete: a failed or killed run leaves the previous one as it was.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
     """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice task.
