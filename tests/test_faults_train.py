@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +52,16 @@ from bertprep.cli.main import main
 sys.argv = ["bertprep", *args]
 main()
 """
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")
@@ -226,14 +237,20 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def run_with_two_checkpoints(small, tmp_path):
-    """A run directory with checkpoints at steps 2 and 4."""
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def _trained_run(small, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("trained") / "run"
     result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "4", "--save-every", "2"))
     assert result.exit_code == 0, result.output
-    ckpts = out / "checkpoints"
-    assert sorted(os.listdir(ckpts)) == ["step-000002", "step-000004"]
+    assert sorted(os.listdir(out / "checkpoints")) == ["step-000002", "step-000004"]
+    return out
+
+
+@pytest.fixture
+def run_with_two_checkpoints(_trained_run, tmp_path):
+    """A run directory with checkpoints at steps 2 and 4 (a copy for each test to damage)."""
+    out = tmp_path / "run"
+    shutil.copytree(_trained_run, out)
     return out
 
 
