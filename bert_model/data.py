@@ -130,15 +130,18 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
     return info
 
 
-def verify_shard_files(info: ShardInfo) -> None:
-    """Check every shard file of ``info`` against the sha256 its manifest recorded (one read of each file).
+def verify_shard_files(info: ShardInfo, *, rank: int = 0, world_size: int = 1) -> None:
+    """Check the shard files of ``info`` against the sha256 its manifest recorded (one read of each file).
 
-    Cost, measured on the make-shards benchmark's output: see ``bertprep train --help`` (``--no-verify``).
+    Under DDP each of the ``world_size`` ranks checks every ``world_size``-th file from its ``rank`` on, so the
+    shards are read once in all (a failing rank stops the others: torchrun ends the job). Cost, measured on
+    the make-shards benchmark's output: about 1 s per GB (``benchmarks/bench_verify.py``).
 
     Raises:
         ValueError: naming the first file that is missing or whose bytes differ from when it was written.
     """
-    for path, expected in zip(info.shard_files, info.shard_sha256 or (None,) * len(info.shard_files)):
+    expected_sha256 = info.shard_sha256 or (None,) * len(info.shard_files)
+    for path, expected in list(zip(info.shard_files, expected_sha256))[rank::world_size]:
         if not os.path.isfile(path):
             raise ValueError(f"{path} is missing (listed in {info.shard_dir}/{schema.MANIFEST_NAME}); re-create "
                              "the shards with bertprep make-shards")

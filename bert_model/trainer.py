@@ -455,7 +455,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
         t_verify = time.monotonic()
         for shard_info in (info, eval_info):
             if shard_info is not None:
-                verify_shard_files(shard_info)
+                verify_shard_files(shard_info, rank=d.rank, world_size=d.world_size)
         if d.is_main:
             logger.info("shard files match the sha256 of their manifest (%.1f s; --no-verify skips this)",
                         time.monotonic() - t_verify)

@@ -425,3 +425,19 @@ def test_inspect_verify_names_a_truncated_or_corrupt_shard(tmp_path):
         assert "shard-00000-of-00003.arrow" in result.output, result.output
         if n == "0":
             assert "shard-00002-of-00003.arrow" in result.output and "not a readable Arrow file" in result.output
+
+
+def test_ranks_share_the_shard_verification(tmp_path):
+    """Under DDP each rank checks every world_size-th shard from its rank on: together they read each shard
+    once, and the rank holding the damaged shard names it."""
+    from bertprep.bert_model.data import read_shard_info, verify_shard_files
+
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=4, rows_per_shard=10, vocab_size=64, max_seq_length=32, seed=1)
+    _flip_shard_byte(shards / "shard-00002-of-00004.arrow")
+    info = read_shard_info(str(shards))
+    verify_shard_files(info, rank=1, world_size=2)  # shards 1 and 3: intact
+    with pytest.raises(ValueError, match="shard-00002-of-00004.arrow: sha256 differs"):
+        verify_shard_files(info, rank=0, world_size=2)
+    with pytest.raises(ValueError, match="shard-00002-of-00004.arrow"):
+        verify_shard_files(info)
