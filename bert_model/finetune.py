@@ -30,6 +30,7 @@ import math
 import os
 import random
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
@@ -369,7 +370,8 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
     docstring for what is written).
 
     With ``overwrite``, a previous run in ``output_dir`` stays whole until this one completes (this run is
-    written to ``output_dir/.tmp-run-<pid>/`` and then swapped in); a failed run leaves it as it was.
+    written to ``output_dir/.tmp-run-<host>-<pid>/`` and then swapped in); a failed run leaves it as it was,
+    and the folders of killed runs are removed by the next run that completes there.
 
     Raises:
         FileNotFoundError: a data file or the model directory does not exist.
@@ -390,7 +392,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             raise FileExistsError(f"{config.output_dir} already holds a fine-tuning run; choose another "
                                   "--output-dir or pass --overwrite")
         # Write beside, then swap: the previous run stays whole until this one has completed.
-        staging = os.path.join(config.output_dir, f".tmp-run-{os.getpid()}")
+        staging = os.path.join(config.output_dir, f"{_STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         logger.info("the previous run in %s is replaced only when this one completes; until then this run is "
                     "written to %s", config.output_dir, staging)
@@ -400,6 +402,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         _swap_in_run(staging, config.output_dir)
+        _remove_stale_staging(config.output_dir)
         return dataclasses.replace(result, best_dir=os.path.join(config.output_dir, "best"))
     return _finetune(config, task, config.output_dir, t_start)
 
@@ -413,6 +416,26 @@ def _run_files(directory: str) -> list[str]:
     if not os.path.isdir(directory):
         return []
     return sorted(n for n in os.listdir(directory) if n in _RUN_FILES or n.startswith("eval_predictions."))
+
+
+_STAGING_PREFIX = ".tmp-run-"
+
+
+def _remove_stale_staging(output_dir: str) -> None:
+    """Remove the staging folders (``.tmp-run-<host>-<pid>``) that killed runs on this host left in
+    ``output_dir``; those of live processes, and of other hosts, are kept."""
+    prefix = f"{_STAGING_PREFIX}{socket.gethostname()}-"
+    for name in os.listdir(output_dir):
+        pid = name[len(prefix):]
+        if not name.startswith(prefix) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            logger.info("removing %s, left by a run that was killed", os.path.join(output_dir, name))
+            shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
+        except PermissionError:  # a live process of another user
+            pass
 
 
 def _swap_in_run(staging: str, output_dir: str) -> None:

@@ -7,7 +7,11 @@ byte-for-byte as before.
 
 from __future__ import annotations
 
+import os
 import random
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,7 +146,7 @@ def test_finetune_into_the_run_it_starts_from_is_refused_before_anything_is_dele
 def test_overwrite_keeps_the_previous_run_until_the_new_one_completes(pretrain_run, finetune_run, data, tmp_path):
     """Before the fix --overwrite deleted the previous run first: a failing rerun left nothing. Now a rerun
     that fails (here: its eval file is malformed) leaves the previous run byte-for-byte, and one that
-    succeeds replaces it whole, leaving no staging directory behind."""
+    succeeds replaces it whole, leaving no staging directory behind (and removing those of killed runs)."""
     run = tmp_path / "run"
     result = CliRunner().invoke(cli, _finetune_args(pretrain_run, data, run))
     assert result.exit_code == 0, result.output
@@ -158,8 +162,18 @@ def test_overwrite_keeps_the_previous_run_until_the_new_one_completes(pretrain_r
     assert _snapshot(run) == before
     assert not [p for p in run.iterdir() if p.name.startswith(".")]  # no staging directory left
 
+    # A killed run's staging folder (dead pid on this host) is removed by the next complete run; a live
+    # process's is kept.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = run / f".tmp-run-{socket.gethostname()}-{dead.pid}"
+    live = run / f".tmp-run-{socket.gethostname()}-{os.getppid()}"  # alive: pytest's parent
+    for folder in (stale, live):
+        (folder / "best").mkdir(parents=True)
+
     result = CliRunner().invoke(cli, args + ["--seed", "7"])
     assert result.exit_code == 0, result.output
     after = _snapshot(run)
-    assert set(after) == set(before) and after["results.json"] != before["results.json"]
-    assert not [p for p in run.iterdir() if p.name.startswith(".")]
+    assert {k for k in after if not k.startswith(".")} == set(before)
+    assert after["results.json"] != before["results.json"]
+    assert [p.name for p in run.iterdir() if p.name.startswith(".")] == [live.name]
