@@ -8,7 +8,7 @@ documents, times (CPU seconds, median of ``--repeats``):
 - ``exact``: what make-shards runs by default, ``bucket_instances.describe_instances`` (the same random
   draws on sentence lengths) + ``assemble_batches`` (numpy); its output equals the reference's;
 - ``fast``: ``--sampling fast``: describe without masking draws, bulk truncation, then
-  ``fast_masking.mask_table``;
+  ``masking.mask_table``;
 - ``shuffle only``: the exact mode's candidate shuffle alone (one per instance, same sizes): the part
   that exactness with the original's random stream costs.
 
@@ -45,7 +45,7 @@ from bertprep.pipeline.bucket_instances import (  # noqa: E402
     describe_instances,
 )
 from bertprep.pipeline.config import InstanceConfig  # noqa: E402
-from bertprep.pipeline.fast_masking import mask_table  # noqa: E402
+from bertprep.pipeline.masking import mask_table  # noqa: E402
 from bertprep.pipeline.instances import InstanceStats, VocabIds, create_training_instances  # noqa: E402
 from bertprep.pipeline.shards import instances_to_table  # noqa: E402
 from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab  # noqa: E402

@@ -9,7 +9,7 @@ A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded ins
   epoch's shard order (a seeded permutation that every rank computes alike),
 * shuffles rows with a seeded buffer (``shuffle_buffer_size`` row references; a full buffer emits a random
   element and takes the next row in its place; the buffer carries over epoch boundaries),
-* masks rows on the fly when the shards were made with ``--masking dynamic`` (``mask_instance``: the
+* masks rows on the fly when the shards were made with ``--masking dynamic`` (``pipeline.masking.mask_instance``: the
   reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor),
 * and yields collated, padded batches (``collate``) together with the stream's state after that batch.
 
@@ -47,6 +47,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from bertprep.pipeline import schema
+from bertprep.pipeline.masking import MaskingConfig, mask_instance
 
 logger = logging.getLogger(__name__)
 
@@ -248,69 +249,6 @@ def collate_numpy(
 
 
 # ------------------------------------------------------------------------------------------ dynamic masking
-
-
-@dataclass(frozen=True)
-class MaskingConfig:
-    """The settings of the reference masking rule (design/reference-algorithm.md, ``create_masked_lm_predictions``)."""
-
-    vocab_size: int
-    cls_token_id: int
-    sep_token_id: int
-    mask_token_id: int
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
-    is_subword: np.ndarray | None = None
-    """bool [vocab_size], True for ``##`` continuation pieces: whole-word masking when given."""
-
-
-def mask_instance(input_ids: np.ndarray, config: MaskingConfig, rng: np.random.Generator
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Choose and corrupt the positions to predict in one unmasked instance, by the reference rule.
-
-    ``min(max_predictions_per_seq, max(1, round(n * masked_lm_prob)))`` positions (n = length including [CLS]
-    and both [SEP], Python rounding) among the tokens that are not [CLS] / [SEP], chosen in random order; with
-    ``is_subword``, a word (a piece and its following ``##`` pieces) is taken whole or skipped when it does not
-    fit. Each chosen piece becomes [MASK] with probability 0.8, a random vocab id 0.1, stays itself 0.1.
-
-    Args:
-        input_ids: 1-D integer array, ``[CLS] A [SEP] B [SEP]``, not masked.
-    Returns:
-        ``(masked_input_ids, masked_lm_positions, masked_lm_ids)``: int64 arrays, positions ascending,
-        ids = the original tokens there. Same numbers from the same ``rng`` state.
-    """
-    ids = np.asarray(input_ids, dtype=np.int64)
-    n = len(ids)
-    cand = np.flatnonzero((ids != config.cls_token_id) & (ids != config.sep_token_id))
-    num_to_predict = min(config.max_predictions_per_seq, max(1, int(round(n * config.masked_lm_prob))))
-    if config.is_subword is None:
-        positions = cand[rng.permutation(len(cand))[:num_to_predict]]
-    else:
-        # A word starts at every candidate that is not a ## piece (and at the first candidate).
-        starts = ~config.is_subword[ids[cand]]
-        if len(starts):
-            starts[0] = True
-        bounds = np.flatnonzero(np.append(starts, True))
-        chosen: list[np.ndarray] = []
-        count = 0
-        for w in rng.permutation(len(bounds) - 1):
-            if count >= num_to_predict:
-                break
-            size = bounds[w + 1] - bounds[w]
-            if count + size > num_to_predict:
-                continue
-            chosen.append(cand[bounds[w]:bounds[w + 1]])
-            count += size
-        positions = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
-    positions = np.sort(positions)
-    labels = ids[positions]
-    out = ids.copy()
-    r_mask, r_keep = rng.random(len(positions)), rng.random(len(positions))
-    to_mask = r_mask < 0.8
-    to_random = ~to_mask & (r_keep >= 0.5)
-    out[positions[to_mask]] = config.mask_token_id
-    out[positions[to_random]] = rng.integers(0, config.vocab_size, int(to_random.sum()))
-    return out, positions.astype(np.int64), labels
 
 
 def masking_config(info: ShardInfo) -> MaskingConfig:

@@ -53,8 +53,8 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from bertprep.pipeline import dataflow, readers, schema, shards
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
+from bertprep.pipeline.masking import mask_table
 from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, VocabError, load_vocab
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
     original (:func:`~bertprep.pipeline.bucket_instances.describe_instances`, equal to the reference
     ``instances.create_training_instances``); ``"fast"`` keeps that generator for pairing but truncates as
     :func:`~bertprep.pipeline.instances.truncation_bounds_fast` and masks the whole bucket with
-    :func:`~bertprep.pipeline.fast_masking.mask_table` (numpy, seeded from (seed, bucket)).
+    :func:`~bertprep.pipeline.masking.mask_table` (numpy, seeded from (seed, bucket)).
 
     Returns:
         ``((bucket, path, rows), stats)``.

@@ -19,7 +19,8 @@ differs is where the work happens:
 
 Whole-word masking needs the tokens (a candidate is a piece plus its following ``##`` pieces), so for it
 the loop reads the instance's ids from a Python copy of the bucket and calls the reference
-:func:`~bertprep.pipeline.instances.create_masked_lm_predictions`.
+:func:`~bertprep.pipeline.masking.create_masked_lm_predictions`. The masking rule itself (how many
+positions, 80/10/10) is :mod:`bertprep.pipeline.masking`'s.
 """
 
 from __future__ import annotations
@@ -36,19 +37,12 @@ import pyarrow as pa
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.instances import (
-    InstanceStats,
-    VocabIds,
-    create_masked_lm_predictions,
-    shuffle,
-    truncation_bounds,
-    truncation_bounds_fast,
-)
+from bertprep.pipeline.instances import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
+from bertprep.pipeline.masking import (KEEP, MASK, create_masked_lm_predictions, draw_replacements, num_to_predict,
+                                       shuffle)
 
 #: Rows assembled per numpy pass (bounds the temporary arrays: ~1M tokens at 128).
 ASSEMBLE_CHUNK_ROWS = 8192
-#: ``masked_lm_ids`` replacement meaning "this position keeps its original id" (the 10% kept case).
-KEEP = -1
 
 
 @dataclass
@@ -238,12 +232,12 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
             histogram[length] = histogram.get(length, 0) + count
     if mask and not whole_word:  # (whole-word masking counted by the reference function)
         rep = np.frombuffer(out.m_rep, dtype=np.int64)
-        n_mask, n_kept = int(np.count_nonzero(rep == _MASK)), int(np.count_nonzero(rep == KEEP))
+        n_mask, n_kept = int(np.count_nonzero(rep == MASK)), int(np.count_nonzero(rep == KEEP))
         stats.masked += len(rep)
         stats.masked_as_mask += n_mask
         stats.masked_as_kept += n_kept
         stats.masked_as_random += len(rep) - n_mask - n_kept
-        rep[rep == _MASK] = ids.mask_id  # (a view of out.m_rep)
+        rep[rep == MASK] = ids.mask_id  # (a view of out.m_rep)
         # candidate ordinals -> positions in the row: A is at 1..a_len, B after the middle [SEP]
         ordinal = np.frombuffer(out.m_pos, dtype=np.int32)
         a_len = np.repeat(np.frombuffer(out.a_len, dtype=np.int32), np.frombuffer(out.n_masked, dtype=np.int32))
@@ -251,7 +245,6 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
     return out
 
 
-_MASK = -2  # m_rep while describing: "[MASK]" (replaced by its id before describe_instances returns)
 
 
 def _describe_document(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
@@ -259,7 +252,7 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
                        token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
     """One pass over one document: ``instances.create_instances_from_document`` on lengths.
 
-    Appends to ``out`` (masked positions as candidate ordinals and [MASK] as ``_MASK``, except under
+    Appends to ``out`` (masked positions as candidate ordinals and [MASK] as ``MASK``, except under
     whole-word masking; ``describe_instances`` converts them) and adds to ``counts``.
     """
     cum = cums[document_index]
@@ -277,10 +270,9 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
     max_predictions = config.max_predictions_per_seq
     whole_word = token_lists is not None
     random_ids = ids.random_ids
-    n_random_ids = len(random_ids)
     a_starts, a_lens, b_starts, b_lens = out.a_start.append, out.a_len.append, out.b_start.append, out.b_len.append
     labels, n_maskeds = out.label.append, out.n_masked.append
-    m_pos_extend, m_rep_append = out.m_pos.extend, out.m_rep.append
+    m_pos_extend, m_rep_extend = out.m_pos.extend, out.m_rep.extend
     truncated_count = same_document = 0
     truncate = truncation_bounds_fast if fast_truncation else truncation_bounds
 
@@ -333,18 +325,12 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
                     n_masked = _whole_word_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng,
                                                  stats, out)
                 else:
-                    num_to_predict = min(max_predictions, max(1, int(round((a_len + b_len + 3) * masked_lm_prob))))
                     # candidates: A's and B's tokens as ordinals 0..a_len+b_len-1 (positions set later)
-                    chosen = _shuffle_first(a_len + b_len, num_to_predict, rng)
-                    m_pos_extend(chosen)
-                    for _ in chosen:
-                        if rand() < 0.8:
-                            m_rep_append(_MASK)
-                        elif rand() < 0.5:
-                            m_rep_append(KEEP)
-                        else:
-                            m_rep_append(random_ids[randbelow(n_random_ids)])
+                    chosen = _shuffle_first(a_len + b_len,
+                                            num_to_predict(a_len + b_len + 3, masked_lm_prob, max_predictions), rng)
                     n_masked = len(chosen)
+                    m_pos_extend(chosen)
+                    m_rep_extend(draw_replacements(n_masked, rng, random_ids))
             a_starts(a_start)
             a_lens(a_len)
             b_starts(b_start)

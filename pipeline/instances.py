@@ -21,55 +21,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
 from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.masking import create_masked_lm_predictions, shuffle
 from bertprep.pipeline.tokenization import Vocab
 
 Sentence = Sequence[int]  # word-piece ids of one sentence (non-empty)
 Document = Sequence[Sentence]
-
-
-_BITS = [0] + [n.bit_length() for n in range(1, 1 << 12)]
-
-
-def _shuffle_inlined(x: list, rng: random.Random) -> None:
-    """``rng.shuffle(x)``, draw for draw, without a Python-level ``_randbelow`` call per element.
-
-    CPython's ``Random.shuffle`` swaps ``x[i]`` with ``x[_randbelow(i + 1)]`` for i from the end, and
-    ``_randbelow(n)`` takes ``getrandbits(n.bit_length())`` until it is below ``n`` (``random.py``,
-    ``_randbelow_with_getrandbits``). This is that loop inlined: about half the time of ``rng.shuffle``
-    for the ~125 masking candidates of a 128-token instance (the hottest loop of the algorithm).
-    """
-    getrandbits = rng.getrandbits
-    bits = _BITS
-    for i in range(len(x) - 1, 0, -1):
-        n = i + 1
-        k = bits[n] if n < 4096 else n.bit_length()
-        j = getrandbits(k)
-        while j >= n:
-            j = getrandbits(k)
-        x[i], x[j] = x[j], x[i]
-
-
-def _inlined_shuffle_matches() -> bool:
-    """Check once that this interpreter's ``Random.shuffle`` is the loop above (CPython 3.x is)."""
-    for size in (0, 1, 2, 7, 125, 5000):
-        a, b = list(range(size)), list(range(size))
-        ra, rb = random.Random(size), random.Random(size)
-        ra.shuffle(a)
-        _shuffle_inlined(b, rb)
-        if a != b or ra.random() != rb.random():
-            return False
-    return True
-
-
-_INLINED_SHUFFLE_OK = _inlined_shuffle_matches()
-
-
-def shuffle(x: list, rng: random.Random) -> None:
-    """Shuffle ``x`` in place exactly as ``rng.shuffle(x)`` (faster for a plain ``random.Random``)."""
-    if _INLINED_SHUFFLE_OK and type(rng) is random.Random:
-        _shuffle_inlined(x, rng)
-    else:
-        rng.shuffle(x)
 
 
 class VocabIds:
@@ -215,90 +171,6 @@ def truncate_seq_pair_fast(tokens_a: list[int], tokens_b: list[int], max_num_tok
         return tokens_a, tokens_b, False
     a_lo, a_hi, b_lo, b_hi = truncation_bounds_fast(len(tokens_a), len(tokens_b), max_num_tokens, rng)
     return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], True
-
-
-def create_masked_lm_predictions(tokens: list[int], config: InstanceConfig, ids: VocabIds, rng: random.Random,
-                                 stats: InstanceStats | None = None,
-                                 num_tokens_a: int | None = None) -> tuple[list[int], list[int], list[int]]:
-    """Choose and mask positions as the original ``create_masked_lm_predictions`` (BERT paper, section 3.1).
-
-    ``min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))`` positions, drawn from a
-    shuffle of all candidates (every token but [CLS]/[SEP]; under whole-word masking a candidate is a word:
-    a piece plus its following ``##`` pieces, and a word that does not fit is skipped). Each chosen piece
-    becomes [MASK] with probability 0.8, stays with 0.1, or becomes a random vocab entry with 0.1.
-
-    Args:
-        tokens: ids of ``[CLS] A [SEP] B [SEP]``; not modified.
-        num_tokens_a: len(A) when known: the candidates are then built from the layout instead of by
-            comparing every token with [CLS]/[SEP] (same list: word pieces of text are never [CLS]/[SEP],
-            because the pre-tokenizer splits ``[`` and ``]`` off).
-
-    Returns:
-        (output_ids, masked_lm_positions, masked_lm_ids), positions ascending.
-    """
-    cls_id, sep_id = ids.cls_id, ids.sep_id
-    num_to_predict = min(config.max_predictions_per_seq,
-                         max(1, int(round(len(tokens) * config.masked_lm_prob))))
-    output = list(tokens)
-    rand = rng.random
-    random_ids = ids.random_ids
-    n_random_ids = len(random_ids)
-    mask_id = ids.mask_id
-    positions: list[int] = []
-    n_mask = n_random = n_kept = 0
-
-    if config.do_whole_word_mask:
-        is_cont = ids.is_continuation
-        cand_indexes: list[list[int]] = []
-        for i, token in enumerate(tokens):
-            if token == cls_id or token == sep_id:
-                continue
-            if cand_indexes and is_cont[token]:
-                cand_indexes[-1].append(i)
-            else:
-                cand_indexes.append([i])
-        shuffle(cand_indexes, rng)
-        for index_set in cand_indexes:
-            if len(positions) >= num_to_predict:
-                break
-            if len(positions) + len(index_set) > num_to_predict:
-                continue
-            # Candidate words are disjoint, so the original's "already covered" check never fires.
-            for index in index_set:
-                if rand() < 0.8:
-                    output[index] = mask_id
-                    n_mask += 1
-                elif rand() < 0.5:
-                    n_kept += 1
-                else:
-                    output[index] = random_ids[rng.randint(0, n_random_ids - 1)]
-                    n_random += 1
-                positions.append(index)
-    else:
-        if num_tokens_a is not None:
-            cand = list(range(1, num_tokens_a + 1))
-            cand.extend(range(num_tokens_a + 2, len(tokens) - 1))
-        else:
-            cand = [i for i, token in enumerate(tokens) if token != cls_id and token != sep_id]
-        shuffle(cand, rng)  # every draw counts, although at most num_to_predict are used
-        for index in cand[:num_to_predict]:
-            if rand() < 0.8:
-                output[index] = mask_id
-                n_mask += 1
-            elif rand() < 0.5:
-                n_kept += 1
-            else:
-                output[index] = random_ids[rng.randint(0, n_random_ids - 1)]
-                n_random += 1
-            positions.append(index)
-
-    positions.sort()
-    if stats is not None:
-        stats.masked += len(positions)
-        stats.masked_as_mask += n_mask
-        stats.masked_as_random += n_random
-        stats.masked_as_kept += n_kept
-    return output, positions, [tokens[i] for i in positions]
 
 
 def create_instances_from_document(all_documents: Sequence[Document], document_index: int, config: InstanceConfig,

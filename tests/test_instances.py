@@ -168,7 +168,7 @@ def test_fast_truncation_matches_the_original_lengths_and_front_share():
 def test_fast_masking_has_the_original_statistics():
     import numpy as np
 
-    from bertprep.pipeline.fast_masking import mask_table
+    from bertprep.pipeline.masking import mask_table
     from bertprep.pipeline.shards import instances_to_table
 
     vocab = _vocab()
