@@ -11,8 +11,8 @@ optionally repeated N times, then runs, each in a fresh process and --repeats ti
 - ``beam-startup``: a trivial pipeline (4 elements, a Reshuffle) on make-shards' local runner and options
   (Python and Beam imports, starting the worker processes, tear-down): the fixed cost of any run;
 - ``baseline``: a faithful single-process implementation of the original generator (bertprep's one-bucket
-  path without Beam: read, tokenize, ``create_training_instances`` with ``random.Random(seed)``, write one
-  Arrow file) -- the original algorithm on one core, minus TensorFlow;
+  path without Beam: read, tokenize, ``create_training_instances`` of ``tests/reference/`` with
+  ``random.Random(seed)``, write one Arrow file) -- the original algorithm on one core, minus TensorFlow;
 - ``make-shards`` variants through the real CLI (Beam, local runner, all cores).
 
 Reports wall time (median), MB/s, instances/s and peak memory (RSS summed over the process tree, sampled
@@ -143,10 +143,11 @@ STARTUP_SNIPPET = textwrap.dedent("""
 BASELINE_SNIPPET = textwrap.dedent("""
     import glob, random, sys
     import pyarrow as pa
+    sys.path.insert(0, sys.argv[5])  # tests/: the list-based reference algorithm lives in tests/reference/
     from bertprep.pipeline import readers
     from bertprep.pipeline.config import InstanceConfig
-    from bertprep.pipeline.instances import VocabIds, create_training_instances
-    from bertprep.pipeline.shards import instances_to_table
+    from bertprep.pipeline.instances import VocabIds
+    from reference.instances import create_training_instances, instances_to_table
     from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
     vocab = load_vocab(sys.argv[1]); encoder = SentenceEncoder(vocab, True)
     docs = []
@@ -180,7 +181,8 @@ def run_variants(corpus: Path, vocab: str, dupe: int, repeats: int, variants: li
                 elif name == "beam-startup":
                     cmd = [PYTHON, "-c", STARTUP_SNIPPET]
                 elif name == "baseline":
-                    cmd = [PYTHON, "-c", BASELINE_SNIPPET, vocab, str(corpus), f"{tmp}/out.arrow", str(dupe)]
+                    cmd = [PYTHON, "-c", BASELINE_SNIPPET, vocab, str(corpus), f"{tmp}/out.arrow", str(dupe),
+                           str(REPO / "tests")]
                 else:
                     sampling = "fast" if "fast" in name else "exact"
                     scope = "file" if "file" in name else "global"

@@ -3,8 +3,8 @@
 Tokenizes the first N documents of the benchmark corpus (see ``bench_make_shards.py``) and, on the same
 documents, times (CPU seconds, median of ``--repeats``):
 
-- ``reference``: ``instances.create_training_instances`` + ``shards.instances_to_table`` (token lists,
-  the readable restatement of the original generator);
+- ``reference``: ``create_training_instances`` + ``instances_to_table`` of ``tests/reference/instances.py``
+  (token lists, the readable restatement of the original generator);
 - ``exact``: what make-shards runs by default, ``bucket_instances.describe_instances`` (the same random
   draws on sentence lengths) + ``assemble_batches`` (numpy); its output equals the reference's;
 - ``fast``: ``--sampling fast``: describe without masking draws, bulk truncation, then
@@ -46,9 +46,11 @@ from bertprep.pipeline.bucket_instances import (  # noqa: E402
 )
 from bertprep.pipeline.config import InstanceConfig  # noqa: E402
 from bertprep.pipeline.masking import mask_table  # noqa: E402
-from bertprep.pipeline.instances import InstanceStats, VocabIds, create_training_instances  # noqa: E402
-from bertprep.pipeline.shards import instances_to_table  # noqa: E402
+from bertprep.pipeline.instances import InstanceStats, VocabIds  # noqa: E402
 from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab  # noqa: E402
+
+sys.path.insert(0, str(HERE.parent / "tests"))  # the list-based reference algorithm: tests/reference/
+from reference.instances import create_training_instances, instances_to_table  # noqa: E402
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ Composites (each a ``beam.PTransform``):
 - :class:`TokenizeDocuments`: sentences -> compact word-piece id arrays (Hugging Face ``tokenizers``, Rust).
 - :class:`CreateTrainingInstances`: seeded stable bucket keys, a ``GroupByKey``, and the reference algorithm
   per bucket (``bucket_instances.describe_instances`` with ``random.Random(bucket_seed(seed, bucket))``, the
-  same draws and instances as ``instances.create_training_instances`` on arrays instead of token lists);
+  same draws and instances as the list-based reference ``create_training_instances`` of
+  ``tests/reference/instances.py``, on arrays instead of token lists);
   each bucket's instances go to a temporary Arrow file.
 - :class:`ProcessFilesStreaming`: the ``file`` pairing scope: read, tokenize and make instances per run of
   ``bucket_size`` consecutive documents of one file, with no shuffle at all (flat memory on any runner).
@@ -190,7 +191,7 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
 
     ``sampling="exact"`` draws everything from ``random.Random(bucket_seed(seed, bucket))`` exactly as the
     original (:func:`~bertprep.pipeline.bucket_instances.describe_instances`, equal to the reference
-    ``instances.create_training_instances``); ``"fast"`` keeps that generator for pairing but truncates as
+    ``create_training_instances``); ``"fast"`` keeps that generator for pairing but truncates as
     :func:`~bertprep.pipeline.instances.truncation_bounds_fast` and masks the whole bucket with
     :func:`~bertprep.pipeline.masking.mask_table` (numpy, seeded from (seed, bucket)).
 

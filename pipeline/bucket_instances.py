@@ -1,8 +1,8 @@
 """The reference algorithm over a bucket held as arrays: what ``make-shards`` runs for each bucket.
 
-Same algorithm, same random draws and same output as :mod:`bertprep.pipeline.instances` (the readable,
-list-based restatement of google-research/bert ``create_pretraining_data.py``); the equality is tested
-instance for instance in ``tests/test_bucket_instances.py`` and end to end by the golden tests. What
+Same algorithm, same random draws and same output as ``tests/reference/instances.py`` (the readable,
+list-based restatement of google-research/bert ``create_pretraining_data.py``, kept as the test oracle); the
+equality is tested instance for instance in ``tests/test_bucket_instances.py`` and end to end by the golden tests. What
 differs is where the work happens:
 
 * A bucket's documents are one flat ``uint32`` array of word-piece ids plus each document's sentence
@@ -171,7 +171,7 @@ _FAST_DRAWS_OK = _fast_draws_match()
 def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: VocabIds, rng: random.Random,
                        stats: InstanceStats | None = None, mask: bool = True,
                        fast_truncation: bool = False) -> InstanceDescriptions:
-    """``instances.create_training_instances`` (the original's), as descriptions instead of token lists.
+    """``create_training_instances`` (the original's), as descriptions instead of token lists.
 
     Draws from ``rng`` exactly what the reference draws, in the same order: the document shuffle,
     ``dupe_factor`` passes of pairing (target length, split point, IsNext/NotNext, random document and
@@ -250,7 +250,7 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
 def _describe_document(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
                        ids: VocabIds, rng: random.Random, stats: InstanceStats, mask: bool, fast_truncation: bool,
                        token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
-    """One pass over one document: ``instances.create_instances_from_document`` on lengths.
+    """One pass over one document: ``create_instances_from_document`` on lengths.
 
     Appends to ``out`` (masked positions as candidate ordinals and [MASK] as ``MASK``, except under
     whole-word masking; ``describe_instances`` converts them) and adds to ``counts``.

@@ -29,13 +29,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.instances import TrainingInstance
 
 log = logging.getLogger(__name__)
 
@@ -43,58 +41,6 @@ DEFAULT_INSTANCES_PER_SHARD = 50_000
 ROWS_PER_RECORD_BATCH = 4096
 TMP_PREFIX = ".bertprep-tmp-"
 VOCAB_NAME = "vocab.txt"
-
-
-def instances_to_table(instances: Sequence[TrainingInstance], vocab_size: int) -> pa.Table:
-    """Arrow table (schema :func:`schema.shard_schema`) of unpadded instances, in the given order."""
-    arrow_schema = schema.shard_schema(vocab_size)
-    id_dtype = np.uint16 if arrow_schema.field("input_ids").type.value_type == pa.uint16() else np.uint32
-    n = len(instances)
-    flat: list[int] = []
-    extend = flat.extend
-    lengths = np.empty(n, dtype=np.int64)
-    first_b = np.empty(n, dtype=np.int64)
-    m_flat: list[int] = []
-    m_labels: list[int] = []
-    m_lengths = np.empty(n, dtype=np.int64)
-    nsp = np.empty(n, dtype=np.uint8)
-    for k, x in enumerate(instances):
-        extend(x.input_ids)
-        lengths[k] = len(x.input_ids)
-        first_b[k] = x.num_tokens_a + 2
-        m_flat.extend(x.masked_lm_positions)
-        m_labels.extend(x.masked_lm_ids)
-        m_lengths[k] = len(x.masked_lm_positions)
-        nsp[k] = x.next_sentence_label
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    input_ids = np.array(flat, dtype=id_dtype)
-    del flat
-    # token_type_ids: 1 from each row's first B position to its end (a +1/-1 step function, summed)
-    steps = np.zeros(total + 1, dtype=np.int8)
-    steps[offsets[:-1] + first_b] += 1
-    steps[offsets[1:]] -= 1
-    token_type_ids = np.cumsum(steps[:-1], dtype=np.int8).astype(np.uint8)
-    m_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(m_lengths, out=m_offsets[1:])
-    positions = np.array(m_flat, dtype=np.uint16)
-    labels = np.array(m_labels, dtype=id_dtype)
-
-    def list_array(offs: np.ndarray, values: np.ndarray, field_name: str) -> pa.Array:
-        return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(values),
-                                        type=arrow_schema.field(field_name).type)
-
-    return pa.Table.from_arrays(
-        [
-            list_array(offsets, input_ids, "input_ids"),
-            list_array(offsets, token_type_ids, "token_type_ids"),
-            list_array(m_offsets, positions, "masked_lm_positions"),
-            list_array(m_offsets, labels, "masked_lm_ids"),
-            pa.array(nsp, type=pa.uint8()),
-        ],
-        schema=arrow_schema,
-    )
 
 
 class _HashingWriter(io.RawIOBase):

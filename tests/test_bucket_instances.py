@@ -1,9 +1,9 @@
 """The array-based bucket path (what make-shards runs) equals the list-based reference, row for row.
 
 ``bucket_instances.describe_instances`` + ``assemble_batches`` must give exactly the Arrow rows that
-``instances.create_training_instances`` + ``shards.instances_to_table`` give (same draws, same order), for
-every mode make-shards has: exact and fast truncation, static masking (single pieces and whole words) and
-no masking (dynamic), short and one-sentence documents, truncation-heavy settings, several seeds; and the
+``reference.instances.create_training_instances`` + ``instances_to_table`` (``tests/reference/``) give
+(same draws, same order), for every mode make-shards has: exact and fast truncation, static masking (single
+pieces and whole words) and no masking (dynamic), short and one-sentence documents, truncation-heavy settings, several seeds; and the
 random generator must be left in the same state.
 """
 
@@ -17,9 +17,9 @@ import pytest
 
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.instances import InstanceStats, VocabIds, create_training_instances
-from bertprep.pipeline.shards import instances_to_table
+from bertprep.pipeline.instances import InstanceStats, VocabIds
 from bertprep.pipeline.tokenization import Vocab
+from reference.instances import create_training_instances, instances_to_table
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

