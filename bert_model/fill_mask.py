@@ -25,7 +25,7 @@ from bertprep.bert_model.hf_interop import (
     resolve_strip_accents_setting,
 )
 from bertprep.bert_model.model import BertForPreTraining
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 MASK_TOKEN = "[MASK]"
 

@@ -35,14 +35,13 @@ from bertprep.bert_model.model import (
     load_state_dict_strict,
     trainable_state_dict,
 )
-from bertprep.bert_model.wordpiece import (
+from bertprep.pipeline.vocab_files import (
     SPECIAL_TOKENS,
     do_lower_case_of_tokenizer_json,
-    hf_tokenizer_config,
-    hf_tokenizer_json,
     looks_cased,
     read_vocab_file,
     strip_accents_of_tokenizer_json,
+    tokenizer_files,
 )
 
 logger = logging.getLogger(__name__)
@@ -529,16 +528,10 @@ def write_hf_directory(
         ckpt._fsync_file(os.path.join(tmp, "model.safetensors"))
         ckpt.set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
         _write_text(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
-        _write_text(os.path.join(tmp, "vocab.txt"), "".join(t + "\n" for t in vocab_tokens))
-        _write_text(os.path.join(tmp, "tokenizer.json"), hf_tokenizer_json(vocab_tokens, do_lower_case,
-                                                                               strip_accents=strip_accents))
-        model_max_length = config.max_position_embeddings
-        _write_text(os.path.join(tmp, "tokenizer_config.json"),
-                    json.dumps(hf_tokenizer_config(do_lower_case, model_max_length, strip_accents=strip_accents),
-                               indent=2) + "\n")
-        special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                   "mask_token": "[MASK]"}
-        _write_text(os.path.join(tmp, "special_tokens_map.json"), json.dumps(special, indent=2) + "\n")
+        # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
+        for name, text in tokenizer_files(vocab_tokens, do_lower_case, strip_accents=strip_accents,
+                                          model_max_length=config.max_position_embeddings).items():
+            _write_text(os.path.join(tmp, name), text)
         for name, content in (extra_json or {}).items():
             _write_text(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
         if os.path.exists(output_dir):

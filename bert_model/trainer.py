@@ -61,7 +61,7 @@ from bertprep.bert_model.metrics import (
 from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining, flops_per_token
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision, cpu_has_native_bf16, uses_bf16
-from bertprep.bert_model.wordpiece import read_vocab_file
+from bertprep.pipeline.vocab_files import read_vocab_file
 
 logger = logging.getLogger("bertprep.train")
 

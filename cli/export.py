@@ -41,7 +41,7 @@ def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bo
         resolve_strip_accents_setting,
         write_hf_directory,
     )
-    from bertprep.bert_model.wordpiece import read_vocab_file
+    from bertprep.pipeline.vocab_files import read_vocab_file
 
     if path_is_within(model_dir, output_dir):  # replacing --output-dir would delete the model being exported
         raise click.BadParameter(f"{output_dir} is (or holds) the model directory {model_dir}; export to another "

@@ -1,17 +1,16 @@
-"""WordPiece tokenization that reproduces the original BERT generator's, through Hugging Face ``tokenizers``.
+"""Documents to word-piece ids as the original BERT generator tokenizes them, for ``make-shards``.
 
 Source: google-research/bert ``tokenization.py`` (``FullTokenizer`` = ``BasicTokenizer`` + greedy
 longest-match-first ``WordpieceTokenizer``), restated in ``design/reference-algorithm.md`` ("Precise
-details for exact reproduction"). The equivalent ``tokenizers`` pipeline is ``BertNormalizer`` +
-``BertPreTokenizer`` + ``WordPiece(max_input_chars_per_word=200)`` with **no added special tokens**: a
-literal ``[SEP]`` in the text is split into ``[``, ``sep``, ``]`` exactly as the original does, and a word of
-101-200 characters becomes word pieces, not ``[UNK]`` (the ready-made ``BertWordPieceTokenizer`` gets both
-wrong).
+details for exact reproduction"). The tokenizer itself, vocab parsing and the special tokens are
+``vocab_files.py``'s (Beam-free, shared with ``bert_model``); this module adds the pipeline's side: the
+:class:`Vocab` (ids the instance algorithm draws from), :func:`load_vocab` from any Beam filesystem (``gs://``
+too; Beam is imported only there), the casing / accent checks against the vocab and the fast
+:class:`SentenceEncoder`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -20,27 +19,19 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer
 
-from bertprep.pipeline.normalization import (
-    bert_normalizer,
-    check_vocab_strip_accents,
-    normalizer_settings,
-    resolve_strip_accents,
-    strip_accents_flag,
-)
+from bertprep.pipeline import vocab_files
+from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
 from bertprep.pipeline.schema import vocab_sha256
+from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
+    MAX_INPUT_CHARS_PER_WORD,
+    REQUIRED_TOKENS,
+    SPECIAL_TOKENS,
+    VocabError,
+)
 
 log = logging.getLogger(__name__)
-
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
-MAX_INPUT_CHARS_PER_WORD = 200  # the original WordpieceTokenizer's limit (HF's default is 100)
-
-
-class VocabError(ValueError):
-    """A vocab file that cannot be used; the message names the file and what to do."""
 
 
 @dataclass
@@ -100,22 +91,16 @@ class Vocab:
         return self._sha256
 
     def special_token_ids(self) -> dict[str, int]:
-        return {t: self.token_to_id[t] for t in SPECIAL_TOKENS if t in self.token_to_id}
+        return vocab_files.special_token_ids(self.token_to_id)
 
     def looks_cased(self) -> bool:
         """True when the vocab has upper-case word pieces outside the bracketed special entries."""
-        upper = 0
-        for token in self.tokens:
-            if token.startswith("[") and token.endswith("]"):
-                continue
-            if any(c.isupper() for c in token):
-                upper += 1
-                if upper >= 20:
-                    return True
-        return False
+        return vocab_files.looks_cased(self.tokens)
 
 
 def _read_text(path: str) -> str:
+    from apache_beam.io.filesystems import FileSystems  # (here only: the rest of the module is Beam-free)
+
     if "://" not in path and os.path.isdir(path):
         inside = [n for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, n))]
         hint = f"pass {os.path.join(path, inside[0])}" if inside else "pass the vocab.txt or tokenizer.json inside it"
@@ -149,41 +134,9 @@ def load_vocab(path: str) -> Vocab:
     """
     text = _read_text(path)
     if path.endswith(".json") or text.lstrip().startswith("{"):
-        return _vocab_from_tokenizer_json(path, text)
-    if not text.strip():
-        raise VocabError(f"{path}: the vocab file is empty")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    tokens = [line.strip() for line in lines]
-    first_line: dict[str, int] = {}
-    for index, token in enumerate(tokens):
-        first = first_line.setdefault(token, index)
-        if first != index:
-            raise VocabError(
-                f"{path}:{index + 1}: the token {token!r} is already on line {first + 1}; a vocab.txt lists each "
-                "token once (line number - 1 = id). Remove one of the two lines (the model's ids must match the "
-                "vocab the shards were made with)"
-            )
-    return Vocab.from_tokens(tokens, source=path)
-
-
-def _vocab_from_tokenizer_json(path: str, text: str) -> Vocab:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise VocabError(f"{path}: not valid JSON ({err}); pass a vocab.txt or a tokenizer.json") from err
-    model = spec.get("model") or {}
-    if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
-        raise VocabError(
-            f"{path}: not a WordPiece tokenizer.json (model type {model.get('type')!r}); BERT needs WordPiece"
-        )
-    by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
-    if [i for _, i in by_id] != list(range(len(by_id))):
-        raise VocabError(f"{path}: WordPiece vocab ids are not contiguous from 0")
-    do_lower_case, strip_accents = normalizer_settings(spec.get("normalizer"))
-    return Vocab.from_tokens([t for t, _ in by_id], do_lower_case=do_lower_case, source=path,
-                             strip_accents=strip_accents)
+        tokens, do_lower_case, strip_accents = vocab_files.parse_tokenizer_json(text, path)
+        return Vocab.from_tokens(tokens, do_lower_case=do_lower_case, source=path, strip_accents=strip_accents)
+    return Vocab.from_tokens(vocab_files.parse_vocab_txt(text, path), source=path)
 
 
 def check_casing(vocab: Vocab, do_lower_case: bool) -> str | None:
@@ -249,22 +202,9 @@ def check_strip_accents(vocab: Vocab, do_lower_case: bool, strip_accents: bool |
 
 
 def build_tokenizer(vocab: Vocab, do_lower_case: bool, strip_accents: bool | None = None) -> Tokenizer:
-    """The original ``FullTokenizer`` as a Hugging Face ``Tokenizer`` (no special tokens added).
-
-    ``strip_accents``: ``None`` strips accents when ``do_lower_case`` (the original); ``False`` lower-cases
-    without NFD (keeps Hangul syllables and other scripts' marks whole), ``True`` strips without lower-casing.
-    """
-    tokenizer = Tokenizer(
-        models.WordPiece(
-            vocab=dict(vocab.token_to_id),
-            unk_token="[UNK]",
-            continuing_subword_prefix="##",
-            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-        )
-    )
-    tokenizer.normalizer = bert_normalizer(do_lower_case, strip_accents)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    return tokenizer
+    """:func:`vocab_files.build_tokenizer` (the original ``FullTokenizer``, no special tokens) for a
+    :class:`Vocab`."""
+    return vocab_files.build_tokenizer(vocab.token_to_id, do_lower_case, strip_accents)
 
 
 # BertNormalizer on a pure-ASCII string (clean_text, then lowercase; handle_chinese_chars and strip_accents

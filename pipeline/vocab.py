@@ -25,7 +25,6 @@ pairs tie at the ``vocab_size`` cut-off, a few different entries. Pin a vocab by
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -34,31 +33,37 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, trainers
 
 from bertprep.pipeline.normalization import (
     AccentStats,
     accent_stripping_stats,
     accent_stripping_warning,
-    bert_normalizer,
     resolve_strip_accents,
 )
 
+# The tokenizer and its files are vocab_files.py's (one builder for make-shards, build-vocab and export).
 # SPECIAL_TOKENS ([PAD], [UNK], [CLS], [SEP], [MASK]) is also the id order of a trained vocab ([PAD] first, as
-# Hugging Face expects); MAX_INPUT_CHARS_PER_WORD is the original WordpieceTokenizer's 200.
-from bertprep.pipeline.tokenization import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS
+# Hugging Face expects).
+from bertprep.pipeline.vocab_files import (  # noqa: F401  (file names and tokenizer_config re-exported)
+    CONTINUING_SUBWORD_PREFIX,
+    MODEL_MAX_LENGTH,
+    SPECIAL_TOKENS,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    build_tokenizer,
+    hf_tokenizer,
+    special_tokens_map,
+    tokenizer_config,
+    tokenizer_files,
+)
 
-CONTINUING_SUBWORD_PREFIX = "##"
 DEFAULT_VOCAB_SIZE = 30522  # bert-base-uncased
 DEFAULT_NUM_UNUSED = 100  # bert-base-cased has 100 ([unused1]..[unused99], [unused100], [unused101] aside)
 DEFAULT_MIN_FREQUENCY = 2  # as tokenizers' BertWordPieceTokenizer.train
 DEFAULT_LIMIT_ALPHABET = 1000  # as tokenizers' BertWordPieceTokenizer.train
-MODEL_MAX_LENGTH = 512  # BERT's max_position_embeddings
-
-VOCAB_FILE = "vocab.txt"
-TOKENIZER_FILE = "tokenizer.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 #: Files whose presence means "a vocab is already here" (refused without ``overwrite``).
 OUTPUT_FILES = (VOCAB_FILE, TOKENIZER_FILE)
 
@@ -212,49 +217,6 @@ class TrainedVocab:
         return "\n".join(lines)
 
 
-def bert_wordpiece_tokenizer(vocab: dict[str, int], do_lower_case: bool,
-                             strip_accents: bool | None = None) -> Tokenizer:
-    """A BERT WordPiece ``Tokenizer`` over ``vocab`` (token -> id), with everything ``tokenizer.json`` needs.
-
-    * ``BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=..., lowercase=do_lower_case)``
-      with ``strip_accents`` written out explicitly (``None`` given here resolves to ``do_lower_case``):
-      the library's ``None`` means the same ("follow lowercase", as the original BERT), but an explicit
-      value survives re-serialization by other tools unchanged.
-    * ``BertPreTokenizer`` (split on whitespace and punctuation, as the original ``BasicTokenizer``).
-    * ``WordPiece(unk_token="[UNK]", continuing_subword_prefix="##", max_input_chars_per_word=200)``.
-    * ``[PAD] [UNK] [CLS] [SEP] [MASK]`` as special added tokens (the Hugging Face convention: the literal
-      text ``[SEP]`` encodes to the [SEP] id, and ``decode(skip_special_tokens=True)`` drops them).
-    * ``TemplateProcessing``: ``[CLS] $A [SEP]`` and ``[CLS] $A [SEP] $B:1 [SEP]:1`` (token_type_ids 0/1),
-      with the ids looked up in ``vocab``.
-    * The ``WordPiece`` decoder (joins ``##`` pieces).
-
-    Raises:
-        ValueError: ``vocab`` lacks one of the special tokens.
-    """
-    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-    if missing:
-        raise ValueError(f"the vocab lacks the special token(s) {', '.join(missing)}")
-    tokenizer = Tokenizer(
-        models.WordPiece(
-            vocab=dict(vocab),
-            unk_token="[UNK]",
-            continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
-            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-        )
-    )
-    tokenizer.normalizer = bert_normalizer(do_lower_case, strip_accents)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in SPECIAL_TOKENS])
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS]:0 $A:0 [SEP]:0",
-        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUING_SUBWORD_PREFIX)
-    return tokenizer
-
-
 def _counted(texts: Iterable[str], stats: CorpusStats) -> Iterator[str]:
     """Pass ``texts`` through lazily, skipping blank strings and counting the rest into ``stats``."""
     for text in texts:
@@ -295,15 +257,7 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
     )
     # Train with the same normalizer and pre-tokenizer that the saved tokenizer uses: the trainer counts
     # the words exactly as they will be tokenized.
-    training = Tokenizer(
-        models.WordPiece(
-            unk_token="[UNK]",
-            continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
-            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-        )
-    )
-    training.normalizer = bert_normalizer(config.do_lower_case, config.strip_accents)
-    training.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    training = build_tokenizer({}, config.do_lower_case, config.strip_accents)
 
     stats = CorpusStats()
     start = time.perf_counter()
@@ -328,8 +282,7 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
             "(or lower --limit-alphabet / --num-unused)",
             len(tokens),
         )
-    tokenizer = bert_wordpiece_tokenizer({t: i for i, t in enumerate(tokens)}, config.do_lower_case,
-                                         config.strip_accents)
+    tokenizer = hf_tokenizer(tokens, config.do_lower_case, config.strip_accents)
     return TrainedVocab(tokenizer=tokenizer, tokens=tokens, config=config, stats=stats, seconds=seconds)
 
 
@@ -386,37 +339,6 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
             )
 
 
-def tokenizer_config(do_lower_case: bool, strip_accents: bool | None = None) -> dict:
-    """``tokenizer_config.json`` for ``transformers`` (``BertTokenizerFast``, ``AutoTokenizer``).
-
-    ``strip_accents`` is written resolved (``None`` -> ``do_lower_case``): ``BertTokenizerFast`` rebuilds the
-    tokenizer.json's normalizer when the two files disagree, so they must say the same."""
-    return {
-        "tokenizer_class": "BertTokenizerFast",
-        "do_lower_case": do_lower_case,
-        "strip_accents": resolve_strip_accents(strip_accents, do_lower_case),
-        "tokenize_chinese_chars": True,
-        "model_max_length": MODEL_MAX_LENGTH,
-        "clean_up_tokenization_spaces": True,
-        "pad_token": "[PAD]",
-        "unk_token": "[UNK]",
-        "cls_token": "[CLS]",
-        "sep_token": "[SEP]",
-        "mask_token": "[MASK]",
-    }
-
-
-def special_tokens_map() -> dict:
-    """``special_tokens_map.json`` contents."""
-    return {
-        "pad_token": "[PAD]",
-        "unk_token": "[UNK]",
-        "cls_token": "[CLS]",
-        "sep_token": "[SEP]",
-        "mask_token": "[MASK]",
-    }
-
-
 def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = False) -> dict[str, str]:
     """Write ``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
 
@@ -435,13 +357,10 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     found = existing_outputs(output_dir)
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
-    contents = {
-        TOKENIZER_CONFIG_FILE: json.dumps(tokenizer_config(trained.config.do_lower_case, trained.config.strip_accents),
-                                          indent=2) + "\n",
-        SPECIAL_TOKENS_MAP_FILE: json.dumps(special_tokens_map(), indent=2) + "\n",
-        TOKENIZER_FILE: trained.tokenizer.to_str(pretty=True),
-        VOCAB_FILE: "".join(f"{t}\n" for t in trained.tokens),  # written last: the commit marker
-    }
+    # vocab_files.tokenizer_files: the tokenizer.json of hf_tokenizer(trained.tokens) is trained.tokenizer's;
+    # vocab.txt comes last, the commit marker
+    contents = tokenizer_files(trained.tokens, trained.config.do_lower_case,
+                               strip_accents=trained.config.strip_accents)
     temps: dict[str, str] = {}
     try:
         for name, text in contents.items():

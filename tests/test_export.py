@@ -18,7 +18,7 @@ from bertprep.bert_model.heads import BertForQuestionAnswering, BertForSequenceC
 from bertprep.bert_model.hf_interop import build_model, load_model_source, read_hf_state_dict, write_hf_directory
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
-from bertprep.bert_model.wordpiece import WordPieceTokenizer, read_vocab_file
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli
 
 transformers = pytest.importorskip("transformers")

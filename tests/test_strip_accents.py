@@ -284,7 +284,7 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     from bertprep.bert_model.hf_interop import load_model_source
     from bertprep.bert_model.model import BertConfig, BertForPreTraining
     from bertprep.bert_model.optim import create_optimizer
-    from bertprep.bert_model.wordpiece import WordPieceTokenizer
+    from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
     strip, trained, outdir = korean_vocab
     # a pre-training checkpoint whose shards' manifest records the setting as make-shards writes it
