@@ -89,7 +89,9 @@ def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | 
     allowed = set(TASKS[name].__dataclass_fields__) - {"glue_task"}
     foreign = sorted(set(given) - allowed)
     if foreign or (glue_task is not None and name != "glue"):
-        names = ", ".join("--" + k.replace("_", "-") for k in foreign + (["glue_task"] if glue_task else []))
+        flags = {"version": "squad-version"}  # CLI spellings that differ from the field name
+        names = ", ".join("--" + flags.get(k, k.replace("_", "-"))
+                          for k in foreign + (["glue_task"] if glue_task else []))
         raise ValueError(f"option(s) {names} do not apply to --task {name}")
     if name != "glue":
         return TASKS[name](**given)
