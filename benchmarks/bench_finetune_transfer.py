@@ -108,6 +108,9 @@ def _value(result: dict, metric: str) -> float:
 
 def table(args: argparse.Namespace, rows: list[tuple[str, str, int, dict]]) -> list[str]:
     """The result table as Markdown lines (one row per task and metric, one column per start)."""
+    if args.no_random:
+        return [f"| {t} | {s} | seed {seed} | " + " | ".join(f"{m} {_value(r, m):.3f}" for m in SHOWN[t]) + " |"
+                for t, s, seed, r in rows]
     starts = [*args.starts, RANDOM]
     head = "| task | metric | " + " | ".join(starts) + " | " + " | ".join(f"{s} - random" for s in starts[:-1]) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(starts) - 1)]
@@ -142,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extra", default="", help="more finetune options for every run, e.g. '--precision bf16'")
     parser.add_argument("--markdown", help="also write the table, command and budgets to this Markdown file")
     parser.add_argument("--rerun", action="store_true", help="run again even where results.json exists")
+    parser.add_argument("--no-random", action="store_true",
+                        help="leave out the random-init column (e.g. to run two starts' jobs in two processes; a "
+                             "later run with every start and without this flag makes the whole table)")
     args = parser.parse_args(argv)
     command = shlex.join(["python", "benchmarks/bench_finetune_transfer.py", *(sys.argv[1:] if argv is None else argv)])
     print("command:", command)
@@ -164,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     for task in args.tasks:
         seeds = (args.squad_seeds or args.seeds[:1]) if task == "squad" else args.seeds
         for seed in seeds:
-            for start in [*args.starts, RANDOM]:
+            for start in [*args.starts, *([] if args.no_random else [RANDOM])]:
                 rows.append((task, start, seed, run_one(args, task, start, seed)))
 
     lines = table(args, rows)
