@@ -87,6 +87,7 @@ def test_missing_vocab_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "nope.txt: vocab file not found" in result.output
 
 
+@pytest.mark.slow
 def test_existing_output_is_refused(tmp_path):
     out = tmp_path / "shards"
     assert _make(out).exit_code == 0

@@ -176,6 +176,7 @@ def test_file_pairing_scope_has_no_document_shuffle(no_network):
         shutil.rmtree(result.staging_dir, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
     """What a worker does with --setup_file: pip install workflow.tar.gz, then unpickle the DoFns."""
     assert "workflow.tar.gz" in job.staged_files

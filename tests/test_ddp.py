@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from shard_factory import write_shard_dir
 
 WORKER = textwrap.dedent(
@@ -35,6 +36,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path):
     write_shard_dir(tmp_path / "shards", num_shards=4, rows_per_shard=30, vocab_size=64, max_seq_length=32)
     script = tmp_path / "worker.py"

@@ -42,6 +42,7 @@ def _run(minilm_dir, lines_file, out: Path, **kwargs) -> pa.Table:
     return read_features(str(out))
 
 
+@pytest.mark.slow
 def test_layers_equal_transformers_output_hidden_states(tmp_path, minilm_dir, lines_file):
     transformers = pytest.importorskip("transformers")
     table = _run(minilm_dir, lines_file, tmp_path / "f.arrow", layers=(0, -1, -2, -3, -4), batch_size=2)
@@ -63,6 +64,7 @@ def test_layers_equal_transformers_output_hidden_states(tmp_path, minilm_dir, li
             np.testing.assert_allclose(ours, states[layer][0].numpy(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_offsets_point_into_each_segment_and_pooling_agrees_with_the_pieces(tmp_path, minilm_dir, lines_file):
     pieces = _run(minilm_dir, lines_file, tmp_path / "p.arrow", layers=(-1,)).to_pylist()
     pair = pieces[1]
@@ -88,6 +90,7 @@ def test_offsets_point_into_each_segment_and_pooling_agrees_with_the_pieces(tmp_
     assert first[1]["word_type_ids"] == [0] * 5 + [1] * 5  # Jim Henson was a puppeteer | He created the Muppets .
 
 
+@pytest.mark.slow
 def test_streams_in_record_batches_and_records_its_settings(tmp_path, minilm_dir, lines_file):
     out = tmp_path / "f.arrow"
     _run(minilm_dir, lines_file, out, layers=(-1, -2), batch_size=1, dtype="float16", max_seq_length=8)
@@ -101,6 +104,7 @@ def test_streams_in_record_batches_and_records_its_settings(tmp_path, minilm_dir
     assert settings["layers"] == [-1, -2] and settings["layer_indices"] == [6, 5] and settings["hidden_size"] == 384
 
 
+@pytest.mark.slow
 def test_errors_leave_no_output(tmp_path, minilm_dir, lines_file):
     runner = CliRunner()
     out = tmp_path / "f.arrow"

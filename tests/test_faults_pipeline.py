@@ -123,6 +123,7 @@ def test_complete_compressed_input_still_reads_whole(tmp_path):
 
 # ------------------------------------------------------------------------- 2. --overwrite never loses the old output
 
+@pytest.mark.slow
 def test_failed_overwrite_keeps_the_previous_output(tmp_path, previous_output):
     out, before = previous_output
     bad = _truncated(tmp_path, "gz")  # fails while reading
@@ -142,6 +143,7 @@ def test_failed_overwrite_keeps_the_previous_output(tmp_path, previous_output):
     assert manifest["statistics"]["files"] == 2
 
 
+@pytest.mark.slow
 def test_killed_overwrite_keeps_the_previous_output_and_the_next_run_removes_its_leftovers(tmp_path, previous_output):
     out, before = previous_output
     command = [sys.executable, "-m", "bertprep.cli.main", "make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
@@ -298,6 +300,7 @@ def test_disk_full_message_names_what_was_written():
 
 # ------------------------------------------------------------------------- 8. the message, not the source line
 
+@pytest.mark.slow
 def test_error_from_a_worker_process_keeps_its_message(tmp_path):
     result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--num-shards", "100000", beam=TWO_PROCESSES)
     assert result.exit_code == 1
@@ -353,6 +356,7 @@ def test_binary_after_the_first_megabyte_is_refused(tmp_path):
         list(read_documents(str(path), "bert"))
 
 
+@pytest.mark.slow
 def test_real_text_in_other_scripts_and_encodings_is_not_binary(shared_data):
     from bertprep.pipeline.readers import read_documents
 
@@ -374,6 +378,7 @@ def test_duplicate_token_in_the_vocab_is_refused(tmp_path):
     assert not (tmp_path / "shards").exists()
 
 
+@pytest.mark.slow
 def test_quiet_silences_the_worker_logs(tmp_path):
     """With -q a failing multi-process run prints the one-line error and nothing else (it printed ~75 lines
     of worker traceback before)."""
@@ -388,6 +393,7 @@ def test_quiet_silences_the_worker_logs(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_progress_lines_stay_and_a_user_error_has_no_traceback_without_quiet(tmp_path):
     """Without -q the progress lines are logged, and a user error is still one line (no worker traceback)."""
     out = tmp_path / "shards"

@@ -127,6 +127,7 @@ def _wait_for_workers(proc: subprocess.Popen, count: int, timeout: float = 60) -
 # ------------------------------------------------------------------------------------ item 4: no hang on error
 
 
+@pytest.mark.slow
 def test_exception_in_the_training_loop_exits_nonzero_within_seconds_leaving_no_process(shards, tmp_path):
     """Any exception (here one injected into the loop at the 6th batch) ends the process with a non-zero
     status within 10 s, its loader workers stopped first; before the fix the process waited for them for ever."""
@@ -151,6 +152,7 @@ def test_exception_in_the_training_loop_exits_nonzero_within_seconds_leaving_no_
     assert not _alive(workers), "loader workers outlived the failed run"
 
 
+@pytest.mark.slow
 def test_missing_matplotlib_is_found_before_training_and_the_run_ends_cleanly(shards, tmp_path):
     """The issue's case: matplotlib missing made the final plot raise ModuleNotFoundError after training and
     the process then hung. Now it is reported before the first step, the run completes (checkpoint and
@@ -184,6 +186,7 @@ def test_missing_matplotlib_is_found_before_training_and_the_run_ends_cleanly(sh
 
 
 @pytest.mark.parametrize("fault", ["none", "no-pdeathsig"])
+@pytest.mark.slow
 def test_loader_workers_die_with_a_sigkilled_trainer(shards, tmp_path, fault):
     """kill -9 of the training process mid-training: its loader workers (which ignore SIGTERM on purpose) are
     gone within a few seconds, by the kernel's parent-death signal or, without it, the getppid() watchdog.

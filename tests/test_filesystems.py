@@ -215,6 +215,7 @@ def test_gs_input_errors_name_the_pattern(gs_corpus):
         readers.expand_inputs([f"{BUCKET}/corpus/missing.txt"])
 
 
+@pytest.mark.slow
 def test_make_shards_end_to_end_on_gs(gs_corpus, fake_gcs, tmp_path):
     """Inputs, vocab and output all on gs://: the shards and manifest appear there, every shard's sha256
     matches the manifest, and the shards are byte-identical to a local run of the same corpus."""

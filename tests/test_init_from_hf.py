@@ -181,6 +181,7 @@ def test_train_init_from_hf_refuses_shards_of_another_casing(tmp_path):
         train(_train_config(shards, tmp_path / "run", hf_dir))
 
 
+@pytest.mark.slow
 def test_train_init_from_minilm_runs_on_shards_of_its_vocab(tmp_path, minilm_dir):
     """The real all-MiniLM-L6-v2 (a BertModel without MLM head) continues pre-training on shards of its vocab."""
     vocab = (minilm_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]

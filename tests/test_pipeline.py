@@ -35,6 +35,7 @@ def _shard_bytes(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.arrow"))}
 
 
+@pytest.mark.slow
 def test_same_shards_with_one_and_two_workers(tmp_path):
     m1 = run_make_shards(_config(tmp_path / "one"), ONE_WORKER)
     m2 = run_make_shards(_config(tmp_path / "two"), TWO_WORKERS)
@@ -44,12 +45,14 @@ def test_same_shards_with_one_and_two_workers(tmp_path):
     assert m1["statistics"]["buckets"] > 1  # really several buckets (30 documents / bucket size 7)
 
 
+@pytest.mark.slow
 def test_file_scope_is_deterministic_too(tmp_path):
     run_make_shards(_config(tmp_path / "one", pairing_scope="file"), ONE_WORKER)
     run_make_shards(_config(tmp_path / "two", pairing_scope="file"), TWO_WORKERS)
     assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
 
 
+@pytest.mark.slow
 def test_other_seed_other_shards(tmp_path):
     run_make_shards(_config(tmp_path / "a"), ONE_WORKER)
     run_make_shards(_config(tmp_path / "b", instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10,
@@ -106,6 +109,7 @@ def test_statistics_on_a_larger_run_are_the_papers_ratios(tmp_path):
     assert max(int(k) for k in stats["length_histogram"]) <= 128
 
 
+@pytest.mark.slow
 def test_existing_shards_are_refused_unless_overwrite(tmp_path):
     out = tmp_path / "out"
     run_make_shards(_config(out), ONE_WORKER)
@@ -133,6 +137,7 @@ def test_vocab_without_special_tokens_is_refused(tmp_path):
         run_make_shards(_config(tmp_path / "out", vocab=str(bad)), ONE_WORKER)
 
 
+@pytest.mark.slow
 def test_dynamic_masking_writes_unmasked_pairs_once(tmp_path):
     out = tmp_path / "out"
     manifest = run_make_shards(_config(out, masking="dynamic"), ONE_WORKER)
@@ -145,6 +150,7 @@ def test_dynamic_masking_writes_unmasked_pairs_once(tmp_path):
     assert manifest["config"]["masking"] == "dynamic"
 
 
+@pytest.mark.slow
 def test_fast_sampling_is_deterministic_and_has_the_exact_modes_statistics(tmp_path):
     instance = InstanceConfig(dupe_factor=5)
     exact = run_make_shards(_config(tmp_path / "exact", instance=instance, bucket_size=0), ONE_WORKER)

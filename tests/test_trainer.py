@@ -158,6 +158,7 @@ def _weights(model) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("num_workers,accumulation", [(0, 2), (2, 3)])
+@pytest.mark.slow
 def test_resume_equals_uninterrupted_run(shards, tmp_path, num_workers, accumulation):
     # Dropout on, shuffling on, evaluation in between: everything that draws random numbers is exercised.
     common = dict(num_workers=num_workers, gradient_accumulation_steps=accumulation,
@@ -213,6 +214,7 @@ def test_max_time_stops_cleanly_with_a_checkpoint(shards, tmp_path):
 # --------------------------------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_train_runs_and_resumes(shards, tmp_path):
     out = tmp_path / "cli"
     args = ["train", "--shards", str(shards / "train"), "--eval-shards", str(shards / "eval"), "-o", str(out),
@@ -231,6 +233,7 @@ def test_cli_train_runs_and_resumes(shards, tmp_path):
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+@pytest.mark.slow
 def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_path, signame):
     """A scheduler's SIGTERM (or Ctrl-C) to the whole process group, loader worker included: the run writes a
     checkpoint at the step it reached, exits 128 + signal number and says how to go on; --resume continues."""

@@ -443,6 +443,7 @@ def test_cli_help_says_what_users_must_know(runner):
 # real data
 
 
+@pytest.mark.slow
 def test_vocab_from_books_and_wikipedia_covers_other_wikipedia_articles(shared_data, runner, tmp_path):
     transformers = pytest.importorskip("transformers")
     books = shared_data / "gutenberg"
