@@ -134,7 +134,7 @@ ENCODER_SNIPPET = textwrap.dedent("""
 
 STARTUP_SNIPPET = textwrap.dedent("""
     import apache_beam as beam
-    from bertprep.pipeline.beam_pipeline import _local_runner, default_pipeline_options
+    from bertprep.pipeline.run import _local_runner, default_pipeline_options
     options = default_pipeline_options([])
     with beam.Pipeline(runner=_local_runner(options), options=options) as p:
         p | beam.Create(list(range(4))) | beam.Reshuffle() | beam.Map(lambda x: x + 1)

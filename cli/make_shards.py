@@ -78,7 +78,7 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     Raises:
         click.UsageError: naming the first unknown option and the nearest make-shards (or Beam) option.
     """
-    from bertprep.pipeline.beam_pipeline import beam_option_names, unknown_beam_args
+    from bertprep.pipeline.run import beam_option_names, unknown_beam_args
 
     unknown = unknown_beam_args(beam_args)
     if not unknown:
@@ -256,7 +256,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
     """
     from bertprep.pipeline import readers
-    from bertprep.pipeline.beam_pipeline import MakeShardsError, run_make_shards
+    from bertprep.pipeline.run import MakeShardsError, run_make_shards
     from bertprep.pipeline.tokenization import (
         VocabError,
         check_casing,

@@ -183,7 +183,8 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
     (sdist,) = Path(job.staging_dir).glob("bertprep-*.tar.gz")
     with tarfile.open(sdist) as tar:
         members = {Path(*Path(m).parts[1:]).as_posix() for m in tar.getnames()}
-    assert {"setup.py", "setup.cfg", "pipeline/beam_pipeline.py", "pipeline/demo_corpus/README.md"} <= members
+    assert {"setup.py", "setup.cfg", "pipeline/transforms.py", "pipeline/run.py",
+            "pipeline/demo_corpus/README.md"} <= members
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
@@ -217,7 +218,7 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
         "target, purelib, payload_file = sys.argv[1:]\n"
         "sys.path[:0] = [target] if target else []\n"
         "sys.path.append(purelib)\n"
-        "import bertprep.pipeline.beam_pipeline\n"
+        "import bertprep.pipeline.transforms\n"
         "from bertprep.pipeline import demo_corpus_dir\n"
         "from apache_beam.internal import pickler\n"
         "pickler.set_library('cloudpickle')\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bertprep.pipeline.beam_pipeline import run_make_shards
+from bertprep.pipeline.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.inspection import iter_rows
 

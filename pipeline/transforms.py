@@ -1,6 +1,6 @@
-"""``make-shards`` as an Apache Beam pipeline: documents -> tokenized documents -> buckets -> instances -> shards.
+"""``make-shards``' Beam transforms: documents -> tokenized documents -> buckets -> instances -> shards.
 
-Composites (each a ``beam.PTransform``):
+Composites (each a ``beam.PTransform``, testable alone with ``TestPipeline``):
 
 - :class:`ReadDocuments`: input files -> ``(file_index, ordinal, sentences)`` via ``readers.read_documents``.
 - :class:`TokenizeDocuments`: sentences -> compact word-piece id arrays (Hugging Face ``tokenizers``, Rust).
@@ -11,14 +11,15 @@ Composites (each a ``beam.PTransform``):
   each bucket's instances go to a temporary Arrow file.
 - :class:`ProcessFilesStreaming`: the ``file`` pairing scope: read, tokenize and make instances per run of
   ``bucket_size`` consecutive documents of one file, with no shuffle at all (flat memory on any runner).
-- :class:`WriteArrowShards`: balanced shards from the bucket files, then ``manifest.json`` last.
+- :class:`WriteArrowShards`: balanced shards from the bucket files, then ``manifest.json`` last. Shards are
+  planned from the bucket sizes and written by hand rather than with ``fileio.WriteToFiles``
+  (design/STYLE.md): each shard takes an exact, balanced row range across bucket files, and its name and
+  sha256 go into the manifest, which ``WriteToFiles``' sharding does not give.
 
-Nothing is written into the output directory until the pipeline has succeeded: every file goes to a
-staging folder ``<output>/.bertprep-tmp-<host>-<pid>-<run>/`` (bucket files under ``buckets/``, then the
-shards, vocab.txt and manifest.json), and :func:`run_make_shards` then moves them into place
-(``shards.commit_staged``), so a failed or killed run leaves an earlier run's output intact. Errors a worker
-raises for the user (:class:`MakeShardsError`, ``readers.InputError``) are also written as one-line records
-into the staging folder, so that their text reaches the user unchanged from any runner and any process.
+:func:`build_pipeline` adds them to a pipeline; ``run.py`` runs it (runner choice, staging, Dataflow).
+Everything is written into the staging folder it is given. Errors a worker raises for the user
+(:class:`MakeShardsError`, ``readers.InputError``, ``VocabError``) are also written there as one-line records
+(:func:`_record_error`), so that their text reaches the user unchanged from any runner and any process.
 
 Determinism: a document's id is (file index in the sorted input list, ordinal in its file); its bucket is
 ``blake2b(seed, path, ordinal) mod num_buckets``; a bucket's documents are sorted by id before the
@@ -35,11 +36,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import logging
 import os
 import random
-import re
 import time
 import uuid
 from typing import Any, Iterable, Iterator, Sequence
@@ -49,9 +48,8 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
-from bertprep.pipeline import dataflow, readers, schema, shards
+from bertprep.pipeline import readers, schema, shards
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
@@ -536,29 +534,6 @@ class WriteArrowShards(beam.PTransform):
             counts=beam.pvalue.AsSingleton(merged_counts))
 
 
-def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
-    """Beam options from pass-through arguments; with no ``--runner``, the in-process local runner on
-    every core (``FnApiRunner`` in multi-processing mode, no Prism download)."""
-    options = PipelineOptions(list(beam_args))
-    standard = options.view_as(StandardOptions)
-    if not standard.runner:
-        given = {arg.split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
-        direct = options.view_as(DirectOptions)
-        # DirectOptions defaults to 1 worker, in memory: use every core unless the user chose otherwise
-        if "--direct_num_workers" not in given or not direct.direct_num_workers:
-            direct.direct_num_workers = os.cpu_count() or 1
-        if "--direct_running_mode" not in given and direct.direct_num_workers > 1:
-            direct.direct_running_mode = "multi_processing"
-    return options
-
-
-def _local_runner(options: PipelineOptions):
-    if options.view_as(StandardOptions).runner:
-        return None  # Beam picks the runner named in the options
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-    return FnApiRunner()
-
-
 def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab,
                    tmp_dir: str) -> None:
     """Add the make-shards transforms to ``pipeline``; everything is written under the staging folder
@@ -585,205 +560,3 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
         result = tokenized | "CreateTrainingInstances" >> CreateTrainingInstances(config, files, bucket_dir)
         counts = (read.counts, result.counts) | "FlattenCounts" >> beam.Flatten()
     (result.buckets, counts) | "WriteArrowShards" >> WriteArrowShards(config, vocab_info, list(vocab.tokens), tmp_dir)
-
-
-def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict:
-    """Run make-shards end to end and return the manifest.
-
-    Raises:
-        readers.InputError: inputs missing, matching nothing, or unreadable.
-        VocabError: the vocab cannot be used.
-        MakeShardsError: the output directory already holds shards (without ``overwrite``), is a file or
-            cannot be written; an input is one of the files make-shards writes there; no instance was made;
-            a write failed (e.g. disk full: the message names the file); or (``--runner=DataflowRunner``)
-            the options or paths cannot work on Dataflow (``dataflow.check_dataflow_options``).
-
-    Everything is written into a staging folder in the output directory and moved into place only when the
-    pipeline has succeeded (``shards.commit_staged``): a failed, interrupted or killed run leaves an earlier
-    output exactly as it was. After a successful run, staging folders of dead runs are removed
-    (``shards.remove_stale_staging``). Beam options are not checked here; see :func:`unknown_beam_args`.
-
-    With ``--runner=DataflowRunner --dry_run=True`` nothing is written or submitted: the job is built and
-    validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.
-    On Dataflow, ``--setup_file`` defaults to the checkout's setup.py (``dataflow.with_default_setup_file``).
-    """
-    readers.check_options(config.input_format, encoding=config.encoding, max_line_chars=config.max_line_chars,
-                          **({"segmenter": config.segmenter} if config.segmenter else {}))
-    vocab = load_vocab(config.vocab)
-    files = readers.expand_inputs(list(config.inputs))
-    if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):
-        beam_args = dataflow.with_default_setup_file(beam_args)
-        try:
-            if PipelineOptions(list(beam_args)).view_as(TestOptions).dry_run:
-                report = dataflow.dry_run(config, beam_args, files=files, vocab=vocab)
-                return {"dry_run": report.summary(), "job": report.job}
-            dataflow.check_dataflow_options(PipelineOptions(list(beam_args)), config)
-        except (ValueError, ImportError) as err:
-            raise MakeShardsError(str(err)) from err
-    output_dir = config.output_dir
-    _check_inputs_outside_outputs(files, output_dir)
-    existing = shards.existing_outputs(output_dir)
-    if existing and not config.overwrite:
-        raise MakeShardsError(
-            f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
-            f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
-        )
-    staging_dir, created = _make_staging_dir(output_dir)
-    options = default_pipeline_options(beam_args)
-    start = time.time()
-    log.info("make-shards: %d input files -> %s", len(files), output_dir)
-    try:
-        with beam.Pipeline(runner=_local_runner(options), options=options) as pipeline:
-            build_pipeline(pipeline, config, files, vocab, staging_dir)
-        manifest = _read_manifest(staging_dir)
-        shards.commit_staged(staging_dir, output_dir,
-                             [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME])
-    except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
-        message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
-        _remove_failed_run(staging_dir, output_dir if created else None)
-        if message:
-            raise MakeShardsError(message) from err
-        if isinstance(err, OSError):
-            raise MakeShardsError(shards.os_error_message(err, f"making shards in {output_dir}")) from err
-        raise
-    shards.remove_stale_staging(output_dir)
-    log.info("make-shards finished in %.1f s", time.time() - start)
-    return manifest
-
-
-def _read_manifest(directory: str) -> dict:
-    with FileSystems.open(FileSystems.join(directory, schema.MANIFEST_NAME)) as f:
-        return json.loads(f.read().decode("utf-8"))
-
-
-def _same_dir(a: str, b: str) -> bool:
-    if "://" in a or "://" in b:
-        return a.rstrip("/") == b.rstrip("/")
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _check_inputs_outside_outputs(files: Sequence[str], output_dir: str) -> None:
-    """Refuse inputs that are files make-shards writes in ``output_dir`` (shards, manifest.json,
-    vocab.txt): the run would read them while replacing them. ``--vocab <output_dir>/vocab.txt`` is fine
-    (it is read before anything is replaced, and replaced by the same tokens)."""
-    for path in files:
-        folder, name = os.path.split(path.rstrip("/"))
-        if shards.is_output_name(name) and _same_dir(folder or ".", output_dir):
-            raise MakeShardsError(
-                f"input {path} is inside --output-dir {output_dir} and is one of the files make-shards writes "
-                f"there ({name}); move the input out of the output directory or choose another --output-dir"
-            )
-
-
-def _make_staging_dir(output_dir: str) -> tuple[str, bool]:
-    """Create ``output_dir`` if needed and a new staging folder in it; ``(staging path, output_dir created)``.
-
-    Raises:
-        MakeShardsError: ``output_dir`` is a file, or cannot be created or written to.
-    """
-    local = "://" not in output_dir
-    if local and os.path.exists(output_dir) and not os.path.isdir(output_dir):
-        raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
-    created = False
-    staging_dir = FileSystems.join(output_dir, shards.staging_dir_name())
-    try:
-        if not FileSystems.exists(output_dir):
-            FileSystems.mkdirs(output_dir)
-            created = True
-        FileSystems.mkdirs(staging_dir)
-    except Exception as err:  # BeamIOError/IOError wrapping the OSError (permission, read-only, a file in the way)
-        causes = (err.__cause__, err.__context__, err)
-        reason = next((e.strerror for e in causes if isinstance(e, OSError) and e.strerror), None) or str(err)
-        if created:
-            _remove_failed_run(None, output_dir)
-        raise MakeShardsError(
-            f"cannot write to --output-dir {output_dir} ({reason}); choose a writable --output-dir"
-        ) from err
-    return staging_dir, created
-
-
-def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) -> None:
-    """Delete a failed run's staging folder, and the output directory if this run created it and it is
-    empty; failures are logged, never raised (they must not hide the run's own error)."""
-    if staging_dir:
-        try:
-            shards.remove_tree(staging_dir)
-        except Exception:
-            log.warning("could not remove %s", staging_dir)
-    if created_output_dir and "://" not in created_output_dir:
-        try:
-            os.rmdir(created_output_dir)
-        except OSError:
-            pass
-
-
-def unknown_beam_args(beam_args: Sequence[str]) -> list[str]:
-    """The arguments in ``beam_args`` that no Beam ``PipelineOptions`` class parses (a mistyped option,
-    a stray value), in order; empty when Beam knows them all.
-
-    Beam itself only logs "Discarding unparseable args" and drops them, so ``--dupe-factr 3`` would run a
-    whole job with the default. The parser is Beam's own (``PipelineOptions.get_all_options``, every
-    options class known at that moment, with the runner named by ``--runner`` imported first so that its
-    options count too).
-    """
-    args = list(beam_args)
-    if not args:
-        return []
-    runner = PipelineOptions(args).view_as(StandardOptions).runner
-    if runner:
-        try:
-            from apache_beam.runners.runner import create_runner
-
-            create_runner(runner)  # imports the runner's module, which defines its options classes
-        except Exception:  # an unknown runner is Beam's to report, with its own message
-            pass
-    parsers = []
-    beam_log = logging.getLogger("apache_beam.options.pipeline_options")
-    level = beam_log.level
-    beam_log.setLevel(logging.ERROR)  # its "Discarding unparseable args" warning: reported here instead
-    try:
-        PipelineOptions(args).get_all_options(add_extra_args_fn=parsers.append)
-    finally:
-        beam_log.setLevel(level)
-    _, unknown = parsers[0].parse_known_args(args)
-    return list(unknown)
-
-
-def beam_option_names() -> list[str]:
-    """Every ``--option`` that Beam's ``PipelineOptions`` classes define (for suggestions)."""
-    parsers = []
-    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
-    return sorted({s for action in parsers[0]._actions for s in action.option_strings if s.startswith("--")})
-
-
-_EXCEPTION_LINE = re.compile(
-    r"^bertprep\.pipeline\.[\w.]+\.(?:MakeShardsError|InputError|VocabError): (.+?)(?: \[while running '[^']*'\])?$",
-    re.M)
-
-
-def _bertprep_message(err: BaseException, staging_dir: str | None = None) -> str | None:
-    """Our own error text from inside a Beam failure, or None when the failure is not one of ours.
-
-    In order: one of our exceptions in ``err``'s cause/context chain (in-process runners); the record a
-    worker left in the staging folder (:func:`_record_error`; worker processes and remote runners, where
-    only text comes back); the exception line of a worker traceback carried in ``err``'s text.
-    """
-    seen = set()
-    stack = [err]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen or e is None:
-            continue
-        seen.add(id(e))
-        if isinstance(e, _USER_ERRORS):
-            return _clean_message(str(e))
-        stack.extend([e.__cause__, e.__context__])
-    recorded = _recorded_error(staging_dir) if staging_dir else None
-    if recorded:
-        return _clean_message(recorded)
-    found = _EXCEPTION_LINE.findall(str(err))
-    return _clean_message(found[-1]) if found else None
-
-
-def _clean_message(text: str) -> str:
-    return re.sub(r" \[while running '[^']*'\]$", "", text.strip()).removeprefix("bertprep: ")
