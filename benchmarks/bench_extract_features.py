@@ -1,7 +1,7 @@
 """Peak memory of ``bertprep extract-features`` as the input grows (it streams: memory should stay flat).
 
 Takes lines of prose from a Project Gutenberg book in the shared data (Moby Dick; paragraphs joined and
-split at sentence ends, cut to 40 words), writes inputs of N and 10N lines, runs the command on each in its
+split at sentence ends, cut to 40 words, drawn at random), writes inputs of N and 10N lines, runs the command on each in its
 own process and prints the peak resident memory (``ru_maxrss`` of that process), wall time and output size::
 
     python benchmarks/bench_extract_features.py --lines 300 --factor 10
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import shlex
 import subprocess
@@ -33,12 +34,15 @@ def minilm_dir() -> str:
 
 
 def sentences(n: int) -> list[str]:
-    """n prose lines (sentences of Moby Dick, at most 40 words), repeated if the book runs out."""
+    """n prose lines: sentences of Moby Dick (at most 40 words) drawn at random (seeded, with replacement),
+    so every input size has the same length distribution (the book's later sentences are longer, and
+    longer batches, not more lines, would otherwise raise the peak)."""
     data = Path(os.environ.get("BERTPREP_DATA", HERE.parent.parent / "shared" / "data"))
     text = (data / "gutenberg" / "melville-moby_dick.txt").read_text(encoding="utf-8", errors="replace")
     pieces = [" ".join(s.split()[:40]) for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split()))]
     pieces = [p for p in pieces if len(p.split()) >= 4]
-    return [pieces[i % len(pieces)] for i in range(n)]
+    rng = random.Random(0)
+    return [rng.choice(pieces) for _ in range(n)]
 
 
 def run(command: list[str]) -> tuple[float, float]:
