@@ -1,4 +1,4 @@
-"""Extractive question answering on SQuAD v1.1 (BERT paper, section 4.2).
+"""Extractive question answering on SQuAD v1.1 and v2.0 (BERT paper, sections 4.2 and 4.3).
 
 Features follow google-research/bert ``run_squad.py``: ``[CLS] question [SEP] context window [SEP]`` (token
 type 1 for the context), the question cut to ``max_query_length`` pieces, the context split into windows of
@@ -16,6 +16,15 @@ EM and F1 are the official v1.1 ``evaluate-v1.1.py`` definitions: answers normal
 removing punctuation (``string.punctuation``), the articles a/an/the and extra whitespace; F1 over the
 bag of normalised words; the maximum over the ground-truth answers; averaged over all questions (a question
 without a prediction scores 0), times 100.
+
+SQuAD v2.0 (``run_squad.py --version_2_with_negative``; paper 4.3): a question marked ``is_impossible`` trains
+every window's targets to ``[CLS]``; at prediction time the null score ``s_null = S.C + E.C`` (start plus end
+score at ``[CLS]``, the smallest over the question's windows) is compared with the best non-null span:
+no answer when ``s_null - s_best > tau``. ``s_null - s_best`` is written per question as the null odds
+(``run_squad.py``'s ``null_odds.json``). The figures are the official ``evaluate-v2.0.py``'s, implemented from
+its definitions (``normalize_answer``, ``get_raw_scores``, ``apply_no_ans_threshold``, ``find_best_thresh``):
+``exact``, ``f1``, ``HasAns_*``, ``NoAns_*``, ``best_exact``/``best_f1`` and their thresholds. tau is chosen on
+the evaluation set as ``best_f1_thresh`` (what the BERT README has one do by hand) unless given.
 """
 
 from __future__ import annotations
