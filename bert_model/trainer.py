@@ -21,14 +21,10 @@ import dataclasses
 import logging
 import math
 import os
-import random
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -42,6 +38,14 @@ from bertprep.bert_model.data import (
     check_compatible,
     read_shard_info,
     verify_shard_files,
+)
+from bertprep.bert_model.distributed import (
+    DistInfo,
+    StopSignals,
+    any_rank,
+    gather,
+    seed_everything,
+    setup_distributed,
 )
 from bertprep.bert_model.hf_interop import (
     ModelSource,
@@ -248,99 +252,6 @@ class TrainResult:
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-@dataclass
-class _Dist:
-    rank: int = 0
-    local_rank: int = 0
-    world_size: int = 1
-    owns_group: bool = False
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def _setup(config: TrainConfig) -> tuple[_Dist, torch.device]:
-    """DDP from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK), and the device of this rank."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    requested = config.device
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {config.device!r} requested but CUDA is not available; use --device cpu")
-    info = _Dist()
-    if world_size > 1:
-        info = _Dist(rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-                     world_size=world_size)
-        if requested.startswith("cuda"):
-            requested = f"cuda:{info.local_rank}"
-            torch.cuda.set_device(requested)
-        if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if requested.startswith("cuda") else "gloo")
-            info.owns_group = True
-    return info, torch.device(requested)
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _gather(obj: Any, d: _Dist) -> list[Any]:
-    if not d.enabled:
-        return [obj]
-    out: list[Any] = [None] * d.world_size
-    dist.all_gather_object(out, obj)
-    return out
-
-
-def _any_rank(flags: tuple[bool, ...], d: _Dist, device: torch.device) -> tuple[bool, ...]:
-    """Each flag OR-ed over the ranks, in one all-reduce (one host sync per call)."""
-    if not d.enabled:
-        return flags
-    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
-    dist.all_reduce(t)
-    return tuple(bool(v > 0) for v in t.tolist())
-
-
-class _StopSignals:
-    """Turns the first SIGTERM or SIGINT into a request to stop after the current step (with a checkpoint).
-
-    Schedulers (Slurm, Kubernetes, pre-emptible cloud VMs) send SIGTERM and wait a grace period before
-    SIGKILL; Ctrl-C sends SIGINT. A second SIGINT restores the default behaviour (KeyboardInterrupt at once).
-    Installed only in the main thread (Python's rule); elsewhere it records nothing.
-    """
-
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is None:
-            self.received = signal.Signals(signum).name
-            logger.warning("%s received: stopping after this step with a checkpoint (send SIGINT again to "
-                           "abort without one)", self.received)
-        if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def __enter__(self) -> _StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-
 def _move(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -389,18 +300,18 @@ def train(config: TrainConfig) -> TrainResult:
             earlier ones are intact.
         FloatingPointError: the training loss became NaN or infinite.
     """
-    d, device = _setup(config)
+    d, device = setup_distributed(config.device)
     try:
         # ``cleanup`` stops the loader workers however _train ends (an exception included): a worker left
         # running would keep the process from exiting (see data.ShardLoader).
-        with _StopSignals() as signals, contextlib.ExitStack() as cleanup:
+        with StopSignals() as signals, contextlib.ExitStack() as cleanup:
             return _train(config, d, device, signals, cleanup)
     finally:
         if d.owns_group:
             dist.destroy_process_group()
 
 
-def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSignals,
+def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: StopSignals,
            cleanup: contextlib.ExitStack) -> TrainResult:
     t_start = time.monotonic()
     if not config.resume and ckpt.list_checkpoints(os.path.join(config.output_dir, ckpt.CHECKPOINTS_DIR)):
@@ -460,7 +371,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
             logger.info("shard files match the sha256 of their manifest (%.1f s; --no-verify skips this)",
                         time.monotonic() - t_verify)
 
-    _seed_everything(config.seed)
+    seed_everything(config.seed)
     model = BertForPreTraining(model_config)
     if source_ckpt is not None:
         ckpt.load_model_weights(source_ckpt, model)
@@ -535,7 +446,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
             logger.info("resumed from %s at step %d", source_ckpt, step)
 
     def save(at_step: int) -> str | None:
-        per_rank = _gather({"rng": ckpt.capture_rng_state(), "data_cursor": loader.state_dict(),
+        per_rank = gather({"rng": ckpt.capture_rng_state(), "data_cursor": loader.state_dict(),
                             "tokens_seen": tokens_seen}, d)
         path = None
         if d.is_main:
@@ -637,7 +548,7 @@ def _train(config: TrainConfig, d: _Dist, device: torch.device, signals: _StopSi
         # Every rank must leave the loop at the same step: a deadline or signal seen by one rank stops them all.
         timed_out = (config.max_time_minutes is not None
                      and time.monotonic() - t_start >= config.max_time_minutes * 60)
-        any_timed_out, any_signal = _any_rank((timed_out, signals.received is not None), d, device)
+        any_timed_out, any_signal = any_rank((timed_out, signals.received is not None), d, device)
         if any_timed_out:
             stop, stop_reason = True, "max_time"
         if any_signal:

@@ -1,0 +1,134 @@
+"""Distributed training and stop signals, apart from the training loop (``trainer.py``).
+
+* :func:`setup_distributed`: DDP from ``torchrun``'s environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``):
+  the process group (NCCL on CUDA, gloo on CPU) and this rank's device;
+* :func:`gather`, :func:`any_rank`: the two collectives the loop needs (per-rank checkpoint state; stop flags
+  OR-ed over the ranks in one all-reduce);
+* :class:`StopSignals`: the first SIGTERM / SIGINT becomes "stop after this step with a checkpoint";
+* :func:`seed_everything`: Python, numpy and torch generators from one seed.
+
+PyTorch only (``torch.distributed``); one process per rank as ``torchrun`` starts them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+logger = logging.getLogger("bertprep.train")
+
+
+@dataclass
+class DistInfo:
+    """This process's place in a DDP job (rank 0 of 1 without ``torchrun``)."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    owns_group: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device: str) -> tuple[DistInfo, torch.device]:
+    """DDP from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK), and the device of this rank.
+
+    Args:
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; under DDP on CUDA each
+            rank takes ``cuda:LOCAL_RANK``.
+    Raises:
+        ValueError: CUDA asked for but not available.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    requested = device
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available; use --device cpu")
+    info = DistInfo()
+    if world_size > 1:
+        info = DistInfo(rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+                     world_size=world_size)
+        if requested.startswith("cuda"):
+            requested = f"cuda:{info.local_rank}"
+            torch.cuda.set_device(requested)
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if requested.startswith("cuda") else "gloo")
+            info.owns_group = True
+    return info, torch.device(requested)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's ``random``, numpy's global generator and torch (all devices) with ``seed``."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def gather(obj: Any, d: DistInfo) -> list[Any]:
+    """``obj`` of every rank, in rank order (``[obj]`` without DDP)."""
+    if not d.enabled:
+        return [obj]
+    out: list[Any] = [None] * d.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def any_rank(flags: tuple[bool, ...], d: DistInfo, device: torch.device) -> tuple[bool, ...]:
+    """Each flag OR-ed over the ranks, in one all-reduce (one host sync per call)."""
+    if not d.enabled:
+        return flags
+    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
+    dist.all_reduce(t)
+    return tuple(bool(v > 0) for v in t.tolist())
+
+
+class StopSignals:
+    """Turns the first SIGTERM or SIGINT into a request to stop after the current step (with a checkpoint).
+
+    Schedulers (Slurm, Kubernetes, pre-emptible cloud VMs) send SIGTERM and wait a grace period before
+    SIGKILL; Ctrl-C sends SIGINT. A second SIGINT restores the default behaviour (KeyboardInterrupt at once).
+    Installed only in the main thread (Python's rule); elsewhere it records nothing.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+            logger.warning("%s received: stopping after this step with a checkpoint (send SIGINT again to "
+                           "abort without one)", self.received)
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+__all__ = ["DistInfo", "StopSignals", "any_rank", "gather", "seed_everything", "setup_distributed"]
