@@ -46,13 +46,11 @@ import pyarrow as pa
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from bertprep.bert_model.model import IGNORE_INDEX
 from bertprep.pipeline import schema
 from bertprep.pipeline.masking import MaskingConfig, mask_instance
 
 logger = logging.getLogger(__name__)
-
-#: Label of padding entries of ``masked_lm_ids`` (PyTorch's cross-entropy ``ignore_index``).
-IGNORE_INDEX = -100
 
 CURSOR_FORMAT = 1
 

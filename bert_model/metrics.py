@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from bertprep.bert_model.model import IGNORE_INDEX
+
 #: Dense (no sparsity) bf16 tensor-core peaks in FLOP/s, from the vendors' data sheets.
 GPU_BF16_PEAK_FLOPS: dict[str, float] = {
     "H100 SXM": 989e12,
@@ -62,7 +64,7 @@ class PretrainingMetrics:
     @torch.no_grad()
     def update(self, batch: dict[str, torch.Tensor], output: Any) -> None:
         labels = batch["masked_lm_ids"]
-        real = labels != -100
+        real = labels != IGNORE_INDEX
         masked = real.sum()
         correct = (output.prediction_logits.argmax(-1) == labels) & real  # (B, P)
         mlm_correct = correct.sum()

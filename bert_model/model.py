@@ -22,6 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+#: Label that the losses ignore (PyTorch's cross-entropy ``ignore_index``): padding entries of
+#: ``masked_lm_ids`` and positions without a label. The one definition (``heads.py`` still has a copy).
+IGNORE_INDEX = -100
+
 #: Model sizes (num_hidden_layers, hidden_size, num_attention_heads): the paper's Base/Large and the
 #: smaller models of Turc et al. 2019 ("Well-Read Students Learn Better", google-research/bert README).
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -449,7 +453,7 @@ class BertForPreTraining(nn.Module):
             out.mlm_loss = F.cross_entropy(
                 prediction_logits.reshape(-1, prediction_logits.size(-1)).float(),  # (B*P, V)
                 masked_lm_ids.reshape(-1).long(),                                   # (B*P,)
-                ignore_index=-100,
+                ignore_index=IGNORE_INDEX,
             )
         if next_sentence_label is not None:
             out.nsp_loss = F.cross_entropy(seq_relationship_logits.float(), next_sentence_label.reshape(-1).long())
