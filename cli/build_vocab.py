@@ -11,12 +11,15 @@ import click
 
 from bertprep.pipeline.readers import INPUT_FORMATS
 from bertprep.pipeline.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
+from bertprep.pipeline.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
 
-# Kept in step with bertprep.pipeline.vocab (imported lazily: it pulls in tokenizers and Beam's FileSystems).
-_DEFAULT_VOCAB_SIZE = 30522
-_DEFAULT_NUM_UNUSED = 100
-_DEFAULT_MIN_FREQUENCY = 2
-_DEFAULT_LIMIT_ALPHABET = 1000
+#: Defaults shown in --help come from the dataclass, never restated here.
+_VOCAB = VocabConfig.__dataclass_fields__
+
+
+def _default(name: str):
+    """Default of a ``VocabConfig`` field."""
+    return _VOCAB[name].default
 
 
 #: Seconds between two progress lines while reading.
@@ -64,12 +67,12 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
 @click.option("-o", "--output-dir", required=True, metavar="DIR",
               help="Local directory for vocab.txt, tokenizer.json, tokenizer_config.json and "
                    "special_tokens_map.json (created if needed).")
-@click.option("--vocab-size", type=int, default=_DEFAULT_VOCAB_SIZE, show_default=True,
+@click.option("--vocab-size", type=int, default=_default("vocab_size"), show_default=True,
               help="Entries in the vocab, counting the 5 special tokens, the [unusedN] slots, the alphabet and "
                    "the learned word pieces (bert-base-uncased: 30522). Fewer only if the corpus runs out of "
                    "pairs occurring --min-frequency times.")
-@click.option("--lowercase/--cased", "--do-lower-case/--no-do-lower-case", "do_lower_case", default=True,
-              show_default=True,
+@click.option("--lowercase/--cased", "--do-lower-case/--no-do-lower-case", "do_lower_case",
+              default=_default("do_lower_case"), show_default=True,
               help="Uncased (lower-case and strip accents, the original do_lower_case) or cased vocab. "
                    "make-shards must then use the same setting.")
 @click.option("--strip-accents/--no-strip-accents", default=None,
@@ -79,12 +82,12 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
                    "Korean and such scripts pass --no-strip-accents (or --cased). A warning with the share of "
                    "letters affected is printed when it matters. Recorded in tokenizer.json and "
                    "tokenizer_config.json.")
-@click.option("--min-frequency", type=click.IntRange(min=0), default=_DEFAULT_MIN_FREQUENCY, show_default=True,
+@click.option("--min-frequency", type=click.IntRange(min=0), default=_default("min_frequency"), show_default=True,
               help="Merge a pair of pieces only if it occurs at least this often.")
-@click.option("--limit-alphabet", type=click.IntRange(min=0), default=_DEFAULT_LIMIT_ALPHABET, show_default=True,
+@click.option("--limit-alphabet", type=click.IntRange(min=0), default=_default("limit_alphabet"), show_default=True,
               help="Keep at most this many distinct characters (the most frequent); words with a dropped "
                    "character become [UNK]. 0 = keep every character (raise it for CJK-heavy text).")
-@click.option("--num-unused", type=click.IntRange(min=0), default=_DEFAULT_NUM_UNUSED, show_default=True,
+@click.option("--num-unused", type=click.IntRange(min=0), default=_default("num_unused"), show_default=True,
               help="[unused0].. slots after the special tokens, as in Google's vocab: entries you can repurpose "
                    "for new tokens when fine-tuning, without resizing the embedding matrix.")
 @click.option("--input-format", type=click.Choice(INPUT_FORMATS), default="auto", show_default=True,

@@ -14,9 +14,17 @@ import tempfile
 
 import click
 
-from bertprep.pipeline.config import InstanceConfig, MASKING_MODES, PAIRING_SCOPES, ShardsConfig
+from bertprep.pipeline.config import MASKING_MODES, PAIRING_SCOPES, SAMPLING_MODES, InstanceConfig, ShardsConfig
+from bertprep.pipeline.readers import INPUT_FORMATS
 
-_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet")
+# Defaults and choices shown in --help come from the library's dataclasses and constants, never restated here.
+_INSTANCE = InstanceConfig.__dataclass_fields__
+_SHARDS = ShardsConfig.__dataclass_fields__
+
+
+def _default(name: str):
+    """Default of an ``InstanceConfig`` or ``ShardsConfig`` field."""
+    return (_INSTANCE[name] if name in _INSTANCE else _SHARDS[name]).default
 
 
 _WORKER_RECORD = re.compile(r'^Worker: severity: (\w+) .*? message: "(.*?)" (?:instruction_id|transform_id|log_location)', re.S)
@@ -178,53 +186,54 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
                    "original). A tokenizer.json built with the other setting is refused; a vocab.txt whose "
                    "Korean entries say otherwise (conjoining jamo from stripped text, or Hangul syllables) is "
                    "warned about. Korean and other scripts with combining marks: --no-strip-accents.")
-@click.option("--max-seq-length", type=int, default=128, show_default=True,
+@click.option("--max-seq-length", type=int, default=_default("max_seq_length"), show_default=True,
               help="Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90% of steps, then 512).")
-@click.option("--max-predictions-per-seq", type=int, default=20, show_default=True,
+@click.option("--max-predictions-per-seq", type=int, default=_default("max_predictions_per_seq"), show_default=True,
               help="Cap on masked positions per instance; must be below --max-seq-length (about "
                    "max_seq_length x masked_lm_prob: 20 at 128, 76-80 at 512).")
-@click.option("--masked-lm-prob", type=float, default=0.15, show_default=True,
+@click.option("--masked-lm-prob", type=float, default=_default("masked_lm_prob"), show_default=True,
               help="Fraction of tokens to predict; each is [MASK] 80%, random 10%, kept 10% of the time.")
-@click.option("--short-seq-prob", type=float, default=0.1, show_default=True,
+@click.option("--short-seq-prob", type=float, default=_default("short_seq_prob"), show_default=True,
               help="Probability that a pass over a document targets a shorter random length.")
-@click.option("--dupe-factor", type=int, default=10, show_default=True,
+@click.option("--dupe-factor", type=int, default=_default("dupe_factor"), show_default=True,
               help="Passes over the corpus, each with fresh pairing and masking (output grows linearly). "
                    "Ignored (1) with --masking dynamic.")
-@click.option("--random-seed", type=int, default=12345, show_default=True,
+@click.option("--random-seed", type=int, default=_default("random_seed"), show_default=True,
               help="Seed; the same input, vocab, options and seed give byte-identical shards on any runner.")
-@click.option("--do-whole-word-mask/--no-do-whole-word-mask", default=False, show_default=True,
+@click.option("--do-whole-word-mask/--no-do-whole-word-mask", default=_default("do_whole_word_mask"), show_default=True,
               help="Mask whole words (a piece and its following ## pieces) instead of single pieces.")
-@click.option("--input-format", type=click.Choice(_FORMATS), default="auto", show_default=True,
+@click.option("--input-format", type=click.Choice(INPUT_FORMATS), default=_default("input_format"), show_default=True,
               help="bert: one sentence per line, blank line between documents (the original's format); "
                    "jsonl: one JSON document per line (--text-field); text: one prose document per file "
                    "(books; Project Gutenberg header/footer stripped); wikiextractor / wikiextractor-json: "
                    "WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, .xml.bz2); parquet. "
                    "auto: detected per file from extension and content.")
-@click.option("--text-field", default="text", show_default=True,
+@click.option("--text-field", default=_default("text_field"), show_default=True,
               help="Field holding the document text in jsonl/parquet input.")
 @click.option("--segmenter", default=None,
               help="Sentence segmenter for prose formats (syntok or blingfire; default: the readers' default).")
-@click.option("--encoding", default="utf-8", show_default=True,
+@click.option("--encoding", default=_default("encoding"), show_default=True,
               help="Text encoding of the inputs; undecodable bytes are replaced and counted in the manifest.")
-@click.option("--max-line-chars", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+@click.option("--max-line-chars", type=click.IntRange(min=1), default=_default("max_line_chars"), show_default=True,
               help="Lines longer than this are skipped and counted (never read whole into memory).")
-@click.option("--pairing-scope", type=click.Choice(PAIRING_SCOPES), default="global", show_default=True,
-              help="Where NotNext segments come from. global (default): documents are spread over seeded "
+@click.option("--pairing-scope", type=click.Choice(PAIRING_SCOPES), default=_default("pairing_scope"),
+              show_default=True,
+              help="Where NotNext segments come from. global: documents are spread over seeded "
                    "random buckets across the whole corpus, as the original draws from the whole corpus; "
                    "needs a shuffle (GroupByKey), whose memory grows with the corpus on the local runner "
                    "(not on Dataflow). file: a bucket is a run of consecutive documents of one input file; "
                    "no shuffle, flat memory on any runner, but the NotNext pool is local (do not use it with "
                    "one-document-per-file inputs such as books).")
-@click.option("--bucket-size", type=int, default=20000, show_default=True,
+@click.option("--bucket-size", type=int, default=_default("bucket_size"), show_default=True,
               help="Documents per bucket: the NotNext pool and the unit of work; memory per worker grows with "
                    "it. 0 = one bucket holding every document: with --pairing-scope global this reproduces "
                    "the original generator's output exactly (same instances, same order).")
-@click.option("--num-shards", type=int, default=0, show_default=True,
+@click.option("--num-shards", type=int, default=_default("num_shards"), show_default=True,
               help="Number of output shards; 0 = one per ~50,000 instances. Row counts differ by at most one.")
-@click.option("--masking", type=click.Choice(MASKING_MODES), default="static", show_default=True,
+@click.option("--masking", type=click.Choice(MASKING_MODES), default=_default("masking"), show_default=True,
               help="static: masks fixed here, dupe_factor copies (the original). dynamic: unmasked pairs "
                    "written once; the trainer masks on the fly with the same rule.")
-@click.option("--sampling", type=click.Choice(("exact", "fast")), default="exact", show_default=True,
+@click.option("--sampling", type=click.Choice(SAMPLING_MODES), default=_default("sampling"), show_default=True,
               help="exact: the original generator's random stream, draw for draw (with one bucket the output is "
                    "the original's, instance for instance). fast: the same algorithm and distributions "
                    "(pairs, truncation, 15% masking, 80/10/10) with truncation and masking drawn in bulk "

@@ -158,3 +158,30 @@ def test_missing_optional_package_names_the_extra_to_install(monkeypatch, comman
     assert result.exit_code != 0
     assert f"'{command}' needs the package '{module}'" in result.output
     assert f"pip install 'bertprep[{extra}]'" in result.output
+
+
+def test_defaults_and_choices_come_from_the_library():
+    """make-shards and build-vocab show the dataclasses' defaults and the library's choice lists."""
+    import dataclasses
+
+    from bertprep.cli.build_vocab import build_vocab
+    from bertprep.cli.make_shards import make_shards
+    from bertprep.pipeline.config import MASKING_MODES, PAIRING_SCOPES, SAMPLING_MODES, InstanceConfig, ShardsConfig
+    from bertprep.pipeline.readers import INPUT_FORMATS
+    from bertprep.pipeline.vocab import VocabConfig
+
+    commands = ((make_shards, (InstanceConfig, ShardsConfig), 16), (build_vocab, (VocabConfig,), 5))
+    for command, classes, expected in commands:
+        params = {p.name: p for p in command.params}
+        fields = {f.name: f for cls in classes for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        # (options with no value default: None means "decided at run time", e.g. --do-lower-case from the
+        # vocab; plain flags such as --overwrite have click's unset marker)
+        shared = sorted(n for n in params if n in fields and isinstance(params[n].default, (int, float, str)))
+        assert len(shared) >= expected, shared
+        for name in shared:
+            assert params[name].default == fields[name].default, name
+    params = {p.name: p for p in make_shards.params}
+    assert tuple(params["input_format"].type.choices) == INPUT_FORMATS
+    assert tuple(params["pairing_scope"].type.choices) == PAIRING_SCOPES
+    assert tuple(params["masking"].type.choices) == MASKING_MODES
+    assert tuple(params["sampling"].type.choices) == SAMPLING_MODES
