@@ -135,13 +135,30 @@ def test_sequence_longer_than_positions_is_refused():
         model(torch.zeros(1, 65, dtype=torch.long))
 
 
-def test_flops_per_token_matches_6n_rule():
-    config = BertConfig.from_preset("base")
-    # Dense part alone is 6 x (non-embedding encoder weights) per token.
-    n_dense = 12 * (4 * 768 * 768 + 2 * 768 * 3072)
-    f = flops_per_token(config, seq_length=0, masked_lm_fraction=0.0)
-    assert f == 6 * n_dense
-    assert flops_per_token(config, 128) > f
+def test_flops_per_token_matches_what_torch_counts():
+    """The weight matmuls of a real forward + backward, counted by ``torch.utils.flop_counter`` (independent of
+    the formula), equal ``flops_per_token`` without its attention-score term (``seq_length=0``): encoder
+    layers and the MLM head on the masked fraction; the pooler and NSP head are left out (< 0.5% here)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=512, max_position_embeddings=128)
+    model = BertForPreTraining(config)
+    B, T, P = 4, 64, 8
+    batch = {"input_ids": torch.randint(5, 1000, (B, T)), "token_type_ids": torch.zeros(B, T, dtype=torch.long),
+             "attention_mask": torch.ones(B, T, dtype=torch.long),
+             "masked_lm_positions": torch.stack([torch.randperm(T - 2)[:P] + 1 for _ in range(B)]),
+             "masked_lm_ids": torch.randint(5, 1000, (B, P)), "next_sentence_label": torch.zeros(B, dtype=torch.long)}
+    with FlopCounterMode(display=False) as counter:
+        model(**batch).loss.backward()
+    counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+    weight_matmuls = counts.get("aten.mm", 0) + counts.get("aten.addmm", 0)
+    predicted = flops_per_token(config, seq_length=0, masked_lm_fraction=P / T) * B * T
+    assert abs(weight_matmuls / predicted - 1) < 0.005
+    # the attention scores and weighted sum: 2 matmuls of T x H per token and layer, x3 for the backward
+    attention = flops_per_token(config, T, P / T) - flops_per_token(config, 0, P / T)
+    assert attention == 3 * config.num_hidden_layers * 2 * 2 * T * config.hidden_size
 
 
 # ----------------------------------------------------------------------------------- transformers parity
