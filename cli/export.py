@@ -1,4 +1,4 @@
-"""``bertprep export``: write a Hugging Face ``transformers`` directory for a bertprep model."""
+"""``bertprep export``: options -> :func:`bertprep.bert_model.export.export_model`."""
 
 from __future__ import annotations
 
@@ -32,43 +32,15 @@ def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bo
       bertprep export runs/mini -o hf/mini
       python -c "from transformers import BertForPreTraining as M; M.from_pretrained('hf/mini')"
     """
-    from bertprep.bert_model.hf_interop import (
-        FINETUNE_FILE,
-        build_model,
-        load_model_source,
-        path_is_within,
-        resolve_do_lower_case,
-        resolve_strip_accents_setting,
-        write_hf_directory,
-    )
-    from bertprep.pipeline.vocab_files import read_vocab_file
+    from bertprep.bert_model.export import ExportError, export_model
 
-    if path_is_within(model_dir, output_dir):  # replacing --output-dir would delete the model being exported
-        raise click.BadParameter(f"{output_dir} is (or holds) the model directory {model_dir}; export to another "
-                                 "directory", param_hint="--output-dir")
     try:
-        source = load_model_source(model_dir)
-        if path_is_within(source.path, output_dir):
-            raise click.BadParameter(f"{output_dir} holds the model {source.path}; export to another directory",
-                                     param_hint="--output-dir")
-        tokens = read_vocab_file(vocab) if vocab else source.vocab_tokens
-        if tokens is None:
-            raise click.BadParameter(f"{model_dir} has no vocab.txt; pass --vocab", param_hint="--vocab")
-        recorded = source.do_lower_case
-        if recorded is None and source.finetune is not None:
-            recorded = source.finetune.get("do_lower_case")
-        casing = resolve_do_lower_case(do_lower_case, recorded, tokens)
-        recorded_strip = source.strip_accents
-        if recorded_strip is None and source.finetune is not None:
-            recorded_strip = source.finetune.get("strip_accents")
-        strip = resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, casing)
-        model = build_model(source)
-        extra = ({FINETUNE_FILE: {**source.finetune, "do_lower_case": casing, "strip_accents": strip}}
-                 if source.finetune else None)
-        path = write_hf_directory(output_dir, model, vocab_tokens=tokens, do_lower_case=casing, strip_accents=strip,
-                                  id2label=source.id2label, finetuning_task=source.hf_config.get("finetuning_task"),
-                                  extra_json=extra, overwrite=overwrite)
+        result = export_model(model_dir, output_dir, vocab_file=vocab, do_lower_case=do_lower_case,
+                              strip_accents=strip_accents, overwrite=overwrite)
+    except ExportError as err:
+        raise click.BadParameter(str(err), param_hint=err.option) from None
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         raise click.ClickException(str(err)) from None
-    click.echo(f"wrote {source.architecture} ({model.config.num_hidden_layers} layers, hidden "
-               f"{model.config.hidden_size}) to {path}")
+    config = result.model.config
+    click.echo(f"wrote {result.source.architecture} ({config.num_hidden_layers} layers, hidden "
+               f"{config.hidden_size}) to {result.path}")

@@ -200,6 +200,21 @@ def test_export_command_writes_a_pretraining_model(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
 
 
+def test_export_model_is_a_library_call_with_the_tokenizer_files_of_build_vocab(tmp_path):
+    from bertprep.bert_model.export import ExportError, export_model
+    from bertprep.pipeline.vocab_files import tokenizer_files
+
+    _pretraining_checkpoint(tmp_path / "run")
+    result = export_model(str(tmp_path / "run"), str(tmp_path / "hf"), do_lower_case=True)
+    assert result.path == str(tmp_path / "hf") and result.source.architecture == "BertForPreTraining"
+    expected = tokenizer_files(TOKENS, True, model_max_length=result.model.config.max_position_embeddings)
+    for name, text in expected.items():  # byte for byte what build-vocab writes for this vocab
+        assert (tmp_path / "hf" / name).read_text(encoding="utf-8") == text, name
+    with pytest.raises(ExportError, match="is \\(or holds\\) the model directory") as err:
+        export_model(str(tmp_path / "run"), str(tmp_path), overwrite=True)
+    assert err.value.option == "--output-dir"
+
+
 def test_export_command_explains_a_directory_without_a_model(tmp_path):
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(cli, ["export", str(tmp_path / "empty"), "-o", str(tmp_path / "hf")])
