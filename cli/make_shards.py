@@ -266,13 +266,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     """
     from bertprep.pipeline import readers
     from bertprep.pipeline.run import MakeShardsError, run_make_shards
-    from bertprep.pipeline.tokenization import (
-        VocabError,
-        check_casing,
-        check_strip_accents,
-        default_strip_accents,
-        load_vocab,
-    )
+    from bertprep.pipeline.tokenization import VocabError, load_vocab, resolve_text_settings
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -297,19 +291,11 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
         vocab_obj = load_vocab(vocab)
     except VocabError as err:
         raise click.BadParameter(str(err), param_hint="--vocab") from err
-    if do_lower_case is None:
-        do_lower_case = vocab_obj.do_lower_case if vocab_obj.do_lower_case is not None else True
-    warning = check_casing(vocab_obj, do_lower_case)
-    if warning:
-        click.echo(f"Warning: {warning}", err=True)
-    explicit = strip_accents is not None
-    if strip_accents is None:
-        strip_accents = default_strip_accents(vocab_obj)
     try:
-        warning = check_strip_accents(vocab_obj, do_lower_case, strip_accents, explicit=explicit)
+        do_lower_case, strip_accents, warnings = resolve_text_settings(vocab_obj, do_lower_case, strip_accents)
     except VocabError as err:
         raise click.BadParameter(str(err), param_hint="--strip-accents") from err
-    if warning:
+    for warning in warnings:
         click.echo(f"Warning: {warning}", err=True)
     inputs = _split_inputs(input_files)
     if not inputs:
@@ -329,7 +315,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     try:
         with _worker_stderr_captured(quiet and local_runner) as save_worker_output:
             try:
-                manifest = run_make_shards(config, beam_args)
+                manifest = run_make_shards(config, beam_args, vocab=vocab_obj)
             except (readers.InputError, VocabError, MakeShardsError) as err:
                 error = err
             except BaseException:

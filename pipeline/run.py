@@ -27,7 +27,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 
 from bertprep.pipeline import dataflow, readers, schema, shards
 from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.tokenization import load_vocab
+from bertprep.pipeline.tokenization import Vocab, load_vocab
 from bertprep.pipeline.transforms import _USER_ERRORS, MakeShardsError, _recorded_error, build_pipeline
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def _local_runner(options: PipelineOptions):
     return FnApiRunner()
 
 
-def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict:
+def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: Vocab | None = None) -> dict:
     """Run make-shards end to end and return the manifest.
 
     Raises:
@@ -75,10 +75,11 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = ()) -> dict
     With ``--runner=DataflowRunner --dry_run=True`` nothing is written or submitted: the job is built and
     validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.
     On Dataflow, ``--setup_file`` defaults to the checkout's setup.py (``dataflow.with_default_setup_file``).
+    ``vocab``: ``config.vocab`` already loaded (the CLI loads it first to settle the casing), else loaded here.
     """
     readers.check_options(config.input_format, encoding=config.encoding, max_line_chars=config.max_line_chars,
                           **({"segmenter": config.segmenter} if config.segmenter else {}))
-    vocab = load_vocab(config.vocab)
+    vocab = vocab if vocab is not None else load_vocab(config.vocab)
     files = readers.expand_inputs(list(config.inputs))
     if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):
         beam_args = dataflow.with_default_setup_file(beam_args)

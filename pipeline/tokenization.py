@@ -201,6 +201,31 @@ def check_strip_accents(vocab: Vocab, do_lower_case: bool, strip_accents: bool |
     return check_vocab_strip_accents(vocab.tokens, strip, vocab.source or "vocab")
 
 
+def resolve_text_settings(vocab: Vocab, do_lower_case: bool | None, strip_accents: bool | None
+                          ) -> tuple[bool, bool | None, list[str]]:
+    """make-shards' casing and accent stripping for ``vocab``, from the options given (``None``: not given).
+
+    ``do_lower_case`` defaults to the tokenizer.json's setting, else on (the original's default);
+    ``strip_accents`` to :func:`default_strip_accents`. Both are then checked against the vocab
+    (:func:`check_casing`, :func:`check_strip_accents`).
+
+    Returns:
+        ``(do_lower_case, strip_accents, warnings)``: the settings to run with and the warning texts to show.
+    Raises:
+        VocabError: ``strip_accents`` was given and contradicts the tokenizer.json's (the message names the flag).
+    """
+    if do_lower_case is None:
+        do_lower_case = vocab.do_lower_case if vocab.do_lower_case is not None else True
+    warnings = [w for w in (check_casing(vocab, do_lower_case),) if w]
+    explicit = strip_accents is not None
+    if strip_accents is None:
+        strip_accents = default_strip_accents(vocab)
+    warning = check_strip_accents(vocab, do_lower_case, strip_accents, explicit=explicit)
+    if warning:
+        warnings.append(warning)
+    return do_lower_case, strip_accents, warnings
+
+
 def build_tokenizer(vocab: Vocab, do_lower_case: bool, strip_accents: bool | None = None) -> Tokenizer:
     """:func:`vocab_files.build_tokenizer` (the original ``FullTokenizer``, no special tokens) for a
     :class:`Vocab`."""

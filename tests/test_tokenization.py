@@ -97,3 +97,18 @@ def test_word_cache_overflow_and_break_character_give_the_same_ids():
                       for k in range(0, len(sentences), 100))
     assert len(clears) >= 3 and max(clears) <= 1 + max(300, batch_words)
     assert small.encode(["the\x1ecat sat", "cat"]) == _full_pipeline_ids(small, ["the\x1ecat sat", "cat"])
+
+
+def test_make_shards_text_settings_default_to_the_tokenizer_json_and_refuse_a_contradiction():
+    from bertprep.pipeline.tokenization import Vocab, VocabError, resolve_text_settings
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30)]
+    no_strip = Vocab.from_tokens(tokens, do_lower_case=True, strip_accents=False, source="tokenizer.json")
+    assert resolve_text_settings(no_strip, None, None) == (True, False, [])
+    with pytest.raises(VocabError, match="built with strip_accents=False but --strip-accents was given"):
+        resolve_text_settings(no_strip, None, True)
+    plain = Vocab.from_tokens(tokens, source="vocab.txt")  # records nothing: the original's defaults
+    do_lower_case, strip_accents, warnings = resolve_text_settings(plain, None, None)
+    assert (do_lower_case, strip_accents, warnings) == (True, None, [])
+    _, _, warnings = resolve_text_settings(plain, False, None)
+    assert len(warnings) == 1 and "pass --do-lower-case" in warnings[0]
