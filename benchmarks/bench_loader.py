@@ -19,7 +19,8 @@ import sys
 import tempfile
 import time
 
-from bertprep.bert_model.data import ShardDataset, ShardLoader, read_shard_info
+from bertprep.bert_model.data import ShardDataset, read_shard_info
+from bertprep.bert_model.loader import ShardLoader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -31,14 +31,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.data import (
-    ShardDataset,
-    ShardInfo,
-    ShardLoader,
-    check_compatible,
-    read_shard_info,
-    verify_shard_files,
-)
+from bertprep.bert_model.data import ShardDataset, ShardInfo, check_compatible, read_shard_info, verify_shard_files
 from bertprep.bert_model.distributed import (
     DistInfo,
     StopSignals,
@@ -55,6 +48,7 @@ from bertprep.bert_model.hf_interop import (
     shards_do_lower_case,
     shards_strip_accents,
 )
+from bertprep.bert_model.loader import ShardLoader
 from bertprep.bert_model.metrics import (
     JsonlWriter,
     PretrainingMetrics,

@@ -44,8 +44,8 @@ elif fault.startswith("raise-at-batch-"):
         return move(batch, device)
     trainer._move = failing_move
 elif fault == "no-pdeathsig":
-    import bertprep.bert_model.data as data
-    data._PR_SET_PDEATHSIG = 0  # an invalid prctl option: only the getppid() watchdog is left
+    import bertprep.bert_model.loader as loader
+    loader._PR_SET_PDEATHSIG = 0  # an invalid prctl option: only the getppid() watchdog is left
 elif fault != "none":
     raise SystemExit(f"unknown fault {fault}")
 from bertprep.cli.main import main

@@ -9,13 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertprep.bert_model.data import (
-    ShardDataset,
-    ShardLoader,
-    check_compatible,
-    collate,
-    read_shard_info,
-)
+from bertprep.bert_model.collate import collate
+from bertprep.bert_model.data import ShardDataset, check_compatible, read_shard_info
+from bertprep.bert_model.loader import ShardLoader
 from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 

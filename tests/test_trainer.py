@@ -9,7 +9,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model.data import ShardDataset, ShardLoader
+from bertprep.bert_model.data import ShardDataset
+from bertprep.bert_model.loader import ShardLoader
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, param_groups, warmup_linear_decay
 from bertprep.bert_model.trainer import TrainConfig, train
