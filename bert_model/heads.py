@@ -260,8 +260,18 @@ def load_encoder_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) 
     """
     own = model.state_dict()
     wanted = [k for k in own if k.startswith("bert.")]
-    pooler = [k for k in wanted if k.startswith("bert.pooler.")]
-    missing = [k for k in wanted if k not in state_dict and k not in pooler]
+    check_source_weights(own, state_dict, wanted)
+    model.load_state_dict({k: state_dict[k] for k in wanted if k in state_dict}, strict=False)
+    return [k for k in own if k not in state_dict or not k.startswith("bert.")]
+
+
+def check_source_weights(own: dict[str, torch.Tensor], state_dict: dict[str, torch.Tensor],
+                         wanted: list[str]) -> None:
+    """Check that a source state dict can start a model whose state dict is ``own``: every encoder
+    parameter (``bert.embeddings.*``, ``bert.encoder.*``) present, and every key of ``wanted`` that the
+    source has of the model's shape. Raises ``ValueError`` naming the missing keys (not a BERT checkpoint)
+    or the mismatched shapes (another model size)."""
+    missing = [k for k in own if k.startswith(("bert.embeddings.", "bert.encoder.")) and k not in state_dict]
     if missing:
         raise ValueError(f"the source weights lack encoder parameters {missing[:5]}"
                          f"{' ...' if len(missing) > 5 else ''}; is it a BERT checkpoint?")
@@ -269,8 +279,6 @@ def load_encoder_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) 
              if k in state_dict and own[k].shape != state_dict[k].shape]
     if wrong:
         raise ValueError(f"the source weights have other shapes than this model: {'; '.join(wrong[:3])}")
-    model.load_state_dict({k: state_dict[k] for k in wanted if k in state_dict}, strict=False)
-    return [k for k in own if k not in state_dict or not k.startswith("bert.")]
 
 
 def load_full_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
@@ -293,6 +301,6 @@ def load_full_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> 
 __all__ = [
     "HEADS", "BertForMultipleChoice", "BertForQuestionAnswering", "MultipleChoiceModelOutput",
     "BertForSequenceClassification", "BertForTokenClassification",
-    "QuestionAnsweringOutput", "SequenceClassifierOutput", "TokenClassifierOutput", "has_pooler",
-    "load_encoder_weights", "load_full_weights",
+    "QuestionAnsweringOutput", "SequenceClassifierOutput", "TokenClassifierOutput", "check_source_weights",
+    "has_pooler", "load_encoder_weights", "load_full_weights",
 ]

@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.heads import HEADS, load_full_weights
+from bertprep.bert_model.heads import HEADS, check_source_weights, load_full_weights
 from bertprep.bert_model.model import (
     TIED_WEIGHTS_KEYS,
     BertConfig,
@@ -413,15 +413,7 @@ def load_pretraining_weights(model: BertForPreTraining, state_dict: dict[str, to
                                  "is the word embedding matrix, as in BERT")
             state_dict.setdefault(target, value)
     own = {k: v for k, v in model.state_dict().items() if k not in TIED_WEIGHTS_KEYS}
-    encoder = [k for k in own if k.startswith(("bert.embeddings.", "bert.encoder."))]
-    missing = [k for k in encoder if k not in state_dict]
-    if missing:
-        raise ValueError(f"the source weights lack encoder parameters {missing[:5]}"
-                         f"{' ...' if len(missing) > 5 else ''}; is it a BERT checkpoint?")
-    wrong = [f"{k}: model {tuple(own[k].shape)}, source {tuple(state_dict[k].shape)}" for k in own
-             if k in state_dict and own[k].shape != state_dict[k].shape]
-    if wrong:
-        raise ValueError(f"the source weights have other shapes than the model: {'; '.join(wrong[:3])}")
+    check_source_weights(own, state_dict, list(own))
     model.load_state_dict({k: v for k, v in state_dict.items() if k in own}, strict=False)
     return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
