@@ -145,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extra", default="", help="more finetune options for every run, e.g. '--precision bf16'")
     parser.add_argument("--markdown", help="also write the table, command and budgets to this Markdown file")
     parser.add_argument("--rerun", action="store_true", help="run again even where results.json exists")
+    parser.add_argument("--only-finished", action="store_true",
+                        help="make the table from the runs already finished in --out, run nothing, and list "
+                             "the missing ones (for a table whose seeds are not all done yet)")
     parser.add_argument("--no-random", action="store_true",
                         help="leave out the random-init column (e.g. to run two starts' jobs in two processes; a "
                              "later run with every start and without this flag makes the whole table)")
@@ -166,13 +169,19 @@ def main(argv: list[str] | None = None) -> None:
     if not os.path.isdir(args.data):
         raise SystemExit(f"data folder {args.data} not found: pass --data or set BERTPREP_DATA")
 
-    rows = []
+    rows, args.missing = [], []
     for task in args.tasks:
         seeds = (args.squad_seeds or args.seeds[:1]) if task == "squad" else args.seeds
         for seed in seeds:
             for start in [*args.starts, *([] if args.no_random else [RANDOM])]:
+                done = os.path.exists(os.path.join(args.out, f"{task}-{start}-s{seed}", "results.json"))
+                if args.only_finished and not done:
+                    args.missing.append(f"{task}-{start}-s{seed}")
+                    continue
                 rows.append((task, start, seed, run_one(args, task, start, seed)))
 
+    if args.missing:
+        print("not run yet (left out):", ", ".join(args.missing))
     lines = table(args, rows)
     print(f"\nbest dev metric of each run; median over seeds (each seed's value in brackets)")
     print("\n".join(lines))
@@ -219,6 +228,7 @@ def write_markdown(args: argparse.Namespace, command: str, rows: list, lines: li
                                      if t in walls else "") for t in args.tasks],
         f"* seeds: {args.seeds}" + (f" (squad: {args.squad_seeds or args.seeds[:1]})" if "squad" in args.tasks else ""),
         f"* machine: {platform.machine()}, {os.cpu_count()} cores",
+        *([f"* not run yet (left out of the medians): {', '.join(args.missing)}"] if args.missing else []),
         "",
     ]
     with open(args.markdown + ".tmp", "w", encoding="utf-8") as f:
