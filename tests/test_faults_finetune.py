@@ -18,10 +18,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
-from bertprep.bert_model.optim import create_optimizer
 from bertprep.cli.main import cli
+from finetune_factory import write_tiny_checkpoint
 
 VOCAB = Path(__file__).parent / "fixtures" / "finetune" / "vocab.txt"
 FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
@@ -51,14 +49,7 @@ def _error_line(result) -> str:
 def pretrain_run(tmp_path_factory) -> Path:
     """A tiny bertprep pre-training run directory (random weights, fixture vocab) with a metrics file."""
     run = tmp_path_factory.mktemp("pretrain")
-    vocab_size = len(VOCAB.read_text().splitlines())
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "test"}}
-    ckpt.save_checkpoint(str(run), 1, model=model, optimizer=create_optimizer(model), state=state,
-                         hf_config=model.config.to_hf_dict(), vocab_file=str(VOCAB))
+    write_tiny_checkpoint(run)
     (run / "metrics.jsonl").write_text('{"step": 1, "split": "train", "loss": 7.0}\n')
     return run
 

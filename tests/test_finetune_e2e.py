@@ -11,11 +11,9 @@ import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
 
-from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.finetune import FinetuneConfig, collate_features, finetune, make_task
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
-from bertprep.bert_model.optim import create_optimizer
 from bertprep.cli.main import cli
+from finetune_factory import write_tiny_checkpoint
 
 VOCAB = Path(__file__).parent / "fixtures" / "finetune" / "vocab.txt"
 FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
@@ -33,14 +31,7 @@ def _one_thread():
 def checkpoint(tmp_path_factory) -> str:
     """A tiny 'pre-trained' bertprep checkpoint (random weights) with the fixture vocab."""
     run = tmp_path_factory.mktemp("pretrain")
-    vocab_size = len(VOCAB.read_text().splitlines())
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "test"}}
-    ckpt.save_checkpoint(str(run), 1, model=model, optimizer=create_optimizer(model), state=state,
-                         hf_config=model.config.to_hf_dict(), vocab_file=str(VOCAB))
+    write_tiny_checkpoint(run)
     return str(run)
 
 

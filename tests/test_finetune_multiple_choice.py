@@ -11,15 +11,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.finetune import FinetuneConfig, collate_features, finetune, make_task
 from bertprep.bert_model.heads import BertForMultipleChoice
 from bertprep.bert_model.hf_interop import write_hf_directory
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.model import BertConfig
 from bertprep.bert_model.multiple_choice import MultipleChoiceTask
-from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.wordpiece import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli
+from finetune_factory import write_tiny_checkpoint
 
 VOCAB = Path(__file__).parent / "fixtures" / "finetune" / "vocab.txt"
 FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
@@ -162,12 +161,7 @@ def _color_files(root: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> str:
     run = tmp_path_factory.mktemp("pretrain")
-    torch.manual_seed(0)
-    model = BertForPreTraining(_tiny_config())
-    state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "test"}}
-    ckpt.save_checkpoint(str(run), 1, model=model, optimizer=create_optimizer(model), state=state,
-                         hf_config=model.config.to_hf_dict(), vocab_file=str(VOCAB))
-    return str(run)
+    return write_tiny_checkpoint(run, _tiny_config())
 
 
 @pytest.mark.slow

@@ -15,10 +15,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.finetune import FinetuneConfig, finetune, make_task
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
-from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.squad import (
     SquadAnswer,
     SquadExample,
@@ -31,6 +28,7 @@ from bertprep.bert_model.squad import (
 )
 from bertprep.bert_model.wordpiece import WordPieceTokenizer
 from bertprep.cli.main import cli
+from finetune_factory import write_tiny_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
 VOCAB = FIXTURES / "vocab.txt"
@@ -204,14 +202,7 @@ def _one_thread():
 
 
 def _tiny_checkpoint(run: Path) -> str:
-    vocab_size = len(VOCAB.read_text().splitlines())
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "test"}}
-    ckpt.save_checkpoint(str(run), 1, model=model, optimizer=create_optimizer(model), state=state,
-                         hf_config=model.config.to_hf_dict(), vocab_file=str(VOCAB))
+    write_tiny_checkpoint(run)
     return str(run)
 
 
