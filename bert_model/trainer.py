@@ -110,6 +110,9 @@ class TrainConfig:
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
+    nsp_loss_weight: float = 1.0
+    """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
+    (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated)."""
     seed: int = 12345
     """Seeds model initialisation, dropout and the data order."""
     log_every: int = 50
@@ -161,7 +164,7 @@ class TrainConfig:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("warmup_steps", "eval_every", "eval_batches", "save_every", "keep_last", "num_workers",
-                     "max_grad_norm", "weight_decay"):
+                     "max_grad_norm", "weight_decay", "nsp_loss_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.warmup_steps > self.max_steps:
@@ -496,7 +499,8 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
             with sync:
                 with autocast:
                     out = train_model(**batch)
-                (out.loss / config.gradient_accumulation_steps).backward()
+                loss = out.mlm_loss + config.nsp_loss_weight * out.nsp_loss  # weight 0 keeps DDP's graph whole
+                (loss / config.gradient_accumulation_steps).backward()
             metrics.update(batch, out)
         if config.max_grad_norm > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)

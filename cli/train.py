@@ -64,6 +64,9 @@ def _default(name: str):
               help="AdamW epsilon (1e-6 as the original).")
 @click.option("--max-grad-norm", type=click.FloatRange(min=0), default=_default("max_grad_norm"),
               help="Clip the global gradient norm to this; 0 disables clipping.")
+@click.option("--nsp-loss-weight", type=click.FloatRange(min=0), default=_default("nsp_loss_weight"),
+              help="Weight of the next-sentence loss: loss = MLM loss + this x NSP loss (paper: 1). 0 trains "
+                   "the masked LM alone (the paper's 'No NSP' ablation); NSP accuracy is still reported.")
 @click.option("--seed", type=int, default=_default("seed"), help="Seed of initialisation, dropout and data order.")
 @click.option("--log-every", type=click.IntRange(min=1), default=_default("log_every"),
               help="Steps between metric lines (metrics.jsonl and the progress bar).")
