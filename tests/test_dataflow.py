@@ -183,7 +183,7 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
     (sdist,) = Path(job.staging_dir).glob("bertprep-*.tar.gz")
     with tarfile.open(sdist) as tar:
         members = {Path(*Path(m).parts[1:]).as_posix() for m in tar.getnames()}
-    assert {"setup.py", "setup.cfg", "pipeline/transforms.py", "pipeline/run.py",
+    assert {"setup.py", "setup.cfg", "pipeline/transforms.py", "pipeline/run.py", "pipeline/readers/files.py",
             "pipeline/demo_corpus/README.md"} <= members
 
     target = tmp_path / "site"
@@ -196,7 +196,7 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
     declared = {re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0].lower().replace("_", "-")
                 for r in importlib.metadata.PathDistribution(dist_info).requires or [] if "extra ==" not in r}
     imported = set()
-    for source in (target / "bertprep" / "pipeline").glob("*.py"):
+    for source in (target / "bertprep" / "pipeline").rglob("*.py"):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 imported.update(a.name.split(".")[0] for a in node.names)

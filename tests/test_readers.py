@@ -142,7 +142,7 @@ def test_reading_is_independent_of_block_boundaries(tmp_path, monkeypatch):
     path.write_bytes((BERT_EDGE + "\nÜber café — 力加勝北区 😀.\n\nEnd.\n").encode("utf-8"))
     expected, _ = read_all(path, "bert")
     for block_size in (1, 2, 3, 7, 64):
-        monkeypatch.setattr(readers, "BLOCK_SIZE", block_size)
+        monkeypatch.setattr(readers.files, "BLOCK_SIZE", block_size)
         got, stats = read_all(path, "bert")
         assert got == expected, block_size
         assert stats.undecodable_lines == 0
@@ -384,7 +384,7 @@ def test_binary_file_is_refused(tmp_path):
 
 
 def test_over_long_lines_are_skipped_and_counted(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(readers, "BLOCK_SIZE", 16)  # the long lines span many blocks
+    monkeypatch.setattr(readers.files, "BLOCK_SIZE", 16)  # the long lines span many blocks
     path = tmp_path / "long.txt"
     path.write_text("Short one.\n" + "x" * 500 + "\nShort two.\n" + "é" * 30 + "\nShort three.\n" + "y" * 300)
     with caplog.at_level(logging.WARNING, logger="bertprep.pipeline.readers"):
@@ -411,7 +411,7 @@ def test_over_long_line_is_never_fully_buffered(tmp_path):
         tracemalloc.stop()
     assert docs[0].sentences == ["kept."]
     assert stats.skipped_lines == {"over_long_line": 1}
-    assert peak < 8 * readers.BLOCK_SIZE  # a few blocks, not the 24 MB line
+    assert peak < 8 * readers.files.BLOCK_SIZE  # a few blocks, not the 24 MB line
 
 
 def test_bad_options_name_the_option():
@@ -528,7 +528,7 @@ def test_wiki_xml_real_dump_has_no_markup_left(shared_data):
 def test_wiki_xml_memory_stays_flat_over_many_pages(tmp_path, monkeypatch):
     import tracemalloc
 
-    monkeypatch.setattr(readers, "BLOCK_SIZE", 64 * 1024)
+    monkeypatch.setattr(readers.files, "BLOCK_SIZE", 64 * 1024)
     page = "<page><title>P{i}</title><ns>0</ns><revision><text>" + "Word " * 200 + "end.</text></revision></page>\n"
     path = tmp_path / "many.xml"
     path.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">\n'
@@ -576,7 +576,7 @@ def write_parquet(path, table):
 def test_parquet_reads_the_text_column_in_batches(tmp_path, monkeypatch):
     import pyarrow as pa
 
-    monkeypatch.setattr(readers, "PARQUET_BATCH_ROWS", 2)
+    monkeypatch.setattr(readers.parquet, "PARQUET_BATCH_ROWS", 2)
     texts = ["Dr. Watson arrived. He was late.\nA second paragraph.", None, "", "One sentence.", "Last one. Really."]
     path = tmp_path / "corpus.parquet"
     write_parquet(path, pa.table({"id": list(range(5)), "content": texts}))

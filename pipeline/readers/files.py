@@ -1,0 +1,418 @@
+"""Files and line IO: finding the inputs, opening them through Beam's ``FileSystems``, decompression that
+notices a file cut short, the binary-file check, and splitting bytes into lines (:func:`_iter_lines`)."""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import lzma
+import os
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+
+from bertprep.pipeline.readers.base import InputError, ReaderStats
+
+logger = logging.getLogger(__name__)
+
+#: Bytes read from the file system per call.
+BLOCK_SIZE = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------------
+# Finding the input files
+
+
+def _filesystems():
+    from apache_beam.io.filesystems import FileSystems  # Beam is slow to import; import on first use
+
+    return FileSystems
+
+
+def _has_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def _match(pattern: str) -> list[tuple[str, int]]:
+    try:
+        result = _filesystems().match([pattern])[0]
+    except Exception as err:  # BeamIOError, or ValueError for a scheme whose extra is not installed
+        raise InputError(f"cannot list input {pattern!r}: {err}") from err
+    return sorted((m.path, m.size_in_bytes) for m in result.metadata_list)
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _expand_directory(directory: str) -> list[tuple[str, int]]:
+    base = directory.rstrip("/")
+    pattern = base + "/**" if _is_remote(base) else os.path.join(base, "**")
+    kept = []
+    for path, size in _match(pattern):
+        relative = path[len(base) :].lstrip("/" + os.sep)
+        parts = re.split(r"[/\\]", relative)
+        name = parts[-1]
+        if any(part.startswith(".") for part in parts) or name.lower().startswith("readme"):
+            logger.info("skipping %s (hidden files and README* are not read from a directory)", path)
+            continue
+        kept.append((path, size))
+    return kept
+
+
+def _expand_pattern(pattern: str) -> list[tuple[str, int]]:
+    if _has_glob(pattern):
+        matches = _match(pattern)
+        if not matches:
+            raise InputError(f"input pattern {pattern!r} matches no file; check the path and the glob")
+        return matches
+    if pattern.endswith("/") or (not _is_remote(pattern) and os.path.isdir(pattern)):
+        matches = _expand_directory(pattern)
+        if not matches:
+            raise InputError(f"input directory {pattern!r} holds no readable file (hidden files and README* are skipped)")
+        return matches
+    matches = _match(pattern)
+    if matches:
+        return matches
+    if _is_remote(pattern):  # object stores have no directories: try the path as a prefix
+        matches = _expand_directory(pattern)
+        if matches:
+            return matches
+    raise InputError(f"input file {pattern!r} not found; check the path (globs and directories are accepted)")
+
+
+def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
+    """Expand input patterns into the list of files to read, in reading order.
+
+    ``patterns`` is one comma-separated string or a sequence of them (like the reference's
+    ``--input_file``; a comma therefore cannot be part of a path). Each pattern is globbed through Beam's
+    ``FileSystems.match`` (``*``, ``?``, ``[...]``; ``**`` crosses directories); the matches of each
+    pattern are sorted, patterns are taken in the order given, and a file matched twice is kept at its
+    first place. A directory stands for all regular files under it, recursively, sorted, **skipping
+    hidden files (any path part starting with ".") and files named README***.
+
+    Raises:
+        InputError: no pattern given; a pattern that matches nothing (the message names it); a file that
+            does not exist; every matched file is empty (0 bytes).
+    """
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    flat = [p.strip() for item in patterns for p in str(item).split(",") if p.strip()]
+    if not flat:
+        raise InputError("no input files given; pass one or more paths or globs (comma-separated)")
+    seen: set[str] = set()
+    files: list[str] = []
+    sizes: list[int] = []
+    for pattern in flat:
+        for path, size in _expand_pattern(pattern):
+            if path not in seen:
+                seen.add(path)
+                files.append(path)
+                sizes.append(size)
+    if all(size == 0 for size in sizes):
+        shown = ", ".join(files[:5]) + (", ..." if len(files) > 5 else "")
+        raise InputError(f"all {len(files)} input files are empty (0 bytes): {shown}")
+    return files
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading lines
+
+
+def _check_encoding(encoding: str) -> str:
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        raise InputError(f"unknown encoding {encoding!r} (--encoding); use e.g. utf-8 or latin-1") from None
+    if name.startswith(("utf-16", "utf-32")):
+        raise InputError(
+            f"encoding {encoding!r} (--encoding) is not supported: lines are split at the byte 0x0A, which needs "
+            "an ASCII-compatible encoding; convert the files to UTF-8 first (iconv -f UTF-16 -t UTF-8)"
+        )
+    return name
+
+
+def _open(path: str, compression_type: str = "auto"):
+    from apache_beam.io.filesystem import CompressionTypes
+
+    try:
+        return _filesystems().open(path, compression_type=getattr(CompressionTypes, compression_type.upper()))
+    except FileNotFoundError:
+        raise InputError(f"input file {path!r} not found; check the path") from None
+    except OSError as err:
+        raise InputError(f"cannot open input file {path!r}: {err}") from err
+
+
+#: Compression by file-name suffix (the suffixes Beam's ``CompressionTypes`` detects) -> (name, test command).
+_COMPRESSIONS = {".gz": ("gzip", "gzip -t"), ".bz2": ("bzip2", "bzip2 -t"), ".deflate": ("deflate", None),
+                 ".zst": ("zstd", "zstd -t"), ".zstd": ("zstd", "zstd -t"), ".xz": ("xz", "xz -t"),
+                 ".lzma": ("lzma", "xz -t")}
+
+#: Compressed bytes read from the file system per call when decompressing.
+_RAW_READ_SIZE = 256 * 1024
+
+
+def _compression_of(path: str) -> str | None:
+    """``gzip``, ``bzip2``, ``deflate``, ``zstd``, ``xz``/``lzma`` from the file name's suffix, else None."""
+    lower = path.lower()
+    for suffix, (name, _) in _COMPRESSIONS.items():
+        if lower.endswith(suffix):
+            return name
+    return None
+
+
+def _new_decompressor(compression: str):
+    import bz2
+
+    if compression == "gzip":
+        return zlib.decompressobj(zlib.MAX_WBITS | 16)
+    if compression == "deflate":
+        return zlib.decompressobj()
+    if compression == "bzip2":
+        return bz2.BZ2Decompressor()
+    if compression in ("xz", "lzma"):
+        return lzma.LZMADecompressor()
+    from apache_beam.io import filesystem as beam_filesystem  # zstandard as Beam has it (a dependency of Beam's)
+
+    return beam_filesystem.zstandard.ZstdDecompressor().decompressobj()
+
+
+class _DecompressedFile:
+    """A read-only binary file of a compressed file's decompressed bytes that knows where the data ends.
+
+    Beam's ``CompressedFile`` (what ``FileSystems.open`` returns for a ``.gz``/``.bz2``... name) stops
+    silently where the compressed bytes stop, so a file cut short (an interrupted download or copy) reads
+    as a shorter valid file. Here the raw bytes are read through ``FileSystems`` without decompression and
+    decompressed with the standard library (``zlib``, ``bz2``, ``lzma``; ``zstandard``); concatenated
+    streams (``cat a.gz b.gz``, multistream bzip2) are read one after the other, as ``gzip -d`` does; and
+    when the raw bytes end inside a stream (the decompressor has not reached its end-of-stream marker, for
+    gzip also the CRC-32 and length trailer) :meth:`read` raises :class:`InputError` naming the file.
+    Corrupt data (a bad header, block or checksum) raises :class:`InputError` too.
+
+    ``read(n)`` returns exactly ``n`` bytes except at the end of the data, like a regular file.
+    """
+
+    def __init__(self, path: str, compression: str):
+        self.path = path
+        self.compression = compression
+        self._raw = _open(path, "uncompressed")
+        self._decompressor = _new_decompressor(compression)
+        self._fed = False  # the current stream has received compressed bytes
+        self._buffer = bytearray()
+        self._raw_eof = False
+        self._decompressed = 0
+
+    def _fail(self, detail: str) -> InputError:
+        test = dict(_COMPRESSIONS.values()).get(self.compression)
+        check = f" ({test} {os.path.basename(self.path)})" if test else ""
+        return InputError(
+            f"{self.path} is truncated or corrupt ({self.compression}: {detail}, after {self._decompressed:,} "
+            f"decompressed bytes); re-download it, or decompress it to check{check}"
+        )
+
+    def _decompress(self, data: bytes) -> None:
+        while data:
+            if self._decompressor.eof:  # a stream ended and more data follows: a concatenated stream
+                self._decompressor = _new_decompressor(self.compression)
+                self._fed = False
+            self._fed = True
+            try:
+                out = self._decompressor.decompress(data)
+            except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as err:
+                raise self._fail(str(err) or type(err).__name__) from None
+            except Exception as err:  # zstandard.ZstdError
+                if type(err).__module__.startswith("zstandard"):
+                    raise self._fail(str(err)) from None
+                raise
+            self._buffer += out
+            self._decompressed += len(out)
+            data = self._decompressor.unused_data if self._decompressor.eof else b""
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._raw_eof and (size < 0 or len(self._buffer) < size):
+            try:
+                chunk = self._raw.read(_RAW_READ_SIZE)
+            except OSError as err:
+                raise InputError(f"{self.path}: cannot read the file ({err})") from err
+            if not chunk:
+                self._raw_eof = True
+                if self._fed and not self._decompressor.eof:
+                    raise self._fail("the data ends before the end of the compressed stream")
+                break
+            self._decompress(chunk)
+        if size < 0 or size >= len(self._buffer):
+            out = bytes(self._buffer)
+            self._buffer.clear()
+        else:
+            out = bytes(self._buffer[:size])
+            del self._buffer[:size]
+        return out
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> "_DecompressedFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_input(path: str):
+    """Open an input file for reading its (decompressed) bytes, through Beam's ``FileSystems``.
+
+    A name ending in a compression suffix (``.gz .bz2 .deflate .zst .zstd .xz .lzma``, Beam's own list)
+    gives a :class:`_DecompressedFile`, whose ``read`` raises :class:`InputError` when the file is
+    truncated or corrupt; any other name gives the file system's own file object.
+
+    Raises:
+        InputError: the file does not exist or cannot be opened.
+    """
+    compression = _compression_of(path)
+    if compression is None:
+        return _open(path, "uncompressed")
+    return _DecompressedFile(path, compression)
+
+
+def _read_blocks(path: str, block_size: int | None = None, check_binary: bool = True) -> Iterator[bytes]:
+    """The (decompressed) bytes of ``path`` in blocks; a block that looks binary is an error
+    (:func:`_check_not_binary`), as is a compressed file that is truncated or corrupt."""
+    block_size = block_size or BLOCK_SIZE
+    offset = 0
+    with open_input(path) as fh:
+        while True:
+            try:
+                block = fh.read(block_size)
+            except OSError as err:
+                raise InputError(f"{path}: cannot read the file ({err})") from err
+            if not block:
+                return
+            if check_binary:
+                _check_not_binary(path, block, offset)
+            offset += len(block)
+            yield block
+
+
+#: C0 control bytes that real text does not contain (tab, LF, VT, FF, CR, Ctrl-Z and ESC are allowed) and DEL.
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 26, 27)) + b"\x7f"
+_NOT_CONTROL_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
+
+#: A block with more control bytes than this share (and at least :data:`BINARY_MIN_CONTROL_BYTES`) is
+#: binary. Measured: the shared text corpora (English books and Wikipedia, Latin-1 Gutenberg, Korean and
+#: Chinese prose, GLUE, SQuAD) have 0 to 1 such byte per MB; uniformly random bytes have 9.7%.
+BINARY_CONTROL_SHARE = 0.01
+BINARY_MIN_CONTROL_BYTES = 4
+
+
+def _check_not_binary(path: str, block: bytes, offset: int = 0) -> None:
+    """Raise :class:`InputError` when ``block`` (the bytes of ``path`` from ``offset`` on) is not text.
+
+    Binary means a NUL byte in the file's first block (``offset`` 0: UTF-16 text, images, archives), or,
+    in any block, more than :data:`BINARY_CONTROL_SHARE` of control bytes (C0 controls other than
+    whitespace, Ctrl-Z and ESC, and DEL), which text in any ASCII-compatible encoding (UTF-8, Latin-1,
+    CJK) does not have but random or compressed bytes do.
+    """
+    if offset == 0:
+        nul = block.find(b"\x00")
+        if nul >= 0:
+            raise InputError(
+                f"{path}: looks like a binary file (NUL byte at offset {nul}); inputs must be text in an "
+                "ASCII-compatible encoding (UTF-8, Latin-1, ...). Remove it from the inputs, or convert UTF-16 "
+                "text to UTF-8 (iconv -f UTF-16 -t UTF-8)"
+            )
+    controls = len(block.translate(None, _NOT_CONTROL_BYTES))
+    if controls >= BINARY_MIN_CONTROL_BYTES and controls > BINARY_CONTROL_SHARE * len(block):
+        raise InputError(
+            f"{path}: looks like a binary file ({controls:,} control bytes, {controls / len(block):.1%} of bytes "
+            f"{offset:,}-{offset + len(block) - 1:,}; text has almost none); inputs must be text in an "
+            "ASCII-compatible encoding (UTF-8, Latin-1, ...). Remove it from the inputs"
+        )
+
+
+def _iter_lines(
+    path: str, *, encoding: str, max_line_chars: int, stats: ReaderStats, strip_bom: bool
+) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each line of ``path``, split at ``\\n`` only (1-based numbers).
+
+    The text keeps its ``\\r`` (if any); an over-long line is skipped and counted without being loaded
+    beyond ``4 * max_line_chars`` bytes; undecodable bytes become U+FFFD and the line is counted.
+    """
+    max_bytes = 4 * max_line_chars
+    warned_decode = warned_long = False
+    lineno = 0
+    carry: list[bytes] = []  # pieces of the current unfinished line
+    carry_len = 0
+    skipping = False  # inside an over-long line: drop bytes until the next \n
+    empty = True
+
+    def over_long(n: int) -> None:
+        nonlocal warned_long
+        stats._count(stats.skipped_lines, "over_long_line")
+        if not warned_long:
+            warned_long = True
+            logger.warning(
+                "%s:%d: line longer than %d characters skipped (counted in skipped_lines['over_long_line']); "
+                "raise --max-line-chars if such lines are real documents", path, n, max_line_chars,
+            )
+
+    def decode(raw: bytes, n: int) -> str | None:
+        nonlocal warned_decode
+        try:
+            text = raw.decode(encoding)
+        except UnicodeDecodeError:
+            text = raw.decode(encoding, "replace")
+            stats.undecodable_lines += 1
+            if not warned_decode:
+                warned_decode = True
+                logger.warning(
+                    "%s:%d: bytes that are not valid %s were replaced with U+FFFD (counted in undecodable_lines); "
+                    "if the file is Latin-1, pass --encoding latin-1", path, n, encoding,
+                )
+        if len(text) > max_line_chars:
+            over_long(n)
+            return None
+        if n == 1 and strip_bom and text.startswith("\ufeff"):
+            text = text[1:]
+        return text
+
+    for block in _read_blocks(path):
+        empty = False
+        stats.bytes += len(block)
+        pieces = block.split(b"\n")
+        for piece in pieces[:-1]:  # each of these ends a line
+            lineno += 1
+            if skipping:
+                skipping = False
+                over_long(lineno)
+                continue
+            if carry:
+                carry.append(piece)
+                raw = b"".join(carry)
+                carry, carry_len = [], 0
+            else:
+                raw = piece
+            if len(raw) > max_bytes:
+                over_long(lineno)
+                continue
+            text = decode(raw, lineno)
+            if text is not None:
+                yield lineno, text
+        tail = pieces[-1]
+        if tail and not skipping:
+            if carry_len + len(tail) > max_bytes:
+                skipping = True
+                carry, carry_len = [], 0
+            else:
+                carry.append(tail)
+                carry_len += len(tail)
+    if empty:
+        stats.empty_files += 1
+        logger.info("%s: empty file", path)
+        return
+    if skipping:
+        over_long(lineno + 1)
+    elif carry:
+        lineno += 1
+        text = decode(b"".join(carry), lineno)
+        if text is not None:
+            yield lineno, text
