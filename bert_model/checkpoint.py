@@ -39,6 +39,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bertprep.bert_model.model import load_state_dict_strict, trainable_state_dict
+from bertprep.bert_model.runtime import fsync_file, replace_directory, set_default_permissions, write_text_synced
 
 logger = logging.getLogger(__name__)
 
@@ -156,33 +157,6 @@ def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[st
 # ------------------------------------------------------------------------------------------ save and load
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def set_default_permissions(path: str) -> None:
-    """Give ``path`` the mode of a file created with ``open()`` (0666 minus the umask, e.g. 0644): safetensors
-    creates its files 0600, which hides checkpoints from the user's group (a shared cluster project)."""
-    os.chmod(path, 0o666 & ~_umask())
-
-
 def file_digest(path: str, chunk_size: int = 1 << 20) -> dict[str, Any]:
     """``{"sha256": hex digest, "bytes": size}`` of a local file (streamed)."""
     digest, size = hashlib.sha256(), 0
@@ -194,10 +168,7 @@ def file_digest(path: str, chunk_size: int = 1 << 20) -> dict[str, Any]:
 
 
 def _write_json(path: str, value: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
+    write_text_synced(path, json.dumps(value, indent=1))
 
 
 def list_checkpoints(checkpoints_dir: str) -> list[tuple[int, str]]:
@@ -246,23 +217,17 @@ def save_checkpoint(
         opt_tensors, opt_meta = optimizer_state_to_flat(optimizer)
         save_file(opt_tensors, os.path.join(tmp, "optimizer.safetensors"), metadata={"format": "pt"})
         for name in ("model.safetensors", "optimizer.safetensors"):
-            _fsync_file(os.path.join(tmp, name))
+            fsync_file(os.path.join(tmp, name))
             set_default_permissions(os.path.join(tmp, name))
         if hf_config is not None:
             _write_json(os.path.join(tmp, "config.json"), hf_config)
         if vocab_file is not None and os.path.exists(vocab_file):
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
-            _fsync_file(os.path.join(tmp, "vocab.txt"))
+            fsync_file(os.path.join(tmp, "vocab.txt"))
         files = {name: file_digest(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
         _write_json(os.path.join(tmp, "state.json"),
                     {"format": CHECKPOINT_FORMAT, **state, "step": step, "optimizer": opt_meta, "files": files})
-        if os.path.exists(final):  # the same step saved again (e.g. end of run right after a periodic save)
-            old = f"{final}.old-{os.getpid()}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, final)
+        replace_directory(tmp, final)  # final exists when the same step is saved again (end of run after a save)
     except (OSError, SafetensorError) as err:  # safetensors reports a full disk as SafetensorError
         shutil.rmtree(tmp, ignore_errors=True)
         previous = [p for s, p in list_checkpoints(root) if s != step]

@@ -1,10 +1,14 @@
-"""Pre-training batches: shard rows padded per batch into ``input_ids`` / ``attention_mask`` / ... tensors.
+"""Batches padded per batch: pre-training shard rows (:func:`collate`) and fine-tuning task features
+(:func:`collate_features`), both through one padding rule (:func:`pad_sequences`).
 
 Padding per batch (to a multiple of 8 by default), not to ``max_seq_length``: the rows of a shard are
-unpadded (``pipeline/schema.py``).
+unpadded (``pipeline/schema.py``), and so are the features of a task.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,6 +18,29 @@ from bertprep.bert_model.model import IGNORE_INDEX
 
 def _round_up(n: int, multiple: int) -> int:
     return max(multiple, -(-n // multiple) * multiple) if multiple > 1 else max(n, 1)
+
+
+def pad_sequences(
+    input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]], *, pad_token_id: int = 0,
+    pad_to_multiple_of: int = 8,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Right-pad N token sequences (and their segment ids) to one length.
+
+    Returns ``input_ids`` (padding ``pad_token_id``), ``token_type_ids`` (padding 0) and ``attention_mask``
+    (1 = real token, 0 = padding), each int64 [N, T], where T is the longest sequence rounded up to a multiple
+    of ``pad_to_multiple_of`` (at least one multiple; 8 suits tensor cores and keeps the shapes
+    ``torch.compile`` sees few).
+    """
+    T = _round_up(max(len(seq) for seq in input_ids), pad_to_multiple_of)
+    out_ids = np.full((len(input_ids), T), pad_token_id, dtype=np.int64)
+    out_types = np.zeros((len(input_ids), T), dtype=np.int64)
+    attention_mask = np.zeros((len(input_ids), T), dtype=np.int64)
+    for i, (seq, typ) in enumerate(zip(input_ids, token_type_ids)):
+        n = len(seq)
+        out_ids[i, :n] = seq
+        out_types[i, :n] = typ
+        attention_mask[i, :n] = 1
+    return out_ids, out_types, attention_mask
 
 
 def collate(
@@ -30,7 +57,8 @@ def collate(
     Returns:
         ``input_ids``, ``token_type_ids``, ``attention_mask`` (1 = real token): [B, T];
         ``masked_lm_positions`` [B, P] (padding entries point at 0); ``masked_lm_ids`` [B, P] (padding
-        entries are -100, ignored by the loss); ``next_sentence_label`` [B] (1 = NotNext).
+        entries are -100, ignored by the loss); ``next_sentence_label`` [B] (1 = NotNext; objective sop: 1 =
+        swapped), only when the rows have it (not under objective ``none``).
     """
     return {k: torch.from_numpy(v) for k, v in
             collate_numpy(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of).items()}
@@ -42,27 +70,62 @@ def collate_numpy(
     """``collate`` with int64 numpy arrays (what loader workers send: one pickled buffer per array is much
     cheaper than a shared-memory tensor per array for batches of this size)."""
     B = len(rows)
-    T = _round_up(max(len(r["input_ids"]) for r in rows), pad_to_multiple_of)
+    input_ids, token_type_ids, attention_mask = pad_sequences(
+        [r["input_ids"] for r in rows], [r["token_type_ids"] for r in rows], pad_token_id=pad_token_id,
+        pad_to_multiple_of=pad_to_multiple_of)
     P = _round_up(max(len(r["masked_lm_positions"]) for r in rows), pad_to_multiple_of)
-    input_ids = np.full((B, T), pad_token_id, dtype=np.int64)
-    token_type_ids = np.zeros((B, T), dtype=np.int64)
-    attention_mask = np.zeros((B, T), dtype=np.int64)
     masked_lm_positions = np.zeros((B, P), dtype=np.int64)
     masked_lm_ids = np.full((B, P), IGNORE_INDEX, dtype=np.int64)
+    has_label = "next_sentence_label" in rows[0]  # not under objective none
     next_sentence_label = np.empty(B, dtype=np.int64)
     for i, r in enumerate(rows):
-        n, m = len(r["input_ids"]), len(r["masked_lm_positions"])
-        input_ids[i, :n] = r["input_ids"]
-        token_type_ids[i, :n] = r["token_type_ids"]
-        attention_mask[i, :n] = 1
+        m = len(r["masked_lm_positions"])
         masked_lm_positions[i, :m] = r["masked_lm_positions"]
         masked_lm_ids[i, :m] = r["masked_lm_ids"]
-        next_sentence_label[i] = r["next_sentence_label"]
+        if has_label:
+            next_sentence_label[i] = r["next_sentence_label"]
     return {
         "input_ids": input_ids,
         "token_type_ids": token_type_ids,
         "attention_mask": attention_mask,
         "masked_lm_positions": masked_lm_positions,
         "masked_lm_ids": masked_lm_ids,
-        "next_sentence_label": next_sentence_label,
-    }
+    } | ({"next_sentence_label": next_sentence_label} if has_label else {})
+
+
+def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, pad_to_multiple_of: int = 8
+                     ) -> dict[str, torch.Tensor]:
+    """Pad fine-tuning task features into a batch.
+
+    Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` as int64 [B, T] (T = longest feature
+    rounded up to ``pad_to_multiple_of``), or [B, N, T] when each feature holds N sequences (multiple
+    choice: ``input_ids`` is a list of N lists), and whichever targets the features carry: ``labels`` as
+    int64 [B] (class or candidate), float32 [B] (regression) or int64 [B, T] (per token, padded with -100);
+    ``start_positions`` and ``end_positions`` as int64 [B].
+    """
+    B = len(features)
+    choices = bool(features[0]["input_ids"]) and isinstance(features[0]["input_ids"][0], list)
+    sequences = [seq for f in features for seq in (f["input_ids"] if choices else [f["input_ids"]])]
+    types = [seq for f in features for seq in (f["token_type_ids"] if choices else [f["token_type_ids"]])]
+    input_ids, token_type_ids, attention_mask = pad_sequences(sequences, types, pad_token_id=pad_token_id,
+                                                              pad_to_multiple_of=pad_to_multiple_of)
+    T = input_ids.shape[1]
+    shape = (B, len(sequences) // B, T) if choices else (B, T)
+    batch = {"input_ids": torch.from_numpy(input_ids.reshape(shape)),
+             "token_type_ids": torch.from_numpy(token_type_ids.reshape(shape)),
+             "attention_mask": torch.from_numpy(attention_mask.reshape(shape))}
+    first = features[0]
+    if "labels" in first:
+        if isinstance(first["labels"], list):
+            labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64)
+            for i, f in enumerate(features):
+                labels[i, : len(f["labels"])] = f["labels"]
+            batch["labels"] = torch.from_numpy(labels)
+        elif isinstance(first["labels"], float):
+            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.float32)
+        else:
+            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.int64)
+    for key in ("start_positions", "end_positions"):
+        if key in first:
+            batch[key] = torch.tensor([f[key] for f in features], dtype=torch.int64)
+    return batch

@@ -5,7 +5,6 @@
 * :func:`gather`, :func:`any_rank`: the two collectives the loop needs (per-rank checkpoint state; stop flags
   OR-ed over the ranks in one all-reduce);
 * :class:`StopSignals`: the first SIGTERM / SIGINT becomes "stop after this step with a checkpoint";
-* :func:`seed_everything`: Python, numpy and torch generators from one seed.
 
 PyTorch only (``torch.distributed``); one process per rank as ``torchrun`` starts them.
 """
@@ -14,15 +13,15 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import signal
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
+
+from bertprep.bert_model.runtime import resolve_device, seed_everything  # seed_everything: re-exported
 
 logger = logging.getLogger("bertprep.train")
 
@@ -55,11 +54,7 @@ def setup_distributed(device: str) -> tuple[DistInfo, torch.device]:
         ValueError: CUDA asked for but not available.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    requested = device
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available; use --device cpu")
+    requested = str(resolve_device(device))
     info = DistInfo()
     if world_size > 1:
         info = DistInfo(rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
@@ -71,13 +66,6 @@ def setup_distributed(device: str) -> tuple[DistInfo, torch.device]:
             dist.init_process_group(backend="nccl" if requested.startswith("cuda") else "gloo")
             info.owns_group = True
     return info, torch.device(requested)
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's ``random``, numpy's global generator and torch (all devices) with ``seed``."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def gather(obj: Any, d: DistInfo) -> list[Any]:

@@ -29,8 +29,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertprep.bert_model.features import encoder_hidden_states
-from bertprep.bert_model.heads import HEADS, IGNORE_INDEX, TokenClassifierOutput, _init_linear
-from bertprep.bert_model.model import BertConfig, BertModel
+from bertprep.bert_model.heads import HEADS, TokenClassifierOutput, _init_linear
+from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
 
 FEATURE_MODES = ("last4-concat", "last4-sum", "second-to-last", "last", "embeddings")
 

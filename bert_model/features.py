@@ -57,7 +57,8 @@ from tqdm.auto import tqdm
 from bertprep.bert_model.glue import truncate_seq_pair
 from bertprep.bert_model.hf_interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
 from bertprep.bert_model.model import BertConfig, BertModel
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.bert_model.runtime import atomic_file, resolve_device
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -264,8 +265,7 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
         raise FileNotFoundError(f"no such input file: {config.input_file}")
     if os.path.abspath(config.output_file) == os.path.abspath(config.input_file):
         raise ValueError(f"--output {config.output_file} is the input file; choose another name")
-    device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if config.device == "auto" else config.device)
+    device = resolve_device(config.device)
     bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
     if config.max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "
@@ -284,11 +284,11 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
 
     out_dir = os.path.dirname(os.path.abspath(config.output_file))
     os.makedirs(out_dir, exist_ok=True)
-    tmp = f"{config.output_file}.tmp-{os.getpid()}"
     lines = pieces = truncated = 0
     bar = tqdm(disable=not config.progress, unit="line", desc="extract-features")
     try:
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        with atomic_file(config.output_file) as tmp, pa.OSFile(tmp, "wb") as sink, \
+                pa.ipc.new_file(sink, schema) as writer:
             for batch in _batches(read_lines(config.input_file), config.batch_size):
                 enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
                 b_texts = [b for _, _, b in batch]
@@ -372,15 +372,10 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
                 lines += len(rows)
                 pieces += sum(lengths)
                 bar.update(len(rows))
+            if lines == 0:
+                raise ValueError(f"{config.input_file}: no non-empty lines")
+    finally:
         bar.close()
-        if lines == 0:
-            raise ValueError(f"{config.input_file}: no non-empty lines")
-        os.replace(tmp, config.output_file)
-    except BaseException:
-        bar.close()
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
     if truncated:
         logger.info("%d of %d lines were cut to max_seq_length=%d", truncated, lines, config.max_seq_length)
     return FeatureResult(config.output_file, lines, pieces, truncated)

@@ -7,7 +7,7 @@ metrics. The loop:
 * starts from a bertprep pre-training checkpoint or a Hugging Face BERT directory (encoder weights; the new
   head is initialised as google-research/bert does), or from random initialisation with the same config
   (``random_init``, for baselines) or a preset;
-* tokenizes with the model's own ``vocab.txt`` (``wordpiece.WordPieceTokenizer``);
+* tokenizes with the model's own ``vocab.txt`` (``pipeline.vocab_files.WordPieceTokenizer``);
 * trains with AdamW over ``optim.param_groups`` (no decay on biases and LayerNorm), linear warm-up over
   ``warmup_proportion`` of the steps then linear decay to 0, gradient clipping, bf16 autocast on CUDA and
   fp32 on CPU unless ``precision`` says otherwise, seeded data order and dropout;
@@ -28,7 +28,6 @@ import json
 import logging
 import math
 import os
-import random
 import shutil
 import socket
 import time
@@ -40,8 +39,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.glue import GlueTask, default_metrics
-from bertprep.bert_model.heads import IGNORE_INDEX, load_encoder_weights, load_full_weights
+from bertprep.bert_model.heads import load_encoder_weights, load_full_weights
 from bertprep.bert_model.hf_interop import (
     FINETUNE_FILE,
     ModelSource,
@@ -58,8 +58,9 @@ from bertprep.bert_model.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.ner import NerTask
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision
+from bertprep.bert_model.runtime import resolve_device, seed_everything, write_atomic
 from bertprep.bert_model.squad import SquadTask
-from bertprep.bert_model.wordpiece import WordPieceTokenizer, read_vocab_file
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
 logger = logging.getLogger("bertprep.finetune")
 
@@ -217,54 +218,6 @@ class FinetuneResult:
 # --------------------------------------------------------------------------------------------- batching
 
 
-def _round_up(n: int, multiple: int) -> int:
-    return max(multiple, -(-n // multiple) * multiple)
-
-
-def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, pad_to_multiple_of: int = 8
-                     ) -> dict[str, torch.Tensor]:
-    """Pad task features into a batch.
-
-    Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` as int64 [B, T] (T = longest feature
-    rounded up to ``pad_to_multiple_of``), or [B, N, T] when each feature holds N sequences (multiple
-    choice: ``input_ids`` is a list of N lists), and whichever targets the features carry: ``labels`` as
-    int64 [B] (class or candidate), float32 [B] (regression) or int64 [B, T] (per token, padded with -100);
-    ``start_positions`` and ``end_positions`` as int64 [B].
-    """
-    B = len(features)
-    choices = bool(features[0]["input_ids"]) and isinstance(features[0]["input_ids"][0], list)
-    sequences = [seq for f in features for seq in (f["input_ids"] if choices else [f["input_ids"]])]
-    types = [seq for f in features for seq in (f["token_type_ids"] if choices else [f["token_type_ids"]])]
-    T = _round_up(max(len(seq) for seq in sequences), pad_to_multiple_of)
-    input_ids = np.full((len(sequences), T), pad_token_id, dtype=np.int64)
-    token_type_ids = np.zeros((len(sequences), T), dtype=np.int64)
-    attention_mask = np.zeros((len(sequences), T), dtype=np.int64)
-    for i, (seq, typ) in enumerate(zip(sequences, types)):
-        n = len(seq)
-        input_ids[i, :n] = seq
-        token_type_ids[i, :n] = typ
-        attention_mask[i, :n] = 1
-    shape = (B, len(sequences) // B, T) if choices else (B, T)
-    batch = {"input_ids": torch.from_numpy(input_ids.reshape(shape)),
-             "token_type_ids": torch.from_numpy(token_type_ids.reshape(shape)),
-             "attention_mask": torch.from_numpy(attention_mask.reshape(shape))}
-    first = features[0]
-    if "labels" in first:
-        if isinstance(first["labels"], list):
-            labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64)
-            for i, f in enumerate(features):
-                labels[i, : len(f["labels"])] = f["labels"]
-            batch["labels"] = torch.from_numpy(labels)
-        elif isinstance(first["labels"], float):
-            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.float32)
-        else:
-            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.int64)
-    for key in ("start_positions", "end_positions"):
-        if key in first:
-            batch[key] = torch.tensor([f[key] for f in features], dtype=torch.int64)
-    return batch
-
-
 @torch.no_grad()
 def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_size: int, device: torch.device,
               pad_token_id: int = 0, progress: bool = False, precision: str = "auto") -> list[dict[str, np.ndarray]]:
@@ -294,20 +247,6 @@ def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_siz
             out[i] = {name: (a[row, :n] if name in per_token else a[row]) for name, a in arrays.items()}
     model.train(was_training)
     return out
-
-
-def _device(requested: str) -> torch.device:
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {requested!r} requested but CUDA is not available; use --device cpu")
-    return torch.device(requested)
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 # -------------------------------------------------------------------------------------------- the model
@@ -351,17 +290,6 @@ def _save_model(path: str, model: nn.Module, task: Task, tokenizer: WordPieceTok
         strip_accents=tokenizer.strip_accents,
         id2label=task.id2label, finetuning_task=getattr(task, "glue_task", None) or task.name,
         extra_json={FINETUNE_FILE: _finetune_json(task, tokenizer, extra)}, overwrite=True)
-
-
-def _write_atomic(path: str, write) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning
@@ -455,7 +383,7 @@ def _swap_in_run(staging: str, output_dir: str) -> None:
 
 def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> FinetuneResult:
     """``finetune`` writing into ``run_dir`` (the output directory, or a staging directory in it)."""
-    device = _device(config.device)
+    device = resolve_device(config.device)
     best_dir = os.path.join(run_dir, "best")
     bert_config, source, tokenizer = _model_inputs(config)
     # Nothing of an earlier crashed run (no results.json) may pass for a result of this one.
@@ -477,7 +405,7 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
         eval_examples = task.read(config.eval_file, limit=config.max_eval_examples, split="eval")
         eval_features = task.featurize(eval_examples, tokenizer, with_labels=False)
 
-    _seed_everything(config.seed)
+    seed_everything(config.seed)
     model = task.build_model(bert_config)
     init = "random"
     if source is not None and not config.random_init:
@@ -530,7 +458,7 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
             _save_model(best_dir, model, task, tokenizer,
                         {"selected_step": at_step, "metrics": values, **run_info})
             predictions_path = os.path.join(run_dir, f"eval_predictions.{suffix}")
-            _write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
+            write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
             _write_extra_predictions(task, predictions_path, eval_examples, predictions)
 
     model.train()
@@ -599,7 +527,7 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
             json.dump(results, f, indent=1)
             f.write("\n")
 
-    _write_atomic(os.path.join(run_dir, "results.json"), dump)
+    write_atomic(os.path.join(run_dir, "results.json"), dump)
     logger.info("done: %d steps in %.1f min (%s); best %s %s at step %d; model %s", step, train_seconds / 60,
                 stop_reason, task.metric_for_best, None if best["metrics"] is None else f"{best['value']:.4f}",
                 best["step"], best_dir)
@@ -692,7 +620,7 @@ def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides
     _check_predict_output(model_dir, input_file, output_file)
     model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case,
                                             strip_accents=strip_accents)
-    torch_device = _device(device)
+    torch_device = resolve_device(device)
     model.to(torch_device)
     examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
     features = task.featurize(examples, tokenizer, with_labels=False)
@@ -701,7 +629,7 @@ def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides
     predictions = task.predictions(examples, features, outputs)
     directory = os.path.dirname(os.path.abspath(output_file))
     os.makedirs(directory, exist_ok=True)
-    _write_atomic(output_file, lambda p: task.write_predictions(p, examples, predictions))
+    write_atomic(output_file, lambda p: task.write_predictions(p, examples, predictions))
     _write_extra_predictions(task, output_file, examples, predictions)
     labelled = all(_has_label(task, e) for e in examples)
     metrics = task.metric_values(examples, predictions) if labelled else None
@@ -723,7 +651,7 @@ def _write_extra_predictions(task: Task, predictions_path: str, examples: Any, p
     """Files a task writes beside its predictions (SQuAD v2.0: the null odds), each atomically."""
     extra = getattr(task, "extra_prediction_files", None)
     for path, write in (extra(predictions_path, examples, predictions) if extra else {}).items():
-        _write_atomic(path, write)
+        write_atomic(path, write)
 
 
 def _has_label(task: Task, example: Any) -> bool:

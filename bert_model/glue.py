@@ -28,7 +28,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertprep.bert_model.heads import BertForSequenceClassification
 from bertprep.bert_model.model import BertConfig
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

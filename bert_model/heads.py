@@ -24,9 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertprep.bert_model.model import BertConfig, BertModel
-
-IGNORE_INDEX = -100
+from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
 
 
 def _init_linear(layer: nn.Linear, initializer_range: float) -> None:

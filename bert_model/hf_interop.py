@@ -35,6 +35,7 @@ from bertprep.bert_model.model import (
     load_state_dict_strict,
     trainable_state_dict,
 )
+from bertprep.bert_model.runtime import fsync_file, replace_directory, set_default_permissions, write_text_synced
 from bertprep.pipeline.vocab_files import (
     SPECIAL_TOKENS,
     do_lower_case_of_tokenizer_json,
@@ -191,32 +192,30 @@ def _strip_accents_from_dir(model_dir: str) -> bool | None:
     return None
 
 
+def _shards_setting(shard_dir: str | None, key: str) -> bool | None:
+    """``key`` (``do_lower_case``, ``strip_accents``) as a shard directory's ``manifest.json`` records it (its
+    ``vocab`` section, else its ``config``); None if not recorded, or the manifest is missing or unreadable."""
+    manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
+    if not (manifest and os.path.exists(manifest)):
+        return None
+    try:
+        data = _read_json(manifest)
+    except ValueError:
+        return None
+    value = (data.get("vocab") or {}).get(key, (data.get("config") or {}).get(key))
+    return None if value is None else bool(value)
+
+
 def shards_strip_accents(shard_dir: str | None) -> bool | None:
     """The accent stripping a shard directory was made with (its ``manifest.json``: ``strip_accents`` where
     it differs from ``do_lower_case``, else ``do_lower_case``); None if unknown or unreadable."""
-    manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
-    if manifest and os.path.exists(manifest):
-        try:
-            data = _read_json(manifest)
-        except ValueError:
-            return None
-        value = (data.get("vocab") or {}).get("strip_accents", (data.get("config") or {}).get("strip_accents"))
-        if value is not None:
-            return bool(value)
-    return shards_do_lower_case(shard_dir)
+    value = _shards_setting(shard_dir, "strip_accents")
+    return value if value is not None else shards_do_lower_case(shard_dir)
 
 
 def shards_do_lower_case(shard_dir: str | None) -> bool | None:
     """The casing a shard directory was made with (its ``manifest.json``); None if unknown or unreadable."""
-    manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
-    if manifest and os.path.exists(manifest):
-        try:
-            data = _read_json(manifest)
-        except ValueError:
-            return None
-        value = (data.get("vocab") or {}).get("do_lower_case", (data.get("config") or {}).get("do_lower_case"))
-        return None if value is None else bool(value)
-    return None
+    return _shards_setting(shard_dir, "do_lower_case")
 
 
 def _do_lower_case_from_checkpoint(state: dict[str, Any]) -> bool | None:
@@ -462,13 +461,6 @@ def path_is_within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def write_hf_directory(
     output_dir: str,
     model: nn.Module,
@@ -517,22 +509,16 @@ def write_hf_directory(
     try:
         weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
         save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        ckpt._fsync_file(os.path.join(tmp, "model.safetensors"))
-        ckpt.set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
-        _write_text(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
+        fsync_file(os.path.join(tmp, "model.safetensors"))
+        set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
+        write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
         for name, text in tokenizer_files(vocab_tokens, do_lower_case, strip_accents=strip_accents,
                                           model_max_length=config.max_position_embeddings).items():
-            _write_text(os.path.join(tmp, name), text)
+            write_text_synced(os.path.join(tmp, name), text)
         for name, content in (extra_json or {}).items():
-            _write_text(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
-        if os.path.exists(output_dir):
-            old = f"{tmp}.old"
-            os.replace(output_dir, old)
-            os.replace(tmp, output_dir)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, output_dir)
+            write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
+        replace_directory(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -28,7 +28,7 @@ from sklearn.metrics import accuracy_score
 from bertprep.bert_model.glue import truncate_seq_pair
 from bertprep.bert_model.heads import BertForMultipleChoice
 from bertprep.bert_model.model import BertConfig
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ import numpy as np
 from seqeval.metrics import f1_score, precision_score, recall_score
 
 from bertprep.bert_model.feature_based import FEATURE_MODES, BertFeatureBasedForTokenClassification
-from bertprep.bert_model.heads import IGNORE_INDEX, BertForTokenClassification
-from bertprep.bert_model.model import BertConfig
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.bert_model.heads import BertForTokenClassification
+from bertprep.bert_model.model import IGNORE_INDEX, BertConfig
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from bertprep.bert_model.heads import BertForQuestionAnswering
 from bertprep.bert_model.model import BertConfig
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ def fill_mask(texts: tuple[str, ...], model_dir: str, input_file: str | None, to
     """
     from bertprep.bert_model.fill_mask import fill_mask as run_fill_mask
     from bertprep.bert_model.fill_mask import load_mlm_model
-    from bertprep.bert_model.finetune import _device
+    from bertprep.bert_model.runtime import resolve_device
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sentences = list(texts)
@@ -49,7 +49,7 @@ def fill_mask(texts: tuple[str, ...], model_dir: str, input_file: str | None, to
     if not sentences:
         raise click.UsageError("give sentences with [MASK] as arguments or with --input FILE")
     try:
-        torch_device = _device(device)
+        torch_device = resolve_device(device)
         model, tokenizer = load_mlm_model(model_dir, do_lower_case=do_lower_case)
         model.to(torch_device)
         results = run_fill_mask(model, tokenizer, sentences, top_k=top_k, batch_size=batch_size, device=torch_device)

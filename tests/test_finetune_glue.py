@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertprep.bert_model.glue import GLUE_TASKS, GlueExample, GlueTask, glue_metrics, truncate_seq_pair
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
 

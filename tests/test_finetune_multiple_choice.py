@@ -16,7 +16,7 @@ from bertprep.bert_model.heads import BertForMultipleChoice
 from bertprep.bert_model.hf_interop import write_hf_directory
 from bertprep.bert_model.model import BertConfig
 from bertprep.bert_model.multiple_choice import MultipleChoiceTask
-from bertprep.bert_model.wordpiece import WordPieceTokenizer, read_vocab_file
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli
 from finetune_factory import write_tiny_checkpoint
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertprep.bert_model.ner import NerExample, NerTask, ner_metrics, read_conll
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
 

@@ -18,7 +18,7 @@ from bertprep.bert_model.squad import (
     read_squad,
     squad_metrics,
 )
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"
 

@@ -26,7 +26,7 @@ from bertprep.bert_model.squad import (
     squad_v2_metrics,
     squad_v2_raw_scores,
 )
-from bertprep.bert_model.wordpiece import WordPieceTokenizer
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 from bertprep.cli.main import cli
 from finetune_factory import write_tiny_checkpoint
 

@@ -1,0 +1,123 @@
+"""What every command of ``bert_model`` needs around the model: the device, seeding, and files written so that
+a reader never sees half of them.
+
+* :func:`resolve_device`: ``--device auto|cpu|cuda|cuda:N`` -> ``torch.device``, refusing CUDA where there is none;
+* :func:`seed_everything`: Python's ``random``, numpy's global generator and torch from one seed;
+* :func:`atomic_file` / :func:`write_atomic`: a file written under a temporary name and renamed into place
+  (``os.replace`` is atomic on POSIX), removed again if writing fails;
+* :func:`replace_directory`: a complete temporary directory swapped in for an existing one;
+* :func:`fsync_file`, :func:`write_text_synced`, :func:`set_default_permissions`: the durability and mode details
+  checkpoints and exported model directories share.
+
+The pipeline side (``pipeline/``, no torch) stages and commits its output through Beam's ``FileSystems``
+instead (``pipeline/shards.py``), so it does not use this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+
+
+def resolve_device(requested: str) -> torch.device:
+    """The ``torch.device`` for a ``--device`` value.
+
+    Args:
+        requested: ``"auto"`` (``cuda`` when ``torch.cuda.is_available()``, else ``cpu``), ``"cpu"``, ``"cuda"``
+            or ``"cuda:N"`` (any string ``torch.device`` accepts).
+    Raises:
+        ValueError: a CUDA device is requested but CUDA is not available.
+    """
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {requested!r} requested but CUDA is not available; use --device cpu")
+    return torch.device(requested)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's ``random``, numpy's global generator (``seed`` mod 2**32) and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str) -> Iterator[str]:
+    """A temporary path beside ``path`` (``<path>.tmp-<pid>``) to write to; when the ``with`` block ends
+    normally it is renamed to ``path`` (replacing any old file in one step), and when it raises (or is
+    interrupted) it is removed and ``path`` is left as it was."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_atomic(path: str, write: Callable[[str], object]) -> None:
+    """Call ``write(tmp_path)`` and rename the result to ``path`` (see :func:`atomic_file`)."""
+    with atomic_file(path) as tmp:
+        write(tmp)
+
+
+def replace_directory(tmp: str, final: str) -> None:
+    """Move the complete directory ``tmp`` to ``final``. An existing ``final`` is first renamed aside
+    (``<tmp>.old``, hidden where ``tmp`` is) and deleted only after ``tmp`` is in place, so at every moment
+    ``final`` is either the old directory or the new one (a crash in between leaves the ``.old`` folder, never
+    a mix)."""
+    if os.path.exists(final):
+        old = f"{tmp}.old"
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, final)
+
+
+def fsync_file(path: str) -> None:
+    """Flush a written file's data to the disk (``os.fsync``), e.g. before renaming its directory into place."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text_synced(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``, flushed and fsync'ed before returning."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def set_default_permissions(path: str) -> None:
+    """Give ``path`` the mode of a file created with ``open()`` (0666 minus the umask, e.g. 0644): safetensors
+    creates its files 0600, which hides checkpoints from the user's group (a shared cluster project)."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
+__all__ = ["atomic_file", "fsync_file", "replace_directory", "resolve_device", "seed_everything",
+           "set_default_permissions", "write_atomic", "write_text_synced"]
