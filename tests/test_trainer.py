@@ -350,3 +350,30 @@ def test_train_with_bf16_precision_follows_fp32_and_saves_fp32(shards, tmp_path)
     assert {t.dtype for t in weights.values()} == {torch.float32}
     with pytest.raises(ValueError, match="precision must be one of auto, fp32, bf16"):
         _config(shards, tmp_path / "x", precision="fp16")
+
+
+# ------------------------------------------------------------------------------------------ nsp_loss_weight
+
+
+def test_nsp_loss_weight_zero_trains_the_masked_lm_alone(shards, tmp_path):
+    """--nsp-loss-weight 0 (the paper's 'No NSP' ablation): no gradient reaches the NSP classifier, NSP is
+    still reported, and the MLM part still trains."""
+    from safetensors.torch import load_file
+
+    runs = {}
+    for weight in (0.0, 1.0):
+        config = _config(shards, tmp_path / f"w{weight}", nsp_loss_weight=weight, weight_decay=0.0)
+        runs[weight] = load_file(os.path.join(train(config).checkpoint, "model.safetensors"))
+        lines = [json.loads(x) for x in (tmp_path / f"w{weight}" / "metrics.jsonl").read_text().splitlines()]
+        assert "nsp_accuracy" in lines[-1] and lines[-1]["mlm_loss"] > 0
+    key = "cls.seq_relationship.weight"
+    # Same seed, so the same initial weights: with weight 0 (and no weight decay) the NSP head is untouched
+    # (its bias starts at 0 and stays there); with weight 1 it moved.
+    assert not torch.equal(runs[1.0][key], runs[0.0][key])
+    assert torch.equal(runs[0.0]["cls.seq_relationship.bias"], torch.zeros(2))
+    assert not torch.equal(runs[1.0]["cls.seq_relationship.bias"], torch.zeros(2))
+
+
+def test_nsp_loss_weight_must_not_be_negative(shards, tmp_path):
+    with pytest.raises(ValueError, match="nsp_loss_weight must be >= 0"):
+        _config(shards, tmp_path, nsp_loss_weight=-1.0)
