@@ -1,0 +1,182 @@
+"""Beam SDK worker processes started before the pipeline needs them (the local runner's fixed cost).
+
+Beam's local multi-processing runner (``FnApiRunner``) starts its worker processes only when the pipeline
+runs, as ``python -m apache_beam.runners.worker.sdk_worker_main``: each then imports Beam, and unpickling
+the first DoFn imports numpy, pyarrow, tokenizers and bertprep. Measured on the 2-core development machine
+(``benchmarks/bench_make_shards.py``, ``beam-startup``), that is about 1.9 s of a 3.6 s trivial pipeline,
+spent after the main process has finished its own imports and loaded the vocab, so nothing overlaps.
+
+:class:`WarmWorkerPool` starts those processes first: ``make-shards`` calls :func:`start` before it imports
+Beam, so the workers import everything while the main process imports Beam, loads the vocab, lists the
+inputs and builds the pipeline. The runner is then given a worker command (:func:`launcher_command`) that
+does not start Python's imports at all: a stdlib-only launcher (``python -S``) connects to the pool's Unix
+socket, passes its standard input, output and error (``SCM_RIGHTS``) and its environment (the control and
+logging addresses and pipeline options Beam set for it) to a waiting worker, which adopts them and runs
+Beam's own harness (``sdk_worker_main.main``); the launcher exits with the worker's exit status. The
+worker leaves with ``os._exit`` once the harness returns (nothing is left to flush: its logs went over the
+logging service), which also cuts the interpreter tear-down from the end of every run.
+
+Nothing changes what the pipeline computes: the same harness runs the same bundles. A launcher that finds no
+pool (or no worker within :data:`CLAIM_TIMEOUT_S`) runs ``sdk_worker_main`` itself, as Beam would have.
+Unclaimed workers exit when :meth:`WarmWorkerPool.close` is called or when the process that started them is
+gone (they check every half second), so a failed run leaves no process behind.
+
+This module imports no Beam at module level (it must run before Beam is imported).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+log = logging.getLogger(__name__)
+
+#: Seconds a launcher waits for a pool worker to take it before running its own worker instead.
+CLAIM_TIMEOUT_S = 120.0
+
+_LAUNCHER = r"""
+import json, os, socket, sys
+path, timeout = sys.argv[1], float(sys.argv[2])
+def own_worker():
+    os.execv(sys.executable, [sys.executable, "-m", "apache_beam.runners.worker.sdk_worker_main"])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(path)
+    socket.send_fds(s, [b"W"], [0, 1, 2])
+    s.settimeout(timeout)
+    if s.recv(1) != b"A":
+        raise OSError("no worker")
+except OSError:
+    s.close()
+    own_worker()
+s.settimeout(None)
+s.sendall(json.dumps(dict(os.environ)).encode("utf-8"))
+s.shutdown(socket.SHUT_WR)
+status = b""
+while True:
+    chunk = s.recv(64)
+    if not chunk:
+        break
+    status += chunk
+sys.exit(int(status or b"1"))
+"""
+
+
+def launcher_command(socket_path: str) -> str:
+    """Shell command for Beam's ``SubprocessSDKEnvironment``: hand this worker slot to a pool worker."""
+    return " ".join(shlex.quote(part) for part in
+                    (sys.executable, "-S", "-c", _LAUNCHER, socket_path, str(CLAIM_TIMEOUT_S)))
+
+
+class WarmWorkerPool:
+    """``size`` Beam SDK worker processes, importing while the caller goes on (see the module docstring).
+
+    Use :func:`start`; pass :attr:`command` to the runner (``run._local_runner``); call :meth:`close` when
+    the pipeline is done (or failed). ``size`` should equal the runner's ``direct_num_workers``.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._dir = tempfile.mkdtemp(prefix="bertprep-workers-")
+        self.socket_path = os.path.join(self._dir, "pool.sock")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.socket_path)
+        self._listener.listen(max(8, size))
+        fd = self._listener.fileno()
+        env = dict(os.environ, BERTPREP_WARM_WORKER_FD=str(fd))
+        self._procs = [subprocess.Popen([sys.executable, "-m", "bertprep.pipeline.warm_workers"], pass_fds=[fd],
+                                        env=env, stdin=subprocess.DEVNULL)
+                       for _ in range(size)]
+        self.command = launcher_command(self.socket_path)
+
+    def close(self) -> None:
+        """Stop the workers no launcher claimed (claimed ones have exited with the pipeline) and remove the
+        socket. Safe to call twice."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._procs = []
+        self._listener.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> "WarmWorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def start(size: int) -> WarmWorkerPool | None:
+    """Start a pool of ``size`` workers, or None where that cannot work (no Unix sockets, fewer than 2
+    workers: Beam then runs in-process or starts its own)."""
+    if size < 2 or not hasattr(socket, "AF_UNIX") or not hasattr(socket, "send_fds"):
+        return None
+    try:
+        return WarmWorkerPool(size)
+    except OSError as err:  # e.g. no writable temporary directory: Beam starts its own workers
+        log.debug("no warm workers: %s", err)
+        return None
+
+
+def _serve(listen_fd: int) -> int:
+    """A pool worker: import, wait for a launcher, adopt its stdio and environment, run Beam's harness."""
+    listener = socket.socket(fileno=listen_fd)
+    parent = os.getppid()
+    from apache_beam.runners.worker import sdk_worker_main  # the imports the pool exists to do early
+
+    import bertprep.pipeline.transforms  # noqa: F401  (numpy, pyarrow, tokenizers: what the DoFns need)
+
+    listener.settimeout(0.5)
+    while True:
+        try:
+            conn, _ = listener.accept()
+            break
+        except (socket.timeout, BlockingIOError, InterruptedError):
+            if os.getppid() != parent:
+                return 0  # the run that started us is gone
+        except OSError:
+            return 0
+    listener.close()
+    conn.settimeout(None)
+    _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+    conn.sendall(b"A")
+    payload = b""
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            break
+        payload += chunk
+    for fd, target in zip(fds, (0, 1, 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(json.loads(payload.decode("utf-8")))
+    status = 1
+    try:
+        sdk_worker_main.main([])
+        status = 0
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            conn.sendall(str(status).encode("ascii"))
+            conn.close()
+        finally:
+            os._exit(status)
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(int(os.environ.pop("BERTPREP_WARM_WORKER_FD"))))
