@@ -1,8 +1,8 @@
-"""Fine-tuning loop and prediction for the three task families (BERT paper, section 4 and appendix A.3).
+"""The fine-tuning loop for every task family (BERT paper, section 4 and appendix A.3).
 
-One loop serves every task; a *task* object (``glue.GlueTask``, ``squad.SquadTask``, ``ner.NerTask``) reads
-its files, turns examples into features, builds its head, and turns model outputs into predictions and
-metrics. The loop:
+One loop serves every task; a *task* object (``tasks.py``: ``glue.GlueTask``, ``squad.SquadTask``,
+``ner.NerTask``, ``multiple_choice.MultipleChoiceTask``) reads its files, turns examples into features, builds
+its head, and turns model outputs into predictions and metrics; ``predict.py`` runs a kept model. The loop:
 
 * starts from a bertprep pre-training checkpoint or a Hugging Face BERT directory (encoder weights; the new
   head is initialised as google-research/bert does), or from random initialisation with the same config
@@ -32,88 +32,32 @@ import shutil
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
-from bertprep.bert_model.glue import GlueTask, default_metrics
-from bertprep.bert_model.heads import load_encoder_weights, load_full_weights
+from bertprep.bert_model.export import write_hf_directory
+from bertprep.bert_model.heads import load_encoder_weights
 from bertprep.bert_model.hf_interop import (
     FINETUNE_FILE,
     ModelSource,
-    build_model,
     load_model_source,
-    path_is_within,
     resolve_do_lower_case,
     resolve_strip_accents_setting,
-    write_hf_directory,
 )
 from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.model import PRESETS, BertConfig
-from bertprep.bert_model.multiple_choice import MultipleChoiceTask
-from bertprep.bert_model.ner import NerTask
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision
-from bertprep.bert_model.runtime import resolve_device, seed_everything, write_atomic
-from bertprep.bert_model.squad import SquadTask
+from bertprep.bert_model.predict import run_model, write_extra_predictions
+from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything, write_atomic
+from bertprep.bert_model.tasks import PREDICTION_SUFFIX, Task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
 logger = logging.getLogger("bertprep.finetune")
-
-Task = Union[GlueTask, SquadTask, NerTask, MultipleChoiceTask]
-TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask,
-                          "multiple-choice": MultipleChoiceTask}
-#: File name of the evaluation / prediction output per task (GLUE submission TSV, SQuAD JSON, CoNLL, CSV).
-PREDICTION_SUFFIX = {"glue": "tsv", "squad": "json", "ner": "conll", "multiple-choice": "csv"}
-
-
-def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | None = None,
-              **options: Any) -> Task:
-    """The task object for ``bertprep finetune --task NAME`` and its options (None = default).
-
-    ``glue``: ``glue_task`` (a ``glue.GLUE_TASKS`` preset) and/or ``text_a_column``, ``text_b_column``,
-    ``label_column``, ``header``, ``labels``, ``is_regression``, ``metrics``; ``squad``: ``doc_stride``,
-    ``max_query_length``, ``max_answer_length``, ``n_best_size``, ``train_articles``, ``eval_articles``;
-    ``ner``: ``labels``; ``multiple-choice``: ``context_column``, ``question_column``, ``ending_columns``,
-    ``label_column``, ``id_column``, ``input_format``. Raises ``ValueError`` for an unknown task, an option of
-    another task, or a GLUE task without ``glue_task`` or ``text_a_column``.
-    """
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
-    given = {k: v for k, v in options.items() if v is not None}
-    if max_seq_length is not None:
-        given["max_seq_length"] = max_seq_length
-    allowed = set(TASKS[name].__dataclass_fields__) - {"glue_task"}
-    foreign = sorted(set(given) - allowed)
-    if foreign or (glue_task is not None and name != "glue"):
-        flags = {"version": "squad-version"}  # CLI spellings that differ from the field name
-        names = ", ".join("--" + flags.get(k, k.replace("_", "-"))
-                          for k in foreign + (["glue_task"] if glue_task else []))
-        raise ValueError(f"option(s) {names} do not apply to --task {name}")
-    if name != "glue":
-        return TASKS[name](**given)
-    if glue_task is not None:
-        return GlueTask.from_preset(glue_task, **given)
-    if "text_a_column" not in given:
-        raise ValueError("--task glue needs --glue-task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or "
-                         "the columns of your TSV (--text-a-column, --label-column, ...)")
-    if "metrics" not in given:
-        labels = given.get("labels")
-        given["metrics"] = default_metrics(bool(given.get("is_regression")), len(labels) if labels else None)
-    return GlueTask(**given)
-
-
-def task_from_json(values: dict[str, Any]) -> Task:
-    """Rebuild a task from its ``to_json()`` (``finetune.json``). Raises ``ValueError`` for an unknown task."""
-    name = values.get("task")
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r} in {FINETUNE_FILE}; expected one of {', '.join(TASKS)}")
-    return TASKS[name].from_json(values)
-
 
 @dataclass
 class FinetuneConfig:
@@ -214,39 +158,6 @@ class FinetuneResult:
     """``completed``, ``max_steps`` or ``max_time``."""
     model: nn.Module
 
-
-# --------------------------------------------------------------------------------------------- batching
-
-
-@torch.no_grad()
-def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_size: int, device: torch.device,
-              pad_token_id: int = 0, progress: bool = False, precision: str = "auto") -> list[dict[str, np.ndarray]]:
-    """Outputs of ``model`` for every feature (eval mode, no gradients), as float32 numpy arrays.
-
-    Features are batched in order of length (less padding) and the outputs put back in input order; the
-    per-token outputs (``model.per_token_outputs``) are cut to each feature's length. The model's training
-    mode is restored afterwards.
-    """
-    was_training = model.training
-    model.eval()
-    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
-    out: list[dict[str, np.ndarray]] = [None] * len(features)  # type: ignore[list-item]
-    per_token = set(getattr(model, "per_token_outputs", ()))
-    for k in tqdm(range(0, len(order), batch_size), disable=not progress, desc="eval", leave=False):
-        index = order[k: k + batch_size]
-        batch = collate_features([{"input_ids": features[i]["input_ids"],
-                                   "token_type_ids": features[i]["token_type_ids"]} for i in index], pad_token_id)
-        batch = {key: v.to(device) for key, v in batch.items()}
-        with autocast_context(device, precision):
-            result = model(**batch)
-        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
-                  if f.name != "loss" and getattr(result, f.name) is not None}
-        arrays = {name: t.float().cpu().numpy() for name, t in fields.items()}
-        for row, i in enumerate(index):
-            n = len(features[i]["input_ids"])
-            out[i] = {name: (a[row, :n] if name in per_token else a[row]) for name, a in arrays.items()}
-    model.train(was_training)
-    return out
 
 
 # -------------------------------------------------------------------------------------------- the model
@@ -459,7 +370,7 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
                         {"selected_step": at_step, "metrics": values, **run_info})
             predictions_path = os.path.join(run_dir, f"eval_predictions.{suffix}")
             write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
-            _write_extra_predictions(task, predictions_path, eval_examples, predictions)
+            write_extra_predictions(task, predictions_path, eval_examples, predictions)
 
     model.train()
     step, epoch_index, stop_reason = 0, 0, "completed"
@@ -533,133 +444,3 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
                 best["step"], best_dir)
     return FinetuneResult(best_dir=best_dir, best_metrics=best["metrics"], best_step=best["step"], steps=step,
                           train_seconds=train_seconds, stop_reason=stop_reason, model=model)
-
-
-# -------------------------------------------------------------------------------------------- prediction
-
-
-@dataclass
-class PredictResult:
-    output_file: str
-    examples: int
-    metrics: dict[str, float] | None
-    """Metrics against the file's own labels, when every example has them."""
-
-
-def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = None,
-                   do_lower_case: bool | None = None,
-                   strip_accents: bool | None = None) -> tuple[nn.Module, Task, WordPieceTokenizer]:
-    """A fine-tuned model, its task and tokenizer, from a ``bertprep finetune`` output (``best/`` or the run
-    directory) or a Hugging Face directory of a head.
-
-    Without ``finetune.json`` (a model fine-tuned elsewhere) the task follows from ``architectures``: token
-    classification and question answering take their defaults and the labels from ``id2label``; sequence
-    classification needs the columns in ``task_overrides`` (``text_a_column``...). ``task_overrides``
-    (values not None) replace task settings either way.
-
-    Raises ``FileNotFoundError`` / ``ValueError`` for a directory that is not a fine-tuned head.
-    """
-    source = load_model_source(model_dir)
-    overrides = {k: v for k, v in (task_overrides or {}).items() if v is not None}
-    if source.finetune is not None:
-        values = {**source.finetune, "train_articles": None, "eval_articles": None, "train_paragraphs": None,
-                  "eval_paragraphs": None, **overrides}
-        task = task_from_json({k: v for k, v in values.items()
-                               if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__})
-        recorded = source.finetune.get("do_lower_case")
-        recorded_strip = source.finetune.get("strip_accents", source.strip_accents)
-    else:
-        labels = [source.id2label[i] for i in sorted(source.id2label)] if source.id2label else None
-        if source.architecture == "BertForQuestionAnswering":
-            task = SquadTask(**overrides)
-        elif source.architecture == "BertForTokenClassification":
-            task = NerTask(labels=labels, **overrides)
-        elif source.architecture == "BertForMultipleChoice":
-            task = MultipleChoiceTask(**overrides)
-        elif source.architecture == "BertForSequenceClassification":
-            if "text_a_column" not in overrides:
-                raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
-            regression = source.hf_config.get("problem_type") == "regression" or len(labels or []) == 1
-            task = GlueTask(labels=None if regression else labels, is_regression=regression,
-                            metrics=["pearson", "spearman"] if regression else ["accuracy"], **overrides)
-        else:
-            raise ValueError(f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
-                             "predict needs a model from 'bertprep finetune'")
-        recorded = source.do_lower_case
-        recorded_strip = source.strip_accents
-    if task.architecture != source.architecture:
-        raise ValueError(f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a "
-                         f"{source.architecture}")
-    if source.vocab_tokens is None:
-        raise ValueError(f"{model_dir} has no vocab.txt")
-    if getattr(task, "feature_based", None):  # the frozen encoder + BiLSTM: its shape is in finetune.json
-        model = task.build_model(source.config)
-        load_full_weights(model, source.state_dict)
-    else:
-        model = build_model(source)
-    lower = resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens)
-    tokenizer = WordPieceTokenizer.from_tokens(
-        source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower))
-    return model, task, tokenizer
-
-
-def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides: dict[str, Any] | None = None,
-            batch_size: int = 64, device: str = "auto", max_examples: int | None = None,
-            do_lower_case: bool | None = None, strip_accents: bool | None = None,
-            progress: bool = True) -> PredictResult:
-    """Run a fine-tuned model on ``input_file`` and write ``output_file``: GLUE ``index<TAB>prediction`` TSV,
-    SQuAD ``{id: answer}`` JSON, or CoNLL ``TOKEN<TAB>TAG`` (see each task's ``write_predictions``).
-
-    Labels in the input are optional; when every example has them the metrics are returned too. The output
-    is written to a temporary name and renamed, so an existing ``output_file`` is complete.
-
-    Raises:
-        ValueError: ``output_file`` is ``input_file`` or an existing file of ``model_dir`` (checked before
-            anything is read or written), or the model / input is not usable.
-    """
-    _check_predict_output(model_dir, input_file, output_file)
-    model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case,
-                                            strip_accents=strip_accents)
-    torch_device = resolve_device(device)
-    model.to(torch_device)
-    examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
-    features = task.featurize(examples, tokenizer, with_labels=False)
-    outputs = run_model(model, features, batch_size=batch_size, device=torch_device,
-                        pad_token_id=tokenizer.pad_token_id, progress=progress)
-    predictions = task.predictions(examples, features, outputs)
-    directory = os.path.dirname(os.path.abspath(output_file))
-    os.makedirs(directory, exist_ok=True)
-    write_atomic(output_file, lambda p: task.write_predictions(p, examples, predictions))
-    _write_extra_predictions(task, output_file, examples, predictions)
-    labelled = all(_has_label(task, e) for e in examples)
-    metrics = task.metric_values(examples, predictions) if labelled else None
-    return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
-
-
-def _check_predict_output(model_dir: str, input_file: str, output_file: str) -> None:
-    """Refuse an ``output_file`` that would replace the input or one of the model's files."""
-    if os.path.exists(output_file):
-        if os.path.exists(input_file) and os.path.samefile(output_file, input_file):
-            raise ValueError(f"--output {output_file} is the --input file: writing the predictions would replace "
-                             "it; choose another --output")
-        if os.path.isfile(output_file) and path_is_within(output_file, model_dir):
-            raise ValueError(f"--output {output_file} is a file of the model directory {model_dir}; choose an "
-                             "--output that is not part of the model")
-
-
-def _write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:
-    """Files a task writes beside its predictions (SQuAD v2.0: the null odds), each atomically."""
-    extra = getattr(task, "extra_prediction_files", None)
-    for path, write in (extra(predictions_path, examples, predictions) if extra else {}).items():
-        write_atomic(path, write)
-
-
-def _has_label(task: Task, example: Any) -> bool:
-    if task.name == "glue":
-        return example.label is not None
-    if task.name == "squad":
-        return bool(example.answers) or example.is_impossible is not None
-    if task.name == "multiple-choice":
-        return example.label is not None
-    return example.tags is not None
-

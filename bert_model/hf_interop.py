@@ -1,16 +1,10 @@
-"""Models in and out: bertprep checkpoints, Hugging Face BERT directories, and export to ``transformers``.
+"""Models in: bertprep checkpoints and Hugging Face BERT directories (export to ``transformers`` is ``export.py``).
 
 Reading never executes anything from disk: weights come from ``model.safetensors`` (``safetensors``) or
 ``pytorch_model.bin`` through ``torch.load(weights_only=True)``; configs are JSON. Parameter names need no
 conversion (bertprep uses Hugging Face's), except three spellings older BERT checkpoints carry
 (``LayerNorm.gamma/beta``, a persisted ``position_ids`` buffer, a bare ``BertModel`` without the ``bert.``
 prefix), which ``normalize_hf_state_dict`` maps.
-
-An exported directory is what ``transformers`` ``from_pretrained`` and ``AutoTokenizer`` read:
-``config.json`` (``architectures``, ``id2label``/``label2id``, ``problem_type``), ``model.safetensors``,
-``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``. It is written
-without importing ``transformers``, into a temporary directory renamed into place at the end, so a directory
-that exists is complete.
 """
 
 from __future__ import annotations
@@ -18,12 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from bertprep.bert_model import checkpoint as ckpt
@@ -33,16 +26,12 @@ from bertprep.bert_model.model import (
     BertConfig,
     BertForPreTraining,
     load_state_dict_strict,
-    trainable_state_dict,
 )
-from bertprep.bert_model.runtime import fsync_file, replace_directory, set_default_permissions, write_text_synced
 from bertprep.pipeline.vocab_files import (
-    SPECIAL_TOKENS,
     do_lower_case_of_tokenizer_json,
     looks_cased,
     read_vocab_file,
     strip_accents_of_tokenizer_json,
-    tokenizer_files,
 )
 
 logger = logging.getLogger(__name__)
@@ -417,117 +406,9 @@ def load_pretraining_weights(model: BertForPreTraining, state_dict: dict[str, to
     return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
 
-# -------------------------------------------------------------------------------------------------- export
-
-
-def _architecture_of(model: nn.Module) -> str:
-    if isinstance(model, BertForPreTraining):
-        return PRETRAINING_ARCHITECTURE
-    architecture = getattr(model, "architecture", None)
-    if architecture not in HEADS:
-        raise ValueError(f"cannot export a {type(model).__name__}; export BertForPreTraining or a head")
-    return architecture
-
-
-def hf_config_dict(model: nn.Module, *, id2label: dict[int, str] | None = None,
-                   finetuning_task: str | None = None) -> dict[str, Any]:
-    """``config.json`` contents for ``model``: the encoder config, ``architectures``, and for heads
-    ``id2label``/``label2id`` (string keys, as Hugging Face writes them) and ``problem_type``."""
-    architecture = _architecture_of(model)
-    config: BertConfig = model.config
-    out = config.to_hf_dict()
-    out["architectures"] = [architecture]
-    if architecture == PRETRAINING_ARCHITECTURE:
-        return out
-    out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
-    out["classifier_dropout"] = None
-    num_labels = model.num_labels
-    if id2label is None:
-        id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
-    if len(id2label) != num_labels:
-        raise ValueError(f"id2label has {len(id2label)} entries but the model has {num_labels} outputs")
-    out["id2label"] = {str(i): label for i, label in sorted(id2label.items())}
-    out["label2id"] = {label: i for i, label in sorted(id2label.items())}
-    if architecture == "BertForSequenceClassification":
-        out["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
-    if finetuning_task:
-        out["finetuning_task"] = finetuning_task
-    return out
-
-
-def path_is_within(path: str, root: str) -> bool:
-    """Whether ``path`` is ``root`` or lies under it, after resolving symbolic links and ``..``."""
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def write_hf_directory(
-    output_dir: str,
-    model: nn.Module,
-    *,
-    vocab_tokens: list[str],
-    do_lower_case: bool,
-    strip_accents: bool | None = None,
-    id2label: dict[int, str] | None = None,
-    finetuning_task: str | None = None,
-    extra_json: dict[str, dict[str, Any]] | None = None,
-    overwrite: bool = False,
-) -> str:
-    """Write ``model`` as a Hugging Face directory (see the module docstring) and return its path.
-
-    Args:
-        output_dir: target directory; it must not exist (or be empty) unless ``overwrite``.
-        model: ``BertForPreTraining`` or one of the heads in ``heads.HEADS``.
-        vocab_tokens: the vocab in id order; its length must equal ``model.config.vocab_size``.
-        do_lower_case: tokenizer casing recorded in the tokenizer files.
-        strip_accents: accent stripping recorded in them (None: the same as ``do_lower_case``); both files say
-            it explicitly, so ``transformers`` tokenizes as bertprep did.
-        id2label: label names of a classification head (default ``LABEL_i``).
-        finetuning_task: written to ``config.json`` as Hugging Face does (e.g. ``"sst2"``).
-        extra_json: more JSON files to write beside (name -> content), e.g. ``finetune.json``.
-        overwrite: replace an existing directory (the old one is removed only after the new one is complete).
-    Raises:
-        FileExistsError: ``output_dir`` exists, is not empty and ``overwrite`` is False.
-        ValueError: the vocab does not match the model, or the model is not exportable.
-    """
-    config: BertConfig = model.config
-    if len(vocab_tokens) != config.vocab_size:
-        raise ValueError(f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is "
-                         f"{config.vocab_size}; pass the vocab the model was trained with")
-    missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
-    if missing:
-        raise ValueError(f"the vocab lacks {', '.join(missing)}")
-    output_dir = os.path.abspath(output_dir)
-    if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
-        raise FileExistsError(f"{output_dir} exists and is not empty; choose another directory or overwrite it")
-    hf_config = hf_config_dict(model, id2label=id2label, finetuning_task=finetuning_task)
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".tmp-{os.path.basename(output_dir)}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
-        weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
-        save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        fsync_file(os.path.join(tmp, "model.safetensors"))
-        set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
-        write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
-        # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
-        for name, text in tokenizer_files(vocab_tokens, do_lower_case, strip_accents=strip_accents,
-                                          model_max_length=config.max_position_embeddings).items():
-            write_text_synced(os.path.join(tmp, name), text)
-        for name, content in (extra_json or {}).items():
-            write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
-        replace_directory(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return output_dir
-
-
 __all__ = [
     "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
-    "check_same_vocab", "load_pretraining_weights", "shards_do_lower_case", "shards_strip_accents",
-    "hf_config_dict", "infer_architecture", "is_model_source", "load_model_source", "normalize_hf_state_dict", "path_is_within", "read_hf_state_dict",
-    "resolve_do_lower_case", "resolve_strip_accents_setting", "write_hf_directory",
+    "check_same_vocab", "infer_architecture", "is_model_source", "load_model_source", "load_pretraining_weights",
+    "normalize_hf_state_dict", "read_hf_state_dict", "resolve_do_lower_case", "resolve_strip_accents_setting",
+    "shards_do_lower_case", "shards_strip_accents",
 ]

@@ -6,6 +6,7 @@ a reader never sees half of them.
 * :func:`atomic_file` / :func:`write_atomic`: a file written under a temporary name and renamed into place
   (``os.replace`` is atomic on POSIX), removed again if writing fails;
 * :func:`replace_directory`: a complete temporary directory swapped in for an existing one;
+* :func:`path_is_within`: whether an output would land in (and so replace) an input;
 * :func:`fsync_file`, :func:`write_text_synced`, :func:`set_default_permissions`: the durability and mode details
   checkpoints and exported model directories share.
 
@@ -83,6 +84,12 @@ def replace_directory(tmp: str, final: str) -> None:
         os.replace(tmp, final)
 
 
+def path_is_within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies under it, after resolving symbolic links and ``..``."""
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def fsync_file(path: str) -> None:
     """Flush a written file's data to the disk (``os.fsync``), e.g. before renaming its directory into place."""
     fd = os.open(path, os.O_RDONLY)
@@ -119,5 +126,5 @@ def set_default_permissions(path: str) -> None:
     os.chmod(path, 0o666 & ~_umask())
 
 
-__all__ = ["atomic_file", "fsync_file", "replace_directory", "resolve_device", "seed_everything",
+__all__ = ["atomic_file", "fsync_file", "path_is_within", "replace_directory", "resolve_device", "seed_everything",
            "set_default_permissions", "write_atomic", "write_text_synced"]

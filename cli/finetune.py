@@ -8,8 +8,9 @@ import click
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
-from bertprep.bert_model.finetune import FinetuneConfig, make_task
+from bertprep.bert_model.finetune import FinetuneConfig
 from bertprep.bert_model.finetune import finetune as run_finetune
+from bertprep.bert_model.tasks import make_task
 from bertprep.bert_model.glue import GLUE_TASKS
 from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS

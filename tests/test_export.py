@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.export import write_hf_directory
 from bertprep.bert_model.glue import GlueExample, GlueTask
 from bertprep.bert_model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertprep.bert_model.hf_interop import build_model, load_model_source, read_hf_state_dict, write_hf_directory
+from bertprep.bert_model.hf_interop import build_model, load_model_source, read_hf_state_dict
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file

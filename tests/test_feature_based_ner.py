@@ -18,7 +18,7 @@ from bertprep.bert_model.feature_based import (
     combine_layers,
 )
 from bertprep.bert_model.features import encoder_hidden_states
-from bertprep.bert_model.finetune import make_task
+from bertprep.bert_model.tasks import make_task
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.cli.main import cli

@@ -11,11 +11,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model.finetune import FinetuneConfig, collate_features, finetune, make_task
+from bertprep.bert_model.collate import collate_features
+from bertprep.bert_model.export import write_hf_directory
+from bertprep.bert_model.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.heads import BertForMultipleChoice
-from bertprep.bert_model.hf_interop import write_hf_directory
 from bertprep.bert_model.model import BertConfig
 from bertprep.bert_model.multiple_choice import MultipleChoiceTask
+from bertprep.bert_model.tasks import make_task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli
 from finetune_factory import write_tiny_checkpoint

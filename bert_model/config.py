@@ -1,0 +1,145 @@
+"""The encoder's configuration: :class:`BertConfig` (Hugging Face ``transformers.BertConfig`` field names), the
+size presets of the paper and Turc et al. 2019, and the training FLOPs per token that MFU is measured against.
+
+Plain Python (no ``nn.Module``): the CLI, ``hf_interop`` and the benchmarks read configurations without building
+a model; ``model.py`` builds the encoder from one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+#: Model sizes (num_hidden_layers, hidden_size, num_attention_heads): the paper's Base/Large and the
+#: smaller models of Turc et al. 2019 ("Well-Read Students Learn Better", google-research/bert README).
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+@dataclass
+class BertConfig:
+    """Hyper-parameters of a BERT encoder; field names and defaults are those of Hugging Face
+    ``transformers.BertConfig`` (defaults = BERT-Base, uncased vocab)."""
+
+    vocab_size: int = 30522
+    """Number of WordPiece ids (rows of the word embedding / columns of the MLM decoder)."""
+    hidden_size: int = 768
+    """Width H of every layer."""
+    num_hidden_layers: int = 12
+    """Number L of Transformer layers."""
+    num_attention_heads: int = 12
+    """Number A of attention heads; must divide ``hidden_size``."""
+    intermediate_size: int = 3072
+    """Width of the feed-forward layer (4H in the paper)."""
+    hidden_act: str = "gelu"
+    """Activation of the feed-forward and MLM transform layers; only exact (erf) ``"gelu"``, as the paper."""
+    hidden_dropout_prob: float = 0.1
+    """Dropout on embeddings and on every sub-layer output before the residual add."""
+    attention_probs_dropout_prob: float = 0.1
+    """Dropout on the attention probabilities."""
+    max_position_embeddings: int = 512
+    """Longest sequence the position embeddings cover (tokens, [CLS] and [SEP] included)."""
+    type_vocab_size: int = 2
+    """Number of segment (token type) ids: 2 for sentence A / B."""
+    initializer_range: float = 0.02
+    """Standard deviation of the (truncated at 2 sigma) normal initializer of weight matrices."""
+    layer_norm_eps: float = 1e-12
+    """Epsilon of every LayerNorm (1e-12 as in the original code)."""
+    pad_token_id: int = 0
+    """Id of [PAD] (0 in Google's and bertprep's vocabs); the trainer takes it from the shard manifest."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"BertConfig.hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
+                f"({self.num_attention_heads}); choose e.g. hidden_size={self.num_attention_heads * 64}"
+            )
+        if self.hidden_act != "gelu":
+            raise ValueError(f"BertConfig.hidden_act {self.hidden_act!r} is not supported; use 'gelu' (exact GELU)")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        if self.initializer_range <= 0:
+            raise ValueError(f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"BertConfig.pad_token_id {self.pad_token_id} is outside the vocab (size {self.vocab_size})")
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> BertConfig:
+        """Config of a named size (``PRESETS``) with ``intermediate_size = 4 * hidden_size``.
+
+        ``overrides`` replace any field; when ``hidden_size`` is overridden and ``intermediate_size`` is not,
+        the latter follows as 4H. Raises ``ValueError`` for an unknown preset name or field.
+        """
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden, heads = PRESETS[name]
+        values = {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        values.setdefault("intermediate_size", 4 * values["hidden_size"])
+        return cls.from_dict(values)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> BertConfig:
+        """Build from a dict of these fields (e.g. ``to_dict()`` output or a Hugging Face ``config.json``).
+
+        Hugging Face keys that carry nothing this model uses (``model_type``, ``architectures``...) are
+        ignored; any other unknown key raises ``ValueError`` (a typo must not be silently dropped).
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = set(values) - names - _HF_EXTRA_KEYS
+        if unknown:
+            raise ValueError(f"unknown BertConfig field(s): {', '.join(sorted(unknown))}")
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    def to_dict(self) -> dict:
+        """Plain dict of the fields (JSON-serialisable)."""
+        return asdict(self)
+
+    def to_hf_dict(self) -> dict:
+        """A Hugging Face ``config.json`` for ``BertForPreTraining`` with these values, so a checkpoint
+        directory holding it and ``model.safetensors`` loads with ``from_pretrained``."""
+        return {"architectures": ["BertForPreTraining"], "model_type": "bert", **self.to_dict(),
+                "position_embedding_type": "absolute", "tie_word_embeddings": True}
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+# Keys found in Hugging Face config.json files that carry no information this model uses.
+_HF_EXTRA_KEYS = {
+    "architectures", "model_type", "position_embedding_type", "tie_word_embeddings", "transformers_version",
+    "use_cache", "classifier_dropout", "gradient_checkpointing", "torch_dtype", "dtype", "is_decoder",
+    "add_cross_attention", "bos_token_id", "eos_token_id", "directionality", "pooler_fc_size",
+    "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type",
+}
+
+
+def flops_per_token(config: BertConfig, seq_length: int, masked_lm_fraction: float = 0.15) -> float:
+    """Training FLOPs (forward + backward = 3 x forward) per input token of a ``BertForPreTraining`` step.
+
+    Counts matrix multiplies only (2 FLOPs per multiply-add), as in the PaLM paper's MFU (appendix B):
+    per layer 4H^2 (Q, K, V, output) + 2*H*I (feed-forward) weights and 2*T*H for the attention scores and
+    the weighted sum; plus the MLM head (H^2 transform + H*V decoder) on ``masked_lm_fraction`` of the
+    tokens. Embedding look-ups, the pooler and the NSP head (per sequence) are negligible and left out.
+    """
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    encoder = layers * (2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq_length * h)
+    mlm_head = masked_lm_fraction * 2 * (h * h + h * config.vocab_size)
+    return 3.0 * (encoder + mlm_head)
+
+
+__all__ = ["PRESETS", "BertConfig", "flops_per_token"]
