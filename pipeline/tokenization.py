@@ -139,17 +139,30 @@ def load_vocab(path: str) -> Vocab:
     return Vocab.from_tokens(vocab_files.parse_vocab_txt(text, path), source=path)
 
 
+def _casing_flag(do_lower_case: bool) -> str:
+    return "--do-lower-case" if do_lower_case else "--no-do-lower-case"
+
+
 def check_casing(vocab: Vocab, do_lower_case: bool) -> str | None:
-    """A warning text when ``do_lower_case`` obviously does not match the vocab, else ``None``.
+    """Check ``do_lower_case`` against the vocab: a warning text when it obviously does not match, else ``None``.
 
     The original generator has the same trap (its ``validate_case_matches_checkpoint``): lower-casing
     text for a cased vocab loses every capital; not lower-casing for an uncased vocab turns every
-    capitalised word into [UNK] or odd pieces.
+    capitalised word into [UNK] or odd pieces. A ``tokenizer.json`` records its ``lowercase``: the other
+    setting is refused. A ``vocab.txt`` records nothing, and whether it looks cased (upper-case pieces) is a
+    guess, so a mismatch there is only a warning.
+
+    Raises:
+        VocabError: the tokenizer.json records the other casing (the message names both settings and the fix;
+            ``option`` is the flag given).
     """
     if vocab.do_lower_case is not None and vocab.do_lower_case != do_lower_case:
-        return (
+        raise VocabError(
             f"{vocab.source}: the tokenizer was built with lowercase={vocab.do_lower_case} but "
-            f"do_lower_case={do_lower_case}; pass {'--do-lower-case' if vocab.do_lower_case else '--no-do-lower-case'}"
+            f"{_casing_flag(do_lower_case)} was given; shards must be tokenized as their vocab was built: pass "
+            f"{_casing_flag(vocab.do_lower_case)} (or leave it out), or build a vocab with "
+            f"`bertprep build-vocab {_casing_flag(do_lower_case)}`",
+            option=_casing_flag(do_lower_case),
         )
     cased = vocab.looks_cased()
     if cased and do_lower_case:
@@ -195,7 +208,8 @@ def check_strip_accents(vocab: Vocab, do_lower_case: bool, strip_accents: bool |
                 f"{vocab.source}: the tokenizer was built with strip_accents={vocab.strip_accents} but "
                 f"{strip_accents_flag(strip)} was given; shards must be tokenized as their vocab was built: pass "
                 f"{strip_accents_flag(vocab.strip_accents)} (or leave it out), or build a vocab with "
-                f"`bertprep build-vocab {strip_accents_flag(strip)}`"
+                f"`bertprep build-vocab {strip_accents_flag(strip)}`",
+                option=strip_accents_flag(strip),
             )
         return None
     return check_vocab_strip_accents(vocab.tokens, strip, vocab.source or "vocab")
@@ -212,7 +226,8 @@ def resolve_text_settings(vocab: Vocab, do_lower_case: bool | None, strip_accent
     Returns:
         ``(do_lower_case, strip_accents, warnings)``: the settings to run with and the warning texts to show.
     Raises:
-        VocabError: ``strip_accents`` was given and contradicts the tokenizer.json's (the message names the flag).
+        VocabError: ``do_lower_case`` or ``strip_accents`` was given and contradicts the tokenizer.json's (the
+            message names both settings and the fix; ``option`` is the flag given).
     """
     if do_lower_case is None:
         do_lower_case = vocab.do_lower_case if vocab.do_lower_case is not None else True

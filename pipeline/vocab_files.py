@@ -52,7 +52,13 @@ SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 
 
 class VocabError(ValueError):
-    """A vocab file that cannot be used; the message names the file and what to do."""
+    """A vocab file that cannot be used; the message names the file and what to do. ``option`` is the
+    command-line option at fault when the vocab is fine but an option contradicts it (``--no-do-lower-case``
+    for an uncased tokenizer.json), else None."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
 
 
 # ------------------------------------------------------------------------------------------------ reading

@@ -110,5 +110,17 @@ def test_make_shards_text_settings_default_to_the_tokenizer_json_and_refuse_a_co
     plain = Vocab.from_tokens(tokens, source="vocab.txt")  # records nothing: the original's defaults
     do_lower_case, strip_accents, warnings = resolve_text_settings(plain, None, None)
     assert (do_lower_case, strip_accents, warnings) == (True, None, [])
-    _, _, warnings = resolve_text_settings(plain, False, None)
+    _, _, warnings = resolve_text_settings(plain, False, None)  # a vocab.txt's casing is a guess: a warning
     assert len(warnings) == 1 and "pass --do-lower-case" in warnings[0]
+    cased = Vocab.from_tokens(tokens, do_lower_case=False, source="tokenizer.json")
+    assert resolve_text_settings(cased, None, None)[0] is False  # the default follows the tokenizer.json
+    assert resolve_text_settings(cased, False, None)[:2] == (False, None)
+    with pytest.raises(VocabError) as err:  # a recorded casing contradicted: an error naming both and the fix
+        resolve_text_settings(cased, True, None)
+    assert str(err.value) == ("tokenizer.json: the tokenizer was built with lowercase=False but --do-lower-case was "
+                              "given; shards must be tokenized as their vocab was built: pass --no-do-lower-case (or "
+                              "leave it out), or build a vocab with `bertprep build-vocab --do-lower-case`")
+    assert err.value.option == "--do-lower-case"
+    with pytest.raises(VocabError, match="built with lowercase=True but --no-do-lower-case was given") as err:
+        resolve_text_settings(no_strip, False, None)
+    assert err.value.option == "--no-do-lower-case"
