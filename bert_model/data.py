@@ -68,6 +68,24 @@ class ShardInfo:
     vocab_file: str | None
     shard_sha256: tuple[str | None, ...] = ()
     """The sha256 the manifest recorded for each shard file (None where it has none)."""
+    objective: str = "nsp"
+    """``config.objective`` of the manifest (older manifests: ``nsp``): ``nsp`` and ``sop`` rows carry a
+    ``next_sentence_label``, ``none`` rows do not (the trainer then uses the masked-LM loss alone)."""
+
+    masking_scheme: str = "token"
+    """The manifest's ``config.masking_scheme`` (absent: ``whole-word`` with ``do_whole_word_mask``, else
+    ``token``); dynamic masking uses it, with the n-gram / span settings below."""
+    max_ngram_size: int = 3
+    span_geometric_p: float = 0.2
+    max_span_length: int = 10
+    has_word_ids: bool = False
+    """The shards have a ``word_ids`` column (the manifest's ``schema.columns``): dynamic masking takes its
+    words from it (a word segmenter's words) instead of the vocab's ``##`` pieces."""
+
+    @property
+    def has_sentence_label(self) -> bool:
+        """Whether the rows carry ``next_sentence_label`` (objective ``nsp`` or ``sop``)."""
+        return self.objective != "none"
 
     @property
     def num_shards(self) -> int:
@@ -108,11 +126,20 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             shard_rows=tuple(int(s["rows"]) for s in manifest["shards"]),
             vocab_file=os.path.join(shard_dir, vocab["file"]) if vocab.get("file") else None,
             shard_sha256=tuple(s.get("sha256") for s in manifest["shards"]),
+            objective=str(config.get("objective", "nsp")),
+            masking_scheme=str(config.get("masking_scheme",
+                                          "whole-word" if config.get("do_whole_word_mask") else "token")),
+            max_ngram_size=int(config.get("max_ngram_size", 3)),
+            span_geometric_p=float(config.get("span_geometric_p", 0.2)),
+            max_span_length=int(config.get("max_span_length", 10)),
+            has_word_ids="word_ids" in manifest.get("schema", {}).get("columns", ()),
         )
     except KeyError as err:
         raise ValueError(f"{path}: missing field {err}; re-create the shards with bertprep make-shards") from None
     if not info.shard_rows or info.num_rows == 0:
         raise ValueError(f"{path}: the directory holds no instances")
+    if info.objective not in ("nsp", "sop", "none"):
+        raise ValueError(f"{path}: config.objective is {info.objective!r}; this trainer reads nsp, sop or none")
     if info.masking not in ("static", "dynamic"):
         raise ValueError(f"{path}: config.masking is {info.masking!r}; this trainer reads 'static' or 'dynamic'")
     for token in ("[CLS]", "[SEP]", "[MASK]"):
@@ -186,7 +213,7 @@ def masking_config(info: ShardInfo) -> MaskingConfig:
     """The ``MaskingConfig`` of a shard directory (its manifest config, special ids, and for whole-word masking
     its ``vocab.txt``). Raises ``ValueError`` when whole-word masking is asked for without a vocab file."""
     is_subword = None
-    if info.do_whole_word_mask:
+    if info.masking_scheme != "token" and not info.has_word_ids:
         if not info.vocab_file or not os.path.exists(info.vocab_file):
             raise ValueError(f"shards {info.shard_dir}: dynamic whole-word masking needs the vocab file "
                              f"{info.vocab_file or 'vocab.txt'} beside the manifest")
@@ -196,7 +223,9 @@ def masking_config(info: ShardInfo) -> MaskingConfig:
     ids = info.special_token_ids
     return MaskingConfig(vocab_size=info.vocab_size, cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
                          mask_token_id=ids["[MASK]"], masked_lm_prob=info.masked_lm_prob,
-                         max_predictions_per_seq=info.max_predictions_per_seq, is_subword=is_subword)
+                         max_predictions_per_seq=info.max_predictions_per_seq, is_subword=is_subword,
+                         masking_scheme=info.masking_scheme, max_ngram_size=info.max_ngram_size,
+                         span_geometric_p=info.span_geometric_p, max_span_length=info.max_span_length)
 
 
 # -------------------------------------------------------------------------------------------- shard reading
@@ -208,27 +237,32 @@ class _ShardReader:
     """Random access to the rows of one memory-mapped Arrow IPC file (zero-copy numpy views).
 
     With ``vocab_size``, token ids (``input_ids``, ``masked_lm_ids``) must be below it. Raises ``ValueError``
-    naming the file when it is not a readable Arrow file (truncated, overwritten) or holds ids out of range.
+    naming the file when it is not a readable Arrow file (truncated, overwritten), lacks a column of its
+    ``objective`` (``schema.columns``) or holds ids out of range. Rows carry ``next_sentence_label`` unless the
+    objective is ``none``.
     """
 
-    def __init__(self, path: str, vocab_size: int | None = None):
+    def __init__(self, path: str, vocab_size: int | None = None, objective: str = "nsp"):
         self.path = path
         damaged = "the shard is damaged; re-create the shards with bertprep make-shards"
         try:
             source = pa.memory_map(path, "r")
             reader = pa.ipc.open_file(source)
-            missing = set(schema.COLUMNS) - set(reader.schema.names)
+            missing = set(schema.columns(objective)) - set(reader.schema.names)
             if missing:
                 raise ValueError(f"{path}: columns {sorted(missing)} are missing; not a bertprep shard")
             self._batches = []
+            # (word_ids, where the shards have it: the words of dynamic word-level masking)
+            self._list_columns = _LIST_COLUMNS + (("word_ids",) if "word_ids" in reader.schema.names else ())
             starts = [0]
             for i in range(reader.num_record_batches):
                 batch = reader.get_batch(i)
                 cols = {}
-                for name in _LIST_COLUMNS:
+                for name in self._list_columns:
                     arr = batch.column(name)
                     cols[name] = (arr.offsets.to_numpy(), arr.values.to_numpy())
-                cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
+                if objective != "none":
+                    cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
                 if vocab_size is not None:
                     for name in ("input_ids", "masked_lm_ids"):
                         values = cols[name][1]
@@ -246,10 +280,11 @@ class _ShardReader:
         b = bisect.bisect_right(self._starts, index) - 1
         cols, local = self._batches[b], index - self._starts[b]
         out: dict[str, Any] = {}
-        for name in _LIST_COLUMNS:
+        for name in self._list_columns:
             offsets, values = cols[name]
             out[name] = values[offsets[local]:offsets[local + 1]]
-        out["next_sentence_label"] = int(cols["next_sentence_label"][local])
+        if "next_sentence_label" in cols:
+            out["next_sentence_label"] = int(cols["next_sentence_label"][local])
         return out
 
 
@@ -389,7 +424,8 @@ class ShardDataset(IterableDataset):
         def read_row(ref: int) -> dict[str, Any]:
             shard = bisect.bisect_right(self._offsets, ref) - 1
             if shard not in readers:
-                readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size)
+                readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size,
+                                              self.info.objective)
                 if readers[shard].num_rows != self.info.shard_rows[shard]:
                     raise ValueError(f"{self.info.shard_files[shard]} holds {readers[shard].num_rows} rows, the "
                                      f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt")
@@ -404,8 +440,10 @@ class ShardDataset(IterableDataset):
         def emit(ref: int):
             row_data = read_row(ref)
             if self.masking is not None:
-                ids, positions, labels = mask_instance(row_data["input_ids"], self.masking, mask_rng)
+                ids, positions, labels = mask_instance(row_data["input_ids"], self.masking, mask_rng,
+                                                       word_ids=row_data.get("word_ids"))
                 row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
+            row_data.pop("word_ids", None)  # (used for masking; not a model input)
             pending.append(row_data)
             if len(pending) == self.batch_size:
                 batch = collate_numpy(pending, pad_token_id=self.info.pad_token_id,

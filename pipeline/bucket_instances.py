@@ -21,6 +21,20 @@ Whole-word masking needs the tokens (a candidate is a piece plus its following `
 the loop reads the instance's ids from a Python copy of the bucket and calls the reference
 :func:`~bertprep.pipeline.masking.create_masked_lm_predictions`. The masking rule itself (how many
 positions, 80/10/10) is :mod:`bertprep.pipeline.masking`'s.
+
+The other objectives (``InstanceConfig.objective``) use the same descriptions:
+
+* ``sop`` (ALBERT, Lan et al. 2020, section 4.2; :func:`_describe_document_sop`): the pairing loop of the
+  original with B always the rest of A's chunk (never another document), then A and B swapped with
+  probability 0.5 (label 1 = swapped): a swapped row is described with B's offsets first. ALBERT's
+  ``create_pretraining_data.py`` takes a random document when a chunk holds one sentence; here such a chunk
+  is merged with the next sentence, or skipped (and counted) when it is a document's last.
+* ``none`` (RoBERTa, Liu et al. 2019, section 4.2, FULL-SENTENCES; :func:`_describe_stream`): the bucket's
+  documents (in a seeded shuffled order) back to back with one ``[SEP]`` between two documents, cut into rows
+  of exactly ``max_seq_length - 2`` tokens between ``[CLS]`` and ``[SEP]`` (the last row of a bucket is
+  shorter). The descriptions then index that stream (:attr:`InstanceDescriptions.ids`), ``b_len`` is 0 and
+  there is no middle ``[SEP]``; ``dupe_factor`` passes repeat the rows with fresh masks (RoBERTa's static
+  masking baseline, section 4.1).
 """
 
 from __future__ import annotations
@@ -59,6 +73,9 @@ class BucketDocuments:
     ids: np.ndarray
     sentence_lengths: list[list[int]]
     doc_starts: list[int]
+    word_starts: np.ndarray | None = None
+    """(T,) ``uint8``, 1 where a piece starts a word (a word segmenter's boundaries), parallel to ``ids``;
+    ``None``: the default boundaries (a piece and its ``##`` pieces)."""
 
     @classmethod
     def from_arrays(cls, documents: Sequence[tuple[np.ndarray, Sequence[int]]]) -> "BucketDocuments":
@@ -93,7 +110,9 @@ class InstanceDescriptions:
     Per instance: ``a_start``, ``a_len``, ``b_start``, ``b_len`` (the two segments after truncation),
     ``label`` (1 = NotNext) and ``n_masked``; the masked positions (0-based in the row, in draw order) and
     their replacement ids (:data:`KEEP` for the kept 10%) are concatenated in ``m_pos`` / ``m_rep``.
-    ``order`` is the final row order (the reference's closing ``shuffle(instances)``).
+    ``order`` is the final row order (the reference's closing ``shuffle(instances)``). ``objective`` is the
+    config's; under ``none`` the rows are one segment each (``b_len`` 0) of ``ids`` (the documents joined by
+    ``[SEP]``, see :func:`_describe_stream`) instead of the bucket's ids.
     """
 
     def __init__(self) -> None:
@@ -106,6 +125,12 @@ class InstanceDescriptions:
         self.m_pos = array("i")
         self.m_rep = array("q")
         self.order: list[int] = []
+        self.objective = "nsp"
+        self.ids: np.ndarray | None = None
+        #: the bucket's word-start flags as a list (word-level masking with a word segmenter), else None
+        self.word_starts: list[int] | None = None
+        #: objective ``none``: the word-start flags laid out as ``ids`` (with a word segmenter), else None
+        self.stream_word_starts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.a_start)
@@ -178,11 +203,17 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
     start), truncation, masking (with ``mask``) and the final instance shuffle. ``fast_truncation`` draws
     truncation as :func:`~bertprep.pipeline.instances.truncation_bounds_fast` does.
 
+    ``config.objective`` ``sop`` and ``none`` make their rows as the module docstring says (same ``rng``, a
+    different stream of draws; no original to equal).
+
     Returns:
         :class:`InstanceDescriptions`; adds to ``stats`` (instances, NotNext, tokens, truncations, masked
-        counts by kind, length histogram) what the reference would count.
+        counts by kind, length histogram; one-segment chunks under ``sop``, document separators under
+        ``none``) what the reference would count.
     """
     out = InstanceDescriptions()
+    objective = config.objective
+    out.objective = objective
     stats = stats if stats is not None else InstanceStats()
     used = [d for d in range(len(docs.sentence_lengths)) if docs.sentence_lengths[d]]
     if not used:
@@ -198,20 +229,29 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
         cums.append(cum)
         starts.append(docs.doc_starts[d])
 
-    whole_word = mask and config.do_whole_word_mask
+    # word-level schemes (whole-word, ngram, span) mask through create_masked_lm_predictions, on the tokens
+    whole_word = mask and config.effective_masking_scheme != "token"
+    if whole_word and docs.word_starts is not None:
+        out.word_starts = docs.word_starts.tolist()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        perm = list(range(len(used)))
-        shuffle(perm, rng)  # the reference shuffles the document list itself; same draws
-        cums = [cums[p] for p in perm]
-        starts = [starts[p] for p in perm]
-        token_lists = docs.ids.tolist() if whole_word else None
-        counts = [0, 0]  # truncated instances, NotNext from the document itself
-        for _ in range(config.dupe_factor):
-            for document_index in range(len(cums)):
-                _describe_document(cums, starts, document_index, config, ids, rng, stats, mask, fast_truncation,
-                                   token_lists, out, counts)
+        # truncated instances, NotNext from the document itself, (sop) one-segment chunks merged / skipped and
+        # the tokens skipped with them
+        counts = [0, 0, 0, 0, 0]
+        if objective == "none":
+            _describe_stream(docs, used, config, ids, rng, stats, mask, out)
+        else:
+            perm = list(range(len(used)))
+            shuffle(perm, rng)  # the reference shuffles the document list itself; same draws
+            cums = [cums[p] for p in perm]
+            starts = [starts[p] for p in perm]
+            token_lists = docs.ids.tolist() if whole_word else None
+            describe_document = _describe_document_sop if objective == "sop" else _describe_document
+            for _ in range(config.dupe_factor):
+                for document_index in range(len(cums)):
+                    describe_document(cums, starts, document_index, config, ids, rng, stats, mask, fast_truncation,
+                                      token_lists, out, counts)
         out.order = list(range(len(out)))
         shuffle(out.order, rng)
     finally:
@@ -219,18 +259,22 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
             gc.enable()
 
     # the counters the reference keeps per instance, from the descriptions
+    specials = 2 if objective == "none" else 3  # [CLS] A [SEP] (B [SEP])
     lengths = (np.frombuffer(out.a_len, dtype=np.int32).astype(np.int64)
-               + np.frombuffer(out.b_len, dtype=np.int32) + 3)
+               + np.frombuffer(out.b_len, dtype=np.int32) + specials)
     stats.instances += len(out)
     stats.not_next += int(np.frombuffer(out.label, dtype=np.uint8).sum(dtype=np.int64))
     stats.tokens += int(lengths.sum())
     stats.truncated += counts[0]
     stats.same_document_not_next += counts[1]
+    stats.one_segment_chunks_merged += counts[2]
+    stats.one_segment_chunks_skipped += counts[3]
+    stats.one_segment_tokens_skipped += counts[4]
     histogram = stats.length_histogram
     for length, count in enumerate(np.bincount(lengths).tolist()):
         if count:
             histogram[length] = histogram.get(length, 0) + count
-    if mask and not whole_word:  # (whole-word masking counted by the reference function)
+    if mask and not whole_word and objective != "none":  # (whole-word and `none`: counted by the reference function)
         rep = np.frombuffer(out.m_rep, dtype=np.int64)
         n_mask, n_kept = int(np.count_nonzero(rep == MASK)), int(np.count_nonzero(rep == KEEP))
         stats.masked += len(rep)
@@ -343,6 +387,142 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
     counts[1] += same_document
 
 
+def _describe_document_sop(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
+                           ids: VocabIds, rng: random.Random, stats: InstanceStats, mask: bool, fast_truncation: bool,
+                           token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
+    """One pass over one document for sentence-order prediction (ALBERT section 4.2).
+
+    The chunking of :func:`_describe_document` (target length, ``short_seq_prob``, a random split point of
+    the chunk) with B always the rest of the chunk, then truncation, then a swap with probability 0.5
+    (``rng.random() < 0.5``; label 1 = swapped, the row is ``[CLS] B [SEP] A [SEP]``). A chunk of one
+    sentence cannot be split into two segments: when it is not the document's last it takes the next sentence
+    too (``counts[2]``); when it is, it is skipped (``counts[3]``, its tokens ``counts[4]``). A one-sentence
+    document therefore makes no instance. Masking as in :func:`_describe_document`, over the row as swapped.
+    """
+    cum = cums[document_index]
+    base = starts[document_index]
+    n_sentences = len(cum) - 1
+    max_num_tokens = config.max_seq_length - 3
+    target_seq_length = max_num_tokens
+    rand = rng.random
+    randbelow = rng._randbelow if _FAST_DRAWS_OK and type(rng) is random.Random else _randbelow_of(rng)
+    if rand() < config.short_seq_prob:
+        target_seq_length = 2 + randbelow(max_num_tokens - 1)
+    whole_word = token_lists is not None
+    truncate = truncation_bounds_fast if fast_truncation else truncation_bounds
+
+    chunk_first = 0
+    chunk_count = 0
+    i = 0
+    while i < n_sentences:
+        if chunk_count == 0:
+            chunk_first = i
+        chunk_count += 1
+        at_end = i == n_sentences - 1
+        if at_end or cum[i + 1] - cum[chunk_first] >= target_seq_length:
+            if chunk_count == 1:
+                if at_end:  # nothing to pair it with in its document: skipped, never another document's
+                    counts[3] += 1
+                    counts[4] += cum[i + 1] - cum[i]
+                    chunk_count = 0
+                else:  # one sentence reaches the target alone: the chunk takes the next one too
+                    counts[2] += 1
+                i += 1
+                continue
+            a_end = 1 + randbelow(chunk_count - 1)
+            a_start = base + cum[chunk_first]
+            a_len = cum[chunk_first + a_end] - cum[chunk_first]
+            b_start = base + cum[chunk_first + a_end]
+            b_len = cum[chunk_first + chunk_count] - cum[chunk_first + a_end]
+            if a_len + b_len > max_num_tokens:
+                counts[0] += 1
+                a_lo, a_hi, b_lo, b_hi = truncate(a_len, b_len, max_num_tokens, rng)
+                a_start, a_len = a_start + a_lo, a_hi - a_lo
+                b_start, b_len = b_start + b_lo, b_hi - b_lo
+            swapped = 1 if rand() < 0.5 else 0
+            if swapped:
+                a_start, a_len, b_start, b_len = b_start, b_len, a_start, a_len
+            n_masked = 0
+            if mask:
+                if whole_word:
+                    n_masked = _whole_word_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng,
+                                                 stats, out)
+                else:
+                    chosen = _shuffle_first(a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob,
+                                                                          config.max_predictions_per_seq), rng)
+                    n_masked = len(chosen)
+                    out.m_pos.extend(chosen)
+                    out.m_rep.extend(draw_replacements(n_masked, rng, ids.random_ids))
+            out.a_start.append(a_start)
+            out.a_len.append(a_len)
+            out.b_start.append(b_start)
+            out.b_len.append(b_len)
+            out.label.append(swapped)
+            out.n_masked.append(n_masked)
+            chunk_count = 0
+        i += 1
+
+
+def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceConfig, ids: VocabIds,
+                     rng: random.Random, stats: InstanceStats, mask: bool, out: InstanceDescriptions) -> None:
+    """Objective ``none`` (RoBERTa FULL-SENTENCES, section 4.2): rows cut from the documents back to back.
+
+    The ``used`` documents are shuffled (one ``shuffle`` of their list, as the reference shuffles its
+    documents) and joined with one ``[SEP]`` between two documents into ``out.ids``; that stream is cut into
+    rows of ``max_seq_length - 2`` tokens (every row full but the last), each row ``[CLS] tokens [SEP]``.
+    A sentence that does not fit a row goes on in the next one, so no token is truncated away (fairseq's
+    ``--sample-break-mode none``, Hugging Face ``run_mlm``'s ``group_texts``). Each of the ``dupe_factor``
+    passes makes the same rows with fresh masks (with ``mask``:
+    :func:`~bertprep.pipeline.masking.create_masked_lm_predictions`, which never picks a ``[SEP]``).
+    Positions and replacement ids go into ``out`` final (not as ordinals); ``stats`` gets the masked counts
+    and ``document_separators``.
+    """
+    perm = list(range(len(used)))
+    shuffle(perm, rng)
+    order = [used[p] for p in perm]
+    separator = np.array([ids.sep_id], dtype=np.uint32)
+    pieces = []
+    for n, d in enumerate(order):
+        if n:
+            pieces.append(separator)
+        start = docs.doc_starts[d]
+        pieces.append(docs.ids[start:start + sum(docs.sentence_lengths[d])])
+    stream = np.concatenate(pieces).astype(np.uint32, copy=False)
+    out.ids = stream
+    if docs.word_starts is not None:  # a word segmenter's word starts, laid out as the stream (0 at a [SEP])
+        flag_pieces = []
+        for n, d in enumerate(order):
+            if n:
+                flag_pieces.append(np.zeros(1, dtype=np.uint8))
+            start = docs.doc_starts[d]
+            flag_pieces.append(docs.word_starts[start:start + sum(docs.sentence_lengths[d])])
+        out.stream_word_starts = np.concatenate(flag_pieces)
+    word_starts = out.stream_word_starts.tolist() if mask and out.word_starts is not None else None
+    width = config.max_seq_length - 2
+    token_list = stream.tolist() if mask else None
+    cls_id, sep_id = ids.cls_id, ids.sep_id
+    for _ in range(config.dupe_factor):
+        for start in range(0, len(stream), width):
+            length = min(width, len(stream) - start)
+            n_masked = 0
+            if mask:
+                tokens = [cls_id, *token_list[start:start + length], sep_id]
+                row_starts = None if word_starts is None else [0, *word_starts[start:start + length], 0]
+                output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats,
+                                                                    word_starts=row_starts)
+                for p in positions:
+                    out.m_pos.append(p)
+                    out.m_rep.append(output[p])
+                n_masked = len(positions)
+            out.a_start.append(start)
+            out.a_len.append(length)
+            out.b_start.append(start + length)
+            out.b_len.append(0)
+            out.label.append(0)
+            out.n_masked.append(n_masked)
+    stats.document_separators += (len(order) - 1) * config.dupe_factor
+
+
 def _randbelow_of(rng: random.Random):
     """``n -> rng.randint(0, n - 1)`` for generators the shortcut is not checked for."""
     return lambda n: rng.randint(0, n - 1)
@@ -351,10 +531,15 @@ def _randbelow_of(rng: random.Random):
 def _whole_word_masks(token_lists: list[int], a_start: int, a_len: int, b_start: int, b_len: int,
                       config: InstanceConfig, ids: VocabIds, rng: random.Random, stats: InstanceStats,
                       out: InstanceDescriptions) -> int:
-    """Whole-word masking through the reference function (it needs the tokens); returns the count."""
+    """Whole-word masking (and the other word-level schemes) through the reference function (it needs the
+    tokens, and the segmenter's word starts when the bucket has them); returns the count."""
     tokens = [ids.cls_id, *token_lists[a_start:a_start + a_len], ids.sep_id,
               *token_lists[b_start:b_start + b_len], ids.sep_id]
-    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats, a_len)
+    word_starts = None
+    if out.word_starts is not None:
+        ws = out.word_starts
+        word_starts = [0, *ws[a_start:a_start + a_len], 0, *ws[b_start:b_start + b_len], 0]
+    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats, a_len, word_starts)
     for p in positions:
         out.m_pos.append(p)
         out.m_rep.append(output[p])
@@ -362,14 +547,19 @@ def _whole_word_masks(token_lists: list[int], a_start: int, a_len: int, b_start:
 
 
 def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids: VocabIds, vocab_size: int,
-                     chunk_rows: int = ASSEMBLE_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+                     chunk_rows: int = ASSEMBLE_CHUNK_ROWS, word_ids: bool = False) -> Iterator[pa.RecordBatch]:
     """Arrow rows (schema :func:`schema.shard_schema`) of the described instances in their final order.
 
     Per row: ``input_ids`` = ``[CLS] A [SEP] B [SEP]`` gathered from ``docs.ids`` with the masks applied,
     ``token_type_ids`` 0 up to and including the first [SEP] and 1 after, ``masked_lm_positions``
-    ascending and ``masked_lm_ids`` the original ids there. ``chunk_rows`` rows per batch.
+    ascending and ``masked_lm_ids`` the original ids there. ``chunk_rows`` rows per batch. Objective
+    ``none`` (``described.objective``): ``[CLS] A [SEP]`` gathered from ``described.ids``, token types all 0,
+    no ``next_sentence_label`` column. With ``word_ids``, a ``word_ids`` column: the word index of each piece
+    in its row, -1 at [CLS]/[SEP] (words from ``docs.word_starts``, else a piece and its ``##`` pieces; a word
+    never crosses [SEP]; :func:`~bertprep.pipeline.word_segmentation.instance_word_ids`).
     """
-    arrow_schema = schema.shard_schema(vocab_size)
+    single = described.objective == "none"
+    arrow_schema = schema.shard_schema(vocab_size, described.objective, word_ids=word_ids)
     id_dtype = np.uint16 if arrow_schema.field("input_ids").type.value_type == pa.uint16() else np.uint32
     n = len(described)
     if n == 0:
@@ -385,37 +575,27 @@ def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids
     m_pos = np.frombuffer(described.m_pos, dtype=np.int32).astype(np.int64)
     m_rep = np.frombuffer(described.m_rep, dtype=np.int64)
     order = np.asarray(described.order, dtype=np.int64)
-    flat_ids = docs.ids
+    flat_ids = described.ids if described.ids is not None else docs.ids
     cls_id, sep_id = ids.cls_id, ids.sep_id
 
     for lo in range(0, n, chunk_rows):
         rows = order[lo:lo + chunk_rows]
         r = len(rows)
         al, bl = a_len[rows], b_len[rows]
-        lengths = al + bl + 3
+        lengths = al + bl + (2 if single else 3)
         offsets = np.zeros(r + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         total = int(offsets[-1])
         starts = offsets[:-1]
-        first_b = starts + al + 2                                       # where each row's B begins
-        # source index of every token in flat_ids: position + a per-segment shift, built as a step
-        # function (row start: shift to A; B start: shift to B) summed once; [CLS]/[SEP] are set after
-        shift_a = a_start[rows] - starts - 1
-        shift_b = b_start[rows] - first_b
-        steps = np.zeros(total + 1, dtype=np.int64)
-        steps[starts] = shift_a - np.concatenate([[0], shift_b[:-1]])
-        steps[first_b] += shift_b - shift_a
-        src = np.cumsum(steps[:-1])
-        src += np.arange(total)
-        values = flat_ids.take(src, mode="clip").astype(np.int64)
-        values[starts] = cls_id
-        values[first_b - 1] = sep_id
-        values[offsets[1:] - 1] = sep_id
-        # token_type_ids: 1 from B's first token to the row's end
-        tt_steps = np.zeros(total + 1, dtype=np.int8)
-        tt_steps[first_b] = 1
-        tt_steps[offsets[1:]] -= 1
-        token_type = np.cumsum(tt_steps[:-1], dtype=np.int8).view(np.uint8)
+        if single:  # [CLS] A [SEP]: one shift per row, token types all 0
+            src = np.repeat(a_start[rows] - starts - 1, lengths) + np.arange(total)
+            values = flat_ids.take(src, mode="clip").astype(np.int64)
+            values[starts] = cls_id
+            values[offsets[1:] - 1] = sep_id
+            token_type = np.zeros(total, dtype=np.uint8)
+        else:
+            values, token_type = _gather_pairs(flat_ids, a_start[rows], b_start[rows], al, starts, offsets,
+                                               total, cls_id, sep_id)
 
         # masks: each row's (position, replacement) entries, sorted by position within the row
         counts = n_masked[rows]
@@ -438,16 +618,81 @@ def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids
             return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(vals, type=typ.value_type),
                                             type=typ)
 
-        yield pa.RecordBatch.from_arrays(
-            [
-                list_array(offsets, values.astype(id_dtype), "input_ids"),
-                list_array(offsets, token_type, "token_type_ids"),
-                list_array(m_offsets, positions.astype(np.uint16), "masked_lm_positions"),
-                list_array(m_offsets, labels.astype(id_dtype), "masked_lm_ids"),
-                pa.array(label[rows], type=pa.uint8()),
-            ],
-            schema=arrow_schema,
-        )
+        arrays = [
+            list_array(offsets, values.astype(id_dtype), "input_ids"),
+            list_array(offsets, token_type, "token_type_ids"),
+            list_array(m_offsets, positions.astype(np.uint16), "masked_lm_positions"),
+            list_array(m_offsets, labels.astype(id_dtype), "masked_lm_ids"),
+        ]
+        if not single:
+            arrays.append(pa.array(label[rows], type=pa.uint8()))
+        if word_ids:
+            arrays.append(list_array(offsets, _row_word_ids(docs, described, ids, rows, a_start, b_start, al, starts,
+                                                            offsets, total, _unmasked_values(values, at, labels)),
+                                     "word_ids"))
+        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
+def _unmasked_values(values: np.ndarray, at: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The rows' ids before masking (``values`` with the ``labels`` put back at ``at``)."""
+    unmasked = values.copy()
+    unmasked[at] = labels
+    return unmasked
+
+
+def _row_word_ids(docs: BucketDocuments, described: InstanceDescriptions, ids: VocabIds, rows: np.ndarray,
+                  a_start: np.ndarray, b_start: np.ndarray, al: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
+                  total: int, unmasked: np.ndarray) -> np.ndarray:
+    """``word_ids`` of a chunk of rows, concatenated (int32, -1 at [CLS]/[SEP])."""
+    from bertprep.pipeline.word_segmentation import default_word_starts
+
+    is_special = (unmasked == ids.cls_id) | (unmasked == ids.sep_id)
+    is_special[starts] = True
+    is_special[offsets[1:] - 1] = True
+    if described.objective == "none" and described.stream_word_starts is not None:
+        lengths = np.diff(offsets)
+        src = np.repeat(a_start[rows] - starts - 1, lengths) + np.arange(total)  # as the rows' ids were gathered
+        flags = described.stream_word_starts.take(src, mode="clip")
+    elif described.objective == "none" or docs.word_starts is None:
+        flags = default_word_starts(unmasked, ids.is_continuation)
+    else:
+        flags, _ = _gather_pairs(docs.word_starts, a_start[rows], b_start[rows], al, starts, offsets, total, 0, 0)
+        is_special[starts + al + 1] = True
+    # as instance_word_ids, numbered per row: a word starts at a flag or right after [CLS]/[SEP]
+    start = flags.astype(bool)
+    start[1:] |= is_special[:-1]
+    start &= ~is_special
+    seen = np.cumsum(start, dtype=np.int64)
+    word_id = seen - np.repeat(seen[starts], np.diff(offsets)) - 1  # ([CLS] is no start: seen = words before)
+    word_id[is_special] = -1
+    return word_id.astype(np.int32)
+
+
+def _gather_pairs(flat_ids: np.ndarray, a_start: np.ndarray, b_start: np.ndarray, al: np.ndarray,
+                  starts: np.ndarray, offsets: np.ndarray, total: int, cls_id: int,
+                  sep_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``input_ids`` (int64, unmasked) and ``token_type_ids`` (uint8) of rows ``[CLS] A [SEP] B [SEP]``,
+    concatenated; row ``i`` occupies ``offsets[i]:offsets[i + 1]`` (``starts = offsets[:-1]``)."""
+    first_b = starts + al + 2                                       # where each row's B begins
+    # source index of every token in flat_ids: position + a per-segment shift, built as a step
+    # function (row start: shift to A; B start: shift to B) summed once; [CLS]/[SEP] are set after
+    shift_a = a_start - starts - 1
+    shift_b = b_start - first_b
+    steps = np.zeros(total + 1, dtype=np.int64)
+    steps[starts] = shift_a - np.concatenate([[0], shift_b[:-1]])
+    steps[first_b] += shift_b - shift_a
+    src = np.cumsum(steps[:-1])
+    src += np.arange(total)
+    values = flat_ids.take(src, mode="clip").astype(np.int64)
+    values[starts] = cls_id
+    values[first_b - 1] = sep_id
+    values[offsets[1:] - 1] = sep_id
+    # token_type_ids: 1 from B's first token to the row's end
+    tt_steps = np.zeros(total + 1, dtype=np.int8)
+    tt_steps[first_b] = 1
+    tt_steps[offsets[1:]] -= 1
+    token_type = np.cumsum(tt_steps[:-1], dtype=np.int8).view(np.uint8)
+    return values, token_type
 
 
 __all__ = ["ASSEMBLE_CHUNK_ROWS", "KEEP", "BucketDocuments", "InstanceDescriptions", "assemble_batches",

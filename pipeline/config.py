@@ -9,9 +9,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from bertprep.pipeline.masking import MASKING_SCHEMES, MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
+
 PAIRING_SCOPES = ("global", "file")
 MASKING_MODES = ("static", "dynamic")
 SAMPLING_MODES = ("exact", "fast")
+#: Document deduplication (``--dedup``): ``none``, or ``exact`` (equal normalised text; see ``heldout.py``).
+DEDUP_MODES = ("none", "exact")
+#: Pre-training objectives (``--objective``): what a row holds besides the masked LM (see InstanceConfig.objective).
+OBJECTIVES = ("nsp", "sop", "none")
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,38 @@ class InstanceConfig:
     """Seed of ``random.Random`` (per bucket: see ``instances.bucket_seed``)."""
     do_whole_word_mask: bool = False
     """Mask whole words (a piece plus its following ``##`` pieces) instead of single pieces."""
+    objective: str = "nsp"
+    """The sentence-level task besides the masked LM, one of :data:`OBJECTIVES`:
+
+    * ``nsp``: next-sentence prediction, the original (BERT paper section 3.1): B follows A in the document
+      or (50%) is a segment of another document; ``next_sentence_label`` 1 = NotNext.
+    * ``sop``: sentence-order prediction (ALBERT, Lan et al. 2020, section 4.2): A and B are always
+      consecutive segments of one document, swapped with probability 0.5; ``next_sentence_label`` 1 = swapped.
+      A chunk of one sentence is merged with the next sentence, or skipped (and counted) at a document's end,
+      never paired with another document.
+    * ``none``: no sentence task (RoBERTa, Liu et al. 2019, section 4.2, FULL-SENTENCES): the documents'
+      sentences back to back, a ``[SEP]`` between documents, cut into rows of exactly ``max_seq_length``
+      tokens (``[CLS] ... [SEP]``); no ``next_sentence_label`` column, ``token_type_ids`` all 0;
+      ``short_seq_prob`` is not used.
+    """
+    masking_scheme: str = "token"
+    """What one masking decision covers, one of :data:`~bertprep.pipeline.masking.MASKING_SCHEMES`: ``token``
+    (single pieces, the original's default), ``whole-word`` (the same as ``do_whole_word_mask``), ``ngram``
+    (n consecutive words, P(n) proportional to 1/n, n <= ``max_ngram_size``; ERNIE / Megatron-LM) or ``span``
+    (SpanBERT: span lengths in words from a geometric distribution, ``span_geometric_p``, at most
+    ``max_span_length``). Word boundaries: whitespace + punctuation (a piece and its ``##`` pieces), or the
+    word segmenter's (``ShardsConfig.word_segmenter``). See ``masking.choose_word_spans``."""
+    max_ngram_size: int = MAX_NGRAM_SIZE
+    """Longest n-gram, in words, of ``masking_scheme="ngram"``."""
+    span_geometric_p: float = SPAN_GEOMETRIC_P
+    """p of the geometric span length (in words) of ``masking_scheme="span"`` (SpanBERT: 0.2)."""
+    max_span_length: int = MAX_SPAN_LENGTH
+    """Longest span, in words, of ``masking_scheme="span"`` (SpanBERT: 10)."""
+
+    @property
+    def effective_masking_scheme(self) -> str:
+        """``masking_scheme``, with ``do_whole_word_mask`` meaning ``whole-word``."""
+        return "whole-word" if self.do_whole_word_mask else self.masking_scheme
 
     def __post_init__(self) -> None:
         if self.max_seq_length < 5:
@@ -57,6 +95,19 @@ class InstanceConfig:
             raise ValueError(f"dupe_factor must be at least 1, got {self.dupe_factor}")
         if not 0 <= self.random_seed < 2**32:
             raise ValueError(f"random_seed must be in [0, 2**32), got {self.random_seed}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.masking_scheme not in MASKING_SCHEMES:
+            raise ValueError(f"masking_scheme must be one of {', '.join(MASKING_SCHEMES)}, got {self.masking_scheme!r}")
+        if self.do_whole_word_mask and self.masking_scheme not in ("token", "whole-word"):
+            raise ValueError(f"--do-whole-word-mask is --masking-scheme whole-word; it cannot be combined with "
+                             f"--masking-scheme {self.masking_scheme} (which masks whole words already): drop one")
+        if self.max_ngram_size < 1:
+            raise ValueError(f"max_ngram_size must be at least 1, got {self.max_ngram_size}")
+        if not 0.0 < self.span_geometric_p <= 1.0:
+            raise ValueError(f"span_geometric_p must be in (0, 1], got {self.span_geometric_p}")
+        if self.max_span_length < 1:
+            raise ValueError(f"max_span_length must be at least 1, got {self.max_span_length}")
 
 
 @dataclass(frozen=True)
@@ -83,9 +134,14 @@ class ShardsConfig:
     pairing_scope: str = "global"
     """``global``: documents go to seeded random buckets across the whole corpus (a GroupByKey);
     ``file``: a bucket is a run of consecutive documents of one input file (no shuffle, flat memory)."""
-    bucket_size: int = 20000
-    """Documents per bucket (the NotNext pool and the unit of work; memory per worker grows with it).
-    0 = one bucket holding every document, which reproduces the original generator exactly."""
+    bucket_size: int | None = None
+    """Documents per bucket (the NotNext pool and the unit of work); ``None`` (the default): buckets sized by
+    word pieces, ``bucket_tokens`` each (``buckets.py``); 0 = one bucket holding every document, which
+    reproduces the original generator exactly."""
+    bucket_tokens: int = 500_000
+    """Word pieces per bucket when ``bucket_size`` is ``None``: bounds a bucket's memory (about 4 bytes per
+    word piece, x ``dupe_factor`` in rows) and lets a small corpus spread over every worker; the bucket count
+    is capped so that a bucket holds at least ``buckets.MIN_DOCUMENTS_PER_BUCKET`` documents on average."""
     num_shards: int = 0
     """Output shard files; 0 = choose from the instance count (about 50,000 instances per shard)."""
     masking: str = "static"
@@ -94,6 +150,22 @@ class ShardsConfig:
     original's); ``fast``: same algorithm and distributions, truncation and masking drawn in bulk (numpy),
     several times faster, not instance-for-instance the original's."""
     overwrite: bool = False
+    eval_fraction: float = 0.0
+    """Share of documents held out, whole, into a second shard set ``<output_dir>/eval/`` (made with the same
+    options, NotNext drawn from eval documents only); 0 = no split. A document is held out when a stable hash
+    of (``eval_seed``, input path, document ordinal) falls below it (``heldout.py``)."""
+    eval_seed: int = 0
+    """Seed of the held-out split's hash, apart from ``random_seed``: shard sets made with other random seeds
+    keep the same eval documents."""
+    word_segmenter: str | None = None
+    """Word boundaries for word-level masking schemes: ``module:callable`` (``str -> list[str]`` of words) or a
+    built-in name (``jieba``, ``kiwi``); ``None``: whitespace + punctuation (``word_segmentation.py``)."""
+    word_ids: bool = False
+    """Write the ``word_ids`` column (word index of each piece in its row, -1 at [CLS]/[SEP]). Always written
+    with a ``word_segmenter`` (the trainer's dynamic masking and ``inspect`` need the segmenter's words)."""
+    dedup: str = "none"
+    """``none``; ``exact``: documents whose normalised text is equal are kept once, the first in input order
+    (``heldout.py``); counted in the manifest."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -104,12 +176,26 @@ class ShardsConfig:
             raise ValueError(f"masking must be one of {MASKING_MODES}, got {self.masking!r}")
         if self.sampling not in SAMPLING_MODES:
             raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {self.sampling!r}")
-        if self.bucket_size < 0:
-            raise ValueError(f"bucket_size must be >= 0 (0 = one bucket), got {self.bucket_size}")
+        if self.bucket_size is not None and self.bucket_size < 0:
+            raise ValueError(f"--bucket-size must be >= 0 (0 = one bucket), got {self.bucket_size}")
+        if self.bucket_tokens < 1:
+            raise ValueError(f"--bucket-tokens must be >= 1 (word pieces per bucket), got {self.bucket_tokens}")
         if self.num_shards < 0:
             raise ValueError(f"num_shards must be >= 0 (0 = automatic), got {self.num_shards}")
         if self.strip_accents is not None and not isinstance(self.strip_accents, bool):
             raise ValueError(f"strip_accents must be True, False or None, got {self.strip_accents!r}")
+        if not 0.0 <= self.eval_fraction < 1.0:
+            raise ValueError(f"--eval-fraction must be in [0, 1) (the share of documents held out for "
+                             f"evaluation, e.g. 0.01; 0 = no split), got {self.eval_fraction}")
+        if not 0 <= self.eval_seed < 2**32:
+            raise ValueError(f"--eval-seed must be in [0, 2**32), got {self.eval_seed}")
+        if self.dedup not in DEDUP_MODES:
+            raise ValueError(f"--dedup must be one of {', '.join(DEDUP_MODES)}, got {self.dedup!r}")
+
+    @property
+    def writes_word_ids(self) -> bool:
+        """Whether the shards get a ``word_ids`` column: asked for, or a word segmenter is given."""
+        return self.word_ids or self.word_segmenter is not None
 
     @property
     def effective_strip_accents(self) -> bool:
@@ -126,4 +212,23 @@ class ShardsConfig:
             del d["strip_accents"]
         else:
             d["strip_accents"] = self.effective_strip_accents
+        if not self.eval_fraction:  # no split: the manifest of a run without one is unchanged
+            del d["eval_fraction"], d["eval_seed"]
+        if self.dedup == "none":
+            del d["dedup"]
+        # word-level masking: recorded where used, so the manifest of a run without it is unchanged
+        # (--do-whole-word-mask alone is recorded as before, by do_whole_word_mask)
+        scheme = self.instance.effective_masking_scheme
+        if self.instance.masking_scheme == "token":
+            del d["masking_scheme"]
+        if scheme != "ngram":
+            del d["max_ngram_size"]
+        if scheme != "span":
+            del d["span_geometric_p"], d["max_span_length"]
+        if self.word_segmenter is None:
+            del d["word_segmenter"]
+        if not self.writes_word_ids:
+            del d["word_ids"]
+        else:
+            d["word_ids"] = True
         return d

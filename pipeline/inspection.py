@@ -14,6 +14,45 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def objective_of(manifest: dict[str, Any]) -> str:
+    """The pre-training objective the shards were made for (``config.objective``; older manifests: nsp)."""
+    return str(manifest.get("config", {}).get("objective", "nsp"))
+
+
+def _sentence_task(s: dict[str, Any], objective: str, short: bool = False) -> tuple[str, str]:
+    """``(name, figure)`` of the sentence task in the statistics ``s``: the NotNext share (nsp), the swapped
+    share (sop) or the document separators (none); ``short`` leaves the details out."""
+    if objective == "sop":
+        chunks = s.get("one_segment_chunks", {})
+        text = f"swapped {_pct(s.get('swapped_share'))}"
+        if not short:
+            text += (f" (one-sentence chunks: {chunks.get('merged', 0):,} merged with the next sentence, "
+                     f"{chunks.get('skipped', 0):,} skipped at a document's end with "
+                     f"{chunks.get('tokens_skipped', 0):,} tokens)")
+        return "SOP", text
+    if objective == "none":
+        return "objective", f"none (no sentence task), {s.get('document_separators', 0):,} document separators"
+    text = _pct(s["not_next_share"])
+    return "NotNext", text if short else f"{text} ({s['not_next_same_document']:,} from the same document)"
+
+
+def _split_and_dedup(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows for the held-out split and deduplication (``heldout.manifest_sections``), when the run had them."""
+    rows = []
+    split = manifest.get("split")
+    if split:
+        where = (f"eval set in {split['eval_dir']}/" if split["role"] == "train"
+                 else f"this is the eval set; training set in {split['train_dir']}")
+        rows.append(("held-out split", f"eval_fraction {split['eval_fraction']} (eval_seed {split['eval_seed']}): "
+                                       f"{split['train_documents']:,} training / {split['eval_documents']:,} eval "
+                                       f"documents; {where}"))
+    dedup = manifest.get("dedup")
+    if dedup:
+        rows.append(("dedup", f"{dedup['method']}: {dedup['documents_dropped']:,} of {manifest['statistics']['documents']['read']:,} "
+                              f"documents dropped as copies ({dedup['duplicate_groups']:,} texts had copies)"))
+    return rows
+
+
 def format_summary(manifest: dict[str, Any], shard_dir: str = "") -> str:
     """Short summary printed at the end of make-shards."""
     s = manifest["statistics"]
@@ -21,9 +60,10 @@ def format_summary(manifest: dict[str, Any], shard_dir: str = "") -> str:
     lines = [
         f"Wrote {s['instances']:,} instances in {len(manifest['shards'])} shards to {shard_dir or '.'}",
         f"  documents {s['documents']['used']:,} used / {s['documents']['read']:,} read, "
-        f"sentences {s['sentences']:,}, NotNext {_pct(s['not_next_share'])}, "
+        f"sentences {s['sentences']:,}, {' '.join(_sentence_task(s, objective_of(manifest), short=True))}, "
         f"masked/token {m['per_token'] if m['per_token'] is not None else 'n/a'}, "
         f"[MASK]/random/kept {_pct(m['mask_share'])}/{_pct(m['random_share'])}/{_pct(m['kept_share'])}",
+        *(f"  {name}: {text}" for name, text in _split_and_dedup(manifest)),
         f"  run `bertprep inspect {shard_dir or '.'}` for details",
     ]
     return "\n".join(lines)
@@ -38,10 +78,12 @@ def format_statistics(manifest: dict[str, Any]) -> str:
     total_rows = sum(x["rows"] for x in manifest["shards"])
     rows = [
         ("made by", manifest.get("created_by", "?")),
-        ("config", ", ".join(f"{k}={c[k]}" for k in ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
+        ("config", ", ".join(f"{k}={c[k]}" for k in ("objective", "max_seq_length", "max_predictions_per_seq",
+                                                    "masked_lm_prob",
                                                     "short_seq_prob", "dupe_factor", "random_seed", "do_lower_case",
                                                     "strip_accents",
-                                                    "do_whole_word_mask", "masking", "pairing_scope", "bucket_size")
+                                                    "do_whole_word_mask", "masking", "pairing_scope", "bucket_size",
+                                                    "bucket_tokens")
                             if k in c)),
         ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),
         ("shards", f"{len(manifest['shards'])} files, {total_rows:,} rows "
@@ -50,13 +92,14 @@ def format_statistics(manifest: dict[str, Any]) -> str:
         ("documents", f"{s['documents']['read']:,} read, {s['documents']['used']:,} used, "
                       f"{s['documents']['one_sentence']:,} with one sentence"),
         ("documents skipped", ", ".join(f"{k}: {n:,}" for k, n in s["documents"]["skipped"].items()) or "none"),
+        *_split_and_dedup(manifest),
         ("lines skipped", ", ".join(f"{k}: {n:,}" for k, n in s["lines_skipped"].items()) or "none"),
         ("undecodable lines", f"{s['undecodable_lines']:,}"),
         ("sentences", f"{s['sentences']:,} ({s['sentences_dropped_empty_after_tokenization']:,} dropped: "
                       "no word piece left after normalization)"),
         ("[UNK] rate", _pct(s["unk_rate"])),
         ("instances", f"{s['instances']:,} in {s['buckets']:,} buckets"),
-        ("NotNext", f"{_pct(s['not_next_share'])} ({s['not_next_same_document']:,} from the same document)"),
+        _sentence_task(s, objective_of(manifest)),
         ("tokens", f"{s['tokens']:,} (mean length {s['mean_length']}), full length {_pct(s['full_length_share'])}, "
                    f"truncated {_pct(s['truncated_share'])}"),
         ("masked positions", f"{m['positions']:,} ({m['per_token']} per token, {m['per_instance']} per instance); "
@@ -105,11 +148,12 @@ def iter_rows(shard_dir: str, manifest: dict[str, Any] | None = None) -> Iterato
             yield from batch.to_pylist()
 
 
-def decode_instance(row: dict[str, Any], tokens: list[str]) -> str:
-    """One instance as text: ``[CLS] a b [SEP] c {[MASK]→d} [SEP]  (IsNext)``.
+def decode_instance(row: dict[str, Any], tokens: list[str], objective: str = "nsp") -> str:
+    """One instance as text: ``[CLS] a b [SEP] c {[MASK]→d} [SEP]  (IsNext, 9 tokens)``.
 
     A masked position is shown as ``{shown→label}``: ``{[MASK]→cat}`` (80%), ``{dog→cat}`` (random, 10%),
-    ``{cat→cat}`` (kept, 10%).
+    ``{cat→cat}`` (kept, 10%). The label reads IsNext / NotNext (objective ``nsp``), InOrder / Swapped
+    (``sop``); objective ``none`` rows have none.
     """
     labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"]))
     out = []
@@ -121,7 +165,10 @@ def decode_instance(row: dict[str, Any], tokens: list[str]) -> str:
         if pos in labels:
             text = f"{{{text}→{token(labels[pos])}}}"
         out.append(text)
-    label = "NotNext" if row["next_sentence_label"] else "IsNext"
+    if objective == "none" or "next_sentence_label" not in row:
+        return f"{' '.join(out)}  ({len(row['input_ids'])} tokens)"
+    names = ("InOrder", "Swapped") if objective == "sop" else ("IsNext", "NotNext")
+    label = names[1] if row["next_sentence_label"] else names[0]
     return f"{' '.join(out)}  ({label}, {len(row['input_ids'])} tokens)"
 
 
@@ -136,6 +183,13 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
     the vocab size. A shard that is missing or not a readable Arrow file is reported by name and the others
     are still checked.
 
+    Per objective (``config.objective``): each shard has the objective's columns (:func:`schema.columns`).
+    ``nsp`` and ``sop``: A and B are not empty, and the share of rows labelled 1 is the manifest's
+    ``not_next_share`` / ``swapped_share``. ``none`` instead of the two-[SEP] and token-type rules: token
+    types all 0, the ``[SEP]`` between the first and the last token add up to the manifest's
+    ``document_separators``, and at most one row per bucket and pass (``buckets`` x ``dupe_factor``; 1 pass
+    with dynamic masking) is shorter than ``max_seq_length``.
+
     Returns:
         ``{"rows": n, "shards": k, "errors": [messages...]}``; an empty ``errors`` list means all is well
         (at most 20 messages are kept).
@@ -148,8 +202,11 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
     max_len = manifest["config"]["max_seq_length"]
     max_pred = manifest["config"]["max_predictions_per_seq"]
     vocab_size = int(manifest["vocab"]["size"])
+    objective = objective_of(manifest)
+    statistics = manifest.get("statistics", {})
     errors: list[str] = []
     total_rows = 0
+    label_ones = inner_separators = short_rows = 0
 
     def error(msg: str) -> None:
         if len(errors) < 20:
@@ -166,6 +223,11 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
         try:
             with pa.memory_map(path) as source:
                 reader = pa.ipc.open_file(source)
+                has_word_ids = "word_ids" in manifest.get("schema", {}).get("columns", ())
+                if tuple(reader.schema.names) != schema.columns(objective, has_word_ids):
+                    error(f"{entry['file']}: columns {reader.schema.names}, objective {objective} has "
+                          f"{list(schema.columns(objective, has_word_ids))}")
+                    continue
                 for b in range(reader.num_record_batches):
                     batch = reader.get_batch(b)
                     ids_col, tt_col, pos_col, lab_col = (batch.column(i) for i in range(4))
@@ -199,17 +261,26 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
                         error(f"{where}: rows not ending with [SEP]")
                     row_of_tok = np.repeat(np.arange(batch.num_rows), lengths)
                     seps = np.bincount(row_of_tok[unmasked == sep_id], minlength=batch.num_rows)
-                    if (seps != 2).any():
-                        error(f"{where}: {int((seps != 2).sum())} rows without exactly two [SEP]")
-                    # token types: 0 through the first [SEP], 1 after it
-                    pos_in_row = np.arange(len(ids)) - np.repeat(starts, lengths)
-                    sep_rows = row_of_tok[unmasked == sep_id]
-                    sep_pos = pos_in_row[unmasked == sep_id]
-                    first_sep_pos = np.full(batch.num_rows, np.iinfo(np.int64).max)
-                    np.minimum.at(first_sep_pos, sep_rows, sep_pos)
-                    expected_tt = (pos_in_row > first_sep_pos[row_of_tok]).astype(np.uint8)
-                    if (tt != expected_tt).any():
-                        error(f"{where}: token_type_ids do not switch to 1 right after the first [SEP]")
+                    if objective == "none":
+                        if tt.any():
+                            error(f"{where}: token_type_ids not all 0 (objective none)")
+                        inner_separators += int(seps.sum()) - batch.num_rows
+                        short_rows += int((lengths < max_len).sum())
+                    else:
+                        if (seps != 2).any():
+                            error(f"{where}: {int((seps != 2).sum())} rows without exactly two [SEP]")
+                        # token types: 0 through the first [SEP], 1 after it
+                        pos_in_row = np.arange(len(ids)) - np.repeat(starts, lengths)
+                        sep_rows = row_of_tok[unmasked == sep_id]
+                        sep_pos = pos_in_row[unmasked == sep_id]
+                        first_sep_pos = np.full(batch.num_rows, np.iinfo(np.int64).max)
+                        np.minimum.at(first_sep_pos, sep_rows, sep_pos)
+                        expected_tt = (pos_in_row > first_sep_pos[row_of_tok]).astype(np.uint8)
+                        if (tt != expected_tt).any():
+                            error(f"{where}: token_type_ids do not switch to 1 right after the first [SEP]")
+                        if ((first_sep_pos < 2) | (first_sep_pos > lengths - 3)).any():
+                            error(f"{where}: rows with an empty segment A or B")
+                        label_ones += int(batch.column("next_sentence_label").to_numpy().astype(np.int64).sum())
                     if len(positions):
                         same_row = row_of_pos[1:] == row_of_pos[:-1]
                         if (np.diff(positions)[same_row] <= 0).any():
@@ -224,4 +295,19 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
         if rows != entry["rows"] or tokens != entry["tokens"]:
             error(f"{entry['file']}: {rows} rows / {tokens} tokens, the manifest says {entry['rows']} / {entry['tokens']}")
         total_rows += rows
+    if objective in ("nsp", "sop") and total_rows and not errors:
+        key = "swapped_share" if objective == "sop" else "not_next_share"
+        if key in statistics and round(label_ones / total_rows, 6) != statistics[key]:
+            error(f"next_sentence_label is 1 in {label_ones:,} of {total_rows:,} rows; the manifest's {key} "
+                  f"is {statistics[key]}")
+    if objective == "none" and not errors:
+        if inner_separators != statistics.get("document_separators"):
+            error(f"the rows hold {inner_separators:,} document separators, the manifest says "
+                  f"{statistics.get('document_separators')}")
+        passes = 1 if manifest["config"].get("masking", "static") == "dynamic" else int(
+            manifest["config"].get("dupe_factor", 1))
+        allowed = max(1, int(statistics.get("buckets", 1))) * passes
+        if short_rows > allowed:
+            error(f"{short_rows:,} rows shorter than max_seq_length {max_len}; objective none fills every row "
+                  f"but the last of each bucket and pass (at most {allowed:,})")
     return {"rows": total_rows, "shards": len(manifest["shards"]), "errors": errors}

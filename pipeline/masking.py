@@ -137,8 +137,14 @@ def draw_replacements(count: int, rng: random.Random, random_ids: Sequence[int])
 
 def create_masked_lm_predictions(tokens: list[int], config: "InstanceConfig", ids: "VocabIds", rng: random.Random,
                                  stats: "InstanceStats | None" = None,
-                                 num_tokens_a: int | None = None) -> tuple[list[int], list[int], list[int]]:
+                                 num_tokens_a: int | None = None, word_starts: Sequence[int] | None = None
+                                 ) -> tuple[list[int], list[int], list[int]]:
     """Choose and mask positions as the original ``create_masked_lm_predictions`` (BERT paper, section 3.1).
+
+    Under the ``ngram`` and ``span`` schemes (``config.masking_scheme``), and under ``whole-word`` with
+    ``word_starts`` given (a word segmenter's boundaries), the words go through
+    :func:`word_masked_lm_predictions` instead (same budget and 80/10/10; no original to equal): the words
+    are the ``word_starts`` groups, else a piece and its ``##`` pieces; a word never crosses [SEP].
 
     :func:`num_to_predict` positions, drawn from a shuffle of all candidates (every token but [CLS]/[SEP];
     under whole-word masking a candidate is a word: a piece plus its following ``##`` pieces, and a word
@@ -151,13 +157,18 @@ def create_masked_lm_predictions(tokens: list[int], config: "InstanceConfig", id
             comparing every token with [CLS]/[SEP] (same list: word pieces of text are never [CLS]/[SEP],
             because the pre-tokenizer splits ``[`` and ``]`` off).
 
+        word_starts: per token of ``tokens``, 1 where a piece starts a word (values at [CLS]/[SEP] unused).
+
     Returns:
         (output_ids, masked_lm_positions, masked_lm_ids), positions ascending.
     """
     cls_id, sep_id = ids.cls_id, ids.sep_id
+    scheme = config.effective_masking_scheme
+    if scheme in ("ngram", "span") or (scheme == "whole-word" and word_starts is not None):
+        return _word_level(tokens, config, ids, rng, stats, word_starts)
     wanted = num_to_predict(len(tokens), config.masked_lm_prob, config.max_predictions_per_seq)
     positions: list[int] = []
-    if config.do_whole_word_mask:
+    if scheme == "whole-word":
         is_cont = ids.is_continuation
         cand_indexes: list[list[int]] = []
         for i, token in enumerate(tokens):
@@ -198,6 +209,37 @@ def create_masked_lm_predictions(tokens: list[int], config: "InstanceConfig", id
         stats.masked_as_random += len(positions) - n_mask - n_kept
         stats.masked_as_kept += n_kept
     return output, positions, [tokens[i] for i in positions]
+
+
+def _word_level(tokens: list[int], config: "InstanceConfig", ids: "VocabIds", rng: random.Random,
+                stats: "InstanceStats | None", word_starts: Sequence[int] | None) -> tuple[list[int], list[int], list[int]]:
+    """:func:`create_masked_lm_predictions` under a word-level scheme (see there)."""
+    cls_id, sep_id = ids.cls_id, ids.sep_id
+    is_cont = ids.is_continuation
+    words: list[list[int]] = []
+    word_segment: list[int] = []
+    segment = -1
+    new_word = True
+    for i, token in enumerate(tokens):
+        if token == cls_id or token == sep_id:
+            segment += 1
+            new_word = True
+            continue
+        starts = word_starts[i] if word_starts is not None else not is_cont[token]
+        if new_word or starts:
+            words.append([i])
+            word_segment.append(segment)
+            new_word = False
+        else:
+            words[-1].append(i)
+    output, positions, labels, (n_mask, n_random, n_kept) = word_masked_lm_predictions(
+        tokens, words, word_segment, config, ids.mask_id, ids.random_ids, Draws(rng))
+    if stats is not None:
+        stats.masked += len(positions)
+        stats.masked_as_mask += n_mask
+        stats.masked_as_random += n_random
+        stats.masked_as_kept += n_kept
+    return output, positions, labels
 
 
 # ------------------------------------------------------------------------------------- numpy (fast, dynamic)

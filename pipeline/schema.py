@@ -15,8 +15,16 @@ column                        Arrow type          meaning
 ``token_type_ids``            list<uint8>         0 for ``[CLS]``, A and the first ``[SEP]``; 1 for B and the last ``[SEP]``
 ``masked_lm_positions``       list<uint16>        positions of the predicted tokens, ascending (empty with dynamic masking)
 ``masked_lm_ids``             list<uint16|uint32> original token ids at those positions (the labels)
-``next_sentence_label``       uint8               1 = NotNext (B is a random segment), 0 = IsNext
+``next_sentence_label``       uint8               1 = NotNext (B is a random segment), 0 = IsNext (objective ``sop``:
+                                                  1 = A and B swapped); absent under objective ``none``
+``word_ids`` (optional)       list<int32>         word index of each piece within its row (0, 1, ...), -1 at
+                                                  ``[CLS]``/``[SEP]`` (collate pads with -1 too); written with
+                                                  ``--word-ids`` or a ``--word-segmenter`` (``word_segmentation.py``)
 ============================  ==================  ==========================================================
+
+Objective ``none`` (RoBERTa-style packing, ``config.objective`` in the manifest) writes rows
+``[CLS] tokens [SEP]`` whose tokens may hold further ``[SEP]`` (one between two documents), with
+``token_type_ids`` all 0 and no ``next_sentence_label`` column (:func:`columns`).
 
 The id type is uint16 when every id fits (vocab size <= 65,536) and uint32 otherwise; the manifest's
 ``schema.id_type`` says which. Names follow Hugging Face ``BertForPreTraining`` inputs and the original
@@ -42,6 +50,23 @@ SHARD_RE = re.compile(r"^shard-(\d{5})-of-(\d{5})\.arrow$")
 
 COLUMNS = ("input_ids", "token_type_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_label")
 
+#: What ``next_sentence_label`` means under each objective (the manifest's ``schema.next_sentence_label``).
+SENTENCE_PAIR_LABELS = {
+    "nsp": "next-sentence prediction: 1 = NotNext (B is a segment of another document), 0 = IsNext",
+    "sop": "sentence-order prediction: 1 = swapped (B precedes A in the document), 0 = in order",
+}
+
+
+#: Columns written only when asked for (the manifest's ``schema.columns`` lists the ones a directory has).
+OPTIONAL_COLUMNS = ("word_ids",)
+
+
+def columns(objective: str = "nsp", word_ids: bool = False) -> tuple[str, ...]:
+    """The shard columns of an objective: :data:`COLUMNS`, without ``next_sentence_label`` for ``none``; then
+    ``word_ids`` when asked for."""
+    out = COLUMNS if objective != "none" else tuple(c for c in COLUMNS if c != "next_sentence_label")
+    return out + ("word_ids",) if word_ids else out
+
 
 def id_type_for_vocab(vocab_size: int) -> pa.DataType:
     """Smallest unsigned Arrow integer type that holds every id of a vocab of ``vocab_size`` entries."""
@@ -50,18 +75,29 @@ def id_type_for_vocab(vocab_size: int) -> pa.DataType:
     return pa.uint16() if vocab_size <= 2**16 else pa.uint32()
 
 
-def shard_schema(vocab_size: int) -> pa.Schema:
-    """Arrow schema of a shard for a vocab of ``vocab_size`` entries (see the module docstring)."""
+def shard_schema(vocab_size: int, objective: str = "nsp", word_ids: bool = False) -> pa.Schema:
+    """Arrow schema of a shard for a vocab of ``vocab_size`` entries (see the module docstring); objective
+    ``none`` has no ``next_sentence_label``; ``word_ids`` adds that column (list<int32>) last."""
     id_type = id_type_for_vocab(vocab_size)
-    return pa.schema(
-        [
-            pa.field("input_ids", pa.list_(id_type), nullable=False),
-            pa.field("token_type_ids", pa.list_(pa.uint8()), nullable=False),
-            pa.field("masked_lm_positions", pa.list_(pa.uint16()), nullable=False),
-            pa.field("masked_lm_ids", pa.list_(id_type), nullable=False),
-            pa.field("next_sentence_label", pa.uint8(), nullable=False),
-        ]
-    )
+    fields = [
+        pa.field("input_ids", pa.list_(id_type), nullable=False),
+        pa.field("token_type_ids", pa.list_(pa.uint8()), nullable=False),
+        pa.field("masked_lm_positions", pa.list_(pa.uint16()), nullable=False),
+        pa.field("masked_lm_ids", pa.list_(id_type), nullable=False),
+        pa.field("next_sentence_label", pa.uint8(), nullable=False),
+        pa.field("word_ids", pa.list_(pa.int32()), nullable=False),
+    ]
+    return pa.schema([f for f in fields if f.name in columns(objective, word_ids)])
+
+
+def manifest_schema(vocab_size: int, objective: str = "nsp", word_ids: bool = False) -> dict[str, Any]:
+    """The manifest's ``schema`` entry: ``id_type``, ``columns`` and, where the column exists, what
+    ``next_sentence_label`` means under the objective (:data:`SENTENCE_PAIR_LABELS`)."""
+    out: dict[str, Any] = {"id_type": str(id_type_for_vocab(vocab_size)),
+                           "columns": list(columns(objective, word_ids))}
+    if objective in SENTENCE_PAIR_LABELS:
+        out["next_sentence_label"] = SENTENCE_PAIR_LABELS[objective]
+    return out
 
 
 def shard_name(index: int, count: int) -> str:

@@ -62,10 +62,11 @@ class _HashingWriter(io.RawIOBase):
         return len(b)
 
 
-def write_bucket_file(path: str, rows: pa.Table | Iterable[pa.RecordBatch], vocab_size: int) -> int:
-    """Write one bucket's rows (a table or record batches of :func:`schema.shard_schema`) to a temporary
-    Arrow stream file on any Beam filesystem; returns the number of rows written."""
-    arrow_schema = schema.shard_schema(vocab_size)
+def write_bucket_file(path: str, rows: pa.Table | Iterable[pa.RecordBatch], vocab_size: int,
+                      objective: str = "nsp", word_ids: bool = False) -> int:
+    """Write one bucket's rows (a table or record batches of :func:`schema.shard_schema` of ``objective``) to
+    a temporary Arrow stream file on any Beam filesystem; returns the number of rows written."""
+    arrow_schema = schema.shard_schema(vocab_size, objective, word_ids)
     written = 0
     with FileSystems.create(path) as f:
         with pa.ipc.new_stream(pa.PythonFile(f, mode="w"), arrow_schema) as writer:
@@ -144,9 +145,10 @@ def plan_shards(buckets: Iterable[tuple[int, str, int]], num_shards: int) -> lis
     return plans
 
 
-def write_shard(output_dir: str, plan: ShardPlan, vocab_size: int) -> dict[str, Any]:
+def write_shard(output_dir: str, plan: ShardPlan, vocab_size: int, objective: str = "nsp",
+                word_ids: bool = False) -> dict[str, Any]:
     """Write one shard (Arrow IPC file format) from its bucket slices; returns its manifest entry."""
-    arrow_schema = schema.shard_schema(vocab_size)
+    arrow_schema = schema.shard_schema(vocab_size, objective, word_ids)
     name = schema.shard_name(plan.index, plan.count)
     path = FileSystems.join(output_dir, name)
     rows = 0
@@ -209,6 +211,10 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
     ``not_next_share``, ``tokens``, ``masked`` (count, per token, share by kind [MASK]/random/kept),
     ``length_histogram`` (length -> instances) with its ``full_length_share``, ``truncated_share``,
     ``unk_rate`` (share of [UNK] among the corpus's word pieces), and reader/tokenizer details.
+
+    ``counts["objective"]`` (absent: ``nsp``) changes the sentence-task figures: ``sop`` has ``swapped_share``
+    and ``one_segment_chunks`` (merged, skipped, tokens skipped) instead of the NotNext ones; ``none`` has
+    ``document_separators`` and neither.
     """
     reader = counts.get("reader", {}) or {}
     tok = counts.get("tokenizer", {}) or {}
@@ -220,7 +226,8 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
     skipped = dict(reader.get("skipped_documents", {}) or {})
     if tok.get("empty_documents"):
         skipped["empty_after_tokenization"] = skipped.get("empty_after_tokenization", 0) + tok["empty_documents"]
-    return {
+    objective = counts.get("objective", "nsp")
+    out = {
         "files": reader.get("files", 0),
         "documents": {
             "read": reader.get("documents", 0),
@@ -253,6 +260,20 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
         "buckets": counts.get("buckets", 0),
         "formats": reader.get("formats", {}) or {},
     }
+    if objective != "nsp":  # the sentence-task figures of the objective, where the NotNext ones were
+        figures = list(out.items())
+        at = [k for k, _ in figures].index("not_next_share")
+        task: dict[str, Any] = {"objective": objective}
+        if objective == "sop":
+            task["swapped_share"] = out["not_next_share"]
+            task["one_segment_chunks"] = {"merged": inst.get("one_segment_chunks_merged", 0),
+                                          "skipped": inst.get("one_segment_chunks_skipped", 0),
+                                          "tokens_skipped": inst.get("one_segment_tokens_skipped", 0)}
+        else:
+            task["document_separators"] = inst.get("document_separators", 0)
+        rest = [(k, v) for k, v in figures[at:] if k not in ("not_next_share", "not_next_same_document")]
+        out = dict(figures[:at] + list(task.items()) + rest)
+    return out
 
 
 def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ Composites (each a ``beam.PTransform``, testable alone with ``TestPipeline``):
   ``tests/reference/instances.py``, on arrays instead of token lists);
   each bucket's instances go to a temporary Arrow file.
 - :class:`ProcessFilesStreaming`: the ``file`` pairing scope: read, tokenize and make instances per run of
-  ``bucket_size`` consecutive documents of one file, with no shuffle at all (flat memory on any runner).
+  ``bucket_tokens`` word pieces (or ``bucket_size`` documents) of one file, with no shuffle at all (flat memory on any runner).
 - :class:`WriteArrowShards`: balanced shards from the bucket files, then ``manifest.json`` last. Shards are
   planned from the bucket sizes and written by hand rather than with ``fileio.WriteToFiles``
   (design/STYLE.md): each shard takes an exact, balanced row range across bucket files, and its name and
@@ -22,9 +22,11 @@ Everything is written into the staging folder it is given. Errors a worker raise
 (:func:`_record_error`), so that their text reaches the user unchanged from any runner and any process.
 
 Determinism: a document's id is (file index in the sorted input list, ordinal in its file); its bucket is
-``blake2b(seed, path, ordinal) mod num_buckets``; a bucket's documents are sorted by id before the
-algorithm runs. Nothing depends on bundle order, worker count or runner. With one bucket
-(``bucket_size=0`` or a bucket size above the document count) the output is the original generator's.
+set by its key ``blake2b(seed, path, ordinal)``: by default the documents in key order are cut into
+buckets of about ``bucket_tokens`` word pieces (``buckets.py``), with ``bucket_size`` N the key modulo
+``ceil(documents / N)``; a bucket's documents are sorted by id before the algorithm runs.
+Nothing depends on bundle order, worker count or runner. With one bucket (``bucket_size=0``, or a corpus
+smaller than one bucket) the output is the original generator's.
 
 Memory (measured with Beam 2.77, see ARCHITECTURE.md): the local runner keeps a GroupByKey's whole input
 in memory, so the ``global`` scope's memory grows with the corpus on the DirectRunner (not on Dataflow,
@@ -33,9 +35,9 @@ whose shuffle is disk-backed); the ``file`` scope has no GroupByKey of documents
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import functools
-import hashlib
 import logging
 import os
 import random
@@ -49,12 +51,13 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from bertprep.pipeline import readers, schema, shards
+from bertprep.pipeline import buckets, heldout, readers, schema, shards
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
 from bertprep.pipeline.masking import mask_table
 from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, VocabError, load_vocab
+from bertprep.pipeline.word_segmentation import WordSegmenter, WordSegmenterError, load_word_segmenter, word_starts
 
 log = logging.getLogger(__name__)
 
@@ -130,26 +133,45 @@ def _reader_kwargs(config: ShardsConfig) -> dict[str, Any]:
 
 
 def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:
-    """Bucket of a document: ``blake2b("seed:path:ordinal") mod num_buckets`` (stable across processes)."""
-    if num_buckets <= 1:
-        return 0
-    digest = hashlib.blake2b(f"{random_seed}:{path}:{ordinal}".encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % num_buckets
+    """Bucket of a document: ``blake2b("seed:path:ordinal") mod num_buckets`` (``buckets.stable_bucket``)."""
+    return buckets.stable_bucket(random_seed, path, ordinal, num_buckets)
+
+
+def document_tokens(doc: TokenizedDocument) -> int:
+    """Word pieces of a :data:`TokenizedDocument` (its ids are uint32 bytes)."""
+    return len(doc[2]) // 4
 
 
 def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
-                    sentences: Sequence[str]) -> TokenizedDocument:
+                    sentences: Sequence[str], segmenter: WordSegmenter | None = None,
+                    segmenter_name: str = "the word segmenter") -> TokenizedDocument:
     """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists); sentences
-    that tokenize to nothing are dropped and counted."""
+    that tokenize to nothing are dropped and counted. With a word ``segmenter`` a sixth element holds each
+    piece's "starts a word" flag (uint8 bytes, ``word_segmentation.word_starts``).
+
+    Raises:
+        MakeShardsError: the segmenter returned words that are not in the sentence.
+    """
     ids, lengths = encoder.encode_flat(sentences)
     kept = lengths[lengths > 0].astype(np.int32)
-    return (file_index, ordinal, ids.tobytes(), kept.tobytes(), len(lengths) - len(kept))
+    doc = (file_index, ordinal, ids.tobytes(), kept.tobytes(), len(lengths) - len(kept))
+    if segmenter is None:
+        return doc
+    try:
+        flags = word_starts(encoder.tokenizer, sentences, segmenter, lengths, segmenter_name)
+    except WordSegmenterError as err:
+        raise MakeShardsError(f"bertprep: {err}") from err
+    return doc + (flags.tobytes(),)
 
 
 def bucket_documents(docs: Sequence[TokenizedDocument]) -> BucketDocuments:
-    """A bucket's tokenized documents (already in id order) as one flat id array (no Python lists)."""
-    return BucketDocuments.from_arrays([(np.frombuffer(d[2], dtype=np.uint32), np.frombuffer(d[3], dtype=np.int32))
-                                        for d in docs])
+    """A bucket's tokenized documents (already in id order) as one flat id array (no Python lists); with the
+    documents' word-start flags when they carry them (a word segmenter)."""
+    bucket = BucketDocuments.from_arrays([(np.frombuffer(d[2], dtype=np.uint32), np.frombuffer(d[3], dtype=np.int32))
+                                          for d in docs])
+    if docs and len(docs[0]) > 5:
+        bucket.word_starts = np.frombuffer(b"".join(d[5] for d in docs), dtype=np.uint8)
+    return bucket
 
 
 def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) -> dict[str, int]:
@@ -169,18 +191,31 @@ def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) 
 class _VocabResource:
     """Loads the vocab and tokenizer once per DoFn instance (``setup``)."""
 
-    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None):
+    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None,
+                 word_segmenter: str | None = None):
         self.vocab_path = vocab_path
         self.do_lower_case = do_lower_case
         self.strip_accents = strip_accents
+        self.word_segmenter = word_segmenter
         self.vocab: Vocab | None = None
         self.encoder: SentenceEncoder | None = None
         self.ids: VocabIds | None = None
+        self.segmenter: WordSegmenter | None = None
 
     def load(self) -> None:
         self.vocab = load_vocab(self.vocab_path)
         self.encoder = SentenceEncoder(self.vocab, self.do_lower_case, strip_accents=self.strip_accents)
         self.ids = VocabIds(self.vocab)
+        if self.word_segmenter:
+            try:
+                self.segmenter = load_word_segmenter(self.word_segmenter)
+            except WordSegmenterError as err:
+                raise MakeShardsError(f"bertprep: {err}") from err
+
+    def encode(self, file_index: int, ordinal: int, sentences: Sequence[str]) -> TokenizedDocument:
+        """:func:`encode_document` with this resource's encoder and word segmenter."""
+        return encode_document(self.encoder, file_index, ordinal, sentences, self.segmenter,
+                               f"--word-segmenter {self.word_segmenter}")
 
 
 def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConfig, ids: VocabIds,
@@ -202,25 +237,27 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
     if config.masking == "dynamic":
         instance_config = dataclasses.replace(instance_config, dupe_factor=1)
     fast = config.sampling == "fast"
-    vectorized_masking = fast and config.masking == "static" and not instance_config.do_whole_word_mask
+    vectorized_masking = fast and config.masking == "static" and instance_config.effective_masking_scheme == "token"
     python_masking = config.masking == "static" and not vectorized_masking
     described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking,
                                    fast_truncation=fast)
     path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
     if not len(described):
         return (bucket, path, 0), stats
-    batches = assemble_batches(docs, described, ids, vocab_size)
+    word_ids = config.writes_word_ids
+    batches = assemble_batches(docs, described, ids, vocab_size, word_ids=word_ids)
+    objective = instance_config.objective
     if vectorized_masking:
-        table = pa.Table.from_batches(list(batches), schema=schema.shard_schema(vocab_size))
+        table = pa.Table.from_batches(list(batches), schema=schema.shard_schema(vocab_size, objective, word_ids))
         del described
         np_rng = np.random.default_rng([instance_config.random_seed, bucket])
         table, counts = mask_table(table, instance_config, ids.mask_id, np.asarray(ids.random_ids, dtype=np.int64),
-                                   np_rng)
+                                   np_rng, sep_id=ids.sep_id if objective == "none" else None)
         for name, value in counts.items():
             setattr(stats, name, getattr(stats, name) + value)
         batches = table.to_batches()
     try:
-        rows = shards.write_bucket_file(path, batches, vocab_size)
+        rows = shards.write_bucket_file(path, batches, vocab_size, objective, word_ids)
     except OSError as err:
         raise MakeShardsError(shards.os_error_message(err, f"writing the temporary bucket file {path}")) from err
     return (bucket, path, rows), stats
@@ -237,9 +274,10 @@ class ReadDocumentsFn(beam.DoFn):
 
     @_records_errors("error_dir")
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
-        file_index, path = element
+        file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         stats = readers.ReaderStats()
-        for doc in readers.read_documents(path, self.config.input_format, stats=stats, **_reader_kwargs(self.config)):
+        documents = readers.read_documents(path, self.config.input_format, stats=stats, **_reader_kwargs(self.config))
+        for doc in heldout.select_documents(documents, path, skip):
             self.documents.inc()
             yield (file_index, doc.ordinal, list(doc.sentences))
         yield beam.pvalue.TaggedOutput("counts", {"reader": stats.to_dict()})
@@ -248,28 +286,66 @@ class ReadDocumentsFn(beam.DoFn):
 class TokenizeDocumentFn(beam.DoFn):
     """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes)."""
 
-    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None):
-        self.resource = _VocabResource(vocab_path, do_lower_case, strip_accents)
+    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None,
+                 word_segmenter: str | None = None):
+        self.resource = _VocabResource(vocab_path, do_lower_case, strip_accents, word_segmenter)
 
     def setup(self) -> None:
         self.resource.load()
 
     def process(self, element: tuple[int, int, list[str]]) -> Iterator[TokenizedDocument]:
         file_index, ordinal, sentences = element
-        yield encode_document(self.resource.encoder, file_index, ordinal, sentences)
+        yield self.resource.encode(file_index, ordinal, sentences)
 
 
 class AssignBucketFn(beam.DoFn):
-    """Keys a tokenized document by its seeded stable bucket."""
+    """Keys a tokenized document by its seeded stable bucket (``buckets.py``). The side input is the
+    document count (``bucket_size`` N >= 0) or the token-sized buckets' key bounds (``bucket_size`` None)."""
 
-    def __init__(self, files: Sequence[str], random_seed: int, bucket_size: int):
+    def __init__(self, files: Sequence[str], random_seed: int, bucket_size: int | None):
         self.files = list(files)
         self.random_seed = random_seed
         self.bucket_size = bucket_size
 
-    def process(self, doc: TokenizedDocument, num_documents: int) -> Iterator[tuple[int, TokenizedDocument]]:
-        num_buckets = 1 if self.bucket_size <= 0 else max(1, -(-num_documents // self.bucket_size))
-        yield stable_bucket(self.random_seed, self.files[doc[0]], doc[1], num_buckets), doc
+    def process(self, doc: TokenizedDocument, plan: Any) -> Iterator[tuple[int, TokenizedDocument]]:
+        path, ordinal = self.files[doc[0]], doc[1]
+        if self.bucket_size is None:
+            yield buckets.token_bucket_of(buckets.document_key(self.random_seed, path, ordinal), plan), doc
+            return
+        num_buckets = 1 if self.bucket_size <= 0 else max(1, -(-plan // self.bucket_size))
+        yield stable_bucket(self.random_seed, path, ordinal, num_buckets), doc
+
+
+class PlanTokenBucketsFn(beam.CombineFn):
+    """Tokenized documents -> the key bounds of token-sized buckets (``buckets.plan_token_buckets``).
+
+    The accumulator holds 16 bytes per document (its 64-bit key and its word-piece count, in ``array``s),
+    never the documents themselves."""
+
+    def __init__(self, files: Sequence[str], random_seed: int, bucket_tokens: int):
+        self.files = list(files)
+        self.random_seed = random_seed
+        self.bucket_tokens = bucket_tokens
+
+    def create_accumulator(self) -> tuple[array.array, array.array]:
+        return array.array("Q"), array.array("q")
+
+    def add_input(self, acc, doc: TokenizedDocument):
+        acc[0].append(buckets.document_key(self.random_seed, self.files[doc[0]], doc[1]))
+        acc[1].append(document_tokens(doc))
+        return acc
+
+    def merge_accumulators(self, accs):
+        keys, tokens = self.create_accumulator()
+        for k, t in accs:
+            keys.extend(k)
+            tokens.extend(t)
+        return keys, tokens
+
+    def extract_output(self, acc) -> list[int]:
+        return buckets.plan_token_buckets(np.frombuffer(acc[0], dtype=np.uint64) if len(acc[0]) else [],
+                                          np.frombuffer(acc[1], dtype=np.int64) if len(acc[1]) else [],
+                                          self.bucket_tokens)
 
 
 class CreateInstancesFn(beam.DoFn):
@@ -278,7 +354,7 @@ class CreateInstancesFn(beam.DoFn):
     def __init__(self, config: ShardsConfig, tmp_dir: str):
         self.config = config
         self.tmp_dir = tmp_dir
-        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents)
+        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
         self.instances = Metrics.counter("bertprep", "instances")
 
     def setup(self) -> None:
@@ -303,44 +379,50 @@ class CreateInstancesFn(beam.DoFn):
 
 class ProcessFileStreamingFn(beam.DoFn):
     """The ``file`` pairing scope: one input file -> runs of ``bucket_size`` consecutive documents, each
-    run a bucket, processed as soon as it is complete (nothing waits for other files)."""
+    run a bucket, processed as soon as it is complete (nothing waits for other files). ``side``: only the
+    documents of that side of the held-out split (``heldout.select_documents``; None: all)."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str):
+    def __init__(self, config: ShardsConfig, tmp_dir: str, side: str | None = None):
         self.config = config
         self.tmp_dir = tmp_dir
-        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents)
+        self.side = side
+        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
 
     def setup(self) -> None:
         self.resource.load()
 
     @_records_errors("tmp_dir")
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
-        file_index, path = element
+        file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         reader_stats = readers.ReaderStats()
         encoder = self.resource.encoder
         run: list[TokenizedDocument] = []
         run_index = 0
         docs_seen = 0
-        size = self.config.bucket_size
+        size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
+        run_tokens = 0
 
         def flush() -> Iterator[Any]:
-            nonlocal run, run_index, docs_seen
+            nonlocal run, run_index, docs_seen, run_tokens
             docs = bucket_documents(run)
             counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
             bucket = (file_index << 24) | run_index
             meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
                                                 self.resource.vocab.size, self.tmp_dir)
             log.info("%s, documents %d-%d: %d instances", path, docs_seen - len(run), docs_seen - 1, meta[2])
-            run, run_index = [], run_index + 1
+            run, run_index, run_tokens = [], run_index + 1, 0
             yield meta
             yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(),
                                                       "buckets": 1})
 
-        for doc in readers.read_documents(path, self.config.input_format, stats=reader_stats,
-                                          **_reader_kwargs(self.config)):
-            run.append(encode_document(encoder, file_index, doc.ordinal, doc.sentences))
+        documents = readers.read_documents(path, self.config.input_format, stats=reader_stats,
+                                           **_reader_kwargs(self.config))
+        for doc in heldout.select_documents(documents, path, skip, self.side, self.config.eval_fraction,
+                                            self.config.eval_seed):
+            run.append(self.resource.encode(file_index, doc.ordinal, doc.sentences))
             docs_seen += 1
-            if size > 0 and len(run) >= size:
+            run_tokens += document_tokens(run[-1])
+            if (size is None and run_tokens >= self.config.bucket_tokens) or (size and len(run) >= size):
                 yield from flush()
         if run:
             yield from flush()
@@ -386,7 +468,8 @@ class TokenizeDocuments(beam.PTransform):
 
     def expand(self, documents):
         return documents | "TokenizeDocumentFn" >> beam.ParDo(
-            TokenizeDocumentFn(self.config.vocab, self.config.do_lower_case, self.config.strip_accents))
+            TokenizeDocumentFn(self.config.vocab, self.config.do_lower_case, self.config.strip_accents,
+                               self.config.word_segmenter))
 
 
 class CreateTrainingInstances(beam.PTransform):
@@ -399,12 +482,16 @@ class CreateTrainingInstances(beam.PTransform):
         self.tmp_dir = tmp_dir
 
     def expand(self, tokenized):
-        num_documents = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
+        seed = self.config.instance.random_seed
+        if self.config.bucket_size is None:  # buckets sized by word pieces: their key bounds
+            plan = tokenized | "PlanTokenBuckets" >> beam.CombineGlobally(
+                PlanTokenBucketsFn(self.files, seed, self.config.bucket_tokens))
+        else:
+            plan = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
         return (
             tokenized
-            | "AssignBucket" >> beam.ParDo(
-                AssignBucketFn(self.files, self.config.instance.random_seed, self.config.bucket_size),
-                num_documents=beam.pvalue.AsSingleton(num_documents))
+            | "AssignBucket" >> beam.ParDo(AssignBucketFn(self.files, seed, self.config.bucket_size),
+                                           plan=beam.pvalue.AsSingleton(plan))
             | "GroupByBucket" >> beam.GroupByKey()
             | "CreateInstancesFn" >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir)).with_outputs(
                 "counts", main="buckets")
@@ -412,19 +499,24 @@ class CreateTrainingInstances(beam.PTransform):
 
 
 class ProcessFilesStreaming(beam.PTransform):
-    def __init__(self, config: ShardsConfig, tmp_dir: str):
+    def __init__(self, config: ShardsConfig, tmp_dir: str, side: str | None = None):
         super().__init__()
         self.config = config
         self.tmp_dir = tmp_dir
+        self.side = side
 
     def expand(self, files):
         return files | "ProcessFileStreamingFn" >> beam.ParDo(
-            ProcessFileStreamingFn(self.config, self.tmp_dir)).with_outputs("counts", main="buckets")
+            ProcessFileStreamingFn(self.config, self.tmp_dir, self.side)).with_outputs("counts", main="buckets")
 
 
 def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int,
-          error_dir: str | None = None) -> list[shards.ShardPlan]:
+          error_dir: str | None = None, eval_fraction: float | None = None) -> list[shards.ShardPlan]:
     try:
+        if eval_fraction is not None and not sum(rows for _, _, rows in bucket_metas):
+            raise MakeShardsError(
+                f"bertprep: --eval-fraction {eval_fraction} held out no document that makes an instance, so "
+                f"{heldout.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)")
         return _plan_shards(bucket_metas, num_shards)
     except MakeShardsError as err:
         _record_error(error_dir, err)
@@ -447,15 +539,17 @@ def _plan_shards(bucket_metas: list[tuple[int, str, int]], num_shards: int) -> l
 class WriteShardFn(beam.DoFn):
     """A :class:`shards.ShardPlan` -> the shard file in ``output_dir`` (the staging folder) -> its manifest entry."""
 
-    def __init__(self, output_dir: str, vocab_size: int):
+    def __init__(self, output_dir: str, vocab_size: int, objective: str = "nsp", word_ids: bool = False):
         self.output_dir = output_dir
         self.vocab_size = vocab_size
+        self.objective = objective
+        self.word_ids = word_ids
 
     @_records_errors("output_dir")
     def process(self, plan: shards.ShardPlan) -> Iterator[dict]:
         name = schema.shard_name(plan.index, plan.count)
         try:
-            entry = shards.write_shard(self.output_dir, plan, self.vocab_size)
+            entry = shards.write_shard(self.output_dir, plan, self.vocab_size, self.objective, self.word_ids)
         except OSError as err:
             raise MakeShardsError(shards.os_error_message(err, f"writing shard {name} (in {self.output_dir})")) from err
         log.info("wrote %s: %d rows", entry["file"], entry["rows"])
@@ -464,13 +558,16 @@ class WriteShardFn(beam.DoFn):
 
 class WriteManifestFn(beam.DoFn):
     """Last step: delete the temporary bucket files, write vocab.txt and then manifest.json into the
-    staging folder ``tmp_dir`` (:func:`run_make_shards` moves them into the output directory)."""
+    staging folder ``tmp_dir`` (:func:`run_make_shards` moves them into the output directory). ``role``:
+    ``train``, or ``eval`` for the held-out set (``heldout.manifest_sections``)."""
 
-    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str):
+    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str,
+                 role: str = "train"):
         self.config = config
         self.vocab_info = vocab_info
         self.vocab_tokens = vocab_tokens
         self.tmp_dir = tmp_dir
+        self.role = role
 
     @_records_errors("tmp_dir")
     def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
@@ -478,6 +575,7 @@ class WriteManifestFn(beam.DoFn):
         entries = sorted(shard_entries, key=lambda e: e["file"])
         counts = dict(counts)
         counts["max_seq_length"] = self.config.instance.max_seq_length
+        counts["objective"] = self.config.instance.objective
         statistics = shards.summarize_statistics(counts)
         rows = sum(e["rows"] for e in entries)
         if rows != statistics["instances"]:
@@ -494,10 +592,11 @@ class WriteManifestFn(beam.DoFn):
             "created_by": f"bertprep {__version__}",
             "config": self.config.to_dict() | {"masking": self.config.masking},
             "vocab": self.vocab_info,
-            "schema": {"id_type": str(schema.id_type_for_vocab(vocab_size)), "columns": list(schema.COLUMNS)},
+            "schema": schema.manifest_schema(vocab_size, self.config.instance.objective, self.config.writes_word_ids),
             "shards": entries,
             "statistics": statistics,
         }
+        manifest.update(heldout.manifest_sections(self.config, counts, self.role))  # {} without split or dedup
         try:
             yield shards.write_manifest(self.tmp_dir, manifest)
         except OSError as err:
@@ -506,14 +605,16 @@ class WriteManifestFn(beam.DoFn):
 
 class WriteArrowShards(beam.PTransform):
     """Bucket file metas -> balanced Arrow shards -> manifest.json (written last), all in the staging
-    folder ``tmp_dir``."""
+    folder ``tmp_dir``. ``role``: ``train``, or ``eval`` for the held-out set."""
 
-    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str):
+    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str,
+                 role: str = "train"):
         super().__init__()
         self.config = config
         self.vocab_info = vocab_info
         self.vocab_tokens = vocab_tokens
         self.tmp_dir = tmp_dir
+        self.role = role
 
     def expand(self, pcolls):
         bucket_metas, counts = pcolls
@@ -521,23 +622,33 @@ class WriteArrowShards(beam.PTransform):
         plans = (
             bucket_metas
             | "CollectBuckets" >> beam.combiners.ToList()
-            | "PlanShards" >> beam.FlatMap(_plan, self.config.num_shards, self.tmp_dir)
+            | "PlanShards" >> beam.FlatMap(_plan, self.config.num_shards, self.tmp_dir,
+                                           self.config.eval_fraction if self.role == "eval" else None)
             | "SpreadShards" >> beam.Reshuffle()
         )
         entries = (
             plans
-            | "WriteShardFn" >> beam.ParDo(WriteShardFn(self.tmp_dir, len(self.vocab_tokens)))
+            | "WriteShardFn" >> beam.ParDo(WriteShardFn(self.tmp_dir, len(self.vocab_tokens),
+                                                       self.config.instance.objective, self.config.writes_word_ids))
             | "CollectShards" >> beam.combiners.ToList()
         )
         return entries | "WriteManifestFn" >> beam.ParDo(
-            WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir),
+            WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir, self.role),
             counts=beam.pvalue.AsSingleton(merged_counts))
 
 
 def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab,
                    tmp_dir: str) -> None:
     """Add the make-shards transforms to ``pipeline``; everything is written under the staging folder
-    ``tmp_dir`` (bucket files in its ``buckets/``; shards, vocab.txt and manifest.json in it)."""
+    ``tmp_dir`` (bucket files in its ``buckets/``; shards, vocab.txt and manifest.json in it).
+
+    With ``config.dedup`` copies are dropped: in the ``global`` scope by a ``GroupByKey`` of the documents on
+    their normalised text (``heldout.DropDuplicateDocuments``), in the ``file`` scope by a first pass
+    (``heldout.ExactDedup``) that gives each input file the ordinals of its copies, which the readers skip. With ``config.eval_fraction`` the held-out documents
+    (``heldout.is_eval_document``) go through their own instance creation (their own buckets: NotNext from
+    eval documents only) to a second shard set in ``tmp_dir/eval/`` with its own manifest; in the ``global``
+    scope the tokenized documents are partitioned, in the ``file`` scope each side is its own streaming pass.
+    Without either option the pipeline is the one made before they existed."""
     bucket_dir = FileSystems.join(tmp_dir, BUCKETS_DIR)
     vocab_info = {
         "file": "vocab.txt",
@@ -551,12 +662,52 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
         vocab_info["strip_accents"] = config.effective_strip_accents
     # Create reshuffles its elements itself when there are several, so the files spread over the workers
     file_list = pipeline | "ListInputFiles" >> beam.Create(list(enumerate(files)))
-    if config.pairing_scope == "file":
-        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, bucket_dir)
-        counts = result.counts
+    shared_counts = []  # counts that both shard sets record (readers, dedup)
+    dedup = config.dedup != "none"
+    if dedup and config.pairing_scope == "file":  # a first pass: (file_index, path) -> (..., ordinals to skip)
+        deduped = file_list | "ExactDedup" >> heldout.ExactDedup(config, tmp_dir)
+        file_list = deduped["files"]
+        shared_counts.append(deduped["counts"])
+    split = config.eval_fraction > 0
+    eval_dir = FileSystems.join(tmp_dir, heldout.EVAL_DIR)
+    folders = {"train": bucket_dir, "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
+    made = {}  # side -> (bucket metas, [counts of that side's instances])
+    if config.pairing_scope == "file":  # no shuffle: with a split, one streaming pass per side
+        for side in heldout.sides(config):
+            label = "ProcessFilesStreaming" if side == "train" else "ProcessEvalFilesStreaming"
+            result = file_list | label >> ProcessFilesStreaming(config, folders[side], side if split else None)
+            made[side] = (result.buckets, [result.counts])
     else:
         read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
-        tokenized = read.documents | "TokenizeDocuments" >> TokenizeDocuments(config)
-        result = tokenized | "CreateTrainingInstances" >> CreateTrainingInstances(config, files, bucket_dir)
-        counts = (read.counts, result.counts) | "FlattenCounts" >> beam.Flatten()
-    (result.buckets, counts) | "WriteArrowShards" >> WriteArrowShards(config, vocab_info, list(vocab.tokens), tmp_dir)
+        documents = read.documents
+        if dedup:  # the first copy of each normalised text goes on
+            deduped = documents | "DropDuplicateDocuments" >> heldout.DropDuplicateDocuments(config)
+            documents = deduped["documents"]
+            shared_counts.append(deduped["counts"])
+        tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config)
+        shared_counts.append(read.counts)
+        parts = {"train": tokenized}
+        if split:
+            parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
+                heldout.SplitSide(files, config.eval_fraction, config.eval_seed), 2)
+        for side, docs in parts.items():
+            label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
+            result = docs | label >> CreateTrainingInstances(config, files, folders[side])
+            made[side] = (result.buckets, [result.counts])
+    if split:  # each manifest records both sides' document counts
+        per_side = {}
+        for side in heldout.SIDES:
+            name = side.capitalize()
+            merged = (tuple(made[side][1]) | f"Flatten{name}OnlyCounts" >> beam.Flatten()
+                      | f"Merge{name}OnlyCounts" >> beam.CombineGlobally(MergeCountsFn()))
+            per_side[side] = (merged | f"Count{name}Documents" >> beam.Map(lambda c, s=side: heldout.split_counts(s, c)),
+                              merged | f"Skip{name}Documents" >> beam.Map(
+                                  lambda c, s=side: heldout.skipped_for_other_side(s, c)))
+        made["train"][1].extend([per_side["train"][0], per_side["eval"][0], per_side["eval"][1]])
+        made["eval"][1].extend([per_side["eval"][0], per_side["train"][0], per_side["train"][1]])
+    for side, (buckets, side_counts) in made.items():
+        train = side == "train"
+        counts = tuple(shared_counts + side_counts) | ("FlattenCounts" if train else "FlattenEvalCounts") >> beam.Flatten()
+        (buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(
+            config if train else dataclasses.replace(config, num_shards=0),  # eval: one shard per ~50,000 rows
+            vocab_info, list(vocab.tokens), tmp_dir if train else eval_dir, role=side)
