@@ -82,8 +82,9 @@ def format_statistics(manifest: dict[str, Any]) -> str:
                                                     "masked_lm_prob",
                                                     "short_seq_prob", "dupe_factor", "random_seed", "do_lower_case",
                                                     "strip_accents",
-                                                    "do_whole_word_mask", "masking", "pairing_scope", "bucket_size",
-                                                    "bucket_tokens")
+                                                    "do_whole_word_mask", "masking_scheme", "max_ngram_size",
+                                                    "span_geometric_p", "max_span_length", "word_segmenter",
+                                                    "masking", "pairing_scope", "bucket_size", "bucket_tokens")
                             if k in c)),
         ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),
         ("shards", f"{len(manifest['shards'])} files, {total_rows:,} rows "

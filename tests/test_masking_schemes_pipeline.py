@@ -198,3 +198,21 @@ def test_scheme_and_segmenter_errors_are_one_line(tmp_path):
                    "--word-segmenter", "--word-ids"):
         assert option in help_text
     assert "SpanBERT" in help_text and "jieba" in help_text
+
+
+def test_whole_word_scheme_without_segmenter_is_the_original_flag(tmp_path):
+    """``--masking-scheme whole-word`` with the default words writes the same shards as the original's
+    ``--do-whole-word-mask`` (the golden test pins the latter to the original generator)."""
+    flag, scheme = tmp_path / "flag", tmp_path / "scheme"
+    _make(flag, "--do-whole-word-mask")
+    _make(scheme, "--masking-scheme", "whole-word")
+    assert _digest(flag) == _digest(scheme)
+
+
+def test_fast_sampling_keeps_word_level_masking(tmp_path):
+    """``--sampling fast`` vectorizes token masking only; a word-level scheme still masks whole words."""
+    out = tmp_path / "fast"
+    _make(out, "--sampling", "fast", "--masking-scheme", "span", "--word-ids")
+    rows = list(iter_rows(str(out)))
+    assert _check_whole_words(rows) > len(rows) / 2
+    assert 0.12 < read_manifest(str(out))["statistics"]["masked"]["per_token"] < 0.16
