@@ -118,6 +118,9 @@ def test_plugin_segmenter_words_reach_word_ids_and_masks(tmp_path, monkeypatch, 
             merged += word_ids[k] >= 0 and word_ids[k] == word_ids[k - 1] and not tokens[ids[k]].startswith("##")
     assert merged > len(rows)  # default words joined into the segmenter's
     assert _check_whole_words(rows) > len(rows) / 2
+    again = tmp_path / "again"  # same input, segmenter and seed: same bytes
+    _make(again, "--masking-scheme", "whole-word", "--word-segmenter", "pairs_words:words", "--objective", objective)
+    assert _digest(again) == _digest(out)
 
 
 def test_whole_word_masking_on_chinese_with_a_plugin_segmenter(shared_data, tmp_path):
