@@ -395,7 +395,6 @@ class ProcessFileStreamingFn(beam.DoFn):
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         reader_stats = readers.ReaderStats()
-        encoder = self.resource.encoder
         run: list[TokenizedDocument] = []
         run_index = 0
         docs_seen = 0

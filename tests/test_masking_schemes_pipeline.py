@@ -4,7 +4,6 @@ the ``word_ids`` column, ``inspect``, determinism, dynamic masking in the traine
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 import numpy as np
@@ -149,15 +148,24 @@ def test_whole_word_masking_on_chinese_with_a_plugin_segmenter(shared_data, tmp_
     assert sizes[2:].sum() > sizes[1] * 0.3
     inspected = _run("inspect", str(out), "-n", "5", "--no-stats", "--verify")
     assert inspected.exit_code == 0, inspected.output
-    # as inspect prints it: consecutive masked pieces {shown→label} {shown→label} of one word
-    assert re.search(r"\{[^{}]+→[^{}]+\} \{[^{}]+→[^{}]+\}", inspected.output)
+    # as inspect prints it: the pieces of a masked multi-character word, each {shown→label}, side by side
+    tokens = (vocab_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    shown = []
+    for row in rows[:5]:
+        word_ids = np.array(row["word_ids"])
+        labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"]))
+        for w in set(word_ids[list(labels)].tolist()):
+            pieces = np.flatnonzero(word_ids == w).tolist()
+            if len(pieces) > 1:
+                shown.append(" ".join(f"{{{tokens[row['input_ids'][p]]}→{tokens[labels[p]]}}}" for p in pieces))
+    assert shown and all(text in inspected.output for text in shown), (shown, inspected.output)
     assert "verified" in inspected.output
 
 
 def test_dynamic_masking_takes_the_segmenters_words(shared_data, tmp_path):
     """``--masking dynamic`` with a segmenter: the trainer's loader masks whole words of the ``word_ids`` column."""
     pytest.importorskip("jieba")
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from bertprep.bert_model.data import ShardDataset
 
     out = tmp_path / "shards"
