@@ -40,7 +40,9 @@ class PretrainingMetrics:
     ``process_group`` is initialised) and returns means: ``mlm_loss`` (over masked positions), ``nsp_loss``
     (over sequences), ``loss`` = their sum, ``mlm_accuracy`` (over all predicted positions, as the original's
     ``masked_lm_accuracy``), ``nsp_accuracy``, and the counts ``tokens`` (real tokens), ``padded_tokens``,
-    ``prediction_slots``, ``sequences``.
+    ``prediction_slots``, ``sequences``. Batches without ``next_sentence_label`` (shards of objective ``none``)
+    add nothing to the NSP sums; with none at all in the window, ``nsp_loss`` and ``nsp_accuracy`` are None
+    and ``loss`` is ``mlm_loss``.
 
     With ``mask_token_id`` given, also ``mlm_accuracy_at_mask``: the accuracy over the predicted positions whose
     input is ``[MASK]`` (80% of them). ``mlm_accuracy`` counts the 10% of positions left unchanged too, which
@@ -51,7 +53,7 @@ class PretrainingMetrics:
     """
 
     FIELDS = ("mlm_loss_sum", "masked", "mlm_correct", "nsp_loss_sum", "sequences", "nsp_correct",
-              "tokens", "padded_tokens", "prediction_slots", "at_mask", "at_mask_correct")
+              "tokens", "padded_tokens", "prediction_slots", "at_mask", "at_mask_correct", "nsp_sequences")
 
     def __init__(self, device: torch.device | str, mask_token_id: int | None = None):
         self.device = torch.device(device)
@@ -74,16 +76,21 @@ class PretrainingMetrics:
             at_mask_count, at_mask_correct = at_mask.sum().double(), (correct & at_mask).sum().double()
         else:
             at_mask_count = at_mask_correct = torch.zeros((), dtype=torch.float64, device=self.device)
-        nsp_label = batch["next_sentence_label"]
-        nsp_correct = (output.seq_relationship_logits.argmax(-1) == nsp_label).sum()
         B, T = batch["input_ids"].shape
+        zero = torch.zeros((), dtype=torch.float64, device=self.device)
+        if "next_sentence_label" in batch and output.nsp_loss is not None:
+            nsp_label = batch["next_sentence_label"]
+            nsp_correct = (output.seq_relationship_logits.argmax(-1) == nsp_label).sum().double()
+            nsp_loss_sum, nsp_sequences = output.nsp_loss.detach().double() * B, zero + B
+        else:  # objective none: no sentence task
+            nsp_correct = nsp_loss_sum = nsp_sequences = zero
         values = torch.stack([
             output.mlm_loss.detach().double() * masked, masked.double(), mlm_correct.double(),
-            output.nsp_loss.detach().double() * B, torch.tensor(B, dtype=torch.float64, device=self.device),
-            nsp_correct.double(), batch["attention_mask"].sum().double(),
+            nsp_loss_sum, torch.tensor(B, dtype=torch.float64, device=self.device),
+            nsp_correct, batch["attention_mask"].sum().double(),
             torch.tensor(B * T, dtype=torch.float64, device=self.device),
             torch.tensor(labels.numel(), dtype=torch.float64, device=self.device),
-            at_mask_count, at_mask_correct,
+            at_mask_count, at_mask_correct, nsp_sequences,
         ])
         self.sums += values
 
@@ -97,9 +104,9 @@ class PretrainingMetrics:
         s = dict(zip(self.FIELDS, values))
         out = {
             "mlm_loss": s["mlm_loss_sum"] / max(s["masked"], 1),
-            "nsp_loss": s["nsp_loss_sum"] / max(s["sequences"], 1),
+            "nsp_loss": s["nsp_loss_sum"] / s["nsp_sequences"] if s["nsp_sequences"] else None,
             "mlm_accuracy": s["mlm_correct"] / max(s["masked"], 1),
-            "nsp_accuracy": s["nsp_correct"] / max(s["sequences"], 1),
+            "nsp_accuracy": s["nsp_correct"] / s["nsp_sequences"] if s["nsp_sequences"] else None,
             "tokens": s["tokens"],
             "padded_tokens": s["padded_tokens"],
             "prediction_slots": s["prediction_slots"],
@@ -107,7 +114,7 @@ class PretrainingMetrics:
         }
         if self.mask_token_id is not None:
             out["mlm_accuracy_at_mask"] = s["at_mask_correct"] / max(s["at_mask"], 1)
-        out["loss"] = out["mlm_loss"] + out["nsp_loss"]
+        out["loss"] = out["mlm_loss"] + (out["nsp_loss"] or 0.0)
         out.update(zip(extra, values[len(self.FIELDS):]))
         return out
 
@@ -147,6 +154,11 @@ def plotting_unavailable() -> str | None:
     return None
 
 
+def _nan(value: float | None) -> float:
+    """A logged figure for plotting: None (e.g. NSP accuracy without a sentence task) as NaN, not drawn."""
+    return float("nan") if value is None else value
+
+
 def plot_metrics(jsonl_path: str, png_path: str) -> None:
     """Plot loss, MLM accuracy, NSP accuracy and learning rate against step (train and eval) into a PNG."""
     import matplotlib
@@ -162,12 +174,14 @@ def plot_metrics(jsonl_path: str, png_path: str) -> None:
               ("lr", "learning rate")]
     for ax, (key, title) in zip(axes.flat, panels):
         if train:
-            ax.plot([r["step"] for r in train], [r[key] for r in train], label="train", lw=1)
+            ax.plot([r["step"] for r in train], [_nan(r.get(key)) for r in train], label="train", lw=1)
         if evals and key != "lr":
-            ax.plot([r["step"] for r in evals], [r[key] for r in evals], "o-", label="eval", ms=3)
+            ax.plot([r["step"] for r in evals], [_nan(r.get(key)) for r in evals], "o-", label="eval", ms=3)
         if key == "loss" and train:
             ax.plot([r["step"] for r in train], [r["mlm_loss"] for r in train], label="train MLM", lw=0.8)
-            ax.plot([r["step"] for r in train], [r["nsp_loss"] for r in train], label="train NSP", lw=0.8)
+            if any(r.get("nsp_loss") is not None for r in train):  # (objective none: no NSP)
+                ax.plot([r["step"] for r in train], [_nan(r.get("nsp_loss")) for r in train], label="train NSP",
+                        lw=0.8)
         if key == "mlm_accuracy":  # older runs' lines lack it
             for rows, style, name in ((train, "-", "train"), (evals, "o--", "eval")):
                 rows = [r for r in rows if "mlm_accuracy_at_mask" in r]

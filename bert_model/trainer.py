@@ -32,14 +32,7 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.data import ShardDataset, ShardInfo, check_compatible, read_shard_info, verify_shard_files
-from bertprep.bert_model.distributed import (
-    DistInfo,
-    StopSignals,
-    any_rank,
-    gather,
-    seed_everything,
-    setup_distributed,
-)
+from bertprep.bert_model.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.hf_interop import (
     ModelSource,
     check_same_vocab,
@@ -59,6 +52,7 @@ from bertprep.bert_model.metrics import (
 from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining, flops_per_token
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision, cpu_has_native_bf16, uses_bf16
+from bertprep.bert_model.runtime import seed_everything
 from bertprep.pipeline.vocab_files import read_vocab_file
 
 logger = logging.getLogger("bertprep.train")
@@ -112,7 +106,9 @@ class TrainConfig:
     """Clip the global gradient norm to this (0 = no clipping)."""
     nsp_loss_weight: float = 1.0
     """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
-    (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated)."""
+    (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
+    shards of objective ``sop`` the same head learns sentence order; with objective ``none`` the rows have no
+    label and the loss is the masked LM's alone whatever this weight."""
     seed: int = 12345
     """Seeds model initialisation, dropout and the data order."""
     log_every: int = 50
@@ -432,11 +428,11 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
     metrics_path = os.path.join(config.output_dir, "metrics.jsonl")
     writer = JsonlWriter(metrics_path, truncate_after_step=step) if d.is_main else None
     if d.is_main:
-        logger.info("model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d; "
-                    "device %s (%s), world size %d; global batch %d",
+        logger.info("model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d, "
+                    "objective %s; device %s (%s), world size %d; global batch %d",
                     "from checkpoint" if saved is not None or hf_source is not None else config.preset,
                     model.num_parameters() / 1e6, config.shards, info.num_shards, info.num_rows,
-                    info.max_seq_length, device, "bf16 autocast" if uses_bf16(device, config.precision) else "fp32",
+                    info.max_seq_length, info.objective, device, "bf16 autocast" if uses_bf16(device, config.precision) else "fp32",
                     d.world_size,
                     config.batch_size * config.gradient_accumulation_steps * d.world_size)
         if config.resume:
@@ -470,8 +466,9 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
         if writer:
             writer.write(record)
             tqdm.write(f"eval step {at_step}: loss {result['loss']:.4f}, MLM accuracy "
-                       f"{result['mlm_accuracy']:.4f} ({result['mlm_accuracy_at_mask']:.4f} at [MASK]), "
-                       f"NSP accuracy {result['nsp_accuracy']:.4f}")
+                       f"{result['mlm_accuracy']:.4f} ({result['mlm_accuracy_at_mask']:.4f} at [MASK])"
+                       + (f", NSP accuracy {result['nsp_accuracy']:.4f}" if result.get("nsp_accuracy") is not None
+                          else ""))
         return record
 
     # Restore RNG last: everything above may draw from it, the uninterrupted run was past all of it.
@@ -499,7 +496,10 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
             with sync:
                 with autocast:
                     out = train_model(**batch)
-                loss = out.mlm_loss + config.nsp_loss_weight * out.nsp_loss  # weight 0 keeps DDP's graph whole
+                if out.nsp_loss is not None:
+                    loss = out.mlm_loss + config.nsp_loss_weight * out.nsp_loss  # weight 0 keeps DDP's graph whole
+                else:  # objective none: no label; the NSP head stays in the graph (for DDP) with a zero gradient
+                    loss = out.mlm_loss + 0.0 * out.seq_relationship_logits.sum()
                 (loss / config.gradient_accumulation_steps).backward()
             metrics.update(batch, out)
         if config.max_grad_norm > 0:
@@ -533,8 +533,9 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
             last_record = record
             if writer:
                 writer.write(record)
-                bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['mlm_accuracy']:.3f}",
-                                nsp_acc=f"{m['nsp_accuracy']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+                nsp = {"nsp_acc": f"{m['nsp_accuracy']:.3f}"} if m["nsp_accuracy"] is not None else {}
+                bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['mlm_accuracy']:.3f}", **nsp,
+                                tok_s=f"{record['tokens_per_s']:.0f}")
             window_start, paused = time.monotonic(), 0.0
 
         t_pause = time.monotonic()

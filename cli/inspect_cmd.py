@@ -16,13 +16,16 @@ import click
 @click.option("--stats/--no-stats", default=True, show_default=True, help="Print the manifest statistics.")
 @click.option("--verify", is_flag=True,
               help="Read every row and check it: sha256 and counts against the manifest, length <= "
-                   "max_seq_length, [CLS] first, exactly two [SEP], token types, masked positions. Exits 1 "
-                   "on any problem.")
+                   "max_seq_length, [CLS] first, [SEP] last, masked positions; per objective: nsp/sop exactly "
+                   "two [SEP], token types 0 then 1, A and B not empty, label share as in the manifest; none: "
+                   "token types 0, every row full but the last of each bucket, document separators as counted. "
+                   "Exits 1 on any problem.")
 def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, verify: bool) -> None:
     """Print the statistics of a finished shard directory and decode instances back to text.
 
     Masked positions are shown as {shown→label}: {[MASK]→cat} (80% of predictions), {dog→cat} (a random
-    token, 10%) and {cat→cat} (kept, 10%); each instance ends with its NSP label (IsNext / NotNext).
+    token, 10%) and {cat→cat} (kept, 10%); each instance ends with its sentence-pair label: IsNext / NotNext
+    (objective nsp), InOrder / Swapped (sop); objective none has no label.
     """
     from bertprep.pipeline import inspection, schema
 
@@ -37,7 +40,7 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
         rows = itertools.islice(inspection.iter_rows(shard_dir, manifest), skip, skip + num_examples)
         try:
             for k, row in enumerate(rows, start=skip):
-                click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens)}")
+                click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens, inspection.objective_of(manifest))}")
         except ValueError as err:  # a damaged shard, named
             if not verify:
                 raise click.ClickException(str(err)) from None
@@ -46,6 +49,9 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
         report = inspection.verify_shards(shard_dir, manifest)
         if report["errors"]:
             raise click.ClickException("verification failed:\n  " + "\n  ".join(report["errors"]))
-        click.echo(f"\nverified: {report['rows']:,} rows in {report['shards']} shards match the manifest; every "
-                   "row <= max_seq_length, starts with [CLS], holds exactly two [SEP], token types and masked "
-                   "positions well formed")
+        objective = inspection.objective_of(manifest)
+        layout = ("holds exactly two [SEP] around non-empty segments, label share as in the manifest"
+                  if objective != "none" else "is full but the last of each bucket, document separators as counted")
+        click.echo(f"\nverified: {report['rows']:,} rows in {report['shards']} shards match the manifest "
+                   f"(objective {objective}); every row <= max_seq_length, starts with [CLS], {layout}; token "
+                   "types and masked positions well formed")

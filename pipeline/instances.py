@@ -48,7 +48,7 @@ class InstanceStats:
     """Counters of what instance creation did; summed across buckets into the manifest."""
 
     instances: int = 0
-    not_next: int = 0
+    not_next: int = 0  # rows with next_sentence_label 1 (NotNext; under objective sop: swapped)
     tokens: int = 0
     masked: int = 0
     masked_as_mask: int = 0
@@ -58,10 +58,18 @@ class InstanceStats:
     unk_tokens: int = 0
     same_document_not_next: int = 0
     length_histogram: dict[int, int] = field(default_factory=dict)  # length -> count
+    # objective sop: chunks of one sentence, merged with the next sentence or (at a document's end) skipped
+    one_segment_chunks_merged: int = 0
+    one_segment_chunks_skipped: int = 0
+    one_segment_tokens_skipped: int = 0
+    # objective none: [SEP] tokens put between two documents
+    document_separators: int = 0
 
     def merge(self, other: "InstanceStats") -> "InstanceStats":
         for name in ("instances", "not_next", "tokens", "masked", "masked_as_mask", "masked_as_random",
-                     "masked_as_kept", "truncated", "unk_tokens", "same_document_not_next"):
+                     "masked_as_kept", "truncated", "unk_tokens", "same_document_not_next",
+                     "one_segment_chunks_merged", "one_segment_chunks_skipped", "one_segment_tokens_skipped",
+                     "document_separators"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for length, count in other.length_histogram.items():
             self.length_histogram[length] = self.length_histogram.get(length, 0) + count
