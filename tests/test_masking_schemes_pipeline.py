@@ -227,3 +227,17 @@ def test_fast_sampling_keeps_word_level_masking(tmp_path):
     rows = list(iter_rows(str(out)))
     assert _check_whole_words(rows) > len(rows) / 2
     assert 0.12 < read_manifest(str(out))["statistics"]["masked"]["per_token"] < 0.16
+
+
+def test_file_pairing_scope_carries_the_segmenters_words(tmp_path, monkeypatch):
+    """The streaming ``--pairing-scope file`` path tokenizes through the same word segmenter."""
+    (tmp_path / "pairs_words.py").write_text(PAIRS_SEGMENTER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    global_scope, file_scope = tmp_path / "global", tmp_path / "file"
+    _make(global_scope, "--masking-scheme", "span", "--word-segmenter", "pairs_words:words", "--bucket-size", "0")
+    _make(file_scope, "--masking-scheme", "span", "--word-segmenter", "pairs_words:words", "--pairing-scope", "file")
+    for out in (global_scope, file_scope):
+        rows = list(iter_rows(str(out)))
+        assert _check_whole_words(rows) > len(rows) / 2
+        # the segmenter joined default words: fewer words than word starts by the ## rule
+        assert max(max(r["word_ids"]) for r in rows) < max(len(r["input_ids"]) for r in rows) / 1.5
