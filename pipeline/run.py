@@ -25,7 +25,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
-from bertprep.pipeline import dataflow, readers, schema, shards
+from bertprep.pipeline import dataflow, heldout, readers, schema, shards, warm_workers
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.tokenization import Vocab, load_vocab
 from bertprep.pipeline.transforms import _USER_ERRORS, MakeShardsError, _recorded_error, build_pipeline
@@ -49,14 +49,49 @@ def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     return options
 
 
-def _local_runner(options: PipelineOptions):
+def _local_runner(options: PipelineOptions, workers: "warm_workers.WarmWorkerPool | None" = None):
+    """The runner for ``options``: None (Beam picks the runner they name), else the in-process
+    ``FnApiRunner``; with ``workers`` (as many as ``direct_num_workers``, multi-processing), one whose worker
+    processes are those already started (``warm_workers.py``)."""
     if options.view_as(StandardOptions).runner:
         return None  # Beam picks the runner named in the options
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-    return FnApiRunner()
+    direct = options.view_as(DirectOptions)
+    if workers is None or direct.direct_running_mode != "multi_processing" or direct.direct_num_workers != workers.size:
+        return FnApiRunner()
+    from apache_beam.transforms.environments import SubprocessSDKEnvironment
+
+    class WarmWorkersRunner(FnApiRunner):
+        """``FnApiRunner`` whose worker command hands each slot to a pool worker. FnApiRunner replaces the
+        environment by its own ``sdk_worker_main`` command in multi-processing mode, so the options say
+        ``in_memory`` while it runs (the worker count still comes from ``direct_num_workers``)."""
+
+        def run_pipeline(self, pipeline, run_options):
+            view = run_options.view_as(DirectOptions)
+            view.direct_running_mode = "in_memory"
+            runner_log = logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner")
+            quiet = _DropMessage("direct_running_mode should be")  # that is what the options say, not what runs
+            runner_log.addFilter(quiet)
+            try:
+                return super().run_pipeline(pipeline, run_options)
+            finally:
+                runner_log.removeFilter(quiet)
+                view.direct_running_mode = "multi_processing"
+
+    return WarmWorkersRunner(default_environment=SubprocessSDKEnvironment.from_command_string(workers.command))
 
 
-def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: Vocab | None = None) -> dict:
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: Vocab | None = None,
+                    workers: "warm_workers.WarmWorkerPool | None" = None) -> dict:
     """Run make-shards end to end and return the manifest.
 
     Raises:
@@ -71,11 +106,16 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: 
     pipeline has succeeded (``shards.commit_staged``): a failed, interrupted or killed run leaves an earlier
     output exactly as it was. After a successful run, staging folders of dead runs are removed
     (``shards.remove_stale_staging``). Beam options are not checked here; see :func:`unknown_beam_args`.
+    With ``config.eval_fraction`` the held-out set is moved into ``<output_dir>/eval/`` first, then the training
+    set (its manifest last); without it, an ``eval/`` set an earlier run left there is deleted
+    (``heldout.py``, :func:`_commit_eval_set`).
 
     With ``--runner=DataflowRunner --dry_run=True`` nothing is written or submitted: the job is built and
     validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.
     On Dataflow, ``--setup_file`` defaults to the checkout's setup.py (``dataflow.with_default_setup_file``).
     ``vocab``: ``config.vocab`` already loaded (the CLI loads it first to settle the casing), else loaded here.
+    ``workers``: Beam worker processes already started (``warm_workers.start``, by the CLI before it imports
+    Beam), used when the local runner runs multi-processing with as many workers; the caller closes them.
     """
     readers.check_options(config.input_format, encoding=config.encoding, max_line_chars=config.max_line_chars,
                           **({"segmenter": config.segmenter} if config.segmenter else {}))
@@ -91,8 +131,10 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: 
         except (ValueError, ImportError) as err:
             raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
+    eval_output_dir = FileSystems.join(output_dir, heldout.EVAL_DIR)
     _check_inputs_outside_outputs(files, output_dir)
-    existing = shards.existing_outputs(output_dir)
+    _check_inputs_outside_outputs(files, eval_output_dir)
+    existing = shards.existing_outputs(output_dir) + shards.existing_outputs(eval_output_dir)
     if existing and not config.overwrite:
         raise MakeShardsError(
             f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
@@ -103,9 +145,10 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: 
     start = time.time()
     log.info("make-shards: %d input files -> %s", len(files), output_dir)
     try:
-        with beam.Pipeline(runner=_local_runner(options), options=options) as pipeline:
+        with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
             build_pipeline(pipeline, config, files, vocab, staging_dir)
         manifest = _read_manifest(staging_dir)
+        _commit_eval_set(config, staging_dir, eval_output_dir)
         shards.commit_staged(staging_dir, output_dir,
                              [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME])
     except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
@@ -117,8 +160,38 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: 
             raise MakeShardsError(shards.os_error_message(err, f"making shards in {output_dir}")) from err
         raise
     shards.remove_stale_staging(output_dir)
+    if "dedup" in manifest:
+        log.info("--dedup %s: %d of %d documents dropped as copies (%d texts had copies)", config.dedup,
+                 manifest["dedup"]["documents_dropped"], manifest["statistics"]["documents"]["read"],
+                 manifest["dedup"]["duplicate_groups"])
     log.info("make-shards finished in %.1f s", time.time() - start)
     return manifest
+
+
+def _commit_eval_set(config: ShardsConfig, staging_dir: str, eval_output_dir: str) -> None:
+    """Move the held-out set from ``<staging>/eval/`` into ``<output>/eval/`` (before the training set, whose
+    manifest comes last); without a split, delete an earlier run's eval set there (its manifest first), so
+    that no eval set of another split is left beside the new training shards."""
+    if config.eval_fraction > 0:
+        staged = FileSystems.join(staging_dir, heldout.EVAL_DIR)
+        eval_manifest = _read_manifest(staged)
+        if "://" not in eval_output_dir and not os.path.isdir(eval_output_dir):
+            os.makedirs(eval_output_dir)
+        shards.commit_staged(staged, eval_output_dir,
+                             [entry["file"] for entry in eval_manifest["shards"]] + [shards.VOCAB_NAME])
+        log.info("held-out set: %d instances from %d documents in %s", eval_manifest["statistics"]["instances"],
+                 eval_manifest["split"]["eval_documents"], eval_output_dir)
+        return
+    old = [p for p in shards.existing_outputs(eval_output_dir) if shards.is_output_name(os.path.basename(p))]
+    if old:
+        markers = [p for p in old if os.path.basename(p).startswith(schema.MANIFEST_NAME)]
+        for group in (markers, [p for p in old if p not in markers]):  # the commit marker goes first
+            if group:
+                FileSystems.delete(group)
+        if "://" not in eval_output_dir and not os.listdir(eval_output_dir):
+            os.rmdir(eval_output_dir)
+        log.info("removed the held-out set of an earlier run from %s (this run has no --eval-fraction)",
+                 eval_output_dir)
 
 
 def _read_manifest(directory: str) -> dict:
