@@ -32,9 +32,12 @@ import os
 import shlex
 import shutil
 import socket
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ class WarmWorkerPool:
     the pipeline is done (or failed). ``size`` should equal the runner's ``direct_num_workers``.
     """
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, fork: bool = False):
         self.size = size
         self._dir = tempfile.mkdtemp(prefix="bertprep-workers-")
         self.socket_path = os.path.join(self._dir, "pool.sock")
@@ -90,10 +93,13 @@ class WarmWorkerPool:
         self._listener.bind(self.socket_path)
         self._listener.listen(max(8, size))
         fd = self._listener.fileno()
-        env = dict(os.environ, BERTPREP_WARM_WORKER_FD=str(fd))
-        self._procs = [subprocess.Popen([sys.executable, "-m", "bertprep.pipeline.warm_workers"], pass_fds=[fd],
-                                        env=env, stdin=subprocess.DEVNULL)
-                       for _ in range(size)]
+        if fork:
+            self._procs = [_fork_worker(fd) for _ in range(size)]
+        else:
+            env = dict(os.environ, BERTPREP_WARM_WORKER_FD=str(fd))
+            self._procs = [subprocess.Popen([sys.executable, "-m", "bertprep.pipeline.warm_workers"],
+                                            pass_fds=[fd], env=env, stdin=subprocess.DEVNULL)
+                           for _ in range(size)]
         self.command = launcher_command(self.socket_path)
 
     def close(self) -> None:
@@ -119,26 +125,88 @@ class WarmWorkerPool:
         self.close()
 
 
+class _ForkedWorker:
+    """A forked pool worker, with the part of ``subprocess.Popen``'s interface that ``close`` uses."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+
+def _fork_worker(listen_fd: int) -> _ForkedWorker:
+    pid = os.fork()
+    if pid:
+        return _ForkedWorker(pid)
+    status = 1  # the child: never return into the caller's code
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        status = _serve(os.dup(listen_fd))
+    finally:
+        os._exit(status)
+
+
 def start(size: int) -> WarmWorkerPool | None:
     """Start a pool of ``size`` workers, or None where that cannot work (no Unix sockets, fewer than 2
-    workers: Beam then runs in-process or starts its own)."""
+    workers: Beam then runs in-process or starts its own).
+
+    In a process with one thread (the CLI, before it has done anything) the workers are forked after this
+    process has imported Beam's harness and the transforms' modules, so no worker imports anything; with
+    other threads running (forking those is unsafe) they are started as new interpreters that import in
+    parallel with the caller."""
     if size < 2 or not hasattr(socket, "AF_UNIX") or not hasattr(socket, "send_fds"):
         return None
+    fork = hasattr(os, "fork") and threading.active_count() == 1
+    if fork:
+        _import_worker_modules()
     try:
-        return WarmWorkerPool(size)
+        return WarmWorkerPool(size, fork=fork)
     except OSError as err:  # e.g. no writable temporary directory: Beam starts its own workers
         log.debug("no warm workers: %s", err)
         return None
+
+
+def _import_worker_modules():
+    """Import Beam's SDK harness and what the DoFns need (numpy, pyarrow, tokenizers, bertprep)."""
+    from apache_beam.runners.worker import sdk_worker_main
+
+    import bertprep.pipeline.transforms  # noqa: F401
+
+    return sdk_worker_main
 
 
 def _serve(listen_fd: int) -> int:
     """A pool worker: import, wait for a launcher, adopt its stdio and environment, run Beam's harness."""
     listener = socket.socket(fileno=listen_fd)
     parent = os.getppid()
-    from apache_beam.runners.worker import sdk_worker_main  # the imports the pool exists to do early
-
-    import bertprep.pipeline.transforms  # noqa: F401  (numpy, pyarrow, tokenizers: what the DoFns need)
-
+    sdk_worker_main = _import_worker_modules()
     listener.settimeout(0.5)
     while True:
         try:
