@@ -381,3 +381,31 @@ def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
         theirs = mlm(input_ids=ids).logits
     assert torch.allclose(ours, theirs, atol=1e-5)
     transformers.BertForPreTraining.from_pretrained(str(tmp_path / "hf"))  # loads too, NSP head as initialised
+
+
+@pytest.mark.slow
+def test_two_process_ddp_trains_on_none_shards(tmp_path):
+    """Without a sentence label the NSP head gets no gradient; DDP (which expects a gradient for every
+    parameter) must still average and keep the replicas identical."""
+    import os
+    import subprocess
+    import sys
+
+    from test_ddp import WORKER
+
+    made = _run(["make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt", "--vocab", str(FIXTURES / "vocab.txt"),
+                 "-o", str(tmp_path / "shards"), "--max-seq-length", "32", "--max-predictions-per-seq", "5",
+                 "--dupe-factor", "1", "--num-shards", "4", "-q", "--objective", "none", *BEAM_IN_PROCESS])
+    assert made.exit_code == 0, made.output
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           str(tmp_path / "shards"), str(out)]
+    proc = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["digest"] == ranks[1]["digest"]
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [2, 4] and all(x["nsp_loss"] is None for x in lines)
