@@ -58,7 +58,10 @@ def collate(
         ``input_ids``, ``token_type_ids``, ``attention_mask`` (1 = real token): [B, T];
         ``masked_lm_positions`` [B, P] (padding entries point at 0); ``masked_lm_ids`` [B, P] (padding
         entries are -100, ignored by the loss); ``next_sentence_label`` [B] (1 = NotNext; objective sop: 1 =
-        swapped), only when the rows have it (not under objective ``none``).
+        swapped), only when the rows have it (not under objective ``none``); ``word_ids`` [B, T] (the word index
+        of each piece, -1 at [CLS]/[SEP] and at padding), only when the rows have it (shards made with
+        ``--word-ids`` or ``--word-segmenter``; ``ShardDataset`` uses it for dynamic masking and leaves it out
+        of the model's batch).
     """
     return {k: torch.from_numpy(v) for k, v in
             collate_numpy(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of).items()}
@@ -78,19 +81,24 @@ def collate_numpy(
     masked_lm_ids = np.full((B, P), IGNORE_INDEX, dtype=np.int64)
     has_label = "next_sentence_label" in rows[0]  # not under objective none
     next_sentence_label = np.empty(B, dtype=np.int64)
+    has_word_ids = "word_ids" in rows[0]  # shards made with --word-ids / --word-segmenter
+    word_ids = np.full(input_ids.shape, -1, dtype=np.int64) if has_word_ids else None
     for i, r in enumerate(rows):
         m = len(r["masked_lm_positions"])
         masked_lm_positions[i, :m] = r["masked_lm_positions"]
         masked_lm_ids[i, :m] = r["masked_lm_ids"]
         if has_label:
             next_sentence_label[i] = r["next_sentence_label"]
+        if has_word_ids:
+            word_ids[i, :len(r["word_ids"])] = r["word_ids"]
     return {
         "input_ids": input_ids,
         "token_type_ids": token_type_ids,
         "attention_mask": attention_mask,
         "masked_lm_positions": masked_lm_positions,
         "masked_lm_ids": masked_lm_ids,
-    } | ({"next_sentence_label": next_sentence_label} if has_label else {})
+    } | ({"next_sentence_label": next_sentence_label} if has_label else {}) | (
+        {"word_ids": word_ids} if has_word_ids else {})
 
 
 def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, pad_to_multiple_of: int = 8

@@ -241,3 +241,17 @@ def test_file_pairing_scope_carries_the_segmenters_words(tmp_path, monkeypatch):
         assert _check_whole_words(rows) > len(rows) / 2
         # the segmenter joined default words: fewer words than word starts by the ## rule
         assert max(max(r["word_ids"]) for r in rows) < max(len(r["input_ids"]) for r in rows) / 1.5
+
+
+def test_collate_pads_word_ids_with_minus_one():
+    """``word_ids`` rows collate to [B, T] with -1 at padding, as at [CLS]/[SEP]."""
+    pytest.importorskip("torch")
+    from bertprep.bert_model.collate import collate
+
+    rows = [{"input_ids": np.array(ids), "token_type_ids": np.zeros(len(ids), dtype=np.uint8),
+             "masked_lm_positions": np.array([1]), "masked_lm_ids": np.array([ids[1]]), "next_sentence_label": 0,
+             "word_ids": np.array(words)}
+            for ids, words in (([101, 7, 8, 102, 9, 102], [-1, 0, 0, -1, 1, -1]), ([101, 5, 102, 6, 102], [-1, 0, -1, 1, -1]))]
+    batch = collate(rows, pad_to_multiple_of=8)
+    assert batch["word_ids"].tolist() == [[-1, 0, 0, -1, 1, -1, -1, -1], [-1, 0, -1, 1, -1, -1, -1, -1]]
+    assert "word_ids" not in collate([{k: v for k, v in r.items() if k != "word_ids"} for r in rows])
