@@ -173,6 +173,38 @@ def decode_instance(row: dict[str, Any], tokens: list[str], objective: str = "ns
     return f"{' '.join(out)}  ({label}, {len(row['input_ids'])} tokens)"
 
 
+def _verify_word_ids(column, offsets, unmasked, row_of_tok, row_of_pos, positions, cls_id: int, sep_id: int,
+                     whole_words: bool, where: str, error) -> None:
+    """The ``word_ids`` checks of :func:`verify_shards` on one record batch: one entry per token, -1 exactly
+    at [CLS]/[SEP], words numbered 0, 1, ... in order within each row; with static word-level masking, every
+    word with a masked piece masked whole."""
+    import numpy as np
+
+    if not np.array_equal(column.offsets.to_numpy(), offsets):
+        error(f"{where}: word_ids rows are not as long as their input_ids")
+        return
+    word_ids = column.values.to_numpy().astype(np.int64)
+    special = (unmasked == cls_id) | (unmasked == sep_id)
+    if ((word_ids == -1) != special).any():
+        error(f"{where}: word_ids is not -1 exactly at [CLS] and [SEP]")
+        return
+    inner = np.flatnonzero(~special)
+    rows, words = row_of_tok[inner], word_ids[inner]
+    first = np.ones(len(inner), dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]
+    step = np.diff(words, prepend=0)
+    if (words[first] != 0).any() or ((step[~first] != 0) & (step[~first] != 1)).any():
+        error(f"{where}: word_ids are not numbered 0, 1, ... in order within each row")
+        return
+    if whole_words and len(positions):
+        key = rows * (1 << 20) + words
+        masked_key = row_of_pos * (1 << 20) + word_ids[offsets[:-1][row_of_pos] + positions]
+        chosen, masked_count = np.unique(masked_key, return_counts=True)
+        all_keys, piece_count = np.unique(key, return_counts=True)
+        if (piece_count[np.searchsorted(all_keys, chosen)] != masked_count).any():
+            error(f"{where}: a word is only partly masked (masking scheme masks whole words)")
+
+
 def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check every row of a finished shard directory against the manifest and the format's invariants.
 
@@ -183,6 +215,9 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
     ``max_predictions_per_seq`` of them (static masking); every id in ``input_ids`` and ``masked_lm_ids`` below
     the vocab size. A shard that is missing or not a readable Arrow file is reported by name and the others
     are still checked.
+
+    With a ``word_ids`` column: one entry per token, -1 exactly at [CLS]/[SEP], words numbered in order, and
+    (static masking under a word-level ``masking_scheme``) no word partly masked.
 
     Per objective (``config.objective``): each shard has the objective's columns (:func:`schema.columns`).
     ``nsp`` and ``sop``: A and B are not empty, and the share of rows labelled 1 is the manifest's
@@ -205,6 +240,9 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
     vocab_size = int(manifest["vocab"]["size"])
     objective = objective_of(manifest)
     statistics = manifest.get("statistics", {})
+    config = manifest["config"]
+    scheme = config.get("masking_scheme", "whole-word" if config.get("do_whole_word_mask") else "token")
+    whole_words = scheme != "token" and config.get("masking", "static") == "static"
     errors: list[str] = []
     total_rows = 0
     label_ones = inner_separators = short_rows = 0
@@ -290,6 +328,9 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
                             error(f"{where}: a masked position is on [CLS] or [SEP]")
                     if manifest["config"].get("masking", "static") == "static" and (m_lengths > max_pred).any():
                         error(f"{where}: more than max_predictions_per_seq {max_pred} predictions in a row")
+                    if has_word_ids:
+                        _verify_word_ids(batch.column("word_ids"), offsets, unmasked, row_of_tok, row_of_pos,
+                                         positions, cls_id, sep_id, whole_words, where, error)
         except (pa.ArrowException, OSError) as err:
             error(f"{entry['file']}: not a readable Arrow file ({err}); the shard is damaged")
             continue

@@ -255,3 +255,17 @@ def test_collate_pads_word_ids_with_minus_one():
     batch = collate(rows, pad_to_multiple_of=8)
     assert batch["word_ids"].tolist() == [[-1, 0, 0, -1, 1, -1, -1, -1], [-1, 0, -1, 1, -1, -1, -1, -1]]
     assert "word_ids" not in collate([{k: v for k, v in r.items() if k != "word_ids"} for r in rows])
+
+
+def test_inspect_verify_checks_word_ids_and_whole_words(tmp_path):
+    """``inspect --verify`` checks the word_ids column and, for a word-level scheme, that no word is partly
+    masked: token-masked shards passed off as whole-word ones fail it."""
+    from bertprep.pipeline.inspection import verify_shards
+
+    out = tmp_path / "shards"
+    _make(out, "--word-ids")  # token masking: multi-piece words are often partly masked
+    assert verify_shards(str(out))["errors"] == []
+    manifest = read_manifest(str(out))
+    manifest["config"]["masking_scheme"] = "whole-word"
+    errors = verify_shards(str(out), manifest)["errors"]
+    assert errors and all("partly masked" in e for e in errors)
