@@ -4,28 +4,33 @@ Beam's local multi-processing runner (``FnApiRunner``) starts its worker process
 runs, as ``python -m apache_beam.runners.worker.sdk_worker_main``: each then imports Beam, and unpickling
 the first DoFn imports numpy, pyarrow, tokenizers and bertprep. Measured on the 2-core development machine
 (``benchmarks/bench_make_shards.py``, ``beam-startup``), that is about 1.9 s of a 3.6 s trivial pipeline,
-spent after the main process has finished its own imports and loaded the vocab, so nothing overlaps.
+spent after the main process has done the same imports, so the work is done three times and nothing
+overlaps; the workers' interpreter tear-down adds about 1 s at the end.
 
-:class:`WarmWorkerPool` starts those processes first: ``make-shards`` calls :func:`start` before it imports
-Beam, so the workers import everything while the main process imports Beam, loads the vocab, lists the
-inputs and builds the pipeline. The runner is then given a worker command (:func:`launcher_command`) that
-does not start Python's imports at all: a stdlib-only launcher (``python -S``) connects to the pool's Unix
-socket, passes its standard input, output and error (``SCM_RIGHTS``) and its environment (the control and
-logging addresses and pipeline options Beam set for it) to a waiting worker, which adopts them and runs
-Beam's own harness (``sdk_worker_main.main``); the launcher exits with the worker's exit status. The
-worker leaves with ``os._exit`` once the harness returns (nothing is left to flush: its logs went over the
-logging service), which also cuts the interpreter tear-down from the end of every run.
+:class:`WarmWorkerPool` starts the workers first. ``make-shards`` calls :func:`start` at the top of the
+command: in a process with one thread it imports Beam's harness and the transforms' modules (which the
+main process needs anyway) and forks the workers, so they import nothing; elsewhere (other threads
+running, where forking is unsafe) it starts new interpreters that import while the caller goes on. The
+runner is then given a worker command (:func:`launcher_command`) that starts no imports at all: a
+stdlib-only launcher (``python -S``) connects to the pool's Unix socket, passes its standard input, output
+and error (``SCM_RIGHTS``) and its environment (the control and logging addresses and pipeline options Beam
+set for it) to a waiting worker, which adopts them and runs Beam's own harness (``sdk_worker_main.main``);
+the launcher exits with the worker's exit status. The worker leaves with ``os._exit`` once the harness
+returns (its logs went over the logging service; nothing is left to flush), which cuts the interpreter
+tear-down from the end of every run.
 
-Nothing changes what the pipeline computes: the same harness runs the same bundles. A launcher that finds no
-pool (or no worker within :data:`CLAIM_TIMEOUT_S`) runs ``sdk_worker_main`` itself, as Beam would have.
-Unclaimed workers exit when :meth:`WarmWorkerPool.close` is called or when the process that started them is
-gone (they check every half second), so a failed run leaves no process behind.
+Nothing changes what the pipeline computes: the same harness runs the same bundles (``tests/test_buckets.py``
+checks the bytes against one in-process worker). A launcher that finds no pool (or no worker within
+:data:`CLAIM_TIMEOUT_S`) runs ``sdk_worker_main`` itself, as Beam would have. Unclaimed workers exit when
+:meth:`WarmWorkerPool.close` is called or when the process that started them is gone (they check every half
+second), so a failed run leaves no process behind.
 
-This module imports no Beam at module level (it must run before Beam is imported).
+This module imports no Beam at module level.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -94,7 +99,11 @@ class WarmWorkerPool:
         self._listener.listen(max(8, size))
         fd = self._listener.fileno()
         if fork:
-            self._procs = [_fork_worker(fd) for _ in range(size)]
+            gc.freeze()  # the workers never collect what was imported: fewer copy-on-write pages, shorter GC passes
+            try:
+                self._procs = [_fork_worker(fd) for _ in range(size)]
+            finally:
+                gc.unfreeze()  # this process goes on as before
         else:
             env = dict(os.environ, BERTPREP_WARM_WORKER_FD=str(fd))
             self._procs = [subprocess.Popen([sys.executable, "-m", "bertprep.pipeline.warm_workers"],
