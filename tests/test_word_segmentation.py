@@ -127,7 +127,7 @@ def test_jieba_words_group_chinese_characters(uncased):
     assert _grouped(vocab, ids, starts) == "| 我 [UNK] | [UNK] | 中 国 | 人 民 | 。"
 
 
-def test_kiwi_words_split_korean_stems_and_particles(shared_data):
+def test_kiwi_words_split_korean_stems_and_particles():
     pytest.importorskip("kiwipiepy")
     segmenter = load_word_segmenter("kiwi")
     # 대한민국은 = 대한민국 (noun) + 은 (particle); 갔습니다 = 가 + 었 (one syllable, merged) + 습니다
