@@ -102,6 +102,20 @@ def test_casing_mismatch_is_warned(tmp_path):
     assert "uncased vocab" in result.output and "--do-lower-case" in result.output
 
 
+def test_casing_contradicting_a_tokenizer_json_is_refused(tmp_path):
+    from bertprep.pipeline.vocab_files import read_vocab_file, tokenizer_files
+
+    tokenizer_json = tmp_path / "tokenizer.json"  # records lowercase=True, as build-vocab's default writes it
+    tokenizer_json.write_text(tokenizer_files(read_vocab_file(VOCAB), do_lower_case=True)["tokenizer.json"])
+    result = _run(["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", str(tokenizer_json),
+                   "-o", str(tmp_path / "shards"), "--no-do-lower-case", "-q", *BEAM_IN_PROCESS])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for --no-do-lower-case: " in result.output
+    assert "built with lowercase=True but --no-do-lower-case was given" in result.output
+    assert "pass --do-lower-case (or leave it out)" in result.output
+    assert not (tmp_path / "shards").exists()
+
+
 def test_inspect_refuses_an_unfinished_directory(tmp_path):
     (tmp_path / "shard-00000-of-00001.arrow").write_bytes(b"")
     result = _run(["inspect", str(tmp_path)])
