@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertprep.bert_model.squad import SquadExample, SquadTask, parse_article_range, read_squad
+from bertprep.bert_model.squad import SquadTask
+from bertprep.bert_model.squad_data import SquadExample, parse_article_range, read_squad
 from bertprep.bert_model.squad_eval import exact_match_score, f1_score, normalize_answer, squad_metrics
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 

@@ -16,7 +16,8 @@ import torch
 from click.testing import CliRunner
 
 from bertprep.bert_model.finetune import FinetuneConfig, finetune
-from bertprep.bert_model.squad import SquadAnswer, SquadExample, SquadTask, null_odds_path, read_squad
+from bertprep.bert_model.squad import SquadAnswer, SquadTask, null_odds_path
+from bertprep.bert_model.squad_data import SquadExample, read_squad
 from bertprep.bert_model.squad_eval import find_best_threshold, squad_v2_metrics, squad_v2_raw_scores
 from bertprep.bert_model.tasks import make_task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
