@@ -23,13 +23,19 @@ in input order (smallest ``(file index, ordinal)``). Normalised = each sentence 
 lower-cased and accents stripped as ``do_lower_case`` / ``strip_accents`` say), whitespace runs collapsed to
 one space, sentences left empty dropped, sentences joined with a newline (:func:`normalized_text`). Two
 documents equal in this form give the same word pieces, so nothing the model could tell apart is dropped;
-documents that normalise to nothing are not hashed (they are skipped later as empty). The work is one
-extra streaming pass over the inputs (:class:`HashDocumentsFn`: read and normalise, no tokenization) and a
-``GroupByKey`` on the 16-byte ``blake2b`` of the normalised text whose values are document ids only
-(:class:`ExactDedup`): memory per key is the number of copies of one text, never the corpus. The dropped
-ids are grouped per input file and handed to the readers of the main pass with their file
-(:func:`file_element`), which skip them (:func:`select_documents`). Counts go to the manifest
-(``manifest["dedup"]``, and ``statistics.documents.skipped.duplicate``) and the log.
+documents that normalise to nothing are never dropped (they are skipped later as empty). Copies meet in a
+``GroupByKey`` on the 16-byte ``blake2b`` of the normalised text (:func:`text_digest`), so memory per key is
+the number of copies of one text, never the corpus:
+
+- ``global`` pairing scope (:class:`DropDuplicateDocuments`): the documents as read are grouped by that key
+  and the first of each group goes on to tokenization. No second read; the shuffle carries the documents'
+  text, which Dataflow keeps on disk and the local runner in memory (as it does for the bucket shuffle).
+- ``file`` scope, which never shuffles documents (:class:`ExactDedup`): one extra streaming pass over the
+  inputs (:class:`HashDocumentsFn`: read and normalise, no tokenization) whose ``GroupByKey`` values are
+  document ids only; the ids of the copies are grouped per input file and handed to the main pass with their
+  file (:func:`file_element`), whose readers skip them (:func:`select_documents`).
+Both keep the same documents. Counts go to the manifest (``manifest["dedup"]``, and
+``statistics.documents.skipped.duplicate``) and the log.
 
 Near-duplicates (MinHash) are not removed: no well-kept library here does it as a streaming Beam step.
 """
@@ -85,17 +91,12 @@ def file_element(element: Sequence[Any]) -> tuple[int, str, frozenset[int]]:
     return file_index, path, frozenset(rest[0]) if rest else frozenset()
 
 
-def select_documents(documents: Iterable[readers.Document], path: str, skip: frozenset[int] = frozenset(),
-                     side: str | None = None, eval_fraction: float = 0.0,
-                     eval_seed: int = 0) -> Iterator[readers.Document]:
-    """The documents of input ``path`` a pass uses: not in ``skip`` (duplicates) and, with ``side`` set, on
-    that side of the split (:func:`is_eval_document`). ``side=None``: every side."""
+def select_documents(documents: Iterable[readers.Document],
+                     skip: frozenset[int] = frozenset()) -> Iterator[readers.Document]:
+    """The documents a reader yields that are not in ``skip`` (the ordinals of duplicates, :class:`ExactDedup`)."""
     for doc in documents:
-        if doc.ordinal in skip:
-            continue
-        if side is not None and is_eval_document(eval_seed, path, doc.ordinal, eval_fraction) != (side == "eval"):
-            continue
-        yield doc
+        if doc.ordinal not in skip:
+            yield doc
 
 
 class SplitSide:
@@ -128,7 +129,7 @@ def text_digest(text: str) -> bytes:
 
 class HashDocumentsFn(beam.DoFn):
     """``(file_index, path)`` -> ``(digest of the normalised text, (file_index, ordinal))`` per document that
-    normalises to something; ``{"dedup": {"documents_hashed": n}}`` per file as a tagged ``counts`` output."""
+    normalises to something."""
 
     def __init__(self, config: ShardsConfig, error_dir: str | None = None):
         self.config = config
@@ -143,19 +144,16 @@ class HashDocumentsFn(beam.DoFn):
         from bertprep.pipeline.transforms import _USER_ERRORS, _reader_kwargs, _record_error  # no import cycle
 
         file_index, path = element[0], element[1]
-        hashed = 0
         try:
             for doc in readers.read_documents(path, self.config.input_format, stats=readers.ReaderStats(),
                                               **_reader_kwargs(self.config)):
                 text = normalized_text(doc.sentences, self.normalize)
                 if text:
-                    hashed += 1
+                    self.hashed.inc()
                     yield text_digest(text), (file_index, doc.ordinal)
         except _USER_ERRORS as err:
             _record_error(self.error_dir, err)
             raise
-        self.hashed.inc(hashed)
-        yield beam.pvalue.TaggedOutput("counts", {"dedup": {"documents_hashed": hashed}})
 
 
 class FindDuplicatesFn(beam.DoFn):
@@ -172,8 +170,13 @@ class FindDuplicatesFn(beam.DoFn):
             return
         self.dropped.inc(len(ids) - 1)
         yield from ids[1:]
-        yield beam.pvalue.TaggedOutput("counts", {"dedup": {"duplicate_groups": 1, "documents_dropped": len(ids) - 1},
-                                                  "reader": {"skipped_documents": {"duplicate": len(ids) - 1}}})
+        yield beam.pvalue.TaggedOutput("counts", _dropped_counts(len(ids) - 1))
+
+
+def _dropped_counts(dropped: int) -> dict:
+    """Counts of one text that had ``dropped`` copies besides the one kept."""
+    return {"dedup": {"duplicate_groups": 1, "documents_dropped": dropped},
+            "reader": {"skipped_documents": {"duplicate": dropped}}}
 
 
 def _attach_skips(element: tuple[int, dict[str, list]]) -> tuple[int, str, tuple[int, ...]]:
@@ -195,10 +198,9 @@ class ExactDedup(beam.PTransform):
         self.error_dir = error_dir
 
     def expand(self, files):
-        hashed = files | "HashDocumentsFn" >> beam.ParDo(HashDocumentsFn(self.config, self.error_dir)).with_outputs(
-            "counts", main="ids")
+        hashed = files | "HashDocumentsFn" >> beam.ParDo(HashDocumentsFn(self.config, self.error_dir))
         dropped = (
-            hashed.ids
+            hashed
             | "GroupByText" >> beam.GroupByKey()
             | "FindDuplicatesFn" >> beam.ParDo(FindDuplicatesFn()).with_outputs("counts", main="ids")
         )
@@ -208,8 +210,58 @@ class ExactDedup(beam.PTransform):
             | "JoinSkipsToFiles" >> beam.CoGroupByKey()
             | "AttachSkips" >> beam.Map(_attach_skips)
         )
-        counts = (hashed.counts, dropped.counts) | "FlattenDedupCounts" >> beam.Flatten()
-        return {"files": joined, "counts": counts}
+        return {"files": joined, "counts": dropped.counts}
+
+
+class KeyByTextFn(beam.DoFn):
+    """A document as read, ``(file_index, ordinal, sentences)`` -> ``(key, document)``: the key is the digest of
+    its normalised text, or for a document that normalises to nothing its own id (never a copy)."""
+
+    def __init__(self, config: ShardsConfig):
+        self.config = config
+        self.normalize = None
+
+    def setup(self) -> None:
+        self.normalize = bert_normalizer(self.config.do_lower_case, self.config.strip_accents).normalize_str
+
+    def process(self, doc: tuple[int, int, list[str]]) -> Iterator[tuple[bytes, tuple]]:
+        text = normalized_text(doc[2], self.normalize)
+        yield (text_digest(text) if text else f"id:{doc[0]}:{doc[1]}".encode("ascii")), doc
+
+
+class KeepFirstCopyFn(beam.DoFn):
+    """``(key, documents)`` -> the first document (smallest ``(file_index, ordinal)``); a tagged ``counts``
+    output per text that had copies."""
+
+    def __init__(self):
+        self.dropped = Metrics.counter("bertprep", "dedup_documents_dropped")
+
+    def process(self, element: tuple[bytes, Iterable[tuple]]) -> Iterator[Any]:
+        _, docs = element
+        docs = list(docs)
+        first = min(docs, key=lambda d: (d[0], d[1]))
+        yield first
+        if len(docs) > 1:
+            self.dropped.inc(len(docs) - 1)
+            yield beam.pvalue.TaggedOutput("counts", _dropped_counts(len(docs) - 1))
+
+
+class DropDuplicateDocuments(beam.PTransform):
+    """Documents as read -> ``{"documents": the first copy of each normalised text, "counts": dedup counts}``
+    (the ``global`` scope; see the module docstring)."""
+
+    def __init__(self, config: ShardsConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, documents):
+        kept = (
+            documents
+            | "KeyByTextFn" >> beam.ParDo(KeyByTextFn(self.config))
+            | "GroupByText" >> beam.GroupByKey()
+            | "KeepFirstCopyFn" >> beam.ParDo(KeepFirstCopyFn()).with_outputs("counts", main="documents")
+        )
+        return {"documents": kept.documents, "counts": kept.counts}
 
 
 def split_counts(side: str, merged: dict) -> dict:
@@ -251,7 +303,6 @@ def manifest_sections(config: ShardsConfig, counts: dict, role: str = "train") -
             "method": config.dedup,
             "normalization": NORMALIZATION,
             "kept": "the first copy in input order (file order, then document order)",
-            "documents_hashed": int(dedup.get("documents_hashed", 0)),
             "duplicate_groups": int(dedup.get("duplicate_groups", 0)),
             "documents_dropped": int(dedup.get("documents_dropped", 0)),
         }

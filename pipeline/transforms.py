@@ -277,7 +277,7 @@ class ReadDocumentsFn(beam.DoFn):
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         stats = readers.ReaderStats()
         documents = readers.read_documents(path, self.config.input_format, stats=stats, **_reader_kwargs(self.config))
-        for doc in heldout.select_documents(documents, path, skip):
+        for doc in heldout.select_documents(documents, skip):
             self.documents.inc()
             yield (file_index, doc.ordinal, list(doc.sentences))
         yield beam.pvalue.TaggedOutput("counts", {"reader": stats.to_dict()})
@@ -379,13 +379,15 @@ class CreateInstancesFn(beam.DoFn):
 
 class ProcessFileStreamingFn(beam.DoFn):
     """The ``file`` pairing scope: one input file -> runs of ``bucket_size`` consecutive documents, each
-    run a bucket, processed as soon as it is complete (nothing waits for other files). ``side``: only the
-    documents of that side of the held-out split (``heldout.select_documents``; None: all)."""
+    run a bucket, processed as soon as it is complete (nothing waits for other files). With a held-out
+    split (``config.eval_fraction``) the eval documents make runs of their own, whose bucket files go to
+    ``eval_tmp_dir`` and whose metas and counts to the tagged outputs ``eval_buckets`` and ``eval_counts``
+    (the reader's counts go to both ``counts`` and ``eval_counts``)."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str, side: str | None = None):
+    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None):
         self.config = config
         self.tmp_dir = tmp_dir
-        self.side = side
+        self.eval_tmp_dir = eval_tmp_dir
         self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
 
     def setup(self) -> None:
@@ -395,37 +397,48 @@ class ProcessFileStreamingFn(beam.DoFn):
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         reader_stats = readers.ReaderStats()
-        run: list[TokenizedDocument] = []
-        run_index = 0
-        docs_seen = 0
         size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
-        run_tokens = 0
+        split = self.config.eval_fraction > 0
+        # per side of the held-out split (one side without a split): the current run, its index, the
+        # documents seen and the run's word pieces
+        runs = {side: {"run": [], "index": 0, "seen": 0, "tokens": 0} for side in heldout.sides(self.config)}
 
-        def flush() -> Iterator[Any]:
-            nonlocal run, run_index, docs_seen, run_tokens
+        def flush(side: str) -> Iterator[Any]:
+            state = runs[side]
+            run = state["run"]
             docs = bucket_documents(run)
             counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
-            bucket = (file_index << 24) | run_index
-            meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
-                                                self.resource.vocab.size, self.tmp_dir)
-            log.info("%s, documents %d-%d: %d instances", path, docs_seen - len(run), docs_seen - 1, meta[2])
-            run, run_index, run_tokens = [], run_index + 1, 0
-            yield meta
-            yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(),
-                                                      "buckets": 1})
+            bucket = (file_index << 24) | state["index"]
+            meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids, self.resource.vocab.size,
+                                                self.tmp_dir if side == "train" else self.eval_tmp_dir)
+            log.info("%s, %sdocuments %d-%d: %d instances", path, "eval " if side == "eval" else "",
+                     state["seen"] - len(run), state["seen"] - 1, meta[2])
+            state.update(run=[], index=state["index"] + 1, tokens=0)
+            counted = {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1}
+            if side == "train":
+                yield meta
+                yield beam.pvalue.TaggedOutput("counts", counted)
+            else:
+                yield beam.pvalue.TaggedOutput("eval_buckets", meta)
+                yield beam.pvalue.TaggedOutput("eval_counts", counted)
 
         documents = readers.read_documents(path, self.config.input_format, stats=reader_stats,
                                            **_reader_kwargs(self.config))
-        for doc in heldout.select_documents(documents, path, skip, self.side, self.config.eval_fraction,
-                                            self.config.eval_seed):
-            run.append(self.resource.encode(file_index, doc.ordinal, doc.sentences))
-            docs_seen += 1
-            run_tokens += document_tokens(run[-1])
-            if (size is None and run_tokens >= self.config.bucket_tokens) or (size and len(run) >= size):
-                yield from flush()
-        if run:
-            yield from flush()
+        for doc in heldout.select_documents(documents, skip):
+            side = "eval" if split and heldout.is_eval_document(self.config.eval_seed, path, doc.ordinal,
+                                                                self.config.eval_fraction) else "train"
+            state = runs[side]
+            state["run"].append(self.resource.encode(file_index, doc.ordinal, doc.sentences))
+            state["seen"] += 1
+            state["tokens"] += document_tokens(state["run"][-1])
+            if (size is None and state["tokens"] >= self.config.bucket_tokens) or (size and len(state["run"]) >= size):
+                yield from flush(side)
+        for side, state in runs.items():
+            if state["run"]:
+                yield from flush(side)
         yield beam.pvalue.TaggedOutput("counts", {"reader": reader_stats.to_dict()})
+        if split:
+            yield beam.pvalue.TaggedOutput("eval_counts", {"reader": reader_stats.to_dict()})
 
 
 class MergeCountsFn(beam.CombineFn):
@@ -498,15 +511,19 @@ class CreateTrainingInstances(beam.PTransform):
 
 
 class ProcessFilesStreaming(beam.PTransform):
-    def __init__(self, config: ShardsConfig, tmp_dir: str, side: str | None = None):
+    """Input files -> bucket file metas (``buckets``) and ``counts``; with a held-out split also
+    ``eval_buckets`` and ``eval_counts`` (bucket files in ``eval_tmp_dir``)."""
+
+    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None):
         super().__init__()
         self.config = config
         self.tmp_dir = tmp_dir
-        self.side = side
+        self.eval_tmp_dir = eval_tmp_dir
 
     def expand(self, files):
         return files | "ProcessFileStreamingFn" >> beam.ParDo(
-            ProcessFileStreamingFn(self.config, self.tmp_dir, self.side)).with_outputs("counts", main="buckets")
+            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir)).with_outputs(
+                "counts", "eval_buckets", "eval_counts", main="buckets")
 
 
 def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int,
@@ -643,10 +660,11 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
 
     With ``config.dedup`` copies are dropped: in the ``global`` scope by a ``GroupByKey`` of the documents on
     their normalised text (``heldout.DropDuplicateDocuments``), in the ``file`` scope by a first pass
-    (``heldout.ExactDedup``) that gives each input file the ordinals of its copies, which the readers skip. With ``config.eval_fraction`` the held-out documents
-    (``heldout.is_eval_document``) go through their own instance creation (their own buckets: NotNext from
-    eval documents only) to a second shard set in ``tmp_dir/eval/`` with its own manifest; in the ``global``
-    scope the tokenized documents are partitioned, in the ``file`` scope each side is its own streaming pass.
+    (``heldout.ExactDedup``) that gives each input file the ordinals of its copies, which the readers skip.
+    With ``config.eval_fraction`` the held-out documents (``heldout.is_eval_document``) go through their own
+    instance creation (their own buckets: NotNext from eval documents only) to a second shard set in
+    ``tmp_dir/eval/`` with its own manifest; in the ``global`` scope the tokenized documents are partitioned,
+    in the ``file`` scope the streaming pass keeps one run per side.
     Without either option the pipeline is the one made before they existed."""
     bucket_dir = FileSystems.join(tmp_dir, BUCKETS_DIR)
     vocab_info = {
@@ -671,11 +689,11 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
     eval_dir = FileSystems.join(tmp_dir, heldout.EVAL_DIR)
     folders = {"train": bucket_dir, "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
     made = {}  # side -> (bucket metas, [counts of that side's instances])
-    if config.pairing_scope == "file":  # no shuffle: with a split, one streaming pass per side
-        for side in heldout.sides(config):
-            label = "ProcessFilesStreaming" if side == "train" else "ProcessEvalFilesStreaming"
-            result = file_list | label >> ProcessFilesStreaming(config, folders[side], side if split else None)
-            made[side] = (result.buckets, [result.counts])
+    if config.pairing_scope == "file":  # no shuffle: one streaming pass makes both sides' runs
+        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, folders["train"], folders["eval"])
+        made["train"] = (result.buckets, [result.counts])
+        if split:
+            made["eval"] = (result.eval_buckets, [result.eval_counts])
     else:
         read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
         documents = read.documents
