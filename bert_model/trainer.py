@@ -49,7 +49,8 @@ from bertprep.bert_model.metrics import (
     plot_metrics,
     plotting_unavailable,
 )
-from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining, flops_per_token
+from bertprep.bert_model.model import (PRESETS, BertConfig, BertForPreTraining, flops_per_token,
+                                       sinusoidal_position_table)
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, check_precision, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.runtime import seed_everything
@@ -59,6 +60,7 @@ logger = logging.getLogger("bertprep.train")
 
 #: Tasks ``bertprep train --task`` knows; fine-tuning is its own command (``bertprep finetune``).
 TASKS = ("pretrain",)
+POSITION_EMBEDDING_INITS = ("normal", "sinusoidal")
 
 
 @dataclass
@@ -104,6 +106,10 @@ class TrainConfig:
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
+    position_embedding_init: str = "normal"
+    """How a new model's position embeddings start: ``normal`` (the original: truncated normal, std
+    ``initializer_range``) or ``sinusoidal`` (Vaswani et al. 2017 sine/cosine table at the same scale, then learned
+    as usual; see ``model.sinusoidal_position_table``). Ignored with ``init_from`` and ``resume``."""
     nsp_loss_weight: float = 1.0
     """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
     (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
@@ -167,6 +173,9 @@ class TrainConfig:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.position_embedding_init not in POSITION_EMBEDDING_INITS:
+            raise ValueError(f"unknown position_embedding_init {self.position_embedding_init!r}; choose one of "
+                             f"{', '.join(POSITION_EMBEDDING_INITS)}")
         if self.resume and self.init_from:
             raise ValueError("give either resume (continue a run) or init_from (new run from weights), not both")
         check_precision(self.precision)
@@ -366,6 +375,10 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
 
     seed_everything(config.seed)
     model = BertForPreTraining(model_config)
+    if config.position_embedding_init == "sinusoidal" and source_ckpt is None and hf_source is None:
+        table = model.bert.embeddings.position_embeddings.weight
+        with torch.no_grad():
+            table.copy_(sinusoidal_position_table(*table.shape, rms=model_config.initializer_range))
     if source_ckpt is not None:
         ckpt.load_model_weights(source_ckpt, model)
     elif hf_source is not None:
