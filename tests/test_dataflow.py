@@ -52,7 +52,9 @@ DATAFLOW_ARGS = ["--runner=DataflowRunner", "--project=bertprep-test", "--region
                  f"--temp_location={BUCKET}/tmp"]
 #: Imported by bertprep.pipeline only for an optional feature, so not in install_requires:
 #: blingfire backs ``--segmenter blingfire`` (see segmentation.py).
-OPTIONAL_IMPORTS = {"blingfire"}
+# Imported only when asked for (--segmenter blingfire, --word-segmenter jieba / kiwi), with an error naming the
+# package to install when it is missing.
+OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy"}
 
 
 def _config(**kw) -> ShardsConfig:
