@@ -132,3 +132,15 @@ def test_kiwi_words_split_korean_stems_and_particles():
     segmenter = load_word_segmenter("kiwi")
     # 대한민국은 = 대한민국 (noun) + 은 (particle); 갔습니다 = 가 + 었 (one syllable, merged) + 습니다
     assert segmenter("대한민국은 학교에 갔습니다.") == ["대한민국", "은", "학교", "에", "갔", "습니다", "."]
+
+
+def test_builtin_segmenter_without_its_package_names_it(monkeypatch):
+    from bertprep.pipeline import word_segmentation
+
+    monkeypatch.setitem(__import__("sys").modules, "jieba", None)  # as if not installed
+    word_segmentation._jieba.cache_clear()
+    try:
+        with pytest.raises(WordSegmenterError, match="needs the jieba package: pip install jieba"):
+            load_word_segmenter("jieba")
+    finally:
+        word_segmentation._jieba.cache_clear()
