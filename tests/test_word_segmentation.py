@@ -3,6 +3,7 @@ word segmenter (a small fake one documents the interface), and the built-in jieb
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import numpy as np
@@ -137,7 +138,7 @@ def test_kiwi_words_split_korean_stems_and_particles():
 def test_builtin_segmenter_without_its_package_names_it(monkeypatch):
     from bertprep.pipeline import word_segmentation
 
-    monkeypatch.setitem(__import__("sys").modules, "jieba", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "jieba", None)  # as if not installed
     word_segmentation._jieba.cache_clear()
     try:
         with pytest.raises(WordSegmenterError, match="needs the jieba package: pip install jieba"):
