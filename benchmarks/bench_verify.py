@@ -1,7 +1,7 @@
 """What checking bytes against their recorded sha256 costs: shards before training, checkpoints on resume.
 
 * Shards: ``bertprep train`` reads every shard once to compare it with the manifest's sha256
-  (``data.verify_shard_files``; ``--no-verify`` skips it). Timed on ``--shards`` (e.g. the output of
+  (``shard_info.verify_shard_files``; ``--no-verify`` skips it). Timed on ``--shards`` (e.g. the output of
   ``benchmarks/bench_make_shards.py`` or ``bertprep make-shards`` on ``../shared/data``), repeated, so the
   figure is for shards in the page cache; from disk it is one read of the shards at disk speed.
 * Checkpoints: ``save_checkpoint`` hashes every file it wrote and ``load_intact_checkpoint`` hashes them again
@@ -23,9 +23,9 @@ import time
 import torch
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.data import read_shard_info, verify_shard_files
 from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
+from bertprep.bert_model.shard_info import read_shard_info, verify_shard_files
 
 
 def _median_time(fn, repeats: int) -> float:

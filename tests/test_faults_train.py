@@ -433,7 +433,7 @@ def test_inspect_verify_names_a_truncated_or_corrupt_shard(tmp_path):
 def test_ranks_share_the_shard_verification(tmp_path):
     """Under DDP each rank checks every world_size-th shard from its rank on: together they read each shard
     once, and the rank holding the damaged shard names it."""
-    from bertprep.bert_model.data import read_shard_info, verify_shard_files
+    from bertprep.bert_model.shard_info import read_shard_info, verify_shard_files
 
     shards = tmp_path / "shards"
     write_shard_dir(shards, num_shards=4, rows_per_shard=10, vocab_size=64, max_seq_length=32, seed=1)

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from bertprep.bert_model.collate import collate
-from bertprep.bert_model.data import ShardDataset, check_compatible, read_shard_info
+from bertprep.bert_model.data import ShardDataset
 from bertprep.bert_model.loader import ShardLoader
+from bertprep.bert_model.shard_info import check_compatible, read_shard_info
 from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 

@@ -1,0 +1,173 @@
+"""The trainer's side of the shard contract: what a shard directory's ``manifest.json`` says (:class:`ShardInfo`),
+read and checked (:func:`read_shard_info`), its files checked against the recorded sha256
+(:func:`verify_shard_files`), and shards refused that do not fit a model (:func:`check_compatible`).
+
+The manifest itself is written and read by ``pipeline/schema.py`` (pyarrow only), the one module both sides
+share; this module reads no Arrow data.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from bertprep.pipeline import schema
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """What the trainer needs to know about a shard directory, from its manifest."""
+
+    shard_dir: str
+    vocab_size: int
+    vocab_sha256: str
+    max_seq_length: int
+    max_predictions_per_seq: int
+    masked_lm_prob: float
+    masking: str
+    do_whole_word_mask: bool
+    special_token_ids: dict[str, int]
+    shard_files: tuple[str, ...]
+    shard_rows: tuple[int, ...]
+    vocab_file: str | None
+    shard_sha256: tuple[str | None, ...] = ()
+    """The sha256 the manifest recorded for each shard file (None where it has none)."""
+    objective: str = "nsp"
+    """``config.objective`` of the manifest (older manifests: ``nsp``): ``nsp`` and ``sop`` rows carry a
+    ``next_sentence_label``, ``none`` rows do not (the trainer then uses the masked-LM loss alone)."""
+
+    masking_scheme: str = "token"
+    """The manifest's ``config.masking_scheme`` (absent: ``whole-word`` with ``do_whole_word_mask``, else
+    ``token``); dynamic masking uses it, with the n-gram / span settings below."""
+    max_ngram_size: int = 3
+    span_geometric_p: float = 0.2
+    max_span_length: int = 10
+    has_word_ids: bool = False
+    """The shards have a ``word_ids`` column (the manifest's ``schema.columns``): dynamic masking takes its
+    words from it (a word segmenter's words) instead of the vocab's ``##`` pieces."""
+
+    @property
+    def has_sentence_label(self) -> bool:
+        """Whether the rows carry ``next_sentence_label`` (objective ``nsp`` or ``sop``)."""
+        return self.objective != "none"
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shard_rows)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(self.shard_rows)
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.special_token_ids.get("[PAD]", 0)
+
+
+def read_shard_info(shard_dir: str) -> ShardInfo:
+    """Read and check ``shard_dir/manifest.json`` (``schema.read_manifest``).
+
+    Raises:
+        FileNotFoundError: no manifest (not a finished shard directory).
+        ValueError: wrong format version, a listed shard is missing, the directory has no shards, or the
+            manifest lacks a field the trainer needs (the message names the field).
+    """
+    manifest = schema.read_manifest(shard_dir)
+    path = os.path.join(shard_dir, schema.MANIFEST_NAME)
+    try:
+        config, vocab = manifest["config"], manifest["vocab"]
+        info = ShardInfo(
+            shard_dir=shard_dir,
+            vocab_size=int(vocab["size"]),
+            vocab_sha256=str(vocab["sha256"]),
+            max_seq_length=int(config["max_seq_length"]),
+            max_predictions_per_seq=int(config["max_predictions_per_seq"]),
+            masked_lm_prob=float(config.get("masked_lm_prob", 0.15)),
+            masking=str(config.get("masking", "static")),
+            do_whole_word_mask=bool(config.get("do_whole_word_mask", False)),
+            special_token_ids=dict(vocab["special_token_ids"]),
+            shard_files=tuple(os.path.join(shard_dir, s["file"]) for s in manifest["shards"]),
+            shard_rows=tuple(int(s["rows"]) for s in manifest["shards"]),
+            vocab_file=os.path.join(shard_dir, vocab["file"]) if vocab.get("file") else None,
+            shard_sha256=tuple(s.get("sha256") for s in manifest["shards"]),
+            objective=str(config.get("objective", "nsp")),
+            masking_scheme=str(config.get("masking_scheme",
+                                          "whole-word" if config.get("do_whole_word_mask") else "token")),
+            max_ngram_size=int(config.get("max_ngram_size", 3)),
+            span_geometric_p=float(config.get("span_geometric_p", 0.2)),
+            max_span_length=int(config.get("max_span_length", 10)),
+            has_word_ids="word_ids" in manifest.get("schema", {}).get("columns", ()),
+        )
+    except KeyError as err:
+        raise ValueError(f"{path}: missing field {err}; re-create the shards with bertprep make-shards") from None
+    if not info.shard_rows or info.num_rows == 0:
+        raise ValueError(f"{path}: the directory holds no instances")
+    if info.objective not in ("nsp", "sop", "none"):
+        raise ValueError(f"{path}: config.objective is {info.objective!r}; this trainer reads nsp, sop or none")
+    if info.masking not in ("static", "dynamic"):
+        raise ValueError(f"{path}: config.masking is {info.masking!r}; this trainer reads 'static' or 'dynamic'")
+    for token in ("[CLS]", "[SEP]", "[MASK]"):
+        if token not in info.special_token_ids:
+            raise ValueError(f"{path}: vocab.special_token_ids has no {token}")
+    return info
+
+
+def verify_shard_files(info: ShardInfo, *, rank: int = 0, world_size: int = 1) -> None:
+    """Check the shard files of ``info`` against the sha256 its manifest recorded (one read of each file).
+
+    Under DDP each of the ``world_size`` ranks checks every ``world_size``-th file from its ``rank`` on, so the
+    shards are read once in all (a failing rank stops the others: torchrun ends the job). Cost, measured on
+    the make-shards benchmark's output: about 1 s per GB (``benchmarks/bench_verify.py``).
+
+    Raises:
+        ValueError: naming the first file that is missing or whose bytes differ from when it was written.
+    """
+    expected_sha256 = info.shard_sha256 or (None,) * len(info.shard_files)
+    for path, expected in list(zip(info.shard_files, expected_sha256))[rank::world_size]:
+        if not os.path.isfile(path):
+            raise ValueError(f"{path} is missing (listed in {info.shard_dir}/{schema.MANIFEST_NAME}); re-create "
+                             "the shards with bertprep make-shards")
+        if expected is not None and schema.sha256_file(path) != expected:
+            raise ValueError(f"{path}: sha256 differs from the one in {schema.MANIFEST_NAME} (the file changed or "
+                             "was truncated after make-shards wrote it); re-create the shards with bertprep "
+                             "make-shards (or train with --no-verify at your own risk)")
+
+
+def check_compatible(
+    info: ShardInfo,
+    *,
+    vocab_sha256: str | None = None,
+    vocab_size: int | None = None,
+    max_seq_length: int | None = None,
+    max_position_embeddings: int | None = None,
+    what: str = "the model",
+) -> None:
+    """Refuse shards that were made with another vocab or sequence length than ``what`` expects.
+
+    Each keyword left None is not checked. Raises ``ValueError`` naming the directory, both values and the fix.
+    """
+    where = f"shards {info.shard_dir}"
+    if vocab_sha256 is not None and info.vocab_sha256 != vocab_sha256:
+        raise ValueError(
+            f"{where} were made with another vocab (sha256 {info.vocab_sha256[:12]}...) than {what} "
+            f"({vocab_sha256[:12]}...); make the shards with the same vocab.txt"
+        )
+    if vocab_size is not None and info.vocab_size != vocab_size:
+        raise ValueError(
+            f"{where} have a vocab of {info.vocab_size} entries but {what} has vocab_size={vocab_size}; "
+            "make the shards with the model's vocab (or train a new model on these shards)"
+        )
+    if max_seq_length is not None and info.max_seq_length != max_seq_length:
+        raise ValueError(
+            f"{where} have max_seq_length={info.max_seq_length} but {what} uses max_seq_length={max_seq_length}; "
+            "use shards made with the same --max-seq-length (to change the length, start a new run with "
+            "--init-from instead of --resume)"
+        )
+    if max_position_embeddings is not None and info.max_seq_length > max_position_embeddings:
+        raise ValueError(
+            f"{where} have max_seq_length={info.max_seq_length} but {what} has only "
+            f"max_position_embeddings={max_position_embeddings}"
+        )
+
+
+__all__ = ["ShardInfo", "check_compatible", "read_shard_info", "verify_shard_files"]
