@@ -1,0 +1,152 @@
+"""The settings of ``bertprep train`` (:class:`TrainConfig`): one dataclass, one field per CLI option (the CLI
+reads its defaults and help from it), checked in ``__post_init__``.
+
+Defaults are the paper's (section A.2) and google-research/bert ``run_pretraining.py``; ``trainer.py`` runs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bertprep.bert_model.config import PRESETS
+from bertprep.bert_model.precision import check_precision
+
+#: Tasks ``bertprep train --task`` knows; fine-tuning is its own command (``bertprep finetune``).
+TASKS = ("pretrain",)
+POSITION_EMBEDDING_INITS = ("normal", "sinusoidal")
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``bertprep train --task pretrain`` takes (CLI options map 1:1 onto these fields)."""
+
+    shards: str
+    """Training shard directory (``make-shards`` output, with ``manifest.json``)."""
+    output_dir: str
+    """Run directory: metrics.jsonl, metrics.png, checkpoints/."""
+    task: str = "pretrain"
+    """What to train; only ``pretrain`` (MLM + NSP) so far."""
+    eval_shards: str | None = None
+    """Held-out shard directory evaluated every ``eval_every`` steps (same vocab and max_seq_length)."""
+    preset: str = "base"
+    """Model size, one of ``PRESETS`` (tiny, mini, small, medium, base, large)."""
+    num_hidden_layers: int | None = None
+    """Override of the preset's number of layers."""
+    hidden_size: int | None = None
+    """Override of the preset's hidden size (intermediate size follows as 4H unless given)."""
+    num_attention_heads: int | None = None
+    """Override of the preset's number of heads."""
+    intermediate_size: int | None = None
+    """Override of the feed-forward width."""
+    hidden_dropout_prob: float | None = None
+    """Override of the dropout on embeddings and sub-layer outputs (0.1)."""
+    attention_probs_dropout_prob: float | None = None
+    """Override of the attention dropout (0.1)."""
+    batch_size: int = 32
+    """Instances per micro-batch on each rank."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step."""
+    learning_rate: float = 1e-4
+    """Peak learning rate (after warm-up)."""
+    warmup_steps: int = 10_000
+    """Optimizer steps of linear warm-up from 0."""
+    max_steps: int = 1_000_000
+    """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0 = no clipping)."""
+    position_embedding_init: str = "normal"
+    """How a new model's position embeddings start: ``normal`` (the original: truncated normal, std
+    ``initializer_range``) or ``sinusoidal`` (Vaswani et al. 2017 sine/cosine table at the same scale, then learned
+    as usual; see ``model.sinusoidal_position_table``). Ignored with ``init_from`` and ``resume``."""
+    nsp_loss_weight: float = 1.0
+    """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
+    (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
+    shards of objective ``sop`` the same head learns sentence order; with objective ``none`` the rows have no
+    label and the loss is the masked LM's alone whatever this weight."""
+    seed: int = 12345
+    """Seeds model initialisation, dropout and the data order."""
+    log_every: int = 50
+    """Optimizer steps between metric lines."""
+    eval_every: int = 1000
+    """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
+    eval_batches: int = 0
+    """Batches per evaluation on each rank (0 = the whole eval directory)."""
+    save_every: int = 1000
+    """Optimizer steps between checkpoints (0 = only at the end); a checkpoint is always written on exit."""
+    keep_last: int = 3
+    """Checkpoints to keep (older ones are deleted; 0 = keep all)."""
+    resume: str | None = None
+    """Checkpoint directory, or run directory (its latest checkpoint), to continue exactly."""
+    init_from: str | None = None
+    """Weights that start a new run (new optimizer, schedule and data order): a bertprep checkpoint (or run
+    directory), or a Hugging Face BERT directory (``config.json`` + ``model.safetensors`` or
+    ``pytorch_model.bin``, + ``vocab.txt``; ``BertModel``, ``BertForMaskedLM`` or ``BertForPreTraining``) for
+    continued, domain-adaptive pre-training (Gururangan et al. 2020). Heads the source lacks start as the
+    original initialises them; the shards must be made with the model's ``vocab.txt``."""
+    compile: bool = False
+    """Run the model through ``torch.compile``."""
+    precision: str = "auto"
+    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast; on a CPU with
+    AVX512-BF16/AMX about 1.6x as fast as fp32). Weights and optimizer state stay fp32."""
+    num_workers: int = 1
+    """DataLoader worker processes per rank (0 = load in the training process)."""
+    shuffle_buffer_size: int = 10_000
+    """Rows in each data stream's shuffle buffer."""
+    verify_shards: bool = True
+    """Check every shard file against the sha256 in its manifest before training (one read of the shards)."""
+    device: str = "auto"
+    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda`` or ``cuda:N``; under torchrun each rank
+    uses ``cuda:LOCAL_RANK``."""
+    max_time_minutes: float | None = None
+    """Stop cleanly (with a checkpoint) after this many minutes of training."""
+    stop_after_steps: int | None = None
+    """Stop cleanly (with a checkpoint) after this many optimizer steps in this invocation, leaving the
+    schedule unchanged (for time-sliced or pre-emptible jobs)."""
+    progress: bool = True
+    """Show a tqdm progress bar (rank 0)."""
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"task {self.task!r} is not supported; choose one of {', '.join(TASKS)}")
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        for name in ("batch_size", "gradient_accumulation_steps", "max_steps", "log_every"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("warmup_steps", "eval_every", "eval_batches", "save_every", "keep_last", "num_workers",
+                     "max_grad_norm", "weight_decay", "nsp_loss_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.warmup_steps > self.max_steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.position_embedding_init not in POSITION_EMBEDDING_INITS:
+            raise ValueError(f"unknown position_embedding_init {self.position_embedding_init!r}; choose one of "
+                             f"{', '.join(POSITION_EMBEDDING_INITS)}")
+        if self.resume and self.init_from:
+            raise ValueError("give either resume (continue a run) or init_from (new run from weights), not both")
+        check_precision(self.precision)
+        if self.max_time_minutes is not None and self.max_time_minutes <= 0:
+            raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
+        if self.stop_after_steps is not None and self.stop_after_steps <= 0:
+            raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
+
+    def model_overrides(self) -> dict[str, Any]:
+        """The model options given (preset overrides); with ``init_from`` only the dropout ones apply."""
+        names = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                 "hidden_dropout_prob", "attention_probs_dropout_prob")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+#: Model options that ``init_from`` takes from the command line rather than from the checkpoint.
+DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+__all__ = ["DROPOUT_OPTIONS", "POSITION_EMBEDDING_INITS", "TASKS", "TrainConfig"]
