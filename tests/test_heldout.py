@@ -170,6 +170,8 @@ def test_no_document_is_in_both_sets_and_the_eval_share_is_the_fraction(corpus, 
         assert m["split"]["role"] == role and m["split"]["eval_fraction"] == 0.2
         assert (m["split"]["train_documents"], m["split"]["eval_documents"]) == (len(train), len(held))
         assert m["config"]["eval_fraction"] == 0.2 and m["config"]["pairing_scope"] == scope
+    same_options = {k: v for k, v in manifest["config"].items() if k != "num_shards"}  # eval: chosen from its size
+    assert {k: v for k, v in eval_manifest["config"].items() if k != "num_shards"} == same_options
     assert manifest["statistics"]["documents"]["used"] == len(train)
     assert manifest["statistics"]["documents"]["skipped"] == {"held_out_for_eval": len(held)}
     assert eval_manifest["statistics"]["documents"]["skipped"] == {"in_training_split": len(train)}
