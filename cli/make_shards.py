@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import difflib
-import functools
+import gc
 import logging
 import os
-import re
-import shutil
 import sys
-import tempfile
 
 import click
 
 from bertprep.pipeline.config import (DEDUP_MODES, MASKING_MODES, OBJECTIVES, PAIRING_SCOPES, SAMPLING_MODES,
                                       InstanceConfig, ShardsConfig)
+from bertprep.pipeline.beam_output import install_log_filter, worker_stderr_captured
 from bertprep.pipeline.masking import MASKING_SCHEMES
 from bertprep.pipeline.buckets import MIN_DOCUMENTS_PER_BUCKET
 from bertprep.pipeline.readers import INPUT_FORMATS
@@ -28,58 +26,6 @@ _SHARDS = ShardsConfig.__dataclass_fields__
 def _default(name: str):
     """Default of an ``InstanceConfig`` or ``ShardsConfig`` field."""
     return (_INSTANCE[name] if name in _INSTANCE else _SHARDS[name]).default
-
-
-_WORKER_RECORD = re.compile(r'^Worker: severity: (\w+) .*? message: "(.*?)" (?:instruction_id|transform_id|log_location)', re.S)
-_WORKER_LOCATION = re.compile(r'log_location: "([^"]*)"')
-
-
-#: The exception line of a worker traceback for an error make-shards reports itself, as one line.
-_USER_ERROR_LINE = re.compile(r"bertprep\.pipeline\.[\w.]+\.(MakeShardsError|InputError|VocabError): ")
-
-
-def _is_user_error(error: BaseException) -> bool:
-    """Whether ``error`` (or what it was raised from) is one make-shards reports as a one-line message."""
-    seen = 0
-    while error is not None and seen < 10:
-        if type(error).__module__.startswith("bertprep.pipeline.") and type(error).__name__ in (
-                "MakeShardsError", "InputError", "VocabError"):
-            return True
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return False
-
-
-def _drop_beam_noise(record: logging.LogRecord, quiet: bool = False) -> bool:
-    """Keep bertprep's own progress lines readable under the local runner.
-
-    Beam logs one INFO line per string type hint of every DoFn, and the local multi-processing runner
-    forwards every log line of its worker processes wrapped in a protobuf dump; worker lines from Beam
-    itself are dropped, bertprep's are unwrapped. A worker's traceback for an error that make-shards then
-    reports in one line (bad input, too many shards, disk full) is dropped. Warnings and errors pass, but
-    with ``quiet`` only bertprep's own warnings and errors do: Beam's worker error dumps (about 200 lines)
-    are left out, since the error that ends the run is reported anyway.
-    """
-    text = record.getMessage()
-    if text.startswith("Converting string literal type hint"):
-        return False
-    if _USER_ERROR_LINE.search(text) and (text.startswith("Worker: severity:") or "Traceback" in text):
-        return False
-    error = record.exc_info[1] if record.exc_info else None
-    if error is not None and _is_user_error(error):  # the in-process runner logs the error it then raises
-        return False
-    if text.startswith("Worker: severity:"):
-        match = _WORKER_RECORD.match(text)
-        if not match:
-            return record.levelno >= logging.WARNING and "semi_persistent_directory" not in text and not quiet
-        severity, message = match.groups()
-        where = _WORKER_LOCATION.search(text)
-        location = where.group(1) if where else ""
-        if quiet and (severity not in ("WARN", "WARNING", "ERROR", "CRITICAL") or "apache_beam" in location):
-            return False
-        if "apache_beam" in location and severity not in ("ERROR", "CRITICAL"):
-            return False
-        record.msg, record.args = message.replace('\\"', '"'), ()
-    return True
 
 
 def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
@@ -107,56 +53,6 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     more = f" (and {', '.join(options[1:])})" if len(options) > 1 else ""
     raise click.UsageError(f"no such option: {name}{more}: neither a make-shards option nor a Beam pipeline "
                            f"option{hint}", ctx)
-
-
-def _stderr_fd(stream) -> int | None:
-    try:
-        return stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-@contextlib.contextmanager
-def _worker_stderr_captured(enabled: bool):
-    """With ``enabled`` (``-q`` on the local runner), capture what the local runner's worker processes print
-    to their stderr instead of showing it. Yields ``save()``, which copies what was captured into a named
-    temporary file and returns its path (None when nothing is captured); call it before the block ends.
-
-    Beam's worker harness prints the traceback of every failed bundle straight to its stderr (about 70
-    lines per failure, besides the log records it forwards), and worker processes inherit file
-    descriptor 2. So fd 2 points at an unnamed temporary file while the pipeline runs (nothing is left
-    behind, even if this process is killed); this process's own log handlers keep writing to the terminal
-    through a duplicate of the original fd 2. Nothing changes when stderr is not a real file descriptor
-    (tests) or not ``enabled``.
-    """
-    if not enabled or _stderr_fd(sys.stderr) != 2:
-        yield lambda: None
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",
-                         errors="backslashreplace")
-    handlers = [h for h in logging.getLogger().handlers
-                if isinstance(h, logging.StreamHandler) and _stderr_fd(h.stream) == 2]
-    capture = tempfile.TemporaryFile()
-    os.dup2(capture.fileno(), 2)
-    previous = [h.setStream(terminal) for h in handlers]
-
-    def save() -> str:
-        capture.seek(0)
-        with tempfile.NamedTemporaryFile(prefix="bertprep-workers-", suffix=".log", delete=False) as kept:
-            shutil.copyfileobj(capture, kept)
-        return kept.name
-
-    try:
-        yield save
-    finally:
-        for handler, stream in zip(handlers, previous):
-            handler.setStream(stream)
-        terminal.close()
-        os.dup2(saved, 2)
-        os.close(saved)
-        capture.close()
 
 
 def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -332,8 +228,11 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt
     and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
     """
+    # Python's last garbage collection at exit walks every object of Beam's ~2,000 modules: 0.3-3 s of a run on
+    # the development machine, to free memory the OS frees anyway. Frozen objects are skipped.
+    atexit.register(gc.freeze)
     workers = None
-    if not beam_args:  # the local runner on every core: its worker processes import while this one does
+    if not beam_args:  # the local runner on every core: its worker processes are forked now (warm_workers.py)
         from bertprep.pipeline import warm_workers
 
         workers = warm_workers.start(os.cpu_count() or 1)
@@ -345,10 +244,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    for handler in logging.getLogger().handlers:
-        for earlier in [f for f in handler.filters if getattr(f, "func", f) is _drop_beam_noise]:
-            handler.removeFilter(earlier)  # an earlier command in this process (tests) may have set another
-        handler.addFilter(functools.partial(_drop_beam_noise, quiet=quiet))
+    install_log_filter(quiet)  # Beam's local runner's records made readable (pipeline/beam_output.py)
     _check_beam_args(click.get_current_context(), beam_args)  # after basicConfig: Beam's parser logs via root
     if not any(arg.startswith("--runner") for arg in beam_args):
         # the local runner's own INFO (gRPC servers, harness start/stop) is not for users; on Dataflow
@@ -402,7 +298,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     local_runner = not any(arg.startswith("--runner") for arg in beam_args)
     kept_log = None
     try:
-        with _worker_stderr_captured(quiet and local_runner) as save_worker_output:
+        with worker_stderr_captured(quiet and local_runner) as save_worker_output:
             try:
                 manifest = run_make_shards(config, beam_args, vocab=vocab_obj, workers=workers)
             except (readers.InputError, VocabError, MakeShardsError) as err:
