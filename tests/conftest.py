@@ -29,6 +29,16 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
+def need_module(name: str):
+    """Import an optional package (an extra such as ``cjk``); skip without it, fail under CI=true."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        _missing(f"needs the optional package {name} (make installs it; pip install -e '.[cjk]')")
+
+
 def _shared_data_dir() -> Path:
     return Path(os.environ.get("BERTPREP_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline.inspection import iter_rows
 from bertprep.pipeline.schema import read_manifest
+from conftest import need_module
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")
@@ -125,7 +126,7 @@ def test_plugin_segmenter_words_reach_word_ids_and_masks(tmp_path, monkeypatch, 
 def test_whole_word_masking_on_chinese_with_a_plugin_segmenter(shared_data, tmp_path):
     """jieba through the plug-in point (``module:callable``) on the US Constitution in Chinese: every masked
     word is a whole jieba word, and ``inspect`` shows the multi-character words masked together."""
-    pytest.importorskip("jieba")
+    need_module("jieba")
     vocab_dir = tmp_path / "vocab"
     zh = shared_data / "cjk" / "zh"
     result = _run("build-vocab", "-i", str(zh), "--input-format", "text", "--vocab-size", "3000",
@@ -164,7 +165,7 @@ def test_whole_word_masking_on_chinese_with_a_plugin_segmenter(shared_data, tmp_
 
 def test_dynamic_masking_takes_the_segmenters_words(shared_data, tmp_path):
     """``--masking dynamic`` with a segmenter: the trainer's loader masks whole words of the ``word_ids`` column."""
-    pytest.importorskip("jieba")
+    need_module("jieba")
     pytest.importorskip("torch")
     from bertprep.bert_model.data import ShardDataset
 

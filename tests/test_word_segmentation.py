@@ -19,6 +19,7 @@ from bertprep.pipeline.word_segmentation import (
     word_starts,
     word_starts_from_offsets,
 )
+from conftest import need_module
 
 #: A plug-in word segmenter as a user writes one: any importable ``str -> list[str]``, the words in order.
 #: This one is a greedy longest-match over a tiny Chinese dictionary (what jieba does with a real one and
@@ -119,7 +120,7 @@ def test_segmenter_errors_name_the_option(fake_segmenter_module, uncased):
 
 
 def test_jieba_words_group_chinese_characters(uncased):
-    pytest.importorskip("jieba")
+    need_module("jieba")
     vocab, encoder = uncased
     segmenter = load_word_segmenter("jieba")
     sentences = ["我们是中国人民。"]
@@ -129,7 +130,7 @@ def test_jieba_words_group_chinese_characters(uncased):
 
 
 def test_kiwi_words_split_korean_stems_and_particles():
-    pytest.importorskip("kiwipiepy")
+    need_module("kiwipiepy")
     segmenter = load_word_segmenter("kiwi")
     # 대한민국은 = 대한민국 (noun) + 은 (particle); 갔습니다 = 가 + 었 (one syllable, merged) + 습니다
     assert segmenter("대한민국은 학교에 갔습니다.") == ["대한민국", "은", "학교", "에", "갔", "습니다", "."]
