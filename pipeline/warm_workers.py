@@ -186,13 +186,14 @@ def start(size: int) -> WarmWorkerPool | None:
     """Start a pool of ``size`` workers, or None where that cannot work (no Unix sockets, fewer than 2
     workers: Beam then runs in-process or starts its own).
 
-    In a process with one thread (the CLI, before it has done anything) the workers are forked after this
-    process has imported Beam's harness and the transforms' modules, so no worker imports anything; with
-    other threads running (forking those is unsafe) they are started as new interpreters that import in
-    parallel with the caller."""
+    On Linux, in a process with one thread (the CLI, before it has done anything) the workers are forked
+    after this process has imported Beam's harness and the transforms' modules, so no worker imports
+    anything; elsewhere, or with other threads running (forking those is unsafe), they are started as new
+    interpreters that import in parallel with the caller."""
     if size < 2 or not hasattr(socket, "AF_UNIX") or not hasattr(socket, "send_fds"):
         return None
-    fork = hasattr(os, "fork") and threading.active_count() == 1
+    # fork only on Linux (macOS system libraries are not fork-safe once loaded, the reason Python spawns there)
+    fork = sys.platform.startswith("linux") and threading.active_count() == 1
     if fork:
         _import_worker_modules()
     try:
