@@ -143,11 +143,11 @@ def test_default_buckets_by_tokens_and_warm_workers_write_the_same_bytes(tmp_pat
     assert all(proc.poll() is not None for proc in pool._procs) or not pool._procs
 
 
-def test_unclaimed_warm_workers_end_with_close():
+@pytest.mark.parametrize("fork", [True, False])
+def test_unclaimed_warm_workers_end_with_close(fork):
     from bertprep.pipeline import warm_workers
 
-    pool = warm_workers.start(2)
-    assert pool is not None
+    pool = warm_workers.WarmWorkerPool(2, fork=fork)  # forked (the CLI) or new interpreters (other threads)
     procs = list(pool._procs)
     assert len(procs) == 2 and all(p.poll() is None for p in procs)
     pool.close()
