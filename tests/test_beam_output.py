@@ -31,9 +31,11 @@ def _as_beam_logs_it(**fields) -> logging.LogRecord:
     beam_logger = logging.getLogger("apache_beam.runners.portability.local_job_service")
     old_level, beam_logger.level = beam_logger.level, logging.DEBUG
     beam_logger.addHandler(handler)
+    beam_logger.propagate = False  # the root handlers' filters (an earlier make-shards test's) rewrite records
     try:
         BeamFnLoggingServicer().Logging([beam_fn_api_pb2.LogEntry.List(log_entries=[entry])])
     finally:
+        beam_logger.propagate = True
         beam_logger.removeHandler(handler)
         beam_logger.setLevel(old_level)
     (record,) = handler.records
