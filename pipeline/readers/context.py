@@ -15,6 +15,9 @@ FormatReader = Callable[["ReadContext"], Iterator[tuple[int, list[str]]]]
 
 @dataclass
 class ReadContext:
+    """One input file being read: its path, the reader options (``text_field``, the sentence splitter ``split``
+    of prose formats, ``encoding``, ``max_line_chars``) and the :class:`ReaderStats` to count into."""
+
     path: str
     text_field: str
     split: Segmenter | None

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 #: Bytes at the start of a file that :func:`detect_format` inspects.
 DETECT_BYTES = 64 * 1024
 
-_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".deflate", ".zst", ".zstd", ".lzma", ".xz")
+_COMPRESSION_SUFFIXES = tuple(files._COMPRESSIONS)  # the suffixes files.open_input decompresses
 _JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 _MEDIAWIKI_ROOT = re.compile(r"^(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*<mediawiki[\s>]", re.S)
