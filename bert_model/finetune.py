@@ -50,7 +50,7 @@ from bertprep.bert_model.hf_interop import (
 )
 from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.model import PRESETS, BertConfig
-from bertprep.bert_model.optim import create_optimizer, create_scheduler
+from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, check_precision
 from bertprep.bert_model.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything, write_atomic
@@ -385,12 +385,7 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
             with autocast:
                 out = model(**batch)
             out.loss.backward()
-            if config.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            lr = scheduler.get_last_lr()[0]
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            lr, _ = optimizer_step(model, optimizer, scheduler, config.max_grad_norm)
             step += 1
             bar.update(1)
             loss = float(out.loss.detach())

@@ -94,3 +94,24 @@ def create_scheduler(optimizer: torch.optim.Optimizer, *, warmup_steps: int, max
         raise ValueError(f"warmup_steps must be in [0, max_steps={max_steps}], got {warmup_steps}")
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, functools.partial(warmup_linear_decay, warmup_steps=warmup_steps, max_steps=max_steps))
+
+
+def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer,
+                   scheduler: torch.optim.lr_scheduler.LRScheduler, max_grad_norm: float
+                   ) -> tuple[float, torch.Tensor | None]:
+    """One update from the accumulated gradients: clip the global gradient norm to ``max_grad_norm`` (0 = no
+    clipping), step the optimizer and the schedule, clear the gradients.
+
+    Returns:
+        ``(lr, grad_norm)``: the learning rate this step used, and the global gradient norm before clipping as
+        a 0-dim float32 tensor on the parameters' device (not read back, so no host sync per step), None
+        without clipping.
+    """
+    grad_norm = None
+    if max_grad_norm > 0:
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    lr = scheduler.get_last_lr()[0]
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return lr, grad_norm

@@ -50,7 +50,7 @@ from bertprep.bert_model.metrics import (
     plotting_unavailable,
 )
 from bertprep.bert_model.model import BertConfig, BertForPreTraining, flops_per_token, sinusoidal_position_table
-from bertprep.bert_model.optim import create_optimizer, create_scheduler
+from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.bert_model.train_config import (  # re-exported (__all__): where cli/ and tests import them
@@ -383,12 +383,7 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
                     loss = out.mlm_loss + 0.0 * out.seq_relationship_logits.sum()
                 (loss / config.gradient_accumulation_steps).backward()
             metrics.update(batch, out)
-        if config.max_grad_norm > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-        lr = scheduler.get_last_lr()[0]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        lr, grad_norm = optimizer_step(model, optimizer, scheduler, config.max_grad_norm)
         step += 1
         bar.update(1)
 
@@ -405,7 +400,7 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
                       "nsp_accuracy": m["nsp_accuracy"], "lr": lr,
                       "tokens_per_s": m["tokens"] / elapsed, "tokens_seen": int(m["tokens_seen"]),
                       "elapsed_s": time.monotonic() - t_start}
-            if config.max_grad_norm > 0:
+            if grad_norm is not None:
                 record["grad_norm"] = float(grad_norm)
             if peak is not None:
                 seq = m["padded_tokens"] / m["sequences"]
