@@ -153,7 +153,7 @@ def test_drop_duplicate_documents_keeps_the_first_copy_of_each_text():
 
 # ----------------------------------------------------------------------------------------- end to end
 
-@pytest.mark.parametrize("scope", ["global", "file"])
+@pytest.mark.parametrize("scope", ["global", pytest.param("file", marks=pytest.mark.slow)])  # file: make test
 def test_no_document_is_in_both_sets_and_the_eval_share_is_the_fraction(corpus, tmp_path, scope):
     out = tmp_path / "shards"
     manifest = run_make_shards(_config(corpus, out, pairing_scope=scope), ONE_WORKER)
@@ -337,7 +337,7 @@ def test_train_evaluates_on_the_eval_directory(corpus, tmp_path):
     assert evals and evals[-1]["sequences"] == eval_rows and math.isfinite(evals[-1]["mlm_loss"])
 
 
-@pytest.mark.parametrize("scope", ["global", "file"])
+@pytest.mark.parametrize("scope", ["global", pytest.param("file", marks=pytest.mark.slow)])  # file: make test
 def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(scope, monkeypatch):
     """The job Dataflow would run (built and validated, never submitted): the dedup shuffle moves hashes and
     ids (its key coder is deterministic, as Dataflow requires), and the file scope still shuffles no

@@ -52,7 +52,7 @@ def _check_whole_words(rows: list[dict]) -> int:
     return multi
 
 
-@pytest.mark.parametrize("scheme", ["ngram", "span"])
+@pytest.mark.parametrize("scheme", ["ngram", pytest.param("span", marks=pytest.mark.slow)])  # span: make test
 def test_schemes_with_default_words_are_deterministic_and_recorded(tmp_path, scheme):
     """Same input and seed, same bytes; the manifest records the scheme; ``word_ids`` groups a piece with
     its ``##`` pieces, -1 at [CLS]/[SEP]; every masked word is masked whole."""
@@ -94,7 +94,7 @@ def words(text):
 """
 
 
-@pytest.mark.parametrize("objective", ["nsp", "none"])
+@pytest.mark.parametrize("objective", ["nsp", pytest.param("none", marks=pytest.mark.slow)])  # none: make test
 def test_plugin_segmenter_words_reach_word_ids_and_masks(tmp_path, monkeypatch, objective):
     """A plug-in segmenter (a small fake one, as a user writes one) decides the words: ``word_ids`` follows
     its words (each a union of default words), and whole-word masking takes them whole; for both objectives."""

@@ -315,6 +315,7 @@ def test_bf16_autocast_on_cpu_matches_fp32_and_keeps_fp32_weights(shards):
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 
+@pytest.mark.slow  # 150 emulated-bf16 steps; the bf16 path is in the fast loop too (test_train_with_bf16_precision...)
 def test_bf16_autocast_on_cpu_still_overfits_one_batch(shards):
     from bertprep.bert_model.precision import autocast_context
 
