@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bertprep.pipeline.readers import files
+import bertprep.pipeline.readers.files as files
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _check_not_binary, _iter_lines, _read_blocks
 
