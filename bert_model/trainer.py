@@ -59,6 +59,7 @@ from bertprep.bert_model.train_config import (  # re-exported (__all__): where c
     TASKS,
     TrainConfig,
 )
+from bertprep.pipeline import schema
 from bertprep.pipeline.vocab_files import read_vocab_file
 
 logger = logging.getLogger("bertprep.train")
@@ -120,6 +121,21 @@ class TrainResult:
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+
+
+def _warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
+    """Warn (main rank) when ``eval_shards`` may share documents with ``shards``: the same directory, or not
+    the held-out set make-shards made with them (``schema.held_out_mismatch``)."""
+    if not is_main:
+        return
+    if os.path.realpath(shards) == os.path.realpath(eval_shards):
+        problem = "it is the training shards themselves"
+    else:
+        problem = schema.held_out_mismatch(schema.read_manifest(shards), schema.read_manifest(eval_shards))
+    if problem:
+        logger.warning("--eval-shards %s: %s; it may share documents with the training data, so the eval "
+                       "figures may be optimistic (make-shards --eval-fraction makes a held-out set)",
+                       eval_shards, problem)
 
 
 def _move(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -232,6 +248,10 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
         eval_info = read_shard_info(config.eval_shards)
         check_compatible(eval_info, vocab_sha256=info.vocab_sha256, vocab_size=model_config.vocab_size,
                          max_seq_length=info.max_seq_length, what=f"the training shards {config.shards}")
+        _warn_if_not_held_out(config.shards, config.eval_shards, d.is_main)
+    elif d.is_main and os.path.exists(os.path.join(config.shards, schema.EVAL_DIR, schema.MANIFEST_NAME)):
+        logger.info("%s holds the held-out set made with these shards; pass --eval-shards %s to evaluate on it",
+                    os.path.join(config.shards, schema.EVAL_DIR), os.path.join(config.shards, schema.EVAL_DIR))
     if config.verify_shards:  # never train on bytes that are not the ones make-shards wrote
         t_verify = time.monotonic()
         for shard_info in (info, eval_info):

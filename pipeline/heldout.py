@@ -49,14 +49,14 @@ from typing import Any, Iterable, Iterator, Sequence
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from bertprep.pipeline import readers
+from bertprep.pipeline import readers, schema
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.normalization import bert_normalizer
 
 log = logging.getLogger(__name__)
 
 #: The eval shard set's folder inside the output directory.
-EVAL_DIR = "eval"
+EVAL_DIR = schema.EVAL_DIR
 
 #: The split's sides: ``train`` (the output directory) and ``eval`` (its :data:`EVAL_DIR`).
 SIDES = ("train", "eval")

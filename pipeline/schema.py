@@ -45,6 +45,8 @@ import pyarrow as pa
 #: Version of the on-disk format; bump on incompatible change. Readers refuse other versions.
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+#: Folder of the held-out shard set inside a make-shards output directory (``--eval-fraction``).
+EVAL_DIR = "eval"
 SHARD_PATTERN = "shard-{index:05d}-of-{count:05d}.arrow"
 SHARD_RE = re.compile(r"^shard-(\d{5})-of-(\d{5})\.arrow$")
 
@@ -115,6 +117,29 @@ def sha256_file(path: str, chunk_size: int = 1 << 20) -> str:
                 break
             digest.update(block)
     return digest.hexdigest()
+
+
+def held_out_mismatch(train_manifest: dict[str, Any], eval_manifest: dict[str, Any]) -> str | None:
+    """Why the shard set of ``eval_manifest`` is not the held-out set made with ``train_manifest``'s shards
+    (``make-shards --eval-fraction``: the manifests' ``split`` entries), or None when it is, or when neither
+    records a split (an eval set made apart: nothing to compare).
+
+    The two sets of one run record the same split (fraction, seed, document counts) with the roles
+    ``train`` and ``eval``; anything else may share documents with the training data.
+    """
+    train, held = train_manifest.get("split"), eval_manifest.get("split")
+    if train is None and held is None:
+        return None
+    if held is None or held.get("role") != "eval":
+        return "it is not a held-out set (its manifest records no eval side of a split)"
+    if train is None or train.get("role") != "train":
+        return "the training shards record no split, so they may hold its documents"
+    keys = ("eval_fraction", "eval_seed", "train_documents", "eval_documents")
+    differs = [k for k in keys if train.get(k) != held.get(k)]
+    if differs:
+        return "it was held out by another split (" + ", ".join(
+            f"{k} {held.get(k)} vs {train.get(k)}" for k in differs) + ")"
+    return None
 
 
 def read_manifest(shard_dir: str) -> dict[str, Any]:

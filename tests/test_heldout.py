@@ -387,3 +387,36 @@ def test_bad_input_met_by_the_dedup_pass_is_one_clear_line(corpus, tmp_path, bea
     assert result.exit_code == 1
     assert f"{bad}:2: not a JSON object" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------------------- train --eval-shards check
+
+def _split(role: str, **kw) -> dict:
+    return {"split": {"role": role, "eval_fraction": 0.01, "eval_seed": 0, "train_documents": 990,
+                      "eval_documents": 10, **kw}}
+
+
+def test_held_out_mismatch_names_what_makes_an_eval_set_unsafe():
+    assert schema.held_out_mismatch(_split("train"), _split("eval")) is None  # one run's two sets
+    assert schema.held_out_mismatch({}, {}) is None  # an eval set made apart: nothing to compare
+    assert "another split (eval_seed 1 vs 0)" in schema.held_out_mismatch(_split("train"), _split("eval", eval_seed=1))
+    assert "not a held-out set" in schema.held_out_mismatch(_split("train"), {})
+    assert "not a held-out set" in schema.held_out_mismatch(_split("train"), _split("train"))
+    assert "record no split" in schema.held_out_mismatch({}, _split("eval"))
+
+
+def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, tmp_path, caplog):
+    from bertprep.bert_model.trainer import _warn_if_not_held_out
+
+    one, other = tmp_path / "one", tmp_path / "other"
+    run_make_shards(_config(corpus, one), ONE_WORKER)
+    run_make_shards(_config(corpus, other, eval_seed=5), ONE_WORKER)
+    with caplog.at_level("WARNING"):
+        _warn_if_not_held_out(str(one), str(one / "eval"), True)
+        assert not caplog.records  # the held-out set of these shards
+        _warn_if_not_held_out(str(one), str(other / "eval"), True)
+        _warn_if_not_held_out(str(one), str(one), True)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2
+    assert "held out by another split (eval_seed 5 vs 0" in messages[0] and "may share documents" in messages[0]
+    assert "the training shards themselves" in messages[1]
