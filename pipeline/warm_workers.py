@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ CLAIM_TIMEOUT_S = 120.0
 _LAUNCHER = r"""
 import json, os, socket, sys
 path, timeout = sys.argv[1], float(sys.argv[2])
+if path.startswith("@"):
+    path = "\0" + path[1:]  # Linux's abstract socket namespace: no file
 def own_worker():
     os.execv(sys.executable, [sys.executable, "-m", "apache_beam.runners.worker.sdk_worker_main"])
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -78,7 +81,8 @@ sys.exit(int(status or b"1"))
 
 
 def launcher_command(socket_path: str) -> str:
-    """Shell command for Beam's ``SubprocessSDKEnvironment``: hand this worker slot to a pool worker."""
+    """Shell command for Beam's ``SubprocessSDKEnvironment``: hand this worker slot to a pool worker.
+    ``socket_path``: a file path, or ``@name`` for ``name`` in Linux's abstract socket namespace."""
     return " ".join(shlex.quote(part) for part in
                     (sys.executable, "-S", "-c", _LAUNCHER, socket_path, str(CLAIM_TIMEOUT_S)))
 
@@ -92,10 +96,16 @@ class WarmWorkerPool:
 
     def __init__(self, size: int, fork: bool = False):
         self.size = size
-        self._dir = tempfile.mkdtemp(prefix="bertprep-workers-")
-        self.socket_path = os.path.join(self._dir, "pool.sock")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.socket_path)
+        if sys.platform.startswith("linux"):  # an abstract socket: nothing on disk, even if this process is killed
+            self._dir = None
+            name = f"bertprep-pool-{os.getpid()}-{uuid.uuid4().hex}"
+            self._listener.bind("\0" + name)
+            self.socket_path = "@" + name
+        else:
+            self._dir = tempfile.mkdtemp(prefix="bertprep-pool-")
+            self.socket_path = os.path.join(self._dir, "pool.sock")
+            self._listener.bind(self.socket_path)
         self._listener.listen(max(8, size))
         fd = self._listener.fileno()
         if fork:
@@ -125,7 +135,8 @@ class WarmWorkerPool:
                 proc.wait()
         self._procs = []
         self._listener.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> "WarmWorkerPool":
         return self
