@@ -59,7 +59,7 @@ def data_dir() -> Path:
 def build_corpus(scale: int, files: int) -> Path:
     """``scale`` copies of the 16 MB corpus split over ``files * scale`` BERT-format files (cached)."""
     out = WORK / f"corpus-{scale}x"
-    marker = out / ".complete"
+    marker = out / ".complete-v2"  # v2: every file ends with a blank line (see below)
     if marker.exists():
         return out
     from bertprep.pipeline import readers
@@ -85,7 +85,9 @@ def build_corpus(scale: int, files: int) -> Path:
         for k, doc in enumerate(docs):
             buckets[(copy * len(docs) + k) % n_files].append(doc)
     for i, part in enumerate(buckets):
-        (out / f"part-{i:04d}.txt").write_text("\n\n".join(part) + "\n", encoding="utf-8")
+        # a blank line at the end of every file: the original reads its input files as one stream, so a file
+        # without one would run its last document into the next file's first (make-shards never does)
+        (out / f"part-{i:04d}.txt").write_text("\n\n".join(part) + "\n\n", encoding="utf-8")
     marker.touch()
     return out
 
