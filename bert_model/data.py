@@ -40,12 +40,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from bertprep.bert_model.collate import collate_numpy
-from bertprep.bert_model.shard_info import (  # check_compatible, verify_shard_files: re-exported
-    ShardInfo,
-    check_compatible,
-    read_shard_info,
-    verify_shard_files,
-)
+from bertprep.bert_model.shard_info import ShardInfo, read_shard_info
 from bertprep.pipeline import schema
 from bertprep.pipeline.masking import MaskingConfig, mask_instance
 
@@ -359,5 +354,4 @@ def num_batches_per_epoch(info: ShardInfo, batch_size: int, world_size: int = 1)
     return math.ceil(info.num_rows / (batch_size * world_size))
 
 
-__all__ = ["CURSOR_FORMAT", "ShardDataset", "ShardInfo", "check_compatible", "epoch_shard_order", "masking_config",
-           "num_batches_per_epoch", "read_shard_info", "verify_shard_files"]
+__all__ = ["CURSOR_FORMAT", "ShardDataset", "epoch_shard_order", "masking_config", "num_batches_per_epoch"]

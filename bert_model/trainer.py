@@ -31,7 +31,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.data import ShardDataset, ShardInfo, check_compatible, read_shard_info, verify_shard_files
+from bertprep.bert_model.data import ShardDataset
 from bertprep.bert_model.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.hf_interop import (
     ModelSource,
@@ -53,6 +53,7 @@ from bertprep.bert_model.model import BertConfig, BertForPreTraining, flops_per_
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.runtime import seed_everything
+from bertprep.bert_model.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
 from bertprep.bert_model.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
     POSITION_EMBEDDING_INITS,
