@@ -10,7 +10,7 @@ import click
 
 from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
-from bertprep.bert_model.trainer import POSITION_EMBEDDING_INITS, TASKS, TrainConfig
+from bertprep.bert_model.train_config import POSITION_EMBEDDING_INITS, TASKS, TrainConfig
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
 
