@@ -178,29 +178,6 @@ def _init_weights(module: nn.Module, initializer_range: float) -> None:
         nn.init.zeros_(module.bias)
 
 
-def sinusoidal_position_table(num_positions: int, hidden_size: int, rms: float) -> torch.Tensor:
-    """The sine/cosine position encodings of Vaswani et al. 2017 (section 3.5), scaled to root-mean-square
-    ``rms``: float32 [num_positions, hidden_size], row p = (sin(p w_0), cos(p w_0), sin(p w_1), ...) with
-    w_i = 10000^(-2i / hidden_size), then x rms * sqrt(2).
-
-    Used as a starting point for BERT's learned position embeddings (``train --position-embedding-init
-    sinusoidal``): the table stays an ordinary ``nn.Embedding`` weight, trained and exported as usual, but
-    position p + k is a fixed linear map of position p from the first step, so attention can find a token's
-    neighbours without first learning what the positions are. ``rms`` = the initializer range keeps the
-    table on the scale of the word embeddings it is added to.
-    Raises:
-        ValueError: ``hidden_size`` is odd.
-    """
-    if hidden_size % 2:
-        raise ValueError(f"sinusoidal position embeddings need an even hidden_size, got {hidden_size}")
-    position = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)              # (P, 1)
-    frequency = torch.pow(10000.0, -torch.arange(0, hidden_size, 2, dtype=torch.float64) / hidden_size)  # (H/2,)
-    table = torch.zeros(num_positions, hidden_size, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(position * frequency)
-    table[:, 1::2] = torch.cos(position * frequency)
-    return (table * rms * 2 ** 0.5).float()
-
-
 class BertModel(nn.Module):
     """The bare encoder: embeddings, L encoder layers and the pooler.
 

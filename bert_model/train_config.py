@@ -14,7 +14,6 @@ from bertprep.bert_model.precision import check_precision
 
 #: Tasks ``bertprep train --task`` knows; fine-tuning is its own command (``bertprep finetune``).
 TASKS = ("pretrain",)
-POSITION_EMBEDDING_INITS = ("normal", "sinusoidal")
 
 
 @dataclass
@@ -60,10 +59,6 @@ class TrainConfig:
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
-    position_embedding_init: str = "normal"
-    """How a new model's position embeddings start: ``normal`` (the original: truncated normal, std
-    ``initializer_range``) or ``sinusoidal`` (Vaswani et al. 2017 sine/cosine table at the same scale, then learned
-    as usual; see ``model.sinusoidal_position_table``). Ignored with ``init_from`` and ``resume``."""
     nsp_loss_weight: float = 1.0
     """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
     (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
@@ -127,9 +122,6 @@ class TrainConfig:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
-        if self.position_embedding_init not in POSITION_EMBEDDING_INITS:
-            raise ValueError(f"unknown position_embedding_init {self.position_embedding_init!r}; choose one of "
-                             f"{', '.join(POSITION_EMBEDDING_INITS)}")
         if self.resume and self.init_from:
             raise ValueError("give either resume (continue a run) or init_from (new run from weights), not both")
         check_precision(self.precision)
@@ -149,4 +141,4 @@ class TrainConfig:
 DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
-__all__ = ["DROPOUT_OPTIONS", "POSITION_EMBEDDING_INITS", "TASKS", "TrainConfig"]
+__all__ = ["DROPOUT_OPTIONS", "TASKS", "TrainConfig"]

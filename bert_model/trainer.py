@@ -49,14 +49,13 @@ from bertprep.bert_model.metrics import (
     plot_metrics,
     plotting_unavailable,
 )
-from bertprep.bert_model.model import BertConfig, BertForPreTraining, flops_per_token, sinusoidal_position_table
+from bertprep.bert_model.model import BertConfig, BertForPreTraining, flops_per_token
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.bert_model.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
 from bertprep.bert_model.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
-    POSITION_EMBEDDING_INITS,
     TASKS,
     TrainConfig,
 )
@@ -264,10 +263,6 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
 
     seed_everything(config.seed)
     model = BertForPreTraining(model_config)
-    if config.position_embedding_init == "sinusoidal" and source_ckpt is None and hf_source is None:
-        table = model.bert.embeddings.position_embeddings.weight
-        with torch.no_grad():
-            table.copy_(sinusoidal_position_table(*table.shape, rms=model_config.initializer_range))
     if source_ckpt is not None:
         ckpt.load_model_weights(source_ckpt, model)
     elif hf_source is not None:
@@ -469,4 +464,4 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
                        data_cursor=loader.state_dict(), stop_reason=stop_reason)
 
 
-__all__ = ["DROPOUT_OPTIONS", "POSITION_EMBEDDING_INITS", "TASKS", "TrainConfig", "TrainResult", "evaluate", "train"]
+__all__ = ["DROPOUT_OPTIONS", "TASKS", "TrainConfig", "TrainResult", "evaluate", "train"]

@@ -10,7 +10,7 @@ import click
 
 from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
-from bertprep.bert_model.train_config import POSITION_EMBEDDING_INITS, TASKS, TrainConfig
+from bertprep.bert_model.train_config import TASKS, TrainConfig
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
 
@@ -64,11 +64,6 @@ def _default(name: str):
               help="AdamW epsilon (1e-6 as the original).")
 @click.option("--max-grad-norm", type=click.FloatRange(min=0), default=_default("max_grad_norm"),
               help="Clip the global gradient norm to this; 0 disables clipping.")
-@click.option("--position-embedding-init", type=click.Choice(POSITION_EMBEDDING_INITS),
-              default=_default("position_embedding_init"),
-              help="How a new model's position embeddings start: normal (the original's truncated normal) or "
-                   "sinusoidal (Vaswani et al. 2017's sine/cosine table at the same scale, then learned as usual; "
-                   "export is unchanged). Ignored with --init-from and --resume.")
 @click.option("--nsp-loss-weight", type=click.FloatRange(min=0), default=_default("nsp_loss_weight"),
               help="Weight of the next-sentence loss: loss = MLM loss + this x NSP loss (paper: 1). 0 trains "
                    "the masked LM alone (the paper's 'No NSP' ablation); NSP accuracy is still reported.")

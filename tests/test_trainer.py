@@ -379,29 +379,3 @@ def test_nsp_loss_weight_must_not_be_negative(shards, tmp_path):
     with pytest.raises(ValueError, match="nsp_loss_weight must be >= 0"):
         _config(shards, tmp_path, nsp_loss_weight=-1.0)
 
-
-def test_sinusoidal_position_table_is_the_transformer_encoding_at_the_given_scale():
-    from bertprep.bert_model.model import sinusoidal_position_table
-
-    table = sinusoidal_position_table(64, 32, rms=0.02)
-    assert table.shape == (64, 32) and table.dtype == torch.float32
-    assert table.pow(2).mean().sqrt().item() == pytest.approx(0.02, rel=1e-3)
-    scale = 0.02 * 2 ** 0.5
-    assert torch.allclose(table[:, 0] / scale, torch.sin(torch.arange(64.0)), atol=1e-6)
-    assert torch.allclose(table[:, 1] / scale, torch.cos(torch.arange(64.0)), atol=1e-6)
-    assert torch.allclose(table[5, 30] / scale, torch.sin(torch.tensor(5 * 10000 ** (-30 / 32))), atol=1e-6)
-    with pytest.raises(ValueError, match="even hidden_size"):
-        sinusoidal_position_table(8, 7, rms=0.02)
-
-
-def test_position_embedding_init_sinusoidal_starts_from_the_table(shards, tmp_path):
-    from bertprep.bert_model.model import sinusoidal_position_table
-
-    config = _config(shards, tmp_path / "sin", position_embedding_init="sinusoidal", max_steps=1, warmup_steps=0,
-                     learning_rate=1e-9)
-    from safetensors.torch import load_file
-    weights = load_file(os.path.join(train(config).checkpoint, "model.safetensors"))
-    table = weights["bert.embeddings.position_embeddings.weight"]
-    assert torch.allclose(table, sinusoidal_position_table(*table.shape, rms=0.02), atol=1e-6)
-    with pytest.raises(ValueError, match="unknown position_embedding_init 'rope'"):
-        _config(shards, tmp_path, position_embedding_init="rope")
