@@ -24,12 +24,13 @@ demo: venv
 	$(BIN)/bertprep make-shards --vocab $(DEMO)/vocab/vocab.txt -o $(DEMO)/shards --dupe-factor 5 --overwrite
 	$(BIN)/bertprep inspect $(DEMO)/shards -n 3
 
-# The whole test suite (tests that need ../shared/data skip, saying so, when it is absent).
+# The whole test suite (tests that need ../shared/data skip, saying so, when it is absent). Two pytest workers
+# with one torch thread each: two threads per worker on 2 cores oversubscribe and run torch tests ~2x slower.
 test: venv
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(DEMO) build *.egg-info .pytest_cache
