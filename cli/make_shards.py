@@ -171,8 +171,9 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
                    f"never so many buckets that they average fewer than {MIN_DOCUMENTS_PER_BUCKET} documents.")
 @click.option("--bucket-size", type=click.IntRange(min=0), default=None,
               help="Documents per bucket instead of --bucket-tokens. 0 = one bucket holding every document: "
-                   "with --pairing-scope global this reproduces the original generator's output exactly "
-                   "(same instances, same order), on one core for instance creation.  [default: by "
+                   "with --pairing-scope global (and --sampling auto or exact) this reproduces the original "
+                   "generator's output exactly (same instances, same order), on one core for instance "
+                   "creation.  [default: by "
                    "--bucket-tokens]")
 @click.option("--num-shards", type=int, default=_default("num_shards"), show_default=True,
               help="Number of output shards; 0 = one per ~50,000 instances. Row counts differ by at most one.")
@@ -184,7 +185,11 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
                    "the original's, instance for instance). fast: the same algorithm and distributions "
                    "(pairs, truncation, 15% masking, 80/10/10) with truncation and masking drawn in bulk "
                    "with numpy: instance creation takes about 4x less CPU, statistically the same, not the "
-                   "original's instances.")
+                   "original's instances. auto: exact with --bucket-size 0 (the original's output), fast "
+                   "otherwise (several buckets are not the original's instances anyway). The mode used is "
+                   "recorded in the manifest. Default output differs from earlier versions' (buckets of "
+                   "20,000 documents, exact sampling): --bucket-size 20000 --sampling exact gives that output, "
+                   "--bucket-size 0 the original's as before.")
 @click.option("--eval-fraction", type=click.FloatRange(0, 1, max_open=True), default=_default("eval_fraction"),
               show_default=True,
               help="Hold out this share of the documents (whole documents, e.g. 0.01) as a second shard set in "

@@ -13,7 +13,9 @@ from bertprep.pipeline.masking import MASKING_SCHEMES, MAX_NGRAM_SIZE, MAX_SPAN_
 
 PAIRING_SCOPES = ("global", "file")
 MASKING_MODES = ("static", "dynamic")
-SAMPLING_MODES = ("exact", "fast")
+#: ``--sampling``: ``auto`` (the default) is ``exact`` with one bucket (``bucket_size=0``), ``fast`` otherwise
+#: (``ShardsConfig.effective_sampling``).
+SAMPLING_MODES = ("auto", "exact", "fast")
 #: Document deduplication (``--dedup``): ``none``, or ``exact`` (equal normalised text; see ``heldout.py``).
 DEDUP_MODES = ("none", "exact")
 #: Pre-training objectives (``--objective``): what a row holds besides the masked LM (see InstanceConfig.objective).
@@ -145,10 +147,12 @@ class ShardsConfig:
     num_shards: int = 0
     """Output shard files; 0 = choose from the instance count (about 50,000 instances per shard)."""
     masking: str = "static"
-    sampling: str = "exact"
+    sampling: str = "auto"
     """``exact``: CPython's ``random.Random`` consumed as the original does (one-bucket output = the
     original's); ``fast``: same algorithm and distributions, truncation and masking drawn in bulk (numpy),
-    several times faster, not instance-for-instance the original's."""
+    several times faster, not instance-for-instance the original's; ``auto`` (the default): ``exact`` when
+    ``bucket_size`` is 0 (one bucket, where exact sampling gives the original's output), ``fast`` otherwise
+    (several buckets are not the original's instances anyway). See :attr:`effective_sampling`."""
     overwrite: bool = False
     eval_fraction: float = 0.0
     """Share of documents held out, whole, into a second shard set ``<output_dir>/eval/`` (made with the same
@@ -193,6 +197,16 @@ class ShardsConfig:
             raise ValueError(f"--dedup must be one of {', '.join(DEDUP_MODES)}, got {self.dedup!r}")
 
     @property
+    def effective_sampling(self) -> str:
+        """The sampling mode used, ``exact`` or ``fast``: ``sampling``, with ``auto`` resolved to ``exact`` for
+        one bucket (``bucket_size == 0``, the original generator's output) and ``fast`` for any other bucketing.
+        Decided from the options alone, never from the data, so that the training and held-out sets of a run,
+        and runs on a growing corpus, use the same mode. Every masking mode, scheme and objective supports both."""
+        if self.sampling != "auto":
+            return self.sampling
+        return "exact" if self.bucket_size == 0 else "fast"
+
+    @property
     def writes_word_ids(self) -> bool:
         """Whether the shards get a ``word_ids`` column: asked for, or a word segmenter is given."""
         return self.word_ids or self.word_segmenter is not None
@@ -204,7 +218,8 @@ class ShardsConfig:
 
     def to_dict(self) -> dict:
         """The settings as the manifest's ``config`` (instance settings flattened in); ``strip_accents`` only
-        where it differs from ``do_lower_case`` (absent = the same, as in the original)."""
+        where it differs from ``do_lower_case`` (absent = the same, as in the original); ``sampling`` the mode
+        used (:attr:`effective_sampling`), with ``sampling_requested: "auto"`` beside it where auto chose it."""
         d = dataclasses.asdict(self)
         d.update(d.pop("instance"))
         d["inputs"] = list(self.inputs)
@@ -216,6 +231,10 @@ class ShardsConfig:
             del d["eval_fraction"], d["eval_seed"]
         if self.dedup == "none":
             del d["dedup"]
+        # the mode used; what was asked for beside it where that was auto (the choice is then the options')
+        d["sampling"] = self.effective_sampling
+        if self.sampling != self.effective_sampling:
+            d["sampling_requested"] = self.sampling
         # word-level masking: recorded where used, so the manifest of a run without it is unchanged
         # (--do-whole-word-mask alone is recorded as before, by do_whole_word_mask)
         scheme = self.instance.effective_masking_scheme

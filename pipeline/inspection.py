@@ -84,7 +84,8 @@ def format_statistics(manifest: dict[str, Any]) -> str:
                                                     "strip_accents",
                                                     "do_whole_word_mask", "masking_scheme", "max_ngram_size",
                                                     "span_geometric_p", "max_span_length", "word_segmenter",
-                                                    "masking", "pairing_scope", "bucket_size", "bucket_tokens")
+                                                    "masking", "sampling", "sampling_requested", "pairing_scope",
+                                                    "bucket_size", "bucket_tokens")
                             if k in c)),
         ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),
         ("shards", f"{len(manifest['shards'])} files, {total_rows:,} rows "

@@ -222,9 +222,10 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
                           vocab_size: int, tmp_dir: str) -> tuple[tuple, InstanceStats]:
     """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
 
-    ``sampling="exact"`` draws everything from ``random.Random(bucket_seed(seed, bucket))`` exactly as the
-    original (:func:`~bertprep.pipeline.bucket_instances.describe_instances`, equal to the reference
-    ``create_training_instances``); ``"fast"`` keeps that generator for pairing but truncates as
+    Sampling ``exact`` (``config.effective_sampling``: ``--sampling`` with ``auto`` resolved) draws everything
+    from ``random.Random(bucket_seed(seed, bucket))`` exactly as the original
+    (:func:`~bertprep.pipeline.bucket_instances.describe_instances`, equal to the reference
+    ``create_training_instances``); ``fast`` keeps that generator for pairing but truncates as
     :func:`~bertprep.pipeline.instances.truncation_bounds_fast` and masks the whole bucket with
     :func:`~bertprep.pipeline.masking.mask_table` (numpy, seeded from (seed, bucket)).
 
@@ -236,7 +237,7 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
     rng = random.Random(bucket_seed(instance_config.random_seed, bucket))
     if config.masking == "dynamic":
         instance_config = dataclasses.replace(instance_config, dupe_factor=1)
-    fast = config.sampling == "fast"
+    fast = config.effective_sampling == "fast"  # --sampling auto: fast unless --bucket-size 0
     vectorized_masking = fast and config.masking == "static" and instance_config.effective_masking_scheme == "token"
     python_masking = config.masking == "static" and not vectorized_masking
     described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking,
