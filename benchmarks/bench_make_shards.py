@@ -10,8 +10,10 @@ variant alike). Variants:
   with its ``tokenization.py``; nothing of it is in this repository), run with the stand-in ``tensorflow``
   of ``benchmarks/tf_standin`` on its ``PYTHONPATH`` (TFRecords replaced by JSON lines), on the same files,
   vocab and ``--dupe_factor``, the other flags at their defaults;
-- ``make-shards`` (default options), ``make-shards file`` (``--pairing-scope file``), ``make-shards fast``,
-  ``make-shards fast file``, ``make-shards one-bucket`` (``--bucket-size 0``): the real CLI, local runner;
+- ``make-shards`` (default options: token-sized buckets, ``--sampling auto``, i.e. fast with several buckets),
+  ``make-shards file`` (``--pairing-scope file``), ``make-shards exact`` (``--sampling exact``, the default
+  before ``auto``), ``make-shards fast``, ``make-shards fast file``, ``make-shards one-bucket``
+  (``--bucket-size 0``, exact sampling): the real CLI, local runner;
 - ``tokenize``: bare tokenization of every line with Hugging Face ``tokenizers`` (``encode_batch_fast``,
   the library's own threads); ``tokenize-encoder``: the same with bertprep's ``SentenceEncoder``;
 - ``beam-startup``: a trivial pipeline (4 elements, a Reshuffle) on make-shards' local runner (Beam's own
@@ -185,8 +187,9 @@ def corpus_mb(corpus: Path) -> float:
 
 #: make-shards variants: name -> options after the common ones (``--dupe-factor``, ``-q``, ...).
 MAKE_SHARDS_VARIANTS = {
-    "make-shards": [],  # default options
+    "make-shards": [],  # default options (token-sized buckets, --sampling auto: fast with several buckets)
     "make-shards file": ["--pairing-scope", "file"],
+    "make-shards exact": ["--sampling", "exact"],  # the default before --sampling auto
     "make-shards fast": ["--sampling", "fast"],
     "make-shards fast file": ["--sampling", "fast", "--pairing-scope", "file"],
     "make-shards one-bucket": ["--bucket-size", "0"],
