@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """From-scratch pre-training on a CPU: which settings leave the unigram plateau soonest (issue 11, item 5).
 
-Each setting is one ``bertprep train`` run from random initialisation for a fixed wall-clock budget
-(``--minutes``), evaluated on held-out shards every ``--eval-every`` steps. The judge is the held-out
+Each setting is one ``bertprep train`` run from random initialisation with a budget in tokens (``--tokens``
+millions: the schedule's warm-up and linear decay end there; ``--minutes`` can cap the wall time too),
+evaluated on held-out shards ``--evaluations`` times. The judge is the held-out
 ``mlm_accuracy_at_mask``: the share of positions that were replaced by ``[MASK]`` whose original token is the
 model's top guess (the frequency baseline, always guessing the commonest token, gets ~0.05 on this text).
 
@@ -14,8 +15,10 @@ Held out: ``wiki_10`` (static masking, dupe 1), never trained on.
 Prints a markdown table (best held-out accuracy at ``[MASK]``, the minute it was reached, tokens seen,
 tokens/s) and writes the curves (held-out ``mlm_accuracy_at_mask`` against minutes) as a PNG and a JSON file.
 
-    python benchmarks/bench_pretrain_cpu.py -o runs/scratch-study --minutes 15 \\
-        --settings paper-like best-guess --markdown benchmarks/pretraining_cpu_study.md
+    OMP_NUM_THREADS=1 python benchmarks/bench_pretrain_cpu.py -o runs/scratch-long --tokens 24 --minutes 62 \\
+        --evaluations 24 --settings fast-v8k-seq64
+
+(``benchmarks/pretraining_cpu_study.md`` has the results and the other commands.)
 
 Set ``OMP_NUM_THREADS`` to the cores you give each run (runs are sequential). Wall time is only comparable
 between runs made in turn on the same quiet machine: the page states the load.
@@ -132,7 +135,7 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=12, help="Held-out evaluations per run.")
     parser.add_argument("--eval-batches", type=int, default=20, help="Held-out batches per evaluation.")
     parser.add_argument("--only-finished", action="store_true", help="Do not train; table the finished runs.")
-    parser.add_argument("--markdown", type=Path, default=None, help="Also write the table to this file.")
+    parser.add_argument("--markdown", type=Path, default=None, help="Also write the table (and the command) to this file.")
     args = parser.parse_args()
     data_dir = args.data_dir or args.output_dir / "data"
     args.output_dir.mkdir(parents=True, exist_ok=True)
