@@ -135,7 +135,8 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=12, help="Held-out evaluations per run.")
     parser.add_argument("--eval-batches", type=int, default=20, help="Held-out batches per evaluation.")
     parser.add_argument("--only-finished", action="store_true", help="Do not train; table the finished runs.")
-    parser.add_argument("--markdown", type=Path, default=None, help="Also write the table (and the command) to this file.")
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="Also write the table (and the command) to this file.")
     args = parser.parse_args()
     data_dir = args.data_dir or args.output_dir / "data"
     args.output_dir.mkdir(parents=True, exist_ok=True)
