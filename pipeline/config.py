@@ -216,6 +216,15 @@ class ShardsConfig:
         """The accent stripping applied: ``strip_accents``, or ``do_lower_case`` when that is ``None``."""
         return self.do_lower_case if self.strip_accents is None else self.strip_accents
 
+    def reader_kwargs(self) -> dict:
+        """The keyword options of ``readers.read_documents`` that come from these settings (text field,
+        encoding, longest line, sentence segmenter)."""
+        kwargs: dict = {"text_field": self.text_field, "encoding": self.encoding,
+                        "max_line_chars": self.max_line_chars}
+        if self.segmenter:
+            kwargs["segmenter"] = self.segmenter
+        return kwargs
+
     def to_dict(self) -> dict:
         """The settings as the manifest's ``config`` (instance settings flattened in); ``strip_accents`` only
         where it differs from ``do_lower_case`` (absent = the same, as in the original); ``sampling`` the mode

@@ -51,6 +51,7 @@ from apache_beam.metrics import Metrics
 
 from bertprep.pipeline import readers, schema
 from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import USER_ERRORS, record_error
 from bertprep.pipeline.normalization import bert_normalizer
 
 log = logging.getLogger(__name__)
@@ -141,18 +142,16 @@ class HashDocumentsFn(beam.DoFn):
         self.normalize = bert_normalizer(self.config.do_lower_case, self.config.strip_accents).normalize_str
 
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
-        from bertprep.pipeline.transforms import _USER_ERRORS, _reader_kwargs, _record_error  # no import cycle
-
         file_index, path = element[0], element[1]
         try:
             for doc in readers.read_documents(path, self.config.input_format, stats=readers.ReaderStats(),
-                                              **_reader_kwargs(self.config)):
+                                              **self.config.reader_kwargs()):
                 text = normalized_text(doc.sentences, self.normalize)
                 if text:
                     self.hashed.inc()
                     yield text_digest(text), (file_index, doc.ordinal)
-        except _USER_ERRORS as err:
-            _record_error(self.error_dir, err)
+        except USER_ERRORS as err:
+            record_error(self.error_dir, err)
             raise
 
 

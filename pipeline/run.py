@@ -9,7 +9,7 @@ Nothing is written into the output directory until the pipeline has succeeded: e
 staging folder ``<output>/.bertprep-tmp-<host>-<pid>-<run>/`` (bucket files under ``buckets/``, then the
 shards, vocab.txt and manifest.json), and :func:`run_make_shards` then moves them into place
 (``shards.commit_staged``), so a failed or killed run leaves an earlier run's output intact. A user error
-raised in a worker reaches the user as the worker's one-line message (``transforms._recorded_error``).
+raised in a worker reaches the user as the worker's one-line message (``errors.recorded_error``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from bertprep.pipeline import dataflow, heldout, readers, schema, shards, warm_workers
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.tokenization import Vocab, load_vocab
-from bertprep.pipeline.transforms import _USER_ERRORS, MakeShardsError, _recorded_error, build_pipeline
+from bertprep.pipeline.errors import USER_ERRORS as _USER_ERRORS
+from bertprep.pipeline.errors import MakeShardsError
+from bertprep.pipeline.errors import recorded_error as _recorded_error
+from bertprep.pipeline.transforms import build_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +311,7 @@ def _bertprep_message(err: BaseException, staging_dir: str | None = None) -> str
     """Our own error text from inside a Beam failure, or None when the failure is not one of ours.
 
     In order: one of our exceptions in ``err``'s cause/context chain (in-process runners); the record a
-    worker left in the staging folder (:func:`_record_error`; worker processes and remote runners, where
+    worker left in the staging folder (:func:`errors.record_error`; worker processes and remote runners, where
     only text comes back); the exception line of a worker traceback carried in ``err``'s text.
     """
     seen = set()

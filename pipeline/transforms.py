@@ -37,12 +37,9 @@ from __future__ import annotations
 
 import array
 import dataclasses
-import functools
 import logging
-import os
 import random
 import time
-import uuid
 from typing import Any, Iterable, Iterator, Sequence
 
 import apache_beam as beam
@@ -54,9 +51,11 @@ from apache_beam.metrics import Metrics
 from bertprep.pipeline import buckets, heldout, readers, schema, shards
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import (ERROR_RECORD_PREFIX, USER_ERRORS, MakeShardsError, record_error, recorded_error,
+                                      records_errors)
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
 from bertprep.pipeline.masking import mask_table
-from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, VocabError, load_vocab
+from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, load_vocab
 from bertprep.pipeline.word_segmentation import WordSegmenter, WordSegmenterError, load_word_segmenter, word_starts
 
 log = logging.getLogger(__name__)
@@ -70,66 +69,16 @@ TokenizedDocument = tuple
 BUCKETS_DIR = "buckets"
 
 
-class MakeShardsError(RuntimeError):
-    """make-shards could not produce shards; the message says why and what to do."""
-
-
-#: Errors whose message is for the user (one line naming the file or option and what to do).
-_USER_ERRORS = (MakeShardsError, readers.InputError, VocabError)
-
-#: Name prefix of the error records workers leave in the staging folder.
-_ERROR_RECORD_PREFIX = "error-"
-
-
-def _record_error(folder: str | None, err: BaseException) -> None:
-    """Leave ``err``'s message as ``<folder>/error-<id>.txt`` for :func:`_recorded_error` (best effort)."""
-    if not folder:
-        return
-    try:
-        path = FileSystems.join(folder, f"{_ERROR_RECORD_PREFIX}{uuid.uuid4().hex}.txt")
-        with FileSystems.create(path) as f:
-            f.write(str(err).encode("utf-8"))
-    except Exception:  # e.g. the disk is full: the message is then taken from the exception text
-        log.debug("could not record the error in %s", folder, exc_info=True)
-
-
-def _records_errors(folder_attribute: str):
-    """Decorate a DoFn's ``process``: a user error it raises is recorded (:func:`_record_error`) in the
-    folder named by the DoFn's attribute ``folder_attribute``, then re-raised."""
-
-    def decorate(process):
-        @functools.wraps(process)
-        def wrapper(self, *args, **kwargs):
-            try:
-                yield from process(self, *args, **kwargs)
-            except _USER_ERRORS as err:
-                _record_error(getattr(self, folder_attribute, None), err)
-                raise
-
-        return wrapper
-
-    return decorate
-
-
-def _recorded_error(staging_dir: str) -> str | None:
-    """The message of an error record left under ``staging_dir`` by a worker, if any."""
-    try:
-        matched = FileSystems.match([FileSystems.join(staging_dir, "**")])[0].metadata_list
-        records = sorted(m.path for m in matched if os.path.basename(m.path).startswith(_ERROR_RECORD_PREFIX))
-        if not records:
-            return None
-        with FileSystems.open(records[0]) as f:
-            return f.read().decode("utf-8", "replace").strip() or None
-    except Exception:
-        return None
+# The error helpers live in errors.py (heldout.py needs them too); these names stay importable from here.
+_USER_ERRORS = USER_ERRORS
+_ERROR_RECORD_PREFIX = ERROR_RECORD_PREFIX
+_record_error = record_error
+_records_errors = records_errors
+_recorded_error = recorded_error
 
 
 def _reader_kwargs(config: ShardsConfig) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"text_field": config.text_field, "encoding": config.encoding,
-                              "max_line_chars": config.max_line_chars}
-    if config.segmenter:
-        kwargs["segmenter"] = config.segmenter
-    return kwargs
+    return config.reader_kwargs()
 
 
 def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:
@@ -723,9 +672,9 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
                                   lambda c, s=side: heldout.skipped_for_other_side(s, c)))
         made["train"][1].extend([per_side["train"][0], per_side["eval"][0], per_side["eval"][1]])
         made["eval"][1].extend([per_side["eval"][0], per_side["train"][0], per_side["train"][1]])
-    for side, (buckets, side_counts) in made.items():
+    for side, (side_buckets, side_counts) in made.items():
         train = side == "train"
         counts = tuple(shared_counts + side_counts) | ("FlattenCounts" if train else "FlattenEvalCounts") >> beam.Flatten()
-        (buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(
+        (side_buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(
             config if train else dataclasses.replace(config, num_shards=0),  # eval: one shard per ~50,000 rows
             vocab_info, list(vocab.tokens), tmp_dir if train else eval_dir, role=side)

@@ -1,0 +1,76 @@
+"""make-shards' user-facing errors and how workers hand them back to the launching process.
+
+A worker's exception reaches the launching process as text only on some runners (other processes, remote
+workers); so a DoFn that raises one of :data:`USER_ERRORS` first leaves its message as a small file in the run's
+staging folder (:func:`record_error`, via the :func:`records_errors` decorator), and ``run.py`` reads it back
+(:func:`recorded_error`) to print that one line instead of a Beam traceback. Kept apart from ``transforms.py`` so
+that every module holding DoFns (``transforms``, ``heldout``) can import it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import uuid
+
+from apache_beam.io.filesystems import FileSystems
+
+from bertprep.pipeline import readers
+from bertprep.pipeline.tokenization import VocabError
+
+log = logging.getLogger(__name__)
+
+
+class MakeShardsError(RuntimeError):
+    """make-shards could not produce shards; the message says why and what to do."""
+
+
+#: Errors whose message is for the user (one line naming the file or option and what to do).
+USER_ERRORS = (MakeShardsError, readers.InputError, VocabError)
+
+#: Name prefix of the error records workers leave in the staging folder.
+ERROR_RECORD_PREFIX = "error-"
+
+
+def record_error(folder: str | None, err: BaseException) -> None:
+    """Leave ``err``'s message as ``<folder>/error-<id>.txt`` for :func:`recorded_error` (best effort)."""
+    if not folder:
+        return
+    try:
+        path = FileSystems.join(folder, f"{ERROR_RECORD_PREFIX}{uuid.uuid4().hex}.txt")
+        with FileSystems.create(path) as f:
+            f.write(str(err).encode("utf-8"))
+    except Exception:  # e.g. the disk is full: the message is then taken from the exception text
+        log.debug("could not record the error in %s", folder, exc_info=True)
+
+
+def records_errors(folder_attribute: str):
+    """Decorate a DoFn's ``process``: a user error it raises is recorded (:func:`record_error`) in the
+    folder named by the DoFn's attribute ``folder_attribute``, then re-raised."""
+
+    def decorate(process):
+        @functools.wraps(process)
+        def wrapper(self, *args, **kwargs):
+            try:
+                yield from process(self, *args, **kwargs)
+            except USER_ERRORS as err:
+                record_error(getattr(self, folder_attribute, None), err)
+                raise
+
+        return wrapper
+
+    return decorate
+
+
+def recorded_error(staging_dir: str) -> str | None:
+    """The message of an error record left under ``staging_dir`` by a worker, if any."""
+    try:
+        matched = FileSystems.match([FileSystems.join(staging_dir, "**")])[0].metadata_list
+        records = sorted(m.path for m in matched if os.path.basename(m.path).startswith(ERROR_RECORD_PREFIX))
+        if not records:
+            return None
+        with FileSystems.open(records[0]) as f:
+            return f.read().decode("utf-8", "replace").strip() or None
+    except Exception:
+        return None
