@@ -28,9 +28,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from bertprep.pipeline import dataflow, heldout, readers, schema, shards, warm_workers
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.tokenization import Vocab, load_vocab
-from bertprep.pipeline.errors import USER_ERRORS as _USER_ERRORS
-from bertprep.pipeline.errors import MakeShardsError
-from bertprep.pipeline.errors import recorded_error as _recorded_error
+from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
 from bertprep.pipeline.transforms import build_pipeline
 
 log = logging.getLogger(__name__)
@@ -321,10 +319,10 @@ def _bertprep_message(err: BaseException, staging_dir: str | None = None) -> str
         if id(e) in seen or e is None:
             continue
         seen.add(id(e))
-        if isinstance(e, _USER_ERRORS):
+        if isinstance(e, USER_ERRORS):
             return _clean_message(str(e))
         stack.extend([e.__cause__, e.__context__])
-    recorded = _recorded_error(staging_dir) if staging_dir else None
+    recorded = recorded_error(staging_dir) if staging_dir else None
     if recorded:
         return _clean_message(recorded)
     found = _EXCEPTION_LINE.findall(str(err))

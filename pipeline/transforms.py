@@ -19,7 +19,7 @@ Composites (each a ``beam.PTransform``, testable alone with ``TestPipeline``):
 :func:`build_pipeline` adds them to a pipeline; ``run.py`` runs it (runner choice, staging, Dataflow).
 Everything is written into the staging folder it is given. Errors a worker raises for the user
 (:class:`MakeShardsError`, ``readers.InputError``, ``VocabError``) are also written there as one-line records
-(:func:`_record_error`), so that their text reaches the user unchanged from any runner and any process.
+(:func:`errors.record_error`), so that their text reaches the user unchanged from any runner and any process.
 
 Determinism: a document's id is (file index in the sorted input list, ordinal in its file); its bucket is
 set by its key ``blake2b(seed, path, ordinal)``: by default the documents in key order are cut into
@@ -51,8 +51,7 @@ from apache_beam.metrics import Metrics
 from bertprep.pipeline import buckets, heldout, readers, schema, shards
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.errors import (ERROR_RECORD_PREFIX, USER_ERRORS, MakeShardsError, record_error, recorded_error,
-                                      records_errors)
+from bertprep.pipeline.errors import MakeShardsError, record_error, records_errors
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
 from bertprep.pipeline.masking import mask_table
 from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, load_vocab
@@ -67,18 +66,6 @@ TokenizedDocument = tuple
 
 #: The staging folder's subfolder for the temporary bucket files.
 BUCKETS_DIR = "buckets"
-
-
-# The error helpers live in errors.py (heldout.py needs them too); these names stay importable from here.
-_USER_ERRORS = USER_ERRORS
-_ERROR_RECORD_PREFIX = ERROR_RECORD_PREFIX
-_record_error = record_error
-_records_errors = records_errors
-_recorded_error = recorded_error
-
-
-def _reader_kwargs(config: ShardsConfig) -> dict[str, Any]:
-    return config.reader_kwargs()
 
 
 def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:
@@ -222,11 +209,11 @@ class ReadDocumentsFn(beam.DoFn):
         self.error_dir = error_dir
         self.documents = Metrics.counter("bertprep", "documents_read")
 
-    @_records_errors("error_dir")
+    @records_errors("error_dir")
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         stats = readers.ReaderStats()
-        documents = readers.read_documents(path, self.config.input_format, stats=stats, **_reader_kwargs(self.config))
+        documents = readers.read_documents(path, self.config.input_format, stats=stats, **self.config.reader_kwargs())
         for doc in heldout.select_documents(documents, skip):
             self.documents.inc()
             yield (file_index, doc.ordinal, list(doc.sentences))
@@ -310,7 +297,7 @@ class CreateInstancesFn(beam.DoFn):
     def setup(self) -> None:
         self.resource.load()
 
-    @_records_errors("tmp_dir")
+    @records_errors("tmp_dir")
     def process(self, element: tuple[int, Iterable[TokenizedDocument]]) -> Iterator[Any]:
         bucket, tokenized = element
         tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
@@ -343,7 +330,7 @@ class ProcessFileStreamingFn(beam.DoFn):
     def setup(self) -> None:
         self.resource.load()
 
-    @_records_errors("tmp_dir")
+    @records_errors("tmp_dir")
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         reader_stats = readers.ReaderStats()
@@ -373,7 +360,7 @@ class ProcessFileStreamingFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput("eval_counts", counted)
 
         documents = readers.read_documents(path, self.config.input_format, stats=reader_stats,
-                                           **_reader_kwargs(self.config))
+                                           **self.config.reader_kwargs())
         for doc in heldout.select_documents(documents, skip):
             side = "eval" if split and heldout.is_eval_document(self.config.eval_seed, path, doc.ordinal,
                                                                 self.config.eval_fraction) else "train"
@@ -485,7 +472,7 @@ def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int,
                 f"{heldout.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)")
         return _plan_shards(bucket_metas, num_shards)
     except MakeShardsError as err:
-        _record_error(error_dir, err)
+        record_error(error_dir, err)
         raise
 
 
@@ -511,7 +498,7 @@ class WriteShardFn(beam.DoFn):
         self.objective = objective
         self.word_ids = word_ids
 
-    @_records_errors("output_dir")
+    @records_errors("output_dir")
     def process(self, plan: shards.ShardPlan) -> Iterator[dict]:
         name = schema.shard_name(plan.index, plan.count)
         try:
@@ -535,7 +522,7 @@ class WriteManifestFn(beam.DoFn):
         self.tmp_dir = tmp_dir
         self.role = role
 
-    @_records_errors("tmp_dir")
+    @records_errors("tmp_dir")
     def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
         log.info("writing %s (%d shards)", schema.MANIFEST_NAME, len(shard_entries))
         entries = sorted(shard_entries, key=lambda e: e["file"])
