@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -161,7 +162,6 @@ def main() -> None:
         if args.minutes:
             cmd += ["--max-time-minutes", str(args.minutes)]
         if run_dir.exists():
-            import shutil
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
         (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
