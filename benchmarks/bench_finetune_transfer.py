@@ -9,7 +9,10 @@ difference of each start from random init. ``--markdown FILE`` also writes the t
 budgets as a Markdown page (``benchmarks/finetune_results.md`` is made this way).
 
 Runs whose ``results.json`` already exists in ``--out`` are read, not re-run (delete them or pass
-``--rerun``), so an interrupted table can be finished by running the same command again.
+``--rerun``), so an interrupted table can be finished by running the same command again. With ``--record
+FILE`` (``benchmarks/finetune_runs.json`` for the published table) each finished run's results are also kept
+in a JSON file, keyed ``task-start-sSEED``, and a run found there is read instead of re-run: the table can be
+regenerated and extended after the run folders (hundreds of MB of checkpoints) are gone.
 
 Tasks (data layout of ``../shared/data``; ``--data``, default ``$BERTPREP_DATA``), budgets sized for a
 2-core CPU and a MiniLM-sized model (6 layers, H=384, 22.7M parameters):
@@ -31,6 +34,10 @@ All at lr 5e-5 (the paper's grid is 2e-5..5e-5), batch 32, warm-up 10%, weight d
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -72,13 +79,56 @@ TASKS = ("sst2", "mrpc", "wnut17", "squad")
 SHOWN = {"sst2": ["accuracy"], "mrpc": ["accuracy", "f1"], "wnut17": ["f1"], "squad": ["exact_match", "f1"]}
 
 
+@contextlib.contextmanager
+def _locked_record(path: str):
+    """The run record (a dict) under an exclusive lock; written back atomically on exit (two table processes
+    filling disjoint cells may share one record)."""
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = {}
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                record = json.load(f)
+        yield record
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(path + ".tmp", path)
+
+
+def read_record(path: str | None) -> dict:
+    """The run record of ``--record`` (``{}`` when none is given or the file does not exist yet)."""
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def start_fingerprint(path: str) -> str:
+    """sha256 (first 16 hex digits) of a starting point's weights file, to tell re-made checkpoints apart."""
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        for folder in (path, os.path.join(path, "latest")):
+            weights = os.path.join(folder, name)
+            if os.path.exists(weights):
+                digest = hashlib.sha256()
+                with open(weights, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(block)
+                return digest.hexdigest()[:16]
+    return "unknown"
+
+
 def run_one(args: argparse.Namespace, task: str, start: str, seed: int) -> dict:
-    """Run (or read) one fine-tuning; returns its results.json plus ``wall_s`` when it ran here."""
-    out = os.path.join(args.out, f"{task}-{start}-s{seed}")
+    """Run (or read) one fine-tuning; returns its results.json plus ``wall_s`` when it ran here (or when the
+    ``--record`` entry has it)."""
+    key = f"{task}-{start}-s{seed}"
+    out = os.path.join(args.out, key)
     results = os.path.join(out, "results.json")
     if os.path.exists(results) and not args.rerun:
         with open(results) as f:
             return json.load(f)
+    if key in args.record and not args.rerun:
+        return args.record[key]
     path = args.starts[start] if start != RANDOM else next(iter(args.starts.values()))
     cmd = [sys.executable, "-m", "bertprep.cli.main", "finetune", "--init-from", path,
            "--seed", str(seed), "--no-progress", "--overwrite", "-o", out, *COMMON,
@@ -95,8 +145,17 @@ def run_one(args: argparse.Namespace, task: str, start: str, seed: int) -> dict:
     with open(results) as f:
         result = json.load(f)
     result["wall_s"] = time.monotonic() - begin
+    result["ran_now"] = True
     with open(os.path.join(out, "wall_s.json"), "w") as f:
         json.dump({"wall_s": result["wall_s"]}, f)
+    if args.record_path:
+        entry = {"best_metrics": result["best_metrics"], "best_step": result.get("best_step"),
+                 "task": result.get("task"), "wall_s": round(result["wall_s"], 1), "start_path": path,
+                 "start_weights_sha256": start_fingerprint(path) if start != RANDOM else None,
+                 "finished": datetime.date.today().isoformat(), "source": "run"}
+        with _locked_record(args.record_path) as record:
+            record[key] = entry
+        args.record[key] = entry
     return result
 
 
@@ -144,7 +203,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="seeds for squad (default: the first of --seeds; a squad run takes over 10 minutes)")
     parser.add_argument("--extra", default="", help="more finetune options for every run, e.g. '--precision bf16'")
     parser.add_argument("--markdown", help="also write the table, command and budgets to this Markdown file")
-    parser.add_argument("--rerun", action="store_true", help="run again even where results.json exists")
+    parser.add_argument("--record", metavar="FILE",
+                        help="JSON file keeping every finished run's results (read instead of re-running, "
+                             "written after each run): benchmarks/finetune_runs.json for the published table")
+    parser.add_argument("--rerun", action="store_true",
+                        help="run again even where results.json (or a --record entry) exists")
     parser.add_argument("--only-finished", action="store_true",
                         help="make the table from the runs already finished in --out, run nothing, and list "
                              "the missing ones (for a table whose seeds are not all done yet)")
@@ -169,12 +232,15 @@ def main(argv: list[str] | None = None) -> None:
     if not os.path.isdir(args.data):
         raise SystemExit(f"data folder {args.data} not found: pass --data or set BERTPREP_DATA")
 
+    args.record_path = args.record
+    args.record = read_record(args.record)
     rows, args.missing = [], []
     for task in args.tasks:
         seeds = (args.squad_seeds or args.seeds[:1]) if task == "squad" else args.seeds
         for seed in seeds:
             for start in [*args.starts, *([] if args.no_random else [RANDOM])]:
-                done = os.path.exists(os.path.join(args.out, f"{task}-{start}-s{seed}", "results.json"))
+                done = (os.path.exists(os.path.join(args.out, f"{task}-{start}-s{seed}", "results.json"))
+                        or f"{task}-{start}-s{seed}" in args.record)
                 if args.only_finished and not done:
                     args.missing.append(f"{task}-{start}-s{seed}")
                     continue
@@ -185,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = table(args, rows)
     print(f"\nbest dev metric of each run; median over seeds (each seed's value in brackets)")
     print("\n".join(lines))
-    walls = [r["wall_s"] for *_, r in rows if "wall_s" in r]
+    walls = [r["wall_s"] for *_, r in rows if r.get("ran_now")]
     if walls:
         print(f"wall time of the runs made now: {sum(walls) / 60:.1f} min")
     if args.markdown:
@@ -193,13 +259,36 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {args.markdown}")
 
 
+def record_notes(args: argparse.Namespace, rows: list) -> list[str]:
+    """Markdown bullets on where the cells come from: runs read from ``--record`` that were not run by this
+    script (recovered from an earlier page), and the weights fingerprint of each starting point."""
+    if not args.record_path:
+        return []
+    keys = [f"{t}-{s}-s{seed}" for t, s, seed, _ in rows]
+    recovered = [k for k in keys if args.record.get(k, {}).get("source", "run") != "run"]
+    notes = [f"* every run's results: `{os.path.relpath(args.record_path, REPO)}` (the table is regenerated from it "
+             "without the run folders)"]
+    if recovered:
+        notes.append(f"* {len(recovered)} of the {len(keys)} runs were recovered from the previous page, "
+                     f"rounded to 3 decimals, their folders not kept: {', '.join(recovered)}")
+    for start in args.starts:
+        prints = sorted({str(args.record.get(k, {}).get("start_weights_sha256")) for k in keys
+                         if k.split("-s")[0].endswith("-" + start) and args.record.get(k, {}).get("source") == "run"})
+        if prints:
+            notes.append(f"* `{start}` weights (sha256, first 16 hex digits) of the runs made by this script: "
+                         + ", ".join(prints))
+    return notes
+
+
 def write_markdown(args: argparse.Namespace, command: str, rows: list, lines: list[str]) -> None:
     walls = {}
-    for task, start, seed, _ in rows:
+    for task, start, seed, result in rows:
         path = os.path.join(args.out, f"{task}-{start}-s{seed}", "wall_s.json")
         if os.path.exists(path):
             with open(path) as f:
                 walls.setdefault(task, []).append(json.load(f)["wall_s"] / 60)
+        elif result.get("wall_s"):
+            walls.setdefault(task, []).append(result["wall_s"] / 60)
     budget = {t: " ".join(task_args(t, "DATA")) for t in args.tasks}
     text = [
         "# Transfer: fine-tuning from each starting point at the same budget",
@@ -229,6 +318,7 @@ def write_markdown(args: argparse.Namespace, command: str, rows: list, lines: li
         f"* seeds: {args.seeds}" + (f" (squad: {args.squad_seeds or args.seeds[:1]})" if "squad" in args.tasks else ""),
         f"* machine: {platform.machine()}, {os.cpu_count()} cores",
         *([f"* not run yet (left out of the medians): {', '.join(args.missing)}"] if args.missing else []),
+        *record_notes(args, rows),
         "",
     ]
     with open(args.markdown + ".tmp", "w", encoding="utf-8") as f:
