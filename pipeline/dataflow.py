@@ -270,7 +270,7 @@ def dry_run(config: ShardsConfig, beam_args: Sequence[str], *, files: Sequence[s
 
     from bertprep.pipeline import readers, shards
     from bertprep.pipeline.tokenization import load_vocab
-    from bertprep.pipeline.transforms import build_pipeline
+    from bertprep.pipeline.graph import build_pipeline
 
     options = PipelineOptions(list(beam_args))
     if not is_dataflow_runner(options):

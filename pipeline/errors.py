@@ -4,7 +4,8 @@ A worker's exception reaches the launching process as text only on some runners 
 workers); so a DoFn that raises one of :data:`USER_ERRORS` first leaves its message as a small file in the run's
 staging folder (:func:`record_error`, via the :func:`records_errors` decorator), and ``run.py`` reads it back
 (:func:`recorded_error`) to print that one line instead of a Beam traceback. Kept apart from ``transforms.py`` so
-that every module holding DoFns (``transforms``, ``heldout``) can import it without an import cycle.
+that every module holding DoFns (``transforms``, ``write_shards``, ``heldout``) can import it without an import
+cycle.
 """
 
 from __future__ import annotations

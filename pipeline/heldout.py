@@ -101,7 +101,7 @@ def select_documents(documents: Iterable[readers.Document],
 
 
 class SplitSide:
-    """``beam.Partition`` function: a :data:`~bertprep.pipeline.transforms.TokenizedDocument`
+    """``beam.Partition`` function: a :data:`~bertprep.pipeline.bucket_files.TokenizedDocument`
     ``(file_index, ordinal, ...)`` -> 0 (train) or 1 (eval)."""
 
     def __init__(self, files: Sequence[str], eval_fraction: float, eval_seed: int):

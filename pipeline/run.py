@@ -1,8 +1,8 @@
 """Run ``make-shards``: options, runner choice, staging and commit, Dataflow checks and dry run, messages.
 
-:func:`run_make_shards` builds the pipeline of ``transforms.py`` on the runner the Beam options name (with
+:func:`run_make_shards` builds the pipeline of ``graph.py`` on the runner the Beam options name (with
 none, Beam's in-process ``FnApiRunner`` on every core), or validates a Dataflow job without submitting it
-(``dataflow.py``). Nothing imports this module back (``transforms.py`` and ``dataflow.py`` do not), so there
+(``dataflow.py``). Nothing imports this module back (``graph.py`` and ``dataflow.py`` do not), so there
 is no import cycle.
 
 Nothing is written into the output directory until the pipeline has succeeded: every file goes to a
@@ -29,7 +29,7 @@ from bertprep.pipeline import dataflow, heldout, readers, schema, shards, warm_w
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.tokenization import Vocab, load_vocab
 from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
-from bertprep.pipeline.transforms import build_pipeline
+from bertprep.pipeline.graph import build_pipeline
 
 log = logging.getLogger(__name__)
 

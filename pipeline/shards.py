@@ -1,7 +1,8 @@
 """Arrow shards and the manifest: instances -> Arrow, bucket files -> balanced shards, statistics.
 
-Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works); the Beam
-composites in ``transforms.py`` call these functions.
+Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works); the bucket files
+are written by ``bucket_files.make_bucket_instances``, the shards and the manifest by the DoFns of
+``write_shards.py``.
 
 How shards are cut. Each bucket's instances are first written, in the bucket's own order, to a temporary
 Arrow *stream* file ``<output>/.bertprep-tmp-<host>-<pid>-<run>/buckets/bucket-<key>.arrows``. When every

@@ -218,7 +218,7 @@ def _import_worker_modules():
     """Import Beam's SDK harness and what the DoFns need (numpy, pyarrow, tokenizers, bertprep)."""
     from apache_beam.runners.worker import sdk_worker_main
 
-    import bertprep.pipeline.transforms  # noqa: F401
+    import bertprep.pipeline.graph  # noqa: F401  (the DoFns' modules: transforms, write_shards, heldout)
 
     return sdk_worker_main
 

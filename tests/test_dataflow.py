@@ -220,7 +220,7 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
         "target, purelib, payload_file = sys.argv[1:]\n"
         "sys.path[:0] = [target] if target else []\n"
         "sys.path.append(purelib)\n"
-        "import bertprep.pipeline.transforms\n"
+        "import bertprep.pipeline.graph\n"
         "from bertprep.pipeline import demo_corpus_dir\n"
         "from apache_beam.internal import pickler\n"
         "pickler.set_library('cloudpickle')\n"

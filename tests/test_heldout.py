@@ -1,5 +1,5 @@
 """make-shards' held-out split (``--eval-fraction``) and exact deduplication (``--dedup exact``):
-pipeline/heldout.py and its use in transforms.py / run.py.
+pipeline/heldout.py and its use in graph.py, transforms.py, write_shards.py and run.py.
 
 What users rely on: no document (by content) is in both the training and the eval shard set, on either
 pairing scope and any worker count; the eval share is the fraction asked for; ``eval/`` is a complete shard
@@ -28,7 +28,7 @@ from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.inspection import iter_rows, verify_shards
 from bertprep.pipeline.normalization import bert_normalizer
 from bertprep.pipeline.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.transforms import MergeCountsFn
+from bertprep.pipeline.write_shards import MergeCountsFn
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]

@@ -1,0 +1,45 @@
+"""The tiny corpus of ``tests/fixtures/pipeline`` (two files, 30 documents, a small vocab) as the tests of
+make-shards' Beam modules use it: the in-process test pipeline, a config, and the documents read and
+tokenized by the plain functions that the composites adapt (their oracle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # (not collected by pytest)
+
+from bertprep.pipeline import readers
+from bertprep.pipeline.bucket_files import encode_document
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
+VOCAB = str(FIXTURES / "vocab.txt")
+FILES = [str(FIXTURES / "a.txt"), str(FIXTURES / "b.txt")]
+
+
+def beam_pipeline() -> BeamTestPipeline:
+    """The in-process runner, as make-shards' local default (no Prism download, one process)."""
+    return BeamTestPipeline(runner=FnApiRunner(), options=PipelineOptions(["--direct_num_workers=1"]))
+
+
+def shards_config(**kw) -> ShardsConfig:
+    """Settings for the fixture corpus: buckets of 7 documents, seq 64, 3 shards; ``kw`` overrides."""
+    base = dict(inputs=tuple(FILES), vocab=VOCAB, output_dir="unused", input_format="bert", bucket_size=7,
+                instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2), num_shards=3)
+    base.update(kw)
+    return ShardsConfig(**base)
+
+
+def documents() -> list[tuple[int, int, list[str]]]:
+    """``(file_index, ordinal, sentences)`` of every fixture document, in id order."""
+    return [(i, d.ordinal, list(d.sentences))
+            for i, path in enumerate(FILES) for d in readers.read_documents(path, "bert")]
+
+
+def tokenized() -> list[tuple]:
+    """:func:`documents` encoded (``bucket_files.encode_document``, lower-cased)."""
+    encoder = SentenceEncoder(load_vocab(VOCAB), True)
+    return [encode_document(encoder, i, ordinal, sentences) for i, ordinal, sentences in documents()]
