@@ -1,6 +1,6 @@
 """``pipeline/write_shards.py``: :class:`WriteArrowShards` alone with ``TestPipeline`` and ``assert_that`` (balanced
-shards from bucket files, the manifest written last). (Its refusals, e.g. more shards than instances, are tested
-end to end in ``test_faults_pipeline.py``.)"""
+shards from bucket files, the manifest written last) and the counts combiner it sums the statistics with. (Its
+refusals, e.g. more shards than instances, are tested end to end in ``test_faults_pipeline.py``.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from bertprep.pipeline import schema, shards
 from bertprep.pipeline.bucket_files import BUCKETS_DIR, bucket_documents, document_counts, make_bucket_instances
 from bertprep.pipeline.instances import VocabIds
 from bertprep.pipeline.tokenization import load_vocab
-from bertprep.pipeline.write_shards import WriteArrowShards
+from bertprep.pipeline.write_shards import MergeCountsFn, WriteArrowShards
 
 
 def test_write_arrow_shards_balances_rows_and_writes_the_manifest_last(tmp_path):
@@ -46,4 +46,17 @@ def test_write_arrow_shards_balances_rows_and_writes_the_manifest_last(tmp_path)
             assert pa.ipc.open_file(source).read_all().num_rows == entry["rows"]
     assert manifest["statistics"]["instances"] == total
     assert not bucket_dir.exists() and (tmp_path / shards.VOCAB_NAME).exists()  # buckets removed, vocab copied
+
+
+def test_merge_counts_adds_numbers_and_merges_dicts_in_any_grouping():
+    parts = [{"buckets": 1, "tokenizer": {"documents": 3}}, {"buckets": 1, "reader": {"files": 1}},
+             {"tokenizer": {"documents": 4, "tokens": 9}}]
+    expected = {"buckets": 2, "reader": {"files": 1}, "tokenizer": {"documents": 7, "tokens": 9}}
+    fn = MergeCountsFn()
+    one_by_one = fn.create_accumulator()
+    for part in parts:
+        one_by_one = fn.add_input(one_by_one, part)
+    merged = fn.merge_accumulators([fn.add_input(fn.create_accumulator(), parts[0]),
+                                    fn.add_input(fn.add_input(fn.create_accumulator(), parts[1]), parts[2])])
+    assert fn.extract_output(one_by_one) == fn.extract_output(merged) == expected
 
