@@ -28,7 +28,8 @@ from bertprep.pipeline import readers
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances import VocabIds
-from bertprep.pipeline.masking import MASKING_SCHEMES, MaskingConfig, mask_instance
+from bertprep.pipeline.masking import MaskingConfig, mask_instance
+from bertprep.pipeline.masking_schemes import MASKING_SCHEMES
 from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
 from bertprep.pipeline.word_segmentation import load_word_segmenter, word_starts
 

@@ -8,7 +8,7 @@ documents, times (CPU seconds, median of ``--repeats``):
 - ``exact``: what make-shards runs by default, ``bucket_instances.describe_instances`` (the same random
   draws on sentence lengths) + ``assemble_batches`` (numpy); its output equals the reference's;
 - ``fast``: ``--sampling fast``: describe without masking draws, bulk truncation, then
-  ``masking.mask_table``;
+  ``fast_masking.mask_table``;
 - ``shuffle only``: the exact mode's candidate shuffle alone (one per instance, same sizes): the part
   that exactness with the original's random stream costs.
 
@@ -38,14 +38,10 @@ sys.path.insert(0, str(HERE))
 from bench_make_shards import build_corpus, data_dir  # noqa: E402
 
 from bertprep.pipeline import readers  # noqa: E402
-from bertprep.pipeline.bucket_instances import (  # noqa: E402
-    BucketDocuments,
-    _shuffle_first,
-    assemble_batches,
-    describe_instances,
-)
+from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig  # noqa: E402
-from bertprep.pipeline.masking import mask_table  # noqa: E402
+from bertprep.pipeline.exact_draws import shuffle_first  # noqa: E402
+from bertprep.pipeline.fast_masking import mask_table  # noqa: E402
 from bertprep.pipeline.instances import InstanceStats, VocabIds  # noqa: E402
 from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab  # noqa: E402
 
@@ -93,7 +89,7 @@ def main() -> None:
     def shuffle_only() -> int:
         rng = random.Random(12345)
         for n, k in zip(sizes, predictions):
-            _shuffle_first(n, k, rng)
+            shuffle_first(n, k, rng)
         return len(sizes)
 
     n_instances = len(described)

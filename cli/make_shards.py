@@ -14,7 +14,7 @@ import click
 from bertprep.pipeline.config import (DEDUP_MODES, MASKING_MODES, OBJECTIVES, PAIRING_SCOPES, SAMPLING_MODES,
                                       InstanceConfig, ShardsConfig)
 from bertprep.pipeline.beam_output import install_log_filter, worker_stderr_captured
-from bertprep.pipeline.masking import MASKING_SCHEMES
+from bertprep.pipeline.masking_schemes import MASKING_SCHEMES
 from bertprep.pipeline.buckets import MIN_DOCUMENTS_PER_BUCKET
 from bertprep.pipeline.readers import INPUT_FORMATS
 

@@ -32,8 +32,8 @@ from bertprep.pipeline import buckets, schema, shards
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError
+from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
-from bertprep.pipeline.masking import mask_table
 from bertprep.pipeline.tokenization import SentenceEncoder
 from bertprep.pipeline.word_segmentation import WordSegmenter, WordSegmenterError, word_starts
 
@@ -109,7 +109,7 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
     (:func:`~bertprep.pipeline.bucket_instances.describe_instances`, equal to the reference
     ``create_training_instances``); ``fast`` keeps that generator for pairing but truncates as
     :func:`~bertprep.pipeline.instances.truncation_bounds_fast` and masks the whole bucket with
-    :func:`~bertprep.pipeline.masking.mask_table` (numpy, seeded from (seed, bucket)).
+    :func:`~bertprep.pipeline.fast_masking.mask_table` (numpy, seeded from (seed, bucket)).
 
     Returns:
         ``((bucket, path, rows), stats)``.

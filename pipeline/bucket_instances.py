@@ -51,9 +51,9 @@ import pyarrow as pa
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.exact_draws import randbelow_of, shuffle, shuffle_first
 from bertprep.pipeline.instances import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
-from bertprep.pipeline.masking import (KEEP, MASK, create_masked_lm_predictions, draw_replacements, num_to_predict,
-                                       shuffle)
+from bertprep.pipeline.masking import KEEP, MASK, create_masked_lm_predictions, draw_replacements, num_to_predict
 
 #: Rows assembled per numpy pass (bounds the temporary arrays: ~1M tokens at 128).
 ASSEMBLE_CHUNK_ROWS = 8192
@@ -134,63 +134,6 @@ class InstanceDescriptions:
 
     def __len__(self) -> int:
         return len(self.a_start)
-
-
-def _shuffle_first(n: int, k: int, rng: random.Random) -> list[int]:
-    """``x = list(range(n)); rng.shuffle(x); return x[:k]``, draw for draw.
-
-    CPython's ``shuffle`` swaps ``x[i]`` with ``x[j]``, ``j = _randbelow(i + 1)``, for i from the end;
-    ``_randbelow(m)`` takes ``getrandbits(m.bit_length())`` until it is below ``m``. Here the steps are
-    grouped by that bit length (constant within a group, so no per-step ``bit_length``), and a step
-    ``i >= k`` only moves ``x[i]`` to ``j`` (position ``i`` is final and not returned). About 20% faster
-    than the plain inlined loop; checked against ``random.shuffle`` at import (:data:`_FAST_DRAWS_OK`).
-    """
-    x = list(range(n))
-    if not (_FAST_DRAWS_OK and type(rng) is random.Random):
-        rng.shuffle(x)
-        return x[:k]
-    getrandbits = rng.getrandbits
-    i = n - 1
-    while i >= 1:
-        b = (i + 1).bit_length()
-        low = (1 << (b - 1)) - 1  # the smallest i of this group: i + 1 == 2 ** (b - 1)
-        if low < 1:
-            low = 1
-        stop = k if k > low else low
-        for s in range(i, stop - 1, -1):  # i >= k: only x[j] changes
-            j = getrandbits(b)
-            while j > s:
-                j = getrandbits(b)
-            x[j] = x[s]
-        for s in range(min(i, stop - 1), low - 1, -1):  # i < k: a real swap
-            j = getrandbits(b)
-            while j > s:
-                j = getrandbits(b)
-            x[s], x[j] = x[j], x[s]
-        i = low - 1
-    return x[:k]
-
-
-def _fast_draws_match() -> bool:
-    """Check once that this interpreter's ``Random`` draws as the shortcuts here assume (CPython 3.x
-    does): ``shuffle`` is the loop of :func:`_shuffle_first`, and ``randint(a, b)`` is
-    ``a + _randbelow(b - a + 1)``."""
-    for size in (0, 1, 2, 3, 7, 64, 65, 125, 300):
-        for k in (0, 1, 20, size):
-            ra, rb = random.Random(size * 31 + k), random.Random(size * 31 + k)
-            x = list(range(size))
-            ra.shuffle(x)
-            if x[:k] != _shuffle_first(size, k, rb) or ra.random() != rb.random():
-                return False
-    ra, rb = random.Random(5), random.Random(5)
-    for n in (1, 2, 3, 100, 30522, 2**31):
-        if [ra.randint(0, n - 1) for _ in range(50)] != [rb._randbelow(n) for _ in range(50)]:
-            return False
-    return ra.random() == rb.random()
-
-
-_FAST_DRAWS_OK = True  # set for the check below, which uses the fast path
-_FAST_DRAWS_OK = _fast_draws_match()
 
 
 def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: VocabIds, rng: random.Random,
@@ -306,8 +249,7 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
     max_num_tokens = config.max_seq_length - 3
     target_seq_length = max_num_tokens
     rand = rng.random
-    # randint(a, b) is a + _randbelow(b - a + 1): one Python frame instead of three (checked at import)
-    randbelow = rng._randbelow if _FAST_DRAWS_OK and type(rng) is random.Random else _randbelow_of(rng)
+    randbelow = randbelow_of(rng)
     if rand() < config.short_seq_prob:
         target_seq_length = 2 + randbelow(max_num_tokens - 1)
     masked_lm_prob = config.masked_lm_prob
@@ -370,7 +312,7 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
                                                  stats, out)
                 else:
                     # candidates: A's and B's tokens as ordinals 0..a_len+b_len-1 (positions set later)
-                    chosen = _shuffle_first(a_len + b_len,
+                    chosen = shuffle_first(a_len + b_len,
                                             num_to_predict(a_len + b_len + 3, masked_lm_prob, max_predictions), rng)
                     n_masked = len(chosen)
                     m_pos_extend(chosen)
@@ -405,7 +347,7 @@ def _describe_document_sop(cums: list[list[int]], starts: list[int], document_in
     max_num_tokens = config.max_seq_length - 3
     target_seq_length = max_num_tokens
     rand = rng.random
-    randbelow = rng._randbelow if _FAST_DRAWS_OK and type(rng) is random.Random else _randbelow_of(rng)
+    randbelow = randbelow_of(rng)
     if rand() < config.short_seq_prob:
         target_seq_length = 2 + randbelow(max_num_tokens - 1)
     whole_word = token_lists is not None
@@ -448,7 +390,7 @@ def _describe_document_sop(cums: list[list[int]], starts: list[int], document_in
                     n_masked = _whole_word_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng,
                                                  stats, out)
                 else:
-                    chosen = _shuffle_first(a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob,
+                    chosen = shuffle_first(a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob,
                                                                           config.max_predictions_per_seq), rng)
                     n_masked = len(chosen)
                     out.m_pos.extend(chosen)
@@ -521,11 +463,6 @@ def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceCon
             out.label.append(0)
             out.n_masked.append(n_masked)
     stats.document_separators += (len(order) - 1) * config.dupe_factor
-
-
-def _randbelow_of(rng: random.Random):
-    """``n -> rng.randint(0, n - 1)`` for generators the shortcut is not checked for."""
-    return lambda n: rng.randint(0, n - 1)
 
 
 def _whole_word_masks(token_lists: list[int], a_start: int, a_len: int, b_start: int, b_len: int,

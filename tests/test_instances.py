@@ -160,39 +160,6 @@ def test_fast_truncation_matches_the_original_lengths_and_front_share():
     assert abs(fronts_fast / fronts_exact - 1) < 0.05
 
 
-def test_fast_masking_has_the_original_statistics():
-    import numpy as np
-
-    from bertprep.pipeline.masking import mask_table
-    from reference.instances import instances_to_table
-
-    vocab = _vocab()
-    ids = VocabIds(vocab)
-    config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=3)
-    instances = create_training_instances(_corpus(vocab, 150), config, ids, random.Random(5), mask=False,
-                                          fast_truncation=True)
-    table = instances_to_table(instances, vocab.size)
-    masked, counts = mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
-    assert masked.num_rows == len(instances)
-    assert counts["masked"] > 20000
-    assert abs(counts["masked_as_mask"] / counts["masked"] - 0.8) < 0.01
-    assert abs(counts["masked_as_random"] / counts["masked"] - 0.1) < 0.01
-    assert abs(counts["masked_as_kept"] / counts["masked"] - 0.1) < 0.01
-    rows = masked.to_pylist()
-    for inst, row in zip(instances, rows):
-        n = len(inst.input_ids)
-        assert len(row["masked_lm_positions"]) == min(20, max(1, int(round(n * 0.15))))
-        assert row["masked_lm_positions"] == sorted(set(row["masked_lm_positions"]))
-        assert row["masked_lm_ids"] == [inst.input_ids[p] for p in row["masked_lm_positions"]]
-        special = {0, inst.num_tokens_a + 1, n - 1}
-        assert not special & set(row["masked_lm_positions"])
-        changed = {p for p, (x, y) in enumerate(zip(inst.input_ids, row["input_ids"])) if x != y}
-        assert changed <= set(row["masked_lm_positions"])
-    # every candidate position is equally likely to be chosen (uniform subset, as the original's shuffle)
-    first_half = sum(sum(1 for p in r["masked_lm_positions"] if p < len(r["input_ids"]) / 2) for r in rows)
-    assert abs(first_half / counts["masked"] - 0.5) < 0.02
-
-
 def test_fast_and_exact_sampling_agree_over_many_seeds():
     vocab = _vocab()
     ids = VocabIds(vocab)
@@ -211,16 +178,3 @@ def test_fast_and_exact_sampling_agree_over_many_seeds():
     assert abs(fast.not_next / fast.instances - exact.not_next / exact.instances) < 0.015
     assert abs(fast.truncated / fast.instances - exact.truncated / exact.instances) < 0.015
     assert abs(fast.tokens / fast.instances - exact.tokens / exact.instances) < 1.0
-
-
-@pytest.mark.parametrize("size", [0, 1, 2, 3, 64, 125, 4095, 4096, 10000])
-def test_shuffle_is_random_shuffle_draw_for_draw(size):
-    from bertprep.pipeline.masking import shuffle
-
-    for seed in range(5):
-        ours, ref = random.Random(seed), random.Random(seed)
-        a, b = list(range(size)), list(range(size))
-        shuffle(a, ours)
-        ref.shuffle(b)
-        assert a == b
-        assert ours.random() == ref.random()  # the stream is left at the same point

@@ -1,15 +1,15 @@
 """The masked-LM rule (``pipeline/masking.py``): exact form draw for draw as the original, numpy form with the
-original's rates, both deterministic."""
+original's rates, both deterministic; the rule over the words a word-level scheme chose (whole words, span-level
+replacement), static and dynamic."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
-from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.masking import (
     KEEP,
@@ -18,11 +18,11 @@ from bertprep.pipeline.masking import (
     create_masked_lm_predictions,
     draw_replacements,
     mask_instance,
-    mask_table,
     num_to_predict,
     replace_positions,
-    shuffle,
+    word_masked_lm_predictions,
 )
+from bertprep.pipeline.masking_schemes import Draws
 
 CLS, SEP, MASK_ID, VOCAB = 101, 102, 103, 1000
 
@@ -95,19 +95,6 @@ def test_exact_form_is_the_original_draw_for_draw(whole_word):
         assert ours.random() == theirs.random()  # the same number of draws was taken
 
 
-def test_exact_shuffle_is_random_shuffle():
-    class Sub(random.Random):
-        pass
-
-    for rng_type in (random.Random, Sub):
-        for size in (0, 1, 5, 125, 1000):
-            a, b = list(range(size)), list(range(size))
-            ra, rb = rng_type(size), random.Random(size)
-            shuffle(a, ra)
-            rb.shuffle(b)
-            assert a == b and ra.random() == rb.random()
-
-
 def test_exact_replacements_have_the_80_10_10_rates():
     codes = np.array(draw_replacements(200_000, random.Random(1), list(range(VOCAB))))
     assert abs((codes == MASK).mean() - 0.8) < 0.005
@@ -176,32 +163,83 @@ def test_mask_instance_whole_words():
         assert np.array_equal(positions.reshape(-1, 3), starts[:, None] + np.arange(3))  # ... and is whole
 
 
-def _unmasked_table(n_rows: int, seed: int) -> pa.Table:
-    rng = random.Random(seed)
-    ids, types = [], []
-    for _ in range(n_rows):
-        tokens, len_a = _instance(rng)
-        ids.append(tokens)
-        types.append([0] * (len_a + 2) + [1] * (len(tokens) - len_a - 2))
-    return pa.Table.from_pydict({"input_ids": ids, "token_type_ids": types, "masked_lm_positions": [[]] * n_rows,
-                                 "masked_lm_ids": [[]] * n_rows, "next_sentence_label": [0] * n_rows},
-                                schema=schema.shard_schema(VOCAB))
+@dataclass(frozen=True)
+class _Config:
+    masking_scheme: str
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    max_ngram_size: int = 3
+    span_geometric_p: float = 0.2
+    max_span_length: int = 10
 
 
-def test_mask_table_follows_the_rule_and_is_deterministic():
-    config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20)
-    table = _unmasked_table(3000, 4)
-    random_ids = np.arange(200, VOCAB)
-    masked, counts = mask_table(table, config, MASK_ID, random_ids, np.random.default_rng(0))
-    again, _ = mask_table(table, config, MASK_ID, random_ids, np.random.default_rng(0))
-    assert masked.equals(again)
-    rows, originals = masked.to_pylist(), table.column("input_ids").to_pylist()
-    for row, original in zip(rows, originals):
-        positions = row["masked_lm_positions"]
-        assert len(positions) == num_to_predict(len(original), 0.15, 20)
-        assert positions == sorted(set(positions))
-        assert all(original[p] not in (CLS, SEP) for p in positions)
-        assert row["masked_lm_ids"] == [original[p] for p in positions]
-    assert counts["masked"] == sum(len(r["masked_lm_positions"]) for r in rows)
-    assert abs(counts["masked_as_mask"] / counts["masked"] - 0.8) < 0.02
-    assert abs(counts["masked_as_random"] / counts["masked"] - 0.1) < 0.02
+@pytest.mark.parametrize("scheme", ["whole-word", "ngram", "span"])
+def test_word_masked_lm_predictions_masks_whole_words_deterministically(scheme):
+    # [CLS] + 30 words of 1-3 pieces + [SEP] + 20 words + [SEP]; piece ids 200.. distinct
+    rng = random.Random(5)
+    tokens, words, segment = [CLS], [], []
+    for seg, count in ((0, 30), (1, 20)):
+        for _ in range(count):
+            size = rng.randint(1, 3)
+            words.append(list(range(len(tokens), len(tokens) + size)))
+            segment.append(seg)
+            tokens.extend(200 + len(tokens) + k for k in range(size))
+        tokens.append(SEP)
+    config = _Config(scheme)
+    wanted = num_to_predict(len(tokens), 0.15, 20)
+    results = []
+    for _ in range(2):
+        out, positions, labels, (n_mask, n_random, n_kept) = word_masked_lm_predictions(
+            tokens, words, segment, config, MASK_ID, VOCAB, Draws(random.Random(11)))
+        results.append((out, positions, labels))
+        assert positions == sorted(positions) and len(positions) <= wanted
+        assert labels == [tokens[p] for p in positions]
+        assert n_mask + n_random + n_kept == len(positions)
+        chosen = set(positions)
+        for word in words:  # all of a word's pieces or none
+            assert len(chosen & set(word)) in (0, len(word))
+        assert [i for i, (a, b) in enumerate(zip(out, tokens)) if a != b] == sorted(
+            p for p in positions if out[p] != tokens[p])
+    assert results[0] == results[1]  # same seed, same output
+
+
+def test_span_replacement_is_decided_per_span():
+    """SpanBERT replaces at the span level: with ``groups`` every piece of a span is [MASK], or none is."""
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(400), 4)
+    values = np.arange(2000, 2000 + len(groups))
+    positions = np.arange(len(groups))
+    n_mask, n_random = replace_positions(values, positions, MASK_ID, VOCAB, rng, groups=groups)
+    is_mask = (values == MASK_ID).reshape(400, 4)
+    assert (is_mask.all(axis=1) | ~is_mask.any(axis=1)).all()
+    assert 0.74 < is_mask.all(axis=1).mean() < 0.86  # 80% of the spans
+
+
+def test_dynamic_mask_instance_uses_word_ids_and_is_deterministic():
+    """``mask_instance`` with a row's ``word_ids`` (-1 at [CLS]/[SEP]) takes whole words of that column."""
+    word_sizes = [3, 1, 2, 4, 1, 1, 2, 3, 1, 2] * 4
+    ids, word_ids = [CLS], [-1]
+    for w, size in enumerate(word_sizes):
+        ids.extend(300 + len(ids) + k for k in range(size))
+        word_ids.extend([w] * size)
+        if w == 19:
+            ids.append(SEP)
+            word_ids.append(-1)
+    ids.append(SEP)
+    word_ids.append(-1)
+    ids, word_ids = np.array(ids), np.array(word_ids)
+    for scheme in ("whole-word", "ngram", "span"):
+        config = MaskingConfig(vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID,
+                               masking_scheme=scheme)
+        for seed in range(30):
+            out, positions, labels = mask_instance(ids, config, np.random.default_rng(seed), word_ids=word_ids)
+            again = mask_instance(ids, config, np.random.default_rng(seed), word_ids=word_ids)
+            assert all(np.array_equal(a, b) for a, b in zip((out, positions, labels), again))
+            assert 1 <= len(positions) <= num_to_predict(len(ids), 0.15, 20)
+            masked_words = set(word_ids[positions].tolist())
+            assert -1 not in masked_words
+            for w in masked_words:  # whole words
+                assert set(np.flatnonzero(word_ids == w).tolist()) <= set(positions.tolist())
+    with pytest.raises(ValueError, match="word boundaries"):
+        mask_instance(ids, MaskingConfig(vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP,
+                                         mask_token_id=MASK_ID, masking_scheme="span"), np.random.default_rng(0))

@@ -22,8 +22,8 @@ from bertprep.cli.main import cli
 from bertprep.pipeline import schema
 from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
 from bertprep.pipeline.config import OBJECTIVES, InstanceConfig
+from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import InstanceStats, VocabIds
-from bertprep.pipeline.masking import mask_table
 from bertprep.pipeline.tokenization import Vocab
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

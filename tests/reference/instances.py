@@ -10,7 +10,8 @@ and keeps segment boundaries as index ranges instead of deleting from lists.
 ``make-shards`` does not run this: it runs ``bertprep.pipeline.bucket_instances`` (the same draws on sentence
 lengths and flat arrays), which ``tests/test_bucket_instances.py`` checks row for row against
 :func:`create_training_instances` + :func:`instances_to_table`. The masking and truncation rules themselves
-are production code (``bertprep.pipeline.masking``, ``bertprep.pipeline.instances``), shared by both.
+are production code (``bertprep.pipeline.masking``, ``bertprep.pipeline.instances``), and so is the shuffle
+(``bertprep.pipeline.exact_draws``), shared by both.
 Tests import it as ``from reference.instances import ...`` (``tests/`` is on ``sys.path``); benchmarks put
 ``tests/`` on ``sys.path`` first.
 """
@@ -26,8 +27,9 @@ import pyarrow as pa
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.exact_draws import shuffle
 from bertprep.pipeline.instances import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
-from bertprep.pipeline.masking import create_masked_lm_predictions, shuffle
+from bertprep.pipeline.masking import create_masked_lm_predictions
 
 Sentence = Sequence[int]  # word-piece ids of one sentence (non-empty)
 Document = Sequence[Sentence]
