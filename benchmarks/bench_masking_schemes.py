@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
+from bertprep.pipeline.bucket_arrays import BucketDocuments
+from bertprep.pipeline.bucket_instances import describe_instances
+from bertprep.pipeline.bucket_rows import assemble_batches
 from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances import VocabIds
 from bertprep.pipeline.masking import MaskingConfig, mask_instance

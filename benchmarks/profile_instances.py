@@ -38,7 +38,9 @@ sys.path.insert(0, str(HERE))
 from bench_make_shards import build_corpus, data_dir  # noqa: E402
 
 from bertprep.pipeline import readers  # noqa: E402
-from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances  # noqa: E402
+from bertprep.pipeline.bucket_arrays import BucketDocuments  # noqa: E402
+from bertprep.pipeline.bucket_instances import describe_instances  # noqa: E402
+from bertprep.pipeline.bucket_rows import assemble_batches  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig  # noqa: E402
 from bertprep.pipeline.exact_draws import shuffle_first  # noqa: E402
 from bertprep.pipeline.fast_masking import mask_table  # noqa: E402

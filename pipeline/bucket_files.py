@@ -29,7 +29,9 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import buckets, schema, shards
-from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
+from bertprep.pipeline.bucket_arrays import BucketDocuments
+from bertprep.pipeline.bucket_instances import describe_instances
+from bertprep.pipeline.bucket_rows import assemble_batches
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError
 from bertprep.pipeline.fast_masking import mask_table

@@ -6,16 +6,16 @@ equality is tested instance for instance in ``tests/test_bucket_instances.py`` a
 differs is where the work happens:
 
 * A bucket's documents are one flat ``uint32`` array of word-piece ids plus each document's sentence
-  lengths (:class:`BucketDocuments`): ~4 bytes per token instead of a Python list of lists (~40 bytes per
-  token), and no decode to Python ints.
+  lengths (:class:`~bertprep.pipeline.bucket_arrays.BucketDocuments`): ~4 bytes per token instead of a Python
+  list of lists (~40 bytes per token), and no decode to Python ints.
 * The Python loop (:func:`describe_instances`) makes every random draw of the original in the same order,
   but works on sentence *lengths* only. In the reference algorithm nothing random depends on token values
   except whole-word masking: segments are runs of consecutive sentences, truncation removes tokens by
   count, and masking shuffles candidate *positions*. So an instance is described by
   ``(a_start, a_len, b_start, b_len, next_sentence_label)`` in flat-array coordinates plus its masked
-  positions and replacement ids, and no token list is ever built.
-* :func:`assemble_table` turns the descriptions into Arrow rows with numpy, a chunk of rows at a time
-  (bounded temporary memory): gathers the ids, inserts [CLS]/[SEP], applies the masks, sorts positions.
+  positions and replacement ids (:class:`~bertprep.pipeline.bucket_arrays.InstanceDescriptions`), and no token
+  list is ever built.
+* :func:`~bertprep.pipeline.bucket_rows.assemble_batches` turns the descriptions into Arrow rows with numpy.
 
 Whole-word masking needs the tokens (a candidate is a piece plus its following ``##`` pieces), so for it
 the loop reads the instance's ids from a Python copy of the bucket and calls the reference
@@ -32,7 +32,7 @@ The other objectives (``InstanceConfig.objective``) use the same descriptions:
 * ``none`` (RoBERTa, Liu et al. 2019, section 4.2, FULL-SENTENCES; :func:`_describe_stream`): the bucket's
   documents (in a seeded shuffled order) back to back with one ``[SEP]`` between two documents, cut into rows
   of exactly ``max_seq_length - 2`` tokens between ``[CLS]`` and ``[SEP]`` (the last row of a bucket is
-  shorter). The descriptions then index that stream (:attr:`InstanceDescriptions.ids`), ``b_len`` is 0 and
+  shorter). The descriptions then index that stream (``InstanceDescriptions.ids``), ``b_len`` is 0 and
   there is no middle ``[SEP]``; ``dupe_factor`` passes repeat the rows with fresh masks (RoBERTa's static
   masking baseline, section 4.1).
 """
@@ -41,99 +41,15 @@ from __future__ import annotations
 
 import gc
 import random
-from array import array
 from bisect import bisect_left
-from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
-import pyarrow as pa
 
-from bertprep.pipeline import schema
+from bertprep.pipeline.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.exact_draws import randbelow_of, shuffle, shuffle_first
 from bertprep.pipeline.instances import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
 from bertprep.pipeline.masking import KEEP, MASK, create_masked_lm_predictions, draw_replacements, num_to_predict
-
-#: Rows assembled per numpy pass (bounds the temporary arrays: ~1M tokens at 128).
-ASSEMBLE_CHUNK_ROWS = 8192
-
-
-@dataclass
-class BucketDocuments:
-    """A bucket's documents as arrays, in document-id order (empty documents included).
-
-    Attributes:
-        ids: (T,) ``uint32`` word-piece ids of every sentence of every document, concatenated.
-        sentence_lengths: per document, the lengths of its sentences (Python ints, each >= 1), so that
-            document ``d`` occupies ``ids[doc_starts[d] : doc_starts[d] + sum(sentence_lengths[d])]``.
-        doc_starts: per document, its first position in ``ids``.
-    """
-
-    ids: np.ndarray
-    sentence_lengths: list[list[int]]
-    doc_starts: list[int]
-    word_starts: np.ndarray | None = None
-    """(T,) ``uint8``, 1 where a piece starts a word (a word segmenter's boundaries), parallel to ``ids``;
-    ``None``: the default boundaries (a piece and its ``##`` pieces)."""
-
-    @classmethod
-    def from_arrays(cls, documents: Sequence[tuple[np.ndarray, Sequence[int]]]) -> "BucketDocuments":
-        """From ``(ids, sentence_lengths)`` per document (``ids`` 1-D, ``sum(sentence_lengths) == len(ids)``).
-
-        Raises:
-            ValueError: a document's lengths do not add up to its ids, or a sentence is empty.
-        """
-        starts, lengths, pos = [], [], 0
-        for ids, lens in documents:
-            lens = [int(n) for n in lens]
-            if sum(lens) != len(ids) or any(n <= 0 for n in lens):
-                raise ValueError("sentence lengths must be positive and add up to the document's ids")
-            starts.append(pos)
-            lengths.append(lens)
-            pos += len(ids)
-        flat = (np.concatenate([np.asarray(ids, dtype=np.uint32) for ids, _ in documents])
-                if documents else np.zeros(0, dtype=np.uint32))
-        return cls(flat.astype(np.uint32, copy=False), lengths, starts)
-
-    @classmethod
-    def from_lists(cls, documents: Sequence[Sequence[Sequence[int]]]) -> "BucketDocuments":
-        """From documents as lists of sentences of ids (the reference algorithm's input form)."""
-        return cls.from_arrays([
-            (np.array([t for s in doc for t in s], dtype=np.uint32), [len(s) for s in doc]) for doc in documents
-        ])
-
-
-class InstanceDescriptions:
-    """Instances described by offsets into :attr:`BucketDocuments.ids`, in creation order.
-
-    Per instance: ``a_start``, ``a_len``, ``b_start``, ``b_len`` (the two segments after truncation),
-    ``label`` (1 = NotNext) and ``n_masked``; the masked positions (0-based in the row, in draw order) and
-    their replacement ids (:data:`KEEP` for the kept 10%) are concatenated in ``m_pos`` / ``m_rep``.
-    ``order`` is the final row order (the reference's closing ``shuffle(instances)``). ``objective`` is the
-    config's; under ``none`` the rows are one segment each (``b_len`` 0) of ``ids`` (the documents joined by
-    ``[SEP]``, see :func:`_describe_stream`) instead of the bucket's ids.
-    """
-
-    def __init__(self) -> None:
-        self.a_start = array("q")
-        self.a_len = array("i")
-        self.b_start = array("q")
-        self.b_len = array("i")
-        self.label = array("B")
-        self.n_masked = array("i")
-        self.m_pos = array("i")
-        self.m_rep = array("q")
-        self.order: list[int] = []
-        self.objective = "nsp"
-        self.ids: np.ndarray | None = None
-        #: the bucket's word-start flags as a list (word-level masking with a word segmenter), else None
-        self.word_starts: list[int] | None = None
-        #: objective ``none``: the word-start flags laid out as ``ids`` (with a word segmenter), else None
-        self.stream_word_starts: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.a_start)
 
 
 def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: VocabIds, rng: random.Random,
@@ -230,8 +146,6 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
         a_len = np.repeat(np.frombuffer(out.a_len, dtype=np.int32), np.frombuffer(out.n_masked, dtype=np.int32))
         ordinal += np.where(ordinal < a_len, 1, 2).astype(np.int32)
     return out
-
-
 
 
 def _describe_document(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
@@ -483,154 +397,4 @@ def _whole_word_masks(token_lists: list[int], a_start: int, a_len: int, b_start:
     return len(positions)
 
 
-def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids: VocabIds, vocab_size: int,
-                     chunk_rows: int = ASSEMBLE_CHUNK_ROWS, word_ids: bool = False) -> Iterator[pa.RecordBatch]:
-    """Arrow rows (schema :func:`schema.shard_schema`) of the described instances in their final order.
-
-    Per row: ``input_ids`` = ``[CLS] A [SEP] B [SEP]`` gathered from ``docs.ids`` with the masks applied,
-    ``token_type_ids`` 0 up to and including the first [SEP] and 1 after, ``masked_lm_positions``
-    ascending and ``masked_lm_ids`` the original ids there. ``chunk_rows`` rows per batch. Objective
-    ``none`` (``described.objective``): ``[CLS] A [SEP]`` gathered from ``described.ids``, token types all 0,
-    no ``next_sentence_label`` column. With ``word_ids``, a ``word_ids`` column: the word index of each piece
-    in its row, -1 at [CLS]/[SEP] (words from ``docs.word_starts``, else a piece and its ``##`` pieces; a word
-    never crosses [SEP]; :func:`~bertprep.pipeline.word_segmentation.instance_word_ids`).
-    """
-    single = described.objective == "none"
-    arrow_schema = schema.shard_schema(vocab_size, described.objective, word_ids=word_ids)
-    id_dtype = np.uint16 if arrow_schema.field("input_ids").type.value_type == pa.uint16() else np.uint32
-    n = len(described)
-    if n == 0:
-        return
-    a_start = np.frombuffer(described.a_start, dtype=np.int64)
-    a_len = np.frombuffer(described.a_len, dtype=np.int32).astype(np.int64)
-    b_start = np.frombuffer(described.b_start, dtype=np.int64)
-    b_len = np.frombuffer(described.b_len, dtype=np.int32).astype(np.int64)
-    label = np.frombuffer(described.label, dtype=np.uint8)
-    n_masked = np.frombuffer(described.n_masked, dtype=np.int32).astype(np.int64)
-    m_first = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(n_masked, out=m_first[1:])
-    m_pos = np.frombuffer(described.m_pos, dtype=np.int32).astype(np.int64)
-    m_rep = np.frombuffer(described.m_rep, dtype=np.int64)
-    order = np.asarray(described.order, dtype=np.int64)
-    flat_ids = described.ids if described.ids is not None else docs.ids
-    cls_id, sep_id = ids.cls_id, ids.sep_id
-
-    for lo in range(0, n, chunk_rows):
-        rows = order[lo:lo + chunk_rows]
-        r = len(rows)
-        al, bl = a_len[rows], b_len[rows]
-        lengths = al + bl + (2 if single else 3)
-        offsets = np.zeros(r + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        total = int(offsets[-1])
-        starts = offsets[:-1]
-        if single:  # [CLS] A [SEP]: one shift per row, token types all 0
-            src = np.repeat(a_start[rows] - starts - 1, lengths) + np.arange(total)
-            values = flat_ids.take(src, mode="clip").astype(np.int64)
-            values[starts] = cls_id
-            values[offsets[1:] - 1] = sep_id
-            token_type = np.zeros(total, dtype=np.uint8)
-        else:
-            values, token_type = _gather_pairs(flat_ids, a_start[rows], b_start[rows], al, starts, offsets,
-                                               total, cls_id, sep_id)
-
-        # masks: each row's (position, replacement) entries, sorted by position within the row
-        counts = n_masked[rows]
-        m_offsets = np.zeros(r + 1, dtype=np.int64)
-        np.cumsum(counts, out=m_offsets[1:])
-        m_row = np.repeat(np.arange(r), counts)
-        m_src = m_first[rows][m_row] + (np.arange(int(m_offsets[-1])) - m_offsets[:-1][m_row])
-        positions = m_pos[m_src]
-        replacement = m_rep[m_src]
-        key = m_row * (1 << 20) + positions
-        sort = np.argsort(key, kind="stable")
-        positions, replacement, m_row = positions[sort], replacement[sort], m_row[sort]
-        at = offsets[:-1][m_row] + positions
-        labels = values[at]
-        replaced = replacement != KEEP
-        values[at[replaced]] = replacement[replaced]
-
-        def list_array(offs: np.ndarray, vals: np.ndarray, field_name: str) -> pa.Array:
-            typ = arrow_schema.field(field_name).type
-            return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(vals, type=typ.value_type),
-                                            type=typ)
-
-        arrays = [
-            list_array(offsets, values.astype(id_dtype), "input_ids"),
-            list_array(offsets, token_type, "token_type_ids"),
-            list_array(m_offsets, positions.astype(np.uint16), "masked_lm_positions"),
-            list_array(m_offsets, labels.astype(id_dtype), "masked_lm_ids"),
-        ]
-        if not single:
-            arrays.append(pa.array(label[rows], type=pa.uint8()))
-        if word_ids:
-            arrays.append(list_array(offsets, _row_word_ids(docs, described, ids, rows, a_start, b_start, al, starts,
-                                                            offsets, total, _unmasked_values(values, at, labels)),
-                                     "word_ids"))
-        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-
-
-def _unmasked_values(values: np.ndarray, at: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The rows' ids before masking (``values`` with the ``labels`` put back at ``at``)."""
-    unmasked = values.copy()
-    unmasked[at] = labels
-    return unmasked
-
-
-def _row_word_ids(docs: BucketDocuments, described: InstanceDescriptions, ids: VocabIds, rows: np.ndarray,
-                  a_start: np.ndarray, b_start: np.ndarray, al: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
-                  total: int, unmasked: np.ndarray) -> np.ndarray:
-    """``word_ids`` of a chunk of rows, concatenated (int32, -1 at [CLS]/[SEP])."""
-    from bertprep.pipeline.word_segmentation import default_word_starts
-
-    is_special = (unmasked == ids.cls_id) | (unmasked == ids.sep_id)
-    is_special[starts] = True
-    is_special[offsets[1:] - 1] = True
-    if described.objective == "none" and described.stream_word_starts is not None:
-        lengths = np.diff(offsets)
-        src = np.repeat(a_start[rows] - starts - 1, lengths) + np.arange(total)  # as the rows' ids were gathered
-        flags = described.stream_word_starts.take(src, mode="clip")
-    elif described.objective == "none" or docs.word_starts is None:
-        flags = default_word_starts(unmasked, ids.is_continuation)
-    else:
-        flags, _ = _gather_pairs(docs.word_starts, a_start[rows], b_start[rows], al, starts, offsets, total, 0, 0)
-        is_special[starts + al + 1] = True
-    # as instance_word_ids, numbered per row: a word starts at a flag or right after [CLS]/[SEP]
-    start = flags.astype(bool)
-    start[1:] |= is_special[:-1]
-    start &= ~is_special
-    seen = np.cumsum(start, dtype=np.int64)
-    word_id = seen - np.repeat(seen[starts], np.diff(offsets)) - 1  # ([CLS] is no start: seen = words before)
-    word_id[is_special] = -1
-    return word_id.astype(np.int32)
-
-
-def _gather_pairs(flat_ids: np.ndarray, a_start: np.ndarray, b_start: np.ndarray, al: np.ndarray,
-                  starts: np.ndarray, offsets: np.ndarray, total: int, cls_id: int,
-                  sep_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """``input_ids`` (int64, unmasked) and ``token_type_ids`` (uint8) of rows ``[CLS] A [SEP] B [SEP]``,
-    concatenated; row ``i`` occupies ``offsets[i]:offsets[i + 1]`` (``starts = offsets[:-1]``)."""
-    first_b = starts + al + 2                                       # where each row's B begins
-    # source index of every token in flat_ids: position + a per-segment shift, built as a step
-    # function (row start: shift to A; B start: shift to B) summed once; [CLS]/[SEP] are set after
-    shift_a = a_start - starts - 1
-    shift_b = b_start - first_b
-    steps = np.zeros(total + 1, dtype=np.int64)
-    steps[starts] = shift_a - np.concatenate([[0], shift_b[:-1]])
-    steps[first_b] += shift_b - shift_a
-    src = np.cumsum(steps[:-1])
-    src += np.arange(total)
-    values = flat_ids.take(src, mode="clip").astype(np.int64)
-    values[starts] = cls_id
-    values[first_b - 1] = sep_id
-    values[offsets[1:] - 1] = sep_id
-    # token_type_ids: 1 from B's first token to the row's end
-    tt_steps = np.zeros(total + 1, dtype=np.int8)
-    tt_steps[first_b] = 1
-    tt_steps[offsets[1:]] -= 1
-    token_type = np.cumsum(tt_steps[:-1], dtype=np.int8).view(np.uint8)
-    return values, token_type
-
-
-__all__ = ["ASSEMBLE_CHUNK_ROWS", "KEEP", "BucketDocuments", "InstanceDescriptions", "assemble_batches",
-           "describe_instances"]
+__all__ = ["describe_instances"]

@@ -1,6 +1,6 @@
 """The array-based bucket path (what make-shards runs) equals the list-based reference, row for row.
 
-``bucket_instances.describe_instances`` + ``assemble_batches`` must give exactly the Arrow rows that
+``bucket_instances.describe_instances`` + ``bucket_rows.assemble_batches`` must give exactly the Arrow rows that
 ``reference.instances.create_training_instances`` + ``instances_to_table`` (``tests/reference/``) give
 (same draws, same order), for every mode make-shards has: exact and fast truncation, static masking (single
 pieces and whole words) and no masking (dynamic), short and one-sentence documents, truncation-heavy settings, several seeds; and the
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pyarrow as pa
 import pytest
 
-from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
+from bertprep.pipeline.bucket_arrays import BucketDocuments
+from bertprep.pipeline.bucket_instances import describe_instances
+from bertprep.pipeline.bucket_rows import assemble_batches
 from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances import InstanceStats, VocabIds
 from bertprep.pipeline.tokenization import Vocab
@@ -92,13 +93,3 @@ def test_one_document_bucket_and_all_empty_bucket():
     described = describe_instances(BucketDocuments.from_lists([[], []]), config, ids, random.Random(1))
     assert len(described) == 0
     assert list(assemble_batches(BucketDocuments.from_lists([[], []]), described, ids, vocab.size)) == []
-
-
-def test_bucket_documents_are_flat_uint32_and_checked():
-    docs = BucketDocuments.from_lists([[[5, 6], [7]], [], [[70000, 9, 9]]])
-    assert docs.ids.dtype == np.uint32 and docs.ids.tolist() == [5, 6, 7, 70000, 9, 9]
-    assert docs.sentence_lengths == [[2, 1], [], [3]] and docs.doc_starts == [0, 3, 3]
-    with pytest.raises(ValueError, match="add up"):
-        BucketDocuments.from_arrays([(np.array([1, 2, 3]), [1, 1])])
-    with pytest.raises(ValueError, match="positive"):
-        BucketDocuments.from_arrays([(np.array([1, 2]), [2, 0])])

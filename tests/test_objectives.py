@@ -20,7 +20,9 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
-from bertprep.pipeline.bucket_instances import BucketDocuments, assemble_batches, describe_instances
+from bertprep.pipeline.bucket_arrays import BucketDocuments
+from bertprep.pipeline.bucket_instances import describe_instances
+from bertprep.pipeline.bucket_rows import assemble_batches
 from bertprep.pipeline.config import OBJECTIVES, InstanceConfig
 from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import InstanceStats, VocabIds

@@ -8,10 +8,10 @@ original's output in ``tests/test_golden.py``). It works on integer word-piece i
 and keeps segment boundaries as index ranges instead of deleting from lists.
 
 ``make-shards`` does not run this: it runs ``bertprep.pipeline.bucket_instances`` (the same draws on sentence
-lengths and flat arrays), which ``tests/test_bucket_instances.py`` checks row for row against
-:func:`create_training_instances` + :func:`instances_to_table`. The masking and truncation rules themselves
-are production code (``bertprep.pipeline.masking``, ``bertprep.pipeline.instances``), and so is the shuffle
-(``bertprep.pipeline.exact_draws``), shared by both.
+lengths and flat arrays) and ``bertprep.pipeline.bucket_rows``, which ``tests/test_bucket_instances.py`` checks
+row for row against :func:`create_training_instances` + :func:`instances_to_table`. The masking and truncation
+rules themselves are production code (``bertprep.pipeline.masking``, ``bertprep.pipeline.instances``), and so is
+the shuffle (``bertprep.pipeline.exact_draws``), shared by both.
 Tests import it as ``from reference.instances import ...`` (``tests/`` is on ``sys.path``); benchmarks put
 ``tests/`` on ``sys.path`` first.
 """
