@@ -148,6 +148,15 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
     return out
 
 
+def _chunk_size(cum: list[int], chunk_first: int, target_seq_length: int) -> int:
+    """How many sentences the chunk that starts at sentence ``chunk_first`` takes, as the original's
+    ``create_instances_from_document`` accumulates ``current_chunk``: sentence after sentence until the chunk
+    holds ``target_seq_length`` tokens or more, or the document ends. ``cum`` is the document's prefix sums of
+    sentence lengths (``cum[j]`` = tokens before sentence ``j``). No random draw."""
+    end = bisect_left(cum, cum[chunk_first] + target_seq_length, chunk_first + 1)  # first j: chunk reaches target
+    return min(end, len(cum) - 1) - chunk_first
+
+
 def _describe_document(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
                        ids: VocabIds, rng: random.Random, stats: InstanceStats, mask: bool, fast_truncation: bool,
                        token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
@@ -166,79 +175,60 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
     randbelow = randbelow_of(rng)
     if rand() < config.short_seq_prob:
         target_seq_length = 2 + randbelow(max_num_tokens - 1)
-    masked_lm_prob = config.masked_lm_prob
-    max_predictions = config.max_predictions_per_seq
-    whole_word = token_lists is not None
-    random_ids = ids.random_ids
     a_starts, a_lens, b_starts, b_lens = out.a_start.append, out.a_len.append, out.b_start.append, out.b_len.append
     labels, n_maskeds = out.label.append, out.n_masked.append
-    m_pos_extend, m_rep_extend = out.m_pos.extend, out.m_rep.extend
     truncated_count = same_document = 0
     truncate = truncation_bounds_fast if fast_truncation else truncation_bounds
 
     chunk_first = 0
-    chunk_count = 0
-    i = 0
-    while i < n_sentences:
-        if chunk_count == 0:
-            chunk_first = i
-        chunk_count += 1
-        if i == n_sentences - 1 or cum[i + 1] - cum[chunk_first] >= target_seq_length:
-            a_end = 1
-            if chunk_count >= 2:
-                a_end = 1 + randbelow(chunk_count - 1)
-            a_start = base + cum[chunk_first]
-            a_len = cum[chunk_first + a_end] - cum[chunk_first]
-            if chunk_count == 1 or rand() < 0.5:
-                is_random_next = 1
-                target_b_length = target_seq_length - a_len
-                random_document_index = document_index
-                for _ in range(10):
-                    random_document_index = randbelow(n_documents)
-                    if random_document_index != document_index:
-                        break
-                if random_document_index == document_index:
-                    same_document += 1
-                rcum = cums[random_document_index]
-                random_start = randbelow(len(rcum) - 1)
-                # sentences random_start.. until the segment reaches target_b_length (or the document ends)
-                end = bisect_left(rcum, rcum[random_start] + target_b_length, random_start + 1)
-                if end >= len(rcum):
-                    end = len(rcum) - 1
-                b_start = starts[random_document_index] + rcum[random_start]
-                b_len = rcum[end] - rcum[random_start]
-                i -= chunk_count - a_end  # put the unused segments back
-            else:
-                is_random_next = 0
-                b_start = base + cum[chunk_first + a_end]
-                b_len = cum[chunk_first + chunk_count] - cum[chunk_first + a_end]
+    while chunk_first < n_sentences:
+        chunk_count = _chunk_size(cum, chunk_first, target_seq_length)
+        next_first = chunk_first + chunk_count
+        a_end = 1
+        if chunk_count >= 2:
+            a_end = 1 + randbelow(chunk_count - 1)
+        a_start = base + cum[chunk_first]
+        a_len = cum[chunk_first + a_end] - cum[chunk_first]
+        if chunk_count == 1 or rand() < 0.5:
+            is_random_next = 1
+            target_b_length = target_seq_length - a_len
+            random_document_index = document_index
+            for _ in range(10):
+                random_document_index = randbelow(n_documents)
+                if random_document_index != document_index:
+                    break
+            if random_document_index == document_index:
+                same_document += 1
+            rcum = cums[random_document_index]
+            random_start = randbelow(len(rcum) - 1)
+            # sentences random_start.. until the segment reaches target_b_length (or the document ends)
+            end = bisect_left(rcum, rcum[random_start] + target_b_length, random_start + 1)
+            if end >= len(rcum):
+                end = len(rcum) - 1
+            b_start = starts[random_document_index] + rcum[random_start]
+            b_len = rcum[end] - rcum[random_start]
+            next_first = chunk_first + a_end  # put the unused segments back
+        else:
+            is_random_next = 0
+            b_start = base + cum[chunk_first + a_end]
+            b_len = cum[chunk_first + chunk_count] - cum[chunk_first + a_end]
 
-            if a_len + b_len > max_num_tokens:
-                truncated_count += 1
-                a_lo, a_hi, b_lo, b_hi = truncate(a_len, b_len, max_num_tokens, rng)
-                a_start, a_len = a_start + a_lo, a_hi - a_lo
-                b_start, b_len = b_start + b_lo, b_hi - b_lo
+        if a_len + b_len > max_num_tokens:
+            truncated_count += 1
+            a_lo, a_hi, b_lo, b_hi = truncate(a_len, b_len, max_num_tokens, rng)
+            a_start, a_len = a_start + a_lo, a_hi - a_lo
+            b_start, b_len = b_start + b_lo, b_hi - b_lo
 
-            n_masked = 0
-            if mask:
-                if whole_word:
-                    n_masked = _whole_word_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng,
-                                                 stats, out)
-                else:
-                    # candidates: A's and B's tokens as ordinals 0..a_len+b_len-1 (positions set later)
-                    chosen = shuffle_first(a_len + b_len,
-                                            num_to_predict(a_len + b_len + 3, masked_lm_prob, max_predictions), rng)
-                    n_masked = len(chosen)
-                    m_pos_extend(chosen)
-                    m_rep_extend(draw_replacements(n_masked, rng, random_ids))
-            a_starts(a_start)
-            a_lens(a_len)
-            b_starts(b_start)
-            b_lens(b_len)
-            labels(is_random_next)
-            n_maskeds(n_masked)
-            chunk_count = 0
-        i += 1
+        n_masked = 0
+        if mask:
+            n_masked = _pair_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng, stats, out)
+        a_starts(a_start)
+        a_lens(a_len)
+        b_starts(b_start)
+        b_lens(b_len)
+        labels(is_random_next)
+        n_maskeds(n_masked)
+        chunk_first = next_first
     counts[0] += truncated_count
     counts[1] += same_document
 
@@ -248,7 +238,7 @@ def _describe_document_sop(cums: list[list[int]], starts: list[int], document_in
                            token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
     """One pass over one document for sentence-order prediction (ALBERT section 4.2).
 
-    The chunking of :func:`_describe_document` (target length, ``short_seq_prob``, a random split point of
+    The chunks of :func:`_describe_document` (:func:`_chunk_size`, ``short_seq_prob``, a random split point of
     the chunk) with B always the rest of the chunk, then truncation, then a swap with probability 0.5
     (``rng.random() < 0.5``; label 1 = swapped, the row is ``[CLS] B [SEP] A [SEP]``). A chunk of one
     sentence cannot be split into two segments: when it is not the document's last it takes the next sentence
@@ -264,59 +254,70 @@ def _describe_document_sop(cums: list[list[int]], starts: list[int], document_in
     randbelow = randbelow_of(rng)
     if rand() < config.short_seq_prob:
         target_seq_length = 2 + randbelow(max_num_tokens - 1)
-    whole_word = token_lists is not None
     truncate = truncation_bounds_fast if fast_truncation else truncation_bounds
 
     chunk_first = 0
-    chunk_count = 0
-    i = 0
-    while i < n_sentences:
-        if chunk_count == 0:
-            chunk_first = i
-        chunk_count += 1
-        at_end = i == n_sentences - 1
-        if at_end or cum[i + 1] - cum[chunk_first] >= target_seq_length:
-            if chunk_count == 1:
-                if at_end:  # nothing to pair it with in its document: skipped, never another document's
-                    counts[3] += 1
-                    counts[4] += cum[i + 1] - cum[i]
-                    chunk_count = 0
-                else:  # one sentence reaches the target alone: the chunk takes the next one too
-                    counts[2] += 1
-                i += 1
-                continue
-            a_end = 1 + randbelow(chunk_count - 1)
-            a_start = base + cum[chunk_first]
-            a_len = cum[chunk_first + a_end] - cum[chunk_first]
-            b_start = base + cum[chunk_first + a_end]
-            b_len = cum[chunk_first + chunk_count] - cum[chunk_first + a_end]
-            if a_len + b_len > max_num_tokens:
-                counts[0] += 1
-                a_lo, a_hi, b_lo, b_hi = truncate(a_len, b_len, max_num_tokens, rng)
-                a_start, a_len = a_start + a_lo, a_hi - a_lo
-                b_start, b_len = b_start + b_lo, b_hi - b_lo
-            swapped = 1 if rand() < 0.5 else 0
-            if swapped:
-                a_start, a_len, b_start, b_len = b_start, b_len, a_start, a_len
-            n_masked = 0
-            if mask:
-                if whole_word:
-                    n_masked = _whole_word_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng,
-                                                 stats, out)
-                else:
-                    chosen = shuffle_first(a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob,
-                                                                          config.max_predictions_per_seq), rng)
-                    n_masked = len(chosen)
-                    out.m_pos.extend(chosen)
-                    out.m_rep.extend(draw_replacements(n_masked, rng, ids.random_ids))
-            out.a_start.append(a_start)
-            out.a_len.append(a_len)
-            out.b_start.append(b_start)
-            out.b_len.append(b_len)
-            out.label.append(swapped)
-            out.n_masked.append(n_masked)
-            chunk_count = 0
-        i += 1
+    while chunk_first < n_sentences:
+        chunk_count = _chunk_size(cum, chunk_first, target_seq_length)
+        if chunk_count == 1:
+            if chunk_first == n_sentences - 1:  # nothing to pair it with in its document: skipped, never another's
+                counts[3] += 1
+                counts[4] += cum[chunk_first + 1] - cum[chunk_first]
+                break
+            counts[2] += 1  # one sentence reaches the target alone: the chunk takes the next one too
+            chunk_count = 2
+        a_end = 1 + randbelow(chunk_count - 1)
+        a_start = base + cum[chunk_first]
+        a_len = cum[chunk_first + a_end] - cum[chunk_first]
+        b_start = base + cum[chunk_first + a_end]
+        b_len = cum[chunk_first + chunk_count] - cum[chunk_first + a_end]
+        if a_len + b_len > max_num_tokens:
+            counts[0] += 1
+            a_lo, a_hi, b_lo, b_hi = truncate(a_len, b_len, max_num_tokens, rng)
+            a_start, a_len = a_start + a_lo, a_hi - a_lo
+            b_start, b_len = b_start + b_lo, b_hi - b_lo
+        swapped = 1 if rand() < 0.5 else 0
+        if swapped:
+            a_start, a_len, b_start, b_len = b_start, b_len, a_start, a_len
+        n_masked = 0
+        if mask:
+            n_masked = _pair_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng, stats, out)
+        out.a_start.append(a_start)
+        out.a_len.append(a_len)
+        out.b_start.append(b_start)
+        out.b_len.append(b_len)
+        out.label.append(swapped)
+        out.n_masked.append(n_masked)
+        chunk_first += chunk_count
+
+
+def _pair_masks(token_lists: list[int] | None, a_start: int, a_len: int, b_start: int, b_len: int,
+                config: InstanceConfig, ids: VocabIds, rng: random.Random, stats: InstanceStats,
+                out: InstanceDescriptions) -> int:
+    """The masks of one row ``[CLS] A [SEP] B [SEP]`` (after truncation; under ``sop`` as swapped), appended to
+    ``out``; returns their count. The ``token`` scheme (no ``token_lists``) draws as the original's
+    ``create_masked_lm_predictions``: a shuffle of the candidates (:func:`shuffle_first`), then each piece's
+    fate (:func:`~bertprep.pipeline.masking.draw_replacements`); the positions are candidate ordinals
+    ``0 .. a_len + b_len - 1`` and [MASK] is ``MASK`` until ``describe_instances`` converts them. Whole-word
+    masking (and the other word-level schemes) goes through the reference function (it needs the tokens, and
+    the segmenter's word starts when the bucket has them), with final positions and ids."""
+    if token_lists is None:
+        chosen = shuffle_first(a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob,
+                                                             config.max_predictions_per_seq), rng)
+        out.m_pos.extend(chosen)
+        out.m_rep.extend(draw_replacements(len(chosen), rng, ids.random_ids))
+        return len(chosen)
+    tokens = [ids.cls_id, *token_lists[a_start:a_start + a_len], ids.sep_id,
+              *token_lists[b_start:b_start + b_len], ids.sep_id]
+    word_starts = None
+    if out.word_starts is not None:
+        ws = out.word_starts
+        word_starts = [0, *ws[a_start:a_start + a_len], 0, *ws[b_start:b_start + b_len], 0]
+    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats, a_len, word_starts)
+    for p in positions:
+        out.m_pos.append(p)
+        out.m_rep.append(output[p])
+    return len(positions)
 
 
 def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceConfig, ids: VocabIds,
@@ -377,24 +378,6 @@ def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceCon
             out.label.append(0)
             out.n_masked.append(n_masked)
     stats.document_separators += (len(order) - 1) * config.dupe_factor
-
-
-def _whole_word_masks(token_lists: list[int], a_start: int, a_len: int, b_start: int, b_len: int,
-                      config: InstanceConfig, ids: VocabIds, rng: random.Random, stats: InstanceStats,
-                      out: InstanceDescriptions) -> int:
-    """Whole-word masking (and the other word-level schemes) through the reference function (it needs the
-    tokens, and the segmenter's word starts when the bucket has them); returns the count."""
-    tokens = [ids.cls_id, *token_lists[a_start:a_start + a_len], ids.sep_id,
-              *token_lists[b_start:b_start + b_len], ids.sep_id]
-    word_starts = None
-    if out.word_starts is not None:
-        ws = out.word_starts
-        word_starts = [0, *ws[a_start:a_start + a_len], 0, *ws[b_start:b_start + b_len], 0]
-    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats, a_len, word_starts)
-    for p in positions:
-        out.m_pos.append(p)
-        out.m_rep.append(output[p])
-    return len(positions)
 
 
 __all__ = ["describe_instances"]
