@@ -1,4 +1,5 @@
-"""Models in: bertprep checkpoints and Hugging Face BERT directories (export to ``transformers`` is ``export.py``).
+"""Models in: bertprep checkpoints and Hugging Face BERT directories (export to ``transformers`` is ``export.py``),
+and the model config of a run started from one (:func:`hf_model_config`, which checks the shards against it).
 
 Reading never executes anything from disk: weights come from ``model.safetensors`` (``safetensors``) or
 ``pytorch_model.bin`` through ``torch.load(weights_only=True)``; configs are JSON. Parameter names need no
@@ -9,6 +10,7 @@ prefix), which ``normalize_hf_state_dict`` maps.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -27,6 +29,8 @@ from bertprep.bert_model.model import (
     BertForPreTraining,
     load_state_dict_strict,
 )
+from bertprep.bert_model.shard_info import ShardInfo, check_compatible
+from bertprep.bert_model.train_config import DROPOUT_OPTIONS, TrainConfig
 from bertprep.pipeline.vocab_files import (
     do_lower_case_of_tokenizer_json,
     looks_cased,
@@ -406,9 +410,40 @@ def load_pretraining_weights(model: BertForPreTraining, state_dict: dict[str, to
     return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
 
+def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig:
+    """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
+    ``config.json`` with the dropout options of the command line; the shards must use the model's vocab
+    token for token and its casing. Raises ``ValueError`` naming the first differing id (or the casing)."""
+    overrides = config.model_overrides()
+    dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
+    model_config = dataclasses.replace(source.config, **dropout)
+    ignored = sorted(set(overrides) - set(dropout))
+    if ignored:
+        logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
+    if info.vocab_file is None:
+        raise ValueError(f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
+                         "make them again with bertprep make-shards")
+    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir,
+                     model=source.path)
+    shards_lower = shards_do_lower_case(info.shard_dir)
+    if source.do_lower_case is not None and shards_lower is not None and shards_lower != source.do_lower_case:
+        raise ValueError(f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
+                         f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
+                         f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}")
+    shards_strip = shards_strip_accents(info.shard_dir)
+    if source.strip_accents is not None and shards_strip is not None and shards_strip != source.strip_accents:
+        raise ValueError(f"shards {info.shard_dir} were made with strip_accents={shards_strip} but {source.path} "
+                         f"was trained with strip_accents={source.strip_accents}; make the shards with "
+                         f"{'--strip-accents' if source.strip_accents else '--no-strip-accents'}")
+    check_compatible(info, vocab_size=model_config.vocab_size,
+                     max_position_embeddings=model_config.max_position_embeddings, what=source.path)
+    return model_config
+
+
 __all__ = [
     "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
-    "check_same_vocab", "infer_architecture", "is_model_source", "load_model_source", "load_pretraining_weights",
-    "normalize_hf_state_dict", "read_hf_state_dict", "resolve_do_lower_case", "resolve_strip_accents_setting",
+    "check_same_vocab", "hf_model_config", "infer_architecture", "is_model_source", "load_model_source",
+    "load_pretraining_weights", "normalize_hf_state_dict", "read_hf_state_dict", "resolve_do_lower_case", "resolve_strip_accents_setting",
     "shards_do_lower_case", "shards_strip_accents",
 ]
+

@@ -33,14 +33,7 @@ from tqdm.auto import tqdm
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.data import ShardDataset
 from bertprep.bert_model.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
-from bertprep.bert_model.hf_interop import (
-    ModelSource,
-    check_same_vocab,
-    load_model_source,
-    load_pretraining_weights,
-    shards_do_lower_case,
-    shards_strip_accents,
-)
+from bertprep.bert_model.hf_interop import hf_model_config, load_model_source, load_pretraining_weights
 from bertprep.bert_model.loader import ShardLoader
 from bertprep.bert_model.metrics import (
     JsonlWriter,
@@ -60,39 +53,8 @@ from bertprep.bert_model.train_config import (  # re-exported (__all__): where c
     TrainConfig,
 )
 from bertprep.pipeline import schema
-from bertprep.pipeline.vocab_files import read_vocab_file
 
 logger = logging.getLogger("bertprep.train")
-
-def _hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig:
-    """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
-    ``config.json`` with the dropout options of the command line; the shards must use the model's vocab
-    token for token and its casing. Raises ``ValueError`` naming the first differing id (or the casing)."""
-    overrides = config.model_overrides()
-    dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
-    model_config = dataclasses.replace(source.config, **dropout)
-    ignored = sorted(set(overrides) - set(dropout))
-    if ignored:
-        logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
-    if info.vocab_file is None:
-        raise ValueError(f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
-                         "make them again with bertprep make-shards")
-    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir,
-                     model=source.path)
-    shards_lower = shards_do_lower_case(info.shard_dir)
-    if source.do_lower_case is not None and shards_lower is not None and shards_lower != source.do_lower_case:
-        raise ValueError(f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
-                         f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
-                         f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}")
-    shards_strip = shards_strip_accents(info.shard_dir)
-    if source.strip_accents is not None and shards_strip is not None and shards_strip != source.strip_accents:
-        raise ValueError(f"shards {info.shard_dir} were made with strip_accents={shards_strip} but {source.path} "
-                         f"was trained with strip_accents={source.strip_accents}; make the shards with "
-                         f"{'--strip-accents' if source.strip_accents else '--no-strip-accents'}")
-    check_compatible(info, vocab_size=model_config.vocab_size,
-                     max_position_embeddings=model_config.max_position_embeddings, what=source.path)
-    return model_config
-
 
 @dataclass
 class TrainResult:
@@ -237,7 +199,7 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
                          max_position_embeddings=model_config.max_position_embeddings,
                          what=f"checkpoint {source_ckpt}")
     elif hf_source is not None:
-        model_config = _hf_model_config(config, info, hf_source)
+        model_config = hf_model_config(config, info, hf_source)
     else:
         model_config = BertConfig.from_preset(config.preset, vocab_size=info.vocab_size,
                                               pad_token_id=info.pad_token_id, **config.model_overrides())
