@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import datetime
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -106,8 +107,9 @@ def read_record(path: str | None) -> dict:
 
 def start_fingerprint(path: str) -> str:
     """sha256 (first 16 hex digits) of a starting point's weights file, to tell re-made checkpoints apart."""
+    steps = sorted(glob.glob(os.path.join(path, "checkpoints", "step-*")))  # a bertprep run: its last checkpoint
     for name in ("model.safetensors", "pytorch_model.bin"):
-        for folder in (path, os.path.join(path, "latest")):
+        for folder in (path, os.path.join(path, "latest"), *steps[-1:]):
             weights = os.path.join(folder, name)
             if os.path.exists(weights):
                 digest = hashlib.sha256()
