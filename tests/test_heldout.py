@@ -405,6 +405,7 @@ def test_held_out_mismatch_names_what_makes_an_eval_set_unsafe():
     assert "record no split" in schema.held_out_mismatch({}, _split("eval"))
 
 
+@pytest.mark.slow
 def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, tmp_path, caplog):
     from bertprep.bert_model.trainer import _warn_if_not_held_out
 

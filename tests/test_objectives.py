@@ -324,7 +324,8 @@ def _train(shards: Path, out: Path, **overrides):
     return train(TrainConfig(**values))
 
 
-@pytest.mark.parametrize("name", ["sop-fast", "none-exact", "none-dynamic"])
+@pytest.mark.parametrize("name", ["sop-fast", pytest.param("none-exact", marks=pytest.mark.slow),
+                                  pytest.param("none-dynamic", marks=pytest.mark.slow)])  # (slow ones: make test)
 def test_train_runs_on_each_objective(shard_sets, tmp_path, name):
     result = _train(shard_sets[name], tmp_path / "run", eval_shards=str(shard_sets[name]), eval_batches=2)
     assert result.step == 4
@@ -359,6 +360,7 @@ def test_dynamic_masking_of_none_rows_never_masks_a_separator(shard_sets):
     assert batches >= 2
 
 
+@pytest.mark.slow
 def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
     transformers = pytest.importorskip("transformers")
     import torch
