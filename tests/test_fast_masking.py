@@ -14,11 +14,10 @@ from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.fast_masking import mask_table
 from bertprep.pipeline.instances import VocabIds
 from bertprep.pipeline.masking import num_to_predict
-from bertprep.pipeline.tokenization import Vocab
 from reference.instances import create_training_instances, instances_to_table
+from synthetic_corpus import synthetic_corpus, synthetic_vocab
 
 CLS, SEP, MASK_ID, VOCAB = 101, 102, 103, 1000
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _instance(rng: random.Random) -> tuple[list[int], int]:
@@ -57,23 +56,11 @@ def test_mask_table_follows_the_rule_and_is_deterministic():
     assert abs(counts["masked_as_mask"] / counts["masked"] - 0.8) < 0.02
     assert abs(counts["masked_as_random"] / counts["masked"] - 0.1) < 0.02
 
-def _vocab(n_words: int = 500) -> Vocab:
-    words = [f"w{i}" for i in range(n_words // 2)] + [f"##p{i}" for i in range(n_words - n_words // 2)]
-    return Vocab.from_tokens(SPECIALS + words, source="synthetic")
-
-
-def _corpus(vocab: Vocab, n_docs: int, seed: int = 0) -> list[list[list[int]]]:
-    rng = random.Random(seed)
-    ids = list(range(len(SPECIALS), vocab.size))
-    return [[[rng.choice(ids) for _ in range(rng.randint(3, 40))] for _ in range(rng.randint(1, 30))]
-            for _ in range(n_docs)]
-
-
 def test_fast_masking_has_the_original_statistics():
-    vocab = _vocab()
+    vocab = synthetic_vocab()
     ids = VocabIds(vocab)
     config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=3)
-    instances = create_training_instances(_corpus(vocab, 150), config, ids, random.Random(5), mask=False,
+    instances = create_training_instances(synthetic_corpus(vocab, 150), config, ids, random.Random(5), mask=False,
                                           fast_truncation=True)
     table = instances_to_table(instances, vocab.size)
     masked, counts = mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))

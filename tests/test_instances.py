@@ -8,29 +8,16 @@ import pytest
 
 from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
-from bertprep.pipeline.tokenization import Vocab
 from reference.instances import create_training_instances, truncate_seq_pair
+from synthetic_corpus import synthetic_corpus, synthetic_vocab
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def _vocab(n_words: int = 500) -> Vocab:
-    words = [f"w{i}" for i in range(n_words // 2)] + [f"##p{i}" for i in range(n_words - n_words // 2)]
-    return Vocab.from_tokens(SPECIALS + words, source="synthetic")
-
-
-def _corpus(vocab: Vocab, n_docs: int, seed: int = 0) -> list[list[list[int]]]:
-    rng = random.Random(seed)
-    ids = list(range(len(SPECIALS), vocab.size))
-    return [[[rng.choice(ids) for _ in range(rng.randint(3, 40))] for _ in range(rng.randint(1, 30))]
-            for _ in range(n_docs)]
 
 
 def _make(config: InstanceConfig, n_docs: int = 60, seed: int = 0):
-    vocab = _vocab()
+    vocab = synthetic_vocab()
     ids = VocabIds(vocab)
     stats = InstanceStats()
-    instances = create_training_instances(_corpus(vocab, n_docs, seed), config, ids,
+    instances = create_training_instances(synthetic_corpus(vocab, n_docs, seed), config, ids,
                                           random.Random(config.random_seed), stats)
     return vocab, ids, instances, stats
 
@@ -115,10 +102,10 @@ def test_same_seed_same_instances_other_seed_other_instances():
 
 
 def test_unmasked_mode_makes_pairs_without_predictions():
-    vocab = _vocab()
+    vocab = synthetic_vocab()
     ids = VocabIds(vocab)
     config = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
-    instances = create_training_instances(_corpus(vocab, 20), config, ids, random.Random(3), mask=False)
+    instances = create_training_instances(synthetic_corpus(vocab, 20), config, ids, random.Random(3), mask=False)
     assert instances
     assert all(not i.masked_lm_positions and ids.mask_id not in i.input_ids for i in instances)
 
@@ -161,9 +148,9 @@ def test_fast_truncation_matches_the_original_lengths_and_front_share():
 
 
 def test_fast_and_exact_sampling_agree_over_many_seeds():
-    vocab = _vocab()
+    vocab = synthetic_vocab()
     ids = VocabIds(vocab)
-    docs = _corpus(vocab, 80, seed=3)
+    docs = synthetic_corpus(vocab, 80, seed=3)
     totals = {}
     for fast in (False, True):
         count = InstanceStats()
