@@ -1,7 +1,7 @@
 """What lower-casing and accent stripping do to Korean and Chinese: the figures of the README section
 "Korean, Chinese and other scripts".
 
-For each setting it trains a WordPiece vocab with ``bertprep.pipeline.vocab.train_wordpiece`` (as
+For each setting it trains a WordPiece vocab with ``bertprep.pipeline.text.vocab.train_wordpiece`` (as
 ``bertprep build-vocab`` does) on real prose from the shared data (``cjk/ko``: the Constitution of the
 Republic of Korea and the Korean Wikipedia article 한국어; ``cjk/zh``: the US Constitution in simplified
 Chinese, the Wikipedia article 官话 and three Lu Xun stories; see ``cjk/README.md``), reads the text with
@@ -45,8 +45,8 @@ from bertprep.pipeline.normalization import (
     resolve_strip_accents,
 )
 from bertprep.pipeline.readers import read_documents
-from bertprep.pipeline.tokenization import SentenceEncoder, Vocab
-from bertprep.pipeline.vocab import VocabConfig, train_wordpiece
+from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab
+from bertprep.pipeline.text.vocab import VocabConfig, train_wordpiece
 
 # (label, build-vocab flags, VocabConfig settings)
 SETTINGS = [

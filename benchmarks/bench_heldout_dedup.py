@@ -1,4 +1,4 @@
-"""What ``--dedup exact`` and ``--eval-fraction`` cost in ``make-shards`` (pipeline/heldout.py).
+"""What ``--dedup exact`` and ``--eval-fraction`` cost in ``make-shards`` (pipeline/beam/heldout.py).
 
 Two measurements, in CPU seconds (``time.process_time``; the pipeline runs in-process with
 ``--direct_num_workers=1 --direct_running_mode=in_memory``, so the figures do not depend on how busy the
@@ -28,11 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bertprep.pipeline import heldout, readers
+from bertprep.pipeline import readers
+from bertprep.pipeline.beam import heldout
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.normalization import bert_normalizer
-from bertprep.pipeline.run import run_make_shards
-from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
+from bertprep.pipeline.beam.run import run_make_shards
+from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]

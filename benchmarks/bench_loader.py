@@ -19,9 +19,9 @@ import sys
 import tempfile
 import time
 
-from bertprep.bert_model.data import ShardDataset
-from bertprep.bert_model.loader import ShardLoader
-from bertprep.bert_model.shard_info import read_shard_info
+from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.loader import ShardLoader
+from bertprep.bert_model.pretrain.shard_info import read_shard_info
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -131,7 +131,7 @@ def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float, str,
 
 TOKENIZE_SNIPPET = textwrap.dedent("""
     import glob, sys
-    from bertprep.pipeline.tokenization import load_vocab, build_tokenizer
+    from bertprep.pipeline.text.tokenization import load_vocab, build_tokenizer
     tok = build_tokenizer(load_vocab(sys.argv[1]), True)
     n = 0
     for path in sorted(glob.glob(sys.argv[2] + "/*.txt")):
@@ -142,7 +142,7 @@ TOKENIZE_SNIPPET = textwrap.dedent("""
 
 ENCODER_SNIPPET = textwrap.dedent("""
     import glob, sys
-    from bertprep.pipeline.tokenization import load_vocab, SentenceEncoder
+    from bertprep.pipeline.text.tokenization import load_vocab, SentenceEncoder
     encoder = SentenceEncoder(load_vocab(sys.argv[1]), True)
     n = 0
     for path in sorted(glob.glob(sys.argv[2] + "/*.txt")):
@@ -153,7 +153,7 @@ ENCODER_SNIPPET = textwrap.dedent("""
 
 STARTUP_SNIPPET = textwrap.dedent("""
     import apache_beam as beam
-    from bertprep.pipeline.run import _local_runner, default_pipeline_options
+    from bertprep.pipeline.beam.run import _local_runner, default_pipeline_options
     options = default_pipeline_options([])
     with beam.Pipeline(runner=_local_runner(options), options=options) as p:
         p | beam.Create(list(range(4))) | beam.Reshuffle() | beam.Map(lambda x: x + 1)
@@ -165,9 +165,9 @@ BASELINE_SNIPPET = textwrap.dedent("""
     sys.path.insert(0, sys.argv[5])  # tests/: the list-based reference algorithm lives in tests/reference/
     from bertprep.pipeline import readers
     from bertprep.pipeline.config import InstanceConfig
-    from bertprep.pipeline.instances import VocabIds
+    from bertprep.pipeline.instances.common import VocabIds
     from reference.instances import create_training_instances, instances_to_table
-    from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
+    from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
     vocab = load_vocab(sys.argv[1]); encoder = SentenceEncoder(vocab, True)
     docs = []
     for path in sorted(glob.glob(sys.argv[2] + "/*.txt")):

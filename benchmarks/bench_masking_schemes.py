@@ -25,15 +25,15 @@ from pathlib import Path
 import numpy as np
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.bucket_arrays import BucketDocuments
-from bertprep.pipeline.bucket_instances import describe_instances
-from bertprep.pipeline.bucket_rows import assemble_batches
+from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
+from bertprep.pipeline.instances.bucket_instances import describe_instances
+from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.instances import VocabIds
-from bertprep.pipeline.masking import MaskingConfig, mask_instance
-from bertprep.pipeline.masking_schemes import MASKING_SCHEMES
-from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
-from bertprep.pipeline.word_segmentation import load_word_segmenter, word_starts
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance
+from bertprep.pipeline.masking.schemes import MASKING_SCHEMES
+from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
+from bertprep.pipeline.text.word_segmentation import load_word_segmenter, word_starts
 
 
 def median_time(fn, repeats: int) -> float:

@@ -11,7 +11,7 @@ a reader never sees half of them.
   checkpoints and exported model directories share.
 
 The pipeline side (``pipeline/``, no torch) stages and commits its output through Beam's ``FileSystems``
-instead (``pipeline/shards.py``), so it does not use this module.
+instead (``pipeline/shards/store.py``), so it does not use this module.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import click
 
 from bertprep.pipeline.readers import INPUT_FORMATS
-from bertprep.pipeline.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
-from bertprep.pipeline.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
+from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
+from bertprep.pipeline.text.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
 
 #: Defaults shown in --help come from the dataclass, never restated here.
 _VOCAB = VocabConfig.__dataclass_fields__
@@ -130,7 +130,7 @@ def build_vocab(inputs, input_files, output_dir, vocab_size, do_lower_case, stri
     Keep the vocab.txt you made shards with; do not expect to re-create it byte for byte.
     """
     from bertprep.pipeline.readers import InputError, ReaderStats, check_options, expand_inputs
-    from bertprep.pipeline.vocab import (VocabConfig, VocabSizeError, check_output_dir, existing_outputs, save_vocab,
+    from bertprep.pipeline.text.vocab import (VocabConfig, VocabSizeError, check_output_dir, existing_outputs, save_vocab,
                                          train_wordpiece)
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)

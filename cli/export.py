@@ -1,4 +1,4 @@
-"""``bertprep export``: options -> :func:`bertprep.bert_model.export.export_model`."""
+"""``bertprep export``: options -> :func:`bertprep.bert_model.hf.export.export_model`."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bo
       bertprep export runs/mini -o hf/mini
       python -c "from transformers import BertForPreTraining as M; M.from_pretrained('hf/mini')"
     """
-    from bertprep.bert_model.export import ExportError, export_model
+    from bertprep.bert_model.hf.export import ExportError, export_model
 
     try:
         result = export_model(model_dir, output_dir, vocab_file=vocab, do_lower_case=do_lower_case,

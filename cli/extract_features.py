@@ -1,4 +1,4 @@
-"""``bertprep extract-features``: options -> ``FeatureConfig`` -> ``bertprep.bert_model.features.extract_features``."""
+"""``bertprep extract-features``: options -> ``FeatureConfig`` -> ``bertprep.bert_model.inference.features.extract_features``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import click
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
-from bertprep.bert_model.features import DTYPES, POOLINGS, FeatureConfig, extract_features
+from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
 
 _D = FeatureConfig.__dataclass_fields__
 

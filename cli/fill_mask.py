@@ -34,8 +34,8 @@ def fill_mask(texts: tuple[str, ...], model_dir: str, input_file: str | None, to
       bertprep fill-mask --model runs/mini "the capital of france is [MASK] ."
       bertprep fill-mask --model hf/my-bert --input probes.txt --top-k 10 --json
     """
-    from bertprep.bert_model.fill_mask import fill_mask as run_fill_mask
-    from bertprep.bert_model.fill_mask import load_mlm_model
+    from bertprep.bert_model.inference.fill_mask import fill_mask as run_fill_mask
+    from bertprep.bert_model.inference.fill_mask import load_mlm_model
     from bertprep.bert_model.runtime import resolve_device
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -1,4 +1,4 @@
-"""``bertprep finetune``: options -> task + ``FinetuneConfig`` -> ``bertprep.bert_model.finetune.finetune``."""
+"""``bertprep finetune``: options -> task + ``FinetuneConfig`` -> ``bertprep.bert_model.tasks.finetune.finetune``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import click
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
-from bertprep.bert_model.finetune import FinetuneConfig
-from bertprep.bert_model.finetune import finetune as run_finetune
-from bertprep.bert_model.tasks import make_task
-from bertprep.bert_model.glue import GLUE_TASKS
+from bertprep.bert_model.tasks.finetune import FinetuneConfig
+from bertprep.bert_model.tasks.finetune import finetune as run_finetune
+from bertprep.bert_model.tasks.registry import make_task
+from bertprep.bert_model.tasks.glue import GLUE_TASKS
 from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
 

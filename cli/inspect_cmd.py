@@ -27,7 +27,8 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
     token, 10%) and {cat→cat} (kept, 10%); each instance ends with its sentence-pair label: IsNext / NotNext
     (objective nsp), InOrder / Swapped (sop); objective none has no label.
     """
-    from bertprep.pipeline import inspection, schema
+    from bertprep.pipeline import schema
+    from bertprep.pipeline.shards import inspection
 
     try:
         manifest = schema.read_manifest(shard_dir)

@@ -13,9 +13,9 @@ import click
 
 from bertprep.pipeline.config import (DEDUP_MODES, MASKING_MODES, OBJECTIVES, PAIRING_SCOPES, SAMPLING_MODES,
                                       InstanceConfig, ShardsConfig)
-from bertprep.pipeline.beam_output import install_log_filter, worker_stderr_captured
-from bertprep.pipeline.masking_schemes import MASKING_SCHEMES
-from bertprep.pipeline.buckets import MIN_DOCUMENTS_PER_BUCKET
+from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
+from bertprep.pipeline.masking.schemes import MASKING_SCHEMES
+from bertprep.pipeline.instances.buckets import MIN_DOCUMENTS_PER_BUCKET
 from bertprep.pipeline.readers import INPUT_FORMATS
 
 # Defaults and choices shown in --help come from the library's dataclasses and constants, never restated here.
@@ -35,7 +35,7 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     Raises:
         click.UsageError: naming the first unknown option and the nearest make-shards (or Beam) option.
     """
-    from bertprep.pipeline.run import beam_option_names, unknown_beam_args
+    from bertprep.pipeline.beam.run import beam_option_names, unknown_beam_args
 
     unknown = unknown_beam_args(beam_args)
     if not unknown:
@@ -238,18 +238,18 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     atexit.register(gc.freeze)
     workers = None
     if not beam_args:  # the local runner on every core: its worker processes are forked now (warm_workers.py)
-        from bertprep.pipeline import warm_workers
+        from bertprep.pipeline.beam import warm_workers
 
         workers = warm_workers.start(os.cpu_count() or 1)
         if workers is not None:
             click.get_current_context().call_on_close(workers.close)
     from bertprep.pipeline import readers
-    from bertprep.pipeline.run import MakeShardsError, run_make_shards
-    from bertprep.pipeline.tokenization import VocabError, load_vocab, resolve_text_settings
+    from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
+    from bertprep.pipeline.text.tokenization import VocabError, load_vocab, resolve_text_settings
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    install_log_filter(quiet)  # Beam's local runner's records made readable (pipeline/beam_output.py)
+    install_log_filter(quiet)  # Beam's local runner's records made readable (pipeline/beam/output.py)
     _check_beam_args(click.get_current_context(), beam_args)  # after basicConfig: Beam's parser logs via root
     if not any(arg.startswith("--runner") for arg in beam_args):
         # the local runner's own INFO (gRPC servers, harness start/stop) is not for users; on Dataflow
@@ -266,7 +266,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
     if word_segmenter:
-        from bertprep.pipeline.word_segmentation import WordSegmenterError, load_word_segmenter
+        from bertprep.pipeline.text.word_segmentation import WordSegmenterError, load_word_segmenter
         try:
             load_word_segmenter(word_segmenter)  # fail here, before any worker starts
         except WordSegmenterError as err:
@@ -321,7 +321,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     if "dry_run" in manifest:
         click.echo(manifest["dry_run"])
     elif manifest:
-        from bertprep.pipeline.inspection import format_summary
+        from bertprep.pipeline.shards.inspection import format_summary
         click.echo(format_summary(manifest, output_dir))
     else:
         click.echo(f"Shards written to {output_dir} (manifest.json)")

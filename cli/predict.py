@@ -7,7 +7,7 @@ import logging
 import click
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
-from bertprep.bert_model.predict import predict as run_predict
+from bertprep.bert_model.tasks.predict import predict as run_predict
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})

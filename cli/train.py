@@ -1,4 +1,4 @@
-"""``bertprep train``: options -> ``TrainConfig`` -> ``bertprep.bert_model.trainer.train``."""
+"""``bertprep train``: options -> ``TrainConfig`` -> ``bertprep.bert_model.pretrain.trainer.train``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 
 from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
-from bertprep.bert_model.train_config import TASKS, TrainConfig
+from bertprep.bert_model.pretrain.train_config import TASKS, TrainConfig
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
 
@@ -126,7 +126,7 @@ def train(compile_: bool, **options) -> None:
     SIGTERM (a scheduler's pre-emption) or Ctrl-C stops after the current step with a checkpoint and exits
     with 128 + the signal number; continue with --resume. A second Ctrl-C aborts at once.
     """
-    from bertprep.bert_model.trainer import train as run_training
+    from bertprep.bert_model.pretrain.trainer import train as run_training
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from bertprep.pipeline.masking_schemes import MASKING_SCHEMES, MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
+from bertprep.pipeline.masking.schemes import MASKING_SCHEMES, MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
 
 PAIRING_SCOPES = ("global", "file")
 MASKING_MODES = ("static", "dynamic")
@@ -55,7 +55,7 @@ class InstanceConfig:
       ``short_seq_prob`` is not used.
     """
     masking_scheme: str = "token"
-    """What one masking decision covers, one of :data:`~bertprep.pipeline.masking_schemes.MASKING_SCHEMES`: ``token``
+    """What one masking decision covers, one of :data:`~bertprep.pipeline.masking.schemes.MASKING_SCHEMES`: ``token``
     (single pieces, the original's default), ``whole-word`` (the same as ``do_whole_word_mask``), ``ngram``
     (n consecutive words, P(n) proportional to 1/n, n <= ``max_ngram_size``; ERNIE / Megatron-LM) or ``span``
     (SpanBERT: span lengths in words from a geometric distribution, ``span_geometric_p``, at most

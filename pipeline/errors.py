@@ -18,7 +18,7 @@ import uuid
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.tokenization import VocabError
+from bertprep.pipeline.text.tokenization import VocabError
 
 log = logging.getLogger(__name__)
 

@@ -145,7 +145,7 @@ def held_out_mismatch(train_manifest: dict[str, Any], eval_manifest: dict[str, A
 def read_manifest(shard_dir: str) -> dict[str, Any]:
     """Load and check ``manifest.json`` of a local shard directory.
 
-    Returns the manifest dict (see ``pipeline/shards.py`` for the fields it holds).
+    Returns the manifest dict (see ``pipeline/shards/store.py`` for the fields it holds).
 
     Raises:
         FileNotFoundError: the directory has no manifest (missing, or make-shards did not finish).

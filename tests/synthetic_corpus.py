@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from bertprep.pipeline.tokenization import Vocab
+from bertprep.pipeline.text.tokenization import Vocab
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

@@ -1,4 +1,4 @@
-"""pipeline/beam_output.py: the local runner's worker log records read back and filtered for people."""
+"""pipeline/beam/output.py: the local runner's worker log records read back and filtered for people."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.portability.local_job_service import BeamFnLoggingServicer
 
-from bertprep.pipeline.beam_output import keep_record, worker_log_entry
+from bertprep.pipeline.beam.output import keep_record, worker_log_entry
 from bertprep.pipeline.readers import InputError
 
 Severity = beam_fn_api_pb2.LogEntry.Severity
@@ -44,12 +44,12 @@ def _as_beam_logs_it(**fields) -> logging.LogRecord:
 
 def test_worker_entries_come_back_as_logged():
     message = 'bucket 3: 1,204 documents — "Über" 力\nsecond line\twith a tab and a \\ backslash'
-    record = _as_beam_logs_it(severity=Severity.WARN, message=message, log_location="bertprep.pipeline.transforms:88",
+    record = _as_beam_logs_it(severity=Severity.WARN, message=message, log_location="bertprep.pipeline.beam.transforms:88",
                               trace="Traceback (most recent call last):\n  ...", instruction_id="bundle_7")
     assert record.levelno == logging.WARNING
     entry = worker_log_entry(record)
     assert entry["message"] == message
-    assert entry["log_location"] == "bertprep.pipeline.transforms:88"
+    assert entry["log_location"] == "bertprep.pipeline.beam.transforms:88"
     assert entry["trace"].startswith("Traceback (most recent call last):\n")
     assert keep_record(record) and record.getMessage() == message  # shown as the bare message
 
@@ -64,7 +64,7 @@ def test_what_is_shown(quiet):
     def shown(**fields) -> bool:
         return keep_record(_as_beam_logs_it(**fields), quiet=quiet)
 
-    ours = "bertprep.pipeline.transforms:10"
+    ours = "bertprep.pipeline.beam.transforms:10"
     assert shown(severity=Severity.INFO, message="read 3 files", log_location=ours) is not quiet
     assert shown(severity=Severity.WARN, message="a.txt:3: undecodable bytes", log_location=ours)
     assert not shown(severity=Severity.INFO, message="Creating state cache", log_location="apache_beam.runners:1")

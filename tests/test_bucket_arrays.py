@@ -1,4 +1,4 @@
-"""A bucket held as arrays (``pipeline/bucket_arrays.py``): the documents' flat ``uint32`` ids and offsets,
+"""A bucket held as arrays (``pipeline/instances/bucket_arrays.py``): the documents' flat ``uint32`` ids and offsets,
 and the checks on their sentence lengths."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertprep.pipeline.bucket_arrays import BucketDocuments
+from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 
 
 def test_bucket_documents_are_flat_uint32_and_checked():

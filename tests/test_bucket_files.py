@@ -1,4 +1,4 @@
-"""``pipeline/bucket_files.py``, the plain functions the DoFns adapt: a document's compact tokenized form, a
+"""``pipeline/instances/bucket_files.py``, the plain functions the DoFns adapt: a document's compact tokenized form, a
 bucket's documents and counters, and one bucket's instances in its temporary Arrow file. (The composites'
 tests, ``test_transforms.py``, compare the DoFns with these functions; the instances themselves against the
 reference algorithm are ``test_bucket_instances.py``'s and ``test_golden.py``'s.)"""
@@ -10,15 +10,15 @@ import pyarrow as pa
 import pytest
 from pipeline_factory import VOCAB, shards_config, tokenized
 
-from bertprep.pipeline.bucket_files import (
+from bertprep.pipeline.instances.bucket_files import (
     bucket_documents,
     document_counts,
     document_tokens,
     encode_document,
     make_bucket_instances,
 )
-from bertprep.pipeline.instances import VocabIds
-from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
 
 def test_encode_document_keeps_ids_as_bytes_and_counts_the_empty_sentences_it_drops():

@@ -1,4 +1,4 @@
-"""Described instances into Arrow rows (``pipeline/bucket_rows.py``): the row layout, the masks applied and
+"""Described instances into Arrow rows (``pipeline/instances/bucket_rows.py``): the row layout, the masks applied and
 sorted, the objective ``none`` layout, the ``word_ids`` column, and rows that do not depend on the batch size.
 (That the rows equal the list-based reference's, draw for draw, is ``test_bucket_instances.py``'s.)"""
 
@@ -11,13 +11,13 @@ import pyarrow as pa
 import pytest
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.bucket_arrays import BucketDocuments, InstanceDescriptions
-from bertprep.pipeline.bucket_instances import describe_instances
-from bertprep.pipeline.bucket_rows import assemble_batches
+from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
+from bertprep.pipeline.instances.bucket_instances import describe_instances
+from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.instances import VocabIds
-from bertprep.pipeline.masking import KEEP
-from bertprep.pipeline.tokenization import Vocab
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.masking.rule import KEEP
+from bertprep.pipeline.text.tokenization import Vocab
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLS, SEP, MASK = 2, 3, 4

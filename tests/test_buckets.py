@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertprep.pipeline import buckets
+from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
@@ -118,8 +118,8 @@ def _many_documents(tmp_path: Path, copies: int = 3) -> tuple[str, ...]:
 
 @pytest.mark.slow
 def test_default_buckets_by_tokens_and_warm_workers_write_the_same_bytes(tmp_path):
-    from bertprep.pipeline import warm_workers
-    from bertprep.pipeline.run import run_make_shards
+    from bertprep.pipeline.beam import warm_workers
+    from bertprep.pipeline.beam.run import run_make_shards
 
     inputs = _many_documents(tmp_path / "in")
     instance = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
@@ -145,7 +145,7 @@ def test_default_buckets_by_tokens_and_warm_workers_write_the_same_bytes(tmp_pat
 
 @pytest.mark.parametrize("fork", [True, False])
 def test_unclaimed_warm_workers_end_with_close(fork):
-    from bertprep.pipeline import warm_workers
+    from bertprep.pipeline.beam import warm_workers
 
     pool = warm_workers.WarmWorkerPool(2, fork=fork)  # forked (the CLI) or new interpreters (other threads)
     procs = list(pool._procs)

@@ -182,7 +182,7 @@ def test_defaults_and_choices_come_from_the_library():
     from bertprep.cli.make_shards import make_shards
     from bertprep.pipeline.config import MASKING_MODES, PAIRING_SCOPES, SAMPLING_MODES, InstanceConfig, ShardsConfig
     from bertprep.pipeline.readers import INPUT_FORMATS
-    from bertprep.pipeline.vocab import VocabConfig
+    from bertprep.pipeline.text.vocab import VocabConfig
 
     commands = ((make_shards, (InstanceConfig, ShardsConfig), 16), (build_vocab, (VocabConfig,), 5))
     for command, classes, expected in commands:

@@ -1,6 +1,6 @@
 """make-shards on Google Cloud Dataflow, proved offline.
 
-- The Dataflow job is built and validated without submitting it (``bertprep.pipeline.dataflow.dry_run``:
+- The Dataflow job is built and validated without submitting it (``bertprep.pipeline.beam.dataflow.dry_run``:
   Beam's ``--dry_run`` path of ``DataflowRunner``): option validation, the Runner API round trip with
   every DoFn pickled, Dataflow's graph checks, the worker environment, and the stager building bertprep's
   sdist from ``--setup_file``. A socket guard fails the test on any network access.
@@ -40,9 +40,9 @@ from apache_beam.portability import common_urns, python_urns  # noqa: E402
 from apache_beam.portability.api import beam_runner_api_pb2  # noqa: E402
 from apache_beam.runners import pipeline_context  # noqa: E402
 
-from bertprep.pipeline import dataflow  # noqa: E402
+from bertprep.pipeline.beam import dataflow  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
-from bertprep.pipeline.tokenization import load_vocab  # noqa: E402
+from bertprep.pipeline.text.tokenization import load_vocab  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
@@ -185,7 +185,7 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
     (sdist,) = Path(job.staging_dir).glob("bertprep-*.tar.gz")
     with tarfile.open(sdist) as tar:
         members = {Path(*Path(m).parts[1:]).as_posix() for m in tar.getnames()}
-    assert {"setup.py", "setup.cfg", "pipeline/transforms.py", "pipeline/run.py", "pipeline/readers/files.py",
+    assert {"setup.py", "setup.cfg", "pipeline/beam/transforms.py", "pipeline/beam/run.py", "pipeline/readers/files.py",
             "pipeline/demo_corpus/README.md"} <= members
 
     target = tmp_path / "site"
@@ -220,7 +220,7 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
         "target, purelib, payload_file = sys.argv[1:]\n"
         "sys.path[:0] = [target] if target else []\n"
         "sys.path.append(purelib)\n"
-        "import bertprep.pipeline.graph\n"
+        "import bertprep.pipeline.beam.graph\n"
         "from bertprep.pipeline import demo_corpus_dir\n"
         "from apache_beam.internal import pickler\n"
         "pickler.set_library('cloudpickle')\n"

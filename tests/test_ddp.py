@@ -16,7 +16,7 @@ WORKER = textwrap.dedent(
     import hashlib, json, os, sys
     import torch
     torch.set_num_threads(1)
-    from bertprep.bert_model.trainer import TrainConfig, train
+    from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 
     shards, out = sys.argv[1], sys.argv[2]
     result = train(TrainConfig(shards=shards, output_dir=out, preset="tiny", hidden_size=32,

@@ -1,4 +1,4 @@
-"""The original's ``random.Random`` draws made faster (``pipeline/exact_draws.py``): each shortcut makes the
+"""The original's ``random.Random`` draws made faster (``pipeline/masking/exact_draws.py``): each shortcut makes the
 same draws as the plain method and leaves the generator at the same point, for ``random.Random`` and for a
 subclass (which takes the plain method)."""
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from bertprep.pipeline.exact_draws import randbelow_of, shuffle, shuffle_first
+from bertprep.pipeline.masking.exact_draws import randbelow_of, shuffle, shuffle_first
 
 
 class _Sub(random.Random):

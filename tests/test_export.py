@@ -1,4 +1,4 @@
-"""bert_model/hf_interop.py and `bertprep export`: parity with transformers, round trips, safe loading."""
+"""bert_model/hf/interop.py and `bertprep export`: parity with transformers, round trips, safe loading."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.export import write_hf_directory
-from bertprep.bert_model.glue import GlueExample, GlueTask
+from bertprep.bert_model.hf.export import write_hf_directory
+from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
 from bertprep.bert_model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertprep.bert_model.hf_interop import build_model, load_model_source, read_hf_state_dict
+from bertprep.bert_model.hf.interop import build_model, load_model_source, read_hf_state_dict
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
@@ -202,7 +202,7 @@ def test_export_command_writes_a_pretraining_model(tmp_path):
 
 
 def test_export_model_is_a_library_call_with_the_tokenizer_files_of_build_vocab(tmp_path):
-    from bertprep.bert_model.export import ExportError, export_model
+    from bertprep.bert_model.hf.export import ExportError, export_model
     from bertprep.pipeline.vocab_files import tokenizer_files
 
     _pretraining_checkpoint(tmp_path / "run")

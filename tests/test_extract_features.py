@@ -10,7 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model.features import FeatureConfig, extract_features, feature_settings, read_features
+from bertprep.bert_model.inference.features import FeatureConfig, extract_features, feature_settings, read_features
 from bertprep.cli.main import cli
 
 LINES = [

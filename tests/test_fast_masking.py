@@ -1,4 +1,4 @@
-"""Masking a whole table with numpy (``pipeline/fast_masking.py``, ``make-shards --sampling fast``): the
+"""Masking a whole table with numpy (``pipeline/masking/fast.py``, ``make-shards --sampling fast``): the
 rule's budget, positions and 80/10/10 rates, the original's statistics on the reference algorithm's
 instances, and the same table from the same seed."""
 
@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.fast_masking import mask_table
-from bertprep.pipeline.instances import VocabIds
-from bertprep.pipeline.masking import num_to_predict
+from bertprep.pipeline.masking.fast import mask_table
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.masking.rule import num_to_predict
 from reference.instances import create_training_instances, instances_to_table
 from synthetic_corpus import synthetic_corpus, synthetic_vocab
 

@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline import shards
+from bertprep.pipeline.shards import store as shards
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")
@@ -323,7 +323,7 @@ def test_mistyped_option_is_refused_before_anything_runs(tmp_path):
 
 
 def test_beam_options_still_pass_through(tmp_path):
-    from bertprep.pipeline.run import unknown_beam_args
+    from bertprep.pipeline.beam.run import unknown_beam_args
 
     assert unknown_beam_args(["--runner=DataflowRunner", "--project=p", "--region=us-central1",
                               "--temp_location=gs://b/tmp", "--setup_file=./setup.py", "--direct_num_workers=1",

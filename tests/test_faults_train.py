@@ -33,7 +33,7 @@ if fault == "no-matplotlib":
     sys.modules["matplotlib"] = None  # import matplotlib -> ModuleNotFoundError, as when it is not installed
 elif fault.startswith("raise-at-batch-"):
     import os, time
-    import bertprep.bert_model.trainer as trainer
+    import bertprep.bert_model.pretrain.trainer as trainer
     limit, calls, move = int(fault.rsplit("-", 1)[1]), [0], trainer._move
     def failing_move(batch, device):
         calls[0] += 1
@@ -44,7 +44,7 @@ elif fault.startswith("raise-at-batch-"):
         return move(batch, device)
     trainer._move = failing_move
 elif fault == "no-pdeathsig":
-    import bertprep.bert_model.loader as loader
+    import bertprep.bert_model.pretrain.loader as loader
     loader._PR_SET_PDEATHSIG = 0  # an invalid prctl option: only the getppid() watchdog is left
 elif fault != "none":
     raise SystemExit(f"unknown fault {fault}")
@@ -433,7 +433,7 @@ def test_inspect_verify_names_a_truncated_or_corrupt_shard(tmp_path):
 def test_ranks_share_the_shard_verification(tmp_path):
     """Under DDP each rank checks every world_size-th shard from its rank on: together they read each shard
     once, and the rank holding the damaged shard names it."""
-    from bertprep.bert_model.shard_info import read_shard_info, verify_shard_files
+    from bertprep.bert_model.pretrain.shard_info import read_shard_info, verify_shard_files
 
     shards = tmp_path / "shards"
     write_shard_dir(shards, num_shards=4, rows_per_shard=10, vocab_size=64, max_seq_length=32, seed=1)

@@ -34,9 +34,9 @@ from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.io.gcp.gcsio import parse_gcs_path  # noqa: E402
 
 from bertprep.pipeline import readers, schema  # noqa: E402
-from bertprep.pipeline.run import MakeShardsError, run_make_shards  # noqa: E402
+from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
-from bertprep.pipeline.tokenization import VocabError, load_vocab  # noqa: E402
+from bertprep.pipeline.text.tokenization import VocabError, load_vocab  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]

@@ -1,4 +1,4 @@
-"""`bertprep fill-mask` (bert_model/fill_mask.py): the model's own MLM probabilities at each [MASK]."""
+"""`bertprep fill-mask` (bert_model/inference/fill_mask.py): the model's own MLM probabilities at each [MASK]."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model.fill_mask import encode_with_masks, fill_mask, load_mlm_model
+from bertprep.bert_model.inference.fill_mask import encode_with_masks, fill_mask, load_mlm_model
 from bertprep.cli.main import cli
 
 transformers = pytest.importorskip("transformers")

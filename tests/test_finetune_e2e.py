@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from bertprep.bert_model.collate import collate_features
-from bertprep.bert_model.finetune import FinetuneConfig, finetune
-from bertprep.bert_model.tasks import make_task
+from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
+from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from finetune_factory import write_tiny_checkpoint
 

@@ -1,4 +1,4 @@
-"""bert_model/glue.py: GLUE TSV reading (presets, columns, malformed lines), features and GLUE metrics."""
+"""bert_model/tasks/glue.py: GLUE TSV reading (presets, columns, malformed lines), features and GLUE metrics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertprep.bert_model.glue import GLUE_TASKS, GlueExample, GlueTask, glue_metrics, truncate_seq_pair
+from bertprep.bert_model.tasks.glue import GLUE_TASKS, GlueExample, GlueTask, glue_metrics, truncate_seq_pair
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"

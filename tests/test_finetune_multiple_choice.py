@@ -12,12 +12,12 @@ import torch
 from click.testing import CliRunner
 
 from bertprep.bert_model.collate import collate_features
-from bertprep.bert_model.export import write_hf_directory
-from bertprep.bert_model.finetune import FinetuneConfig, finetune
+from bertprep.bert_model.hf.export import write_hf_directory
+from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.heads import BertForMultipleChoice
 from bertprep.bert_model.model import BertConfig
-from bertprep.bert_model.multiple_choice import MultipleChoiceTask
-from bertprep.bert_model.tasks import make_task
+from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
+from bertprep.bert_model.tasks.registry import make_task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli
 from finetune_factory import write_tiny_checkpoint
@@ -88,7 +88,7 @@ def test_bad_rows_name_the_file_line_and_option(tmp_path):
 def test_features_are_one_pair_per_candidate_and_collate_to_b_n_t():
     tokenizer = WordPieceTokenizer.from_vocab_file(str(VOCAB), do_lower_case=True)
     task = MultipleChoiceTask(max_seq_length=12, question_column=None, ending_columns=["a", "b", "c"])
-    from bertprep.bert_model.multiple_choice import MultipleChoiceExample
+    from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceExample
     examples = [MultipleChoiceExample("0", "the city", ["red", "blue", "green river"], 2, 2),
                 MultipleChoiceExample("1", "one two three the a is was in of and to", ["red", "blue", "x"], 0, 3)]
     features = task.featurize(examples, tokenizer)

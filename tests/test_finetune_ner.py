@@ -1,4 +1,4 @@
-"""bert_model/ner.py: CoNLL reading (boundaries, malformed lines), first-piece labels, seqeval F1."""
+"""bert_model/tasks/ner.py: CoNLL reading (boundaries, malformed lines), first-piece labels, seqeval F1."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertprep.bert_model.ner import NerExample, NerTask, ner_metrics, read_conll
+from bertprep.bert_model.tasks.ner import NerExample, NerTask, ner_metrics, read_conll
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"

@@ -1,4 +1,4 @@
-"""bert_model/squad.py: official EM/F1, SQuAD JSON reading, doc-stride windows, span selection."""
+"""bert_model/tasks/squad.py: official EM/F1, SQuAD JSON reading, doc-stride windows, span selection."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertprep.bert_model.squad import SquadTask
-from bertprep.bert_model.squad_data import SquadExample, parse_article_range, read_squad
-from bertprep.bert_model.squad_eval import exact_match_score, f1_score, normalize_answer, squad_metrics
+from bertprep.bert_model.tasks.squad import SquadTask
+from bertprep.bert_model.tasks.squad_data import SquadExample, parse_article_range, read_squad
+from bertprep.bert_model.tasks.squad_eval import exact_match_score, f1_score, normalize_answer, squad_metrics
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "finetune"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bertprep.pipeline.run import run_make_shards
+from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
-from bertprep.pipeline.inspection import iter_rows
+from bertprep.pipeline.shards.inspection import iter_rows
 
 IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 

@@ -1,4 +1,4 @@
-"""``pipeline/graph.py``: the graph :func:`build_pipeline` builds for each pairing scope, with and without
+"""``pipeline/beam/graph.py``: the graph :func:`build_pipeline` builds for each pairing scope, with and without
 ``--dedup`` and ``--eval-fraction``, read from the pipeline before it runs. Its step labels are stable (a
 Dataflow job and its monitoring name them); what the graph makes is tested by running it (``test_pipeline.py``,
 ``test_heldout.py``, ``test_golden.py``)."""
@@ -9,8 +9,8 @@ import apache_beam as beam
 import pytest
 from pipeline_factory import FILES, VOCAB, shards_config
 
-from bertprep.pipeline.graph import build_pipeline
-from bertprep.pipeline.tokenization import load_vocab
+from bertprep.pipeline.beam.graph import build_pipeline
+from bertprep.pipeline.text.tokenization import load_vocab
 
 GLOBAL_STEPS = {"ListInputFiles", "ReadDocuments", "TokenizeDocuments", "CreateTrainingInstances", "FlattenCounts",
                 "WriteArrowShards"}

@@ -1,5 +1,5 @@
 """make-shards' held-out split (``--eval-fraction``) and exact deduplication (``--dedup exact``):
-pipeline/heldout.py and its use in graph.py, transforms.py, write_shards.py and run.py.
+pipeline/beam/heldout.py and its use in graph.py, transforms.py, write_shards.py and run.py.
 
 What users rely on: no document (by content) is in both the training and the eval shard set, on either
 pairing scope and any worker count; the eval share is the fraction asked for; ``eval/`` is a complete shard
@@ -23,12 +23,13 @@ from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline import heldout, schema
+from bertprep.pipeline import schema
+from bertprep.pipeline.beam import heldout
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
-from bertprep.pipeline.inspection import iter_rows, verify_shards
+from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
 from bertprep.pipeline.normalization import bert_normalizer
-from bertprep.pipeline.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.write_shards import MergeCountsFn
+from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
+from bertprep.pipeline.shards.write import MergeCountsFn
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -98,7 +99,7 @@ def test_eval_share_is_the_fraction_and_eval_sets_are_nested():
 
 
 def test_split_rule_is_stable_across_processes_whatever_pythonhashseed():
-    code = ("from bertprep.pipeline.heldout import eval_score; "
+    code = ("from bertprep.pipeline.beam.heldout import eval_score; "
             "print(repr([eval_score(7, 'gs://b/wiki_%02d' % f, o) for f in range(3) for o in range(50)]))")
     here = repr([heldout.eval_score(7, "gs://b/wiki_%02d" % f, o) for f in range(3) for o in range(50)])
     other_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
@@ -281,7 +282,7 @@ def test_no_wikipedia_article_is_in_both_sets(shared_data, uncased_vocab, tmp_pa
     """Real articles (WikiExtractor output): every 8-gram of word pieces in a row of either set occurs in an
     article of that set, so no text of an eval article is in the training rows, and the other way round."""
     from bertprep.pipeline import readers
-    from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
+    from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
     folder = shared_data / "wikipedia" / "wikiextractor-featured" / "AA"
     files = (str(folder / "wiki_01"), str(folder / "wiki_02"))
@@ -321,7 +322,7 @@ def test_no_wikipedia_article_is_in_both_sets(shared_data, uncased_vocab, tmp_pa
 
 @pytest.mark.slow
 def test_train_evaluates_on_the_eval_directory(corpus, tmp_path):
-    from bertprep.bert_model.trainer import TrainConfig, train
+    from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 
     out = tmp_path / "shards"
     run_make_shards(_config(corpus, out, masking="static", instance=InstanceConfig(
@@ -345,8 +346,8 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
     pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient", reason="Beam's GCP extras are absent")
     import socket
 
-    from bertprep.pipeline import dataflow
-    from bertprep.pipeline.tokenization import load_vocab
+    from bertprep.pipeline.beam import dataflow
+    from bertprep.pipeline.text.tokenization import load_vocab
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"network access attempted: {args!r}")
@@ -407,7 +408,7 @@ def test_held_out_mismatch_names_what_makes_an_eval_set_unsafe():
 
 @pytest.mark.slow
 def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, tmp_path, caplog):
-    from bertprep.bert_model.trainer import _warn_if_not_held_out
+    from bertprep.bert_model.pretrain.trainer import _warn_if_not_held_out
 
     one, other = tmp_path / "one", tmp_path / "other"
     run_make_shards(_config(corpus, one), ONE_WORKER)

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.instances import InstanceStats, VocabIds, bucket_seed
+from bertprep.pipeline.instances.common import InstanceStats, VocabIds, bucket_seed
 from reference.instances import create_training_instances, truncate_seq_pair
 from synthetic_corpus import synthetic_corpus, synthetic_vocab
 

@@ -1,4 +1,4 @@
-"""The masked-LM rule (``pipeline/masking.py``): exact form draw for draw as the original, numpy form with the
+"""The masked-LM rule (``pipeline/masking/rule.py``): exact form draw for draw as the original, numpy form with the
 original's rates, both deterministic; the rule over the words a word-level scheme chose (whole words, span-level
 replacement), static and dynamic."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.masking import (
+from bertprep.pipeline.masking.rule import (
     KEEP,
     MASK,
     MaskingConfig,
@@ -22,7 +22,7 @@ from bertprep.pipeline.masking import (
     replace_positions,
     word_masked_lm_predictions,
 )
-from bertprep.pipeline.masking_schemes import Draws
+from bertprep.pipeline.masking.schemes import Draws
 
 CLS, SEP, MASK_ID, VOCAB = 101, 102, 103, 1000
 

@@ -1,4 +1,4 @@
-"""Word-level masking schemes (``--masking-scheme whole-word|ngram|span``, ``pipeline/masking_schemes.py``):
+"""Word-level masking schemes (``--masking-scheme whole-word|ngram|span``, ``pipeline/masking/schemes.py``):
 whole words only, the budget, segment boundaries, the span and n-gram length distributions (chi-square), in both
 the static (``random.Random``) and the dynamic (numpy) form; and the scheme settings ``InstanceConfig`` checks."""
 
@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.masking_schemes import (
+from bertprep.pipeline.masking.schemes import (
     Draws,
     choose_word_spans,
     ngram_probabilities,

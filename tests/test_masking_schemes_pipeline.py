@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline.inspection import iter_rows
+from bertprep.pipeline.shards.inspection import iter_rows
 from bertprep.pipeline.schema import read_manifest
 from conftest import need_module
 
@@ -167,7 +167,7 @@ def test_dynamic_masking_takes_the_segmenters_words(shared_data, tmp_path):
     """``--masking dynamic`` with a segmenter: the trainer's loader masks whole words of the ``word_ids`` column."""
     need_module("jieba")
     pytest.importorskip("torch")
-    from bertprep.bert_model.data import ShardDataset
+    from bertprep.bert_model.pretrain.data import ShardDataset
 
     out = tmp_path / "shards"
     result = _run("make-shards", "-i", str(shared_data / "cjk" / "zh" / "luxun-kongyiji.txt"), "--input-format",
@@ -261,7 +261,7 @@ def test_collate_pads_word_ids_with_minus_one():
 def test_inspect_verify_checks_word_ids_and_whole_words(tmp_path):
     """``inspect --verify`` checks the word_ids column and, for a word-level scheme, that no word is partly
     masked: token-masked shards passed off as whole-word ones fail it."""
-    from bertprep.pipeline.inspection import verify_shards
+    from bertprep.pipeline.shards.inspection import verify_shards
 
     out = tmp_path / "shards"
     _make(out, "--word-ids")  # token masking: multi-piece words are often partly masked

@@ -20,13 +20,13 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
-from bertprep.pipeline.bucket_arrays import BucketDocuments
-from bertprep.pipeline.bucket_instances import describe_instances
-from bertprep.pipeline.bucket_rows import assemble_batches
+from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
+from bertprep.pipeline.instances.bucket_instances import describe_instances
+from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.config import OBJECTIVES, InstanceConfig
-from bertprep.pipeline.fast_masking import mask_table
-from bertprep.pipeline.instances import InstanceStats, VocabIds
-from bertprep.pipeline.tokenization import Vocab
+from bertprep.pipeline.masking.fast import mask_table
+from bertprep.pipeline.instances.common import InstanceStats, VocabIds
+from bertprep.pipeline.text.tokenization import Vocab
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLS, SEP, MASK = 2, 3, 4
@@ -314,7 +314,7 @@ def test_help_explains_the_objectives():
 def _train(shards: Path, out: Path, **overrides):
     import torch
 
-    from bertprep.bert_model.trainer import TrainConfig, train
+    from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 
     torch.set_num_threads(1)
     values = dict(shards=str(shards), output_dir=str(out), preset="tiny", hidden_size=32, num_attention_heads=2,
@@ -343,7 +343,7 @@ def test_train_runs_on_each_objective(shard_sets, tmp_path, name):
 
 
 def test_dynamic_masking_of_none_rows_never_masks_a_separator(shard_sets):
-    from bertprep.bert_model.data import ShardDataset
+    from bertprep.bert_model.pretrain.data import ShardDataset
 
     dataset = ShardDataset(str(shard_sets["none-dynamic"]), batch_size=16, seed=3, shuffle_buffer_size=16,
                            infinite=False)
@@ -365,7 +365,7 @@ def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
     transformers = pytest.importorskip("transformers")
     import torch
 
-    from bertprep.bert_model.export import export_model
+    from bertprep.bert_model.hf.export import export_model
 
     from safetensors.torch import load_file
 

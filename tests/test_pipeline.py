@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.run import MakeShardsError, run_make_shards
+from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
-from bertprep.pipeline.inspection import iter_rows
-from bertprep.pipeline.tokenization import VocabError, load_vocab
+from bertprep.pipeline.shards.inspection import iter_rows
+from bertprep.pipeline.text.tokenization import VocabError, load_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")
@@ -197,7 +197,7 @@ def test_local_default_uses_every_core_in_separate_processes():
 
     from apache_beam.options.pipeline_options import DirectOptions
 
-    from bertprep.pipeline.run import default_pipeline_options
+    from bertprep.pipeline.beam.run import default_pipeline_options
 
     direct = default_pipeline_options([]).view_as(DirectOptions)
     assert direct.direct_num_workers == os.cpu_count()

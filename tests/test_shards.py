@@ -1,4 +1,4 @@
-"""Shard planning and writing (``pipeline/shards.py``): balanced ranges, exact rows, recorded checksums."""
+"""Shard planning and writing (``pipeline/shards/store.py``): balanced ranges, exact rows, recorded checksums."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from bertprep.pipeline import schema, shards
+from bertprep.pipeline import schema
+from bertprep.pipeline.shards import store as shards
 
 VOCAB_SIZE = 1000
 

@@ -29,8 +29,8 @@ from bertprep.pipeline.normalization import (
     vocab_strip_accents,
 )
 from bertprep.pipeline.readers import read_documents
-from bertprep.pipeline.tokenization import SentenceEncoder, Vocab, load_vocab
-from bertprep.pipeline.vocab import VocabConfig, save_vocab, train_wordpiece
+from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab, load_vocab
+from bertprep.pipeline.text.vocab import VocabConfig, save_vocab, train_wordpiece
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BEAM_IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
@@ -263,7 +263,7 @@ def test_help_explains_the_option():
 
 
 def test_fine_tuning_takes_the_models_record_unless_told_otherwise():
-    from bertprep.bert_model.hf_interop import resolve_strip_accents_setting
+    from bertprep.bert_model.hf.interop import resolve_strip_accents_setting
 
     assert resolve_strip_accents_setting(None, False, True, True) is False  # a --no-strip-accents model
     assert resolve_strip_accents_setting(None, True, True, True) is True
@@ -281,7 +281,7 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
     from bertprep.bert_model import checkpoint as ckpt
-    from bertprep.bert_model.hf_interop import load_model_source
+    from bertprep.bert_model.hf.interop import load_model_source
     from bertprep.bert_model.model import BertConfig, BertForPreTraining
     from bertprep.bert_model.optim import create_optimizer
     from bertprep.pipeline.vocab_files import WordPieceTokenizer
@@ -304,9 +304,9 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
     assert config["strip_accents"] is strip and config["do_lower_case"] is True
     assert load_model_source(str(tmp_path / "hf")).strip_accents is strip  # read back for finetune/predict
-    from bertprep.bert_model.fill_mask import load_mlm_model
+    from bertprep.bert_model.inference.fill_mask import load_mlm_model
     assert load_mlm_model(str(tmp_path / "hf"))[1].strip_accents is strip
-    from bertprep.bert_model.features import load_encoder
+    from bertprep.bert_model.inference.features import load_encoder
     assert load_encoder(str(tmp_path / "hf"))[1].strip_accents is strip
 
     hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertprep.pipeline.tokenization import _ASCII_PRE_TOKENS, SentenceEncoder, load_vocab
+from bertprep.pipeline.text.tokenization import _ASCII_PRE_TOKENS, SentenceEncoder, load_vocab
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "pipeline" / "demo_corpus"
@@ -100,7 +100,7 @@ def test_word_cache_overflow_and_break_character_give_the_same_ids():
 
 
 def test_make_shards_text_settings_default_to_the_tokenizer_json_and_refuse_a_contradiction():
-    from bertprep.pipeline.tokenization import Vocab, VocabError, resolve_text_settings
+    from bertprep.pipeline.text.tokenization import Vocab, VocabError, resolve_text_settings
 
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30)]
     no_strip = Vocab.from_tokens(tokens, do_lower_case=True, strip_accents=False, source="tokenizer.json")

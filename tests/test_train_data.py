@@ -1,4 +1,4 @@
-"""bert_model/data.py: collate, shard splitting, shuffling, the resumable cursor and manifest checks."""
+"""bert_model/pretrain/data.py: collate, shard splitting, shuffling, the resumable cursor and manifest checks."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bertprep.bert_model.collate import collate
-from bertprep.bert_model.data import ShardDataset
-from bertprep.bert_model.loader import ShardLoader
-from bertprep.bert_model.shard_info import check_compatible, read_shard_info
+from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.loader import ShardLoader
+from bertprep.bert_model.pretrain.shard_info import check_compatible, read_shard_info
 from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 

@@ -1,5 +1,5 @@
-"""Each Beam composite of ``pipeline/transforms.py`` alone, with ``TestPipeline`` and ``assert_that``: what it
-emits equals what the plain functions it adapts (``pipeline/bucket_files.py``) give (apache/beam
+"""Each Beam composite of ``pipeline/beam/transforms.py`` alone, with ``TestPipeline`` and ``assert_that``: what it
+emits equals what the plain functions it adapts (``pipeline/instances/bucket_files.py``) give (apache/beam
 ``custom_ptransform_test.py`` style)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipeline_factory import FILES, VOCAB, beam_pipeline, documents, shards_config, tokenized
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.bucket_files import bucket_documents, make_bucket_instances, stable_bucket
+from bertprep.pipeline.instances.bucket_files import bucket_documents, make_bucket_instances, stable_bucket
 from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.instances import VocabIds
-from bertprep.pipeline.tokenization import load_vocab
-from bertprep.pipeline.transforms import (
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.text.tokenization import load_vocab
+from bertprep.pipeline.beam.transforms import (
     CreateTrainingInstances,
     ProcessFilesStreaming,
     ReadDocuments,

@@ -1,4 +1,4 @@
-"""bertprep build-vocab: WordPiece vocab training (pipeline/vocab.py) and its command (cli/build_vocab.py).
+"""bertprep build-vocab: WordPiece vocab training (pipeline/text/vocab.py) and its command (cli/build_vocab.py).
 
 The ``tokenizers`` trainer is not deterministic run to run, so these tests check properties of the result
 (size, layout, agreement between files, round trips, [UNK] rate), never exact bytes.
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders
 
-from bertprep.pipeline import vocab as vocab_lib
-from bertprep.pipeline.tokenization import load_vocab
-from bertprep.pipeline.vocab import (
+from bertprep.pipeline.text import vocab as vocab_lib
+from bertprep.pipeline.text.tokenization import load_vocab
+from bertprep.pipeline.text.vocab import (
     CorpusStats,
     VocabConfig,
     VocabSizeError,

@@ -1,4 +1,4 @@
-"""Word boundaries (``pipeline/word_segmentation.py``): the default whitespace + punctuation rule, the plug-in
+"""Word boundaries (``pipeline/text/word_segmentation.py``): the default whitespace + punctuation rule, the plug-in
 word segmenter (a small fake one documents the interface), and the built-in jieba / Kiwi wrappers."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from bertprep.pipeline.tokenization import SentenceEncoder, load_vocab
-from bertprep.pipeline.word_segmentation import (
+from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
+from bertprep.pipeline.text.word_segmentation import (
     WordSegmenterError,
     default_word_starts,
     instance_word_ids,
@@ -137,7 +137,7 @@ def test_kiwi_words_split_korean_stems_and_particles():
 
 
 def test_builtin_segmenter_without_its_package_names_it(monkeypatch):
-    from bertprep.pipeline import word_segmentation
+    from bertprep.pipeline.text import word_segmentation
 
     monkeypatch.setitem(sys.modules, "jieba", None)  # as if not installed
     word_segmentation._jieba.cache_clear()

@@ -1,4 +1,4 @@
-"""``pipeline/write_shards.py``: :class:`WriteArrowShards` alone with ``TestPipeline`` and ``assert_that`` (balanced
+"""``pipeline/shards/write.py``: :class:`WriteArrowShards` alone with ``TestPipeline`` and ``assert_that`` (balanced
 shards from bucket files, the manifest written last) and the counts combiner it sums the statistics with. (Its
 refusals, e.g. more shards than instances, are tested end to end in ``test_faults_pipeline.py``.)"""
 
@@ -11,11 +11,12 @@ import pyarrow as pa
 from apache_beam.testing.util import assert_that, equal_to
 from pipeline_factory import VOCAB, beam_pipeline, shards_config, tokenized
 
-from bertprep.pipeline import schema, shards
-from bertprep.pipeline.bucket_files import BUCKETS_DIR, bucket_documents, document_counts, make_bucket_instances
-from bertprep.pipeline.instances import VocabIds
-from bertprep.pipeline.tokenization import load_vocab
-from bertprep.pipeline.write_shards import MergeCountsFn, WriteArrowShards
+from bertprep.pipeline import schema
+from bertprep.pipeline.shards import store as shards
+from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR, bucket_documents, document_counts, make_bucket_instances
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.text.tokenization import load_vocab
+from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards
 
 
 def test_write_arrow_shards_balances_rows_and_writes_the_manifest_last(tmp_path):

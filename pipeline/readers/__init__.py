@@ -50,7 +50,7 @@ Formats (``input_format``; :data:`INPUT_FORMATS`):
 ``auto``
     :func:`detect_format` per file, logged at INFO.
 
-Sentence segmentation (all formats but ``bert``): ``bertprep.pipeline.segmentation``; the default is
+Sentence segmentation (all formats but ``bert``): ``bertprep.pipeline.text.segmentation``; the default is
 ``syntok`` (the module docstring there gives the measurement behind the choice).
 
 Bad input. Errors raise :class:`InputError` (a ``ValueError``) naming the file (and line) and what to do:
@@ -89,7 +89,7 @@ from bertprep.pipeline.readers.files import _check_encoding, expand_inputs, open
 from bertprep.pipeline.readers.parquet import read_parquet
 from bertprep.pipeline.readers.text import read_bert, read_jsonl, read_text, read_wikiextractor, read_wikiextractor_json
 from bertprep.pipeline.readers.wiki import read_wiki_xml, wikitext_paragraphs
-from bertprep.pipeline.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
+from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
 
 __all__ = [
     "DEFAULT_MAX_LINE_CHARS", "INPUT_FORMATS", "Document", "InputError", "ReaderStats", "check_options",

@@ -7,11 +7,11 @@ vocab, settings and seed it yields the same instances in the same order as the o
 original's output in ``tests/test_golden.py``). It works on integer word-piece ids instead of token strings
 and keeps segment boundaries as index ranges instead of deleting from lists.
 
-``make-shards`` does not run this: it runs ``bertprep.pipeline.bucket_instances`` (the same draws on sentence
-lengths and flat arrays) and ``bertprep.pipeline.bucket_rows``, which ``tests/test_bucket_instances.py`` checks
+``make-shards`` does not run this: it runs ``bertprep.pipeline.instances.bucket_instances`` (the same draws on sentence
+lengths and flat arrays) and ``bertprep.pipeline.instances.bucket_rows``, which ``tests/test_bucket_instances.py`` checks
 row for row against :func:`create_training_instances` + :func:`instances_to_table`. The masking and truncation
-rules themselves are production code (``bertprep.pipeline.masking``, ``bertprep.pipeline.instances``), and so is
-the shuffle (``bertprep.pipeline.exact_draws``), shared by both.
+rules themselves are production code (``bertprep.pipeline.masking.rule``, ``bertprep.pipeline.instances.common``), and so is
+the shuffle (``bertprep.pipeline.masking.exact_draws``), shared by both.
 Tests import it as ``from reference.instances import ...`` (``tests/`` is on ``sys.path``); benchmarks put
 ``tests/`` on ``sys.path`` first.
 """
@@ -27,9 +27,9 @@ import pyarrow as pa
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.exact_draws import shuffle
-from bertprep.pipeline.instances import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
-from bertprep.pipeline.masking import create_masked_lm_predictions
+from bertprep.pipeline.masking.exact_draws import shuffle
+from bertprep.pipeline.instances.common import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
+from bertprep.pipeline.masking.rule import create_masked_lm_predictions
 
 Sentence = Sequence[int]  # word-piece ids of one sentence (non-empty)
 Document = Sequence[Sentence]
@@ -174,7 +174,7 @@ def create_training_instances(documents: Sequence[Document], config: InstanceCon
     Args:
         documents: the bucket's documents in id order, each a list of sentences of word-piece ids.
         rng: ``random.Random(random_seed)`` for one-bucket mode (this is the original exactly); see
-            :func:`bertprep.pipeline.instances.bucket_seed` for the per-bucket seed.
+            :func:`bertprep.pipeline.instances.common.bucket_seed` for the per-bucket seed.
     """
     all_documents = [d for d in documents if d]
     if not all_documents:

@@ -1,0 +1,211 @@
+"""Export a bertprep model as a Hugging Face ``transformers`` directory (``bertprep export``).
+
+A pre-training checkpoint or run directory of ``bertprep train`` is exported as ``BertForPreTraining``; a
+``bertprep finetune`` run or its ``best/`` directory as ``BertForSequenceClassification``,
+``BertForQuestionAnswering`` or ``BertForTokenClassification`` with its labels.
+
+An exported directory (:func:`write_hf_directory`, also how ``finetune`` keeps its best model) is what
+``transformers`` ``from_pretrained`` and ``AutoTokenizer`` read: ``config.json`` (``architectures``,
+``id2label``/``label2id``, ``problem_type``), ``model.safetensors``, and the tokenizer files of
+``pipeline/vocab_files.py`` (``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json``,
+``special_tokens_map.json``: the same ones ``build-vocab`` writes). It is written without importing
+``transformers``, into a temporary directory renamed into place at the end, so a directory that exists is
+complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from bertprep.bert_model.heads import HEADS
+from bertprep.bert_model.hf.interop import (
+    FINETUNE_FILE,
+    PRETRAINING_ARCHITECTURE,
+    ModelSource,
+    build_model,
+    load_model_source,
+    resolve_do_lower_case,
+    resolve_strip_accents_setting,
+)
+from bertprep.bert_model.model import BertConfig, BertForPreTraining, trainable_state_dict
+from bertprep.bert_model.runtime import (
+    fsync_file,
+    path_is_within,
+    replace_directory,
+    set_default_permissions,
+    write_text_synced,
+)
+from bertprep.pipeline.vocab_files import SPECIAL_TOKENS, read_vocab_file, tokenizer_files
+
+
+class ExportError(ValueError):
+    """An export that cannot be done as asked; ``option`` names the command-line option at fault."""
+
+    def __init__(self, message: str, option: str):
+        super().__init__(message)
+        self.option = option
+
+
+@dataclass
+class ExportResult:
+    path: str
+    """The directory written (absolute)."""
+    source: ModelSource
+    """What was exported (``source.architecture`` names the transformers class)."""
+    model: nn.Module
+    """The model as built from the source (weights loaded strictly)."""
+
+
+def export_model(model_dir: str, output_dir: str, *, vocab_file: str | None = None,
+                 do_lower_case: bool | None = None, strip_accents: bool | None = None,
+                 overwrite: bool = False) -> ExportResult:
+    """Write ``model_dir``'s model as a ``transformers`` directory at ``output_dir``.
+
+    Args:
+        vocab_file: the model's ``vocab.txt`` (default: the one saved with it).
+        do_lower_case: tokenizer casing to record; default: as recorded with the model (its shards' manifest
+            or its fine-tuning settings), else guessed from the vocab.
+        strip_accents: accent stripping to record in tokenizer.json and tokenizer_config.json; default: as
+            recorded with the model, else the same as the casing (the original).
+        overwrite: replace ``output_dir`` (the old one goes only once the new one is complete).
+
+    Raises:
+        ExportError: ``output_dir`` is, or holds, the model being exported (replacing it would delete the
+            model), or there is no vocab.
+        ValueError, FileNotFoundError: the model or vocab cannot be read or exported.
+        FileExistsError: ``output_dir`` exists, is not empty and ``overwrite`` is false.
+    """
+    if path_is_within(model_dir, output_dir):
+        raise ExportError(f"{output_dir} is (or holds) the model directory {model_dir}; export to another "
+                          "directory", "--output-dir")
+    source = load_model_source(model_dir)
+    if path_is_within(source.path, output_dir):
+        raise ExportError(f"{output_dir} holds the model {source.path}; export to another directory", "--output-dir")
+    tokens = read_vocab_file(vocab_file) if vocab_file else source.vocab_tokens
+    if tokens is None:
+        raise ExportError(f"{model_dir} has no vocab.txt; pass --vocab", "--vocab")
+    recorded = source.do_lower_case
+    if recorded is None and source.finetune is not None:
+        recorded = source.finetune.get("do_lower_case")
+    casing = resolve_do_lower_case(do_lower_case, recorded, tokens)
+    recorded_strip = source.strip_accents
+    if recorded_strip is None and source.finetune is not None:
+        recorded_strip = source.finetune.get("strip_accents")
+    strip = resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, casing)
+    model = build_model(source)
+    extra = ({FINETUNE_FILE: {**source.finetune, "do_lower_case": casing, "strip_accents": strip}}
+             if source.finetune else None)
+    path = write_hf_directory(output_dir, model, vocab_tokens=tokens, do_lower_case=casing, strip_accents=strip,
+                              id2label=source.id2label, finetuning_task=source.hf_config.get("finetuning_task"),
+                              extra_json=extra, overwrite=overwrite)
+    return ExportResult(path, source, model)
+
+
+def _architecture_of(model: nn.Module) -> str:
+    if isinstance(model, BertForPreTraining):
+        return PRETRAINING_ARCHITECTURE
+    architecture = getattr(model, "architecture", None)
+    if architecture not in HEADS:
+        raise ValueError(f"cannot export a {type(model).__name__}; export BertForPreTraining or a head")
+    return architecture
+
+
+def hf_config_dict(model: nn.Module, *, id2label: dict[int, str] | None = None,
+                   finetuning_task: str | None = None) -> dict[str, Any]:
+    """``config.json`` contents for ``model``: the encoder config, ``architectures``, and for heads
+    ``id2label``/``label2id`` (string keys, as Hugging Face writes them) and ``problem_type``."""
+    architecture = _architecture_of(model)
+    config: BertConfig = model.config
+    out = config.to_hf_dict()
+    out["architectures"] = [architecture]
+    if architecture == PRETRAINING_ARCHITECTURE:
+        return out
+    out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
+    out["classifier_dropout"] = None
+    num_labels = model.num_labels
+    if id2label is None:
+        id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
+    if len(id2label) != num_labels:
+        raise ValueError(f"id2label has {len(id2label)} entries but the model has {num_labels} outputs")
+    out["id2label"] = {str(i): label for i, label in sorted(id2label.items())}
+    out["label2id"] = {label: i for i, label in sorted(id2label.items())}
+    if architecture == "BertForSequenceClassification":
+        out["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
+    if finetuning_task:
+        out["finetuning_task"] = finetuning_task
+    return out
+
+
+def write_hf_directory(
+    output_dir: str,
+    model: nn.Module,
+    *,
+    vocab_tokens: list[str],
+    do_lower_case: bool,
+    strip_accents: bool | None = None,
+    id2label: dict[int, str] | None = None,
+    finetuning_task: str | None = None,
+    extra_json: dict[str, dict[str, Any]] | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Write ``model`` as a Hugging Face directory (see the module docstring) and return its path.
+
+    Args:
+        output_dir: target directory; it must not exist (or be empty) unless ``overwrite``.
+        model: ``BertForPreTraining`` or one of the heads in ``heads.HEADS``.
+        vocab_tokens: the vocab in id order; its length must equal ``model.config.vocab_size``.
+        do_lower_case: tokenizer casing recorded in the tokenizer files.
+        strip_accents: accent stripping recorded in them (None: the same as ``do_lower_case``); both files say
+            it explicitly, so ``transformers`` tokenizes as bertprep did.
+        id2label: label names of a classification head (default ``LABEL_i``).
+        finetuning_task: written to ``config.json`` as Hugging Face does (e.g. ``"sst2"``).
+        extra_json: more JSON files to write beside (name -> content), e.g. ``finetune.json``.
+        overwrite: replace an existing directory (the old one is removed only after the new one is complete).
+    Raises:
+        FileExistsError: ``output_dir`` exists, is not empty and ``overwrite`` is False.
+        ValueError: the vocab does not match the model, or the model is not exportable.
+    """
+    config: BertConfig = model.config
+    if len(vocab_tokens) != config.vocab_size:
+        raise ValueError(f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is "
+                         f"{config.vocab_size}; pass the vocab the model was trained with")
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
+    if missing:
+        raise ValueError(f"the vocab lacks {', '.join(missing)}")
+    output_dir = os.path.abspath(output_dir)
+    if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
+        raise FileExistsError(f"{output_dir} exists and is not empty; choose another directory or overwrite it")
+    hf_config = hf_config_dict(model, id2label=id2label, finetuning_task=finetuning_task)
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".tmp-{os.path.basename(output_dir)}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
+        save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        fsync_file(os.path.join(tmp, "model.safetensors"))
+        set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
+        write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
+        # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
+        for name, text in tokenizer_files(vocab_tokens, do_lower_case, strip_accents=strip_accents,
+                                          model_max_length=config.max_position_embeddings).items():
+            write_text_synced(os.path.join(tmp, name), text)
+        for name, content in (extra_json or {}).items():
+            write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
+        replace_directory(tmp, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output_dir
+
+
+__all__ = ["ExportError", "ExportResult", "export_model", "hf_config_dict", "write_hf_directory"]

@@ -1,0 +1,449 @@
+"""Models in: bertprep checkpoints and Hugging Face BERT directories (export to ``transformers`` is ``export.py``),
+and the model config of a run started from one (:func:`hf_model_config`, which checks the shards against it).
+
+Reading never executes anything from disk: weights come from ``model.safetensors`` (``safetensors``) or
+``pytorch_model.bin`` through ``torch.load(weights_only=True)``; configs are JSON. Parameter names need no
+conversion (bertprep uses Hugging Face's), except three spellings older BERT checkpoints carry
+(``LayerNorm.gamma/beta``, a persisted ``position_ids`` buffer, a bare ``BertModel`` without the ``bert.``
+prefix), which ``normalize_hf_state_dict`` maps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.heads import HEADS, check_source_weights, load_full_weights
+from bertprep.bert_model.model import (
+    TIED_WEIGHTS_KEYS,
+    BertConfig,
+    BertForPreTraining,
+    load_state_dict_strict,
+)
+from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible
+from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
+from bertprep.pipeline.vocab_files import (
+    do_lower_case_of_tokenizer_json,
+    looks_cased,
+    read_vocab_file,
+    strip_accents_of_tokenizer_json,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Written beside the Hugging Face files by ``bertprep finetune``: the task settings ``predict`` needs.
+FINETUNE_FILE = "finetune.json"
+PRETRAINING_ARCHITECTURE = "BertForPreTraining"
+
+
+@dataclass
+class ModelSource:
+    """A model found on disk, read but not yet built (see ``load_model_source``)."""
+
+    path: str
+    """The directory the weights were read from (a checkpoint's ``step-*`` directory when given a run)."""
+    kind: str
+    """``"bertprep-checkpoint"`` or ``"huggingface"``."""
+    config: BertConfig
+    """Encoder hyper-parameters."""
+    state_dict: dict[str, torch.Tensor]
+    """Weights under Hugging Face names (normalised)."""
+    architecture: str
+    """``BertForPreTraining`` for pre-training checkpoints, else ``config.json``'s ``architectures[0]``."""
+    vocab_tokens: list[str] | None = None
+    """``vocab.txt`` beside the weights, when there is one."""
+    do_lower_case: bool | None = None
+    """Casing recorded with the model (tokenizer files, shard manifest or finetune.json); None if unknown."""
+    strip_accents: bool | None = None
+    """Accent stripping recorded with the model (effective value: tokenizer files, shard manifest or
+    finetune.json); None if unknown (then it follows ``do_lower_case``, the original's rule)."""
+    hf_config: dict[str, Any] = field(default_factory=dict)
+    """The raw ``config.json`` (``id2label``, ``problem_type``...); empty for bertprep checkpoints."""
+    finetune: dict[str, Any] | None = None
+    """``finetune.json`` of a ``bertprep finetune`` output, else None."""
+
+    @property
+    def id2label(self) -> dict[int, str] | None:
+        raw = self.hf_config.get("id2label")
+        return {int(k): str(v) for k, v in raw.items()} if raw else None
+
+
+# -------------------------------------------------------------------------------------------------- reading
+
+
+def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Map older Hugging Face / converted-TF BERT key spellings onto the current ones.
+
+    ``LayerNorm.gamma`` -> ``LayerNorm.weight``, ``LayerNorm.beta`` -> ``LayerNorm.bias``; the
+    ``embeddings.position_ids`` buffer some files persist is dropped; a bare ``BertModel`` file (keys
+    ``embeddings.*``, ``encoder.*``, ``pooler.*``) gets the ``bert.`` prefix.
+    """
+    out: dict[str, torch.Tensor] = {}
+    bare = not any(k.startswith("bert.") for k in state_dict) and any(
+        k.startswith(("embeddings.", "encoder.")) for k in state_dict)
+    for key, value in state_dict.items():
+        if key.endswith("position_ids"):
+            continue
+        if key.endswith("LayerNorm.gamma"):
+            key = key[: -len("gamma")] + "weight"
+        elif key.endswith("LayerNorm.beta"):
+            key = key[: -len("beta")] + "bias"
+        if bare and key.startswith(("embeddings.", "encoder.", "pooler.")):
+            key = "bert." + key
+        out[key] = value
+    return out
+
+
+def read_hf_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
+    """Weights of a Hugging Face directory: ``model.safetensors`` (or its sharded index), else
+    ``pytorch_model.bin`` loaded with ``torch.load(weights_only=True)``; keys normalised.
+
+    Raises ``FileNotFoundError`` (naming the directory) when there is no weight file.
+    """
+    single = os.path.join(model_dir, "model.safetensors")
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    binary = os.path.join(model_dir, "pytorch_model.bin")
+    if os.path.exists(single):
+        state_dict = load_file(single, device="cpu")
+    elif os.path.exists(index):
+        with open(index, encoding="utf-8") as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        state_dict = {}
+        for name in files:
+            state_dict.update(load_file(os.path.join(model_dir, name), device="cpu"))
+    elif os.path.exists(binary):
+        state_dict = torch.load(binary, map_location="cpu", weights_only=True)
+    else:
+        raise FileNotFoundError(f"{model_dir}: no model.safetensors or pytorch_model.bin (a Hugging Face BERT "
+                                "directory holds config.json, one of those and vocab.txt)")
+    return normalize_hf_state_dict(state_dict)
+
+
+def bert_config_from_hf(hf_config: dict[str, Any], where: str = "config.json") -> BertConfig:
+    """``BertConfig`` from a Hugging Face ``config.json`` dict; keys this model does not use are ignored.
+
+    Raises ``ValueError`` for a non-BERT ``model_type``, relative position embeddings or an activation other
+    than exact GELU (this model implements the paper's architecture only).
+    """
+    model_type = hf_config.get("model_type", "bert")
+    if model_type != "bert":
+        raise ValueError(f"{where}: model_type is {model_type!r}; only BERT models ('bert') can be loaded")
+    position = hf_config.get("position_embedding_type", "absolute")
+    if position != "absolute":
+        raise ValueError(f"{where}: position_embedding_type {position!r} is not supported (only 'absolute')")
+    names = set(BertConfig.__dataclass_fields__)
+    try:
+        return BertConfig(**{k: v for k, v in hf_config.items() if k in names})
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+
+
+def _do_lower_case_from_dir(model_dir: str) -> bool | None:
+    config_path = os.path.join(model_dir, "tokenizer_config.json")
+    if os.path.exists(config_path):
+        value = _read_json(config_path).get("do_lower_case")
+        if value is not None:
+            return bool(value)
+    tokenizer_path = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(tokenizer_path):
+        with open(tokenizer_path, encoding="utf-8") as f:
+            return do_lower_case_of_tokenizer_json(f.read())
+    return None
+
+
+def _strip_accents_from_dir(model_dir: str) -> bool | None:
+    """Effective ``strip_accents`` of a Hugging Face directory: ``tokenizer_config.json`` (whose ``null``
+    follows its ``do_lower_case``, as ``transformers`` reads it), else ``tokenizer.json``'s normalizer."""
+    config_path = os.path.join(model_dir, "tokenizer_config.json")
+    if os.path.exists(config_path):
+        config = _read_json(config_path)
+        if config.get("strip_accents") is not None:
+            return bool(config["strip_accents"])
+        if config.get("do_lower_case") is not None:
+            return bool(config["do_lower_case"])
+    tokenizer_path = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(tokenizer_path):
+        with open(tokenizer_path, encoding="utf-8") as f:
+            return strip_accents_of_tokenizer_json(f.read())
+    return None
+
+
+def _shards_setting(shard_dir: str | None, key: str) -> bool | None:
+    """``key`` (``do_lower_case``, ``strip_accents``) as a shard directory's ``manifest.json`` records it (its
+    ``vocab`` section, else its ``config``); None if not recorded, or the manifest is missing or unreadable."""
+    manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
+    if not (manifest and os.path.exists(manifest)):
+        return None
+    try:
+        data = _read_json(manifest)
+    except ValueError:
+        return None
+    value = (data.get("vocab") or {}).get(key, (data.get("config") or {}).get(key))
+    return None if value is None else bool(value)
+
+
+def shards_strip_accents(shard_dir: str | None) -> bool | None:
+    """The accent stripping a shard directory was made with (its ``manifest.json``: ``strip_accents`` where
+    it differs from ``do_lower_case``, else ``do_lower_case``); None if unknown or unreadable."""
+    value = _shards_setting(shard_dir, "strip_accents")
+    return value if value is not None else shards_do_lower_case(shard_dir)
+
+
+def shards_do_lower_case(shard_dir: str | None) -> bool | None:
+    """The casing a shard directory was made with (its ``manifest.json``); None if unknown or unreadable."""
+    return _shards_setting(shard_dir, "do_lower_case")
+
+
+def _do_lower_case_from_checkpoint(state: dict[str, Any]) -> bool | None:
+    """The casing of the shards a checkpoint was trained on (their manifest), when still on disk."""
+    return shards_do_lower_case((state.get("data") or {}).get("shards"))
+
+
+def is_model_source(path: str) -> bool:
+    """Whether ``path`` looks like something ``load_model_source`` reads."""
+    try:
+        ckpt.resolve_checkpoint(path)
+        return True
+    except FileNotFoundError:
+        return os.path.exists(os.path.join(path, "config.json"))
+
+
+def load_model_source(path: str) -> ModelSource:
+    """Read a model to fine-tune, export or predict with, from any of:
+
+    * a bertprep pre-training checkpoint (``step-*`` directory) or run directory (its latest checkpoint);
+    * a Hugging Face BERT directory (``config.json`` + ``model.safetensors`` / ``pytorch_model.bin``, with
+      ``vocab.txt``), e.g. ``bert-base-uncased`` downloaded earlier, or a ``bertprep export`` output;
+    * a ``bertprep finetune`` output (its ``best/`` directory, or the run directory holding it).
+
+    Raises ``FileNotFoundError`` / ``ValueError`` saying what is missing or wrong.
+    """
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path}: no such directory")
+    if os.path.isdir(os.path.join(path, "best")) and not os.path.exists(os.path.join(path, "config.json")):
+        path = os.path.join(path, "best")  # a finetune run directory
+    try:
+        checkpoint_dir = ckpt.resolve_checkpoint(path)
+    except FileNotFoundError:
+        checkpoint_dir = None
+    if checkpoint_dir is not None:
+        state = ckpt.verify_checkpoint(checkpoint_dir)  # sha256 as recorded: a damaged file is named, not used
+        config = BertConfig.from_dict(state["model_config"])
+        weights = load_file(os.path.join(checkpoint_dir, "model.safetensors"), device="cpu")
+        vocab_file = os.path.join(checkpoint_dir, "vocab.txt")
+        return ModelSource(
+            path=checkpoint_dir, kind="bertprep-checkpoint", config=config, state_dict=weights,
+            architecture=PRETRAINING_ARCHITECTURE,
+            vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
+            do_lower_case=_do_lower_case_from_checkpoint(state),
+            strip_accents=shards_strip_accents((state.get("data") or {}).get("shards")))
+    config_path = os.path.join(path, "config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(
+            f"{path}: neither a bertprep checkpoint (step-*/state.json) nor a Hugging Face model directory "
+            "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)")
+    hf_config = _read_json(config_path)
+    config = bert_config_from_hf(hf_config, config_path)
+    state_dict = read_hf_state_dict(path)
+    architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
+    vocab_file = os.path.join(path, "vocab.txt")
+    finetune_file = os.path.join(path, FINETUNE_FILE)
+    finetune = _read_json(finetune_file) if os.path.exists(finetune_file) else None
+    do_lower_case = _do_lower_case_from_dir(path)
+    if do_lower_case is None and finetune is not None:
+        do_lower_case = finetune.get("do_lower_case")
+    strip_accents = _strip_accents_from_dir(path)
+    if strip_accents is None and finetune is not None:
+        strip_accents = finetune.get("strip_accents", finetune.get("do_lower_case"))
+    return ModelSource(
+        path=path, kind="huggingface", config=config, state_dict=state_dict,
+        architecture=architectures[0],
+        vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
+        do_lower_case=do_lower_case, strip_accents=strip_accents, hf_config=hf_config, finetune=finetune)
+
+
+def infer_architecture(state_dict: dict[str, torch.Tensor]) -> str:
+    """The Hugging Face class a state dict belongs to, for a ``config.json`` without ``architectures``:
+    ``qa_outputs`` -> question answering; ``classifier`` with a pooler -> sequence, without -> token
+    classification; ``cls.predictions`` -> pre-training; otherwise a bare ``BertModel``."""
+    if "qa_outputs.weight" in state_dict:
+        return "BertForQuestionAnswering"
+    if "classifier.weight" in state_dict:
+        pooled = "bert.pooler.dense.weight" in state_dict
+        return "BertForSequenceClassification" if pooled else "BertForTokenClassification"
+    if "cls.predictions.transform.dense.weight" in state_dict:
+        return PRETRAINING_ARCHITECTURE
+    return "BertModel"
+
+
+def resolve_do_lower_case(requested: bool | None, source_value: bool | None, tokens: list[str]) -> bool:
+    """The casing to tokenize with: the explicit choice, else the model's record, else guessed from the vocab
+    (uncased when it has almost no upper-case pieces), logging which."""
+    if requested is not None:
+        if source_value is not None and source_value != requested:
+            logger.warning("do_lower_case=%s given, but the model was trained with do_lower_case=%s",
+                           requested, source_value)
+        return requested
+    if source_value is not None:
+        return source_value
+    guess = not looks_cased(tokens)
+    logger.info("the model does not record do_lower_case; the vocab looks %s, so do_lower_case=%s",
+                "uncased" if guess else "cased", guess)
+    return guess
+
+
+def resolve_strip_accents_setting(requested: bool | None, recorded: bool | None, recorded_lower: bool | None,
+                                  do_lower_case: bool) -> bool:
+    """The accent stripping to tokenize with, given the casing ``do_lower_case`` already chosen: the explicit
+    choice (warning when the model recorded the other), else the model's record where it differs from the
+    model's recorded casing (a model trained with ``--no-strip-accents``), else ``do_lower_case`` (the
+    original's rule, so a casing override changes both as before)."""
+    if requested is not None:
+        if recorded is not None and recorded != requested:
+            logger.warning("strip_accents=%s given, but the model was trained with strip_accents=%s",
+                           requested, recorded)
+        return requested
+    if recorded is not None and (recorded_lower is None or recorded != recorded_lower):
+        return recorded
+    return do_lower_case
+
+
+def build_model(source: ModelSource) -> nn.Module:
+    """The complete model a source holds (pre-training model or fine-tuned head), weights loaded strictly.
+
+    Raises ``ValueError`` for an architecture bertprep does not implement (e.g. a bare ``BertModel``).
+    """
+    if source.architecture == PRETRAINING_ARCHITECTURE:
+        model = BertForPreTraining(source.config)
+        load_state_dict_strict(model, source.state_dict)
+        return model
+    if source.architecture not in HEADS:
+        raise ValueError(f"{source.path}: architecture {source.architecture!r} is not one bertprep builds; "
+                         f"supported: {PRETRAINING_ARCHITECTURE}, {', '.join(HEADS)}")
+    cls = HEADS[source.architecture]
+    id2label = source.id2label
+    if source.architecture == "BertForQuestionAnswering":
+        model = cls(source.config)
+    else:
+        num_labels = len(id2label) if id2label else int(source.hf_config.get("num_labels", 2))
+        model = cls(source.config, num_labels=num_labels)
+    load_full_weights(model, source.state_dict)
+    return model
+
+
+# ------------------------------------------------------------------------- continued pre-training (train)
+
+
+def check_same_vocab(shard_tokens: list[str], model_tokens: list[str] | None, *, shards: str, model: str) -> None:
+    """Refuse to pre-train a model on shards made with another vocab: the two ``vocab.txt`` must be equal
+    token for token (same tokens at the same ids), as every id in the shards indexes the model's embeddings.
+
+    Args:
+        shard_tokens: the shards' vocab in id order (``vocab.txt`` in the shard directory).
+        model_tokens: the model's ``vocab.txt`` in id order; None when the model directory has none.
+        shards, model: the two locations, for the message.
+    Raises:
+        ValueError: no model vocab, or the first id where the two differ (token in each, or the shorter end),
+            with the fix (``make-shards --vocab MODEL/vocab.txt``).
+    """
+    fix = f"make the shards with the model's vocab: bertprep make-shards --vocab {os.path.join(model, 'vocab.txt')}"
+    if model_tokens is None:
+        raise ValueError(f"{model} has no vocab.txt beside its weights, so the shards' vocab cannot be checked "
+                         f"against it; put the model's vocab.txt there ({fix})")
+    for i, (a, b) in enumerate(zip(shard_tokens, model_tokens)):
+        if a != b:
+            raise ValueError(f"the vocab of shards {shards} differs from {model}/vocab.txt at id {i}: {a!r} in the "
+                             f"shards, {b!r} in the model; {fix}")
+    if len(shard_tokens) != len(model_tokens):
+        i = min(len(shard_tokens), len(model_tokens))
+        raise ValueError(f"the vocab of shards {shards} has {len(shard_tokens)} entries and {model}/vocab.txt "
+                         f"{len(model_tokens)}: they differ from id {i} on; {fix}")
+
+
+def load_pretraining_weights(model: BertForPreTraining, state_dict: dict[str, torch.Tensor]
+                             ) -> tuple[list[str], list[str]]:
+    """Start a ``BertForPreTraining`` from any Hugging Face BERT state dict (normalised names, see
+    ``normalize_hf_state_dict``): ``BertModel`` (encoder, maybe without pooler), ``BertForMaskedLM`` (encoder
+    and MLM head, no pooler) or ``BertForPreTraining`` (everything), for continued pre-training.
+
+    Every encoder parameter (``bert.embeddings.*``, ``bert.encoder.*``) must be present with the model's
+    shape. Parameters the source lacks keep the values ``model`` was built with, which is the original's
+    initialisation (google-research/bert ``modeling.py``: truncated normal(0, 0.02), biases 0, LayerNorm 1/0):
+    the pooler, the MLM transform and output bias, the NSP classifier. The MLM decoder stays tied to the
+    word embeddings; a ``cls.predictions.decoder.weight`` in the source must equal them.
+
+    Returns:
+        ``(initialised, unused)``: the model's parameter names left at their initial values, and the
+        source's keys not used (e.g. a fine-tuned ``classifier.*``), both sorted.
+    Raises:
+        ValueError: encoder parameters missing (not a BERT checkpoint), other shapes (another model size),
+            or an untied decoder.
+    """
+    state_dict = dict(state_dict)
+    for alias, target in TIED_WEIGHTS_KEYS.items():
+        if alias in state_dict:
+            value = state_dict.pop(alias)
+            if target in state_dict and not torch.equal(value, state_dict[target]):
+                raise ValueError(f"{alias} is not tied to {target} in the source weights; bertprep's MLM decoder "
+                                 "is the word embedding matrix, as in BERT")
+            state_dict.setdefault(target, value)
+    own = {k: v for k, v in model.state_dict().items() if k not in TIED_WEIGHTS_KEYS}
+    check_source_weights(own, state_dict, list(own))
+    model.load_state_dict({k: v for k, v in state_dict.items() if k in own}, strict=False)
+    return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
+
+
+def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig:
+    """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
+    ``config.json`` with the dropout options of the command line; the shards must use the model's vocab
+    token for token and its casing. Raises ``ValueError`` naming the first differing id (or the casing)."""
+    overrides = config.model_overrides()
+    dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
+    model_config = dataclasses.replace(source.config, **dropout)
+    ignored = sorted(set(overrides) - set(dropout))
+    if ignored:
+        logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
+    if info.vocab_file is None:
+        raise ValueError(f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
+                         "make them again with bertprep make-shards")
+    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir,
+                     model=source.path)
+    shards_lower = shards_do_lower_case(info.shard_dir)
+    if source.do_lower_case is not None and shards_lower is not None and shards_lower != source.do_lower_case:
+        raise ValueError(f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
+                         f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
+                         f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}")
+    shards_strip = shards_strip_accents(info.shard_dir)
+    if source.strip_accents is not None and shards_strip is not None and shards_strip != source.strip_accents:
+        raise ValueError(f"shards {info.shard_dir} were made with strip_accents={shards_strip} but {source.path} "
+                         f"was trained with strip_accents={source.strip_accents}; make the shards with "
+                         f"{'--strip-accents' if source.strip_accents else '--no-strip-accents'}")
+    check_compatible(info, vocab_size=model_config.vocab_size,
+                     max_position_embeddings=model_config.max_position_embeddings, what=source.path)
+    return model_config
+
+
+__all__ = [
+    "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
+    "check_same_vocab", "hf_model_config", "infer_architecture", "is_model_source", "load_model_source",
+    "load_pretraining_weights", "normalize_hf_state_dict", "read_hf_state_dict", "resolve_do_lower_case", "resolve_strip_accents_setting",
+    "shards_do_lower_case", "shards_strip_accents",
+]
+

@@ -1,0 +1,412 @@
+"""Frozen BERT activations as features (BERT paper, section 5.3; google-research/bert ``extract_features.py``).
+
+``extract_features`` reads text lines (``text`` or ``text_a ||| text_b``, as the original), runs the encoder
+without gradients and writes the hidden states of the chosen layers for every word piece, with the pieces'
+text and character offsets, to one Arrow IPC file, batch by batch: memory stays flat however long the input
+is (only ``batch_size`` lines and their activations are held at a time), and the file is written under a
+temporary name and renamed when complete.
+
+Layers are numbered as Hugging Face's ``output_hidden_states``: 0 is the embedding output, 1..L the encoder
+layers, negative numbers count from the last (-1 = layer L, the original's default ``-1,-2,-3,-4``).
+
+Output, one row per non-empty input line (an Arrow IPC *file*: ``pyarrow.ipc.open_file(path)`` reads any
+batch without loading the others; ``pyarrow.ipc.open_file(path).read_all()`` or ``read_features`` for all):
+
+========================  ==============================================  ========================================
+column                    type                                            meaning
+========================  ==============================================  ========================================
+``line``                  int64                                           0-based line number in the input
+``tokens``                list<string> [T]                                word pieces, ``[CLS]``/``[SEP]`` included
+``token_type_ids``        list<int8> [T]                                  0 = segment A, 1 = segment B
+``offsets``               list<fixed_size_list<int32, 2>> [T]             ``(start, end)`` characters in the
+                                                                          piece's segment text; (-1, -1) for
+                                                                          ``[CLS]``/``[SEP]``
+``words``                 list<string> [W]                                the words (BERT pre-tokenizer) of A
+                                                                          then B (only for word pooling)
+``word_offsets``          list<fixed_size_list<int32, 2>> [W]             their character spans
+``word_type_ids``         list<int8> [W]                                  their segments
+``layer_<i>``             pooling ``none``: list<fixed_size_list<dtype,    one column per requested layer ``i``
+                          H>> [T]; ``first-piece`` / ``mean-word``:        (as given, e.g. ``layer_-1``)
+                          list<fixed_size_list<dtype, H>> [W];
+                          ``cls`` / ``mean-sentence``:
+                          fixed_size_list<dtype, H>
+========================  ==============================================  ========================================
+
+T = pieces of the line (at most ``max_seq_length``), W = its words that kept at least one piece, H = hidden size,
+dtype float32 (default) or float16. The schema metadata (``bertprep``) records the model, layers, pooling,
+hidden size and casing.
+
+Pooling (applied per layer): ``first-piece`` takes each word's first piece (the paper's NER input),
+``mean-word`` the mean of a word's pieces, ``cls`` the ``[CLS]`` vector, ``mean-sentence`` the mean over every
+piece of the sequence, ``[CLS]`` and ``[SEP]`` included (the attention-mask mean of sentence-transformers).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import torch
+from tqdm.auto import tqdm
+
+from bertprep.bert_model.tasks.glue import truncate_seq_pair
+from bertprep.bert_model.hf.interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
+from bertprep.bert_model.model import BertConfig, BertModel
+from bertprep.bert_model.runtime import atomic_file, resolve_device
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
+
+logger = logging.getLogger(__name__)
+
+POOLINGS = ("none", "first-piece", "mean-word", "cls", "mean-sentence")
+DTYPES = ("float32", "float16")
+PAIR_SEPARATOR = " ||| "
+
+
+# ------------------------------------------------------------------------------------------ the encoder
+
+
+def encoder_hidden_states(bert: BertModel, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                          attention_mask: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """Every hidden state of the encoder, as ``transformers`` ``output_hidden_states=True`` returns them.
+
+    Args:
+        bert: the encoder.
+        input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel.forward``).
+    Returns:
+        L + 1 float tensors of shape [batch_size, seq_length, hidden_size]: the embedding output, then the
+        output of each of the L layers (the last equals ``bert(...)[0]``).
+    """
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(input_ids)
+    attn_mask = None
+    if attention_mask is not None:
+        attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+    hidden = bert.embeddings(input_ids, token_type_ids)     # (B, T, H)
+    states = [hidden]
+    for layer in bert.encoder.layer:
+        hidden = layer(hidden, attn_mask)                   # (B, T, H)
+        states.append(hidden)
+    return states
+
+
+def resolve_layers(layers: Sequence[int], num_hidden_layers: int) -> list[int]:
+    """Requested layer numbers -> indices into ``encoder_hidden_states`` (0..L).
+
+    Raises ``ValueError`` for a layer outside ``-(L+1)..L`` or a repeated layer.
+    """
+    out = []
+    for layer in layers:
+        if not -(num_hidden_layers + 1) <= layer <= num_hidden_layers:
+            raise ValueError(f"layer {layer} does not exist: the model has {num_hidden_layers} layers, so layers are "
+                             f"0 (embeddings) .. {num_hidden_layers}, or -1 (last) .. -{num_hidden_layers + 1}")
+        out.append(layer % (num_hidden_layers + 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"layers {list(layers)} name the same layer twice")
+    return out
+
+
+def load_encoder(model_dir: str, *, do_lower_case: bool | None = None
+                 ) -> tuple[BertModel, WordPieceTokenizer, BertConfig]:
+    """The bare encoder (weights of any bertprep checkpoint, fine-tuned head or Hugging Face BERT directory)
+    and its tokenizer, in eval mode.
+
+    Raises ``FileNotFoundError`` / ``ValueError`` when the directory holds no BERT weights or no vocab.
+    """
+    source = load_model_source(model_dir)
+    if source.vocab_tokens is None:
+        raise ValueError(f"{model_dir} has no vocab.txt beside its weights")
+    bert = BertModel(source.config)
+    own = bert.state_dict()
+    weights = {k[len("bert."):]: v for k, v in source.state_dict.items() if k.startswith("bert.")}
+    missing = [k for k in own if k not in weights and not k.startswith("pooler.")]
+    if missing:
+        raise ValueError(f"{model_dir}: the weights lack encoder parameters {missing[:3]}; is it a BERT model?")
+    bert.load_state_dict({k: v for k, v in weights.items() if k in own}, strict=False)
+    lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
+    # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
+    strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
+    tokenizer = WordPieceTokenizer.from_tokens(source.vocab_tokens, lower, strip)
+    return bert.eval(), tokenizer, source.config
+
+
+# -------------------------------------------------------------------------------------------- settings
+
+
+@dataclass
+class FeatureConfig:
+    """Settings of ``bertprep extract-features``."""
+
+    model: str
+    """bertprep checkpoint / run directory, fine-tuned model or Hugging Face BERT directory."""
+    input_file: str
+    """UTF-8 text, one sequence per line; ``A ||| B`` for a pair (blank lines are skipped)."""
+    output_file: str
+    """Arrow IPC file to write."""
+    layers: tuple[int, ...] = (-1, -2, -3, -4)
+    """Hidden states to write (0 = embeddings, -1 = last layer)."""
+    pooling: str = "none"
+    """``none`` (every piece), ``first-piece``, ``mean-word``, ``cls`` or ``mean-sentence``."""
+    max_seq_length: int = 128
+    """Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first)."""
+    batch_size: int = 32
+    """Lines per forward pass and per Arrow record batch (what is held in memory at a time)."""
+    dtype: str = "float32"
+    """Stored activation type: ``float32`` or ``float16`` (half the size)."""
+    do_lower_case: bool | None = None
+    """Lower-case input; None = as recorded with the model."""
+    device: str = "auto"
+    """``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:N``."""
+    overwrite: bool = False
+    """Replace an existing output file."""
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.layers = tuple(int(x) for x in self.layers)
+        if not self.layers:
+            raise ValueError("give at least one layer")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be at least 3, got {self.max_seq_length}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+
+
+@dataclass
+class FeatureResult:
+    output_file: str
+    lines: int
+    """Rows written (non-empty input lines)."""
+    pieces: int
+    """Word pieces encoded, [CLS]/[SEP] included."""
+    truncated: int
+    """Lines cut to ``max_seq_length``."""
+
+
+# -------------------------------------------------------------------------------------------- reading
+
+
+def read_lines(path: str) -> Iterator[tuple[int, str, str | None]]:
+    """``(line number, text_a, text_b or None)`` of every non-empty line, lazily (``A ||| B`` is a pair)."""
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if "|||" in line:
+                text_a, text_b = line.split("|||", 1)
+                yield number, text_a.strip(), text_b.strip()
+            else:
+                yield number, line.strip(), None
+
+
+def _batches(items: Iterator, size: int) -> Iterator[list]:
+    batch: list = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -------------------------------------------------------------------------------------------- writing
+
+
+def _vectors(values: np.ndarray, hidden: int, dtype: pa.DataType) -> pa.FixedSizeListArray:
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), type=dtype), hidden)
+
+
+def _lists(values: pa.Array, lengths: Sequence[int]) -> pa.ListArray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+def _pairs(values: Sequence[tuple[int, int]]) -> pa.FixedSizeListArray:
+    flat = np.asarray(values, dtype=np.int32).reshape(-1)
+    return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.int32()), 2)
+
+
+def feature_schema(config: FeatureConfig, hidden_size: int, metadata: dict[str, str] | None = None) -> pa.Schema:
+    """The output schema (see the module docstring)."""
+    value = pa.float16() if config.dtype == "float16" else pa.float32()
+    vector = pa.list_(value, hidden_size)
+    pair = pa.list_(pa.int32(), 2)
+    fields = [pa.field("line", pa.int64()), pa.field("tokens", pa.list_(pa.string())),
+              pa.field("token_type_ids", pa.list_(pa.int8())), pa.field("offsets", pa.list_(pair))]
+    if config.pooling in ("first-piece", "mean-word"):
+        fields += [pa.field("words", pa.list_(pa.string())), pa.field("word_offsets", pa.list_(pair)),
+                   pa.field("word_type_ids", pa.list_(pa.int8()))]
+    layer_type = vector if config.pooling in ("cls", "mean-sentence") else pa.list_(vector)
+    fields += [pa.field(f"layer_{layer}", layer_type) for layer in config.layers]
+    return pa.schema(fields, metadata=metadata)
+
+
+def extract_features(config: FeatureConfig) -> FeatureResult:
+    """Write the activations of ``config.layers`` for every line of ``config.input_file`` (module docstring).
+
+    Raises:
+        FileNotFoundError: the input or model does not exist.
+        FileExistsError: the output exists and ``overwrite`` is False.
+        ValueError: a layer the model does not have, or a model without vocab.
+    """
+    if os.path.exists(config.output_file) and not config.overwrite:
+        raise FileExistsError(f"{config.output_file} exists; choose another --output or pass --overwrite")
+    if not os.path.isfile(config.input_file):
+        raise FileNotFoundError(f"no such input file: {config.input_file}")
+    if os.path.abspath(config.output_file) == os.path.abspath(config.input_file):
+        raise ValueError(f"--output {config.output_file} is the input file; choose another name")
+    device = resolve_device(config.device)
+    bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
+    if config.max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError(f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "
+                         f"{bert_config.max_position_embeddings}")
+    indices = resolve_layers(config.layers, bert_config.num_hidden_layers)
+    bert.to(device)
+    H = bert_config.hidden_size
+    np_dtype = np.float16 if config.dtype == "float16" else np.float32
+    pa_dtype = pa.float16() if config.dtype == "float16" else pa.float32()
+    settings = {**{k: v for k, v in asdict(config).items() if k not in ("overwrite", "progress", "device")},
+                "layer_indices": indices, "hidden_size": H, "do_lower_case": tokenizer.do_lower_case,
+                "model": os.path.abspath(config.model)}
+    schema = feature_schema(config, H, {"bertprep": json.dumps(settings)})
+    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+    word_pooling = config.pooling in ("first-piece", "mean-word")
+
+    out_dir = os.path.dirname(os.path.abspath(config.output_file))
+    os.makedirs(out_dir, exist_ok=True)
+    lines = pieces = truncated = 0
+    bar = tqdm(disable=not config.progress, unit="line", desc="extract-features")
+    try:
+        with atomic_file(config.output_file) as tmp, pa.OSFile(tmp, "wb") as sink, \
+                pa.ipc.new_file(sink, schema) as writer:
+            for batch in _batches(read_lines(config.input_file), config.batch_size):
+                enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
+                b_texts = [b for _, _, b in batch]
+                enc_b = tokenizer.encode_batch([b or "" for b in b_texts])
+                rows = []  # per line: ids, types, piece tokens, offsets, word index per piece, words
+                for (number, text_a, text_b), a, b in zip(batch, enc_a, enc_b):
+                    n_a, n_b = len(a.ids), len(b.ids) if text_b is not None else 0
+                    if text_b is None:
+                        keep_a, keep_b = min(n_a, config.max_seq_length - 2), 0
+                    else:
+                        ids_a, ids_b = list(range(n_a)), list(range(n_b))
+                        truncate_seq_pair(ids_a, ids_b, config.max_seq_length - 3)
+                        keep_a, keep_b = len(ids_a), len(ids_b)
+                    truncated += (keep_a < n_a) or (keep_b < n_b)
+                    segments = [(a, keep_a, 0, text_a)] + ([(b, keep_b, 1, text_b)] if text_b is not None else [])
+                    ids, types, toks, offs, word_of = [cls_id], [0], ["[CLS]"], [(-1, -1)], [-1]
+                    words, word_offs, word_types = [], [], []
+                    for enc, keep, seg, text in segments:
+                        first_word = len(words)
+                        word_index: dict[int, int] = {}
+                        for j in range(keep):
+                            w = enc.word_ids[j]
+                            if w is not None and w not in word_index:
+                                word_index[w] = len(words)
+                                words.append("")
+                                word_offs.append([enc.offsets[j][0], enc.offsets[j][1]])
+                                word_types.append(seg)
+                            k = word_index.get(w, -1) if w is not None else -1
+                            if k >= 0:
+                                word_offs[k][1] = enc.offsets[j][1]
+                            ids.append(enc.ids[j])
+                            types.append(seg)
+                            toks.append(enc.tokens[j])
+                            offs.append(tuple(enc.offsets[j]))
+                            word_of.append(k)
+                        for k in range(first_word, len(words)):
+                            words[k] = text[word_offs[k][0]: word_offs[k][1]]
+                        ids.append(sep_id)
+                        types.append(seg)
+                        toks.append("[SEP]")
+                        offs.append((-1, -1))
+                        word_of.append(-1)
+                    rows.append((number, ids, types, toks, offs, word_of, words, word_offs, word_types))
+                T = max(len(r[1]) for r in rows)
+                input_ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+                token_type_ids = torch.zeros((len(rows), T), dtype=torch.long)
+                attention_mask = torch.zeros((len(rows), T), dtype=torch.long)
+                for i, r in enumerate(rows):
+                    input_ids[i, : len(r[1])] = torch.tensor(r[1])
+                    token_type_ids[i, : len(r[2])] = torch.tensor(r[2])
+                    attention_mask[i, : len(r[1])] = 1
+                with torch.no_grad():
+                    states = encoder_hidden_states(bert, input_ids.to(device), token_type_ids.to(device),
+                                                   attention_mask.to(device))
+                    chosen = [states[i].float().cpu().numpy() for i in indices]  # each (B, T, H)
+                del states
+                lengths = [len(r[1]) for r in rows]
+                columns = {
+                    "line": pa.array([r[0] for r in rows], type=pa.int64()),
+                    "tokens": _lists(pa.array([t for r in rows for t in r[3]], type=pa.string()), lengths),
+                    "token_type_ids": _lists(pa.array(np.concatenate([r[2] for r in rows]).astype(np.int8)),
+                                             lengths),
+                    "offsets": _lists(_pairs([o for r in rows for o in r[4]]), lengths),
+                }
+                word_counts = [len(r[6]) for r in rows]
+                if word_pooling:
+                    columns["words"] = _lists(pa.array([w for r in rows for w in r[6]], type=pa.string()),
+                                              word_counts)
+                    columns["word_offsets"] = _lists(_pairs([tuple(o) for r in rows for o in r[7]] or
+                                                            np.zeros((0, 2))), word_counts)
+                    columns["word_type_ids"] = _lists(
+                        pa.array(np.asarray([t for r in rows for t in r[8]], dtype=np.int8)), word_counts)
+                for layer, values in zip(config.layers, chosen):
+                    pooled = _pool(values, rows, config.pooling)
+                    if config.pooling in ("cls", "mean-sentence"):
+                        columns[f"layer_{layer}"] = _vectors(pooled.astype(np_dtype), H, pa_dtype)
+                    else:
+                        counts = lengths if config.pooling == "none" else word_counts
+                        columns[f"layer_{layer}"] = _lists(_vectors(pooled.astype(np_dtype), H, pa_dtype), counts)
+                writer.write_batch(pa.record_batch([columns[f.name] for f in schema], schema=schema))
+                lines += len(rows)
+                pieces += sum(lengths)
+                bar.update(len(rows))
+            if lines == 0:
+                raise ValueError(f"{config.input_file}: no non-empty lines")
+    finally:
+        bar.close()
+    if truncated:
+        logger.info("%d of %d lines were cut to max_seq_length=%d", truncated, lines, config.max_seq_length)
+    return FeatureResult(config.output_file, lines, pieces, truncated)
+
+
+def _pool(values: np.ndarray, rows: list, pooling: str) -> np.ndarray:
+    """Activations of one layer (B, T, H) -> the rows of the output column, concatenated over the batch:
+    (sum of T_i, H) for ``none``, (sum of W_i, H) for word pooling, (B, H) for ``cls`` / ``mean-sentence``."""
+    if pooling == "cls":
+        return values[:, 0]
+    if pooling == "mean-sentence":
+        return np.stack([values[i, : len(r[1])].mean(axis=0) for i, r in enumerate(rows)])
+    if pooling == "none":
+        return np.concatenate([values[i, : len(r[1])] for i, r in enumerate(rows)])
+    out = []
+    for i, r in enumerate(rows):
+        word_of = np.asarray(r[5])
+        for k in range(len(r[6])):
+            positions = np.flatnonzero(word_of == k)
+            out.append(values[i, positions[0]] if pooling == "first-piece" else values[i, positions].mean(axis=0))
+    return np.stack(out) if out else np.zeros((0, values.shape[-1]), dtype=values.dtype)
+
+
+def read_features(path: str) -> pa.Table:
+    """The whole output file as a table (memory-mapped: columns are read when touched)."""
+    with pa.memory_map(path) as source:
+        return pa.ipc.open_file(source).read_all()
+
+
+def feature_settings(path: str) -> dict:
+    """The settings recorded in an output file's schema metadata (model, layers, pooling, hidden size...)."""
+    with pa.memory_map(path) as source:
+        metadata = pa.ipc.open_file(source).schema.metadata or {}
+    return json.loads(metadata.get(b"bertprep", b"{}"))

@@ -1,0 +1,162 @@
+"""Fill-mask: the word pieces a pre-trained model puts at each ``[MASK]`` of a sentence.
+
+The quickest look at what masked-LM pre-training taught a model (the paper's MLM task, section 3.1, Task
+#1, applied at inference): ``"the capital of france is [MASK] ."`` should give ``paris`` near the top, while
+a model on the unigram plateau answers ``the , . of``. The scores are the model's own MLM head (transform +
+decoder tied to the word embeddings) softmaxed over the vocab at each masked position, as ``transformers``'
+``fill-mask`` pipeline computes them.
+
+A literal ``[MASK]`` in the text is the mask token; the rest is tokenized as everywhere in bertprep (the
+original's rules: a ``[SEP]`` or other bracketed text inside a sentence is split like any other word).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from bertprep.bert_model.hf.interop import (
+    PRETRAINING_ARCHITECTURE,
+    load_model_source,
+    load_pretraining_weights,
+    resolve_do_lower_case,
+    resolve_strip_accents_setting,
+)
+from bertprep.bert_model.model import BertForPreTraining
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
+
+MASK_TOKEN = "[MASK]"
+
+#: Source architectures that carry a trained MLM head.
+MLM_ARCHITECTURES = (PRETRAINING_ARCHITECTURE, "BertForMaskedLM")
+
+
+@dataclass
+class MaskPrediction:
+    """The candidates for one ``[MASK]``."""
+
+    position: int
+    """Index of the ``[MASK]`` in ``FillMaskResult.pieces`` (0 is ``[CLS]``)."""
+    candidates: list[tuple[str, float]]
+    """``(piece, probability)`` pairs, most probable first; probabilities are in [0, 1] over the vocab."""
+
+
+@dataclass
+class FillMaskResult:
+    """One input sentence, its pieces and the predictions at its masks (in order)."""
+
+    text: str
+    pieces: list[str]
+    """``[CLS]``, the text's word pieces with ``[MASK]`` kept, ``[SEP]``."""
+    masks: list[MaskPrediction] = field(default_factory=list)
+
+    def filled(self) -> str:
+        """The text with each ``[MASK]`` replaced by its best candidate (pieces joined as WordPiece does)."""
+        pieces = list(self.pieces[1:-1])
+        for mask in self.masks:
+            pieces[mask.position - 1] = mask.candidates[0][0]
+        return " ".join(pieces).replace(" ##", "")
+
+
+def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[BertForPreTraining, WordPieceTokenizer]:
+    """A model with a trained MLM head and its tokenizer, from a bertprep checkpoint or run directory, or a
+    Hugging Face ``BertForPreTraining`` / ``BertForMaskedLM`` directory (``bertprep export`` writes one).
+
+    Raises:
+        FileNotFoundError: ``path`` is neither (see ``hf_interop.load_model_source``).
+        ValueError: the source has no MLM head (e.g. a bare ``BertModel`` or a fine-tuned classifier: its
+            predictions would come from random weights) or no ``vocab.txt``.
+    """
+    source = load_model_source(path)
+    if source.architecture not in MLM_ARCHITECTURES:
+        raise ValueError(f"{source.path} is a {source.architecture}, which has no masked-LM head, so fill-mask "
+                         f"would show random weights; give a {' or '.join(MLM_ARCHITECTURES)} (e.g. a bertprep "
+                         "pre-training checkpoint: continue pre-training it with bertprep train --init-from)")
+    if source.vocab_tokens is None:
+        raise ValueError(f"{source.path} has no vocab.txt beside its weights")
+    model = BertForPreTraining(source.config)
+    initialised, _ = load_pretraining_weights(model, source.state_dict)
+    head = [k for k in initialised if k.startswith("cls.predictions.")]
+    if head:
+        raise ValueError(f"{source.path} lacks the masked-LM head weights {head}")
+    lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
+    # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
+    strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
+    return model.eval(), WordPieceTokenizer.from_tokens(source.vocab_tokens, lower, strip)
+
+
+def encode_with_masks(tokenizer: WordPieceTokenizer, text: str) -> tuple[list[int], list[str]]:
+    """``[CLS] text [SEP]`` as ids and pieces, each literal ``[MASK]`` in ``text`` one mask token.
+
+    Raises ``ValueError`` when ``text`` holds no ``[MASK]``.
+    """
+    parts = text.split(MASK_TOKEN)
+    if len(parts) < 2:
+        raise ValueError(f"no {MASK_TOKEN} in {text!r}; write {MASK_TOKEN} where the model should fill in a piece")
+    mask_id = tokenizer.token_id(MASK_TOKEN)
+    ids, pieces = [tokenizer.cls_token_id], ["[CLS]"]
+    for i, encoding in enumerate(tokenizer.encode_batch(parts)):
+        if i:
+            ids.append(mask_id)
+            pieces.append(MASK_TOKEN)
+        ids.extend(encoding.ids)
+        pieces.extend(encoding.tokens)
+    ids.append(tokenizer.sep_token_id)
+    pieces.append("[SEP]")
+    return ids, pieces
+
+
+@torch.no_grad()
+def fill_mask(model: BertForPreTraining, tokenizer: WordPieceTokenizer, texts: Sequence[str], *, top_k: int = 5,
+              batch_size: int = 32, device: torch.device | str = "cpu") -> list[FillMaskResult]:
+    """Top-``top_k`` pieces at every ``[MASK]`` of each text.
+
+    Args:
+        model: a ``BertForPreTraining`` with a trained MLM head (``load_mlm_model``), on ``device``.
+        tokenizer: its vocab's tokenizer.
+        texts: sentences with one or more literal ``[MASK]``; each is encoded as one segment
+            (``token_type_ids`` all 0), at most ``max_position_embeddings`` pieces with ``[CLS]``/``[SEP]``.
+        top_k: candidates per mask (1..vocab size).
+    Returns:
+        One ``FillMaskResult`` per text, in order.
+    Raises:
+        ValueError: a text without ``[MASK]``, too long for the model, or a bad ``top_k``.
+    """
+    vocab_size = model.config.vocab_size
+    if not 1 <= top_k <= vocab_size:
+        raise ValueError(f"top_k must be between 1 and the vocab size {vocab_size}, got {top_k}")
+    mask_id = tokenizer.token_id(MASK_TOKEN)
+    encoded = [encode_with_masks(tokenizer, t) for t in texts]
+    limit = model.config.max_position_embeddings
+    for text, (ids, _) in zip(texts, encoded):
+        if len(ids) > limit:
+            raise ValueError(f"{text[:60]!r}... is {len(ids)} pieces with [CLS]/[SEP]; the model takes at most {limit}")
+    results: list[FillMaskResult] = []
+    for start in range(0, len(encoded), batch_size):
+        chunk = encoded[start:start + batch_size]
+        width = max(len(ids) for ids, _ in chunk)
+        input_ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)   # (B, T)
+        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)                     # (B, T)
+        for row, (ids, _) in enumerate(chunk):
+            input_ids[row, :len(ids)] = torch.tensor(ids)
+            attention_mask[row, :len(ids)] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        sequence_output, _ = model.bert(input_ids, torch.zeros_like(input_ids), attention_mask)  # (B, T, H)
+        where = (input_ids == mask_id).nonzero().tolist()                                        # [(b, t), ...]
+        rows = torch.tensor([b for b, _ in where], dtype=torch.long, device=input_ids.device)
+        cols = torch.tensor([t for _, t in where], dtype=torch.long, device=input_ids.device)
+        logits = model.cls.predictions(sequence_output[rows, cols]).float()                     # (M, V)
+        probs, top = torch.softmax(logits, dim=-1).topk(top_k, dim=-1)                           # (M, k)
+        by_row: dict[int, list[MaskPrediction]] = {}
+        for (b, t), p, k in zip(where, probs.tolist(), top.tolist()):
+            by_row.setdefault(b, []).append(
+                MaskPrediction(t, [(tokenizer.tokens[i], float(q)) for i, q in zip(k, p)]))
+        for row, (_, pieces) in enumerate(chunk):
+            results.append(FillMaskResult(texts[start + row], pieces, by_row.get(row, [])))
+    return results
+
+
+__all__ = ["MLM_ARCHITECTURES", "FillMaskResult", "MaskPrediction", "encode_with_masks", "fill_mask",
+           "load_mlm_model"]

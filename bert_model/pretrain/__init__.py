@@ -1,0 +1,11 @@
+"""Pre-training: shards -> a trained encoder (``bertprep train``).
+
+In: a shard directory (``bertprep.pipeline.schema``) and a ``TrainConfig``. Out: a run directory with
+checkpoints (safetensors + the data cursor), metrics and the final model.
+
+Entry points:
+- ``train_config.TrainConfig``: every training setting, validated.
+- ``trainer.train``: the loop (build, step, evaluate, checkpoint, log).
+- ``data``: ``ShardDataset``, batches with a cursor that resumes exactly; ``loader``: the worker processes.
+- ``shard_info``: what a shard directory says about itself; ``distributed``: DDP set-up.
+"""

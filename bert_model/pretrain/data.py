@@ -1,0 +1,357 @@
+"""Pre-training batches from a shard directory, with a cursor that checkpoints restore exactly.
+
+A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded instances and a manifest.
+``ShardDataset`` is a ``torch.utils.data.IterableDataset`` that
+
+* checks the manifest against what the model expects (vocab fingerprint and size, ``max_seq_length``;
+  ``shard_info.py``),
+* splits the shards across *streams*: one stream per (DDP rank, DataLoader worker), stream
+  ``rank * num_workers + worker`` of ``world_size * num_workers`` takes every ``num_streams``-th shard of the
+  epoch's shard order (a seeded permutation that every rank computes alike),
+* shuffles rows with a seeded buffer (``shuffle_buffer_size`` row references; a full buffer emits a random
+  element and takes the next row in its place; the buffer carries over epoch boundaries),
+* masks rows on the fly when the shards were made with ``--masking dynamic`` (``pipeline.masking.mask_instance``: the
+  reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor),
+* and yields collated, padded batches (``collate.py``) together with the stream's state after that batch.
+
+The stream state is the cursor: ``epoch``, ``shard`` (index into the stream's shards of that epoch), ``row``
+(next row of that shard), the buffered row references and the shuffle RNG state, all JSON values. Because a
+state rides with each batch, the main process always knows the state of every stream *as of the batches it
+consumed*, whatever the workers have prefetched. ``ShardLoader`` (``loader.py``) wraps the ``DataLoader`` and keeps
+these states plus the number of batches consumed. The DataLoader takes batches from its workers round-robin, so on
+resume with W workers and C batches consumed, worker ``w`` continues logical stream ``(w + C) % W``: the
+batch sequence continues exactly where it stopped. Exact resumption therefore needs the same ``world_size``
+and ``num_workers``; with others, ``ShardLoader.load_state_dict`` restarts the saved epoch (and says so).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+import os
+import random
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from bertprep.bert_model.collate import collate_numpy
+from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
+from bertprep.pipeline import schema
+from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance
+
+logger = logging.getLogger(__name__)
+
+CURSOR_FORMAT = 1
+
+
+# ------------------------------------------------------------------------------------------ dynamic masking
+
+
+def masking_config(info: ShardInfo) -> MaskingConfig:
+    """The ``MaskingConfig`` of a shard directory (its manifest config, special ids, and for whole-word masking
+    its ``vocab.txt``). Raises ``ValueError`` when whole-word masking is asked for without a vocab file."""
+    is_subword = None
+    if info.masking_scheme != "token" and not info.has_word_ids:
+        if not info.vocab_file or not os.path.exists(info.vocab_file):
+            raise ValueError(f"shards {info.shard_dir}: dynamic whole-word masking needs the vocab file "
+                             f"{info.vocab_file or 'vocab.txt'} beside the manifest")
+        with open(info.vocab_file, encoding="utf-8") as f:
+            tokens = [line.rstrip("\n") for line in f]
+        is_subword = np.array([t.strip().startswith("##") for t in tokens[:info.vocab_size]], dtype=bool)
+    ids = info.special_token_ids
+    return MaskingConfig(vocab_size=info.vocab_size, cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
+                         mask_token_id=ids["[MASK]"], masked_lm_prob=info.masked_lm_prob,
+                         max_predictions_per_seq=info.max_predictions_per_seq, is_subword=is_subword,
+                         masking_scheme=info.masking_scheme, max_ngram_size=info.max_ngram_size,
+                         span_geometric_p=info.span_geometric_p, max_span_length=info.max_span_length)
+
+
+# -------------------------------------------------------------------------------------------- shard reading
+
+_LIST_COLUMNS = ("input_ids", "token_type_ids", "masked_lm_positions", "masked_lm_ids")
+
+
+class _ShardReader:
+    """Random access to the rows of one memory-mapped Arrow IPC file (zero-copy numpy views).
+
+    With ``vocab_size``, token ids (``input_ids``, ``masked_lm_ids``) must be below it. Raises ``ValueError``
+    naming the file when it is not a readable Arrow file (truncated, overwritten), lacks a column of its
+    ``objective`` (``schema.columns``) or holds ids out of range. Rows carry ``next_sentence_label`` unless the
+    objective is ``none``.
+    """
+
+    def __init__(self, path: str, vocab_size: int | None = None, objective: str = "nsp"):
+        self.path = path
+        damaged = "the shard is damaged; re-create the shards with bertprep make-shards"
+        try:
+            source = pa.memory_map(path, "r")
+            reader = pa.ipc.open_file(source)
+            missing = set(schema.columns(objective)) - set(reader.schema.names)
+            if missing:
+                raise ValueError(f"{path}: columns {sorted(missing)} are missing; not a bertprep shard")
+            self._batches = []
+            # (word_ids, where the shards have it: the words of dynamic word-level masking)
+            self._list_columns = _LIST_COLUMNS + (("word_ids",) if "word_ids" in reader.schema.names else ())
+            starts = [0]
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                cols = {}
+                for name in self._list_columns:
+                    arr = batch.column(name)
+                    cols[name] = (arr.offsets.to_numpy(), arr.values.to_numpy())
+                if objective != "none":
+                    cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
+                if vocab_size is not None:
+                    for name in ("input_ids", "masked_lm_ids"):
+                        values = cols[name][1]
+                        if len(values) and int(values.max()) >= vocab_size:
+                            raise ValueError(f"{path}: {name} holds id {int(values.max())}, outside the vocab of "
+                                             f"{vocab_size} entries; {damaged}")
+                self._batches.append(cols)
+                starts.append(starts[-1] + batch.num_rows)
+        except (pa.ArrowException, OSError) as err:
+            raise ValueError(f"{path}: not a readable Arrow shard ({err}); {damaged}") from None
+        self._starts = starts
+        self.num_rows = starts[-1]
+
+    def row(self, index: int) -> dict[str, Any]:
+        b = bisect.bisect_right(self._starts, index) - 1
+        cols, local = self._batches[b], index - self._starts[b]
+        out: dict[str, Any] = {}
+        for name in self._list_columns:
+            offsets, values = cols[name]
+            out[name] = values[offsets[local]:offsets[local + 1]]
+        if "next_sentence_label" in cols:
+            out["next_sentence_label"] = int(cols["next_sentence_label"][local])
+        return out
+
+
+# ----------------------------------------------------------------------------------------------- dataset
+
+
+def epoch_shard_order(num_shards: int, seed: int, epoch: int, shuffle: bool) -> list[int]:
+    """Shard indices in the order of ``epoch``: a permutation seeded by (seed, epoch), the same on every rank."""
+    order = list(range(num_shards))
+    if shuffle:
+        random.Random(f"bertprep-shards:{seed}:{epoch}").shuffle(order)
+    return order
+
+
+class ShardDataset(IterableDataset):
+    """Batches of pre-training instances from a shard directory (see the module docstring).
+
+    Args:
+        shard_dir: finished shard directory (has ``manifest.json``).
+        batch_size: instances per batch (per rank, per micro-step).
+        seed: seeds the epoch shard orders and the per-stream shuffle buffers.
+        shuffle: shuffle shard order and rows (training) or read in file order (evaluation).
+        shuffle_buffer_size: row references held by each stream's shuffle buffer (at most the rows a
+            stream reads per epoch, so that no row is buffered twice).
+        infinite: loop over epochs forever (training); else one pass, the last batch may be short.
+        rank, world_size: this process's DDP rank and the number of ranks.
+        num_workers: DataLoader workers per rank that will iterate this dataset (0 = in the main process).
+        pad_to_multiple_of: see ``collate``.
+        info: the directory's ``ShardInfo`` when already read.
+    Yields:
+        ``(batch, state)``: ``batch`` as ``collate_numpy`` returns it, ``state`` the stream's JSON-serialisable
+        cursor after the batch. ``ShardLoader`` turns the arrays into tensors and keeps the states.
+    Raises:
+        ValueError: (when iterated) fewer shards than training streams (``world_size * max(1, num_workers)``).
+    """
+
+    def __init__(
+        self,
+        shard_dir: str,
+        *,
+        batch_size: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        shuffle_buffer_size: int = 10_000,
+        infinite: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 0,
+        pad_to_multiple_of: int = 8,
+        info: ShardInfo | None = None,
+    ):
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if shuffle and shuffle_buffer_size <= 0:
+            raise ValueError(f"shuffle_buffer_size must be positive, got {shuffle_buffer_size}")
+        self.info = info if info is not None else read_shard_info(shard_dir)
+        # Row references are global row numbers: shard i holds rows offsets[i] .. offsets[i+1]-1.
+        self._offsets = [0]
+        for rows in self.info.shard_rows:
+            self._offsets.append(self._offsets[-1] + rows)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.shuffle = shuffle
+        self.shuffle_buffer_size = shuffle_buffer_size if shuffle else 0
+        self.infinite = infinite
+        self.rank, self.world_size = rank, world_size
+        self.num_logical_workers = max(1, num_workers)
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.num_streams = world_size * self.num_logical_workers
+        if infinite and self.info.num_shards < self.num_streams:
+            raise ValueError(
+                f"shards {shard_dir} hold {self.info.num_shards} shard file(s) but training reads "
+                f"{self.num_streams} streams (world size {world_size} x {self.num_logical_workers} loader "
+                "worker(s)); make the shards with more output files or use fewer --num-workers"
+            )
+        # The buffer must fill within one epoch of a stream (else it would hold the same row twice).
+        rows_per_stream_epoch = (self.info.num_shards // self.num_streams) * min(self.info.shard_rows)
+        if self.shuffle_buffer_size > rows_per_stream_epoch > 0:
+            self.shuffle_buffer_size = rows_per_stream_epoch
+        # Shards made with --masking dynamic hold unmasked rows: mask each row as it is batched.
+        self.masking = masking_config(self.info) if self.info.masking == "dynamic" else None
+        # Set by ShardLoader before each iteration.
+        self.start_states: dict[int, dict[str, Any]] = {}
+        self.worker_offset = 0
+
+    # -- stream mechanics
+
+    def stream_index(self, logical_worker: int) -> int:
+        return self.rank * self.num_logical_workers + logical_worker
+
+    def stream_shards(self, stream: int, epoch: int) -> list[int]:
+        """Shard indices stream ``stream`` reads in ``epoch``, in reading order."""
+        order = epoch_shard_order(self.info.num_shards, self.seed, epoch, self.shuffle)
+        return order[stream::self.num_streams]
+
+    def _fresh_state(self, logical_worker: int, epoch: int = 0) -> dict[str, Any]:
+        stream = self.stream_index(logical_worker)
+        rng = random.Random(f"bertprep-buffer:{self.seed}:{stream}:{self.num_streams}")
+        return {"stream": logical_worker, "epoch": epoch, "shard": 0, "row": 0, "buffer": [],
+                "rng": _rng_to_json(rng.getstate()),
+                "mask_rng": self._mask_rng(logical_worker, epoch).bit_generator.state}
+
+    def _mask_rng(self, logical_worker: int, epoch: int) -> np.random.Generator:
+        """Generator of the dynamic masking of one stream in one epoch, seeded from (seed, rank, worker, epoch)."""
+        return np.random.default_rng([self.seed, self.rank, logical_worker, epoch, 0x6D61736B])
+
+    def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
+        worker = get_worker_info()
+        if worker is not None and worker.num_workers != self.num_logical_workers:
+            raise RuntimeError(f"ShardDataset built for {self.num_logical_workers} workers runs in "
+                               f"{worker.num_workers}; pass the DataLoader's num_workers to ShardDataset")
+        worker_id = worker.id if worker is not None else 0
+        logical = (worker_id + self.worker_offset) % self.num_logical_workers
+        state = self.start_states.get(logical) or self._fresh_state(logical)
+        if worker is None:
+            yield from self._stream(logical, state)
+            return
+        try:
+            yield from self._stream(logical, state)
+        except ValueError as err:  # a damaged shard: the message alone, without the worker's traceback
+            yield _StreamError(str(err)), None
+
+    def _stream(self, logical: int, state: dict[str, Any]) -> Iterator[tuple[dict[str, torch.Tensor], dict]]:
+        stream = self.stream_index(logical)
+        epoch, shard_pos, row = state["epoch"], state["shard"], state["row"]
+        buffer: list[int] = list(state["buffer"])
+        rng = random.Random()
+        rng.setstate(_rng_from_json(state["rng"]))
+        if "mask_rng" in state:
+            mask_rng = np.random.default_rng()
+            mask_rng.bit_generator.state = state["mask_rng"]
+        else:  # a cursor saved before dynamic masking existed: the stream's generator for this epoch
+            mask_rng = self._mask_rng(logical, epoch)
+        readers: dict[int, _ShardReader] = {}
+        pending: list[dict[str, Any]] = []
+
+        def read_row(ref: int) -> dict[str, Any]:
+            shard = bisect.bisect_right(self._offsets, ref) - 1
+            if shard not in readers:
+                readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size,
+                                              self.info.objective)
+                if readers[shard].num_rows != self.info.shard_rows[shard]:
+                    raise ValueError(f"{self.info.shard_files[shard]} holds {readers[shard].num_rows} rows, the "
+                                     f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt")
+            return readers[shard].row(ref - self._offsets[shard])
+
+        def snapshot() -> dict[str, Any]:
+            return {"stream": logical, "epoch": epoch, "shard": shard_pos, "row": row,
+                    "buffer": list(buffer), "rng": _rng_to_json(rng.getstate()),
+                    "mask_rng": mask_rng.bit_generator.state,
+                    "shards": self.stream_shards(stream, epoch)}
+
+        def emit(ref: int):
+            row_data = read_row(ref)
+            if self.masking is not None:
+                ids, positions, labels = mask_instance(row_data["input_ids"], self.masking, mask_rng,
+                                                       word_ids=row_data.get("word_ids"))
+                row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
+            row_data.pop("word_ids", None)  # (used for masking; not a model input)
+            pending.append(row_data)
+            if len(pending) == self.batch_size:
+                batch = collate_numpy(pending, pad_token_id=self.info.pad_token_id,
+                                      pad_to_multiple_of=self.pad_to_multiple_of)
+                pending.clear()
+                return batch
+            return None
+
+        while True:
+            shards = self.stream_shards(stream, epoch)
+            while shard_pos < len(shards):
+                shard = shards[shard_pos]
+                num_rows, first = self.info.shard_rows[shard], self._offsets[shard]
+                while row < num_rows:
+                    ref = first + row
+                    row += 1
+                    if self.shuffle_buffer_size:
+                        if len(buffer) < self.shuffle_buffer_size:
+                            buffer.append(ref)
+                            continue
+                        j = rng.randrange(len(buffer))
+                        ref, buffer[j] = buffer[j], ref
+                    batch = emit(ref)
+                    if batch is not None:
+                        yield batch, snapshot()
+                shard_pos, row = shard_pos + 1, 0
+                readers.clear()  # unmap shards no longer read (buffered refs reopen on demand)
+            if not self.infinite:
+                break
+            epoch, shard_pos, row = epoch + 1, 0, 0
+            mask_rng = self._mask_rng(logical, epoch)
+        # One pass only: drain the buffer in random order, then the short last batch.
+        rng.shuffle(buffer)
+        for ref in buffer:
+            batch = emit(ref)
+            if batch is not None:
+                yield batch, snapshot()
+        buffer.clear()
+        if pending:
+            yield collate_numpy(pending, pad_token_id=self.info.pad_token_id,
+                                pad_to_multiple_of=self.pad_to_multiple_of), snapshot()
+
+
+@dataclass(frozen=True)
+class _StreamError:
+    """What a loader worker sends instead of a batch when its stream fails with a ``ValueError`` (a damaged
+    shard): ``ShardLoader`` raises it again in the training process with the one-line message. (PyTorch would
+    re-raise it with the worker's whole traceback in the message.)"""
+
+    message: str
+
+
+def _rng_to_json(state: tuple) -> list:
+    version, internal, gauss_next = state
+    return [version, list(internal), gauss_next]
+
+
+def _rng_from_json(state: list) -> tuple:
+    version, internal, gauss_next = state
+    return (version, tuple(internal), gauss_next)
+
+
+def num_batches_per_epoch(info: ShardInfo, batch_size: int, world_size: int = 1) -> int:
+    """Approximate optimizer micro-steps per epoch on each rank (rows / (batch_size * world_size))."""
+    return math.ceil(info.num_rows / (batch_size * world_size))
+
+
+__all__ = ["CURSOR_FORMAT", "ShardDataset", "epoch_shard_order", "masking_config", "num_batches_per_epoch"]

@@ -1,0 +1,441 @@
+"""The fine-tuning loop for every task family (BERT paper, section 4 and appendix A.3).
+
+One loop serves every task; a *task* object (``tasks.py``: ``glue.GlueTask``, ``squad.SquadTask``,
+``ner.NerTask``, ``multiple_choice.MultipleChoiceTask``) reads its files, turns examples into features, builds
+its head, and turns model outputs into predictions and metrics; ``predict.py`` runs a kept model. The loop:
+
+* starts from a bertprep pre-training checkpoint or a Hugging Face BERT directory (encoder weights; the new
+  head is initialised as google-research/bert does), or from random initialisation with the same config
+  (``random_init``, for baselines) or a preset;
+* tokenizes with the model's own ``vocab.txt`` (``pipeline.vocab_files.WordPieceTokenizer``);
+* trains with AdamW over ``optim.param_groups`` (no decay on biases and LayerNorm), linear warm-up over
+  ``warmup_proportion`` of the steps then linear decay to 0, gradient clipping, bf16 autocast on CUDA and
+  fp32 on CPU unless ``precision`` says otherwise, seeded data order and dropout;
+* evaluates after every epoch (and every ``eval_every`` steps), logs ``metrics.jsonl`` and keeps the
+  checkpoint with the best task metric in ``output_dir/best/``: a Hugging Face directory (``config.json``,
+  ``model.safetensors``, tokenizer files) plus ``finetune.json`` (the task settings ``predict`` needs), with
+  its evaluation predictions in ``output_dir/eval_predictions.*``; ``results.json`` summarises the run.
+
+Defaults are the paper's fine-tuning recipe (A.3: batch 32, learning rate 5e-5 / 3e-5 / 2e-5, 3 epochs,
+warm-up 10%) and google-research/bert ``run_classifier.py`` / ``run_squad.py`` (5e-5, AdamW epsilon 1e-6,
+weight decay 0.01, clipping at norm 1.0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from bertprep.bert_model.collate import collate_features
+from bertprep.bert_model.hf.export import write_hf_directory
+from bertprep.bert_model.heads import load_encoder_weights
+from bertprep.bert_model.hf.interop import (
+    FINETUNE_FILE,
+    ModelSource,
+    load_model_source,
+    resolve_do_lower_case,
+    resolve_strip_accents_setting,
+)
+from bertprep.bert_model.metrics import JsonlWriter
+from bertprep.bert_model.model import PRESETS, BertConfig
+from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
+from bertprep.bert_model.precision import autocast_context, check_precision
+from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
+from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything, write_atomic
+from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+
+logger = logging.getLogger("bertprep.finetune")
+
+@dataclass
+class FinetuneConfig:
+    """Training settings of ``bertprep finetune`` (the task's own settings live in the task object)."""
+
+    train_file: str
+    """Training data (GLUE TSV, SQuAD JSON or CoNLL)."""
+    output_dir: str
+    """Run directory: metrics.jsonl, results.json, best/ and eval_predictions.*."""
+    eval_file: str | None = None
+    """Evaluation data in the same format; without it the last step's model is kept."""
+    init_from: str | None = None
+    """bertprep checkpoint / run directory or Hugging Face BERT directory whose encoder starts training."""
+    random_init: bool = False
+    """Take only the config and vocab from ``init_from`` and start from random weights (a baseline)."""
+    preset: str | None = None
+    """Model size for random initialisation without ``init_from`` (needs ``vocab``)."""
+    vocab: str | None = None
+    """``vocab.txt`` to tokenize with (default: the one beside ``init_from``'s weights)."""
+    do_lower_case: bool | None = None
+    """Lower-case input; None = as recorded with the model (else guessed from the vocab)."""
+    strip_accents: bool | None = None
+    """Strip accents (NFD; splits Hangul syllables into jamo); None = as recorded with the model, else the same
+    as ``do_lower_case`` (the original)."""
+    learning_rate: float = 5e-5
+    """Peak learning rate (paper: one of 5e-5, 3e-5, 2e-5)."""
+    batch_size: int = 32
+    """Training examples (features) per step."""
+    eval_batch_size: int = 64
+    """Features per forward pass when evaluating."""
+    num_train_epochs: float = 3.0
+    """Passes over the training features (fractions allowed)."""
+    max_steps: int | None = None
+    """Length of the schedule in steps, overriding ``num_train_epochs``."""
+    max_time_minutes: float | None = None
+    """Stop training after this many minutes (schedule unchanged), then evaluate and save."""
+    warmup_proportion: float = 0.1
+    """Share of the steps with linear learning-rate warm-up."""
+    weight_decay: float = 0.01
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0 = off)."""
+    eval_every: int = 0
+    """Also evaluate every this many steps (0 = after each epoch only)."""
+    log_every: int = 50
+    """Steps between training-loss lines in metrics.jsonl."""
+    max_train_examples: int | None = None
+    """Use only the first this many training examples (questions for SQuAD, sentences for NER)."""
+    max_eval_examples: int | None = None
+    """Evaluate on only the first this many examples."""
+    seed: int = 12345
+    """Seeds head initialisation, dropout and data order."""
+    device: str = "auto"
+    """``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:N``."""
+    precision: str = "auto"
+    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (see ``precision.py``)."""
+    overwrite: bool = False
+    """Replace an existing run in ``output_dir``."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.init_from is None and (self.preset is None or self.vocab is None):
+            raise ValueError("give init_from (a pre-trained checkpoint or Hugging Face directory), or preset and "
+                             "vocab for a randomly initialised model")
+        if self.random_init and self.init_from is None:
+            raise ValueError("random_init takes the config from init_from; give init_from (or preset + vocab)")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        for name in ("learning_rate", "batch_size", "eval_batch_size", "num_train_epochs", "log_every"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("max_steps", "max_time_minutes", "max_train_examples", "max_eval_examples"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+        for name in ("weight_decay", "max_grad_norm", "eval_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_precision(self.precision)
+
+
+@dataclass
+class FinetuneResult:
+    """What ``finetune`` returns."""
+
+    best_dir: str
+    """The kept model (Hugging Face directory + finetune.json)."""
+    best_metrics: dict[str, float] | None
+    """Evaluation metrics of the kept model (None without an eval file)."""
+    best_step: int
+    steps: int
+    """Optimizer steps done."""
+    train_seconds: float
+    stop_reason: str
+    """``completed``, ``max_steps`` or ``max_time``."""
+    model: nn.Module
+
+
+
+# -------------------------------------------------------------------------------------------- the model
+
+
+def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | None, WordPieceTokenizer]:
+    """Encoder config, weight source (None for a preset) and tokenizer of a run."""
+    source = load_model_source(config.init_from) if config.init_from else None
+    if source is not None:
+        bert_config = source.config
+        tokens = read_vocab_file(config.vocab) if config.vocab else source.vocab_tokens
+        if tokens is None:
+            raise ValueError(f"{config.init_from} has no vocab.txt beside its weights; pass --vocab (the vocab the "
+                             "model was pre-trained with)")
+        if config.vocab and source.vocab_tokens is not None and tokens != source.vocab_tokens:
+            logger.warning("--vocab %s differs from the vocab saved with %s", config.vocab, source.path)
+        do_lower_case = resolve_do_lower_case(config.do_lower_case, source.do_lower_case, tokens)
+        strip_accents = resolve_strip_accents_setting(config.strip_accents, source.strip_accents,
+                                                      source.do_lower_case, do_lower_case)
+    else:
+        tokens = read_vocab_file(config.vocab)  # type: ignore[arg-type]
+        bert_config = BertConfig.from_preset(config.preset, vocab_size=len(tokens),  # type: ignore[arg-type]
+                                             pad_token_id=tokens.index("[PAD]"))
+        do_lower_case = resolve_do_lower_case(config.do_lower_case, None, tokens)
+        strip_accents = resolve_strip_accents_setting(config.strip_accents, None, None, do_lower_case)
+    if len(tokens) != bert_config.vocab_size:
+        raise ValueError(f"the vocab has {len(tokens)} entries but the model's vocab_size is "
+                         f"{bert_config.vocab_size}; pass the vocab the model was trained with (--vocab)")
+    return bert_config, source, WordPieceTokenizer.from_tokens(tokens, do_lower_case, strip_accents)
+
+
+def _finetune_json(task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**task.to_json(), "do_lower_case": tokenizer.do_lower_case, "strip_accents": tokenizer.strip_accents,
+            **extra}
+
+
+def _save_model(path: str, model: nn.Module, task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]
+                ) -> str:
+    return write_hf_directory(
+        path, model, vocab_tokens=tokenizer.tokens, do_lower_case=tokenizer.do_lower_case,
+        strip_accents=tokenizer.strip_accents,
+        id2label=task.id2label, finetuning_task=getattr(task, "glue_task", None) or task.name,
+        extra_json={FINETUNE_FILE: _finetune_json(task, tokenizer, extra)}, overwrite=True)
+
+
+# ------------------------------------------------------------------------------------------ fine-tuning
+
+
+def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
+    """Fine-tune on ``config.train_file`` and keep the best model by ``task.metric_for_best`` (see the module
+    docstring for what is written).
+
+    With ``overwrite``, a previous run in ``output_dir`` stays whole until this one completes (this run is
+    written to ``output_dir/.tmp-run-<host>-<pid>/`` and then swapped in); a failed run leaves it as it was,
+    and the folders of killed runs are removed by the next run that completes there.
+
+    Raises:
+        FileNotFoundError: a data file or the model directory does not exist.
+        FileExistsError: ``output_dir`` holds a previous run and ``overwrite`` is False.
+        ValueError: ``init_from`` or ``vocab`` lies in ``output_dir`` (the run would replace it).
+        ValueError: malformed data (with file and line), a model / vocab mismatch, or bad settings.
+        FloatingPointError: the training loss became NaN or infinite.
+    """
+    t_start = time.monotonic()
+    for what, given in (("--init-from", config.init_from), ("--vocab", config.vocab)):
+        if given and path_is_within(given, config.output_dir):
+            raise ValueError(f"{what} {given} lies in --output-dir {config.output_dir}, whose run files (best/, "
+                             "results.json, metrics.jsonl, eval_predictions.*) this run replaces; choose an "
+                             "--output-dir outside the model it starts from")
+    previous = _run_files(config.output_dir)
+    if "best" in previous or "results.json" in previous:
+        if not config.overwrite:
+            raise FileExistsError(f"{config.output_dir} already holds a fine-tuning run; choose another "
+                                  "--output-dir or pass --overwrite")
+        # Write beside, then swap: the previous run stays whole until this one has completed.
+        staging = os.path.join(config.output_dir, f"{_STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        logger.info("the previous run in %s is replaced only when this one completes; until then this run is "
+                    "written to %s", config.output_dir, staging)
+        try:
+            result = _finetune(config, task, staging, t_start)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _swap_in_run(staging, config.output_dir)
+        _remove_stale_staging(config.output_dir)
+        return dataclasses.replace(result, best_dir=os.path.join(config.output_dir, "best"))
+    return _finetune(config, task, config.output_dir, t_start)
+
+
+#: What a fine-tuning run writes in its output directory (besides ``eval_predictions.*``).
+_RUN_FILES = ("best", "results.json", "metrics.jsonl")
+
+
+def _run_files(directory: str) -> list[str]:
+    """Names of the run outputs in ``directory`` (``_RUN_FILES`` and ``eval_predictions.*``)."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(n for n in os.listdir(directory) if n in _RUN_FILES or n.startswith("eval_predictions."))
+
+
+_STAGING_PREFIX = ".tmp-run-"
+
+
+def _remove_stale_staging(output_dir: str) -> None:
+    """Remove the staging folders (``.tmp-run-<host>-<pid>``) that killed runs on this host left in
+    ``output_dir``; those of live processes, and of other hosts, are kept."""
+    prefix = f"{_STAGING_PREFIX}{socket.gethostname()}-"
+    for name in os.listdir(output_dir):
+        pid = name[len(prefix):]
+        if not name.startswith(prefix) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            logger.info("removing %s, left by a run that was killed", os.path.join(output_dir, name))
+            shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
+        except PermissionError:  # a live process of another user
+            pass
+
+
+def _swap_in_run(staging: str, output_dir: str) -> None:
+    """Replace the run outputs in ``output_dir`` by those in ``staging`` (the old ones are moved aside first and
+    deleted last; ``results.json``, the completion marker, moves in last)."""
+    old = os.path.join(output_dir, f".old-run-{os.getpid()}")
+    os.makedirs(old)
+    for name in _run_files(output_dir):
+        os.replace(os.path.join(output_dir, name), os.path.join(old, name))
+    for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
+        os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+    os.rmdir(staging)
+    shutil.rmtree(old)
+
+
+def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> FinetuneResult:
+    """``finetune`` writing into ``run_dir`` (the output directory, or a staging directory in it)."""
+    device = resolve_device(config.device)
+    best_dir = os.path.join(run_dir, "best")
+    bert_config, source, tokenizer = _model_inputs(config)
+    # Nothing of an earlier crashed run (no results.json) may pass for a result of this one.
+    for name in _run_files(run_dir):
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    max_seq_length = task.max_seq_length
+    if max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
+                         f"{bert_config.max_position_embeddings}")
+
+    train_examples = task.read(config.train_file, limit=config.max_train_examples, split="train")
+    task.prepare(train_examples)
+    train_features = task.featurize(train_examples, tokenizer, with_labels=True)
+    if not train_features:
+        raise ValueError(f"{config.train_file}: no usable training examples")
+    eval_examples = eval_features = None
+    if config.eval_file:
+        eval_examples = task.read(config.eval_file, limit=config.max_eval_examples, split="eval")
+        eval_features = task.featurize(eval_examples, tokenizer, with_labels=False)
+
+    seed_everything(config.seed)
+    model = task.build_model(bert_config)
+    init = "random"
+    if source is not None and not config.random_init:
+        fresh = load_encoder_weights(model, source.state_dict)
+        init = f"{source.kind} {source.path}"
+        logger.info("encoder from %s; newly initialised: %s", source.path, ", ".join(fresh))
+    model.to(device)
+
+    steps_per_epoch = math.ceil(len(train_features) / config.batch_size)
+    num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
+    warmup_steps = int(config.warmup_proportion * num_train_steps)
+    optimizer = create_optimizer(model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+                                 eps=config.adam_epsilon)
+    scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
+    generator = torch.Generator().manual_seed(config.seed)
+    loader = torch.utils.data.DataLoader(
+        train_features, batch_size=config.batch_size, shuffle=True, generator=generator,
+        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id))
+
+    os.makedirs(run_dir, exist_ok=True)
+    metrics_path = os.path.join(run_dir, "metrics.jsonl")
+    writer = JsonlWriter(metrics_path)
+    logger.info("%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
+                "lr %g, batch %d, device %s, init %s", task.name, len(train_examples), len(train_features),
+                len(eval_examples or []), num_train_steps, steps_per_epoch, warmup_steps, config.learning_rate,
+                config.batch_size, device, init)
+    run_info = {"init": init, "random_init": source is None or config.random_init,
+                "train_file": os.path.abspath(config.train_file),
+                "eval_file": os.path.abspath(config.eval_file) if config.eval_file else None,
+                "train_examples": len(train_examples), "train_features": len(train_features),
+                "eval_examples": len(eval_examples or []), "seed": config.seed,
+                "learning_rate": config.learning_rate, "batch_size": config.batch_size,
+                "num_train_steps": num_train_steps, "warmup_steps": warmup_steps}
+
+    best: dict[str, Any] = {"value": -math.inf, "metrics": None, "step": 0}
+    suffix = PREDICTION_SUFFIX[task.name]
+
+    def evaluate(at_step: int, epoch: float) -> None:
+        outputs = run_model(model, eval_features, batch_size=config.eval_batch_size, device=device,
+                            pad_token_id=tokenizer.pad_token_id, progress=config.progress,
+                            precision=config.precision)
+        predictions = task.predictions(eval_examples, eval_features, outputs)
+        values = task.metric_values(eval_examples, predictions)
+        writer.write({"step": at_step, "epoch": round(epoch, 4), "split": "eval", **values,
+                      "elapsed_s": time.monotonic() - t_start})
+        tqdm.write(f"eval step {at_step} (epoch {epoch:.2f}): " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
+        value = values[task.metric_for_best]
+        if value > best["value"]:
+            best.update(value=value, metrics=values, step=at_step)
+            _save_model(best_dir, model, task, tokenizer,
+                        {"selected_step": at_step, "metrics": values, **run_info})
+            predictions_path = os.path.join(run_dir, f"eval_predictions.{suffix}")
+            write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
+            write_extra_predictions(task, predictions_path, eval_examples, predictions)
+
+    model.train()
+    step, epoch_index, stop_reason = 0, 0, "completed"
+    last_eval = -1
+    window_loss, window_n = 0.0, 0
+    bar = tqdm(total=num_train_steps, disable=not config.progress, dynamic_ncols=True, unit="step")
+    autocast = autocast_context(device, config.precision)
+    t_train = time.monotonic()
+    while step < num_train_steps:
+        for batch in loader:
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            with autocast:
+                out = model(**batch)
+            out.loss.backward()
+            lr, _ = optimizer_step(model, optimizer, scheduler, config.max_grad_norm)
+            step += 1
+            bar.update(1)
+            loss = float(out.loss.detach())
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"training loss is {loss} at step {step}; lower --learning-rate")
+            window_loss, window_n = window_loss + loss, window_n + 1
+            if step % config.log_every == 0 or step == num_train_steps:
+                writer.write({"step": step, "split": "train", "loss": window_loss / window_n, "lr": lr,
+                              "elapsed_s": time.monotonic() - t_start})
+                bar.set_postfix(loss=f"{window_loss / window_n:.4f}")
+                window_loss, window_n = 0.0, 0
+            timed_out = (config.max_time_minutes is not None
+                         and time.monotonic() - t_train >= config.max_time_minutes * 60)
+            if eval_features is not None and config.eval_every and step % config.eval_every == 0:
+                evaluate(step, step / steps_per_epoch)
+                last_eval = step
+            if step >= num_train_steps or timed_out:
+                if timed_out:
+                    stop_reason = "max_time"
+                elif config.max_steps:
+                    stop_reason = "max_steps"
+                break
+        else:
+            epoch_index += 1
+            if eval_features is not None and last_eval != step:
+                evaluate(step, float(epoch_index))
+                last_eval = step
+            continue
+        break
+    bar.close()
+    train_seconds = time.monotonic() - t_train
+    if eval_features is not None and last_eval != step:
+        evaluate(step, step / steps_per_epoch)
+    if eval_features is None:
+        _save_model(best_dir, model, task, tokenizer, {"selected_step": step, "metrics": None, **run_info})
+        best["step"] = step
+    writer.close()
+    results = {"task": task.to_json(), "best_step": best["step"], "best_metrics": best["metrics"],
+               "metric_for_best": task.metric_for_best, "steps": step, "stop_reason": stop_reason,
+               "train_seconds": round(train_seconds, 1), "total_seconds": round(time.monotonic() - t_start, 1),
+               "device": str(device), **run_info}
+
+    def dump(p: str) -> None:
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+
+    write_atomic(os.path.join(run_dir, "results.json"), dump)
+    logger.info("done: %d steps in %.1f min (%s); best %s %s at step %d; model %s", step, train_seconds / 60,
+                stop_reason, task.metric_for_best, None if best["metrics"] is None else f"{best['value']:.4f}",
+                best["step"], best_dir)
+    return FinetuneResult(best_dir=best_dir, best_metrics=best["metrics"], best_step=best["step"], steps=step,
+                          train_seconds=train_seconds, stop_reason=stop_reason, model=model)

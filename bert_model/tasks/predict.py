@@ -1,0 +1,180 @@
+"""Running a fine-tuned model: :func:`run_model` (batched outputs in input order, used by the fine-tuning
+loop's evaluation too), :func:`load_finetuned` and :func:`predict` (``bertprep predict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from bertprep.bert_model.collate import collate_features
+from bertprep.bert_model.tasks.glue import GlueTask
+from bertprep.bert_model.heads import load_full_weights
+from bertprep.bert_model.hf.interop import (
+    FINETUNE_FILE,
+    build_model,
+    load_model_source,
+    resolve_do_lower_case,
+    resolve_strip_accents_setting,
+)
+from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
+from bertprep.bert_model.tasks.ner import NerTask
+from bertprep.bert_model.precision import autocast_context
+from bertprep.bert_model.runtime import path_is_within, resolve_device, write_atomic
+from bertprep.bert_model.tasks.squad import SquadTask
+from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_from_json
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
+
+
+@torch.no_grad()
+def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_size: int, device: torch.device,
+              pad_token_id: int = 0, progress: bool = False, precision: str = "auto") -> list[dict[str, np.ndarray]]:
+    """Outputs of ``model`` for every feature (eval mode, no gradients), as float32 numpy arrays.
+
+    Features are batched in order of length (less padding) and the outputs put back in input order; the
+    per-token outputs (``model.per_token_outputs``) are cut to each feature's length. The model's training
+    mode is restored afterwards.
+    """
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+    out: list[dict[str, np.ndarray]] = [None] * len(features)  # type: ignore[list-item]
+    per_token = set(getattr(model, "per_token_outputs", ()))
+    for k in tqdm(range(0, len(order), batch_size), disable=not progress, desc="eval", leave=False):
+        index = order[k: k + batch_size]
+        batch = collate_features([{"input_ids": features[i]["input_ids"],
+                                   "token_type_ids": features[i]["token_type_ids"]} for i in index], pad_token_id)
+        batch = {key: v.to(device) for key, v in batch.items()}
+        with autocast_context(device, precision):
+            result = model(**batch)
+        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                  if f.name != "loss" and getattr(result, f.name) is not None}
+        arrays = {name: t.float().cpu().numpy() for name, t in fields.items()}
+        for row, i in enumerate(index):
+            n = len(features[i]["input_ids"])
+            out[i] = {name: (a[row, :n] if name in per_token else a[row]) for name, a in arrays.items()}
+    model.train(was_training)
+    return out
+
+
+@dataclass
+class PredictResult:
+    output_file: str
+    examples: int
+    metrics: dict[str, float] | None
+    """Metrics against the file's own labels, when every example has them."""
+
+
+def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = None,
+                   do_lower_case: bool | None = None,
+                   strip_accents: bool | None = None) -> tuple[nn.Module, Task, WordPieceTokenizer]:
+    """A fine-tuned model, its task and tokenizer, from a ``bertprep finetune`` output (``best/`` or the run
+    directory) or a Hugging Face directory of a head.
+
+    Without ``finetune.json`` (a model fine-tuned elsewhere) the task follows from ``architectures``: token
+    classification and question answering take their defaults and the labels from ``id2label``; sequence
+    classification needs the columns in ``task_overrides`` (``text_a_column``...). ``task_overrides``
+    (values not None) replace task settings either way.
+
+    Raises ``FileNotFoundError`` / ``ValueError`` for a directory that is not a fine-tuned head.
+    """
+    source = load_model_source(model_dir)
+    overrides = {k: v for k, v in (task_overrides or {}).items() if v is not None}
+    if source.finetune is not None:
+        values = {**source.finetune, "train_articles": None, "eval_articles": None, "train_paragraphs": None,
+                  "eval_paragraphs": None, **overrides}
+        task = task_from_json({k: v for k, v in values.items()
+                               if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__})
+        recorded = source.finetune.get("do_lower_case")
+        recorded_strip = source.finetune.get("strip_accents", source.strip_accents)
+    else:
+        labels = [source.id2label[i] for i in sorted(source.id2label)] if source.id2label else None
+        if source.architecture == "BertForQuestionAnswering":
+            task = SquadTask(**overrides)
+        elif source.architecture == "BertForTokenClassification":
+            task = NerTask(labels=labels, **overrides)
+        elif source.architecture == "BertForMultipleChoice":
+            task = MultipleChoiceTask(**overrides)
+        elif source.architecture == "BertForSequenceClassification":
+            if "text_a_column" not in overrides:
+                raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
+            regression = source.hf_config.get("problem_type") == "regression" or len(labels or []) == 1
+            task = GlueTask(labels=None if regression else labels, is_regression=regression,
+                            metrics=["pearson", "spearman"] if regression else ["accuracy"], **overrides)
+        else:
+            raise ValueError(f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
+                             "predict needs a model from 'bertprep finetune'")
+        recorded = source.do_lower_case
+        recorded_strip = source.strip_accents
+    if task.architecture != source.architecture:
+        raise ValueError(f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a "
+                         f"{source.architecture}")
+    if source.vocab_tokens is None:
+        raise ValueError(f"{model_dir} has no vocab.txt")
+    if getattr(task, "feature_based", None):  # the frozen encoder + BiLSTM: its shape is in finetune.json
+        model = task.build_model(source.config)
+        load_full_weights(model, source.state_dict)
+    else:
+        model = build_model(source)
+    lower = resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens)
+    tokenizer = WordPieceTokenizer.from_tokens(
+        source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower))
+    return model, task, tokenizer
+
+
+def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides: dict[str, Any] | None = None,
+            batch_size: int = 64, device: str = "auto", max_examples: int | None = None,
+            do_lower_case: bool | None = None, strip_accents: bool | None = None,
+            progress: bool = True) -> PredictResult:
+    """Run a fine-tuned model on ``input_file`` and write ``output_file``: GLUE ``index<TAB>prediction`` TSV,
+    SQuAD ``{id: answer}`` JSON, or CoNLL ``TOKEN<TAB>TAG`` (see each task's ``write_predictions``).
+
+    Labels in the input are optional; when every example has them the metrics are returned too. The output
+    is written to a temporary name and renamed, so an existing ``output_file`` is complete.
+
+    Raises:
+        ValueError: ``output_file`` is ``input_file`` or an existing file of ``model_dir`` (checked before
+            anything is read or written), or the model / input is not usable.
+    """
+    _check_predict_output(model_dir, input_file, output_file)
+    model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case,
+                                            strip_accents=strip_accents)
+    torch_device = resolve_device(device)
+    model.to(torch_device)
+    examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
+    features = task.featurize(examples, tokenizer, with_labels=False)
+    outputs = run_model(model, features, batch_size=batch_size, device=torch_device,
+                        pad_token_id=tokenizer.pad_token_id, progress=progress)
+    predictions = task.predictions(examples, features, outputs)
+    directory = os.path.dirname(os.path.abspath(output_file))
+    os.makedirs(directory, exist_ok=True)
+    write_atomic(output_file, lambda p: task.write_predictions(p, examples, predictions))
+    write_extra_predictions(task, output_file, examples, predictions)
+    labelled = all(has_label(task, e) for e in examples)
+    metrics = task.metric_values(examples, predictions) if labelled else None
+    return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
+
+
+def _check_predict_output(model_dir: str, input_file: str, output_file: str) -> None:
+    """Refuse an ``output_file`` that would replace the input or one of the model's files."""
+    if os.path.exists(output_file):
+        if os.path.exists(input_file) and os.path.samefile(output_file, input_file):
+            raise ValueError(f"--output {output_file} is the --input file: writing the predictions would replace "
+                             "it; choose another --output")
+        if os.path.isfile(output_file) and path_is_within(output_file, model_dir):
+            raise ValueError(f"--output {output_file} is a file of the model directory {model_dir}; choose an "
+                             "--output that is not part of the model")
+
+
+def write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:
+    """Files a task writes beside its predictions (SQuAD v2.0: the null odds), each atomically."""
+    extra = getattr(task, "extra_prediction_files", None)
+    for path, write in (extra(predictions_path, examples, predictions) if extra else {}).items():
+        write_atomic(path, write)

@@ -1,0 +1,111 @@
+"""The make-shards pipeline graph: :func:`build_pipeline` wires the composites of ``transforms.py``,
+``heldout.py`` (``--dedup``, ``--eval-fraction``) and ``write_shards.py`` into a pipeline; ``run.py`` runs it
+(runner choice, staging, Dataflow) and ``dataflow.py`` builds it for a dry run. Step labels are unique and
+stable (a Dataflow job and the tests name them).
+
+Everything is written into the staging folder it is given. Errors a worker raises for the user
+(``errors.MakeShardsError``, ``readers.InputError``, ``VocabError``) are also written there as one-line
+records (``errors.record_error``), so that their text reaches the user unchanged from any runner and any
+process.
+
+Memory (measured with Beam 2.77, see ARCHITECTURE.md): the local runner keeps a GroupByKey's whole input
+in memory, so the ``global`` scope's memory grows with the corpus on the DirectRunner (not on Dataflow,
+whose shuffle is disk-backed); the ``file`` scope has no GroupByKey of documents and stays flat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.text.tokenization import Vocab
+from bertprep.pipeline.beam.transforms import (
+    CreateTrainingInstances,
+    ProcessFilesStreaming,
+    ReadDocuments,
+    TokenizeDocuments,
+)
+from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards
+
+
+def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab,
+                   tmp_dir: str) -> None:
+    """Add the make-shards transforms to ``pipeline``; everything is written under the staging folder
+    ``tmp_dir`` (bucket files in its ``buckets/``; shards, vocab.txt and manifest.json in it).
+
+    With ``config.dedup`` copies are dropped: in the ``global`` scope by a ``GroupByKey`` of the documents on
+    their normalised text (``heldout.DropDuplicateDocuments``), in the ``file`` scope by a first pass
+    (``heldout.ExactDedup``) that gives each input file the ordinals of its copies, which the readers skip.
+    With ``config.eval_fraction`` the held-out documents (``heldout.is_eval_document``) go through their own
+    instance creation (their own buckets: NotNext from eval documents only) to a second shard set in
+    ``tmp_dir/eval/`` with its own manifest; in the ``global`` scope the tokenized documents are partitioned,
+    in the ``file`` scope the streaming pass keeps one run per side.
+    Without either option the pipeline is the one made before they existed."""
+    bucket_dir = FileSystems.join(tmp_dir, BUCKETS_DIR)
+    vocab_info = {
+        "file": "vocab.txt",
+        "source": config.vocab,
+        "size": vocab.size,
+        "sha256": vocab.sha256,
+        "do_lower_case": config.do_lower_case,
+        "special_token_ids": vocab.special_token_ids(),
+    }
+    if config.effective_strip_accents != config.do_lower_case:  # absent: the same as do_lower_case
+        vocab_info["strip_accents"] = config.effective_strip_accents
+    # Create reshuffles its elements itself when there are several, so the files spread over the workers
+    file_list = pipeline | "ListInputFiles" >> beam.Create(list(enumerate(files)))
+    shared_counts = []  # counts that both shard sets record (readers, dedup)
+    dedup = config.dedup != "none"
+    if dedup and config.pairing_scope == "file":  # a first pass: (file_index, path) -> (..., ordinals to skip)
+        deduped = file_list | "ExactDedup" >> heldout.ExactDedup(config, tmp_dir)
+        file_list = deduped["files"]
+        shared_counts.append(deduped["counts"])
+    split = config.eval_fraction > 0
+    eval_dir = FileSystems.join(tmp_dir, heldout.EVAL_DIR)
+    folders = {"train": bucket_dir, "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
+    made = {}  # side -> (bucket metas, [counts of that side's instances])
+    if config.pairing_scope == "file":  # no shuffle: one streaming pass makes both sides' runs
+        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, folders["train"], folders["eval"])
+        made["train"] = (result.buckets, [result.counts])
+        if split:
+            made["eval"] = (result.eval_buckets, [result.eval_counts])
+    else:
+        read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
+        documents = read.documents
+        if dedup:  # the first copy of each normalised text goes on
+            deduped = documents | "DropDuplicateDocuments" >> heldout.DropDuplicateDocuments(config)
+            documents = deduped["documents"]
+            shared_counts.append(deduped["counts"])
+        tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config)
+        shared_counts.append(read.counts)
+        parts = {"train": tokenized}
+        if split:
+            parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
+                heldout.SplitSide(files, config.eval_fraction, config.eval_seed), 2)
+        for side, docs in parts.items():
+            label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
+            result = docs | label >> CreateTrainingInstances(config, files, folders[side])
+            made[side] = (result.buckets, [result.counts])
+    if split:  # each manifest records both sides' document counts
+        per_side = {}
+        for side in heldout.SIDES:
+            name = side.capitalize()
+            merged = (tuple(made[side][1]) | f"Flatten{name}OnlyCounts" >> beam.Flatten()
+                      | f"Merge{name}OnlyCounts" >> beam.CombineGlobally(MergeCountsFn()))
+            per_side[side] = (merged | f"Count{name}Documents" >> beam.Map(lambda c, s=side: heldout.split_counts(s, c)),
+                              merged | f"Skip{name}Documents" >> beam.Map(
+                                  lambda c, s=side: heldout.skipped_for_other_side(s, c)))
+        made["train"][1].extend([per_side["train"][0], per_side["eval"][0], per_side["eval"][1]])
+        made["eval"][1].extend([per_side["eval"][0], per_side["train"][0], per_side["train"][1]])
+    for side, (side_buckets, side_counts) in made.items():
+        train = side == "train"
+        counts = tuple(shared_counts + side_counts) | ("FlattenCounts" if train else "FlattenEvalCounts") >> beam.Flatten()
+        (side_buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(
+            config if train else dataclasses.replace(config, num_shards=0),  # eval: one shard per ~50,000 rows
+            vocab_info, list(vocab.tokens), tmp_dir if train else eval_dir, role=side)

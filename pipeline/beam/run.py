@@ -1,0 +1,337 @@
+"""Run ``make-shards``: options, runner choice, staging and commit, Dataflow checks and dry run, messages.
+
+:func:`run_make_shards` builds the pipeline of ``graph.py`` on the runner the Beam options name (with
+none, Beam's in-process ``FnApiRunner`` on every core), or validates a Dataflow job without submitting it
+(``dataflow.py``). Nothing imports this module back (``graph.py`` and ``dataflow.py`` do not), so there
+is no import cycle.
+
+Nothing is written into the output directory until the pipeline has succeeded: every file goes to a
+staging folder ``<output>/.bertprep-tmp-<host>-<pid>-<run>/`` (bucket files under ``buckets/``, then the
+shards, vocab.txt and manifest.json), and :func:`run_make_shards` then moves them into place
+(``shards.commit_staged``), so a failed or killed run leaves an earlier run's output intact. A user error
+raised in a worker reaches the user as the worker's one-line message (``errors.recorded_error``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from typing import Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
+
+from bertprep.pipeline import readers, schema
+from bertprep.pipeline.beam import dataflow
+from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.shards import store as shards
+from bertprep.pipeline.beam import warm_workers
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.text.tokenization import Vocab, load_vocab
+from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
+from bertprep.pipeline.beam.graph import build_pipeline
+
+log = logging.getLogger(__name__)
+
+
+def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+    """Beam options from pass-through arguments; with no ``--runner``, the in-process local runner on
+    every core (``FnApiRunner`` in multi-processing mode, no Prism download)."""
+    options = PipelineOptions(list(beam_args))
+    standard = options.view_as(StandardOptions)
+    if not standard.runner:
+        given = {arg.split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
+        direct = options.view_as(DirectOptions)
+        # DirectOptions defaults to 1 worker, in memory: use every core unless the user chose otherwise
+        if "--direct_num_workers" not in given or not direct.direct_num_workers:
+            direct.direct_num_workers = os.cpu_count() or 1
+        if "--direct_running_mode" not in given and direct.direct_num_workers > 1:
+            direct.direct_running_mode = "multi_processing"
+    return options
+
+
+def _local_runner(options: PipelineOptions, workers: "warm_workers.WarmWorkerPool | None" = None):
+    """The runner for ``options``: None (Beam picks the runner they name), else the in-process
+    ``FnApiRunner``; with ``workers`` (as many as ``direct_num_workers``, multi-processing), one whose worker
+    processes are those already started (``warm_workers.py``)."""
+    if options.view_as(StandardOptions).runner:
+        return None  # Beam picks the runner named in the options
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    direct = options.view_as(DirectOptions)
+    if workers is None or direct.direct_running_mode != "multi_processing" or direct.direct_num_workers != workers.size:
+        return FnApiRunner()
+    from apache_beam.transforms.environments import SubprocessSDKEnvironment
+
+    class WarmWorkersRunner(FnApiRunner):
+        """``FnApiRunner`` whose worker command hands each slot to a pool worker. FnApiRunner replaces the
+        environment by its own ``sdk_worker_main`` command in multi-processing mode, so the options say
+        ``in_memory`` while it runs (the worker count still comes from ``direct_num_workers``)."""
+
+        def run_pipeline(self, pipeline, run_options):
+            view = run_options.view_as(DirectOptions)
+            view.direct_running_mode = "in_memory"
+            runner_log = logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner")
+            quiet = _DropMessage("direct_running_mode should be")  # that is what the options say, not what runs
+            runner_log.addFilter(quiet)
+            try:
+                return super().run_pipeline(pipeline, run_options)
+            finally:
+                runner_log.removeFilter(quiet)
+                view.direct_running_mode = "multi_processing"
+
+    return WarmWorkersRunner(default_environment=SubprocessSDKEnvironment.from_command_string(workers.command))
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: Vocab | None = None,
+                    workers: "warm_workers.WarmWorkerPool | None" = None) -> dict:
+    """Run make-shards end to end and return the manifest.
+
+    Raises:
+        readers.InputError: inputs missing, matching nothing, or unreadable.
+        VocabError: the vocab cannot be used.
+        MakeShardsError: the output directory already holds shards (without ``overwrite``), is a file or
+            cannot be written; an input is one of the files make-shards writes there; no instance was made;
+            a write failed (e.g. disk full: the message names the file); or (``--runner=DataflowRunner``)
+            the options or paths cannot work on Dataflow (``dataflow.check_dataflow_options``).
+
+    Everything is written into a staging folder in the output directory and moved into place only when the
+    pipeline has succeeded (``shards.commit_staged``): a failed, interrupted or killed run leaves an earlier
+    output exactly as it was. After a successful run, staging folders of dead runs are removed
+    (``shards.remove_stale_staging``). Beam options are not checked here; see :func:`unknown_beam_args`.
+    With ``config.eval_fraction`` the held-out set is moved into ``<output_dir>/eval/`` first, then the training
+    set (its manifest last); without it, an ``eval/`` set an earlier run left there is deleted
+    (``heldout.py``, :func:`_commit_eval_set`).
+
+    With ``--runner=DataflowRunner --dry_run=True`` nothing is written or submitted: the job is built and
+    validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.
+    On Dataflow, ``--setup_file`` defaults to the checkout's setup.py (``dataflow.with_default_setup_file``).
+    ``vocab``: ``config.vocab`` already loaded (the CLI loads it first to settle the casing), else loaded here.
+    ``workers``: Beam worker processes already started (``warm_workers.start``, by the CLI before it imports
+    Beam), used when the local runner runs multi-processing with as many workers; the caller closes them.
+    """
+    readers.check_options(config.input_format, encoding=config.encoding, max_line_chars=config.max_line_chars,
+                          **({"segmenter": config.segmenter} if config.segmenter else {}))
+    vocab = vocab if vocab is not None else load_vocab(config.vocab)
+    files = readers.expand_inputs(list(config.inputs))
+    if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):
+        beam_args = dataflow.with_default_setup_file(beam_args)
+        try:
+            if PipelineOptions(list(beam_args)).view_as(TestOptions).dry_run:
+                report = dataflow.dry_run(config, beam_args, files=files, vocab=vocab)
+                return {"dry_run": report.summary(), "job": report.job}
+            dataflow.check_dataflow_options(PipelineOptions(list(beam_args)), config)
+        except (ValueError, ImportError) as err:
+            raise MakeShardsError(str(err)) from err
+    output_dir = config.output_dir
+    eval_output_dir = FileSystems.join(output_dir, heldout.EVAL_DIR)
+    _check_inputs_outside_outputs(files, output_dir)
+    _check_inputs_outside_outputs(files, eval_output_dir)
+    existing = shards.existing_outputs(output_dir) + shards.existing_outputs(eval_output_dir)
+    if existing and not config.overwrite:
+        raise MakeShardsError(
+            f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
+            f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
+        )
+    staging_dir, created = _make_staging_dir(output_dir)
+    options = default_pipeline_options(beam_args)
+    start = time.time()
+    log.info("make-shards: %d input files -> %s", len(files), output_dir)
+    try:
+        with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
+            build_pipeline(pipeline, config, files, vocab, staging_dir)
+        manifest = _read_manifest(staging_dir)
+        _commit_eval_set(config, staging_dir, eval_output_dir)
+        shards.commit_staged(staging_dir, output_dir,
+                             [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME])
+    except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
+        message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
+        _remove_failed_run(staging_dir, output_dir if created else None)
+        if message:
+            raise MakeShardsError(message) from err
+        if isinstance(err, OSError):
+            raise MakeShardsError(shards.os_error_message(err, f"making shards in {output_dir}")) from err
+        raise
+    shards.remove_stale_staging(output_dir)
+    if "dedup" in manifest:
+        log.info("--dedup %s: %d of %d documents dropped as copies (%d texts had copies)", config.dedup,
+                 manifest["dedup"]["documents_dropped"], manifest["statistics"]["documents"]["read"],
+                 manifest["dedup"]["duplicate_groups"])
+    log.info("make-shards finished in %.1f s", time.time() - start)
+    return manifest
+
+
+def _commit_eval_set(config: ShardsConfig, staging_dir: str, eval_output_dir: str) -> None:
+    """Move the held-out set from ``<staging>/eval/`` into ``<output>/eval/`` (before the training set, whose
+    manifest comes last); without a split, delete an earlier run's eval set there (its manifest first), so
+    that no eval set of another split is left beside the new training shards."""
+    if config.eval_fraction > 0:
+        staged = FileSystems.join(staging_dir, heldout.EVAL_DIR)
+        eval_manifest = _read_manifest(staged)
+        if "://" not in eval_output_dir and not os.path.isdir(eval_output_dir):
+            os.makedirs(eval_output_dir)
+        shards.commit_staged(staged, eval_output_dir,
+                             [entry["file"] for entry in eval_manifest["shards"]] + [shards.VOCAB_NAME])
+        log.info("held-out set: %d instances from %d documents in %s", eval_manifest["statistics"]["instances"],
+                 eval_manifest["split"]["eval_documents"], eval_output_dir)
+        return
+    old = [p for p in shards.existing_outputs(eval_output_dir) if shards.is_output_name(os.path.basename(p))]
+    if old:
+        markers = [p for p in old if os.path.basename(p).startswith(schema.MANIFEST_NAME)]
+        for group in (markers, [p for p in old if p not in markers]):  # the commit marker goes first
+            if group:
+                FileSystems.delete(group)
+        if "://" not in eval_output_dir and not os.listdir(eval_output_dir):
+            os.rmdir(eval_output_dir)
+        log.info("removed the held-out set of an earlier run from %s (this run has no --eval-fraction)",
+                 eval_output_dir)
+
+
+def _read_manifest(directory: str) -> dict:
+    with FileSystems.open(FileSystems.join(directory, schema.MANIFEST_NAME)) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _same_dir(a: str, b: str) -> bool:
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_inputs_outside_outputs(files: Sequence[str], output_dir: str) -> None:
+    """Refuse inputs that are files make-shards writes in ``output_dir`` (shards, manifest.json,
+    vocab.txt): the run would read them while replacing them. ``--vocab <output_dir>/vocab.txt`` is fine
+    (it is read before anything is replaced, and replaced by the same tokens)."""
+    for path in files:
+        folder, name = os.path.split(path.rstrip("/"))
+        if shards.is_output_name(name) and _same_dir(folder or ".", output_dir):
+            raise MakeShardsError(
+                f"input {path} is inside --output-dir {output_dir} and is one of the files make-shards writes "
+                f"there ({name}); move the input out of the output directory or choose another --output-dir"
+            )
+
+
+def _make_staging_dir(output_dir: str) -> tuple[str, bool]:
+    """Create ``output_dir`` if needed and a new staging folder in it; ``(staging path, output_dir created)``.
+
+    Raises:
+        MakeShardsError: ``output_dir`` is a file, or cannot be created or written to.
+    """
+    local = "://" not in output_dir
+    if local and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
+    created = False
+    staging_dir = FileSystems.join(output_dir, shards.staging_dir_name())
+    try:
+        if not FileSystems.exists(output_dir):
+            FileSystems.mkdirs(output_dir)
+            created = True
+        FileSystems.mkdirs(staging_dir)
+    except Exception as err:  # BeamIOError/IOError wrapping the OSError (permission, read-only, a file in the way)
+        causes = (err.__cause__, err.__context__, err)
+        reason = next((e.strerror for e in causes if isinstance(e, OSError) and e.strerror), None) or str(err)
+        if created:
+            _remove_failed_run(None, output_dir)
+        raise MakeShardsError(
+            f"cannot write to --output-dir {output_dir} ({reason}); choose a writable --output-dir"
+        ) from err
+    return staging_dir, created
+
+
+def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) -> None:
+    """Delete a failed run's staging folder, and the output directory if this run created it and it is
+    empty; failures are logged, never raised (they must not hide the run's own error)."""
+    if staging_dir:
+        try:
+            shards.remove_tree(staging_dir)
+        except Exception:
+            log.warning("could not remove %s", staging_dir)
+    if created_output_dir and "://" not in created_output_dir:
+        try:
+            os.rmdir(created_output_dir)
+        except OSError:
+            pass
+
+
+def unknown_beam_args(beam_args: Sequence[str]) -> list[str]:
+    """The arguments in ``beam_args`` that no Beam ``PipelineOptions`` class parses (a mistyped option,
+    a stray value), in order; empty when Beam knows them all.
+
+    Beam itself only logs "Discarding unparseable args" and drops them, so ``--dupe-factr 3`` would run a
+    whole job with the default. The parser is Beam's own (``PipelineOptions.get_all_options``, every
+    options class known at that moment, with the runner named by ``--runner`` imported first so that its
+    options count too).
+    """
+    args = list(beam_args)
+    if not args:
+        return []
+    runner = PipelineOptions(args).view_as(StandardOptions).runner
+    if runner:
+        try:
+            from apache_beam.runners.runner import create_runner
+
+            create_runner(runner)  # imports the runner's module, which defines its options classes
+        except Exception:  # an unknown runner is Beam's to report, with its own message
+            pass
+    parsers = []
+    beam_log = logging.getLogger("apache_beam.options.pipeline_options")
+    level = beam_log.level
+    beam_log.setLevel(logging.ERROR)  # its "Discarding unparseable args" warning: reported here instead
+    try:
+        PipelineOptions(args).get_all_options(add_extra_args_fn=parsers.append)
+    finally:
+        beam_log.setLevel(level)
+    _, unknown = parsers[0].parse_known_args(args)
+    return list(unknown)
+
+
+def beam_option_names() -> list[str]:
+    """Every ``--option`` that Beam's ``PipelineOptions`` classes define (for suggestions)."""
+    parsers = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
+    return sorted({s for action in parsers[0]._actions for s in action.option_strings if s.startswith("--")})
+
+
+_EXCEPTION_LINE = re.compile(
+    r"^bertprep\.pipeline\.[\w.]+\.(?:MakeShardsError|InputError|VocabError): (.+?)(?: \[while running '[^']*'\])?$",
+    re.M)
+
+
+def _bertprep_message(err: BaseException, staging_dir: str | None = None) -> str | None:
+    """Our own error text from inside a Beam failure, or None when the failure is not one of ours.
+
+    In order: one of our exceptions in ``err``'s cause/context chain (in-process runners); the record a
+    worker left in the staging folder (:func:`errors.record_error`; worker processes and remote runners, where
+    only text comes back); the exception line of a worker traceback carried in ``err``'s text.
+    """
+    seen = set()
+    stack = [err]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen or e is None:
+            continue
+        seen.add(id(e))
+        if isinstance(e, USER_ERRORS):
+            return _clean_message(str(e))
+        stack.extend([e.__cause__, e.__context__])
+    recorded = recorded_error(staging_dir) if staging_dir else None
+    if recorded:
+        return _clean_message(recorded)
+    found = _EXCEPTION_LINE.findall(str(err))
+    return _clean_message(found[-1]) if found else None
+
+
+def _clean_message(text: str) -> str:
+    return re.sub(r" \[while running '[^']*'\]$", "", text.strip()).removeprefix("bertprep: ")

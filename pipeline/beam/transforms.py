@@ -1,0 +1,327 @@
+"""``make-shards``' Beam transforms from input files to bucket files: documents -> tokenized documents ->
+buckets -> instances.
+
+Composites (each a ``beam.PTransform``, testable alone with ``TestPipeline``):
+
+- :class:`ReadDocuments`: input files -> ``(file_index, ordinal, sentences)`` via ``readers.read_documents``.
+- :class:`TokenizeDocuments`: sentences -> compact word-piece id arrays (Hugging Face ``tokenizers``, Rust).
+- :class:`CreateTrainingInstances`: seeded stable bucket keys, a ``GroupByKey``, and the reference algorithm
+  per bucket (``bucket_files.make_bucket_instances``); each bucket's instances go to a temporary Arrow file.
+- :class:`ProcessFilesStreaming`: the ``file`` pairing scope: read, tokenize and make instances per run of
+  ``bucket_tokens`` word pieces (or ``bucket_size`` documents) of one file, with no shuffle at all (flat memory on any runner).
+
+The DoFns only adapt the plain functions of ``bucket_files.py``; ``write_shards.py`` turns the bucket files
+into shards and the manifest, and ``graph.py`` (:func:`~bertprep.pipeline.beam.graph.build_pipeline`) wires them.
+
+Determinism: a document's id is (file index in the sorted input list, ordinal in its file); its bucket is
+set by its key ``blake2b(seed, path, ordinal)``: by default the documents in key order are cut into
+buckets of about ``bucket_tokens`` word pieces (``buckets.py``), with ``bucket_size`` N the key modulo
+``ceil(documents / N)``; a bucket's documents are sorted by id before the algorithm runs.
+Nothing depends on bundle order, worker count or runner. With one bucket (``bucket_size=0``, or a corpus
+smaller than one bucket) the output is the original generator's.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import time
+from typing import Any, Iterable, Iterator, Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from bertprep.pipeline import readers
+from bertprep.pipeline.instances import buckets
+from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.instances.bucket_files import (
+    TokenizedDocument,
+    bucket_documents,
+    document_counts,
+    document_tokens,
+    encode_document,
+    make_bucket_instances,
+    stable_bucket,
+)
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import MakeShardsError, records_errors
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab, load_vocab
+from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, load_word_segmenter
+
+log = logging.getLogger(__name__)
+
+
+class _VocabResource:
+    """Loads the vocab and tokenizer once per DoFn instance (``setup``)."""
+
+    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None,
+                 word_segmenter: str | None = None):
+        self.vocab_path = vocab_path
+        self.do_lower_case = do_lower_case
+        self.strip_accents = strip_accents
+        self.word_segmenter = word_segmenter
+        self.vocab: Vocab | None = None
+        self.encoder: SentenceEncoder | None = None
+        self.ids: VocabIds | None = None
+        self.segmenter: WordSegmenter | None = None
+
+    def load(self) -> None:
+        self.vocab = load_vocab(self.vocab_path)
+        self.encoder = SentenceEncoder(self.vocab, self.do_lower_case, strip_accents=self.strip_accents)
+        self.ids = VocabIds(self.vocab)
+        if self.word_segmenter:
+            try:
+                self.segmenter = load_word_segmenter(self.word_segmenter)
+            except WordSegmenterError as err:
+                raise MakeShardsError(f"bertprep: {err}") from err
+
+    def encode(self, file_index: int, ordinal: int, sentences: Sequence[str]) -> TokenizedDocument:
+        """:func:`encode_document` with this resource's encoder and word segmenter."""
+        return encode_document(self.encoder, file_index, ordinal, sentences, self.segmenter,
+                               f"--word-segmenter {self.word_segmenter}")
+
+
+class ReadDocumentsFn(beam.DoFn):
+    """``(file_index, path)`` -> ``(file_index, ordinal, sentences)`` per document; reader counts as a
+    tagged ``counts`` output."""
+
+    def __init__(self, config: ShardsConfig, error_dir: str | None = None):
+        self.config = config
+        self.error_dir = error_dir
+        self.documents = Metrics.counter("bertprep", "documents_read")
+
+    @records_errors("error_dir")
+    def process(self, element: tuple[int, str]) -> Iterator[Any]:
+        file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
+        stats = readers.ReaderStats()
+        documents = readers.read_documents(path, self.config.input_format, stats=stats, **self.config.reader_kwargs())
+        for doc in heldout.select_documents(documents, skip):
+            self.documents.inc()
+            yield (file_index, doc.ordinal, list(doc.sentences))
+        yield beam.pvalue.TaggedOutput("counts", {"reader": stats.to_dict()})
+
+
+class TokenizeDocumentFn(beam.DoFn):
+    """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes)."""
+
+    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None,
+                 word_segmenter: str | None = None):
+        self.resource = _VocabResource(vocab_path, do_lower_case, strip_accents, word_segmenter)
+
+    def setup(self) -> None:
+        self.resource.load()
+
+    def process(self, element: tuple[int, int, list[str]]) -> Iterator[TokenizedDocument]:
+        file_index, ordinal, sentences = element
+        yield self.resource.encode(file_index, ordinal, sentences)
+
+
+class AssignBucketFn(beam.DoFn):
+    """Keys a tokenized document by its seeded stable bucket (``buckets.py``). The side input is the
+    document count (``bucket_size`` N >= 0) or the token-sized buckets' key bounds (``bucket_size`` None)."""
+
+    def __init__(self, files: Sequence[str], random_seed: int, bucket_size: int | None):
+        self.files = list(files)
+        self.random_seed = random_seed
+        self.bucket_size = bucket_size
+
+    def process(self, doc: TokenizedDocument, plan: Any) -> Iterator[tuple[int, TokenizedDocument]]:
+        path, ordinal = self.files[doc[0]], doc[1]
+        if self.bucket_size is None:
+            yield buckets.token_bucket_of(buckets.document_key(self.random_seed, path, ordinal), plan), doc
+            return
+        num_buckets = 1 if self.bucket_size <= 0 else max(1, -(-plan // self.bucket_size))
+        yield stable_bucket(self.random_seed, path, ordinal, num_buckets), doc
+
+
+class PlanTokenBucketsFn(beam.CombineFn):
+    """Tokenized documents -> the key bounds of token-sized buckets (``buckets.plan_token_buckets``).
+
+    The accumulator holds 16 bytes per document (its 64-bit key and its word-piece count, in ``array``s),
+    never the documents themselves."""
+
+    def __init__(self, files: Sequence[str], random_seed: int, bucket_tokens: int):
+        self.files = list(files)
+        self.random_seed = random_seed
+        self.bucket_tokens = bucket_tokens
+
+    def create_accumulator(self) -> tuple[array.array, array.array]:
+        return array.array("Q"), array.array("q")
+
+    def add_input(self, acc, doc: TokenizedDocument):
+        acc[0].append(buckets.document_key(self.random_seed, self.files[doc[0]], doc[1]))
+        acc[1].append(document_tokens(doc))
+        return acc
+
+    def merge_accumulators(self, accs):
+        keys, tokens = self.create_accumulator()
+        for k, t in accs:
+            keys.extend(k)
+            tokens.extend(t)
+        return keys, tokens
+
+    def extract_output(self, acc) -> list[int]:
+        return buckets.plan_token_buckets(np.frombuffer(acc[0], dtype=np.uint64) if len(acc[0]) else [],
+                                          np.frombuffer(acc[1], dtype=np.int64) if len(acc[1]) else [],
+                                          self.bucket_tokens)
+
+
+class CreateInstancesFn(beam.DoFn):
+    """``(bucket, documents)`` -> bucket file meta ``(bucket, path, rows)``; counts as tagged output."""
+
+    def __init__(self, config: ShardsConfig, tmp_dir: str):
+        self.config = config
+        self.tmp_dir = tmp_dir
+        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
+        self.instances = Metrics.counter("bertprep", "instances")
+
+    def setup(self) -> None:
+        self.resource.load()
+
+    @records_errors("tmp_dir")
+    def process(self, element: tuple[int, Iterable[TokenizedDocument]]) -> Iterator[Any]:
+        bucket, tokenized = element
+        tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
+        docs = bucket_documents(tokenized)
+        counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
+        del tokenized
+        start = time.time()
+        meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
+                                            self.resource.vocab.size, self.tmp_dir)
+        log.info("bucket %d: %d documents -> %d instances in %.1f s", bucket, len(docs.doc_starts), meta[2],
+                 time.time() - start)
+        self.instances.inc(meta[2])
+        yield meta
+        yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1})
+
+
+class ProcessFileStreamingFn(beam.DoFn):
+    """The ``file`` pairing scope: one input file -> runs of ``bucket_size`` consecutive documents, each
+    run a bucket, processed as soon as it is complete (nothing waits for other files). With a held-out
+    split (``config.eval_fraction``) the eval documents make runs of their own, whose bucket files go to
+    ``eval_tmp_dir`` and whose metas and counts to the tagged outputs ``eval_buckets`` and ``eval_counts``
+    (the reader's counts go to both ``counts`` and ``eval_counts``)."""
+
+    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None):
+        self.config = config
+        self.tmp_dir = tmp_dir
+        self.eval_tmp_dir = eval_tmp_dir
+        self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
+
+    def setup(self) -> None:
+        self.resource.load()
+
+    @records_errors("tmp_dir")
+    def process(self, element: tuple[int, str]) -> Iterator[Any]:
+        file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
+        reader_stats = readers.ReaderStats()
+        size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
+        split = self.config.eval_fraction > 0
+        # per side of the held-out split (one side without a split): the current run, its index, the
+        # documents seen and the run's word pieces
+        runs = {side: {"run": [], "index": 0, "seen": 0, "tokens": 0} for side in heldout.sides(self.config)}
+
+        def flush(side: str) -> Iterator[Any]:
+            state = runs[side]
+            run = state["run"]
+            docs = bucket_documents(run)
+            counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
+            bucket = (file_index << 24) | state["index"]
+            meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids, self.resource.vocab.size,
+                                                self.tmp_dir if side == "train" else self.eval_tmp_dir)
+            log.info("%s, %sdocuments %d-%d: %d instances", path, "eval " if side == "eval" else "",
+                     state["seen"] - len(run), state["seen"] - 1, meta[2])
+            state.update(run=[], index=state["index"] + 1, tokens=0)
+            counted = {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1}
+            if side == "train":
+                yield meta
+                yield beam.pvalue.TaggedOutput("counts", counted)
+            else:
+                yield beam.pvalue.TaggedOutput("eval_buckets", meta)
+                yield beam.pvalue.TaggedOutput("eval_counts", counted)
+
+        documents = readers.read_documents(path, self.config.input_format, stats=reader_stats,
+                                           **self.config.reader_kwargs())
+        for doc in heldout.select_documents(documents, skip):
+            side = "eval" if split and heldout.is_eval_document(self.config.eval_seed, path, doc.ordinal,
+                                                                self.config.eval_fraction) else "train"
+            state = runs[side]
+            state["run"].append(self.resource.encode(file_index, doc.ordinal, doc.sentences))
+            state["seen"] += 1
+            state["tokens"] += document_tokens(state["run"][-1])
+            if (size is None and state["tokens"] >= self.config.bucket_tokens) or (size and len(state["run"]) >= size):
+                yield from flush(side)
+        for side, state in runs.items():
+            if state["run"]:
+                yield from flush(side)
+        yield beam.pvalue.TaggedOutput("counts", {"reader": reader_stats.to_dict()})
+        if split:
+            yield beam.pvalue.TaggedOutput("eval_counts", {"reader": reader_stats.to_dict()})
+
+
+class ReadDocuments(beam.PTransform):
+    """Input files -> documents; outputs ``documents`` and ``counts``."""
+
+    def __init__(self, config: ShardsConfig, error_dir: str | None = None):
+        super().__init__()
+        self.config = config
+        self.error_dir = error_dir
+
+    def expand(self, files):
+        return files | "ReadDocumentsFn" >> beam.ParDo(ReadDocumentsFn(self.config, self.error_dir)).with_outputs(
+            "counts", main="documents")
+
+
+class TokenizeDocuments(beam.PTransform):
+    def __init__(self, config: ShardsConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, documents):
+        return documents | "TokenizeDocumentFn" >> beam.ParDo(
+            TokenizeDocumentFn(self.config.vocab, self.config.do_lower_case, self.config.strip_accents,
+                               self.config.word_segmenter))
+
+
+class CreateTrainingInstances(beam.PTransform):
+    """Tokenized documents -> seeded buckets -> reference algorithm -> bucket file metas (+ ``counts``)."""
+
+    def __init__(self, config: ShardsConfig, files: Sequence[str], tmp_dir: str):
+        super().__init__()
+        self.config = config
+        self.files = files
+        self.tmp_dir = tmp_dir
+
+    def expand(self, tokenized):
+        seed = self.config.instance.random_seed
+        if self.config.bucket_size is None:  # buckets sized by word pieces: their key bounds
+            plan = tokenized | "PlanTokenBuckets" >> beam.CombineGlobally(
+                PlanTokenBucketsFn(self.files, seed, self.config.bucket_tokens))
+        else:
+            plan = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
+        return (
+            tokenized
+            | "AssignBucket" >> beam.ParDo(AssignBucketFn(self.files, seed, self.config.bucket_size),
+                                           plan=beam.pvalue.AsSingleton(plan))
+            | "GroupByBucket" >> beam.GroupByKey()
+            | "CreateInstancesFn" >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir)).with_outputs(
+                "counts", main="buckets")
+        )
+
+
+class ProcessFilesStreaming(beam.PTransform):
+    """Input files -> bucket file metas (``buckets``) and ``counts``; with a held-out split also
+    ``eval_buckets`` and ``eval_counts`` (bucket files in ``eval_tmp_dir``)."""
+
+    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None):
+        super().__init__()
+        self.config = config
+        self.tmp_dir = tmp_dir
+        self.eval_tmp_dir = eval_tmp_dir
+
+    def expand(self, files):
+        return files | "ProcessFileStreamingFn" >> beam.ParDo(
+            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir)).with_outputs(
+                "counts", "eval_buckets", "eval_counts", main="buckets")

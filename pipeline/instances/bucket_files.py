@@ -1,0 +1,150 @@
+"""One bucket's work, with no Beam transform in it: documents tokenized into the compact form that crosses
+Beam stages, and a bucket of them made into instances in a temporary Arrow bucket file.
+
+The DoFns of ``transforms.py`` only adapt these plain functions (design/STYLE.md, 1), and the tests of the
+composites use them as their oracle:
+
+- :data:`TokenizedDocument`, :func:`encode_document`: one document's word-piece ids and sentence lengths as
+  bytes (no Python lists); :func:`document_tokens`: its word pieces.
+- :func:`stable_bucket`: which of ``num_buckets`` buckets a document goes to (``buckets.py``).
+- :func:`bucket_documents`, :func:`document_counts`: a bucket's documents as one flat ``BucketDocuments``,
+  and their tokenizer counters.
+- :func:`make_bucket_instances`: the reference algorithm per bucket (``bucket_instances.describe_instances``
+  with ``random.Random(bucket_seed(seed, bucket))``, the same draws and instances as the list-based
+  reference ``create_training_instances`` of ``tests/reference/instances.py``, on arrays instead of token
+  lists); the bucket's instances go to a temporary ``bucket-<key>.arrows`` (in the staging folder's
+  :data:`BUCKETS_DIR`), which ``write_shards.py`` cuts into shards.
+
+Files are reached through Beam's ``FileSystems`` (so ``gs://`` works), as in ``shards.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+
+from bertprep.pipeline import schema
+from bertprep.pipeline.instances import buckets
+from bertprep.pipeline.shards import store as shards
+from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
+from bertprep.pipeline.instances.bucket_instances import describe_instances
+from bertprep.pipeline.instances.bucket_rows import assemble_batches
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import MakeShardsError
+from bertprep.pipeline.masking.fast import mask_table
+from bertprep.pipeline.instances.common import InstanceStats, VocabIds, bucket_seed
+from bertprep.pipeline.text.tokenization import SentenceEncoder
+from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, word_starts
+
+# (file_index, ordinal, ids as uint32 bytes, sentence lengths as int32 bytes, sentences dropped as empty)
+TokenizedDocument = tuple
+
+#: The staging folder's subfolder for the temporary bucket files.
+BUCKETS_DIR = "buckets"
+
+
+def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:
+    """Bucket of a document: ``blake2b("seed:path:ordinal") mod num_buckets`` (``buckets.stable_bucket``)."""
+    return buckets.stable_bucket(random_seed, path, ordinal, num_buckets)
+
+
+def document_tokens(doc: TokenizedDocument) -> int:
+    """Word pieces of a :data:`TokenizedDocument` (its ids are uint32 bytes)."""
+    return len(doc[2]) // 4
+
+
+def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
+                    sentences: Sequence[str], segmenter: WordSegmenter | None = None,
+                    segmenter_name: str = "the word segmenter") -> TokenizedDocument:
+    """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists); sentences
+    that tokenize to nothing are dropped and counted. With a word ``segmenter`` a sixth element holds each
+    piece's "starts a word" flag (uint8 bytes, ``word_segmentation.word_starts``).
+
+    Raises:
+        MakeShardsError: the segmenter returned words that are not in the sentence.
+    """
+    ids, lengths = encoder.encode_flat(sentences)
+    kept = lengths[lengths > 0].astype(np.int32)
+    doc = (file_index, ordinal, ids.tobytes(), kept.tobytes(), len(lengths) - len(kept))
+    if segmenter is None:
+        return doc
+    try:
+        flags = word_starts(encoder.tokenizer, sentences, segmenter, lengths, segmenter_name)
+    except WordSegmenterError as err:
+        raise MakeShardsError(f"bertprep: {err}") from err
+    return doc + (flags.tobytes(),)
+
+
+def bucket_documents(docs: Sequence[TokenizedDocument]) -> BucketDocuments:
+    """A bucket's tokenized documents (already in id order) as one flat id array (no Python lists); with the
+    documents' word-start flags when they carry them (a word segmenter)."""
+    bucket = BucketDocuments.from_arrays([(np.frombuffer(d[2], dtype=np.uint32), np.frombuffer(d[3], dtype=np.int32))
+                                          for d in docs])
+    if docs and len(docs[0]) > 5:
+        bucket.word_starts = np.frombuffer(b"".join(d[5] for d in docs), dtype=np.uint8)
+    return bucket
+
+
+def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) -> dict[str, int]:
+    """Tokenizer-level counters for a group of documents."""
+    lengths = docs.sentence_lengths
+    return {
+        "documents": len(lengths),
+        "empty_documents": sum(1 for d in lengths if not d),
+        "one_sentence_documents": sum(1 for d in lengths if len(d) == 1),
+        "sentences": sum(len(d) for d in lengths),
+        "empty_sentences": dropped_sentences,
+        "tokens": int(len(docs.ids)),
+        "unk_tokens": int(np.count_nonzero(docs.ids == unk_id)),
+    }
+
+
+def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConfig, ids: VocabIds,
+                          vocab_size: int, tmp_dir: str) -> tuple[tuple, InstanceStats]:
+    """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
+
+    Sampling ``exact`` (``config.effective_sampling``: ``--sampling`` with ``auto`` resolved) draws everything
+    from ``random.Random(bucket_seed(seed, bucket))`` exactly as the original
+    (:func:`~bertprep.pipeline.instances.bucket_instances.describe_instances`, equal to the reference
+    ``create_training_instances``); ``fast`` keeps that generator for pairing but truncates as
+    :func:`~bertprep.pipeline.instances.common.truncation_bounds_fast` and masks the whole bucket with
+    :func:`~bertprep.pipeline.masking.fast.mask_table` (numpy, seeded from (seed, bucket)).
+
+    Returns:
+        ``((bucket, path, rows), stats)``.
+    """
+    stats = InstanceStats()
+    instance_config = config.instance
+    rng = random.Random(bucket_seed(instance_config.random_seed, bucket))
+    if config.masking == "dynamic":
+        instance_config = dataclasses.replace(instance_config, dupe_factor=1)
+    fast = config.effective_sampling == "fast"  # --sampling auto: fast unless --bucket-size 0
+    vectorized_masking = fast and config.masking == "static" and instance_config.effective_masking_scheme == "token"
+    python_masking = config.masking == "static" and not vectorized_masking
+    described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking,
+                                   fast_truncation=fast)
+    path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
+    if not len(described):
+        return (bucket, path, 0), stats
+    word_ids = config.writes_word_ids
+    batches = assemble_batches(docs, described, ids, vocab_size, word_ids=word_ids)
+    objective = instance_config.objective
+    if vectorized_masking:
+        table = pa.Table.from_batches(list(batches), schema=schema.shard_schema(vocab_size, objective, word_ids))
+        del described
+        np_rng = np.random.default_rng([instance_config.random_seed, bucket])
+        table, counts = mask_table(table, instance_config, ids.mask_id, np.asarray(ids.random_ids, dtype=np.int64),
+                                   np_rng, sep_id=ids.sep_id if objective == "none" else None)
+        for name, value in counts.items():
+            setattr(stats, name, getattr(stats, name) + value)
+        batches = table.to_batches()
+    try:
+        rows = shards.write_bucket_file(path, batches, vocab_size, objective, word_ids)
+    except OSError as err:
+        raise MakeShardsError(shards.os_error_message(err, f"writing the temporary bucket file {path}")) from err
+    return (bucket, path, rows), stats

@@ -1,0 +1,177 @@
+"""``make-shards``' last step, :class:`WriteArrowShards`: bucket files -> balanced Arrow shards ->
+``manifest.json``, all in the run's staging folder.
+
+Shards are planned from the bucket sizes and written by hand rather than with ``fileio.WriteToFiles``
+(design/STYLE.md): each shard takes an exact, balanced row range across bucket files, and its name and
+sha256 go into the manifest, which ``WriteToFiles``' sharding does not give. The planning and the writing
+are plain functions of ``shards.py``; here are the DoFns that call them (:class:`WriteShardFn`, one per
+shard, and :class:`WriteManifestFn`, which deletes the bucket files and writes vocab.txt, then the manifest
+last), :class:`MergeCountsFn` (the counts every step emits, summed for the manifest's statistics) and the
+composite.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from bertprep.pipeline import schema
+from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.shards import store as shards
+from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import MakeShardsError, record_error, records_errors
+
+log = logging.getLogger(__name__)
+
+#: bertprep's version, recorded in the manifest (``created_by``).
+__version__ = "0.1.0"
+
+
+class MergeCountsFn(beam.CombineFn):
+    """Sums count dicts (numbers add, dicts merge) into one."""
+
+    def create_accumulator(self) -> dict:
+        return {}
+
+    def add_input(self, acc: dict, element: dict) -> dict:
+        return shards.merge_counts(acc, element)
+
+    def merge_accumulators(self, accs: Iterable[dict]) -> dict:
+        out: dict = {}
+        for acc in accs:
+            out = shards.merge_counts(out, acc)
+        return out
+
+    def extract_output(self, acc: dict) -> dict:
+        return acc
+
+
+def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int,
+          error_dir: str | None = None, eval_fraction: float | None = None) -> list[shards.ShardPlan]:
+    try:
+        if eval_fraction is not None and not sum(rows for _, _, rows in bucket_metas):
+            raise MakeShardsError(
+                f"bertprep: --eval-fraction {eval_fraction} held out no document that makes an instance, so "
+                f"{heldout.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)")
+        return _plan_shards(bucket_metas, num_shards)
+    except MakeShardsError as err:
+        record_error(error_dir, err)
+        raise
+
+
+def _plan_shards(bucket_metas: list[tuple[int, str, int]], num_shards: int) -> list[shards.ShardPlan]:
+    total = sum(rows for _, _, rows in bucket_metas)
+    if total == 0:
+        raise MakeShardsError(
+            "bertprep: no instances were made: every document was empty or skipped (see the counts "
+            "logged above); check --input-format and that the input has documents separated by blank lines"
+        )
+    n = shards.choose_num_shards(total, num_shards)
+    if n > total:
+        raise MakeShardsError(f"bertprep: --num-shards {n} is more than the {total} instances made; use fewer shards")
+    return shards.plan_shards(bucket_metas, n)
+
+
+class WriteShardFn(beam.DoFn):
+    """A :class:`shards.ShardPlan` -> the shard file in ``output_dir`` (the staging folder) -> its manifest entry."""
+
+    def __init__(self, output_dir: str, vocab_size: int, objective: str = "nsp", word_ids: bool = False):
+        self.output_dir = output_dir
+        self.vocab_size = vocab_size
+        self.objective = objective
+        self.word_ids = word_ids
+
+    @records_errors("output_dir")
+    def process(self, plan: shards.ShardPlan) -> Iterator[dict]:
+        name = schema.shard_name(plan.index, plan.count)
+        try:
+            entry = shards.write_shard(self.output_dir, plan, self.vocab_size, self.objective, self.word_ids)
+        except OSError as err:
+            raise MakeShardsError(shards.os_error_message(err, f"writing shard {name} (in {self.output_dir})")) from err
+        log.info("wrote %s: %d rows", entry["file"], entry["rows"])
+        yield entry
+
+
+class WriteManifestFn(beam.DoFn):
+    """Last step: delete the temporary bucket files, write vocab.txt and then manifest.json into the
+    staging folder ``tmp_dir`` (:func:`run_make_shards` moves them into the output directory). ``role``:
+    ``train``, or ``eval`` for the held-out set (``heldout.manifest_sections``)."""
+
+    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str,
+                 role: str = "train"):
+        self.config = config
+        self.vocab_info = vocab_info
+        self.vocab_tokens = vocab_tokens
+        self.tmp_dir = tmp_dir
+        self.role = role
+
+    @records_errors("tmp_dir")
+    def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
+        log.info("writing %s (%d shards)", schema.MANIFEST_NAME, len(shard_entries))
+        entries = sorted(shard_entries, key=lambda e: e["file"])
+        counts = dict(counts)
+        counts["max_seq_length"] = self.config.instance.max_seq_length
+        counts["objective"] = self.config.instance.objective
+        statistics = shards.summarize_statistics(counts)
+        rows = sum(e["rows"] for e in entries)
+        if rows != statistics["instances"]:
+            raise MakeShardsError(f"bertprep: internal error: shards hold {rows} rows, buckets made "
+                                  f"{statistics['instances']}")
+        try:
+            shards.copy_vocab(self.tmp_dir, self.vocab_tokens)
+        except OSError as err:
+            raise MakeShardsError(shards.os_error_message(err, f"writing vocab.txt (in {self.tmp_dir})")) from err
+        shards.remove_tree(FileSystems.join(self.tmp_dir, BUCKETS_DIR))
+        vocab_size = len(self.vocab_tokens)
+        manifest = {
+            "format_version": schema.FORMAT_VERSION,
+            "created_by": f"bertprep {__version__}",
+            "config": self.config.to_dict() | {"masking": self.config.masking},
+            "vocab": self.vocab_info,
+            "schema": schema.manifest_schema(vocab_size, self.config.instance.objective, self.config.writes_word_ids),
+            "shards": entries,
+            "statistics": statistics,
+        }
+        manifest.update(heldout.manifest_sections(self.config, counts, self.role))  # {} without split or dedup
+        try:
+            yield shards.write_manifest(self.tmp_dir, manifest)
+        except OSError as err:
+            raise MakeShardsError(shards.os_error_message(err, f"writing manifest.json (in {self.tmp_dir})")) from err
+
+
+class WriteArrowShards(beam.PTransform):
+    """Bucket file metas -> balanced Arrow shards -> manifest.json (written last), all in the staging
+    folder ``tmp_dir``. ``role``: ``train``, or ``eval`` for the held-out set."""
+
+    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str,
+                 role: str = "train"):
+        super().__init__()
+        self.config = config
+        self.vocab_info = vocab_info
+        self.vocab_tokens = vocab_tokens
+        self.tmp_dir = tmp_dir
+        self.role = role
+
+    def expand(self, pcolls):
+        bucket_metas, counts = pcolls
+        merged_counts = counts | "MergeCounts" >> beam.CombineGlobally(MergeCountsFn())
+        plans = (
+            bucket_metas
+            | "CollectBuckets" >> beam.combiners.ToList()
+            | "PlanShards" >> beam.FlatMap(_plan, self.config.num_shards, self.tmp_dir,
+                                           self.config.eval_fraction if self.role == "eval" else None)
+            | "SpreadShards" >> beam.Reshuffle()
+        )
+        entries = (
+            plans
+            | "WriteShardFn" >> beam.ParDo(WriteShardFn(self.tmp_dir, len(self.vocab_tokens),
+                                                       self.config.instance.objective, self.config.writes_word_ids))
+            | "CollectShards" >> beam.combiners.ToList()
+        )
+        return entries | "WriteManifestFn" >> beam.ParDo(
+            WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir, self.role),
+            counts=beam.pvalue.AsSingleton(merged_counts))

@@ -1,0 +1,12 @@
+"""Text stage: sentences -> word-piece ids (and the vocab they are looked up in).
+
+In: the sentences of a document (``readers``). Out: ``int32`` word-piece ids per sentence, optionally with
+word starts for the word-level masking schemes.
+
+Entry points:
+- ``segmentation``: sentence segmenters (``syntok``, ``blingfire``) for prose inputs.
+- ``tokenization``: ``TokenizerFn`` side of ``make-shards``: the original generator's ``FullTokenizer``
+  (google-research/bert ``tokenization.py``) through Hugging Face ``tokenizers``.
+- ``word_segmentation``: word boundaries for scripts without spaces (jieba, Kiwi, a user callable).
+- ``vocab``: ``build-vocab``, a WordPiece vocab trained with ``tokenizers``' ``WordPieceTrainer``.
+"""
