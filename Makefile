@@ -7,7 +7,7 @@ BIN     = $(VENV)/bin
 DEMO   ?= demo-out
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast bench clean
+.PHONY: venv demo test test-fast lint bench clean
 
 $(BIN)/bertprep: setup.cfg setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,16 @@ demo: venv
 
 # The whole test suite (tests that need ../shared/data skip, saying so, when it is absent). Two pytest workers
 # with one torch thread each: two threads per worker on 2 cores oversubscribe and run torch tests ~2x slower.
-test: venv
+test: venv lint
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
-test-fast: venv
+test-fast: venv lint
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
+
+# Lint and format check (ruff.toml); `$(BIN)/ruff format .` applies the format.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(DEMO) build *.egg-info .pytest_cache

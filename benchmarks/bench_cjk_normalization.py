@@ -64,8 +64,7 @@ def _is_cjk(char: str) -> bool:
     return 0x4E00 <= ord(char) <= 0x9FFF or 0x3400 <= ord(char) <= 0x4DBF
 
 
-def _measure(train: list[str], heldout: list[str], vocab_size: int, limit_alphabet: int | None,
-             settings: dict) -> dict:
+def _measure(train: list[str], heldout: list[str], vocab_size: int, limit_alphabet: int | None, settings: dict) -> dict:
     config = VocabConfig(vocab_size=vocab_size, show_progress=False, limit_alphabet=limit_alphabet, **settings)
     trained = train_wordpiece(train, config)
     vocab = Vocab.from_tokens(trained.tokens)
@@ -73,8 +72,9 @@ def _measure(train: list[str], heldout: list[str], vocab_size: int, limit_alphab
     unk = vocab.token_to_id["[UNK]"]
     pre = pre_tokenizers.BertPreTokenizer()
     # words as BERT splits them whatever the setting: CJK ideographs isolated, no case or accent change
-    split_cjk = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
-                                           lowercase=False)
+    split_cjk = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False
+    )
 
     def rates(sentences: list[str]) -> tuple[float, float, float]:
         ids = encoder.encode(sentences)
@@ -91,10 +91,14 @@ def _measure(train: list[str], heldout: list[str], vocab_size: int, limit_alphab
     vocab_syllables, vocab_jamo = hangul_vocab_counts(trained.tokens)
     return {
         "syllables_kept": syllables_out / syllables_in if syllables_in else None,
-        "vocab_syllables": vocab_syllables, "vocab_jamo": vocab_jamo,
+        "vocab_syllables": vocab_syllables,
+        "vocab_jamo": vocab_jamo,
         "vocab_cjk": sum(any(_is_cjk(c) for c in t) for t in trained.tokens),
         "size": trained.vocab_size,
-        "unk_in": unk_in, "unk_out": unk_out, "per_word": per_word, "per_word_out": per_word_out,
+        "unk_in": unk_in,
+        "unk_out": unk_out,
+        "per_word": per_word,
+        "per_word_out": per_word_out,
         "per_sentence": per_sentence,
         "warning": trained.accent_warning() is not None,
         "strip": resolve_strip_accents(config.strip_accents, config.do_lower_case),
@@ -104,21 +108,28 @@ def _measure(train: list[str], heldout: list[str], vocab_size: int, limit_alphab
 def _table(title: str, command: str, rows: list[tuple[str, str, dict]], korean: bool) -> None:
     print(f"\n{title}\n  {command}")
     vocab_head = "vocab syll/jamo" if korean else "vocab CJK"
-    print(f"  {'setting':30} {'flags':38} {'syll. kept':>10} {vocab_head:>15} {'[UNK] in':>8} {'[UNK] out':>9} "
-          f"{'pieces/word in':>14} {'out':>5} {'pieces/sent':>11} {'warns':>5}")
+    print(
+        f"  {'setting':30} {'flags':38} {'syll. kept':>10} {vocab_head:>15} {'[UNK] in':>8} {'[UNK] out':>9} "
+        f"{'pieces/word in':>14} {'out':>5} {'pieces/sent':>11} {'warns':>5}"
+    )
     for label, flags, r in rows:
         kept = "-" if r["syllables_kept"] is None else f"{r['syllables_kept']:.1%}"
         vocab = f"{r['vocab_syllables']:,}/{r['vocab_jamo']:,}" if korean else f"{r['vocab_cjk']:,}"
-        print(f"  {label:30} {flags or '(none)':38} {kept:>10} {vocab:>15} {r['unk_in']:>8.2%} {r['unk_out']:>9.2%} "
-              f"{r['per_word']:>14.2f} {r['per_word_out']:>5.2f} {r['per_sentence']:>11.1f} "
-              f"{'yes' if r['warning'] else 'no':>5}")
+        print(
+            f"  {label:30} {flags or '(none)':38} {kept:>10} {vocab:>15} {r['unk_in']:>8.2%} {r['unk_out']:>9.2%} "
+            f"{r['per_word']:>14.2f} {r['per_word_out']:>5.2f} {r['per_sentence']:>11.1f} "
+            f"{'yes' if r['warning'] else 'no':>5}"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     here = Path(__file__).resolve().parent
-    parser.add_argument("--data", default=os.environ.get("BERTPREP_DATA", str(here.parents[1] / "shared" / "data")),
-                        help="the shared data folder (default: $BERTPREP_DATA, else ../shared/data)")
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("BERTPREP_DATA", str(here.parents[1] / "shared" / "data")),
+        help="the shared data folder (default: $BERTPREP_DATA, else ../shared/data)",
+    )
     parser.add_argument("--vocab-size", type=int, default=3000)
     parser.add_argument("--zh-vocab-size", type=int, default=8000)
     args = parser.parse_args()
@@ -132,18 +143,30 @@ def main() -> int:
     ko_train = _sentences([ko / "constitution-of-korea.txt"])
     ko_heldout = _sentences([ko / "wikipedia-hangugeo.txt"])
     stats = accent_stripping_stats(Counter("".join(ko_all)))
-    print(f"Korean: {len(ko_all):,} sentences, {stats.letters:,} letters, of which {stats.hangul_syllables:,} "
-          f"Hangul syllables; accent stripping changes {stats.share:.1%} of the letters")
+    print(
+        f"Korean: {len(ko_all):,} sentences, {stats.letters:,} letters, of which {stats.hangul_syllables:,} "
+        f"Hangul syllables; accent stripping changes {stats.share:.1%} of the letters"
+    )
     rows = []
-    for label, flags, settings, limit in [*((l, f, s, 1000) for l, f, s in SETTINGS),
-                                          ("no stripping, every char kept", "--no-strip-accents --limit-alphabet 0",
-                                           dict(do_lower_case=True, strip_accents=False), None)]:
+    for label, flags, settings, limit in [
+        *((label_, f, s, 1000) for label_, f, s in SETTINGS),
+        (
+            "no stripping, every char kept",
+            "--no-strip-accents --limit-alphabet 0",
+            dict(do_lower_case=True, strip_accents=False),
+            None,
+        ),
+    ]:
         r = _measure(ko_all, ko_heldout, args.vocab_size, limit, settings)
         out = _measure(ko_train, ko_heldout, args.vocab_size, limit, settings)
         r["unk_out"], r["per_word_out"] = out["unk_out"], out["per_word_out"]
         rows.append((label, flags, r))
-    _table(f"Korean, vocab_size {args.vocab_size:,} ([UNK] out: vocab from the constitution, text of the article)",
-           f"bertprep build-vocab {ko} --input-format text --vocab-size {args.vocab_size} FLAGS", rows, True)
+    _table(
+        f"Korean, vocab_size {args.vocab_size:,} ([UNK] out: vocab from the constitution, text of the article)",
+        f"bertprep build-vocab {ko} --input-format text --vocab-size {args.vocab_size} FLAGS",
+        rows,
+        True,
+    )
 
     zh_files = sorted(zh.glob("*.txt"))
     zh_all = _sentences(zh_files)
@@ -152,15 +175,20 @@ def main() -> int:
     distinct = len({c for s in zh_all for c in s if _is_cjk(c)})
     print(f"\nChinese: {len(zh_all):,} sentences, {distinct:,} distinct ideographs")
     rows = []
-    for label, flags, settings, limit in [*((l, f, s, 1000) for l, f, s in SETTINGS[:2]),
-                                          ("uncased, every character kept", "--limit-alphabet 0",
-                                           dict(do_lower_case=True), None)]:
+    for label, flags, settings, limit in [
+        *((label_, f, s, 1000) for label_, f, s in SETTINGS[:2]),
+        ("uncased, every character kept", "--limit-alphabet 0", dict(do_lower_case=True), None),
+    ]:
         r = _measure(zh_all, zh_heldout, args.zh_vocab_size, limit, settings)
         out = _measure(zh_train, zh_heldout, args.zh_vocab_size, limit, settings)
         r["unk_out"], r["per_word_out"] = out["unk_out"], out["per_word_out"]
         rows.append((label, flags, r))
-    _table(f"Chinese, vocab_size {args.zh_vocab_size:,} ([UNK] out: vocab without the Lu Xun stories, text of them)",
-           f"bertprep build-vocab {zh} --input-format text --vocab-size {args.zh_vocab_size} FLAGS", rows, False)
+    _table(
+        f"Chinese, vocab_size {args.zh_vocab_size:,} ([UNK] out: vocab without the Lu Xun stories, text of them)",
+        f"bertprep build-vocab {zh} --input-format text --vocab-size {args.zh_vocab_size} FLAGS",
+        rows,
+        False,
+    )
     return 0
 
 

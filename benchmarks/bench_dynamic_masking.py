@@ -27,11 +27,25 @@ from bench_make_shards import BERTPREP, WORK, build_corpus, data_dir, measure  #
 
 def loader_rate(shard_dir: str, batches: int, repeats: int) -> float:
     """Median instances/s of the training loader in the training process (``bench_loader.py --workers 0``)."""
-    out = subprocess.run([sys.executable, str(HERE / "bench_loader.py"), "--shards", shard_dir, "--workers", "0",
-                          "--batches", str(batches), "--repeats", str(repeats)], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "bench_loader.py"),
+            "--shards",
+            shard_dir,
+            "--workers",
+            "0",
+            "--batches",
+            str(batches),
+            "--repeats",
+            str(repeats),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
-    line = next(l for l in out.stdout.splitlines() if l.strip().startswith("workers 0:"))
+    line = next(x for x in out.stdout.splitlines() if x.strip().startswith("workers 0:"))
     return float(line.split(":")[1].split("instances/s")[0])
 
 
@@ -50,23 +64,47 @@ def main() -> None:
             out = f"{tmp}/{masking}"
             walls = []
             for _ in range(args.repeats):
-                wall, peak, _ = measure(BERTPREP + ["make-shards", "-i", str(corpus), "--vocab", vocab, "-o", out,
-                                                    "--input-format", "bert", "--dupe-factor", str(args.dupe_factor),
-                                                    "--masking", masking, "--bucket-size", "64", "--overwrite", "-q"])
+                wall, peak, _ = measure(
+                    BERTPREP
+                    + [
+                        "make-shards",
+                        "-i",
+                        str(corpus),
+                        "--vocab",
+                        vocab,
+                        "-o",
+                        out,
+                        "--input-format",
+                        "bert",
+                        "--dupe-factor",
+                        str(args.dupe_factor),
+                        "--masking",
+                        masking,
+                        "--bucket-size",
+                        "64",
+                        "--overwrite",
+                        "-q",
+                    ]
+                )
                 walls.append(wall)
             size = sum(p.stat().st_size for p in Path(out).glob("shard-*.arrow"))
             manifest = json.loads((Path(out) / "manifest.json").read_text())
             rate = loader_rate(out, args.batches, args.repeats)
             rows.append((masking, statistics.median(walls), size, manifest["statistics"]["instances"], rate))
-            print(f"  {masking}: make-shards {statistics.median(walls):.1f} s, {size / 1e6:.0f} MB, "
-                  f"{manifest['statistics']['instances']:,} rows, loader {rate:,.0f} instances/s", flush=True)
+            print(
+                f"  {masking}: make-shards {statistics.median(walls):.1f} s, {size / 1e6:.0f} MB, "
+                f"{manifest['statistics']['instances']:,} rows, loader {rate:,.0f} instances/s",
+                flush=True,
+            )
     print("\n| masking | make-shards wall | shard bytes | rows | loader (in-process) |")
     print("|---|---:|---:|---:|---:|")
     for masking, wall, size, n, rate in rows:
         print(f"| {masking} | {wall:.1f} s | {size / 1e6:.0f} MB | {n:,} | {rate:,.0f} instances/s |")
     s, d = rows
-    print(f"\ndynamic / static: {d[2] / s[2]:.2f}x the bytes, {d[1] / s[1]:.2f}x the make-shards time, "
-          f"loader {d[4] / s[4]:.2f}x the rate")
+    print(
+        f"\ndynamic / static: {d[2] / s[2]:.2f}x the bytes, {d[1] / s[1]:.2f}x the make-shards time, "
+        f"loader {d[4] / s[4]:.2f}x the rate"
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Peak memory of ``bertprep extract-features`` as the input grows (it streams: memory should stay flat).
 
 Takes lines of prose from a Project Gutenberg book in the shared data (Moby Dick; paragraphs joined and
-split at sentence ends, cut to 40 words, drawn at random), writes inputs of N and 10N lines, runs the command on each in its
+split at sentence ends, cut to 40 words, drawn at random), writes inputs of N and 10N lines, runs the command on each
+in its
 own process and prints the peak resident memory (``ru_maxrss`` of that process), wall time and output size::
 
     python benchmarks/bench_extract_features.py --lines 300 --factor 10
@@ -68,8 +69,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
     model = args.model or minilm_dir()
-    print(f"command: python benchmarks/bench_extract_features.py --lines {args.lines} --factor {args.factor} "
-          f"--layers={args.layers} --pooling {args.pooling} --dtype {args.dtype} --batch-size {args.batch_size}")
+    print(
+        f"command: python benchmarks/bench_extract_features.py --lines {args.lines} --factor {args.factor} "
+        f"--layers={args.layers} --pooling {args.pooling} --dtype {args.dtype} --batch-size {args.batch_size}"
+    )
     print(f"model {model}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-features-") as tmp:
@@ -77,9 +80,26 @@ def main() -> None:
             input_file = Path(tmp) / f"in-{n}.txt"
             input_file.write_text("\n".join(sentences(n)) + "\n", encoding="utf-8")
             output = Path(tmp) / f"out-{n}.arrow"
-            command = [BERTPREP, "extract-features", "--model", model, "--input", str(input_file), "--output",
-                       str(output), f"--layers={args.layers}", "--pooling", args.pooling, "--dtype", args.dtype,
-                       "--batch-size", str(args.batch_size), "--device", "cpu", "--no-progress"]
+            command = [
+                BERTPREP,
+                "extract-features",
+                "--model",
+                model,
+                "--input",
+                str(input_file),
+                "--output",
+                str(output),
+                f"--layers={args.layers}",
+                "--pooling",
+                args.pooling,
+                "--dtype",
+                args.dtype,
+                "--batch-size",
+                str(args.batch_size),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
             wall, peak = run(command)
             size = output.stat().st_size / 2**20
             rows.append((n, input_file.stat().st_size / 2**20, wall, peak, size))

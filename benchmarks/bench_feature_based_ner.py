@@ -45,12 +45,19 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--finetune-lr", default="2e-4")
     parser.add_argument("--feature-lr", default="2e-3")
-    parser.add_argument("--modes", default=",".join(("finetune", *MODES)),
-                        help="Comma-separated runs: finetune and/or feature-based modes.")
+    parser.add_argument(
+        "--modes",
+        default=",".join(("finetune", *MODES)),
+        help="Comma-separated runs: finetune and/or feature-based modes.",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="OMP_NUM_THREADS of each run (1: on a shared 2-core machine, 2 threads measured 5x "
-                             "slower per step from oversubscription).")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of each run (1: on a shared 2-core machine, 2 threads measured 5x "
+        "slower per step from oversubscription).",
+    )
     parser.add_argument("--markdown", default=None, help="Also write the table and commands to this file.")
     args = parser.parse_args()
     model = args.model or minilm_dir()
@@ -60,16 +67,38 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-fbner-") as tmp:
         for mode in args.modes.split(","):
             out = Path(tmp) / mode
-            command = [BERTPREP, "finetune", "--task", "ner", "--init-from", model, "--train-file", train,
-                       "--eval-file", dev, "-o", str(out), "--batch-size", str(args.batch_size),
-                       "--num-train-epochs", str(args.epochs), "--max-time-minutes", str(args.minutes),
-                       "--seed", str(args.seed), "--device", "cpu", "--no-progress"]
+            command = [
+                BERTPREP,
+                "finetune",
+                "--task",
+                "ner",
+                "--init-from",
+                model,
+                "--train-file",
+                train,
+                "--eval-file",
+                dev,
+                "-o",
+                str(out),
+                "--batch-size",
+                str(args.batch_size),
+                "--num-train-epochs",
+                str(args.epochs),
+                "--max-time-minutes",
+                str(args.minutes),
+                "--seed",
+                str(args.seed),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
             if mode == "finetune":
                 command += ["--lr", args.finetune_lr]
             else:
                 command += ["--feature-based", mode, "--lr", args.feature_lr]
-            shown = (f"OMP_NUM_THREADS={args.threads} " + shlex.join(["bertprep", *command[1:]]).replace(str(out), f"runs/wnut17-{mode}")
-                     .replace(model, "$MINILM").replace(str(Path(args.data)), "$DATA"))
+            shown = f"OMP_NUM_THREADS={args.threads} " + shlex.join(["bertprep", *command[1:]]).replace(
+                str(out), f"runs/wnut17-{mode}"
+            ).replace(model, "$MINILM").replace(str(Path(args.data)), "$DATA")
             commands.append(shown)
             print(f"$ {shown}", flush=True)
             t0 = time.monotonic()
@@ -82,25 +111,43 @@ def main() -> None:
             results = json.loads((out / "results.json").read_text())
             m = results["best_metrics"]
             cpu = (cpu1.children_user - cpu0.children_user) + (cpu1.children_system - cpu0.children_system)
-            rows.append((mode, m["f1"], m["precision"], m["recall"], results["steps"], results["num_train_steps"],
-                         results["train_seconds"], time.monotonic() - t0, cpu))
+            rows.append(
+                (
+                    mode,
+                    m["f1"],
+                    m["precision"],
+                    m["recall"],
+                    results["steps"],
+                    results["num_train_steps"],
+                    results["train_seconds"],
+                    time.monotonic() - t0,
+                    cpu,
+                )
+            )
             print(f"  {mode}: F1 {m['f1']:.4f} after {results['steps']} steps ({results['stop_reason']})", flush=True)
-    header = ("| approach | dev entity F1 | precision | recall | steps (of schedule) | train s | wall s | CPU s |\n"
-              "|---|---|---|---|---|---|---|---|")
+    header = (
+        "| approach | dev entity F1 | precision | recall | steps (of schedule) | train s | wall s | CPU s |\n"
+        "|---|---|---|---|---|---|---|---|"
+    )
     lines = [header]
     for mode, f1, p, r, steps, total, train_s, wall, cpu in rows:
         name = "fine-tuning (all layers)" if mode == "finetune" else f"feature-based: {mode}"
-        lines.append(f"| {name} | {100 * f1:.1f} | {100 * p:.1f} | {100 * r:.1f} | {steps} ({total}) | "
-                     f"{train_s:.0f} | {wall:.0f} | {cpu:.0f} |")
+        lines.append(
+            f"| {name} | {100 * f1:.1f} | {100 * p:.1f} | {100 * r:.1f} | {steps} ({total}) | "
+            f"{train_s:.0f} | {wall:.0f} | {cpu:.0f} |"
+        )
     table = "\n".join(lines)
     print(table)
-    print(f"command: python benchmarks/bench_feature_based_ner.py --minutes {args.minutes} --epochs {args.epochs} "
-          f"--batch-size {args.batch_size} --finetune-lr {args.finetune_lr} --feature-lr {args.feature_lr} "
-          f"--seed {args.seed} --threads {args.threads}")
+    print(
+        f"command: python benchmarks/bench_feature_based_ner.py --minutes {args.minutes} --epochs {args.epochs} "
+        f"--batch-size {args.batch_size} --finetune-lr {args.finetune_lr} --feature-lr {args.feature_lr} "
+        f"--seed {args.seed} --threads {args.threads}"
+    )
     if args.markdown:
         Path(args.markdown).write_text(
             table + "\n\nCommands (one run each, in this order):\n\n```\n" + "\n".join(commands) + "\n```\n",
-            encoding="utf-8")
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

@@ -57,21 +57,71 @@ COMMON = ["--lr", "5e-5", "--batch-size", "32"]
 def task_args(task: str, data: str) -> list[str]:
     """``bertprep finetune`` options of one task (data files and budget)."""
     if task == "sst2":
-        return ["--task", "glue", "--glue-task", "sst2", "--train-file", f"{data}/glue/SST-2/train.tsv",
-                "--eval-file", f"{data}/glue/SST-2/dev.tsv", "--max-train-examples", "8000",
-                "--max-seq-length", "64", "--num-train-epochs", "1"]
+        return [
+            "--task",
+            "glue",
+            "--glue-task",
+            "sst2",
+            "--train-file",
+            f"{data}/glue/SST-2/train.tsv",
+            "--eval-file",
+            f"{data}/glue/SST-2/dev.tsv",
+            "--max-train-examples",
+            "8000",
+            "--max-seq-length",
+            "64",
+            "--num-train-epochs",
+            "1",
+        ]
     if task == "mrpc":
-        return ["--task", "glue", "--glue-task", "mrpc", "--train-file", f"{data}/glue/MRPC/train.tsv",
-                "--eval-file", f"{data}/glue/MRPC/dev.tsv", "--max-seq-length", "128", "--num-train-epochs", "2"]
+        return [
+            "--task",
+            "glue",
+            "--glue-task",
+            "mrpc",
+            "--train-file",
+            f"{data}/glue/MRPC/train.tsv",
+            "--eval-file",
+            f"{data}/glue/MRPC/dev.tsv",
+            "--max-seq-length",
+            "128",
+            "--num-train-epochs",
+            "2",
+        ]
     if task == "wnut17":
-        return ["--task", "ner", "--train-file", f"{data}/wnut17/wnut17train.conll",
-                "--eval-file", f"{data}/wnut17/emerging.dev.conll", "--max-seq-length", "128",
-                "--num-train-epochs", "3"]
+        return [
+            "--task",
+            "ner",
+            "--train-file",
+            f"{data}/wnut17/wnut17train.conll",
+            "--eval-file",
+            f"{data}/wnut17/emerging.dev.conll",
+            "--max-seq-length",
+            "128",
+            "--num-train-epochs",
+            "3",
+        ]
     if task == "squad":
-        return ["--task", "squad", "--train-file", f"{data}/squad/dev-v1.1.json",
-                "--eval-file", f"{data}/squad/dev-v1.1.json", "--train-articles", "0:12", "--eval-articles", "40:",
-                "--max-seq-length", "192", "--doc-stride", "64", "--max-query-length", "32",
-                "--num-train-epochs", "1"]
+        return [
+            "--task",
+            "squad",
+            "--train-file",
+            f"{data}/squad/dev-v1.1.json",
+            "--eval-file",
+            f"{data}/squad/dev-v1.1.json",
+            "--train-articles",
+            "0:12",
+            "--eval-articles",
+            "40:",
+            "--max-seq-length",
+            "192",
+            "--doc-stride",
+            "64",
+            "--max-query-length",
+            "32",
+            "--num-train-epochs",
+            "1",
+        ]
     raise ValueError(f"unknown task {task!r}")
 
 
@@ -132,9 +182,23 @@ def run_one(args: argparse.Namespace, task: str, start: str, seed: int) -> dict:
     if key in args.record and not args.rerun:
         return args.record[key]
     path = args.starts[start] if start != RANDOM else next(iter(args.starts.values()))
-    cmd = [sys.executable, "-m", "bertprep.cli.main", "finetune", "--init-from", path,
-           "--seed", str(seed), "--no-progress", "--overwrite", "-o", out, *COMMON,
-           *task_args(task, args.data), *shlex.split(args.extra)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bertprep.cli.main",
+        "finetune",
+        "--init-from",
+        path,
+        "--seed",
+        str(seed),
+        "--no-progress",
+        "--overwrite",
+        "-o",
+        out,
+        *COMMON,
+        *task_args(task, args.data),
+        *shlex.split(args.extra),
+    ]
     if start == RANDOM:
         cmd.append("--random-init")
     print("  $ bertprep", shlex.join(cmd[3:]), flush=True)
@@ -151,10 +215,16 @@ def run_one(args: argparse.Namespace, task: str, start: str, seed: int) -> dict:
     with open(os.path.join(out, "wall_s.json"), "w") as f:
         json.dump({"wall_s": result["wall_s"]}, f)
     if args.record_path:
-        entry = {"best_metrics": result["best_metrics"], "best_step": result.get("best_step"),
-                 "task": result.get("task"), "wall_s": round(result["wall_s"], 1), "start_path": path,
-                 "start_weights_sha256": start_fingerprint(path) if start != RANDOM else None,
-                 "finished": datetime.date.today().isoformat(), "source": "run"}
+        entry = {
+            "best_metrics": result["best_metrics"],
+            "best_step": result.get("best_step"),
+            "task": result.get("task"),
+            "wall_s": round(result["wall_s"], 1),
+            "start_path": path,
+            "start_weights_sha256": start_fingerprint(path) if start != RANDOM else None,
+            "finished": datetime.date.today().isoformat(),
+            "source": "run",
+        }
         with _locked_record(args.record_path) as record:
             record[key] = entry
         args.record[key] = entry
@@ -170,8 +240,10 @@ def _value(result: dict, metric: str) -> float:
 def table(args: argparse.Namespace, rows: list[tuple[str, str, int, dict]]) -> list[str]:
     """The result table as Markdown lines (one row per task and metric, one column per start)."""
     if args.no_random:
-        return [f"| {t} | {s} | seed {seed} | " + " | ".join(f"{m} {_value(r, m):.3f}" for m in SHOWN[t]) + " |"
-                for t, s, seed, r in rows]
+        return [
+            f"| {t} | {s} | seed {seed} | " + " | ".join(f"{m} {_value(r, m):.3f}" for m in SHOWN[t]) + " |"
+            for t, s, seed, r in rows
+        ]
     starts = [*args.starts, RANDOM]
     head = "| task | metric | " + " | ".join(starts) + " | " + " | ".join(f"{s} - random" for s in starts[:-1]) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(starts) - 1)]
@@ -190,32 +262,61 @@ def table(args: argparse.Namespace, rows: list[tuple[str, str, int, dict]]) -> l
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--start", action="append", default=[], metavar="NAME=PATH",
-                        help="a starting point: bertprep checkpoint / run directory or Hugging Face BERT directory "
-                             "(repeat; 'random' is added with the first one's config and vocab)")
+    parser.add_argument(
+        "--start",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a starting point: bertprep checkpoint / run directory or Hugging Face BERT directory "
+        "(repeat; 'random' is added with the first one's config and vocab)",
+    )
     parser.add_argument("--checkpoint", help="shorthand for --start pretrained=PATH")
     parser.add_argument("-o", "--out", required=True, help="directory for the fine-tuning runs")
-    parser.add_argument("--data", default=os.environ.get("BERTPREP_DATA", os.path.join(REPO, "..", "shared", "data")),
-                        help="the shared data folder (default: $BERTPREP_DATA or ../shared/data)")
-    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["sst2", "mrpc", "wnut17"],
-                        help="tasks to run (see above)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1],
-                        help="fine-tuning seeds; each task runs once per seed and starting point")
-    parser.add_argument("--squad-seeds", type=int, nargs="+", default=None,
-                        help="seeds for squad (default: the first of --seeds; a squad run takes over 10 minutes)")
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("BERTPREP_DATA", os.path.join(REPO, "..", "shared", "data")),
+        help="the shared data folder (default: $BERTPREP_DATA or ../shared/data)",
+    )
+    parser.add_argument(
+        "--tasks", nargs="+", choices=TASKS, default=["sst2", "mrpc", "wnut17"], help="tasks to run (see above)"
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="fine-tuning seeds; each task runs once per seed and starting point",
+    )
+    parser.add_argument(
+        "--squad-seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="seeds for squad (default: the first of --seeds; a squad run takes over 10 minutes)",
+    )
     parser.add_argument("--extra", default="", help="more finetune options for every run, e.g. '--precision bf16'")
     parser.add_argument("--markdown", help="also write the table, command and budgets to this Markdown file")
-    parser.add_argument("--record", metavar="FILE",
-                        help="JSON file keeping every finished run's results (read instead of re-running, "
-                             "written after each run): benchmarks/finetune_runs.json for the published table")
-    parser.add_argument("--rerun", action="store_true",
-                        help="run again even where results.json (or a --record entry) exists")
-    parser.add_argument("--only-finished", action="store_true",
-                        help="make the table from the runs already finished in --out, run nothing, and list "
-                             "the missing ones (for a table whose seeds are not all done yet)")
-    parser.add_argument("--no-random", action="store_true",
-                        help="leave out the random-init column (e.g. to run two starts' jobs in two processes; a "
-                             "later run with every start and without this flag makes the whole table)")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="JSON file keeping every finished run's results (read instead of re-running, "
+        "written after each run): benchmarks/finetune_runs.json for the published table",
+    )
+    parser.add_argument(
+        "--rerun", action="store_true", help="run again even where results.json (or a --record entry) exists"
+    )
+    parser.add_argument(
+        "--only-finished",
+        action="store_true",
+        help="make the table from the runs already finished in --out, run nothing, and list "
+        "the missing ones (for a table whose seeds are not all done yet)",
+    )
+    parser.add_argument(
+        "--no-random",
+        action="store_true",
+        help="leave out the random-init column (e.g. to run two starts' jobs in two processes; a "
+        "later run with every start and without this flag makes the whole table)",
+    )
     args = parser.parse_args(argv)
     command = shlex.join(["python", "benchmarks/bench_finetune_transfer.py", *(sys.argv[1:] if argv is None else argv)])
     print("command:", command)
@@ -241,8 +342,10 @@ def main(argv: list[str] | None = None) -> None:
         seeds = (args.squad_seeds or args.seeds[:1]) if task == "squad" else args.seeds
         for seed in seeds:
             for start in [*args.starts, *([] if args.no_random else [RANDOM])]:
-                done = (os.path.exists(os.path.join(args.out, f"{task}-{start}-s{seed}", "results.json"))
-                        or f"{task}-{start}-s{seed}" in args.record)
+                done = (
+                    os.path.exists(os.path.join(args.out, f"{task}-{start}-s{seed}", "results.json"))
+                    or f"{task}-{start}-s{seed}" in args.record
+                )
                 if args.only_finished and not done:
                     args.missing.append(f"{task}-{start}-s{seed}")
                     continue
@@ -251,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.missing:
         print("not run yet (left out):", ", ".join(args.missing))
     lines = table(args, rows)
-    print(f"\nbest dev metric of each run; median over seeds (each seed's value in brackets)")
+    print("\nbest dev metric of each run; median over seeds (each seed's value in brackets)")
     print("\n".join(lines))
     walls = [r["wall_s"] for *_, r in rows if r.get("ran_now")]
     if walls:
@@ -268,17 +371,28 @@ def record_notes(args: argparse.Namespace, rows: list) -> list[str]:
         return []
     keys = [f"{t}-{s}-s{seed}" for t, s, seed, _ in rows]
     recovered = [k for k in keys if args.record.get(k, {}).get("source", "run") != "run"]
-    notes = [f"* every run's results: `{os.path.relpath(args.record_path, REPO)}` (the table is regenerated from it "
-             "without the run folders)"]
+    notes = [
+        f"* every run's results: `{os.path.relpath(args.record_path, REPO)}` (the table is regenerated from it "
+        "without the run folders)"
+    ]
     if recovered:
-        notes.append(f"* {len(recovered)} of the {len(keys)} runs were recovered from the previous page, "
-                     f"rounded to 3 decimals, their folders not kept: {', '.join(recovered)}")
+        notes.append(
+            f"* {len(recovered)} of the {len(keys)} runs were recovered from the previous page, "
+            f"rounded to 3 decimals, their folders not kept: {', '.join(recovered)}"
+        )
     for start in args.starts:
-        prints = sorted({str(args.record.get(k, {}).get("start_weights_sha256")) for k in keys
-                         if k.split("-s")[0].endswith("-" + start) and args.record.get(k, {}).get("source") == "run"})
+        prints = sorted(
+            {
+                str(args.record.get(k, {}).get("start_weights_sha256"))
+                for k in keys
+                if k.split("-s")[0].endswith("-" + start) and args.record.get(k, {}).get("source") == "run"
+            }
+        )
         if prints:
-            notes.append(f"* `{start}` weights (sha256, first 16 hex digits) of the runs made by this script: "
-                         + ", ".join(prints))
+            notes.append(
+                f"* `{start}` weights (sha256, first 16 hex digits) of the runs made by this script: "
+                + ", ".join(prints)
+            )
     return notes
 
 
@@ -308,15 +422,19 @@ def write_markdown(args: argparse.Namespace, command: str, rows: list, lines: li
         "Starting points:",
         "",
         *[f"* `{name}`: `{path}`" for name, path in args.starts.items()],
-        f"* `{RANDOM}`: random initialisation (the original's: truncated normal 0.02) with `{next(iter(args.starts))}`'s "
+        f"* `{RANDOM}`: random initialisation (the original's: truncated normal 0.02) with"
+        f" `{next(iter(args.starts))}`'s "
         "config and vocab",
         "",
         *lines,
         "",
         f"Every run: `bertprep finetune {' '.join(COMMON)} {args.extra}`".rstrip() + " plus, per task:",
         "",
-        *[f"* {t}: `{budget[t]}`" + (f" (runs took {statistics.median(walls[t]):.1f} min each, median)"
-                                     if t in walls else "") for t in args.tasks],
+        *[
+            f"* {t}: `{budget[t]}`"
+            + (f" (runs took {statistics.median(walls[t]):.1f} min each, median)" if t in walls else "")
+            for t in args.tasks
+        ],
         f"* seeds: {args.seeds}" + (f" (squad: {args.squad_seeds or args.seeds[:1]})" if "squad" in args.tasks else ""),
         f"* machine: {platform.machine()}, {os.cpu_count()} cores",
         *([f"* not run yet (left out of the medians): {', '.join(args.missing)}"] if args.missing else []),

@@ -47,12 +47,20 @@ def _cpu(fn) -> tuple[float, object]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-i", "--input", default=str(DATA / "wikipedia" / "wikiextractor-featured" / "AA" / "*"),
-                        help="input glob(s), comma-separated (default: the 241 Wikipedia featured articles)")
+    parser.add_argument(
+        "-i",
+        "--input",
+        default=str(DATA / "wikipedia" / "wikiextractor-featured" / "AA" / "*"),
+        help="input glob(s), comma-separated (default: the 241 Wikipedia featured articles)",
+    )
     parser.add_argument("--input-format", default="wikiextractor")
     parser.add_argument("--vocab", default=str(DATA / "vocab" / "bert-base-uncased-vocab.txt"))
-    parser.add_argument("--dupe-factor", type=int, default=1,
-                        help="1 (default) shows the largest relative overhead; the original's default is 10")
+    parser.add_argument(
+        "--dupe-factor",
+        type=int,
+        default=1,
+        help="1 (default) shows the largest relative overhead; the original's default is 10",
+    )
     parser.add_argument("--eval-fraction", type=float, default=0.01)
     parser.add_argument("--one-run", default=None, help=argparse.SUPPRESS)  # internal: one run, JSON result
     args = parser.parse_args(argv)
@@ -66,8 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     read = lambda: [d for f in files for d in readers.read_documents(f, args.input_format)]  # noqa: E731
     t_read, docs = _cpu(read)
     normalize = bert_normalizer(True).normalize_str
-    t_hash, _ = _cpu(lambda: [heldout.text_digest(heldout.normalized_text(d.sentences, normalize))
-                              for d in read()])
+    t_hash, _ = _cpu(lambda: [heldout.text_digest(heldout.normalized_text(d.sentences, normalize)) for d in read()])
     encoder = SentenceEncoder(load_vocab(args.vocab), True)
     t_tok, _ = _cpu(lambda: [encoder.encode_flat(d.sentences) for d in read()])
     print(f"input: {len(files)} files, {size / 1e6:.1f} MB, {len(docs):,} documents")
@@ -75,17 +82,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  read + normalise + hash (dedup) {t_hash:6.2f} s CPU  (+{t_hash - t_read:.2f} s over reading)")
     print(f"  read + tokenize (main pass)    {t_tok:6.2f} s CPU  (+{t_tok - t_read:.2f} s over reading)")
 
-    runs = {"default": {}, "--dedup exact": {"dedup": "exact"},
-            f"--eval-fraction {args.eval_fraction}": {"eval_fraction": args.eval_fraction},
-            "both": {"dedup": "exact", "eval_fraction": args.eval_fraction}}
+    runs = {
+        "default": {},
+        "--dedup exact": {"dedup": "exact"},
+        f"--eval-fraction {args.eval_fraction}": {"eval_fraction": args.eval_fraction},
+        "both": {"dedup": "exact", "eval_fraction": args.eval_fraction},
+    }
     print(f"make-shards, --dupe-factor {args.dupe_factor}, one in-process worker, each run in its own process:")
     own = [a for a in (sys.argv[1:] if argv is None else argv)]
     for scope in ("global", "file"):
         base = None
         for name, extra in runs.items():
-            run = subprocess.run([sys.executable, __file__, *own, "--one-run",
-                                  json.dumps(dict(extra, pairing_scope=scope))],
-                                 capture_output=True, text=True, check=True)
+            run = subprocess.run(
+                [sys.executable, __file__, *own, "--one-run", json.dumps(dict(extra, pairing_scope=scope))],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             r = json.loads(run.stdout.strip().splitlines()[-1])
             base = base or r["cpu_s"]
             extra_text = ""
@@ -93,19 +106,34 @@ def main(argv: list[str] | None = None) -> None:
                 extra_text += f", {r['eval_documents']} eval documents"
             if r["dropped"] is not None:
                 extra_text += f", {r['dropped']} duplicates dropped"
-            print(f"  {scope:6s} {name:22s} {r['cpu_s']:6.2f} s CPU ({r['cpu_s'] / base:.2f}x), peak RSS "
-                  f"{r['peak_rss_mb']:5.0f} MB, {r['instances']:,} training instances{extra_text}")
+            print(
+                f"  {scope:6s} {name:22s} {r['cpu_s']:6.2f} s CPU ({r['cpu_s'] / base:.2f}x), peak RSS "
+                f"{r['peak_rss_mb']:5.0f} MB, {r['instances']:,} training instances{extra_text}"
+            )
 
 
 def _one_run(args, files, extra: dict) -> None:
     with tempfile.TemporaryDirectory() as out:
-        config = ShardsConfig(inputs=tuple(files), vocab=args.vocab, output_dir=out, input_format=args.input_format,
-                              instance=InstanceConfig(dupe_factor=args.dupe_factor), **extra)
+        config = ShardsConfig(
+            inputs=tuple(files),
+            vocab=args.vocab,
+            output_dir=out,
+            input_format=args.input_format,
+            instance=InstanceConfig(dupe_factor=args.dupe_factor),
+            **extra,
+        )
         seconds, manifest = _cpu(lambda: run_make_shards(config, IN_PROCESS))
-    print(json.dumps({"cpu_s": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "instances": manifest["statistics"]["instances"],
-                      "eval_documents": manifest["split"]["eval_documents"] if "split" in manifest else None,
-                      "dropped": manifest["dedup"]["documents_dropped"] if "dedup" in manifest else None}))
+    print(
+        json.dumps(
+            {
+                "cpu_s": seconds,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "instances": manifest["statistics"]["instances"],
+                "eval_documents": manifest["split"]["eval_documents"] if "split" in manifest else None,
+                "dropped": manifest["dedup"]["documents_dropped"] if "dedup" in manifest else None,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -46,17 +46,31 @@ def main(argv: list[str] | None = None) -> None:
         tmp = tempfile.TemporaryDirectory()
         shards = os.path.join(tmp.name, "shards")
         t0 = time.perf_counter()
-        write_shard_dir(shards, num_shards=8, rows_per_shard=2500, vocab_size=30522, max_seq_length=128,
-                        max_predictions_per_seq=20, seed=0)
+        write_shard_dir(
+            shards,
+            num_shards=8,
+            rows_per_shard=2500,
+            vocab_size=30522,
+            max_seq_length=128,
+            max_predictions_per_seq=20,
+            seed=0,
+        )
         print(f"wrote synthetic shards (8 x 2,500 instances, seq 128) in {time.perf_counter() - t0:.1f} s")
     info = read_shard_info(shards)
-    print(f"shards {shards}: {info.num_shards} files, {info.num_rows} instances, max_seq_length "
-          f"{info.max_seq_length}; batch size {args.batch_size}, {args.batches} batches per run")
+    print(
+        f"shards {shards}: {info.num_shards} files, {info.num_rows} instances, max_seq_length "
+        f"{info.max_seq_length}; batch size {args.batch_size}, {args.batches} batches per run"
+    )
     for workers in args.workers:
         rates, starts = [], []
         for repeat in range(args.repeats):
-            ds = ShardDataset(shards, batch_size=args.batch_size, seed=repeat, num_workers=workers,
-                              shuffle_buffer_size=args.shuffle_buffer_size)
+            ds = ShardDataset(
+                shards,
+                batch_size=args.batch_size,
+                seed=repeat,
+                num_workers=workers,
+                shuffle_buffer_size=args.shuffle_buffer_size,
+            )
             it = iter(ShardLoader(ds, num_workers=workers))
             t0 = time.perf_counter()
             next(it)
@@ -68,8 +82,10 @@ def main(argv: list[str] | None = None) -> None:
             starts.append(t1 - t0)
             rates.append(args.batches * args.batch_size / (t2 - t1))
         rate = statistics.median(rates)
-        print(f"  workers {workers}: {rate:9.0f} instances/s, {rate / max(1, workers):9.0f} per worker; "
-              f"first batch after {statistics.median(starts) * 1000:.0f} ms")
+        print(
+            f"  workers {workers}: {rate:9.0f} instances/s, {rate / max(1, workers):9.0f} per worker; "
+            f"first batch after {statistics.median(starts) * 1000:.0f} ms"
+        )
     if tmp is not None:
         tmp.cleanup()
 

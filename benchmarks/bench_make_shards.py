@@ -69,8 +69,9 @@ def build_corpus(scale: int, files: int) -> Path:
     base = WORK / "corpus-1x.txt"
     if not base.exists():
         WORK.mkdir(parents=True, exist_ok=True)
-        sources = readers.expand_inputs([str(data_dir() / "wikipedia" / "wikiextractor-featured"),
-                                         str(data_dir() / "gutenberg")])
+        sources = readers.expand_inputs(
+            [str(data_dir() / "wikipedia" / "wikiextractor-featured"), str(data_dir() / "gutenberg")]
+        )
         tmp = base.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             for path in sources:
@@ -200,19 +201,28 @@ def original_files(original: Path) -> Path:
     """Check that ``original`` holds the user's copy of the original generator."""
     for name in ("create_pretraining_data.py", "tokenization.py"):
         if not (original / name).is_file():
-            raise SystemExit(f"--original {original}: no {name} there; put your copy of google-research/bert's "
-                             "create_pretraining_data.py and tokenization.py in that directory")
+            raise SystemExit(
+                f"--original {original}: no {name} there; put your copy of google-research/bert's "
+                "create_pretraining_data.py and tokenization.py in that directory"
+            )
     return original / "create_pretraining_data.py"
 
 
-def command_for(name: str, corpus: Path, vocab: str, dupe: int, tmp: str, extra: list[str],
-                original: Path | None) -> tuple[list[str], dict | None]:
+def command_for(
+    name: str, corpus: Path, vocab: str, dupe: int, tmp: str, extra: list[str], original: Path | None
+) -> tuple[list[str], dict | None]:
     """The command (and environment) of one run of variant ``name``."""
     if name == "original":
         files = ",".join(str(p) for p in sorted(corpus.glob("*.txt")))
         env = dict(os.environ, PYTHONPATH=str(HERE / "tf_standin"))  # the stand-in tensorflow, for this run only
-        return [PYTHON, str(original_files(original)), f"--input_file={files}", f"--output_file={tmp}/out.jsonl",
-                f"--vocab_file={vocab}", f"--dupe_factor={dupe}"], env
+        return [
+            PYTHON,
+            str(original_files(original)),
+            f"--input_file={files}",
+            f"--output_file={tmp}/out.jsonl",
+            f"--vocab_file={vocab}",
+            f"--dupe_factor={dupe}",
+        ], env
     if name == "tokenize":
         return [PYTHON, "-c", TOKENIZE_SNIPPET, vocab, str(corpus)], None
     if name == "tokenize-encoder":
@@ -220,13 +230,35 @@ def command_for(name: str, corpus: Path, vocab: str, dupe: int, tmp: str, extra:
     if name == "beam-startup":
         return [PYTHON, "-c", STARTUP_SNIPPET], None
     if name == "baseline":
-        return [PYTHON, "-c", BASELINE_SNIPPET, vocab, str(corpus), f"{tmp}/out.arrow", str(dupe),
-                str(REPO / "tests")], None
+        return [
+            PYTHON,
+            "-c",
+            BASELINE_SNIPPET,
+            vocab,
+            str(corpus),
+            f"{tmp}/out.arrow",
+            str(dupe),
+            str(REPO / "tests"),
+        ], None
     if name not in MAKE_SHARDS_VARIANTS:
-        raise SystemExit(f"unknown variant {name!r}; known: original, tokenize, tokenize-encoder, beam-startup, "
-                         f"baseline, {', '.join(MAKE_SHARDS_VARIANTS)}")
-    return BERTPREP + ["make-shards", "-i", str(corpus), "--vocab", vocab, "-o", f"{tmp}/shards", "--input-format",
-                       "bert", "--dupe-factor", str(dupe), "-q"] + MAKE_SHARDS_VARIANTS[name] + extra, None
+        raise SystemExit(
+            f"unknown variant {name!r}; known: original, tokenize, tokenize-encoder, beam-startup, "
+            f"baseline, {', '.join(MAKE_SHARDS_VARIANTS)}"
+        )
+    return BERTPREP + [
+        "make-shards",
+        "-i",
+        str(corpus),
+        "--vocab",
+        vocab,
+        "-o",
+        f"{tmp}/shards",
+        "--input-format",
+        "bert",
+        "--dupe-factor",
+        str(dupe),
+        "-q",
+    ] + MAKE_SHARDS_VARIANTS[name] + extra, None
 
 
 def instances_in(output: str) -> int | None:
@@ -240,14 +272,21 @@ def instances_in(output: str) -> int | None:
     return None
 
 
-def run_variants(corpus: Path, vocab: str, dupe: int, repeats: int, variants: list[str], extra: list[str],
-                 original: Path | None = None) -> list[dict]:
+def run_variants(
+    corpus: Path,
+    vocab: str,
+    dupe: int,
+    repeats: int,
+    variants: list[str],
+    extra: list[str],
+    original: Path | None = None,
+) -> list[dict]:
     """``repeats`` rounds; each round runs every variant once, in an order that rotates between rounds (so a
     change in the machine's load falls on every variant alike). Returns one result per variant."""
     mb = corpus_mb(corpus)
     runs = {name: {"walls": [], "peaks": [], "cpus": [], "instances": None} for name in variants}
     for round_ in range(repeats):
-        order = variants[round_ % len(variants):] + variants[:round_ % len(variants)]
+        order = variants[round_ % len(variants) :] + variants[: round_ % len(variants)]
         for name in order:
             with tempfile.TemporaryDirectory(dir=WORK) as tmp:
                 cmd, env = command_for(name, corpus, vocab, dupe, tmp, extra, original)
@@ -256,48 +295,76 @@ def run_variants(corpus: Path, vocab: str, dupe: int, repeats: int, variants: li
             runs[name]["cpus"].append(cpu)
             runs[name]["peaks"].append(peak)
             runs[name]["instances"] = instances_in(out) or runs[name]["instances"]
-            print(f"  round {round_ + 1}: {name:<24} {wall:7.2f} s  CPU {cpu:7.2f} s  peak {peak:7.0f} MB  "
-                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"  round {round_ + 1}: {name:<24} {wall:7.2f} s  CPU {cpu:7.2f} s  peak {peak:7.0f} MB  "
+                f"(load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     results = []
     for name in variants:
         walls = runs[name]["walls"]
-        results.append({"name": name, "wall": statistics.median(walls), "walls": walls,
-                        "cpu": statistics.median(runs[name]["cpus"]),
-                        "peak_mb": max(runs[name]["peaks"]), "mb": mb, "instances": runs[name]["instances"]})
+        results.append(
+            {
+                "name": name,
+                "wall": statistics.median(walls),
+                "walls": walls,
+                "cpu": statistics.median(runs[name]["cpus"]),
+                "peak_mb": max(runs[name]["peaks"]),
+                "mb": mb,
+                "instances": runs[name]["instances"],
+            }
+        )
     return results
 
 
 def table(results: list[dict], baseline: str = "baseline", floor: str = "tokenize") -> str:
     by = {r["name"]: r for r in results}
     ref = "original" if "original" in by else baseline
-    lines = [f"| run | wall (median) | runs | CPU (median) | MB/s | instances/s | peak RSS | {ref} / run | "
-             "vs tokenize |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| run | wall (median) | runs | CPU (median) | MB/s | instances/s | peak RSS | {ref} / run | vs tokenize |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         inst = f"{r['instances'] / r['wall']:,.0f}" if r["instances"] else "-"
         vs_ref = f"{by[ref]['wall'] / r['wall']:.2f}x" if ref in by else "-"
         vs_tok = f"{r['wall'] / by[floor]['wall']:.2f}x" if floor in by else "-"
         runs = " ".join(f"{w:.1f}" for w in r["walls"])
-        lines.append(f"| {r['name']} | {r['wall']:.2f} s | {runs} | {r['cpu']:.1f} s | {r['mb'] / r['wall']:.2f} | {inst} | "
-                     f"{r['peak_mb']:,.0f} MB | {vs_ref} | {vs_tok} |")
+        lines.append(
+            f"| {r['name']} | {r['wall']:.2f} s | {runs} | {r['cpu']:.1f} s | {r['mb'] / r['wall']:.2f} | {inst} | "
+            f"{r['peak_mb']:,.0f} MB | {vs_ref} | {vs_tok} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--original", type=Path, default=None, metavar="DIR",
-                        help="a directory with your copy of google-research/bert's create_pretraining_data.py and "
-                             "tokenization.py: run it (with the stand-in tensorflow of benchmarks/tf_standin) "
-                             "interleaved with make-shards on default options, at every --sizes scale")
-    parser.add_argument("--sizes", default="1",
-                        help="with --original: copies of the 16 MB corpus to run at, e.g. 1,8 (16 and 128 MB)")
+    parser.add_argument(
+        "--original",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a directory with your copy of google-research/bert's create_pretraining_data.py and "
+        "tokenization.py: run it (with the stand-in tensorflow of benchmarks/tf_standin) "
+        "interleaved with make-shards on default options, at every --sizes scale",
+    )
+    parser.add_argument(
+        "--sizes", default="1", help="with --original: copies of the 16 MB corpus to run at, e.g. 1,8 (16 and 128 MB)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="rounds (each runs every variant once)")
     parser.add_argument("--dupe-factor", type=int, default=5)
-    parser.add_argument("--bucket-size", type=int, default=None,
-                        help="pass --bucket-size to every make-shards run (default: make-shards' default)")
+    parser.add_argument(
+        "--bucket-size",
+        type=int,
+        default=None,
+        help="pass --bucket-size to every make-shards run (default: make-shards' default)",
+    )
     parser.add_argument("--files", type=int, default=4, help="files per copy of the corpus")
-    parser.add_argument("--variants", default=None,
-                        help="comma-separated; default with --original: original,make-shards; without: "
-                             "tokenize,tokenize-encoder,beam-startup,baseline,make-shards,make-shards fast")
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help="comma-separated; default with --original: original,make-shards; without: "
+        "tokenize,tokenize-encoder,beam-startup,baseline,make-shards,make-shards fast",
+    )
     parser.add_argument("--memory-curve", default="", help="e.g. 1,8: peak memory of make-shards at these scales")
     parser.add_argument("--curve-variants", default="make-shards file,make-shards")
     parser.add_argument("--curve-repeats", type=int, default=0, help="rounds per memory-curve scale (0 = --repeats)")
@@ -306,35 +373,50 @@ def main() -> None:
     extra = ["--bucket-size", str(args.bucket_size)] if args.bucket_size is not None else []
     if args.original is not None:
         original_files(args.original)
-    variants = (args.variants.split(",") if args.variants else
-                ["original", "make-shards"] if args.original else
-                ["tokenize", "tokenize-encoder", "beam-startup", "baseline", "make-shards", "make-shards fast"])
+    variants = (
+        args.variants.split(",")
+        if args.variants
+        else ["original", "make-shards"]
+        if args.original
+        else ["tokenize", "tokenize-encoder", "beam-startup", "baseline", "make-shards", "make-shards fast"]
+    )
     print("command: python benchmarks/bench_make_shards.py " + " ".join(sys.argv[1:]))
-    print(f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
-          f"python {sys.version.split()[0]}; load average at start {os.getloadavg()[0]:.1f}")
+    print(
+        f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
+        f"python {sys.version.split()[0]}; load average at start {os.getloadavg()[0]:.1f}"
+    )
     WORK.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")] if args.original else [1]
     summary = []
     for scale in sizes:
         corpus = build_corpus(scale, args.files)
-        print(f"corpus: {corpus} ({corpus_mb(corpus):.1f} MB, BERT format, {scale}x), dupe_factor "
-              f"{args.dupe_factor}, seq 128, uncased Google vocab, make-shards options {extra or 'default'}")
+        print(
+            f"corpus: {corpus} ({corpus_mb(corpus):.1f} MB, BERT format, {scale}x), dupe_factor "
+            f"{args.dupe_factor}, seq 128, uncased Google vocab, make-shards options {extra or 'default'}"
+        )
         results = run_variants(corpus, vocab, args.dupe_factor, args.repeats, variants, extra, args.original)
         print()
         print(table(results))
         print()
         summary.append((scale, corpus_mb(corpus), results))
     if args.original:
-        print(f"side by side, {args.repeats} interleaved rounds per size (load average at the end "
-              f"{os.getloadavg()[0]:.1f}; {os.cpu_count()} cores):\n")
-        print("| corpus | original (median) | make-shards, default options (median) | ratio | "
-              "CPU time original / make-shards | peak RSS original / make-shards |")
+        print(
+            f"side by side, {args.repeats} interleaved rounds per size (load average at the end "
+            f"{os.getloadavg()[0]:.1f}; {os.cpu_count()} cores):\n"
+        )
+        print(
+            "| corpus | original (median) | make-shards, default options (median) | ratio | "
+            "CPU time original / make-shards | peak RSS original / make-shards |"
+        )
         print("|---|---:|---:|---:|---:|---:|")
         for scale, mb, results in summary:
             by = {r["name"]: r for r in results}
             o, m = by["original"], by["make-shards"]
-            print(f"| {mb:.0f} MB ({scale}x) | {o['wall']:.1f} s | {m['wall']:.2f} s | **{o['wall'] / m['wall']:.1f}x** | "
-                  f"{o['cpu']:.1f} / {m['cpu']:.1f} s | {o['peak_mb']:,.0f} / {m['peak_mb']:,.0f} MB |")
+            print(
+                f"| {mb:.0f} MB ({scale}x) | {o['wall']:.1f} s | {m['wall']:.2f} s | "
+                f"**{o['wall'] / m['wall']:.1f}x** | "
+                f"{o['cpu']:.1f} / {m['cpu']:.1f} s | {o['peak_mb']:,.0f} / {m['peak_mb']:,.0f} MB |"
+            )
     if args.memory_curve:
         print("\nmemory curve (peak RSS of the whole process tree; median wall):")
         rows = []
@@ -342,17 +424,29 @@ def main() -> None:
         for scale in scales:
             corpus_k = build_corpus(scale, args.files)
             print(f" scale {scale}x: {corpus_mb(corpus_k):.0f} MB")
-            res = run_variants(corpus_k, vocab, args.dupe_factor, args.curve_repeats or args.repeats,
-                               args.curve_variants.split(","), extra)
+            res = run_variants(
+                corpus_k,
+                vocab,
+                args.dupe_factor,
+                args.curve_repeats or args.repeats,
+                args.curve_variants.split(","),
+                extra,
+            )
             rows.extend((scale, r) for r in res)
-        print("\n| variant | " + " | ".join(f"{s}x ({corpus_mb(build_corpus(s, args.files)):.0f} MB)" for s in scales)
-              + f" | {scales[-1]}x / {scales[0]}x memory |")
+        print(
+            "\n| variant | "
+            + " | ".join(f"{s}x ({corpus_mb(build_corpus(s, args.files)):.0f} MB)" for s in scales)
+            + f" | {scales[-1]}x / {scales[0]}x memory |"
+        )
         print("|---|" + "---:|" * (len(scales) + 1))
         for variant in args.curve_variants.split(","):
             cells = [r for s, r in rows if r["name"] == variant]
             growth = cells[-1]["peak_mb"] / cells[0]["peak_mb"]
-            print(f"| {variant} | " + " | ".join(f"{r['peak_mb']:,.0f} MB / {r['wall']:.1f} s" for r in cells)
-                  + f" | {growth:.2f} |")
+            print(
+                f"| {variant} | "
+                + " | ".join(f"{r['peak_mb']:,.0f} MB / {r['wall']:.1f} s" for r in cells)
+                + f" | {growth:.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -59,15 +59,18 @@ def main() -> None:
     encoder = SentenceEncoder(vocab, True)
     ids = VocabIds(vocab)
     documents = []
-    for doc in readers.read_documents(str(data / "wikipedia" / "wikiextractor-featured" / "AA" / "wiki_01"),
-                                      "wikiextractor"):
+    for doc in readers.read_documents(
+        str(data / "wikipedia" / "wikiextractor-featured" / "AA" / "wiki_01"), "wikiextractor"
+    ):
         flat, lengths = encoder.encode_flat(list(doc.sentences))
         documents.append((flat, lengths[lengths > 0]))
         if len(documents) >= args.documents:
             break
     bucket = BucketDocuments.from_arrays(documents)
-    print(f"bucket: {len(documents)} articles, {len(bucket.ids):,} word pieces; max_seq_length 128, "
-          f"dupe_factor {args.dupe_factor}, {args.repeats} repeats, medians")
+    print(
+        f"bucket: {len(documents)} articles, {len(bucket.ids):,} word pieces; max_seq_length 128, "
+        f"dupe_factor {args.dupe_factor}, {args.repeats} repeats, medians"
+    )
 
     print("\n1. static masking (make-shards, per bucket):")
     rows_by_scheme = {}
@@ -87,9 +90,14 @@ def main() -> None:
     is_subword = np.array([t.startswith("##") for t in vocab.tokens])
     unmasked = [np.asarray(r, dtype=np.int64) for r in rows_by_scheme["token"][:3000]]
     for scheme in MASKING_SCHEMES:
-        config = MaskingConfig(vocab_size=vocab.size, cls_token_id=ids.cls_id, sep_token_id=ids.sep_id,
-                               mask_token_id=ids.mask_id, masking_scheme=scheme,
-                               is_subword=None if scheme == "token" else is_subword)
+        config = MaskingConfig(
+            vocab_size=vocab.size,
+            cls_token_id=ids.cls_id,
+            sep_token_id=ids.sep_id,
+            mask_token_id=ids.mask_id,
+            masking_scheme=scheme,
+            is_subword=None if scheme == "token" else is_subword,
+        )
 
         def run():
             rng = np.random.default_rng(0)
@@ -97,7 +105,9 @@ def main() -> None:
                 mask_instance(row, config, rng)
 
         seconds = median_time(run, args.repeats)
-        print(f"  {scheme:10s} {len(unmasked) / seconds:9,.0f} rows/s  ({seconds / len(unmasked) * 1e6:.0f} us per row)")
+        print(
+            f"  {scheme:10s} {len(unmasked) / seconds:9,.0f} rows/s  ({seconds / len(unmasked) * 1e6:.0f} us per row)"
+        )
 
     print("\n3. tokenizing with a word segmenter (Chinese, jieba):")
     try:
@@ -115,8 +125,10 @@ def main() -> None:
         word_starts(zh.tokenizer, sentences, segmenter, lengths)
 
     segmented = median_time(with_words, args.repeats)
-    print(f"  {len(sentences):,} sentences: encode_flat {len(sentences) / plain:,.0f} sentences/s, with jieba "
-          f"word starts {len(sentences) / segmented:,.0f} sentences/s ({segmented / plain:.1f}x the time)")
+    print(
+        f"  {len(sentences):,} sentences: encode_flat {len(sentences) / plain:,.0f} sentences/s, with jieba "
+        f"word starts {len(sentences) / segmented:,.0f} sentences/s ({segmented / plain:.1f}x the time)"
+    )
 
 
 if __name__ == "__main__":

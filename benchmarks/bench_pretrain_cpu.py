@@ -58,14 +58,25 @@ SETTINGS: dict[str, tuple[str, int, float, list[str]]] = {
     "fast-v8k": ("8k", 128, 0.1, ["--preset", "mini", *FAST]),
     "fast-v8k-seq64": ("8k", 64, 0.1, ["--preset", "mini", *FAST]),
     "fast-v8k-seq64-tiny": ("8k", 64, 0.1, ["--preset", "tiny", *FAST[2:], "--lr", "2e-3"]),
-    "fast-v8k-seq64-batch128": ("8k", 64, 0.1, ["--preset", "mini", *FAST[2:], "--lr", "2e-3",
-                                                "--gradient-accumulation-steps", "4"]),
-    "fast-v8k-seq64-nsp": ("8k", 64, 0.1, ["--preset", "mini", "--lr", "1e-3", "--precision", "bf16",
-                                           *NO_DROPOUT]),
-    "fast-v8k-seq64-dropout": ("8k", 64, 0.1, ["--preset", "mini", "--lr", "1e-3", "--nsp-loss-weight", "0",
-                                               "--precision", "bf16"]),
-    "fast-v8k-seq64-fp32": ("8k", 64, 0.1, ["--preset", "mini", "--lr", "1e-3", "--nsp-loss-weight", "0",
-                                            "--precision", "fp32", *NO_DROPOUT]),
+    "fast-v8k-seq64-batch128": (
+        "8k",
+        64,
+        0.1,
+        ["--preset", "mini", *FAST[2:], "--lr", "2e-3", "--gradient-accumulation-steps", "4"],
+    ),
+    "fast-v8k-seq64-nsp": ("8k", 64, 0.1, ["--preset", "mini", "--lr", "1e-3", "--precision", "bf16", *NO_DROPOUT]),
+    "fast-v8k-seq64-dropout": (
+        "8k",
+        64,
+        0.1,
+        ["--preset", "mini", "--lr", "1e-3", "--nsp-loss-weight", "0", "--precision", "bf16"],
+    ),
+    "fast-v8k-seq64-fp32": (
+        "8k",
+        64,
+        0.1,
+        ["--preset", "mini", "--lr", "1e-3", "--nsp-loss-weight", "0", "--precision", "fp32", *NO_DROPOUT],
+    ),
 }
 
 
@@ -88,19 +99,29 @@ def prepare_data(data_dir: Path, vocab: str, seq: int) -> tuple[Path, Path]:
     else:
         vocab_dir = data_dir / f"vocab{vocab}"
         if not (vocab_dir / "vocab.txt").exists():
-            _run(_bertprep("build-vocab", *TRAIN_INPUTS, "-o", str(vocab_dir),
-                           "--vocab-size", str(int(vocab[:-1]) * 1000)), log)
+            _run(
+                _bertprep(
+                    "build-vocab", *TRAIN_INPUTS, "-o", str(vocab_dir), "--vocab-size", str(int(vocab[:-1]) * 1000)
+                ),
+                log,
+            )
         vocab_file = str(vocab_dir / "vocab.txt")
     predictions = str(seq * 20 // 128)
     train_dir, heldout_dir = data_dir / f"v{vocab}-s{seq}", data_dir / f"v{vocab}-s{seq}-heldout"
-    common = ["--vocab", vocab_file, "--max-seq-length", str(seq), "--max-predictions-per-seq", predictions,
-              "--overwrite"]
+    common = [
+        "--vocab",
+        vocab_file,
+        "--max-seq-length",
+        str(seq),
+        "--max-predictions-per-seq",
+        predictions,
+        "--overwrite",
+    ]
     if not (train_dir / "manifest.json").exists():
         inputs = [a for path in TRAIN_INPUTS for a in ("-i", path)]
         _run(_bertprep("make-shards", *inputs, "-o", str(train_dir), "--masking", "dynamic", *common), log)
     if not (heldout_dir / "manifest.json").exists():
-        _run(_bertprep("make-shards", "-i", HELDOUT_INPUT, "-o", str(heldout_dir), "--dupe-factor", "1",
-                       *common), log)
+        _run(_bertprep("make-shards", "-i", HELDOUT_INPUT, "-o", str(heldout_dir), "--dupe-factor", "1", *common), log)
     return train_dir, heldout_dir
 
 
@@ -115,29 +136,47 @@ def curve(run_dir: Path) -> list[dict[str, float]]:
     for p in points:
         before = [t for t in train if t["step"] <= p["step"]] or train[:1]
         t = before[-1]
-        out.append({"step": p["step"], "minutes": t["elapsed_s"] / 60, "tokens_seen": t["tokens_seen"],
-                    "mlm_accuracy_at_mask": p["mlm_accuracy_at_mask"], "mlm_loss": p["mlm_loss"]})
+        out.append(
+            {
+                "step": p["step"],
+                "minutes": t["elapsed_s"] / 60,
+                "tokens_seen": t["tokens_seen"],
+                "mlm_accuracy_at_mask": p["mlm_accuracy_at_mask"],
+                "mlm_loss": p["mlm_loss"],
+            }
+        )
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output-dir", required=True, type=Path, help="Run directories go here.")
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="Vocabs and shards (made when missing). Default: OUTPUT_DIR/data.")
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS),
-                        help="Settings to run, in this order (default: all).")
-    parser.add_argument("--tokens", type=float, default=6.0,
-                        help="Training budget of each run in millions of tokens, counted as batch x max_seq_length "
-                             "per step: the schedule (warm-up, then linear decay to 0) ends there. "
-                             "Tokens, unlike minutes, do not depend on the machine's load.")
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="Vocabs and shards (made when missing). Default: OUTPUT_DIR/data."
+    )
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=list(SETTINGS),
+        choices=list(SETTINGS),
+        help="Settings to run, in this order (default: all).",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=float,
+        default=6.0,
+        help="Training budget of each run in millions of tokens, counted as batch x max_seq_length "
+        "per step: the schedule (warm-up, then linear decay to 0) ends there. "
+        "Tokens, unlike minutes, do not depend on the machine's load.",
+    )
     parser.add_argument("--minutes", type=float, default=None, help="Also stop a run after this many minutes.")
     parser.add_argument("--batch-size", type=int, default=32, help="Micro-batch of every run.")
     parser.add_argument("--evaluations", type=int, default=12, help="Held-out evaluations per run.")
     parser.add_argument("--eval-batches", type=int, default=20, help="Held-out batches per evaluation.")
     parser.add_argument("--only-finished", action="store_true", help="Do not train; table the finished runs.")
-    parser.add_argument("--markdown", type=Path, default=None,
-                        help="Also write the table (and the command) to this file.")
+    parser.add_argument(
+        "--markdown", type=Path, default=None, help="Also write the table (and the command) to this file."
+    )
     args = parser.parse_args()
     data_dir = args.data_dir or args.output_dir / "data"
     args.output_dir.mkdir(parents=True, exist_ok=True)
@@ -148,17 +187,41 @@ def main() -> None:
             continue
         vocab, seq, warmup, options = SETTINGS[name]
         train_dir, heldout_dir = prepare_data(data_dir, vocab, seq)
-        accumulation = int(options[options.index("--gradient-accumulation-steps") + 1]) \
-            if "--gradient-accumulation-steps" in options else 1
+        accumulation = (
+            int(options[options.index("--gradient-accumulation-steps") + 1])
+            if "--gradient-accumulation-steps" in options
+            else 1
+        )
         # Rows are nearly full (short_seq_prob 0.1): budget steps from max_seq_length, stop on the real count.
         steps = max(1, int(args.tokens * 1e6 / (args.batch_size * accumulation * seq)))
         evals = max(1, steps // args.evaluations)
-        cmd = _bertprep("train", "--shards", str(train_dir), "--eval-shards", str(heldout_dir), "-o", str(run_dir),
-                        "--batch-size", str(args.batch_size), "--max-steps", str(steps),
-                        "--warmup-steps", str(max(1, round(warmup * steps))),
-                        "--eval-every", str(evals), "--log-every", str(max(1, min(50, evals // 2))),
-                        "--eval-batches", str(args.eval_batches), "--save-every", "0", "--keep-last", "1",
-                        "--no-progress", *options)
+        cmd = _bertprep(
+            "train",
+            "--shards",
+            str(train_dir),
+            "--eval-shards",
+            str(heldout_dir),
+            "-o",
+            str(run_dir),
+            "--batch-size",
+            str(args.batch_size),
+            "--max-steps",
+            str(steps),
+            "--warmup-steps",
+            str(max(1, round(warmup * steps))),
+            "--eval-every",
+            str(evals),
+            "--log-every",
+            str(max(1, min(50, evals // 2))),
+            "--eval-batches",
+            str(args.eval_batches),
+            "--save-every",
+            "0",
+            "--keep-last",
+            "1",
+            "--no-progress",
+            *options,
+        )
         if args.minutes:
             cmd += ["--max-time-minutes", str(args.minutes)]
         if run_dir.exists():
@@ -183,23 +246,28 @@ def main() -> None:
         best = max(points, key=lambda p: p["mlm_accuracy_at_mask"])
         tok_s = sorted(r["tokens_per_s"] for r in train)[len(train) // 2]
         vocab, seq, warmup, options = SETTINGS[name]
-        rows.append(f"| {name} | {vocab} | {seq} | `{' '.join(options)}` | {points[-1]['step']:,} | "
-                    f"{points[-1]['tokens_seen'] / 1e6:.1f}M | {tok_s:,.0f} | {best['mlm_accuracy_at_mask']:.3f} "
-                    f"(min {best['minutes']:.0f}) | {points[-1]['mlm_accuracy_at_mask']:.3f} | "
-                    f"{points[-1]['mlm_loss']:.2f} |")
-    header = ("| setting | vocab | seq | options | steps | tokens | tokens/s (median) | best held-out acc@[MASK] "
-              "(minute) | last acc@[MASK] | last held-out MLM loss |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+        rows.append(
+            f"| {name} | {vocab} | {seq} | `{' '.join(options)}` | {points[-1]['step']:,} | "
+            f"{points[-1]['tokens_seen'] / 1e6:.1f}M | {tok_s:,.0f} | {best['mlm_accuracy_at_mask']:.3f} "
+            f"(min {best['minutes']:.0f}) | {points[-1]['mlm_accuracy_at_mask']:.3f} | "
+            f"{points[-1]['mlm_loss']:.2f} |"
+        )
+    header = (
+        "| setting | vocab | seq | options | steps | tokens | tokens/s (median) | best held-out acc@[MASK] "
+        "(minute) | last acc@[MASK] | last held-out MLM loss |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|"
+    )
     table = header + "\n" + "\n".join(rows)
     print(table)
     (args.output_dir / "curves.json").write_text(json.dumps(curves, indent=1))
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         fig, ax = plt.subplots(figsize=(8, 5))
         for name, points in curves.items():
-            ax.plot([p["minutes"] for p in points], [p["mlm_accuracy_at_mask"] for p in points], marker=".",
-                    label=name)
+            ax.plot([p["minutes"] for p in points], [p["mlm_accuracy_at_mask"] for p in points], marker=".", label=name)
         ax.axhline(0.15, color="grey", ls="--", lw=0.8)
         ax.set_xlabel("minutes of training (wall clock)")
         ax.set_ylabel("held-out mlm_accuracy_at_mask")
@@ -211,9 +279,11 @@ def main() -> None:
         print("matplotlib not installed: no curves.png (curves.json has the points)")
     if args.markdown:
         cmd = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-        args.markdown.write_text(f"<!-- generated by: {cmd} -->\n"
-                                 f"Machine: {platform.processor() or platform.machine()}, "
-                                 f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}\n\n{table}\n")
+        args.markdown.write_text(
+            f"<!-- generated by: {cmd} -->\n"
+            f"Machine: {platform.processor() or platform.machine()}, "
+            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}\n\n{table}\n"
+        )
 
 
 if __name__ == "__main__":

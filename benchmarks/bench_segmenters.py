@@ -32,24 +32,38 @@ HARD_CASES: list[tuple[str, list[str]]] = [
     ("Mr. Smith went to Washington. He arrived late.", ["Mr. Smith went to Washington.", "He arrived late."]),
     ("Dr. Watson was there. Mrs. Hudson was not.", ["Dr. Watson was there.", "Mrs. Hudson was not."]),
     ("We met at St. Paul's Cathedral. It was cold.", ["We met at St. Paul's Cathedral.", "It was cold."]),
-    ("Bring fruit, e.g. apples or pears. Do not bring nuts.",
-     ["Bring fruit, e.g. apples or pears.", "Do not bring nuts."]),
-    ("Use a solvent, i.e. water, for the test. Then dry it.",
-     ["Use a solvent, i.e. water, for the test.", "Then dry it."]),
-    ("The U.S. Army was founded in 1775. It is the oldest branch.",
-     ["The U.S. Army was founded in 1775.", "It is the oldest branch."]),
+    (
+        "Bring fruit, e.g. apples or pears. Do not bring nuts.",
+        ["Bring fruit, e.g. apples or pears.", "Do not bring nuts."],
+    ),
+    (
+        "Use a solvent, i.e. water, for the test. Then dry it.",
+        ["Use a solvent, i.e. water, for the test.", "Then dry it."],
+    ),
+    (
+        "The U.S. Army was founded in 1775. It is the oldest branch.",
+        ["The U.S. Army was founded in 1775.", "It is the oldest branch."],
+    ),
     ("She moved to the U.K. in 2001. Then she returned.", ["She moved to the U.K. in 2001.", "Then she returned."]),
-    ("The price rose to 3.75 dollars. Sales fell by 2.5 percent.",
-     ["The price rose to 3.75 dollars.", "Sales fell by 2.5 percent."]),
+    (
+        "The price rose to 3.75 dollars. Sales fell by 2.5 percent.",
+        ["The price rose to 3.75 dollars.", "Sales fell by 2.5 percent."],
+    ),
     ('"Stop!" he said. Nobody moved.', ['"Stop!" he said.', "Nobody moved."]),
-    ('"Where are you going?" she asked. He did not answer.',
-     ['"Where are you going?" she asked.', "He did not answer."]),
+    (
+        '"Where are you going?" she asked. He did not answer.',
+        ['"Where are you going?" she asked.', "He did not answer."],
+    ),
     ("He hesitated... Then he spoke.", ["He hesitated...", "Then he spoke."]),
     ("Wait for it... the door opened slowly.", ["Wait for it... the door opened slowly."]),
-    ("J. R. R. Tolkien wrote The Hobbit. It appeared in 1937.",
-     ["J. R. R. Tolkien wrote The Hobbit.", "It appeared in 1937."]),
-    ("The letter was signed by T. S. Eliot himself. Nobody believed it.",
-     ["The letter was signed by T. S. Eliot himself.", "Nobody believed it."]),
+    (
+        "J. R. R. Tolkien wrote The Hobbit. It appeared in 1937.",
+        ["J. R. R. Tolkien wrote The Hobbit.", "It appeared in 1937."],
+    ),
+    (
+        "The letter was signed by T. S. Eliot himself. Nobody believed it.",
+        ["The letter was signed by T. S. Eliot himself.", "Nobody believed it."],
+    ),
     ("See Fig. 3 for details. The results are clear.", ["See Fig. 3 for details.", "The results are clear."]),
     ("He lives at No. 5 Baker Street. It is small.", ["He lives at No. 5 Baker Street.", "It is small."]),
     ("The meeting is at 5 p.m. on Friday. Please come.", ["The meeting is at 5 p.m. on Friday.", "Please come."]),
@@ -57,8 +71,10 @@ HARD_CASES: list[tuple[str, list[str]]] = [
     ("Is it true? Yes! It is.", ["Is it true?", "Yes!", "It is."]),
     ('He said "Go home." Then he left.', ['He said "Go home."', "Then he left."]),
     ("The ship (built in 1912) sank. Many died.", ["The ship (built in 1912) sank.", "Many died."]),
-    ("Version 2.0 was released in Jan. 2020. It was popular.",
-     ["Version 2.0 was released in Jan. 2020.", "It was popular."]),
+    (
+        "Version 2.0 was released in Jan. 2020. It was popular.",
+        ["Version 2.0 was released in Jan. 2020.", "It was popular."],
+    ),
     ("It costs $1.5 million. That is a lot.", ["It costs $1.5 million.", "That is a lot."]),
     ("He read vol. 2 of the series. It was long.", ["He read vol. 2 of the series.", "It was long."]),
     ("He grew up in the U.S. Then he moved to Paris.", ["He grew up in the U.S.", "Then he moved to Paris."]),
@@ -66,7 +82,7 @@ HARD_CASES: list[tuple[str, list[str]]] = [
     ('"Really?" asked Tom. "Yes."', ['"Really?" asked Tom.', '"Yes."']),
     ("The company is Acme Inc. It makes anvils.", ["The company is Acme Inc.", "It makes anvils."]),
     ("See section 3.2. It explains the rest.", ["See section 3.2.", "It explains the rest."]),
-    ("Who said \"To be, or not to be\"? Hamlet did.", ['Who said "To be, or not to be"?', "Hamlet did."]),
+    ('Who said "To be, or not to be"? Hamlet did.', ['Who said "To be, or not to be"?', "Hamlet did."]),
 ]
 
 
@@ -132,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         n_sentences = sum(map(len, result))
         corpus_outputs[name] = [_normalize(r) for r in result]
         median = statistics.median(times)
-        print(f"{name:10s} median of {args.repeats}: {median:6.2f} s  {total / 1e6 / median:6.2f} MB/s  "
-              f"{n_sentences:,} sentences")
+        print(
+            f"{name:10s} median of {args.repeats}: {median:6.2f} s  {total / 1e6 / median:6.2f} MB/s  "
+            f"{n_sentences:,} sentences"
+        )
         outputs[name] = [_normalize(split(text)) for text, _ in HARD_CASES]
 
     print(f"hard cases: {len(HARD_CASES)}")
@@ -146,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     disagreements = sum(x != y for x, y in zip(outputs[a], outputs[b]))
     print(f"disagreements {a} vs {b}: {disagreements}/{len(HARD_CASES)} hard cases")
     differ = [i for i, (x, y) in enumerate(zip(corpus_outputs[a], corpus_outputs[b])) if x != y]
-    print(f"disagreements {a} vs {b} on the prose: {len(differ):,}/{len(paragraphs):,} paragraphs "
-          f"({100 * len(differ) / max(1, len(paragraphs)):.1f}%)")
+    print(
+        f"disagreements {a} vs {b} on the prose: {len(differ):,}/{len(paragraphs):,} paragraphs "
+        f"({100 * len(differ) / max(1, len(paragraphs)):.1f}%)"
+    )
     return 0
 
 

@@ -47,9 +47,15 @@ def synthetic_batches(n: int, *, batch_size: int, seq_length: int, vocab_size: i
             a = int(rng.integers(1, length - 2))
             num = min(max_predictions, max(1, round(length * 0.15)))
             positions = np.sort(rng.choice(np.arange(1, length - 1), num, replace=False))
-            rows.append({"input_ids": ids, "token_type_ids": (np.arange(length) > a).astype(np.int64),
-                         "masked_lm_positions": positions, "masked_lm_ids": rng.integers(5, vocab_size, num),
-                         "next_sentence_label": int(rng.integers(0, 2))})
+            rows.append(
+                {
+                    "input_ids": ids,
+                    "token_type_ids": (np.arange(length) > a).astype(np.int64),
+                    "masked_lm_positions": positions,
+                    "masked_lm_ids": rng.integers(5, vocab_size, num),
+                    "next_sentence_label": int(rng.integers(0, 2)),
+                }
+            )
         batches.append(collate(rows))
     return batches
 
@@ -60,9 +66,13 @@ def hf_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     real = batch["masked_lm_ids"] != -100
     rows = torch.arange(labels.size(0), device=labels.device)[:, None].expand_as(real)
     labels[rows[real], batch["masked_lm_positions"][real]] = batch["masked_lm_ids"][real]
-    return {"input_ids": batch["input_ids"], "token_type_ids": batch["token_type_ids"],
-            "attention_mask": batch["attention_mask"], "labels": labels,
-            "next_sentence_label": batch["next_sentence_label"]}
+    return {
+        "input_ids": batch["input_ids"],
+        "token_type_ids": batch["token_type_ids"],
+        "attention_mask": batch["attention_mask"],
+        "labels": labels,
+        "next_sentence_label": batch["next_sentence_label"],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,10 +86,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="autocast of the three rows (auto: bf16 on CUDA, fp32 on CPU)")
-    parser.add_argument("--bf16-row", action="store_true",
-                        help="add a row 'bertprep-bf16': our model, same batches, bf16 autocast (on a CPU too)")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="autocast of the three rows (auto: bf16 on CUDA, fp32 on CPU)",
+    )
+    parser.add_argument(
+        "--bf16-row",
+        action="store_true",
+        help="add a row 'bertprep-bf16': our model, same batches, bf16 autocast (on a CPU too)",
+    )
     args = parser.parse_args(argv)
     print("command:", shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(argv))
 
@@ -95,8 +112,9 @@ def main(argv: list[str] | None = None) -> None:
         vocab_size = ds.info.vocab_size
     else:
         vocab_size = args.vocab_size
-        batches = synthetic_batches(args.steps, batch_size=args.batch_size, seq_length=args.seq_length,
-                                    vocab_size=vocab_size)
+        batches = synthetic_batches(
+            args.steps, batch_size=args.batch_size, seq_length=args.seq_length, vocab_size=vocab_size
+        )
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
     hf_batches = [hf_inputs(b) for b in batches]
     tokens = sum(int(b["attention_mask"].sum()) for b in batches)
@@ -104,15 +122,25 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     config = BertConfig.from_preset(args.preset, vocab_size=vocab_size)
     ours = BertForPreTraining(config).to(device).train()
-    hf = transformers.BertForPreTraining(
-        transformers.BertConfig(**config.to_dict(), attn_implementation="sdpa")).to(device).train()
+    hf = (
+        transformers.BertForPreTraining(transformers.BertConfig(**config.to_dict(), attn_implementation="sdpa"))
+        .to(device)
+        .train()
+    )
     hf.load_state_dict(ours.state_dict())  # identical names: a one-to-one copy
     # Ours again, scoring every position like transformers: separates the model code from the MLM-head saving.
     ours_all = BertForPreTraining(config).to(device).train()
     ours_all.load_state_dict(ours.state_dict())
-    all_batches = [{"input_ids": b["input_ids"], "token_type_ids": b["token_type_ids"],
-                    "attention_mask": b["attention_mask"], "masked_lm_ids": b["labels"],
-                    "next_sentence_label": b["next_sentence_label"]} for b in hf_batches]
+    all_batches = [
+        {
+            "input_ids": b["input_ids"],
+            "token_type_ids": b["token_type_ids"],
+            "attention_mask": b["attention_mask"],
+            "masked_lm_ids": b["labels"],
+            "next_sentence_label": b["next_sentence_label"],
+        }
+        for b in hf_batches
+    ]
     models = {
         "bertprep": (ours, batches, create_optimizer(ours, learning_rate=1e-4)),
         "transformers": (hf, hf_batches, create_optimizer(hf, learning_rate=1e-4)),
@@ -146,19 +174,25 @@ def main(argv: list[str] | None = None) -> None:
         run(name, 2)
     results: dict[str, list[float]] = {name: [] for name in models}
     for repeat in range(args.repeats):
-        order = list(models)[repeat % len(models):] + list(models)[:repeat % len(models)]  # rotate
+        order = list(models)[repeat % len(models) :] + list(models)[: repeat % len(models)]  # rotate
         for name in order:
             results[name].append(tokens / run(name, args.steps))
     med = {name: statistics.median(v) for name, v in results.items()}
-    print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "
-          f"{torch.get_num_threads()} threads), torch {torch.__version__}, transformers {transformers.__version__}")
-    print(f"model {args.preset}: {ours.num_parameters() / 1e6:.1f}M parameters; {args.steps} steps x "
-          f"{args.batch_size} sequences, {tokens} real tokens per repeat, {args.repeats} repeats")
+    print(
+        f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "
+        f"{torch.get_num_threads()} threads), torch {torch.__version__}, transformers {transformers.__version__}"
+    )
+    print(
+        f"model {args.preset}: {ours.num_parameters() / 1e6:.1f}M parameters; {args.steps} steps x "
+        f"{args.batch_size} sequences, {tokens} real tokens per repeat, {args.repeats} repeats"
+    )
     for name, values in results.items():
         print(f"  {name:13s} median {med[name]:10.0f} tokens/s  (repeats: {', '.join(f'{v:.0f}' for v in values)})")
-    print(f"  ratio bertprep / transformers: {med['bertprep'] / med['transformers']:.2f}x "
-          f"(MLM head on all positions, bertprep-all / transformers: "
-          f"{med['bertprep-all'] / med['transformers']:.2f}x)")
+    print(
+        f"  ratio bertprep / transformers: {med['bertprep'] / med['transformers']:.2f}x "
+        f"(MLM head on all positions, bertprep-all / transformers: "
+        f"{med['bertprep-all'] / med['transformers']:.2f}x)"
+    )
     if "bertprep-bf16" in med:
         print(f"  ratio bertprep-bf16 / bertprep ({args.precision}): {med['bertprep-bf16'] / med['bertprep']:.2f}x")
 

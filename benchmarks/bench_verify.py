@@ -51,8 +51,10 @@ def main(argv: list[str] | None = None) -> None:
         size = sum(os.path.getsize(f) for f in info.shard_files)
         verify_shard_files(info)  # warm the page cache
         seconds = _median_time(lambda: verify_shard_files(info), args.repeats)
-        print(f"shards: {info.num_shards} files, {size / 1e6:.1f} MB, {info.num_rows:,} instances: verify "
-              f"{seconds:.3f} s (median of {args.repeats}, page cache), {size / 1e9 / seconds:.2f} GB/s")
+        print(
+            f"shards: {info.num_shards} files, {size / 1e6:.1f} MB, {info.num_rows:,} instances: verify "
+            f"{seconds:.3f} s (median of {args.repeats}, page cache), {size / 1e9 / seconds:.2f} GB/s"
+        )
 
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig.from_preset(args.preset, vocab_size=args.vocab_size))
@@ -64,18 +66,20 @@ def main(argv: list[str] | None = None) -> None:
         saved = []
 
         def save() -> None:
-            saved.append(ckpt.save_checkpoint(run, len(saved) + 1, model=model, optimizer=optimizer, state={},
-                                              keep_last=1))
+            saved.append(
+                ckpt.save_checkpoint(run, len(saved) + 1, model=model, optimizer=optimizer, state={}, keep_last=1)
+            )
 
         save_s = _median_time(save, args.repeats)
         path = saved[-1]
         size = sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path))
-        hash_s = _median_time(lambda: [ckpt.file_digest(os.path.join(path, n)) for n in os.listdir(path)],
-                              args.repeats)
+        hash_s = _median_time(lambda: [ckpt.file_digest(os.path.join(path, n)) for n in os.listdir(path)], args.repeats)
         verify_s = _median_time(lambda: ckpt.load_intact_checkpoint(run), args.repeats)
-    print(f"checkpoint ({args.preset}, {model.num_parameters() / 1e6:.1f}M parameters, {size / 1e6:.0f} MB with "
-          f"the optimizer state): save {save_s:.3f} s of which hashing {hash_s:.3f} s; verify on resume "
-          f"{verify_s:.3f} s (medians of {args.repeats}, page cache)")
+    print(
+        f"checkpoint ({args.preset}, {model.num_parameters() / 1e6:.1f}M parameters, {size / 1e6:.0f} MB with "
+        f"the optimizer state): save {save_s:.3f} s of which hashing {hash_s:.3f} s; verify on resume "
+        f"{verify_s:.3f} s (medians of {args.repeats}, page cache)"
+    )
 
 
 if __name__ == "__main__":

@@ -78,8 +78,9 @@ def main() -> None:
         return sum(b.num_rows for b in assemble_batches(bucket, described, ids, vocab.size))
 
     def fast() -> int:
-        described = describe_instances(bucket, config, ids, random.Random(12345), InstanceStats(), mask=False,
-                                       fast_truncation=True)
+        described = describe_instances(
+            bucket, config, ids, random.Random(12345), InstanceStats(), mask=False, fast_truncation=True
+        )
         table = pa.Table.from_batches(list(assemble_batches(bucket, described, ids, vocab.size)))
         mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
         return table.num_rows
@@ -95,11 +96,17 @@ def main() -> None:
         return len(sizes)
 
     n_instances = len(described)
-    print(f"{args.documents} documents, dupe_factor {args.dupe_factor}: {n_instances:,} instances "
-          f"(CPU time per instance, median of {args.repeats})")
+    print(
+        f"{args.documents} documents, dupe_factor {args.dupe_factor}: {n_instances:,} instances "
+        f"(CPU time per instance, median of {args.repeats})"
+    )
     results = {}
-    for name, fn in (("reference (lists + Arrow)", reference), ("exact (describe + assemble)", exact),
-                     ("fast (describe + assemble + mask_table)", fast), ("shuffle only", shuffle_only)):
+    for name, fn in (
+        ("reference (lists + Arrow)", reference),
+        ("exact (describe + assemble)", exact),
+        ("fast (describe + assemble + mask_table)", fast),
+        ("shuffle only", shuffle_only),
+    ):
         times = []
         for _ in range(args.repeats):
             start = time.process_time()
@@ -108,9 +115,11 @@ def main() -> None:
         results[name] = statistics.median(times) / n * 1e6
         print(f"  {name:<42} {results[name]:6.1f} us per instance")
     base = results["reference (lists + Arrow)"]
-    print(f"  exact: {base / results['exact (describe + assemble)']:.2f}x the reference; fast: "
-          f"{base / results['fast (describe + assemble + mask_table)']:.2f}x; the shuffle is "
-          f"{results['shuffle only'] / results['exact (describe + assemble)']:.0%} of exact")
+    print(
+        f"  exact: {base / results['exact (describe + assemble)']:.2f}x the reference; fast: "
+        f"{base / results['fast (describe + assemble + mask_table)']:.2f}x; the shuffle is "
+        f"{results['shuffle only'] / results['exact (describe + assemble)']:.0%} of exact"
+    )
 
     profiler = cProfile.Profile()
     profiler.enable()

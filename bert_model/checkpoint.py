@@ -128,8 +128,7 @@ def optimizer_state_to_flat(optimizer: torch.optim.Optimizer) -> tuple[dict[str,
     return tensors, {"param_groups": groups, "scalars": scalars}
 
 
-def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict
-                              ) -> None:
+def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict) -> None:
     """Load what ``optimizer_state_to_flat`` produced into ``optimizer`` (matched by parameter name).
 
     Raises ``ValueError`` when the saved parameter names differ from the optimizer's.
@@ -137,8 +136,10 @@ def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[st
     current = optimizer.state_dict()["param_groups"]
     saved = meta["param_groups"]
     if [g.get("param_names") for g in current] != [g["param_names"] for g in saved]:
-        raise ValueError("the checkpoint's optimizer parameter names differ from this model's; "
-                         "was it saved from a model of another architecture?")
+        raise ValueError(
+            "the checkpoint's optimizer parameter names differ from this model's; "
+            "was it saved from a model of another architecture?"
+        )
     name_to_index = {n: i for g in current for i, n in zip(g["params"], g["param_names"])}
     state: dict[int, dict[str, Any]] = {}
     for key, tensor in tensors.items():
@@ -225,16 +226,20 @@ def save_checkpoint(
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
             fsync_file(os.path.join(tmp, "vocab.txt"))
         files = {name: file_digest(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
-        _write_json(os.path.join(tmp, "state.json"),
-                    {"format": CHECKPOINT_FORMAT, **state, "step": step, "optimizer": opt_meta, "files": files})
+        _write_json(
+            os.path.join(tmp, "state.json"),
+            {"format": CHECKPOINT_FORMAT, **state, "step": step, "optimizer": opt_meta, "files": files},
+        )
         replace_directory(tmp, final)  # final exists when the same step is saved again (end of run after a save)
     except (OSError, SafetensorError) as err:  # safetensors reports a full disk as SafetensorError
         shutil.rmtree(tmp, ignore_errors=True)
         previous = [p for s, p in list_checkpoints(root) if s != step]
         kept = f"the previous checkpoint {previous[-1]} is intact" if previous else "no earlier checkpoint exists"
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        failure = CheckpointWriteError(f"checkpoint {final} not written ({reason}); {kept}. Free space on that "
-                                       f"disk and continue with --resume {run_dir}")
+        failure = CheckpointWriteError(
+            f"checkpoint {final} not written ({reason}); {kept}. Free space on that "
+            f"disk and continue with --resume {run_dir}"
+        )
         failure.errno = err.errno if isinstance(err, OSError) else None
         raise failure from err
     except BaseException:
@@ -316,11 +321,15 @@ def verify_checkpoint(path: str) -> dict[str, Any]:
             raise CheckpointError(f"{file_path} is missing; {_DAMAGED_HINT}")
         actual = file_digest(file_path)
         if actual["bytes"] != recorded["bytes"]:
-            raise CheckpointError(f"{file_path} has {actual['bytes']:,} bytes, {recorded['bytes']:,} when written "
-                                  f"(truncated?); {_DAMAGED_HINT}")
+            raise CheckpointError(
+                f"{file_path} has {actual['bytes']:,} bytes, {recorded['bytes']:,} when written "
+                f"(truncated?); {_DAMAGED_HINT}"
+            )
         if actual["sha256"] != recorded["sha256"]:
-            raise CheckpointError(f"{file_path}: sha256 differs from the one recorded in state.json when it was "
-                                  f"written (the bytes changed on disk); {_DAMAGED_HINT}")
+            raise CheckpointError(
+                f"{file_path}: sha256 differs from the one recorded in state.json when it was "
+                f"written (the bytes changed on disk); {_DAMAGED_HINT}"
+            )
     return state
 
 

@@ -21,7 +21,10 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 def pad_sequences(
-    input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]], *, pad_token_id: int = 0,
+    input_ids: Sequence[Sequence[int]],
+    token_type_ids: Sequence[Sequence[int]],
+    *,
+    pad_token_id: int = 0,
     pad_to_multiple_of: int = 8,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Right-pad N token sequences (and their segment ids) to one length.
@@ -63,8 +66,10 @@ def collate(
         ``--word-ids`` or ``--word-segmenter``; ``ShardDataset`` uses it for dynamic masking and leaves it out
         of the model's batch).
     """
-    return {k: torch.from_numpy(v) for k, v in
-            collate_numpy(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of).items()}
+    return {
+        k: torch.from_numpy(v)
+        for k, v in collate_numpy(rows, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of).items()
+    }
 
 
 def collate_numpy(
@@ -74,8 +79,11 @@ def collate_numpy(
     cheaper than a shared-memory tensor per array for batches of this size)."""
     B = len(rows)
     input_ids, token_type_ids, attention_mask = pad_sequences(
-        [r["input_ids"] for r in rows], [r["token_type_ids"] for r in rows], pad_token_id=pad_token_id,
-        pad_to_multiple_of=pad_to_multiple_of)
+        [r["input_ids"] for r in rows],
+        [r["token_type_ids"] for r in rows],
+        pad_token_id=pad_token_id,
+        pad_to_multiple_of=pad_to_multiple_of,
+    )
     P = _round_up(max(len(r["masked_lm_positions"]) for r in rows), pad_to_multiple_of)
     masked_lm_positions = np.zeros((B, P), dtype=np.int64)
     masked_lm_ids = np.full((B, P), IGNORE_INDEX, dtype=np.int64)
@@ -90,19 +98,23 @@ def collate_numpy(
         if has_label:
             next_sentence_label[i] = r["next_sentence_label"]
         if has_word_ids:
-            word_ids[i, :len(r["word_ids"])] = r["word_ids"]
-    return {
-        "input_ids": input_ids,
-        "token_type_ids": token_type_ids,
-        "attention_mask": attention_mask,
-        "masked_lm_positions": masked_lm_positions,
-        "masked_lm_ids": masked_lm_ids,
-    } | ({"next_sentence_label": next_sentence_label} if has_label else {}) | (
-        {"word_ids": word_ids} if has_word_ids else {})
+            word_ids[i, : len(r["word_ids"])] = r["word_ids"]
+    return (
+        {
+            "input_ids": input_ids,
+            "token_type_ids": token_type_ids,
+            "attention_mask": attention_mask,
+            "masked_lm_positions": masked_lm_positions,
+            "masked_lm_ids": masked_lm_ids,
+        }
+        | ({"next_sentence_label": next_sentence_label} if has_label else {})
+        | ({"word_ids": word_ids} if has_word_ids else {})
+    )
 
 
-def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, pad_to_multiple_of: int = 8
-                     ) -> dict[str, torch.Tensor]:
+def collate_features(
+    features: Sequence[dict[str, Any]], pad_token_id: int = 0, pad_to_multiple_of: int = 8
+) -> dict[str, torch.Tensor]:
     """Pad fine-tuning task features into a batch.
 
     Returns ``input_ids``, ``token_type_ids``, ``attention_mask`` as int64 [B, T] (T = longest feature
@@ -115,13 +127,16 @@ def collate_features(features: Sequence[dict[str, Any]], pad_token_id: int = 0, 
     choices = bool(features[0]["input_ids"]) and isinstance(features[0]["input_ids"][0], list)
     sequences = [seq for f in features for seq in (f["input_ids"] if choices else [f["input_ids"]])]
     types = [seq for f in features for seq in (f["token_type_ids"] if choices else [f["token_type_ids"]])]
-    input_ids, token_type_ids, attention_mask = pad_sequences(sequences, types, pad_token_id=pad_token_id,
-                                                              pad_to_multiple_of=pad_to_multiple_of)
+    input_ids, token_type_ids, attention_mask = pad_sequences(
+        sequences, types, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of
+    )
     T = input_ids.shape[1]
     shape = (B, len(sequences) // B, T) if choices else (B, T)
-    batch = {"input_ids": torch.from_numpy(input_ids.reshape(shape)),
-             "token_type_ids": torch.from_numpy(token_type_ids.reshape(shape)),
-             "attention_mask": torch.from_numpy(attention_mask.reshape(shape))}
+    batch = {
+        "input_ids": torch.from_numpy(input_ids.reshape(shape)),
+        "token_type_ids": torch.from_numpy(token_type_ids.reshape(shape)),
+        "attention_mask": torch.from_numpy(attention_mask.reshape(shape)),
+    }
     first = features[0]
     if "labels" in first:
         if isinstance(first["labels"], list):

@@ -54,8 +54,15 @@ class BertConfig:
     """Id of [PAD] (0 in Google's and bertprep's vocabs); the trainer takes it from the shard manifest."""
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
@@ -74,7 +81,8 @@ class BertConfig:
             raise ValueError(f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
-                f"BertConfig.pad_token_id {self.pad_token_id} is outside the vocab (size {self.vocab_size})")
+                f"BertConfig.pad_token_id {self.pad_token_id} is outside the vocab (size {self.vocab_size})"
+            )
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> BertConfig:
@@ -111,8 +119,13 @@ class BertConfig:
     def to_hf_dict(self) -> dict:
         """A Hugging Face ``config.json`` for ``BertForPreTraining`` with these values, so a checkpoint
         directory holding it and ``model.safetensors`` loads with ``from_pretrained``."""
-        return {"architectures": ["BertForPreTraining"], "model_type": "bert", **self.to_dict(),
-                "position_embedding_type": "absolute", "tie_word_embeddings": True}
+        return {
+            "architectures": ["BertForPreTraining"],
+            "model_type": "bert",
+            **self.to_dict(),
+            "position_embedding_type": "absolute",
+            "tie_word_embeddings": True,
+        }
 
     @property
     def head_size(self) -> int:
@@ -121,10 +134,26 @@ class BertConfig:
 
 # Keys found in Hugging Face config.json files that carry no information this model uses.
 _HF_EXTRA_KEYS = {
-    "architectures", "model_type", "position_embedding_type", "tie_word_embeddings", "transformers_version",
-    "use_cache", "classifier_dropout", "gradient_checkpointing", "torch_dtype", "dtype", "is_decoder",
-    "add_cross_attention", "bos_token_id", "eos_token_id", "directionality", "pooler_fc_size",
-    "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type",
+    "architectures",
+    "model_type",
+    "position_embedding_type",
+    "tie_word_embeddings",
+    "transformers_version",
+    "use_cache",
+    "classifier_dropout",
+    "gradient_checkpointing",
+    "torch_dtype",
+    "dtype",
+    "is_decoder",
+    "add_cross_attention",
+    "bos_token_id",
+    "eos_token_id",
+    "directionality",
+    "pooler_fc_size",
+    "pooler_num_attention_heads",
+    "pooler_num_fc_layers",
+    "pooler_size_per_head",
+    "pooler_type",
 }
 
 

@@ -29,8 +29,9 @@ from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
 
 def _init_linear(layer: nn.Linear, initializer_range: float) -> None:
     """google-research/bert ``run_classifier.py`` ``output_weights``: truncated normal(0, 0.02) weight, 0 bias."""
-    nn.init.trunc_normal_(layer.weight, mean=0.0, std=initializer_range,
-                          a=-2 * initializer_range, b=2 * initializer_range)
+    nn.init.trunc_normal_(
+        layer.weight, mean=0.0, std=initializer_range, a=-2 * initializer_range, b=2 * initializer_range
+    )
     nn.init.zeros_(layer.bias)
 
 
@@ -85,9 +86,13 @@ class BertForSequenceClassification(nn.Module):
     def is_regression(self) -> bool:
         return self.num_labels == 1
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
-                ) -> SequenceClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> SequenceClassifierOutput:
         """Scores of a padded batch.
 
         Args:
@@ -95,7 +100,7 @@ class BertForSequenceClassification(nn.Module):
             labels: int64 [batch_size] class indices, or float [batch_size] targets for regression.
         """
         _, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)  # (B, H)
-        logits = self.classifier(self.dropout(pooled_output))                  # (B, C)
+        logits = self.classifier(self.dropout(pooled_output))  # (B, C)
         out = SequenceClassifierOutput(logits)
         if labels is not None:
             if self.is_regression:
@@ -122,9 +127,14 @@ class BertForQuestionAnswering(nn.Module):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         _init_linear(self.qa_outputs, config.initializer_range)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,
-                end_positions: torch.Tensor | None = None) -> QuestionAnsweringOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+    ) -> QuestionAnsweringOutput:
         """Start / end scores of a padded batch.
 
         Args:
@@ -134,15 +144,17 @@ class BertForQuestionAnswering(nn.Module):
                 Positions outside the sequence are ignored, as in ``transformers``.
         """
         sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
-        logits = self.qa_outputs(sequence_output)                                  # (B, T, 2)
-        start_logits, end_logits = logits.unbind(-1)                               # (B, T) each
+        logits = self.qa_outputs(sequence_output)  # (B, T, 2)
+        start_logits, end_logits = logits.unbind(-1)  # (B, T) each
         out = QuestionAnsweringOutput(start_logits, end_logits)
         if start_positions is not None and end_positions is not None:
             T = start_logits.size(1)
             start = start_positions.long().clamp(0, T)
             end = end_positions.long().clamp(0, T)
-            out.loss = (F.cross_entropy(start_logits.float(), start, ignore_index=T)
-                        + F.cross_entropy(end_logits.float(), end, ignore_index=T)) / 2
+            out.loss = (
+                F.cross_entropy(start_logits.float(), start, ignore_index=T)
+                + F.cross_entropy(end_logits.float(), end, ignore_index=T)
+            ) / 2
         return out
 
 
@@ -164,9 +176,13 @@ class BertForTokenClassification(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         _init_linear(self.classifier, config.initializer_range)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
-                ) -> TokenClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TokenClassifierOutput:
         """Tag scores of a padded batch.
 
         Args:
@@ -175,11 +191,12 @@ class BertForTokenClassification(nn.Module):
                 (other pieces, special tokens, padding).
         """
         sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
-        logits = self.classifier(self.dropout(sequence_output))                    # (B, T, C)
+        logits = self.classifier(self.dropout(sequence_output))  # (B, T, C)
         out = TokenClassifierOutput(logits)
         if labels is not None:
-            out.loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(),
-                                       ignore_index=IGNORE_INDEX)
+            out.loss = F.cross_entropy(
+                logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
+            )
         return out
 
 
@@ -213,9 +230,13 @@ class BertForMultipleChoice(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, 1)
         _init_linear(self.classifier, config.initializer_range)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
-                ) -> MultipleChoiceModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> MultipleChoiceModelOutput:
         """Candidate scores of a padded batch.
 
         Args:
@@ -225,8 +246,8 @@ class BertForMultipleChoice(nn.Module):
         """
         B, N, T = input_ids.shape
         flat = [None if t is None else t.reshape(B * N, T) for t in (input_ids, token_type_ids, attention_mask)]
-        _, pooled_output = self.bert(*flat)                                    # (B*N, H)
-        logits = self.classifier(self.dropout(pooled_output)).view(B, N)       # (B, N)
+        _, pooled_output = self.bert(*flat)  # (B*N, H)
+        logits = self.classifier(self.dropout(pooled_output)).view(B, N)  # (B, N)
         out = MultipleChoiceModelOutput(logits)
         if labels is not None:
             out.loss = F.cross_entropy(logits.float(), labels.long())
@@ -236,8 +257,12 @@ class BertForMultipleChoice(nn.Module):
 #: Hugging Face architecture name -> head class.
 HEADS: dict[str, type[nn.Module]] = {
     cls.architecture: cls
-    for cls in (BertForSequenceClassification, BertForQuestionAnswering, BertForTokenClassification,
-                BertForMultipleChoice)
+    for cls in (
+        BertForSequenceClassification,
+        BertForQuestionAnswering,
+        BertForTokenClassification,
+        BertForMultipleChoice,
+    )
 }
 
 
@@ -263,18 +288,22 @@ def load_encoder_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) 
     return [k for k in own if k not in state_dict or not k.startswith("bert.")]
 
 
-def check_source_weights(own: dict[str, torch.Tensor], state_dict: dict[str, torch.Tensor],
-                         wanted: list[str]) -> None:
+def check_source_weights(own: dict[str, torch.Tensor], state_dict: dict[str, torch.Tensor], wanted: list[str]) -> None:
     """Check that a source state dict can start a model whose state dict is ``own``: every encoder
     parameter (``bert.embeddings.*``, ``bert.encoder.*``) present, and every key of ``wanted`` that the
     source has of the model's shape. Raises ``ValueError`` naming the missing keys (not a BERT checkpoint)
     or the mismatched shapes (another model size)."""
     missing = [k for k in own if k.startswith(("bert.embeddings.", "bert.encoder.")) and k not in state_dict]
     if missing:
-        raise ValueError(f"the source weights lack encoder parameters {missing[:5]}"
-                         f"{' ...' if len(missing) > 5 else ''}; is it a BERT checkpoint?")
-    wrong = [f"{k}: model {tuple(own[k].shape)}, source {tuple(state_dict[k].shape)}" for k in wanted
-             if k in state_dict and own[k].shape != state_dict[k].shape]
+        raise ValueError(
+            f"the source weights lack encoder parameters {missing[:5]}"
+            f"{' ...' if len(missing) > 5 else ''}; is it a BERT checkpoint?"
+        )
+    wrong = [
+        f"{k}: model {tuple(own[k].shape)}, source {tuple(state_dict[k].shape)}"
+        for k in wanted
+        if k in state_dict and own[k].shape != state_dict[k].shape
+    ]
     if wrong:
         raise ValueError(f"the source weights have other shapes than this model: {'; '.join(wrong[:3])}")
 
@@ -287,18 +316,31 @@ def load_full_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> 
     own = model.state_dict()
     missing, unexpected = sorted(set(own) - set(state_dict)), sorted(set(state_dict) - set(own))
     if missing or unexpected:
-        raise ValueError(f"weights do not match {type(model).__name__}: missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]}")
-    wrong = [f"{k}: model {tuple(own[k].shape)}, file {tuple(v.shape)}" for k, v in state_dict.items()
-             if own[k].shape != v.shape]
+        raise ValueError(
+            f"weights do not match {type(model).__name__}: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    wrong = [
+        f"{k}: model {tuple(own[k].shape)}, file {tuple(v.shape)}"
+        for k, v in state_dict.items()
+        if own[k].shape != v.shape
+    ]
     if wrong:
         raise ValueError(f"weights have other shapes than {type(model).__name__}: {'; '.join(wrong[:3])}")
     model.load_state_dict(state_dict, strict=True)
 
 
 __all__ = [
-    "HEADS", "BertForMultipleChoice", "BertForQuestionAnswering", "MultipleChoiceModelOutput",
-    "BertForSequenceClassification", "BertForTokenClassification",
-    "QuestionAnsweringOutput", "SequenceClassifierOutput", "TokenClassifierOutput", "check_source_weights",
-    "has_pooler", "load_encoder_weights", "load_full_weights",
+    "HEADS",
+    "BertForMultipleChoice",
+    "BertForQuestionAnswering",
+    "MultipleChoiceModelOutput",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "QuestionAnsweringOutput",
+    "SequenceClassifierOutput",
+    "TokenClassifierOutput",
+    "check_source_weights",
+    "has_pooler",
+    "load_encoder_weights",
+    "load_full_weights",
 ]

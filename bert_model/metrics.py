@@ -52,8 +52,20 @@ class PretrainingMetrics:
     encoder uses the context.
     """
 
-    FIELDS = ("mlm_loss_sum", "masked", "mlm_correct", "nsp_loss_sum", "sequences", "nsp_correct",
-              "tokens", "padded_tokens", "prediction_slots", "at_mask", "at_mask_correct", "nsp_sequences")
+    FIELDS = (
+        "mlm_loss_sum",
+        "masked",
+        "mlm_correct",
+        "nsp_loss_sum",
+        "sequences",
+        "nsp_correct",
+        "tokens",
+        "padded_tokens",
+        "prediction_slots",
+        "at_mask",
+        "at_mask_correct",
+        "nsp_sequences",
+    )
 
     def __init__(self, device: torch.device | str, mask_token_id: int | None = None):
         self.device = torch.device(device)
@@ -84,14 +96,22 @@ class PretrainingMetrics:
             nsp_loss_sum, nsp_sequences = output.nsp_loss.detach().double() * B, zero + B
         else:  # objective none: no sentence task
             nsp_correct = nsp_loss_sum = nsp_sequences = zero
-        values = torch.stack([
-            output.mlm_loss.detach().double() * masked, masked.double(), mlm_correct.double(),
-            nsp_loss_sum, torch.tensor(B, dtype=torch.float64, device=self.device),
-            nsp_correct, batch["attention_mask"].sum().double(),
-            torch.tensor(B * T, dtype=torch.float64, device=self.device),
-            torch.tensor(labels.numel(), dtype=torch.float64, device=self.device),
-            at_mask_count, at_mask_correct, nsp_sequences,
-        ])
+        values = torch.stack(
+            [
+                output.mlm_loss.detach().double() * masked,
+                masked.double(),
+                mlm_correct.double(),
+                nsp_loss_sum,
+                torch.tensor(B, dtype=torch.float64, device=self.device),
+                nsp_correct,
+                batch["attention_mask"].sum().double(),
+                torch.tensor(B * T, dtype=torch.float64, device=self.device),
+                torch.tensor(labels.numel(), dtype=torch.float64, device=self.device),
+                at_mask_count,
+                at_mask_correct,
+                nsp_sequences,
+            ]
+        )
         self.sums += values
 
     def compute(self, extra: dict[str, float] | None = None) -> dict[str, float]:
@@ -115,7 +135,7 @@ class PretrainingMetrics:
         if self.mask_token_id is not None:
             out["mlm_accuracy_at_mask"] = s["at_mask_correct"] / max(s["at_mask"], 1)
         out["loss"] = out["mlm_loss"] + (out["nsp_loss"] or 0.0)
-        out.update(zip(extra, values[len(self.FIELDS):]))
+        out.update(zip(extra, values[len(self.FIELDS) :]))
         return out
 
 
@@ -170,8 +190,12 @@ def plot_metrics(jsonl_path: str, png_path: str) -> None:
     train = [r for r in records if r.get("split") == "train"]
     evals = [r for r in records if r.get("split") == "eval"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
-    panels = [("loss", "loss (MLM + NSP)"), ("mlm_accuracy", "MLM accuracy"), ("nsp_accuracy", "NSP accuracy"),
-              ("lr", "learning rate")]
+    panels = [
+        ("loss", "loss (MLM + NSP)"),
+        ("mlm_accuracy", "MLM accuracy"),
+        ("nsp_accuracy", "NSP accuracy"),
+        ("lr", "learning rate"),
+    ]
     for ax, (key, title) in zip(axes.flat, panels):
         if train:
             ax.plot([r["step"] for r in train], [_nan(r.get(key)) for r in train], label="train", lw=1)
@@ -180,14 +204,19 @@ def plot_metrics(jsonl_path: str, png_path: str) -> None:
         if key == "loss" and train:
             ax.plot([r["step"] for r in train], [r["mlm_loss"] for r in train], label="train MLM", lw=0.8)
             if any(r.get("nsp_loss") is not None for r in train):  # (objective none: no NSP)
-                ax.plot([r["step"] for r in train], [_nan(r.get("nsp_loss")) for r in train], label="train NSP",
-                        lw=0.8)
+                ax.plot([r["step"] for r in train], [_nan(r.get("nsp_loss")) for r in train], label="train NSP", lw=0.8)
         if key == "mlm_accuracy":  # older runs' lines lack it
             for rows, style, name in ((train, "-", "train"), (evals, "o--", "eval")):
                 rows = [r for r in rows if "mlm_accuracy_at_mask" in r]
                 if rows:
-                    ax.plot([r["step"] for r in rows], [r["mlm_accuracy_at_mask"] for r in rows], style,
-                            label=f"{name} at [MASK]", lw=0.8, ms=3)
+                    ax.plot(
+                        [r["step"] for r in rows],
+                        [r["mlm_accuracy_at_mask"] for r in rows],
+                        style,
+                        label=f"{name} at [MASK]",
+                        lw=0.8,
+                        ms=3,
+                    )
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -52,9 +52,11 @@ class BertEmbeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
         seq_length = input_ids.size(1)
         position_ids = torch.arange(seq_length, device=input_ids.device)  # (T,)
-        x = (self.word_embeddings(input_ids)                              # (B, T, H)
-             + self.token_type_embeddings(token_type_ids)                 # (B, T, H)
-             + self.position_embeddings(position_ids))                    # (T, H), broadcast over B
+        x = (
+            self.word_embeddings(input_ids)  # (B, T, H)
+            + self.token_type_embeddings(token_type_ids)  # (B, T, H)
+            + self.position_embeddings(position_ids)
+        )  # (T, H), broadcast over B
         return self.dropout(self.LayerNorm(x))
 
 
@@ -74,12 +76,12 @@ class BertSelfAttention(nn.Module):
         B, T, H = hidden_states.shape
         nh, hs = self.num_attention_heads, self.head_size
         q = self.query(hidden_states).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.key(hidden_states).view(B, T, nh, hs).transpose(1, 2)    # (B, nh, T, hs)
+        k = self.key(hidden_states).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = self.value(hidden_states).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(                                # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(  # (B, nh, T, hs)
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout_p if self.training else 0.0
         )
-        return y.transpose(1, 2).reshape(B, T, H)                         # (B, T, H)
+        return y.transpose(1, 2).reshape(B, T, H)  # (B, T, H)
 
 
 class BertSelfOutput(nn.Module):
@@ -169,8 +171,9 @@ def _init_weights(module: nn.Module, initializer_range: float) -> None:
     """google-research/bert ``modeling.py``: weight matrices and embeddings from a normal(0, 0.02)
     truncated at two standard deviations (TF ``truncated_normal_initializer``), biases 0, LayerNorm 1/0."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.trunc_normal_(module.weight, mean=0.0, std=initializer_range,
-                              a=-2 * initializer_range, b=2 * initializer_range)
+        nn.init.trunc_normal_(
+            module.weight, mean=0.0, std=initializer_range, a=-2 * initializer_range, b=2 * initializer_range
+        )
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.LayerNorm):
@@ -223,7 +226,7 @@ class BertModel(nn.Module):
         if attention_mask is not None:
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = attend to that key
         hidden_states = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
-        sequence_output = self.encoder(hidden_states, attn_mask)    # (B, T, H)
+        sequence_output = self.encoder(hidden_states, attn_mask)  # (B, T, H)
         return sequence_output, self.pooler(sequence_output)
 
 
@@ -246,7 +249,7 @@ class BertLMPredictionHead(nn.Module):
         self.transform = BertPredictionHeadTransform(config)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.decoder.weight = word_embeddings.weight  # tied (TIED_WEIGHTS_KEYS)
-        self.decoder.bias = self.bias                 # tied alias, as in Hugging Face
+        self.decoder.bias = self.bias  # tied alias, as in Hugging Face
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.transform(hidden_states))  # (..., V)
@@ -316,14 +319,14 @@ class BertForPreTraining(nn.Module):
         sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
         if masked_lm_positions is not None:
             index = masked_lm_positions.long().unsqueeze(-1).expand(-1, -1, sequence_output.size(-1))  # (B, P, H)
-            sequence_output = torch.gather(sequence_output, 1, index)                                 # (B, P, H)
-        prediction_logits = self.cls.predictions(sequence_output)      # (B, P, V)
+            sequence_output = torch.gather(sequence_output, 1, index)  # (B, P, H)
+        prediction_logits = self.cls.predictions(sequence_output)  # (B, P, V)
         seq_relationship_logits = self.cls.seq_relationship(pooled_output)  # (B, 2)
         out = BertForPreTrainingOutput(prediction_logits, seq_relationship_logits)
         if masked_lm_ids is not None:
             out.mlm_loss = F.cross_entropy(
                 prediction_logits.reshape(-1, prediction_logits.size(-1)).float(),  # (B*P, V)
-                masked_lm_ids.reshape(-1).long(),                                   # (B*P,)
+                masked_lm_ids.reshape(-1).long(),  # (B*P,)
                 ignore_index=IGNORE_INDEX,
             )
         if next_sentence_label is not None:
@@ -338,8 +341,9 @@ class BertForPreTraining(nn.Module):
         total = sum(p.numel() for p in params.values())
         if exclude_embeddings:
             emb = self.bert.embeddings
-            total -= sum(e.weight.numel() for e in (emb.word_embeddings, emb.position_embeddings,
-                                                     emb.token_type_embeddings))
+            total -= sum(
+                e.weight.numel() for e in (emb.word_embeddings, emb.position_embeddings, emb.token_type_embeddings)
+            )
         return total
 
 
@@ -362,8 +366,11 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, torch.Tensor]
     if missing or unexpected:
         raise ValueError(f"state dict does not match the model: missing {missing}, unexpected {unexpected}")
     own = model.state_dict()
-    wrong = [f"{k}: model {tuple(own[k].shape)}, given {tuple(v.shape)}" for k, v in state_dict.items()
-             if own[k].shape != v.shape]
+    wrong = [
+        f"{k}: model {tuple(own[k].shape)}, given {tuple(v.shape)}"
+        for k, v in state_dict.items()
+        if own[k].shape != v.shape
+    ]
     if wrong:
         raise ValueError(f"state dict does not match the model's shapes: {'; '.join(wrong[:5])}")
     result = model.load_state_dict(state_dict, strict=False)
@@ -376,6 +383,13 @@ def trainable_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 __all__ = [
-    "PRESETS", "TIED_WEIGHTS_KEYS", "BertConfig", "BertModel", "BertForPreTraining", "BertForPreTrainingOutput",
-    "flops_per_token", "load_state_dict_strict", "trainable_state_dict",
+    "PRESETS",
+    "TIED_WEIGHTS_KEYS",
+    "BertConfig",
+    "BertModel",
+    "BertForPreTraining",
+    "BertForPreTrainingOutput",
+    "flops_per_token",
+    "load_state_dict_strict",
+    "trainable_state_dict",
 ]

@@ -17,7 +17,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Two AdamW parameter groups: decayed weights, and biases + LayerNorm parameters without decay.
 
     Each distinct trainable parameter (a tied one once) lands in exactly one group (frozen ones, with
-    ``requires_grad`` False, in none), checked as minGPT's ``configure_optimizers`` does. ``params`` holds ``(name, parameter)`` pairs, which torch optimizers
+    ``requires_grad`` False, in none), checked as minGPT's ``configure_optimizers`` does. ``params`` holds ``(name,
+    parameter)`` pairs, which torch optimizers
     record as ``param_names`` so the optimizer state can be saved by name. Raises ``AssertionError`` if the
     partition is not exact (a bug, not user error).
     """
@@ -70,8 +71,9 @@ def create_optimizer(
         raise ValueError(f"Adam betas must be in [0, 1), got {betas}")
     if fused is None:
         fused = next(model.parameters()).device.type == "cuda"
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=learning_rate, betas=betas, eps=eps,
-                             fused=fused or None)
+    return torch.optim.AdamW(
+        param_groups(model, weight_decay), lr=learning_rate, betas=betas, eps=eps, fused=fused or None
+    )
 
 
 def warmup_linear_decay(step: int, *, warmup_steps: int, max_steps: int) -> float:
@@ -85,20 +87,25 @@ def warmup_linear_decay(step: int, *, warmup_steps: int, max_steps: int) -> floa
     return max(0.0, 1.0 - step / max_steps)
 
 
-def create_scheduler(optimizer: torch.optim.Optimizer, *, warmup_steps: int, max_steps: int
-                     ) -> torch.optim.lr_scheduler.LambdaLR:
+def create_scheduler(
+    optimizer: torch.optim.Optimizer, *, warmup_steps: int, max_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """``LambdaLR`` with ``warmup_linear_decay``; its ``state_dict()`` holds only numbers (JSON-safe)."""
     if max_steps <= 0:
         raise ValueError(f"max_steps must be positive, got {max_steps}")
     if not 0 <= warmup_steps <= max_steps:
         raise ValueError(f"warmup_steps must be in [0, max_steps={max_steps}], got {warmup_steps}")
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, functools.partial(warmup_linear_decay, warmup_steps=warmup_steps, max_steps=max_steps))
+        optimizer, functools.partial(warmup_linear_decay, warmup_steps=warmup_steps, max_steps=max_steps)
+    )
 
 
-def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer,
-                   scheduler: torch.optim.lr_scheduler.LRScheduler, max_grad_norm: float
-                   ) -> tuple[float, torch.Tensor | None]:
+def optimizer_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    max_grad_norm: float,
+) -> tuple[float, torch.Tensor | None]:
     """One update from the accumulated gradients: clip the global gradient norm to ``max_grad_norm`` (0 = no
     clipping), step the optimizer and the schedule, clear the gradients.
 

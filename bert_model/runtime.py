@@ -126,5 +126,14 @@ def set_default_permissions(path: str) -> None:
     os.chmod(path, 0o666 & ~_umask())
 
 
-__all__ = ["atomic_file", "fsync_file", "path_is_within", "replace_directory", "resolve_device", "seed_everything",
-           "set_default_permissions", "write_atomic", "write_text_synced"]
+__all__ = [
+    "atomic_file",
+    "fsync_file",
+    "path_is_within",
+    "replace_directory",
+    "resolve_device",
+    "seed_everything",
+    "set_default_permissions",
+    "write_atomic",
+    "write_text_synced",
+]

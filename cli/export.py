@@ -7,20 +7,41 @@ import click
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--output-dir", "-o", required=True, type=click.Path(file_okay=False),
-              help="Directory to write (config.json, model.safetensors, vocab.txt, tokenizer.json, "
-                   "tokenizer_config.json, special_tokens_map.json).")
-@click.option("--vocab", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="vocab.txt of the model (default: the one saved with it).")
-@click.option("--do-lower-case/--no-do-lower-case", default=None,
-              help="Tokenizer casing to record. Default: as recorded with the model, else guessed from the vocab.")
-@click.option("--strip-accents/--no-strip-accents", default=None,
-              help="Accent stripping to record in tokenizer.json and tokenizer_config.json (transformers reads "
-                   "it back). Default: as recorded with the model (its shards' manifest or tokenizer files), "
-                   "else the same as the casing (the original).")
+@click.option(
+    "--output-dir",
+    "-o",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write (config.json, model.safetensors, vocab.txt, tokenizer.json, "
+    "tokenizer_config.json, special_tokens_map.json).",
+)
+@click.option(
+    "--vocab",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="vocab.txt of the model (default: the one saved with it).",
+)
+@click.option(
+    "--do-lower-case/--no-do-lower-case",
+    default=None,
+    help="Tokenizer casing to record. Default: as recorded with the model, else guessed from the vocab.",
+)
+@click.option(
+    "--strip-accents/--no-strip-accents",
+    default=None,
+    help="Accent stripping to record in tokenizer.json and tokenizer_config.json (transformers reads "
+    "it back). Default: as recorded with the model (its shards' manifest or tokenizer files), "
+    "else the same as the casing (the original).",
+)
 @click.option("--overwrite", is_flag=True, default=False, help="Replace --output-dir if it exists.")
-def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bool | None,
-           strip_accents: bool | None, overwrite: bool) -> None:
+def export(
+    model_dir: str,
+    output_dir: str,
+    vocab: str | None,
+    do_lower_case: bool | None,
+    strip_accents: bool | None,
+    overwrite: bool,
+) -> None:
     """Export MODEL_DIR for Hugging Face transformers (from_pretrained / AutoTokenizer).
 
     MODEL_DIR is a pre-training checkpoint or run directory of 'bertprep train' (exported as
@@ -35,12 +56,20 @@ def export(model_dir: str, output_dir: str, vocab: str | None, do_lower_case: bo
     from bertprep.bert_model.hf.export import ExportError, export_model
 
     try:
-        result = export_model(model_dir, output_dir, vocab_file=vocab, do_lower_case=do_lower_case,
-                              strip_accents=strip_accents, overwrite=overwrite)
+        result = export_model(
+            model_dir,
+            output_dir,
+            vocab_file=vocab,
+            do_lower_case=do_lower_case,
+            strip_accents=strip_accents,
+            overwrite=overwrite,
+        )
     except ExportError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         raise click.ClickException(str(err)) from None
     config = result.model.config
-    click.echo(f"wrote {result.source.architecture} ({config.num_hidden_layers} layers, hidden "
-               f"{config.hidden_size}) to {result.path}")
+    click.echo(
+        f"wrote {result.source.architecture} ({config.num_hidden_layers} layers, hidden "
+        f"{config.hidden_size}) to {result.path}"
+    )

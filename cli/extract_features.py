@@ -1,4 +1,5 @@
-"""``bertprep extract-features``: options -> ``FeatureConfig`` -> ``bertprep.bert_model.inference.features.extract_features``."""
+"""``bertprep extract-features``: options -> ``FeatureConfig`` ->
+``bertprep.bert_model.inference.features.extract_features``."""
 
 from __future__ import annotations
 
@@ -23,30 +24,65 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--model", required=True, type=click.Path(exists=True, file_okay=False),
-              help="A bertprep checkpoint or run directory, a 'bertprep finetune' output, or a Hugging Face BERT "
-                   "directory (its encoder is used; heads are ignored).")
-@click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="UTF-8 text, one sequence per line; 'text_a ||| text_b' for a sentence pair. Blank lines are "
-                   "skipped (the 'line' column keeps the 0-based line number).")
-@click.option("--output", "output_file", required=True, type=click.Path(dir_okay=False),
-              help="Arrow IPC file to write (read it with pyarrow.ipc.open_file); written under a temporary name "
-                   "and renamed when complete.")
-@click.option("--layers", default="-1,-2,-3,-4", callback=_layers,
-              help="Comma-separated hidden states to write, one column layer_<i> each: 0 = embedding output, "
-                   "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering).")
-@click.option("--pooling", type=click.Choice(POOLINGS), default=_D["pooling"].default,
-              help="none: a vector per word piece; first-piece / mean-word: a vector per word (its first piece, "
-                   "or the mean of its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces "
-                   "([CLS]/[SEP] included).")
-@click.option("--max-seq-length", type=click.IntRange(min=3), default=_D["max_seq_length"].default,
-              help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=_D["batch_size"].default,
-              help="Lines per forward pass and per Arrow record batch: what is in memory at a time.")
-@click.option("--dtype", type=click.Choice(DTYPES), default=_D["dtype"].default,
-              help="Stored activation type (float16 halves the file).")
-@click.option("--do-lower-case/--no-do-lower-case", default=None,
-              help="Override the tokenizer casing recorded with the model.")
+@click.option(
+    "--model",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="A bertprep checkpoint or run directory, a 'bertprep finetune' output, or a Hugging Face BERT "
+    "directory (its encoder is used; heads are ignored).",
+)
+@click.option(
+    "--input",
+    "input_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="UTF-8 text, one sequence per line; 'text_a ||| text_b' for a sentence pair. Blank lines are "
+    "skipped (the 'line' column keeps the 0-based line number).",
+)
+@click.option(
+    "--output",
+    "output_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Arrow IPC file to write (read it with pyarrow.ipc.open_file); written under a temporary name "
+    "and renamed when complete.",
+)
+@click.option(
+    "--layers",
+    default="-1,-2,-3,-4",
+    callback=_layers,
+    help="Comma-separated hidden states to write, one column layer_<i> each: 0 = embedding output, "
+    "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering).",
+)
+@click.option(
+    "--pooling",
+    type=click.Choice(POOLINGS),
+    default=_D["pooling"].default,
+    help="none: a vector per word piece; first-piece / mean-word: a vector per word (its first piece, "
+    "or the mean of its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces "
+    "([CLS]/[SEP] included).",
+)
+@click.option(
+    "--max-seq-length",
+    type=click.IntRange(min=3),
+    default=_D["max_seq_length"].default,
+    help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=_D["batch_size"].default,
+    help="Lines per forward pass and per Arrow record batch: what is in memory at a time.",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default=_D["dtype"].default,
+    help="Stored activation type (float16 halves the file).",
+)
+@click.option(
+    "--do-lower-case/--no-do-lower-case", default=None, help="Override the tokenizer casing recorded with the model."
+)
 @click.option("--device", default=_D["device"].default, help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --output.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
@@ -71,5 +107,6 @@ def extract_features_cmd(**options) -> None:
         result = extract_features(config)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         raise click.ClickException(str(err)) from None
-    click.echo(f"{result.lines} lines ({result.pieces} word pieces, {result.truncated} cut) written to "
-               f"{result.output_file}")
+    click.echo(
+        f"{result.lines} lines ({result.pieces} word pieces, {result.truncated} cut) written to {result.output_file}"
+    )

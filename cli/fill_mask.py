@@ -10,22 +10,48 @@ import click
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("texts", nargs=-1)
-@click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False),
-              help="A 'bertprep train' checkpoint or run directory (its latest checkpoint), or a Hugging Face "
-                   "BertForPreTraining / BertForMaskedLM directory (e.g. from 'bertprep export').")
-@click.option("--input", "input_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; "
-                   "read after the TEXTS given on the command line.")
+@click.option(
+    "--model",
+    "model_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="A 'bertprep train' checkpoint or run directory (its latest checkpoint), or a Hugging Face "
+    "BertForPreTraining / BertForMaskedLM directory (e.g. from 'bertprep export').",
+)
+@click.option(
+    "--input",
+    "input_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; "
+    "read after the TEXTS given on the command line.",
+)
 @click.option("--top-k", type=click.IntRange(min=1), default=5, help="Candidates shown per [MASK].")
-@click.option("--json", "as_json", is_flag=True, default=False,
-              help="Print one JSON object per sentence (text, pieces, and per mask its position and "
-                   "[piece, probability] candidates) instead of the readable lines.")
-@click.option("--do-lower-case/--no-do-lower-case", default=None,
-              help="Tokenizer casing. Default: as recorded with the model, else guessed from its vocab.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    default=False,
+    help="Print one JSON object per sentence (text, pieces, and per mask its position and "
+    "[piece, probability] candidates) instead of the readable lines.",
+)
+@click.option(
+    "--do-lower-case/--no-do-lower-case",
+    default=None,
+    help="Tokenizer casing. Default: as recorded with the model, else guessed from its vocab.",
+)
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, help="Sentences per forward pass.")
 @click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
-def fill_mask(texts: tuple[str, ...], model_dir: str, input_file: str | None, top_k: int, as_json: bool,
-              do_lower_case: bool | None, batch_size: int, device: str) -> None:
+def fill_mask(
+    texts: tuple[str, ...],
+    model_dir: str,
+    input_file: str | None,
+    top_k: int,
+    as_json: bool,
+    do_lower_case: bool | None,
+    batch_size: int,
+    device: str,
+) -> None:
     """Show what a pre-trained model predicts at each [MASK] of TEXTS: the quickest look at what masked-LM
     pre-training taught it (a model still on the unigram plateau answers 'the , . of').
 
@@ -57,9 +83,16 @@ def fill_mask(texts: tuple[str, ...], model_dir: str, input_file: str | None, to
         raise click.ClickException(str(err)) from None
     for result in results:
         if as_json:
-            click.echo(json.dumps({"text": result.text, "pieces": result.pieces,
-                                   "masks": [{"position": m.position, "candidates": m.candidates}
-                                             for m in result.masks]}, ensure_ascii=False))
+            click.echo(
+                json.dumps(
+                    {
+                        "text": result.text,
+                        "pieces": result.pieces,
+                        "masks": [{"position": m.position, "candidates": m.candidates} for m in result.masks],
+                    },
+                    ensure_ascii=False,
+                )
+            )
             continue
         click.echo(result.text)
         for i, mask in enumerate(result.masks, 1):

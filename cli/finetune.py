@@ -33,132 +33,303 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--task", required=True, type=click.Choice(["glue", "squad", "ner", "multiple-choice"]),
-              help="glue = sentence (pair) classification / regression from TSV; squad = extractive QA from "
-                   "SQuAD v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files; "
-                   "multiple-choice = pick one of N endings (SWAG CSV, or other CSV/TSV/JSONL via the column "
-                   "options).")
-@click.option("--train-file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Training data (GLUE train.tsv, SQuAD JSON, or CoNLL file).")
-@click.option("--eval-file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Evaluation data, same format; evaluated after each epoch, the best model is kept.")
-@click.option("--output-dir", "-o", required=True, type=click.Path(file_okay=False),
-              help="Run directory: best/ (Hugging Face model + finetune.json), metrics.jsonl, results.json, "
-                   "eval_predictions.*.")
-@click.option("--init-from", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT directory "
-                   "(config.json + model.safetensors / pytorch_model.bin + vocab.txt).")
-@click.option("--random-init", is_flag=True, default=False,
-              help="Use --init-from's config and vocab but random weights (the 'no pre-training' baseline).")
-@click.option("--preset", type=click.Choice(list(PRESETS)), default=None,
-              help="Without --init-from: model size of a randomly initialised model (needs --vocab).")
-@click.option("--vocab", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="vocab.txt to tokenize with (default: the one saved with the model).")
-@click.option("--do-lower-case/--no-do-lower-case", default=None,
-              help="Lower-case and strip accents (uncased vocab). Default: as recorded with the model, else "
-                   "guessed from the vocab.")
-@click.option("--strip-accents/--no-strip-accents", default=None,
-              help="Strip accents (NFD; splits Hangul syllables into jamo) apart from lower-casing. Default: as "
-                   "recorded with the model, else the same as --do-lower-case (the original). A model whose "
-                   "vocab was built with --no-strip-accents (Korean) records it.")
+@click.option(
+    "--task",
+    required=True,
+    type=click.Choice(["glue", "squad", "ner", "multiple-choice"]),
+    help="glue = sentence (pair) classification / regression from TSV; squad = extractive QA from "
+    "SQuAD v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files; "
+    "multiple-choice = pick one of N endings (SWAG CSV, or other CSV/TSV/JSONL via the column "
+    "options).",
+)
+@click.option(
+    "--train-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Training data (GLUE train.tsv, SQuAD JSON, or CoNLL file).",
+)
+@click.option(
+    "--eval-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Evaluation data, same format; evaluated after each epoch, the best model is kept.",
+)
+@click.option(
+    "--output-dir",
+    "-o",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Run directory: best/ (Hugging Face model + finetune.json), metrics.jsonl, results.json, eval_predictions.*.",
+)
+@click.option(
+    "--init-from",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT directory "
+    "(config.json + model.safetensors / pytorch_model.bin + vocab.txt).",
+)
+@click.option(
+    "--random-init",
+    is_flag=True,
+    default=False,
+    help="Use --init-from's config and vocab but random weights (the 'no pre-training' baseline).",
+)
+@click.option(
+    "--preset",
+    type=click.Choice(list(PRESETS)),
+    default=None,
+    help="Without --init-from: model size of a randomly initialised model (needs --vocab).",
+)
+@click.option(
+    "--vocab",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="vocab.txt to tokenize with (default: the one saved with the model).",
+)
+@click.option(
+    "--do-lower-case/--no-do-lower-case",
+    default=None,
+    help="Lower-case and strip accents (uncased vocab). Default: as recorded with the model, else "
+    "guessed from the vocab.",
+)
+@click.option(
+    "--strip-accents/--no-strip-accents",
+    default=None,
+    help="Strip accents (NFD; splits Hangul syllables into jamo) apart from lower-casing. Default: as "
+    "recorded with the model, else the same as --do-lower-case (the original). A model whose "
+    "vocab was built with --no-strip-accents (Korean) records it.",
+)
 # GLUE
-@click.option("--glue-task", type=click.Choice(GLUE_TASK_NAMES), default=None,
-              help="GLUE task preset: columns, labels and metrics of its train.tsv / dev.tsv.")
-@click.option("--text-a-column", default=None,
-              help="Column of the (first) sentence: a header name or a 0-based index.")
+@click.option(
+    "--glue-task",
+    type=click.Choice(GLUE_TASK_NAMES),
+    default=None,
+    help="GLUE task preset: columns, labels and metrics of its train.tsv / dev.tsv.",
+)
+@click.option("--text-a-column", default=None, help="Column of the (first) sentence: a header name or a 0-based index.")
 @click.option("--text-b-column", default=None, help="Column of the second sentence of a pair.")
-@click.option("--label-column", default=None,
-              help="Column of the label (multiple-choice: the right ending's 0-based index; default 'label').")
+@click.option(
+    "--label-column",
+    default=None,
+    help="Column of the label (multiple-choice: the right ending's 0-based index; default 'label').",
+)
 @click.option("--header/--no-header", default=None, help="Whether the TSV's first line names the columns.")
-@click.option("--labels", callback=_split_list, default=None,
-              help="Comma-separated labels in class order (glue: default from the preset or the training file; "
-                   "ner: default from the training file).")
-@click.option("--regression", "is_regression", is_flag=True, default=None,
-              help="The label is a number; train a regression head with MSE (as STS-B).")
-@click.option("--metrics", callback=_split_list, default=None,
-              help="Comma-separated metrics: accuracy, f1, matthews_corrcoef, pearson, spearman; the first picks "
-                   "the best model (default: GLUE's for the preset).")
+@click.option(
+    "--labels",
+    callback=_split_list,
+    default=None,
+    help="Comma-separated labels in class order (glue: default from the preset or the training file; "
+    "ner: default from the training file).",
+)
+@click.option(
+    "--regression",
+    "is_regression",
+    is_flag=True,
+    default=None,
+    help="The label is a number; train a regression head with MSE (as STS-B).",
+)
+@click.option(
+    "--metrics",
+    callback=_split_list,
+    default=None,
+    help="Comma-separated metrics: accuracy, f1, matthews_corrcoef, pearson, spearman; the first picks "
+    "the best model (default: GLUE's for the preset).",
+)
 # NER, feature-based
-@click.option("--feature-based", type=click.Choice(["last4-concat", "last4-sum", "second-to-last", "last",
-                                                    "embeddings"]), default=None,
-              help="ner: the paper's feature-based approach (5.3, Table 7): freeze the encoder and train a two-layer "
-                   "BiLSTM + classifier on these activations (last4-concat = the last four layers concatenated). "
-                   "The BiLSTM starts from scratch: use a larger --lr, e.g. 1e-3.")
-@click.option("--lstm-hidden-size", type=click.IntRange(min=1), default=None,
-              help="ner --feature-based: BiLSTM units per direction (default: the model's hidden size).")
+@click.option(
+    "--feature-based",
+    type=click.Choice(["last4-concat", "last4-sum", "second-to-last", "last", "embeddings"]),
+    default=None,
+    help="ner: the paper's feature-based approach (5.3, Table 7): freeze the encoder and train a two-layer "
+    "BiLSTM + classifier on these activations (last4-concat = the last four layers concatenated). "
+    "The BiLSTM starts from scratch: use a larger --lr, e.g. 1e-3.",
+)
+@click.option(
+    "--lstm-hidden-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="ner --feature-based: BiLSTM units per direction (default: the model's hidden size).",
+)
 # multiple choice
-@click.option("--context-column", default=None,
-              help="multiple-choice: column (or JSON field) of the context, the first segment (default 'sent1').")
-@click.option("--question-column", default=None,
-              help="multiple-choice: column put before every ending in the second segment (default 'sent2', "
-                   "SWAG's start of the next sentence); '' for none.")
-@click.option("--ending-columns", callback=_split_list, default=None,
-              help="multiple-choice: comma-separated columns of the N candidates (default "
-                   "ending0,ending1,ending2,ending3), or one JSON field holding the list.")
-@click.option("--id-column", default=None,
-              help="multiple-choice: column of an example id for the predictions CSV (default: row number).")
-@click.option("--input-format", type=click.Choice(["auto", "csv", "tsv", "jsonl"]), default=None,
-              help="multiple-choice: file layout (default auto: from the extension, .csv / .tsv / .jsonl).")
+@click.option(
+    "--context-column",
+    default=None,
+    help="multiple-choice: column (or JSON field) of the context, the first segment (default 'sent1').",
+)
+@click.option(
+    "--question-column",
+    default=None,
+    help="multiple-choice: column put before every ending in the second segment (default 'sent2', "
+    "SWAG's start of the next sentence); '' for none.",
+)
+@click.option(
+    "--ending-columns",
+    callback=_split_list,
+    default=None,
+    help="multiple-choice: comma-separated columns of the N candidates (default "
+    "ending0,ending1,ending2,ending3), or one JSON field holding the list.",
+)
+@click.option(
+    "--id-column",
+    default=None,
+    help="multiple-choice: column of an example id for the predictions CSV (default: row number).",
+)
+@click.option(
+    "--input-format",
+    type=click.Choice(["auto", "csv", "tsv", "jsonl"]),
+    default=None,
+    help="multiple-choice: file layout (default auto: from the extension, .csv / .tsv / .jsonl).",
+)
 # shared / SQuAD
-@click.option("--max-seq-length", type=click.IntRange(min=3), default=None,
-              help="Word pieces per input, [CLS]/[SEP] included (default 128; squad 384).")
-@click.option("--doc-stride", type=click.IntRange(min=1), default=None,
-              help="squad: pieces between the starts of context windows (default 128).")
-@click.option("--max-query-length", type=click.IntRange(min=1), default=None,
-              help="squad: question pieces kept (default 64).")
-@click.option("--max-answer-length", type=click.IntRange(min=1), default=None,
-              help="squad: longest predicted answer in pieces (default 30).")
-@click.option("--n-best-size", type=click.IntRange(min=1), default=None,
-              help="squad: start / end candidates per window (default 20).")
-@click.option("--train-articles", default=None,
-              help="squad: START:END range of the training file's articles to use, e.g. 0:30.")
-@click.option("--eval-articles", default=None,
-              help="squad: START:END range of the evaluation file's articles to use, e.g. 30:.")
-@click.option("--train-paragraphs", default=None,
-              help="squad: START:END range of the training file's paragraphs (passages, counted over the chosen "
-                   "articles), e.g. 0:60; with --eval-paragraphs 60: one file splits by passage.")
-@click.option("--eval-paragraphs", default=None,
-              help="squad: START:END range of the evaluation file's paragraphs, e.g. 60:.")
-@click.option("--squad-version", "version", type=click.Choice(["1.1", "2.0"]), default=None,
-              help="squad: 2.0 = questions may have no answer (is_impossible; null span at [CLS]). Default: the "
-                   "training file's 'version' field.")
-@click.option("--null-score-diff-threshold", type=float, default=None,
-              help="squad v2.0: predict no answer when s_null - s_best_span > this (tau). Default: chosen on the "
-                   "eval file as the official best_f1_thresh and saved with the model (0.0 without an eval file).")
+@click.option(
+    "--max-seq-length",
+    type=click.IntRange(min=3),
+    default=None,
+    help="Word pieces per input, [CLS]/[SEP] included (default 128; squad 384).",
+)
+@click.option(
+    "--doc-stride",
+    type=click.IntRange(min=1),
+    default=None,
+    help="squad: pieces between the starts of context windows (default 128).",
+)
+@click.option(
+    "--max-query-length", type=click.IntRange(min=1), default=None, help="squad: question pieces kept (default 64)."
+)
+@click.option(
+    "--max-answer-length",
+    type=click.IntRange(min=1),
+    default=None,
+    help="squad: longest predicted answer in pieces (default 30).",
+)
+@click.option(
+    "--n-best-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="squad: start / end candidates per window (default 20).",
+)
+@click.option(
+    "--train-articles", default=None, help="squad: START:END range of the training file's articles to use, e.g. 0:30."
+)
+@click.option(
+    "--eval-articles", default=None, help="squad: START:END range of the evaluation file's articles to use, e.g. 30:."
+)
+@click.option(
+    "--train-paragraphs",
+    default=None,
+    help="squad: START:END range of the training file's paragraphs (passages, counted over the chosen "
+    "articles), e.g. 0:60; with --eval-paragraphs 60: one file splits by passage.",
+)
+@click.option(
+    "--eval-paragraphs", default=None, help="squad: START:END range of the evaluation file's paragraphs, e.g. 60:."
+)
+@click.option(
+    "--squad-version",
+    "version",
+    type=click.Choice(["1.1", "2.0"]),
+    default=None,
+    help="squad: 2.0 = questions may have no answer (is_impossible; null span at [CLS]). Default: the "
+    "training file's 'version' field.",
+)
+@click.option(
+    "--null-score-diff-threshold",
+    type=float,
+    default=None,
+    help="squad v2.0: predict no answer when s_null - s_best_span > this (tau). Default: chosen on the "
+    "eval file as the official best_f1_thresh and saved with the model (0.0 without an eval file).",
+)
 # training
-@click.option("--learning-rate", "--lr", type=click.FloatRange(min=0, min_open=True), default=_default("learning_rate"),
-              help="Peak AdamW learning rate (paper: 5e-5, 3e-5 or 2e-5).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Training batch size (paper: 32).")
-@click.option("--eval-batch-size", type=click.IntRange(min=1), default=_default("eval_batch_size"), help="Batch size when evaluating.")
-@click.option("--num-train-epochs", type=click.FloatRange(min=0, min_open=True), default=_default("num_train_epochs"),
-              help="Epochs over the training data (paper: 3).")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None,
-              help="Schedule length in steps; overrides --num-train-epochs.")
-@click.option("--max-time-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Stop training after this many minutes (then evaluate and save).")
-@click.option("--warmup-proportion", type=click.FloatRange(0, 1, max_open=True), default=_default("warmup_proportion"),
-              help="Share of steps with linear warm-up; then linear decay to 0.")
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=_default("weight_decay"),
-              help="Decoupled weight decay (not on biases and LayerNorm).")
-@click.option("--adam-epsilon", type=click.FloatRange(min=0, min_open=True), default=_default("adam_epsilon"),
-              help="AdamW epsilon.")
-@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=_default("max_grad_norm"),
-              help="Clip the gradient norm to this (0 = off).")
-@click.option("--eval-every", type=click.IntRange(min=0), default=_default("eval_every"),
-              help="Also evaluate every N steps (0 = after each epoch only).")
-@click.option("--log-every", type=click.IntRange(min=1), default=_default("log_every"), help="Steps between training-loss lines.")
-@click.option("--max-train-examples", type=click.IntRange(min=1), default=None,
-              help="Use the first N training examples (questions for squad, sentences for ner).")
-@click.option("--max-eval-examples", type=click.IntRange(min=1), default=None,
-              help="Evaluate on the first N examples.")
+@click.option(
+    "--learning-rate",
+    "--lr",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_default("learning_rate"),
+    help="Peak AdamW learning rate (paper: 5e-5, 3e-5 or 2e-5).",
+)
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Training batch size (paper: 32)."
+)
+@click.option(
+    "--eval-batch-size",
+    type=click.IntRange(min=1),
+    default=_default("eval_batch_size"),
+    help="Batch size when evaluating.",
+)
+@click.option(
+    "--num-train-epochs",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_default("num_train_epochs"),
+    help="Epochs over the training data (paper: 3).",
+)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Schedule length in steps; overrides --num-train-epochs.",
+)
+@click.option(
+    "--max-time-minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Stop training after this many minutes (then evaluate and save).",
+)
+@click.option(
+    "--warmup-proportion",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=_default("warmup_proportion"),
+    help="Share of steps with linear warm-up; then linear decay to 0.",
+)
+@click.option(
+    "--weight-decay",
+    type=click.FloatRange(min=0),
+    default=_default("weight_decay"),
+    help="Decoupled weight decay (not on biases and LayerNorm).",
+)
+@click.option(
+    "--adam-epsilon",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_default("adam_epsilon"),
+    help="AdamW epsilon.",
+)
+@click.option(
+    "--max-grad-norm",
+    type=click.FloatRange(min=0),
+    default=_default("max_grad_norm"),
+    help="Clip the gradient norm to this (0 = off).",
+)
+@click.option(
+    "--eval-every",
+    type=click.IntRange(min=0),
+    default=_default("eval_every"),
+    help="Also evaluate every N steps (0 = after each epoch only).",
+)
+@click.option(
+    "--log-every", type=click.IntRange(min=1), default=_default("log_every"), help="Steps between training-loss lines."
+)
+@click.option(
+    "--max-train-examples",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Use the first N training examples (questions for squad, sentences for ner).",
+)
+@click.option("--max-eval-examples", type=click.IntRange(min=1), default=None, help="Evaluate on the first N examples.")
 @click.option("--seed", type=int, default=_default("seed"), help="Seed of head initialisation, dropout and data order.")
 @click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default=_default("precision"), show_default=True,
-              help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (about 1.6x faster "
-                   "on CPUs with AVX512-BF16/AMX, usually slower on others). fp32: no autocast.")
-@click.option("--overwrite", is_flag=True, default=False,
-              help="Replace a previous run in --output-dir. The new run is written beside it and swapped in only "
-                   "when complete: a failed or killed run leaves the previous one as it was.")
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default=_default("precision"),
+    show_default=True,
+    help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (about 1.6x faster "
+    "on CPUs with AVX512-BF16/AMX, usually slower on others). fp32: no autocast.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    default=False,
+    help="Replace a previous run in --output-dir. The new run is written beside it and swapped in only "
+    "when complete: a failed or killed run leaves the previous one as it was.",
+)
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
     """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice task.
@@ -181,11 +352,32 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
           --train-file wnut17train.conll --eval-file emerging.dev.conll -o runs/wnut17-features
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    task_keys = ("text_a_column", "text_b_column", "label_column", "header", "labels", "is_regression", "metrics",
-                 "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "train_articles",
-                 "eval_articles", "train_paragraphs", "eval_paragraphs", "version", "null_score_diff_threshold",
-                 "context_column", "question_column", "ending_columns", "id_column", "input_format",
-                 "feature_based", "lstm_hidden_size")
+    task_keys = (
+        "text_a_column",
+        "text_b_column",
+        "label_column",
+        "header",
+        "labels",
+        "is_regression",
+        "metrics",
+        "doc_stride",
+        "max_query_length",
+        "max_answer_length",
+        "n_best_size",
+        "train_articles",
+        "eval_articles",
+        "train_paragraphs",
+        "eval_paragraphs",
+        "version",
+        "null_score_diff_threshold",
+        "context_column",
+        "question_column",
+        "ending_columns",
+        "id_column",
+        "input_format",
+        "feature_based",
+        "lstm_hidden_size",
+    )
     task_options = {k: options.pop(k) for k in task_keys}
     task_options["is_regression"] = task_options["is_regression"] or None  # unset flag: keep the preset's
     try:
@@ -197,7 +389,12 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
         result = run_finetune(config, task_obj)
     except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as err:
         raise click.ClickException(str(err)) from None
-    summary = ("" if result.best_metrics is None else
-               ", ".join(f"{k} {v:.4f}" for k, v in result.best_metrics.items()) + f" at step {result.best_step}; ")
-    click.echo(f"{result.steps} steps ({result.stop_reason}, {result.train_seconds / 60:.1f} min); {summary}"
-               f"model {result.best_dir}")
+    summary = (
+        ""
+        if result.best_metrics is None
+        else ", ".join(f"{k} {v:.4f}" for k, v in result.best_metrics.items()) + f" at step {result.best_step}; "
+    )
+    click.echo(
+        f"{result.steps} steps ({result.stop_reason}, {result.train_seconds / 60:.1f} min); {summary}"
+        f"model {result.best_dir}"
+    )

@@ -9,17 +9,31 @@ import click
 
 @click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("shard_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("-n", "--num-examples", type=click.IntRange(min=0), default=3, show_default=True,
-              help="How many instances to decode back to text.")
-@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Start decoding after this many rows (in shard order).")
+@click.option(
+    "-n",
+    "--num-examples",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="How many instances to decode back to text.",
+)
+@click.option(
+    "--skip",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Start decoding after this many rows (in shard order).",
+)
 @click.option("--stats/--no-stats", default=True, show_default=True, help="Print the manifest statistics.")
-@click.option("--verify", is_flag=True,
-              help="Read every row and check it: sha256 and counts against the manifest, length <= "
-                   "max_seq_length, [CLS] first, [SEP] last, masked positions; per objective: nsp/sop exactly "
-                   "two [SEP], token types 0 then 1, A and B not empty, label share as in the manifest; none: "
-                   "token types 0, every row full but the last of each bucket, document separators as counted. "
-                   "Exits 1 on any problem.")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Read every row and check it: sha256 and counts against the manifest, length <= "
+    "max_seq_length, [CLS] first, [SEP] last, masked positions; per objective: nsp/sop exactly "
+    "two [SEP], token types 0 then 1, A and B not empty, label share as in the manifest; none: "
+    "token types 0, every row full but the last of each bucket, document separators as counted. "
+    "Exits 1 on any problem.",
+)
 def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, verify: bool) -> None:
     """Print the statistics of a finished shard directory and decode instances back to text.
 
@@ -51,8 +65,13 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
         if report["errors"]:
             raise click.ClickException("verification failed:\n  " + "\n  ".join(report["errors"]))
         objective = inspection.objective_of(manifest)
-        layout = ("holds exactly two [SEP] around non-empty segments, label share as in the manifest"
-                  if objective != "none" else "is full but the last of each bucket, document separators as counted")
-        click.echo(f"\nverified: {report['rows']:,} rows in {report['shards']} shards match the manifest "
-                   f"(objective {objective}); every row <= max_seq_length, starts with [CLS], {layout}; token "
-                   "types and masked positions well formed")
+        layout = (
+            "holds exactly two [SEP] around non-empty segments, label share as in the manifest"
+            if objective != "none"
+            else "is full but the last of each bucket, document separators as counted"
+        )
+        click.echo(
+            f"\nverified: {report['rows']:,} rows in {report['shards']} shards match the manifest "
+            f"(objective {objective}); every row <= max_seq_length, starts with [CLS], {layout}; token "
+            "types and masked positions well formed"
+        )

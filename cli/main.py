@@ -34,8 +34,14 @@ _HELP = {
 
 
 # The setup.cfg extra that installs what each command needs beyond the core (Beam, tokenizers, pyarrow).
-_EXTRAS = {"train": "train", "finetune": "finetune", "export": "finetune", "predict": "finetune",
-           "fill-mask": "finetune", "extract-features": "finetune"}
+_EXTRAS = {
+    "train": "train",
+    "finetune": "finetune",
+    "export": "finetune",
+    "predict": "finetune",
+    "fill-mask": "finetune",
+    "extract-features": "finetune",
+}
 
 
 class LazyGroup(click.Group):

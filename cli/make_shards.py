@@ -11,8 +11,15 @@ import sys
 
 import click
 
-from bertprep.pipeline.config import (DEDUP_MODES, MASKING_MODES, OBJECTIVES, PAIRING_SCOPES, SAMPLING_MODES,
-                                      InstanceConfig, ShardsConfig)
+from bertprep.pipeline.config import (
+    DEDUP_MODES,
+    MASKING_MODES,
+    OBJECTIVES,
+    PAIRING_SCOPES,
+    SAMPLING_MODES,
+    InstanceConfig,
+    ShardsConfig,
+)
 from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
 from bertprep.pipeline.masking.schemes import MASKING_SCHEMES
 from bertprep.pipeline.instances.buckets import MIN_DOCUMENTS_PER_BUCKET
@@ -42,17 +49,23 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
         return
     options = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
     if not options:
-        raise click.UsageError(f"unexpected argument {unknown[0]!r}; input files are given with -i/--input-file "
-                               "(comma-separated or repeated)", ctx)
+        raise click.UsageError(
+            f"unexpected argument {unknown[0]!r}; input files are given with -i/--input-file "
+            "(comma-separated or repeated)",
+            ctx,
+        )
     name = options[0]
-    ours = sorted({opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts)
-                   if opt.startswith("--")})
+    ours = sorted(
+        {opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")}
+    )
     close = difflib.get_close_matches(name, ours, n=1, cutoff=0.6) or difflib.get_close_matches(
-        name, beam_option_names(), n=1, cutoff=0.75)
+        name, beam_option_names(), n=1, cutoff=0.75
+    )
     hint = f"; did you mean {close[0]}?" if close else "; see bertprep make-shards --help"
     more = f" (and {', '.join(options[1:])})" if len(options) > 1 else ""
-    raise click.UsageError(f"no such option: {name}{more}: neither a make-shards option nor a Beam pipeline "
-                           f"option{hint}", ctx)
+    raise click.UsageError(
+        f"no such option: {name}{more}: neither a make-shards option nor a Beam pipeline option{hint}", ctx
+    )
 
 
 def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -64,160 +77,356 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @click.command(
     "make-shards",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                      "help_option_names": ["-h", "--help"], "max_content_width": 100},
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 100,
+    },
 )
-@click.option("-i", "--input-file", "input_files", multiple=True, metavar="GLOBS",
-              help="Input files: comma-separated globs, files or directories (repeatable; local or gs://...). "
-                   "Files are read in glob order, sorted within each pattern, patterns in the order given. "
-                   "Default: the bundled demo corpus (three public-domain books).")
-@click.option("--vocab", "--vocab-file", "vocab", required=True, metavar="PATH",
-              help="WordPiece vocab: a vocab.txt (one token per line, ours or Google's) or a tokenizer.json.")
-@click.option("-o", "--output-dir", required=True, metavar="DIR",
-              help="Where the shards and manifest.json go (local or gs://...).")
-@click.option("--do-lower-case/--no-do-lower-case", default=None,
-              help="Lower-case and strip accents before WordPiece; must match the vocab (uncased vocab: on). "
-                   "Default: the tokenizer.json's setting, else on (the original's default). A mismatch with "
-                   "the vocab is warned about.")
-@click.option("--strip-accents/--no-strip-accents", default=None,
-              help="Strip accents (Unicode NFD, combining marks dropped) apart from lower-casing; must match the "
-                   "vocab. Default: the tokenizer.json's setting, else the same as --do-lower-case (the "
-                   "original). A tokenizer.json built with the other setting is refused; a vocab.txt whose "
-                   "Korean entries say otherwise (conjoining jamo from stripped text, or Hangul syllables) is "
-                   "warned about. Korean and other scripts with combining marks: --no-strip-accents.")
-@click.option("--max-seq-length", type=int, default=_default("max_seq_length"), show_default=True,
-              help="Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90% of steps, then 512).")
-@click.option("--max-predictions-per-seq", type=int, default=_default("max_predictions_per_seq"), show_default=True,
-              help="Cap on masked positions per instance; must be below --max-seq-length (about "
-                   "max_seq_length x masked_lm_prob: 20 at 128, 76-80 at 512).")
-@click.option("--masked-lm-prob", type=float, default=_default("masked_lm_prob"), show_default=True,
-              help="Fraction of tokens to predict; each is [MASK] 80%, random 10%, kept 10% of the time.")
-@click.option("--short-seq-prob", type=float, default=_default("short_seq_prob"), show_default=True,
-              help="Probability that a pass over a document targets a shorter random length.")
-@click.option("--dupe-factor", type=int, default=_default("dupe_factor"), show_default=True,
-              help="Passes over the corpus, each with fresh pairing and masking (output grows linearly). "
-                   "Ignored (1) with --masking dynamic.")
-@click.option("--random-seed", type=int, default=_default("random_seed"), show_default=True,
-              help="Seed; the same input, vocab, options and seed give byte-identical shards on any runner.")
-@click.option("--do-whole-word-mask/--no-do-whole-word-mask", default=_default("do_whole_word_mask"), show_default=True,
-              help="Mask whole words (a piece and its following ## pieces) instead of single pieces: the "
-                   "original's flag, the same as --masking-scheme whole-word (with no --word-segmenter the output "
-                   "is the original's).")
-@click.option("--masking-scheme", type=click.Choice(MASKING_SCHEMES), default=_default("masking_scheme"),
-              show_default=True,
-              help="What one masking decision covers; the budget (15%, --max-predictions-per-seq) and 80/10/10 "
-                   "stay. token: single pieces (the original). whole-word: whole words, each taken or skipped "
-                   "(the original's --do-whole-word-mask). ngram: n consecutive words, P(n) proportional to 1/n, "
-                   "n <= --max-ngram-size (ERNIE / Megatron-LM). span: spans of words with geometric lengths "
-                   "(--span-geometric-p, at most --max-span-length; SpanBERT sec. 3.1, mean 3.8 words), "
-                   "80/10/10 decided per span. Words: whitespace + punctuation (a piece and its ## pieces; every "
-                   "Chinese character is a word), or --word-segmenter's. Static and dynamic masking both honour "
-                   "it; --sampling fast keeps the per-instance masking for the word-level schemes.")
-@click.option("--max-ngram-size", type=click.IntRange(min=1), default=_default("max_ngram_size"), show_default=True,
-              help="Longest n-gram in words (--masking-scheme ngram).")
-@click.option("--span-geometric-p", type=click.FloatRange(0, 1, min_open=True), default=_default("span_geometric_p"),
-              show_default=True, help="p of the geometric span length in words (--masking-scheme span; SpanBERT 0.2).")
-@click.option("--max-span-length", type=click.IntRange(min=1), default=_default("max_span_length"), show_default=True,
-              help="Longest span in words (--masking-scheme span; SpanBERT 10); longer draws are redrawn "
-                   "(the geometric truncated and renormalised, as SpanBERT's code).")
-@click.option("--word-segmenter", default=None, metavar="MODULE:CALLABLE",
-              help="Word boundaries for the word-level masking schemes, for scripts where whitespace and "
-                   "punctuation do not mark words: an importable callable str -> list[str] returning the words of "
-                   "a sentence in order (substrings of it), e.g. my_words:words; or a built-in: jieba (Chinese, "
-                   "pip install jieba) or kiwi (Korean morphemes, pip install kiwipiepy). It only groups the "
-                   "word pieces (the ids do not change) and implies --word-ids. Must be importable on every "
-                   "worker (on Dataflow: ship it with --setup_file). Default: whitespace + punctuation.")
-@click.option("--word-ids/--no-word-ids", default=_default("word_ids"), show_default=True,
-              help="Write a word_ids column (the word index of each piece in its row, -1 at [CLS]/[SEP]); on "
-                   "by itself with --word-segmenter, so that dynamic masking in `bertprep train` uses the "
-                   "segmenter's words.")
-@click.option("--objective", type=click.Choice(OBJECTIVES), default=_default("objective"), show_default=True,
-              help="The sentence-level task besides the masked LM. nsp: next-sentence prediction, the original "
-                   "(BERT sec. 3.1): B follows A or (50%) comes from another document; next_sentence_label 1 = "
-                   "NotNext. sop: sentence-order prediction (ALBERT sec. 4.2): A and B are consecutive segments "
-                   "of one document, swapped half the time; next_sentence_label 1 = swapped; a one-sentence "
-                   "chunk takes the next sentence, or is skipped (and counted) at a document's end. none: no "
-                   "sentence task (RoBERTa sec. 4.2, FULL-SENTENCES): documents back to back with a [SEP] "
-                   "between two documents, cut into rows of exactly --max-seq-length tokens (the last row of "
-                   "each bucket shorter); no next_sentence_label column, token types all 0, --short-seq-prob "
-                   "unused; `bertprep train` then uses the masked-LM loss alone. Recorded in the manifest; "
-                   "both --sampling modes honour it.")
-@click.option("--input-format", type=click.Choice(INPUT_FORMATS), default=_default("input_format"), show_default=True,
-              help="bert: one sentence per line, blank line between documents (the original's format); "
-                   "jsonl: one JSON document per line (--text-field); text: one prose document per file "
-                   "(books; Project Gutenberg header/footer stripped); wikiextractor / wikiextractor-json: "
-                   "WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, .xml.bz2); parquet. "
-                   "auto: detected per file from extension and content.")
-@click.option("--text-field", default=_default("text_field"), show_default=True,
-              help="Field holding the document text in jsonl/parquet input.")
-@click.option("--segmenter", default=None,
-              help="Sentence segmenter for prose formats (syntok or blingfire; default: the readers' default).")
-@click.option("--encoding", default=_default("encoding"), show_default=True,
-              help="Text encoding of the inputs; undecodable bytes are replaced and counted in the manifest.")
-@click.option("--max-line-chars", type=click.IntRange(min=1), default=_default("max_line_chars"), show_default=True,
-              help="Lines longer than this are skipped and counted (never read whole into memory).")
-@click.option("--pairing-scope", type=click.Choice(PAIRING_SCOPES), default=_default("pairing_scope"),
-              show_default=True,
-              help="Where NotNext segments come from. global: documents are spread over seeded "
-                   "random buckets across the whole corpus, as the original draws from the whole corpus; "
-                   "needs a shuffle (GroupByKey), whose memory grows with the corpus on the local runner "
-                   "(not on Dataflow). file: a bucket is a run of consecutive documents of one input file; "
-                   "no shuffle, flat memory on any runner, but the NotNext pool is local (do not use it with "
-                   "one-document-per-file inputs such as books).")
-@click.option("--bucket-tokens", type=click.IntRange(min=1), default=_default("bucket_tokens"), show_default=True,
-              help="Word pieces per bucket (the default bucketing). A bucket is the NotNext pool and the unit "
-                   "of work: buckets sized by word pieces keep a worker's memory bounded, weigh books and "
-                   "articles by what they cost, and spread even a small corpus over every core. There are "
-                   f"never so many buckets that they average fewer than {MIN_DOCUMENTS_PER_BUCKET} documents.")
-@click.option("--bucket-size", type=click.IntRange(min=0), default=None,
-              help="Documents per bucket instead of --bucket-tokens. 0 = one bucket holding every document: "
-                   "with --pairing-scope global (and --sampling auto or exact) this reproduces the original "
-                   "generator's output exactly (same instances, same order), on one core for instance "
-                   "creation.  [default: by "
-                   "--bucket-tokens]")
-@click.option("--num-shards", type=int, default=_default("num_shards"), show_default=True,
-              help="Number of output shards; 0 = one per ~50,000 instances. Row counts differ by at most one.")
-@click.option("--masking", type=click.Choice(MASKING_MODES), default=_default("masking"), show_default=True,
-              help="static: masks fixed here, dupe_factor copies (the original). dynamic: unmasked pairs "
-                   "written once; the trainer masks on the fly with the same rule.")
-@click.option("--sampling", type=click.Choice(SAMPLING_MODES), default=_default("sampling"), show_default=True,
-              help="exact: the original generator's random stream, draw for draw (with one bucket the output is "
-                   "the original's, instance for instance). fast: the same algorithm and distributions "
-                   "(pairs, truncation, 15% masking, 80/10/10) with truncation and masking drawn in bulk "
-                   "with numpy: instance creation takes about 4x less CPU, statistically the same, not the "
-                   "original's instances. auto: exact with --bucket-size 0 (the original's output), fast "
-                   "otherwise (several buckets are not the original's instances anyway). The mode used is "
-                   "recorded in the manifest. Default output differs from earlier versions' (buckets of "
-                   "20,000 documents, exact sampling): --bucket-size 20000 --sampling exact gives that output, "
-                   "--bucket-size 0 the original's as before.")
-@click.option("--eval-fraction", type=click.FloatRange(0, 1, max_open=True), default=_default("eval_fraction"),
-              show_default=True,
-              help="Hold out this share of the documents (whole documents, e.g. 0.01) as a second shard set in "
-                   "OUTPUT_DIR/eval/ (its own manifest; use it with `bertprep train --eval-shards OUTPUT_DIR/eval`). "
-                   "Made with the same options; its NotNext segments come from eval documents only. A document "
-                   "is held out when a stable hash of (--eval-seed, input path, document index in the file) "
-                   "falls below the fraction, so no document is in both sets on any runner. 0 = no split.")
-@click.option("--eval-seed", type=click.IntRange(0, 2**32 - 1), default=_default("eval_seed"), show_default=True,
-              help="Seed of the held-out split, apart from --random-seed: shard sets made with other random "
-                   "seeds hold out the same documents (so none of them trains on another's eval documents).")
-@click.option("--dedup", type=click.Choice(DEDUP_MODES), default=_default("dedup"), show_default=True,
-              help="exact: keep one copy of documents whose text is equal after the tokenizer's normalization "
-                   "(case and accents as --do-lower-case/--strip-accents, whitespace collapsed): the first in "
-                   "input order. --pairing-scope global: the documents are grouped by a hash of that text (a "
-                   "shuffle, no extra read); file: one extra read of the inputs (no tokenization) and a "
-                   "shuffle of hashes and ids only. Dropped copies are counted in the manifest and the log. "
-                   "Near-duplicates are not removed.")
-@click.option("--overwrite", is_flag=True,
-              help="Replace shards already in --output-dir (otherwise refused). The old shards stay until the new "
-                   "run has succeeded: a failed or killed run leaves them as they were.")
-@click.option("-q", "--quiet", is_flag=True,
-              help="Only warnings and errors (the local worker processes' own logs and tracebacks included).")
+@click.option(
+    "-i",
+    "--input-file",
+    "input_files",
+    multiple=True,
+    metavar="GLOBS",
+    help="Input files: comma-separated globs, files or directories (repeatable; local or gs://...). "
+    "Files are read in glob order, sorted within each pattern, patterns in the order given. "
+    "Default: the bundled demo corpus (three public-domain books).",
+)
+@click.option(
+    "--vocab",
+    "--vocab-file",
+    "vocab",
+    required=True,
+    metavar="PATH",
+    help="WordPiece vocab: a vocab.txt (one token per line, ours or Google's) or a tokenizer.json.",
+)
+@click.option(
+    "-o",
+    "--output-dir",
+    required=True,
+    metavar="DIR",
+    help="Where the shards and manifest.json go (local or gs://...).",
+)
+@click.option(
+    "--do-lower-case/--no-do-lower-case",
+    default=None,
+    help="Lower-case and strip accents before WordPiece; must match the vocab (uncased vocab: on). "
+    "Default: the tokenizer.json's setting, else on (the original's default). A mismatch with "
+    "the vocab is warned about.",
+)
+@click.option(
+    "--strip-accents/--no-strip-accents",
+    default=None,
+    help="Strip accents (Unicode NFD, combining marks dropped) apart from lower-casing; must match the "
+    "vocab. Default: the tokenizer.json's setting, else the same as --do-lower-case (the "
+    "original). A tokenizer.json built with the other setting is refused; a vocab.txt whose "
+    "Korean entries say otherwise (conjoining jamo from stripped text, or Hangul syllables) is "
+    "warned about. Korean and other scripts with combining marks: --no-strip-accents.",
+)
+@click.option(
+    "--max-seq-length",
+    type=int,
+    default=_default("max_seq_length"),
+    show_default=True,
+    help="Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90% of steps, then 512).",
+)
+@click.option(
+    "--max-predictions-per-seq",
+    type=int,
+    default=_default("max_predictions_per_seq"),
+    show_default=True,
+    help="Cap on masked positions per instance; must be below --max-seq-length (about "
+    "max_seq_length x masked_lm_prob: 20 at 128, 76-80 at 512).",
+)
+@click.option(
+    "--masked-lm-prob",
+    type=float,
+    default=_default("masked_lm_prob"),
+    show_default=True,
+    help="Fraction of tokens to predict; each is [MASK] 80%, random 10%, kept 10% of the time.",
+)
+@click.option(
+    "--short-seq-prob",
+    type=float,
+    default=_default("short_seq_prob"),
+    show_default=True,
+    help="Probability that a pass over a document targets a shorter random length.",
+)
+@click.option(
+    "--dupe-factor",
+    type=int,
+    default=_default("dupe_factor"),
+    show_default=True,
+    help="Passes over the corpus, each with fresh pairing and masking (output grows linearly). "
+    "Ignored (1) with --masking dynamic.",
+)
+@click.option(
+    "--random-seed",
+    type=int,
+    default=_default("random_seed"),
+    show_default=True,
+    help="Seed; the same input, vocab, options and seed give byte-identical shards on any runner.",
+)
+@click.option(
+    "--do-whole-word-mask/--no-do-whole-word-mask",
+    default=_default("do_whole_word_mask"),
+    show_default=True,
+    help="Mask whole words (a piece and its following ## pieces) instead of single pieces: the "
+    "original's flag, the same as --masking-scheme whole-word (with no --word-segmenter the output "
+    "is the original's).",
+)
+@click.option(
+    "--masking-scheme",
+    type=click.Choice(MASKING_SCHEMES),
+    default=_default("masking_scheme"),
+    show_default=True,
+    help="What one masking decision covers; the budget (15%, --max-predictions-per-seq) and 80/10/10 "
+    "stay. token: single pieces (the original). whole-word: whole words, each taken or skipped "
+    "(the original's --do-whole-word-mask). ngram: n consecutive words, P(n) proportional to 1/n, "
+    "n <= --max-ngram-size (ERNIE / Megatron-LM). span: spans of words with geometric lengths "
+    "(--span-geometric-p, at most --max-span-length; SpanBERT sec. 3.1, mean 3.8 words), "
+    "80/10/10 decided per span. Words: whitespace + punctuation (a piece and its ## pieces; every "
+    "Chinese character is a word), or --word-segmenter's. Static and dynamic masking both honour "
+    "it; --sampling fast keeps the per-instance masking for the word-level schemes.",
+)
+@click.option(
+    "--max-ngram-size",
+    type=click.IntRange(min=1),
+    default=_default("max_ngram_size"),
+    show_default=True,
+    help="Longest n-gram in words (--masking-scheme ngram).",
+)
+@click.option(
+    "--span-geometric-p",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=_default("span_geometric_p"),
+    show_default=True,
+    help="p of the geometric span length in words (--masking-scheme span; SpanBERT 0.2).",
+)
+@click.option(
+    "--max-span-length",
+    type=click.IntRange(min=1),
+    default=_default("max_span_length"),
+    show_default=True,
+    help="Longest span in words (--masking-scheme span; SpanBERT 10); longer draws are redrawn "
+    "(the geometric truncated and renormalised, as SpanBERT's code).",
+)
+@click.option(
+    "--word-segmenter",
+    default=None,
+    metavar="MODULE:CALLABLE",
+    help="Word boundaries for the word-level masking schemes, for scripts where whitespace and "
+    "punctuation do not mark words: an importable callable str -> list[str] returning the words of "
+    "a sentence in order (substrings of it), e.g. my_words:words; or a built-in: jieba (Chinese, "
+    "pip install jieba) or kiwi (Korean morphemes, pip install kiwipiepy). It only groups the "
+    "word pieces (the ids do not change) and implies --word-ids. Must be importable on every "
+    "worker (on Dataflow: ship it with --setup_file). Default: whitespace + punctuation.",
+)
+@click.option(
+    "--word-ids/--no-word-ids",
+    default=_default("word_ids"),
+    show_default=True,
+    help="Write a word_ids column (the word index of each piece in its row, -1 at [CLS]/[SEP]); on "
+    "by itself with --word-segmenter, so that dynamic masking in `bertprep train` uses the "
+    "segmenter's words.",
+)
+@click.option(
+    "--objective",
+    type=click.Choice(OBJECTIVES),
+    default=_default("objective"),
+    show_default=True,
+    help="The sentence-level task besides the masked LM. nsp: next-sentence prediction, the original "
+    "(BERT sec. 3.1): B follows A or (50%) comes from another document; next_sentence_label 1 = "
+    "NotNext. sop: sentence-order prediction (ALBERT sec. 4.2): A and B are consecutive segments "
+    "of one document, swapped half the time; next_sentence_label 1 = swapped; a one-sentence "
+    "chunk takes the next sentence, or is skipped (and counted) at a document's end. none: no "
+    "sentence task (RoBERTa sec. 4.2, FULL-SENTENCES): documents back to back with a [SEP] "
+    "between two documents, cut into rows of exactly --max-seq-length tokens (the last row of "
+    "each bucket shorter); no next_sentence_label column, token types all 0, --short-seq-prob "
+    "unused; `bertprep train` then uses the masked-LM loss alone. Recorded in the manifest; "
+    "both --sampling modes honour it.",
+)
+@click.option(
+    "--input-format",
+    type=click.Choice(INPUT_FORMATS),
+    default=_default("input_format"),
+    show_default=True,
+    help="bert: one sentence per line, blank line between documents (the original's format); "
+    "jsonl: one JSON document per line (--text-field); text: one prose document per file "
+    "(books; Project Gutenberg header/footer stripped); wikiextractor / wikiextractor-json: "
+    "WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, .xml.bz2); parquet. "
+    "auto: detected per file from extension and content.",
+)
+@click.option(
+    "--text-field",
+    default=_default("text_field"),
+    show_default=True,
+    help="Field holding the document text in jsonl/parquet input.",
+)
+@click.option(
+    "--segmenter",
+    default=None,
+    help="Sentence segmenter for prose formats (syntok or blingfire; default: the readers' default).",
+)
+@click.option(
+    "--encoding",
+    default=_default("encoding"),
+    show_default=True,
+    help="Text encoding of the inputs; undecodable bytes are replaced and counted in the manifest.",
+)
+@click.option(
+    "--max-line-chars",
+    type=click.IntRange(min=1),
+    default=_default("max_line_chars"),
+    show_default=True,
+    help="Lines longer than this are skipped and counted (never read whole into memory).",
+)
+@click.option(
+    "--pairing-scope",
+    type=click.Choice(PAIRING_SCOPES),
+    default=_default("pairing_scope"),
+    show_default=True,
+    help="Where NotNext segments come from. global: documents are spread over seeded "
+    "random buckets across the whole corpus, as the original draws from the whole corpus; "
+    "needs a shuffle (GroupByKey), whose memory grows with the corpus on the local runner "
+    "(not on Dataflow). file: a bucket is a run of consecutive documents of one input file; "
+    "no shuffle, flat memory on any runner, but the NotNext pool is local (do not use it with "
+    "one-document-per-file inputs such as books).",
+)
+@click.option(
+    "--bucket-tokens",
+    type=click.IntRange(min=1),
+    default=_default("bucket_tokens"),
+    show_default=True,
+    help="Word pieces per bucket (the default bucketing). A bucket is the NotNext pool and the unit "
+    "of work: buckets sized by word pieces keep a worker's memory bounded, weigh books and "
+    "articles by what they cost, and spread even a small corpus over every core. There are "
+    f"never so many buckets that they average fewer than {MIN_DOCUMENTS_PER_BUCKET} documents.",
+)
+@click.option(
+    "--bucket-size",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Documents per bucket instead of --bucket-tokens. 0 = one bucket holding every document: "
+    "with --pairing-scope global (and --sampling auto or exact) this reproduces the original "
+    "generator's output exactly (same instances, same order), on one core for instance "
+    "creation.  [default: by "
+    "--bucket-tokens]",
+)
+@click.option(
+    "--num-shards",
+    type=int,
+    default=_default("num_shards"),
+    show_default=True,
+    help="Number of output shards; 0 = one per ~50,000 instances. Row counts differ by at most one.",
+)
+@click.option(
+    "--masking",
+    type=click.Choice(MASKING_MODES),
+    default=_default("masking"),
+    show_default=True,
+    help="static: masks fixed here, dupe_factor copies (the original). dynamic: unmasked pairs "
+    "written once; the trainer masks on the fly with the same rule.",
+)
+@click.option(
+    "--sampling",
+    type=click.Choice(SAMPLING_MODES),
+    default=_default("sampling"),
+    show_default=True,
+    help="exact: the original generator's random stream, draw for draw (with one bucket the output is "
+    "the original's, instance for instance). fast: the same algorithm and distributions "
+    "(pairs, truncation, 15% masking, 80/10/10) with truncation and masking drawn in bulk "
+    "with numpy: instance creation takes about 4x less CPU, statistically the same, not the "
+    "original's instances. auto: exact with --bucket-size 0 (the original's output), fast "
+    "otherwise (several buckets are not the original's instances anyway). The mode used is "
+    "recorded in the manifest. Default output differs from earlier versions' (buckets of "
+    "20,000 documents, exact sampling): --bucket-size 20000 --sampling exact gives that output, "
+    "--bucket-size 0 the original's as before.",
+)
+@click.option(
+    "--eval-fraction",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=_default("eval_fraction"),
+    show_default=True,
+    help="Hold out this share of the documents (whole documents, e.g. 0.01) as a second shard set in "
+    "OUTPUT_DIR/eval/ (its own manifest; use it with `bertprep train --eval-shards OUTPUT_DIR/eval`). "
+    "Made with the same options; its NotNext segments come from eval documents only. A document "
+    "is held out when a stable hash of (--eval-seed, input path, document index in the file) "
+    "falls below the fraction, so no document is in both sets on any runner. 0 = no split.",
+)
+@click.option(
+    "--eval-seed",
+    type=click.IntRange(0, 2**32 - 1),
+    default=_default("eval_seed"),
+    show_default=True,
+    help="Seed of the held-out split, apart from --random-seed: shard sets made with other random "
+    "seeds hold out the same documents (so none of them trains on another's eval documents).",
+)
+@click.option(
+    "--dedup",
+    type=click.Choice(DEDUP_MODES),
+    default=_default("dedup"),
+    show_default=True,
+    help="exact: keep one copy of documents whose text is equal after the tokenizer's normalization "
+    "(case and accents as --do-lower-case/--strip-accents, whitespace collapsed): the first in "
+    "input order. --pairing-scope global: the documents are grouped by a hash of that text (a "
+    "shuffle, no extra read); file: one extra read of the inputs (no tokenization) and a "
+    "shuffle of hashes and ids only. Dropped copies are counted in the manifest and the log. "
+    "Near-duplicates are not removed.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace shards already in --output-dir (otherwise refused). The old shards stay until the new "
+    "run has succeeded: a failed or killed run leaves them as they were.",
+)
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Only warnings and errors (the local worker processes' own logs and tracebacks included).",
+)
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
-def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, max_seq_length, max_predictions_per_seq,
-                masked_lm_prob, short_seq_prob, dupe_factor, random_seed, do_whole_word_mask, masking_scheme,
-                max_ngram_size, span_geometric_p, max_span_length, word_segmenter, word_ids, objective, input_format,
-                text_field, segmenter, encoding, max_line_chars, pairing_scope, bucket_tokens, bucket_size, num_shards, masking, sampling,
-                eval_fraction, eval_seed, dedup, overwrite, quiet, beam_args):
+def make_shards(
+    input_files,
+    vocab,
+    output_dir,
+    do_lower_case,
+    strip_accents,
+    max_seq_length,
+    max_predictions_per_seq,
+    masked_lm_prob,
+    short_seq_prob,
+    dupe_factor,
+    random_seed,
+    do_whole_word_mask,
+    masking_scheme,
+    max_ngram_size,
+    span_geometric_p,
+    max_span_length,
+    word_segmenter,
+    word_ids,
+    objective,
+    input_format,
+    text_field,
+    segmenter,
+    encoding,
+    max_line_chars,
+    pairing_scope,
+    bucket_tokens,
+    bucket_size,
+    num_shards,
+    masking,
+    sampling,
+    eval_fraction,
+    eval_seed,
+    dedup,
+    overwrite,
+    quiet,
+    beam_args,
+):
     """Turn documents into masked BERT pre-training instances, written as Arrow shards.
 
     Runs the original generator's algorithm (google-research/bert create_pretraining_data.py: document-level
@@ -247,8 +456,11 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
     from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
     from bertprep.pipeline.text.tokenization import VocabError, load_vocab, resolve_text_settings
 
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     install_log_filter(quiet)  # Beam's local runner's records made readable (pipeline/beam/output.py)
     _check_beam_args(click.get_current_context(), beam_args)  # after basicConfig: Beam's parser logs via root
     if not any(arg.startswith("--runner") for arg in beam_args):
@@ -257,16 +469,25 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
         logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.INFO)
     try:
-        instance = InstanceConfig(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
-                                  masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
-                                  dupe_factor=dupe_factor, random_seed=random_seed,
-                                  do_whole_word_mask=do_whole_word_mask, objective=objective,
-                                  masking_scheme=masking_scheme, max_ngram_size=max_ngram_size,
-                                  span_geometric_p=span_geometric_p, max_span_length=max_span_length)
+        instance = InstanceConfig(
+            max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq,
+            masked_lm_prob=masked_lm_prob,
+            short_seq_prob=short_seq_prob,
+            dupe_factor=dupe_factor,
+            random_seed=random_seed,
+            do_whole_word_mask=do_whole_word_mask,
+            objective=objective,
+            masking_scheme=masking_scheme,
+            max_ngram_size=max_ngram_size,
+            span_geometric_p=span_geometric_p,
+            max_span_length=max_span_length,
+        )
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
     if word_segmenter:
         from bertprep.pipeline.text.word_segmentation import WordSegmenterError, load_word_segmenter
+
         try:
             load_word_segmenter(word_segmenter)  # fail here, before any worker starts
         except WordSegmenterError as err:
@@ -281,23 +502,46 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
         raise click.BadParameter(str(err), param_hint=err.option or "--vocab") from err
     for warning in warnings:
         click.echo(f"Warning: {warning}", err=True)
-    if objective == "none" and click.get_current_context().get_parameter_source(
-            "short_seq_prob") is not click.core.ParameterSource.DEFAULT:
-        click.echo("Warning: --short-seq-prob is not used with --objective none (every row is filled to "
-                   "--max-seq-length)", err=True)
+    if (
+        objective == "none"
+        and click.get_current_context().get_parameter_source("short_seq_prob") is not click.core.ParameterSource.DEFAULT
+    ):
+        click.echo(
+            "Warning: --short-seq-prob is not used with --objective none (every row is filled to --max-seq-length)",
+            err=True,
+        )
     inputs = _split_inputs(input_files)
     if not inputs:
         from bertprep.pipeline import demo_corpus_dir
+
         inputs = (demo_corpus_dir(),)
         click.echo(f"No --input-file given: using the bundled demo corpus {inputs[0]}", err=True)
     try:
-        config = ShardsConfig(inputs=inputs, vocab=vocab, output_dir=output_dir,
-                              do_lower_case=do_lower_case, strip_accents=strip_accents, instance=instance, input_format=input_format,
-                              text_field=text_field, segmenter=segmenter, encoding=encoding, max_line_chars=max_line_chars,
-                              pairing_scope=pairing_scope, bucket_size=bucket_size, bucket_tokens=bucket_tokens, num_shards=num_shards,
-                              masking=masking, sampling=sampling, overwrite=overwrite,
-                              eval_fraction=eval_fraction, eval_seed=eval_seed, dedup=dedup,
-                              word_segmenter=word_segmenter, word_ids=word_ids)
+        config = ShardsConfig(
+            inputs=inputs,
+            vocab=vocab,
+            output_dir=output_dir,
+            do_lower_case=do_lower_case,
+            strip_accents=strip_accents,
+            instance=instance,
+            input_format=input_format,
+            text_field=text_field,
+            segmenter=segmenter,
+            encoding=encoding,
+            max_line_chars=max_line_chars,
+            pairing_scope=pairing_scope,
+            bucket_size=bucket_size,
+            bucket_tokens=bucket_tokens,
+            num_shards=num_shards,
+            masking=masking,
+            sampling=sampling,
+            overwrite=overwrite,
+            eval_fraction=eval_fraction,
+            eval_seed=eval_seed,
+            dedup=dedup,
+            word_segmenter=word_segmenter,
+            word_ids=word_ids,
+        )
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
     local_runner = not any(arg.startswith("--runner") for arg in beam_args)
@@ -322,6 +566,7 @@ def make_shards(input_files, vocab, output_dir, do_lower_case, strip_accents, ma
         click.echo(manifest["dry_run"])
     elif manifest:
         from bertprep.pipeline.shards.inspection import format_summary
+
         click.echo(format_summary(manifest, output_dir))
     else:
         click.echo(f"Shards written to {output_dir} (manifest.json)")

@@ -11,40 +11,81 @@ from bertprep.bert_model.tasks.predict import predict as run_predict
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--model", "model_dir", required=True, type=click.Path(exists=True, file_okay=False),
-              help="A 'bertprep finetune' run directory or its best/ directory (or an exported / Hugging Face "
-                   "fine-tuned BERT directory).")
-@click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="File to predict, in the task's format (labels optional: with them, metrics are printed).")
-@click.option("--output", "output_file", required=True, type=click.Path(dir_okay=False),
-              help="Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus "
-                   "NAME.null_odds.json), CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.")
+@click.option(
+    "--model",
+    "model_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="A 'bertprep finetune' run directory or its best/ directory (or an exported / Hugging Face "
+    "fine-tuned BERT directory).",
+)
+@click.option(
+    "--input",
+    "input_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="File to predict, in the task's format (labels optional: with them, metrics are printed).",
+)
+@click.option(
+    "--output",
+    "output_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus "
+    "NAME.null_odds.json), CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.",
+)
 @click.option("--text-a-column", default=None, help="glue: override the first sentence's column (name or index).")
 @click.option("--text-b-column", default=None, help="glue: override the second sentence's column.")
 @click.option("--label-column", default=None, help="glue: override the label column (optional in the input).")
 @click.option("--header/--no-header", default=None, help="glue: override whether the first line is a header.")
-@click.option("--max-seq-length", type=click.IntRange(min=3), default=None,
-              help="Override the fine-tuning max_seq_length.")
+@click.option(
+    "--max-seq-length", type=click.IntRange(min=3), default=None, help="Override the fine-tuning max_seq_length."
+)
 @click.option("--doc-stride", type=click.IntRange(min=1), default=None, help="squad: override the doc stride.")
-@click.option("--max-answer-length", type=click.IntRange(min=1), default=None,
-              help="squad: override the longest answer in pieces.")
-@click.option("--squad-version", "version", type=click.Choice(["1.1", "2.0"]), default=None,
-              help="squad: override the SQuAD version recorded with the model.")
-@click.option("--null-score-diff-threshold", type=float, default=None,
-              help="squad v2.0: override tau (no answer when s_null - s_best_span > tau); the null odds are "
-                   "written beside --output as NAME.null_odds.json.")
+@click.option(
+    "--max-answer-length",
+    type=click.IntRange(min=1),
+    default=None,
+    help="squad: override the longest answer in pieces.",
+)
+@click.option(
+    "--squad-version",
+    "version",
+    type=click.Choice(["1.1", "2.0"]),
+    default=None,
+    help="squad: override the SQuAD version recorded with the model.",
+)
+@click.option(
+    "--null-score-diff-threshold",
+    type=float,
+    default=None,
+    help="squad v2.0: override tau (no answer when s_null - s_best_span > tau); the null odds are "
+    "written beside --output as NAME.null_odds.json.",
+)
 @click.option("--max-examples", type=click.IntRange(min=1), default=None, help="Predict only the first N examples.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, help="Inputs per forward pass.")
-@click.option("--do-lower-case/--no-do-lower-case", default=None,
-              help="Override the tokenizer casing recorded with the model.")
-@click.option("--strip-accents/--no-strip-accents", default=None,
-              help="Override the accent stripping recorded with the model (default: as recorded, else the same "
-                   "as the casing).")
+@click.option(
+    "--do-lower-case/--no-do-lower-case", default=None, help="Override the tokenizer casing recorded with the model."
+)
+@click.option(
+    "--strip-accents/--no-strip-accents",
+    default=None,
+    help="Override the accent stripping recorded with the model (default: as recorded, else the same as the casing).",
+)
 @click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
-def predict(model_dir: str, input_file: str, output_file: str, max_examples: int | None, batch_size: int,
-            do_lower_case: bool | None, strip_accents: bool | None, device: str, progress: bool,
-            **task_overrides) -> None:
+def predict(
+    model_dir: str,
+    input_file: str,
+    output_file: str,
+    max_examples: int | None,
+    batch_size: int,
+    do_lower_case: bool | None,
+    strip_accents: bool | None,
+    device: str,
+    progress: bool,
+    **task_overrides,
+) -> None:
     """Predict labels (glue), answer spans (squad), tags (ner) or choices (multiple-choice) for INPUT with a
     fine-tuned model.
 
@@ -54,9 +95,18 @@ def predict(model_dir: str, input_file: str, output_file: str, max_examples: int
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        result = run_predict(model_dir, input_file, output_file, task_overrides=task_overrides,
-                             batch_size=batch_size, device=device, max_examples=max_examples,
-                             do_lower_case=do_lower_case, strip_accents=strip_accents, progress=progress)
+        result = run_predict(
+            model_dir,
+            input_file,
+            output_file,
+            task_overrides=task_overrides,
+            batch_size=batch_size,
+            device=device,
+            max_examples=max_examples,
+            do_lower_case=do_lower_case,
+            strip_accents=strip_accents,
+            progress=progress,
+        )
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     metrics = "" if result.metrics is None else "; " + ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())

@@ -80,7 +80,9 @@ class InstanceConfig:
                 f"got {self.max_seq_length}"
             )
         if self.max_seq_length > 65535:
-            raise ValueError(f"max_seq_length must be at most 65535 (positions are stored as uint16), got {self.max_seq_length}")
+            raise ValueError(
+                f"max_seq_length must be at most 65535 (positions are stored as uint16), got {self.max_seq_length}"
+            )
         if self.max_predictions_per_seq < 1:
             raise ValueError(f"max_predictions_per_seq must be at least 1, got {self.max_predictions_per_seq}")
         if self.max_predictions_per_seq >= self.max_seq_length:
@@ -102,8 +104,10 @@ class InstanceConfig:
         if self.masking_scheme not in MASKING_SCHEMES:
             raise ValueError(f"masking_scheme must be one of {', '.join(MASKING_SCHEMES)}, got {self.masking_scheme!r}")
         if self.do_whole_word_mask and self.masking_scheme not in ("token", "whole-word"):
-            raise ValueError(f"--do-whole-word-mask is --masking-scheme whole-word; it cannot be combined with "
-                             f"--masking-scheme {self.masking_scheme} (which masks whole words already): drop one")
+            raise ValueError(
+                f"--do-whole-word-mask is --masking-scheme whole-word; it cannot be combined with "
+                f"--masking-scheme {self.masking_scheme} (which masks whole words already): drop one"
+            )
         if self.max_ngram_size < 1:
             raise ValueError(f"max_ngram_size must be at least 1, got {self.max_ngram_size}")
         if not 0.0 < self.span_geometric_p <= 1.0:
@@ -189,8 +193,10 @@ class ShardsConfig:
         if self.strip_accents is not None and not isinstance(self.strip_accents, bool):
             raise ValueError(f"strip_accents must be True, False or None, got {self.strip_accents!r}")
         if not 0.0 <= self.eval_fraction < 1.0:
-            raise ValueError(f"--eval-fraction must be in [0, 1) (the share of documents held out for "
-                             f"evaluation, e.g. 0.01; 0 = no split), got {self.eval_fraction}")
+            raise ValueError(
+                f"--eval-fraction must be in [0, 1) (the share of documents held out for "
+                f"evaluation, e.g. 0.01; 0 = no split), got {self.eval_fraction}"
+            )
         if not 0 <= self.eval_seed < 2**32:
             raise ValueError(f"--eval-seed must be in [0, 2**32), got {self.eval_seed}")
         if self.dedup not in DEDUP_MODES:
@@ -219,8 +225,7 @@ class ShardsConfig:
     def reader_kwargs(self) -> dict:
         """The keyword options of ``readers.read_documents`` that come from these settings (text field,
         encoding, longest line, sentence segmenter)."""
-        kwargs: dict = {"text_field": self.text_field, "encoding": self.encoding,
-                        "max_line_chars": self.max_line_chars}
+        kwargs: dict = {"text_field": self.text_field, "encoding": self.encoding, "max_line_chars": self.max_line_chars}
         if self.segmenter:
             kwargs["segmenter"] = self.segmenter
         return kwargs

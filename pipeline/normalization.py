@@ -51,9 +51,12 @@ def bert_normalizer(do_lower_case: bool, strip_accents: bool | None = None) -> n
     """``BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=..., lowercase=...)``
     with ``strip_accents`` written out (resolved by :func:`resolve_strip_accents`): an explicit value
     survives re-serialization by other tools unchanged."""
-    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                      strip_accents=resolve_strip_accents(strip_accents, do_lower_case),
-                                      lowercase=do_lower_case)
+    return normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=resolve_strip_accents(strip_accents, do_lower_case),
+        lowercase=do_lower_case,
+    )
 
 
 def normalizer_settings(normalizer: Mapping | None) -> tuple[bool | None, bool | None]:
@@ -133,7 +136,7 @@ def accent_stripping_stats(char_counts: Mapping[str, int]) -> AccentStats:
     stats = AccentStats()
     damaged: list[tuple[int, str]] = []
     for char, count in char_counts.items():
-        if not unicodedata.category(char)[0] in "LM":
+        if unicodedata.category(char)[0] not in "LM":
             continue
         stats.letters += count
         if _damaged_by_stripping(char):
@@ -145,8 +148,9 @@ def accent_stripping_stats(char_counts: Mapping[str, int]) -> AccentStats:
     return stats
 
 
-def accent_stripping_warning(stats: AccentStats, *, cased_flag: str = "--cased",
-                             threshold: float = WARN_SHARE) -> str | None:
+def accent_stripping_warning(
+    stats: AccentStats, *, cased_flag: str = "--cased", threshold: float = WARN_SHARE
+) -> str | None:
     """The warning for a text whose letters accent stripping damages in a share of ``threshold`` or more
     (``None`` below it): the share, what breaks, and the fix (``--no-strip-accents`` or ``cased_flag``)."""
     if stats.share < threshold or not stats.damaged:

@@ -95,8 +95,7 @@ def shard_schema(vocab_size: int, objective: str = "nsp", word_ids: bool = False
 def manifest_schema(vocab_size: int, objective: str = "nsp", word_ids: bool = False) -> dict[str, Any]:
     """The manifest's ``schema`` entry: ``id_type``, ``columns`` and, where the column exists, what
     ``next_sentence_label`` means under the objective (:data:`SENTENCE_PAIR_LABELS`)."""
-    out: dict[str, Any] = {"id_type": str(id_type_for_vocab(vocab_size)),
-                           "columns": list(columns(objective, word_ids))}
+    out: dict[str, Any] = {"id_type": str(id_type_for_vocab(vocab_size)), "columns": list(columns(objective, word_ids))}
     if objective in SENTENCE_PAIR_LABELS:
         out["next_sentence_label"] = SENTENCE_PAIR_LABELS[objective]
     return out
@@ -137,8 +136,11 @@ def held_out_mismatch(train_manifest: dict[str, Any], eval_manifest: dict[str, A
     keys = ("eval_fraction", "eval_seed", "train_documents", "eval_documents")
     differs = [k for k in keys if train.get(k) != held.get(k)]
     if differs:
-        return "it was held out by another split (" + ", ".join(
-            f"{k} {held.get(k)} vs {train.get(k)}" for k in differs) + ")"
+        return (
+            "it was held out by another split ("
+            + ", ".join(f"{k} {held.get(k)} vs {train.get(k)}" for k in differs)
+            + ")"
+        )
     return None
 
 

@@ -106,8 +106,10 @@ def read_vocab_file(path: str) -> list[str]:
     tokens = parse_vocab_txt(text, path)
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
-        raise VocabError(f"{path}: missing special token(s) {', '.join(missing)}; a BERT vocab needs "
-                         f"{', '.join(SPECIAL_TOKENS)} (one per line)")
+        raise VocabError(
+            f"{path}: missing special token(s) {', '.join(missing)}; a BERT vocab needs "
+            f"{', '.join(SPECIAL_TOKENS)} (one per line)"
+        )
     return tokens
 
 
@@ -186,8 +188,9 @@ def _token_to_id(vocab: Sequence[str] | Mapping[str, int]) -> dict[str, int]:
     return token_to_id
 
 
-def build_tokenizer(vocab: Sequence[str] | Mapping[str, int], do_lower_case: bool,
-                    strip_accents: bool | None = None) -> Tokenizer:
+def build_tokenizer(
+    vocab: Sequence[str] | Mapping[str, int], do_lower_case: bool, strip_accents: bool | None = None
+) -> Tokenizer:
     """The original ``FullTokenizer`` as a Hugging Face ``Tokenizer``: no special tokens added or recognised.
 
     Args:
@@ -196,16 +199,22 @@ def build_tokenizer(vocab: Sequence[str] | Mapping[str, int], do_lower_case: boo
             without NFD (keeps Hangul syllables and other scripts' marks whole), ``True`` strips without
             lower-casing.
     """
-    tokenizer = Tokenizer(models.WordPiece(vocab=_token_to_id(vocab), unk_token="[UNK]",
-                                           continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
-                                           max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+    tokenizer = Tokenizer(
+        models.WordPiece(
+            vocab=_token_to_id(vocab),
+            unk_token="[UNK]",
+            continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+        )
+    )
     tokenizer.normalizer = bert_normalizer(do_lower_case, strip_accents)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return tokenizer
 
 
-def hf_tokenizer(vocab: Sequence[str] | Mapping[str, int], do_lower_case: bool,
-                 strip_accents: bool | None = None) -> Tokenizer:
+def hf_tokenizer(
+    vocab: Sequence[str] | Mapping[str, int], do_lower_case: bool, strip_accents: bool | None = None
+) -> Tokenizer:
     """:func:`build_tokenizer` plus what ``tokenizer.json`` needs, as Hugging Face BERT tokenizers have it.
 
     * ``[PAD] [UNK] [CLS] [SEP] [MASK]`` as special added tokens (the literal text ``[SEP]`` encodes to the
@@ -233,16 +242,22 @@ def hf_tokenizer(vocab: Sequence[str] | Mapping[str, int], do_lower_case: bool,
     return tokenizer
 
 
-def hf_tokenizer_json(tokens: Sequence[str], do_lower_case: bool, model_max_length: int = MODEL_MAX_LENGTH, *,
-                      strip_accents: bool | None = None) -> str:
+def hf_tokenizer_json(
+    tokens: Sequence[str],
+    do_lower_case: bool,
+    model_max_length: int = MODEL_MAX_LENGTH,
+    *,
+    strip_accents: bool | None = None,
+) -> str:
     """The ``tokenizer.json`` text of :func:`hf_tokenizer`. ``model_max_length`` is not part of this file
     (it is in :func:`tokenizer_config`); it is accepted for symmetry."""
     del model_max_length
     return hf_tokenizer(tokens, do_lower_case, strip_accents).to_str(pretty=True)
 
 
-def tokenizer_config(do_lower_case: bool, model_max_length: int = MODEL_MAX_LENGTH, *,
-                     strip_accents: bool | None = None) -> dict:
+def tokenizer_config(
+    do_lower_case: bool, model_max_length: int = MODEL_MAX_LENGTH, *, strip_accents: bool | None = None
+) -> dict:
     """``tokenizer_config.json`` for ``transformers`` (``AutoTokenizer`` -> ``BertTokenizerFast`` on the
     tokenizer.json beside it).
 
@@ -262,12 +277,22 @@ def tokenizer_config(do_lower_case: bool, model_max_length: int = MODEL_MAX_LENG
 
 def special_tokens_map() -> dict:
     """``special_tokens_map.json`` contents."""
-    return {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-            "mask_token": "[MASK]"}
+    return {
+        "pad_token": "[PAD]",
+        "unk_token": "[UNK]",
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+    }
 
 
-def tokenizer_files(tokens: Sequence[str], do_lower_case: bool, *, strip_accents: bool | None = None,
-                    model_max_length: int = MODEL_MAX_LENGTH) -> dict[str, str]:
+def tokenizer_files(
+    tokens: Sequence[str],
+    do_lower_case: bool,
+    *,
+    strip_accents: bool | None = None,
+    model_max_length: int = MODEL_MAX_LENGTH,
+) -> dict[str, str]:
     """Name -> text of the four files of a Hugging Face BERT tokenizer directory, ``vocab.txt`` last (writers
     that commit file by file rename it last: its presence marks a complete directory).
 
@@ -276,8 +301,10 @@ def tokenizer_files(tokens: Sequence[str], do_lower_case: bool, *, strip_accents
     the directory gives the ids of :func:`build_tokenizer` for text without special tokens.
     """
     return {
-        TOKENIZER_CONFIG_FILE: json.dumps(tokenizer_config(do_lower_case, model_max_length,
-                                                           strip_accents=strip_accents), indent=2) + "\n",
+        TOKENIZER_CONFIG_FILE: json.dumps(
+            tokenizer_config(do_lower_case, model_max_length, strip_accents=strip_accents), indent=2
+        )
+        + "\n",
         SPECIAL_TOKENS_MAP_FILE: json.dumps(special_tokens_map(), indent=2) + "\n",
         TOKENIZER_FILE: hf_tokenizer_json(tokens, do_lower_case, strip_accents=strip_accents),
         VOCAB_FILE: "".join(f"{t}\n" for t in tokens),
@@ -308,8 +335,9 @@ class WordPieceTokenizer:
         self.strip_accents = resolve_strip_accents(self.strip_accents, self.do_lower_case)
 
     @classmethod
-    def from_tokens(cls, tokens: Sequence[str], do_lower_case: bool,
-                    strip_accents: bool | None = None) -> WordPieceTokenizer:
+    def from_tokens(
+        cls, tokens: Sequence[str], do_lower_case: bool, strip_accents: bool | None = None
+    ) -> WordPieceTokenizer:
         return cls(list(tokens), do_lower_case, build_tokenizer(tokens, do_lower_case, strip_accents), strip_accents)
 
     @classmethod
@@ -343,15 +371,32 @@ class WordPieceTokenizer:
         """Encodings of pre-split sentences (lists of words); ``word_ids`` maps each piece to its word index."""
         if not sentences:
             return []
-        return self.tokenizer.encode_batch([list(s) for s in sentences], is_pretokenized=True,
-                                           add_special_tokens=False)
+        return self.tokenizer.encode_batch([list(s) for s in sentences], is_pretokenized=True, add_special_tokens=False)
 
 
 __all__ = [
-    "CONTINUING_SUBWORD_PREFIX", "MAX_INPUT_CHARS_PER_WORD", "MODEL_MAX_LENGTH", "REQUIRED_TOKENS",
-    "SPECIAL_TOKENS", "SPECIAL_TOKENS_MAP_FILE", "TOKENIZER_CONFIG_FILE", "TOKENIZER_FILE", "VOCAB_FILE",
-    "VocabError", "WordPieceTokenizer", "build_tokenizer", "do_lower_case_of_tokenizer_json", "hf_tokenizer",
-    "hf_tokenizer_json", "looks_cased", "parse_tokenizer_json", "parse_vocab_txt", "read_vocab_file",
-    "special_token_ids", "special_tokens_map", "strip_accents_of_tokenizer_json", "tokenizer_config",
+    "CONTINUING_SUBWORD_PREFIX",
+    "MAX_INPUT_CHARS_PER_WORD",
+    "MODEL_MAX_LENGTH",
+    "REQUIRED_TOKENS",
+    "SPECIAL_TOKENS",
+    "SPECIAL_TOKENS_MAP_FILE",
+    "TOKENIZER_CONFIG_FILE",
+    "TOKENIZER_FILE",
+    "VOCAB_FILE",
+    "VocabError",
+    "WordPieceTokenizer",
+    "build_tokenizer",
+    "do_lower_case_of_tokenizer_json",
+    "hf_tokenizer",
+    "hf_tokenizer_json",
+    "looks_cased",
+    "parse_tokenizer_json",
+    "parse_vocab_txt",
+    "read_vocab_file",
+    "special_token_ids",
+    "special_tokens_map",
+    "strip_accents_of_tokenizer_json",
+    "tokenizer_config",
     "tokenizer_files",
 ]

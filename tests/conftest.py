@@ -26,17 +26,31 @@ def _missing(reason: str) -> None:
     """Skip for a user's checkout; fail under CI, where everything must be there."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: CI must provide it)")
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)
 
 
 def need_module(name: str):
-    """Import an optional package (an extra such as ``cjk``); skip without it, fail under CI=true."""
+    """Import an optional package (an extra: cjk, gcp, dask, the dev tools); skip without it, fail under CI=true.
+
+    Use this instead of ``pytest.importorskip``, which skips even in CI, where everything must be there.
+    """
     import importlib
 
     try:
         return importlib.import_module(name)
     except ImportError:
-        _missing(f"needs the optional package {name} (make installs it; pip install -e '.[cjk]')")
+        _missing(f"needs the optional package {name} (make installs it with every extra)")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test (pytest-xdist runs one worker per core: more threads oversubscribe)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 def _shared_data_dir() -> Path:

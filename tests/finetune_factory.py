@@ -1,6 +1,6 @@
 """A tiny 'pre-trained' bertprep checkpoint for the fine-tuning tests (random weights, the fixture vocab).
 
-    run = write_tiny_checkpoint(tmp_path / "pretrain")   # a run directory finetune --init-from reads
+run = write_tiny_checkpoint(tmp_path / "pretrain")   # a run directory finetune --init-from reads
 """
 
 from __future__ import annotations
@@ -19,9 +19,16 @@ FILLER = "the a is was in of and to it this that he she they said city river yea
 
 def tiny_config() -> BertConfig:
     """2 layers, H=32, no dropout, the fixture vocab's size."""
-    return BertConfig(vocab_size=len(VOCAB.read_text().splitlines()), hidden_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertConfig(
+        vocab_size=len(VOCAB.read_text().splitlines()),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
 
 
 def write_tiny_checkpoint(run: Path, config: BertConfig | None = None) -> str:
@@ -30,6 +37,13 @@ def write_tiny_checkpoint(run: Path, config: BertConfig | None = None) -> str:
     torch.manual_seed(0)
     model = BertForPreTraining(config or tiny_config())
     state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "test"}}
-    ckpt.save_checkpoint(str(run), 1, model=model, optimizer=create_optimizer(model), state=state,
-                         hf_config=model.config.to_hf_dict(), vocab_file=str(VOCAB))
+    ckpt.save_checkpoint(
+        str(run),
+        1,
+        model=model,
+        optimizer=create_optimizer(model),
+        state=state,
+        hf_config=model.config.to_hf_dict(),
+        vocab_file=str(VOCAB),
+    )
     return str(run)

@@ -27,16 +27,24 @@ def beam_pipeline() -> BeamTestPipeline:
 
 def shards_config(**kw) -> ShardsConfig:
     """Settings for the fixture corpus: buckets of 7 documents, seq 64, 3 shards; ``kw`` overrides."""
-    base = dict(inputs=tuple(FILES), vocab=VOCAB, output_dir="unused", input_format="bert", bucket_size=7,
-                instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2), num_shards=3)
+    base = dict(
+        inputs=tuple(FILES),
+        vocab=VOCAB,
+        output_dir="unused",
+        input_format="bert",
+        bucket_size=7,
+        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2),
+        num_shards=3,
+    )
     base.update(kw)
     return ShardsConfig(**base)
 
 
 def documents() -> list[tuple[int, int, list[str]]]:
     """``(file_index, ordinal, sentences)`` of every fixture document, in id order."""
-    return [(i, d.ordinal, list(d.sentences))
-            for i, path in enumerate(FILES) for d in readers.read_documents(path, "bert")]
+    return [
+        (i, d.ordinal, list(d.sentences)) for i, path in enumerate(FILES) for d in readers.read_documents(path, "bert")
+    ]
 
 
 def tokenized() -> list[tuple]:

@@ -109,9 +109,15 @@ def write_shard_dir(
     arrow_schema = schema.shard_schema(vocab_size)
     shards, total_tokens = [], 0
     for index, count in enumerate(counts):
-        cols = make_rows(count, vocab_size=vocab_size, max_seq_length=max_seq_length,
-                         max_predictions_per_seq=max_predictions_per_seq, masked_lm_prob=masked_lm_prob,
-                         masking=masking, rng=rng)
+        cols = make_rows(
+            count,
+            vocab_size=vocab_size,
+            max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq,
+            masked_lm_prob=masked_lm_prob,
+            masking=masking,
+            rng=rng,
+        )
         table = pa.Table.from_pydict(cols, schema=arrow_schema)
         name = schema.shard_name(index, len(counts))
         with pa.OSFile(str(path / name), "wb") as sink, pa.ipc.new_file(sink, arrow_schema) as writer:
@@ -123,12 +129,24 @@ def write_shard_dir(
     manifest = {
         "format_version": schema.FORMAT_VERSION,
         "created_by": "bertprep 0.1.0 (tests/shard_factory.py)",
-        "config": {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq,
-                   "masked_lm_prob": masked_lm_prob, "short_seq_prob": 0.1, "dupe_factor": 1,
-                   "random_seed": seed, "do_lower_case": True, "do_whole_word_mask": False, "masking": masking},
-        "vocab": {"size": vocab_size, "sha256": schema.vocab_sha256(vocab), "do_lower_case": True,
-                  "special_token_ids": {t: vocab.index(t) for t in SPECIAL_TOKENS if t in vocab},
-                  "file": "vocab.txt"},
+        "config": {
+            "max_seq_length": max_seq_length,
+            "max_predictions_per_seq": max_predictions_per_seq,
+            "masked_lm_prob": masked_lm_prob,
+            "short_seq_prob": 0.1,
+            "dupe_factor": 1,
+            "random_seed": seed,
+            "do_lower_case": True,
+            "do_whole_word_mask": False,
+            "masking": masking,
+        },
+        "vocab": {
+            "size": vocab_size,
+            "sha256": schema.vocab_sha256(vocab),
+            "do_lower_case": True,
+            "special_token_ids": {t: vocab.index(t) for t in SPECIAL_TOKENS if t in vocab},
+            "file": "vocab.txt",
+        },
         "schema": {"id_type": str(schema.id_type_for_vocab(vocab_size)), "columns": list(schema.COLUMNS)},
         "shards": shards,
         "statistics": {"instances": sum(counts), "tokens": total_tokens},

@@ -21,5 +21,6 @@ def synthetic_corpus(vocab: Vocab, n_docs: int, seed: int = 0) -> list[list[list
     """``n_docs`` documents of 1-30 sentences of 3-40 non-special ids each (deterministic in ``seed``)."""
     rng = random.Random(seed)
     ids = list(range(len(SPECIALS), vocab.size))
-    return [[[rng.choice(ids) for _ in range(rng.randint(3, 40))] for _ in range(rng.randint(1, 30))]
-            for _ in range(n_docs)]
+    return [
+        [[rng.choice(ids) for _ in range(rng.randint(3, 40))] for _ in range(rng.randint(1, 30))] for _ in range(n_docs)
+    ]

@@ -44,8 +44,13 @@ def _as_beam_logs_it(**fields) -> logging.LogRecord:
 
 def test_worker_entries_come_back_as_logged():
     message = 'bucket 3: 1,204 documents — "Über" 力\nsecond line\twith a tab and a \\ backslash'
-    record = _as_beam_logs_it(severity=Severity.WARN, message=message, log_location="bertprep.pipeline.beam.transforms:88",
-                              trace="Traceback (most recent call last):\n  ...", instruction_id="bundle_7")
+    record = _as_beam_logs_it(
+        severity=Severity.WARN,
+        message=message,
+        log_location="bertprep.pipeline.beam.transforms:88",
+        trace="Traceback (most recent call last):\n  ...",
+        instruction_id="bundle_7",
+    )
     assert record.levelno == logging.WARNING
     entry = worker_log_entry(record)
     assert entry["message"] == message
@@ -68,14 +73,22 @@ def test_what_is_shown(quiet):
     assert shown(severity=Severity.INFO, message="read 3 files", log_location=ours) is not quiet
     assert shown(severity=Severity.WARN, message="a.txt:3: undecodable bytes", log_location=ours)
     assert not shown(severity=Severity.INFO, message="Creating state cache", log_location="apache_beam.runners:1")
-    assert not shown(severity=Severity.WARN, message="Discarding unparseable args",
-                     log_location="apache_beam.options:1")
-    assert shown(severity=Severity.ERROR, message="Error processing instruction",
-                 log_location="apache_beam.runners.worker:1") is not quiet
+    assert not shown(
+        severity=Severity.WARN, message="Discarding unparseable args", log_location="apache_beam.options:1"
+    )
+    assert (
+        shown(
+            severity=Severity.ERROR, message="Error processing instruction", log_location="apache_beam.runners.worker:1"
+        )
+        is not quiet
+    )
     # the traceback of an error make-shards reports in one line itself
-    assert not shown(severity=Severity.ERROR, message="Error processing instruction bundle_3",
-                     trace="Traceback ...\nbertprep.pipeline.readers.base.InputError: a.txt:1: not a JSON object",
-                     log_location="apache_beam.runners.worker:1")
+    assert not shown(
+        severity=Severity.ERROR,
+        message="Error processing instruction bundle_3",
+        trace="Traceback ...\nbertprep.pipeline.readers.base.InputError: a.txt:1: not a JSON object",
+        log_location="apache_beam.runners.worker:1",
+    )
     hint = logging.LogRecord("apache_beam", logging.INFO, __file__, 1, "Converting string literal type hint", (), None)
     assert not keep_record(hint, quiet=quiet)
 

@@ -50,8 +50,10 @@ def test_make_bucket_instances_writes_the_same_bucket_file_every_time(tmp_path, 
     config = shards_config(sampling=sampling)
     vocab = load_vocab(VOCAB)
     docs = bucket_documents(tokenized()[:7])
-    made = [make_bucket_instances(12, docs, config, VocabIds(vocab), vocab.size, str(tmp_path / run))
-            for run in ("first", "second")]
+    made = [
+        make_bucket_instances(12, docs, config, VocabIds(vocab), vocab.size, str(tmp_path / run))
+        for run in ("first", "second")
+    ]
     (meta, stats), (again, _) = made
     assert meta[0] == 12 and meta[1].endswith("bucket-0000000000000012.arrows") and meta[2] > 0
     assert stats.to_dict()["instances"] == meta[2]

@@ -3,7 +3,8 @@
 ``bucket_instances.describe_instances`` + ``bucket_rows.assemble_batches`` must give exactly the Arrow rows that
 ``reference.instances.create_training_instances`` + ``instances_to_table`` (``tests/reference/``) give
 (same draws, same order), for every mode make-shards has: exact and fast truncation, static masking (single
-pieces and whole words) and no masking (dynamic), short and one-sentence documents, truncation-heavy settings, several seeds; and the
+pieces and whole words) and no masking (dynamic), short and one-sentence documents, truncation-heavy settings,
+several seeds; and the
 random generator must be left in the same state.
 """
 
@@ -47,10 +48,12 @@ def _both(docs, config: InstanceConfig, *, mask: bool, fast: bool, chunk_rows: i
     ref_stats, new_stats = InstanceStats(), InstanceStats()
     reference = create_training_instances(docs, config, ids, ref_rng, ref_stats, mask=mask, fast_truncation=fast)
     ref_table = instances_to_table(reference, vocab.size)
-    described = describe_instances(BucketDocuments.from_lists(docs), config, ids, new_rng, new_stats, mask=mask,
-                                   fast_truncation=fast)
-    batches = list(assemble_batches(BucketDocuments.from_lists(docs), described, ids, vocab.size,
-                                    chunk_rows=chunk_rows))
+    described = describe_instances(
+        BucketDocuments.from_lists(docs), config, ids, new_rng, new_stats, mask=mask, fast_truncation=fast
+    )
+    batches = list(
+        assemble_batches(BucketDocuments.from_lists(docs), described, ids, vocab.size, chunk_rows=chunk_rows)
+    )
     new_table = pa.Table.from_batches(batches, schema=ref_table.schema)
     return ref_table, new_table, ref_stats, new_stats, ref_rng, new_rng
 

@@ -25,8 +25,9 @@ W0, W1, W2, P0 = 5, 6, 7, 305  # words w0 w1 w2, and the ## piece ##p0
 
 
 def _vocab() -> Vocab:
-    return Vocab.from_tokens(SPECIALS + [f"w{i}" for i in range(300)] + [f"##p{i}" for i in range(300)],
-                             source="synthetic")
+    return Vocab.from_tokens(
+        SPECIALS + [f"w{i}" for i in range(300)] + [f"##p{i}" for i in range(300)], source="synthetic"
+    )
 
 
 def _describe(rows, objective: str = "nsp") -> InstanceDescriptions:
@@ -48,23 +49,36 @@ def _describe(rows, objective: str = "nsp") -> InstanceDescriptions:
 
 def _rows(docs, described, word_ids: bool = False, chunk_rows: int = 8192) -> list[dict]:
     vocab = _vocab()
-    batches = list(assemble_batches(docs, described, VocabIds(vocab), vocab.size, chunk_rows=chunk_rows,
-                                    word_ids=word_ids))
+    batches = list(
+        assemble_batches(docs, described, VocabIds(vocab), vocab.size, chunk_rows=chunk_rows, word_ids=word_ids)
+    )
     return pa.Table.from_batches(batches, schema.shard_schema(vocab.size, described.objective, word_ids)).to_pylist()
 
 
 def test_rows_are_cls_a_sep_b_sep_in_the_final_order_with_the_masks_applied():
     docs = BucketDocuments.from_lists([[[10, 11, 12], [13, 14]], [[20, 21], [22]]])  # flat: 10 11 12 13 14 20 21 22
-    described = _describe([
-        (0, 3, 5, 2, 1, [(5, MASK), (2, KEEP), (1, 99)]),  # positions in draw order, not sorted
-        (3, 2, 7, 1, 0, []),
-    ])
+    described = _describe(
+        [
+            (0, 3, 5, 2, 1, [(5, MASK), (2, KEEP), (1, 99)]),  # positions in draw order, not sorted
+            (3, 2, 7, 1, 0, []),
+        ]
+    )
     described.order = [1, 0]
     assert _rows(docs, described) == [
-        {"input_ids": [CLS, 13, 14, SEP, 22, SEP], "token_type_ids": [0, 0, 0, 0, 1, 1],
-         "masked_lm_positions": [], "masked_lm_ids": [], "next_sentence_label": 0},
-        {"input_ids": [CLS, 99, 11, 12, SEP, MASK, 21, SEP], "token_type_ids": [0, 0, 0, 0, 0, 1, 1, 1],
-         "masked_lm_positions": [1, 2, 5], "masked_lm_ids": [10, 11, 20], "next_sentence_label": 1},
+        {
+            "input_ids": [CLS, 13, 14, SEP, 22, SEP],
+            "token_type_ids": [0, 0, 0, 0, 1, 1],
+            "masked_lm_positions": [],
+            "masked_lm_ids": [],
+            "next_sentence_label": 0,
+        },
+        {
+            "input_ids": [CLS, 99, 11, 12, SEP, MASK, 21, SEP],
+            "token_type_ids": [0, 0, 0, 0, 0, 1, 1, 1],
+            "masked_lm_positions": [1, 2, 5],
+            "masked_lm_ids": [10, 11, 20],
+            "next_sentence_label": 1,
+        },
     ]
 
 
@@ -74,8 +88,12 @@ def test_objective_none_rows_are_one_segment_of_the_stream():
     described.ids = np.array([10, 11, SEP, 20], dtype=np.uint32)  # the documents joined by [SEP]
     described.order = [0, 1]
     assert _rows(docs, described) == [
-        {"input_ids": [CLS, 10, MASK, SEP, SEP], "token_type_ids": [0] * 5, "masked_lm_positions": [2],
-         "masked_lm_ids": [11]},
+        {
+            "input_ids": [CLS, 10, MASK, SEP, SEP],
+            "token_type_ids": [0] * 5,
+            "masked_lm_positions": [2],
+            "masked_lm_ids": [11],
+        },
         {"input_ids": [CLS, 20, SEP], "token_type_ids": [0] * 3, "masked_lm_positions": [], "masked_lm_ids": []},
     ]
 
@@ -96,10 +114,15 @@ def test_word_ids_number_each_rows_words_from_the_unmasked_ids(segmenter):
 def test_rows_do_not_depend_on_the_batch_size():
     vocab = _vocab()
     rng = random.Random(4)
-    docs = BucketDocuments.from_lists([[[rng.randint(5, vocab.size - 1) for _ in range(rng.randint(1, 30))]
-                                        for _ in range(rng.randint(1, 12))] for _ in range(30)])
-    described = describe_instances(docs, InstanceConfig(max_seq_length=64, max_predictions_per_seq=10), VocabIds(vocab),
-                                   random.Random(0))
+    docs = BucketDocuments.from_lists(
+        [
+            [[rng.randint(5, vocab.size - 1) for _ in range(rng.randint(1, 30))] for _ in range(rng.randint(1, 12))]
+            for _ in range(30)
+        ]
+    )
+    described = describe_instances(
+        docs, InstanceConfig(max_seq_length=64, max_predictions_per_seq=10), VocabIds(vocab), random.Random(0)
+    )
     assert len(described) > 40
     whole = _rows(docs, described, word_ids=True)
     for chunk_rows in (1, 7, 40):

@@ -69,8 +69,9 @@ def test_bucket_count_is_capped_by_documents():
 def test_every_document_in_one_bucket_independent_of_order():
     keys, tokens = _corpus(500, seed=3)
     order = np.random.default_rng(0).permutation(len(keys))
-    assert buckets.plan_token_buckets(keys, tokens, 50_000) == buckets.plan_token_buckets(keys[order], tokens[order],
-                                                                                         50_000)
+    assert buckets.plan_token_buckets(keys, tokens, 50_000) == buckets.plan_token_buckets(
+        keys[order], tokens[order], 50_000
+    )
     assigned = _assign(keys, buckets.plan_token_buckets(keys, tokens, 50_000))
     assert len(assigned) == 500 and assigned.min() == 0
 
@@ -125,15 +126,23 @@ def test_default_buckets_by_tokens_and_warm_workers_write_the_same_bytes(tmp_pat
     instance = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
 
     def config(out):
-        return ShardsConfig(inputs=inputs, vocab=VOCAB, output_dir=str(tmp_path / out), instance=instance,
-                            input_format="bert", bucket_tokens=5_000, num_shards=3)
+        return ShardsConfig(
+            inputs=inputs,
+            vocab=VOCAB,
+            output_dir=str(tmp_path / out),
+            instance=instance,
+            input_format="bert",
+            bucket_tokens=5_000,
+            num_shards=3,
+        )
 
     one = run_make_shards(config("one"), ["--direct_num_workers=1", "--direct_running_mode=in_memory"])
     pool = warm_workers.start(2)
     assert pool is not None
     try:
-        two = run_make_shards(config("warm"), ["--direct_num_workers=2", "--direct_running_mode=multi_processing"],
-                              workers=pool)
+        two = run_make_shards(
+            config("warm"), ["--direct_num_workers=2", "--direct_running_mode=multi_processing"], workers=pool
+        )
     finally:
         pool.close()
     assert one["statistics"]["buckets"] == 90 // buckets.MIN_DOCUMENTS_PER_BUCKET  # capped by documents

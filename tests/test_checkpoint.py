@@ -23,8 +23,12 @@ def _trained_model_and_optimizer(seed: int = 0):
     scheduler = create_scheduler(optimizer, warmup_steps=2, max_steps=10)
     ids = torch.randint(5, 50, (2, 8))
     for _ in range(3):
-        out = model(ids, masked_lm_positions=torch.tensor([[1, 2], [3, 4]]), masked_lm_ids=ids[:, :2],
-                    next_sentence_label=torch.tensor([0, 1]))
+        out = model(
+            ids,
+            masked_lm_positions=torch.tensor([[1, 2], [3, 4]]),
+            masked_lm_ids=ids[:, :2],
+            next_sentence_label=torch.tensor([0, 1]),
+        )
         out.loss.backward()
         optimizer.step()
         scheduler.step()
@@ -34,8 +38,15 @@ def _trained_model_and_optimizer(seed: int = 0):
 
 def _save(run_dir, step, model, optimizer, scheduler, keep_last=3):
     state = {"scheduler": scheduler.state_dict(), "model_config": model.config.to_dict()}
-    return ckpt.save_checkpoint(str(run_dir), step, model=model, optimizer=optimizer, state=state,
-                                hf_config=model.config.to_hf_dict(), keep_last=keep_last)
+    return ckpt.save_checkpoint(
+        str(run_dir),
+        step,
+        model=model,
+        optimizer=optimizer,
+        state=state,
+        hf_config=model.config.to_hf_dict(),
+        keep_last=keep_last,
+    )
 
 
 def test_round_trip_restores_weights_optimizer_and_scheduler(tmp_path):

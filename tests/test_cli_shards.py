@@ -20,9 +20,28 @@ def _run(args):
 
 
 def _make(out: Path, *extra: str):
-    return _run(["make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt", "--vocab", VOCAB, "-o", str(out),
-                 "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "2",
-                 "--num-shards", "3", "-q", *extra, *BEAM_IN_PROCESS])
+    return _run(
+        [
+            "make-shards",
+            "-i",
+            f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(out),
+            "--max-seq-length",
+            "64",
+            "--max-predictions-per-seq",
+            "10",
+            "--dupe-factor",
+            "2",
+            "--num-shards",
+            "3",
+            "-q",
+            *extra,
+            *BEAM_IN_PROCESS,
+        ]
+    )
 
 
 def test_make_shards_then_inspect(tmp_path):
@@ -46,8 +65,7 @@ def test_make_shards_then_inspect(tmp_path):
 
 def test_options_and_pass_through_reach_the_manifest(tmp_path):
     out = tmp_path / "shards"
-    result = _make(out, "--do-whole-word-mask", "--random-seed", "7", "--pairing-scope", "file",
-                   "--bucket-size", "5")
+    result = _make(out, "--do-whole-word-mask", "--random-seed", "7", "--pairing-scope", "file", "--bucket-size", "5")
     assert result.exit_code == 0, result.output
     config = json.loads((out / "manifest.json").read_text())["config"]
     assert config["do_whole_word_mask"] is True and config["random_seed"] == 7
@@ -57,33 +75,72 @@ def test_options_and_pass_through_reach_the_manifest(tmp_path):
 def test_help_explains_every_option():
     result = _run(["make-shards", "--help"])
     assert result.exit_code == 0
-    for option in ("--input-file", "--vocab", "--output-dir", "--do-lower-case", "--max-seq-length",
-                   "--max-predictions-per-seq", "--masked-lm-prob", "--short-seq-prob", "--dupe-factor",
-                   "--random-seed", "--do-whole-word-mask", "--input-format", "--pairing-scope",
-                   "--bucket-size", "--num-shards", "--masking", "--overwrite"):
+    for option in (
+        "--input-file",
+        "--vocab",
+        "--output-dir",
+        "--do-lower-case",
+        "--max-seq-length",
+        "--max-predictions-per-seq",
+        "--masked-lm-prob",
+        "--short-seq-prob",
+        "--dupe-factor",
+        "--random-seed",
+        "--do-whole-word-mask",
+        "--input-format",
+        "--pairing-scope",
+        "--bucket-size",
+        "--num-shards",
+        "--masking",
+        "--overwrite",
+    ):
         assert option in result.output
     assert "DataflowRunner" in result.output
     assert "%%" not in result.output and "80%, random 10%, kept 10%" in " ".join(result.output.split())
 
 
 def test_max_predictions_must_be_below_max_seq_length(tmp_path):
-    result = _run(["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", VOCAB, "-o", str(tmp_path / "o"),
-                   "--max-seq-length", "32", "--max-predictions-per-seq", "32"])
+    result = _run(
+        [
+            "make-shards",
+            "-i",
+            f"{FIXTURES}/a.txt",
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(tmp_path / "o"),
+            "--max-seq-length",
+            "32",
+            "--max-predictions-per-seq",
+            "32",
+        ]
+    )
     assert result.exit_code == 2
     assert "max_predictions_per_seq (32) must be smaller than max_seq_length (32)" in result.output
     assert not (tmp_path / "o").exists()
 
 
 def test_glob_matching_nothing_is_a_clear_error(tmp_path):
-    result = _run(["make-shards", "-i", str(tmp_path / "nothing-*.txt"), "--vocab", VOCAB, "-o",
-                   str(tmp_path / "o"), *BEAM_IN_PROCESS])
+    result = _run(
+        [
+            "make-shards",
+            "-i",
+            str(tmp_path / "nothing-*.txt"),
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(tmp_path / "o"),
+            *BEAM_IN_PROCESS,
+        ]
+    )
     assert result.exit_code == 1
     assert "nothing-*.txt" in result.output and "Error" in result.output
 
 
 def test_missing_vocab_is_a_clear_error(tmp_path):
-    result = _run(["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", str(tmp_path / "nope.txt"), "-o",
-                   str(tmp_path / "o")])
+    result = _run(
+        ["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "o")]
+    )
     assert result.exit_code == 2 and "nope.txt: vocab file not found" in result.output
 
 
@@ -107,8 +164,20 @@ def test_casing_contradicting_a_tokenizer_json_is_refused(tmp_path):
 
     tokenizer_json = tmp_path / "tokenizer.json"  # records lowercase=True, as build-vocab's default writes it
     tokenizer_json.write_text(tokenizer_files(read_vocab_file(VOCAB), do_lower_case=True)["tokenizer.json"])
-    result = _run(["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", str(tokenizer_json),
-                   "-o", str(tmp_path / "shards"), "--no-do-lower-case", "-q", *BEAM_IN_PROCESS])
+    result = _run(
+        [
+            "make-shards",
+            "-i",
+            f"{FIXTURES}/a.txt",
+            "--vocab",
+            str(tokenizer_json),
+            "-o",
+            str(tmp_path / "shards"),
+            "--no-do-lower-case",
+            "-q",
+            *BEAM_IN_PROCESS,
+        ]
+    )
     assert result.exit_code == 2, result.output
     assert "Invalid value for --no-do-lower-case: " in result.output
     assert "built with lowercase=True but --no-do-lower-case was given" in result.output
@@ -151,8 +220,10 @@ def test_verify_passes_on_good_shards_and_catches_broken_ones(tmp_path):
     assert again.exit_code == 1 and "sha256 differs" not in again.output and "[CLS]" in again.output
 
 
-@pytest.mark.parametrize("command, module, extra", [("train", "torch", "train"), ("finetune", "seqeval", "finetune"),
-                                                    ("predict", "sklearn", "finetune")])
+@pytest.mark.parametrize(
+    "command, module, extra",
+    [("train", "torch", "train"), ("finetune", "seqeval", "finetune"), ("predict", "sklearn", "finetune")],
+)
 def test_missing_optional_package_names_the_extra_to_install(monkeypatch, command, module, extra):
     import importlib
 

@@ -24,9 +24,16 @@ def test_pad_sequences_rounds_up_and_masks():
 def test_pretraining_and_finetuning_batches_pad_alike():
     seqs = [[2, 10, 11, 3], [2, 12, 3, 13, 14, 15, 16, 17, 18, 3]]
     types = [[0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 1, 1, 1, 1]]
-    rows = [{"input_ids": np.array(s, np.uint16), "token_type_ids": np.array(t, np.uint8),
-             "masked_lm_positions": np.array([1], np.uint16), "masked_lm_ids": np.array([4], np.uint16),
-             "next_sentence_label": 0} for s, t in zip(seqs, types)]
+    rows = [
+        {
+            "input_ids": np.array(s, np.uint16),
+            "token_type_ids": np.array(t, np.uint8),
+            "masked_lm_positions": np.array([1], np.uint16),
+            "masked_lm_ids": np.array([4], np.uint16),
+            "next_sentence_label": 0,
+        }
+        for s, t in zip(seqs, types)
+    ]
     pretraining = collate(rows, pad_token_id=0)
     finetuning = collate_features([{"input_ids": s, "token_type_ids": t, "labels": 1} for s, t in zip(seqs, types)])
     for key in ("input_ids", "token_type_ids", "attention_mask"):
@@ -35,8 +42,10 @@ def test_pretraining_and_finetuning_batches_pad_alike():
 
 
 def test_multiple_choice_features_keep_their_choices():
-    features = [{"input_ids": [[2, 5, 3], [2, 6, 6, 3]], "token_type_ids": [[0, 0, 0], [0, 0, 1, 1]], "labels": 1},
-                {"input_ids": [[2, 7, 3], [2, 3]], "token_type_ids": [[0, 0, 0], [0, 0]], "labels": 0}]
+    features = [
+        {"input_ids": [[2, 5, 3], [2, 6, 6, 3]], "token_type_ids": [[0, 0, 0], [0, 0, 1, 1]], "labels": 1},
+        {"input_ids": [[2, 7, 3], [2, 3]], "token_type_ids": [[0, 0, 0], [0, 0]], "labels": 0},
+    ]
     batch = collate_features(features, pad_token_id=0)
     assert batch["input_ids"].shape == (2, 2, 8)  # [B, N choices, T]
     assert batch["attention_mask"].sum(-1).tolist() == [[3, 4], [3, 2]]

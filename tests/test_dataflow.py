@@ -31,8 +31,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient",
-                    reason="Beam's GCP extras are not installed (pip install 'apache-beam[gcp]')")
+pytest.importorskip(
+    "apache_beam.runners.dataflow.internal.apiclient",
+    reason="Beam's GCP extras are not installed (pip install 'apache-beam[gcp]')",
+)
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.internal import pickler  # noqa: E402
@@ -48,8 +50,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
 BUCKET = "gs://bertprep-test"
 FILES = [f"{BUCKET}/corpus/a.txt", f"{BUCKET}/corpus/b.txt"]
-DATAFLOW_ARGS = ["--runner=DataflowRunner", "--project=bertprep-test", "--region=us-central1",
-                 f"--temp_location={BUCKET}/tmp"]
+DATAFLOW_ARGS = [
+    "--runner=DataflowRunner",
+    "--project=bertprep-test",
+    "--region=us-central1",
+    f"--temp_location={BUCKET}/tmp",
+]
 #: Imported by bertprep.pipeline only for an optional feature, so not in install_requires:
 #: blingfire backs ``--segmenter blingfire`` (see segmentation.py).
 # Imported only when asked for (--segmenter blingfire, --word-segmenter jieba / kiwi), with an error naming the
@@ -58,8 +64,13 @@ OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy"}
 
 
 def _config(**kw) -> ShardsConfig:
-    base = dict(inputs=(f"{BUCKET}/corpus/",), vocab=f"{BUCKET}/vocab.txt", output_dir=f"{BUCKET}/shards",
-                input_format="bert", instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10))
+    base = dict(
+        inputs=(f"{BUCKET}/corpus/",),
+        vocab=f"{BUCKET}/vocab.txt",
+        output_dir=f"{BUCKET}/shards",
+        input_format="bert",
+        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10),
+    )
     base.update(kw)
     return ShardsConfig(**base)
 
@@ -99,9 +110,16 @@ def job(project_copy, no_network) -> dataflow.DataflowDryRun:
     """The global-scope job, with --setup_file, a worker machine type and an autoscaling cap."""
     result = dataflow.dry_run(
         _config(),
-        DATAFLOW_ARGS + [f"--setup_file={project_copy / 'setup.py'}", "--machine_type=n2-highmem-8",
-                         "--max_num_workers=50", "--disk_size_gb=100"],
-        files=FILES, vocab=load_vocab(str(FIXTURES / "vocab.txt")))
+        DATAFLOW_ARGS
+        + [
+            f"--setup_file={project_copy / 'setup.py'}",
+            "--machine_type=n2-highmem-8",
+            "--max_num_workers=50",
+            "--disk_size_gb=100",
+        ],
+        files=FILES,
+        vocab=load_vocab(str(FIXTURES / "vocab.txt")),
+    )
     yield result
     if result.staging_dir:
         shutil.rmtree(result.staging_dir, ignore_errors=True)
@@ -138,9 +156,14 @@ def test_dry_run_builds_and_validates_the_job_without_submitting(job):
     assert pool["workerHarnessContainerImage"].endswith(f"beam_python{major}.{minor}_sdk:{beam.__version__}")
     assert "use_runner_v2" in env["experiments"]  # Beam 2.77 adds it: Runner v2 is the only mode
     names = set(job.transform_names())
-    assert {"ReadDocuments/ReadDocumentsFn", "TokenizeDocuments/TokenizeDocumentFn",
-            "CreateTrainingInstances/GroupByBucket", "CreateTrainingInstances/CreateInstancesFn",
-            "WriteArrowShards/WriteShardFn", "WriteArrowShards/WriteManifestFn"} <= names
+    assert {
+        "ReadDocuments/ReadDocumentsFn",
+        "TokenizeDocuments/TokenizeDocumentFn",
+        "CreateTrainingInstances/GroupByBucket",
+        "CreateTrainingInstances/CreateInstancesFn",
+        "WriteArrowShards/WriteShardFn",
+        "WriteArrowShards/WriteManifestFn",
+    } <= names
     summary = job.summary()
     assert "NOT submitted" in summary and "n2-highmem-8" in summary and "workflow.tar.gz" in summary
 
@@ -153,7 +176,8 @@ def test_bucket_shuffle_uses_a_deterministic_key_coder(job):
     (gbk,) = [t for t in components.transforms.values() if t.unique_name == "CreateTrainingInstances/GroupByBucket"]
     assert gbk.spec.urn == common_urns.primitives.GROUP_BY_KEY.urn
     kv_coder = pipeline_context.PipelineContext(components).coders.get_by_id(
-        components.pcollections[next(iter(gbk.inputs.values()))].coder_id)
+        components.pcollections[next(iter(gbk.inputs.values()))].coder_id
+    )
     key_coder = kv_coder.key_coder()
     assert key_coder.is_deterministic()
     for bucket in (0, 1, 2**31 - 1, 2**40 + 7):
@@ -164,13 +188,16 @@ def test_file_pairing_scope_has_no_document_shuffle(no_network):
     result = dataflow.dry_run(
         _config(pairing_scope="file"),
         DATAFLOW_ARGS + ["--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest"],
-        files=FILES, vocab=load_vocab(str(FIXTURES / "vocab.txt")))
+        files=FILES,
+        vocab=load_vocab(str(FIXTURES / "vocab.txt")),
+    )
     names = set(result.transform_names())
     assert "ProcessFilesStreaming/ProcessFileStreamingFn" in names
     assert not any(n.startswith("CreateTrainingInstances") for n in names)
     # The only shuffles left move file names and shard plans, never documents.
-    assert result.group_by_keys() and all(g.startswith(("ListInputFiles/", "WriteArrowShards/"))
-                                          for g in result.group_by_keys())
+    assert result.group_by_keys() and all(
+        g.startswith(("ListInputFiles/", "WriteArrowShards/")) for g in result.group_by_keys()
+    )
     pool = result.job["environment"]["workerPools"][0]
     assert pool["workerHarnessContainerImage"] == "gcr.io/bertprep-test/bertprep-worker:latest"
     assert "workflow.tar.gz" not in result.staged_files  # the image already holds bertprep
@@ -185,18 +212,42 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
     (sdist,) = Path(job.staging_dir).glob("bertprep-*.tar.gz")
     with tarfile.open(sdist) as tar:
         members = {Path(*Path(m).parts[1:]).as_posix() for m in tar.getnames()}
-    assert {"setup.py", "setup.cfg", "pipeline/beam/transforms.py", "pipeline/beam/run.py", "pipeline/readers/files.py",
-            "pipeline/demo_corpus/README.md"} <= members
+    assert {
+        "setup.py",
+        "setup.cfg",
+        "pipeline/beam/transforms.py",
+        "pipeline/beam/run.py",
+        "pipeline/readers/files.py",
+        "pipeline/demo_corpus/README.md",
+    } <= members
 
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(sdist)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(sdist),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
     # Every third-party module bertprep.pipeline imports is a declared (unconditional) dependency.
     (dist_info,) = target.glob("bertprep-*.dist-info")
-    declared = {re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0].lower().replace("_", "-")
-                for r in importlib.metadata.PathDistribution(dist_info).requires or [] if "extra ==" not in r}
+    declared = {
+        re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0].lower().replace("_", "-")
+        for r in importlib.metadata.PathDistribution(dist_info).requires or []
+        if "extra ==" not in r
+    }
     imported = set()
     for source in (target / "bertprep" / "pipeline").rglob("*.py"):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
@@ -206,8 +257,7 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
                 imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names) - {"__future__", "bertprep"} - OPTIONAL_IMPORTS
     dists = importlib.metadata.packages_distributions()
-    undeclared = {m for m in third_party
-                  if not any(d.lower().replace("_", "-") in declared for d in dists.get(m, [m]))}
+    undeclared = {m for m in third_party if not any(d.lower().replace("_", "-") in declared for d in dists.get(m, [m]))}
     assert "apache_beam" in third_party and not undeclared, f"imported but not in install_requires: {undeclared}"
 
     # A Python that cannot see the editable checkout (-S: no .pth files; -E: no PYTHONPATH) finds bertprep
@@ -232,11 +282,19 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
         "print(json.dumps({'package': bertprep.pipeline.__file__, 'demo': sorted(os.listdir(demo_corpus_dir())),\n"
         "                  'dofns': dofns}))\n"
     )
-    control = subprocess.run([sys.executable, "-E", "-S", "-c", worker, "", purelib, str(payload_file)],
-                             capture_output=True, text=True, timeout=120)
+    control = subprocess.run(
+        [sys.executable, "-E", "-S", "-c", worker, "", purelib, str(payload_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert control.returncode != 0 and "No module named 'bertprep'" in control.stderr  # the isolation works
-    run = subprocess.run([sys.executable, "-E", "-S", "-c", worker, str(target), purelib, str(payload_file)],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-E", "-S", "-c", worker, str(target), purelib, str(payload_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert Path(seen["package"]).is_relative_to(target)
@@ -248,37 +306,56 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
     assert all(Path(f).is_relative_to(target) for f in seen["dofns"].values())
 
 
-@pytest.mark.parametrize("args, config, message", [
-    (["--project=bertprep-test"], {}, r"--region is required"),
-    (["--region=us-central1"], {}, r"--project is required"),
-    (["--project=bertprep-test", "--region=us-central1", "--temp_location=/tmp/beam"], {},
-     r"--temp_location must be a gs://bucket/path .*got '/tmp/beam'"),
-    ([], {"output_dir": "/data/shards"}, r"--output-dir '/data/shards' is a local path"),
-    ([], {"vocab": "vocab.txt"}, r"--vocab 'vocab.txt' is a local path"),
-    ([], {"inputs": ("corpus/*.txt",)}, r"input 'corpus/\*\.txt' is a local path"),
-])
+@pytest.mark.parametrize(
+    "args, config, message",
+    [
+        (["--project=bertprep-test"], {}, r"--region is required"),
+        (["--region=us-central1"], {}, r"--project is required"),
+        (
+            ["--project=bertprep-test", "--region=us-central1", "--temp_location=/tmp/beam"],
+            {},
+            r"--temp_location must be a gs://bucket/path .*got '/tmp/beam'",
+        ),
+        ([], {"output_dir": "/data/shards"}, r"--output-dir '/data/shards' is a local path"),
+        ([], {"vocab": "vocab.txt"}, r"--vocab 'vocab.txt' is a local path"),
+        ([], {"inputs": ("corpus/*.txt",)}, r"input 'corpus/\*\.txt' is a local path"),
+    ],
+)
 def test_bad_dataflow_options_are_named_before_anything_runs(no_network, args, config, message):
     base = [] if args else DATAFLOW_ARGS
     with pytest.raises(ValueError, match=message):
-        dataflow.dry_run(_config(**config), ["--runner=DataflowRunner"] + base + args
-                         + ["--sdk_container_image=gcr.io/bertprep-test/worker"], files=FILES,
-                         vocab=load_vocab(str(FIXTURES / "vocab.txt")))
+        dataflow.dry_run(
+            _config(**config),
+            ["--runner=DataflowRunner"] + base + args + ["--sdk_container_image=gcr.io/bertprep-test/worker"],
+            files=FILES,
+            vocab=load_vocab(str(FIXTURES / "vocab.txt")),
+        )
 
 
 def test_every_problem_is_listed_at_once_and_bertprep_must_be_shipped(no_network):
     with pytest.raises(ValueError) as err:
-        dataflow.check_dataflow_options(beam.options.pipeline_options.PipelineOptions(["--runner=DataflowRunner"]),
-                                        _config(output_dir="out", vocab="vocab.txt"))
+        dataflow.check_dataflow_options(
+            beam.options.pipeline_options.PipelineOptions(["--runner=DataflowRunner"]),
+            _config(output_dir="out", vocab="vocab.txt"),
+        )
     text = str(err.value)
-    for expected in ("--project", "--region", "--temp_location", "--output-dir 'out'", "--vocab 'vocab.txt'",
-                     "--setup_file=./setup.py"):
+    for expected in (
+        "--project",
+        "--region",
+        "--temp_location",
+        "--output-dir 'out'",
+        "--vocab 'vocab.txt'",
+        "--setup_file=./setup.py",
+    ):
         assert expected in text
     assert text.count("\n  - ") == 6
 
 
 def test_dry_run_needs_the_dataflow_runner():
     with pytest.raises(ValueError, match="--runner=DataflowRunner"):
-        dataflow.dry_run(_config(), ["--runner=FlinkRunner"], files=FILES, vocab=load_vocab(str(FIXTURES / "vocab.txt")))
+        dataflow.dry_run(
+            _config(), ["--runner=FlinkRunner"], files=FILES, vocab=load_vocab(str(FIXTURES / "vocab.txt"))
+        )
 
 
 def test_default_setup_file_is_the_checkouts():

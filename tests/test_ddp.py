@@ -43,8 +43,16 @@ def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path):
     script.write_text(WORKER)
     out = tmp_path / "run"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-           str(tmp_path / "shards"), str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(script),
+        str(tmp_path / "shards"),
+        str(out),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
@@ -60,4 +68,3 @@ def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path):
     assert state["ranks"][0]["rng"]["torch"] != state["ranks"][1]["rng"]["torch"]
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [2, 4]  # written by rank 0 only
-

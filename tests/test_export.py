@@ -15,7 +15,11 @@ from safetensors.torch import load_file
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.hf.export import write_hf_directory
 from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
-from bertprep.bert_model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertprep.bert_model.heads import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
 from bertprep.bert_model.hf.interop import build_model, load_model_source, read_hf_state_dict
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
@@ -27,8 +31,14 @@ transformers.logging.set_verbosity_error()
 
 VOCAB = Path(__file__).parent / "fixtures" / "finetune" / "vocab.txt"
 TOKENS = read_vocab_file(str(VOCAB))
-TINY = dict(vocab_size=len(TOKENS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=48, max_position_embeddings=64)
+TINY = dict(
+    vocab_size=len(TOKENS),
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=48,
+    max_position_embeddings=64,
+)
 
 
 def _inputs(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -42,17 +52,26 @@ def _inputs(seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def _ours(architecture: str, config: BertConfig):
-    return {"BertForPreTraining": lambda: BertForPreTraining(config),
-            "BertForSequenceClassification": lambda: BertForSequenceClassification(config, 3),
-            "BertForQuestionAnswering": lambda: BertForQuestionAnswering(config),
-            "BertForTokenClassification": lambda: BertForTokenClassification(config, 5)}[architecture]()
+    return {
+        "BertForPreTraining": lambda: BertForPreTraining(config),
+        "BertForSequenceClassification": lambda: BertForSequenceClassification(config, 3),
+        "BertForQuestionAnswering": lambda: BertForQuestionAnswering(config),
+        "BertForTokenClassification": lambda: BertForTokenClassification(config, 5),
+    }[architecture]()
 
 
-ARCHITECTURES = ["BertForPreTraining", "BertForSequenceClassification", "BertForQuestionAnswering",
-                 "BertForTokenClassification"]
-OUTPUTS = {"BertForPreTraining": ("prediction_logits", "seq_relationship_logits"),
-           "BertForSequenceClassification": ("logits",), "BertForQuestionAnswering": ("start_logits", "end_logits"),
-           "BertForTokenClassification": ("logits",)}
+ARCHITECTURES = [
+    "BertForPreTraining",
+    "BertForSequenceClassification",
+    "BertForQuestionAnswering",
+    "BertForTokenClassification",
+]
+OUTPUTS = {
+    "BertForPreTraining": ("prediction_logits", "seq_relationship_logits"),
+    "BertForSequenceClassification": ("logits",),
+    "BertForQuestionAnswering": ("start_logits", "end_logits"),
+    "BertForTokenClassification": ("logits",),
+}
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
@@ -64,10 +83,17 @@ def test_exported_model_gives_the_same_logits_in_transformers(tmp_path, architec
             if name.endswith("bias"):
                 p.normal_(0, 0.02)
     id2label = {i: f"tag{i}" for i in range(model.num_labels)} if architecture != "BertForPreTraining" else None
-    out_dir = write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=TOKENS, do_lower_case=True,
-                                 id2label=id2label)
-    assert sorted(os.listdir(out_dir)) == ["config.json", "model.safetensors", "special_tokens_map.json",
-                                          "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    out_dir = write_hf_directory(
+        str(tmp_path / "hf"), model, vocab_tokens=TOKENS, do_lower_case=True, id2label=id2label
+    )
+    assert sorted(os.listdir(out_dir)) == [
+        "config.json",
+        "model.safetensors",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
     hf = getattr(transformers, architecture).from_pretrained(out_dir).eval()
     batch = _inputs()
     with torch.no_grad():
@@ -87,8 +113,9 @@ def test_exported_model_gives_the_same_logits_in_transformers(tmp_path, architec
 
 def test_regression_head_exports_problem_type(tmp_path):
     model = BertForSequenceClassification(BertConfig(**TINY), 1)
-    out_dir = write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=TOKENS, do_lower_case=True,
-                                 id2label={0: "score"})
+    out_dir = write_hf_directory(
+        str(tmp_path / "hf"), model, vocab_tokens=TOKENS, do_lower_case=True, id2label={0: "score"}
+    )
     hf = transformers.BertForSequenceClassification.from_pretrained(out_dir)
     assert hf.config.problem_type == "regression" and hf.config.num_labels == 1
 
@@ -111,16 +138,18 @@ def test_round_trip_hf_bertprep_hf_is_the_identity(tmp_path, architecture):
     source = load_model_source(str(hf_dir))
     assert source.kind == "huggingface" and source.architecture == architecture
     model = build_model(source)
-    out_dir = write_hf_directory(str(tmp_path / "back"), model, vocab_tokens=source.vocab_tokens,
-                                 do_lower_case=True, id2label=source.id2label)
+    out_dir = write_hf_directory(
+        str(tmp_path / "back"), model, vocab_tokens=source.vocab_tokens, do_lower_case=True, id2label=source.id2label
+    )
     before = load_file(str(hf_dir / "model.safetensors"))
     after = load_file(os.path.join(out_dir, "model.safetensors"))
     assert sorted(before) == sorted(after)
     for key in before:
         assert before[key].dtype == after[key].dtype and torch.equal(before[key], after[key]), key
     if source.id2label:
-        assert json.loads((Path(out_dir) / "config.json").read_text())["id2label"] == \
-            {str(k): v for k, v in source.id2label.items()}
+        assert json.loads((Path(out_dir) / "config.json").read_text())["id2label"] == {
+            str(k): v for k, v in source.id2label.items()
+        }
 
 
 def test_pytorch_model_bin_and_old_key_spellings_load(tmp_path):
@@ -135,8 +164,10 @@ def test_pytorch_model_bin_and_old_key_spellings_load(tmp_path):
     model_dir.mkdir()
     torch.save(old, model_dir / "pytorch_model.bin")
     hf.config.save_pretrained(model_dir)  # no "architectures" entry: inferred from the weights
-    assert "architectures" not in json.loads((model_dir / "config.json").read_text()) or \
-        not json.loads((model_dir / "config.json").read_text())["architectures"]
+    assert (
+        "architectures" not in json.loads((model_dir / "config.json").read_text())
+        or not json.loads((model_dir / "config.json").read_text())["architectures"]
+    )
     shutil.copy(VOCAB, model_dir / "vocab.txt")
     loaded = read_hf_state_dict(str(model_dir))
     assert sorted(loaded) == sorted(state)
@@ -163,8 +194,9 @@ def test_exported_tokenizer_matches_the_fine_tuning_features(tmp_path):
     ours = WordPieceTokenizer.from_tokens(TOKENS, do_lower_case=True)
     task = GlueTask(text_a_column=0, text_b_column=1, label_column=2, header=False, labels=["0", "1"])
     pairs = [("The Cats ran, running!", "He said: Paris is the capital."), ("Crème brûlée?", "dogs (blue) 1895-1943")]
-    features = task.featurize([GlueExample(a, b, None, 1, i) for i, (a, b) in enumerate(pairs)], ours,
-                              with_labels=False)
+    features = task.featurize(
+        [GlueExample(a, b, None, 1, i) for i, (a, b) in enumerate(pairs)], ours, with_labels=False
+    )
     for (a, b), feature in zip(pairs, features):
         encoded = hf_tokenizer(a, b)
         assert encoded["input_ids"] == feature["input_ids"]
@@ -176,8 +208,15 @@ def _pretraining_checkpoint(run_dir: Path) -> str:
     model = BertForPreTraining(BertConfig(**TINY))
     optimizer = create_optimizer(model)
     state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "x", "shards": str(run_dir / "none")}}
-    return ckpt.save_checkpoint(str(run_dir), 7, model=model, optimizer=optimizer, state=state,
-                                hf_config=model.config.to_hf_dict(), vocab_file=str(VOCAB))
+    return ckpt.save_checkpoint(
+        str(run_dir),
+        7,
+        model=model,
+        optimizer=optimizer,
+        state=state,
+        hf_config=model.config.to_hf_dict(),
+        vocab_file=str(VOCAB),
+    )
 
 
 def test_export_command_writes_a_pretraining_model(tmp_path):
@@ -191,13 +230,15 @@ def test_export_command_writes_a_pretraining_model(tmp_path):
     ckpt.load_model_weights(path, ours)
     batch = _inputs()
     with torch.no_grad():
-        torch.testing.assert_close(ours.eval()(**batch).seq_relationship_logits,
-                                   hf(**batch).seq_relationship_logits, atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            ours.eval()(**batch).seq_relationship_logits, hf(**batch).seq_relationship_logits, atol=1e-5, rtol=0
+        )
     # No silent overwrite; --overwrite replaces.
     again = runner.invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf")])
     assert again.exit_code != 0 and "not empty" in again.output
-    assert runner.invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf"),
-                               "--overwrite"]).exit_code == 0
+    assert (
+        runner.invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf"), "--overwrite"]).exit_code == 0
+    )
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
 
 

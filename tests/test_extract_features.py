@@ -108,8 +108,16 @@ def test_streams_in_record_batches_and_records_its_settings(tmp_path, minilm_dir
 def test_errors_leave_no_output(tmp_path, minilm_dir, lines_file):
     runner = CliRunner()
     out = tmp_path / "f.arrow"
-    base = ["extract-features", "--model", str(minilm_dir), "--input", str(lines_file), "--output", str(out),
-            "--no-progress"]
+    base = [
+        "extract-features",
+        "--model",
+        str(minilm_dir),
+        "--input",
+        str(lines_file),
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
     result = runner.invoke(cli, [*base, "--layers", "-1,9"])
     assert result.exit_code != 0 and "layer 9 does not exist" in result.output and not out.exists()
     result = runner.invoke(cli, [*base, "--layers", "last"])

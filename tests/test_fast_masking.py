@@ -33,9 +33,16 @@ def _unmasked_table(n_rows: int, seed: int) -> pa.Table:
         tokens, len_a = _instance(rng)
         ids.append(tokens)
         types.append([0] * (len_a + 2) + [1] * (len(tokens) - len_a - 2))
-    return pa.Table.from_pydict({"input_ids": ids, "token_type_ids": types, "masked_lm_positions": [[]] * n_rows,
-                                 "masked_lm_ids": [[]] * n_rows, "next_sentence_label": [0] * n_rows},
-                                schema=schema.shard_schema(VOCAB))
+    return pa.Table.from_pydict(
+        {
+            "input_ids": ids,
+            "token_type_ids": types,
+            "masked_lm_positions": [[]] * n_rows,
+            "masked_lm_ids": [[]] * n_rows,
+            "next_sentence_label": [0] * n_rows,
+        },
+        schema=schema.shard_schema(VOCAB),
+    )
 
 
 def test_mask_table_follows_the_rule_and_is_deterministic():
@@ -56,12 +63,14 @@ def test_mask_table_follows_the_rule_and_is_deterministic():
     assert abs(counts["masked_as_mask"] / counts["masked"] - 0.8) < 0.02
     assert abs(counts["masked_as_random"] / counts["masked"] - 0.1) < 0.02
 
+
 def test_fast_masking_has_the_original_statistics():
     vocab = synthetic_vocab()
     ids = VocabIds(vocab)
     config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=3)
-    instances = create_training_instances(synthetic_corpus(vocab, 150), config, ids, random.Random(5), mask=False,
-                                          fast_truncation=True)
+    instances = create_training_instances(
+        synthetic_corpus(vocab, 150), config, ids, random.Random(5), mask=False, fast_truncation=True
+    )
     table = instances_to_table(instances, vocab.size)
     masked, counts = mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
     assert masked.num_rows == len(instances)

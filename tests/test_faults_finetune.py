@@ -70,9 +70,31 @@ def data(tmp_path_factory) -> Path:
 
 
 def _finetune_args(init_from: Path, data: Path, out: Path, *extra: str) -> list[str]:
-    return ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", str(init_from), "--train-file",
-            str(data / "train.tsv"), "--eval-file", str(data / "dev.tsv"), "-o", str(out), "--max-seq-length", "16",
-            "--lr", "5e-3", "--batch-size", "16", "--num-train-epochs", "1", "--no-progress", *extra]
+    return [
+        "finetune",
+        "--task",
+        "glue",
+        "--glue-task",
+        "sst2",
+        "--init-from",
+        str(init_from),
+        "--train-file",
+        str(data / "train.tsv"),
+        "--eval-file",
+        str(data / "dev.tsv"),
+        "-o",
+        str(out),
+        "--max-seq-length",
+        "16",
+        "--lr",
+        "5e-3",
+        "--batch-size",
+        "16",
+        "--num-train-epochs",
+        "1",
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +111,19 @@ def test_predict_refuses_output_equal_to_input(finetune_run, data, tmp_path):
     input_file.write_bytes((data / "dev.tsv").read_bytes())
     before = input_file.read_bytes()
     for output in (input_file, tmp_path / "." / "test.tsv"):
-        result = CliRunner().invoke(cli, ["predict", "--model", str(finetune_run), "--input", str(input_file),
-                                          "--output", str(output), "--no-progress"])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "predict",
+                "--model",
+                str(finetune_run),
+                "--input",
+                str(input_file),
+                "--output",
+                str(output),
+                "--no-progress",
+            ],
+        )
         line = _error_line(result)
         assert "is the --input file" in line and str(output) in line
         assert input_file.read_bytes() == before
@@ -100,8 +133,19 @@ def test_predict_refuses_output_equal_to_input(finetune_run, data, tmp_path):
 def test_predict_refuses_to_overwrite_a_file_of_the_model(finetune_run, data):
     before = _snapshot(finetune_run)
     for target in (finetune_run / "best" / "config.json", finetune_run / "results.json"):
-        result = CliRunner().invoke(cli, ["predict", "--model", str(finetune_run), "--input",
-                                          str(data / "dev.tsv"), "--output", str(target), "--no-progress"])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "predict",
+                "--model",
+                str(finetune_run),
+                "--input",
+                str(data / "dev.tsv"),
+                "--output",
+                str(target),
+                "--no-progress",
+            ],
+        )
         line = _error_line(result)
         assert str(target) in line and "file of the model directory" in line
     assert _snapshot(finetune_run) == before
@@ -109,8 +153,12 @@ def test_predict_refuses_to_overwrite_a_file_of_the_model(finetune_run, data):
 
 def test_export_into_the_model_directory_is_refused(finetune_run, pretrain_run, tmp_path):
     """Before the fix `export DIR -o DIR --overwrite` replaced the run (checkpoints, metrics) by the export."""
-    for model_dir, output in ((finetune_run, finetune_run), (pretrain_run, pretrain_run),
-                              (finetune_run / "best", finetune_run), (pretrain_run / "checkpoints", pretrain_run)):
+    for model_dir, output in (
+        (finetune_run, finetune_run),
+        (pretrain_run, pretrain_run),
+        (finetune_run / "best", finetune_run),
+        (pretrain_run / "checkpoints", pretrain_run),
+    ):
         before = _snapshot(model_dir)
         result = CliRunner().invoke(cli, ["export", str(model_dir), "-o", str(output), "--overwrite"])
         line = _error_line(result)
@@ -121,12 +169,15 @@ def test_export_into_the_model_directory_is_refused(finetune_run, pretrain_run, 
     assert result.exit_code == 0, result.output
 
 
-def test_finetune_into_the_run_it_starts_from_is_refused_before_anything_is_deleted(
-        pretrain_run, finetune_run, data):
+def test_finetune_into_the_run_it_starts_from_is_refused_before_anything_is_deleted(pretrain_run, finetune_run, data):
     """Before the fix `finetune -o RUN --init-from RUN` deleted RUN's metrics (and best/, results.json of a
     fine-tuning run) before training."""
-    for init_from, out in ((pretrain_run, pretrain_run), (pretrain_run / "checkpoints" / "step-000001", pretrain_run),
-                           (finetune_run / "best", finetune_run), (finetune_run, finetune_run)):
+    for init_from, out in (
+        (pretrain_run, pretrain_run),
+        (pretrain_run / "checkpoints" / "step-000001", pretrain_run),
+        (finetune_run / "best", finetune_run),
+        (finetune_run, finetune_run),
+    ):
         before = _snapshot(out)
         result = CliRunner().invoke(cli, _finetune_args(init_from, data, out, "--overwrite"))
         line = _error_line(result)

@@ -37,8 +37,20 @@ def _run(args):
 
 
 def _make(inputs, out, *extra, beam=IN_PROCESS):
-    return _run(["make-shards", "-i", ",".join(str(i) for i in inputs), "--vocab", VOCAB, "-o", out,
-                 *SHARD_OPTIONS, *extra, *beam])
+    return _run(
+        [
+            "make-shards",
+            "-i",
+            ",".join(str(i) for i in inputs),
+            "--vocab",
+            VOCAB,
+            "-o",
+            out,
+            *SHARD_OPTIONS,
+            *extra,
+            *beam,
+        ]
+    )
 
 
 def _vocab(inputs, out, *extra):
@@ -47,8 +59,11 @@ def _vocab(inputs, out, *extra):
 
 def _snapshot(folder: Path) -> dict[str, str]:
     """sha256 of every file under ``folder`` (hidden ones included), by relative path."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _one_line_error(output: str) -> str:
@@ -68,6 +83,7 @@ def previous_output(tmp_path):
 
 
 # ------------------------------------------------------------------------- 1. truncated compressed input
+
 
 def _corpus_bytes(copies: int = 1) -> bytes:
     return ((FIXTURES / "a.txt").read_bytes() + b"\n" + (FIXTURES / "b.txt").read_bytes()) * copies
@@ -123,6 +139,7 @@ def test_complete_compressed_input_still_reads_whole(tmp_path):
 
 # ------------------------------------------------------------------------- 2. --overwrite never loses the old output
 
+
 @pytest.mark.slow
 def test_failed_overwrite_keeps_the_previous_output(tmp_path, previous_output):
     out, before = previous_output
@@ -138,16 +155,32 @@ def test_failed_overwrite_keeps_the_previous_output(tmp_path, previous_output):
     result = _make([FIXTURES / "a.txt", FIXTURES / "b.txt"], out, "--overwrite", "--num-shards", "2")  # succeeds
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
-    assert sorted(p.name for p in out.iterdir()) == sorted([e["file"] for e in manifest["shards"]]
-                                                           + ["manifest.json", "vocab.txt"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [e["file"] for e in manifest["shards"]] + ["manifest.json", "vocab.txt"]
+    )
     assert manifest["statistics"]["files"] == 2
 
 
 @pytest.mark.slow
 def test_killed_overwrite_keeps_the_previous_output_and_the_next_run_removes_its_leftovers(tmp_path, previous_output):
     out, before = previous_output
-    command = [sys.executable, "-m", "bertprep.cli.main", "make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
-               "--vocab", VOCAB, "-o", str(out), "--dupe-factor", "20", "--overwrite", "-q", *IN_PROCESS]
+    command = [
+        sys.executable,
+        "-m",
+        "bertprep.cli.main",
+        "make-shards",
+        "-i",
+        f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
+        "--vocab",
+        VOCAB,
+        "-o",
+        str(out),
+        "--dupe-factor",
+        "20",
+        "--overwrite",
+        "-q",
+        *IN_PROCESS,
+    ]
     logs_before = set(Path(tempfile.gettempdir()).glob("bertprep-workers-*"))
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -185,8 +218,20 @@ def test_input_inside_the_output_is_refused_and_kept(tmp_path, previous_output):
     # a corpus kept in the output folder, and the vocab.txt make-shards copied there, are fine to use
     (out / "corpus.txt").write_bytes((FIXTURES / "b.txt").read_bytes())
     corpus = (out / "corpus.txt").read_bytes()
-    result = _run(["make-shards", "-i", out / "corpus.txt", "--vocab", out / "vocab.txt", "-o", out, "--overwrite",
-                   *SHARD_OPTIONS, *IN_PROCESS])
+    result = _run(
+        [
+            "make-shards",
+            "-i",
+            out / "corpus.txt",
+            "--vocab",
+            out / "vocab.txt",
+            "-o",
+            out,
+            "--overwrite",
+            *SHARD_OPTIONS,
+            *IN_PROCESS,
+        ]
+    )
     assert result.exit_code == 0, result.output
     assert (out / "corpus.txt").read_bytes() == corpus
     assert (out / "vocab.txt").read_bytes() == Path(VOCAB).read_bytes()
@@ -205,6 +250,7 @@ def test_build_vocab_refuses_an_input_it_would_replace(tmp_path):
 
 
 # ------------------------------------------------------------------------- 7. environment faults
+
 
 def test_vocab_that_is_a_directory(tmp_path):
     result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--vocab", str(FIXTURES))
@@ -300,6 +346,7 @@ def test_disk_full_message_names_what_was_written():
 
 # ------------------------------------------------------------------------- 8. the message, not the source line
 
+
 @pytest.mark.slow
 def test_error_from_a_worker_process_keeps_its_message(tmp_path):
     result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--num-shards", "100000", beam=TWO_PROCESSES)
@@ -311,6 +358,7 @@ def test_error_from_a_worker_process_keeps_its_message(tmp_path):
 
 
 # ------------------------------------------------------------------------- 9. unknown options
+
 
 def test_mistyped_option_is_refused_before_anything_runs(tmp_path):
     result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--dupe-factr", "3")
@@ -325,15 +373,27 @@ def test_mistyped_option_is_refused_before_anything_runs(tmp_path):
 def test_beam_options_still_pass_through(tmp_path):
     from bertprep.pipeline.beam.run import unknown_beam_args
 
-    assert unknown_beam_args(["--runner=DataflowRunner", "--project=p", "--region=us-central1",
-                              "--temp_location=gs://b/tmp", "--setup_file=./setup.py", "--direct_num_workers=1",
-                              "--experiments=use_runner_v2"]) == []
+    assert (
+        unknown_beam_args(
+            [
+                "--runner=DataflowRunner",
+                "--project=p",
+                "--region=us-central1",
+                "--temp_location=gs://b/tmp",
+                "--setup_file=./setup.py",
+                "--direct_num_workers=1",
+                "--experiments=use_runner_v2",
+            ]
+        )
+        == []
+    )
     assert unknown_beam_args(["--project=p", "--dupe-factr", "3"]) == ["--dupe-factr", "3"]
     result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--project=my-project", "--job_name=x")
     assert result.exit_code == 0, result.output
 
 
 # ------------------------------------------------------------------------- 10. binary input, duplicate tokens, -q
+
 
 def test_random_bytes_without_nul_are_refused(tmp_path):
     rng = random.Random(0)
@@ -360,8 +420,12 @@ def test_binary_after_the_first_megabyte_is_refused(tmp_path):
 def test_real_text_in_other_scripts_and_encodings_is_not_binary(shared_data):
     from bertprep.pipeline.readers import read_documents
 
-    for name in ("gutenberg/shakespeare-caesar.txt", "cjk/ko/constitution-of-korea.txt",
-                 "cjk/zh/luxun-kongyiji.txt", "gutenberg/melville-moby_dick.txt"):
+    for name in (
+        "gutenberg/shakespeare-caesar.txt",
+        "cjk/ko/constitution-of-korea.txt",
+        "cjk/zh/luxun-kongyiji.txt",
+        "gutenberg/melville-moby_dick.txt",
+    ):
         assert len(list(read_documents(str(shared_data / name)))) > 0, name
 
 
@@ -383,12 +447,31 @@ def test_quiet_silences_the_worker_logs(tmp_path):
     """With -q a failing multi-process run prints the one-line error and nothing else (it printed ~75 lines
     of worker traceback before)."""
     out = tmp_path / "shards"
-    done = subprocess.run([sys.executable, "-m", "bertprep.cli.main", "make-shards", "-i", str(FIXTURES / "a.txt"),
-                           "--vocab", VOCAB, "-o", str(out), "--num-shards", "100000", "-q", *TWO_PROCESSES],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertprep.cli.main",
+            "make-shards",
+            "-i",
+            str(FIXTURES / "a.txt"),
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(out),
+            "--num-shards",
+            "100000",
+            "-q",
+            *TWO_PROCESSES,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        line for line in done.stderr.strip().splitlines() if line.startswith("Error: --num-shards 100000 is more")]
+        line for line in done.stderr.strip().splitlines() if line.startswith("Error: --num-shards 100000 is more")
+    ]
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not out.exists()
 
@@ -397,9 +480,26 @@ def test_quiet_silences_the_worker_logs(tmp_path):
 def test_progress_lines_stay_and_a_user_error_has_no_traceback_without_quiet(tmp_path):
     """Without -q the progress lines are logged, and a user error is still one line (no worker traceback)."""
     out = tmp_path / "shards"
-    done = subprocess.run([sys.executable, "-m", "bertprep.cli.main", "make-shards", "-i", str(FIXTURES / "a.txt"),
-                           "--vocab", VOCAB, "-o", str(out), "--num-shards", "100000", *IN_PROCESS],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertprep.cli.main",
+            "make-shards",
+            "-i",
+            str(FIXTURES / "a.txt"),
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(out),
+            "--num-shards",
+            "100000",
+            *IN_PROCESS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert f"INFO make-shards: 1 input files -> {out}" in done.stderr
     assert "Traceback" not in done.stderr and "{n}" not in done.stderr

@@ -74,9 +74,29 @@ def shards(tmp_path_factory):
 
 
 def _train_args(shards: Path, out: Path, *extra: str) -> list[str]:
-    return ["train", "--shards", str(shards / "train"), "-o", str(out), "--preset", "tiny", "--hidden-size", "32",
-            "--num-attention-heads", "2", "--batch-size", "64", "--warmup-steps", "1", "--log-every", "1",
-            "--no-progress", "--device", "cpu", *extra]
+    return [
+        "train",
+        "--shards",
+        str(shards / "train"),
+        "-o",
+        str(out),
+        "--preset",
+        "tiny",
+        "--hidden-size",
+        "32",
+        "--num-attention-heads",
+        "2",
+        "--batch-size",
+        "64",
+        "--warmup-steps",
+        "1",
+        "--log-every",
+        "1",
+        "--no-progress",
+        "--device",
+        "cpu",
+        *extra,
+    ]
 
 
 def _spawn(fault: str, args: list[str], log: Path) -> subprocess.Popen:
@@ -84,8 +104,14 @@ def _spawn(fault: str, args: list[str], log: Path) -> subprocess.Popen:
     open and make reading it wait for them); an injected exception writes its time.time() to ``log.time``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FAULT_TIME_FILE": f"{log}.time"}
     with open(log, "w") as sink:
-        return subprocess.Popen([sys.executable, "-c", _RUNNER, fault, *args], stdout=sink, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=str(REPO_ROOT), env=env)
+        return subprocess.Popen(
+            [sys.executable, "-c", _RUNNER, fault, *args],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(REPO_ROOT),
+            env=env,
+        )
 
 
 def _alive(pids: set[int]) -> set[int]:
@@ -132,8 +158,9 @@ def test_exception_in_the_training_loop_exits_nonzero_within_seconds_leaving_no_
     """Any exception (here one injected into the loop at the 6th batch) ends the process with a non-zero
     status within 10 s, its loader workers stopped first; before the fix the process waited for them for ever."""
     log = tmp_path / "log"
-    proc = _spawn("raise-at-batch-6", _train_args(shards, tmp_path / "run", "--max-steps", "1000",
-                                                  "--num-workers", "2"), log)
+    proc = _spawn(
+        "raise-at-batch-6", _train_args(shards, tmp_path / "run", "--max-steps", "1000", "--num-workers", "2"), log
+    )
     workers = _wait_for_workers(proc, 2)
     try:
         proc.wait(timeout=60)
@@ -221,9 +248,31 @@ def small(tmp_path_factory):
 
 
 def _small_args(small: Path, out: Path, *extra: str, shards: str = "train") -> list[str]:
-    return ["train", "--shards", str(small / shards), "-o", str(out), "--preset", "tiny", "--hidden-size", "32",
-            "--num-attention-heads", "2", "--batch-size", "8", "--warmup-steps", "1", "--log-every", "1",
-            "--no-progress", "--device", "cpu", "--num-workers", "0", *extra]
+    return [
+        "train",
+        "--shards",
+        str(small / shards),
+        "-o",
+        str(out),
+        "--preset",
+        "tiny",
+        "--hidden-size",
+        "32",
+        "--num-attention-heads",
+        "2",
+        "--batch-size",
+        "8",
+        "--warmup-steps",
+        "1",
+        "--log-every",
+        "1",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+        *extra,
+    ]
 
 
 def _error_line(result) -> str:
@@ -270,7 +319,8 @@ def test_checkpoint_files_follow_the_umask(run_with_two_checkpoints):
 
 
 def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_directory(
-        small, run_with_two_checkpoints, caplog):
+    small, run_with_two_checkpoints, caplog
+):
     """One flipped bit in the weights leaves a loadable file: before the fix --resume trained on it without a
     word. Now the sha256 recorded in state.json catches it: naming the checkpoint directory is refused with
     the file named; naming the run directory resumes from the previous intact checkpoint, saying so."""
@@ -281,8 +331,9 @@ def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_dir
     damaged.write_bytes(bytes(data))
     before = _snapshot(out / "checkpoints")
 
-    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume",
-                                                 str(out / "checkpoints" / "step-000004")))
+    result = CliRunner().invoke(
+        cli, _small_args(small, out, "--max-steps", "6", "--resume", str(out / "checkpoints" / "step-000004"))
+    )
     line = _error_line(result)
     assert str(damaged) in line and "sha256" in line and "earlier" in line
     assert _snapshot(out / "checkpoints") == before  # nothing written, nothing removed
@@ -293,8 +344,9 @@ def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_dir
     warnings = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert str(damaged) in warnings and f"falling back to {out / 'checkpoints' / 'step-000002'}" in warnings
     assert "step 6 (max_steps)" in result.output
-    assert (out / "checkpoints" / "step-000002" / "model.safetensors").read_bytes() == \
-        before["step-000002/model.safetensors"]  # the checkpoint resumed from is untouched
+    assert (out / "checkpoints" / "step-000002" / "model.safetensors").read_bytes() == before[
+        "step-000002/model.safetensors"
+    ]  # the checkpoint resumed from is untouched
 
 
 def test_truncated_checkpoint_falls_back_to_the_previous_one(small, run_with_two_checkpoints, caplog):
@@ -319,8 +371,7 @@ def test_corrupt_state_json_is_named(small, run_with_two_checkpoints, caplog):
     out = run_with_two_checkpoints
     state_file = out / "checkpoints" / "step-000004" / "state.json"
     state_file.write_text(state_file.read_text()[:500])
-    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume",
-                                                 str(state_file.parent)))
+    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume", str(state_file.parent)))
     line = _error_line(result)
     assert str(state_file) in line and "not valid JSON" in line
     with caplog.at_level("WARNING"):
@@ -406,8 +457,9 @@ def _shards_with_ids_outside_the_vocab(path: Path) -> Path:
 def test_ids_outside_the_vocab_are_named_by_train_and_inspect_verify(tmp_path):
     """Before the fix train raised IndexError in the embedding and inspect --verify passed."""
     shards = _shards_with_ids_outside_the_vocab(tmp_path / "shards")
-    line = _error_line(CliRunner().invoke(cli, _small_args(tmp_path, tmp_path / "run", "--max-steps", "2",
-                                                           shards="shards")))
+    line = _error_line(
+        CliRunner().invoke(cli, _small_args(tmp_path, tmp_path / "run", "--max-steps", "2", shards="shards"))
+    )
     assert "shard-0000" in line and "outside the vocab of 40 entries" in line
     result = CliRunner().invoke(cli, ["inspect", str(shards), "--no-stats", "-n", "0", "--verify"])
     assert result.exit_code == 1 and "verification failed" in result.output, result.output

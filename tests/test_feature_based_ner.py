@@ -36,8 +36,14 @@ def _one_thread():
 
 
 def _config() -> BertConfig:
-    return BertConfig(vocab_size=len(VOCAB.read_text().splitlines()), hidden_size=32, num_hidden_layers=4,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    return BertConfig(
+        vocab_size=len(VOCAB.read_text().splitlines()),
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
 
 
 def test_each_mode_feeds_the_layers_of_table_7():
@@ -47,17 +53,23 @@ def test_each_mode_feeds_the_layers_of_table_7():
         model = BertFeatureBasedForTokenClassification(_config(), num_labels=3, feature_based=mode).eval()
         states = encoder_hidden_states(model.bert, ids)
         features = combine_layers(states, mode)
-        expected = {"embeddings": states[0], "last": states[4], "second-to-last": states[3],
-                    "last4-sum": states[1] + states[2] + states[3] + states[4],
-                    "last4-concat": torch.cat([states[4], states[3], states[2], states[1]], -1)}[mode]
+        expected = {
+            "embeddings": states[0],
+            "last": states[4],
+            "second-to-last": states[3],
+            "last4-sum": states[1] + states[2] + states[3] + states[4],
+            "last4-concat": torch.cat([states[4], states[3], states[2], states[1]], -1),
+        }[mode]
         assert torch.allclose(features, expected, atol=1e-6)
         assert model.lstm.input_size == features.shape[-1] and model.lstm.hidden_size == 32
         assert model.lstm.num_layers == 2 and model.lstm.bidirectional
         assert model(ids).logits.shape == (2, 7, 3)
     with pytest.raises(ValueError, match="at least 4 layers"):
-        BertFeatureBasedForTokenClassification(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
-                                                          num_attention_heads=2, intermediate_size=64),
-                                               num_labels=3, feature_based="last4-sum")
+        BertFeatureBasedForTokenClassification(
+            BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+            num_labels=3,
+            feature_based="last4-sum",
+        )
 
 
 def test_encoder_is_frozen_and_stays_in_eval_mode():
@@ -84,9 +96,15 @@ def test_feature_based_ner_learns_names_and_predict_reloads_it(tmp_path):
     run = tmp_path / "pretrain"
     torch.manual_seed(0)
     pretrained = BertForPreTraining(_config())
-    ckpt.save_checkpoint(str(run), 1, model=pretrained, optimizer=create_optimizer(pretrained),
-                         state={"model_config": pretrained.config.to_dict(), "data": {"vocab_sha256": "test"}},
-                         hf_config=pretrained.config.to_hf_dict(), vocab_file=str(VOCAB))
+    ckpt.save_checkpoint(
+        str(run),
+        1,
+        model=pretrained,
+        optimizer=create_optimizer(pretrained),
+        state={"model_config": pretrained.config.to_dict(), "data": {"vocab_sha256": "test"}},
+        hf_config=pretrained.config.to_hf_dict(),
+        vocab_file=str(VOCAB),
+    )
     rng = random.Random(1)
     names = {"john": "B-person", "mary": "B-person", "paris": "B-location", "london": "B-location"}
 
@@ -101,10 +119,33 @@ def test_feature_based_ner_learns_names_and_predict_reloads_it(tmp_path):
     write(tmp_path / "train.conll", 160)
     write(tmp_path / "dev.conll", 40)
     runner = CliRunner()
-    out = runner.invoke(cli, ["finetune", "--task", "ner", "--feature-based", "last4-concat", "--init-from", str(run),
-                              "--train-file", str(tmp_path / "train.conll"), "--eval-file", str(tmp_path / "dev.conll"),
-                              "-o", str(tmp_path / "run"), "--lr", "5e-3", "--batch-size", "16",
-                              "--num-train-epochs", "15", "--max-seq-length", "16", "--no-progress"])
+    out = runner.invoke(
+        cli,
+        [
+            "finetune",
+            "--task",
+            "ner",
+            "--feature-based",
+            "last4-concat",
+            "--init-from",
+            str(run),
+            "--train-file",
+            str(tmp_path / "train.conll"),
+            "--eval-file",
+            str(tmp_path / "dev.conll"),
+            "-o",
+            str(tmp_path / "run"),
+            "--lr",
+            "5e-3",
+            "--batch-size",
+            "16",
+            "--num-train-epochs",
+            "15",
+            "--max-seq-length",
+            "16",
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 0, out.output
     best = json.loads((tmp_path / "run" / "results.json").read_text())["best_metrics"]
     assert best["f1"] >= 0.9, best
@@ -115,8 +156,19 @@ def test_feature_based_ner_learns_names_and_predict_reloads_it(tmp_path):
         if key.startswith("bert.") and key in original:
             assert torch.equal(value, original[key]), key
     assert any(k.startswith("lstm.") for k in saved)
-    out = runner.invoke(cli, ["predict", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "dev.conll"),
-                              "--output", str(tmp_path / "p.conll"), "--no-progress"])
+    out = runner.invoke(
+        cli,
+        [
+            "predict",
+            "--model",
+            str(tmp_path / "run"),
+            "--input",
+            str(tmp_path / "dev.conll"),
+            "--output",
+            str(tmp_path / "p.conll"),
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "p.conll").read_text() == (tmp_path / "run" / "eval_predictions.conll").read_text()
     with pytest.raises(ValueError, match="feature_based must be one of"):

@@ -27,7 +27,8 @@ import pyarrow as pa
 import pytest
 
 gcsfilesystem = pytest.importorskip(
-    "apache_beam.io.gcp.gcsfilesystem", reason="Beam's GCP extras are not installed (pip install 'apache-beam[gcp]')")
+    "apache_beam.io.gcp.gcsfilesystem", reason="Beam's GCP extras are not installed (pip install 'apache-beam[gcp]')"
+)
 google_exceptions = pytest.importorskip("google.api_core.exceptions", reason="google-api-core is not installed")
 
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -141,7 +142,7 @@ class FakeGcsIO:
 
     def copytree(self, src, dest):
         for path, _ in list(self.list_files(src)):
-            self.copy(path, dest + path[len(src):])
+            self.copy(path, dest + path[len(src) :])
 
     def rename(self, src, dest):
         self.copy(src, dest)
@@ -180,8 +181,14 @@ def _read(path: str) -> bytes:
 
 
 def _config(inputs, vocab, output_dir, **kw) -> ShardsConfig:
-    base = dict(inputs=tuple(inputs), vocab=vocab, output_dir=output_dir, input_format="bert", num_shards=3,
-                instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2))
+    base = dict(
+        inputs=tuple(inputs),
+        vocab=vocab,
+        output_dir=output_dir,
+        input_format="bert",
+        num_shards=3,
+        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2),
+    )
     base.update(kw)
     return ShardsConfig(**base)
 
@@ -196,7 +203,7 @@ def gs_corpus(fake_gcs) -> dict[str, str]:
 
 
 def _objects_under(store: FakeGcsIO, prefix: str) -> list[str]:
-    return sorted(p[len(prefix):] for p in store.blobs if p.startswith(prefix))
+    return sorted(p[len(prefix) :] for p in store.blobs if p.startswith(prefix))
 
 
 def test_gs_inputs_are_listed_and_read_through_filesystems(gs_corpus):
@@ -240,17 +247,20 @@ def test_make_shards_end_to_end_on_gs(gs_corpus, fake_gcs, tmp_path):
     local_in.mkdir()
     (local_in / "a.txt").write_bytes((FIXTURES / "a.txt").read_bytes())
     (local_in / "b.txt.gz").write_bytes(gzip.compress((FIXTURES / "b.txt").read_bytes(), mtime=0))
-    local = run_make_shards(_config([str(local_in)], str(FIXTURES / "vocab.txt"), str(tmp_path / "out"),
-                                    bucket_size=0), ONE_WORKER)
-    assert [(e["file"], e["rows"], e["sha256"]) for e in local["shards"]] == \
-        [(e["file"], e["rows"], e["sha256"]) for e in manifest["shards"]]
+    local = run_make_shards(
+        _config([str(local_in)], str(FIXTURES / "vocab.txt"), str(tmp_path / "out"), bucket_size=0), ONE_WORKER
+    )
+    assert [(e["file"], e["rows"], e["sha256"]) for e in local["shards"]] == [
+        (e["file"], e["rows"], e["sha256"]) for e in manifest["shards"]
+    ]
     assert local["statistics"] == manifest["statistics"]
 
 
 def test_file_pairing_scope_on_gs(gs_corpus, fake_gcs):
     out = f"{BUCKET}/shards-file-scope"
-    run_make_shards(_config([gs_corpus["inputs"]], gs_corpus["vocab"], out, pairing_scope="file", bucket_size=7),
-                    ONE_WORKER)
+    run_make_shards(
+        _config([gs_corpus["inputs"]], gs_corpus["vocab"], out, pairing_scope="file", bucket_size=7), ONE_WORKER
+    )
     manifest = json.loads(_read(f"{out}/manifest.json"))
     assert manifest["config"]["pairing_scope"] == "file"
     assert sum(e["rows"] for e in manifest["shards"]) == manifest["statistics"]["instances"] > 0

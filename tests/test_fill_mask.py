@@ -19,8 +19,14 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [f"w{i}" for i 
 
 def _save(path, cls_name="BertForMaskedLM"):
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    config = transformers.BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
     model = getattr(transformers, cls_name)(config).eval()
     model.save_pretrained(path)
     (path / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
@@ -47,7 +53,7 @@ def test_probabilities_equal_transformers_and_are_sorted(tmp_path):
     for text, result in zip(texts, results):
         ids, _ = encode_with_masks(tokenizer, text)
         with torch.no_grad():
-            logits = hf(input_ids=torch.tensor([ids])).logits[0]                     # (T, V)
+            logits = hf(input_ids=torch.tensor([ids])).logits[0]  # (T, V)
         for mask in result.masks:
             assert result.pieces[mask.position] == "[MASK]"
             expected = torch.softmax(logits[mask.position], -1)
@@ -71,14 +77,28 @@ def test_cli_prints_top_k_per_mask_and_json(tmp_path):
     _save(tmp_path)
     probes = tmp_path / "probes.txt"
     probes.write_text("a [MASK] city\n\n", encoding="utf-8")
-    result = CliRunner().invoke(cli, ["fill-mask", "--model", str(tmp_path), "--top-k", "3", "--device", "cpu",
-                                      "the capital of france is [MASK] .", "--input", str(probes)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "fill-mask",
+            "--model",
+            str(tmp_path),
+            "--top-k",
+            "3",
+            "--device",
+            "cpu",
+            "the capital of france is [MASK] .",
+            "--input",
+            str(probes),
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == "the capital of france is [MASK] ." and lines[2] == "a [MASK] city"
     assert lines[1].startswith("  [MASK] 1: ") and len(lines[1].split("  ")) == 4  # three candidates
-    result = CliRunner().invoke(cli, ["fill-mask", "--model", str(tmp_path), "--json", "--top-k", "2",
-                                      "x [MASK] [MASK]"])
+    result = CliRunner().invoke(
+        cli, ["fill-mask", "--model", str(tmp_path), "--json", "--top-k", "2", "x [MASK] [MASK]"]
+    )
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)
     assert row["pieces"][0] == "[CLS]" and [m["position"] for m in row["masks"]] == [2, 3]

@@ -55,8 +55,9 @@ def _sentiment_files(root: Path) -> tuple[Path, Path]:
 
 
 def _fast(**overrides) -> dict:
-    values = dict(learning_rate=5e-3, batch_size=16, num_train_epochs=6, eval_batch_size=32, progress=False,
-                  log_every=4)
+    values = dict(
+        learning_rate=5e-3, batch_size=16, num_train_epochs=6, eval_batch_size=32, progress=False, log_every=4
+    )
     values.update(overrides)
     return values
 
@@ -64,8 +65,9 @@ def _fast(**overrides) -> dict:
 def test_sequence_classification_learns_a_keyword_task(tmp_path, checkpoint):
     train, dev = _sentiment_files(tmp_path)
     task = make_task("glue", glue_task="sst2", max_seq_length=16)
-    config = FinetuneConfig(train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"),
-                            init_from=checkpoint, **_fast())
+    config = FinetuneConfig(
+        train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"), init_from=checkpoint, **_fast()
+    )
     result = finetune(config, task)
     assert result.steps == 72 and result.stop_reason == "completed"
     assert result.best_metrics["accuracy"] >= 0.95
@@ -85,8 +87,14 @@ def test_sequence_classification_learns_a_keyword_task(tmp_path, checkpoint):
 def test_bf16_precision_on_cpu_learns_the_keyword_task_too(tmp_path, checkpoint):
     train, dev = _sentiment_files(tmp_path)
     task = make_task("glue", glue_task="sst2", max_seq_length=16)
-    config = FinetuneConfig(train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"),
-                            init_from=checkpoint, precision="bf16", **_fast())
+    config = FinetuneConfig(
+        train_file=str(train),
+        eval_file=str(dev),
+        output_dir=str(tmp_path / "run"),
+        init_from=checkpoint,
+        precision="bf16",
+        **_fast(),
+    )
     result = finetune(config, task)
     assert result.best_metrics["accuracy"] >= 0.95
     assert all(p.dtype == torch.float32 for p in result.model.parameters())  # autocast only: fp32 weights
@@ -98,14 +106,20 @@ def test_same_seed_gives_the_same_model_and_random_init_differs(tmp_path, checkp
     train, dev = _sentiment_files(tmp_path)
     weights = []
     for name, random_init in (("a", False), ("b", False), ("c", True)):
-        config = FinetuneConfig(train_file=str(train), output_dir=str(tmp_path / name), init_from=checkpoint,
-                                random_init=random_init, **_fast(max_steps=4))
+        config = FinetuneConfig(
+            train_file=str(train),
+            output_dir=str(tmp_path / name),
+            init_from=checkpoint,
+            random_init=random_init,
+            **_fast(max_steps=4),
+        )
         result = finetune(config, make_task("glue", glue_task="sst2", max_seq_length=16))
         assert result.best_metrics is None and result.steps == 4  # no eval file: the last model is kept
         weights.append(load_file(str(tmp_path / name / "best" / "model.safetensors")))
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-    assert not torch.equal(weights[0]["bert.embeddings.word_embeddings.weight"],
-                           weights[2]["bert.embeddings.word_embeddings.weight"])
+    assert not torch.equal(
+        weights[0]["bert.embeddings.word_embeddings.weight"], weights[2]["bert.embeddings.word_embeddings.weight"]
+    )
 
 
 def test_token_classification_learns_name_tags(tmp_path, checkpoint):
@@ -122,8 +136,13 @@ def test_token_classification_learns_name_tags(tmp_path, checkpoint):
 
     write(tmp_path / "train.conll", 160)
     write(tmp_path / "dev.conll", 40)
-    config = FinetuneConfig(train_file=str(tmp_path / "train.conll"), eval_file=str(tmp_path / "dev.conll"),
-                            output_dir=str(tmp_path / "run"), init_from=checkpoint, **_fast())
+    config = FinetuneConfig(
+        train_file=str(tmp_path / "train.conll"),
+        eval_file=str(tmp_path / "dev.conll"),
+        output_dir=str(tmp_path / "run"),
+        init_from=checkpoint,
+        **_fast(),
+    )
     result = finetune(config, make_task("ner", max_seq_length=16))
     assert result.best_metrics["f1"] >= 0.95
 
@@ -138,15 +157,23 @@ def test_question_answering_learns_to_point_at_the_name(tmp_path, checkpoint):
             name = rng.choice(["john", "mary"])
             words.insert(rng.randrange(8), name)
             context = " ".join(words)
-            qa = {"id": f"q{k}", "question": "who said", "answers": [{"text": name,
-                                                                        "answer_start": context.index(name)}]}
+            qa = {
+                "id": f"q{k}",
+                "question": "who said",
+                "answers": [{"text": name, "answer_start": context.index(name)}],
+            }
             articles.append({"title": str(k), "paragraphs": [{"context": context, "qas": [qa]}]})
         path.write_text(json.dumps({"version": "1.1", "data": articles}), encoding="utf-8")
 
     write(tmp_path / "train.json", 192)
     write(tmp_path / "dev.json", 48)
-    config = FinetuneConfig(train_file=str(tmp_path / "train.json"), eval_file=str(tmp_path / "dev.json"),
-                            output_dir=str(tmp_path / "run"), init_from=checkpoint, **_fast())
+    config = FinetuneConfig(
+        train_file=str(tmp_path / "train.json"),
+        eval_file=str(tmp_path / "dev.json"),
+        output_dir=str(tmp_path / "run"),
+        init_from=checkpoint,
+        **_fast(),
+    )
     result = finetune(config, make_task("squad", max_seq_length=24, doc_stride=8, max_query_length=4))
     assert result.best_metrics["exact_match"] >= 90.0
     predictions = json.loads((tmp_path / "run" / "eval_predictions.json").read_text())
@@ -157,9 +184,30 @@ def test_cli_finetune_predict_export(tmp_path, checkpoint):
     train, dev = _sentiment_files(tmp_path)
     runner = CliRunner()
     run = tmp_path / "run"
-    args = ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", checkpoint, "--train-file",
-            str(train), "--eval-file", str(dev), "-o", str(run), "--max-seq-length", "16", "--lr", "5e-3",
-            "--batch-size", "16", "--num-train-epochs", "6", "--no-progress"]
+    args = [
+        "finetune",
+        "--task",
+        "glue",
+        "--glue-task",
+        "sst2",
+        "--init-from",
+        checkpoint,
+        "--train-file",
+        str(train),
+        "--eval-file",
+        str(dev),
+        "-o",
+        str(run),
+        "--max-seq-length",
+        "16",
+        "--lr",
+        "5e-3",
+        "--batch-size",
+        "16",
+        "--num-train-epochs",
+        "6",
+        "--no-progress",
+    ]
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "72 steps (completed" in result.output and "accuracy" in result.output
@@ -169,12 +217,34 @@ def test_cli_finetune_predict_export(tmp_path, checkpoint):
     # predict on an unlabelled file, then on the labelled dev file (metrics printed).
     test_file = tmp_path / "test.tsv"
     test_file.write_text("index\tsentence\n0\tthe city was good\n1\tthey said awful\n", encoding="utf-8")
-    out = runner.invoke(cli, ["predict", "--model", str(run), "--input", str(test_file), "--output",
-                              str(tmp_path / "pred.tsv"), "--no-progress"])
+    out = runner.invoke(
+        cli,
+        [
+            "predict",
+            "--model",
+            str(run),
+            "--input",
+            str(test_file),
+            "--output",
+            str(tmp_path / "pred.tsv"),
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "pred.tsv").read_text() == "index\tprediction\n0\t1\n1\t0\n"
-    out = runner.invoke(cli, ["predict", "--model", str(run / "best"), "--input", str(dev), "--output",
-                              str(tmp_path / "dev-pred.tsv"), "--no-progress"])
+    out = runner.invoke(
+        cli,
+        [
+            "predict",
+            "--model",
+            str(run / "best"),
+            "--input",
+            str(dev),
+            "--output",
+            str(tmp_path / "dev-pred.tsv"),
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 0 and "48 predictions" in out.output and "accuracy" in out.output
     # export the fine-tuned model: transformers loads it with the labels.
     transformers = pytest.importorskip("transformers")
@@ -191,26 +261,82 @@ def test_cli_finetune_predict_export(tmp_path, checkpoint):
 def test_cli_reports_bad_options_and_bad_data(tmp_path, checkpoint):
     runner = CliRunner()
     train, _ = _sentiment_files(tmp_path)
-    out = runner.invoke(cli, ["finetune", "--task", "ner", "--glue-task", "sst2", "--init-from", checkpoint,
-                              "--train-file", str(train), "-o", str(tmp_path / "x")])
+    out = runner.invoke(
+        cli,
+        [
+            "finetune",
+            "--task",
+            "ner",
+            "--glue-task",
+            "sst2",
+            "--init-from",
+            checkpoint,
+            "--train-file",
+            str(train),
+            "-o",
+            str(tmp_path / "x"),
+        ],
+    )
     assert out.exit_code == 2 and "do not apply to --task ner" in out.output
-    out = runner.invoke(cli, ["finetune", "--task", "glue", "--init-from", checkpoint, "--train-file", str(train),
-                              "-o", str(tmp_path / "x")])
+    out = runner.invoke(
+        cli,
+        [
+            "finetune",
+            "--task",
+            "glue",
+            "--init-from",
+            checkpoint,
+            "--train-file",
+            str(train),
+            "-o",
+            str(tmp_path / "x"),
+        ],
+    )
     assert out.exit_code == 2 and "--glue-task" in out.output
     bad = tmp_path / "bad.conll"
     bad.write_text("john\tB-person\nsaid\n", encoding="utf-8")
-    out = runner.invoke(cli, ["finetune", "--task", "ner", "--init-from", checkpoint, "--train-file", str(bad),
-                              "-o", str(tmp_path / "y"), "--max-seq-length", "16", "--no-progress"])
+    out = runner.invoke(
+        cli,
+        [
+            "finetune",
+            "--task",
+            "ner",
+            "--init-from",
+            checkpoint,
+            "--train-file",
+            str(bad),
+            "-o",
+            str(tmp_path / "y"),
+            "--max-seq-length",
+            "16",
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 1 and "bad.conll:2: no tag" in out.output
     assert not (tmp_path / "y" / "best").exists()
-    out = runner.invoke(cli, ["finetune", "--task", "ner", "--init-from", checkpoint, "--train-file", str(train),
-                              "-o", str(tmp_path / "z"), "--no-progress"])
+    out = runner.invoke(
+        cli,
+        [
+            "finetune",
+            "--task",
+            "ner",
+            "--init-from",
+            checkpoint,
+            "--train-file",
+            str(train),
+            "-o",
+            str(tmp_path / "z"),
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 1 and "max_seq_length 128 exceeds the model's max_position_embeddings 64" in out.output
 
 
 def test_collate_pads_to_a_multiple_of_8():
-    features = [{"input_ids": [2, 7, 3], "token_type_ids": [0, 0, 0], "labels": [-100, 1, -100]},
-                {"input_ids": [2, 9, 9, 9, 9, 9, 9, 9, 9, 3], "token_type_ids": [0] * 10, "labels": [-100] * 10}]
+    features = [
+        {"input_ids": [2, 7, 3], "token_type_ids": [0, 0, 0], "labels": [-100, 1, -100]},
+        {"input_ids": [2, 9, 9, 9, 9, 9, 9, 9, 9, 3], "token_type_ids": [0] * 10, "labels": [-100] * 10},
+    ]
     batch = collate_features(features, pad_token_id=0)
     assert batch["input_ids"].shape == (2, 16) and batch["labels"].shape == (2, 16)
     assert batch["attention_mask"].sum(1).tolist() == [3, 10]

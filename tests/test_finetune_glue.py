@@ -35,7 +35,10 @@ def test_columns_by_index_without_header():
     task = GlueTask.from_preset("cola")
     examples = task.read(str(FIXTURES / "cola_like.tsv"))
     assert [(e.text_a, e.label) for e in examples] == [
-        ("The dog ran .", "1"), ("Dog the ran .", "0"), ("Mary said that John won .", "1")]
+        ("The dog ran .", "1"),
+        ("Dog the ran .", "0"),
+        ("Mary said that John won .", "1"),
+    ]
     assert examples[0].text_b is None
     # Explicit options give the same as the preset: any TSV works.
     custom = GlueTask(text_a_column="3", label_column="1", header=False)
@@ -58,8 +61,13 @@ def test_unknown_label_and_non_numeric_regression_label(tmp_path):
         GlueTask.from_preset("sst2").read(str(bad))
     reg = tmp_path / "reg.tsv"
     reg.write_text("sentence1\tsentence2\tscore\na\tb\t3.5\na\tb\thigh\n", encoding="utf-8")
-    task = GlueTask(text_a_column="sentence1", text_b_column="sentence2", label_column="score",
-                    is_regression=True, metrics=["pearson"])
+    task = GlueTask(
+        text_a_column="sentence1",
+        text_b_column="sentence2",
+        label_column="score",
+        is_regression=True,
+        metrics=["pearson"],
+    )
     with pytest.raises(ValueError, match=r"reg\.tsv:3: label 'high' is not a number"):
         task.read(str(reg))
 

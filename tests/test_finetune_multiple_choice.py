@@ -36,9 +36,16 @@ def _one_thread():
 
 
 def _tiny_config() -> BertConfig:
-    return BertConfig(vocab_size=len(VOCAB.read_text().splitlines()), hidden_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertConfig(
+        vocab_size=len(VOCAB.read_text().splitlines()),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -57,13 +64,18 @@ def test_reads_the_swag_sample(shared_data):
 
 def test_column_mapping_for_jsonl_and_tsv(tmp_path):
     jsonl = tmp_path / "q.jsonl"
-    jsonl.write_text('{"qid": "x1", "premise": "it rained", "choices": ["wet", "dry", "hot"], "answer": 0}\n\n'
-                     '{"qid": "x2", "premise": "it was sunny", "choices": ["wet", "dry", "cold"], "answer": 1}\n')
-    task = MultipleChoiceTask(context_column="premise", question_column="", ending_columns=["choices"],
-                              label_column="answer", id_column="qid")
+    jsonl.write_text(
+        '{"qid": "x1", "premise": "it rained", "choices": ["wet", "dry", "hot"], "answer": 0}\n\n'
+        '{"qid": "x2", "premise": "it was sunny", "choices": ["wet", "dry", "cold"], "answer": 1}\n'
+    )
+    task = MultipleChoiceTask(
+        context_column="premise", question_column="", ending_columns=["choices"], label_column="answer", id_column="qid"
+    )
     examples = task.read(str(jsonl))
     assert [(e.example_id, e.context, e.endings, e.label, e.line) for e in examples] == [
-        ("x1", "it rained", ["wet", "dry", "hot"], 0, 1), ("x2", "it was sunny", ["wet", "dry", "cold"], 1, 3)]
+        ("x1", "it rained", ["wet", "dry", "hot"], 0, 1),
+        ("x2", "it was sunny", ["wet", "dry", "cold"], 1, 3),
+    ]
     tsv = tmp_path / "q.tsv"
     tsv.write_text("ctx\tq\ta\tb\ty\nhe ran\the\tfast\tslow\t1\n")
     task = MultipleChoiceTask(context_column="ctx", question_column="q", ending_columns="a,b", label_column="y")
@@ -89,12 +101,20 @@ def test_features_are_one_pair_per_candidate_and_collate_to_b_n_t():
     tokenizer = WordPieceTokenizer.from_vocab_file(str(VOCAB), do_lower_case=True)
     task = MultipleChoiceTask(max_seq_length=12, question_column=None, ending_columns=["a", "b", "c"])
     from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceExample
-    examples = [MultipleChoiceExample("0", "the city", ["red", "blue", "green river"], 2, 2),
-                MultipleChoiceExample("1", "one two three the a is was in of and to", ["red", "blue", "x"], 0, 3)]
+
+    examples = [
+        MultipleChoiceExample("0", "the city", ["red", "blue", "green river"], 2, 2),
+        MultipleChoiceExample("1", "one two three the a is was in of and to", ["red", "blue", "x"], 0, 3),
+    ]
     features = task.featurize(examples, tokenizer)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    assert features[0]["input_ids"][2] == [cls_id, *tokenizer.encode_batch(["the city"])[0].ids, sep_id,
-                                           *tokenizer.encode_batch(["green river"])[0].ids, sep_id]
+    assert features[0]["input_ids"][2] == [
+        cls_id,
+        *tokenizer.encode_batch(["the city"])[0].ids,
+        sep_id,
+        *tokenizer.encode_batch(["green river"])[0].ids,
+        sep_id,
+    ]
     assert features[0]["token_type_ids"][2] == [0, 0, 0, 0, 1, 1, 1]
     assert all(len(seq) <= 12 for f in features for seq in f["input_ids"])  # long context cut longest-first
     batch = collate_features(features, tokenizer.pad_token_id)
@@ -120,8 +140,7 @@ def test_export_loads_in_transformers_with_equal_logits(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(1)
     model = BertForMultipleChoice(_tiny_config()).eval()
-    out = write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=read_vocab_file(str(VOCAB)),
-                             do_lower_case=True)
+    out = write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=read_vocab_file(str(VOCAB)), do_lower_case=True)
     hf = transformers.BertForMultipleChoice.from_pretrained(out).eval()
     ids = torch.randint(5, 100, (2, 4, 10))
     types = torch.zeros_like(ids)
@@ -169,9 +188,18 @@ def checkpoint(tmp_path_factory) -> str:
 @pytest.mark.slow
 def test_learns_a_task_only_the_context_can_solve(tmp_path, checkpoint):
     train, dev = _color_files(tmp_path)
-    config = FinetuneConfig(train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"),
-                            init_from=checkpoint, learning_rate=1e-3, batch_size=32, num_train_epochs=20,
-                            warmup_proportion=0.0, progress=False, seed=3)
+    config = FinetuneConfig(
+        train_file=str(train),
+        eval_file=str(dev),
+        output_dir=str(tmp_path / "run"),
+        init_from=checkpoint,
+        learning_rate=1e-3,
+        batch_size=32,
+        num_train_epochs=20,
+        warmup_proportion=0.0,
+        progress=False,
+        seed=3,
+    )
     result = finetune(config, make_task("multiple-choice", max_seq_length=16))
     assert result.best_metrics["accuracy"] >= 0.6  # chance is 0.25 (measured: 0.80 after 320 steps)
     rows = list(csv.reader(open(tmp_path / "run" / "eval_predictions.csv", encoding="utf-8")))
@@ -184,14 +212,35 @@ def test_swag_sample_end_to_end_from_minilm(tmp_path, shared_data, minilm_dir):
     swag = shared_data / "swag" / "val.head11.csv"
     runner = CliRunner()
     run = tmp_path / "run"
-    out = runner.invoke(cli, ["finetune", "--task", "multiple-choice", "--init-from", str(minilm_dir),
-                              "--train-file", str(swag), "--eval-file", str(swag), "-o", str(run),
-                              "--max-seq-length", "64", "--batch-size", "4", "--num-train-epochs", "1",
-                              "--no-progress"])
+    out = runner.invoke(
+        cli,
+        [
+            "finetune",
+            "--task",
+            "multiple-choice",
+            "--init-from",
+            str(minilm_dir),
+            "--train-file",
+            str(swag),
+            "--eval-file",
+            str(swag),
+            "-o",
+            str(run),
+            "--max-seq-length",
+            "64",
+            "--batch-size",
+            "4",
+            "--num-train-epochs",
+            "1",
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "accuracy" in out.output
-    out = runner.invoke(cli, ["predict", "--model", str(run), "--input", str(swag), "--output",
-                              str(tmp_path / "p.csv"), "--no-progress"])
+    out = runner.invoke(
+        cli,
+        ["predict", "--model", str(run), "--input", str(swag), "--output", str(tmp_path / "p.csv"), "--no-progress"],
+    )
     assert out.exit_code == 0, out.output
     assert "11 predictions" in out.output and "accuracy" in out.output
     predicted = [int(r["label"]) for r in csv.DictReader(open(tmp_path / "p.csv", encoding="utf-8"))]

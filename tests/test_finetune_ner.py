@@ -20,19 +20,26 @@ def tokenizer() -> WordPieceTokenizer:
 
 def test_sentence_boundaries_include_whitespace_only_lines_and_docstart():
     examples = read_conll(str(FIXTURES / "ner_tiny.conll"))
-    assert [e.words for e in examples] == [["Token"], ["John", "lives", "in", "New", "York"], ["Apple", "said"],
-                                           ["Mary", "ran"]]
+    assert [e.words for e in examples] == [
+        ["Token"],
+        ["John", "lives", "in", "New", "York"],
+        ["Apple", "said"],
+        ["Mary", "ran"],
+    ]
     assert examples[1].tags == ["B-person", "O", "O", "B-location", "I-location"]
     assert [e.line for e in examples] == [1, 3, 9, 14]
     assert len(read_conll(str(FIXTURES / "ner_tiny.conll"), limit=2)) == 2
 
 
-@pytest.mark.parametrize("content, message", [
-    ("John\tB-person\nlives\n", r"x\.conll:2: no tag in 'lives'"),
-    ("John\tB-person\n\tO\n", r"x\.conll:2: empty token"),
-    ("John\tPER\n", r"x\.conll:1: tag 'PER' is not a BIO tag"),
-    ("John\tB-person\nran\tE-person\n", r"x\.conll:2: tag 'E-person'"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("John\tB-person\nlives\n", r"x\.conll:2: no tag in 'lives'"),
+        ("John\tB-person\n\tO\n", r"x\.conll:2: empty token"),
+        ("John\tPER\n", r"x\.conll:1: tag 'PER' is not a BIO tag"),
+        ("John\tB-person\nran\tE-person\n", r"x\.conll:2: tag 'E-person'"),
+    ],
+)
 def test_malformed_lines_name_file_and_line(tmp_path, content, message):
     f = tmp_path / "x.conll"
     f.write_text(content, encoding="utf-8")

@@ -122,7 +122,7 @@ def test_doc_stride_windows_and_answer_positions(tokenizer):
         assert f["token_type_ids"][:6] == [0] * 6 and f["token_type_ids"][6] == 1
         if f["start_positions"]:
             s, e = f["start_positions"], f["end_positions"]
-            assert example.context[f["offsets"][s][0]: f["offsets"][e][1]] == "paris"
+            assert example.context[f["offsets"][s][0] : f["offsets"][e][1]] == "paris"
             found += 1
         else:
             assert f["end_positions"] == 0  # answer not (wholly) in this window: both point at [CLS]
@@ -143,7 +143,7 @@ def test_answer_offsets_map_pieces_of_an_answer_inside_a_word(tokenizer):
     for f in features:
         e = examples[f["example_index"]]
         s, t = f["start_positions"], f["end_positions"]
-        assert e.context[f["offsets"][s][0]: f["offsets"][t][1]] == e.answers[0]["text"]
+        assert e.context[f["offsets"][s][0] : f["offsets"][t][1]] == e.answers[0]["text"]
 
 
 def test_best_span_obeys_max_answer_length_and_context(tokenizer):
@@ -154,8 +154,8 @@ def test_best_span_obeys_max_answer_length_and_context(tokenizer):
     start, end = np.zeros(n), np.zeros(n)
     start[0] = end[0] = 50.0  # [CLS] is never an answer in SQuAD v1.1
     first = feature["offsets"].index(next(o for o in feature["offsets"] if o is not None))
-    start[first + 1], end[first + 2] = 5.0, 5.0     # "denver broncos": valid, score 10
-    start[first + 3], end[first + 9] = 9.0, 9.0     # 7 pieces: longer than max_answer_length
+    start[first + 1], end[first + 2] = 5.0, 5.0  # "denver broncos": valid, score 10
+    start[first + 3], end[first + 9] = 9.0, 9.0  # 7 pieces: longer than max_answer_length
     (prediction,) = task.predictions([example], [feature], [{"start_logits": start, "end_logits": end}])
     assert prediction == "Denver Broncos"
     assert task.metric_values([example], [prediction]) == {"exact_match": 100.0, "f1": 100.0}

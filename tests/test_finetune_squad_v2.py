@@ -75,25 +75,61 @@ def test_every_official_figure_matches_a_hand_computation():
 def test_best_threshold_is_zero_when_answering_nothing_is_best():
     truths = {"n1": [], "n2": [], "a1": ["x"]}
     preds = {"n1": "y", "n2": "z", "a1": "w"}
-    assert find_best_threshold(preds, squad_v2_raw_scores(truths, preds)[0], {"n1": 0, "n2": 1, "a1": 2},
-                               {"n1": False, "n2": False, "a1": True}) == (pytest.approx(200 / 3), 0.0)
+    assert find_best_threshold(
+        preds,
+        squad_v2_raw_scores(truths, preds)[0],
+        {"n1": 0, "n2": 1, "a1": 2},
+        {"n1": False, "n2": False, "a1": True},
+    ) == (pytest.approx(200 / 3), 0.0)
 
 
 # ------------------------------------------------------------------------------------------------ reading
 
 
 def _v2_file(path: Path) -> Path:
-    data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [
-        {"context": "John was born in Paris.", "qas": [
-            {"id": "p0a", "question": "where was john born", "is_impossible": False,
-             "answers": [{"text": "Paris", "answer_start": 17}]},
-            {"id": "p0n", "question": "where did mary die", "is_impossible": True, "answers": [],
-             "plausible_answers": [{"text": "Paris", "answer_start": 17}]}]},
-        {"context": "Mary lived in London.", "qas": [
-            {"id": "p1a", "question": "where did mary live", "is_impossible": False,
-             "answers": [{"text": "London", "answer_start": 14}]}]},
-        {"context": "The river is long.", "qas": [
-            {"id": "p2n", "question": "who owns the river", "is_impossible": True, "answers": []}]}]}]}
+    data = {
+        "version": "v2.0",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": "John was born in Paris.",
+                        "qas": [
+                            {
+                                "id": "p0a",
+                                "question": "where was john born",
+                                "is_impossible": False,
+                                "answers": [{"text": "Paris", "answer_start": 17}],
+                            },
+                            {
+                                "id": "p0n",
+                                "question": "where did mary die",
+                                "is_impossible": True,
+                                "answers": [],
+                                "plausible_answers": [{"text": "Paris", "answer_start": 17}],
+                            },
+                        ],
+                    },
+                    {
+                        "context": "Mary lived in London.",
+                        "qas": [
+                            {
+                                "id": "p1a",
+                                "question": "where did mary live",
+                                "is_impossible": False,
+                                "answers": [{"text": "London", "answer_start": 14}],
+                            }
+                        ],
+                    },
+                    {
+                        "context": "The river is long.",
+                        "qas": [{"id": "p2n", "question": "who owns the river", "is_impossible": True, "answers": []}],
+                    },
+                ],
+            }
+        ],
+    }
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
@@ -102,7 +138,11 @@ def test_reads_no_answer_questions_and_detects_the_version(tmp_path):
     path = str(_v2_file(tmp_path / "v2.json"))
     examples = read_squad(path)
     assert [(e.qas_id, e.is_impossible, len(e.answers)) for e in examples] == [
-        ("p0a", False, 1), ("p0n", True, 0), ("p1a", False, 1), ("p2n", True, 0)]
+        ("p0a", False, 1),
+        ("p0n", True, 0),
+        ("p1a", False, 1),
+        ("p2n", True, 0),
+    ]
     # Read as v1.1, the no-answer question is an error that names the override.
     with pytest.raises(ValueError, match=r"qas\[1\]: no answers.*--squad-version 2.0"):
         read_squad(path, version="1.1")
@@ -126,7 +166,7 @@ def test_no_answer_training_targets_point_at_cls(tmp_path):
     assert by_id["p0n"]["start_positions"] == by_id["p0n"]["end_positions"] == 0
     assert by_id["p2n"]["start_positions"] == 0
     f = by_id["p0a"]
-    assert examples[0].context[f["offsets"][f["start_positions"]][0]: f["offsets"][f["end_positions"]][1]] == "Paris"
+    assert examples[0].context[f["offsets"][f["start_positions"]][0] : f["offsets"][f["end_positions"]][1]] == "Paris"
 
 
 def _logits(feature: dict, null: float, span: tuple[int, int] | None, span_score: float) -> dict:
@@ -147,14 +187,16 @@ def test_null_score_threshold_and_choice_of_tau(tmp_path):
     def answer_span(k: int, word: str) -> tuple[int, int]:
         f = features[k]
         context = examples[f["example_index"]].context
-        i = next(j for j, o in enumerate(f["offsets"]) if o and context[o[0]:o[1]].lower() == word)
+        i = next(j for j, o in enumerate(f["offsets"]) if o and context[o[0] : o[1]].lower() == word)
         return i, i
 
     # s_null = S.C + E.C; s_best = best span's start + end. null odds = s_null - s_best.
-    outputs = [_logits(features[0], 1.0, answer_span(0, "paris"), 4.0),   # odds -3: answer "Paris"
-               _logits(features[1], 2.0, answer_span(1, "paris"), 1.0),   # odds +1: no answer (right)
-               _logits(features[2], 0.0, answer_span(2, "london"), 0.5),  # odds -0.5: "London"
-               _logits(features[3], 0.0, answer_span(3, "river"), 1.0)]   # odds -1: "river" (wrong)
+    outputs = [
+        _logits(features[0], 1.0, answer_span(0, "paris"), 4.0),  # odds -3: answer "Paris"
+        _logits(features[1], 2.0, answer_span(1, "paris"), 1.0),  # odds +1: no answer (right)
+        _logits(features[2], 0.0, answer_span(2, "london"), 0.5),  # odds -0.5: "London"
+        _logits(features[3], 0.0, answer_span(3, "river"), 1.0),
+    ]  # odds -1: "river" (wrong)
     answers = task.predictions(examples, features, outputs)
     assert [a.text for a in answers] == ["Paris", "", "London", "river"]
     assert [a.null_odds for a in answers] == pytest.approx([-3.0, 1.0, -0.5, -1.0])
@@ -171,7 +213,7 @@ def test_null_score_threshold_and_choice_of_tau(tmp_path):
     assert [a.text for a in answers] == ["Paris", "", "", ""]
     out = tmp_path / "pred.json"
     task.write_predictions(str(out), examples, answers)
-    (path, write), = task.extra_prediction_files(str(out), examples, answers).items()
+    ((path, write),) = task.extra_prediction_files(str(out), examples, answers).items()
     write(path)
     assert json.loads(out.read_text()) == {"p0a": "Paris", "p0n": "", "p1a": "", "p2n": ""}
     assert path == null_odds_path(str(out)) == str(tmp_path / "pred.null_odds.json")
@@ -212,8 +254,12 @@ def _answerable_or_not(path: Path, n: int, seed: int) -> None:
         if has_answer:
             words.insert(rng.randrange(8), name)
         context = " ".join(words)
-        qa = {"id": f"q{k}", "question": "who said", "is_impossible": not has_answer,
-              "answers": [{"text": name, "answer_start": context.index(name)}] if has_answer else []}
+        qa = {
+            "id": f"q{k}",
+            "question": "who said",
+            "is_impossible": not has_answer,
+            "answers": [{"text": name, "answer_start": context.index(name)}] if has_answer else [],
+        }
         articles.append({"title": str(k), "paragraphs": [{"context": context, "qas": [qa]}]})
     path.write_text(json.dumps({"version": "v2.0", "data": articles}), encoding="utf-8")
 
@@ -223,9 +269,18 @@ def test_finetune_learns_when_to_abstain_and_predict_reuses_tau(tmp_path):
     init = _tiny_checkpoint(tmp_path / "pretrain")
     _answerable_or_not(tmp_path / "train.json", 192, 0)
     _answerable_or_not(tmp_path / "dev.json", 48, 1)
-    config = FinetuneConfig(train_file=str(tmp_path / "train.json"), eval_file=str(tmp_path / "dev.json"),
-                            output_dir=str(tmp_path / "run"), init_from=init, learning_rate=5e-3, batch_size=16,
-                            num_train_epochs=8, warmup_proportion=0.0, progress=False, seed=7)
+    config = FinetuneConfig(
+        train_file=str(tmp_path / "train.json"),
+        eval_file=str(tmp_path / "dev.json"),
+        output_dir=str(tmp_path / "run"),
+        init_from=init,
+        learning_rate=5e-3,
+        batch_size=16,
+        num_train_epochs=8,
+        warmup_proportion=0.0,
+        progress=False,
+        seed=7,
+    )
     result = finetune(config, make_task("squad", max_seq_length=24, doc_stride=8, max_query_length=4))
     m = result.best_metrics
     assert m["HasAns_exact"] >= 90.0 and m["NoAns_exact"] >= 90.0, m
@@ -235,8 +290,19 @@ def test_finetune_learns_when_to_abstain_and_predict_reuses_tau(tmp_path):
     assert len(json.loads((run / "eval_predictions.null_odds.json").read_text())) == 48
     recorded = json.loads((run / "best" / "finetune.json").read_text())
     assert recorded["version"] == "2.0" and recorded["null_score_diff_threshold"] == m["null_score_diff_threshold"]
-    out = CliRunner().invoke(cli, ["predict", "--model", str(run), "--input", str(tmp_path / "dev.json"),
-                                   "--output", str(tmp_path / "p.json"), "--no-progress"])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            "--model",
+            str(run),
+            "--input",
+            str(tmp_path / "dev.json"),
+            "--output",
+            str(tmp_path / "p.json"),
+            "--no-progress",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert json.loads((tmp_path / "p.json").read_text()) == json.loads((run / "eval_predictions.json").read_text())
     assert (tmp_path / "p.null_odds.json").exists() and "HasAns_exact" in out.output

@@ -23,13 +23,24 @@ IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 CASES = {
     # golden file: (input, vocab, do_lower_case, InstanceConfig kwargs), flags as in golden/README.md
     "sample_text.default": ("samples/sample_text.txt", "bert-base-uncased-vocab.txt", True, {}),
-    "wiki8.wwm-seq64": ("golden/wiki8.txt", "bert-base-uncased-vocab.txt", True,
-                        dict(do_whole_word_mask=True, max_seq_length=64, max_predictions_per_seq=10,
-                             dupe_factor=2, random_seed=7)),
-    "edge.seq64": ("golden/edge.txt", "bert-base-uncased-vocab.txt", True,
-                   dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=5, random_seed=99)),
-    "books2.cased": ("golden/books2.txt", "bert-base-cased-vocab.txt", False,
-                     dict(dupe_factor=3, random_seed=42, short_seq_prob=0.3)),
+    "wiki8.wwm-seq64": (
+        "golden/wiki8.txt",
+        "bert-base-uncased-vocab.txt",
+        True,
+        dict(do_whole_word_mask=True, max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, random_seed=7),
+    ),
+    "edge.seq64": (
+        "golden/edge.txt",
+        "bert-base-uncased-vocab.txt",
+        True,
+        dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=5, random_seed=99),
+    ),
+    "books2.cased": (
+        "golden/books2.txt",
+        "bert-base-cased-vocab.txt",
+        False,
+        dict(dupe_factor=3, random_seed=42, short_seq_prob=0.3),
+    ),
 }
 
 
@@ -41,13 +52,15 @@ def _golden_rows(path: Path) -> list[dict]:
             g = json.loads(line)
             n = sum(g["input_mask"])
             m = int(sum(g["masked_lm_weights"]))
-            rows.append({
-                "input_ids": g["input_ids"][:n],
-                "token_type_ids": g["segment_ids"][:n],
-                "masked_lm_positions": g["masked_lm_positions"][:m],
-                "masked_lm_ids": g["masked_lm_ids"][:m],
-                "next_sentence_label": g["next_sentence_labels"][0],
-            })
+            rows.append(
+                {
+                    "input_ids": g["input_ids"][:n],
+                    "token_type_ids": g["segment_ids"][:n],
+                    "masked_lm_positions": g["masked_lm_positions"][:m],
+                    "masked_lm_ids": g["masked_lm_ids"][:m],
+                    "next_sentence_label": g["next_sentence_labels"][0],
+                }
+            )
     return rows
 
 

@@ -12,8 +12,14 @@ from pipeline_factory import FILES, VOCAB, shards_config
 from bertprep.pipeline.beam.graph import build_pipeline
 from bertprep.pipeline.text.tokenization import load_vocab
 
-GLOBAL_STEPS = {"ListInputFiles", "ReadDocuments", "TokenizeDocuments", "CreateTrainingInstances", "FlattenCounts",
-                "WriteArrowShards"}
+GLOBAL_STEPS = {
+    "ListInputFiles",
+    "ReadDocuments",
+    "TokenizeDocuments",
+    "CreateTrainingInstances",
+    "FlattenCounts",
+    "WriteArrowShards",
+}
 
 
 def _top_level_steps(**kw) -> set[str]:
@@ -30,8 +36,12 @@ def test_global_scope_reads_tokenizes_groups_and_writes():
 
 
 def test_file_scope_is_one_streaming_pass_with_no_grouping_of_documents():
-    assert _top_level_steps(pairing_scope="file") == {"ListInputFiles", "ProcessFilesStreaming", "FlattenCounts",
-                                                     "WriteArrowShards"}
+    assert _top_level_steps(pairing_scope="file") == {
+        "ListInputFiles",
+        "ProcessFilesStreaming",
+        "FlattenCounts",
+        "WriteArrowShards",
+    }
 
 
 @pytest.mark.parametrize("pairing_scope", ["global", "file"])

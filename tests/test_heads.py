@@ -16,8 +16,14 @@ from bertprep.bert_model.heads import (
 )
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 
-TINY = dict(vocab_size=80, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
-            max_position_embeddings=64)
+TINY = dict(
+    vocab_size=80,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=48,
+    max_position_embeddings=64,
+)
 
 
 def _inputs(B: int = 3, T: int = 12, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -51,13 +57,17 @@ def test_question_answering_shapes_and_ignored_positions():
     batch = _inputs()
     out = model(**batch, start_positions=torch.tensor([1, 2, 3]), end_positions=torch.tensor([2, 2, 4]))
     assert out.start_logits.shape == (3, 12) and out.end_logits.shape == (3, 12)
-    expected = (F.cross_entropy(out.start_logits, torch.tensor([1, 2, 3]))
-                + F.cross_entropy(out.end_logits, torch.tensor([2, 2, 4]))) / 2
+    expected = (
+        F.cross_entropy(out.start_logits, torch.tensor([1, 2, 3]))
+        + F.cross_entropy(out.end_logits, torch.tensor([2, 2, 4]))
+    ) / 2
     assert torch.allclose(out.loss, expected)
     # A position beyond the sequence is ignored (transformers clamps it to T and ignores T).
     out2 = model(**batch, start_positions=torch.tensor([1, 2, 99]), end_positions=torch.tensor([2, 2, 99]))
-    expected2 = (F.cross_entropy(out.start_logits[:2], torch.tensor([1, 2]))
-                 + F.cross_entropy(out.end_logits[:2], torch.tensor([2, 2]))) / 2
+    expected2 = (
+        F.cross_entropy(out.start_logits[:2], torch.tensor([1, 2]))
+        + F.cross_entropy(out.end_logits[:2], torch.tensor([2, 2]))
+    ) / 2
     assert torch.allclose(out2.loss, expected2)
     with pytest.raises(ValueError, match="2 outputs"):
         BertForQuestionAnswering(BertConfig(**TINY), num_labels=3)
@@ -92,8 +102,11 @@ def test_encoder_weights_come_from_a_pretraining_checkpoint():
     config = BertConfig(**TINY)
     torch.manual_seed(1)
     pretrained = BertForPreTraining(config).state_dict()
-    for cls, kwargs in ((BertForSequenceClassification, {"num_labels": 2}), (BertForQuestionAnswering, {}),
-                        (BertForTokenClassification, {"num_labels": 4})):
+    for cls, kwargs in (
+        (BertForSequenceClassification, {"num_labels": 2}),
+        (BertForQuestionAnswering, {}),
+        (BertForTokenClassification, {"num_labels": 4}),
+    ):
         torch.manual_seed(2)
         model = cls(config, **kwargs)
         fresh = load_encoder_weights(model, pretrained)

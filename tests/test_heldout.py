@@ -63,9 +63,17 @@ def corpus(tmp_path_factory) -> dict:
 
 
 def _config(corpus, out: Path, **kw) -> ShardsConfig:
-    base = dict(inputs=corpus["files"], vocab=corpus["vocab"], output_dir=str(out), input_format="bert",
-                instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
-                masking="dynamic", bucket_size=40, num_shards=2, eval_fraction=0.2)
+    base = dict(
+        inputs=corpus["files"],
+        vocab=corpus["vocab"],
+        output_dir=str(out),
+        input_format="bert",
+        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
+        masking="dynamic",
+        bucket_size=40,
+        num_shards=2,
+        eval_fraction=0.2,
+    )
     base.update(kw)
     return ShardsConfig(**base)
 
@@ -84,6 +92,7 @@ def _shard_bytes(directory: Path) -> dict[str, bytes]:
 
 # ------------------------------------------------------------------------------------------ the split rule
 
+
 def test_eval_share_is_the_fraction_and_eval_sets_are_nested():
     ids = [(f"corpus/part-{f:03d}.txt", o) for f in range(20) for o in range(5000)]  # 100,000 documents
     for fraction in (0.01, 0.1, 0.5):
@@ -99,8 +108,10 @@ def test_eval_share_is_the_fraction_and_eval_sets_are_nested():
 
 
 def test_split_rule_is_stable_across_processes_whatever_pythonhashseed():
-    code = ("from bertprep.pipeline.beam.heldout import eval_score; "
-            "print(repr([eval_score(7, 'gs://b/wiki_%02d' % f, o) for f in range(3) for o in range(50)]))")
+    code = (
+        "from bertprep.pipeline.beam.heldout import eval_score; "
+        "print(repr([eval_score(7, 'gs://b/wiki_%02d' % f, o) for f in range(3) for o in range(50)]))"
+    )
     here = repr([heldout.eval_score(7, "gs://b/wiki_%02d" % f, o) for f in range(3) for o in range(50)])
     other_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
     env = dict(os.environ, PYTHONHASHSEED=other_seed)
@@ -113,8 +124,9 @@ def test_normalized_text_equates_what_the_tokenizer_equates():
     cased = bert_normalizer(False, False).normalize_str
     a = ["The  Café is open.", "Twice\tover ."]
     b = ["the cafe is   open.", "", "twice over ."]  # case, accents, whitespace, an empty line
-    assert heldout.normalized_text(a, uncased) == heldout.normalized_text(b, uncased) == \
-        "the cafe is open.\ntwice over ."
+    assert (
+        heldout.normalized_text(a, uncased) == heldout.normalized_text(b, uncased) == "the cafe is open.\ntwice over ."
+    )
     assert heldout.normalized_text(a, cased) != heldout.normalized_text(b, cased)
     assert heldout.normalized_text(["the cafe is open!"], uncased) != heldout.normalized_text(b[:1], uncased)
     assert heldout.normalized_text(["  ", "\x00"], uncased) == ""
@@ -122,25 +134,43 @@ def test_normalized_text_equates_what_the_tokenizer_equates():
 
 # ------------------------------------------------------------------------------------- the Beam composite
 
+
 def test_exact_dedup_drops_every_copy_but_the_first_in_input_order(tmp_path):
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("One doc.\nIts second line.\n\nUnique two.\n\nONE   doc.\nits second line.\n\nunique three.\n")
     b.write_text("one doc.\nits second line.\n\nUnique two.\n\nUnique four.\n")
-    config = ShardsConfig(inputs=(str(a), str(b)), vocab="unused", output_dir=str(tmp_path / "o"),
-                          input_format="bert", dedup="exact")
+    config = ShardsConfig(
+        inputs=(str(a), str(b)), vocab="unused", output_dir=str(tmp_path / "o"), input_format="bert", dedup="exact"
+    )
     with BeamTestPipeline() as p:
         result = (p | beam.Create([(0, str(a)), (1, str(b))])) | heldout.ExactDedup(config)
         assert_that(result["files"], equal_to([(0, str(a), (2,)), (1, str(b), (0, 1))]), label="skips")
         counts = result["counts"] | beam.CombineGlobally(MergeCountsFn())
-        assert_that(counts, equal_to([{"dedup": {"duplicate_groups": 2, "documents_dropped": 3},
-                                       "reader": {"skipped_documents": {"duplicate": 3}}}]), label="counts")
+        assert_that(
+            counts,
+            equal_to(
+                [
+                    {
+                        "dedup": {"duplicate_groups": 2, "documents_dropped": 3},
+                        "reader": {"skipped_documents": {"duplicate": 3}},
+                    }
+                ]
+            ),
+            label="counts",
+        )
 
 
 def test_drop_duplicate_documents_keeps_the_first_copy_of_each_text():
     config = ShardsConfig(inputs=("unused",), vocab="unused", output_dir="unused", dedup="exact")
-    docs = [(1, 0, ["One doc.", "Its second line."]), (0, 4, ["one   DOC.", "its second line."]),
-            (0, 7, ["one doc.", "its second line."]), (0, 1, ["Unique."]), (2, 0, ["\x00", " "]),
-            (2, 1, ["\x00"]), (1, 1, ["Unique!"])]
+    docs = [
+        (1, 0, ["One doc.", "Its second line."]),
+        (0, 4, ["one   DOC.", "its second line."]),
+        (0, 7, ["one doc.", "its second line."]),
+        (0, 1, ["Unique."]),
+        (2, 0, ["\x00", " "]),
+        (2, 1, ["\x00"]),
+        (1, 1, ["Unique!"]),
+    ]
     with BeamTestPipeline() as p:
         result = (p | beam.Create(docs)) | heldout.DropDuplicateDocuments(config)
         kept = result["documents"] | beam.Map(lambda d: (d[0], d[1]))
@@ -148,11 +178,22 @@ def test_drop_duplicate_documents_keeps_the_first_copy_of_each_text():
         # are never copies of each other (they are dropped later as empty)
         assert_that(kept, equal_to([(0, 4), (0, 1), (2, 0), (2, 1), (1, 1)]), label="kept")
         counts = result["counts"] | beam.CombineGlobally(MergeCountsFn())
-        assert_that(counts, equal_to([{"dedup": {"duplicate_groups": 1, "documents_dropped": 2},
-                                       "reader": {"skipped_documents": {"duplicate": 2}}}]), label="counts")
+        assert_that(
+            counts,
+            equal_to(
+                [
+                    {
+                        "dedup": {"duplicate_groups": 1, "documents_dropped": 2},
+                        "reader": {"skipped_documents": {"duplicate": 2}},
+                    }
+                ]
+            ),
+            label="counts",
+        )
 
 
 # ----------------------------------------------------------------------------------------- end to end
+
 
 @pytest.mark.parametrize("scope", ["global", pytest.param("file", marks=pytest.mark.slow)])  # file: make test
 def test_no_document_is_in_both_sets_and_the_eval_share_is_the_fraction(corpus, tmp_path, scope):
@@ -199,8 +240,9 @@ def test_dedup_removes_the_planted_copies_and_nothing_else(corpus, tmp_path, sco
     extra = Path(tmp_path / "c.txt")
     extra.write_text("\n\n".join(planted + near) + "\n")
     out = tmp_path / "shards"
-    config = _config(corpus, out, inputs=corpus["files"] + (str(extra),), eval_fraction=0.0, dedup="exact",
-                     pairing_scope=scope)
+    config = _config(
+        corpus, out, inputs=corpus["files"] + (str(extra),), eval_fraction=0.0, dedup="exact", pairing_scope=scope
+    )
     manifest = run_make_shards(config, ONE_WORKER)
     assert manifest["dedup"]["documents_dropped"] == 4 and manifest["dedup"]["duplicate_groups"] == 3
     assert manifest["statistics"]["documents"]["read"] == NUM_DOCS + 5
@@ -242,8 +284,20 @@ def test_eval_fraction_that_holds_out_nothing_is_a_clear_error(corpus, tmp_path)
 
 @pytest.mark.parametrize("value", ["1", "1.5", "-0.1"])
 def test_bad_eval_fraction_is_refused_naming_the_option(corpus, tmp_path, value):
-    result = CliRunner().invoke(cli, ["make-shards", "-i", corpus["files"][0], "--vocab", corpus["vocab"],
-                                      "-o", str(tmp_path / "o"), "--eval-fraction", value])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "make-shards",
+            "-i",
+            corpus["files"][0],
+            "--vocab",
+            corpus["vocab"],
+            "-o",
+            str(tmp_path / "o"),
+            "--eval-fraction",
+            value,
+        ],
+    )
     assert result.exit_code == 2 and "--eval-fraction" in result.output and "0<=x<1" in result.output
     assert not (tmp_path / "o").exists()
     with pytest.raises(ValueError, match=r"--eval-fraction must be in \[0, 1\)"):
@@ -259,11 +313,32 @@ def test_cli_help_documents_split_and_dedup():
 
 def test_cli_make_shards_prints_the_split_and_inspect_reads_the_eval_set(corpus, tmp_path):
     out = tmp_path / "o"
-    result = CliRunner().invoke(cli, ["make-shards", "-i", ",".join(corpus["files"]), "--vocab", corpus["vocab"],
-                                      "-o", str(out), "--input-format", "bert", "--max-seq-length", "32",
-                                      "--max-predictions-per-seq", "5", "--dupe-factor", "1",
-                                      "--eval-fraction", "0.1", "--dedup", "exact", "-q",
-                                      *ONE_WORKER])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "make-shards",
+            "-i",
+            ",".join(corpus["files"]),
+            "--vocab",
+            corpus["vocab"],
+            "-o",
+            str(out),
+            "--input-format",
+            "bert",
+            "--max-seq-length",
+            "32",
+            "--max-predictions-per-seq",
+            "5",
+            "--dupe-factor",
+            "1",
+            "--eval-fraction",
+            "0.1",
+            "--dedup",
+            "exact",
+            "-q",
+            *ONE_WORKER,
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "held-out split: eval_fraction 0.1" in result.output and "dedup: exact: 0 of 300" in result.output
     inspected = CliRunner().invoke(cli, ["inspect", str(out / "eval"), "--verify"])
@@ -273,8 +348,9 @@ def test_cli_make_shards_prints_the_split_and_inspect_reads_the_eval_set(corpus,
 
 # ------------------------------------------------------------------------------------------- real data
 
+
 def _ngrams(ids, n: int = 8) -> set[tuple[int, ...]]:
-    return {tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)}
+    return {tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)}
 
 
 @pytest.mark.slow
@@ -287,9 +363,17 @@ def test_no_wikipedia_article_is_in_both_sets(shared_data, uncased_vocab, tmp_pa
     folder = shared_data / "wikipedia" / "wikiextractor-featured" / "AA"
     files = (str(folder / "wiki_01"), str(folder / "wiki_02"))
     out = tmp_path / "shards"
-    config = ShardsConfig(inputs=files, vocab=str(uncased_vocab), output_dir=str(out), input_format="wikiextractor",
-                          instance=InstanceConfig(dupe_factor=1), masking="dynamic", eval_fraction=0.25,
-                          eval_seed=3, dedup="exact")
+    config = ShardsConfig(
+        inputs=files,
+        vocab=str(uncased_vocab),
+        output_dir=str(out),
+        input_format="wikiextractor",
+        instance=InstanceConfig(dupe_factor=1),
+        masking="dynamic",
+        eval_fraction=0.25,
+        eval_seed=3,
+        dedup="exact",
+    )
     manifest = run_make_shards(config, ONE_WORKER)
     encoder = SentenceEncoder(load_vocab(str(uncased_vocab)), True)
     grams = {"train": set(), "eval": set()}
@@ -300,8 +384,10 @@ def test_no_wikipedia_article_is_in_both_sets(shared_data, uncased_vocab, tmp_pa
             ids, _ = encoder.encode_flat(doc.sentences)
             grams[side] |= _ngrams(ids.tolist())
             articles[side] += 1
-    assert (manifest["split"]["train_documents"], manifest["split"]["eval_documents"]) == \
-        (articles["train"], articles["eval"])
+    assert (manifest["split"]["train_documents"], manifest["split"]["eval_documents"]) == (
+        articles["train"],
+        articles["eval"],
+    )
     assert articles["eval"] >= 5 and len(grams["eval"] - grams["train"]) > 10_000  # the check below can fail
     vocab = load_vocab(str(uncased_vocab))
     special = {vocab.token_to_id["[CLS]"], vocab.token_to_id["[SEP]"]}
@@ -325,12 +411,32 @@ def test_train_evaluates_on_the_eval_directory(corpus, tmp_path):
     from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 
     out = tmp_path / "shards"
-    run_make_shards(_config(corpus, out, masking="static", instance=InstanceConfig(
-        max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2)), ONE_WORKER)
+    run_make_shards(
+        _config(
+            corpus,
+            out,
+            masking="static",
+            instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2),
+        ),
+        ONE_WORKER,
+    )
     eval_rows = sum(s["rows"] for s in json.loads((out / "eval" / schema.MANIFEST_NAME).read_text())["shards"])
-    config = TrainConfig(shards=str(out), eval_shards=str(out / heldout.EVAL_DIR), output_dir=str(tmp_path / "run"),
-                         preset="tiny", hidden_size=32, num_attention_heads=2, batch_size=8, max_steps=2,
-                         warmup_steps=1, log_every=1, eval_every=2, save_every=0, num_workers=0, progress=False)
+    config = TrainConfig(
+        shards=str(out),
+        eval_shards=str(out / heldout.EVAL_DIR),
+        output_dir=str(tmp_path / "run"),
+        preset="tiny",
+        hidden_size=32,
+        num_attention_heads=2,
+        batch_size=8,
+        max_steps=2,
+        warmup_steps=1,
+        log_every=1,
+        eval_every=2,
+        save_every=0,
+        num_workers=0,
+        progress=False,
+    )
     result = train(config)
     assert result.step == 2
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -355,26 +461,47 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
     for target, name in ((socket, "getaddrinfo"), (socket, "create_connection"), (socket.socket, "connect")):
         monkeypatch.setattr(target, name, refuse)
     bucket = "gs://bertprep-test"
-    config = ShardsConfig(inputs=(f"{bucket}/corpus/",), vocab=f"{bucket}/vocab.txt", output_dir=f"{bucket}/shards",
-                          input_format="bert", pairing_scope=scope, eval_fraction=0.01, dedup="exact")
+    config = ShardsConfig(
+        inputs=(f"{bucket}/corpus/",),
+        vocab=f"{bucket}/vocab.txt",
+        output_dir=f"{bucket}/shards",
+        input_format="bert",
+        pairing_scope=scope,
+        eval_fraction=0.01,
+        dedup="exact",
+    )
     fixtures = Path(__file__).parent / "fixtures" / "pipeline"
-    result = dataflow.dry_run(config, ["--runner=DataflowRunner", "--project=bertprep-test", "--region=us-central1",
-                                       f"--temp_location={bucket}/tmp",
-                                       "--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest"],
-                              files=[f"{bucket}/corpus/a.txt", f"{bucket}/corpus/b.txt"],
-                              vocab=load_vocab(str(fixtures / "vocab.txt")))
+    result = dataflow.dry_run(
+        config,
+        [
+            "--runner=DataflowRunner",
+            "--project=bertprep-test",
+            "--region=us-central1",
+            f"--temp_location={bucket}/tmp",
+            "--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest",
+        ],
+        files=[f"{bucket}/corpus/a.txt", f"{bucket}/corpus/b.txt"],
+        vocab=load_vocab(str(fixtures / "vocab.txt")),
+    )
     names = set(result.transform_names())
     assert any(n.startswith("WriteEvalShards/") for n in names)
     assert ("ExactDedup/GroupByText" if scope == "file" else "DropDuplicateDocuments/GroupByText") in names
     if scope == "file":
         assert "ProcessFilesStreaming/ProcessFileStreamingFn" in names  # one streaming pass makes both sets
-        allowed = ("ListInputFiles/", "WriteArrowShards/", "WriteEvalShards/", "ExactDedup/",  # names, hashes, plans
-                   "MergeTrainOnlyCounts/", "MergeEvalOnlyCounts/")  # and counts
+        allowed = (
+            "ListInputFiles/",
+            "WriteArrowShards/",
+            "WriteEvalShards/",
+            "ExactDedup/",  # names, hashes, plans
+            "MergeTrainOnlyCounts/",
+            "MergeEvalOnlyCounts/",
+        )  # and counts
         assert all(g.startswith(allowed) for g in result.group_by_keys())
     else:
         assert "CreateEvalInstances/GroupByBucket" in names
     if result.staging_dir:
         import shutil
+
         shutil.rmtree(result.staging_dir, ignore_errors=True)
 
 
@@ -382,9 +509,24 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
 def test_bad_input_met_by_the_dedup_pass_is_one_clear_line(corpus, tmp_path, beam_args):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "A fine document. It has two sentences."}\nnot json at all\n')
-    result = CliRunner().invoke(cli, ["make-shards", "-i", str(bad), "--vocab", corpus["vocab"], "-o",
-                                      str(tmp_path / "o"), "--input-format", "jsonl", "--dedup", "exact", "-q",
-                                      *beam_args])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "make-shards",
+            "-i",
+            str(bad),
+            "--vocab",
+            corpus["vocab"],
+            "-o",
+            str(tmp_path / "o"),
+            "--input-format",
+            "jsonl",
+            "--dedup",
+            "exact",
+            "-q",
+            *beam_args,
+        ],
+    )
     assert result.exit_code == 1
     assert f"{bad}:2: not a JSON object" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "o").exists()
@@ -392,9 +534,18 @@ def test_bad_input_met_by_the_dedup_pass_is_one_clear_line(corpus, tmp_path, bea
 
 # ------------------------------------------------------------------------------- train --eval-shards check
 
+
 def _split(role: str, **kw) -> dict:
-    return {"split": {"role": role, "eval_fraction": 0.01, "eval_seed": 0, "train_documents": 990,
-                      "eval_documents": 10, **kw}}
+    return {
+        "split": {
+            "role": role,
+            "eval_fraction": 0.01,
+            "eval_seed": 0,
+            "train_documents": 990,
+            "eval_documents": 10,
+            **kw,
+        }
+    }
 
 
 def test_held_out_mismatch_names_what_makes_an_eval_set_unsafe():

@@ -24,8 +24,15 @@ from shard_factory import make_vocab, write_shard_dir
 transformers = pytest.importorskip("transformers")
 
 VOCAB_SIZE = 64
-TINY = dict(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=64, pad_token_id=0)
+TINY = dict(
+    vocab_size=VOCAB_SIZE,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    pad_token_id=0,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -56,8 +63,16 @@ def _batch():
     return input_ids, token_type_ids, attention_mask
 
 
-@pytest.mark.parametrize("cls_name, safe", [("BertModel", True), ("BertModel", False), ("BertForMaskedLM", True),
-                                            ("BertForPreTraining", True), ("BertForPreTraining", False)])
+@pytest.mark.parametrize(
+    "cls_name, safe",
+    [
+        ("BertModel", True),
+        ("BertModel", False),
+        ("BertForMaskedLM", True),
+        ("BertForPreTraining", True),
+        ("BertForPreTraining", False),
+    ],
+)
 def test_every_hf_layout_starts_a_pretraining_model_equal_to_transformers(tmp_path, cls_name, safe):
     hf = _save_hf(tmp_path, cls_name, safe=safe)
     source = load_model_source(str(tmp_path))
@@ -65,10 +80,11 @@ def test_every_hf_layout_starts_a_pretraining_model_equal_to_transformers(tmp_pa
     model = BertForPreTraining(source.config).eval()
     initialised, unused = load_pretraining_weights(model, source.state_dict)
     assert not unused
-    heads = {"BertModel": {"cls.predictions.bias", "cls.predictions.transform.dense.weight",
-                           "cls.seq_relationship.weight"},
-             "BertForMaskedLM": {"bert.pooler.dense.weight", "cls.seq_relationship.weight"},
-             "BertForPreTraining": set()}[cls_name]
+    heads = {
+        "BertModel": {"cls.predictions.bias", "cls.predictions.transform.dense.weight", "cls.seq_relationship.weight"},
+        "BertForMaskedLM": {"bert.pooler.dense.weight", "cls.seq_relationship.weight"},
+        "BertForPreTraining": set(),
+    }[cls_name]
     assert heads <= set(initialised)
     if cls_name == "BertForPreTraining":
         assert initialised == []
@@ -83,14 +99,19 @@ def test_every_hf_layout_starts_a_pretraining_model_equal_to_transformers(tmp_pa
         keep = attention_mask.bool()
         torch.testing.assert_close(ours_seq[keep], theirs.last_hidden_state[keep], atol=1e-5, rtol=1e-5)
         if cls_name != "BertModel":  # the source's MLM head came along: same logits at every position
-            their_logits = hf(input_ids=input_ids, token_type_ids=token_type_ids,
-                              attention_mask=attention_mask).logits if cls_name == "BertForMaskedLM" else \
-                hf(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).prediction_logits
+            their_logits = (
+                hf(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+                if cls_name == "BertForMaskedLM"
+                else hf(
+                    input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask
+                ).prediction_logits
+            )
             our_logits = model.cls.predictions(ours_seq)
             torch.testing.assert_close(our_logits[keep], their_logits[keep], atol=1e-4, rtol=1e-4)
         # The decoder stays tied to the word embeddings.
-        assert model.cls.predictions.decoder.weight.data_ptr() == \
-            model.bert.embeddings.word_embeddings.weight.data_ptr()
+        assert (
+            model.cls.predictions.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
+        )
 
 
 def test_fine_tuned_head_keys_are_reported_unused(tmp_path):
@@ -124,15 +145,28 @@ def test_check_same_vocab_names_the_first_differing_id():
 
 
 def _shards(root, vocab=None):
-    write_shard_dir(root, num_shards=2, rows_per_shard=24, vocab_size=VOCAB_SIZE, max_seq_length=32, seed=1,
-                    vocab=vocab)
+    write_shard_dir(
+        root, num_shards=2, rows_per_shard=24, vocab_size=VOCAB_SIZE, max_seq_length=32, seed=1, vocab=vocab
+    )
     return root
 
 
 def _train_config(shards, out, hf_dir, **kw):
-    values = dict(shards=str(shards), output_dir=str(out), init_from=str(hf_dir), batch_size=8, max_steps=3,
-                  warmup_steps=1, learning_rate=1e-3, log_every=1, save_every=0, num_workers=0,
-                  shuffle_buffer_size=16, progress=False, hidden_dropout_prob=0.0)
+    values = dict(
+        shards=str(shards),
+        output_dir=str(out),
+        init_from=str(hf_dir),
+        batch_size=8,
+        max_steps=3,
+        warmup_steps=1,
+        learning_rate=1e-3,
+        log_every=1,
+        save_every=0,
+        num_workers=0,
+        shuffle_buffer_size=16,
+        progress=False,
+        hidden_dropout_prob=0.0,
+    )
     values.update(kw)
     return TrainConfig(**values)
 
@@ -152,8 +186,9 @@ def test_train_init_from_hf_directory_starts_from_its_weights_and_logs_new_heads
     # After one step at lr 1e-9 the encoder still equals the source's.
     source = load_model_source(str(hf_dir))
     weight = result.model.bert.encoder.layer[1].attention.self.query.weight.detach()
-    torch.testing.assert_close(weight, source.state_dict["bert.encoder.layer.1.attention.self.query.weight"],
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        weight, source.state_dict["bert.encoder.layer.1.attention.self.query.weight"], atol=1e-6, rtol=0
+    )
 
 
 def test_train_init_from_hf_refuses_shards_of_another_vocab_before_any_step(tmp_path):
@@ -163,9 +198,25 @@ def test_train_init_from_hf_refuses_shards_of_another_vocab_before_any_step(tmp_
     other = list(vocab)
     other[40], other[41] = other[41], other[40]  # same size and tokens, two ids swapped
     shards = _shards(tmp_path / "shards", vocab=other)
-    result = CliRunner().invoke(cli, ["train", "--shards", str(shards), "-o", str(tmp_path / "run"),
-                                      "--init-from", str(hf_dir), "--max-steps", "2", "--warmup-steps", "0",
-                                      "--num-workers", "0", "--no-progress"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--shards",
+            str(shards),
+            "-o",
+            str(tmp_path / "run"),
+            "--init-from",
+            str(hf_dir),
+            "--max-steps",
+            "2",
+            "--warmup-steps",
+            "0",
+            "--num-workers",
+            "0",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code != 0
     assert f"differs from {hf_dir}/vocab.txt at id 40: 'w41' in the shards, 'w40' in the model" in result.output
     assert "make-shards --vocab" in result.output

@@ -12,13 +12,13 @@ from reference.instances import create_training_instances, truncate_seq_pair
 from synthetic_corpus import synthetic_corpus, synthetic_vocab
 
 
-
 def _make(config: InstanceConfig, n_docs: int = 60, seed: int = 0):
     vocab = synthetic_vocab()
     ids = VocabIds(vocab)
     stats = InstanceStats()
-    instances = create_training_instances(synthetic_corpus(vocab, n_docs, seed), config, ids,
-                                          random.Random(config.random_seed), stats)
+    instances = create_training_instances(
+        synthetic_corpus(vocab, n_docs, seed), config, ids, random.Random(config.random_seed), stats
+    )
     return vocab, ids, instances, stats
 
 
@@ -56,8 +56,9 @@ def test_instances_are_well_formed():
         assert tokens[inst.num_tokens_a + 1] == ids.sep_id  # A is followed by the middle [SEP]
         assert inst.num_tokens_a >= 1 and len(tokens) - inst.num_tokens_a - 3 >= 1
         n = len(tokens)
-        assert len(inst.masked_lm_positions) == min(config.max_predictions_per_seq,
-                                                    max(1, int(round(n * config.masked_lm_prob))))
+        assert len(inst.masked_lm_positions) == min(
+            config.max_predictions_per_seq, max(1, int(round(n * config.masked_lm_prob)))
+        )
         assert inst.masked_lm_positions == sorted(set(inst.masked_lm_positions))
         assert all(tokens[p] not in (ids.cls_id, ids.sep_id) for p in inst.masked_lm_positions)
         assert inst.next_sentence_label in (0, 1)
@@ -95,8 +96,7 @@ def test_same_seed_same_instances_other_seed_other_instances():
     config = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
     _, _, first, _ = _make(config)
     _, _, again, _ = _make(config)
-    _, _, other, _ = _make(InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1,
-                                          random_seed=1))
+    _, _, other, _ = _make(InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, random_seed=1))
     assert first == again
     assert first != other
 
@@ -118,13 +118,16 @@ def test_bucket_seed_is_the_plain_seed_for_bucket_zero_and_distinct_otherwise():
         bucket_seed(-1, 0)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(max_seq_length=4), "at least 5"),
-    (dict(max_seq_length=20, max_predictions_per_seq=20), "must be smaller than max_seq_length"),
-    (dict(masked_lm_prob=0.0), "masked_lm_prob"),
-    (dict(dupe_factor=0), "dupe_factor"),
-    (dict(short_seq_prob=1.5), "short_seq_prob"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(max_seq_length=4), "at least 5"),
+        (dict(max_seq_length=20, max_predictions_per_seq=20), "must be smaller than max_seq_length"),
+        (dict(masked_lm_prob=0.0), "masked_lm_prob"),
+        (dict(dupe_factor=0), "dupe_factor"),
+        (dict(short_seq_prob=1.5), "short_seq_prob"),
+    ],
+)
 def test_config_rejects_conflicting_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         InstanceConfig(**kwargs)
@@ -156,8 +159,15 @@ def test_fast_and_exact_sampling_agree_over_many_seeds():
         count = InstanceStats()
         for seed in range(10):
             stats = InstanceStats()
-            create_training_instances(docs, InstanceConfig(dupe_factor=2, random_seed=seed), ids,
-                                      random.Random(seed), stats, mask=not fast, fast_truncation=fast)
+            create_training_instances(
+                docs,
+                InstanceConfig(dupe_factor=2, random_seed=seed),
+                ids,
+                random.Random(seed),
+                stats,
+                mask=not fast,
+                fast_truncation=fast,
+            )
             count.merge(stats)
         totals[fast] = count
     exact, fast = totals[False], totals[True]

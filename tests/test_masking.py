@@ -38,7 +38,7 @@ class _Ids:
 def _original(tokens, config, ids, rng):
     """google-research/bert ``create_masked_lm_predictions`` (HEAD eedf571) transcribed line for line on ids."""
     cand_indexes = []
-    for (i, token) in enumerate(tokens):
+    for i, token in enumerate(tokens):
         if token == ids.cls_id or token == ids.sep_id:
             continue
         if config.do_whole_word_mask and len(cand_indexes) >= 1 and ids.is_continuation[token]:
@@ -105,16 +105,17 @@ def test_exact_replacements_have_the_80_10_10_rates():
 
 
 def test_num_to_predict_rounds_half_to_even_and_caps():
-    assert num_to_predict(10, 0.15, 20) == 2      # 1.5 -> 2
-    assert num_to_predict(30, 0.15, 20) == 4      # 4.5 -> 4 (Python round)
-    assert num_to_predict(3, 0.15, 20) == 1       # at least one
-    assert num_to_predict(512, 0.15, 20) == 20    # capped
+    assert num_to_predict(10, 0.15, 20) == 2  # 1.5 -> 2
+    assert num_to_predict(30, 0.15, 20) == 4  # 4.5 -> 4 (Python round)
+    assert num_to_predict(3, 0.15, 20) == 1  # at least one
+    assert num_to_predict(512, 0.15, 20) == 20  # capped
 
 
 def test_numpy_replacements_have_the_80_10_10_rates_and_are_deterministic():
     values = np.full(300_000, 7, dtype=np.int64)
-    n_mask, n_random = replace_positions(values, np.arange(len(values)), MASK_ID, np.arange(200, 300),
-                                         np.random.default_rng(3))
+    n_mask, n_random = replace_positions(
+        values, np.arange(len(values)), MASK_ID, np.arange(200, 300), np.random.default_rng(3)
+    )
     assert abs(n_mask / len(values) - 0.8) < 0.005 and abs(n_random / len(values) - 0.1) < 0.005
     assert (values == MASK_ID).sum() == n_mask
     assert ((values >= 200) & (values < 300)).sum() == n_random
@@ -150,8 +151,9 @@ def test_mask_instance_follows_the_rule():
 
 def test_mask_instance_whole_words():
     is_subword = np.array(_Ids.is_continuation)
-    config = MaskingConfig(vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID,
-                           is_subword=is_subword)
+    config = MaskingConfig(
+        vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID, is_subword=is_subword
+    )
     # words of three pieces: 200 ##600 ##601
     tokens = np.array([CLS] + [200, 600, 601] * 10 + [SEP] + [201, 602, 603] * 10 + [SEP])
     rng = np.random.default_rng(1)
@@ -159,7 +161,7 @@ def test_mask_instance_whole_words():
         _, positions, _ = mask_instance(tokens, config, rng)
         assert len(positions) % 3 == 0 and len(positions) <= num_to_predict(len(tokens), 0.15, 20)
         starts = positions[::3]
-        assert not is_subword[tokens[starts]].any()            # each group starts a word ...
+        assert not is_subword[tokens[starts]].any()  # each group starts a word ...
         assert np.array_equal(positions.reshape(-1, 3), starts[:, None] + np.arange(3))  # ... and is whole
 
 
@@ -190,7 +192,8 @@ def test_word_masked_lm_predictions_masks_whole_words_deterministically(scheme):
     results = []
     for _ in range(2):
         out, positions, labels, (n_mask, n_random, n_kept) = word_masked_lm_predictions(
-            tokens, words, segment, config, MASK_ID, VOCAB, Draws(random.Random(11)))
+            tokens, words, segment, config, MASK_ID, VOCAB, Draws(random.Random(11))
+        )
         results.append((out, positions, labels))
         assert positions == sorted(positions) and len(positions) <= wanted
         assert labels == [tokens[p] for p in positions]
@@ -199,7 +202,8 @@ def test_word_masked_lm_predictions_masks_whole_words_deterministically(scheme):
         for word in words:  # all of a word's pieces or none
             assert len(chosen & set(word)) in (0, len(word))
         assert [i for i, (a, b) in enumerate(zip(out, tokens)) if a != b] == sorted(
-            p for p in positions if out[p] != tokens[p])
+            p for p in positions if out[p] != tokens[p]
+        )
     assert results[0] == results[1]  # same seed, same output
 
 
@@ -229,8 +233,9 @@ def test_dynamic_mask_instance_uses_word_ids_and_is_deterministic():
     word_ids.append(-1)
     ids, word_ids = np.array(ids), np.array(word_ids)
     for scheme in ("whole-word", "ngram", "span"):
-        config = MaskingConfig(vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID,
-                               masking_scheme=scheme)
+        config = MaskingConfig(
+            vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID, masking_scheme=scheme
+        )
         for seed in range(30):
             out, positions, labels = mask_instance(ids, config, np.random.default_rng(seed), word_ids=word_ids)
             again = mask_instance(ids, config, np.random.default_rng(seed), word_ids=word_ids)
@@ -241,5 +246,10 @@ def test_dynamic_mask_instance_uses_word_ids_and_is_deterministic():
             for w in masked_words:  # whole words
                 assert set(np.flatnonzero(word_ids == w).tolist()) <= set(positions.tolist())
     with pytest.raises(ValueError, match="word boundaries"):
-        mask_instance(ids, MaskingConfig(vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP,
-                                         mask_token_id=MASK_ID, masking_scheme="span"), np.random.default_rng(0))
+        mask_instance(
+            ids,
+            MaskingConfig(
+                vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID, masking_scheme="span"
+            ),
+            np.random.default_rng(0),
+        )

@@ -25,9 +25,26 @@ def _run(*args: str):
 
 
 def _make(out: Path, *extra: str):
-    result = _run("make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt", "--vocab", VOCAB, "-o", str(out),
-                  "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "2",
-                  "--num-shards", "2", "-q", *extra, *BEAM_IN_PROCESS)
+    result = _run(
+        "make-shards",
+        "-i",
+        f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
+        "--vocab",
+        VOCAB,
+        "-o",
+        str(out),
+        "--max-seq-length",
+        "64",
+        "--max-predictions-per-seq",
+        "10",
+        "--dupe-factor",
+        "2",
+        "--num-shards",
+        "2",
+        "-q",
+        *extra,
+        *BEAM_IN_PROCESS,
+    )
     assert result.exit_code == 0, result.output
     return result
 
@@ -129,23 +146,57 @@ def test_whole_word_masking_on_chinese_with_a_plugin_segmenter(shared_data, tmp_
     need_module("jieba")
     vocab_dir = tmp_path / "vocab"
     zh = shared_data / "cjk" / "zh"
-    result = _run("build-vocab", "-i", str(zh), "--input-format", "text", "--vocab-size", "3000",
-                  "--no-strip-accents", "-o", str(vocab_dir))
+    result = _run(
+        "build-vocab",
+        "-i",
+        str(zh),
+        "--input-format",
+        "text",
+        "--vocab-size",
+        "3000",
+        "--no-strip-accents",
+        "-o",
+        str(vocab_dir),
+    )
     assert result.exit_code == 0, result.output
     out = tmp_path / "shards"
-    result = _run("make-shards", "-i", str(zh / "us-constitution-zh-hans.txt"), "--input-format", "text",
-                  "--vocab", str(vocab_dir / "vocab.txt"), "--no-strip-accents", "-o", str(out),
-                  "--masking-scheme", "whole-word", "--word-segmenter", "jieba:lcut", "--max-seq-length", "64",
-                  "--max-predictions-per-seq", "10", "--dupe-factor", "2", "--num-shards", "1", "-q",
-                  *BEAM_IN_PROCESS)
+    result = _run(
+        "make-shards",
+        "-i",
+        str(zh / "us-constitution-zh-hans.txt"),
+        "--input-format",
+        "text",
+        "--vocab",
+        str(vocab_dir / "vocab.txt"),
+        "--no-strip-accents",
+        "-o",
+        str(out),
+        "--masking-scheme",
+        "whole-word",
+        "--word-segmenter",
+        "jieba:lcut",
+        "--max-seq-length",
+        "64",
+        "--max-predictions-per-seq",
+        "10",
+        "--dupe-factor",
+        "2",
+        "--num-shards",
+        "1",
+        "-q",
+        *BEAM_IN_PROCESS,
+    )
     assert result.exit_code == 0, result.output
     manifest = read_manifest(str(out))
     assert manifest["config"]["word_segmenter"] == "jieba:lcut" and manifest["config"]["word_ids"] is True
     rows = list(iter_rows(str(out), manifest))
     assert _check_whole_words(rows) > 50  # many two- and three-character words masked whole
     # a word of several characters is several pieces (each Chinese character is a pre-token)
-    sizes = np.bincount(np.unique(np.concatenate([np.array(r["word_ids"]) + 1000 * k for k, r in
-                                                  enumerate(rows)]), return_counts=True)[1])
+    sizes = np.bincount(
+        np.unique(np.concatenate([np.array(r["word_ids"]) + 1000 * k for k, r in enumerate(rows)]), return_counts=True)[
+            1
+        ]
+    )
     assert sizes[2:].sum() > sizes[1] * 0.3
     inspected = _run("inspect", str(out), "-n", "5", "--no-stats", "--verify")
     assert inspected.exit_code == 0, inspected.output
@@ -170,16 +221,36 @@ def test_dynamic_masking_takes_the_segmenters_words(shared_data, tmp_path):
     from bertprep.bert_model.pretrain.data import ShardDataset
 
     out = tmp_path / "shards"
-    result = _run("make-shards", "-i", str(shared_data / "cjk" / "zh" / "luxun-kongyiji.txt"), "--input-format",
-                  "text", "--vocab", str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"), "-o", str(out),
-                  "--masking", "dynamic", "--masking-scheme", "span", "--word-segmenter", "jieba",
-                  "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--num-shards", "1", "-q",
-                  *BEAM_IN_PROCESS)
+    result = _run(
+        "make-shards",
+        "-i",
+        str(shared_data / "cjk" / "zh" / "luxun-kongyiji.txt"),
+        "--input-format",
+        "text",
+        "--vocab",
+        str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
+        "-o",
+        str(out),
+        "--masking",
+        "dynamic",
+        "--masking-scheme",
+        "span",
+        "--word-segmenter",
+        "jieba",
+        "--max-seq-length",
+        "64",
+        "--max-predictions-per-seq",
+        "10",
+        "--num-shards",
+        "1",
+        "-q",
+        *BEAM_IN_PROCESS,
+    )
     assert result.exit_code == 0, result.output
     rows = list(iter_rows(str(out)))
     dataset = ShardDataset(str(out), batch_size=len(rows), shuffle=False, infinite=False)
     assert dataset.masking.masking_scheme == "span"
-    (batch, _), = list(dataset)
+    ((batch, _),) = list(dataset)
     assert "word_ids" not in batch  # a masking input, not a model input
     by_ids = {tuple(r["input_ids"]): np.array(r["word_ids"]) for r in rows}
     whole = 0
@@ -198,16 +269,47 @@ def test_dynamic_masking_takes_the_segmenters_words(shared_data, tmp_path):
 
 
 def test_scheme_and_segmenter_errors_are_one_line(tmp_path):
-    result = CliRunner().invoke(cli, ["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", VOCAB, "-o",
-                                      str(tmp_path / "o"), "--word-segmenter", "no_such_module_xyz:words"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "make-shards",
+            "-i",
+            f"{FIXTURES}/a.txt",
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(tmp_path / "o"),
+            "--word-segmenter",
+            "no_such_module_xyz:words",
+        ],
+    )
     assert result.exit_code == 2 and "--word-segmenter" in result.output and "cannot import" in result.output
     assert "Traceback" not in result.output
-    result = CliRunner().invoke(cli, ["make-shards", "-i", f"{FIXTURES}/a.txt", "--vocab", VOCAB, "-o",
-                                      str(tmp_path / "o"), "--do-whole-word-mask", "--masking-scheme", "span"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "make-shards",
+            "-i",
+            f"{FIXTURES}/a.txt",
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(tmp_path / "o"),
+            "--do-whole-word-mask",
+            "--masking-scheme",
+            "span",
+        ],
+    )
     assert result.exit_code == 2 and "cannot be combined" in result.output
     help_text = " ".join(_run("make-shards", "--help").output.split())
-    for option in ("--masking-scheme", "--max-ngram-size", "--span-geometric-p", "--max-span-length",
-                   "--word-segmenter", "--word-ids"):
+    for option in (
+        "--masking-scheme",
+        "--max-ngram-size",
+        "--span-geometric-p",
+        "--max-span-length",
+        "--word-segmenter",
+        "--word-ids",
+    ):
         assert option in help_text
     assert "SpanBERT" in help_text and "jieba" in help_text
 
@@ -249,10 +351,20 @@ def test_collate_pads_word_ids_with_minus_one():
     pytest.importorskip("torch")
     from bertprep.bert_model.collate import collate
 
-    rows = [{"input_ids": np.array(ids), "token_type_ids": np.zeros(len(ids), dtype=np.uint8),
-             "masked_lm_positions": np.array([1]), "masked_lm_ids": np.array([ids[1]]), "next_sentence_label": 0,
-             "word_ids": np.array(words)}
-            for ids, words in (([101, 7, 8, 102, 9, 102], [-1, 0, 0, -1, 1, -1]), ([101, 5, 102, 6, 102], [-1, 0, -1, 1, -1]))]
+    rows = [
+        {
+            "input_ids": np.array(ids),
+            "token_type_ids": np.zeros(len(ids), dtype=np.uint8),
+            "masked_lm_positions": np.array([1]),
+            "masked_lm_ids": np.array([ids[1]]),
+            "next_sentence_label": 0,
+            "word_ids": np.array(words),
+        }
+        for ids, words in (
+            ([101, 7, 8, 102, 9, 102], [-1, 0, 0, -1, 1, -1]),
+            ([101, 5, 102, 6, 102], [-1, 0, -1, 1, -1]),
+        )
+    ]
     batch = collate(rows, pad_to_multiple_of=8)
     assert batch["word_ids"].tolist() == [[-1, 0, 0, -1, 1, -1, -1, -1], [-1, 0, -1, 1, -1, -1, -1, -1]]
     assert "word_ids" not in collate([{k: v for k, v in r.items() if k != "word_ids"} for r in rows])

@@ -19,8 +19,14 @@ from bertprep.bert_model.model import (
     trainable_state_dict,
 )
 
-TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-            max_position_embeddings=64)
+TINY = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+)
 
 
 def _batch(config: BertConfig, B: int = 3, T: int = 16, P: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -33,9 +39,14 @@ def _batch(config: BertConfig, B: int = 3, T: int = 16, P: int = 4, seed: int = 
     masked_lm_positions = torch.stack([torch.randperm(int(n) - 1, generator=g)[:P] + 1 for n in lengths])
     masked_lm_ids = torch.randint(5, config.vocab_size, (B, P), generator=g)
     masked_lm_ids[-1, -2:] = -100  # padding entries of the last row
-    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-            "masked_lm_positions": masked_lm_positions, "masked_lm_ids": masked_lm_ids,
-            "next_sentence_label": torch.tensor([0, 1, 1])[:B]}
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": attention_mask,
+        "masked_lm_positions": masked_lm_positions,
+        "masked_lm_ids": masked_lm_ids,
+        "next_sentence_label": torch.tensor([0, 1, 1])[:B],
+    }
 
 
 def test_output_shapes_and_dtypes():
@@ -99,7 +110,7 @@ def test_init_follows_the_original():
     model = BertForPreTraining(BertConfig.from_preset("mini", vocab_size=1000))
     w = model.bert.encoder.layer[0].intermediate.dense.weight
     assert w.abs().max() <= 0.04 + 1e-7  # truncated at 2 sigma
-    assert 0.015 < w.std() < 0.02        # std of a 2-sigma truncated normal(0, 0.02) is 0.0176
+    assert 0.015 < w.std() < 0.02  # std of a 2-sigma truncated normal(0, 0.02) is 0.0176
     assert torch.all(model.bert.encoder.layer[0].intermediate.dense.bias == 0)
     assert torch.all(model.cls.predictions.bias == 0)
     assert torch.all(model.bert.embeddings.LayerNorm.weight == 1)
@@ -142,14 +153,24 @@ def test_flops_per_token_matches_what_torch_counts():
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=512, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=512,
+        max_position_embeddings=128,
+    )
     model = BertForPreTraining(config)
     B, T, P = 4, 64, 8
-    batch = {"input_ids": torch.randint(5, 1000, (B, T)), "token_type_ids": torch.zeros(B, T, dtype=torch.long),
-             "attention_mask": torch.ones(B, T, dtype=torch.long),
-             "masked_lm_positions": torch.stack([torch.randperm(T - 2)[:P] + 1 for _ in range(B)]),
-             "masked_lm_ids": torch.randint(5, 1000, (B, P)), "next_sentence_label": torch.zeros(B, dtype=torch.long)}
+    batch = {
+        "input_ids": torch.randint(5, 1000, (B, T)),
+        "token_type_ids": torch.zeros(B, T, dtype=torch.long),
+        "attention_mask": torch.ones(B, T, dtype=torch.long),
+        "masked_lm_positions": torch.stack([torch.randperm(T - 2)[:P] + 1 for _ in range(B)]),
+        "masked_lm_ids": torch.randint(5, 1000, (B, P)),
+        "next_sentence_label": torch.zeros(B, dtype=torch.long),
+    }
     with FlopCounterMode(display=False) as counter:
         model(**batch).loss.backward()
     counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
@@ -191,14 +212,16 @@ def test_logits_equal_transformers_with_copied_weights():
     load_state_dict_strict(ours, hf.state_dict())  # strict, with the tied aliases checked
     batch = _batch(config)
     with torch.no_grad():
-        theirs = hf(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                    attention_mask=batch["attention_mask"])
+        theirs = hf(
+            input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]
+        )
         mine_all = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         mine = ours(**batch)
     torch.testing.assert_close(mine_all.prediction_logits, theirs.prediction_logits, atol=1e-5, rtol=0)
     torch.testing.assert_close(mine.seq_relationship_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=0)
-    gathered = torch.gather(theirs.prediction_logits, 1,
-                            batch["masked_lm_positions"][..., None].expand(-1, -1, config.vocab_size))
+    gathered = torch.gather(
+        theirs.prediction_logits, 1, batch["masked_lm_positions"][..., None].expand(-1, -1, config.vocab_size)
+    )
     torch.testing.assert_close(mine.prediction_logits, gathered, atol=1e-5, rtol=0)
 
     # Same losses as transformers' labels (B, T) formulation.
@@ -207,9 +230,13 @@ def test_logits_equal_transformers_with_copied_weights():
     rows = torch.arange(3)[:, None].expand_as(real)
     labels[rows[real], batch["masked_lm_positions"][real]] = batch["masked_lm_ids"][real]
     with torch.no_grad():
-        hf_loss = hf(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                     attention_mask=batch["attention_mask"], labels=labels,
-                     next_sentence_label=batch["next_sentence_label"]).loss
+        hf_loss = hf(
+            input_ids=batch["input_ids"],
+            token_type_ids=batch["token_type_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=labels,
+            next_sentence_label=batch["next_sentence_label"],
+        ).loss
     torch.testing.assert_close(mine.loss, hf_loss, atol=1e-5, rtol=0)
 
 
@@ -224,8 +251,9 @@ def test_export_loads_in_transformers(tmp_path):
     batch = _batch(config)
     with torch.no_grad():
         a = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).prediction_logits
-        b = hf(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-               attention_mask=batch["attention_mask"]).prediction_logits
+        b = hf(
+            input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]
+        ).prediction_logits
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 

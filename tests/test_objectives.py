@@ -61,8 +61,10 @@ def _make(docs, vocab_size, config: InstanceConfig, *, mask: bool, seed: int = 1
     stats = InstanceStats()
     bucket = BucketDocuments.from_lists(docs)
     described = describe_instances(bucket, config, ids, random.Random(seed), stats, mask=mask)
-    table = pa.Table.from_batches(list(assemble_batches(bucket, described, ids, vocab.size, chunk_rows=101)),
-                                  schema=schema.shard_schema(vocab.size, config.objective))
+    table = pa.Table.from_batches(
+        list(assemble_batches(bucket, described, ids, vocab.size, chunk_rows=101)),
+        schema=schema.shard_schema(vocab.size, config.objective),
+    )
     return table, stats, ids
 
 
@@ -120,8 +122,9 @@ def test_sop_one_sentence_chunks_are_merged_or_skipped_and_counted():
     # last sentence is skipped
     docs = [[[5 + 1000 * d + 100 * s + k for k in range(70)] for s in range(3)] for d in range(40)]
     docs += [[[60000 + k for k in range(12)]]]  # a one-sentence document
-    config = InstanceConfig(objective="sop", max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1,
-                            short_seq_prob=0.0)
+    config = InstanceConfig(
+        objective="sop", max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, short_seq_prob=0.0
+    )
     table, stats, _ = _make(docs, 60012, config, mask=True)
     assert table.num_rows == 40  # (sentence 0 + sentence 1) of each three-sentence document
     assert stats.one_segment_chunks_merged == 40
@@ -149,8 +152,9 @@ def test_none_rows_are_the_documents_back_to_back_filled_to_max_seq_length(max_s
     docs.insert(7, [])  # an empty document adds no separator
     where = {t: (d + (d >= 7), p) for t, (d, p) in where.items()}
     dupe_factor = 3
-    config = InstanceConfig(objective="none", max_seq_length=max_seq_length, max_predictions_per_seq=4,
-                            dupe_factor=dupe_factor)
+    config = InstanceConfig(
+        objective="none", max_seq_length=max_seq_length, max_predictions_per_seq=4, dupe_factor=dupe_factor
+    )
     table, stats, _ = _make(docs, vocab_size, config, mask=False)
     assert table.schema.names == [c for c in schema.COLUMNS if c != "next_sentence_label"]
     rows = table.to_pylist()
@@ -191,8 +195,9 @@ def test_none_masking_never_picks_a_separator(sampling):
     table, stats, ids = _make(docs, vocab_size, config, mask=sampling == "exact")
     if sampling == "fast":
         unmasked = table
-        table, counts = mask_table(table, config, MASK, np.asarray(ids.random_ids), np.random.default_rng(0),
-                                   sep_id=SEP)
+        table, counts = mask_table(
+            table, config, MASK, np.asarray(ids.random_ids), np.random.default_rng(0), sep_id=SEP
+        )
         assert table.column("input_ids").to_pylist() != unmasked.column("input_ids").to_pylist()
         stats.masked = counts["masked"]
     total = 0
@@ -225,9 +230,30 @@ def _run(args):
 
 
 def _make_shards(out: Path, objective: str, *extra: str):
-    return _run(["make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt", "--vocab", str(FIXTURES / "vocab.txt"),
-                 "-o", str(out), "--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "2",
-                 "--num-shards", "2", "-q", "--objective", objective, *extra, *BEAM_IN_PROCESS])
+    return _run(
+        [
+            "make-shards",
+            "-i",
+            f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
+            "--vocab",
+            str(FIXTURES / "vocab.txt"),
+            "-o",
+            str(out),
+            "--max-seq-length",
+            "64",
+            "--max-predictions-per-seq",
+            "10",
+            "--dupe-factor",
+            "2",
+            "--num-shards",
+            "2",
+            "-q",
+            "--objective",
+            objective,
+            *extra,
+            *BEAM_IN_PROCESS,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -235,9 +261,13 @@ def shard_sets(tmp_path_factory):
     """make-shards output per (objective, sampling); ``none-dynamic`` is unmasked (``--masking dynamic``)."""
     root = tmp_path_factory.mktemp("objectives")
     made = {}
-    for name, objective, extra in (("sop-exact", "sop", ()), ("sop-fast", "sop", ("--sampling", "fast")),
-                                   ("none-exact", "none", ()), ("none-fast", "none", ("--sampling", "fast")),
-                                   ("none-dynamic", "none", ("--masking", "dynamic"))):
+    for name, objective, extra in (
+        ("sop-exact", "sop", ()),
+        ("sop-fast", "sop", ("--sampling", "fast")),
+        ("none-exact", "none", ()),
+        ("none-fast", "none", ("--sampling", "fast")),
+        ("none-dynamic", "none", ("--masking", "dynamic")),
+    ):
         result = _make_shards(root / name, objective, *extra)
         assert result.exit_code == 0, result.output
         made[name] = root / name
@@ -276,8 +306,10 @@ def test_make_shards_records_the_objective_and_inspect_verifies_it(shard_sets, n
 def test_verify_catches_rows_that_break_the_objective(shard_sets, tmp_path):
     import shutil
 
-    for name, key, value, expected in (("sop-exact", "swapped_share", 0.25, "swapped_share is 0.25"),
-                                       ("none-exact", "document_separators", 1, "the manifest says 1")):
+    for name, key, value, expected in (
+        ("sop-exact", "swapped_share", 0.25, "swapped_share is 0.25"),
+        ("none-exact", "document_separators", 1, "the manifest says 1"),
+    ):
         out = tmp_path / name
         shutil.copytree(shard_sets[name], out)
         manifest = json.loads((out / "manifest.json").read_text())
@@ -317,15 +349,35 @@ def _train(shards: Path, out: Path, **overrides):
     from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 
     torch.set_num_threads(1)
-    values = dict(shards=str(shards), output_dir=str(out), preset="tiny", hidden_size=32, num_attention_heads=2,
-                  batch_size=8, max_steps=4, warmup_steps=1, learning_rate=1e-3, log_every=2, save_every=0,
-                  num_workers=0, shuffle_buffer_size=32, progress=False, device="cpu")
+    values = dict(
+        shards=str(shards),
+        output_dir=str(out),
+        preset="tiny",
+        hidden_size=32,
+        num_attention_heads=2,
+        batch_size=8,
+        max_steps=4,
+        warmup_steps=1,
+        learning_rate=1e-3,
+        log_every=2,
+        save_every=0,
+        num_workers=0,
+        shuffle_buffer_size=32,
+        progress=False,
+        device="cpu",
+    )
     values.update(overrides)
     return train(TrainConfig(**values))
 
 
-@pytest.mark.parametrize("name", ["sop-fast", pytest.param("none-exact", marks=pytest.mark.slow),
-                                  pytest.param("none-dynamic", marks=pytest.mark.slow)])  # (slow ones: make test)
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sop-fast",
+        pytest.param("none-exact", marks=pytest.mark.slow),
+        pytest.param("none-dynamic", marks=pytest.mark.slow),
+    ],
+)  # (slow ones: make test)
 def test_train_runs_on_each_objective(shard_sets, tmp_path, name):
     result = _train(shard_sets[name], tmp_path / "run", eval_shards=str(shard_sets[name]), eval_batches=2)
     assert result.step == 4
@@ -345,8 +397,9 @@ def test_train_runs_on_each_objective(shard_sets, tmp_path, name):
 def test_dynamic_masking_of_none_rows_never_masks_a_separator(shard_sets):
     from bertprep.bert_model.pretrain.data import ShardDataset
 
-    dataset = ShardDataset(str(shard_sets["none-dynamic"]), batch_size=16, seed=3, shuffle_buffer_size=16,
-                           infinite=False)
+    dataset = ShardDataset(
+        str(shard_sets["none-dynamic"]), batch_size=16, seed=3, shuffle_buffer_size=16, infinite=False
+    )
     batches = 0
     for batch, _state in dataset:
         assert "next_sentence_label" not in batch
@@ -371,8 +424,9 @@ def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
 
     result = _train(shard_sets["none-exact"], tmp_path / "run", weight_decay=0.0, save_every=2)
     # without a sentence task the NSP head (pooler + seq_relationship) gets no gradient: as initialised
-    before, after = (load_file(str(tmp_path / "run" / "checkpoints" / f"step-00000{k}" / "model.safetensors"))
-                     for k in (2, 4))
+    before, after = (
+        load_file(str(tmp_path / "run" / "checkpoints" / f"step-00000{k}" / "model.safetensors")) for k in (2, 4)
+    )
     for key in ("cls.seq_relationship.weight", "cls.seq_relationship.bias", "bert.pooler.dense.weight"):
         assert torch.equal(before[key], after[key]), key
     assert not torch.equal(before["cls.predictions.bias"], after["cls.predictions.bias"])
@@ -397,17 +451,44 @@ def test_two_process_ddp_trains_on_none_shards(tmp_path):
 
     from test_ddp import WORKER
 
-    made = _run(["make-shards", "-i", f"{FIXTURES}/a.txt,{FIXTURES}/b.txt", "--vocab", str(FIXTURES / "vocab.txt"),
-                 "-o", str(tmp_path / "shards"), "--max-seq-length", "32", "--max-predictions-per-seq", "5",
-                 "--dupe-factor", "1", "--num-shards", "4", "-q", "--objective", "none", *BEAM_IN_PROCESS])
+    made = _run(
+        [
+            "make-shards",
+            "-i",
+            f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
+            "--vocab",
+            str(FIXTURES / "vocab.txt"),
+            "-o",
+            str(tmp_path / "shards"),
+            "--max-seq-length",
+            "32",
+            "--max-predictions-per-seq",
+            "5",
+            "--dupe-factor",
+            "1",
+            "--num-shards",
+            "4",
+            "-q",
+            "--objective",
+            "none",
+            *BEAM_IN_PROCESS,
+        ]
+    )
     assert made.exit_code == 0, made.output
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-           str(tmp_path / "shards"), str(out)]
-    proc = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                          timeout=240)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(script),
+        str(tmp_path / "shards"),
+        str(out),
+    ]
+    proc = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["digest"] == ranks[1]["digest"]

@@ -25,8 +25,15 @@ TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing
 
 def _config(out: Path, **kw) -> ShardsConfig:
     instance = kw.pop("instance", InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2))
-    base = dict(inputs=INPUTS, vocab=VOCAB, output_dir=str(out), instance=instance, input_format="bert",
-                bucket_size=7, num_shards=4)
+    base = dict(
+        inputs=INPUTS,
+        vocab=VOCAB,
+        output_dir=str(out),
+        instance=instance,
+        input_format="bert",
+        bucket_size=7,
+        num_shards=4,
+    )
     base.update(kw)
     return ShardsConfig(**base)
 
@@ -55,8 +62,13 @@ def test_file_scope_is_deterministic_too(tmp_path):
 @pytest.mark.slow
 def test_other_seed_other_shards(tmp_path):
     run_make_shards(_config(tmp_path / "a"), ONE_WORKER)
-    run_make_shards(_config(tmp_path / "b", instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10,
-                                                                   dupe_factor=2, random_seed=1)), ONE_WORKER)
+    run_make_shards(
+        _config(
+            tmp_path / "b",
+            instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, random_seed=1),
+        ),
+        ONE_WORKER,
+    )
     assert _shard_bytes(tmp_path / "a") != _shard_bytes(tmp_path / "b")
 
 

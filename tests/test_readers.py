@@ -57,8 +57,16 @@ def test_expand_inputs_orders_sorts_each_pattern_and_dedupes(tmp_path):
 def test_expand_inputs_directory_is_recursive_sorted_and_skips_hidden_and_readme(tmp_path):
     (tmp_path / "sub" / "deeper").mkdir(parents=True)
     (tmp_path / ".git").mkdir()
-    for rel in ["b.txt", "a.txt", "sub/c.txt", "sub/deeper/d.txt", ".hidden.txt", ".git/config", "README.md",
-                "sub/readme.txt"]:
+    for rel in [
+        "b.txt",
+        "a.txt",
+        "sub/c.txt",
+        "sub/deeper/d.txt",
+        ".hidden.txt",
+        ".git/config",
+        "README.md",
+        "sub/readme.txt",
+    ]:
         (tmp_path / rel).write_text("A sentence.\n")
     got = expand_inputs(str(tmp_path))
     assert got == [str(tmp_path / rel) for rel in ["a.txt", "b.txt", "sub/c.txt", "sub/deeper/d.txt"]]
@@ -162,8 +170,11 @@ def test_gzip_and_bz2_inputs_are_decompressed(tmp_path):
 def test_corrupt_compressed_file_names_the_file(tmp_path):
     path = tmp_path / "broken.txt.gz"
     path.write_bytes(b"this is not gzip data")
-    with pytest.raises(InputError, match=r"broken\.txt\.gz is truncated or corrupt \(gzip: .*incorrect header check"
-                                         r".*re-download it.*gzip -t broken\.txt\.gz"):
+    with pytest.raises(
+        InputError,
+        match=r"broken\.txt\.gz is truncated or corrupt \(gzip: .*incorrect header check"
+        r".*re-download it.*gzip -t broken\.txt\.gz",
+    ):
         read_all(path, "bert")
 
 
@@ -187,7 +198,9 @@ def test_jsonl_text_field_option(tmp_path):
     path.write_text(json.dumps({"content": "Hello there. General Kenobi."}) + "\n")
     docs, _ = read_all(path, "jsonl", text_field="content")
     assert docs[0].sentences == ["Hello there.", "General Kenobi."]
-    with pytest.raises(InputError, match=r"c\.jsonl:1: the JSON object has no field 'text' \(its fields: content\).*--text-field"):
+    with pytest.raises(
+        InputError, match=r"c\.jsonl:1: the JSON object has no field 'text' \(its fields: content\).*--text-field"
+    ):
         read_all(path, "jsonl")
 
 
@@ -215,8 +228,15 @@ def test_wikiextractor_drops_titles_and_counts_empty_articles():
     docs, stats = read_all(FIXTURES / "wiki_docs.txt")
     assert stats.formats == {"wikiextractor": 1}
     assert [(d.line, d.sentences) for d in docs] == [
-        (1, ["Tea and cakes are served at four.", "The custom is old.",
-             "It spread to the U.S. in the 19th century.", "Many people enjoy it."]),
+        (
+            1,
+            [
+                "Tea and cakes are served at four.",
+                "The custom is old.",
+                "It spread to the U.S. in the 19th century.",
+                "Many people enjoy it.",
+            ],
+        ),
         (12, ["A short article has one sentence."]),
     ]
     assert stats.skipped_documents == {"empty": 1}
@@ -282,7 +302,7 @@ def test_text_strips_gutenberg_header_and_footer_and_joins_wrapped_lines():
         "CHAPTER I",
         "It was a dark and stormy night.",
         "The rain fell in torrents, except at occasional intervals, when it was checked by a violent gust of wind.",
-        'Mr. Smith looked out of the window.',
+        "Mr. Smith looked out of the window.",
         '"Stop!" he said.',
         "Nobody moved.",
     ]
@@ -391,8 +411,10 @@ def test_over_long_lines_are_skipped_and_counted(tmp_path, monkeypatch, caplog):
         docs, stats = read_all(path, "bert", max_line_chars=20)
     assert docs[0].sentences == ["Short one.", "Short two.", "Short three."]
     assert stats.skipped_lines == {"over_long_line": 3}
-    assert any("long.txt:2: line longer than 20 characters" in r.message and "--max-line-chars" in r.message
-               for r in caplog.records)
+    assert any(
+        "long.txt:2: line longer than 20 characters" in r.message and "--max-line-chars" in r.message
+        for r in caplog.records
+    )
 
 
 def test_over_long_line_is_never_fully_buffered(tmp_path):
@@ -438,15 +460,38 @@ def test_structured_file_read_as_plain_text_gets_a_hint(caplog):
 
 
 def test_reader_stats_merge_and_json_round_trip():
-    a = ReaderStats(files=1, documents=2, sentences=5, bytes=10, skipped_documents={"empty": 1},
-                    formats={"bert": 1}, undecodable_lines=1)
-    b = ReaderStats(files=2, documents=3, sentences=7, bytes=20, skipped_documents={"empty": 2, "redirect": 1},
-                    skipped_lines={"over_long_line": 4}, formats={"text": 2}, one_sentence_documents=1, empty_files=1)
+    a = ReaderStats(
+        files=1,
+        documents=2,
+        sentences=5,
+        bytes=10,
+        skipped_documents={"empty": 1},
+        formats={"bert": 1},
+        undecodable_lines=1,
+    )
+    b = ReaderStats(
+        files=2,
+        documents=3,
+        sentences=7,
+        bytes=20,
+        skipped_documents={"empty": 2, "redirect": 1},
+        skipped_lines={"over_long_line": 4},
+        formats={"text": 2},
+        one_sentence_documents=1,
+        empty_files=1,
+    )
     merged = ReaderStats().merge(a).merge(b)
     assert merged.to_dict() == {
-        "files": 3, "documents": 5, "sentences": 12, "bytes": 30,
-        "skipped_documents": {"empty": 3, "redirect": 1}, "skipped_lines": {"over_long_line": 4},
-        "undecodable_lines": 1, "one_sentence_documents": 1, "formats": {"bert": 1, "text": 2}, "empty_files": 1,
+        "files": 3,
+        "documents": 5,
+        "sentences": 12,
+        "bytes": 30,
+        "skipped_documents": {"empty": 3, "redirect": 1},
+        "skipped_lines": {"over_long_line": 4},
+        "undecodable_lines": 1,
+        "one_sentence_documents": 1,
+        "formats": {"bert": 1, "text": 2},
+        "empty_files": 1,
     }
     assert ReaderStats.from_dict(json.loads(json.dumps(merged.to_dict()))) == merged
     assert a.to_dict()["skipped_documents"] == {"empty": 1}  # merge does not alias the inputs' dicts
@@ -456,8 +501,15 @@ def test_iter_corpus_texts_yields_every_sentence_in_order(tmp_path):
     (tmp_path / "a.txt").write_text("One.\nTwo.\n\nThree.\n")
     stats = ReaderStats()
     texts = list(iter_corpus_texts([str(tmp_path / "a.txt"), str(FIXTURES / "docs.jsonl")], stats=stats))
-    assert texts == ["One.", "Two.", "Three.", "Dr. Watson arrived at noon.", "He was late.",
-                     "A new paragraph starts here.", "One sentence only."]
+    assert texts == [
+        "One.",
+        "Two.",
+        "Three.",
+        "Dr. Watson arrived at noon.",
+        "He was late.",
+        "A new paragraph starts here.",
+        "One sentence only.",
+    ]
     assert stats.files == 2 and stats.sentences == 7
 
 
@@ -506,8 +558,10 @@ def test_wiki_xml_multistream_bz2_is_read_whole(tmp_path):
     path.write_bytes(bz2.compress(data[:cut]) + bz2.compress(data[cut:]))
     assert detect_format(str(path)) == "wiki-xml"
     docs, _ = read_all(path)
-    assert [d.sentences[-1] for d in docs] == ["The last paragraph mentions entities and an external link.",
-                                               "A kettle boils water."]
+    assert [d.sentences[-1] for d in docs] == [
+        "The last paragraph mentions entities and an external link.",
+        "A kettle boils water.",
+    ]
 
 
 def test_wiki_xml_real_dump_has_no_markup_left(shared_data):
@@ -520,9 +574,15 @@ def test_wiki_xml_real_dump_has_no_markup_left(shared_data):
     for marker in ["{{", "}}", "[[", "]]", "{|", "|-", "==", "<ref", "ref>", "style=", "thumb|", "Category:", "&quot;"]:
         assert not [s for s in sentences if marker in s], marker
     # The opening sentence of the first article, with its links resolved to their text.
-    assert docs[0].sentences[0].startswith("The constructive vote of no confidence (in German: konstruktives "
-                                           "Misstrauensvotum, in Spanish: moción de censura constructiva) is a "
-                                           "variation on the motion of no confidence")
+    assert (
+        docs[0]
+        .sentences[0]
+        .startswith(
+            "The constructive vote of no confidence (in German: konstruktives "
+            "Misstrauensvotum, in Spanish: moción de censura constructiva) is a "
+            "variation on the motion of no confidence"
+        )
+    )
 
 
 def test_wiki_xml_memory_stays_flat_over_many_pages(tmp_path, monkeypatch):
@@ -531,8 +591,11 @@ def test_wiki_xml_memory_stays_flat_over_many_pages(tmp_path, monkeypatch):
     monkeypatch.setattr(readers.files, "BLOCK_SIZE", 64 * 1024)
     page = "<page><title>P{i}</title><ns>0</ns><revision><text>" + "Word " * 200 + "end.</text></revision></page>\n"
     path = tmp_path / "many.xml"
-    path.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">\n'
-                    + "".join(page.format(i=i) for i in range(2000)) + "</mediawiki>\n")
+    path.write_text(
+        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">\n'
+        + "".join(page.format(i=i) for i in range(2000))
+        + "</mediawiki>\n"
+    )
     read_all(TINY_DUMP, segmenter="blingfire")  # imports happen outside the measurement
     tracemalloc.start()
     try:
@@ -545,9 +608,11 @@ def test_wiki_xml_memory_stays_flat_over_many_pages(tmp_path, monkeypatch):
 
 
 def test_wikitext_paragraphs_drops_lists_tables_headers_and_templates():
-    wikitext = ("{{Infobox|a=b}}\nIntro with [[Link|shown text]] and [[Plain]].<ref name=x>cite</ref>\n"
-                "== Heading ==\n* item\n#item\n: indented\n{|\n| cell\n|}\n<ul><li>html item</li></ul>\n"
-                "Body ''italic'' '''bold''' [[Image:x.png|thumb|caption]] end.\n[[Category:X]]")
+    wikitext = (
+        "{{Infobox|a=b}}\nIntro with [[Link|shown text]] and [[Plain]].<ref name=x>cite</ref>\n"
+        "== Heading ==\n* item\n#item\n: indented\n{|\n| cell\n|}\n<ul><li>html item</li></ul>\n"
+        "Body ''italic'' '''bold''' [[Image:x.png|thumb|caption]] end.\n[[Category:X]]"
+    )
     assert readers.wikitext_paragraphs(wikitext) == ["Intro with shown text and Plain.", "Body italic bold end."]
 
 
@@ -583,7 +648,9 @@ def test_parquet_reads_the_text_column_in_batches(tmp_path, monkeypatch):
     docs, stats = read_all(path, text_field="content")
     assert stats.formats == {"parquet": 1}
     assert [d.sentences for d in docs] == [
-        ["Dr. Watson arrived.", "He was late.", "A second paragraph."], ["One sentence."], ["Last one.", "Really."]
+        ["Dr. Watson arrived.", "He was late.", "A second paragraph."],
+        ["One sentence."],
+        ["Last one.", "Really."],
     ]
     assert [d.ordinal for d in docs] == [0, 1, 2]
     assert stats.skipped_documents == {"empty": 2}
@@ -599,7 +666,9 @@ def test_parquet_errors_name_the_column_option(tmp_path):
 
     path = tmp_path / "c.parquet"
     write_parquet(path, pa.table({"body": ["Some text."], "n": [1]}))
-    with pytest.raises(InputError, match=r"c\.parquet: the Parquet file has no column 'text' \(its columns: body, n\).*--text-field"):
+    with pytest.raises(
+        InputError, match=r"c\.parquet: the Parquet file has no column 'text' \(its columns: body, n\).*--text-field"
+    ):
         read_all(path)
     with pytest.raises(InputError, match=r"c\.parquet: column 'n' has type int64, not string.*--text-field"):
         read_all(path, text_field="n")

@@ -17,8 +17,11 @@ def test_resolve_device(monkeypatch):
     assert runtime.resolve_device("auto") == torch.device("cpu")
     assert runtime.resolve_device("cpu") == torch.device("cpu")
     for requested in ("cuda", "cuda:1"):
-        with pytest.raises(ValueError, match=rf"device '{requested}' requested but CUDA is not available; "
-                                             "use --device cpu"):
+        with pytest.raises(
+            ValueError,
+            match=rf"device '{requested}' requested but CUDA is not available; "
+            "use --device cpu",
+        ):
             runtime.resolve_device(requested)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert runtime.resolve_device("auto") == torch.device("cuda")

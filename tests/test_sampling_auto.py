@@ -21,14 +21,17 @@ def _config(**kw) -> ShardsConfig:
     return ShardsConfig(inputs=("x.txt",), vocab=VOCAB, output_dir="out", **kw)
 
 
-@pytest.mark.parametrize("sampling, bucket_size, used", [
-    ("auto", None, "fast"),  # the default: token-sized buckets
-    ("auto", 7, "fast"),
-    ("auto", 0, "exact"),  # one bucket: the original generator's output
-    ("exact", None, "exact"),
-    ("exact", 7, "exact"),
-    ("fast", 0, "fast"),
-])
+@pytest.mark.parametrize(
+    "sampling, bucket_size, used",
+    [
+        ("auto", None, "fast"),  # the default: token-sized buckets
+        ("auto", 7, "fast"),
+        ("auto", 0, "exact"),  # one bucket: the original generator's output
+        ("exact", None, "exact"),
+        ("exact", 7, "exact"),
+        ("fast", 0, "fast"),
+    ],
+)
 def test_auto_resolves_from_the_bucketing_and_explicit_modes_stay(sampling, bucket_size, used):
     config = _config(sampling=sampling, bucket_size=bucket_size)
     assert config.effective_sampling == used
@@ -46,8 +49,12 @@ def test_auto_is_the_default_and_never_refuses_an_option_combination():
         for scheme in ("token", "whole-word", "ngram", "span"):
             for masking in ("static", "dynamic"):
                 for bucket_size in (None, 0):
-                    config = _config(instance=InstanceConfig(objective=objective, masking_scheme=scheme),
-                                     masking=masking, bucket_size=bucket_size, pairing_scope="file")
+                    config = _config(
+                        instance=InstanceConfig(objective=objective, masking_scheme=scheme),
+                        masking=masking,
+                        bucket_size=bucket_size,
+                        pairing_scope="file",
+                    )
                     assert config.effective_sampling == ("exact" if bucket_size == 0 else "fast")
 
 
@@ -75,10 +82,32 @@ def _inputs(tmp_path: Path, copies: int = 2) -> str:
 
 def _make(tmp_path: Path, out: str, *extra: str) -> tuple[dict, dict[str, bytes]]:
     directory = tmp_path / out
-    result = _run(["make-shards", "-i", _inputs(tmp_path), "--vocab", VOCAB, "-o", str(directory),
-                   "--input-format", "bert", "--max-seq-length", "64", "--max-predictions-per-seq", "10",
-                   "--dupe-factor", "2", "--num-shards", "2", "--bucket-tokens", "3000", "-q", *extra,
-                   *BEAM_IN_PROCESS])
+    result = _run(
+        [
+            "make-shards",
+            "-i",
+            _inputs(tmp_path),
+            "--vocab",
+            VOCAB,
+            "-o",
+            str(directory),
+            "--input-format",
+            "bert",
+            "--max-seq-length",
+            "64",
+            "--max-predictions-per-seq",
+            "10",
+            "--dupe-factor",
+            "2",
+            "--num-shards",
+            "2",
+            "--bucket-tokens",
+            "3000",
+            "-q",
+            *extra,
+            *BEAM_IN_PROCESS,
+        ]
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((directory / "manifest.json").read_text())
     return manifest, {p.name: p.read_bytes() for p in sorted(directory.glob("shard-*.arrow"))}

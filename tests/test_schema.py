@@ -13,7 +13,7 @@ from bertprep.pipeline import schema
 
 def test_id_type_is_the_smallest_that_holds_every_id():
     assert schema.id_type_for_vocab(30522) == pa.uint16()
-    assert schema.id_type_for_vocab(2**16) == pa.uint16()      # ids 0..65535
+    assert schema.id_type_for_vocab(2**16) == pa.uint16()  # ids 0..65535
     assert schema.id_type_for_vocab(2**16 + 1) == pa.uint32()
     with pytest.raises(ValueError, match="vocab_size must be positive"):
         schema.id_type_for_vocab(0)

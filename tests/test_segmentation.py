@@ -36,15 +36,21 @@ def test_default_is_syntok_and_is_offered():
     "paragraph, expected",
     [
         ("Mr. Smith went to Washington. He arrived late.", ["Mr. Smith went to Washington.", "He arrived late."]),
-        ("Bring fruit, e.g. apples or pears. Do not bring nuts.",
-         ["Bring fruit, e.g. apples or pears.", "Do not bring nuts."]),
+        (
+            "Bring fruit, e.g. apples or pears. Do not bring nuts.",
+            ["Bring fruit, e.g. apples or pears.", "Do not bring nuts."],
+        ),
         ("The U.S. Army was founded in 1775. It is old.", ["The U.S. Army was founded in 1775.", "It is old."]),
-        ("The price rose to 3.75 dollars. Sales fell by 2.5 percent.",
-         ["The price rose to 3.75 dollars.", "Sales fell by 2.5 percent."]),
+        (
+            "The price rose to 3.75 dollars. Sales fell by 2.5 percent.",
+            ["The price rose to 3.75 dollars.", "Sales fell by 2.5 percent."],
+        ),
         ('"Stop!" he said. Nobody moved.', ['"Stop!" he said.', "Nobody moved."]),
         ("He hesitated... Then he spoke.", ["He hesitated...", "Then he spoke."]),
-        ("J. R. R. Tolkien wrote The Hobbit. It appeared in 1937.",
-         ["J. R. R. Tolkien wrote The Hobbit.", "It appeared in 1937."]),
+        (
+            "J. R. R. Tolkien wrote The Hobbit. It appeared in 1937.",
+            ["J. R. R. Tolkien wrote The Hobbit.", "It appeared in 1937."],
+        ),
     ],
 )
 def test_default_segmenter_on_hard_cases(paragraph, expected):

@@ -16,10 +16,16 @@ VOCAB_SIZE = 1000
 
 def _rows(n: int, first: int) -> pa.Table:
     ids = [[2, first + i, 3, 7, 3] for i in range(n)]
-    return pa.Table.from_pydict({"input_ids": ids, "token_type_ids": [[0, 0, 0, 1, 1]] * n,
-                                 "masked_lm_positions": [[1]] * n, "masked_lm_ids": [[first + i] for i in range(n)],
-                                 "next_sentence_label": [i % 2 for i in range(n)]},
-                                schema=schema.shard_schema(VOCAB_SIZE))
+    return pa.Table.from_pydict(
+        {
+            "input_ids": ids,
+            "token_type_ids": [[0, 0, 0, 1, 1]] * n,
+            "masked_lm_positions": [[1]] * n,
+            "masked_lm_ids": [[first + i] for i in range(n)],
+            "next_sentence_label": [i % 2 for i in range(n)],
+        },
+        schema=schema.shard_schema(VOCAB_SIZE),
+    )
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -42,8 +42,12 @@ def _run(args):
 
 
 def _korean_sentences(ko_dir: Path) -> list[str]:
-    return [s for path in sorted(ko_dir.glob("*.txt"))
-            for doc in read_documents(str(path), input_format="text") for s in doc.sentences]
+    return [
+        s
+        for path in sorted(ko_dir.glob("*.txt"))
+        for doc in read_documents(str(path), input_format="text")
+        for s in doc.sentences
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -75,15 +79,20 @@ def test_none_follows_do_lower_case_as_the_original():
     assert resolve_strip_accents(False, True) is False and resolve_strip_accents(True, False) is True
 
 
-@pytest.mark.parametrize("normalizer, expected", [
-    ({"type": "BertNormalizer", "lowercase": True, "strip_accents": None}, (True, True)),
-    ({"type": "BertNormalizer", "lowercase": False, "strip_accents": None}, (False, False)),
-    ({"type": "BertNormalizer", "lowercase": True, "strip_accents": False}, (True, False)),
-    ({"type": "BertNormalizer", "lowercase": False, "strip_accents": True}, (False, True)),
-    ({"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]},
-     (True, True)),
-    (None, (None, None)),
-])
+@pytest.mark.parametrize(
+    "normalizer, expected",
+    [
+        ({"type": "BertNormalizer", "lowercase": True, "strip_accents": None}, (True, True)),
+        ({"type": "BertNormalizer", "lowercase": False, "strip_accents": None}, (False, False)),
+        ({"type": "BertNormalizer", "lowercase": True, "strip_accents": False}, (True, False)),
+        ({"type": "BertNormalizer", "lowercase": False, "strip_accents": True}, (False, True)),
+        (
+            {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]},
+            (True, True),
+        ),
+        (None, (None, None)),
+    ],
+)
 def test_tokenizer_json_settings_are_read_back(normalizer, expected):
     assert normalizer_settings(normalizer) == expected
 
@@ -113,21 +122,24 @@ def test_vocab_evidence_from_its_korean_entries():
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
 @pytest.mark.parametrize("strip_accents", [None, True, False])
-def test_encoder_ids_equal_the_full_pipeline_with_and_without_stripping(korean, korean_vocab, do_lower_case,
-                                                                        strip_accents):
+def test_encoder_ids_equal_the_full_pipeline_with_and_without_stripping(
+    korean, korean_vocab, do_lower_case, strip_accents
+):
     _, trained, _ = korean_vocab
     vocab = Vocab.from_tokens(trained.tokens)
     encoder = SentenceEncoder(vocab, do_lower_case, strip_accents=strip_accents)
-    ascii_lines = [line for line in (FIXTURES / "vocab" / "heldout.txt").read_text(encoding="utf-8").splitlines()
-                   if line.strip()][:200]
+    ascii_lines = [
+        line for line in (FIXTURES / "vocab" / "heldout.txt").read_text(encoding="utf-8").splitlines() if line.strip()
+    ][:200]
     mixed = ["Café ÉTÉ naïve", "Ελληνικά ά", "Tiếng Việt", "हिन्दी", "\x00ctrl\x7f A-B"]
     sentences = [s for group in zip(korean, ascii_lines) for s in group] + mixed
     assert any(s.isascii() for s in sentences) and not all(s.isascii() for s in sentences)
     expected = [e.ids for e in encoder.tokenizer.encode_batch_fast(sentences, add_special_tokens=False)]
     assert encoder.encode(sentences) == expected
     effective = resolve_strip_accents(strip_accents, do_lower_case)
-    assert encoder.tokenizer.normalizer.normalize_str("한") == (unicodedata.normalize("NFD", "한") if effective
-                                                                else "한")
+    assert encoder.tokenizer.normalizer.normalize_str("한") == (
+        unicodedata.normalize("NFD", "한") if effective else "한"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -187,14 +199,44 @@ def test_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab):
 
 
 def _make_shards(vocab: str, out: Path, *extra: str, ko_dir: Path):
-    return _run(["make-shards", "-i", str(ko_dir), "--input-format", "text", "--vocab", vocab, "-o", str(out),
-                 "--dupe-factor", "1", "--num-shards", "1", "-q", *extra, *BEAM_IN_PROCESS])
+    return _run(
+        [
+            "make-shards",
+            "-i",
+            str(ko_dir),
+            "--input-format",
+            "text",
+            "--vocab",
+            vocab,
+            "-o",
+            str(out),
+            "--dupe-factor",
+            "1",
+            "--num-shards",
+            "1",
+            "-q",
+            *extra,
+            *BEAM_IN_PROCESS,
+        ]
+    )
 
 
 def test_korean_end_to_end_build_vocab_make_shards_inspect(ko_dir, korean, tmp_path):
     vocab_dir = tmp_path / "vocab"
-    built = _run(["build-vocab", str(ko_dir), "-o", str(vocab_dir), "--vocab-size", str(KOREAN_VOCAB_SIZE),
-                  "--input-format", "text", "--no-strip-accents", "-q"])
+    built = _run(
+        [
+            "build-vocab",
+            str(ko_dir),
+            "-o",
+            str(vocab_dir),
+            "--vocab-size",
+            str(KOREAN_VOCAB_SIZE),
+            "--input-format",
+            "text",
+            "--no-strip-accents",
+            "-q",
+        ]
+    )
     assert built.exit_code == 0, built.output
     assert "Warning" not in built.output
     tokens = (vocab_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
@@ -219,8 +261,19 @@ def test_korean_end_to_end_build_vocab_make_shards_inspect(ko_dir, korean, tmp_p
 
     # the defaults: one warning, with the share of the letters read
     default_dir = tmp_path / "default-vocab"
-    default = _run(["build-vocab", str(ko_dir), "-o", str(default_dir), "--vocab-size", str(KOREAN_VOCAB_SIZE),
-                    "--input-format", "text", "-q"])
+    default = _run(
+        [
+            "build-vocab",
+            str(ko_dir),
+            "-o",
+            str(default_dir),
+            "--vocab-size",
+            str(KOREAN_VOCAB_SIZE),
+            "--input-format",
+            "text",
+            "-q",
+        ]
+    )
     assert default.exit_code == 0, default.output
     assert default.output.count("Warning:") == 1
     share = accent_stripping_stats(Counter("".join(korean))).share
@@ -276,8 +329,7 @@ def test_fine_tuning_takes_the_models_record_unless_told_otherwise():
 # bertprep export: the tokenizer files of an exported model tokenize Korean as bertprep did
 
 
-def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab,
-                                                                                       tmp_path):
+def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab, tmp_path):
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
     from bertprep.bert_model import checkpoint as ckpt
@@ -293,11 +345,26 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     vocab_info = {"do_lower_case": True, **({} if strip else {"strip_accents": False})}
     (shards / "manifest.json").write_text(json.dumps({"vocab": vocab_info, "config": {"do_lower_case": True}}))
     torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=len(trained.tokens), hidden_size=32, num_hidden_layers=1,
-                                          num_attention_heads=2, intermediate_size=48, max_position_embeddings=128))
+    model = BertForPreTraining(
+        BertConfig(
+            vocab_size=len(trained.tokens),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=48,
+            max_position_embeddings=128,
+        )
+    )
     state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "x", "shards": str(shards)}}
-    ckpt.save_checkpoint(str(tmp_path / "run"), 1, model=model, optimizer=create_optimizer(model), state=state,
-                         hf_config=model.config.to_hf_dict(), vocab_file=str(outdir / "vocab.txt"))
+    ckpt.save_checkpoint(
+        str(tmp_path / "run"),
+        1,
+        model=model,
+        optimizer=create_optimizer(model),
+        state=state,
+        hf_config=model.config.to_hf_dict(),
+        vocab_file=str(outdir / "vocab.txt"),
+    )
 
     result = _run(["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf")])
     assert result.exit_code == 0, result.output
@@ -305,8 +372,10 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     assert config["strip_accents"] is strip and config["do_lower_case"] is True
     assert load_model_source(str(tmp_path / "hf")).strip_accents is strip  # read back for finetune/predict
     from bertprep.bert_model.inference.fill_mask import load_mlm_model
+
     assert load_mlm_model(str(tmp_path / "hf"))[1].strip_accents is strip
     from bertprep.bert_model.inference.features import load_encoder
+
     assert load_encoder(str(tmp_path / "hf"))[1].strip_accents is strip
 
     hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
@@ -315,7 +384,14 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     hf_ids = hf(korean, add_special_tokens=False)["input_ids"]
     assert hf_ids == pipeline_ids == finetune_ids
     # an explicit override is recorded as given
-    again = _run(["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf2"),
-                  "--strip-accents" if not strip else "--no-strip-accents"])
+    again = _run(
+        [
+            "export",
+            str(tmp_path / "run"),
+            "-o",
+            str(tmp_path / "hf2"),
+            "--strip-accents" if not strip else "--no-strip-accents",
+        ]
+    )
     assert again.exit_code == 0, again.output
     assert json.loads((tmp_path / "hf2" / "tokenizer_config.json").read_text())["strip_accents"] is (not strip)

@@ -26,16 +26,24 @@ def _random_ascii(rng: random.Random, n: int) -> list[str]:
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_ascii_shortcut_equals_full_pipeline_on_fixture_vocab(do_lower_case):
     encoder = SentenceEncoder(load_vocab(str(FIXTURES / "pipeline" / "vocab.txt")), do_lower_case)
-    lines = [line for path in sorted(DEMO_CORPUS.glob("*.txt"))
-             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    rng = random.Random(7)
-    sentences = lines + _random_ascii(rng, 3000) + [
-        "Caf\u00e9 au lait, na\u00efve r\u00e9sum\u00e9.",          # accents: the full pipeline
-        "\u4e2d\u6587 and ASCII",                                     # CJK: the full pipeline
-        "tab\there\r\nand\x0bvertical\x0cfeed\x00nul\x7fdel",        # ASCII controls: the shortcut
-        "",
-        "   ",
+    lines = [
+        line
+        for path in sorted(DEMO_CORPUS.glob("*.txt"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
     ]
+    rng = random.Random(7)
+    sentences = (
+        lines
+        + _random_ascii(rng, 3000)
+        + [
+            "Caf\u00e9 au lait, na\u00efve r\u00e9sum\u00e9.",  # accents: the full pipeline
+            "\u4e2d\u6587 and ASCII",  # CJK: the full pipeline
+            "tab\there\r\nand\x0bvertical\x0cfeed\x00nul\x7fdel",  # ASCII controls: the shortcut
+            "",
+            "   ",
+        ]
+    )
     assert any(not s.isascii() for s in sentences) and sum(s.isascii() for s in sentences) > 3000
     assert sentences != [] and encoder.encode(sentences) == _full_pipeline_ids(encoder, sentences)
 
@@ -82,8 +90,12 @@ def test_word_cache_overflow_and_break_character_give_the_same_ids():
     """A tiny cache is cleared again and again; a sentence holding the batch's own break character
     (\\x1e, a control character the normalizer removes) takes the sentence-by-sentence path."""
     vocab = load_vocab(str(FIXTURES / "pipeline" / "vocab.txt"))
-    lines = [line for path in sorted(DEMO_CORPUS.glob("*.txt"))
-             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:3000]
+    lines = [
+        line
+        for path in sorted(DEMO_CORPUS.glob("*.txt"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ][:3000]
     sentences = lines + ["the\x1ecat sat", "\x1e", "cat\x1e\x1ethe"]
     small = SentenceEncoder(vocab, True, cache_size=300)
     clears = []
@@ -91,10 +103,12 @@ def test_word_cache_overflow_and_break_character_give_the_same_ids():
     small._clear_cache = lambda: (clears.append(len(small._index)), clear())
     expected = _full_pipeline_ids(small, sentences)
     for start in range(0, len(sentences), 100):
-        assert small.encode(sentences[start:start + 100]) == expected[start:start + 100]
+        assert small.encode(sentences[start : start + 100]) == expected[start : start + 100]
     # cleared whenever the next batch would overflow it: it holds at most 300 words, or one batch's words
-    batch_words = max(len({w for x in sentences[k:k + 100] for w in _ASCII_PRE_TOKENS.findall(x.lower())})
-                      for k in range(0, len(sentences), 100))
+    batch_words = max(
+        len({w for x in sentences[k : k + 100] for w in _ASCII_PRE_TOKENS.findall(x.lower())})
+        for k in range(0, len(sentences), 100)
+    )
     assert len(clears) >= 3 and max(clears) <= 1 + max(300, batch_words)
     assert small.encode(["the\x1ecat sat", "cat"]) == _full_pipeline_ids(small, ["the\x1ecat sat", "cat"])
 
@@ -117,9 +131,11 @@ def test_make_shards_text_settings_default_to_the_tokenizer_json_and_refuse_a_co
     assert resolve_text_settings(cased, False, None)[:2] == (False, None)
     with pytest.raises(VocabError) as err:  # a recorded casing contradicted: an error naming both and the fix
         resolve_text_settings(cased, True, None)
-    assert str(err.value) == ("tokenizer.json: the tokenizer was built with lowercase=False but --do-lower-case was "
-                              "given; shards must be tokenized as their vocab was built: pass --no-do-lower-case (or "
-                              "leave it out), or build a vocab with `bertprep build-vocab --do-lower-case`")
+    assert str(err.value) == (
+        "tokenizer.json: the tokenizer was built with lowercase=False but --do-lower-case was "
+        "given; shards must be tokenized as their vocab was built: pass --no-do-lower-case (or "
+        "leave it out), or build a vocab with `bertprep build-vocab --do-lower-case`"
+    )
     assert err.value.option == "--do-lower-case"
     with pytest.raises(VocabError, match="built with lowercase=True but --no-do-lower-case was given") as err:
         resolve_text_settings(no_strip, False, None)

@@ -28,8 +28,16 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def shard_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("shards")
-    write_shard_dir(path, num_shards=4, rows_per_shard=[25, 25, 24, 24], vocab_size=70, max_seq_length=24,
-                    max_predictions_per_seq=4, seed=3, record_batch_rows=10)
+    write_shard_dir(
+        path,
+        num_shards=4,
+        rows_per_shard=[25, 25, 24, 24],
+        vocab_size=70,
+        max_seq_length=24,
+        max_predictions_per_seq=4,
+        seed=3,
+        record_batch_rows=10,
+    )
     return str(path)
 
 
@@ -50,12 +58,20 @@ def _file_order_keys(shard_dir: str) -> list[tuple]:
 
 def test_collate_pads_to_multiple_of_8():
     rows = [
-        {"input_ids": np.array([2, 10, 11, 3, 12, 3], np.uint16), "token_type_ids": np.array([0, 0, 0, 0, 1, 1]),
-         "masked_lm_positions": np.array([1, 4], np.uint16), "masked_lm_ids": np.array([17, 18], np.uint16),
-         "next_sentence_label": 1},
-        {"input_ids": np.arange(11, dtype=np.uint16), "token_type_ids": np.zeros(11, np.uint8),
-         "masked_lm_positions": np.array([5], np.uint16), "masked_lm_ids": np.array([9], np.uint16),
-         "next_sentence_label": 0},
+        {
+            "input_ids": np.array([2, 10, 11, 3, 12, 3], np.uint16),
+            "token_type_ids": np.array([0, 0, 0, 0, 1, 1]),
+            "masked_lm_positions": np.array([1, 4], np.uint16),
+            "masked_lm_ids": np.array([17, 18], np.uint16),
+            "next_sentence_label": 1,
+        },
+        {
+            "input_ids": np.arange(11, dtype=np.uint16),
+            "token_type_ids": np.zeros(11, np.uint8),
+            "masked_lm_positions": np.array([5], np.uint16),
+            "masked_lm_ids": np.array([9], np.uint16),
+            "next_sentence_label": 0,
+        },
     ]
     batch = collate(rows, pad_token_id=7)
     assert batch["input_ids"].shape == (2, 16) and batch["masked_lm_positions"].shape == (2, 8)
@@ -165,8 +181,9 @@ def test_manifest_checks_name_the_problem(tmp_path, shard_dir):
         check_compatible(info, max_seq_length=128, what="checkpoint x")
     with pytest.raises(ValueError, match="max_position_embeddings=16"):
         check_compatible(info, max_position_embeddings=16)
-    check_compatible(info, vocab_sha256=info.vocab_sha256, vocab_size=70, max_seq_length=24,
-                     max_position_embeddings=512)
+    check_compatible(
+        info, vocab_sha256=info.vocab_sha256, vocab_size=70, max_seq_length=24, max_position_embeddings=512
+    )
     with pytest.raises(FileNotFoundError, match="no manifest.json"):
         read_shard_info(str(tmp_path))
 
@@ -188,8 +205,16 @@ def test_row_count_disagreeing_with_manifest_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def dynamic_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("dynamic")
-    write_shard_dir(path, num_shards=2, rows_per_shard=1500, vocab_size=500, max_seq_length=128,
-                    max_predictions_per_seq=20, masking="dynamic", seed=7)
+    write_shard_dir(
+        path,
+        num_shards=2,
+        rows_per_shard=1500,
+        vocab_size=500,
+        max_seq_length=128,
+        max_predictions_per_seq=20,
+        masking="dynamic",
+        seed=7,
+    )
     return str(path)
 
 

@@ -35,9 +35,22 @@ def shards(tmp_path_factory):
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    values = dict(shards=str(root / "train"), output_dir=str(out), preset="tiny", hidden_size=32,
-                  num_attention_heads=2, batch_size=8, max_steps=8, warmup_steps=2, learning_rate=1e-3,
-                  log_every=2, save_every=0, num_workers=0, shuffle_buffer_size=32, progress=False)
+    values = dict(
+        shards=str(root / "train"),
+        output_dir=str(out),
+        preset="tiny",
+        hidden_size=32,
+        num_attention_heads=2,
+        batch_size=8,
+        max_steps=8,
+        warmup_steps=2,
+        learning_rate=1e-3,
+        log_every=2,
+        save_every=0,
+        num_workers=0,
+        shuffle_buffer_size=32,
+        progress=False,
+    )
     values.update(overrides)
     return TrainConfig(**values)
 
@@ -109,22 +122,34 @@ def test_mlm_accuracy_at_mask_counts_only_mask_inputs():
     from bertprep.bert_model.metrics import PretrainingMetrics
 
     MASK, V = 4, 10
-    input_ids = torch.tensor([[2, 4, 5, 4, 3, 9, 3, 0],
-                              [2, 6, 4, 8, 3, 4, 3, 0]])
+    input_ids = torch.tensor([[2, 4, 5, 4, 3, 9, 3, 0], [2, 6, 4, 8, 3, 4, 3, 0]])
     positions = torch.tensor([[1, 2, 3, 0], [1, 2, 3, 5]])
-    labels = torch.tensor([[7, 5, 8, -100],    # [MASK]->7 right, kept 5 right, [MASK]->8 wrong, padding
-                           [9, 1, 8, 2]])      # random 6 for 9 wrong, [MASK]->1 wrong, kept 8 right, [MASK]->2 wrong
+    labels = torch.tensor(
+        [
+            [7, 5, 8, -100],  # [MASK]->7 right, kept 5 right, [MASK]->8 wrong, padding
+            [9, 1, 8, 2],
+        ]
+    )  # random 6 for 9 wrong, [MASK]->1 wrong, kept 8 right, [MASK]->2 wrong
     guesses = torch.where(torch.gather(input_ids, 1, positions) == MASK, 7, torch.gather(input_ids, 1, positions))
     logits = torch.nn.functional.one_hot(guesses, V).float()
-    out = SimpleNamespace(prediction_logits=logits, seq_relationship_logits=torch.zeros(2, 2),
-                          mlm_loss=torch.tensor(1.0), nsp_loss=torch.tensor(0.5))
-    batch = {"input_ids": input_ids, "masked_lm_positions": positions, "masked_lm_ids": labels,
-             "next_sentence_label": torch.tensor([0, 1]), "attention_mask": (input_ids != 0).long()}
+    out = SimpleNamespace(
+        prediction_logits=logits,
+        seq_relationship_logits=torch.zeros(2, 2),
+        mlm_loss=torch.tensor(1.0),
+        nsp_loss=torch.tensor(0.5),
+    )
+    batch = {
+        "input_ids": input_ids,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": labels,
+        "next_sentence_label": torch.tensor([0, 1]),
+        "attention_mask": (input_ids != 0).long(),
+    }
     metrics = PretrainingMetrics("cpu", mask_token_id=MASK)
     metrics.update(batch, out)
     m = metrics.compute()
-    assert m["mlm_accuracy"] == pytest.approx(3 / 7)           # 7 real predictions, 3 right
-    assert m["mlm_accuracy_at_mask"] == pytest.approx(1 / 4)   # 4 at [MASK], 1 right
+    assert m["mlm_accuracy"] == pytest.approx(3 / 7)  # 7 real predictions, 3 right
+    assert m["mlm_accuracy_at_mask"] == pytest.approx(1 / 4)  # 4 at [MASK], 1 right
     assert "mlm_accuracy_at_mask" not in PretrainingMetrics("cpu").compute()
 
 
@@ -132,16 +157,32 @@ def test_mlm_accuracy_at_mask_counts_only_mask_inputs():
 
 
 def test_train_writes_metrics_plot_and_checkpoints(shards, tmp_path):
-    config = _config(shards, tmp_path / "run", eval_shards=str(shards / "eval"), eval_every=4, save_every=4,
-                     keep_last=1, gradient_accumulation_steps=2)
+    config = _config(
+        shards,
+        tmp_path / "run",
+        eval_shards=str(shards / "eval"),
+        eval_every=4,
+        save_every=4,
+        keep_last=1,
+        gradient_accumulation_steps=2,
+    )
     result = train(config)
     assert result.step == 8 and result.stop_reason == "max_steps"
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train_lines = [x for x in lines if x["split"] == "train"]
     eval_lines = [x for x in lines if x["split"] == "eval"]
     assert [x["step"] for x in train_lines] == [2, 4, 6, 8] and [x["step"] for x in eval_lines] == [4, 8]
-    for key in ("loss", "mlm_loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_loss", "nsp_accuracy", "lr",
-                "tokens_per_s", "grad_norm"):
+    for key in (
+        "loss",
+        "mlm_loss",
+        "mlm_accuracy",
+        "mlm_accuracy_at_mask",
+        "nsp_loss",
+        "nsp_accuracy",
+        "lr",
+        "tokens_per_s",
+        "grad_norm",
+    ):
         assert key in train_lines[0]
     assert "mfu" not in train_lines[0]  # CPU: no peak to compare with
     assert train_lines[0]["loss"] == pytest.approx(train_lines[0]["mlm_loss"] + train_lines[0]["nsp_loss"])
@@ -162,8 +203,13 @@ def _weights(model) -> dict[str, torch.Tensor]:
 @pytest.mark.slow
 def test_resume_equals_uninterrupted_run(shards, tmp_path, num_workers, accumulation):
     # Dropout on, shuffling on, evaluation in between: everything that draws random numbers is exercised.
-    common = dict(num_workers=num_workers, gradient_accumulation_steps=accumulation,
-                  eval_shards=str(shards / "eval"), eval_every=3, eval_batches=2)
+    common = dict(
+        num_workers=num_workers,
+        gradient_accumulation_steps=accumulation,
+        eval_shards=str(shards / "eval"),
+        eval_every=3,
+        eval_batches=2,
+    )
     full = train(_config(shards, tmp_path / "full", **common))
     first = train(_config(shards, tmp_path / "parts", stop_after_steps=4, **common))
     assert first.step == 4 and first.stop_reason == "stop_after_steps"
@@ -178,8 +224,11 @@ def test_resume_equals_uninterrupted_run(shards, tmp_path, num_workers, accumula
     init = BertForPreTraining(full.model.config).state_dict()
     assert not torch.equal(init["bert.pooler.dense.weight"], a["bert.pooler.dense.weight"])
     # The resumed run's log continues the first one's instead of starting over.
-    steps = [json.loads(x)["step"] for x in (tmp_path / "parts" / "metrics.jsonl").read_text().splitlines()
-             if json.loads(x)["split"] == "train"]
+    steps = [
+        json.loads(x)["step"]
+        for x in (tmp_path / "parts" / "metrics.jsonl").read_text().splitlines()
+        if json.loads(x)["split"] == "train"
+    ]
     assert steps == [2, 4, 6, 8]
 
 
@@ -189,16 +238,31 @@ def test_resume_refuses_shards_of_another_length_but_init_from_accepts(shards, t
     write_shard_dir(long_shards, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=48, seed=5)
     with pytest.raises(ValueError, match="max_seq_length=48 but checkpoint .* uses max_seq_length=32"):
         train(_config(shards, tmp_path / "phase1", shards=str(long_shards), resume=str(tmp_path / "phase1")))
-    phase2 = train(_config(shards, tmp_path / "phase2", shards=str(long_shards), max_steps=2,
-                           init_from=str(tmp_path / "phase1"), hidden_dropout_prob=0.0, hidden_size=48))
+    phase2 = train(
+        _config(
+            shards,
+            tmp_path / "phase2",
+            shards=str(long_shards),
+            max_steps=2,
+            init_from=str(tmp_path / "phase1"),
+            hidden_dropout_prob=0.0,
+            hidden_size=48,
+        )
+    )
     assert phase2.step == 2
     # The weights fix the architecture (hidden_size 48 is ignored); dropout is a training setting and applies.
     saved = json.loads((tmp_path / "phase2" / "checkpoints" / "step-000002" / "config.json").read_text())
     assert saved["hidden_size"] == 32 and saved["hidden_dropout_prob"] == 0.0
     assert saved["attention_probs_dropout_prob"] == 0.1
     other_vocab = tmp_path / "other_vocab"
-    write_shard_dir(other_vocab, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=32,
-                    vocab=SPECIAL_TOKENS + [f"t{i}" for i in range(59)])
+    write_shard_dir(
+        other_vocab,
+        num_shards=1,
+        rows_per_shard=16,
+        vocab_size=64,
+        max_seq_length=32,
+        vocab=SPECIAL_TOKENS + [f"t{i}" for i in range(59)],
+    )
     with pytest.raises(ValueError, match="made with another vocab"):
         train(_config(shards, tmp_path / "phase3", shards=str(other_vocab), init_from=str(tmp_path / "phase1")))
 
@@ -218,10 +282,36 @@ def test_max_time_stops_cleanly_with_a_checkpoint(shards, tmp_path):
 @pytest.mark.slow
 def test_cli_train_runs_and_resumes(shards, tmp_path):
     out = tmp_path / "cli"
-    args = ["train", "--shards", str(shards / "train"), "--eval-shards", str(shards / "eval"), "-o", str(out),
-            "--preset", "tiny", "--hidden-size", "32", "--num-attention-heads", "2", "--batch-size", "4",
-            "--max-steps", "4", "--warmup-steps", "1", "--log-every", "2", "--eval-every", "2",
-            "--num-workers", "0", "--no-progress", "--stop-after-steps", "2"]
+    args = [
+        "train",
+        "--shards",
+        str(shards / "train"),
+        "--eval-shards",
+        str(shards / "eval"),
+        "-o",
+        str(out),
+        "--preset",
+        "tiny",
+        "--hidden-size",
+        "32",
+        "--num-attention-heads",
+        "2",
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--log-every",
+        "2",
+        "--eval-every",
+        "2",
+        "--num-workers",
+        "0",
+        "--no-progress",
+        "--stop-after-steps",
+        "2",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "step 2 (stop_after_steps); checkpoint" in result.output
@@ -244,12 +334,40 @@ def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_p
     import time
 
     out = tmp_path / "run"
-    args = ["train", "--shards", str(shards / "train"), "-o", str(out), "--preset", "tiny", "--hidden-size", "32",
-            "--num-attention-heads", "2", "--batch-size", "4", "--max-steps", "100000", "--warmup-steps", "1",
-            "--log-every", "1", "--num-workers", "1", "--no-progress", "--device", "cpu"]
-    proc = subprocess.Popen([sys.executable, "-m", "bertprep.cli.main", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    args = [
+        "train",
+        "--shards",
+        str(shards / "train"),
+        "-o",
+        str(out),
+        "--preset",
+        "tiny",
+        "--hidden-size",
+        "32",
+        "--num-attention-heads",
+        "2",
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "100000",
+        "--warmup-steps",
+        "1",
+        "--log-every",
+        "1",
+        "--num-workers",
+        "1",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bertprep.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     metrics = out / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
@@ -262,22 +380,44 @@ def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_p
     assert f"interrupted by {signame}; continue with --resume {out}" in stderr
     (step,) = [int(name.split("-")[1]) for name in os.listdir(out / "checkpoints")]
     assert f"step {step} ({signame}); checkpoint" in stdout and step >= 3
-    result = train(_config(shards, out, batch_size=4, max_steps=100000, warmup_steps=1, log_every=1,
-                           num_workers=1, resume=str(out), stop_after_steps=1))
+    result = train(
+        _config(
+            shards,
+            out,
+            batch_size=4,
+            max_steps=100000,
+            warmup_steps=1,
+            log_every=1,
+            num_workers=1,
+            resume=str(out),
+            stop_after_steps=1,
+        )
+    )
     assert result.step == step + 1 and result.stop_reason == "stop_after_steps"
 
 
 def test_cli_reports_bad_settings_clearly(shards, tmp_path):
-    base = ["train", "--shards", str(shards / "train"), "-o", str(tmp_path / "x"), "--preset", "tiny",
-            "--num-workers", "0", "--no-progress"]
+    base = [
+        "train",
+        "--shards",
+        str(shards / "train"),
+        "-o",
+        str(tmp_path / "x"),
+        "--preset",
+        "tiny",
+        "--num-workers",
+        "0",
+        "--no-progress",
+    ]
     result = CliRunner().invoke(cli, base + ["--warmup-steps", "50", "--max-steps", "10"])
     assert result.exit_code == 2 and "warmup_steps (50) exceeds max_steps (10)" in result.output
     result = CliRunner().invoke(cli, base + ["--num-workers", "8", "--max-steps", "1", "--warmup-steps", "0"])
     assert result.exit_code == 1 and "4 shard file(s) but training reads 8 streams" in result.output
     mismatched = tmp_path / "eval128"
     write_shard_dir(mismatched, num_shards=1, rows_per_shard=8, vocab_size=64, max_seq_length=40)
-    result = CliRunner().invoke(cli, base + ["--eval-shards", str(mismatched), "--max-steps", "1",
-                                             "--warmup-steps", "0"])
+    result = CliRunner().invoke(
+        cli, base + ["--eval-shards", str(mismatched), "--max-steps", "1", "--warmup-steps", "0"]
+    )
     assert result.exit_code == 1 and "max_seq_length=40 but the training shards" in result.output
     result = CliRunner().invoke(cli, base + ["--preset", "huge"])
     assert result.exit_code == 2 and "'huge' is not one of" in result.output
@@ -320,8 +460,9 @@ def test_bf16_autocast_on_cpu_still_overfits_one_batch(shards):
     from bertprep.bert_model.precision import autocast_context
 
     torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=64, hidden_dropout_prob=0.0,
-                                                      attention_probs_dropout_prob=0.0))
+    model = BertForPreTraining(
+        BertConfig.from_preset("tiny", vocab_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    )
     batch = next(iter(ShardLoader(ShardDataset(str(shards / "train"), batch_size=8, shuffle=False))))
     optimizer = create_optimizer(model, learning_rate=2e-3, weight_decay=0.0)
     for _ in range(150):
@@ -347,6 +488,7 @@ def test_train_with_bf16_precision_follows_fp32_and_saves_fp32(shards, tmp_path)
     assert len(losses["bf16"]) == 4
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)  # the same run, within bf16 rounding
     from safetensors.torch import load_file
+
     weights = load_file(os.path.join(result.checkpoint, "model.safetensors"))
     assert {t.dtype for t in weights.values()} == {torch.float32}
     with pytest.raises(ValueError, match="precision must be one of auto, fp32, bf16"):
@@ -378,4 +520,3 @@ def test_nsp_loss_weight_zero_trains_the_masked_lm_alone(shards, tmp_path):
 def test_nsp_loss_weight_must_not_be_negative(shards, tmp_path):
     with pytest.raises(ValueError, match="nsp_loss_weight must be >= 0"):
         _config(shards, tmp_path, nsp_loss_weight=-1.0)
-

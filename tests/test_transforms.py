@@ -49,8 +49,14 @@ def _expected_buckets(config: ShardsConfig, tmp_path: Path) -> dict[int, int]:
         groups[stable_bucket(config.instance.random_seed, FILES[doc[0]], doc[1], num_buckets)].append(doc)
     rows = {}
     for bucket, docs in groups.items():
-        meta, _ = make_bucket_instances(bucket, bucket_documents(sorted(docs, key=lambda d: d[:2])), config,
-                                        VocabIds(vocab), vocab.size, str(tmp_path))
+        meta, _ = make_bucket_instances(
+            bucket,
+            bucket_documents(sorted(docs, key=lambda d: d[:2])),
+            config,
+            VocabIds(vocab),
+            vocab.size,
+            str(tmp_path),
+        )
         rows[bucket] = meta[2]
     return rows
 
@@ -63,8 +69,9 @@ def test_create_training_instances_buckets_as_the_plain_functions(tmp_path, samp
     out_dir = tmp_path / "beam"
     with beam_pipeline() as p:
         out = p | beam.Create(tokenized()) | CreateTrainingInstances(config, FILES, str(out_dir))
-        assert_that(out.buckets | beam.Map(lambda meta: (meta[0], meta[2])), equal_to(sorted(expected.items())),
-                    label="buckets")
+        assert_that(
+            out.buckets | beam.Map(lambda meta: (meta[0], meta[2])), equal_to(sorted(expected.items())), label="buckets"
+        )
         assert_that(out.counts | beam.Map(lambda c: c["buckets"]), equal_to([1] * 5), label="counts")
     for bucket in expected:  # the bucket files are byte for byte the plain function's
         name = f"bucket-{bucket:016d}.arrows"
@@ -78,5 +85,8 @@ def test_process_files_streaming_makes_runs_of_consecutive_documents(tmp_path):
     with beam_pipeline() as p:
         out = p | beam.Create(list(enumerate(FILES))) | ProcessFilesStreaming(config, str(tmp_path))
         assert_that(out.buckets | beam.Map(lambda meta: meta[0]), equal_to(expected_keys), label="buckets")
-        assert_that(out.counts | beam.Filter(lambda c: "reader" in c) | beam.Map(lambda c: c["reader"]["files"]),
-                    equal_to([1, 1]), label="reader")
+        assert_that(
+            out.counts | beam.Filter(lambda c: "reader" in c) | beam.Map(lambda c: c["reader"]["files"]),
+            equal_to([1, 1]),
+            label="reader",
+        )

@@ -357,15 +357,32 @@ def test_cli_builds_a_vocab_dir(runner, tmp_path):
     assert "vocab size: 1,500" in result.output and "## pieces" in result.output and "sentences" in result.output
     assert json.loads((outdir / "tokenizer_config.json").read_text())["do_lower_case"] is True
     assert sorted(os.listdir(outdir)) == [
-        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
     ]
 
 
 def test_cli_cased_directory_input_and_input_file_option(runner, tmp_path):
     outdir = tmp_path / "cased"
     # a directory (README.md in it is skipped by the readers) plus the same file again through -i
-    result = _invoke(runner, FIXTURES, "-i", str(TRAIN), "-o", outdir, "--cased", "--vocab-size", 1500,
-                     "--num-unused", 0, "--input-format", "bert", "-q")
+    result = _invoke(
+        runner,
+        FIXTURES,
+        "-i",
+        str(TRAIN),
+        "-o",
+        outdir,
+        "--cased",
+        "--vocab-size",
+        1500,
+        "--num-unused",
+        0,
+        "--input-format",
+        "bert",
+        "-q",
+    )
     assert result.exit_code == 0, result.output
     lines = _lines(outdir / "vocab.txt")
     assert lines[5] != "[unused0]" and "[unused0]" not in lines
@@ -449,7 +466,9 @@ def test_vocab_from_books_and_wikipedia_covers_other_wikipedia_articles(shared_d
     books = shared_data / "gutenberg"
     wiki = shared_data / "wikipedia" / "wikiextractor-featured" / "AA"
     outdir = tmp_path / "vocab"
-    result = _invoke(runner, books / "austen-persuasion.txt", wiki / "wiki_01", "-o", outdir, "--vocab-size", 6000, "-q")
+    result = _invoke(
+        runner, books / "austen-persuasion.txt", wiki / "wiki_01", "-o", outdir, "--vocab-size", 6000, "-q"
+    )
     assert result.exit_code == 0, result.output
     assert len(_lines(outdir / "vocab.txt")) == 6000
     ours = Tokenizer.from_file(str(outdir / "tokenizer.json"))

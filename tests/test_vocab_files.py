@@ -75,7 +75,9 @@ def test_tokenizer_files_agree_on_class_and_accent_stripping(do_lower_case, stri
 
 
 def test_contract_module_loads_neither_beam_nor_torch():
-    code = ("import sys; import bertprep.pipeline.vocab_files, bertprep.pipeline.masking.rule; "
-            "print(sorted(m for m in ('apache_beam', 'torch') if m in sys.modules))")
+    code = (
+        "import sys; import bertprep.pipeline.vocab_files, bertprep.pipeline.masking.rule; "
+        "print(sorted(m for m in ('apache_beam', 'torch') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -24,7 +24,7 @@ from conftest import need_module
 #: A plug-in word segmenter as a user writes one: any importable ``str -> list[str]``, the words in order.
 #: This one is a greedy longest-match over a tiny Chinese dictionary (what jieba does with a real one and
 #: an HMM for unknown words); other characters are words of one character, spaces are left out.
-FAKE_SEGMENTER = textwrap.dedent('''
+FAKE_SEGMENTER = textwrap.dedent("""
     DICTIONARY = {"中国", "人民", "中华人民共和国", "宪法", "我们"}
     LONGEST = max(map(len, DICTIONARY))
 
@@ -43,7 +43,7 @@ FAKE_SEGMENTER = textwrap.dedent('''
         return [w.upper() for w in text.split()]
 
     NOT_CALLABLE = 3
-''')
+""")
 
 
 @pytest.fixture
@@ -69,7 +69,9 @@ def test_default_words_are_whitespace_and_punctuation(uncased):
     vocab, encoder = uncased
     ids, _ = encoder.encode_flat(["The unaffable cat's whiskers, twice-bitten."])
     starts = default_word_starts(ids, [t.startswith("##") for t in vocab.tokens])
-    assert _grouped(vocab, ids, starts) == ("| the | una ##ffa ##ble | cat | ' | s | w ##his ##kers | , | twice | - | bitten | .")
+    assert _grouped(vocab, ids, starts) == (
+        "| the | una ##ffa ##ble | cat | ' | s | w ##his ##kers | , | twice | - | bitten | ."
+    )
 
 
 def test_plugin_segmenter_groups_pieces_into_its_words(uncased, fake_segmenter_module):
@@ -81,8 +83,9 @@ def test_plugin_segmenter_groups_pieces_into_its_words(uncased, fake_segmenter_m
     assert len(starts) == len(ids)
     # each Chinese character is its own pre-token (and piece); the segmenter's words group them; 'hello'
     # and '。' are words of their own, and each sentence starts a word
-    assert _grouped(vocab, ids, starts) == ("| 中 [UNK] 人 民 [UNK] 和 国 | [UNK] 法 | 我 [UNK] | hello "
-                                            "| 中 国 | 人 民 | 。")
+    assert _grouped(vocab, ids, starts) == (
+        "| 中 [UNK] 人 民 [UNK] 和 国 | [UNK] 法 | 我 [UNK] | hello | 中 国 | 人 民 | 。"
+    )
 
 
 def test_word_starts_from_hand_built_offsets():

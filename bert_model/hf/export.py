@@ -64,9 +64,15 @@ class ExportResult:
     """The model as built from the source (weights loaded strictly)."""
 
 
-def export_model(model_dir: str, output_dir: str, *, vocab_file: str | None = None,
-                 do_lower_case: bool | None = None, strip_accents: bool | None = None,
-                 overwrite: bool = False) -> ExportResult:
+def export_model(
+    model_dir: str,
+    output_dir: str,
+    *,
+    vocab_file: str | None = None,
+    do_lower_case: bool | None = None,
+    strip_accents: bool | None = None,
+    overwrite: bool = False,
+) -> ExportResult:
     """Write ``model_dir``'s model as a ``transformers`` directory at ``output_dir``.
 
     Args:
@@ -84,8 +90,9 @@ def export_model(model_dir: str, output_dir: str, *, vocab_file: str | None = No
         FileExistsError: ``output_dir`` exists, is not empty and ``overwrite`` is false.
     """
     if path_is_within(model_dir, output_dir):
-        raise ExportError(f"{output_dir} is (or holds) the model directory {model_dir}; export to another "
-                          "directory", "--output-dir")
+        raise ExportError(
+            f"{output_dir} is (or holds) the model directory {model_dir}; export to another directory", "--output-dir"
+        )
     source = load_model_source(model_dir)
     if path_is_within(source.path, output_dir):
         raise ExportError(f"{output_dir} holds the model {source.path}; export to another directory", "--output-dir")
@@ -101,11 +108,22 @@ def export_model(model_dir: str, output_dir: str, *, vocab_file: str | None = No
         recorded_strip = source.finetune.get("strip_accents")
     strip = resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, casing)
     model = build_model(source)
-    extra = ({FINETUNE_FILE: {**source.finetune, "do_lower_case": casing, "strip_accents": strip}}
-             if source.finetune else None)
-    path = write_hf_directory(output_dir, model, vocab_tokens=tokens, do_lower_case=casing, strip_accents=strip,
-                              id2label=source.id2label, finetuning_task=source.hf_config.get("finetuning_task"),
-                              extra_json=extra, overwrite=overwrite)
+    extra = (
+        {FINETUNE_FILE: {**source.finetune, "do_lower_case": casing, "strip_accents": strip}}
+        if source.finetune
+        else None
+    )
+    path = write_hf_directory(
+        output_dir,
+        model,
+        vocab_tokens=tokens,
+        do_lower_case=casing,
+        strip_accents=strip,
+        id2label=source.id2label,
+        finetuning_task=source.hf_config.get("finetuning_task"),
+        extra_json=extra,
+        overwrite=overwrite,
+    )
     return ExportResult(path, source, model)
 
 
@@ -118,8 +136,9 @@ def _architecture_of(model: nn.Module) -> str:
     return architecture
 
 
-def hf_config_dict(model: nn.Module, *, id2label: dict[int, str] | None = None,
-                   finetuning_task: str | None = None) -> dict[str, Any]:
+def hf_config_dict(
+    model: nn.Module, *, id2label: dict[int, str] | None = None, finetuning_task: str | None = None
+) -> dict[str, Any]:
     """``config.json`` contents for ``model``: the encoder config, ``architectures``, and for heads
     ``id2label``/``label2id`` (string keys, as Hugging Face writes them) and ``problem_type``."""
     architecture = _architecture_of(model)
@@ -175,8 +194,10 @@ def write_hf_directory(
     """
     config: BertConfig = model.config
     if len(vocab_tokens) != config.vocab_size:
-        raise ValueError(f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is "
-                         f"{config.vocab_size}; pass the vocab the model was trained with")
+        raise ValueError(
+            f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is "
+            f"{config.vocab_size}; pass the vocab the model was trained with"
+        )
     missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
     if missing:
         raise ValueError(f"the vocab lacks {', '.join(missing)}")
@@ -196,8 +217,9 @@ def write_hf_directory(
         set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
         write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
-        for name, text in tokenizer_files(vocab_tokens, do_lower_case, strip_accents=strip_accents,
-                                          model_max_length=config.max_position_embeddings).items():
+        for name, text in tokenizer_files(
+            vocab_tokens, do_lower_case, strip_accents=strip_accents, model_max_length=config.max_position_embeddings
+        ).items():
             write_text_synced(os.path.join(tmp, name), text)
         for name, content in (extra_json or {}).items():
             write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")

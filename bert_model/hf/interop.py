@@ -89,7 +89,8 @@ def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, to
     """
     out: dict[str, torch.Tensor] = {}
     bare = not any(k.startswith("bert.") for k in state_dict) and any(
-        k.startswith(("embeddings.", "encoder.")) for k in state_dict)
+        k.startswith(("embeddings.", "encoder.")) for k in state_dict
+    )
     for key, value in state_dict.items():
         if key.endswith("position_ids"):
             continue
@@ -123,8 +124,10 @@ def read_hf_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
     elif os.path.exists(binary):
         state_dict = torch.load(binary, map_location="cpu", weights_only=True)
     else:
-        raise FileNotFoundError(f"{model_dir}: no model.safetensors or pytorch_model.bin (a Hugging Face BERT "
-                                "directory holds config.json, one of those and vocab.txt)")
+        raise FileNotFoundError(
+            f"{model_dir}: no model.safetensors or pytorch_model.bin (a Hugging Face BERT "
+            "directory holds config.json, one of those and vocab.txt)"
+        )
     return normalize_hf_state_dict(state_dict)
 
 
@@ -249,16 +252,21 @@ def load_model_source(path: str) -> ModelSource:
         weights = load_file(os.path.join(checkpoint_dir, "model.safetensors"), device="cpu")
         vocab_file = os.path.join(checkpoint_dir, "vocab.txt")
         return ModelSource(
-            path=checkpoint_dir, kind="bertprep-checkpoint", config=config, state_dict=weights,
+            path=checkpoint_dir,
+            kind="bertprep-checkpoint",
+            config=config,
+            state_dict=weights,
             architecture=PRETRAINING_ARCHITECTURE,
             vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
             do_lower_case=_do_lower_case_from_checkpoint(state),
-            strip_accents=shards_strip_accents((state.get("data") or {}).get("shards")))
+            strip_accents=shards_strip_accents((state.get("data") or {}).get("shards")),
+        )
     config_path = os.path.join(path, "config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(
             f"{path}: neither a bertprep checkpoint (step-*/state.json) nor a Hugging Face model directory "
-            "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)")
+            "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)"
+        )
     hf_config = _read_json(config_path)
     config = bert_config_from_hf(hf_config, config_path)
     state_dict = read_hf_state_dict(path)
@@ -273,10 +281,17 @@ def load_model_source(path: str) -> ModelSource:
     if strip_accents is None and finetune is not None:
         strip_accents = finetune.get("strip_accents", finetune.get("do_lower_case"))
     return ModelSource(
-        path=path, kind="huggingface", config=config, state_dict=state_dict,
+        path=path,
+        kind="huggingface",
+        config=config,
+        state_dict=state_dict,
         architecture=architectures[0],
         vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
-        do_lower_case=do_lower_case, strip_accents=strip_accents, hf_config=hf_config, finetune=finetune)
+        do_lower_case=do_lower_case,
+        strip_accents=strip_accents,
+        hf_config=hf_config,
+        finetune=finetune,
+    )
 
 
 def infer_architecture(state_dict: dict[str, torch.Tensor]) -> str:
@@ -298,27 +313,33 @@ def resolve_do_lower_case(requested: bool | None, source_value: bool | None, tok
     (uncased when it has almost no upper-case pieces), logging which."""
     if requested is not None:
         if source_value is not None and source_value != requested:
-            logger.warning("do_lower_case=%s given, but the model was trained with do_lower_case=%s",
-                           requested, source_value)
+            logger.warning(
+                "do_lower_case=%s given, but the model was trained with do_lower_case=%s", requested, source_value
+            )
         return requested
     if source_value is not None:
         return source_value
     guess = not looks_cased(tokens)
-    logger.info("the model does not record do_lower_case; the vocab looks %s, so do_lower_case=%s",
-                "uncased" if guess else "cased", guess)
+    logger.info(
+        "the model does not record do_lower_case; the vocab looks %s, so do_lower_case=%s",
+        "uncased" if guess else "cased",
+        guess,
+    )
     return guess
 
 
-def resolve_strip_accents_setting(requested: bool | None, recorded: bool | None, recorded_lower: bool | None,
-                                  do_lower_case: bool) -> bool:
+def resolve_strip_accents_setting(
+    requested: bool | None, recorded: bool | None, recorded_lower: bool | None, do_lower_case: bool
+) -> bool:
     """The accent stripping to tokenize with, given the casing ``do_lower_case`` already chosen: the explicit
     choice (warning when the model recorded the other), else the model's record where it differs from the
     model's recorded casing (a model trained with ``--no-strip-accents``), else ``do_lower_case`` (the
     original's rule, so a casing override changes both as before)."""
     if requested is not None:
         if recorded is not None and recorded != requested:
-            logger.warning("strip_accents=%s given, but the model was trained with strip_accents=%s",
-                           requested, recorded)
+            logger.warning(
+                "strip_accents=%s given, but the model was trained with strip_accents=%s", requested, recorded
+            )
         return requested
     if recorded is not None and (recorded_lower is None or recorded != recorded_lower):
         return recorded
@@ -335,8 +356,10 @@ def build_model(source: ModelSource) -> nn.Module:
         load_state_dict_strict(model, source.state_dict)
         return model
     if source.architecture not in HEADS:
-        raise ValueError(f"{source.path}: architecture {source.architecture!r} is not one bertprep builds; "
-                         f"supported: {PRETRAINING_ARCHITECTURE}, {', '.join(HEADS)}")
+        raise ValueError(
+            f"{source.path}: architecture {source.architecture!r} is not one bertprep builds; "
+            f"supported: {PRETRAINING_ARCHITECTURE}, {', '.join(HEADS)}"
+        )
     cls = HEADS[source.architecture]
     id2label = source.id2label
     if source.architecture == "BertForQuestionAnswering":
@@ -365,20 +388,27 @@ def check_same_vocab(shard_tokens: list[str], model_tokens: list[str] | None, *,
     """
     fix = f"make the shards with the model's vocab: bertprep make-shards --vocab {os.path.join(model, 'vocab.txt')}"
     if model_tokens is None:
-        raise ValueError(f"{model} has no vocab.txt beside its weights, so the shards' vocab cannot be checked "
-                         f"against it; put the model's vocab.txt there ({fix})")
+        raise ValueError(
+            f"{model} has no vocab.txt beside its weights, so the shards' vocab cannot be checked "
+            f"against it; put the model's vocab.txt there ({fix})"
+        )
     for i, (a, b) in enumerate(zip(shard_tokens, model_tokens)):
         if a != b:
-            raise ValueError(f"the vocab of shards {shards} differs from {model}/vocab.txt at id {i}: {a!r} in the "
-                             f"shards, {b!r} in the model; {fix}")
+            raise ValueError(
+                f"the vocab of shards {shards} differs from {model}/vocab.txt at id {i}: {a!r} in the "
+                f"shards, {b!r} in the model; {fix}"
+            )
     if len(shard_tokens) != len(model_tokens):
         i = min(len(shard_tokens), len(model_tokens))
-        raise ValueError(f"the vocab of shards {shards} has {len(shard_tokens)} entries and {model}/vocab.txt "
-                         f"{len(model_tokens)}: they differ from id {i} on; {fix}")
+        raise ValueError(
+            f"the vocab of shards {shards} has {len(shard_tokens)} entries and {model}/vocab.txt "
+            f"{len(model_tokens)}: they differ from id {i} on; {fix}"
+        )
 
 
-def load_pretraining_weights(model: BertForPreTraining, state_dict: dict[str, torch.Tensor]
-                             ) -> tuple[list[str], list[str]]:
+def load_pretraining_weights(
+    model: BertForPreTraining, state_dict: dict[str, torch.Tensor]
+) -> tuple[list[str], list[str]]:
     """Start a ``BertForPreTraining`` from any Hugging Face BERT state dict (normalised names, see
     ``normalize_hf_state_dict``): ``BertModel`` (encoder, maybe without pooler), ``BertForMaskedLM`` (encoder
     and MLM head, no pooler) or ``BertForPreTraining`` (everything), for continued pre-training.
@@ -401,8 +431,10 @@ def load_pretraining_weights(model: BertForPreTraining, state_dict: dict[str, to
         if alias in state_dict:
             value = state_dict.pop(alias)
             if target in state_dict and not torch.equal(value, state_dict[target]):
-                raise ValueError(f"{alias} is not tied to {target} in the source weights; bertprep's MLM decoder "
-                                 "is the word embedding matrix, as in BERT")
+                raise ValueError(
+                    f"{alias} is not tied to {target} in the source weights; bertprep's MLM decoder "
+                    "is the word embedding matrix, as in BERT"
+                )
             state_dict.setdefault(target, value)
     own = {k: v for k, v in model.state_dict().items() if k not in TIED_WEIGHTS_KEYS}
     check_source_weights(own, state_dict, list(own))
@@ -421,29 +453,50 @@ def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -
     if ignored:
         logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
     if info.vocab_file is None:
-        raise ValueError(f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
-                         "make them again with bertprep make-shards")
-    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir,
-                     model=source.path)
+        raise ValueError(
+            f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
+            "make them again with bertprep make-shards"
+        )
+    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
     shards_lower = shards_do_lower_case(info.shard_dir)
     if source.do_lower_case is not None and shards_lower is not None and shards_lower != source.do_lower_case:
-        raise ValueError(f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
-                         f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
-                         f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}")
+        raise ValueError(
+            f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
+            f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
+            f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}"
+        )
     shards_strip = shards_strip_accents(info.shard_dir)
     if source.strip_accents is not None and shards_strip is not None and shards_strip != source.strip_accents:
-        raise ValueError(f"shards {info.shard_dir} were made with strip_accents={shards_strip} but {source.path} "
-                         f"was trained with strip_accents={source.strip_accents}; make the shards with "
-                         f"{'--strip-accents' if source.strip_accents else '--no-strip-accents'}")
-    check_compatible(info, vocab_size=model_config.vocab_size,
-                     max_position_embeddings=model_config.max_position_embeddings, what=source.path)
+        raise ValueError(
+            f"shards {info.shard_dir} were made with strip_accents={shards_strip} but {source.path} "
+            f"was trained with strip_accents={source.strip_accents}; make the shards with "
+            f"{'--strip-accents' if source.strip_accents else '--no-strip-accents'}"
+        )
+    check_compatible(
+        info,
+        vocab_size=model_config.vocab_size,
+        max_position_embeddings=model_config.max_position_embeddings,
+        what=source.path,
+    )
     return model_config
 
 
 __all__ = [
-    "FINETUNE_FILE", "PRETRAINING_ARCHITECTURE", "ModelSource", "bert_config_from_hf", "build_model",
-    "check_same_vocab", "hf_model_config", "infer_architecture", "is_model_source", "load_model_source",
-    "load_pretraining_weights", "normalize_hf_state_dict", "read_hf_state_dict", "resolve_do_lower_case", "resolve_strip_accents_setting",
-    "shards_do_lower_case", "shards_strip_accents",
+    "FINETUNE_FILE",
+    "PRETRAINING_ARCHITECTURE",
+    "ModelSource",
+    "bert_config_from_hf",
+    "build_model",
+    "check_same_vocab",
+    "hf_model_config",
+    "infer_architecture",
+    "is_model_source",
+    "load_model_source",
+    "load_pretraining_weights",
+    "normalize_hf_state_dict",
+    "read_hf_state_dict",
+    "resolve_do_lower_case",
+    "resolve_strip_accents_setting",
+    "shards_do_lower_case",
+    "shards_strip_accents",
 ]
-

@@ -70,8 +70,12 @@ PAIR_SEPARATOR = " ||| "
 # ------------------------------------------------------------------------------------------ the encoder
 
 
-def encoder_hidden_states(bert: BertModel, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                          attention_mask: torch.Tensor | None = None) -> list[torch.Tensor]:
+def encoder_hidden_states(
+    bert: BertModel,
+    input_ids: torch.Tensor,
+    token_type_ids: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+) -> list[torch.Tensor]:
     """Every hidden state of the encoder, as ``transformers`` ``output_hidden_states=True`` returns them.
 
     Args:
@@ -86,10 +90,10 @@ def encoder_hidden_states(bert: BertModel, input_ids: torch.Tensor, token_type_i
     attn_mask = None
     if attention_mask is not None:
         attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-    hidden = bert.embeddings(input_ids, token_type_ids)     # (B, T, H)
+    hidden = bert.embeddings(input_ids, token_type_ids)  # (B, T, H)
     states = [hidden]
     for layer in bert.encoder.layer:
-        hidden = layer(hidden, attn_mask)                   # (B, T, H)
+        hidden = layer(hidden, attn_mask)  # (B, T, H)
         states.append(hidden)
     return states
 
@@ -102,16 +106,19 @@ def resolve_layers(layers: Sequence[int], num_hidden_layers: int) -> list[int]:
     out = []
     for layer in layers:
         if not -(num_hidden_layers + 1) <= layer <= num_hidden_layers:
-            raise ValueError(f"layer {layer} does not exist: the model has {num_hidden_layers} layers, so layers are "
-                             f"0 (embeddings) .. {num_hidden_layers}, or -1 (last) .. -{num_hidden_layers + 1}")
+            raise ValueError(
+                f"layer {layer} does not exist: the model has {num_hidden_layers} layers, so layers are "
+                f"0 (embeddings) .. {num_hidden_layers}, or -1 (last) .. -{num_hidden_layers + 1}"
+            )
         out.append(layer % (num_hidden_layers + 1))
     if len(set(out)) != len(out):
         raise ValueError(f"layers {list(layers)} name the same layer twice")
     return out
 
 
-def load_encoder(model_dir: str, *, do_lower_case: bool | None = None
-                 ) -> tuple[BertModel, WordPieceTokenizer, BertConfig]:
+def load_encoder(
+    model_dir: str, *, do_lower_case: bool | None = None
+) -> tuple[BertModel, WordPieceTokenizer, BertConfig]:
     """The bare encoder (weights of any bertprep checkpoint, fine-tuned head or Hugging Face BERT directory)
     and its tokenizer, in eval mode.
 
@@ -122,7 +129,7 @@ def load_encoder(model_dir: str, *, do_lower_case: bool | None = None
         raise ValueError(f"{model_dir} has no vocab.txt beside its weights")
     bert = BertModel(source.config)
     own = bert.state_dict()
-    weights = {k[len("bert."):]: v for k, v in source.state_dict.items() if k.startswith("bert.")}
+    weights = {k[len("bert.") :]: v for k, v in source.state_dict.items() if k.startswith("bert.")}
     missing = [k for k in own if k not in weights and not k.startswith("pooler.")]
     if missing:
         raise ValueError(f"{model_dir}: the weights lack encoder parameters {missing[:3]}; is it a BERT model?")
@@ -241,11 +248,18 @@ def feature_schema(config: FeatureConfig, hidden_size: int, metadata: dict[str, 
     value = pa.float16() if config.dtype == "float16" else pa.float32()
     vector = pa.list_(value, hidden_size)
     pair = pa.list_(pa.int32(), 2)
-    fields = [pa.field("line", pa.int64()), pa.field("tokens", pa.list_(pa.string())),
-              pa.field("token_type_ids", pa.list_(pa.int8())), pa.field("offsets", pa.list_(pair))]
+    fields = [
+        pa.field("line", pa.int64()),
+        pa.field("tokens", pa.list_(pa.string())),
+        pa.field("token_type_ids", pa.list_(pa.int8())),
+        pa.field("offsets", pa.list_(pair)),
+    ]
     if config.pooling in ("first-piece", "mean-word"):
-        fields += [pa.field("words", pa.list_(pa.string())), pa.field("word_offsets", pa.list_(pair)),
-                   pa.field("word_type_ids", pa.list_(pa.int8()))]
+        fields += [
+            pa.field("words", pa.list_(pa.string())),
+            pa.field("word_offsets", pa.list_(pair)),
+            pa.field("word_type_ids", pa.list_(pa.int8())),
+        ]
     layer_type = vector if config.pooling in ("cls", "mean-sentence") else pa.list_(vector)
     fields += [pa.field(f"layer_{layer}", layer_type) for layer in config.layers]
     return pa.schema(fields, metadata=metadata)
@@ -268,16 +282,22 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     device = resolve_device(config.device)
     bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
     if config.max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError(f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "
-                         f"{bert_config.max_position_embeddings}")
+        raise ValueError(
+            f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "
+            f"{bert_config.max_position_embeddings}"
+        )
     indices = resolve_layers(config.layers, bert_config.num_hidden_layers)
     bert.to(device)
     H = bert_config.hidden_size
     np_dtype = np.float16 if config.dtype == "float16" else np.float32
     pa_dtype = pa.float16() if config.dtype == "float16" else pa.float32()
-    settings = {**{k: v for k, v in asdict(config).items() if k not in ("overwrite", "progress", "device")},
-                "layer_indices": indices, "hidden_size": H, "do_lower_case": tokenizer.do_lower_case,
-                "model": os.path.abspath(config.model)}
+    settings = {
+        **{k: v for k, v in asdict(config).items() if k not in ("overwrite", "progress", "device")},
+        "layer_indices": indices,
+        "hidden_size": H,
+        "do_lower_case": tokenizer.do_lower_case,
+        "model": os.path.abspath(config.model),
+    }
     schema = feature_schema(config, H, {"bertprep": json.dumps(settings)})
     cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
     word_pooling = config.pooling in ("first-piece", "mean-word")
@@ -287,8 +307,11 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     lines = pieces = truncated = 0
     bar = tqdm(disable=not config.progress, unit="line", desc="extract-features")
     try:
-        with atomic_file(config.output_file) as tmp, pa.OSFile(tmp, "wb") as sink, \
-                pa.ipc.new_file(sink, schema) as writer:
+        with (
+            atomic_file(config.output_file) as tmp,
+            pa.OSFile(tmp, "wb") as sink,
+            pa.ipc.new_file(sink, schema) as writer,
+        ):
             for batch in _batches(read_lines(config.input_file), config.batch_size):
                 enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
                 b_texts = [b for _, _, b in batch]
@@ -325,7 +348,7 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
                             offs.append(tuple(enc.offsets[j]))
                             word_of.append(k)
                         for k in range(first_word, len(words)):
-                            words[k] = text[word_offs[k][0]: word_offs[k][1]]
+                            words[k] = text[word_offs[k][0] : word_offs[k][1]]
                         ids.append(sep_id)
                         types.append(seg)
                         toks.append("[SEP]")
@@ -341,26 +364,27 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
                     token_type_ids[i, : len(r[2])] = torch.tensor(r[2])
                     attention_mask[i, : len(r[1])] = 1
                 with torch.no_grad():
-                    states = encoder_hidden_states(bert, input_ids.to(device), token_type_ids.to(device),
-                                                   attention_mask.to(device))
+                    states = encoder_hidden_states(
+                        bert, input_ids.to(device), token_type_ids.to(device), attention_mask.to(device)
+                    )
                     chosen = [states[i].float().cpu().numpy() for i in indices]  # each (B, T, H)
                 del states
                 lengths = [len(r[1]) for r in rows]
                 columns = {
                     "line": pa.array([r[0] for r in rows], type=pa.int64()),
                     "tokens": _lists(pa.array([t for r in rows for t in r[3]], type=pa.string()), lengths),
-                    "token_type_ids": _lists(pa.array(np.concatenate([r[2] for r in rows]).astype(np.int8)),
-                                             lengths),
+                    "token_type_ids": _lists(pa.array(np.concatenate([r[2] for r in rows]).astype(np.int8)), lengths),
                     "offsets": _lists(_pairs([o for r in rows for o in r[4]]), lengths),
                 }
                 word_counts = [len(r[6]) for r in rows]
                 if word_pooling:
-                    columns["words"] = _lists(pa.array([w for r in rows for w in r[6]], type=pa.string()),
-                                              word_counts)
-                    columns["word_offsets"] = _lists(_pairs([tuple(o) for r in rows for o in r[7]] or
-                                                            np.zeros((0, 2))), word_counts)
+                    columns["words"] = _lists(pa.array([w for r in rows for w in r[6]], type=pa.string()), word_counts)
+                    columns["word_offsets"] = _lists(
+                        _pairs([tuple(o) for r in rows for o in r[7]] or np.zeros((0, 2))), word_counts
+                    )
                     columns["word_type_ids"] = _lists(
-                        pa.array(np.asarray([t for r in rows for t in r[8]], dtype=np.int8)), word_counts)
+                        pa.array(np.asarray([t for r in rows for t in r[8]], dtype=np.int8)), word_counts
+                    )
                 for layer, values in zip(config.layers, chosen):
                     pooled = _pool(values, rows, config.pooling)
                     if config.pooling in ("cls", "mean-sentence"):

@@ -71,9 +71,11 @@ def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[Ber
     """
     source = load_model_source(path)
     if source.architecture not in MLM_ARCHITECTURES:
-        raise ValueError(f"{source.path} is a {source.architecture}, which has no masked-LM head, so fill-mask "
-                         f"would show random weights; give a {' or '.join(MLM_ARCHITECTURES)} (e.g. a bertprep "
-                         "pre-training checkpoint: continue pre-training it with bertprep train --init-from)")
+        raise ValueError(
+            f"{source.path} is a {source.architecture}, which has no masked-LM head, so fill-mask "
+            f"would show random weights; give a {' or '.join(MLM_ARCHITECTURES)} (e.g. a bertprep "
+            "pre-training checkpoint: continue pre-training it with bertprep train --init-from)"
+        )
     if source.vocab_tokens is None:
         raise ValueError(f"{source.path} has no vocab.txt beside its weights")
     model = BertForPreTraining(source.config)
@@ -109,8 +111,15 @@ def encode_with_masks(tokenizer: WordPieceTokenizer, text: str) -> tuple[list[in
 
 
 @torch.no_grad()
-def fill_mask(model: BertForPreTraining, tokenizer: WordPieceTokenizer, texts: Sequence[str], *, top_k: int = 5,
-              batch_size: int = 32, device: torch.device | str = "cpu") -> list[FillMaskResult]:
+def fill_mask(
+    model: BertForPreTraining,
+    tokenizer: WordPieceTokenizer,
+    texts: Sequence[str],
+    *,
+    top_k: int = 5,
+    batch_size: int = 32,
+    device: torch.device | str = "cpu",
+) -> list[FillMaskResult]:
     """Top-``top_k`` pieces at every ``[MASK]`` of each text.
 
     Args:
@@ -135,28 +144,26 @@ def fill_mask(model: BertForPreTraining, tokenizer: WordPieceTokenizer, texts: S
             raise ValueError(f"{text[:60]!r}... is {len(ids)} pieces with [CLS]/[SEP]; the model takes at most {limit}")
     results: list[FillMaskResult] = []
     for start in range(0, len(encoded), batch_size):
-        chunk = encoded[start:start + batch_size]
+        chunk = encoded[start : start + batch_size]
         width = max(len(ids) for ids, _ in chunk)
-        input_ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)   # (B, T)
-        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)                     # (B, T)
+        input_ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)  # (B, T)
+        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)  # (B, T)
         for row, (ids, _) in enumerate(chunk):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            attention_mask[row, :len(ids)] = 1
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         sequence_output, _ = model.bert(input_ids, torch.zeros_like(input_ids), attention_mask)  # (B, T, H)
-        where = (input_ids == mask_id).nonzero().tolist()                                        # [(b, t), ...]
+        where = (input_ids == mask_id).nonzero().tolist()  # [(b, t), ...]
         rows = torch.tensor([b for b, _ in where], dtype=torch.long, device=input_ids.device)
         cols = torch.tensor([t for _, t in where], dtype=torch.long, device=input_ids.device)
-        logits = model.cls.predictions(sequence_output[rows, cols]).float()                     # (M, V)
-        probs, top = torch.softmax(logits, dim=-1).topk(top_k, dim=-1)                           # (M, k)
+        logits = model.cls.predictions(sequence_output[rows, cols]).float()  # (M, V)
+        probs, top = torch.softmax(logits, dim=-1).topk(top_k, dim=-1)  # (M, k)
         by_row: dict[int, list[MaskPrediction]] = {}
         for (b, t), p, k in zip(where, probs.tolist(), top.tolist()):
-            by_row.setdefault(b, []).append(
-                MaskPrediction(t, [(tokenizer.tokens[i], float(q)) for i, q in zip(k, p)]))
+            by_row.setdefault(b, []).append(MaskPrediction(t, [(tokenizer.tokens[i], float(q)) for i, q in zip(k, p)]))
         for row, (_, pieces) in enumerate(chunk):
             results.append(FillMaskResult(texts[start + row], pieces, by_row.get(row, [])))
     return results
 
 
-__all__ = ["MLM_ARCHITECTURES", "FillMaskResult", "MaskPrediction", "encode_with_masks", "fill_mask",
-           "load_mlm_model"]
+__all__ = ["MLM_ARCHITECTURES", "FillMaskResult", "MaskPrediction", "encode_with_masks", "fill_mask", "load_mlm_model"]

@@ -58,17 +58,27 @@ def masking_config(info: ShardInfo) -> MaskingConfig:
     is_subword = None
     if info.masking_scheme != "token" and not info.has_word_ids:
         if not info.vocab_file or not os.path.exists(info.vocab_file):
-            raise ValueError(f"shards {info.shard_dir}: dynamic whole-word masking needs the vocab file "
-                             f"{info.vocab_file or 'vocab.txt'} beside the manifest")
+            raise ValueError(
+                f"shards {info.shard_dir}: dynamic whole-word masking needs the vocab file "
+                f"{info.vocab_file or 'vocab.txt'} beside the manifest"
+            )
         with open(info.vocab_file, encoding="utf-8") as f:
             tokens = [line.rstrip("\n") for line in f]
-        is_subword = np.array([t.strip().startswith("##") for t in tokens[:info.vocab_size]], dtype=bool)
+        is_subword = np.array([t.strip().startswith("##") for t in tokens[: info.vocab_size]], dtype=bool)
     ids = info.special_token_ids
-    return MaskingConfig(vocab_size=info.vocab_size, cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
-                         mask_token_id=ids["[MASK]"], masked_lm_prob=info.masked_lm_prob,
-                         max_predictions_per_seq=info.max_predictions_per_seq, is_subword=is_subword,
-                         masking_scheme=info.masking_scheme, max_ngram_size=info.max_ngram_size,
-                         span_geometric_p=info.span_geometric_p, max_span_length=info.max_span_length)
+    return MaskingConfig(
+        vocab_size=info.vocab_size,
+        cls_token_id=ids["[CLS]"],
+        sep_token_id=ids["[SEP]"],
+        mask_token_id=ids["[MASK]"],
+        masked_lm_prob=info.masked_lm_prob,
+        max_predictions_per_seq=info.max_predictions_per_seq,
+        is_subword=is_subword,
+        masking_scheme=info.masking_scheme,
+        max_ngram_size=info.max_ngram_size,
+        span_geometric_p=info.span_geometric_p,
+        max_span_length=info.max_span_length,
+    )
 
 
 # -------------------------------------------------------------------------------------------- shard reading
@@ -110,8 +120,10 @@ class _ShardReader:
                     for name in ("input_ids", "masked_lm_ids"):
                         values = cols[name][1]
                         if len(values) and int(values.max()) >= vocab_size:
-                            raise ValueError(f"{path}: {name} holds id {int(values.max())}, outside the vocab of "
-                                             f"{vocab_size} entries; {damaged}")
+                            raise ValueError(
+                                f"{path}: {name} holds id {int(values.max())}, outside the vocab of "
+                                f"{vocab_size} entries; {damaged}"
+                            )
                 self._batches.append(cols)
                 starts.append(starts[-1] + batch.num_rows)
         except (pa.ArrowException, OSError) as err:
@@ -125,7 +137,7 @@ class _ShardReader:
         out: dict[str, Any] = {}
         for name in self._list_columns:
             offsets, values = cols[name]
-            out[name] = values[offsets[local]:offsets[local + 1]]
+            out[name] = values[offsets[local] : offsets[local + 1]]
         if "next_sentence_label" in cols:
             out["next_sentence_label"] = int(cols["next_sentence_label"][local])
         return out
@@ -221,14 +233,20 @@ class ShardDataset(IterableDataset):
     def stream_shards(self, stream: int, epoch: int) -> list[int]:
         """Shard indices stream ``stream`` reads in ``epoch``, in reading order."""
         order = epoch_shard_order(self.info.num_shards, self.seed, epoch, self.shuffle)
-        return order[stream::self.num_streams]
+        return order[stream :: self.num_streams]
 
     def _fresh_state(self, logical_worker: int, epoch: int = 0) -> dict[str, Any]:
         stream = self.stream_index(logical_worker)
         rng = random.Random(f"bertprep-buffer:{self.seed}:{stream}:{self.num_streams}")
-        return {"stream": logical_worker, "epoch": epoch, "shard": 0, "row": 0, "buffer": [],
-                "rng": _rng_to_json(rng.getstate()),
-                "mask_rng": self._mask_rng(logical_worker, epoch).bit_generator.state}
+        return {
+            "stream": logical_worker,
+            "epoch": epoch,
+            "shard": 0,
+            "row": 0,
+            "buffer": [],
+            "rng": _rng_to_json(rng.getstate()),
+            "mask_rng": self._mask_rng(logical_worker, epoch).bit_generator.state,
+        }
 
     def _mask_rng(self, logical_worker: int, epoch: int) -> np.random.Generator:
         """Generator of the dynamic masking of one stream in one epoch, seeded from (seed, rank, worker, epoch)."""
@@ -237,8 +255,10 @@ class ShardDataset(IterableDataset):
     def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
         worker = get_worker_info()
         if worker is not None and worker.num_workers != self.num_logical_workers:
-            raise RuntimeError(f"ShardDataset built for {self.num_logical_workers} workers runs in "
-                               f"{worker.num_workers}; pass the DataLoader's num_workers to ShardDataset")
+            raise RuntimeError(
+                f"ShardDataset built for {self.num_logical_workers} workers runs in "
+                f"{worker.num_workers}; pass the DataLoader's num_workers to ShardDataset"
+            )
         worker_id = worker.id if worker is not None else 0
         logical = (worker_id + self.worker_offset) % self.num_logical_workers
         state = self.start_states.get(logical) or self._fresh_state(logical)
@@ -267,30 +287,39 @@ class ShardDataset(IterableDataset):
         def read_row(ref: int) -> dict[str, Any]:
             shard = bisect.bisect_right(self._offsets, ref) - 1
             if shard not in readers:
-                readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size,
-                                              self.info.objective)
+                readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size, self.info.objective)
                 if readers[shard].num_rows != self.info.shard_rows[shard]:
-                    raise ValueError(f"{self.info.shard_files[shard]} holds {readers[shard].num_rows} rows, the "
-                                     f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt")
+                    raise ValueError(
+                        f"{self.info.shard_files[shard]} holds {readers[shard].num_rows} rows, the "
+                        f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt"
+                    )
             return readers[shard].row(ref - self._offsets[shard])
 
         def snapshot() -> dict[str, Any]:
-            return {"stream": logical, "epoch": epoch, "shard": shard_pos, "row": row,
-                    "buffer": list(buffer), "rng": _rng_to_json(rng.getstate()),
-                    "mask_rng": mask_rng.bit_generator.state,
-                    "shards": self.stream_shards(stream, epoch)}
+            return {
+                "stream": logical,
+                "epoch": epoch,
+                "shard": shard_pos,
+                "row": row,
+                "buffer": list(buffer),
+                "rng": _rng_to_json(rng.getstate()),
+                "mask_rng": mask_rng.bit_generator.state,
+                "shards": self.stream_shards(stream, epoch),
+            }
 
         def emit(ref: int):
             row_data = read_row(ref)
             if self.masking is not None:
-                ids, positions, labels = mask_instance(row_data["input_ids"], self.masking, mask_rng,
-                                                       word_ids=row_data.get("word_ids"))
+                ids, positions, labels = mask_instance(
+                    row_data["input_ids"], self.masking, mask_rng, word_ids=row_data.get("word_ids")
+                )
                 row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
             row_data.pop("word_ids", None)  # (used for masking; not a model input)
             pending.append(row_data)
             if len(pending) == self.batch_size:
-                batch = collate_numpy(pending, pad_token_id=self.info.pad_token_id,
-                                      pad_to_multiple_of=self.pad_to_multiple_of)
+                batch = collate_numpy(
+                    pending, pad_token_id=self.info.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of
+                )
                 pending.clear()
                 return batch
             return None
@@ -326,8 +355,10 @@ class ShardDataset(IterableDataset):
                 yield batch, snapshot()
         buffer.clear()
         if pending:
-            yield collate_numpy(pending, pad_token_id=self.info.pad_token_id,
-                                pad_to_multiple_of=self.pad_to_multiple_of), snapshot()
+            yield (
+                collate_numpy(pending, pad_token_id=self.info.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of),
+                snapshot(),
+            )
 
 
 @dataclass(frozen=True)

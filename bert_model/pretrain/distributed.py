@@ -57,8 +57,9 @@ def setup_distributed(device: str) -> tuple[DistInfo, torch.device]:
     requested = str(resolve_device(device))
     info = DistInfo()
     if world_size > 1:
-        info = DistInfo(rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-                     world_size=world_size)
+        info = DistInfo(
+            rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")), world_size=world_size
+        )
         if requested.startswith("cuda"):
             requested = f"cuda:{info.local_rank}"
             torch.cuda.set_device(requested)
@@ -103,8 +104,10 @@ class StopSignals:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.received is None:
             self.received = signal.Signals(signum).name
-            logger.warning("%s received: stopping after this step with a checkpoint (send SIGINT again to "
-                           "abort without one)", self.received)
+            logger.warning(
+                "%s received: stopping after this step with a checkpoint (send SIGINT again to abort without one)",
+                self.received,
+            )
         if signum == signal.SIGINT:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -32,7 +32,6 @@ def _as_is(item):
     return item
 
 
-
 #: Seconds between the loader workers' checks that the training process is still alive (the fallback where
 #: ``PR_SET_PDEATHSIG`` is not available).
 PARENT_CHECK_INTERVAL_S = 1.0
@@ -131,8 +130,9 @@ class ShardLoader:
     (``_die_with_parent``).
     """
 
-    def __init__(self, dataset: ShardDataset, *, num_workers: int = 0, pin_memory: bool = False,
-                 prefetch_factor: int = 2):
+    def __init__(
+        self, dataset: ShardDataset, *, num_workers: int = 0, pin_memory: bool = False, prefetch_factor: int = 2
+    ):
         if max(1, num_workers) != dataset.num_logical_workers:
             raise ValueError("ShardLoader num_workers differs from the ShardDataset's num_workers")
         self.dataset = dataset
@@ -199,10 +199,12 @@ class ShardLoader:
         """
         if state.get("format") != CURSOR_FORMAT:
             raise ValueError(f"data cursor format {state.get('format')!r} is not {CURSOR_FORMAT}")
-        same_layout = (state["world_size"] == self.dataset.world_size
-                       and state["num_workers"] == self.dataset.num_logical_workers
-                       and state["seed"] == self.dataset.seed
-                       and state["rank"] == self.dataset.rank)
+        same_layout = (
+            state["world_size"] == self.dataset.world_size
+            and state["num_workers"] == self.dataset.num_logical_workers
+            and state["seed"] == self.dataset.seed
+            and state["rank"] == self.dataset.rank
+        )
         if same_layout:
             self._streams = {i: s for i, s in enumerate(state["streams"]) if s is not None}
             self._batches = int(state["batches"])
@@ -212,8 +214,14 @@ class ShardLoader:
         logger.warning(
             "data cursor was saved with world size %s, %s workers, seed %s; now %s, %s, %s: restarting the data "
             "at the beginning of epoch %d (exact resumption needs the same layout)",
-            state["world_size"], state["num_workers"], state["seed"], self.dataset.world_size,
-            self.dataset.num_logical_workers, self.dataset.seed, epoch)
+            state["world_size"],
+            state["num_workers"],
+            state["seed"],
+            self.dataset.world_size,
+            self.dataset.num_logical_workers,
+            self.dataset.seed,
+            epoch,
+        )
         self._streams = {}
         for i in range(self.dataset.num_logical_workers):
             self._streams[i] = self.dataset._fresh_state(i, epoch)

@@ -91,8 +91,9 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             vocab_file=os.path.join(shard_dir, vocab["file"]) if vocab.get("file") else None,
             shard_sha256=tuple(s.get("sha256") for s in manifest["shards"]),
             objective=str(config.get("objective", "nsp")),
-            masking_scheme=str(config.get("masking_scheme",
-                                          "whole-word" if config.get("do_whole_word_mask") else "token")),
+            masking_scheme=str(
+                config.get("masking_scheme", "whole-word" if config.get("do_whole_word_mask") else "token")
+            ),
             max_ngram_size=int(config.get("max_ngram_size", 3)),
             span_geometric_p=float(config.get("span_geometric_p", 0.2)),
             max_span_length=int(config.get("max_span_length", 10)),
@@ -125,12 +126,16 @@ def verify_shard_files(info: ShardInfo, *, rank: int = 0, world_size: int = 1) -
     expected_sha256 = info.shard_sha256 or (None,) * len(info.shard_files)
     for path, expected in list(zip(info.shard_files, expected_sha256))[rank::world_size]:
         if not os.path.isfile(path):
-            raise ValueError(f"{path} is missing (listed in {info.shard_dir}/{schema.MANIFEST_NAME}); re-create "
-                             "the shards with bertprep make-shards")
+            raise ValueError(
+                f"{path} is missing (listed in {info.shard_dir}/{schema.MANIFEST_NAME}); re-create "
+                "the shards with bertprep make-shards"
+            )
         if expected is not None and schema.sha256_file(path) != expected:
-            raise ValueError(f"{path}: sha256 differs from the one in {schema.MANIFEST_NAME} (the file changed or "
-                             "was truncated after make-shards wrote it); re-create the shards with bertprep "
-                             "make-shards (or train with --no-verify at your own risk)")
+            raise ValueError(
+                f"{path}: sha256 differs from the one in {schema.MANIFEST_NAME} (the file changed or "
+                "was truncated after make-shards wrote it); re-create the shards with bertprep "
+                "make-shards (or train with --no-verify at your own risk)"
+            )
 
 
 def check_compatible(

@@ -114,8 +114,17 @@ class TrainConfig:
         for name in ("batch_size", "gradient_accumulation_steps", "max_steps", "log_every"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("warmup_steps", "eval_every", "eval_batches", "save_every", "keep_last", "num_workers",
-                     "max_grad_norm", "weight_decay", "nsp_loss_weight"):
+        for name in (
+            "warmup_steps",
+            "eval_every",
+            "eval_batches",
+            "save_every",
+            "keep_last",
+            "num_workers",
+            "max_grad_norm",
+            "weight_decay",
+            "nsp_loss_weight",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.warmup_steps > self.max_steps:
@@ -132,8 +141,14 @@ class TrainConfig:
 
     def model_overrides(self) -> dict[str, Any]:
         """The model options given (preset overrides); with ``init_from`` only the dropout ones apply."""
-        names = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-                 "hidden_dropout_prob", "attention_probs_dropout_prob")
+        names = (
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_dropout_prob",
+            "attention_probs_dropout_prob",
+        )
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 

@@ -56,6 +56,7 @@ from bertprep.pipeline import schema
 
 logger = logging.getLogger("bertprep.train")
 
+
 @dataclass
 class TrainResult:
     """What ``train`` returns (on every rank)."""
@@ -95,9 +96,12 @@ def _warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
     else:
         problem = schema.held_out_mismatch(schema.read_manifest(shards), schema.read_manifest(eval_shards))
     if problem:
-        logger.warning("--eval-shards %s: %s; it may share documents with the training data, so the eval "
-                       "figures may be optimistic (make-shards --eval-fraction makes a held-out set)",
-                       eval_shards, problem)
+        logger.warning(
+            "--eval-shards %s: %s; it may share documents with the training data, so the eval "
+            "figures may be optimistic (make-shards --eval-fraction makes a held-out set)",
+            eval_shards,
+            problem,
+        )
 
 
 def _move(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -105,9 +109,15 @@ def _move(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, tor
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: ShardLoader | Any, *, device: torch.device, max_batches: int = 0,
-             autocast: contextlib.AbstractContextManager | None = None,
-             mask_token_id: int | None = None) -> dict[str, float]:
+def evaluate(
+    model: nn.Module,
+    loader: ShardLoader | Any,
+    *,
+    device: torch.device,
+    max_batches: int = 0,
+    autocast: contextlib.AbstractContextManager | None = None,
+    mask_token_id: int | None = None,
+) -> dict[str, float]:
     """Mean MLM / NSP loss and accuracy of ``model`` over ``loader`` (the first ``max_batches``; 0 = all),
     summed over DDP ranks; with ``mask_token_id``, also ``mlm_accuracy_at_mask`` (see ``PretrainingMetrics``).
     The model is put in eval mode and back to train mode afterwards."""
@@ -159,12 +169,15 @@ def train(config: TrainConfig) -> TrainResult:
             dist.destroy_process_group()
 
 
-def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: StopSignals,
-           cleanup: contextlib.ExitStack) -> TrainResult:
+def _train(
+    config: TrainConfig, d: DistInfo, device: torch.device, signals: StopSignals, cleanup: contextlib.ExitStack
+) -> TrainResult:
     t_start = time.monotonic()
     if not config.resume and ckpt.list_checkpoints(os.path.join(config.output_dir, ckpt.CHECKPOINTS_DIR)):
-        raise ValueError(f"{config.output_dir} already holds checkpoints of a run; continue it with --resume "
-                         f"{config.output_dir}, or choose another --output-dir")
+        raise ValueError(
+            f"{config.output_dir} already holds checkpoints of a run; continue it with --resume "
+            f"{config.output_dir}, or choose another --output-dir"
+        )
     info = read_shard_info(config.shards)
     mask_token_id = info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
     no_plot = plotting_unavailable() if d.is_main else None
@@ -194,34 +207,50 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
         ignored = sorted(set(overrides) - set(dropout))
         if ignored:
             logger.warning("model options %s ignored: the model config comes from %s", ignored, source_ckpt)
-        check_compatible(info, vocab_sha256=saved["data"]["vocab_sha256"], vocab_size=model_config.vocab_size,
-                         max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
-                         max_position_embeddings=model_config.max_position_embeddings,
-                         what=f"checkpoint {source_ckpt}")
+        check_compatible(
+            info,
+            vocab_sha256=saved["data"]["vocab_sha256"],
+            vocab_size=model_config.vocab_size,
+            max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
+            max_position_embeddings=model_config.max_position_embeddings,
+            what=f"checkpoint {source_ckpt}",
+        )
     elif hf_source is not None:
         model_config = hf_model_config(config, info, hf_source)
     else:
-        model_config = BertConfig.from_preset(config.preset, vocab_size=info.vocab_size,
-                                              pad_token_id=info.pad_token_id, **config.model_overrides())
-        check_compatible(info, vocab_size=model_config.vocab_size,
-                         max_position_embeddings=model_config.max_position_embeddings)
+        model_config = BertConfig.from_preset(
+            config.preset, vocab_size=info.vocab_size, pad_token_id=info.pad_token_id, **config.model_overrides()
+        )
+        check_compatible(
+            info, vocab_size=model_config.vocab_size, max_position_embeddings=model_config.max_position_embeddings
+        )
     eval_info: ShardInfo | None = None
     if config.eval_shards:
         eval_info = read_shard_info(config.eval_shards)
-        check_compatible(eval_info, vocab_sha256=info.vocab_sha256, vocab_size=model_config.vocab_size,
-                         max_seq_length=info.max_seq_length, what=f"the training shards {config.shards}")
+        check_compatible(
+            eval_info,
+            vocab_sha256=info.vocab_sha256,
+            vocab_size=model_config.vocab_size,
+            max_seq_length=info.max_seq_length,
+            what=f"the training shards {config.shards}",
+        )
         _warn_if_not_held_out(config.shards, config.eval_shards, d.is_main)
     elif d.is_main and os.path.exists(os.path.join(config.shards, schema.EVAL_DIR, schema.MANIFEST_NAME)):
-        logger.info("%s holds the held-out set made with these shards; pass --eval-shards %s to evaluate on it",
-                    os.path.join(config.shards, schema.EVAL_DIR), os.path.join(config.shards, schema.EVAL_DIR))
+        logger.info(
+            "%s holds the held-out set made with these shards; pass --eval-shards %s to evaluate on it",
+            os.path.join(config.shards, schema.EVAL_DIR),
+            os.path.join(config.shards, schema.EVAL_DIR),
+        )
     if config.verify_shards:  # never train on bytes that are not the ones make-shards wrote
         t_verify = time.monotonic()
         for shard_info in (info, eval_info):
             if shard_info is not None:
                 verify_shard_files(shard_info, rank=d.rank, world_size=d.world_size)
         if d.is_main:
-            logger.info("shard files match the sha256 of their manifest (%.1f s; --no-verify skips this)",
-                        time.monotonic() - t_verify)
+            logger.info(
+                "shard files match the sha256 of their manifest (%.1f s; --no-verify skips this)",
+                time.monotonic() - t_verify,
+            )
 
     seed_everything(config.seed)
     model = BertForPreTraining(model_config)
@@ -230,13 +259,22 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
     elif hf_source is not None:
         initialised, unused = load_pretraining_weights(model, hf_source.state_dict)
         if d.is_main:
-            logger.info("weights from %s (%s); initialised as in the original (not in the source): %s",
-                        hf_source.path, hf_source.architecture, ", ".join(initialised) or "none")
+            logger.info(
+                "weights from %s (%s); initialised as in the original (not in the source): %s",
+                hf_source.path,
+                hf_source.architecture,
+                ", ".join(initialised) or "none",
+            )
             if unused:
                 logger.info("not used from %s: %s", hf_source.path, ", ".join(unused))
     model.to(device)
-    optimizer = create_optimizer(model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-                                 betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_epsilon)
+    optimizer = create_optimizer(
+        model,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+    )
     scheduler = create_scheduler(optimizer, warmup_steps=config.warmup_steps, max_steps=config.max_steps)
     step, tokens_seen = 0, 0  # tokens_seen: real (non-padding) tokens this rank trained on
     if config.resume:
@@ -246,11 +284,16 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
         if d.rank < len(saved["ranks"]):
             tokens_seen = saved["ranks"][d.rank].get("tokens_seen", 0)
         old = saved["train_config"]
-        changed = [k for k in ("learning_rate", "warmup_steps", "max_steps", "batch_size",
-                               "gradient_accumulation_steps", "seed") if old.get(k) != getattr(config, k)]
+        changed = [
+            k
+            for k in ("learning_rate", "warmup_steps", "max_steps", "batch_size", "gradient_accumulation_steps", "seed")
+            if old.get(k) != getattr(config, k)
+        ]
         if changed:
-            logger.warning("resuming with different %s than the checkpoint: the run will not equal an "
-                           "uninterrupted one", ", ".join(changed))
+            logger.warning(
+                "resuming with different %s than the checkpoint: the run will not equal an uninterrupted one",
+                ", ".join(changed),
+            )
 
     # Dropout differs across ranks; initialisation above was the same everywhere (and DDP broadcasts rank 0's).
     torch.manual_seed(config.seed + d.rank)
@@ -259,12 +302,20 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
         train_model = torch.compile(model)
     if d.enabled:
         train_model = nn.parallel.DistributedDataParallel(
-            train_model, device_ids=[device.index] if device.type == "cuda" else None)
+            train_model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     eval_model = model if not config.compile else torch.compile(model)
 
-    dataset = ShardDataset(config.shards, batch_size=config.batch_size, seed=config.seed,
-                           shuffle_buffer_size=config.shuffle_buffer_size, rank=d.rank,
-                           world_size=d.world_size, num_workers=config.num_workers, info=info)
+    dataset = ShardDataset(
+        config.shards,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        shuffle_buffer_size=config.shuffle_buffer_size,
+        rank=d.rank,
+        world_size=d.world_size,
+        num_workers=config.num_workers,
+        info=info,
+    )
     loader = ShardLoader(dataset, num_workers=config.num_workers, pin_memory=device.type == "cuda")
     if config.resume:
         ranks = saved["ranks"]
@@ -273,61 +324,102 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
     cleanup.callback(batches.close)  # shuts the loader workers down
 
     def eval_loader() -> ShardLoader:
-        ds = ShardDataset(config.eval_shards, batch_size=config.batch_size, shuffle=False, infinite=False,
-                          rank=d.rank, world_size=d.world_size, num_workers=0, info=eval_info)
+        ds = ShardDataset(
+            config.eval_shards,
+            batch_size=config.batch_size,
+            shuffle=False,
+            infinite=False,
+            rank=d.rank,
+            world_size=d.world_size,
+            num_workers=0,
+            info=eval_info,
+        )
         return ShardLoader(ds, num_workers=0)
 
     autocast = autocast_context(device, config.precision)
     if device.type == "cpu" and uses_bf16(device, config.precision) and cpu_has_native_bf16() is False and d.is_main:
-        logger.warning("precision bf16 on a CPU without bf16 instructions (avx512_bf16/amx_bf16) is emulated "
-                       "and slower than fp32; use --precision fp32")
+        logger.warning(
+            "precision bf16 on a CPU without bf16 instructions (avx512_bf16/amx_bf16) is emulated "
+            "and slower than fp32; use --precision fp32"
+        )
     peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
 
     os.makedirs(config.output_dir, exist_ok=True)
     metrics_path = os.path.join(config.output_dir, "metrics.jsonl")
     writer = JsonlWriter(metrics_path, truncate_after_step=step) if d.is_main else None
     if d.is_main:
-        logger.info("model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d, "
-                    "objective %s; device %s (%s), world size %d; global batch %d",
-                    "from checkpoint" if saved is not None or hf_source is not None else config.preset,
-                    model.num_parameters() / 1e6, config.shards, info.num_shards, info.num_rows,
-                    info.max_seq_length, info.objective, device, "bf16 autocast" if uses_bf16(device, config.precision) else "fp32",
-                    d.world_size,
-                    config.batch_size * config.gradient_accumulation_steps * d.world_size)
+        logger.info(
+            "model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d, "
+            "objective %s; device %s (%s), world size %d; global batch %d",
+            "from checkpoint" if saved is not None or hf_source is not None else config.preset,
+            model.num_parameters() / 1e6,
+            config.shards,
+            info.num_shards,
+            info.num_rows,
+            info.max_seq_length,
+            info.objective,
+            device,
+            "bf16 autocast" if uses_bf16(device, config.precision) else "fp32",
+            d.world_size,
+            config.batch_size * config.gradient_accumulation_steps * d.world_size,
+        )
         if config.resume:
             logger.info("resumed from %s at step %d", source_ckpt, step)
 
     def save(at_step: int) -> str | None:
-        per_rank = gather({"rng": ckpt.capture_rng_state(), "data_cursor": loader.state_dict(),
-                            "tokens_seen": tokens_seen}, d)
+        per_rank = gather(
+            {"rng": ckpt.capture_rng_state(), "data_cursor": loader.state_dict(), "tokens_seen": tokens_seen}, d
+        )
         path = None
         if d.is_main:
             state = {
-                "step": at_step, "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
+                "step": at_step,
+                "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
                 "scheduler": scheduler.state_dict(),
-                "model_config": model_config.to_dict(), "train_config": dataclasses.asdict(config),
-                "data": {"vocab_sha256": info.vocab_sha256, "vocab_size": info.vocab_size,
-                         "max_seq_length": info.max_seq_length, "special_token_ids": info.special_token_ids,
-                         "shards": os.path.abspath(config.shards)},
-                "world_size": d.world_size, "ranks": per_rank, "torch_version": torch.__version__,
+                "model_config": model_config.to_dict(),
+                "train_config": dataclasses.asdict(config),
+                "data": {
+                    "vocab_sha256": info.vocab_sha256,
+                    "vocab_size": info.vocab_size,
+                    "max_seq_length": info.max_seq_length,
+                    "special_token_ids": info.special_token_ids,
+                    "shards": os.path.abspath(config.shards),
+                },
+                "world_size": d.world_size,
+                "ranks": per_rank,
+                "torch_version": torch.__version__,
             }
-            path = ckpt.save_checkpoint(config.output_dir, at_step, model=model, optimizer=optimizer, state=state,
-                                        hf_config=model_config.to_hf_dict(), vocab_file=info.vocab_file,
-                                        keep_last=config.keep_last)
+            path = ckpt.save_checkpoint(
+                config.output_dir,
+                at_step,
+                model=model,
+                optimizer=optimizer,
+                state=state,
+                hf_config=model_config.to_hf_dict(),
+                vocab_file=info.vocab_file,
+                keep_last=config.keep_last,
+            )
         if d.enabled:
             dist.barrier()
         return path
 
     def run_eval(at_step: int) -> dict[str, Any]:
-        result = evaluate(eval_model, eval_loader(), device=device, max_batches=config.eval_batches,
-                          autocast=autocast, mask_token_id=mask_token_id)
+        result = evaluate(
+            eval_model,
+            eval_loader(),
+            device=device,
+            max_batches=config.eval_batches,
+            autocast=autocast,
+            mask_token_id=mask_token_id,
+        )
         record = {"step": at_step, "split": "eval", **result}
         if writer:
             writer.write(record)
-            tqdm.write(f"eval step {at_step}: loss {result['loss']:.4f}, MLM accuracy "
-                       f"{result['mlm_accuracy']:.4f} ({result['mlm_accuracy_at_mask']:.4f} at [MASK])"
-                       + (f", NSP accuracy {result['nsp_accuracy']:.4f}" if result.get("nsp_accuracy") is not None
-                          else ""))
+            tqdm.write(
+                f"eval step {at_step}: loss {result['loss']:.4f}, MLM accuracy "
+                f"{result['mlm_accuracy']:.4f} ({result['mlm_accuracy_at_mask']:.4f} at [MASK])"
+                + (f", NSP accuracy {result['nsp_accuracy']:.4f}" if result.get("nsp_accuracy") is not None else "")
+            )
         return record
 
     # Restore RNG last: everything above may draw from it, the uninterrupted run was past all of it.
@@ -337,8 +429,13 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
             ckpt.restore_rng_state(ranks[d.rank]["rng"])
 
     metrics = PretrainingMetrics(device, mask_token_id)
-    bar = tqdm(total=config.max_steps, initial=step, disable=not (config.progress and d.is_main),
-               dynamic_ncols=True, unit="step")
+    bar = tqdm(
+        total=config.max_steps,
+        initial=step,
+        disable=not (config.progress and d.is_main),
+        dynamic_ncols=True,
+        unit="step",
+    )
     first_step = step
     last_record, last_eval, last_ckpt = None, None, None
     last_saved = step if config.resume else -1
@@ -351,7 +448,7 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
             tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
             batch = _move(batch, device)
             last_micro = micro == config.gradient_accumulation_steps - 1
-            sync = (train_model.no_sync() if d.enabled and not last_micro else contextlib.nullcontext())
+            sync = train_model.no_sync() if d.enabled and not last_micro else contextlib.nullcontext()
             with sync:
                 with autocast:
                     out = train_model(**batch)
@@ -370,14 +467,23 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
             m = metrics.compute(extra={"tokens_seen": tokens_seen})
             metrics.reset()
             if not math.isfinite(m["loss"]):
-                raise FloatingPointError(f"training loss is {m['loss']} at step {step}; lower --learning-rate "
-                                         "or raise --warmup-steps")
-            record = {"step": step, "split": "train", "loss": m["loss"], "mlm_loss": m["mlm_loss"],
-                      "mlm_accuracy": m["mlm_accuracy"], "mlm_accuracy_at_mask": m["mlm_accuracy_at_mask"],
-                      "nsp_loss": m["nsp_loss"],
-                      "nsp_accuracy": m["nsp_accuracy"], "lr": lr,
-                      "tokens_per_s": m["tokens"] / elapsed, "tokens_seen": int(m["tokens_seen"]),
-                      "elapsed_s": time.monotonic() - t_start}
+                raise FloatingPointError(
+                    f"training loss is {m['loss']} at step {step}; lower --learning-rate or raise --warmup-steps"
+                )
+            record = {
+                "step": step,
+                "split": "train",
+                "loss": m["loss"],
+                "mlm_loss": m["mlm_loss"],
+                "mlm_accuracy": m["mlm_accuracy"],
+                "mlm_accuracy_at_mask": m["mlm_accuracy_at_mask"],
+                "nsp_loss": m["nsp_loss"],
+                "nsp_accuracy": m["nsp_accuracy"],
+                "lr": lr,
+                "tokens_per_s": m["tokens"] / elapsed,
+                "tokens_seen": int(m["tokens_seen"]),
+                "elapsed_s": time.monotonic() - t_start,
+            }
             if grad_norm is not None:
                 record["grad_norm"] = float(grad_norm)
             if peak is not None:
@@ -388,8 +494,12 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
             if writer:
                 writer.write(record)
                 nsp = {"nsp_acc": f"{m['nsp_accuracy']:.3f}"} if m["nsp_accuracy"] is not None else {}
-                bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['mlm_accuracy']:.3f}", **nsp,
-                                tok_s=f"{record['tokens_per_s']:.0f}")
+                bar.set_postfix(
+                    loss=f"{m['loss']:.3f}",
+                    mlm_acc=f"{m['mlm_accuracy']:.3f}",
+                    **nsp,
+                    tok_s=f"{record['tokens_per_s']:.0f}",
+                )
             window_start, paused = time.monotonic(), 0.0
 
         t_pause = time.monotonic()
@@ -399,8 +509,7 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
         if config.stop_after_steps is not None and step - first_step >= config.stop_after_steps:
             stop, stop_reason = True, "stop_after_steps"
         # Every rank must leave the loop at the same step: a deadline or signal seen by one rank stops them all.
-        timed_out = (config.max_time_minutes is not None
-                     and time.monotonic() - t_start >= config.max_time_minutes * 60)
+        timed_out = config.max_time_minutes is not None and time.monotonic() - t_start >= config.max_time_minutes * 60
         any_timed_out, any_signal = any_rank((timed_out, signals.received is not None), d, device)
         if any_timed_out:
             stop, stop_reason = True, "max_time"
@@ -422,8 +531,15 @@ def _train(config: TrainConfig, d: DistInfo, device: torch.device, signals: Stop
         if not no_plot:
             plot_metrics(metrics_path, os.path.join(config.output_dir, "metrics.png"))
         logger.info("stopped at step %d (%s); checkpoint %s", step, stop_reason, last_ckpt)
-    return TrainResult(step=step, model=model, checkpoint=last_ckpt, metrics=last_record, eval_metrics=last_eval,
-                       data_cursor=loader.state_dict(), stop_reason=stop_reason)
+    return TrainResult(
+        step=step,
+        model=model,
+        checkpoint=last_ckpt,
+        metrics=last_record,
+        eval_metrics=last_eval,
+        data_cursor=loader.state_dict(),
+        stop_reason=stop_reason,
+    )
 
 
 __all__ = ["DROPOUT_OPTIONS", "TASKS", "TrainConfig", "TrainResult", "evaluate", "train"]

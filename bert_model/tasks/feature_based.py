@@ -61,9 +61,15 @@ class BertFeatureBasedForTokenClassification(nn.Module):
     architecture = "BertFeatureBasedForTokenClassification"
     per_token_outputs: tuple[str, ...] = ("logits",)
 
-    def __init__(self, config: BertConfig, num_labels: int, feature_based: str = "last4-concat",
-                 lstm_hidden_size: int | None = None, dropout: float | None = None,
-                 feature_cache_mb: float = 2048.0):
+    def __init__(
+        self,
+        config: BertConfig,
+        num_labels: int,
+        feature_based: str = "last4-concat",
+        lstm_hidden_size: int | None = None,
+        dropout: float | None = None,
+        feature_cache_mb: float = 2048.0,
+    ):
         super().__init__()
         if num_labels < 2:
             raise ValueError(f"token classification needs at least 2 labels, got {num_labels}")
@@ -78,9 +84,14 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         self.bert.pooler = nn.Identity()
         self.bert.requires_grad_(False)
         hidden = lstm_hidden_size or config.hidden_size
-        self.lstm = nn.LSTM(feature_width(feature_based, config.hidden_size), hidden, num_layers=2,
-                            bidirectional=True, batch_first=True,
-                            dropout=config.hidden_dropout_prob if dropout is None else dropout)
+        self.lstm = nn.LSTM(
+            feature_width(feature_based, config.hidden_size),
+            hidden,
+            num_layers=2,
+            bidirectional=True,
+            batch_first=True,
+            dropout=config.hidden_dropout_prob if dropout is None else dropout,
+        )
         self.dropout = nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout)
         self.classifier = nn.Linear(2 * hidden, num_labels)
         _init_linear(self.classifier, config.initializer_range)
@@ -97,8 +108,9 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         return self
 
     @torch.no_grad()
-    def frozen_features(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor,
-                        lengths: torch.Tensor) -> torch.Tensor:
+    def frozen_features(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: torch.Tensor
+    ) -> torch.Tensor:
         """The BiLSTM input [B, T, width] (0 at padding), from the cache where every sequence of the batch is
         in it, else from the encoder (then cached while the cache is under ``feature_cache_mb``)."""
         B, T = input_ids.shape
@@ -120,9 +132,13 @@ class BertFeatureBasedForTokenClassification(nn.Module):
                 self._cache_bytes += row.numel() * row.element_size()
         return features
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None
-                ) -> TokenClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TokenClassifierOutput:
         """Tag scores of a padded batch.
 
         Args:
@@ -142,11 +158,12 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         packed = pack_padded_sequence(self.dropout(features), lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.lstm(packed)
         output, _ = pad_packed_sequence(output, batch_first=True, total_length=T)  # (B, T, 2 * hidden)
-        logits = self.classifier(self.dropout(output))                             # (B, T, C)
+        logits = self.classifier(self.dropout(output))  # (B, T, C)
         out = TokenClassifierOutput(logits)
         if labels is not None:
-            out.loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(),
-                                       ignore_index=IGNORE_INDEX)
+            out.loss = F.cross_entropy(
+                logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
+            )
         return out
 
 

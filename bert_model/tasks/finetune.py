@@ -59,6 +59,7 @@ from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
 logger = logging.getLogger("bertprep.finetune")
 
+
 @dataclass
 class FinetuneConfig:
     """Training settings of ``bertprep finetune`` (the task's own settings live in the task object)."""
@@ -121,8 +122,10 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         if self.init_from is None and (self.preset is None or self.vocab is None):
-            raise ValueError("give init_from (a pre-trained checkpoint or Hugging Face directory), or preset and "
-                             "vocab for a randomly initialised model")
+            raise ValueError(
+                "give init_from (a pre-trained checkpoint or Hugging Face directory), or preset and "
+                "vocab for a randomly initialised model"
+            )
         if self.random_init and self.init_from is None:
             raise ValueError("random_init takes the config from init_from; give init_from (or preset + vocab)")
         if self.preset is not None and self.preset not in PRESETS:
@@ -159,7 +162,6 @@ class FinetuneResult:
     model: nn.Module
 
 
-
 # -------------------------------------------------------------------------------------------- the model
 
 
@@ -170,37 +172,54 @@ def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | Non
         bert_config = source.config
         tokens = read_vocab_file(config.vocab) if config.vocab else source.vocab_tokens
         if tokens is None:
-            raise ValueError(f"{config.init_from} has no vocab.txt beside its weights; pass --vocab (the vocab the "
-                             "model was pre-trained with)")
+            raise ValueError(
+                f"{config.init_from} has no vocab.txt beside its weights; pass --vocab (the vocab the "
+                "model was pre-trained with)"
+            )
         if config.vocab and source.vocab_tokens is not None and tokens != source.vocab_tokens:
             logger.warning("--vocab %s differs from the vocab saved with %s", config.vocab, source.path)
         do_lower_case = resolve_do_lower_case(config.do_lower_case, source.do_lower_case, tokens)
-        strip_accents = resolve_strip_accents_setting(config.strip_accents, source.strip_accents,
-                                                      source.do_lower_case, do_lower_case)
+        strip_accents = resolve_strip_accents_setting(
+            config.strip_accents, source.strip_accents, source.do_lower_case, do_lower_case
+        )
     else:
         tokens = read_vocab_file(config.vocab)  # type: ignore[arg-type]
-        bert_config = BertConfig.from_preset(config.preset, vocab_size=len(tokens),  # type: ignore[arg-type]
-                                             pad_token_id=tokens.index("[PAD]"))
+        bert_config = BertConfig.from_preset(
+            config.preset,
+            vocab_size=len(tokens),  # type: ignore[arg-type]
+            pad_token_id=tokens.index("[PAD]"),
+        )
         do_lower_case = resolve_do_lower_case(config.do_lower_case, None, tokens)
         strip_accents = resolve_strip_accents_setting(config.strip_accents, None, None, do_lower_case)
     if len(tokens) != bert_config.vocab_size:
-        raise ValueError(f"the vocab has {len(tokens)} entries but the model's vocab_size is "
-                         f"{bert_config.vocab_size}; pass the vocab the model was trained with (--vocab)")
+        raise ValueError(
+            f"the vocab has {len(tokens)} entries but the model's vocab_size is "
+            f"{bert_config.vocab_size}; pass the vocab the model was trained with (--vocab)"
+        )
     return bert_config, source, WordPieceTokenizer.from_tokens(tokens, do_lower_case, strip_accents)
 
 
 def _finetune_json(task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> dict[str, Any]:
-    return {**task.to_json(), "do_lower_case": tokenizer.do_lower_case, "strip_accents": tokenizer.strip_accents,
-            **extra}
+    return {
+        **task.to_json(),
+        "do_lower_case": tokenizer.do_lower_case,
+        "strip_accents": tokenizer.strip_accents,
+        **extra,
+    }
 
 
-def _save_model(path: str, model: nn.Module, task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]
-                ) -> str:
+def _save_model(path: str, model: nn.Module, task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> str:
     return write_hf_directory(
-        path, model, vocab_tokens=tokenizer.tokens, do_lower_case=tokenizer.do_lower_case,
+        path,
+        model,
+        vocab_tokens=tokenizer.tokens,
+        do_lower_case=tokenizer.do_lower_case,
         strip_accents=tokenizer.strip_accents,
-        id2label=task.id2label, finetuning_task=getattr(task, "glue_task", None) or task.name,
-        extra_json={FINETUNE_FILE: _finetune_json(task, tokenizer, extra)}, overwrite=True)
+        id2label=task.id2label,
+        finetuning_task=getattr(task, "glue_task", None) or task.name,
+        extra_json={FINETUNE_FILE: _finetune_json(task, tokenizer, extra)},
+        overwrite=True,
+    )
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning
@@ -224,19 +243,25 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
     t_start = time.monotonic()
     for what, given in (("--init-from", config.init_from), ("--vocab", config.vocab)):
         if given and path_is_within(given, config.output_dir):
-            raise ValueError(f"{what} {given} lies in --output-dir {config.output_dir}, whose run files (best/, "
-                             "results.json, metrics.jsonl, eval_predictions.*) this run replaces; choose an "
-                             "--output-dir outside the model it starts from")
+            raise ValueError(
+                f"{what} {given} lies in --output-dir {config.output_dir}, whose run files (best/, "
+                "results.json, metrics.jsonl, eval_predictions.*) this run replaces; choose an "
+                "--output-dir outside the model it starts from"
+            )
     previous = _run_files(config.output_dir)
     if "best" in previous or "results.json" in previous:
         if not config.overwrite:
-            raise FileExistsError(f"{config.output_dir} already holds a fine-tuning run; choose another "
-                                  "--output-dir or pass --overwrite")
+            raise FileExistsError(
+                f"{config.output_dir} already holds a fine-tuning run; choose another --output-dir or pass --overwrite"
+            )
         # Write beside, then swap: the previous run stays whole until this one has completed.
         staging = os.path.join(config.output_dir, f"{_STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
-        logger.info("the previous run in %s is replaced only when this one completes; until then this run is "
-                    "written to %s", config.output_dir, staging)
+        logger.info(
+            "the previous run in %s is replaced only when this one completes; until then this run is written to %s",
+            config.output_dir,
+            staging,
+        )
         try:
             result = _finetune(config, task, staging, t_start)
         except BaseException:
@@ -267,7 +292,7 @@ def _remove_stale_staging(output_dir: str) -> None:
     ``output_dir``; those of live processes, and of other hosts, are kept."""
     prefix = f"{_STAGING_PREFIX}{socket.gethostname()}-"
     for name in os.listdir(output_dir):
-        pid = name[len(prefix):]
+        pid = name[len(prefix) :]
         if not name.startswith(prefix) or not pid.isdigit():
             continue
         try:
@@ -303,8 +328,10 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
         shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     max_seq_length = task.max_seq_length
     if max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
-                         f"{bert_config.max_position_embeddings}")
+        raise ValueError(
+            f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
+            f"{bert_config.max_position_embeddings}"
+        )
 
     train_examples = task.read(config.train_file, limit=config.max_train_examples, split="train")
     task.prepare(train_examples)
@@ -328,46 +355,81 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
     steps_per_epoch = math.ceil(len(train_features) / config.batch_size)
     num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
     warmup_steps = int(config.warmup_proportion * num_train_steps)
-    optimizer = create_optimizer(model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-                                 eps=config.adam_epsilon)
+    optimizer = create_optimizer(
+        model, learning_rate=config.learning_rate, weight_decay=config.weight_decay, eps=config.adam_epsilon
+    )
     scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
     generator = torch.Generator().manual_seed(config.seed)
     loader = torch.utils.data.DataLoader(
-        train_features, batch_size=config.batch_size, shuffle=True, generator=generator,
-        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id))
+        train_features,
+        batch_size=config.batch_size,
+        shuffle=True,
+        generator=generator,
+        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id),
+    )
 
     os.makedirs(run_dir, exist_ok=True)
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     writer = JsonlWriter(metrics_path)
-    logger.info("%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
-                "lr %g, batch %d, device %s, init %s", task.name, len(train_examples), len(train_features),
-                len(eval_examples or []), num_train_steps, steps_per_epoch, warmup_steps, config.learning_rate,
-                config.batch_size, device, init)
-    run_info = {"init": init, "random_init": source is None or config.random_init,
-                "train_file": os.path.abspath(config.train_file),
-                "eval_file": os.path.abspath(config.eval_file) if config.eval_file else None,
-                "train_examples": len(train_examples), "train_features": len(train_features),
-                "eval_examples": len(eval_examples or []), "seed": config.seed,
-                "learning_rate": config.learning_rate, "batch_size": config.batch_size,
-                "num_train_steps": num_train_steps, "warmup_steps": warmup_steps}
+    logger.info(
+        "%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
+        "lr %g, batch %d, device %s, init %s",
+        task.name,
+        len(train_examples),
+        len(train_features),
+        len(eval_examples or []),
+        num_train_steps,
+        steps_per_epoch,
+        warmup_steps,
+        config.learning_rate,
+        config.batch_size,
+        device,
+        init,
+    )
+    run_info = {
+        "init": init,
+        "random_init": source is None or config.random_init,
+        "train_file": os.path.abspath(config.train_file),
+        "eval_file": os.path.abspath(config.eval_file) if config.eval_file else None,
+        "train_examples": len(train_examples),
+        "train_features": len(train_features),
+        "eval_examples": len(eval_examples or []),
+        "seed": config.seed,
+        "learning_rate": config.learning_rate,
+        "batch_size": config.batch_size,
+        "num_train_steps": num_train_steps,
+        "warmup_steps": warmup_steps,
+    }
 
     best: dict[str, Any] = {"value": -math.inf, "metrics": None, "step": 0}
     suffix = PREDICTION_SUFFIX[task.name]
 
     def evaluate(at_step: int, epoch: float) -> None:
-        outputs = run_model(model, eval_features, batch_size=config.eval_batch_size, device=device,
-                            pad_token_id=tokenizer.pad_token_id, progress=config.progress,
-                            precision=config.precision)
+        outputs = run_model(
+            model,
+            eval_features,
+            batch_size=config.eval_batch_size,
+            device=device,
+            pad_token_id=tokenizer.pad_token_id,
+            progress=config.progress,
+            precision=config.precision,
+        )
         predictions = task.predictions(eval_examples, eval_features, outputs)
         values = task.metric_values(eval_examples, predictions)
-        writer.write({"step": at_step, "epoch": round(epoch, 4), "split": "eval", **values,
-                      "elapsed_s": time.monotonic() - t_start})
+        writer.write(
+            {
+                "step": at_step,
+                "epoch": round(epoch, 4),
+                "split": "eval",
+                **values,
+                "elapsed_s": time.monotonic() - t_start,
+            }
+        )
         tqdm.write(f"eval step {at_step} (epoch {epoch:.2f}): " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
         value = values[task.metric_for_best]
         if value > best["value"]:
             best.update(value=value, metrics=values, step=at_step)
-            _save_model(best_dir, model, task, tokenizer,
-                        {"selected_step": at_step, "metrics": values, **run_info})
+            _save_model(best_dir, model, task, tokenizer, {"selected_step": at_step, "metrics": values, **run_info})
             predictions_path = os.path.join(run_dir, f"eval_predictions.{suffix}")
             write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
             write_extra_predictions(task, predictions_path, eval_examples, predictions)
@@ -393,12 +455,20 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
                 raise FloatingPointError(f"training loss is {loss} at step {step}; lower --learning-rate")
             window_loss, window_n = window_loss + loss, window_n + 1
             if step % config.log_every == 0 or step == num_train_steps:
-                writer.write({"step": step, "split": "train", "loss": window_loss / window_n, "lr": lr,
-                              "elapsed_s": time.monotonic() - t_start})
+                writer.write(
+                    {
+                        "step": step,
+                        "split": "train",
+                        "loss": window_loss / window_n,
+                        "lr": lr,
+                        "elapsed_s": time.monotonic() - t_start,
+                    }
+                )
                 bar.set_postfix(loss=f"{window_loss / window_n:.4f}")
                 window_loss, window_n = 0.0, 0
-            timed_out = (config.max_time_minutes is not None
-                         and time.monotonic() - t_train >= config.max_time_minutes * 60)
+            timed_out = (
+                config.max_time_minutes is not None and time.monotonic() - t_train >= config.max_time_minutes * 60
+            )
             if eval_features is not None and config.eval_every and step % config.eval_every == 0:
                 evaluate(step, step / steps_per_epoch)
                 last_eval = step
@@ -423,10 +493,18 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
         _save_model(best_dir, model, task, tokenizer, {"selected_step": step, "metrics": None, **run_info})
         best["step"] = step
     writer.close()
-    results = {"task": task.to_json(), "best_step": best["step"], "best_metrics": best["metrics"],
-               "metric_for_best": task.metric_for_best, "steps": step, "stop_reason": stop_reason,
-               "train_seconds": round(train_seconds, 1), "total_seconds": round(time.monotonic() - t_start, 1),
-               "device": str(device), **run_info}
+    results = {
+        "task": task.to_json(),
+        "best_step": best["step"],
+        "best_metrics": best["metrics"],
+        "metric_for_best": task.metric_for_best,
+        "steps": step,
+        "stop_reason": stop_reason,
+        "train_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.monotonic() - t_start, 1),
+        "device": str(device),
+        **run_info,
+    }
 
     def dump(p: str) -> None:
         with open(p, "w", encoding="utf-8") as f:
@@ -434,8 +512,22 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
             f.write("\n")
 
     write_atomic(os.path.join(run_dir, "results.json"), dump)
-    logger.info("done: %d steps in %.1f min (%s); best %s %s at step %d; model %s", step, train_seconds / 60,
-                stop_reason, task.metric_for_best, None if best["metrics"] is None else f"{best['value']:.4f}",
-                best["step"], best_dir)
-    return FinetuneResult(best_dir=best_dir, best_metrics=best["metrics"], best_step=best["step"], steps=step,
-                          train_seconds=train_seconds, stop_reason=stop_reason, model=model)
+    logger.info(
+        "done: %d steps in %.1f min (%s); best %s %s at step %d; model %s",
+        step,
+        train_seconds / 60,
+        stop_reason,
+        task.metric_for_best,
+        None if best["metrics"] is None else f"{best['value']:.4f}",
+        best["step"],
+        best_dir,
+    )
+    return FinetuneResult(
+        best_dir=best_dir,
+        best_metrics=best["metrics"],
+        best_step=best["step"],
+        steps=step,
+        train_seconds=train_seconds,
+        stop_reason=stop_reason,
+        model=model,
+    )

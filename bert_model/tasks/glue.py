@@ -56,8 +56,9 @@ GLUE_TASKS: dict[str, GluePreset] = {
     "mrpc": GluePreset("#1 String", "#2 String", "Quality", True, ("0", "1"), ("f1", "accuracy")),
     "stsb": GluePreset("sentence1", "sentence2", "score", True, None, ("pearson", "spearman")),
     "qqp": GluePreset("question1", "question2", "is_duplicate", True, ("0", "1"), ("f1", "accuracy")),
-    "mnli": GluePreset("sentence1", "sentence2", "gold_label", True, ("contradiction", "entailment", "neutral"),
-                       ("accuracy",)),
+    "mnli": GluePreset(
+        "sentence1", "sentence2", "gold_label", True, ("contradiction", "entailment", "neutral"), ("accuracy",)
+    ),
     "qnli": GluePreset("question", "sentence", "label", True, ("entailment", "not_entailment"), ("accuracy",)),
     "rte": GluePreset("sentence1", "sentence2", "label", True, ("entailment", "not_entailment"), ("accuracy",)),
     "wnli": GluePreset("sentence1", "sentence2", "label", True, ("0", "1"), ("accuracy",)),
@@ -138,9 +139,15 @@ class GlueTask:
             raise ValueError(f"unknown GLUE task {glue_task!r}; choose one of {', '.join(GLUE_TASKS)}")
         p = GLUE_TASKS[glue_task]
         values: dict[str, Any] = dict(
-            text_a_column=p.text_a_column, text_b_column=p.text_b_column, label_column=p.label_column,
-            header=p.header, labels=list(p.labels) if p.labels else None, is_regression=p.labels is None,
-            metrics=list(p.metrics), glue_task=glue_task)
+            text_a_column=p.text_a_column,
+            text_b_column=p.text_b_column,
+            label_column=p.label_column,
+            header=p.header,
+            labels=list(p.labels) if p.labels else None,
+            is_regression=p.labels is None,
+            metrics=list(p.metrics),
+            glue_task=glue_task,
+        )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -169,8 +176,9 @@ class GlueTask:
 
     # ------------------------------------------------------------------------------------------- reading
 
-    def read(self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
-             ) -> list[GlueExample]:
+    def read(
+        self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
+    ) -> list[GlueExample]:
         """Examples of a TSV file (see the module docstring for the format).
 
         Args:
@@ -211,7 +219,8 @@ class GlueTask:
                 if len(row) < needed:
                     raise ValueError(
                         f"{path}:{line}: expected at least {needed} tab-separated fields, found {len(row)}; "
-                        "check the column options (--text-a-column, --text-b-column, --label-column, --header)")
+                        "check the column options (--text-a-column, --text-b-column, --label-column, --header)"
+                    )
                 label: str | float | None = None
                 if y is not None and y < len(row):
                     label = self._parse_label(row[y].strip(), path, line)
@@ -231,11 +240,15 @@ class GlueTask:
                 raise ValueError(f"{option} must be >= 0, got {column}")
             return column
         if not columns:
-            raise ValueError(f"{path}: {option} {column!r} is a name but the file has no header; "
-                             "give a 0-based column index or --header")
+            raise ValueError(
+                f"{path}: {option} {column!r} is a name but the file has no header; "
+                "give a 0-based column index or --header"
+            )
         if column not in columns:
-            raise ValueError(f"{path}: no column {column!r} in the header ({', '.join(columns)}); "
-                             f"set {option} to one of these names or a 0-based index")
+            raise ValueError(
+                f"{path}: no column {column!r} in the header ({', '.join(columns)}); "
+                f"set {option} to one of these names or a 0-based index"
+            )
         return columns[column]
 
     def _parse_label(self, text: str, path: str, line: int) -> str | float:
@@ -245,8 +258,9 @@ class GlueTask:
             except ValueError:
                 raise ValueError(f"{path}:{line}: label {text!r} is not a number (regression task)") from None
         if self.labels is not None and text not in self.labels:
-            raise ValueError(f"{path}:{line}: label {text!r} is not one of {self.labels}; "
-                             "check --label-column or pass --labels")
+            raise ValueError(
+                f"{path}:{line}: label {text!r} is not one of {self.labels}; check --label-column or pass --labels"
+            )
         return text
 
     def prepare(self, train_examples: Sequence[GlueExample]) -> None:
@@ -255,20 +269,26 @@ class GlueTask:
             return
         found = sorted({str(e.label) for e in train_examples if e.label is not None})
         if len(found) < 2:
-            raise ValueError(f"the training file has {len(found)} distinct label(s) {found}; classification "
-                             "needs at least 2 (or set is_regression for a numeric label)")
+            raise ValueError(
+                f"the training file has {len(found)} distinct label(s) {found}; classification "
+                "needs at least 2 (or set is_regression for a numeric label)"
+            )
         self.labels = found
         logger.info("labels from the training file: %s", found)
 
     # --------------------------------------------------------------------------------------- features
 
-    def featurize(self, examples: Sequence[GlueExample], tokenizer: WordPieceTokenizer,
-                  with_labels: bool = True) -> list[dict[str, Any]]:
+    def featurize(
+        self, examples: Sequence[GlueExample], tokenizer: WordPieceTokenizer, with_labels: bool = True
+    ) -> list[dict[str, Any]]:
         """One feature per example: ``input_ids``, ``token_type_ids`` (lists of int), ``example_index``, and
         with labels ``labels`` (class index, or float for regression)."""
         enc_a = tokenizer.encode_batch([e.text_a for e in examples])
-        enc_b = (tokenizer.encode_batch([e.text_b or "" for e in examples]) if self.text_b_column is not None
-                 else [None] * len(examples))
+        enc_b = (
+            tokenizer.encode_batch([e.text_b or "" for e in examples])
+            if self.text_b_column is not None
+            else [None] * len(examples)
+        )
         cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         label_index = {label: i for i, label in enumerate(self.labels or [])}
         features = []
@@ -296,27 +316,35 @@ class GlueTask:
 
     # ------------------------------------------------------------------------------- predictions, metrics
 
-    def predictions(self, examples: Sequence[GlueExample], features: Sequence[dict[str, Any]],
-                    outputs: Sequence[dict[str, np.ndarray]]) -> list[str | float]:
+    def predictions(
+        self,
+        examples: Sequence[GlueExample],
+        features: Sequence[dict[str, Any]],
+        outputs: Sequence[dict[str, np.ndarray]],
+    ) -> list[str | float]:
         """Per example the predicted label string (argmax) or value (regression)."""
         out: list[str | float] = [None] * len(examples)  # type: ignore[list-item]
         for feature, output in zip(features, outputs):
             logits = output["logits"]
-            out[feature["example_index"]] = (float(logits[0]) if self.is_regression
-                                             else (self.labels or [])[int(np.argmax(logits))])
+            out[feature["example_index"]] = (
+                float(logits[0]) if self.is_regression else (self.labels or [])[int(np.argmax(logits))]
+            )
         return out
 
     def metric_values(self, examples: Sequence[GlueExample], predictions: Sequence[str | float]) -> dict[str, float]:
         """The task's ``metrics`` of ``predictions`` against the examples' labels (fractions 0..1)."""
         if self.is_regression:
-            return glue_metrics(self.metrics, np.array(predictions, dtype=np.float64),
-                                np.array([float(e.label) for e in examples], dtype=np.float64))
+            return glue_metrics(
+                self.metrics,
+                np.array(predictions, dtype=np.float64),
+                np.array([float(e.label) for e in examples], dtype=np.float64),
+            )
         index = {label: i for i, label in enumerate(self.labels or [])}
-        return glue_metrics(self.metrics, np.array([index[p] for p in predictions]),
-                            np.array([index[str(e.label)] for e in examples]))
+        return glue_metrics(
+            self.metrics, np.array([index[p] for p in predictions]), np.array([index[str(e.label)] for e in examples])
+        )
 
-    def write_predictions(self, path: str, examples: Sequence[GlueExample], predictions: Sequence[str | float]
-                          ) -> None:
+    def write_predictions(self, path: str, examples: Sequence[GlueExample], predictions: Sequence[str | float]) -> None:
         """GLUE submission format: a header ``index<TAB>prediction`` then one line per example."""
         with open(path, "w", encoding="utf-8") as f:
             f.write("index\tprediction\n")

@@ -67,8 +67,9 @@ def _rows(path: str, input_format: str):
                 try:
                     row = json.loads(raw)
                 except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{lineno}: invalid JSON ({err.msg}); expected one object per line "
-                                     "(JSON lines)") from None
+                    raise ValueError(
+                        f"{path}:{lineno}: invalid JSON ({err.msg}); expected one object per line (JSON lines)"
+                    ) from None
                 if not isinstance(row, dict):
                     raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
                 yield lineno, row
@@ -128,8 +129,9 @@ class MultipleChoiceTask:
     def from_json(cls, values: dict[str, Any]) -> MultipleChoiceTask:
         return cls(**{k: v for k, v in values.items() if k != "task"})
 
-    def read(self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
-             ) -> list[MultipleChoiceExample]:
+    def read(
+        self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
+    ) -> list[MultipleChoiceExample]:
         """Examples of ``path`` (see the module docstring).
 
         Raises:
@@ -149,8 +151,10 @@ class MultipleChoiceTask:
                 if column not in row or row[column] is None:
                     if not required:
                         return None
-                    raise ValueError(f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}); "
-                                     f"set --{option.replace('_', '-')}")
+                    raise ValueError(
+                        f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}); "
+                        f"set --{option.replace('_', '-')}"
+                    )
                 return row[column]
 
             context = str(get(self.context_column, "context_column"))
@@ -160,8 +164,9 @@ class MultipleChoiceTask:
             else:
                 endings = [str(get(c, "ending_columns")) for c in self.ending_columns]
             if len(endings) < 2:
-                raise ValueError(f"{path}:{line}: {len(endings)} candidate(s); multiple choice needs at least 2 "
-                                 "(--ending-columns)")
+                raise ValueError(
+                    f"{path}:{line}: {len(endings)} candidate(s); multiple choice needs at least 2 (--ending-columns)"
+                )
             if num_choices is None:
                 num_choices = len(endings)
             elif len(endings) != num_choices:
@@ -174,8 +179,9 @@ class MultipleChoiceTask:
                 except ValueError:
                     raise ValueError(f"{path}:{line}: label {raw!r} is not an integer index of a candidate") from None
                 if not 0 <= label < len(endings):
-                    raise ValueError(f"{path}:{line}: label {label} is not an index of the {len(endings)} "
-                                     "candidates (0-based)")
+                    raise ValueError(
+                        f"{path}:{line}: label {label} is not an index of the {len(endings)} candidates (0-based)"
+                    )
             elif with_labels:
                 raise ValueError(f"{path}:{line}: no label in column {self.label_column!r}")
             example_id = str(get(self.id_column, "id_column")) if self.id_column else str(len(examples))
@@ -193,8 +199,9 @@ class MultipleChoiceTask:
     def build_model(self, config: BertConfig) -> BertForMultipleChoice:
         return BertForMultipleChoice(config)
 
-    def featurize(self, examples: Sequence[MultipleChoiceExample], tokenizer: WordPieceTokenizer,
-                  with_labels: bool = True) -> list[dict[str, Any]]:
+    def featurize(
+        self, examples: Sequence[MultipleChoiceExample], tokenizer: WordPieceTokenizer, with_labels: bool = True
+    ) -> list[dict[str, Any]]:
         """One feature per example: ``input_ids`` and ``token_type_ids`` as N lists of int (one
         ``[CLS] context [SEP] ending [SEP]`` per candidate), ``example_index``, and with labels ``labels``
         (the right candidate's index). Raises ``ValueError`` for an unlabelled example when labels are needed."""
@@ -224,21 +231,25 @@ class MultipleChoiceTask:
             logger.info("%d candidate sequences cut to max_seq_length=%d", truncated, self.max_seq_length)
         return features
 
-    def predictions(self, examples: Sequence[MultipleChoiceExample], features: Sequence[dict[str, Any]],
-                    outputs: Sequence[dict[str, np.ndarray]]) -> list[int]:
+    def predictions(
+        self,
+        examples: Sequence[MultipleChoiceExample],
+        features: Sequence[dict[str, Any]],
+        outputs: Sequence[dict[str, np.ndarray]],
+    ) -> list[int]:
         """Per example the index of the highest-scoring candidate."""
         out = [0] * len(examples)
         for feature, output in zip(features, outputs):
             out[feature["example_index"]] = int(np.argmax(output["logits"]))
         return out
 
-    def metric_values(self, examples: Sequence[MultipleChoiceExample], predictions: Sequence[int]
-                      ) -> dict[str, float]:
+    def metric_values(self, examples: Sequence[MultipleChoiceExample], predictions: Sequence[int]) -> dict[str, float]:
         """``accuracy`` (fraction 0..1) over the examples."""
         return {"accuracy": float(accuracy_score([e.label for e in examples], list(predictions)))}
 
-    def write_predictions(self, path: str, examples: Sequence[MultipleChoiceExample], predictions: Sequence[int]
-                          ) -> None:
+    def write_predictions(
+        self, path: str, examples: Sequence[MultipleChoiceExample], predictions: Sequence[int]
+    ) -> None:
         """CSV with a header: ``id,label`` (the predicted candidate's 0-based index), one row per example."""
         with open(path, "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n")

@@ -85,8 +85,10 @@ def read_conll(path: str, *, with_labels: bool = True, limit: int | None = None)
             tag: str | None = fields[-1].strip() if len(fields) >= 2 else None
             if tag is None or not tag:
                 if with_labels:
-                    raise ValueError(f"{path}:{lineno}: no tag in {line!r}; expected TOKEN<TAB>TAG "
-                                     "(sentences are separated by empty lines)")
+                    raise ValueError(
+                        f"{path}:{lineno}: no tag in {line!r}; expected TOKEN<TAB>TAG "
+                        "(sentences are separated by empty lines)"
+                    )
                 tag = None
                 all_tagged = False
             elif not _TAG_RE.match(tag):
@@ -155,8 +157,9 @@ class NerTask:
     def from_json(cls, values: dict[str, Any]) -> NerTask:
         return cls(**{k: v for k, v in values.items() if k != "task"})
 
-    def read(self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
-             ) -> list[NerExample]:
+    def read(
+        self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
+    ) -> list[NerExample]:
         """``read_conll`` (``split`` is accepted for a uniform task interface)."""
         return read_conll(path, with_labels=with_labels, limit=limit)
 
@@ -174,18 +177,25 @@ class NerTask:
 
     @property
     def architecture(self) -> str:
-        return (BertFeatureBasedForTokenClassification.architecture if self.feature_based
-                else BertForTokenClassification.architecture)
+        return (
+            BertFeatureBasedForTokenClassification.architecture
+            if self.feature_based
+            else BertForTokenClassification.architecture
+        )
 
     def build_model(self, config: BertConfig) -> BertForTokenClassification | BertFeatureBasedForTokenClassification:
         if self.feature_based:
-            return BertFeatureBasedForTokenClassification(config, num_labels=self.num_labels,
-                                                          feature_based=self.feature_based,
-                                                          lstm_hidden_size=self.lstm_hidden_size)
+            return BertFeatureBasedForTokenClassification(
+                config,
+                num_labels=self.num_labels,
+                feature_based=self.feature_based,
+                lstm_hidden_size=self.lstm_hidden_size,
+            )
         return BertForTokenClassification(config, num_labels=self.num_labels)
 
-    def featurize(self, examples: Sequence[NerExample], tokenizer: WordPieceTokenizer,
-                  with_labels: bool = True) -> list[dict[str, Any]]:
+    def featurize(
+        self, examples: Sequence[NerExample], tokenizer: WordPieceTokenizer, with_labels: bool = True
+    ) -> list[dict[str, Any]]:
         """One feature per sentence: ``input_ids``, ``token_type_ids``, ``example_index``, ``word_starts``
         (per word the position of its first piece in ``input_ids``, or None), and with labels ``labels``
         (per position the tag index at first pieces, -100 elsewhere)."""
@@ -208,8 +218,12 @@ class NerTask:
             empty_words += len(e.words) - len(covered)
             cut_words += sum(1 for w in covered if word_starts[w] is None)
             input_ids = [cls_id, *ids, sep_id]
-            feature: dict[str, Any] = {"input_ids": input_ids, "token_type_ids": [0] * len(input_ids),
-                                       "example_index": i, "word_starts": word_starts}
+            feature: dict[str, Any] = {
+                "input_ids": input_ids,
+                "token_type_ids": [0] * len(input_ids),
+                "example_index": i,
+                "word_starts": word_starts,
+            }
             if with_labels:
                 if e.tags is None:
                     raise ValueError(f"line {e.line}: sentence has no tags")
@@ -220,19 +234,28 @@ class NerTask:
                 feature["labels"] = labels
             features.append(feature)
         if cut_words or empty_words:
-            logger.info("%d words beyond max_seq_length=%d and %d words without word pieces are predicted 'O'",
-                        cut_words, self.max_seq_length, empty_words)
+            logger.info(
+                "%d words beyond max_seq_length=%d and %d words without word pieces are predicted 'O'",
+                cut_words,
+                self.max_seq_length,
+                empty_words,
+            )
         return features
 
-    def predictions(self, examples: Sequence[NerExample], features: Sequence[dict[str, Any]],
-                    outputs: Sequence[dict[str, np.ndarray]]) -> list[list[str]]:
+    def predictions(
+        self,
+        examples: Sequence[NerExample],
+        features: Sequence[dict[str, Any]],
+        outputs: Sequence[dict[str, np.ndarray]],
+    ) -> list[list[str]]:
         """Per sentence one tag per word (argmax at the word's first piece; ``O`` for words without one)."""
         labels = self.labels or []
         out: list[list[str]] = [[] for _ in examples]
         for feature, output in zip(features, outputs):
             best = output["logits"].argmax(-1)
-            out[feature["example_index"]] = [labels[int(best[p])] if p is not None else "O"
-                                             for p in feature["word_starts"]]
+            out[feature["example_index"]] = [
+                labels[int(best[p])] if p is not None else "O" for p in feature["word_starts"]
+            ]
         return out
 
     def metric_values(self, examples: Sequence[NerExample], predictions: Sequence[list[str]]) -> dict[str, float]:
@@ -249,6 +272,8 @@ class NerTask:
 
 def ner_metrics(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
     """Entity-level ``f1``, ``precision`` and ``recall`` with seqeval (default mode, as conlleval)."""
-    return {"f1": float(f1_score(gold, predicted, zero_division=0)),
-            "precision": float(precision_score(gold, predicted, zero_division=0)),
-            "recall": float(recall_score(gold, predicted, zero_division=0))}
+    return {
+        "f1": float(f1_score(gold, predicted, zero_division=0)),
+        "precision": float(precision_score(gold, predicted, zero_division=0)),
+        "recall": float(recall_score(gold, predicted, zero_division=0)),
+    }

@@ -34,8 +34,16 @@ from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 
 @torch.no_grad()
-def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_size: int, device: torch.device,
-              pad_token_id: int = 0, progress: bool = False, precision: str = "auto") -> list[dict[str, np.ndarray]]:
+def run_model(
+    model: nn.Module,
+    features: Sequence[dict[str, Any]],
+    *,
+    batch_size: int,
+    device: torch.device,
+    pad_token_id: int = 0,
+    progress: bool = False,
+    precision: str = "auto",
+) -> list[dict[str, np.ndarray]]:
     """Outputs of ``model`` for every feature (eval mode, no gradients), as float32 numpy arrays.
 
     Features are batched in order of length (less padding) and the outputs put back in input order; the
@@ -48,14 +56,19 @@ def run_model(model: nn.Module, features: Sequence[dict[str, Any]], *, batch_siz
     out: list[dict[str, np.ndarray]] = [None] * len(features)  # type: ignore[list-item]
     per_token = set(getattr(model, "per_token_outputs", ()))
     for k in tqdm(range(0, len(order), batch_size), disable=not progress, desc="eval", leave=False):
-        index = order[k: k + batch_size]
-        batch = collate_features([{"input_ids": features[i]["input_ids"],
-                                   "token_type_ids": features[i]["token_type_ids"]} for i in index], pad_token_id)
+        index = order[k : k + batch_size]
+        batch = collate_features(
+            [{"input_ids": features[i]["input_ids"], "token_type_ids": features[i]["token_type_ids"]} for i in index],
+            pad_token_id,
+        )
         batch = {key: v.to(device) for key, v in batch.items()}
         with autocast_context(device, precision):
             result = model(**batch)
-        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
-                  if f.name != "loss" and getattr(result, f.name) is not None}
+        fields = {
+            f.name: getattr(result, f.name)
+            for f in dataclasses.fields(result)
+            if f.name != "loss" and getattr(result, f.name) is not None
+        }
         arrays = {name: t.float().cpu().numpy() for name, t in fields.items()}
         for row, i in enumerate(index):
             n = len(features[i]["input_ids"])
@@ -72,9 +85,13 @@ class PredictResult:
     """Metrics against the file's own labels, when every example has them."""
 
 
-def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = None,
-                   do_lower_case: bool | None = None,
-                   strip_accents: bool | None = None) -> tuple[nn.Module, Task, WordPieceTokenizer]:
+def load_finetuned(
+    model_dir: str,
+    *,
+    task_overrides: dict[str, Any] | None = None,
+    do_lower_case: bool | None = None,
+    strip_accents: bool | None = None,
+) -> tuple[nn.Module, Task, WordPieceTokenizer]:
     """A fine-tuned model, its task and tokenizer, from a ``bertprep finetune`` output (``best/`` or the run
     directory) or a Hugging Face directory of a head.
 
@@ -88,10 +105,17 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
     source = load_model_source(model_dir)
     overrides = {k: v for k, v in (task_overrides or {}).items() if v is not None}
     if source.finetune is not None:
-        values = {**source.finetune, "train_articles": None, "eval_articles": None, "train_paragraphs": None,
-                  "eval_paragraphs": None, **overrides}
-        task = task_from_json({k: v for k, v in values.items()
-                               if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__})
+        values = {
+            **source.finetune,
+            "train_articles": None,
+            "eval_articles": None,
+            "train_paragraphs": None,
+            "eval_paragraphs": None,
+            **overrides,
+        }
+        task = task_from_json(
+            {k: v for k, v in values.items() if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__}
+        )
         recorded = source.finetune.get("do_lower_case")
         recorded_strip = source.finetune.get("strip_accents", source.strip_accents)
     else:
@@ -106,16 +130,23 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
             if "text_a_column" not in overrides:
                 raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
             regression = source.hf_config.get("problem_type") == "regression" or len(labels or []) == 1
-            task = GlueTask(labels=None if regression else labels, is_regression=regression,
-                            metrics=["pearson", "spearman"] if regression else ["accuracy"], **overrides)
+            task = GlueTask(
+                labels=None if regression else labels,
+                is_regression=regression,
+                metrics=["pearson", "spearman"] if regression else ["accuracy"],
+                **overrides,
+            )
         else:
-            raise ValueError(f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
-                             "predict needs a model from 'bertprep finetune'")
+            raise ValueError(
+                f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
+                "predict needs a model from 'bertprep finetune'"
+            )
         recorded = source.do_lower_case
         recorded_strip = source.strip_accents
     if task.architecture != source.architecture:
-        raise ValueError(f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a "
-                         f"{source.architecture}")
+        raise ValueError(
+            f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a {source.architecture}"
+        )
     if source.vocab_tokens is None:
         raise ValueError(f"{model_dir} has no vocab.txt")
     if getattr(task, "feature_based", None):  # the frozen encoder + BiLSTM: its shape is in finetune.json
@@ -125,14 +156,24 @@ def load_finetuned(model_dir: str, *, task_overrides: dict[str, Any] | None = No
         model = build_model(source)
     lower = resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens)
     tokenizer = WordPieceTokenizer.from_tokens(
-        source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower))
+        source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower)
+    )
     return model, task, tokenizer
 
 
-def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides: dict[str, Any] | None = None,
-            batch_size: int = 64, device: str = "auto", max_examples: int | None = None,
-            do_lower_case: bool | None = None, strip_accents: bool | None = None,
-            progress: bool = True) -> PredictResult:
+def predict(
+    model_dir: str,
+    input_file: str,
+    output_file: str,
+    *,
+    task_overrides: dict[str, Any] | None = None,
+    batch_size: int = 64,
+    device: str = "auto",
+    max_examples: int | None = None,
+    do_lower_case: bool | None = None,
+    strip_accents: bool | None = None,
+    progress: bool = True,
+) -> PredictResult:
     """Run a fine-tuned model on ``input_file`` and write ``output_file``: GLUE ``index<TAB>prediction`` TSV,
     SQuAD ``{id: answer}`` JSON, or CoNLL ``TOKEN<TAB>TAG`` (see each task's ``write_predictions``).
 
@@ -144,14 +185,21 @@ def predict(model_dir: str, input_file: str, output_file: str, *, task_overrides
             anything is read or written), or the model / input is not usable.
     """
     _check_predict_output(model_dir, input_file, output_file)
-    model, task, tokenizer = load_finetuned(model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case,
-                                            strip_accents=strip_accents)
+    model, task, tokenizer = load_finetuned(
+        model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case, strip_accents=strip_accents
+    )
     torch_device = resolve_device(device)
     model.to(torch_device)
     examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
     features = task.featurize(examples, tokenizer, with_labels=False)
-    outputs = run_model(model, features, batch_size=batch_size, device=torch_device,
-                        pad_token_id=tokenizer.pad_token_id, progress=progress)
+    outputs = run_model(
+        model,
+        features,
+        batch_size=batch_size,
+        device=torch_device,
+        pad_token_id=tokenizer.pad_token_id,
+        progress=progress,
+    )
     predictions = task.predictions(examples, features, outputs)
     directory = os.path.dirname(os.path.abspath(output_file))
     os.makedirs(directory, exist_ok=True)
@@ -166,11 +214,15 @@ def _check_predict_output(model_dir: str, input_file: str, output_file: str) -> 
     """Refuse an ``output_file`` that would replace the input or one of the model's files."""
     if os.path.exists(output_file):
         if os.path.exists(input_file) and os.path.samefile(output_file, input_file):
-            raise ValueError(f"--output {output_file} is the --input file: writing the predictions would replace "
-                             "it; choose another --output")
+            raise ValueError(
+                f"--output {output_file} is the --input file: writing the predictions would replace "
+                "it; choose another --output"
+            )
         if os.path.isfile(output_file) and path_is_within(output_file, model_dir):
-            raise ValueError(f"--output {output_file} is a file of the model directory {model_dir}; choose an "
-                             "--output that is not part of the model")
+            raise ValueError(
+                f"--output {output_file} is a file of the model directory {model_dir}; choose an "
+                "--output that is not part of the model"
+            )
 
 
 def write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:

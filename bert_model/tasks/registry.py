@@ -16,14 +16,12 @@ from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.tasks.squad import SquadTask
 
 Task = Union[GlueTask, SquadTask, NerTask, MultipleChoiceTask]
-TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask,
-                          "multiple-choice": MultipleChoiceTask}
+TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask, "multiple-choice": MultipleChoiceTask}
 #: File name of the evaluation / prediction output per task (GLUE submission TSV, SQuAD JSON, CoNLL, CSV).
 PREDICTION_SUFFIX = {"glue": "tsv", "squad": "json", "ner": "conll", "multiple-choice": "csv"}
 
 
-def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | None = None,
-              **options: Any) -> Task:
+def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | None = None, **options: Any) -> Task:
     """The task object for ``bertprep finetune --task NAME`` and its options (None = default).
 
     ``glue``: ``glue_task`` (a ``glue.GLUE_TASKS`` preset) and/or ``text_a_column``, ``text_b_column``,
@@ -42,16 +40,19 @@ def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | 
     foreign = sorted(set(given) - allowed)
     if foreign or (glue_task is not None and name != "glue"):
         flags = {"version": "squad-version"}  # CLI spellings that differ from the field name
-        names = ", ".join("--" + flags.get(k, k.replace("_", "-"))
-                          for k in foreign + (["glue_task"] if glue_task else []))
+        names = ", ".join(
+            "--" + flags.get(k, k.replace("_", "-")) for k in foreign + (["glue_task"] if glue_task else [])
+        )
         raise ValueError(f"option(s) {names} do not apply to --task {name}")
     if name != "glue":
         return TASKS[name](**given)
     if glue_task is not None:
         return GlueTask.from_preset(glue_task, **given)
     if "text_a_column" not in given:
-        raise ValueError("--task glue needs --glue-task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or "
-                         "the columns of your TSV (--text-a-column, --label-column, ...)")
+        raise ValueError(
+            "--task glue needs --glue-task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or "
+            "the columns of your TSV (--text-a-column, --label-column, ...)"
+        )
     if "metrics" not in given:
         labels = given.get("labels")
         given["metrics"] = default_metrics(bool(given.get("is_regression")), len(labels) if labels else None)
@@ -64,7 +65,6 @@ def task_from_json(values: dict[str, Any]) -> Task:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r} in {FINETUNE_FILE}; expected one of {', '.join(TASKS)}")
     return TASKS[name].from_json(values)
-
 
 
 def has_label(task: Task, example: Any) -> bool:

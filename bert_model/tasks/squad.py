@@ -44,7 +44,12 @@ from bertprep.bert_model.tasks.squad_data import (
     read_squad,
     squad_file_version,
 )
-from bertprep.bert_model.tasks.squad_eval import find_best_threshold, squad_metrics, squad_v2_metrics, squad_v2_raw_scores
+from bertprep.bert_model.tasks.squad_eval import (
+    find_best_threshold,
+    squad_metrics,
+    squad_v2_metrics,
+    squad_v2_raw_scores,
+)
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -86,8 +91,9 @@ def _is_max_context(doc_spans: Sequence[tuple[int, int]], span_index: int, posit
 def _answer_token_span(offsets: Sequence[tuple[int, int]], start_char: int, end_char: int) -> tuple[int, int] | None:
     """First and last piece overlapping ``[start_char, end_char)``; None when no piece does."""
     first = next((i for i, (s, e) in enumerate(offsets) if e > start_char and e > s), None)
-    last = next((i for i in range(len(offsets) - 1, -1, -1) if offsets[i][0] < end_char
-                 and offsets[i][1] > offsets[i][0]), None)
+    last = next(
+        (i for i in range(len(offsets) - 1, -1, -1) if offsets[i][0] < end_char and offsets[i][1] > offsets[i][0]), None
+    )
     if first is None or last is None or last < first:
         return None
     return first, last
@@ -134,8 +140,10 @@ class SquadTask:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.max_query_length + 3 >= self.max_seq_length:
-            raise ValueError(f"max_query_length ({self.max_query_length}) + 3 must be below max_seq_length "
-                             f"({self.max_seq_length}) to leave room for the context")
+            raise ValueError(
+                f"max_query_length ({self.max_query_length}) + 3 must be below max_seq_length "
+                f"({self.max_seq_length}) to leave room for the context"
+            )
         for name in ("train_articles", "eval_articles", "train_paragraphs", "eval_paragraphs"):
             parse_article_range(getattr(self, name))
         if self.version is not None:
@@ -165,8 +173,9 @@ class SquadTask:
     def from_json(cls, values: dict[str, Any]) -> SquadTask:
         return cls(**{k: v for k, v in values.items() if k != "task"})
 
-    def read(self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
-             ) -> list[SquadExample]:
+    def read(
+        self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
+    ) -> list[SquadExample]:
         """``read_squad`` with this task's article and paragraph ranges for ``split`` (``"train"`` or
         ``"eval"``). Without a ``version`` setting, the first file read fixes the version (its ``version``
         field), and later files are read as that version."""
@@ -175,11 +184,18 @@ class SquadTask:
         dataset = load_squad_json(path)
         if self.version is None and self._detected_version is None:
             self._detected_version = "2.0" if squad_file_version(dataset) == "2.0" else "1.1"
-            logger.info("%s: SQuAD v%s (from its version field; --squad-version overrides)", path,
-                        self._detected_version)
-        return read_squad(path, with_labels=with_labels, articles=parse_article_range(articles), limit=limit,
-                          version="2.0" if self.is_v2 else "1.1", paragraphs=parse_article_range(paragraphs),
-                          dataset=dataset)
+            logger.info(
+                "%s: SQuAD v%s (from its version field; --squad-version overrides)", path, self._detected_version
+            )
+        return read_squad(
+            path,
+            with_labels=with_labels,
+            articles=parse_article_range(articles),
+            limit=limit,
+            version="2.0" if self.is_v2 else "1.1",
+            paragraphs=parse_article_range(paragraphs),
+            dataset=dataset,
+        )
 
     def prepare(self, train_examples: Sequence[SquadExample]) -> None:
         """Nothing to learn from the training set (no label vocabulary)."""
@@ -187,8 +203,9 @@ class SquadTask:
     def build_model(self, config: BertConfig) -> BertForQuestionAnswering:
         return BertForQuestionAnswering(config)
 
-    def featurize(self, examples: Sequence[SquadExample], tokenizer: WordPieceTokenizer,
-                  with_labels: bool = True) -> list[dict[str, Any]]:
+    def featurize(
+        self, examples: Sequence[SquadExample], tokenizer: WordPieceTokenizer, with_labels: bool = True
+    ) -> list[dict[str, Any]]:
         """Windows of every question (see the module docstring).
 
         Each feature: ``input_ids``, ``token_type_ids``, ``example_index``; ``offsets`` (per piece a
@@ -235,15 +252,23 @@ class SquadTask:
                 start_offset += min(length, self.doc_stride)
             prefix = len(query_ids) + 2
             for span_index, (span_start, span_length) in enumerate(doc_spans):
-                input_ids = [cls_id, *query_ids, sep_id, *doc_ids[span_start: span_start + span_length], sep_id]
+                input_ids = [cls_id, *query_ids, sep_id, *doc_ids[span_start : span_start + span_length], sep_id]
                 token_type_ids = [0] * prefix + [1] * (span_length + 1)
                 offsets: list[tuple[int, int] | None] = [None] * prefix
-                offsets += [tuple(o) for o in doc_offsets[span_start: span_start + span_length]]
+                offsets += [tuple(o) for o in doc_offsets[span_start : span_start + span_length]]
                 offsets.append(None)
-                max_context = [False] * prefix + [
-                    _is_max_context(doc_spans, span_index, span_start + j) for j in range(span_length)] + [False]
-                feature: dict[str, Any] = {"input_ids": input_ids, "token_type_ids": token_type_ids,
-                                           "example_index": i, "offsets": offsets, "max_context": max_context}
+                max_context = (
+                    [False] * prefix
+                    + [_is_max_context(doc_spans, span_index, span_start + j) for j in range(span_length)]
+                    + [False]
+                )
+                feature: dict[str, Any] = {
+                    "input_ids": input_ids,
+                    "token_type_ids": token_type_ids,
+                    "example_index": i,
+                    "offsets": offsets,
+                    "max_context": max_context,
+                }
                 if answer_span is not None:
                     s, t = answer_span
                     if s >= 0 and span_start <= s and t < span_start + span_length:
@@ -253,12 +278,17 @@ class SquadTask:
                         feature["start_positions"] = feature["end_positions"] = 0  # [CLS]: not in this window
                 features.append(feature)
         if skipped:
-            logger.warning("skipped %d of %d questions whose answer text is not at its answer_start",
-                           skipped, len(examples))
+            logger.warning(
+                "skipped %d of %d questions whose answer text is not at its answer_start", skipped, len(examples)
+            )
         return features
 
-    def predictions(self, examples: Sequence[SquadExample], features: Sequence[dict[str, Any]],
-                    outputs: Sequence[dict[str, np.ndarray]]) -> list[str] | list[SquadAnswer]:
+    def predictions(
+        self,
+        examples: Sequence[SquadExample],
+        features: Sequence[dict[str, Any]],
+        outputs: Sequence[dict[str, np.ndarray]],
+    ) -> list[str] | list[SquadAnswer]:
         """Per example the best answer.
 
         v1.1: the text of the best valid span (empty when no window yields one). v2.0 (``run_squad.py`` with
@@ -287,7 +317,7 @@ class SquadTask:
                         continue
                     score = float(start_logits[s] + end_logits[t])
                     if score > best[i][0]:
-                        best[i] = (score, context[offsets[s][0]: offsets[t][1]])
+                        best[i] = (score, context[offsets[s][0] : offsets[t][1]])
         if not self.is_v2:
             return [text for _, text in best]
         odds = [NO_SPAN_NULL_ODDS if not np.isfinite(b) else float(z - b) for (b, _), z in zip(best, null)]
@@ -297,23 +327,28 @@ class SquadTask:
                     {e.qas_id: text for e, (_, text) in zip(examples, best)},
                     squad_v2_raw_scores(_truths(examples), {e.qas_id: t for e, (_, t) in zip(examples, best)})[1],
                     {e.qas_id: o for e, o in zip(examples, odds)},
-                    {e.qas_id: not e.is_impossible for e in examples})
+                    {e.qas_id: not e.is_impossible for e in examples},
+                )
             elif self._chosen_threshold is None:
                 self._chosen_threshold = 0.0
         tau = self.threshold
         return [SquadAnswer("" if o > tau else text, o) for (_, text), o in zip(best, odds)]
 
-    def metric_values(self, examples: Sequence[SquadExample], predictions: Sequence[str] | Sequence[SquadAnswer]
-                      ) -> dict[str, float]:
+    def metric_values(
+        self, examples: Sequence[SquadExample], predictions: Sequence[str] | Sequence[SquadAnswer]
+    ) -> dict[str, float]:
         """v1.1: ``exact_match`` and ``f1`` (``evaluate-v1.1.py``). v2.0: the figures of ``evaluate-v2.0.py``
         (``squad_v2_metrics``): ``exact``, ``f1``, ``HasAns_*`` and ``NoAns_*`` of the predictions as written
         (they already apply tau; the official ``--na-prob-thresh`` 1.0 is meant for probabilities and is not
         applied to the odds again), ``best_exact``/``best_f1`` and their thresholds from the null odds (as
         with ``--na-prob-file null_odds.json``), plus ``null_score_diff_threshold`` (the tau used)."""
         if predictions and isinstance(predictions[0], SquadAnswer):
-            values = squad_v2_metrics(_truths(examples), {e.qas_id: p.text for e, p in zip(examples, predictions)},
-                                      {e.qas_id: p.null_odds for e, p in zip(examples, predictions)},
-                                      na_prob_thresh=float("inf"))
+            values = squad_v2_metrics(
+                _truths(examples),
+                {e.qas_id: p.text for e, p in zip(examples, predictions)},
+                {e.qas_id: p.null_odds for e, p in zip(examples, predictions)},
+                na_prob_thresh=float("inf"),
+            )
             values["null_score_diff_threshold"] = float(self.threshold or 0.0)
             return values
         truths = {e.qas_id: [a["text"] for a in e.answers] for e in examples}
@@ -326,8 +361,9 @@ class SquadTask:
             json.dump({e.qas_id: p for e, p in zip(examples, texts)}, f, indent=1, ensure_ascii=False)
             f.write("\n")
 
-    def extra_prediction_files(self, path: str, examples: Sequence[SquadExample],
-                               predictions: Sequence[str] | Sequence[SquadAnswer]) -> dict[str, Any]:
+    def extra_prediction_files(
+        self, path: str, examples: Sequence[SquadExample], predictions: Sequence[str] | Sequence[SquadAnswer]
+    ) -> dict[str, Any]:
         """Files written beside the predictions ``path``: for v2.0 the null odds ``{id: s_null - s_best}``
         (``run_squad.py``'s ``null_odds.json``, ``evaluate-v2.0.py --na-prob-file``) at ``null_odds_path(path)``.
         Returns ``{path: writer(tmp_path)}``; empty for v1.1."""

@@ -46,9 +46,16 @@ def squad_file_version(dataset: dict[str, Any]) -> str | None:
     return str(version).strip().lstrip("vV")
 
 
-def read_squad(path: str, *, with_labels: bool = True, articles: slice | None = None,
-               limit: int | None = None, version: str | None = None, paragraphs: slice | None = None,
-               dataset: dict[str, Any] | None = None) -> list[SquadExample]:
+def read_squad(
+    path: str,
+    *,
+    with_labels: bool = True,
+    articles: slice | None = None,
+    limit: int | None = None,
+    version: str | None = None,
+    paragraphs: slice | None = None,
+    dataset: dict[str, Any] | None = None,
+) -> list[SquadExample]:
     """Questions of a SQuAD v1.1 or v2.0 JSON file
     (``{"version", "data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}``).
 
@@ -78,8 +85,9 @@ def read_squad(path: str, *, with_labels: bool = True, articles: slice | None = 
     def need(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
         if not isinstance(obj, dict) or key not in obj:
             raise ValueError(f"{path}: {where}: missing field {key!r} (SQuAD v{version} format)")
-        if not isinstance(obj[key], kind) or (isinstance(obj[key], bool) and bool not in
-                                              (kind if isinstance(kind, tuple) else (kind,))):
+        if not isinstance(obj[key], kind) or (
+            isinstance(obj[key], bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+        ):
             names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
             raise ValueError(f"{path}: {where}.{key}: expected {names}, got {type(obj[key]).__name__}")
         return obj[key]
@@ -113,16 +121,23 @@ def read_squad(path: str, *, with_labels: bool = True, articles: slice | None = 
                         if is_impossible:
                             answers = []  # the official script scores "" against a no-answer question
                     if not answers and not is_impossible:
-                        raise ValueError(f"{path}: {where_q}: no answers (SQuAD v{version} questions have at least "
-                                         "one" + (", unless is_impossible is true)" if v2 else
-                                                  "; for v2.0 files with no-answer questions pass "
-                                                  "--squad-version 2.0)"))
+                        raise ValueError(
+                            f"{path}: {where_q}: no answers (SQuAD v{version} questions have at least "
+                            "one"
+                            + (
+                                ", unless is_impossible is true)"
+                                if v2
+                                else "; for v2.0 files with no-answer questions pass --squad-version 2.0)"
+                            )
+                        )
                     for i, answer in enumerate(answers):
                         need(answer, "text", str, f"{where_q}.answers[{i}]")
                         start = need(answer, "answer_start", int, f"{where_q}.answers[{i}]")
                         if not 0 <= start <= len(context):
-                            raise ValueError(f"{path}: {where_q}.answers[{i}].answer_start {start} is outside "
-                                             f"the context ({len(context)} characters)")
+                            raise ValueError(
+                                f"{path}: {where_q}.answers[{i}].answer_start {start} is outside "
+                                f"the context ({len(context)} characters)"
+                            )
                 examples.append(SquadExample(qas_id, question, context, list(answers), context_index, is_impossible))
                 if limit is not None and len(examples) >= limit:
                     return examples
@@ -147,5 +162,11 @@ def parse_article_range(text: str | None) -> slice | None:
     return slice(start, end)
 
 
-__all__ = ["SQUAD_VERSIONS", "SquadExample", "load_squad_json", "parse_article_range", "read_squad",
-           "squad_file_version"]
+__all__ = [
+    "SQUAD_VERSIONS",
+    "SquadExample",
+    "load_squad_json",
+    "parse_article_range",
+    "read_squad",
+    "squad_file_version",
+]

@@ -75,8 +75,9 @@ def _v2_f1(gold: str, prediction: str) -> float:
     return f1_score(prediction, gold)
 
 
-def squad_v2_raw_scores(ground_truths: dict[str, Sequence[str]], predictions: dict[str, str]
-                        ) -> tuple[dict[str, int], dict[str, float]]:
+def squad_v2_raw_scores(
+    ground_truths: dict[str, Sequence[str]], predictions: dict[str, str]
+) -> tuple[dict[str, int], dict[str, float]]:
     """``get_raw_scores``: per question the best exact (0/1) and F1 (0..1) over its gold answers, where the
     gold answers are those that do not normalise to nothing, or ``[""]`` if none is left (no-answer
     questions). Questions without a prediction are left out, as the official script does."""
@@ -91,16 +92,20 @@ def squad_v2_raw_scores(ground_truths: dict[str, Sequence[str]], predictions: di
     return exact, f1
 
 
-def apply_no_answer_threshold(scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool],
-                              na_prob_thresh: float) -> dict[str, float]:
+def apply_no_answer_threshold(
+    scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool], na_prob_thresh: float
+) -> dict[str, float]:
     """``apply_no_ans_threshold``: a question whose no-answer score is above ``na_prob_thresh`` counts as
     predicted unanswerable: 1 when it is unanswerable, else 0; other questions keep their score."""
-    return {qid: float(not has_answer[qid]) if na_probs[qid] > na_prob_thresh else float(score)
-            for qid, score in scores.items()}
+    return {
+        qid: float(not has_answer[qid]) if na_probs[qid] > na_prob_thresh else float(score)
+        for qid, score in scores.items()
+    }
 
 
-def find_best_threshold(predictions: dict[str, str], scores: dict[str, float], na_probs: dict[str, float],
-                        has_answer: dict[str, bool]) -> tuple[float, float]:
+def find_best_threshold(
+    predictions: dict[str, str], scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool]
+) -> tuple[float, float]:
     """``find_best_thresh``: the threshold on the no-answer score that maximises the score, and that score.
 
     Start from "every question predicted unanswerable" (a score equal to the number of no-answer
@@ -123,8 +128,12 @@ def find_best_threshold(predictions: dict[str, str], scores: dict[str, float], n
     return 100.0 * best / max(len(scores), 1), float(best_thresh)
 
 
-def squad_v2_metrics(ground_truths: dict[str, Sequence[str]], predictions: dict[str, str],
-                     na_probs: dict[str, float] | None = None, na_prob_thresh: float = 1.0) -> dict[str, float]:
+def squad_v2_metrics(
+    ground_truths: dict[str, Sequence[str]],
+    predictions: dict[str, str],
+    na_probs: dict[str, float] | None = None,
+    na_prob_thresh: float = 1.0,
+) -> dict[str, float]:
     """The figures ``evaluate-v2.0.py data.json predictions.json [--na-prob-file na_probs.json]`` prints.
 
     Args:

@@ -134,26 +134,31 @@ def check_dataflow_options(options: PipelineOptions, config: ShardsConfig) -> No
         shown = f" (got {cloud.temp_location!r})" if cloud.temp_location else ""
         problems.append(
             f"--temp_location must be a gs://bucket/path where Dataflow stages code and writes temporary "
-            f"files{shown}, e.g. --temp_location=gs://my-bucket/tmp")
+            f"files{shown}, e.g. --temp_location=gs://my-bucket/tmp"
+        )
     local_inputs = [p for p in config.inputs if not _is_remote(p)]
     if local_inputs:
         problems.append(
             f"input {local_inputs[0]!r} is a local path; Dataflow workers cannot read it: copy the corpus to "
-            "gs:// (gcloud storage cp -r DIR gs://BUCKET/corpus/) and pass --input-file gs://BUCKET/corpus/")
+            "gs:// (gcloud storage cp -r DIR gs://BUCKET/corpus/) and pass --input-file gs://BUCKET/corpus/"
+        )
     if not _is_remote(config.vocab):
         problems.append(
             f"--vocab {config.vocab!r} is a local path; the workers load the vocab themselves: copy it to gs:// "
-            "and pass --vocab gs://BUCKET/vocab.txt")
+            "and pass --vocab gs://BUCKET/vocab.txt"
+        )
     if not _is_remote(config.output_dir):
         problems.append(
             f"--output-dir {config.output_dir!r} is a local path; the workers would write the shards to their own "
-            "disks, which are deleted with them: pass --output-dir gs://BUCKET/shards")
+            "disks, which are deleted with them: pass --output-dir gs://BUCKET/shards"
+        )
     if not _ships_bertprep(options):
         hint = f" ({source_setup_file()})" if source_setup_file() else ""
         problems.append(
             "the workers need bertprep installed: pass --setup_file=./setup.py from the bertprep checkout"
             f"{hint}, or --extra_package with a bertprep sdist/wheel, or --sdk_container_image with bertprep "
-            "installed")
+            "installed"
+        )
     if problems:
         raise ValueError("cannot run make-shards on Dataflow:\n  - " + "\n  - ".join(problems))
 
@@ -204,19 +209,24 @@ class DataflowDryRun:
         cloud = self.options.view_as(GoogleCloudOptions)
         machine = pool.get("machineType") or "Dataflow's default machine type"
         autoscaling = pool.get("autoscalingSettings", {})
-        workers = f"up to {autoscaling['maxNumWorkers']} workers" if autoscaling.get("maxNumWorkers") else \
-            "workers chosen by autoscaling"
-        return "\n".join([
-            f"Dataflow dry run: job {self.job_name} built and validated locally; NOT submitted.",
-            f"  project {cloud.project}, region {cloud.region}, temp {self.temp_location or cloud.temp_location}",
-            f"  workers: {machine}, {workers}, image {pool.get('workerHarnessContainerImage', '?')}",
-            f"  experiments: {', '.join(env.get('experiments', []))}",
-            f"  staged for the workers: {', '.join(self.staged_files) or 'nothing'}"
-            + (f" (built in {self.staging_dir})" if self.staging_dir else ""),
-            f"  graph: {len(self.pipeline_proto.components.transforms)} transforms, "
-            f"{len(self.group_by_keys())} GroupByKeys (shuffles)",
-            "Submit: run the same command without --dry_run=True.",
-        ])
+        workers = (
+            f"up to {autoscaling['maxNumWorkers']} workers"
+            if autoscaling.get("maxNumWorkers")
+            else "workers chosen by autoscaling"
+        )
+        return "\n".join(
+            [
+                f"Dataflow dry run: job {self.job_name} built and validated locally; NOT submitted.",
+                f"  project {cloud.project}, region {cloud.region}, temp {self.temp_location or cloud.temp_location}",
+                f"  workers: {machine}, {workers}, image {pool.get('workerHarnessContainerImage', '?')}",
+                f"  experiments: {', '.join(env.get('experiments', []))}",
+                f"  staged for the workers: {', '.join(self.staged_files) or 'nothing'}"
+                + (f" (built in {self.staging_dir})" if self.staging_dir else ""),
+                f"  graph: {len(self.pipeline_proto.components.transforms)} transforms, "
+                f"{len(self.group_by_keys())} GroupByKeys (shuffles)",
+                "Submit: run the same command without --dry_run=True.",
+            ]
+        )
 
 
 def _staged_files(pipeline_proto) -> list[str]:
@@ -244,8 +254,9 @@ def _local_staging_dir(pipeline_proto) -> str | None:
     return None
 
 
-def dry_run(config: ShardsConfig, beam_args: Sequence[str], *, files: Sequence[str] | None = None,
-            vocab: Vocab | None = None) -> DataflowDryRun:
+def dry_run(
+    config: ShardsConfig, beam_args: Sequence[str], *, files: Sequence[str] | None = None, vocab: Vocab | None = None
+) -> DataflowDryRun:
     """Build the make-shards Dataflow job for ``config`` and ``beam_args`` without submitting it.
 
     Args:
@@ -275,15 +286,17 @@ def dry_run(config: ShardsConfig, beam_args: Sequence[str], *, files: Sequence[s
 
     options = PipelineOptions(list(beam_args))
     if not is_dataflow_runner(options):
-        raise ValueError(f"a Dataflow dry run needs --runner=DataflowRunner (got --runner="
-                         f"{options.view_as(StandardOptions).runner})")
+        raise ValueError(
+            f"a Dataflow dry run needs --runner=DataflowRunner (got --runner={options.view_as(StandardOptions).runner})"
+        )
     try:
         from apache_beam.runners.dataflow.internal import apiclient
         from apache_beam.runners.internal import names as shared_names
     except ImportError as err:
         raise DataflowUnavailable(
             f"the Dataflow runner needs Beam's Google Cloud extras ({err}): pip install 'bertprep[gcp]' "
-            "(or 'apache-beam[gcp]')") from err
+            "(or 'apache-beam[gcp]')"
+        ) from err
     check_dataflow_options(options, config)
     options.view_as(TestOptions).dry_run = True
     temp_location = options.view_as(GoogleCloudOptions).temp_location
@@ -301,9 +314,12 @@ def dry_run(config: ShardsConfig, beam_args: Sequence[str], *, files: Sequence[s
     job = result.job
     cloud = job.options.view_as(GoogleCloudOptions)
     environment = apiclient.Environment(
-        packages=[], options=job.options, environment_version=apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION,
+        packages=[],
+        options=job.options,
+        environment_version=apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION,
         proto_pipeline_staged_url=FileSystems.join(cloud.staging_location, shared_names.STAGED_PIPELINE_FILENAME),
-        proto_pipeline=job.proto_pipeline)
+        proto_pipeline=job.proto_pipeline,
+    )
     job.proto.environment = environment.proto
     return DataflowDryRun(
         job_name=job.proto.name,

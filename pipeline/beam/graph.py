@@ -34,8 +34,9 @@ from bertprep.pipeline.beam.transforms import (
 from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards
 
 
-def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab,
-                   tmp_dir: str) -> None:
+def build_pipeline(
+    pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab, tmp_dir: str
+) -> None:
     """Add the make-shards transforms to ``pipeline``; everything is written under the staging folder
     ``tmp_dir`` (bucket files in its ``buckets/``; shards, vocab.txt and manifest.json in it).
 
@@ -87,7 +88,8 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
         parts = {"train": tokenized}
         if split:
             parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
-                heldout.SplitSide(files, config.eval_fraction, config.eval_seed), 2)
+                heldout.SplitSide(files, config.eval_fraction, config.eval_seed), 2
+            )
         for side, docs in parts.items():
             label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
             result = docs | label >> CreateTrainingInstances(config, files, folders[side])
@@ -96,16 +98,26 @@ def build_pipeline(pipeline: beam.Pipeline, config: ShardsConfig, files: Sequenc
         per_side = {}
         for side in heldout.SIDES:
             name = side.capitalize()
-            merged = (tuple(made[side][1]) | f"Flatten{name}OnlyCounts" >> beam.Flatten()
-                      | f"Merge{name}OnlyCounts" >> beam.CombineGlobally(MergeCountsFn()))
-            per_side[side] = (merged | f"Count{name}Documents" >> beam.Map(lambda c, s=side: heldout.split_counts(s, c)),
-                              merged | f"Skip{name}Documents" >> beam.Map(
-                                  lambda c, s=side: heldout.skipped_for_other_side(s, c)))
+            merged = (
+                tuple(made[side][1])
+                | f"Flatten{name}OnlyCounts" >> beam.Flatten()
+                | f"Merge{name}OnlyCounts" >> beam.CombineGlobally(MergeCountsFn())
+            )
+            per_side[side] = (
+                merged | f"Count{name}Documents" >> beam.Map(lambda c, s=side: heldout.split_counts(s, c)),
+                merged | f"Skip{name}Documents" >> beam.Map(lambda c, s=side: heldout.skipped_for_other_side(s, c)),
+            )
         made["train"][1].extend([per_side["train"][0], per_side["eval"][0], per_side["eval"][1]])
         made["eval"][1].extend([per_side["eval"][0], per_side["train"][0], per_side["train"][1]])
     for side, (side_buckets, side_counts) in made.items():
         train = side == "train"
-        counts = tuple(shared_counts + side_counts) | ("FlattenCounts" if train else "FlattenEvalCounts") >> beam.Flatten()
+        counts = (
+            tuple(shared_counts + side_counts) | ("FlattenCounts" if train else "FlattenEvalCounts") >> beam.Flatten()
+        )
         (side_buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(
             config if train else dataclasses.replace(config, num_shards=0),  # eval: one shard per ~50,000 rows
-            vocab_info, list(vocab.tokens), tmp_dir if train else eval_dir, role=side)
+            vocab_info,
+            list(vocab.tokens),
+            tmp_dir if train else eval_dir,
+            role=side,
+        )

@@ -63,10 +63,14 @@ EVAL_DIR = schema.EVAL_DIR
 SIDES = ("train", "eval")
 
 #: How the manifest states the rule (see the module docstring).
-SPLIT_RULE = ("blake2b('heldout:<eval_seed>:<input path>:<document ordinal>', 8 bytes, little-endian) / 2**64 "
-              "< eval_fraction -> eval")
-NORMALIZATION = ("the tokenizer's BertNormalizer (casing settings of this run) per sentence, whitespace "
-                 "collapsed, empty sentences dropped, sentences joined with a newline; blake2b-128")
+SPLIT_RULE = (
+    "blake2b('heldout:<eval_seed>:<input path>:<document ordinal>', 8 bytes, little-endian) / 2**64 "
+    "< eval_fraction -> eval"
+)
+NORMALIZATION = (
+    "the tokenizer's BertNormalizer (casing settings of this run) per sentence, whitespace "
+    "collapsed, empty sentences dropped, sentences joined with a newline; blake2b-128"
+)
 
 
 def eval_score(eval_seed: int, path: str, ordinal: int) -> float:
@@ -92,8 +96,9 @@ def file_element(element: Sequence[Any]) -> tuple[int, str, frozenset[int]]:
     return file_index, path, frozenset(rest[0]) if rest else frozenset()
 
 
-def select_documents(documents: Iterable[readers.Document],
-                     skip: frozenset[int] = frozenset()) -> Iterator[readers.Document]:
+def select_documents(
+    documents: Iterable[readers.Document], skip: frozenset[int] = frozenset()
+) -> Iterator[readers.Document]:
     """The documents a reader yields that are not in ``skip`` (the ordinals of duplicates, :class:`ExactDedup`)."""
     for doc in documents:
         if doc.ordinal not in skip:
@@ -144,8 +149,9 @@ class HashDocumentsFn(beam.DoFn):
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         file_index, path = element[0], element[1]
         try:
-            for doc in readers.read_documents(path, self.config.input_format, stats=readers.ReaderStats(),
-                                              **self.config.reader_kwargs()):
+            for doc in readers.read_documents(
+                path, self.config.input_format, stats=readers.ReaderStats(), **self.config.reader_kwargs()
+            ):
                 text = normalized_text(doc.sentences, self.normalize)
                 if text:
                     self.hashed.inc()
@@ -174,8 +180,10 @@ class FindDuplicatesFn(beam.DoFn):
 
 def _dropped_counts(dropped: int) -> dict:
     """Counts of one text that had ``dropped`` copies besides the one kept."""
-    return {"dedup": {"duplicate_groups": 1, "documents_dropped": dropped},
-            "reader": {"skipped_documents": {"duplicate": dropped}}}
+    return {
+        "dedup": {"duplicate_groups": 1, "documents_dropped": dropped},
+        "reader": {"skipped_documents": {"duplicate": dropped}},
+    }
 
 
 def _attach_skips(element: tuple[int, dict[str, list]]) -> tuple[int, str, tuple[int, ...]]:

@@ -56,8 +56,10 @@ def worker_log_entry(record: logging.LogRecord) -> dict[str, str] | None:
     ``message`` field."""
     if record.msg != WORKER_RECORD_FORMAT or not isinstance(record.args, tuple) or len(record.args) != 1:
         return None
-    fields = {name: codecs.escape_decode(value.encode("utf-8"))[0].decode("utf-8", "replace")
-              for name, value in _STRING_FIELD.findall(str(record.args[0]))}
+    fields = {
+        name: codecs.escape_decode(value.encode("utf-8"))[0].decode("utf-8", "replace")
+        for name, value in _STRING_FIELD.findall(str(record.args[0]))
+    }
     return fields if "message" in fields else None
 
 
@@ -126,10 +128,12 @@ def worker_stderr_captured(enabled: bool) -> Iterator[Callable[[], str | None]]:
         return
     sys.stderr.flush()
     saved = os.dup(2)
-    terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",
-                         errors="backslashreplace")
-    handlers = [h for h in logging.getLogger().handlers
-                if isinstance(h, logging.StreamHandler) and _stderr_fd(h.stream) == 2]
+    terminal = os.fdopen(
+        os.dup(saved), "w", buffering=1, encoding=sys.stderr.encoding or "utf-8", errors="backslashreplace"
+    )
+    handlers = [
+        h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler) and _stderr_fd(h.stream) == 2
+    ]
     capture = tempfile.TemporaryFile()
     os.dup2(capture.fileno(), 2)
     previous = [h.setStream(terminal) for h in handlers]
@@ -151,5 +155,11 @@ def worker_stderr_captured(enabled: bool) -> Iterator[Callable[[], str | None]]:
         capture.close()
 
 
-__all__ = ["USER_ERRORS", "install_log_filter", "is_user_error", "keep_record", "worker_log_entry",
-           "worker_stderr_captured"]
+__all__ = [
+    "USER_ERRORS",
+    "install_log_filter",
+    "is_user_error",
+    "keep_record",
+    "worker_log_entry",
+    "worker_stderr_captured",
+]

@@ -61,6 +61,7 @@ def _local_runner(options: PipelineOptions, workers: "warm_workers.WarmWorkerPoo
     if options.view_as(StandardOptions).runner:
         return None  # Beam picks the runner named in the options
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
     direct = options.view_as(DirectOptions)
     if workers is None or direct.direct_running_mode != "multi_processing" or direct.direct_num_workers != workers.size:
         return FnApiRunner()
@@ -95,8 +96,12 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
-def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: Vocab | None = None,
-                    workers: "warm_workers.WarmWorkerPool | None" = None) -> dict:
+def run_make_shards(
+    config: ShardsConfig,
+    beam_args: Sequence[str] = (),
+    vocab: Vocab | None = None,
+    workers: "warm_workers.WarmWorkerPool | None" = None,
+) -> dict:
     """Run make-shards end to end and return the manifest.
 
     Raises:
@@ -122,8 +127,12 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: 
     ``workers``: Beam worker processes already started (``warm_workers.start``, by the CLI before it imports
     Beam), used when the local runner runs multi-processing with as many workers; the caller closes them.
     """
-    readers.check_options(config.input_format, encoding=config.encoding, max_line_chars=config.max_line_chars,
-                          **({"segmenter": config.segmenter} if config.segmenter else {}))
+    readers.check_options(
+        config.input_format,
+        encoding=config.encoding,
+        max_line_chars=config.max_line_chars,
+        **({"segmenter": config.segmenter} if config.segmenter else {}),
+    )
     vocab = vocab if vocab is not None else load_vocab(config.vocab)
     files = readers.expand_inputs(list(config.inputs))
     if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):
@@ -154,8 +163,9 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: 
             build_pipeline(pipeline, config, files, vocab, staging_dir)
         manifest = _read_manifest(staging_dir)
         _commit_eval_set(config, staging_dir, eval_output_dir)
-        shards.commit_staged(staging_dir, output_dir,
-                             [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME])
+        shards.commit_staged(
+            staging_dir, output_dir, [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME]
+        )
     except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
         message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
         _remove_failed_run(staging_dir, output_dir if created else None)
@@ -166,9 +176,13 @@ def run_make_shards(config: ShardsConfig, beam_args: Sequence[str] = (), vocab: 
         raise
     shards.remove_stale_staging(output_dir)
     if "dedup" in manifest:
-        log.info("--dedup %s: %d of %d documents dropped as copies (%d texts had copies)", config.dedup,
-                 manifest["dedup"]["documents_dropped"], manifest["statistics"]["documents"]["read"],
-                 manifest["dedup"]["duplicate_groups"])
+        log.info(
+            "--dedup %s: %d of %d documents dropped as copies (%d texts had copies)",
+            config.dedup,
+            manifest["dedup"]["documents_dropped"],
+            manifest["statistics"]["documents"]["read"],
+            manifest["dedup"]["duplicate_groups"],
+        )
     log.info("make-shards finished in %.1f s", time.time() - start)
     return manifest
 
@@ -182,10 +196,15 @@ def _commit_eval_set(config: ShardsConfig, staging_dir: str, eval_output_dir: st
         eval_manifest = _read_manifest(staged)
         if "://" not in eval_output_dir and not os.path.isdir(eval_output_dir):
             os.makedirs(eval_output_dir)
-        shards.commit_staged(staged, eval_output_dir,
-                             [entry["file"] for entry in eval_manifest["shards"]] + [shards.VOCAB_NAME])
-        log.info("held-out set: %d instances from %d documents in %s", eval_manifest["statistics"]["instances"],
-                 eval_manifest["split"]["eval_documents"], eval_output_dir)
+        shards.commit_staged(
+            staged, eval_output_dir, [entry["file"] for entry in eval_manifest["shards"]] + [shards.VOCAB_NAME]
+        )
+        log.info(
+            "held-out set: %d instances from %d documents in %s",
+            eval_manifest["statistics"]["instances"],
+            eval_manifest["split"]["eval_documents"],
+            eval_output_dir,
+        )
         return
     old = [p for p in shards.existing_outputs(eval_output_dir) if shards.is_output_name(os.path.basename(p))]
     if old:
@@ -195,8 +214,9 @@ def _commit_eval_set(config: ShardsConfig, staging_dir: str, eval_output_dir: st
                 FileSystems.delete(group)
         if "://" not in eval_output_dir and not os.listdir(eval_output_dir):
             os.rmdir(eval_output_dir)
-        log.info("removed the held-out set of an earlier run from %s (this run has no --eval-fraction)",
-                 eval_output_dir)
+        log.info(
+            "removed the held-out set of an earlier run from %s (this run has no --eval-fraction)", eval_output_dir
+        )
 
 
 def _read_manifest(directory: str) -> dict:
@@ -306,7 +326,8 @@ def beam_option_names() -> list[str]:
 
 _EXCEPTION_LINE = re.compile(
     r"^bertprep\.pipeline\.[\w.]+\.(?:MakeShardsError|InputError|VocabError): (.+?)(?: \[while running '[^']*'\])?$",
-    re.M)
+    re.M,
+)
 
 
 def _bertprep_message(err: BaseException, staging_dir: str | None = None) -> str | None:

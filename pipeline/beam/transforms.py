@@ -8,7 +8,8 @@ Composites (each a ``beam.PTransform``, testable alone with ``TestPipeline``):
 - :class:`CreateTrainingInstances`: seeded stable bucket keys, a ``GroupByKey``, and the reference algorithm
   per bucket (``bucket_files.make_bucket_instances``); each bucket's instances go to a temporary Arrow file.
 - :class:`ProcessFilesStreaming`: the ``file`` pairing scope: read, tokenize and make instances per run of
-  ``bucket_tokens`` word pieces (or ``bucket_size`` documents) of one file, with no shuffle at all (flat memory on any runner).
+  ``bucket_tokens`` word pieces (or ``bucket_size`` documents) of one file, with no shuffle at all (flat memory on
+  any runner).
 
 The DoFns only adapt the plain functions of ``bucket_files.py``; ``write_shards.py`` turns the bucket files
 into shards and the manifest, and ``graph.py`` (:func:`~bertprep.pipeline.beam.graph.build_pipeline`) wires them.
@@ -56,8 +57,9 @@ log = logging.getLogger(__name__)
 class _VocabResource:
     """Loads the vocab and tokenizer once per DoFn instance (``setup``)."""
 
-    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None,
-                 word_segmenter: str | None = None):
+    def __init__(
+        self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None, word_segmenter: str | None = None
+    ):
         self.vocab_path = vocab_path
         self.do_lower_case = do_lower_case
         self.strip_accents = strip_accents
@@ -79,8 +81,9 @@ class _VocabResource:
 
     def encode(self, file_index: int, ordinal: int, sentences: Sequence[str]) -> TokenizedDocument:
         """:func:`encode_document` with this resource's encoder and word segmenter."""
-        return encode_document(self.encoder, file_index, ordinal, sentences, self.segmenter,
-                               f"--word-segmenter {self.word_segmenter}")
+        return encode_document(
+            self.encoder, file_index, ordinal, sentences, self.segmenter, f"--word-segmenter {self.word_segmenter}"
+        )
 
 
 class ReadDocumentsFn(beam.DoFn):
@@ -106,8 +109,9 @@ class ReadDocumentsFn(beam.DoFn):
 class TokenizeDocumentFn(beam.DoFn):
     """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes)."""
 
-    def __init__(self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None,
-                 word_segmenter: str | None = None):
+    def __init__(
+        self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None, word_segmenter: str | None = None
+    ):
         self.resource = _VocabResource(vocab_path, do_lower_case, strip_accents, word_segmenter)
 
     def setup(self) -> None:
@@ -163,9 +167,11 @@ class PlanTokenBucketsFn(beam.CombineFn):
         return keys, tokens
 
     def extract_output(self, acc) -> list[int]:
-        return buckets.plan_token_buckets(np.frombuffer(acc[0], dtype=np.uint64) if len(acc[0]) else [],
-                                          np.frombuffer(acc[1], dtype=np.int64) if len(acc[1]) else [],
-                                          self.bucket_tokens)
+        return buckets.plan_token_buckets(
+            np.frombuffer(acc[0], dtype=np.uint64) if len(acc[0]) else [],
+            np.frombuffer(acc[1], dtype=np.int64) if len(acc[1]) else [],
+            self.bucket_tokens,
+        )
 
 
 class CreateInstancesFn(beam.DoFn):
@@ -188,10 +194,16 @@ class CreateInstancesFn(beam.DoFn):
         counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
         del tokenized
         start = time.time()
-        meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids,
-                                            self.resource.vocab.size, self.tmp_dir)
-        log.info("bucket %d: %d documents -> %d instances in %.1f s", bucket, len(docs.doc_starts), meta[2],
-                 time.time() - start)
+        meta, stats = make_bucket_instances(
+            bucket, docs, self.config, self.resource.ids, self.resource.vocab.size, self.tmp_dir
+        )
+        log.info(
+            "bucket %d: %d documents -> %d instances in %.1f s",
+            bucket,
+            len(docs.doc_starts),
+            meta[2],
+            time.time() - start,
+        )
         self.instances.inc(meta[2])
         yield meta
         yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1})
@@ -229,10 +241,22 @@ class ProcessFileStreamingFn(beam.DoFn):
             docs = bucket_documents(run)
             counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
             bucket = (file_index << 24) | state["index"]
-            meta, stats = make_bucket_instances(bucket, docs, self.config, self.resource.ids, self.resource.vocab.size,
-                                                self.tmp_dir if side == "train" else self.eval_tmp_dir)
-            log.info("%s, %sdocuments %d-%d: %d instances", path, "eval " if side == "eval" else "",
-                     state["seen"] - len(run), state["seen"] - 1, meta[2])
+            meta, stats = make_bucket_instances(
+                bucket,
+                docs,
+                self.config,
+                self.resource.ids,
+                self.resource.vocab.size,
+                self.tmp_dir if side == "train" else self.eval_tmp_dir,
+            )
+            log.info(
+                "%s, %sdocuments %d-%d: %d instances",
+                path,
+                "eval " if side == "eval" else "",
+                state["seen"] - len(run),
+                state["seen"] - 1,
+                meta[2],
+            )
             state.update(run=[], index=state["index"] + 1, tokens=0)
             counted = {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1}
             if side == "train":
@@ -242,11 +266,16 @@ class ProcessFileStreamingFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput("eval_buckets", meta)
                 yield beam.pvalue.TaggedOutput("eval_counts", counted)
 
-        documents = readers.read_documents(path, self.config.input_format, stats=reader_stats,
-                                           **self.config.reader_kwargs())
+        documents = readers.read_documents(
+            path, self.config.input_format, stats=reader_stats, **self.config.reader_kwargs()
+        )
         for doc in heldout.select_documents(documents, skip):
-            side = "eval" if split and heldout.is_eval_document(self.config.eval_seed, path, doc.ordinal,
-                                                                self.config.eval_fraction) else "train"
+            side = (
+                "eval"
+                if split
+                and heldout.is_eval_document(self.config.eval_seed, path, doc.ordinal, self.config.eval_fraction)
+                else "train"
+            )
             state = runs[side]
             state["run"].append(self.resource.encode(file_index, doc.ordinal, doc.sentences))
             state["seen"] += 1
@@ -271,7 +300,8 @@ class ReadDocuments(beam.PTransform):
 
     def expand(self, files):
         return files | "ReadDocumentsFn" >> beam.ParDo(ReadDocumentsFn(self.config, self.error_dir)).with_outputs(
-            "counts", main="documents")
+            "counts", main="documents"
+        )
 
 
 class TokenizeDocuments(beam.PTransform):
@@ -281,8 +311,10 @@ class TokenizeDocuments(beam.PTransform):
 
     def expand(self, documents):
         return documents | "TokenizeDocumentFn" >> beam.ParDo(
-            TokenizeDocumentFn(self.config.vocab, self.config.do_lower_case, self.config.strip_accents,
-                               self.config.word_segmenter))
+            TokenizeDocumentFn(
+                self.config.vocab, self.config.do_lower_case, self.config.strip_accents, self.config.word_segmenter
+            )
+        )
 
 
 class CreateTrainingInstances(beam.PTransform):
@@ -298,16 +330,17 @@ class CreateTrainingInstances(beam.PTransform):
         seed = self.config.instance.random_seed
         if self.config.bucket_size is None:  # buckets sized by word pieces: their key bounds
             plan = tokenized | "PlanTokenBuckets" >> beam.CombineGlobally(
-                PlanTokenBucketsFn(self.files, seed, self.config.bucket_tokens))
+                PlanTokenBucketsFn(self.files, seed, self.config.bucket_tokens)
+            )
         else:
             plan = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
         return (
             tokenized
-            | "AssignBucket" >> beam.ParDo(AssignBucketFn(self.files, seed, self.config.bucket_size),
-                                           plan=beam.pvalue.AsSingleton(plan))
+            | "AssignBucket"
+            >> beam.ParDo(AssignBucketFn(self.files, seed, self.config.bucket_size), plan=beam.pvalue.AsSingleton(plan))
             | "GroupByBucket" >> beam.GroupByKey()
-            | "CreateInstancesFn" >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir)).with_outputs(
-                "counts", main="buckets")
+            | "CreateInstancesFn"
+            >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir)).with_outputs("counts", main="buckets")
         )
 
 
@@ -323,5 +356,5 @@ class ProcessFilesStreaming(beam.PTransform):
 
     def expand(self, files):
         return files | "ProcessFileStreamingFn" >> beam.ParDo(
-            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir)).with_outputs(
-                "counts", "eval_buckets", "eval_counts", main="buckets")
+            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir)
+        ).with_outputs("counts", "eval_buckets", "eval_counts", main="buckets")

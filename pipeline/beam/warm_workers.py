@@ -83,8 +83,9 @@ sys.exit(int(status or b"1"))
 def launcher_command(socket_path: str) -> str:
     """Shell command for Beam's ``SubprocessSDKEnvironment``: hand this worker slot to a pool worker.
     ``socket_path``: a file path, or ``@name`` for ``name`` in Linux's abstract socket namespace."""
-    return " ".join(shlex.quote(part) for part in
-                    (sys.executable, "-S", "-c", _LAUNCHER, socket_path, str(CLAIM_TIMEOUT_S)))
+    return " ".join(
+        shlex.quote(part) for part in (sys.executable, "-S", "-c", _LAUNCHER, socket_path, str(CLAIM_TIMEOUT_S))
+    )
 
 
 class WarmWorkerPool:
@@ -116,9 +117,15 @@ class WarmWorkerPool:
                 gc.unfreeze()  # this process goes on as before
         else:
             env = dict(os.environ, BERTPREP_WARM_WORKER_FD=str(fd))
-            self._procs = [subprocess.Popen([sys.executable, "-m", "bertprep.pipeline.beam.warm_workers"],
-                                            pass_fds=[fd], env=env, stdin=subprocess.DEVNULL)
-                           for _ in range(size)]
+            self._procs = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "bertprep.pipeline.beam.warm_workers"],
+                    pass_fds=[fd],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                )
+                for _ in range(size)
+            ]
         self.command = launcher_command(self.socket_path)
 
     def close(self) -> None:

@@ -53,16 +53,19 @@ class BucketDocuments:
             starts.append(pos)
             lengths.append(lens)
             pos += len(ids)
-        flat = (np.concatenate([np.asarray(ids, dtype=np.uint32) for ids, _ in documents])
-                if documents else np.zeros(0, dtype=np.uint32))
+        flat = (
+            np.concatenate([np.asarray(ids, dtype=np.uint32) for ids, _ in documents])
+            if documents
+            else np.zeros(0, dtype=np.uint32)
+        )
         return cls(flat.astype(np.uint32, copy=False), lengths, starts)
 
     @classmethod
     def from_lists(cls, documents: Sequence[Sequence[Sequence[int]]]) -> "BucketDocuments":
         """From documents as lists of sentences of ids (the reference algorithm's input form)."""
-        return cls.from_arrays([
-            (np.array([t for s in doc for t in s], dtype=np.uint32), [len(s) for s in doc]) for doc in documents
-        ])
+        return cls.from_arrays(
+            [(np.array([t for s in doc for t in s], dtype=np.uint32), [len(s) for s in doc]) for doc in documents]
+        )
 
 
 class InstanceDescriptions:

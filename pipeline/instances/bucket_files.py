@@ -58,9 +58,14 @@ def document_tokens(doc: TokenizedDocument) -> int:
     return len(doc[2]) // 4
 
 
-def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
-                    sentences: Sequence[str], segmenter: WordSegmenter | None = None,
-                    segmenter_name: str = "the word segmenter") -> TokenizedDocument:
+def encode_document(
+    encoder: SentenceEncoder,
+    file_index: int,
+    ordinal: int,
+    sentences: Sequence[str],
+    segmenter: WordSegmenter | None = None,
+    segmenter_name: str = "the word segmenter",
+) -> TokenizedDocument:
     """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists); sentences
     that tokenize to nothing are dropped and counted. With a word ``segmenter`` a sixth element holds each
     piece's "starts a word" flag (uint8 bytes, ``word_segmentation.word_starts``).
@@ -83,8 +88,9 @@ def encode_document(encoder: SentenceEncoder, file_index: int, ordinal: int,
 def bucket_documents(docs: Sequence[TokenizedDocument]) -> BucketDocuments:
     """A bucket's tokenized documents (already in id order) as one flat id array (no Python lists); with the
     documents' word-start flags when they carry them (a word segmenter)."""
-    bucket = BucketDocuments.from_arrays([(np.frombuffer(d[2], dtype=np.uint32), np.frombuffer(d[3], dtype=np.int32))
-                                          for d in docs])
+    bucket = BucketDocuments.from_arrays(
+        [(np.frombuffer(d[2], dtype=np.uint32), np.frombuffer(d[3], dtype=np.int32)) for d in docs]
+    )
     if docs and len(docs[0]) > 5:
         bucket.word_starts = np.frombuffer(b"".join(d[5] for d in docs), dtype=np.uint8)
     return bucket
@@ -104,8 +110,9 @@ def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) 
     }
 
 
-def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConfig, ids: VocabIds,
-                          vocab_size: int, tmp_dir: str) -> tuple[tuple, InstanceStats]:
+def make_bucket_instances(
+    bucket: int, docs: BucketDocuments, config: ShardsConfig, ids: VocabIds, vocab_size: int, tmp_dir: str
+) -> tuple[tuple, InstanceStats]:
     """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
 
     Sampling ``exact`` (``config.effective_sampling``: ``--sampling`` with ``auto`` resolved) draws everything
@@ -126,8 +133,7 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
     fast = config.effective_sampling == "fast"  # --sampling auto: fast unless --bucket-size 0
     vectorized_masking = fast and config.masking == "static" and instance_config.effective_masking_scheme == "token"
     python_masking = config.masking == "static" and not vectorized_masking
-    described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking,
-                                   fast_truncation=fast)
+    described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking, fast_truncation=fast)
     path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
     if not len(described):
         return (bucket, path, 0), stats
@@ -138,8 +144,14 @@ def make_bucket_instances(bucket: int, docs: BucketDocuments, config: ShardsConf
         table = pa.Table.from_batches(list(batches), schema=schema.shard_schema(vocab_size, objective, word_ids))
         del described
         np_rng = np.random.default_rng([instance_config.random_seed, bucket])
-        table, counts = mask_table(table, instance_config, ids.mask_id, np.asarray(ids.random_ids, dtype=np.int64),
-                                   np_rng, sep_id=ids.sep_id if objective == "none" else None)
+        table, counts = mask_table(
+            table,
+            instance_config,
+            ids.mask_id,
+            np.asarray(ids.random_ids, dtype=np.int64),
+            np_rng,
+            sep_id=ids.sep_id if objective == "none" else None,
+        )
         for name, value in counts.items():
             setattr(stats, name, getattr(stats, name) + value)
         batches = table.to_batches()

@@ -52,9 +52,15 @@ from bertprep.pipeline.instances.common import InstanceStats, VocabIds, truncati
 from bertprep.pipeline.masking.rule import KEEP, MASK, create_masked_lm_predictions, draw_replacements, num_to_predict
 
 
-def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: VocabIds, rng: random.Random,
-                       stats: InstanceStats | None = None, mask: bool = True,
-                       fast_truncation: bool = False) -> InstanceDescriptions:
+def describe_instances(
+    docs: BucketDocuments,
+    config: InstanceConfig,
+    ids: VocabIds,
+    rng: random.Random,
+    stats: InstanceStats | None = None,
+    mask: bool = True,
+    fast_truncation: bool = False,
+) -> InstanceDescriptions:
     """``create_training_instances`` (the original's), as descriptions instead of token lists.
 
     Draws from ``rng`` exactly what the reference draws, in the same order: the document shuffle,
@@ -109,8 +115,20 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
             describe_document = _describe_document_sop if objective == "sop" else _describe_document
             for _ in range(config.dupe_factor):
                 for document_index in range(len(cums)):
-                    describe_document(cums, starts, document_index, config, ids, rng, stats, mask, fast_truncation,
-                                      token_lists, out, counts)
+                    describe_document(
+                        cums,
+                        starts,
+                        document_index,
+                        config,
+                        ids,
+                        rng,
+                        stats,
+                        mask,
+                        fast_truncation,
+                        token_lists,
+                        out,
+                        counts,
+                    )
         out.order = list(range(len(out)))
         shuffle(out.order, rng)
     finally:
@@ -119,8 +137,9 @@ def describe_instances(docs: BucketDocuments, config: InstanceConfig, ids: Vocab
 
     # the counters the reference keeps per instance, from the descriptions
     specials = 2 if objective == "none" else 3  # [CLS] A [SEP] (B [SEP])
-    lengths = (np.frombuffer(out.a_len, dtype=np.int32).astype(np.int64)
-               + np.frombuffer(out.b_len, dtype=np.int32) + specials)
+    lengths = (
+        np.frombuffer(out.a_len, dtype=np.int32).astype(np.int64) + np.frombuffer(out.b_len, dtype=np.int32) + specials
+    )
     stats.instances += len(out)
     stats.not_next += int(np.frombuffer(out.label, dtype=np.uint8).sum(dtype=np.int64))
     stats.tokens += int(lengths.sum())
@@ -157,9 +176,20 @@ def _chunk_size(cum: list[int], chunk_first: int, target_seq_length: int) -> int
     return min(end, len(cum) - 1) - chunk_first
 
 
-def _describe_document(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
-                       ids: VocabIds, rng: random.Random, stats: InstanceStats, mask: bool, fast_truncation: bool,
-                       token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
+def _describe_document(
+    cums: list[list[int]],
+    starts: list[int],
+    document_index: int,
+    config: InstanceConfig,
+    ids: VocabIds,
+    rng: random.Random,
+    stats: InstanceStats,
+    mask: bool,
+    fast_truncation: bool,
+    token_lists: list[int] | None,
+    out: InstanceDescriptions,
+    counts: list[int],
+) -> None:
     """One pass over one document: ``create_instances_from_document`` on lengths.
 
     Appends to ``out`` (masked positions as candidate ordinals and [MASK] as ``MASK``, except under
@@ -233,9 +263,20 @@ def _describe_document(cums: list[list[int]], starts: list[int], document_index:
     counts[1] += same_document
 
 
-def _describe_document_sop(cums: list[list[int]], starts: list[int], document_index: int, config: InstanceConfig,
-                           ids: VocabIds, rng: random.Random, stats: InstanceStats, mask: bool, fast_truncation: bool,
-                           token_lists: list[int] | None, out: InstanceDescriptions, counts: list[int]) -> None:
+def _describe_document_sop(
+    cums: list[list[int]],
+    starts: list[int],
+    document_index: int,
+    config: InstanceConfig,
+    ids: VocabIds,
+    rng: random.Random,
+    stats: InstanceStats,
+    mask: bool,
+    fast_truncation: bool,
+    token_lists: list[int] | None,
+    out: InstanceDescriptions,
+    counts: list[int],
+) -> None:
     """One pass over one document for sentence-order prediction (ALBERT section 4.2).
 
     The chunks of :func:`_describe_document` (:func:`_chunk_size`, ``short_seq_prob``, a random split point of
@@ -291,9 +332,18 @@ def _describe_document_sop(cums: list[list[int]], starts: list[int], document_in
         chunk_first += chunk_count
 
 
-def _pair_masks(token_lists: list[int] | None, a_start: int, a_len: int, b_start: int, b_len: int,
-                config: InstanceConfig, ids: VocabIds, rng: random.Random, stats: InstanceStats,
-                out: InstanceDescriptions) -> int:
+def _pair_masks(
+    token_lists: list[int] | None,
+    a_start: int,
+    a_len: int,
+    b_start: int,
+    b_len: int,
+    config: InstanceConfig,
+    ids: VocabIds,
+    rng: random.Random,
+    stats: InstanceStats,
+    out: InstanceDescriptions,
+) -> int:
     """The masks of one row ``[CLS] A [SEP] B [SEP]`` (after truncation; under ``sop`` as swapped), appended to
     ``out``; returns their count. The ``token`` scheme (no ``token_lists``) draws as the original's
     ``create_masked_lm_predictions``: a shuffle of the candidates (:func:`shuffle_first`), then each piece's
@@ -302,17 +352,23 @@ def _pair_masks(token_lists: list[int] | None, a_start: int, a_len: int, b_start
     masking (and the other word-level schemes) goes through the reference function (it needs the tokens, and
     the segmenter's word starts when the bucket has them), with final positions and ids."""
     if token_lists is None:
-        chosen = shuffle_first(a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob,
-                                                             config.max_predictions_per_seq), rng)
+        chosen = shuffle_first(
+            a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob, config.max_predictions_per_seq), rng
+        )
         out.m_pos.extend(chosen)
         out.m_rep.extend(draw_replacements(len(chosen), rng, ids.random_ids))
         return len(chosen)
-    tokens = [ids.cls_id, *token_lists[a_start:a_start + a_len], ids.sep_id,
-              *token_lists[b_start:b_start + b_len], ids.sep_id]
+    tokens = [
+        ids.cls_id,
+        *token_lists[a_start : a_start + a_len],
+        ids.sep_id,
+        *token_lists[b_start : b_start + b_len],
+        ids.sep_id,
+    ]
     word_starts = None
     if out.word_starts is not None:
         ws = out.word_starts
-        word_starts = [0, *ws[a_start:a_start + a_len], 0, *ws[b_start:b_start + b_len], 0]
+        word_starts = [0, *ws[a_start : a_start + a_len], 0, *ws[b_start : b_start + b_len], 0]
     output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats, a_len, word_starts)
     for p in positions:
         out.m_pos.append(p)
@@ -320,8 +376,16 @@ def _pair_masks(token_lists: list[int] | None, a_start: int, a_len: int, b_start
     return len(positions)
 
 
-def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceConfig, ids: VocabIds,
-                     rng: random.Random, stats: InstanceStats, mask: bool, out: InstanceDescriptions) -> None:
+def _describe_stream(
+    docs: BucketDocuments,
+    used: list[int],
+    config: InstanceConfig,
+    ids: VocabIds,
+    rng: random.Random,
+    stats: InstanceStats,
+    mask: bool,
+    out: InstanceDescriptions,
+) -> None:
     """Objective ``none`` (RoBERTa FULL-SENTENCES, section 4.2): rows cut from the documents back to back.
 
     The ``used`` documents are shuffled (one ``shuffle`` of their list, as the reference shuffles its
@@ -343,7 +407,7 @@ def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceCon
         if n:
             pieces.append(separator)
         start = docs.doc_starts[d]
-        pieces.append(docs.ids[start:start + sum(docs.sentence_lengths[d])])
+        pieces.append(docs.ids[start : start + sum(docs.sentence_lengths[d])])
     stream = np.concatenate(pieces).astype(np.uint32, copy=False)
     out.ids = stream
     if docs.word_starts is not None:  # a word segmenter's word starts, laid out as the stream (0 at a [SEP])
@@ -352,7 +416,7 @@ def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceCon
             if n:
                 flag_pieces.append(np.zeros(1, dtype=np.uint8))
             start = docs.doc_starts[d]
-            flag_pieces.append(docs.word_starts[start:start + sum(docs.sentence_lengths[d])])
+            flag_pieces.append(docs.word_starts[start : start + sum(docs.sentence_lengths[d])])
         out.stream_word_starts = np.concatenate(flag_pieces)
     word_starts = out.stream_word_starts.tolist() if mask and out.word_starts is not None else None
     width = config.max_seq_length - 2
@@ -363,10 +427,11 @@ def _describe_stream(docs: BucketDocuments, used: list[int], config: InstanceCon
             length = min(width, len(stream) - start)
             n_masked = 0
             if mask:
-                tokens = [cls_id, *token_list[start:start + length], sep_id]
-                row_starts = None if word_starts is None else [0, *word_starts[start:start + length], 0]
-                output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats,
-                                                                    word_starts=row_starts)
+                tokens = [cls_id, *token_list[start : start + length], sep_id]
+                row_starts = None if word_starts is None else [0, *word_starts[start : start + length], 0]
+                output, positions, _ = create_masked_lm_predictions(
+                    tokens, config, ids, rng, stats, word_starts=row_starts
+                )
                 for p in positions:
                     out.m_pos.append(p)
                     out.m_rep.append(output[p])

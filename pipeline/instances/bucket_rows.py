@@ -25,8 +25,14 @@ from bertprep.pipeline.masking.rule import KEEP
 ASSEMBLE_CHUNK_ROWS = 8192
 
 
-def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids: VocabIds, vocab_size: int,
-                     chunk_rows: int = ASSEMBLE_CHUNK_ROWS, word_ids: bool = False) -> Iterator[pa.RecordBatch]:
+def assemble_batches(
+    docs: BucketDocuments,
+    described: InstanceDescriptions,
+    ids: VocabIds,
+    vocab_size: int,
+    chunk_rows: int = ASSEMBLE_CHUNK_ROWS,
+    word_ids: bool = False,
+) -> Iterator[pa.RecordBatch]:
     """Arrow rows (schema :func:`schema.shard_schema`) of the described instances in their final order.
 
     Per row: ``input_ids`` = ``[CLS] A [SEP] B [SEP]`` gathered from ``docs.ids`` with the masks applied,
@@ -58,7 +64,7 @@ def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids
     cls_id, sep_id = ids.cls_id, ids.sep_id
 
     for lo in range(0, n, chunk_rows):
-        rows = order[lo:lo + chunk_rows]
+        rows = order[lo : lo + chunk_rows]
         r = len(rows)
         al, bl = a_len[rows], b_len[rows]
         lengths = al + bl + (2 if single else 3)
@@ -73,8 +79,9 @@ def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids
             values[offsets[1:] - 1] = sep_id
             token_type = np.zeros(total, dtype=np.uint8)
         else:
-            values, token_type = _gather_pairs(flat_ids, a_start[rows], b_start[rows], al, starts, offsets,
-                                               total, cls_id, sep_id)
+            values, token_type = _gather_pairs(
+                flat_ids, a_start[rows], b_start[rows], al, starts, offsets, total, cls_id, sep_id
+            )
 
         # masks: each row's (position, replacement) entries, sorted by position within the row
         counts = n_masked[rows]
@@ -94,8 +101,9 @@ def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids
 
         def list_array(offs: np.ndarray, vals: np.ndarray, field_name: str) -> pa.Array:
             typ = arrow_schema.field(field_name).type
-            return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(vals, type=typ.value_type),
-                                            type=typ)
+            return pa.ListArray.from_arrays(
+                pa.array(offs.astype(np.int32)), pa.array(vals, type=typ.value_type), type=typ
+            )
 
         arrays = [
             list_array(offsets, values.astype(id_dtype), "input_ids"),
@@ -106,9 +114,25 @@ def assemble_batches(docs: BucketDocuments, described: InstanceDescriptions, ids
         if not single:
             arrays.append(pa.array(label[rows], type=pa.uint8()))
         if word_ids:
-            arrays.append(list_array(offsets, _row_word_ids(docs, described, ids, rows, a_start, b_start, al, starts,
-                                                            offsets, total, _unmasked_values(values, at, labels)),
-                                     "word_ids"))
+            arrays.append(
+                list_array(
+                    offsets,
+                    _row_word_ids(
+                        docs,
+                        described,
+                        ids,
+                        rows,
+                        a_start,
+                        b_start,
+                        al,
+                        starts,
+                        offsets,
+                        total,
+                        _unmasked_values(values, at, labels),
+                    ),
+                    "word_ids",
+                )
+            )
         yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
@@ -119,9 +143,19 @@ def _unmasked_values(values: np.ndarray, at: np.ndarray, labels: np.ndarray) -> 
     return unmasked
 
 
-def _row_word_ids(docs: BucketDocuments, described: InstanceDescriptions, ids: VocabIds, rows: np.ndarray,
-                  a_start: np.ndarray, b_start: np.ndarray, al: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
-                  total: int, unmasked: np.ndarray) -> np.ndarray:
+def _row_word_ids(
+    docs: BucketDocuments,
+    described: InstanceDescriptions,
+    ids: VocabIds,
+    rows: np.ndarray,
+    a_start: np.ndarray,
+    b_start: np.ndarray,
+    al: np.ndarray,
+    starts: np.ndarray,
+    offsets: np.ndarray,
+    total: int,
+    unmasked: np.ndarray,
+) -> np.ndarray:
     """``word_ids`` of a chunk of rows, concatenated (int32, -1 at [CLS]/[SEP])."""
     from bertprep.pipeline.text.word_segmentation import default_word_starts
 
@@ -147,12 +181,20 @@ def _row_word_ids(docs: BucketDocuments, described: InstanceDescriptions, ids: V
     return word_id.astype(np.int32)
 
 
-def _gather_pairs(flat_ids: np.ndarray, a_start: np.ndarray, b_start: np.ndarray, al: np.ndarray,
-                  starts: np.ndarray, offsets: np.ndarray, total: int, cls_id: int,
-                  sep_id: int) -> tuple[np.ndarray, np.ndarray]:
+def _gather_pairs(
+    flat_ids: np.ndarray,
+    a_start: np.ndarray,
+    b_start: np.ndarray,
+    al: np.ndarray,
+    starts: np.ndarray,
+    offsets: np.ndarray,
+    total: int,
+    cls_id: int,
+    sep_id: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """``input_ids`` (int64, unmasked) and ``token_type_ids`` (uint8) of rows ``[CLS] A [SEP] B [SEP]``,
     concatenated; row ``i`` occupies ``offsets[i]:offsets[i + 1]`` (``starts = offsets[:-1]``)."""
-    first_b = starts + al + 2                                       # where each row's B begins
+    first_b = starts + al + 2  # where each row's B begins
     # source index of every token in flat_ids: position + a per-segment shift, built as a step
     # function (row start: shift to A; B start: shift to B) summed once; [CLS]/[SEP] are set after
     shift_a = a_start - starts - 1

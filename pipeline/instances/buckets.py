@@ -41,8 +41,9 @@ def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -
     return document_key(random_seed, path, ordinal) % num_buckets
 
 
-def num_token_buckets(num_documents: int, num_tokens: int, bucket_tokens: int,
-                      min_documents: int = MIN_DOCUMENTS_PER_BUCKET) -> int:
+def num_token_buckets(
+    num_documents: int, num_tokens: int, bucket_tokens: int, min_documents: int = MIN_DOCUMENTS_PER_BUCKET
+) -> int:
     """Number of token-sized buckets: ``ceil(num_tokens / bucket_tokens)``, at most
     ``num_documents // min_documents``, at least 1."""
     if bucket_tokens < 1:
@@ -51,8 +52,9 @@ def num_token_buckets(num_documents: int, num_tokens: int, bucket_tokens: int,
     return max(1, min(by_tokens, num_documents // max(1, min_documents)))
 
 
-def plan_token_buckets(keys: Sequence[int], tokens: Sequence[int], bucket_tokens: int,
-                       min_documents: int = MIN_DOCUMENTS_PER_BUCKET) -> list[int]:
+def plan_token_buckets(
+    keys: Sequence[int], tokens: Sequence[int], bucket_tokens: int, min_documents: int = MIN_DOCUMENTS_PER_BUCKET
+) -> list[int]:
     """Cut the documents, ordered by key, into runs of about ``bucket_tokens`` word pieces.
 
     Args:

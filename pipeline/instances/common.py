@@ -1,7 +1,8 @@
 """What the instance algorithm shares: vocab ids, counters, truncation and the per-bucket seed.
 
 The algorithm is google-research/bert ``create_pretraining_data.py`` (HEAD eedf571), restated in
-``design/reference-algorithm.md``. ``make-shards`` runs it per bucket as :mod:`bertprep.pipeline.instances.bucket_instances`
+``design/reference-algorithm.md``. ``make-shards`` runs it per bucket as
+:mod:`bertprep.pipeline.instances.bucket_instances`
 (on sentence lengths and flat arrays); the readable list-based restatement, ``create_training_instances``, is the
 test oracle in ``tests/reference/instances.py``. Both use these pieces and the masking rule of
 :mod:`bertprep.pipeline.masking.rule`, so the two cannot drift apart:
@@ -66,10 +67,22 @@ class InstanceStats:
     document_separators: int = 0
 
     def merge(self, other: "InstanceStats") -> "InstanceStats":
-        for name in ("instances", "not_next", "tokens", "masked", "masked_as_mask", "masked_as_random",
-                     "masked_as_kept", "truncated", "unk_tokens", "same_document_not_next",
-                     "one_segment_chunks_merged", "one_segment_chunks_skipped", "one_segment_tokens_skipped",
-                     "document_separators"):
+        for name in (
+            "instances",
+            "not_next",
+            "tokens",
+            "masked",
+            "masked_as_mask",
+            "masked_as_random",
+            "masked_as_kept",
+            "truncated",
+            "unk_tokens",
+            "same_document_not_next",
+            "one_segment_chunks_merged",
+            "one_segment_chunks_skipped",
+            "one_segment_tokens_skipped",
+            "document_separators",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for length, count in other.length_histogram.items():
             self.length_histogram[length] = self.length_histogram.get(length, 0) + count
@@ -112,8 +125,9 @@ def truncation_bounds(len_a: int, len_b: int, max_num_tokens: int, rng: random.R
     return a_lo, a_hi, b_lo, b_hi
 
 
-def truncation_bounds_fast(len_a: int, len_b: int, max_num_tokens: int,
-                           rng: random.Random) -> tuple[int, int, int, int]:
+def truncation_bounds_fast(
+    len_a: int, len_b: int, max_num_tokens: int, rng: random.Random
+) -> tuple[int, int, int, int]:
     """Same distribution as :func:`truncation_bounds` with two draws instead of one per removed token.
 
     How many tokens each segment loses does not depend on the random draws (the longer loses one per

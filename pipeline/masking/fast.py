@@ -23,8 +23,14 @@ if TYPE_CHECKING:  # (the type is only an annotation here)
 _CHUNK_ROWS = 8192
 
 
-def mask_table(table: pa.Table, config: "InstanceConfig", mask_id: int, random_ids: np.ndarray,
-               rng: np.random.Generator, sep_id: int | None = None) -> tuple[pa.Table, dict[str, int]]:
+def mask_table(
+    table: pa.Table,
+    config: "InstanceConfig",
+    mask_id: int,
+    random_ids: np.ndarray,
+    rng: np.random.Generator,
+    sep_id: int | None = None,
+) -> tuple[pa.Table, dict[str, int]]:
     """Mask an unmasked shard table (``masked_lm_*`` columns empty) and fill its prediction columns
     (``make-shards --sampling fast``).
 
@@ -63,8 +69,9 @@ def mask_table(table: pa.Table, config: "InstanceConfig", mask_id: int, random_i
     first_b = lengths - np.add.reduceat(tt.astype(np.int64), offsets[:-1])
 
     # numbers to predict, as num_to_predict: round half to even of n * p (float64), capped
-    k = np.minimum(config.max_predictions_per_seq,
-                   np.maximum(1, np.rint(lengths * config.masked_lm_prob).astype(np.int64)))
+    k = np.minimum(
+        config.max_predictions_per_seq, np.maximum(1, np.rint(lengths * config.masked_lm_prob).astype(np.int64))
+    )
     if sep_id is None:
         k = np.minimum(k, lengths - 3)  # never more than the candidates
     else:
@@ -84,29 +91,33 @@ def mask_table(table: pa.Table, config: "InstanceConfig", mask_id: int, random_i
         keys = np.full((rows, width), np.inf)
         keys[inside] = rng.random(int(offsets[hi] - offsets[lo]))  # row-major = the tokens' order
         ar = np.arange(rows)
-        keys[ar, 0] = np.inf                                   # [CLS]
-        keys[ar, first_b[lo:hi] - 1] = np.inf                   # middle [SEP]
-        keys[ar, row_lengths - 1] = np.inf                      # last [SEP]
-        if sep_id is not None:                                   # every [SEP]
+        keys[ar, 0] = np.inf  # [CLS]
+        keys[ar, first_b[lo:hi] - 1] = np.inf  # middle [SEP]
+        keys[ar, row_lengths - 1] = np.inf  # last [SEP]
+        if sep_id is not None:  # every [SEP]
             is_sep = np.zeros((rows, width), dtype=bool)
-            is_sep[inside] = values[offsets[lo]:offsets[hi]] == sep_id
+            is_sep[inside] = values[offsets[lo] : offsets[hi]] == sep_id
             keys[is_sep] = np.inf
         kk = min(max_k, width)
         part = np.argpartition(keys, kk - 1, axis=1)[:, :kk]
         order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1)
-        chosen = np.take_along_axis(part, order, axis=1)        # candidates by ascending key
+        chosen = np.take_along_axis(part, order, axis=1)  # candidates by ascending key
         take = np.arange(kk)[None, :] < k[lo:hi, None]
         chosen = np.where(take, chosen, np.iinfo(np.int64).max)
-        chosen.sort(axis=1)                                     # positions ascending, unused at the end
-        all_positions.append(chosen[take])                      # row-major: each row's k positions
+        chosen.sort(axis=1)  # positions ascending, unused at the end
+        all_positions.append(chosen[take])  # row-major: each row's k positions
     positions = np.concatenate(all_positions) if all_positions else np.zeros(0, dtype=np.int64)
     m_offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(k, out=m_offsets[1:])
     flat = offsets[:-1][np.repeat(np.arange(n_rows), k)] + positions
     labels = values[flat]
     n_mask, n_random = replace_positions(out_values, flat, mask_id, random_ids, rng)
-    counts = {"masked": int(len(flat)), "masked_as_mask": n_mask, "masked_as_random": n_random,
-              "masked_as_kept": int(len(flat)) - n_mask - n_random}
+    counts = {
+        "masked": int(len(flat)),
+        "masked_as_mask": n_mask,
+        "masked_as_random": n_random,
+        "masked_as_kept": int(len(flat)) - n_mask - n_random,
+    }
 
     schema = table.schema
     id_type = schema.field("input_ids").type
@@ -116,8 +127,9 @@ def mask_table(table: pa.Table, config: "InstanceConfig", mask_id: int, random_i
 
     new = {
         "input_ids": list_array(offsets, out_values, id_type),
-        "masked_lm_positions": list_array(m_offsets, positions.astype(np.uint16),
-                                          schema.field("masked_lm_positions").type),
+        "masked_lm_positions": list_array(
+            m_offsets, positions.astype(np.uint16), schema.field("masked_lm_positions").type
+        ),
         "masked_lm_ids": list_array(m_offsets, labels, schema.field("masked_lm_ids").type),
     }
     columns = [new[name] if name in new else table.column(name).chunk(0) for name in schema.names]

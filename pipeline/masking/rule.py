@@ -39,8 +39,15 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from bertprep.pipeline.masking.exact_draws import shuffle
-from bertprep.pipeline.masking.schemes import (MASKING_SCHEMES, MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P,
-                                               Draws, choose_word_spans, words_from_starts)
+from bertprep.pipeline.masking.schemes import (
+    MASKING_SCHEMES,
+    MAX_NGRAM_SIZE,
+    MAX_SPAN_LENGTH,
+    SPAN_GEOMETRIC_P,
+    Draws,
+    choose_word_spans,
+    words_from_starts,
+)
 
 if TYPE_CHECKING:  # (instances.py imports this module; the types are only annotations here)
     from bertprep.pipeline.config import InstanceConfig
@@ -91,10 +98,15 @@ def draw_replacements(count: int, rng: random.Random, random_ids: Sequence[int])
     return out
 
 
-def create_masked_lm_predictions(tokens: list[int], config: "InstanceConfig", ids: "VocabIds", rng: random.Random,
-                                 stats: "InstanceStats | None" = None,
-                                 num_tokens_a: int | None = None, word_starts: Sequence[int] | None = None
-                                 ) -> tuple[list[int], list[int], list[int]]:
+def create_masked_lm_predictions(
+    tokens: list[int],
+    config: "InstanceConfig",
+    ids: "VocabIds",
+    rng: random.Random,
+    stats: "InstanceStats | None" = None,
+    num_tokens_a: int | None = None,
+    word_starts: Sequence[int] | None = None,
+) -> tuple[list[int], list[int], list[int]]:
     """Choose and mask positions as the original ``create_masked_lm_predictions`` (BERT paper, section 3.1).
 
     Under the ``ngram`` and ``span`` schemes (``config.masking_scheme``), and under ``whole-word`` with
@@ -167,8 +179,14 @@ def create_masked_lm_predictions(tokens: list[int], config: "InstanceConfig", id
     return output, positions, [tokens[i] for i in positions]
 
 
-def _word_level(tokens: list[int], config: "InstanceConfig", ids: "VocabIds", rng: random.Random,
-                stats: "InstanceStats | None", word_starts: Sequence[int] | None) -> tuple[list[int], list[int], list[int]]:
+def _word_level(
+    tokens: list[int],
+    config: "InstanceConfig",
+    ids: "VocabIds",
+    rng: random.Random,
+    stats: "InstanceStats | None",
+    word_starts: Sequence[int] | None,
+) -> tuple[list[int], list[int], list[int]]:
     """:func:`create_masked_lm_predictions` under a word-level scheme (see there)."""
     cls_id, sep_id = ids.cls_id, ids.sep_id
     is_cont = ids.is_continuation
@@ -189,7 +207,8 @@ def _word_level(tokens: list[int], config: "InstanceConfig", ids: "VocabIds", rn
         else:
             words[-1].append(i)
     output, positions, labels, (n_mask, n_random, n_kept) = word_masked_lm_predictions(
-        tokens, words, word_segment, config, ids.mask_id, ids.random_ids, Draws(rng))
+        tokens, words, word_segment, config, ids.mask_id, ids.random_ids, Draws(rng)
+    )
     if stats is not None:
         stats.masked += len(positions)
         stats.masked_as_mask += n_mask
@@ -201,10 +220,15 @@ def _word_level(tokens: list[int], config: "InstanceConfig", ids: "VocabIds", rn
 # -------------------------------------------------------------------------- word-level schemes (both forms)
 
 
-def word_masked_lm_predictions(tokens: Sequence[int], words: Sequence[Sequence[int]],
-                               word_segment: Sequence[int] | None, config: "InstanceConfig | MaskingConfig",
-                               mask_id: int, random_ids: Sequence[int] | int, draws: Draws,
-                               ) -> tuple[list[int], list[int], list[int], tuple[int, int, int]]:
+def word_masked_lm_predictions(
+    tokens: Sequence[int],
+    words: Sequence[Sequence[int]],
+    word_segment: Sequence[int] | None,
+    config: "InstanceConfig | MaskingConfig",
+    mask_id: int,
+    random_ids: Sequence[int] | int,
+    draws: Draws,
+) -> tuple[list[int], list[int], list[int], tuple[int, int, int]]:
     """Mask one instance under a word-level scheme (``config.masking_scheme``): the one code path of the
     ``whole-word``, ``ngram`` and ``span`` schemes for static (make-shards) and dynamic (trainer) masking.
 
@@ -225,9 +249,16 @@ def word_masked_lm_predictions(tokens: Sequence[int], words: Sequence[Sequence[i
         ``(output_ids, masked_lm_positions ascending, masked_lm_ids, (n_mask, n_random, n_kept))``.
     """
     wanted = num_to_predict(len(tokens), config.masked_lm_prob, config.max_predictions_per_seq)
-    spans = choose_word_spans(words, word_segment, wanted, config.masking_scheme, draws,
-                              max_ngram_size=config.max_ngram_size, span_geometric_p=config.span_geometric_p,
-                              max_span_length=config.max_span_length)
+    spans = choose_word_spans(
+        words,
+        word_segment,
+        wanted,
+        config.masking_scheme,
+        draws,
+        max_ngram_size=config.max_ngram_size,
+        span_geometric_p=config.span_geometric_p,
+        max_span_length=config.max_span_length,
+    )
     n_random_ids = random_ids if isinstance(random_ids, (int, np.integer)) else len(random_ids)
 
     def random_id() -> int:
@@ -252,14 +283,25 @@ def word_masked_lm_predictions(tokens: Sequence[int], words: Sequence[Sequence[i
                 n_random += 1
         positions.extend(span_positions)
     positions.sort()
-    return output, positions, [int(tokens[p]) for p in positions], (n_mask, n_random, len(positions) - n_mask - n_random)
+    return (
+        output,
+        positions,
+        [int(tokens[p]) for p in positions],
+        (n_mask, n_random, len(positions) - n_mask - n_random),
+    )
 
 
 # ------------------------------------------------------------------------------------------ numpy (dynamic)
 
 
-def replace_positions(values: np.ndarray, positions: np.ndarray, mask_id: int, random_ids: np.ndarray | int,
-                      rng: np.random.Generator, groups: np.ndarray | None = None) -> tuple[int, int]:
+def replace_positions(
+    values: np.ndarray,
+    positions: np.ndarray,
+    mask_id: int,
+    random_ids: np.ndarray | int,
+    rng: np.random.Generator,
+    groups: np.ndarray | None = None,
+) -> tuple[int, int]:
     """Apply the 80/10/10 rule in place at ``values[positions]`` (numpy form).
 
     One uniform per position (``rng.random(len(positions))``): below 0.8 [MASK], below 0.9 a random entry,
@@ -319,8 +361,9 @@ class MaskingConfig:
             raise ValueError(f"masking_scheme must be one of {', '.join(MASKING_SCHEMES)}, got {self.masking_scheme!r}")
 
 
-def mask_instance(input_ids: np.ndarray, config: MaskingConfig, rng: np.random.Generator,
-                  word_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mask_instance(
+    input_ids: np.ndarray, config: MaskingConfig, rng: np.random.Generator, word_ids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Choose and corrupt the positions to predict in one unmasked instance (dynamic masking, numpy form).
 
     :func:`num_to_predict` positions among the tokens that are not [CLS] / [SEP]: under ``token`` the first of
@@ -363,8 +406,10 @@ def mask_instance(input_ids: np.ndarray, config: MaskingConfig, rng: np.random.G
         elif config.is_subword is not None:
             starts = ~config.is_subword[ids[cand]]
         else:
-            raise ValueError(f"masking scheme {scheme!r} needs word boundaries: shards with a word_ids column, or "
-                             "the vocab's ## pieces (is_subword)")
+            raise ValueError(
+                f"masking scheme {scheme!r} needs word boundaries: shards with a word_ids column, or "
+                "the vocab's ## pieces (is_subword)"
+            )
         # a word never crosses [SEP]: the first piece after a special token starts one
         segment_of = np.cumsum(is_special)[cand]  # (A after one special, B after two)
         if len(starts):
@@ -372,11 +417,19 @@ def mask_instance(input_ids: np.ndarray, config: MaskingConfig, rng: np.random.G
             starts[1:] |= segment_of[1:] != segment_of[:-1]
         words = words_from_starts(cand.tolist(), starts.tolist())
         word_segment = segment_of[np.flatnonzero(starts)].tolist()
-        spans = choose_word_spans(words, word_segment, wanted, scheme, Draws(rng),
-                                  max_ngram_size=config.max_ngram_size, span_geometric_p=config.span_geometric_p,
-                                  max_span_length=config.max_span_length)
-        chosen = [(p, k) for k, (first, count) in enumerate(spans) for w in range(first, first + count)
-                  for p in words[w]]
+        spans = choose_word_spans(
+            words,
+            word_segment,
+            wanted,
+            scheme,
+            Draws(rng),
+            max_ngram_size=config.max_ngram_size,
+            span_geometric_p=config.span_geometric_p,
+            max_span_length=config.max_span_length,
+        )
+        chosen = [
+            (p, k) for k, (first, count) in enumerate(spans) for w in range(first, first + count) for p in words[w]
+        ]
         positions = np.array([p for p, _ in chosen], dtype=np.int64)
         if scheme == "span":
             groups = np.array([k for _, k in chosen], dtype=np.int64)
@@ -390,6 +443,17 @@ def mask_instance(input_ids: np.ndarray, config: MaskingConfig, rng: np.random.G
     return out, positions, labels
 
 
-__all__ = ["KEEP", "KEEP_GIVEN_NOT_MASKED", "MASK", "MASK_OR_RANDOM_PROB", "MASK_PROB", "MaskingConfig",
-           "create_masked_lm_predictions", "draw_replacements", "mask_instance", "num_to_predict", "replace_positions",
-           "word_masked_lm_predictions"]
+__all__ = [
+    "KEEP",
+    "KEEP_GIVEN_NOT_MASKED",
+    "MASK",
+    "MASK_OR_RANDOM_PROB",
+    "MASK_PROB",
+    "MaskingConfig",
+    "create_masked_lm_predictions",
+    "draw_replacements",
+    "mask_instance",
+    "num_to_predict",
+    "replace_positions",
+    "word_masked_lm_predictions",
+]

@@ -109,10 +109,17 @@ def words_from_starts(positions: Sequence[int], starts: Sequence[bool]) -> list[
     return words
 
 
-def choose_word_spans(words: Sequence[Sequence[int]], word_segment: Sequence[int] | None, wanted: int, scheme: str,
-                      draws: Draws, *, max_ngram_size: int = MAX_NGRAM_SIZE,
-                      span_geometric_p: float = SPAN_GEOMETRIC_P,
-                      max_span_length: int = MAX_SPAN_LENGTH) -> list[tuple[int, int]]:
+def choose_word_spans(
+    words: Sequence[Sequence[int]],
+    word_segment: Sequence[int] | None,
+    wanted: int,
+    scheme: str,
+    draws: Draws,
+    *,
+    max_ngram_size: int = MAX_NGRAM_SIZE,
+    span_geometric_p: float = SPAN_GEOMETRIC_P,
+    max_span_length: int = MAX_SPAN_LENGTH,
+) -> list[tuple[int, int]]:
     """Which words to predict under a word-level scheme, as spans ``(first word, number of words)`` in the
     order chosen; together they hold at most ``wanted`` pieces and never share a word.
 
@@ -177,11 +184,11 @@ def choose_word_spans(words: Sequence[Sequence[int]], word_segment: Sequence[int
             n = 1
             while n < available and u >= cdf[n - 1]:
                 n += 1
-            size = sum(sizes[w:w + n])
+            size = sum(sizes[w : w + n])
             while n > 0 and count + size > wanted:  # shorter n-grams until one fits the budget
                 n -= 1
                 size -= sizes[w + n]
-            if n == 0 or any(taken[w:w + n]):
+            if n == 0 or any(taken[w : w + n]):
                 continue
             for k in range(w, w + n):
                 taken[k] = True
@@ -232,5 +239,14 @@ def choose_word_spans(words: Sequence[Sequence[int]], word_segment: Sequence[int
     return spans
 
 
-__all__ = ["MASKING_SCHEMES", "MAX_NGRAM_SIZE", "MAX_SPAN_LENGTH", "SPAN_GEOMETRIC_P", "Draws", "choose_word_spans",
-           "ngram_probabilities", "span_length_probabilities", "words_from_starts"]
+__all__ = [
+    "MASKING_SCHEMES",
+    "MAX_NGRAM_SIZE",
+    "MAX_SPAN_LENGTH",
+    "SPAN_GEOMETRIC_P",
+    "Draws",
+    "choose_word_spans",
+    "ngram_probabilities",
+    "span_length_probabilities",
+    "words_from_starts",
+]

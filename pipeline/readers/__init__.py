@@ -92,9 +92,19 @@ from bertprep.pipeline.readers.wiki import read_wiki_xml, wikitext_paragraphs
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
 
 __all__ = [
-    "DEFAULT_MAX_LINE_CHARS", "INPUT_FORMATS", "Document", "InputError", "ReaderStats", "check_options",
-    "detect_format", "expand_inputs", "iter_corpus_texts", "looks_like_sentence_per_line", "open_input",
-    "read_documents", "wikitext_paragraphs",
+    "DEFAULT_MAX_LINE_CHARS",
+    "INPUT_FORMATS",
+    "Document",
+    "InputError",
+    "ReaderStats",
+    "check_options",
+    "detect_format",
+    "expand_inputs",
+    "iter_corpus_texts",
+    "looks_like_sentence_per_line",
+    "open_input",
+    "read_documents",
+    "wikitext_paragraphs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -121,7 +131,9 @@ def check_options(
 ) -> None:
     """Validate reader options before a pipeline starts; raise :class:`InputError` naming the bad option."""
     if input_format not in INPUT_FORMATS:
-        raise InputError(f"unknown input format {input_format!r} (--input-format); choose one of: {', '.join(INPUT_FORMATS)}")
+        raise InputError(
+            f"unknown input format {input_format!r} (--input-format); choose one of: {', '.join(INPUT_FORMATS)}"
+        )
     if segmenter not in SEGMENTERS:
         raise InputError(f"unknown segmenter {segmenter!r} (--segmenter); choose one of: {', '.join(SEGMENTERS)}")
     _check_encoding(encoding)
@@ -158,12 +170,24 @@ def read_documents(
         InputError: a bad option (names it), or bad input (names the file and line and what to do).
     """
     check_options(input_format, segmenter=segmenter, encoding=encoding, max_line_chars=max_line_chars)
-    return _read_documents(path, input_format, text_field, segmenter, encoding, max_line_chars,
-                           stats if stats is not None else ReaderStats())
+    return _read_documents(
+        path,
+        input_format,
+        text_field,
+        segmenter,
+        encoding,
+        max_line_chars,
+        stats if stats is not None else ReaderStats(),
+    )
 
 
 def _read_documents(
-    path: str, input_format: str, text_field: str, segmenter: str, encoding: str, max_line_chars: int,
+    path: str,
+    input_format: str,
+    text_field: str,
+    segmenter: str,
+    encoding: str,
+    max_line_chars: int,
     stats: ReaderStats,
 ) -> Iterator[Document]:
     if input_format == "auto":
@@ -174,8 +198,9 @@ def _read_documents(
         logger.info("%s: input format %s", path, fmt)
     stats.files += 1
     stats._count(stats.formats, fmt)
-    ctx = ReadContext(path, text_field, None if fmt == "bert" else get_segmenter(segmenter), encoding,
-                   max_line_chars, stats)
+    ctx = ReadContext(
+        path, text_field, None if fmt == "bert" else get_segmenter(segmenter), encoding, max_line_chars, stats
+    )
     if input_format in ("bert", "text"):
         warn_if_structured(ctx, input_format)
     ordinal = 0
@@ -209,6 +234,7 @@ def iter_corpus_texts(patterns: str | Sequence[str], input_format: str = "auto",
             yield from document.sentences
     if not found:
         raise InputError(
-            f"no text found in the {len(files)} input file(s) ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}); "
+            f"no text found in the {len(files)} input file(s) "
+            f"({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}); "
             "check the files and --input-format"
         )

@@ -131,8 +131,14 @@ def warn_if_structured(ctx: ReadContext, input_format: str) -> None:
     """A hint when a file read as plain text looks like JSON lines or WikiExtractor output."""
     head = _read_head(ctx.path, 4096).decode(ctx.encoding, "replace").lstrip("\ufeff").lstrip()
     if head.startswith("{"):
-        logger.warning("%s: read as %r but it starts with '{' (JSON lines?); --input-format jsonl or auto may be meant",
-                       ctx.path, input_format)
+        logger.warning(
+            "%s: read as %r but it starts with '{' (JSON lines?); --input-format jsonl or auto may be meant",
+            ctx.path,
+            input_format,
+        )
     elif head.startswith("<doc "):
-        logger.warning("%s: read as %r but it is WikiExtractor output; --input-format wikiextractor or auto may be meant",
-                       ctx.path, input_format)
+        logger.warning(
+            "%s: read as %r but it is WikiExtractor output; --input-format wikiextractor or auto may be meant",
+            ctx.path,
+            input_format,
+        )

@@ -69,7 +69,9 @@ def _expand_pattern(pattern: str) -> list[tuple[str, int]]:
     if pattern.endswith("/") or (not _is_remote(pattern) and os.path.isdir(pattern)):
         matches = _expand_directory(pattern)
         if not matches:
-            raise InputError(f"input directory {pattern!r} holds no readable file (hidden files and README* are skipped)")
+            raise InputError(
+                f"input directory {pattern!r} holds no readable file (hidden files and README* are skipped)"
+            )
         return matches
     matches = _match(pattern)
     if matches:
@@ -144,9 +146,15 @@ def _open(path: str, compression_type: str = "auto"):
 
 
 #: Compression by file-name suffix (the suffixes Beam's ``CompressionTypes`` detects) -> (name, test command).
-_COMPRESSIONS = {".gz": ("gzip", "gzip -t"), ".bz2": ("bzip2", "bzip2 -t"), ".deflate": ("deflate", None),
-                 ".zst": ("zstd", "zstd -t"), ".zstd": ("zstd", "zstd -t"), ".xz": ("xz", "xz -t"),
-                 ".lzma": ("lzma", "xz -t")}
+_COMPRESSIONS = {
+    ".gz": ("gzip", "gzip -t"),
+    ".bz2": ("bzip2", "bzip2 -t"),
+    ".deflate": ("deflate", None),
+    ".zst": ("zstd", "zstd -t"),
+    ".zstd": ("zstd", "zstd -t"),
+    ".xz": ("xz", "xz -t"),
+    ".lzma": ("lzma", "xz -t"),
+}
 
 #: Compressed bytes read from the file system per call when decompressing.
 _RAW_READ_SIZE = 256 * 1024
@@ -352,7 +360,10 @@ def _iter_lines(
             warned_long = True
             logger.warning(
                 "%s:%d: line longer than %d characters skipped (counted in skipped_lines['over_long_line']); "
-                "raise --max-line-chars if such lines are real documents", path, n, max_line_chars,
+                "raise --max-line-chars if such lines are real documents",
+                path,
+                n,
+                max_line_chars,
             )
 
     def decode(raw: bytes, n: int) -> str | None:
@@ -366,7 +377,10 @@ def _iter_lines(
                 warned_decode = True
                 logger.warning(
                     "%s:%d: bytes that are not valid %s were replaced with U+FFFD (counted in undecodable_lines); "
-                    "if the file is Latin-1, pass --encoding latin-1", path, n, encoding,
+                    "if the file is Latin-1, pass --encoding latin-1",
+                    path,
+                    n,
+                    encoding,
                 )
         if len(text) > max_line_chars:
             over_long(n)

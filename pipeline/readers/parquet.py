@@ -35,8 +35,11 @@ def read_parquet(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                 f"{', '.join(schema.names[:10])}); name the text column with --text-field"
             )
         column_type = schema.field(ctx.text_field).type
-        if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)
-                or getattr(pa.types, "is_string_view", lambda t: False)(column_type)):
+        if not (
+            pa.types.is_string(column_type)
+            or pa.types.is_large_string(column_type)
+            or getattr(pa.types, "is_string_view", lambda t: False)(column_type)
+        ):
             raise InputError(
                 f"{ctx.path}: column {ctx.text_field!r} has type {column_type}, not string; name the text column "
                 "with --text-field"
@@ -50,4 +53,3 @@ def read_parquet(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                     yield 0, sentences
                 else:
                     ctx.skip_document("empty")
-

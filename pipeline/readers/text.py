@@ -194,8 +194,12 @@ def read_text(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                 continue
             if not warned:  # a "paragraph" this long has no blank lines: segment what we have
                 warned = True
-                logger.warning("%s:%d: paragraph longer than %d characters; segmenting it in parts",
-                               ctx.path, lineno, ctx.max_line_chars)
+                logger.warning(
+                    "%s:%d: paragraph longer than %d characters; segmenting it in parts",
+                    ctx.path,
+                    lineno,
+                    ctx.max_line_chars,
+                )
         if paragraph:
             sentences.extend(ctx.split(" ".join(paragraph)))
             paragraph, paragraph_chars = [], 0

@@ -16,11 +16,43 @@ logger = logging.getLogger(__name__)
 
 #: Tags whose content is not running text (BERT paper: "ignore lists, tables, and headers"): references,
 #: tables, HTML lists, galleries, formulas, code, maps...
-_WIKI_DROP_TAGS = frozenset({
-    "ref", "references", "table", "tr", "td", "th", "caption", "ul", "ol", "dl", "li", "dt", "dd", "gallery",
-    "math", "chem", "ce", "score", "timeline", "graph", "imagemap", "inputbox", "categorytree", "templatedata",
-    "section", "pre", "source", "syntaxhighlight", "hiero", "mapframe", "maplink", "noinclude", "includeonly",
-})
+_WIKI_DROP_TAGS = frozenset(
+    {
+        "ref",
+        "references",
+        "table",
+        "tr",
+        "td",
+        "th",
+        "caption",
+        "ul",
+        "ol",
+        "dl",
+        "li",
+        "dt",
+        "dd",
+        "gallery",
+        "math",
+        "chem",
+        "ce",
+        "score",
+        "timeline",
+        "graph",
+        "imagemap",
+        "inputbox",
+        "categorytree",
+        "templatedata",
+        "section",
+        "pre",
+        "source",
+        "syntaxhighlight",
+        "hiero",
+        "mapframe",
+        "maplink",
+        "noinclude",
+        "includeonly",
+    }
+)
 _WIKI_LIST_MARKUP = frozenset({"*", "#", ":", ";"})
 _WIKI_MEDIA_LINK = re.compile(r"^\s*(?i:file|image|media|category)\s*:")
 _WIKI_INTERLANGUAGE_LINK = re.compile(r"^\s*[a-z]{2,3}(?:-[a-z]+)*\s*:")

@@ -26,9 +26,11 @@ def _sentence_task(s: dict[str, Any], objective: str, short: bool = False) -> tu
         chunks = s.get("one_segment_chunks", {})
         text = f"swapped {_pct(s.get('swapped_share'))}"
         if not short:
-            text += (f" (one-sentence chunks: {chunks.get('merged', 0):,} merged with the next sentence, "
-                     f"{chunks.get('skipped', 0):,} skipped at a document's end with "
-                     f"{chunks.get('tokens_skipped', 0):,} tokens)")
+            text += (
+                f" (one-sentence chunks: {chunks.get('merged', 0):,} merged with the next sentence, "
+                f"{chunks.get('skipped', 0):,} skipped at a document's end with "
+                f"{chunks.get('tokens_skipped', 0):,} tokens)"
+            )
         return "SOP", text
     if objective == "none":
         return "objective", f"none (no sentence task), {s.get('document_separators', 0):,} document separators"
@@ -41,15 +43,28 @@ def _split_and_dedup(manifest: dict[str, Any]) -> list[tuple[str, str]]:
     rows = []
     split = manifest.get("split")
     if split:
-        where = (f"eval set in {split['eval_dir']}/" if split["role"] == "train"
-                 else f"this is the eval set; training set in {split['train_dir']}")
-        rows.append(("held-out split", f"eval_fraction {split['eval_fraction']} (eval_seed {split['eval_seed']}): "
-                                       f"{split['train_documents']:,} training / {split['eval_documents']:,} eval "
-                                       f"documents; {where}"))
+        where = (
+            f"eval set in {split['eval_dir']}/"
+            if split["role"] == "train"
+            else f"this is the eval set; training set in {split['train_dir']}"
+        )
+        rows.append(
+            (
+                "held-out split",
+                f"eval_fraction {split['eval_fraction']} (eval_seed {split['eval_seed']}): "
+                f"{split['train_documents']:,} training / {split['eval_documents']:,} eval "
+                f"documents; {where}",
+            )
+        )
     dedup = manifest.get("dedup")
     if dedup:
-        rows.append(("dedup", f"{dedup['method']}: {dedup['documents_dropped']:,} of {manifest['statistics']['documents']['read']:,} "
-                              f"documents dropped as copies ({dedup['duplicate_groups']:,} texts had copies)"))
+        rows.append(
+            (
+                "dedup",
+                f"{dedup['method']}: {dedup['documents_dropped']:,} of {manifest['statistics']['documents']['read']:,} "
+                f"documents dropped as copies ({dedup['duplicate_groups']:,} texts had copies)",
+            )
+        )
     return rows
 
 
@@ -78,35 +93,72 @@ def format_statistics(manifest: dict[str, Any]) -> str:
     total_rows = sum(x["rows"] for x in manifest["shards"])
     rows = [
         ("made by", manifest.get("created_by", "?")),
-        ("config", ", ".join(f"{k}={c[k]}" for k in ("objective", "max_seq_length", "max_predictions_per_seq",
-                                                    "masked_lm_prob",
-                                                    "short_seq_prob", "dupe_factor", "random_seed", "do_lower_case",
-                                                    "strip_accents",
-                                                    "do_whole_word_mask", "masking_scheme", "max_ngram_size",
-                                                    "span_geometric_p", "max_span_length", "word_segmenter",
-                                                    "masking", "sampling", "sampling_requested", "pairing_scope",
-                                                    "bucket_size", "bucket_tokens")
-                            if k in c)),
+        (
+            "config",
+            ", ".join(
+                f"{k}={c[k]}"
+                for k in (
+                    "objective",
+                    "max_seq_length",
+                    "max_predictions_per_seq",
+                    "masked_lm_prob",
+                    "short_seq_prob",
+                    "dupe_factor",
+                    "random_seed",
+                    "do_lower_case",
+                    "strip_accents",
+                    "do_whole_word_mask",
+                    "masking_scheme",
+                    "max_ngram_size",
+                    "span_geometric_p",
+                    "max_span_length",
+                    "word_segmenter",
+                    "masking",
+                    "sampling",
+                    "sampling_requested",
+                    "pairing_scope",
+                    "bucket_size",
+                    "bucket_tokens",
+                )
+                if k in c
+            ),
+        ),
         ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),
-        ("shards", f"{len(manifest['shards'])} files, {total_rows:,} rows "
-                   f"({min(x['rows'] for x in manifest['shards']):,}-{max(x['rows'] for x in manifest['shards']):,} per shard)"),
+        (
+            "shards",
+            f"{len(manifest['shards'])} files, {total_rows:,} rows "
+            f"({min(x['rows'] for x in manifest['shards']):,}-{max(x['rows'] for x in manifest['shards']):,}"
+            f" per shard)",
+        ),
         ("files read", f"{s['files']:,} ({', '.join(f'{k}: {n}' for k, n in s['formats'].items())})"),
-        ("documents", f"{s['documents']['read']:,} read, {s['documents']['used']:,} used, "
-                      f"{s['documents']['one_sentence']:,} with one sentence"),
+        (
+            "documents",
+            f"{s['documents']['read']:,} read, {s['documents']['used']:,} used, "
+            f"{s['documents']['one_sentence']:,} with one sentence",
+        ),
         ("documents skipped", ", ".join(f"{k}: {n:,}" for k, n in s["documents"]["skipped"].items()) or "none"),
         *_split_and_dedup(manifest),
         ("lines skipped", ", ".join(f"{k}: {n:,}" for k, n in s["lines_skipped"].items()) or "none"),
         ("undecodable lines", f"{s['undecodable_lines']:,}"),
-        ("sentences", f"{s['sentences']:,} ({s['sentences_dropped_empty_after_tokenization']:,} dropped: "
-                      "no word piece left after normalization)"),
+        (
+            "sentences",
+            f"{s['sentences']:,} ({s['sentences_dropped_empty_after_tokenization']:,} dropped: "
+            "no word piece left after normalization)",
+        ),
         ("[UNK] rate", _pct(s["unk_rate"])),
         ("instances", f"{s['instances']:,} in {s['buckets']:,} buckets"),
         _sentence_task(s, objective_of(manifest)),
-        ("tokens", f"{s['tokens']:,} (mean length {s['mean_length']}), full length {_pct(s['full_length_share'])}, "
-                   f"truncated {_pct(s['truncated_share'])}"),
-        ("masked positions", f"{m['positions']:,} ({m['per_token']} per token, {m['per_instance']} per instance); "
-                             f"[MASK] {_pct(m['mask_share'])}, random {_pct(m['random_share'])}, "
-                             f"kept {_pct(m['kept_share'])}"),
+        (
+            "tokens",
+            f"{s['tokens']:,} (mean length {s['mean_length']}), full length {_pct(s['full_length_share'])}, "
+            f"truncated {_pct(s['truncated_share'])}",
+        ),
+        (
+            "masked positions",
+            f"{m['positions']:,} ({m['per_token']} per token, {m['per_instance']} per instance); "
+            f"[MASK] {_pct(m['mask_share'])}, random {_pct(m['random_share'])}, "
+            f"kept {_pct(m['kept_share'])}",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     out = [f"{k.rjust(width)}  {val}" for k, val in rows]
@@ -144,8 +196,10 @@ def iter_rows(shard_dir: str, manifest: dict[str, Any] | None = None) -> Iterato
                 reader = pa.ipc.open_file(source)
                 batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
         except (pa.ArrowException, OSError) as err:
-            raise ValueError(f"{path}: not a readable Arrow file ({err}); the shard is damaged, run "
-                             "'bertprep inspect --verify' and re-create the shards") from None
+            raise ValueError(
+                f"{path}: not a readable Arrow file ({err}); the shard is damaged, run "
+                "'bertprep inspect --verify' and re-create the shards"
+            ) from None
         for batch in batches:
             yield from batch.to_pylist()
 
@@ -159,6 +213,7 @@ def decode_instance(row: dict[str, Any], tokens: list[str], objective: str = "ns
     """
     labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"]))
     out = []
+
     def token(token_id: int) -> str:  # an id outside the vocab (a damaged shard) is shown, not an IndexError
         return tokens[token_id] if 0 <= token_id < len(tokens) else f"<id {token_id} outside the vocab>"
 
@@ -174,8 +229,19 @@ def decode_instance(row: dict[str, Any], tokens: list[str], objective: str = "ns
     return f"{' '.join(out)}  ({label}, {len(row['input_ids'])} tokens)"
 
 
-def _verify_word_ids(column, offsets, unmasked, row_of_tok, row_of_pos, positions, cls_id: int, sep_id: int,
-                     whole_words: bool, where: str, error) -> None:
+def _verify_word_ids(
+    column,
+    offsets,
+    unmasked,
+    row_of_tok,
+    row_of_pos,
+    positions,
+    cls_id: int,
+    sep_id: int,
+    whole_words: bool,
+    where: str,
+    error,
+) -> None:
     """The ``word_ids`` checks of :func:`verify_shards` on one record batch: one entry per token, -1 exactly
     at [CLS]/[SEP], words numbered 0, 1, ... in order within each row; with static word-level masking, every
     word with a masked piece masked whole."""
@@ -265,8 +331,10 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
                 reader = pa.ipc.open_file(source)
                 has_word_ids = "word_ids" in manifest.get("schema", {}).get("columns", ())
                 if tuple(reader.schema.names) != schema.columns(objective, has_word_ids):
-                    error(f"{entry['file']}: columns {reader.schema.names}, objective {objective} has "
-                          f"{list(schema.columns(objective, has_word_ids))}")
+                    error(
+                        f"{entry['file']}: columns {reader.schema.names}, objective {objective} has "
+                        f"{list(schema.columns(objective, has_word_ids))}"
+                    )
                     continue
                 for b in range(reader.num_record_batches):
                     batch = reader.get_batch(b)
@@ -291,8 +359,10 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
                     where = f"{entry['file']} batch {b}"
                     for name, values in (("input_ids", ids), ("masked_lm_ids", labels)):
                         if len(values) and int(values.max()) >= vocab_size:
-                            error(f"{where}: {name} holds id {int(values.max())}, outside the vocab of "
-                                  f"{vocab_size} entries")
+                            error(
+                                f"{where}: {name} holds id {int(values.max())}, outside the vocab of "
+                                f"{vocab_size} entries"
+                            )
                     if (lengths > max_len).any():
                         error(f"{where}: {int((lengths > max_len).sum())} rows longer than max_seq_length {max_len}")
                     if (unmasked[starts] != cls_id).any():
@@ -330,27 +400,49 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
                     if manifest["config"].get("masking", "static") == "static" and (m_lengths > max_pred).any():
                         error(f"{where}: more than max_predictions_per_seq {max_pred} predictions in a row")
                     if has_word_ids:
-                        _verify_word_ids(batch.column("word_ids"), offsets, unmasked, row_of_tok, row_of_pos,
-                                         positions, cls_id, sep_id, whole_words, where, error)
+                        _verify_word_ids(
+                            batch.column("word_ids"),
+                            offsets,
+                            unmasked,
+                            row_of_tok,
+                            row_of_pos,
+                            positions,
+                            cls_id,
+                            sep_id,
+                            whole_words,
+                            where,
+                            error,
+                        )
         except (pa.ArrowException, OSError) as err:
             error(f"{entry['file']}: not a readable Arrow file ({err}); the shard is damaged")
             continue
         if rows != entry["rows"] or tokens != entry["tokens"]:
-            error(f"{entry['file']}: {rows} rows / {tokens} tokens, the manifest says {entry['rows']} / {entry['tokens']}")
+            error(
+                f"{entry['file']}: {rows} rows / {tokens} tokens, the manifest says {entry['rows']} / {entry['tokens']}"
+            )
         total_rows += rows
     if objective in ("nsp", "sop") and total_rows and not errors:
         key = "swapped_share" if objective == "sop" else "not_next_share"
         if key in statistics and round(label_ones / total_rows, 6) != statistics[key]:
-            error(f"next_sentence_label is 1 in {label_ones:,} of {total_rows:,} rows; the manifest's {key} "
-                  f"is {statistics[key]}")
+            error(
+                f"next_sentence_label is 1 in {label_ones:,} of {total_rows:,} rows; the manifest's {key} "
+                f"is {statistics[key]}"
+            )
     if objective == "none" and not errors:
         if inner_separators != statistics.get("document_separators"):
-            error(f"the rows hold {inner_separators:,} document separators, the manifest says "
-                  f"{statistics.get('document_separators')}")
-        passes = 1 if manifest["config"].get("masking", "static") == "dynamic" else int(
-            manifest["config"].get("dupe_factor", 1))
+            error(
+                f"the rows hold {inner_separators:,} document separators, the manifest says "
+                f"{statistics.get('document_separators')}"
+            )
+        passes = (
+            1
+            if manifest["config"].get("masking", "static") == "dynamic"
+            else int(manifest["config"].get("dupe_factor", 1))
+        )
         allowed = max(1, int(statistics.get("buckets", 1))) * passes
         if short_rows > allowed:
-            error(f"{short_rows:,} rows shorter than max_seq_length {max_len}; objective none fills every row "
-                  f"but the last of each bucket and pass (at most {allowed:,})")
+            error(
+                f"{short_rows:,} rows shorter than max_seq_length {max_len}; objective none fills every row "
+                f"but the last of each bucket and pass (at most {allowed:,})"
+            )
     return {"rows": total_rows, "shards": len(manifest["shards"]), "errors": errors}

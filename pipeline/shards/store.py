@@ -9,7 +9,8 @@ Arrow *stream* file ``<output>/.bertprep-tmp-<host>-<pid>-<run>/buckets/bucket-<
 bucket is done, the buckets are ordered by key and the concatenated rows are cut into ``num_shards``
 contiguous ranges whose sizes differ by at most one; each shard is written by one worker from the bucket
 files its range overlaps, into the same staging folder, and moved into ``<output>`` with the manifest
-only once the run has succeeded (:func:`commit_staged`). This keeps the output byte-identical whatever the runner, worker count or bundle order (rows
+only once the run has succeeded (:func:`commit_staged`). This keeps the output byte-identical whatever the runner,
+worker count or bundle order (rows
 never pass through an unordered shuffle), keeps memory flat (a shard is streamed, not grouped), and
 balances row counts for DDP ranks and loader workers. With one bucket the row order is the original
 generator's output order.
@@ -63,8 +64,13 @@ class _HashingWriter(io.RawIOBase):
         return len(b)
 
 
-def write_bucket_file(path: str, rows: pa.Table | Iterable[pa.RecordBatch], vocab_size: int,
-                      objective: str = "nsp", word_ids: bool = False) -> int:
+def write_bucket_file(
+    path: str,
+    rows: pa.Table | Iterable[pa.RecordBatch],
+    vocab_size: int,
+    objective: str = "nsp",
+    word_ids: bool = False,
+) -> int:
     """Write one bucket's rows (a table or record batches of :func:`schema.shard_schema` of ``objective``) to
     a temporary Arrow stream file on any Beam filesystem; returns the number of rows written."""
     arrow_schema = schema.shard_schema(vocab_size, objective, word_ids)
@@ -73,8 +79,9 @@ def write_bucket_file(path: str, rows: pa.Table | Iterable[pa.RecordBatch], voca
         with pa.ipc.new_stream(pa.PythonFile(f, mode="w"), arrow_schema) as writer:
             batches = rows.to_batches() if isinstance(rows, pa.Table) else rows
             for batch in batches:
-                writer.write_table(pa.Table.from_batches([batch], schema=arrow_schema),
-                                   max_chunksize=ROWS_PER_RECORD_BATCH)
+                writer.write_table(
+                    pa.Table.from_batches([batch], schema=arrow_schema), max_chunksize=ROWS_PER_RECORD_BATCH
+                )
                 written += batch.num_rows
     return written
 
@@ -146,8 +153,9 @@ def plan_shards(buckets: Iterable[tuple[int, str, int]], num_shards: int) -> lis
     return plans
 
 
-def write_shard(output_dir: str, plan: ShardPlan, vocab_size: int, objective: str = "nsp",
-                word_ids: bool = False) -> dict[str, Any]:
+def write_shard(
+    output_dir: str, plan: ShardPlan, vocab_size: int, objective: str = "nsp", word_ids: bool = False
+) -> dict[str, Any]:
     """Write one shard (Arrow IPC file format) from its bucket slices; returns its manifest entry."""
     arrow_schema = schema.shard_schema(vocab_size, objective, word_ids)
     name = schema.shard_name(plan.index, plan.count)
@@ -179,11 +187,11 @@ def write_shard(output_dir: str, plan: ShardPlan, vocab_size: int, objective: st
                     pending_rows += batch.num_rows
                     flush(False)
             flush(True)
-    return {"file": name, "rows": rows, "tokens": tokens, "sha256": hashing.digest.hexdigest(),
-            "bytes": hashing.size}
+    return {"file": name, "rows": rows, "tokens": tokens, "sha256": hashing.digest.hexdigest(), "bytes": hashing.size}
 
 
 # ---------------------------------------------------------------------------------------------- stats
+
 
 def merge_counts(a: Any, b: Any) -> Any:
     """Sum two count structures: numbers add, dicts merge key by key (recursively)."""
@@ -267,9 +275,11 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
         task: dict[str, Any] = {"objective": objective}
         if objective == "sop":
             task["swapped_share"] = out["not_next_share"]
-            task["one_segment_chunks"] = {"merged": inst.get("one_segment_chunks_merged", 0),
-                                          "skipped": inst.get("one_segment_chunks_skipped", 0),
-                                          "tokens_skipped": inst.get("one_segment_tokens_skipped", 0)}
+            task["one_segment_chunks"] = {
+                "merged": inst.get("one_segment_chunks_merged", 0),
+                "skipped": inst.get("one_segment_chunks_skipped", 0),
+                "tokens_skipped": inst.get("one_segment_tokens_skipped", 0),
+            }
         else:
             task["document_separators"] = inst.get("document_separators", 0)
         rest = [(k, v) for k, v in figures[at:] if k not in ("not_next_share", "not_next_same_document")]
@@ -297,8 +307,11 @@ def copy_vocab(output_dir: str, tokens: Sequence[str]) -> None:
 def is_output_name(name: str) -> bool:
     """Whether a file name is one make-shards writes (and ``--overwrite`` replaces) in its output directory:
     ``shard-NNNNN-of-MMMMM.arrow``, ``manifest.json`` (or its ``.tmp``) or ``vocab.txt``."""
-    return bool(schema.SHARD_RE.match(name)) or name in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp",
-                                                         VOCAB_NAME)
+    return bool(schema.SHARD_RE.match(name)) or name in (
+        schema.MANIFEST_NAME,
+        schema.MANIFEST_NAME + ".tmp",
+        VOCAB_NAME,
+    )
 
 
 def existing_outputs(output_dir: str) -> list[str]:
@@ -308,8 +321,11 @@ def existing_outputs(output_dir: str) -> list[str]:
     for result in FileSystems.match([pattern]):
         for meta in result.metadata_list:
             base = os.path.basename(meta.path.rstrip("/"))
-            if schema.SHARD_RE.match(base) or base in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp",
-                                                      "vocab.txt") or base.startswith(TMP_PREFIX):
+            if (
+                schema.SHARD_RE.match(base)
+                or base in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp", "vocab.txt")
+                or base.startswith(TMP_PREFIX)
+            ):
                 found.append(meta.path)
     return sorted(found)
 
@@ -378,7 +394,7 @@ def remove_stale_staging(output_dir: str, keep: str = "") -> list[str]:
     if "://" in output_dir:  # an object store folder is a name prefix: list what lies under the staging names
         matched = FileSystems.match([FileSystems.join(output_dir, TMP_PREFIX + "*/**")])[0].metadata_list
         base = output_dir.rstrip("/") + "/"
-        names = {m.path[len(base):].split("/", 1)[0] for m in matched if m.path.startswith(base)}
+        names = {m.path[len(base) :].split("/", 1)[0] for m in matched if m.path.startswith(base)}
     else:
         try:
             names = {n for n in os.listdir(output_dir) if n.startswith(TMP_PREFIX)}
@@ -409,18 +425,23 @@ def commit_staged(staging_dir: str, output_dir: str, files: Sequence[str]) -> No
     """
     new = set(files)
     top = FileSystems.split(FileSystems.join(output_dir, schema.MANIFEST_NAME))[0]
-    old = [p for p in existing_outputs(output_dir)  # directly in output_dir, never inside a staging folder
-           if is_output_name(os.path.basename(p)) and FileSystems.split(p)[0] == top]
+    old = [
+        p
+        for p in existing_outputs(output_dir)  # directly in output_dir, never inside a staging folder
+        if is_output_name(os.path.basename(p)) and FileSystems.split(p)[0] == top
+    ]
     markers = [p for p in old if os.path.basename(p) in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp")]
     if markers:
         FileSystems.delete(markers)
-    FileSystems.rename([FileSystems.join(staging_dir, f) for f in files],
-                       [FileSystems.join(output_dir, f) for f in files])
+    FileSystems.rename(
+        [FileSystems.join(staging_dir, f) for f in files], [FileSystems.join(output_dir, f) for f in files]
+    )
     replaced = [p for p in old if p not in markers and os.path.basename(p) not in new]
     if replaced:
         FileSystems.delete(replaced)
-    FileSystems.rename([FileSystems.join(staging_dir, schema.MANIFEST_NAME)],
-                       [FileSystems.join(output_dir, schema.MANIFEST_NAME)])
+    FileSystems.rename(
+        [FileSystems.join(staging_dir, schema.MANIFEST_NAME)], [FileSystems.join(output_dir, schema.MANIFEST_NAME)]
+    )
     remove_tree(staging_dir)
 
 
@@ -428,8 +449,10 @@ def os_error_message(err: OSError, doing: str) -> str:
     """One line for an ``OSError`` met while ``doing`` something (e.g. "writing shard X"), with what to do."""
     reason = err.strerror or str(err) or type(err).__name__
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"{reason.lower().rstrip('.')} while {doing}; free some space (or choose another --output-dir) "
-                "and run again: the previous output, if any, is untouched")
+        return (
+            f"{reason.lower().rstrip('.')} while {doing}; free some space (or choose another --output-dir) "
+            "and run again: the previous output, if any, is untouched"
+        )
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{reason.lower()} while {doing}; choose a writable --output-dir"
     where = f" ({err.filename})" if err.filename else ""

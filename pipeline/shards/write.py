@@ -50,13 +50,18 @@ class MergeCountsFn(beam.CombineFn):
         return acc
 
 
-def _plan(bucket_metas: list[tuple[int, str, int]], num_shards: int,
-          error_dir: str | None = None, eval_fraction: float | None = None) -> list[shards.ShardPlan]:
+def _plan(
+    bucket_metas: list[tuple[int, str, int]],
+    num_shards: int,
+    error_dir: str | None = None,
+    eval_fraction: float | None = None,
+) -> list[shards.ShardPlan]:
     try:
         if eval_fraction is not None and not sum(rows for _, _, rows in bucket_metas):
             raise MakeShardsError(
                 f"bertprep: --eval-fraction {eval_fraction} held out no document that makes an instance, so "
-                f"{heldout.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)")
+                f"{heldout.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)"
+            )
         return _plan_shards(bucket_metas, num_shards)
     except MakeShardsError as err:
         record_error(error_dir, err)
@@ -101,8 +106,9 @@ class WriteManifestFn(beam.DoFn):
     staging folder ``tmp_dir`` (:func:`run_make_shards` moves them into the output directory). ``role``:
     ``train``, or ``eval`` for the held-out set (``heldout.manifest_sections``)."""
 
-    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str,
-                 role: str = "train"):
+    def __init__(
+        self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str, role: str = "train"
+    ):
         self.config = config
         self.vocab_info = vocab_info
         self.vocab_tokens = vocab_tokens
@@ -119,8 +125,9 @@ class WriteManifestFn(beam.DoFn):
         statistics = shards.summarize_statistics(counts)
         rows = sum(e["rows"] for e in entries)
         if rows != statistics["instances"]:
-            raise MakeShardsError(f"bertprep: internal error: shards hold {rows} rows, buckets made "
-                                  f"{statistics['instances']}")
+            raise MakeShardsError(
+                f"bertprep: internal error: shards hold {rows} rows, buckets made {statistics['instances']}"
+            )
         try:
             shards.copy_vocab(self.tmp_dir, self.vocab_tokens)
         except OSError as err:
@@ -147,8 +154,9 @@ class WriteArrowShards(beam.PTransform):
     """Bucket file metas -> balanced Arrow shards -> manifest.json (written last), all in the staging
     folder ``tmp_dir``. ``role``: ``train``, or ``eval`` for the held-out set."""
 
-    def __init__(self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str,
-                 role: str = "train"):
+    def __init__(
+        self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str, role: str = "train"
+    ):
         super().__init__()
         self.config = config
         self.vocab_info = vocab_info
@@ -162,16 +170,23 @@ class WriteArrowShards(beam.PTransform):
         plans = (
             bucket_metas
             | "CollectBuckets" >> beam.combiners.ToList()
-            | "PlanShards" >> beam.FlatMap(_plan, self.config.num_shards, self.tmp_dir,
-                                           self.config.eval_fraction if self.role == "eval" else None)
+            | "PlanShards"
+            >> beam.FlatMap(
+                _plan, self.config.num_shards, self.tmp_dir, self.config.eval_fraction if self.role == "eval" else None
+            )
             | "SpreadShards" >> beam.Reshuffle()
         )
         entries = (
             plans
-            | "WriteShardFn" >> beam.ParDo(WriteShardFn(self.tmp_dir, len(self.vocab_tokens),
-                                                       self.config.instance.objective, self.config.writes_word_ids))
+            | "WriteShardFn"
+            >> beam.ParDo(
+                WriteShardFn(
+                    self.tmp_dir, len(self.vocab_tokens), self.config.instance.objective, self.config.writes_word_ids
+                )
+            )
             | "CollectShards" >> beam.combiners.ToList()
         )
         return entries | "WriteManifestFn" >> beam.ParDo(
             WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir, self.role),
-            counts=beam.pvalue.AsSingleton(merged_counts))
+            counts=beam.pvalue.AsSingleton(merged_counts),
+        )

@@ -59,13 +59,25 @@ class Vocab:
     _sha256: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_tokens(cls, tokens: Sequence[str], *, do_lower_case: bool | None = None, source: str = "",
-                    strip_accents: bool | None = None) -> "Vocab":
+    def from_tokens(
+        cls,
+        tokens: Sequence[str],
+        *,
+        do_lower_case: bool | None = None,
+        source: str = "",
+        strip_accents: bool | None = None,
+    ) -> "Vocab":
         token_to_id: dict[str, int] = {}
         for index, token in enumerate(tokens):
             token_to_id[token] = index  # later duplicates win, first position kept in key order
-        vocab = cls(list(tokens), token_to_id, list(token_to_id), do_lower_case=do_lower_case, source=source,
-                    strip_accents=strip_accents)
+        vocab = cls(
+            list(tokens),
+            token_to_id,
+            list(token_to_id),
+            do_lower_case=do_lower_case,
+            source=source,
+            strip_accents=strip_accents,
+        )
         vocab.check()
         return vocab
 
@@ -188,8 +200,9 @@ def default_strip_accents(vocab: Vocab) -> bool | None:
     return None
 
 
-def check_strip_accents(vocab: Vocab, do_lower_case: bool, strip_accents: bool | None, *,
-                        explicit: bool = False) -> str | None:
+def check_strip_accents(
+    vocab: Vocab, do_lower_case: bool, strip_accents: bool | None, *, explicit: bool = False
+) -> str | None:
     """Check the accent stripping of a run against the vocab: a warning text, or ``None``.
 
     A ``tokenizer.json`` records its ``strip_accents``; a run that ``explicit``-ly asks for the other one
@@ -215,8 +228,9 @@ def check_strip_accents(vocab: Vocab, do_lower_case: bool, strip_accents: bool |
     return check_vocab_strip_accents(vocab.tokens, strip, vocab.source or "vocab")
 
 
-def resolve_text_settings(vocab: Vocab, do_lower_case: bool | None, strip_accents: bool | None
-                          ) -> tuple[bool, bool | None, list[str]]:
+def resolve_text_settings(
+    vocab: Vocab, do_lower_case: bool | None, strip_accents: bool | None
+) -> tuple[bool, bool | None, list[str]]:
     """make-shards' casing and accent stripping for ``vocab``, from the options given (``None``: not given).
 
     ``do_lower_case`` defaults to the tokenizer.json's setting, else on (the original's default);
@@ -288,8 +302,9 @@ class SentenceEncoder:
     ``strip_accents``: as in :func:`build_tokenizer` (``None``: the same as ``do_lower_case``).
     """
 
-    def __init__(self, vocab: Vocab, do_lower_case: bool, cache_size: int = 500_000, *,
-                 strip_accents: bool | None = None):
+    def __init__(
+        self, vocab: Vocab, do_lower_case: bool, cache_size: int = 500_000, *, strip_accents: bool | None = None
+    ):
         self.vocab = vocab
         self.do_lower_case = do_lower_case
         self.strip_accents = resolve_strip_accents(strip_accents, do_lower_case)
@@ -329,8 +344,9 @@ class SentenceEncoder:
                 self._clear_cache()
                 index = self._index
                 missing = list({w for w in words if w not in index})
-            for word, encoding in zip(missing, self.ascii_tokenizer.encode_batch_fast(missing,
-                                                                                     add_special_tokens=False)):
+            for word, encoding in zip(
+                missing, self.ascii_tokenizer.encode_batch_fast(missing, add_special_tokens=False)
+            ):
                 index[word] = len(self._first)
                 self._first.append(len(self._pieces))
                 self._count.append(len(encoding.ids))
@@ -356,7 +372,7 @@ class SentenceEncoder:
         ids_list = ids.tolist()
         out, pos = [], 0
         for n in lengths.tolist():
-            out.append(ids_list[pos:pos + n])
+            out.append(ids_list[pos : pos + n])
             pos += n
         return out
 
@@ -375,12 +391,14 @@ class SentenceEncoder:
             ascii_ids, ascii_lengths = self._encode_ascii([sentences[k] for k in ascii_at.tolist()])
         else:
             ascii_ids, ascii_lengths = np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
-        encodings = self.tokenizer.encode_batch_fast([sentences[k] for k in other_at.tolist()],
-                                                     add_special_tokens=False)
+        encodings = self.tokenizer.encode_batch_fast(
+            [sentences[k] for k in other_at.tolist()], add_special_tokens=False
+        )
         other_lists = [e.ids for e in encodings]
         other_lengths = np.fromiter(map(len, other_lists), dtype=np.int64, count=len(other_lists))
-        other_ids = np.fromiter((i for ids in other_lists for i in ids), dtype=np.uint32,
-                                count=int(other_lengths.sum()))
+        other_ids = np.fromiter(
+            (i for ids in other_lists for i in ids), dtype=np.uint32, count=int(other_lengths.sum())
+        )
         # interleave the two groups back into sentence order: a gather over [ascii ids | other ids]
         lengths = np.empty(n, dtype=np.int64)
         lengths[ascii_at] = ascii_lengths

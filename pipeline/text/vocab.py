@@ -308,8 +308,9 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
         missing.append(existing)
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise ValueError(f"--output-dir {output_dir} cannot be created: {existing} is a file; choose another "
-                         "--output-dir")
+        raise ValueError(
+            f"--output-dir {output_dir} cannot be created: {existing} is a file; choose another --output-dir"
+        )
     # A real write (permissions, read-only file systems, root squash...), leaving nothing behind.
     made = []
     try:
@@ -319,8 +320,9 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
         with tempfile.NamedTemporaryFile(dir=output_dir, prefix=".bertprep-write-test-"):
             pass
     except OSError as err:
-        raise ValueError(f"--output-dir {output_dir} is not writable ({err.strerror or err}); choose a writable "
-                         "--output-dir") from err
+        raise ValueError(
+            f"--output-dir {output_dir} is not writable ({err.strerror or err}); choose a writable --output-dir"
+        ) from err
     finally:
         for folder in reversed(made):
             try:
@@ -359,8 +361,7 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
     # vocab_files.tokenizer_files: the tokenizer.json of hf_tokenizer(trained.tokens) is trained.tokenizer's;
     # vocab.txt comes last, the commit marker
-    contents = tokenizer_files(trained.tokens, trained.config.do_lower_case,
-                               strip_accents=trained.config.strip_accents)
+    contents = tokenizer_files(trained.tokens, trained.config.do_lower_case, strip_accents=trained.config.strip_accents)
     temps: dict[str, str] = {}
     try:
         for name, text in contents.items():

@@ -125,12 +125,14 @@ def load_word_segmenter(spec: str) -> WordSegmenter:
     if not module_name or not attribute:
         raise WordSegmenterError(
             f"--word-segmenter {spec!r}: give module:callable (a function str -> list[str] of words), or one of "
-            f"{', '.join(BUILTIN_SEGMENTERS)}")
+            f"{', '.join(BUILTIN_SEGMENTERS)}"
+        )
     try:
         target = importlib.import_module(module_name)
     except ImportError as err:
-        raise WordSegmenterError(f"--word-segmenter {spec!r}: cannot import {module_name} ({err}); install it "
-                                 "or put it on PYTHONPATH") from None
+        raise WordSegmenterError(
+            f"--word-segmenter {spec!r}: cannot import {module_name} ({err}); install it or put it on PYTHONPATH"
+        ) from None
     try:
         for name in attribute.split("."):
             target = getattr(target, name)
@@ -143,11 +145,13 @@ def load_word_segmenter(spec: str) -> WordSegmenter:
     except WordSegmenterError:
         raise
     except Exception as err:
-        raise WordSegmenterError(f"--word-segmenter {spec!r} failed on a test sentence: "
-                                 f"{type(err).__name__}: {err}") from None
+        raise WordSegmenterError(
+            f"--word-segmenter {spec!r} failed on a test sentence: {type(err).__name__}: {err}"
+        ) from None
     if isinstance(probe, str) or not all(isinstance(w, str) for w in probe):
-        raise WordSegmenterError(f"--word-segmenter {spec!r} must return a list of str (the words in order), "
-                                 f"got {type(probe).__name__}")
+        raise WordSegmenterError(
+            f"--word-segmenter {spec!r} must return a list of str (the words in order), got {type(probe).__name__}"
+        )
     return target
 
 
@@ -167,7 +171,8 @@ def word_spans(text: str, words: Sequence[str], segmenter_name: str = "the word 
         if start < 0:
             raise WordSegmenterError(
                 f"{segmenter_name} returned {word!r}, which is not in the sentence after character {cursor} "
-                f"({text[:80]!r}); a word segmenter must return substrings of its input, in order")
+                f"({text[:80]!r}); a word segmenter must return substrings of its input, in order"
+            )
         cursor = start + len(word)
         spans.append((start, cursor))
     return spans
@@ -188,8 +193,13 @@ def word_starts_from_offsets(offsets: Sequence[tuple[int, int]], spans: Sequence
     return out
 
 
-def word_starts(tokenizer, sentences: Sequence[str], segmenter: WordSegmenter, lengths: Sequence[int] | np.ndarray,
-                segmenter_name: str = "the word segmenter") -> np.ndarray:
+def word_starts(
+    tokenizer,
+    sentences: Sequence[str],
+    segmenter: WordSegmenter,
+    lengths: Sequence[int] | np.ndarray,
+    segmenter_name: str = "the word segmenter",
+) -> np.ndarray:
     """The "starts a word" flag of every piece of ``sentences`` (concatenated, as ``encode_flat`` gives the ids).
 
     Args:
@@ -209,8 +219,9 @@ def word_starts(tokenizer, sentences: Sequence[str], segmenter: WordSegmenter, l
     encodings = tokenizer.encode_batch([sentences[k] for k in todo], add_special_tokens=False)
     for k, encoding in zip(todo, encodings):
         if len(encoding.offsets) != lengths[k]:
-            raise RuntimeError(f"internal error: sentence {k} has {lengths[k]} pieces but {len(encoding.offsets)} "
-                               "offsets")
+            raise RuntimeError(
+                f"internal error: sentence {k} has {lengths[k]} pieces but {len(encoding.offsets)} offsets"
+            )
         text = sentences[k]
         flags.extend(word_starts_from_offsets(encoding.offsets, word_spans(text, segmenter(text), segmenter_name)))
     return np.array(flags, dtype=np.uint8)
@@ -250,6 +261,16 @@ def instance_word_ids(word_starts_of_row: np.ndarray, is_special: np.ndarray) ->
     return ids.astype(np.int32)
 
 
-__all__ = ["BUILTIN_SEGMENTERS", "WordSegmenter", "WordSegmenterError", "default_word_starts", "instance_word_ids",
-           "jieba_words", "kiwi_words", "load_word_segmenter", "word_spans", "word_starts",
-           "word_starts_from_offsets"]
+__all__ = [
+    "BUILTIN_SEGMENTERS",
+    "WordSegmenter",
+    "WordSegmenterError",
+    "default_word_starts",
+    "instance_word_ids",
+    "jieba_words",
+    "kiwi_words",
+    "load_word_segmenter",
+    "word_spans",
+    "word_starts",
+    "word_starts_from_offsets",
+]

@@ -8,9 +8,11 @@ original's output in ``tests/test_golden.py``). It works on integer word-piece i
 and keeps segment boundaries as index ranges instead of deleting from lists.
 
 ``make-shards`` does not run this: it runs ``bertprep.pipeline.instances.bucket_instances`` (the same draws on sentence
-lengths and flat arrays) and ``bertprep.pipeline.instances.bucket_rows``, which ``tests/test_bucket_instances.py`` checks
+lengths and flat arrays) and ``bertprep.pipeline.instances.bucket_rows``, which ``tests/test_bucket_instances.py``
+checks
 row for row against :func:`create_training_instances` + :func:`instances_to_table`. The masking and truncation
-rules themselves are production code (``bertprep.pipeline.masking.rule``, ``bertprep.pipeline.instances.common``), and so is
+rules themselves are production code (``bertprep.pipeline.masking.rule``, ``bertprep.pipeline.instances.common``),
+and so is
 the shuffle (``bertprep.pipeline.masking.exact_draws``), shared by both.
 Tests import it as ``from reference.instances import ...`` (``tests/`` is on ``sys.path``); benchmarks put
 ``tests/`` on ``sys.path`` first.
@@ -54,8 +56,9 @@ class TrainingInstance(NamedTuple):
     next_sentence_label: int
 
 
-def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
-                      rng: random.Random) -> tuple[list[int], list[int], bool]:
+def truncate_seq_pair(
+    tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
+) -> tuple[list[int], list[int], bool]:
     """Truncate a pair to at most ``max_num_tokens`` in total, as the original ``truncate_seq_pair``
     (see :func:`truncation_bounds`).
 
@@ -68,8 +71,9 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
     return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], True
 
 
-def truncate_seq_pair_fast(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
-                           rng: random.Random) -> tuple[list[int], list[int], bool]:
+def truncate_seq_pair_fast(
+    tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
+) -> tuple[list[int], list[int], bool]:
     """:func:`truncate_seq_pair` with :func:`truncation_bounds_fast` (``sampling="fast"``)."""
     if len(tokens_a) + len(tokens_b) <= max_num_tokens:
         return tokens_a, tokens_b, False
@@ -77,10 +81,16 @@ def truncate_seq_pair_fast(tokens_a: list[int], tokens_b: list[int], max_num_tok
     return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], True
 
 
-def create_instances_from_document(all_documents: Sequence[Document], document_index: int, config: InstanceConfig,
-                                   ids: VocabIds, rng: random.Random,
-                                   stats: InstanceStats | None = None, mask: bool = True,
-                                   fast_truncation: bool = False) -> list[TrainingInstance]:
+def create_instances_from_document(
+    all_documents: Sequence[Document],
+    document_index: int,
+    config: InstanceConfig,
+    ids: VocabIds,
+    rng: random.Random,
+    stats: InstanceStats | None = None,
+    mask: bool = True,
+    fast_truncation: bool = False,
+) -> list[TrainingInstance]:
     """All instances of one pass over one document, as the original ``create_instances_from_document``.
 
     Sentences are packed into chunks up to a target length (``max_seq_length - 3``, or with probability
@@ -144,13 +154,12 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
                 assert tokens_a and tokens_b, "the reference guarantees non-empty segments"
                 tokens = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
                 if mask:
-                    output, positions, labels = create_masked_lm_predictions(tokens, config, ids, rng, stats,
-                                                                             len(tokens_a))
+                    output, positions, labels = create_masked_lm_predictions(
+                        tokens, config, ids, rng, stats, len(tokens_a)
+                    )
                 else:
                     output, positions, labels = tokens, [], []
-                instances.append(
-                    TrainingInstance(output, len(tokens_a), positions, labels, 1 if is_random_next else 0)
-                )
+                instances.append(TrainingInstance(output, len(tokens_a), positions, labels, 1 if is_random_next else 0))
                 if stats is not None:
                     stats.instances += 1
                     stats.not_next += is_random_next
@@ -163,9 +172,15 @@ def create_instances_from_document(all_documents: Sequence[Document], document_i
     return instances
 
 
-def create_training_instances(documents: Sequence[Document], config: InstanceConfig, ids: VocabIds,
-                              rng: random.Random, stats: InstanceStats | None = None,
-                              mask: bool = True, fast_truncation: bool = False) -> list[TrainingInstance]:
+def create_training_instances(
+    documents: Sequence[Document],
+    config: InstanceConfig,
+    ids: VocabIds,
+    rng: random.Random,
+    stats: InstanceStats | None = None,
+    mask: bool = True,
+    fast_truncation: bool = False,
+) -> list[TrainingInstance]:
     """The original ``create_training_instances`` after tokenization, for one bucket of documents.
 
     Drops empty documents, shuffles the documents with ``rng``, makes ``dupe_factor`` passes of
@@ -187,8 +202,9 @@ def create_training_instances(documents: Sequence[Document], config: InstanceCon
         for _ in range(config.dupe_factor):
             for document_index in range(len(all_documents)):
                 instances.extend(
-                    create_instances_from_document(all_documents, document_index, config, ids, rng, stats, mask,
-                                                   fast_truncation)
+                    create_instances_from_document(
+                        all_documents, document_index, config, ids, rng, stats, mask, fast_truncation
+                    )
                 )
         shuffle(instances, rng)
     finally:
@@ -234,8 +250,9 @@ def instances_to_table(instances: Sequence[TrainingInstance], vocab_size: int) -
     labels = np.array(m_labels, dtype=id_dtype)
 
     def list_array(offs: np.ndarray, values: np.ndarray, field_name: str) -> pa.Array:
-        return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(values),
-                                        type=arrow_schema.field(field_name).type)
+        return pa.ListArray.from_arrays(
+            pa.array(offs.astype(np.int32)), pa.array(values), type=arrow_schema.field(field_name).type
+        )
 
     return pa.Table.from_arrays(
         [

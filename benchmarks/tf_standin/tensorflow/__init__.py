@@ -119,8 +119,16 @@ if not _log.handlers:
     _log.addHandler(_handler)
     _log.propagate = False
 logging = types.SimpleNamespace(
-    INFO=_logging.INFO, WARN=_logging.WARNING, WARNING=_logging.WARNING, ERROR=_logging.ERROR, DEBUG=_logging.DEBUG,
-    set_verbosity=_log.setLevel, info=_log.info, warning=_log.warning, warn=_log.warning, error=_log.error,
+    INFO=_logging.INFO,
+    WARN=_logging.WARNING,
+    WARNING=_logging.WARNING,
+    ERROR=_logging.ERROR,
+    DEBUG=_logging.DEBUG,
+    set_verbosity=_log.setLevel,
+    info=_log.info,
+    warning=_log.warning,
+    warn=_log.warning,
+    error=_log.error,
     debug=_log.debug,
 )
 
@@ -155,8 +163,9 @@ class Example:
         return json.dumps(out, separators=(",", ":"))
 
 
-train = types.SimpleNamespace(Example=Example, Features=Features, Feature=Feature, Int64List=_ValueList,
-                              FloatList=_ValueList)
+train = types.SimpleNamespace(
+    Example=Example, Features=Features, Feature=Feature, Int64List=_ValueList, FloatList=_ValueList
+)
 
 
 class TFRecordWriter:
