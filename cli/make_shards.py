@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import difflib
-import gc
-import logging
-import os
-import sys
 
 import click
 
@@ -20,7 +15,6 @@ from bertprep.pipeline.config import (
     InstanceConfig,
     ShardsConfig,
 )
-from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
 from bertprep.pipeline.masking.schemes import MASKING_SCHEMES
 from bertprep.pipeline.instances.buckets import MIN_DOCUMENTS_PER_BUCKET
 from bertprep.pipeline.readers import INPUT_FORMATS
@@ -66,13 +60,6 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     raise click.UsageError(
         f"no such option: {name}{more}: neither a make-shards option nor a Beam pipeline option{hint}", ctx
     )
-
-
-def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
-    out = []
-    for value in values:
-        out.extend(p.strip() for p in value.split(",") if p.strip())
-    return tuple(out)
 
 
 @click.command(
@@ -389,44 +376,7 @@ def _split_inputs(values: tuple[str, ...]) -> tuple[str, ...]:
     help="Only warnings and errors (the local worker processes' own logs and tracebacks included).",
 )
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
-def make_shards(
-    input_files,
-    vocab,
-    output_dir,
-    do_lower_case,
-    strip_accents,
-    max_seq_length,
-    max_predictions_per_seq,
-    masked_lm_prob,
-    short_seq_prob,
-    dupe_factor,
-    random_seed,
-    do_whole_word_mask,
-    masking_scheme,
-    max_ngram_size,
-    span_geometric_p,
-    max_span_length,
-    word_segmenter,
-    word_ids,
-    objective,
-    input_format,
-    text_field,
-    segmenter,
-    encoding,
-    max_line_chars,
-    pairing_scope,
-    bucket_tokens,
-    bucket_size,
-    num_shards,
-    masking,
-    sampling,
-    eval_fraction,
-    eval_seed,
-    dedup,
-    overwrite,
-    quiet,
-    beam_args,
-):
+def make_shards(beam_args, quiet, **options):
     """Turn documents into masked BERT pre-training instances, written as Arrow shards.
 
     Runs the original generator's algorithm (google-research/bert create_pretraining_data.py: document-level
@@ -442,131 +392,36 @@ def make_shards(
     Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt
     and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
     """
-    # Python's last garbage collection at exit walks every object of Beam's ~2,000 modules: 0.3-3 s of a run on
-    # the development machine, to free memory the OS frees anyway. Frozen objects are skipped.
-    atexit.register(gc.freeze)
-    workers = None
-    if not beam_args:  # the local runner on every core: its worker processes are forked now (warm_workers.py)
-        from bertprep.pipeline.beam import warm_workers
+    from bertprep.pipeline.beam import launch
 
-        workers = warm_workers.start(os.cpu_count() or 1)
-        if workers is not None:
-            click.get_current_context().call_on_close(workers.close)
-    from bertprep.pipeline import readers
-    from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
-    from bertprep.pipeline.text.tokenization import VocabError, load_vocab, resolve_text_settings
-
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(message)s",
-        stream=sys.stderr,
+    ctx = click.get_current_context()
+    explicit = frozenset(
+        name for name in options if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     )
-    install_log_filter(quiet)  # Beam's local runner's records made readable (pipeline/beam/output.py)
-    _check_beam_args(click.get_current_context(), beam_args)  # after basicConfig: Beam's parser logs via root
-    if not any(arg.startswith("--runner") for arg in beam_args):
-        # the local runner's own INFO (gRPC servers, harness start/stop) is not for users; on Dataflow
-        # Beam's INFO lines carry the job's console URL, so they stay.
-        logging.getLogger("apache_beam").setLevel(logging.WARNING)
-        logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.INFO)
-    try:
-        instance = InstanceConfig(
-            max_seq_length=max_seq_length,
-            max_predictions_per_seq=max_predictions_per_seq,
-            masked_lm_prob=masked_lm_prob,
-            short_seq_prob=short_seq_prob,
-            dupe_factor=dupe_factor,
-            random_seed=random_seed,
-            do_whole_word_mask=do_whole_word_mask,
-            objective=objective,
-            masking_scheme=masking_scheme,
-            max_ngram_size=max_ngram_size,
-            span_geometric_p=span_geometric_p,
-            max_span_length=max_span_length,
-        )
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from err
-    if word_segmenter:
-        from bertprep.pipeline.text.word_segmentation import WordSegmenterError, load_word_segmenter
-
+    with launch.session(beam_args, quiet=quiet) as session:
+        _check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root
         try:
-            load_word_segmenter(word_segmenter)  # fail here, before any worker starts
-        except WordSegmenterError as err:
-            raise click.BadParameter(str(err), param_hint="--word-segmenter") from err
-    try:
-        vocab_obj = load_vocab(vocab)
-    except VocabError as err:
-        raise click.BadParameter(str(err), param_hint="--vocab") from err
-    try:
-        do_lower_case, strip_accents, warnings = resolve_text_settings(vocab_obj, do_lower_case, strip_accents)
-    except VocabError as err:  # an option contradicts what the tokenizer.json records
-        raise click.BadParameter(str(err), param_hint=err.option or "--vocab") from err
-    for warning in warnings:
-        click.echo(f"Warning: {warning}", err=True)
-    if (
-        objective == "none"
-        and click.get_current_context().get_parameter_source("short_seq_prob") is not click.core.ParameterSource.DEFAULT
-    ):
-        click.echo(
-            "Warning: --short-seq-prob is not used with --objective none (every row is filled to --max-seq-length)",
-            err=True,
-        )
-    inputs = _split_inputs(input_files)
-    if not inputs:
-        from bertprep.pipeline import demo_corpus_dir
+            config, vocab, warnings = launch.shards_config(options, explicit)
+        except launch.OptionError as err:
+            raise click.BadParameter(str(err), param_hint=err.option) from err
+        for warning in warnings:
+            click.echo(warning if warning.startswith("No --input-file") else f"Warning: {warning}", err=True)
+        try:
+            manifest = session.run(config, beam_args, vocab=vocab)
+        except Exception as err:
+            from bertprep.pipeline.beam.output import is_user_error
 
-        inputs = (demo_corpus_dir(),)
-        click.echo(f"No --input-file given: using the bundled demo corpus {inputs[0]}", err=True)
-    try:
-        config = ShardsConfig(
-            inputs=inputs,
-            vocab=vocab,
-            output_dir=output_dir,
-            do_lower_case=do_lower_case,
-            strip_accents=strip_accents,
-            instance=instance,
-            input_format=input_format,
-            text_field=text_field,
-            segmenter=segmenter,
-            encoding=encoding,
-            max_line_chars=max_line_chars,
-            pairing_scope=pairing_scope,
-            bucket_size=bucket_size,
-            bucket_tokens=bucket_tokens,
-            num_shards=num_shards,
-            masking=masking,
-            sampling=sampling,
-            overwrite=overwrite,
-            eval_fraction=eval_fraction,
-            eval_seed=eval_seed,
-            dedup=dedup,
-            word_segmenter=word_segmenter,
-            word_ids=word_ids,
-        )
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from err
-    local_runner = not any(arg.startswith("--runner") for arg in beam_args)
-    kept_log = None
-    try:
-        with worker_stderr_captured(quiet and local_runner) as save_worker_output:
-            try:
-                manifest = run_make_shards(config, beam_args, vocab=vocab_obj, workers=workers)
-            except (readers.InputError, VocabError, MakeShardsError) as err:
-                error = err
-            except BaseException:
-                kept_log = save_worker_output()  # an unexpected failure: keep what the workers printed
-                raise
-            else:
-                error = None
-    finally:
-        if kept_log:
-            click.echo(f"(the worker processes' output is in {kept_log})", err=True)
-    if error is not None:
-        raise click.ClickException(str(error)) from error
+            if is_user_error(err):
+                raise click.ClickException(str(err)) from err
+            raise
+        finally:
+            if session.kept_log:
+                click.echo(f"(the worker processes' output is in {session.kept_log})", err=True)
     if "dry_run" in manifest:
         click.echo(manifest["dry_run"])
     elif manifest:
         from bertprep.pipeline.shards.inspection import format_summary
 
-        click.echo(format_summary(manifest, output_dir))
+        click.echo(format_summary(manifest, config.output_dir))
     else:
-        click.echo(f"Shards written to {output_dir} (manifest.json)")
+        click.echo(f"Shards written to {config.output_dir} (manifest.json)")

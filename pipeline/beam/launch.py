@@ -1,0 +1,162 @@
+"""Start ``make-shards`` from a command line: options -> :class:`ShardsConfig`, processes, logs, then run.
+
+``cli/make_shards.py`` parses options and calls two functions here:
+
+- :func:`shards_config` turns the command's options (a dict keyed by ``InstanceConfig`` / ``ShardsConfig``
+  field names, plus ``input_files``) into the config, loading the vocab once to settle the casing. Bad
+  values raise :class:`OptionError`, which names the option.
+- :func:`session` starts what a local run needs before Beam is imported (the local runner's worker
+  processes, ``warm_workers.py``), sets up logging (Beam's local-runner records made readable, ``output.py``),
+  and yields a :class:`Session` whose :meth:`Session.run` runs ``run.run_make_shards`` with the workers'
+  stderr captured under ``-q``. Leaving the ``with`` block stops the workers, on success and on error.
+
+This module imports neither Beam nor the pipeline graph at import time: worker processes forked before
+Beam's ~2,000 modules are loaded start in milliseconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import gc
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+
+from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+
+log = logging.getLogger("bertprep")
+
+_INSTANCE_FIELDS = {f.name for f in dataclasses.fields(InstanceConfig)}
+_SHARDS_FIELDS = {f.name for f in dataclasses.fields(ShardsConfig)} - {"instance", "inputs"}
+
+
+class OptionError(ValueError):
+    """A bad option value. ``option`` is the option it is about (``--vocab``), or None for several."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
+
+
+def split_inputs(values: Sequence[str]) -> tuple[str, ...]:
+    """``-i`` values -> input patterns: each value may hold several, comma-separated."""
+    return tuple(p.strip() for value in values for p in value.split(",") if p.strip())
+
+
+def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> tuple[ShardsConfig, object, list]:
+    """The ``ShardsConfig`` of a command line, the loaded vocab, and the warnings to show.
+
+    ``options``: ``input_files`` (the ``-i`` values) and any ``InstanceConfig`` / ``ShardsConfig`` field by
+    name. ``explicit``: the names of the options the user gave (the others are defaults), for warnings
+    about options that have no effect. With no input the bundled demo corpus is read (a warning says so).
+
+    Raises:
+        OptionError: a value the configs refuse, a word segmenter that cannot be loaded, a vocab that
+            cannot be used or that contradicts ``--do-lower-case`` / ``--strip-accents``.
+    """
+    from bertprep.pipeline.text.tokenization import VocabError, load_vocab, resolve_text_settings
+
+    try:
+        instance = InstanceConfig(**{k: v for k, v in options.items() if k in _INSTANCE_FIELDS})
+    except ValueError as err:
+        raise OptionError(str(err)) from err
+    if options.get("word_segmenter"):
+        from bertprep.pipeline.text.word_segmentation import WordSegmenterError, load_word_segmenter
+
+        try:
+            load_word_segmenter(options["word_segmenter"])  # fail here, before any worker starts
+        except WordSegmenterError as err:
+            raise OptionError(str(err), "--word-segmenter") from err
+    try:
+        vocab = load_vocab(options["vocab"])
+    except VocabError as err:
+        raise OptionError(str(err), "--vocab") from err
+    try:
+        do_lower_case, strip_accents, warnings = resolve_text_settings(
+            vocab, options.get("do_lower_case"), options.get("strip_accents")
+        )
+    except VocabError as err:  # an option contradicts what the tokenizer.json records
+        raise OptionError(str(err), err.option or "--vocab") from err
+    warnings = list(warnings)
+    if instance.objective == "none" and "short_seq_prob" in explicit:
+        warnings.append("--short-seq-prob is not used with --objective none (every row is filled to --max-seq-length)")
+    inputs = split_inputs(options.get("input_files") or ())
+    if not inputs:
+        from bertprep.pipeline import demo_corpus_dir
+
+        inputs = (demo_corpus_dir(),)
+        warnings.append(f"No --input-file given: using the bundled demo corpus {inputs[0]}")
+    settings = {k: v for k, v in options.items() if k in _SHARDS_FIELDS}
+    settings.update(do_lower_case=do_lower_case, strip_accents=strip_accents)
+    try:
+        config = ShardsConfig(inputs=inputs, instance=instance, **settings)
+    except ValueError as err:
+        raise OptionError(str(err)) from err
+    return config, vocab, warnings
+
+
+@dataclasses.dataclass
+class Session:
+    """One make-shards run's processes and logging; made by :func:`session`."""
+
+    quiet: bool
+    local: bool
+    workers: object | None = None
+    kept_log: str | None = None
+    """Where the local workers' output was kept after an unexpected failure under ``-q``, else None."""
+
+    def run(self, config: ShardsConfig, beam_args: Sequence[str], vocab=None) -> dict:
+        """``run.run_make_shards`` with the local workers' stderr captured under ``-q``; its errors as they are.
+
+        After an unexpected failure (not a user error) under ``-q`` the workers' output is kept in a file,
+        named by :attr:`kept_log`.
+        """
+        from bertprep.pipeline.beam.run import run_make_shards
+
+        with worker_stderr_captured(self.quiet and self.local) as save_worker_output:
+            try:
+                return run_make_shards(config, beam_args, vocab=vocab, workers=self.workers)
+            except BaseException as err:  # Ctrl-C included
+                from bertprep.pipeline.beam.output import is_user_error
+
+                if not is_user_error(err):
+                    self.kept_log = save_worker_output()
+                raise
+
+
+@contextlib.contextmanager
+def session(beam_args: Sequence[str], quiet: bool = False) -> Iterator[Session]:
+    """Processes and logging for one make-shards run; the workers stop when the block ends.
+
+    With no Beam arguments (the local runner on every core) the worker processes are forked first, before
+    Beam is imported. Logging goes to stderr (warnings only under ``quiet``); the local runner's own INFO
+    records (gRPC servers, harness start and stop) are hidden, but a remote runner's stay (Dataflow's carry
+    the job's console URL).
+    """
+    # Python's last garbage collection at exit walks every object of Beam's ~2,000 modules: 0.3-3 s of a run,
+    # to free memory the OS frees anyway. Frozen objects are skipped.
+    atexit.register(gc.freeze)
+    local = not any(arg.startswith("--runner") for arg in beam_args)
+    current = Session(quiet=quiet, local=local)
+    if not beam_args:  # the local runner on every core: its worker processes are forked now (warm_workers.py)
+        from bertprep.pipeline.beam import warm_workers
+
+        current.workers = warm_workers.start(os.cpu_count() or 1)
+    try:
+        logging.basicConfig(
+            level=logging.WARNING if quiet else logging.INFO,
+            format="%(asctime)s %(levelname)s %(message)s",
+            stream=sys.stderr,
+        )
+        install_log_filter(quiet)
+        if local:
+            logging.getLogger("apache_beam").setLevel(logging.WARNING)
+            logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.INFO)
+        yield current
+    finally:
+        if current.workers is not None:
+            current.workers.close()
