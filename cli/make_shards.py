@@ -38,7 +38,12 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     """
     from bertprep.pipeline.beam.run import beam_option_names, unknown_beam_args
 
-    unknown = unknown_beam_args(beam_args)
+    from bertprep.pipeline.errors import MakeShardsError
+
+    try:
+        unknown = unknown_beam_args(beam_args)
+    except MakeShardsError as err:  # a --runner Beam cannot create: Beam's reason
+        raise click.UsageError(str(err), ctx) from err
     if not unknown:
         return
     options = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]

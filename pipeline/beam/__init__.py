@@ -8,6 +8,16 @@ Entry points:
 - ``graph.build_pipeline``: the steps read -> tokenize -> bucket -> instances -> shards, with stable labels.
 - ``transforms``: the DoFns and composites from input files to bucket files.
 - ``heldout``: the evaluation split (whole documents) and exact dedup.
+- ``dask_runner``: bertprep's adapter over Beam's ``DaskRunner`` (``--runner=DaskRunner``).
 - ``dataflow``: Dataflow options and the offline dry run; ``warm_workers``: pre-started local workers;
   ``output``: what the local runner's logs and worker stderr show the user.
 """
+
+#: ``--runner`` values that mean Dask, lower-cased (Beam's own table of short names has none).
+DASK_RUNNER_NAMES = ("daskrunner", "dask", "apache_beam.runners.dask.dask_runner.daskrunner")
+
+
+def dask_runner_name(name: object) -> bool:
+    """Whether ``--runner`` ``name`` means Dask (``DaskRunner``, ``dask``, Beam's class path; any case).
+    Importable without Dask installed."""
+    return isinstance(name, str) and name.lower() in DASK_RUNNER_NAMES

@@ -153,6 +153,8 @@ def session(beam_args: Sequence[str], quiet: bool = False) -> Iterator[Session]:
             stream=sys.stderr,
         )
         install_log_filter(quiet)
+        # Dask's own INFO (scheduler and worker start and stop) is not for users; its warnings are
+        logging.getLogger("distributed").setLevel(logging.WARNING)
         if local:
             logging.getLogger("apache_beam").setLevel(logging.WARNING)
             logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.INFO)

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import sys
 import time
 from typing import Sequence
 
@@ -59,7 +60,7 @@ def _local_runner(options: PipelineOptions, workers: "warm_workers.WarmWorkerPoo
     ``FnApiRunner``; with ``workers`` (as many as ``direct_num_workers``, multi-processing), one whose worker
     processes are those already started (``warm_workers.py``)."""
     if options.view_as(StandardOptions).runner:
-        return None  # Beam picks the runner named in the options
+        return _named_runner(options)
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     direct = options.view_as(DirectOptions)
@@ -85,6 +86,23 @@ def _local_runner(options: PipelineOptions, workers: "warm_workers.WarmWorkerPoo
                 view.direct_running_mode = "multi_processing"
 
     return WarmWorkersRunner(default_environment=SubprocessSDKEnvironment.from_command_string(workers.command))
+
+
+def _named_runner(options: PipelineOptions):
+    """The runner ``--runner`` names: bertprep's Dask adapter for ``DaskRunner`` (``dask_runner.py``, which
+    Beam's own table of short names lacks), else None: Beam creates the runner itself."""
+    from bertprep.pipeline.beam import dask_runner_name
+
+    if not dask_runner_name(options.view_as(StandardOptions).runner):
+        return None
+    try:
+        from bertprep.pipeline.beam.dask_runner import runner_from_options
+    except ImportError as err:
+        raise MakeShardsError(
+            f"--runner=DaskRunner needs Dask ({err}): pip install 'bertprep[dask]' "
+            "(apache-beam[dask], dask, distributed)"
+        ) from err
+    return runner_from_options(options)
 
 
 class _DropMessage(logging.Filter):
@@ -168,6 +186,9 @@ def run_make_shards(
         )
     except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
         message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
+        dask_runner = sys.modules.get("bertprep.pipeline.beam.dask_runner")
+        if dask_runner is not None and isinstance(err, dask_runner.DaskSchedulerUnreachable):
+            message = str(err)  # one line: the address and how to start a scheduler
         _remove_failed_run(staging_dir, output_dir if created else None)
         if message:
             raise MakeShardsError(message) from err
@@ -299,12 +320,16 @@ def unknown_beam_args(beam_args: Sequence[str]) -> list[str]:
         return []
     runner = PipelineOptions(args).view_as(StandardOptions).runner
     if runner:
+        from bertprep.pipeline.beam import dask_runner_name
+
+        if dask_runner_name(runner):  # Beam's table of short names lacks it; its options are Beam's DaskOptions
+            runner = "apache_beam.runners.dask.dask_runner.DaskRunner"
         try:
             from apache_beam.runners.runner import create_runner
 
             create_runner(runner)  # imports the runner's module, which defines its options classes
-        except Exception:  # an unknown runner is Beam's to report, with its own message
-            pass
+        except Exception as err:  # Beam's own reason, not "no such option" for the runner's options
+            raise MakeShardsError(f"--runner={runner}: Beam cannot create this runner: {err}") from err
     parsers = []
     beam_log = logging.getLogger("apache_beam.options.pipeline_options")
     level = beam_log.level

@@ -59,7 +59,7 @@ DATAFLOW_ARGS = [
 #: blingfire backs ``--segmenter blingfire`` (see segmentation.py).
 # Imported only when asked for (--segmenter blingfire, --word-segmenter jieba / kiwi), with an error naming the
 # package to install when it is missing.
-OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy"}
+OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy", "dask", "distributed"}
 
 
 def _config(**kw) -> ShardsConfig:

@@ -1,0 +1,143 @@
+"""make-shards on a real Dask cluster gives the local runner's bytes.
+
+A scheduler and two worker processes (one thread each: ``LocalCluster(processes=True)``); make-shards runs
+as a separate process (the CLI) that connects to the scheduler with ``--runner=DaskRunner
+--dask_client_address=...``, as a user's run would. For each variant the sha256 of every shard and of
+vocab.txt equals the default local runner's; the manifests are equal apart from ``output_dir``. Each run
+must also have run tasks in both worker processes, and have read each input file once (twice with
+``--pairing-scope file --dedup exact``, whose first pass reads the inputs once more by design): the
+workers count every full pass of the line readers (``readers.context._iter_lines``) through a worker plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, need_module
+
+distributed = need_module("distributed")
+
+PIPELINE = FIXTURES / "pipeline"
+INPUTS = [PIPELINE / "a.txt", PIPELINE / "b.txt"]
+VARIANTS = {
+    "defaults": [],
+    "bucket-size-0": ["--bucket-size", "0"],
+    "file-scope-eval-dedup": ["--pairing-scope", "file", "--eval-fraction", "0.3", "--dedup", "exact"],
+    "dynamic": ["--masking", "dynamic"],
+    "sop": ["--objective", "sop"],
+}
+pytestmark = pytest.mark.slow
+
+
+class CountReads(distributed.WorkerPlugin):
+    """Worker plugin: every full pass of a line-based reader appends ``pid path`` to ``log``."""
+
+    def __init__(self, log: str):
+        self.log = log
+
+    def setup(self, worker):
+        from bertprep.pipeline.readers import context
+
+        original, log = context._iter_lines, self.log
+
+        def counted(path, *args, **kwargs):
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"{os.getpid()} {path}\n")
+            return original(path, *args, **kwargs)
+
+        context._iter_lines = counted
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    log = tmp_path_factory.mktemp("reads") / "reads.log"
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        client.register_plugin(CountReads(str(log)), name="count-reads")
+        yield cluster, client, log
+
+
+def _make_shards(out: Path, extra: list[str], *beam_args: str) -> subprocess.CompletedProcess:
+    args = [str(Path(sys.executable).parent / "bertprep"), "make-shards", "-q", "--vocab", str(PIPELINE / "vocab.txt")]
+    for path in INPUTS:
+        args += ["-i", str(path)]
+    args += ["-o", str(out), "--dupe-factor", "3", *extra, *beam_args]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def _manifests(directory: Path) -> dict[str, dict]:
+    out = {}
+    for p in sorted(directory.rglob("manifest.json")):
+        manifest = json.loads(p.read_text())
+        manifest.pop("output_dir", None)
+        manifest.get("config", {}).pop("output_dir", None)
+        out[str(p.relative_to(directory))] = manifest
+    return out
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_dask_cluster_gives_the_local_runners_bytes(cluster, tmp_path, variant):
+    cluster_, client, log = cluster
+    local = _make_shards(tmp_path / "local", VARIANTS[variant])
+    assert local.returncode == 0, local.stderr
+    log.write_text("")
+    before = client.run(lambda dask_worker: dask_worker.state.executed_count)
+    on_dask = _make_shards(
+        tmp_path / "dask",
+        VARIANTS[variant],
+        "--runner=DaskRunner",
+        f"--dask_client_address={cluster_.scheduler_address}",
+    )
+    assert on_dask.returncode == 0, on_dask.stderr
+    after = client.run(lambda dask_worker: dask_worker.state.executed_count)
+
+    local_digests = _digests(tmp_path / "local")
+    assert any(name.endswith(".arrow") for name in local_digests)
+    assert _digests(tmp_path / "dask") == local_digests
+    assert _manifests(tmp_path / "dask") == _manifests(tmp_path / "local")
+
+    ran = {worker: after[worker] - before.get(worker, 0) for worker in after}
+    assert len(ran) == 2 and all(n > 0 for n in ran.values()), f"tasks per worker process: {ran}"
+    reads = Counter(line.split(" ", 1)[1] for line in log.read_text().splitlines())
+    expected = 2 if variant == "file-scope-eval-dedup" else 1
+    assert sorted(reads.values()) == [expected] * len(INPUTS), reads
+
+
+def test_unreachable_scheduler_is_one_line_naming_the_address(tmp_path):
+    result = _make_shards(
+        tmp_path / "out",
+        [],
+        "--runner=DaskRunner",
+        "--dask_client_address=tcp://127.0.0.1:9",
+        "--dask_connection_timeout=2",
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "tcp://127.0.0.1:9" in result.stderr and "dask scheduler" in result.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_runner_beam_cannot_create_shows_beams_reason(tmp_path):
+    result = _make_shards(tmp_path / "out", [], "--runner=NoSuchRunner", "--some_option_of_it=1")
+    assert result.returncode != 0
+    assert "no such option" not in result.stderr
+    assert "--runner=NoSuchRunner" in result.stderr and "Traceback" not in result.stderr
