@@ -1,0 +1,266 @@
+"""Packed ("flattened") batches: several documents per row, no attention across them, no compute on padding.
+
+The representation is the one of Hugging Face ``DataCollatorWithFlattening`` and of ModernBERT's unpadding
+(Warner et al. 2024, section 2.1.3; FlashAttention's ``varlen`` interface):
+
+* padded-packed: ``input_ids`` (B, T) holding several documents one after another in each row, a per-token
+  document number ``sequence_ids`` (B, T) (0, 1, 2... within a row, -1 on padding) and ``position_ids``
+  (B, T) that restart at 0 at each document. Attention is a block-diagonal mask
+  (:func:`block_diagonal_mask`), optionally intersected with a sliding window;
+* unpadded: the real tokens only, 1-D (N,), with ``cu_seqlens`` (D + 1,) the cumulative document lengths
+  (:func:`unpad`, undone by :func:`pad`).
+
+:func:`pack_documents` builds padded-packed rows from token arrays (NumPy, for data loaders); the other
+functions are PyTorch and run on the model's device.
+
+Shapes: B rows, T row length (``max_seq_length``), N real tokens in the batch, D documents in the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+#: ``sequence_ids`` / ``document_ids`` value of a padding position.
+PADDING_SEQUENCE_ID = -1
+
+
+def pack_documents(
+    documents: Sequence[Sequence[int] | np.ndarray],
+    max_seq_length: int,
+    pad_token_id: int = 0,
+    aligned: Mapping[str, tuple[Sequence[Sequence[int] | np.ndarray], int]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Pack token arrays into rows of ``max_seq_length`` tokens, in order, greedily (next-fit).
+
+    Documents are taken in the order given. A document longer than ``max_seq_length`` is cut into pieces of
+    ``max_seq_length`` tokens (the last one shorter), each piece a document of its own (its positions restart
+    at 0). A piece goes into the current row if it fits in the room left, otherwise it starts a new row; rows
+    are never reordered and no piece is ever split further, so the output is a deterministic function of the
+    input and every token appears exactly once. Empty documents contribute nothing.
+
+    Args:
+        documents: 1-D sequences of token ids (lists or integer arrays).
+        max_seq_length: length T of every row (>= 1).
+        pad_token_id: id written at the padding positions.
+        aligned: more per-token arrays to pack the same way, as ``{name: (arrays, fill_value)}`` with one
+            array per document, of its length: e.g. ``{"token_type_ids": (types, 0), "labels": (labels, -100)}``.
+    Returns:
+        A dict of int64 arrays, each of shape (B, T):
+        ``input_ids`` (tokens, ``pad_token_id`` on padding), ``position_ids`` (0, 1, ... restarting at each
+        document, 0 on padding), ``sequence_ids`` (document number within its row: 0, 1, ...; -1 on padding),
+        ``document_ids`` (index into ``documents`` of the token's source document; -1 on padding), and one
+        array per ``aligned`` name (its fill value on padding).
+    Raises:
+        ValueError: ``max_seq_length`` < 1, a document that is not 1-D, or an aligned array whose length
+            differs from its document's.
+    """
+    if not isinstance(max_seq_length, (int, np.integer)) or max_seq_length < 1:
+        raise ValueError(f"max_seq_length must be a positive integer, got {max_seq_length!r}")
+    T = int(max_seq_length)
+    aligned = dict(aligned or {})
+    documents = [np.asarray(doc, dtype=np.int64) for doc in documents]
+    for doc_index, tokens in enumerate(documents):
+        if tokens.ndim != 1:
+            raise ValueError(f"document {doc_index} must be 1-D, got shape {tokens.shape}")
+    for name, (arrays, _) in aligned.items():
+        if len(arrays) != len(documents) or any(len(a) != len(d) for a, d in zip(arrays, documents)):
+            raise ValueError(f"aligned {name!r} must have one array per document, of the document's length")
+    # Rows as lists of (document index, start, stop) pieces.
+    rows: list[list[tuple[int, int, int]]] = []
+    room = 0
+    for doc_index, tokens in enumerate(documents):
+        for start in range(0, len(tokens), T):
+            stop = min(start + T, len(tokens))
+            if stop - start > room:
+                rows.append([])
+                room = T
+            rows[-1].append((doc_index, start, stop))
+            room -= stop - start
+    B = len(rows)
+    out = {
+        "input_ids": np.full((B, T), pad_token_id, dtype=np.int64),
+        "position_ids": np.zeros((B, T), dtype=np.int64),
+        "sequence_ids": np.full((B, T), PADDING_SEQUENCE_ID, dtype=np.int64),
+        "document_ids": np.full((B, T), PADDING_SEQUENCE_ID, dtype=np.int64),
+    }
+    for name, (_, fill_value) in aligned.items():
+        if name in out:
+            raise ValueError(f"aligned name {name!r} is one of the outputs")
+        out[name] = np.full((B, T), fill_value, dtype=np.int64)
+    for b, row in enumerate(rows):
+        offset = 0
+        for seq, (doc_index, start, stop) in enumerate(row):
+            span = slice(offset, offset + stop - start)
+            out["input_ids"][b, span] = documents[doc_index][start:stop]
+            out["position_ids"][b, span] = np.arange(stop - start)
+            out["sequence_ids"][b, span] = seq
+            out["document_ids"][b, span] = doc_index
+            for name, (arrays, _) in aligned.items():
+                out[name][b, span] = np.asarray(arrays[doc_index], dtype=np.int64)[start:stop]
+            offset += stop - start
+    return out
+
+
+def _as_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
+    return x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+
+
+def sequence_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``sequence_ids`` of an ordinary padded batch: one document per row (0) and -1 where the mask is 0.
+
+    Args:
+        attention_mask: (B, T), 1 / True for real tokens.
+    Returns:
+        int64 (B, T).
+    """
+    attention_mask = _as_tensor(attention_mask)
+    return torch.where(attention_mask.bool(), 0, PADDING_SEQUENCE_ID).long()
+
+
+def position_ids_from_sequence_ids(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """Positions that restart at 0 wherever ``sequence_ids`` changes along a row (0 on padding).
+
+    A document is a maximal run of equal, non-negative ``sequence_ids`` in a row, as :func:`pack_documents`
+    writes them.
+
+    Args:
+        sequence_ids: int (B, T), -1 on padding.
+    Returns:
+        int64 (B, T).
+    """
+    sequence_ids = _as_tensor(sequence_ids).long()
+    B, T = sequence_ids.shape
+    index = torch.arange(T, device=sequence_ids.device).expand(B, T)  # (B, T)
+    starts = torch.ones_like(sequence_ids, dtype=torch.bool)  # (B, T)
+    starts[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+    start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values  # (B, T)
+    return torch.where(sequence_ids >= 0, index - start_index, torch.zeros_like(index))
+
+
+def block_diagonal_mask(sequence_ids: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """Boolean attention mask of a packed batch, True = the query may attend to that key.
+
+    A token attends only to the tokens of its own document (equal ``sequence_ids`` in the same row), and with
+    ``window`` only to those at most ``window // 2`` positions away on either side (ModernBERT's local
+    attention: ``window`` is ``local_attention``, the whole window, as in Hugging Face's
+    ``ModernBertConfig.sliding_window = local_attention // 2``). Real tokens never attend to padding. A padding
+    query attends to the padding keys (itself included) instead, so that no row of the mask is empty (an empty
+    row makes ``scaled_dot_product_attention`` return NaN, which would then reach real tokens through 0 x NaN);
+    what padding positions compute is never read.
+
+    Args:
+        sequence_ids: int (B, T), document number within the row, -1 on padding.
+        window: total sliding-window width, or None for the whole document.
+    Returns:
+        bool (B, 1, T, T), broadcastable over heads, for ``F.scaled_dot_product_attention``'s ``attn_mask``.
+    """
+    sequence_ids = _as_tensor(sequence_ids).long()
+    mask = sequence_ids[:, :, None] == sequence_ids[:, None, :]  # (B, T, T): query i, key j
+    if window is not None:
+        mask = mask & sliding_window_band(sequence_ids.size(1), window, sequence_ids.device)[None]
+    return mask[:, None]  # (B, 1, T, T)
+
+
+def sliding_window_band(seq_length: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """bool (T, T): |i - j| <= window // 2 (the local-attention band alone, no documents)."""
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    index = torch.arange(seq_length, device=device)
+    return (index[:, None] - index[None, :]).abs() <= window // 2  # (T, T)
+
+
+@dataclass
+class UnpaddedBatch:
+    """The real tokens of a packed batch, concatenated (FlashAttention ``varlen`` layout)."""
+
+    input_ids: torch.Tensor
+    """int64 (N,): the real tokens, row by row."""
+    position_ids: torch.Tensor
+    """int64 (N,): position of each token within its document."""
+    cu_seqlens: torch.Tensor
+    """int32 (D + 1,): 0, then the cumulative document lengths; document d is ``[cu_seqlens[d], cu_seqlens[d+1])``."""
+    max_seqlen: int
+    """Length of the longest document."""
+    indices: torch.Tensor
+    """int64 (N,): where each token was in the flattened (B * T) batch, for :func:`pad`."""
+    batch_size: int
+    """B of the padded batch."""
+    seq_length: int
+    """T of the padded batch."""
+
+
+def unpad(input_ids: torch.Tensor, sequence_ids: torch.Tensor) -> UnpaddedBatch:
+    """Drop the padding of a packed batch: 1-D tokens, ``cu_seqlens`` and the indices to put them back.
+
+    A document is a maximal run of equal, non-negative ``sequence_ids`` in a row (a document never continues
+    into the next row).
+
+    Args:
+        input_ids: int (B, T).
+        sequence_ids: int (B, T), -1 on padding.
+    Returns:
+        :class:`UnpaddedBatch`.
+    """
+    input_ids, sequence_ids = _as_tensor(input_ids), _as_tensor(sequence_ids).long()
+    B, T = sequence_ids.shape
+    flat_ids = sequence_ids.reshape(-1)  # (B*T,)
+    indices = torch.nonzero(flat_ids >= 0, as_tuple=False).flatten()  # (N,)
+    row = indices // T  # (N,)
+    seq = flat_ids[indices]  # (N,)
+    new_doc = torch.ones_like(seq, dtype=torch.bool)  # (N,)
+    if seq.numel() > 1:
+        new_doc[1:] = (seq[1:] != seq[:-1]) | (row[1:] != row[:-1])
+    starts = torch.nonzero(new_doc, as_tuple=False).flatten()  # (D,)
+    total = torch.tensor([seq.numel()], device=seq.device)
+    cu_seqlens = torch.cat([starts, total]).to(torch.int32)  # (D + 1,)
+    lengths = cu_seqlens[1:] - cu_seqlens[:-1]  # (D,)
+    return UnpaddedBatch(
+        input_ids=input_ids.reshape(-1)[indices].long(),
+        position_ids=position_ids_from_cu_seqlens(cu_seqlens),
+        cu_seqlens=cu_seqlens,
+        max_seqlen=int(lengths.max()) if lengths.numel() else 0,
+        indices=indices,
+        batch_size=B,
+        seq_length=T,
+    )
+
+
+def pad(values: torch.Tensor, indices: torch.Tensor, batch_size: int, seq_length: int) -> torch.Tensor:
+    """Scatter unpadded per-token values (N, ...) back to (B, T, ...), zeros at the padding positions."""
+    out = values.new_zeros((batch_size * seq_length, *values.shape[1:]))  # (B*T, ...)
+    out[indices] = values
+    return out.view(batch_size, seq_length, *values.shape[1:])  # (B, T, ...)
+
+
+def sequence_ids_from_cu_seqlens(cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """int64 (N,): the document number 0..D-1 of each token of an unpadded batch."""
+    cu_seqlens = _as_tensor(cu_seqlens).long()
+    lengths = cu_seqlens[1:] - cu_seqlens[:-1]  # (D,)
+    return torch.repeat_interleave(torch.arange(lengths.numel(), device=cu_seqlens.device), lengths)
+
+
+def position_ids_from_cu_seqlens(cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """int64 (N,): each token's position within its document in an unpadded batch."""
+    cu_seqlens = _as_tensor(cu_seqlens).long()
+    lengths = cu_seqlens[1:] - cu_seqlens[:-1]  # (D,)
+    N = int(cu_seqlens[-1]) if cu_seqlens.numel() else 0
+    return torch.arange(N, device=cu_seqlens.device) - torch.repeat_interleave(cu_seqlens[:-1], lengths)
+
+
+__all__ = [
+    "PADDING_SEQUENCE_ID",
+    "UnpaddedBatch",
+    "block_diagonal_mask",
+    "pack_documents",
+    "pad",
+    "position_ids_from_cu_seqlens",
+    "position_ids_from_sequence_ids",
+    "sequence_ids_from_attention_mask",
+    "sequence_ids_from_cu_seqlens",
+    "sliding_window_band",
+    "unpad",
+]

@@ -1,0 +1,181 @@
+"""bert_model/packing.py (packed / unpadded batches) and bert_model/packed_attention.py (BERT on packed rows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.packed_attention import packed_bert_forward, packed_pretraining_forward
+from bertprep.bert_model.packing import (
+    block_diagonal_mask,
+    pack_documents,
+    pad,
+    position_ids_from_sequence_ids,
+    sequence_ids_from_attention_mask,
+    unpad,
+)
+
+
+def _docs(lengths, seed=0, vocab=1000):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, vocab, size=n) for n in lengths]
+
+
+def test_pack_documents_layout():
+    docs = [np.array([11, 12, 13]), np.array([21, 22]), np.array([31, 32, 33, 34]), np.array([41])]
+    out = pack_documents(docs, max_seq_length=6, pad_token_id=0)
+    assert out["input_ids"].tolist() == [[11, 12, 13, 21, 22, 0], [31, 32, 33, 34, 41, 0]]
+    assert out["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 0, 0]]
+    assert out["sequence_ids"].tolist() == [[0, 0, 0, 1, 1, -1], [0, 0, 0, 0, 1, -1]]
+    assert out["document_ids"].tolist() == [[0, 0, 0, 1, 1, -1], [2, 2, 2, 2, 3, -1]]
+    assert all(v.dtype == np.int64 and v.shape == (2, 6) for v in out.values())
+
+
+def test_pack_documents_splits_long_documents_and_skips_empty_ones():
+    out = pack_documents([np.arange(1, 12), np.array([], dtype=np.int64), np.array([50, 51])], max_seq_length=4)
+    # 11 tokens -> pieces of 4, 4, 3; the 2-token document does not fit beside the 3-token piece.
+    assert out["input_ids"].tolist() == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 0], [50, 51, 0, 0]]
+    assert out["position_ids"].tolist() == [[0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 0], [0, 1, 0, 0]]
+    assert out["document_ids"][:3].max() == 0 and out["document_ids"][3, 0] == 2
+
+
+@pytest.mark.parametrize("max_seq_length", [1, 7, 64, 128])
+def test_pack_documents_keeps_every_token_once_and_is_deterministic(max_seq_length):
+    docs = _docs([0, 1, 5, 63, 64, 65, 200, 3, 17, 128, 2], seed=max_seq_length)
+    out = pack_documents(docs, max_seq_length)
+    again = pack_documents([list(d) for d in docs], max_seq_length)  # lists work the same
+    assert all(np.array_equal(out[k], again[k]) for k in out)
+    assert out["input_ids"].shape[1] == max_seq_length
+    # Reading the rows in order, each document's tokens come back whole and in order: nothing lost or doubled.
+    real = out["document_ids"] >= 0
+    assert real.sum() == sum(len(d) for d in docs)
+    flat_docs, flat_ids = out["document_ids"][real], out["input_ids"][real]
+    for i, doc in enumerate(docs):
+        assert np.array_equal(flat_ids[flat_docs == i], doc)
+    assert np.all(np.diff(flat_docs) >= 0)  # in order
+    # Padding only at the end of a row; positions restart at each document and stay below max_seq_length.
+    assert np.all(np.diff(real.astype(int), axis=1) <= 0)
+    assert out["position_ids"].max() < max_seq_length
+    assert np.array_equal(
+        position_ids_from_sequence_ids(torch.from_numpy(out["sequence_ids"])).numpy(), out["position_ids"]
+    )
+
+
+def test_pack_documents_aligned_arrays_and_errors():
+    docs = [np.array([5, 6, 7]), np.array([8, 9])]
+    out = pack_documents(
+        docs, 4, aligned={"token_type_ids": ([[0, 0, 1], [0, 1]], 0), "labels": ([[-100, 6, -100], [8, -100]], -100)}
+    )
+    assert out["token_type_ids"].tolist() == [[0, 0, 1, 0], [0, 1, 0, 0]]
+    assert out["labels"].tolist() == [[-100, 6, -100, -100], [8, -100, -100, -100]]
+    with pytest.raises(ValueError, match="positive integer"):
+        pack_documents(docs, 0)
+    with pytest.raises(ValueError, match="1-D"):
+        pack_documents([np.zeros((2, 2))], 4)
+    with pytest.raises(ValueError, match="document's length"):
+        pack_documents(docs, 4, aligned={"labels": ([[1, 2], [3, 4]], -100)})
+    assert pack_documents([], 8)["input_ids"].shape == (0, 8)
+
+
+def test_block_diagonal_mask():
+    sequence_ids = torch.tensor([[0, 0, 0, 1, 1, -1, -1]])
+    mask = block_diagonal_mask(sequence_ids)
+    assert mask.shape == (1, 1, 7, 7) and mask.dtype == torch.bool
+    expected = torch.zeros(7, 7, dtype=torch.bool)
+    expected[:3, :3] = expected[3:5, 3:5] = True
+    expected[5:, 5:] = True  # padding sees only padding: no empty row, and no real token sees it
+    assert torch.equal(mask[0, 0], expected)
+    assert mask[0, 0].any(dim=-1).all()
+    # Window 2: one token on each side, and still never across documents.
+    windowed = block_diagonal_mask(sequence_ids, window=2)[0, 0]
+    assert windowed[0].tolist() == [True, True, False, False, False, False, False]
+    assert windowed[2].tolist() == [False, True, True, False, False, False, False]
+    assert windowed[3].tolist() == [False, False, False, True, True, False, False]
+    # From an ordinary padding mask: one document per row.
+    assert sequence_ids_from_attention_mask(torch.tensor([[1, 1, 0]])).tolist() == [[0, 0, -1]]
+
+
+def test_unpad_and_pad_round_trip():
+    out = {k: torch.from_numpy(v) for k, v in pack_documents(_docs([3, 5, 2, 7, 1]), max_seq_length=8).items()}
+    flat = unpad(out["input_ids"], out["sequence_ids"])
+    assert flat.cu_seqlens.tolist() == [0, 3, 8, 10, 17, 18] and flat.cu_seqlens.dtype == torch.int32
+    assert flat.max_seqlen == 7
+    assert flat.position_ids.tolist() == [0, 1, 2, 0, 1, 2, 3, 4, 0, 1, 0, 1, 2, 3, 4, 5, 6, 0]
+    real = out["sequence_ids"] >= 0
+    assert torch.equal(flat.input_ids, out["input_ids"][real])
+    assert torch.equal(
+        pad(flat.input_ids, flat.indices, flat.batch_size, flat.seq_length), torch.where(real, out["input_ids"], 0)
+    )
+    assert torch.equal(flat.position_ids, out["position_ids"][real])
+
+
+TINY_BERT = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+)
+
+
+def _packed_bert_batch(seed=0):
+    lengths = [6, 9, 4, 20, 11]
+    docs = _docs(lengths, seed=seed, vocab=99)
+    types = [np.array([0] * (n // 2) + [1] * (n - n // 2)) for n in lengths]
+    out = pack_documents(docs, 24, aligned={"token_type_ids": (types, 0)})
+    return docs, types, {k: torch.from_numpy(v) for k, v in out.items()}
+
+
+def test_packed_bert_equals_documents_one_by_one():
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig(**TINY_BERT)).eval()
+    docs, types, packed = _packed_bert_batch()
+    with torch.no_grad():
+        seq_out, pooled = packed_bert_forward(
+            model.bert, packed["input_ids"], packed["sequence_ids"], packed["position_ids"], packed["token_type_ids"]
+        )
+        assert pooled.shape == (len(docs), 32)
+        for i, (doc, tt) in enumerate(zip(docs, types)):
+            alone, alone_pooled = model.bert(torch.from_numpy(doc)[None], torch.from_numpy(tt)[None])
+            assert (seq_out[packed["document_ids"] == i] - alone[0]).abs().max().item() < 1e-5, i
+            assert (pooled[i] - alone_pooled[0]).abs().max().item() < 1e-5, i
+        # Perturbing one document (and the padding) changes no other document's outputs.
+        perturbed = packed["input_ids"].clone()
+        perturbed[packed["document_ids"] == 1] = 3
+        perturbed[packed["sequence_ids"] < 0] = 7
+        seq_out2, _ = packed_bert_forward(
+            model.bert, perturbed, packed["sequence_ids"], packed["position_ids"], packed["token_type_ids"]
+        )
+        other = (packed["document_ids"] >= 0) & (packed["document_ids"] != 1)
+        assert torch.equal(seq_out[other], seq_out2[other])
+        assert not torch.allclose(seq_out[packed["document_ids"] == 1], seq_out2[packed["document_ids"] == 1])
+
+
+def test_packed_pretraining_loss_equals_padded_batch():
+    torch.manual_seed(1)
+    model = BertForPreTraining(BertConfig(**TINY_BERT)).eval()
+    docs, types, packed = _packed_bert_batch(seed=2)
+    labels = torch.full_like(packed["input_ids"], -100)
+    labels[:, 1::3] = packed["input_ids"][:, 1::3]  # padding positions get labels too: they must not count
+    nsp = torch.tensor([0, 1, 1, 0, 1])
+    with torch.no_grad():
+        out = packed_pretraining_forward(
+            model, packed["input_ids"], packed["sequence_ids"], None, packed["token_type_ids"], labels, nsp
+        )
+        # Reference: the same documents as an ordinary padded batch, one per row.
+        T = max(len(d) for d in docs)
+        ids = torch.zeros(len(docs), T, dtype=torch.long)
+        tts, mask, lab = torch.zeros_like(ids), torch.zeros_like(ids), torch.full_like(ids, -100)
+        for i, (doc, tt) in enumerate(zip(docs, types)):
+            where = packed["document_ids"] == i
+            ids[i, : len(doc)], tts[i, : len(doc)], mask[i, : len(doc)] = torch.from_numpy(doc), torch.from_numpy(tt), 1
+            lab[i, : len(doc)] = labels[where]
+        ref = model(ids, tts, mask, masked_lm_ids=lab, next_sentence_label=nsp)
+    real_labels = ((labels != -100) & (packed["sequence_ids"] >= 0)).sum()
+    assert out.prediction_logits.shape == (int(real_labels), 99)
+    assert abs(out.mlm_loss.item() - ref.mlm_loss.item()) < 1e-5
+    assert abs(out.nsp_loss.item() - ref.nsp_loss.item()) < 1e-5
+    assert torch.allclose(out.seq_relationship_logits, ref.seq_relationship_logits, atol=1e-5)
