@@ -23,6 +23,7 @@ weight decay 0.01, clipping at norm 1.0).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -317,22 +318,188 @@ def _swap_in_run(staging: str, output_dir: str) -> None:
     shutil.rmtree(old)
 
 
+@dataclass
+class _Data:
+    """A run's examples and features (``eval_*`` None without an eval file)."""
+
+    train_examples: list[Any]
+    train_features: list[Any]
+    eval_examples: list[Any] | None
+    eval_features: list[Any] | None
+
+
+@dataclass
+class _Run:
+    """The parts of a fine-tuning run that the loop uses, built once by ``_build``."""
+
+    config: FinetuneConfig
+    task: Task
+    run_dir: str
+    device: torch.device
+    tokenizer: WordPieceTokenizer
+    data: _Data
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loader: torch.utils.data.DataLoader
+    writer: JsonlWriter
+    steps_per_epoch: int
+    num_train_steps: int
+    run_info: dict[str, Any]
+    """What ``finetune.json`` and ``results.json`` record about the run."""
+    t_start: float
+    best: dict[str, Any] = dataclasses.field(default_factory=lambda: {"value": -math.inf, "metrics": None, "step": 0})
+    """The kept model's metric value, metrics and step."""
+
+    @property
+    def best_dir(self) -> str:
+        return os.path.join(self.run_dir, "best")
+
+
+@dataclass
+class _LoopState:
+    """Where the loop is; ``_train_epoch`` updates it."""
+
+    step: int = 0
+    epoch_index: int = 0
+    last_eval: int = -1
+    """The step last evaluated at (-1: none)."""
+    stop_reason: str = "completed"
+    window_loss: float = 0.0
+    """Sum of the training losses since the last log line."""
+    window_n: int = 0
+
+
 def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> FinetuneResult:
-    """``finetune`` writing into ``run_dir`` (the output directory, or a staging directory in it)."""
+    """``finetune`` writing into ``run_dir`` (the output directory, or a staging directory in it): build, train
+    epoch by epoch (evaluating after each), evaluate the last step, keep a model, write ``results.json``."""
+    run = _build(config, task, run_dir, t_start)
+    state = _LoopState()
+    bar = tqdm(total=run.num_train_steps, disable=not config.progress, dynamic_ncols=True, unit="step")
+    autocast = autocast_context(run.device, config.precision)
+    t_train = time.monotonic()
+    while state.step < run.num_train_steps:
+        if _train_epoch(run, state, bar, autocast, t_train):
+            break
+        state.epoch_index += 1
+        if run.data.eval_features is not None and state.last_eval != state.step:
+            _evaluate(run, state.step, float(state.epoch_index))
+            state.last_eval = state.step
+    bar.close()
+    train_seconds = time.monotonic() - t_train
+    if run.data.eval_features is not None and state.last_eval != state.step:
+        _evaluate(run, state.step, state.step / run.steps_per_epoch)
+    if run.data.eval_features is None:
+        _save_model(
+            run.best_dir, run.model, task, run.tokenizer, {"selected_step": state.step, "metrics": None, **run.run_info}
+        )
+        run.best["step"] = state.step
+    run.writer.close()
+    _write_results(run, state, train_seconds)
+    return FinetuneResult(
+        best_dir=run.best_dir,
+        best_metrics=run.best["metrics"],
+        best_step=run.best["step"],
+        steps=state.step,
+        train_seconds=train_seconds,
+        stop_reason=state.stop_reason,
+        model=run.model,
+    )
+
+
+def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> _Run:
+    """Read and featurize the data, build the model, optimizer and data loader, open ``metrics.jsonl`` and log
+    the plan (seeded: the same settings give the same run)."""
     device = resolve_device(config.device)
-    best_dir = os.path.join(run_dir, "best")
     bert_config, source, tokenizer = _model_inputs(config)
     # Nothing of an earlier crashed run (no results.json) may pass for a result of this one.
     for name in _run_files(run_dir):
         path = os.path.join(run_dir, name)
         shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    max_seq_length = task.max_seq_length
-    if max_seq_length > bert_config.max_position_embeddings:
+    if task.max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(
-            f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
+            f"max_seq_length {task.max_seq_length} exceeds the model's max_position_embeddings "
             f"{bert_config.max_position_embeddings}"
         )
+    data = _read_data(config, task, tokenizer)
+    model, init = _build_model(config, task, bert_config, source, device)
+    steps_per_epoch = math.ceil(len(data.train_features) / config.batch_size)
+    num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
+    warmup_steps = int(config.warmup_proportion * num_train_steps)
+    optimizer = create_optimizer(
+        model, learning_rate=config.learning_rate, weight_decay=config.weight_decay, eps=config.adam_epsilon
+    )
+    scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
+    loader = torch.utils.data.DataLoader(
+        data.train_features,
+        batch_size=config.batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(config.seed),
+        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id),
+    )
+    os.makedirs(run_dir, exist_ok=True)
+    writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
+    logger.info(
+        "%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
+        "lr %g, batch %d, device %s, init %s",
+        task.name,
+        len(data.train_examples),
+        len(data.train_features),
+        len(data.eval_examples or []),
+        num_train_steps,
+        steps_per_epoch,
+        warmup_steps,
+        config.learning_rate,
+        config.batch_size,
+        device,
+        init,
+    )
+    model.train()
+    return _Run(
+        config=config,
+        task=task,
+        run_dir=run_dir,
+        device=device,
+        tokenizer=tokenizer,
+        data=data,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loader=loader,
+        writer=writer,
+        steps_per_epoch=steps_per_epoch,
+        num_train_steps=num_train_steps,
+        run_info=_run_info(config, data, init, source, num_train_steps, warmup_steps),
+        t_start=t_start,
+    )
 
+
+def _run_info(
+    config: FinetuneConfig, data: _Data, init: str, source: ModelSource | None, num_train_steps: int, warmup_steps: int
+) -> dict[str, Any]:
+    """What ``finetune.json`` and ``results.json`` record about the run."""
+    return {
+        "init": init,
+        "random_init": source is None or config.random_init,
+        "train_file": os.path.abspath(config.train_file),
+        "eval_file": os.path.abspath(config.eval_file) if config.eval_file else None,
+        "train_examples": len(data.train_examples),
+        "train_features": len(data.train_features),
+        "eval_examples": len(data.eval_examples or []),
+        "seed": config.seed,
+        "learning_rate": config.learning_rate,
+        "batch_size": config.batch_size,
+        "num_train_steps": num_train_steps,
+        "warmup_steps": warmup_steps,
+    }
+
+
+def _read_data(config: FinetuneConfig, task: Task, tokenizer: WordPieceTokenizer) -> _Data:
+    """Read and featurize the training (and eval) files; the task learns its labels from the training set.
+
+    Raises:
+        ValueError: no usable training examples, or malformed data.
+    """
     train_examples = task.read(config.train_file, limit=config.max_train_examples, split="train")
     task.prepare(train_examples)
     train_features = task.featurize(train_examples, tokenizer, with_labels=True)
@@ -342,7 +509,14 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
     if config.eval_file:
         eval_examples = task.read(config.eval_file, limit=config.max_eval_examples, split="eval")
         eval_features = task.featurize(eval_examples, tokenizer, with_labels=False)
+    return _Data(train_examples, train_features, eval_examples, eval_features)
 
+
+def _build_model(
+    config: FinetuneConfig, task: Task, bert_config: BertConfig, source: ModelSource | None, device: torch.device
+) -> tuple[nn.Module, str]:
+    """The task's model (seeded), with ``source``'s encoder weights unless ``random_init``, on ``device``;
+    and a description of where its weights came from (``random`` or ``<kind> <path>``)."""
     seed_everything(config.seed)
     model = task.build_model(bert_config)
     init = "random"
@@ -351,159 +525,105 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
         init = f"{source.kind} {source.path}"
         logger.info("encoder from %s; newly initialised: %s", source.path, ", ".join(fresh))
     model.to(device)
+    return model, init
 
-    steps_per_epoch = math.ceil(len(train_features) / config.batch_size)
-    num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
-    warmup_steps = int(config.warmup_proportion * num_train_steps)
-    optimizer = create_optimizer(
-        model, learning_rate=config.learning_rate, weight_decay=config.weight_decay, eps=config.adam_epsilon
+
+def _train_epoch(
+    run: _Run, state: _LoopState, bar: tqdm, autocast: contextlib.AbstractContextManager, t_train: float
+) -> bool:
+    """One pass over the training batches: step, log, evaluate every ``eval_every`` steps. Returns True when the
+    run stops in it (all steps done, or ``max_time``), recording why in ``state.stop_reason``.
+
+    Raises:
+        FloatingPointError: the training loss is NaN or infinite.
+    """
+    config = run.config
+    for batch in run.loader:
+        batch = {k: v.to(run.device, non_blocking=True) for k, v in batch.items()}
+        with autocast:
+            out = run.model(**batch)
+        out.loss.backward()
+        lr, _ = optimizer_step(run.model, run.optimizer, run.scheduler, config.max_grad_norm)
+        state.step += 1
+        bar.update(1)
+        loss = float(out.loss.detach())
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"training loss is {loss} at step {state.step}; lower --learning-rate")
+        state.window_loss, state.window_n = state.window_loss + loss, state.window_n + 1
+        if state.step % config.log_every == 0 or state.step == run.num_train_steps:
+            _log_train_loss(run, state, lr, bar)
+        timed_out = config.max_time_minutes is not None and time.monotonic() - t_train >= config.max_time_minutes * 60
+        if run.data.eval_features is not None and config.eval_every and state.step % config.eval_every == 0:
+            _evaluate(run, state.step, state.step / run.steps_per_epoch)
+            state.last_eval = state.step
+        if state.step >= run.num_train_steps or timed_out:
+            if timed_out:
+                state.stop_reason = "max_time"
+            elif config.max_steps:
+                state.stop_reason = "max_steps"
+            return True
+    return False
+
+
+def _log_train_loss(run: _Run, state: _LoopState, lr: float, bar: tqdm) -> None:
+    """Write the mean training loss since the last line to ``metrics.jsonl`` and the progress bar."""
+    mean_loss = state.window_loss / state.window_n
+    run.writer.write(
+        {"step": state.step, "split": "train", "loss": mean_loss, "lr": lr, "elapsed_s": time.monotonic() - run.t_start}
     )
-    scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
-    generator = torch.Generator().manual_seed(config.seed)
-    loader = torch.utils.data.DataLoader(
-        train_features,
-        batch_size=config.batch_size,
-        shuffle=True,
-        generator=generator,
-        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id),
+    bar.set_postfix(loss=f"{mean_loss:.4f}")
+    state.window_loss, state.window_n = 0.0, 0
+
+
+def _evaluate(run: _Run, at_step: int, epoch: float) -> None:
+    """Evaluate on the eval features, log the metrics, and keep the model (``best/``) and its predictions
+    (``eval_predictions.*``) when ``task.metric_for_best`` is the best so far."""
+    config, task, data = run.config, run.task, run.data
+    outputs = run_model(
+        run.model,
+        data.eval_features,
+        batch_size=config.eval_batch_size,
+        device=run.device,
+        pad_token_id=run.tokenizer.pad_token_id,
+        progress=config.progress,
+        precision=config.precision,
     )
-
-    os.makedirs(run_dir, exist_ok=True)
-    metrics_path = os.path.join(run_dir, "metrics.jsonl")
-    writer = JsonlWriter(metrics_path)
-    logger.info(
-        "%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
-        "lr %g, batch %d, device %s, init %s",
-        task.name,
-        len(train_examples),
-        len(train_features),
-        len(eval_examples or []),
-        num_train_steps,
-        steps_per_epoch,
-        warmup_steps,
-        config.learning_rate,
-        config.batch_size,
-        device,
-        init,
+    predictions = task.predictions(data.eval_examples, data.eval_features, outputs)
+    values = task.metric_values(data.eval_examples, predictions)
+    run.writer.write(
+        {
+            "step": at_step,
+            "epoch": round(epoch, 4),
+            "split": "eval",
+            **values,
+            "elapsed_s": time.monotonic() - run.t_start,
+        }
     )
-    run_info = {
-        "init": init,
-        "random_init": source is None or config.random_init,
-        "train_file": os.path.abspath(config.train_file),
-        "eval_file": os.path.abspath(config.eval_file) if config.eval_file else None,
-        "train_examples": len(train_examples),
-        "train_features": len(train_features),
-        "eval_examples": len(eval_examples or []),
-        "seed": config.seed,
-        "learning_rate": config.learning_rate,
-        "batch_size": config.batch_size,
-        "num_train_steps": num_train_steps,
-        "warmup_steps": warmup_steps,
-    }
+    tqdm.write(f"eval step {at_step} (epoch {epoch:.2f}): " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
+    value = values[task.metric_for_best]
+    if value > run.best["value"]:
+        run.best.update(value=value, metrics=values, step=at_step)
+        extra = {"selected_step": at_step, "metrics": values, **run.run_info}
+        _save_model(run.best_dir, run.model, task, run.tokenizer, extra)
+        predictions_path = os.path.join(run.run_dir, f"eval_predictions.{PREDICTION_SUFFIX[task.name]}")
+        write_atomic(predictions_path, lambda p: task.write_predictions(p, data.eval_examples, predictions))
+        write_extra_predictions(task, predictions_path, data.eval_examples, predictions)
 
-    best: dict[str, Any] = {"value": -math.inf, "metrics": None, "step": 0}
-    suffix = PREDICTION_SUFFIX[task.name]
 
-    def evaluate(at_step: int, epoch: float) -> None:
-        outputs = run_model(
-            model,
-            eval_features,
-            batch_size=config.eval_batch_size,
-            device=device,
-            pad_token_id=tokenizer.pad_token_id,
-            progress=config.progress,
-            precision=config.precision,
-        )
-        predictions = task.predictions(eval_examples, eval_features, outputs)
-        values = task.metric_values(eval_examples, predictions)
-        writer.write(
-            {
-                "step": at_step,
-                "epoch": round(epoch, 4),
-                "split": "eval",
-                **values,
-                "elapsed_s": time.monotonic() - t_start,
-            }
-        )
-        tqdm.write(f"eval step {at_step} (epoch {epoch:.2f}): " + ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
-        value = values[task.metric_for_best]
-        if value > best["value"]:
-            best.update(value=value, metrics=values, step=at_step)
-            _save_model(best_dir, model, task, tokenizer, {"selected_step": at_step, "metrics": values, **run_info})
-            predictions_path = os.path.join(run_dir, f"eval_predictions.{suffix}")
-            write_atomic(predictions_path, lambda p: task.write_predictions(p, eval_examples, predictions))
-            write_extra_predictions(task, predictions_path, eval_examples, predictions)
-
-    model.train()
-    step, epoch_index, stop_reason = 0, 0, "completed"
-    last_eval = -1
-    window_loss, window_n = 0.0, 0
-    bar = tqdm(total=num_train_steps, disable=not config.progress, dynamic_ncols=True, unit="step")
-    autocast = autocast_context(device, config.precision)
-    t_train = time.monotonic()
-    while step < num_train_steps:
-        for batch in loader:
-            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            with autocast:
-                out = model(**batch)
-            out.loss.backward()
-            lr, _ = optimizer_step(model, optimizer, scheduler, config.max_grad_norm)
-            step += 1
-            bar.update(1)
-            loss = float(out.loss.detach())
-            if not math.isfinite(loss):
-                raise FloatingPointError(f"training loss is {loss} at step {step}; lower --learning-rate")
-            window_loss, window_n = window_loss + loss, window_n + 1
-            if step % config.log_every == 0 or step == num_train_steps:
-                writer.write(
-                    {
-                        "step": step,
-                        "split": "train",
-                        "loss": window_loss / window_n,
-                        "lr": lr,
-                        "elapsed_s": time.monotonic() - t_start,
-                    }
-                )
-                bar.set_postfix(loss=f"{window_loss / window_n:.4f}")
-                window_loss, window_n = 0.0, 0
-            timed_out = (
-                config.max_time_minutes is not None and time.monotonic() - t_train >= config.max_time_minutes * 60
-            )
-            if eval_features is not None and config.eval_every and step % config.eval_every == 0:
-                evaluate(step, step / steps_per_epoch)
-                last_eval = step
-            if step >= num_train_steps or timed_out:
-                if timed_out:
-                    stop_reason = "max_time"
-                elif config.max_steps:
-                    stop_reason = "max_steps"
-                break
-        else:
-            epoch_index += 1
-            if eval_features is not None and last_eval != step:
-                evaluate(step, float(epoch_index))
-                last_eval = step
-            continue
-        break
-    bar.close()
-    train_seconds = time.monotonic() - t_train
-    if eval_features is not None and last_eval != step:
-        evaluate(step, step / steps_per_epoch)
-    if eval_features is None:
-        _save_model(best_dir, model, task, tokenizer, {"selected_step": step, "metrics": None, **run_info})
-        best["step"] = step
-    writer.close()
+def _write_results(run: _Run, state: _LoopState, train_seconds: float) -> None:
+    """Write ``results.json`` (the run's completion marker) and log the outcome."""
+    task, best = run.task, run.best
     results = {
         "task": task.to_json(),
         "best_step": best["step"],
         "best_metrics": best["metrics"],
         "metric_for_best": task.metric_for_best,
-        "steps": step,
-        "stop_reason": stop_reason,
+        "steps": state.step,
+        "stop_reason": state.stop_reason,
         "train_seconds": round(train_seconds, 1),
-        "total_seconds": round(time.monotonic() - t_start, 1),
-        "device": str(device),
-        **run_info,
+        "total_seconds": round(time.monotonic() - run.t_start, 1),
+        "device": str(run.device),
+        **run.run_info,
     }
 
     def dump(p: str) -> None:
@@ -511,23 +631,14 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
             json.dump(results, f, indent=1)
             f.write("\n")
 
-    write_atomic(os.path.join(run_dir, "results.json"), dump)
+    write_atomic(os.path.join(run.run_dir, "results.json"), dump)
     logger.info(
         "done: %d steps in %.1f min (%s); best %s %s at step %d; model %s",
-        step,
+        state.step,
         train_seconds / 60,
-        stop_reason,
+        state.stop_reason,
         task.metric_for_best,
         None if best["metrics"] is None else f"{best['value']:.4f}",
         best["step"],
-        best_dir,
-    )
-    return FinetuneResult(
-        best_dir=best_dir,
-        best_metrics=best["metrics"],
-        best_step=best["step"],
-        steps=step,
-        train_seconds=train_seconds,
-        stop_reason=stop_reason,
-        model=model,
+        run.best_dir,
     )

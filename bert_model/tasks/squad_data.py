@@ -80,65 +80,24 @@ def read_squad(
         version = "2.0" if squad_file_version(dataset) == "2.0" else "1.1"
     if version not in SQUAD_VERSIONS:
         raise ValueError(f"SQuAD version must be one of {', '.join(SQUAD_VERSIONS)}, got {version!r}")
-    v2 = version == "2.0"
-
-    def need(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
-        if not isinstance(obj, dict) or key not in obj:
-            raise ValueError(f"{path}: {where}: missing field {key!r} (SQuAD v{version} format)")
-        if not isinstance(obj[key], kind) or (
-            isinstance(obj[key], bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
-        ):
-            names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-            raise ValueError(f"{path}: {where}.{key}: expected {names}, got {type(obj[key]).__name__}")
-        return obj[key]
-
-    data = need(dataset, "data", list, "top level")
+    fields = _Fields(path, version)
+    data = fields.need(dataset, "data", list, "top level")
     selected = range(len(data))[articles] if articles is not None else range(len(data))
     examples: list[SquadExample] = []
     context_index = 0
-    paragraph_count = sum(len(need(data[a], "paragraphs", list, f"data[{a}]")) for a in selected)
+    paragraph_count = sum(len(fields.need(data[a], "paragraphs", list, f"data[{a}]")) for a in selected)
     kept_paragraphs = set(range(paragraph_count)[paragraphs]) if paragraphs is not None else None
     for a in selected:
         article = data[a]
-        for p, paragraph in enumerate(need(article, "paragraphs", list, f"data[{a}]")):
+        for p, paragraph in enumerate(fields.need(article, "paragraphs", list, f"data[{a}]")):
             if kept_paragraphs is not None and context_index not in kept_paragraphs:
                 context_index += 1
                 continue
             where_p = f"data[{a}].paragraphs[{p}]"
-            context = need(paragraph, "context", str, where_p)
-            for q, qa in enumerate(need(paragraph, "qas", list, where_p)):
-                where_q = f"{where_p}.qas[{q}]"
-                qas_id = str(need(qa, "id", (str, int), where_q))
-                question = need(qa, "question", str, where_q)
-                answers = qa.get("answers", []) if isinstance(qa, dict) else []
-                is_impossible = None
-                if v2 and isinstance(qa, dict) and "is_impossible" in qa:
-                    is_impossible = need(qa, "is_impossible", bool, where_q)
-                if with_labels:
-                    answers = need(qa, "answers", list, where_q)
-                    if v2:
-                        is_impossible = bool(is_impossible)
-                        if is_impossible:
-                            answers = []  # the official script scores "" against a no-answer question
-                    if not answers and not is_impossible:
-                        raise ValueError(
-                            f"{path}: {where_q}: no answers (SQuAD v{version} questions have at least "
-                            "one"
-                            + (
-                                ", unless is_impossible is true)"
-                                if v2
-                                else "; for v2.0 files with no-answer questions pass --squad-version 2.0)"
-                            )
-                        )
-                    for i, answer in enumerate(answers):
-                        need(answer, "text", str, f"{where_q}.answers[{i}]")
-                        start = need(answer, "answer_start", int, f"{where_q}.answers[{i}]")
-                        if not 0 <= start <= len(context):
-                            raise ValueError(
-                                f"{path}: {where_q}.answers[{i}].answer_start {start} is outside "
-                                f"the context ({len(context)} characters)"
-                            )
-                examples.append(SquadExample(qas_id, question, context, list(answers), context_index, is_impossible))
+            context = fields.need(paragraph, "context", str, where_p)
+            for q, qa in enumerate(fields.need(paragraph, "qas", list, where_p)):
+                example = _read_question(fields, qa, f"{where_p}.qas[{q}]", context, context_index, with_labels)
+                examples.append(example)
                 if limit is not None and len(examples) >= limit:
                     return examples
             context_index += 1
@@ -146,6 +105,64 @@ def read_squad(
         where = "".join(f" in {name} {r}" for name, r in (("articles", articles), ("paragraphs", paragraphs)) if r)
         raise ValueError(f"{path}: no questions found{where}")
     return examples
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """Typed access to the fields of one SQuAD file, refusing a missing or mistyped field with a message that
+    names the file and the field's JSON path."""
+
+    path: str
+    version: str
+
+    def need(self, obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+        """``obj[key]``, which must be a ``kind`` (a bool is not an int unless ``kind`` says bool)."""
+        if not isinstance(obj, dict) or key not in obj:
+            raise ValueError(f"{self.path}: {where}: missing field {key!r} (SQuAD v{self.version} format)")
+        if not isinstance(obj[key], kind) or (
+            isinstance(obj[key], bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+        ):
+            names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            raise ValueError(f"{self.path}: {where}.{key}: expected {names}, got {type(obj[key]).__name__}")
+        return obj[key]
+
+
+def _read_question(
+    fields: _Fields, qa: Any, where_q: str, context: str, context_index: int, with_labels: bool
+) -> SquadExample:
+    """One entry of a paragraph's ``qas`` (at JSON path ``where_q``); see ``read_squad`` for ``with_labels``."""
+    v2 = fields.version == "2.0"
+    qas_id = str(fields.need(qa, "id", (str, int), where_q))
+    question = fields.need(qa, "question", str, where_q)
+    answers = qa.get("answers", []) if isinstance(qa, dict) else []
+    is_impossible = None
+    if v2 and isinstance(qa, dict) and "is_impossible" in qa:
+        is_impossible = fields.need(qa, "is_impossible", bool, where_q)
+    if with_labels:
+        answers = fields.need(qa, "answers", list, where_q)
+        if v2:
+            is_impossible = bool(is_impossible)
+            if is_impossible:
+                answers = []  # the official script scores "" against a no-answer question
+        if not answers and not is_impossible:
+            raise ValueError(
+                f"{fields.path}: {where_q}: no answers (SQuAD v{fields.version} questions have at least "
+                "one"
+                + (
+                    ", unless is_impossible is true)"
+                    if v2
+                    else "; for v2.0 files with no-answer questions pass --squad-version 2.0)"
+                )
+            )
+        for i, answer in enumerate(answers):
+            fields.need(answer, "text", str, f"{where_q}.answers[{i}]")
+            start = fields.need(answer, "answer_start", int, f"{where_q}.answers[{i}]")
+            if not 0 <= start <= len(context):
+                raise ValueError(
+                    f"{fields.path}: {where_q}.answers[{i}].answer_start {start} is outside "
+                    f"the context ({len(context)} characters)"
+                )
+    return SquadExample(qas_id, question, context, list(answers), context_index, is_impossible)
 
 
 def parse_article_range(text: str | None) -> slice | None:

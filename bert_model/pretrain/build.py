@@ -1,0 +1,342 @@
+"""Building a pre-training run: what it starts from, the model config, the model, optimizer and data.
+
+``trainer._build`` calls these in order; the order matters for an exact resume (each step may draw from the
+RNGs that ``restore_rng`` sets last). Every function here reads a ``TrainConfig`` and returns plain objects;
+none keeps state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.hf.interop import (
+    ModelSource,
+    hf_model_config,
+    load_model_source,
+    load_pretraining_weights,
+)
+from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.optim import create_optimizer, create_scheduler
+from bertprep.bert_model.precision import cpu_has_native_bf16, uses_bf16
+from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.distributed import DistInfo
+from bertprep.bert_model.pretrain.loader import ShardLoader
+from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
+from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
+from bertprep.bert_model.runtime import seed_everything
+from bertprep.pipeline import schema
+
+logger = logging.getLogger("bertprep.train")
+
+#: Settings that, changed on ``resume``, make the run differ from an uninterrupted one.
+_RESUME_SETTINGS = ("learning_rate", "warmup_steps", "max_steps", "batch_size", "gradient_accumulation_steps", "seed")
+
+
+@dataclass
+class Start:
+    """What a run starts from: a bertprep checkpoint (``resume`` / ``init_from``), a Hugging Face BERT
+    directory (``init_from``), or nothing (a preset; every field None)."""
+
+    checkpoint: str | None = None
+    """Path of the bertprep checkpoint."""
+    saved: dict[str, Any] | None = None
+    """That checkpoint's ``state.json``."""
+    hf_source: ModelSource | None = None
+    """The Hugging Face directory's config and weights."""
+
+
+def check_output_dir(config: TrainConfig) -> None:
+    """Raise ValueError when ``output_dir`` already holds checkpoints and the run does not resume."""
+    if not config.resume and ckpt.list_checkpoints(os.path.join(config.output_dir, ckpt.CHECKPOINTS_DIR)):
+        raise ValueError(
+            f"{config.output_dir} already holds checkpoints of a run; continue it with --resume "
+            f"{config.output_dir}, or choose another --output-dir"
+        )
+
+
+def load_start(config: TrainConfig) -> Start:
+    """Load the checkpoint or Hugging Face directory the run starts from.
+
+    Checkpoints are checked against the sha256 recorded in their state.json; from a run directory a damaged
+    latest checkpoint is skipped (with a warning) for the previous intact one.
+
+    Raises:
+        FileNotFoundError: no such checkpoint (``resume``) or model directory (``init_from``).
+        checkpoint.CheckpointError: the checkpoint is damaged.
+    """
+    if config.resume:
+        return Start(*ckpt.load_intact_checkpoint(config.resume))
+    if config.init_from:
+        try:
+            return Start(*ckpt.load_intact_checkpoint(config.init_from))
+        except FileNotFoundError:  # not a bertprep checkpoint: a Hugging Face BERT directory (or an error)
+            return Start(hf_source=load_model_source(config.init_from))
+    return Start()
+
+
+def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> BertConfig:
+    """The model config: the checkpoint's, else the preset with overrides and the shards' vocab.
+
+    Raises:
+        ValueError: the shards do not fit the model or checkpoint (see ``shard_info.check_compatible``).
+    """
+    if start.saved is not None:
+        saved = start.saved
+        model_config = BertConfig.from_dict(saved["model_config"])
+        overrides = config.model_overrides()
+        # Dropout is a training setting, not part of the weights: a new run from a checkpoint may change it
+        # (e.g. no dropout when continuing pre-training); an exact resume keeps the checkpoint's.
+        dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS} if config.init_from else {}
+        if dropout:
+            model_config = dataclasses.replace(model_config, **dropout)
+            logger.info("dropout from the command line, not %s: %s", start.checkpoint, dropout)
+        ignored = sorted(set(overrides) - set(dropout))
+        if ignored:
+            logger.warning("model options %s ignored: the model config comes from %s", ignored, start.checkpoint)
+        check_compatible(
+            info,
+            vocab_sha256=saved["data"]["vocab_sha256"],
+            vocab_size=model_config.vocab_size,
+            max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
+            max_position_embeddings=model_config.max_position_embeddings,
+            what=f"checkpoint {start.checkpoint}",
+        )
+        return model_config
+    if start.hf_source is not None:
+        return hf_model_config(config, info, start.hf_source)
+    model_config = BertConfig.from_preset(
+        config.preset, vocab_size=info.vocab_size, pad_token_id=info.pad_token_id, **config.model_overrides()
+    )
+    check_compatible(
+        info, vocab_size=model_config.vocab_size, max_position_embeddings=model_config.max_position_embeddings
+    )
+    return model_config
+
+
+def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
+    """Warn (main rank) when ``eval_shards`` may share documents with ``shards``: the same directory, or not
+    the held-out set make-shards made with them (``schema.held_out_mismatch``)."""
+    if not is_main:
+        return
+    if os.path.realpath(shards) == os.path.realpath(eval_shards):
+        problem = "it is the training shards themselves"
+    else:
+        problem = schema.held_out_mismatch(schema.read_manifest(shards), schema.read_manifest(eval_shards))
+    if problem:
+        logger.warning(
+            "--eval-shards %s: %s; it may share documents with the training data, so the eval "
+            "figures may be optimistic (make-shards --eval-fraction makes a held-out set)",
+            eval_shards,
+            problem,
+        )
+
+
+def read_eval_shards(config: TrainConfig, info: ShardInfo, model_config: BertConfig, d: DistInfo) -> ShardInfo | None:
+    """The ``eval_shards``' info, checked against the training shards (None without ``eval_shards``; then
+    the main rank points at a held-out set that make-shards left beside the training shards).
+
+    Raises:
+        ValueError: the eval shards do not fit the training shards (vocab, max_seq_length).
+    """
+    if config.eval_shards:
+        eval_info = read_shard_info(config.eval_shards)
+        check_compatible(
+            eval_info,
+            vocab_sha256=info.vocab_sha256,
+            vocab_size=model_config.vocab_size,
+            max_seq_length=info.max_seq_length,
+            what=f"the training shards {config.shards}",
+        )
+        warn_if_not_held_out(config.shards, config.eval_shards, d.is_main)
+        return eval_info
+    if d.is_main and os.path.exists(os.path.join(config.shards, schema.EVAL_DIR, schema.MANIFEST_NAME)):
+        logger.info(
+            "%s holds the held-out set made with these shards; pass --eval-shards %s to evaluate on it",
+            os.path.join(config.shards, schema.EVAL_DIR),
+            os.path.join(config.shards, schema.EVAL_DIR),
+        )
+    return None
+
+
+def verify_shards(config: TrainConfig, infos: tuple[ShardInfo | None, ...], d: DistInfo) -> None:
+    """With ``verify_shards``, check this rank's shard files against their manifest's sha256: never train on
+    bytes that are not the ones make-shards wrote (raises ValueError, see ``verify_shard_files``)."""
+    if not config.verify_shards:
+        return
+    t_verify = time.monotonic()
+    for shard_info in infos:
+        if shard_info is not None:
+            verify_shard_files(shard_info, rank=d.rank, world_size=d.world_size)
+    if d.is_main:
+        logger.info(
+            "shard files match the sha256 of their manifest (%.1f s; --no-verify skips this)",
+            time.monotonic() - t_verify,
+        )
+
+
+def build_model(
+    config: TrainConfig, model_config: BertConfig, start: Start, d: DistInfo, device: torch.device
+) -> BertForPreTraining:
+    """A seeded model on ``device``, with the weights of ``start`` when it has any."""
+    seed_everything(config.seed)
+    model = BertForPreTraining(model_config)
+    if start.checkpoint is not None:
+        ckpt.load_model_weights(start.checkpoint, model)
+    elif start.hf_source is not None:
+        hf_source = start.hf_source
+        initialised, unused = load_pretraining_weights(model, hf_source.state_dict)
+        if d.is_main:
+            logger.info(
+                "weights from %s (%s); initialised as in the original (not in the source): %s",
+                hf_source.path,
+                hf_source.architecture,
+                ", ".join(initialised) or "none",
+            )
+            if unused:
+                logger.info("not used from %s: %s", hf_source.path, ", ".join(unused))
+    model.to(device)
+    return model
+
+
+def build_optimizer(config: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW over ``optim.param_groups`` and its warm-up / linear-decay schedule."""
+    optimizer = create_optimizer(
+        model,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+    )
+    scheduler = create_scheduler(optimizer, warmup_steps=config.warmup_steps, max_steps=config.max_steps)
+    return optimizer, scheduler
+
+
+def restore_progress(
+    config: TrainConfig, start: Start, optimizer: torch.optim.Optimizer, scheduler: Any, d: DistInfo
+) -> tuple[int, int]:
+    """On ``resume``, load the optimizer and schedule state; returns ``(step, tokens_seen)`` of this rank
+    (``(0, 0)`` for a new run). Warns when a setting that shapes the run differs from the checkpoint's."""
+    if not config.resume:
+        return 0, 0
+    saved = start.saved
+    ckpt.load_optimizer_state(start.checkpoint, optimizer, saved)
+    scheduler.load_state_dict(saved["scheduler"])
+    tokens_seen = 0  # real (non-padding) tokens this rank trained on
+    if d.rank < len(saved["ranks"]):
+        tokens_seen = saved["ranks"][d.rank].get("tokens_seen", 0)
+    old = saved["train_config"]
+    changed = [k for k in _RESUME_SETTINGS if old.get(k) != getattr(config, k)]
+    if changed:
+        logger.warning(
+            "resuming with different %s than the checkpoint: the run will not equal an uninterrupted one",
+            ", ".join(changed),
+        )
+    return saved["step"], tokens_seen
+
+
+def wrap_model(config: TrainConfig, model: nn.Module, d: DistInfo, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    """``(train_model, eval_model)``: ``model`` compiled (``compile``) and, to train, wrapped in DDP. Seeds
+    dropout per rank first."""
+    # Dropout differs across ranks; initialisation was the same everywhere (and DDP broadcasts rank 0's).
+    torch.manual_seed(config.seed + d.rank)
+    train_model: nn.Module = model
+    if config.compile:
+        train_model = torch.compile(model)
+    if d.enabled:
+        train_model = nn.parallel.DistributedDataParallel(
+            train_model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+    eval_model = model if not config.compile else torch.compile(model)
+    return train_model, eval_model
+
+
+def train_loader(config: TrainConfig, info: ShardInfo, start: Start, d: DistInfo, device: torch.device) -> ShardLoader:
+    """This rank's endless, shuffled training batches, at the checkpoint's data cursor on ``resume``."""
+    dataset = ShardDataset(
+        config.shards,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        shuffle_buffer_size=config.shuffle_buffer_size,
+        rank=d.rank,
+        world_size=d.world_size,
+        num_workers=config.num_workers,
+        info=info,
+    )
+    loader = ShardLoader(dataset, num_workers=config.num_workers, pin_memory=device.type == "cuda")
+    if config.resume:
+        ranks = start.saved["ranks"]
+        loader.load_state_dict(ranks[min(d.rank, len(ranks) - 1)]["data_cursor"])
+    return loader
+
+
+def eval_loader(config: TrainConfig, eval_info: ShardInfo | None, d: DistInfo) -> ShardLoader:
+    """One pass over this rank's part of ``eval_shards``, in order (a new loader for each evaluation)."""
+    ds = ShardDataset(
+        config.eval_shards,
+        batch_size=config.batch_size,
+        shuffle=False,
+        infinite=False,
+        rank=d.rank,
+        world_size=d.world_size,
+        num_workers=0,
+        info=eval_info,
+    )
+    return ShardLoader(ds, num_workers=0)
+
+
+def warn_if_bf16_is_emulated(config: TrainConfig, device: torch.device, d: DistInfo) -> None:
+    """Warn (main rank) when bf16 autocast on this CPU would be emulated, hence slower than fp32."""
+    if device.type == "cpu" and uses_bf16(device, config.precision) and cpu_has_native_bf16() is False and d.is_main:
+        logger.warning(
+            "precision bf16 on a CPU without bf16 instructions (avx512_bf16/amx_bf16) is emulated "
+            "and slower than fp32; use --precision fp32"
+        )
+
+
+def log_run(
+    config: TrainConfig,
+    start: Start,
+    model: BertForPreTraining,
+    info: ShardInfo,
+    device: torch.device,
+    d: DistInfo,
+    step: int,
+) -> None:
+    """Log (main rank) what is trained on what, and where a resumed run picks up."""
+    if not d.is_main:
+        return
+    logger.info(
+        "model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d, "
+        "objective %s; device %s (%s), world size %d; global batch %d",
+        "from checkpoint" if start.saved is not None or start.hf_source is not None else config.preset,
+        model.num_parameters() / 1e6,
+        config.shards,
+        info.num_shards,
+        info.num_rows,
+        info.max_seq_length,
+        info.objective,
+        device,
+        "bf16 autocast" if uses_bf16(device, config.precision) else "fp32",
+        d.world_size,
+        config.batch_size * config.gradient_accumulation_steps * d.world_size,
+    )
+    if config.resume:
+        logger.info("resumed from %s at step %d", start.checkpoint, step)
+
+
+def restore_rng(config: TrainConfig, start: Start, d: DistInfo) -> None:
+    """On ``resume``, restore this rank's RNG streams. Call it last: everything before may draw from them, and
+    the uninterrupted run was past all of it."""
+    if config.resume:
+        ranks = start.saved["ranks"]
+        if d.rank < len(ranks):
+            ckpt.restore_rng_state(ranks[d.rank]["rng"])
