@@ -7,7 +7,7 @@ BIN     = $(VENV)/bin
 DEMO   ?= demo-out
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast bench clean
+.PHONY: venv demo test test-fast docs bench clean
 
 $(BIN)/bertprep: setup.cfg setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,5 +32,9 @@ test: venv
 test-fast: venv
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
+# The documentation site (MkDocs + Material; mkdocs.yml, docs/) into site/, failing on any warning.
+docs: venv
+	$(BIN)/mkdocs build --strict -d site
+
 clean:
-	rm -rf $(DEMO) build *.egg-info .pytest_cache
+	rm -rf $(DEMO) site build *.egg-info .pytest_cache
