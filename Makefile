@@ -7,7 +7,7 @@ BIN     = $(VENV)/bin
 DEMO   ?= demo-out
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint bench clean
+.PHONY: venv demo test test-fast lint docs bench clean
 
 $(BIN)/bertprep: setup.cfg setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,5 +37,9 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The documentation site (MkDocs + Material; mkdocs.yml, docs/) into site/, failing on any warning.
+docs: venv
+	$(BIN)/mkdocs build --strict -d site
+
 clean:
-	rm -rf $(DEMO) build *.egg-info .pytest_cache
+	rm -rf $(DEMO) site build *.egg-info .pytest_cache
