@@ -29,13 +29,13 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tokenizers import Tokenizer, trainers
 
+from bertprep.pipeline.atomic import atomic_files
 from bertprep.pipeline.normalization import (
     AccentStats,
     accent_stripping_stats,
@@ -367,24 +367,12 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     # vocab_files.tokenizer_files: the tokenizer.json of hf_tokenizer(trained.tokens) is trained.tokenizer's;
     # vocab.txt comes last, the commit marker
     contents = tokenizer_files(trained.tokens, trained.config.do_lower_case, strip_accents=trained.config.strip_accents)
-    temps: dict[str, str] = {}
-    try:
-        for name, text in contents.items():
-            # A unique hidden name; open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions.
-            tmp = os.path.join(output_dir, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    with atomic_files([os.path.join(output_dir, name) for name in contents]) as temps:
+        for tmp, text in zip(temps, contents.values()):
+            # open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions.
             with open(tmp, "x", encoding="utf-8", newline="\n") as f:
-                temps[name] = tmp
                 f.write(text)
-        written = {}
-        for name, tmp in temps.items():
-            final = os.path.join(output_dir, name)
-            os.replace(tmp, final)
-            written[name] = final
-        return written
-    finally:
-        for tmp in temps.values():
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    return {name: os.path.join(output_dir, name) for name in contents}
 
 
 # ------------------------------------------------------------------------------------ files -> vocab files
