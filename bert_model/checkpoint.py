@@ -39,7 +39,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bertprep.bert_model.model import load_state_dict_strict, trainable_state_dict
-from bertprep.bert_model.runtime import fsync_file, replace_directory, set_default_permissions, write_text_synced
+from bertprep.bert_model.runtime import fsync_file, set_default_permissions, write_text_synced
+from bertprep.pipeline.atomic import replace_directory
 
 logger = logging.getLogger(__name__)
 

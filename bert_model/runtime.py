@@ -3,24 +3,18 @@ a reader never sees half of them.
 
 * :func:`resolve_device`: ``--device auto|cpu|cuda|cuda:N`` -> ``torch.device``, refusing CUDA where there is none;
 * :func:`seed_everything`: Python's ``random``, numpy's global generator and torch from one seed;
-* :func:`atomic_file` / :func:`write_atomic`: a file written under a temporary name and renamed into place
-  (``os.replace`` is atomic on POSIX), removed again if writing fails;
-* :func:`replace_directory`: a complete temporary directory swapped in for an existing one;
 * :func:`path_is_within`: whether an output would land in (and so replace) an input;
 * :func:`fsync_file`, :func:`write_text_synced`, :func:`set_default_permissions`: the durability and mode details
   checkpoints and exported model directories share.
 
-The pipeline side (``pipeline/``, no torch) stages and commits its output through Beam's ``FileSystems``
-instead (``pipeline/shards/store.py``), so it does not use this module.
+Files and directories swapped in whole (``atomic_file``, ``write_atomic``, ``replace_directory``...) live in
+``bertprep.pipeline.atomic`` (standard library only), which the vocab files of ``pipeline/`` use too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import shutil
-from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -47,41 +41,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-@contextlib.contextmanager
-def atomic_file(path: str) -> Iterator[str]:
-    """A temporary path beside ``path`` (``<path>.tmp-<pid>``) to write to; when the ``with`` block ends
-    normally it is renamed to ``path`` (replacing any old file in one step), and when it raises (or is
-    interrupted) it is removed and ``path`` is left as it was."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def write_atomic(path: str, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp_path)`` and rename the result to ``path`` (see :func:`atomic_file`)."""
-    with atomic_file(path) as tmp:
-        write(tmp)
-
-
-def replace_directory(tmp: str, final: str) -> None:
-    """Move the complete directory ``tmp`` to ``final``. An existing ``final`` is first renamed aside
-    (``<tmp>.old``, hidden where ``tmp`` is) and deleted only after ``tmp`` is in place, so at every moment
-    ``final`` is either the old directory or the new one (a crash in between leaves the ``.old`` folder, never
-    a mix)."""
-    if os.path.exists(final):
-        old = f"{tmp}.old"
-        os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, final)
 
 
 def path_is_within(path: str, root: str) -> bool:
@@ -127,13 +86,10 @@ def set_default_permissions(path: str) -> None:
 
 
 __all__ = [
-    "atomic_file",
     "fsync_file",
     "path_is_within",
-    "replace_directory",
     "resolve_device",
     "seed_everything",
     "set_default_permissions",
-    "write_atomic",
     "write_text_synced",
 ]

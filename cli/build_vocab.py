@@ -1,11 +1,9 @@
-"""``bertprep build-vocab``: options -> :class:`VocabConfig` -> :func:`train_wordpiece` -> :func:`save_vocab`."""
+"""``bertprep build-vocab``: options -> :class:`VocabConfig` -> ``pipeline.text.vocab.build_vocab``."""
 
 from __future__ import annotations
 
 import logging
 import sys
-import time
-from collections.abc import Iterator
 
 import click
 
@@ -20,47 +18,6 @@ _VOCAB = VocabConfig.__dataclass_fields__
 def _default(name: str):
     """Default of a ``VocabConfig`` field."""
     return _VOCAB[name].default
-
-
-#: Seconds between two progress lines while reading.
-_PROGRESS_INTERVAL_S = 5.0
-
-
-def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool) -> Iterator[str]:
-    """Every sentence of ``files`` (through the readers), reporting progress over files and bytes on stderr.
-
-    The trainer's own bar (indicatif, in Rust) redraws the current terminal line while it consumes this
-    iterator, so a second live bar would fight it for the line. Progress is therefore printed as whole
-    lines (tqdm's meter format) above the trainer's bar: at most one every ``_PROGRESS_INTERVAL_S``
-    seconds, and one when the last file is done.
-    """
-    from tqdm import tqdm
-
-    from bertprep.pipeline.readers import read_documents
-
-    start = last = time.monotonic()
-    clear = "\r\x1b[2K" if sys.stderr.isatty() else ""
-
-    def report(done: int) -> None:
-        line = tqdm.format_meter(
-            done,
-            len(files),
-            time.monotonic() - start,
-            prefix="Reading",
-            unit="file",
-            postfix=f"{stats.bytes / 1e6:,.1f} MB, {stats.sentences:,} sentences",
-        )
-        sys.stderr.write(f"{clear}{line}\n")
-        sys.stderr.flush()
-
-    for done, path in enumerate(files):
-        for document in read_documents(path, stats=stats, **read_options):
-            yield from document.sentences
-            if show and time.monotonic() - last >= _PROGRESS_INTERVAL_S:
-                report(done)
-                last = time.monotonic()
-    if show:
-        report(len(files))
 
 
 @click.command(
@@ -169,23 +126,7 @@ def _texts_with_progress(files: list[str], read_options: dict, stats, show: bool
     "stay until the new vocab is trained and written.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars; only the summary, warnings and errors.")
-def build_vocab(
-    inputs,
-    input_files,
-    output_dir,
-    vocab_size,
-    do_lower_case,
-    strip_accents,
-    min_frequency,
-    limit_alphabet,
-    num_unused,
-    input_format,
-    text_field,
-    segmenter,
-    encoding,
-    overwrite,
-    quiet,
-):
+def build_vocab(inputs, input_files, output_dir, overwrite, quiet, **options):
     """Train a WordPiece vocabulary on INPUTS (files, globs or directories; local or gs://...).
 
     Without INPUTS it trains on the bundled demo corpus (three public-domain books), as make-shards does.
@@ -207,67 +148,48 @@ def build_vocab(
     of English text about a quarter of the ids moved) and, where pairs tie at the cut-off, a few entries.
     Keep the vocab.txt you made shards with; do not expect to re-create it byte for byte.
     """
-    from bertprep.pipeline.readers import InputError, ReaderStats, check_options, expand_inputs
-    from bertprep.pipeline.text.vocab import (
-        VocabConfig,
-        VocabSizeError,
-        check_output_dir,
-        existing_outputs,
-        save_vocab,
-        train_wordpiece,
-    )
+    from bertprep.pipeline.readers import InputError
+    from bertprep.pipeline.text.vocab import VocabSizeError
+    from bertprep.pipeline.text.vocab import build_vocab as run_build_vocab
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    all_inputs = _input_paths(inputs, input_files)
+    read_options = {k: options.pop(k) for k in ("input_format", "text_field", "segmenter", "encoding")}
+    config = _vocab_config(options, quiet)
+    try:
+        result = run_build_vocab(all_inputs, output_dir, config, **read_options, overwrite=overwrite)
+    except VocabSizeError as err:
+        raise click.BadParameter(str(err), param_hint="--vocab-size") from err
+    except (InputError, ValueError, OSError) as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(result.trained.summary())
+    warning = result.trained.accent_warning(cased_flag="--cased")
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
+    stats = result.reader_stats
+    click.echo(f"input: {stats.files:,} files, {stats.documents:,} documents, {stats.bytes / 1e6:,.1f} MB")
+    click.echo(f"wrote: {', '.join(result.written.values())}")
+
+
+def _input_paths(inputs: tuple[str, ...], input_files: tuple[str, ...]) -> list[str]:
+    """INPUTS and --input-file values, split at commas; the bundled demo corpus when there are none."""
     all_inputs = [p for value in (*inputs, *input_files) for p in value.split(",") if p.strip()]
     if not all_inputs:
         from bertprep.pipeline import demo_corpus_dir
 
         all_inputs = [demo_corpus_dir()]
         click.echo(f"No INPUTS given: using the bundled demo corpus {all_inputs[0]}", err=True)
+    return all_inputs
+
+
+def _vocab_config(options: dict, quiet: bool) -> VocabConfig:
+    """The ``VocabConfig`` of the vocab options (``--limit-alphabet 0``: no limit); bad values are
+    ``click.BadParameter``."""
+    from bertprep.pipeline.text.vocab import VocabSizeError
+
     try:
-        config = VocabConfig(
-            vocab_size=vocab_size,
-            do_lower_case=do_lower_case,
-            strip_accents=strip_accents,
-            min_frequency=min_frequency,
-            limit_alphabet=limit_alphabet or None,
-            num_unused=num_unused,
-            show_progress=not quiet,
-        )
+        return VocabConfig(**{**options, "limit_alphabet": options["limit_alphabet"] or None}, show_progress=not quiet)
     except VocabSizeError as err:
         raise click.BadParameter(str(err), param_hint="--vocab-size") from err
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
-    found = existing_outputs(output_dir)
-    if found and not overwrite:
-        raise click.ClickException(f"{', '.join(found)} already exist(s); pass --overwrite to replace")
-
-    read_options = dict(input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding)
-    try:
-        check_options(input_format, segmenter=segmenter, encoding=encoding)
-        files = expand_inputs(all_inputs)
-    except InputError as err:
-        raise click.ClickException(str(err)) from err
-    try:
-        check_output_dir(output_dir, files)
-    except ValueError as err:
-        raise click.ClickException(str(err)) from err
-
-    stats = ReaderStats()
-    try:
-        trained = train_wordpiece(_texts_with_progress(files, read_options, stats, not quiet), config)
-    except VocabSizeError as err:
-        raise click.BadParameter(str(err), param_hint="--vocab-size") from err
-    except (InputError, ValueError) as err:
-        raise click.ClickException(str(err)) from err
-    try:
-        written = save_vocab(trained, output_dir, overwrite=overwrite)
-    except (OSError, FileExistsError) as err:
-        raise click.ClickException(str(err)) from err
-
-    click.echo(trained.summary())
-    warning = trained.accent_warning(cased_flag="--cased")
-    if warning:
-        click.echo(f"Warning: {warning}", err=True)
-    click.echo(f"input: {stats.files:,} files, {stats.documents:,} documents, {stats.bytes / 1e6:,.1f} MB")
-    click.echo(f"wrote: {', '.join(written.values())}")

@@ -1,6 +1,7 @@
 """bertprep.pipeline: BERT pre-training data (readers, WordPiece, the reference algorithm, Beam, shards).
 
-Never imports torch; the shard format (``schema``) is the contract with ``bertprep.bert_model``.
+Never imports torch; the shard format (``schema``) is the contract with ``bertprep.bert_model``. ``atomic``
+(local files written whole; standard library only) is shared with ``bertprep.bert_model`` too.
 """
 
 

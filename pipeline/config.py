@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from bertprep.pipeline.masking.rule import MaskingConfig
 from bertprep.pipeline.masking.schemes import MASKING_SCHEMES, MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
 
 PAIRING_SCOPES = ("global", "file")
@@ -28,9 +29,9 @@ class InstanceConfig:
 
     max_seq_length: int = 128
     """Tokens per instance including [CLS] and both [SEP] (the paper uses 128 for 90% of steps, then 512)."""
-    max_predictions_per_seq: int = 20
+    max_predictions_per_seq: int = MaskingConfig.max_predictions_per_seq  # one default: the masking rule's (20)
     """Cap on masked positions per instance (about max_seq_length * masked_lm_prob; 76-80 at 512)."""
-    masked_lm_prob: float = 0.15
+    masked_lm_prob: float = MaskingConfig.masked_lm_prob  # (0.15)
     """Fraction of tokens to predict (paper section 3.1)."""
     short_seq_prob: float = 0.1
     """Probability that a pass over a document uses a shorter random target length."""

@@ -36,13 +36,8 @@ from bertprep.bert_model.hf.interop import (
     resolve_strip_accents_setting,
 )
 from bertprep.bert_model.model import BertConfig, BertForPreTraining, trainable_state_dict
-from bertprep.bert_model.runtime import (
-    fsync_file,
-    path_is_within,
-    replace_directory,
-    set_default_permissions,
-    write_text_synced,
-)
+from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
+from bertprep.pipeline.atomic import replace_directory
 from bertprep.pipeline.vocab_files import SPECIAL_TOKENS, read_vocab_file, tokenizer_files
 
 

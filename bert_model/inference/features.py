@@ -47,7 +47,7 @@ import json
 import logging
 import os
 from dataclasses import asdict, dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +57,8 @@ from tqdm.auto import tqdm
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
 from bertprep.bert_model.hf.interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
 from bertprep.bert_model.model import BertConfig, BertModel
-from bertprep.bert_model.runtime import atomic_file, resolve_device
+from bertprep.bert_model.runtime import resolve_device
+from bertprep.pipeline.atomic import atomic_file
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -265,6 +266,21 @@ def feature_schema(config: FeatureConfig, hidden_size: int, metadata: dict[str, 
     return pa.schema(fields, metadata=metadata)
 
 
+class _Row(NamedTuple):
+    """One input line, encoded: its pieces (``[CLS]`` A ``[SEP]`` [B ``[SEP]``]) and its words."""
+
+    line: int
+    ids: list[int]
+    types: list[int]
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    word_of: list[int]
+    """Index in ``words`` of each piece's word; -1 for ``[CLS]`` / ``[SEP]``."""
+    words: list[str]
+    word_offsets: list[list[int]]
+    word_types: list[int]
+
+
 def extract_features(config: FeatureConfig) -> FeatureResult:
     """Write the activations of ``config.layers`` for every line of ``config.input_file`` (module docstring).
 
@@ -273,12 +289,7 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
         FileExistsError: the output exists and ``overwrite`` is False.
         ValueError: a layer the model does not have, or a model without vocab.
     """
-    if os.path.exists(config.output_file) and not config.overwrite:
-        raise FileExistsError(f"{config.output_file} exists; choose another --output or pass --overwrite")
-    if not os.path.isfile(config.input_file):
-        raise FileNotFoundError(f"no such input file: {config.input_file}")
-    if os.path.abspath(config.output_file) == os.path.abspath(config.input_file):
-        raise ValueError(f"--output {config.output_file} is the input file; choose another name")
+    _check_paths(config)
     device = resolve_device(config.device)
     bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
     if config.max_seq_length > bert_config.max_position_embeddings:
@@ -288,22 +299,15 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
         )
     indices = resolve_layers(config.layers, bert_config.num_hidden_layers)
     bert.to(device)
-    H = bert_config.hidden_size
-    np_dtype = np.float16 if config.dtype == "float16" else np.float32
-    pa_dtype = pa.float16() if config.dtype == "float16" else pa.float32()
     settings = {
         **{k: v for k, v in asdict(config).items() if k not in ("overwrite", "progress", "device")},
         "layer_indices": indices,
-        "hidden_size": H,
+        "hidden_size": bert_config.hidden_size,
         "do_lower_case": tokenizer.do_lower_case,
         "model": os.path.abspath(config.model),
     }
-    schema = feature_schema(config, H, {"bertprep": json.dumps(settings)})
-    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
-    word_pooling = config.pooling in ("first-piece", "mean-word")
-
-    out_dir = os.path.dirname(os.path.abspath(config.output_file))
-    os.makedirs(out_dir, exist_ok=True)
+    schema = feature_schema(config, bert_config.hidden_size, {"bertprep": json.dumps(settings)})
+    os.makedirs(os.path.dirname(os.path.abspath(config.output_file)), exist_ok=True)
     lines = pieces = truncated = 0
     bar = tqdm(disable=not config.progress, unit="line", desc="extract-features")
     try:
@@ -313,88 +317,12 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
             pa.ipc.new_file(sink, schema) as writer,
         ):
             for batch in _batches(read_lines(config.input_file), config.batch_size):
-                enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
-                b_texts = [b for _, _, b in batch]
-                enc_b = tokenizer.encode_batch([b or "" for b in b_texts])
-                rows = []  # per line: ids, types, piece tokens, offsets, word index per piece, words
-                for (number, text_a, text_b), a, b in zip(batch, enc_a, enc_b):
-                    n_a, n_b = len(a.ids), len(b.ids) if text_b is not None else 0
-                    if text_b is None:
-                        keep_a, keep_b = min(n_a, config.max_seq_length - 2), 0
-                    else:
-                        ids_a, ids_b = list(range(n_a)), list(range(n_b))
-                        truncate_seq_pair(ids_a, ids_b, config.max_seq_length - 3)
-                        keep_a, keep_b = len(ids_a), len(ids_b)
-                    truncated += (keep_a < n_a) or (keep_b < n_b)
-                    segments = [(a, keep_a, 0, text_a)] + ([(b, keep_b, 1, text_b)] if text_b is not None else [])
-                    ids, types, toks, offs, word_of = [cls_id], [0], ["[CLS]"], [(-1, -1)], [-1]
-                    words, word_offs, word_types = [], [], []
-                    for enc, keep, seg, text in segments:
-                        first_word = len(words)
-                        word_index: dict[int, int] = {}
-                        for j in range(keep):
-                            w = enc.word_ids[j]
-                            if w is not None and w not in word_index:
-                                word_index[w] = len(words)
-                                words.append("")
-                                word_offs.append([enc.offsets[j][0], enc.offsets[j][1]])
-                                word_types.append(seg)
-                            k = word_index.get(w, -1) if w is not None else -1
-                            if k >= 0:
-                                word_offs[k][1] = enc.offsets[j][1]
-                            ids.append(enc.ids[j])
-                            types.append(seg)
-                            toks.append(enc.tokens[j])
-                            offs.append(tuple(enc.offsets[j]))
-                            word_of.append(k)
-                        for k in range(first_word, len(words)):
-                            words[k] = text[word_offs[k][0] : word_offs[k][1]]
-                        ids.append(sep_id)
-                        types.append(seg)
-                        toks.append("[SEP]")
-                        offs.append((-1, -1))
-                        word_of.append(-1)
-                    rows.append((number, ids, types, toks, offs, word_of, words, word_offs, word_types))
-                T = max(len(r[1]) for r in rows)
-                input_ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
-                token_type_ids = torch.zeros((len(rows), T), dtype=torch.long)
-                attention_mask = torch.zeros((len(rows), T), dtype=torch.long)
-                for i, r in enumerate(rows):
-                    input_ids[i, : len(r[1])] = torch.tensor(r[1])
-                    token_type_ids[i, : len(r[2])] = torch.tensor(r[2])
-                    attention_mask[i, : len(r[1])] = 1
-                with torch.no_grad():
-                    states = encoder_hidden_states(
-                        bert, input_ids.to(device), token_type_ids.to(device), attention_mask.to(device)
-                    )
-                    chosen = [states[i].float().cpu().numpy() for i in indices]  # each (B, T, H)
-                del states
-                lengths = [len(r[1]) for r in rows]
-                columns = {
-                    "line": pa.array([r[0] for r in rows], type=pa.int64()),
-                    "tokens": _lists(pa.array([t for r in rows for t in r[3]], type=pa.string()), lengths),
-                    "token_type_ids": _lists(pa.array(np.concatenate([r[2] for r in rows]).astype(np.int8)), lengths),
-                    "offsets": _lists(_pairs([o for r in rows for o in r[4]]), lengths),
-                }
-                word_counts = [len(r[6]) for r in rows]
-                if word_pooling:
-                    columns["words"] = _lists(pa.array([w for r in rows for w in r[6]], type=pa.string()), word_counts)
-                    columns["word_offsets"] = _lists(
-                        _pairs([tuple(o) for r in rows for o in r[7]] or np.zeros((0, 2))), word_counts
-                    )
-                    columns["word_type_ids"] = _lists(
-                        pa.array(np.asarray([t for r in rows for t in r[8]], dtype=np.int8)), word_counts
-                    )
-                for layer, values in zip(config.layers, chosen):
-                    pooled = _pool(values, rows, config.pooling)
-                    if config.pooling in ("cls", "mean-sentence"):
-                        columns[f"layer_{layer}"] = _vectors(pooled.astype(np_dtype), H, pa_dtype)
-                    else:
-                        counts = lengths if config.pooling == "none" else word_counts
-                        columns[f"layer_{layer}"] = _lists(_vectors(pooled.astype(np_dtype), H, pa_dtype), counts)
-                writer.write_batch(pa.record_batch([columns[f.name] for f in schema], schema=schema))
+                rows, cut = _encode_batch(tokenizer, batch, config.max_seq_length)
+                chosen = _layer_activations(bert, rows, indices, tokenizer.pad_token_id, device)
+                writer.write_batch(_record_batch(rows, chosen, config, schema, bert_config.hidden_size))
                 lines += len(rows)
-                pieces += sum(lengths)
+                pieces += sum(len(r.ids) for r in rows)
+                truncated += cut
                 bar.update(len(rows))
             if lines == 0:
                 raise ValueError(f"{config.input_file}: no non-empty lines")
@@ -405,19 +333,137 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     return FeatureResult(config.output_file, lines, pieces, truncated)
 
 
-def _pool(values: np.ndarray, rows: list, pooling: str) -> np.ndarray:
+def _check_paths(config: FeatureConfig) -> None:
+    """Raise FileExistsError / FileNotFoundError / ValueError for an output that exists (without
+    ``overwrite``), a missing input, or an output that is the input."""
+    if os.path.exists(config.output_file) and not config.overwrite:
+        raise FileExistsError(f"{config.output_file} exists; choose another --output or pass --overwrite")
+    if not os.path.isfile(config.input_file):
+        raise FileNotFoundError(f"no such input file: {config.input_file}")
+    if os.path.abspath(config.output_file) == os.path.abspath(config.input_file):
+        raise ValueError(f"--output {config.output_file} is the input file; choose another name")
+
+
+def _encode_batch(
+    tokenizer: WordPieceTokenizer, batch: list[tuple[int, str, str | None]], max_seq_length: int
+) -> tuple[list[_Row], int]:
+    """Encode a batch of ``read_lines`` items, pairs truncated as the original (``truncate_seq_pair``); returns
+    the rows and how many lines were cut to ``max_seq_length``."""
+    enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
+    enc_b = tokenizer.encode_batch([b or "" for _, _, b in batch])
+    rows, truncated = [], 0
+    for (number, text_a, text_b), a, b in zip(batch, enc_a, enc_b):
+        n_a, n_b = len(a.ids), len(b.ids) if text_b is not None else 0
+        if text_b is None:
+            keep_a, keep_b = min(n_a, max_seq_length - 2), 0
+        else:
+            ids_a, ids_b = list(range(n_a)), list(range(n_b))
+            truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
+            keep_a, keep_b = len(ids_a), len(ids_b)
+        truncated += (keep_a < n_a) or (keep_b < n_b)
+        row = _Row(number, [tokenizer.cls_token_id], [0], ["[CLS]"], [(-1, -1)], [-1], [], [], [])
+        _append_segment(row, a, keep_a, 0, text_a, tokenizer.sep_token_id)
+        if text_b is not None:
+            _append_segment(row, b, keep_b, 1, text_b, tokenizer.sep_token_id)
+        rows.append(row)
+    return rows, truncated
+
+
+def _append_segment(row: _Row, enc: Any, keep: int, seg: int, text: str, sep_id: int) -> None:
+    """Append the first ``keep`` pieces of the encoding ``enc`` of ``text`` (segment ``seg``), then ``[SEP]``,
+    to ``row``; a word's span runs from its first kept piece to its last."""
+    first_word = len(row.words)
+    word_index: dict[int, int] = {}
+    for j in range(keep):
+        w = enc.word_ids[j]
+        if w is not None and w not in word_index:
+            word_index[w] = len(row.words)
+            row.words.append("")
+            row.word_offsets.append([enc.offsets[j][0], enc.offsets[j][1]])
+            row.word_types.append(seg)
+        k = word_index.get(w, -1) if w is not None else -1
+        if k >= 0:
+            row.word_offsets[k][1] = enc.offsets[j][1]
+        row.ids.append(enc.ids[j])
+        row.types.append(seg)
+        row.tokens.append(enc.tokens[j])
+        row.offsets.append(tuple(enc.offsets[j]))
+        row.word_of.append(k)
+    for k in range(first_word, len(row.words)):
+        row.words[k] = text[row.word_offsets[k][0] : row.word_offsets[k][1]]
+    row.ids.append(sep_id)
+    row.types.append(seg)
+    row.tokens.append("[SEP]")
+    row.offsets.append((-1, -1))
+    row.word_of.append(-1)
+
+
+def _layer_activations(
+    bert: BertModel, rows: list[_Row], indices: list[int], pad_id: int, device: torch.device
+) -> list[np.ndarray]:
+    """Run the encoder on the padded batch of ``rows``; the float32 hidden states of the layers ``indices``,
+    each a (B, T, H) array (T = the longest row)."""
+    T = max(len(r.ids) for r in rows)
+    input_ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    token_type_ids = torch.zeros((len(rows), T), dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, r in enumerate(rows):
+        input_ids[i, : len(r.ids)] = torch.tensor(r.ids)
+        token_type_ids[i, : len(r.types)] = torch.tensor(r.types)
+        attention_mask[i, : len(r.ids)] = 1
+    with torch.no_grad():
+        states = encoder_hidden_states(bert, input_ids.to(device), token_type_ids.to(device), attention_mask.to(device))
+        chosen = [states[i].float().cpu().numpy() for i in indices]  # each (B, T, H)
+    del states
+    return chosen
+
+
+def _record_batch(
+    rows: list[_Row], chosen: list[np.ndarray], config: FeatureConfig, schema: pa.Schema, hidden_size: int
+) -> pa.RecordBatch:
+    """The output rows of a batch (see the module docstring): pieces, words (word pooling) and each chosen
+    layer's activations, pooled and cast to ``config.dtype``."""
+    np_dtype = np.float16 if config.dtype == "float16" else np.float32
+    pa_dtype = pa.float16() if config.dtype == "float16" else pa.float32()
+    lengths = [len(r.ids) for r in rows]
+    columns = {
+        "line": pa.array([r.line for r in rows], type=pa.int64()),
+        "tokens": _lists(pa.array([t for r in rows for t in r.tokens], type=pa.string()), lengths),
+        "token_type_ids": _lists(pa.array(np.concatenate([r.types for r in rows]).astype(np.int8)), lengths),
+        "offsets": _lists(_pairs([o for r in rows for o in r.offsets]), lengths),
+    }
+    word_counts = [len(r.words) for r in rows]
+    if config.pooling in ("first-piece", "mean-word"):
+        columns["words"] = _lists(pa.array([w for r in rows for w in r.words], type=pa.string()), word_counts)
+        columns["word_offsets"] = _lists(
+            _pairs([tuple(o) for r in rows for o in r.word_offsets] or np.zeros((0, 2))), word_counts
+        )
+        columns["word_type_ids"] = _lists(
+            pa.array(np.asarray([t for r in rows for t in r.word_types], dtype=np.int8)), word_counts
+        )
+    for layer, values in zip(config.layers, chosen):
+        pooled = _pool(values, rows, config.pooling)
+        if config.pooling in ("cls", "mean-sentence"):
+            columns[f"layer_{layer}"] = _vectors(pooled.astype(np_dtype), hidden_size, pa_dtype)
+        else:
+            counts = lengths if config.pooling == "none" else word_counts
+            columns[f"layer_{layer}"] = _lists(_vectors(pooled.astype(np_dtype), hidden_size, pa_dtype), counts)
+    return pa.record_batch([columns[f.name] for f in schema], schema=schema)
+
+
+def _pool(values: np.ndarray, rows: list[_Row], pooling: str) -> np.ndarray:
     """Activations of one layer (B, T, H) -> the rows of the output column, concatenated over the batch:
     (sum of T_i, H) for ``none``, (sum of W_i, H) for word pooling, (B, H) for ``cls`` / ``mean-sentence``."""
     if pooling == "cls":
         return values[:, 0]
     if pooling == "mean-sentence":
-        return np.stack([values[i, : len(r[1])].mean(axis=0) for i, r in enumerate(rows)])
+        return np.stack([values[i, : len(r.ids)].mean(axis=0) for i, r in enumerate(rows)])
     if pooling == "none":
-        return np.concatenate([values[i, : len(r[1])] for i, r in enumerate(rows)])
+        return np.concatenate([values[i, : len(r.ids)] for i, r in enumerate(rows)])
     out = []
     for i, r in enumerate(rows):
-        word_of = np.asarray(r[5])
-        for k in range(len(r[6])):
+        word_of = np.asarray(r.word_of)
+        for k in range(len(r.words)):
             positions = np.flatnonzero(word_of == k)
             out.append(values[i, positions[0]] if pooling == "first-piece" else values[i, positions].mean(axis=0))
     return np.stack(out) if out else np.zeros((0, values.shape[-1]), dtype=values.dtype)

@@ -5,7 +5,8 @@ checkpoints (safetensors + the data cursor), metrics and the final model.
 
 Entry points:
 - ``train_config.TrainConfig``: every training setting, validated.
-- ``trainer.train``: the loop (build, step, evaluate, checkpoint, log).
+- ``trainer.train``: the loop (build, step, log, evaluate, checkpoint); ``build``: the run it trains (start
+  checkpoint, model, optimizer, loader, restored state).
 - ``data``: ``ShardDataset``, batches with a cursor that resumes exactly; ``loader``: the worker processes.
 - ``shard_info``: what a shard directory says about itself; ``distributed``: DDP set-up.
 """

@@ -1,16 +1,17 @@
 """Building a pre-training run: what it starts from, the model config, the model, optimizer and data.
 
-``trainer._build`` calls these in order; the order matters for an exact resume (each step may draw from the
-RNGs that ``restore_rng`` sets last). Every function here reads a ``TrainConfig`` and returns plain objects;
-none keeps state.
+``build_run`` calls the others in order and returns a ``Run``, what ``trainer``'s loop uses; the order matters
+for an exact resume (each step may draw from the RNGs that ``restore_rng`` sets last).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +25,10 @@ from bertprep.bert_model.hf.interop import (
     load_model_source,
     load_pretraining_weights,
 )
+from bertprep.bert_model.metrics import JsonlWriter, gpu_peak_flops, plotting_unavailable
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
-from bertprep.bert_model.precision import cpu_has_native_bf16, uses_bf16
+from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
@@ -52,6 +54,97 @@ class Start:
     """That checkpoint's ``state.json``."""
     hf_source: ModelSource | None = None
     """The Hugging Face directory's config and weights."""
+
+
+@dataclass
+class Run:
+    """The parts of a run that the loop uses, built once by ``build_run``."""
+
+    config: TrainConfig
+    d: DistInfo
+    device: torch.device
+    info: ShardInfo
+    eval_info: ShardInfo | None
+    model_config: BertConfig
+    model: BertForPreTraining
+    train_model: nn.Module
+    """``model`` as trained: compiled and / or wrapped in DDP."""
+    eval_model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loader: ShardLoader
+    batches: Iterator[dict[str, torch.Tensor]]
+    autocast: contextlib.AbstractContextManager
+    peak_flops: float | None
+    """Peak bf16 FLOP/s of one GPU (for ``mfu``); None on CPU or an unknown GPU."""
+    writer: JsonlWriter | None
+    """``metrics.jsonl`` (main rank only)."""
+    no_plot: str | None
+    """Why ``metrics.png`` cannot be drawn (None: it can, or not the main rank)."""
+    t_start: float
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
+
+
+def build_run(
+    config: TrainConfig, d: DistInfo, device: torch.device, cleanup: contextlib.ExitStack, t_start: float
+) -> tuple[Run, int, int]:
+    """Check the settings and data, build the model, optimizer and loader (restoring them on ``resume``) and
+    open ``metrics.jsonl`` (main rank); returns the run and this rank's ``(step, tokens_seen)``.
+
+    The order is fixed: each step may draw from the RNGs that ``restore_rng`` sets last, and an exact resume
+    needs them to be where the uninterrupted run had them. Raises what ``trainer.train`` documents.
+    """
+    check_output_dir(config)
+    info = read_shard_info(config.shards)
+    no_plot = plotting_unavailable() if d.is_main else None
+    if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
+        logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
+    start = load_start(config)
+    model_config = model_config_for(config, info, start)
+    eval_info = read_eval_shards(config, info, model_config, d)
+    verify_shards(config, (info, eval_info), d)
+    model = build_model(config, model_config, start, d, device)
+    optimizer, scheduler = build_optimizer(config, model)
+    step, tokens_seen = restore_progress(config, start, optimizer, scheduler, d)
+    train_model, eval_model = wrap_model(config, model, d, device)
+    loader = train_loader(config, info, start, d, device)
+    batches = iter(loader)
+    cleanup.callback(batches.close)  # shuts the loader workers down
+    autocast = autocast_context(device, config.precision)
+    warn_if_bf16_is_emulated(config, device, d)
+    peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    os.makedirs(config.output_dir, exist_ok=True)
+    writer = JsonlWriter(metrics_path(config), truncate_after_step=step) if d.is_main else None
+    log_run(config, start, model, info, device, d, step)
+    restore_rng(config, start, d)
+    run = Run(
+        config=config,
+        d=d,
+        device=device,
+        info=info,
+        eval_info=eval_info,
+        model_config=model_config,
+        model=model,
+        train_model=train_model,
+        eval_model=eval_model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loader=loader,
+        batches=batches,
+        autocast=autocast,
+        peak_flops=peak,
+        writer=writer,
+        no_plot=no_plot,
+        t_start=t_start,
+    )
+    return run, step, tokens_seen
+
+
+def metrics_path(config: TrainConfig) -> str:
+    return os.path.join(config.output_dir, "metrics.jsonl")
 
 
 def check_output_dir(config: TrainConfig) -> None:

@@ -31,7 +31,7 @@ import logging
 import math
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
@@ -271,94 +271,131 @@ class ShardDataset(IterableDataset):
             yield _StreamError(str(err)), None
 
     def _stream(self, logical: int, state: dict[str, Any]) -> Iterator[tuple[dict[str, torch.Tensor], dict]]:
-        stream = self.stream_index(logical)
-        epoch, shard_pos, row = state["epoch"], state["shard"], state["row"]
-        buffer: list[int] = list(state["buffer"])
+        """Batches of one logical worker's stream from the cursor ``state`` on, each with the cursor after it:
+        shard by shard, epoch by epoch (or one pass, then the shuffle buffer and the short last batch)."""
+        st = self._open_stream(logical, state)
+        while True:
+            shards = self.stream_shards(st.stream, st.epoch)
+            while st.shard_pos < len(shards):
+                yield from self._stream_shard(st, shards[st.shard_pos])
+                st.shard_pos, st.row = st.shard_pos + 1, 0
+                st.readers.clear()  # unmap shards no longer read (buffered refs reopen on demand)
+            if not self.infinite:
+                break
+            st.epoch, st.shard_pos, st.row = st.epoch + 1, 0, 0
+            st.mask_rng = self._mask_rng(logical, st.epoch)
+        # One pass only: drain the buffer in random order, then the short last batch.
+        st.rng.shuffle(st.buffer)
+        for ref in st.buffer:
+            batch = self._emit(st, ref)
+            if batch is not None:
+                yield batch, self._snapshot(st)
+        st.buffer.clear()
+        if st.pending:
+            yield self._collate(st.pending), self._snapshot(st)
+
+    def _open_stream(self, logical: int, state: dict[str, Any]) -> _Stream:
+        """The stream of logical worker ``logical`` at the cursor ``state`` (see ``_snapshot``)."""
         rng = random.Random()
         rng.setstate(_rng_from_json(state["rng"]))
         if "mask_rng" in state:
             mask_rng = np.random.default_rng()
             mask_rng.bit_generator.state = state["mask_rng"]
         else:  # a cursor saved before dynamic masking existed: the stream's generator for this epoch
-            mask_rng = self._mask_rng(logical, epoch)
-        readers: dict[int, _ShardReader] = {}
-        pending: list[dict[str, Any]] = []
+            mask_rng = self._mask_rng(logical, state["epoch"])
+        return _Stream(
+            logical=logical,
+            stream=self.stream_index(logical),
+            epoch=state["epoch"],
+            shard_pos=state["shard"],
+            row=state["row"],
+            buffer=list(state["buffer"]),
+            rng=rng,
+            mask_rng=mask_rng,
+        )
 
-        def read_row(ref: int) -> dict[str, Any]:
-            shard = bisect.bisect_right(self._offsets, ref) - 1
-            if shard not in readers:
-                readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size, self.info.objective)
-                if readers[shard].num_rows != self.info.shard_rows[shard]:
-                    raise ValueError(
-                        f"{self.info.shard_files[shard]} holds {readers[shard].num_rows} rows, the "
-                        f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt"
-                    )
-            return readers[shard].row(ref - self._offsets[shard])
-
-        def snapshot() -> dict[str, Any]:
-            return {
-                "stream": logical,
-                "epoch": epoch,
-                "shard": shard_pos,
-                "row": row,
-                "buffer": list(buffer),
-                "rng": _rng_to_json(rng.getstate()),
-                "mask_rng": mask_rng.bit_generator.state,
-                "shards": self.stream_shards(stream, epoch),
-            }
-
-        def emit(ref: int):
-            row_data = read_row(ref)
-            if self.masking is not None:
-                ids, positions, labels = mask_instance(
-                    row_data["input_ids"], self.masking, mask_rng, word_ids=row_data.get("word_ids")
-                )
-                row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
-            row_data.pop("word_ids", None)  # (used for masking; not a model input)
-            pending.append(row_data)
-            if len(pending) == self.batch_size:
-                batch = collate_numpy(
-                    pending, pad_token_id=self.info.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of
-                )
-                pending.clear()
-                return batch
-            return None
-
-        while True:
-            shards = self.stream_shards(stream, epoch)
-            while shard_pos < len(shards):
-                shard = shards[shard_pos]
-                num_rows, first = self.info.shard_rows[shard], self._offsets[shard]
-                while row < num_rows:
-                    ref = first + row
-                    row += 1
-                    if self.shuffle_buffer_size:
-                        if len(buffer) < self.shuffle_buffer_size:
-                            buffer.append(ref)
-                            continue
-                        j = rng.randrange(len(buffer))
-                        ref, buffer[j] = buffer[j], ref
-                    batch = emit(ref)
-                    if batch is not None:
-                        yield batch, snapshot()
-                shard_pos, row = shard_pos + 1, 0
-                readers.clear()  # unmap shards no longer read (buffered refs reopen on demand)
-            if not self.infinite:
-                break
-            epoch, shard_pos, row = epoch + 1, 0, 0
-            mask_rng = self._mask_rng(logical, epoch)
-        # One pass only: drain the buffer in random order, then the short last batch.
-        rng.shuffle(buffer)
-        for ref in buffer:
-            batch = emit(ref)
+    def _stream_shard(self, st: _Stream, shard: int) -> Iterator[tuple[dict[str, torch.Tensor], dict]]:
+        """The batches completed while reading ``shard`` from row ``st.row`` on (through the shuffle buffer)."""
+        num_rows, first = self.info.shard_rows[shard], self._offsets[shard]
+        while st.row < num_rows:
+            ref = first + st.row
+            st.row += 1
+            if self.shuffle_buffer_size:
+                if len(st.buffer) < self.shuffle_buffer_size:
+                    st.buffer.append(ref)
+                    continue
+                j = st.rng.randrange(len(st.buffer))
+                ref, st.buffer[j] = st.buffer[j], ref
+            batch = self._emit(st, ref)
             if batch is not None:
-                yield batch, snapshot()
-        buffer.clear()
-        if pending:
-            yield (
-                collate_numpy(pending, pad_token_id=self.info.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of),
-                snapshot(),
+                yield batch, self._snapshot(st)
+
+    def _read_row(self, st: _Stream, ref: int) -> dict[str, Any]:
+        """Row ``ref`` (numbered over all shards), opening its shard when needed.
+
+        Raises:
+            ValueError: the shard holds another number of rows than its manifest says.
+        """
+        shard = bisect.bisect_right(self._offsets, ref) - 1
+        if shard not in st.readers:
+            st.readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size, self.info.objective)
+            if st.readers[shard].num_rows != self.info.shard_rows[shard]:
+                raise ValueError(
+                    f"{self.info.shard_files[shard]} holds {st.readers[shard].num_rows} rows, the "
+                    f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt"
+                )
+        return st.readers[shard].row(ref - self._offsets[shard])
+
+    def _emit(self, st: _Stream, ref: int) -> dict[str, np.ndarray] | None:
+        """Add row ``ref`` (masked now, with dynamic masking) to the pending batch; returns the batch when full."""
+        row_data = self._read_row(st, ref)
+        if self.masking is not None:
+            ids, positions, labels = mask_instance(
+                row_data["input_ids"], self.masking, st.mask_rng, word_ids=row_data.get("word_ids")
             )
+            row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
+        row_data.pop("word_ids", None)  # (used for masking; not a model input)
+        st.pending.append(row_data)
+        if len(st.pending) == self.batch_size:
+            batch = self._collate(st.pending)
+            st.pending.clear()
+            return batch
+        return None
+
+    def _collate(self, rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        return collate_numpy(rows, pad_token_id=self.info.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of)
+
+    def _snapshot(self, st: _Stream) -> dict[str, Any]:
+        """The data cursor of ``st`` now (JSON-able; ``_open_stream`` continues from it)."""
+        return {
+            "stream": st.logical,
+            "epoch": st.epoch,
+            "shard": st.shard_pos,
+            "row": st.row,
+            "buffer": list(st.buffer),
+            "rng": _rng_to_json(st.rng.getstate()),
+            "mask_rng": st.mask_rng.bit_generator.state,
+            "shards": self.stream_shards(st.stream, st.epoch),
+        }
+
+
+@dataclass
+class _Stream:
+    """Where one logical worker's stream is (what its data cursor saves), and its open shards and partial batch."""
+
+    logical: int
+    stream: int
+    epoch: int
+    shard_pos: int
+    """Position in the epoch's shard order (``stream_shards``)."""
+    row: int
+    """Next row of that shard."""
+    buffer: list[int]
+    """The shuffle buffer: rows (numbered over all shards) read but not yet emitted."""
+    rng: random.Random
+    mask_rng: np.random.Generator
+    readers: dict[int, _ShardReader] = field(default_factory=dict)
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from bertprep.pipeline import schema
+from bertprep.pipeline.config import InstanceConfig
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             vocab_sha256=str(vocab["sha256"]),
             max_seq_length=int(config["max_seq_length"]),
             max_predictions_per_seq=int(config["max_predictions_per_seq"]),
-            masked_lm_prob=float(config.get("masked_lm_prob", 0.15)),
+            masked_lm_prob=float(config.get("masked_lm_prob", InstanceConfig.masked_lm_prob)),
             masking=str(config.get("masking", "static")),
             do_whole_word_mask=bool(config.get("do_whole_word_mask", False)),
             special_token_ids=dict(vocab["special_token_ids"]),

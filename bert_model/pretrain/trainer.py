@@ -22,7 +22,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,21 +31,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.metrics import (
-    JsonlWriter,
-    PretrainingMetrics,
-    gpu_peak_flops,
-    plot_metrics,
-    plotting_unavailable,
-)
-from bertprep.bert_model.model import BertConfig, BertForPreTraining, flops_per_token
+from bertprep.bert_model.metrics import PretrainingMetrics, plot_metrics
+from bertprep.bert_model.model import BertForPreTraining, flops_per_token
 from bertprep.bert_model.optim import optimizer_step
-from bertprep.bert_model.precision import autocast_context
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.loader import ShardLoader
-from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
     TASKS,
@@ -151,38 +142,6 @@ def train(config: TrainConfig) -> TrainResult:
 
 
 @dataclass
-class _Run:
-    """The parts of a run that the loop uses, built once by ``_build``."""
-
-    config: TrainConfig
-    d: DistInfo
-    device: torch.device
-    info: ShardInfo
-    eval_info: ShardInfo | None
-    model_config: BertConfig
-    model: BertForPreTraining
-    train_model: nn.Module
-    """``model`` as trained: compiled and / or wrapped in DDP."""
-    eval_model: nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    loader: ShardLoader
-    batches: Iterator[dict[str, torch.Tensor]]
-    autocast: contextlib.AbstractContextManager
-    peak_flops: float | None
-    """Peak bf16 FLOP/s of one GPU (for ``mfu``); None on CPU or an unknown GPU."""
-    writer: JsonlWriter | None
-    """``metrics.jsonl`` (main rank only)."""
-    no_plot: str | None
-    """Why ``metrics.png`` cannot be drawn (None: it can, or not the main rank)."""
-    t_start: float
-
-    @property
-    def mask_token_id(self) -> int:
-        return self.info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
-
-
-@dataclass
 class _LoopState:
     """Where the loop is; ``_train_step``, ``_log_train_metrics``, ``_check_stop`` and ``_finish`` update it."""
 
@@ -208,7 +167,8 @@ def _train(
     config: TrainConfig, d: DistInfo, device: torch.device, signals: StopSignals, cleanup: contextlib.ExitStack
 ) -> TrainResult:
     """``train``'s recipe: build, then step, log, evaluate, stop or checkpoint until done; finish."""
-    run, state = _build(config, d, device, cleanup, t_start=time.monotonic())
+    run, step, tokens_seen = build.build_run(config, d, device, cleanup, t_start=time.monotonic())
+    state = _LoopState(step=step, tokens_seen=tokens_seen, first_step=step, last_saved=step if config.resume else -1)
     metrics = PretrainingMetrics(device, run.mask_token_id)
     bar = tqdm(
         total=config.max_steps,
@@ -237,63 +197,7 @@ def _train(
     return _finish(run, state)
 
 
-def _build(
-    config: TrainConfig, d: DistInfo, device: torch.device, cleanup: contextlib.ExitStack, t_start: float
-) -> tuple[_Run, _LoopState]:
-    """Check the settings and data, build the model, optimizer and loader (restoring them on ``resume``) and
-    open ``metrics.jsonl``. The order is the original's: each step may draw from the RNGs restored last."""
-    build.check_output_dir(config)
-    info = read_shard_info(config.shards)
-    no_plot = plotting_unavailable() if d.is_main else None
-    if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
-        logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
-    start = build.load_start(config)
-    model_config = build.model_config_for(config, info, start)
-    eval_info = build.read_eval_shards(config, info, model_config, d)
-    build.verify_shards(config, (info, eval_info), d)
-    model = build.build_model(config, model_config, start, d, device)
-    optimizer, scheduler = build.build_optimizer(config, model)
-    step, tokens_seen = build.restore_progress(config, start, optimizer, scheduler, d)
-    train_model, eval_model = build.wrap_model(config, model, d, device)
-    loader = build.train_loader(config, info, start, d, device)
-    batches = iter(loader)
-    cleanup.callback(batches.close)  # shuts the loader workers down
-    autocast = autocast_context(device, config.precision)
-    build.warn_if_bf16_is_emulated(config, device, d)
-    peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-    os.makedirs(config.output_dir, exist_ok=True)
-    writer = JsonlWriter(_metrics_path(config), truncate_after_step=step) if d.is_main else None
-    build.log_run(config, start, model, info, device, d, step)
-    build.restore_rng(config, start, d)
-    run = _Run(
-        config=config,
-        d=d,
-        device=device,
-        info=info,
-        eval_info=eval_info,
-        model_config=model_config,
-        model=model,
-        train_model=train_model,
-        eval_model=eval_model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        loader=loader,
-        batches=batches,
-        autocast=autocast,
-        peak_flops=peak,
-        writer=writer,
-        no_plot=no_plot,
-        t_start=t_start,
-    )
-    state = _LoopState(step=step, tokens_seen=tokens_seen, first_step=step, last_saved=step if config.resume else -1)
-    return run, state
-
-
-def _metrics_path(config: TrainConfig) -> str:
-    return os.path.join(config.output_dir, "metrics.jsonl")
-
-
-def _train_step(run: _Run, state: _LoopState, metrics: PretrainingMetrics) -> tuple[float, torch.Tensor | None]:
+def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) -> tuple[float, torch.Tensor | None]:
     """One optimizer step over ``gradient_accumulation_steps`` micro-batches (DDP syncs gradients on the last
     only); returns the learning rate and the gradient norm before clipping (see ``optim.optimizer_step``)."""
     config, train_model = run.config, run.train_model
@@ -318,7 +222,7 @@ def _train_step(run: _Run, state: _LoopState, metrics: PretrainingMetrics) -> tu
 
 
 def _log_train_metrics(
-    run: _Run, state: _LoopState, metrics: PretrainingMetrics, lr: float, grad_norm: torch.Tensor | None, bar: tqdm
+    run: build.Run, state: _LoopState, metrics: PretrainingMetrics, lr: float, grad_norm: torch.Tensor | None, bar: tqdm
 ) -> None:
     """Write the window's training metrics to ``metrics.jsonl`` and the progress bar, and start a new window.
 
@@ -357,7 +261,7 @@ def _log_train_metrics(
     state.window_start, state.paused = time.monotonic(), 0.0
 
 
-def _run_eval(run: _Run, at_step: int) -> dict[str, Any]:
+def _run_eval(run: build.Run, at_step: int) -> dict[str, Any]:
     """Evaluate on ``eval_shards`` (the first ``eval_batches``); log the result (main rank) and return it."""
     result = evaluate(
         run.eval_model,
@@ -378,7 +282,7 @@ def _run_eval(run: _Run, at_step: int) -> dict[str, Any]:
     return record
 
 
-def _check_stop(run: _Run, state: _LoopState, signals: StopSignals) -> bool:
+def _check_stop(run: build.Run, state: _LoopState, signals: StopSignals) -> bool:
     """Whether to stop after this step (``stop_after_steps``, ``max_time`` or a signal), recording why in
     ``state.stop_reason``. Every rank gets the same answer: a deadline or signal seen by one stops them all."""
     config = run.config
@@ -396,7 +300,7 @@ def _check_stop(run: _Run, state: _LoopState, signals: StopSignals) -> bool:
     return reason is not None
 
 
-def _save(run: _Run, state: _LoopState) -> str | None:
+def _save(run: build.Run, state: _LoopState) -> str | None:
     """Write a checkpoint at ``state.step`` (every rank's RNG, data cursor and token count; the main rank
     writes); returns its path on the main rank, None elsewhere."""
     config, d, info = run.config, run.d, run.info
@@ -437,7 +341,7 @@ def _save(run: _Run, state: _LoopState) -> str | None:
     return path
 
 
-def _finish(run: _Run, state: _LoopState) -> TrainResult:
+def _finish(run: build.Run, state: _LoopState) -> TrainResult:
     """Evaluate and checkpoint the last step (unless done already), close ``metrics.jsonl``, draw
     ``metrics.png`` and say why the run stopped."""
     config = run.config
@@ -448,7 +352,7 @@ def _finish(run: _Run, state: _LoopState) -> TrainResult:
     if run.writer:
         run.writer.close()
         if not run.no_plot:
-            plot_metrics(_metrics_path(config), os.path.join(config.output_dir, "metrics.png"))
+            plot_metrics(build.metrics_path(config), os.path.join(config.output_dir, "metrics.png"))
         logger.info("stopped at step %d (%s); checkpoint %s", state.step, state.stop_reason, state.last_ckpt)
     return TrainResult(
         step=state.step,

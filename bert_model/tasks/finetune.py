@@ -54,7 +54,8 @@ from bertprep.bert_model.model import PRESETS, BertConfig
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, check_precision
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
-from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything, write_atomic
+from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
+from bertprep.pipeline.atomic import replace_entries, write_atomic
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
@@ -268,7 +269,9 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        _swap_in_run(staging, config.output_dir)
+        # results.json, the completion marker, moves in last; the old run is deleted only after that.
+        aside = os.path.join(config.output_dir, f".old-run-{os.getpid()}")
+        replace_entries(staging, config.output_dir, _run_files(config.output_dir), aside=aside, last="results.json")
         _remove_stale_staging(config.output_dir)
         return dataclasses.replace(result, best_dir=os.path.join(config.output_dir, "best"))
     return _finetune(config, task, config.output_dir, t_start)
@@ -303,19 +306,6 @@ def _remove_stale_staging(output_dir: str) -> None:
             shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
         except PermissionError:  # a live process of another user
             pass
-
-
-def _swap_in_run(staging: str, output_dir: str) -> None:
-    """Replace the run outputs in ``output_dir`` by those in ``staging`` (the old ones are moved aside first and
-    deleted last; ``results.json``, the completion marker, moves in last)."""
-    old = os.path.join(output_dir, f".old-run-{os.getpid()}")
-    os.makedirs(old)
-    for name in _run_files(output_dir):
-        os.replace(os.path.join(output_dir, name), os.path.join(old, name))
-    for name in sorted(os.listdir(staging), key=lambda n: n == "results.json"):
-        os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
-    os.rmdir(staging)
-    shutil.rmtree(old)
 
 
 @dataclass

@@ -27,7 +27,8 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.precision import autocast_context
-from bertprep.bert_model.runtime import path_is_within, resolve_device, write_atomic
+from bertprep.bert_model.runtime import path_is_within, resolve_device
+from bertprep.pipeline.atomic import write_atomic
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_from_json
 from bertprep.pipeline.vocab_files import WordPieceTokenizer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -297,152 +298,200 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
         ``{"rows": n, "shards": k, "errors": [messages...]}``; an empty ``errors`` list means all is well
         (at most 20 messages are kept).
     """
+    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
+    c = _Checks.from_manifest(manifest)
+    for entry in manifest["shards"]:
+        _verify_shard(shard_dir, entry, c)
+    _verify_totals(manifest, c)
+    return {"rows": c.total_rows, "shards": len(manifest["shards"]), "errors": c.errors}
+
+
+@dataclass
+class _Checks:
+    """What ``verify_shards`` checks rows against (from the manifest), and what it has found so far."""
+
+    cls_id: int
+    sep_id: int
+    max_len: int
+    max_pred: int
+    vocab_size: int
+    objective: str
+    has_word_ids: bool
+    whole_words: bool
+    """Static masking under a word-level masking scheme: no word may be partly masked."""
+    static_masking: bool
+    errors: list[str] = field(default_factory=list)
+    """The first 20 problems found."""
+    total_rows: int = 0
+    label_ones: int = 0
+    """Rows with ``next_sentence_label`` 1 (objectives nsp / sop)."""
+    inner_separators: int = 0
+    """[SEP] between a row's first and last token (objective none)."""
+    short_rows: int = 0
+    """Rows shorter than ``max_seq_length`` (objective none)."""
+
+    @classmethod
+    def from_manifest(cls, manifest: dict[str, Any]) -> _Checks:
+        specials = manifest["vocab"]["special_token_ids"]
+        config = manifest["config"]
+        scheme = config.get("masking_scheme", "whole-word" if config.get("do_whole_word_mask") else "token")
+        static_masking = config.get("masking", "static") == "static"
+        return cls(
+            cls_id=specials["[CLS]"],
+            sep_id=specials["[SEP]"],
+            max_len=config["max_seq_length"],
+            max_pred=config["max_predictions_per_seq"],
+            vocab_size=int(manifest["vocab"]["size"]),
+            objective=objective_of(manifest),
+            has_word_ids="word_ids" in manifest.get("schema", {}).get("columns", ()),
+            whole_words=scheme != "token" and static_masking,
+            static_masking=static_masking,
+        )
+
+    def error(self, msg: str) -> None:
+        if len(self.errors) < 20:
+            self.errors.append(msg)
+
+
+def _verify_shard(shard_dir: str, entry: dict[str, Any], c: _Checks) -> None:
+    """Check one shard of the manifest (``entry``): present, its sha256, its columns, every record batch, and
+    its row and token counts."""
+    path = os.path.join(shard_dir, entry["file"])
+    if not os.path.isfile(path):
+        c.error(f"{entry['file']}: missing (listed in the manifest)")
+        return
+    if schema.sha256_file(path) != entry["sha256"]:
+        c.error(f"{entry['file']}: sha256 differs from the manifest (file changed or truncated)")
+    rows = tokens = 0
+    try:
+        with pa.memory_map(path) as source:
+            reader = pa.ipc.open_file(source)
+            if tuple(reader.schema.names) != schema.columns(c.objective, c.has_word_ids):
+                c.error(
+                    f"{entry['file']}: columns {reader.schema.names}, objective {c.objective} has "
+                    f"{list(schema.columns(c.objective, c.has_word_ids))}"
+                )
+                return
+            for b in range(reader.num_record_batches):
+                batch_rows, batch_tokens = _verify_batch(reader.get_batch(b), entry["file"], b, c)
+                rows, tokens = rows + batch_rows, tokens + batch_tokens
+    except (pa.ArrowException, OSError) as err:
+        c.error(f"{entry['file']}: not a readable Arrow file ({err}); the shard is damaged")
+        return
+    if rows != entry["rows"] or tokens != entry["tokens"]:
+        c.error(
+            f"{entry['file']}: {rows} rows / {tokens} tokens, the manifest says {entry['rows']} / {entry['tokens']}"
+        )
+    c.total_rows += rows
+
+
+def _verify_batch(batch: pa.RecordBatch, file: str, b: int, c: _Checks) -> tuple[int, int]:
+    """The per-row checks of ``verify_shards`` on record batch ``b`` of shard ``file``, after putting the labels
+    back at the masked positions; returns the batch's rows and tokens."""
     import numpy as np
 
-    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
-    specials = manifest["vocab"]["special_token_ids"]
-    cls_id, sep_id = specials["[CLS]"], specials["[SEP]"]
-    max_len = manifest["config"]["max_seq_length"]
-    max_pred = manifest["config"]["max_predictions_per_seq"]
-    vocab_size = int(manifest["vocab"]["size"])
-    objective = objective_of(manifest)
+    ids_col, tt_col, pos_col, lab_col = (batch.column(i) for i in range(4))
+    offsets = ids_col.offsets.to_numpy()
+    ids = ids_col.values.to_numpy().astype(np.int64)
+    tt = tt_col.values.to_numpy()
+    positions = pos_col.values.to_numpy().astype(np.int64)
+    labels = lab_col.values.to_numpy().astype(np.int64)
+    lengths = np.diff(offsets)
+    m_lengths = np.diff(pos_col.offsets.to_numpy())
+    row_of_pos = np.repeat(np.arange(batch.num_rows), m_lengths)
+    if len(positions) and (positions >= lengths[row_of_pos]).any():
+        c.error(f"{file}: a masked position lies outside its row")
+        positions = np.minimum(positions, lengths[row_of_pos] - 1)
+    unmasked = ids.copy()
+    unmasked[offsets[:-1][row_of_pos] + positions] = labels
+    starts, ends = offsets[:-1], offsets[1:] - 1
+    where = f"{file} batch {b}"
+    for name, values in (("input_ids", ids), ("masked_lm_ids", labels)):
+        if len(values) and int(values.max()) >= c.vocab_size:
+            c.error(f"{where}: {name} holds id {int(values.max())}, outside the vocab of {c.vocab_size} entries")
+    if (lengths > c.max_len).any():
+        c.error(f"{where}: {int((lengths > c.max_len).sum())} rows longer than max_seq_length {c.max_len}")
+    if (unmasked[starts] != c.cls_id).any():
+        c.error(f"{where}: rows not starting with [CLS]")
+    if (unmasked[ends] != c.sep_id).any():
+        c.error(f"{where}: rows not ending with [SEP]")
+    row_of_tok = np.repeat(np.arange(batch.num_rows), lengths)
+    seps = np.bincount(row_of_tok[unmasked == c.sep_id], minlength=batch.num_rows)
+    if c.objective == "none":
+        if tt.any():
+            c.error(f"{where}: token_type_ids not all 0 (objective none)")
+        c.inner_separators += int(seps.sum()) - batch.num_rows
+        c.short_rows += int((lengths < c.max_len).sum())
+    else:
+        _verify_segments(unmasked, tt, seps, starts, lengths, row_of_tok, where, c)
+        c.label_ones += int(batch.column("next_sentence_label").to_numpy().astype(np.int64).sum())
+    if len(positions):
+        same_row = row_of_pos[1:] == row_of_pos[:-1]
+        if (np.diff(positions)[same_row] <= 0).any():
+            c.error(f"{where}: masked positions not strictly ascending")
+        if np.isin(unmasked[offsets[:-1][row_of_pos] + positions], [c.cls_id, c.sep_id]).any():
+            c.error(f"{where}: a masked position is on [CLS] or [SEP]")
+    if c.static_masking and (m_lengths > c.max_pred).any():
+        c.error(f"{where}: more than max_predictions_per_seq {c.max_pred} predictions in a row")
+    if c.has_word_ids:
+        _verify_word_ids(
+            batch.column("word_ids"),
+            offsets,
+            unmasked,
+            row_of_tok,
+            row_of_pos,
+            positions,
+            c.cls_id,
+            c.sep_id,
+            c.whole_words,
+            where,
+            c.error,
+        )
+    return batch.num_rows, int(lengths.sum())
+
+
+def _verify_segments(unmasked, tt, seps, starts, lengths, row_of_tok, where: str, c: _Checks) -> None:
+    """The sentence-pair checks (objectives nsp / sop) of one record batch: exactly two [SEP] per row,
+    ``token_type_ids`` 0 through the first [SEP] and 1 after it, segments A and B not empty."""
+    import numpy as np
+
+    if (seps != 2).any():
+        c.error(f"{where}: {int((seps != 2).sum())} rows without exactly two [SEP]")
+    # token types: 0 through the first [SEP], 1 after it
+    pos_in_row = np.arange(len(unmasked)) - np.repeat(starts, lengths)
+    sep_rows = row_of_tok[unmasked == c.sep_id]
+    sep_pos = pos_in_row[unmasked == c.sep_id]
+    first_sep_pos = np.full(len(starts), np.iinfo(np.int64).max)
+    np.minimum.at(first_sep_pos, sep_rows, sep_pos)
+    expected_tt = (pos_in_row > first_sep_pos[row_of_tok]).astype(np.uint8)
+    if (tt != expected_tt).any():
+        c.error(f"{where}: token_type_ids do not switch to 1 right after the first [SEP]")
+    if ((first_sep_pos < 2) | (first_sep_pos > lengths - 3)).any():
+        c.error(f"{where}: rows with an empty segment A or B")
+
+
+def _verify_totals(manifest: dict[str, Any], c: _Checks) -> None:
+    """The whole-directory checks, when no row failed: the share of label-1 rows (nsp / sop); the document
+    separators and the short rows (none)."""
     statistics = manifest.get("statistics", {})
-    config = manifest["config"]
-    scheme = config.get("masking_scheme", "whole-word" if config.get("do_whole_word_mask") else "token")
-    whole_words = scheme != "token" and config.get("masking", "static") == "static"
-    errors: list[str] = []
-    total_rows = 0
-    label_ones = inner_separators = short_rows = 0
-
-    def error(msg: str) -> None:
-        if len(errors) < 20:
-            errors.append(msg)
-
-    for entry in manifest["shards"]:
-        path = os.path.join(shard_dir, entry["file"])
-        if not os.path.isfile(path):
-            error(f"{entry['file']}: missing (listed in the manifest)")
-            continue
-        if schema.sha256_file(path) != entry["sha256"]:
-            error(f"{entry['file']}: sha256 differs from the manifest (file changed or truncated)")
-        rows = tokens = 0
-        try:
-            with pa.memory_map(path) as source:
-                reader = pa.ipc.open_file(source)
-                has_word_ids = "word_ids" in manifest.get("schema", {}).get("columns", ())
-                if tuple(reader.schema.names) != schema.columns(objective, has_word_ids):
-                    error(
-                        f"{entry['file']}: columns {reader.schema.names}, objective {objective} has "
-                        f"{list(schema.columns(objective, has_word_ids))}"
-                    )
-                    continue
-                for b in range(reader.num_record_batches):
-                    batch = reader.get_batch(b)
-                    ids_col, tt_col, pos_col, lab_col = (batch.column(i) for i in range(4))
-                    offsets = ids_col.offsets.to_numpy()
-                    ids = ids_col.values.to_numpy().astype(np.int64)
-                    tt = tt_col.values.to_numpy()
-                    m_offsets = pos_col.offsets.to_numpy()
-                    positions = pos_col.values.to_numpy().astype(np.int64)
-                    labels = lab_col.values.to_numpy().astype(np.int64)
-                    lengths = np.diff(offsets)
-                    m_lengths = np.diff(m_offsets)
-                    row_of_pos = np.repeat(np.arange(batch.num_rows), m_lengths)
-                    if len(positions) and (positions >= lengths[row_of_pos]).any():
-                        error(f"{entry['file']}: a masked position lies outside its row")
-                        positions = np.minimum(positions, lengths[row_of_pos] - 1)
-                    unmasked = ids.copy()
-                    unmasked[offsets[:-1][row_of_pos] + positions] = labels
-                    starts, ends = offsets[:-1], offsets[1:] - 1
-                    rows += batch.num_rows
-                    tokens += int(lengths.sum())
-                    where = f"{entry['file']} batch {b}"
-                    for name, values in (("input_ids", ids), ("masked_lm_ids", labels)):
-                        if len(values) and int(values.max()) >= vocab_size:
-                            error(
-                                f"{where}: {name} holds id {int(values.max())}, outside the vocab of "
-                                f"{vocab_size} entries"
-                            )
-                    if (lengths > max_len).any():
-                        error(f"{where}: {int((lengths > max_len).sum())} rows longer than max_seq_length {max_len}")
-                    if (unmasked[starts] != cls_id).any():
-                        error(f"{where}: rows not starting with [CLS]")
-                    if (unmasked[ends] != sep_id).any():
-                        error(f"{where}: rows not ending with [SEP]")
-                    row_of_tok = np.repeat(np.arange(batch.num_rows), lengths)
-                    seps = np.bincount(row_of_tok[unmasked == sep_id], minlength=batch.num_rows)
-                    if objective == "none":
-                        if tt.any():
-                            error(f"{where}: token_type_ids not all 0 (objective none)")
-                        inner_separators += int(seps.sum()) - batch.num_rows
-                        short_rows += int((lengths < max_len).sum())
-                    else:
-                        if (seps != 2).any():
-                            error(f"{where}: {int((seps != 2).sum())} rows without exactly two [SEP]")
-                        # token types: 0 through the first [SEP], 1 after it
-                        pos_in_row = np.arange(len(ids)) - np.repeat(starts, lengths)
-                        sep_rows = row_of_tok[unmasked == sep_id]
-                        sep_pos = pos_in_row[unmasked == sep_id]
-                        first_sep_pos = np.full(batch.num_rows, np.iinfo(np.int64).max)
-                        np.minimum.at(first_sep_pos, sep_rows, sep_pos)
-                        expected_tt = (pos_in_row > first_sep_pos[row_of_tok]).astype(np.uint8)
-                        if (tt != expected_tt).any():
-                            error(f"{where}: token_type_ids do not switch to 1 right after the first [SEP]")
-                        if ((first_sep_pos < 2) | (first_sep_pos > lengths - 3)).any():
-                            error(f"{where}: rows with an empty segment A or B")
-                        label_ones += int(batch.column("next_sentence_label").to_numpy().astype(np.int64).sum())
-                    if len(positions):
-                        same_row = row_of_pos[1:] == row_of_pos[:-1]
-                        if (np.diff(positions)[same_row] <= 0).any():
-                            error(f"{where}: masked positions not strictly ascending")
-                        if np.isin(unmasked[offsets[:-1][row_of_pos] + positions], [cls_id, sep_id]).any():
-                            error(f"{where}: a masked position is on [CLS] or [SEP]")
-                    if manifest["config"].get("masking", "static") == "static" and (m_lengths > max_pred).any():
-                        error(f"{where}: more than max_predictions_per_seq {max_pred} predictions in a row")
-                    if has_word_ids:
-                        _verify_word_ids(
-                            batch.column("word_ids"),
-                            offsets,
-                            unmasked,
-                            row_of_tok,
-                            row_of_pos,
-                            positions,
-                            cls_id,
-                            sep_id,
-                            whole_words,
-                            where,
-                            error,
-                        )
-        except (pa.ArrowException, OSError) as err:
-            error(f"{entry['file']}: not a readable Arrow file ({err}); the shard is damaged")
-            continue
-        if rows != entry["rows"] or tokens != entry["tokens"]:
-            error(
-                f"{entry['file']}: {rows} rows / {tokens} tokens, the manifest says {entry['rows']} / {entry['tokens']}"
-            )
-        total_rows += rows
-    if objective in ("nsp", "sop") and total_rows and not errors:
-        key = "swapped_share" if objective == "sop" else "not_next_share"
-        if key in statistics and round(label_ones / total_rows, 6) != statistics[key]:
-            error(
-                f"next_sentence_label is 1 in {label_ones:,} of {total_rows:,} rows; the manifest's {key} "
+    if c.objective in ("nsp", "sop") and c.total_rows and not c.errors:
+        key = "swapped_share" if c.objective == "sop" else "not_next_share"
+        if key in statistics and round(c.label_ones / c.total_rows, 6) != statistics[key]:
+            c.error(
+                f"next_sentence_label is 1 in {c.label_ones:,} of {c.total_rows:,} rows; the manifest's {key} "
                 f"is {statistics[key]}"
             )
-    if objective == "none" and not errors:
-        if inner_separators != statistics.get("document_separators"):
-            error(
-                f"the rows hold {inner_separators:,} document separators, the manifest says "
+    if c.objective == "none" and not c.errors:
+        if c.inner_separators != statistics.get("document_separators"):
+            c.error(
+                f"the rows hold {c.inner_separators:,} document separators, the manifest says "
                 f"{statistics.get('document_separators')}"
             )
-        passes = (
-            1
-            if manifest["config"].get("masking", "static") == "dynamic"
-            else int(manifest["config"].get("dupe_factor", 1))
-        )
+        config = manifest["config"]
+        passes = 1 if config.get("masking", "static") == "dynamic" else int(config.get("dupe_factor", 1))
         allowed = max(1, int(statistics.get("buckets", 1))) * passes
-        if short_rows > allowed:
-            error(
-                f"{short_rows:,} rows shorter than max_seq_length {max_len}; objective none fills every row "
+        if c.short_rows > allowed:
+            c.error(
+                f"{c.short_rows:,} rows shorter than max_seq_length {c.max_len}; objective none fills every row "
                 f"but the last of each bucket and pass (at most {allowed:,})"
             )
-    return {"rows": total_rows, "shards": len(manifest["shards"]), "errors": errors}

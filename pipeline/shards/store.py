@@ -1,6 +1,7 @@
 """Arrow shards and the manifest: instances -> Arrow, bucket files -> balanced shards, statistics.
 
-Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works); the bucket files
+Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works; hence its own staging
+and commit, not the local ``pipeline.atomic`` helpers); the bucket files
 are written by ``bucket_files.make_bucket_instances``, the shards and the manifest by the DoFns of
 ``write_shards.py``.
 
@@ -288,7 +289,10 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:
-    """Write ``manifest.json`` (the commit marker) atomically where the filesystem allows it."""
+    """Write ``manifest.json`` (the commit marker) atomically where the filesystem allows it.
+
+    Not ``pipeline.atomic.write_atomic`` (the local helper both halls use): the output may be ``gs://``, where
+    only Beam's ``FileSystems`` can write and rename, and a rename is a copy (atomic per object, not POSIX)."""
     path = FileSystems.join(output_dir, schema.MANIFEST_NAME)
     data = (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8")
     tmp = FileSystems.join(output_dir, schema.MANIFEST_NAME + ".tmp")

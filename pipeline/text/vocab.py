@@ -26,21 +26,23 @@ pairs tie at the ``vocab_size`` cut-off, a few different entries. Pin a vocab by
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tokenizers import Tokenizer, trainers
 
+from bertprep.pipeline.atomic import atomic_files
 from bertprep.pipeline.normalization import (
     AccentStats,
     accent_stripping_stats,
     accent_stripping_warning,
     resolve_strip_accents,
 )
+from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER
 
 # The tokenizer and its files are vocab_files.py's (one builder for make-shards, build-vocab and export).
 # SPECIAL_TOKENS ([PAD], [UNK], [CLS], [SEP], [MASK]) is also the id order of a trained vocab ([PAD] first, as
@@ -59,6 +61,9 @@ from bertprep.pipeline.vocab_files import (  # noqa: F401  (file names and token
     tokenizer_config,
     tokenizer_files,
 )
+
+if TYPE_CHECKING:
+    from bertprep.pipeline.readers import ReaderStats
 
 DEFAULT_VOCAB_SIZE = 30522  # bert-base-uncased
 DEFAULT_NUM_UNUSED = 100  # bert-base-cased has 100 ([unused1]..[unused99], [unused100], [unused101] aside)
@@ -362,21 +367,107 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     # vocab_files.tokenizer_files: the tokenizer.json of hf_tokenizer(trained.tokens) is trained.tokenizer's;
     # vocab.txt comes last, the commit marker
     contents = tokenizer_files(trained.tokens, trained.config.do_lower_case, strip_accents=trained.config.strip_accents)
-    temps: dict[str, str] = {}
-    try:
-        for name, text in contents.items():
-            # A unique hidden name; open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions.
-            tmp = os.path.join(output_dir, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    with atomic_files([os.path.join(output_dir, name) for name in contents]) as temps:
+        for tmp, text in zip(temps, contents.values()):
+            # open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions.
             with open(tmp, "x", encoding="utf-8", newline="\n") as f:
-                temps[name] = tmp
                 f.write(text)
-        written = {}
-        for name, tmp in temps.items():
-            final = os.path.join(output_dir, name)
-            os.replace(tmp, final)
-            written[name] = final
-        return written
-    finally:
-        for tmp in temps.values():
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    return {name: os.path.join(output_dir, name) for name in contents}
+
+
+# ------------------------------------------------------------------------------------ files -> vocab files
+
+
+#: Seconds between two progress lines while reading.
+_PROGRESS_INTERVAL_S = 5.0
+
+
+@dataclass
+class VocabBuild:
+    """What :func:`build_vocab` returns."""
+
+    trained: TrainedVocab
+    written: dict[str, str]
+    """File name -> path written (see :func:`save_vocab`)."""
+    reader_stats: ReaderStats
+    """What the readers read (files, documents, bytes...)."""
+
+
+def build_vocab(
+    inputs: list[str],
+    output_dir: str,
+    config: VocabConfig,
+    *,
+    input_format: str = "auto",
+    text_field: str = "text",
+    segmenter: str = DEFAULT_SEGMENTER,
+    encoding: str = "utf-8",
+    overwrite: bool = False,
+) -> VocabBuild:
+    """Train a vocab on the sentences of ``inputs`` (files, globs or directories, as make-shards reads them)
+    and write it to ``output_dir`` (:func:`save_vocab`): what ``bertprep build-vocab`` does.
+
+    Every check that can fail before training runs first (existing outputs, reader options, inputs, the
+    output directory). With ``config.show_progress``, reading progress is printed on stderr as whole lines
+    (see ``_sentences_with_progress``).
+
+    Args:
+        input_format, text_field, segmenter, encoding: how to read ``inputs`` (``pipeline.readers``).
+
+    Raises:
+        FileExistsError: vocab files already exist in ``output_dir`` and ``overwrite`` is false.
+        readers.InputError (a ValueError): a bad reader option or input (with the file).
+        VocabSizeError (a ValueError): ``vocab_size`` is too small for what the corpus needs.
+        ValueError: ``output_dir`` cannot take the files (:func:`check_output_dir`), or no text.
+        OSError: writing the files failed (nothing partial is left).
+    """
+    from bertprep.pipeline.readers import ReaderStats, check_options, expand_inputs
+
+    found = existing_outputs(output_dir)
+    if found and not overwrite:
+        raise FileExistsError(f"{', '.join(found)} already exist(s); pass --overwrite to replace")
+    check_options(input_format, segmenter=segmenter, encoding=encoding)
+    files = expand_inputs(inputs)
+    check_output_dir(output_dir, files)
+    stats = ReaderStats()
+    read_options = dict(input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding)
+    trained = train_wordpiece(_sentences_with_progress(files, read_options, stats, config.show_progress), config)
+    written = save_vocab(trained, output_dir, overwrite=overwrite)
+    return VocabBuild(trained, written, stats)
+
+
+def _sentences_with_progress(files: list[str], read_options: dict, stats: ReaderStats, show: bool) -> Iterator[str]:
+    """Every sentence of ``files`` (through the readers), reporting progress over files and bytes on stderr.
+
+    The trainer's own bar (indicatif, in Rust) redraws the current terminal line while it consumes this
+    iterator, so a second live bar would fight it for the line. Progress is therefore printed as whole
+    lines (tqdm's meter format) above the trainer's bar: at most one every ``_PROGRESS_INTERVAL_S``
+    seconds, and one when the last file is done.
+    """
+    from tqdm import tqdm
+
+    from bertprep.pipeline.readers import read_documents
+
+    start = last = time.monotonic()
+    clear = "\r\x1b[2K" if sys.stderr.isatty() else ""
+
+    def report(done: int) -> None:
+        line = tqdm.format_meter(
+            done,
+            len(files),
+            time.monotonic() - start,
+            prefix="Reading",
+            unit="file",
+            postfix=f"{stats.bytes / 1e6:,.1f} MB, {stats.sentences:,} sentences",
+        )
+        sys.stderr.write(f"{clear}{line}\n")
+        sys.stderr.flush()
+
+    for done, path in enumerate(files):
+        for document in read_documents(path, stats=stats, **read_options):
+            yield from document.sentences
+            if show and time.monotonic() - last >= _PROGRESS_INTERVAL_S:
+                report(done)
+                last = time.monotonic()
+    if show:
+        report(len(files))

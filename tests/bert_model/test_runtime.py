@@ -1,4 +1,4 @@
-"""bert_model/runtime.py: device choice, seeding, and writes that never leave half a file or directory."""
+"""bert_model/runtime.py: device choice and seeding (atomic writes: tests/pipeline/test_atomic.py)."""
 
 from __future__ import annotations
 
@@ -38,36 +38,6 @@ def test_seed_everything_repeats_python_numpy_and_torch_draws():
     assert draws() == first
     runtime.seed_everything(8)
     assert draws() != first
-
-
-def test_atomic_file_replaces_only_on_success(tmp_path):
-    path = tmp_path / "out.txt"
-    path.write_text("old")
-    with pytest.raises(RuntimeError):
-        with runtime.atomic_file(str(path)) as tmp:
-            with open(tmp, "w") as f:
-                f.write("half")
-            raise RuntimeError("disk full")
-    assert path.read_text() == "old"
-    assert os.listdir(tmp_path) == ["out.txt"]  # the temporary file is gone
-    runtime.write_atomic(str(path), lambda p: open(p, "w").write("new"))
-    assert path.read_text() == "new"
-    assert os.listdir(tmp_path) == ["out.txt"]
-
-
-def test_replace_directory_swaps_whole_directories(tmp_path):
-    final, tmp = tmp_path / "model", tmp_path / ".tmp-model"
-    runtime.replace_directory(_make_dir(tmp, "a"), str(final))  # no old directory
-    assert sorted(os.listdir(final)) == ["a"]
-    runtime.replace_directory(_make_dir(tmp, "b"), str(final))  # replaces the old one as a whole
-    assert sorted(os.listdir(final)) == ["b"]
-    assert sorted(os.listdir(tmp_path)) == ["model"]  # neither the temporary nor the old directory is left
-
-
-def _make_dir(path, name) -> str:
-    path.mkdir()
-    (path / name).write_text(name)
-    return str(path)
 
 
 def test_set_default_permissions_follows_the_umask(tmp_path):

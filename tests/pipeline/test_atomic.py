@@ -1,0 +1,88 @@
+"""pipeline/atomic.py: local writes that never leave half a file or directory (used by both halls)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bertprep.pipeline import atomic
+
+
+def test_atomic_file_replaces_only_on_success(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic.atomic_file(str(path)) as tmp:
+            with open(tmp, "w") as f:
+                f.write("half")
+            raise RuntimeError("disk full")
+    assert path.read_text() == "old"
+    assert os.listdir(tmp_path) == ["out.txt"]  # the temporary file is gone
+    atomic.write_atomic(str(path), lambda p: open(p, "w").write("new"))
+    assert path.read_text() == "new"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_replace_directory_swaps_whole_directories(tmp_path):
+    final, tmp = tmp_path / "model", tmp_path / ".tmp-model"
+    atomic.replace_directory(_make_dir(tmp, "a"), str(final))  # no old directory
+    assert sorted(os.listdir(final)) == ["a"]
+    atomic.replace_directory(_make_dir(tmp, "b"), str(final))  # replaces the old one as a whole
+    assert sorted(os.listdir(final)) == ["b"]
+    assert sorted(os.listdir(tmp_path)) == ["model"]  # neither the temporary nor the old directory is left
+
+
+def test_atomic_files_commit_in_order_and_leave_no_temporary_file(tmp_path, monkeypatch):
+    paths = [str(tmp_path / name) for name in ("a.txt", "b.txt", "marker.txt")]
+    with atomic.atomic_files(paths) as temps:
+        assert all(os.path.basename(t).startswith(".") and t.endswith(".tmp") for t in temps)  # hidden
+        for tmp, path in zip(temps, paths):
+            with open(tmp, "w") as f:
+                f.write(os.path.basename(path))
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt", "marker.txt"]
+    real_replace, moved = os.replace, []
+
+    def failing_replace(src, dst):
+        if dst.endswith("b.txt"):
+            raise OSError("disk full")
+        moved.append(os.path.basename(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    (tmp_path / "marker.txt").unlink()
+    with pytest.raises(OSError, match="disk full"):
+        with atomic.atomic_files(paths) as temps:
+            for tmp in temps:
+                open(tmp, "w").close()
+    assert moved == ["a.txt"]  # the marker, last, never moved in
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]  # no temporary file left
+
+
+def test_replace_entries_swaps_the_named_entries_and_moves_the_marker_last(tmp_path, monkeypatch):
+    directory, staging = tmp_path / "run", tmp_path / "run" / ".staging"
+    directory.mkdir()
+    for name in ("best", "results.json", "keep.txt"):
+        (directory / name).write_text("old")
+    staging.mkdir()
+    for name in ("results.json", "best", "metrics.jsonl"):
+        (staging / name).write_text("new")
+    real_replace, order = os.replace, []
+    monkeypatch.setattr(os, "replace", lambda src, dst: (order.append(os.path.basename(dst)), real_replace(src, dst)))
+    atomic.replace_entries(str(staging), str(directory), ["best", "results.json"], aside=str(directory / ".old"))
+    assert sorted(os.listdir(directory)) == ["best", "keep.txt", "metrics.jsonl", "results.json"]
+    assert (directory / "best").read_text() == "new" and (directory / "keep.txt").read_text() == "old"
+    order.clear()
+    (staging).mkdir()
+    for name in ("results.json", "best"):
+        (staging / name).write_text("newer")
+    atomic.replace_entries(
+        str(staging), str(directory), ["best", "results.json"], aside=str(directory / ".old"), last="results.json"
+    )
+    assert order[-1] == "results.json" and (directory / "results.json").read_text() == "newer"
+
+
+def _make_dir(path, name) -> str:
+    path.mkdir()
+    (path / name).write_text(name)
+    return str(path)
