@@ -76,7 +76,7 @@ def extract_blocks(path: Path) -> list[Block]:
         start, body = i, []
         i += 1
         while i < len(lines) and not lines[i].strip().startswith(marker):
-            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
         i += 1
         if language not in SHELL_LANGUAGES:
@@ -86,8 +86,15 @@ def extract_blocks(path: Path) -> list[Block]:
         code = "\n".join(body) + "\n"
         if language == "console":
             code = _console_commands(code)
-        blocks.append(Block(str(path.relative_to(REPO_ROOT)), start + 1, language, code,
-                            marked.group("reason").strip() if marked else None))
+        blocks.append(
+            Block(
+                str(path.relative_to(REPO_ROOT)),
+                start + 1,
+                language,
+                code,
+                marked.group("reason").strip() if marked else None,
+            )
+        )
     return blocks
 
 
@@ -118,8 +125,15 @@ def _run_page(page: str, tmp_root: Path) -> dict[int, tuple[str, str]]:
     env.pop("MODEL", None)
     started = time.monotonic()
     try:
-        proc = subprocess.run(["bash", "-c", "\n".join(script)], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=PAGE_TIMEOUT_S)
+        proc = subprocess.run(
+            ["bash", "-c", "\n".join(script)],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=PAGE_TIMEOUT_S,
+        )
         output, returncode = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as err:
         output = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
@@ -166,9 +180,14 @@ def _has_minilm() -> bool:
 @pytest.fixture(scope="session")
 def page_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """Each page with a selected runnable block, run once per session (pages two at a time)."""
-    pages = sorted({item.callspec.params["block"].page for item in request.session.items
-                    if getattr(item, "originalname", None) == "test_doc_block_runs"
-                    and item.callspec.params["block"].skip_reason is None})
+    pages = sorted(
+        {
+            item.callspec.params["block"].page
+            for item in request.session.items
+            if getattr(item, "originalname", None) == "test_doc_block_runs"
+            and item.callspec.params["block"].skip_reason is None
+        }
+    )
     pages = [page for page in pages if not (_needs_minilm(page) and not _has_minilm())]
     root = tmp_path_factory.mktemp("docs")
     # Pages whose runnable blocks are the same commands (the README's quick start is the docs' first run)
@@ -214,6 +233,7 @@ def test_skip_markers_are_attached() -> None:
             if "doc-test:" not in line:
                 continue
             assert SKIP_MARKER.search(line), f"{page.name}:{number}: malformed marker {line.strip()!r}"
-            following = next((l for l in lines[number:] if l.strip()), "")
+            following = next((x for x in lines[number:] if x.strip()), "")
             assert re.match(r"\s*```+\s*(bash|sh|console)\b", following), (
-                f"{page.name}:{number}: a doc-test marker must be the line above a bash/sh/console block")
+                f"{page.name}:{number}: a doc-test marker must be the line above a bash/sh/console block"
+            )
