@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import importlib
 
+import signal
+import sys
+
 import click
+
+from bertprep.pipeline import interrupts
 
 # name -> "module:attribute"; modules are imported only when their command runs (torch and Beam are
 # slow to import, and a user making shards need not have torch installed).
@@ -88,9 +93,27 @@ def cli() -> None:
     """
 
 
+class _Stopped(BaseException):
+    """SIGINT / SIGTERM before a command set up its own handling (e.g. while modules load)."""
+
+
+def _stop(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    if interrupts.in_import(frame):  # never raise inside an import; nothing is written while modules load
+        interrupts.exit_now(f"bertprep: stopped by {name}")
+    raise _Stopped(name)
+
+
 def main() -> None:
-    """Console-script entry point."""
-    cli()
+    """Console-script entry point. SIGINT and SIGTERM end a command with one line and exit status 130 (cleanup
+    in ``finally`` blocks still runs); commands with long work install their own handling (``train`` stops
+    after a step with a checkpoint, ``make-shards`` stops its workers and deletes its staging folder)."""
+    interrupts.install(_stop)
+    try:
+        cli()
+    except _Stopped as err:
+        sys.stderr.write(f"bertprep: stopped by {err}\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":

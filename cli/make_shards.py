@@ -403,25 +403,29 @@ def make_shards(beam_args, quiet, **options):
     explicit = frozenset(
         name for name in options if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     )
-    with launch.session(beam_args, quiet=quiet) as session:
-        _check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root
-        try:
-            config, vocab, warnings = launch.shards_config(options, explicit)
-        except launch.OptionError as err:
-            raise click.BadParameter(str(err), param_hint=err.option) from err
-        for warning in warnings:
-            click.echo(warning if warning.startswith("No --input-file") else f"Warning: {warning}", err=True)
-        try:
-            manifest = session.run(config, beam_args, vocab=vocab)
-        except Exception as err:
-            from bertprep.pipeline.beam.output import is_user_error
+    try:
+        with launch.session(beam_args, quiet=quiet) as session:
+            _check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root
+            try:
+                config, vocab, warnings = launch.shards_config(options, explicit)
+            except launch.OptionError as err:
+                raise click.BadParameter(str(err), param_hint=err.option) from err
+            for warning in warnings:
+                click.echo(warning if warning.startswith("No --input-file") else f"Warning: {warning}", err=True)
+            try:
+                manifest = session.run(config, beam_args, vocab=vocab)
+            except Exception as err:
+                from bertprep.pipeline.beam.output import is_user_error
 
-            if is_user_error(err):
-                raise click.ClickException(str(err)) from err
-            raise
-        finally:
-            if session.kept_log:
-                click.echo(f"(the worker processes' output is in {session.kept_log})", err=True)
+                if is_user_error(err):
+                    raise click.ClickException(str(err)) from err
+                raise
+            finally:
+                if session.kept_log:
+                    click.echo(f"(the worker processes' output is in {session.kept_log})", err=True)
+    except launch.Interrupted as err:  # SIGINT / SIGTERM: one line, exit status 130
+        click.echo(str(err), err=True)
+        raise SystemExit(launch.INTERRUPTED_STATUS) from None
     if "dry_run" in manifest:
         click.echo(manifest["dry_run"])
     elif manifest:

@@ -22,13 +22,120 @@ import dataclasses
 import gc
 import logging
 import os
+import shutil
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
+from bertprep.pipeline import interrupts
 from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 
 log = logging.getLogger("bertprep")
+
+#: Seconds a stopping run gets to wind down after the first Ctrl-C / SIGTERM before it is ended at once.
+STOP_GRACE_S = 10.0
+#: Exit status of a run stopped by SIGINT or SIGTERM (128 + SIGINT, as shells report Ctrl-C).
+INTERRUPTED_STATUS = 130
+
+#: Staging folders of runs under way in this process (``run.py`` adds and removes them): what an abort deletes.
+ACTIVE_STAGING: set[str] = set()
+
+
+class Interrupted(KeyboardInterrupt):
+    """make-shards was stopped by SIGINT or SIGTERM; ``str()`` is the one line to show."""
+
+
+def _children(pid: int) -> list[int]:
+    """Process ids of the live children of ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def _kill_children() -> None:
+    """SIGKILL every descendant of this process (Beam's worker processes, the pool's, their helpers)."""
+    pending, seen = [os.getpid()], []
+    while pending:
+        kids = _children(pending.pop())
+        seen.extend(kids)
+        pending.extend(kids)
+    for pid in seen:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+class _StopOnSignal:
+    """SIGINT / SIGTERM handling for one run: the first stops it within seconds, the second at once.
+
+    First signal: Beam's and the workers' own logs are silenced (what they print while
+    their processes are being stopped is noise); the worker processes are killed, so Beam's waits for them
+    end, and :class:`Interrupted` is raised in the main thread, which deletes the staging folder on its way
+    out (``run.py``). A watchdog ends the process after :data:`STOP_GRACE_S` if Beam does not return.
+    While a run publishes its files (``publish.publishing``) the interruption waits: the publish is journalled
+    and finishes in well under a second. Second signal (or the watchdog): staging folders deleted (except
+    during a publish, which the next run then finishes), workers killed, exit status 130 at once.
+    """
+
+    def __init__(self):
+        self.received: str | None = None
+        self._previous = {}
+
+    def install(self) -> None:
+        self._previous = interrupts.install(self._handle)
+
+    def uninstall(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous = {}
+
+    def _handle(self, signum, frame) -> None:
+        # imports nothing: a handler that imports, run while the main thread is half-way through importing a
+        # package, fails inside that import and leaves it half-initialised
+        publish = sys.modules.get("bertprep.pipeline.shards.publish")
+        name = signal.Signals(signum).name
+        if self.received is not None or interrupts.in_import(frame):  # second signal; or raising in an import
+            self._abort(name)
+        self.received = name
+        threading.Thread(target=self._watchdog, daemon=True).start()
+        if getattr(publish, "publishing", lambda: False)():
+            return  # the journalled publish finishes first; the run then ends normally
+        logging.disable(logging.CRITICAL)
+        threading.excepthook = lambda args: None  # Beam's threads fail as their workers go: not for users
+        _kill_children()
+        raise Interrupted(
+            f"make-shards stopped by {name}: nothing was published, the output directory is as it was; "
+            "run it again to make the shards"
+        )
+
+    def _watchdog(self) -> None:
+        time.sleep(STOP_GRACE_S)
+        self._abort(self.received)
+
+    def _abort(self, name: str | None) -> None:
+        publish = sys.modules.get("bertprep.pipeline.shards.publish")
+        if not getattr(publish, "publishing", lambda: False)():
+            for path in list(ACTIVE_STAGING):
+                shutil.rmtree(path, ignore_errors=True)
+        getattr(publish, "release_locks", lambda: None)()
+        _kill_children()
+        interrupts.exit_now(f"make-shards stopped by {name}: nothing was published", INTERRUPTED_STATUS)
+
 
 _INSTANCE_FIELDS = {f.name for f in dataclasses.fields(InstanceConfig)}
 _SHARDS_FIELDS = {f.name for f in dataclasses.fields(ShardsConfig)} - {"instance", "inputs"}
@@ -123,7 +230,7 @@ class Session:
             except BaseException as err:  # Ctrl-C included
                 from bertprep.pipeline.beam.output import is_user_error
 
-                if not is_user_error(err):
+                if not is_user_error(err) and not isinstance(err, KeyboardInterrupt):
                     self.kept_log = save_worker_output()
                 raise
 
@@ -142,6 +249,8 @@ def session(beam_args: Sequence[str], quiet: bool = False) -> Iterator[Session]:
     atexit.register(gc.freeze)
     local = not any(arg.startswith("--runner") for arg in beam_args)
     current = Session(quiet=quiet, local=local)
+    stop = _StopOnSignal()
+    stop.install()
     if not beam_args:  # the local runner on every core: its worker processes are forked now (warm_workers.py)
         from bertprep.pipeline.beam import warm_workers
 
@@ -162,3 +271,4 @@ def session(beam_args: Sequence[str], quiet: bool = False) -> Iterator[Session]:
     finally:
         if current.workers is not None:
             current.workers.close()
+        stop.uninstall()

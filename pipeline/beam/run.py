@@ -8,8 +8,9 @@ is no import cycle.
 Nothing is written into the output directory until the pipeline has succeeded: every file goes to a
 staging folder ``<output>/.bertprep-tmp-<host>-<pid>-<run>/`` (bucket files under ``buckets/``, then the
 shards, vocab.txt and manifest.json), and :func:`run_make_shards` then moves them into place
-(``shards.commit_staged``), so a failed or killed run leaves an earlier run's output intact. A user error
-raised in a worker reaches the user as the worker's one-line message (``errors.recorded_error``).
+(``publish.publish``, journalled: a run killed while it moves its files is finished by the next run), so a
+failed or killed run leaves an earlier run's output intact. A user error raised in a worker reaches the user
+as the worker's one-line message (``errors.recorded_error``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from bertprep.pipeline import readers, schema
 from bertprep.pipeline.beam import dataflow
 from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.beam import warm_workers
 from bertprep.pipeline.config import ShardsConfig
@@ -131,12 +133,14 @@ def run_make_shards(
             the options or paths cannot work on Dataflow (``dataflow.check_dataflow_options``).
 
     Everything is written into a staging folder in the output directory and moved into place only when the
-    pipeline has succeeded (``shards.commit_staged``): a failed, interrupted or killed run leaves an earlier
-    output exactly as it was. After a successful run, staging folders of dead runs are removed
+    pipeline has succeeded (``publish.publish``, journalled): a failed, interrupted or killed run leaves an
+    earlier output exactly as it was, and one killed while it moves its files is finished by the next run.
+    After a successful run, staging folders of dead runs are removed
     (``shards.remove_stale_staging``). Beam options are not checked here; see :func:`unknown_beam_args`.
     With ``config.eval_fraction`` the held-out set is moved into ``<output_dir>/eval/`` first, then the training
     set (its manifest last); without it, an ``eval/`` set an earlier run left there is deleted
-    (``heldout.py``, :func:`_commit_eval_set`).
+    (``heldout.py``, :func:`_publish`). The output directory is locked for the run (``publish.output_lock``):
+    a second run into it is refused, naming the first.
 
     With ``--runner=DataflowRunner --dry_run=True`` nothing is written or submitted: the job is built and
     validated locally (``dataflow.dry_run``) and ``{"dry_run": summary, "job": job description}`` is returned.
@@ -163,39 +167,19 @@ def run_make_shards(
         except (ValueError, ImportError) as err:
             raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
-    eval_output_dir = FileSystems.join(output_dir, heldout.EVAL_DIR)
     _check_inputs_outside_outputs(files, output_dir)
-    _check_inputs_outside_outputs(files, eval_output_dir)
-    existing = shards.existing_outputs(output_dir) + shards.existing_outputs(eval_output_dir)
-    if existing and not config.overwrite:
-        raise MakeShardsError(
-            f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
-            f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
-        )
-    staging_dir, created = _make_staging_dir(output_dir)
-    options = default_pipeline_options(beam_args)
-    start = time.time()
-    log.info("make-shards: %d input files -> %s", len(files), output_dir)
+    _check_inputs_outside_outputs(files, FileSystems.join(output_dir, heldout.EVAL_DIR))
+    if "://" not in output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
+    created = "://" not in output_dir and not os.path.exists(output_dir)
     try:
-        with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
-            build_pipeline(pipeline, config, files, vocab, staging_dir)
-        manifest = _read_manifest(staging_dir)
-        _commit_eval_set(config, staging_dir, eval_output_dir)
-        shards.commit_staged(
-            staging_dir, output_dir, [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME]
-        )
-    except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
-        message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
-        dask_runner = sys.modules.get("bertprep.pipeline.beam.dask_runner")
-        if dask_runner is not None and isinstance(err, dask_runner.DaskSchedulerUnreachable):
-            message = str(err)  # one line: the address and how to start a scheduler
-        _remove_failed_run(staging_dir, output_dir if created else None)
-        if message:
-            raise MakeShardsError(message) from err
-        if isinstance(err, OSError):
-            raise MakeShardsError(shards.os_error_message(err, f"making shards in {output_dir}")) from err
-        raise
-    shards.remove_stale_staging(output_dir)
+        with publish.output_lock(output_dir):
+            manifest = _make_and_publish(config, beam_args, vocab, workers, files)
+    except publish.LockError as err:
+        raise MakeShardsError(str(err)) from err
+    finally:
+        if created and os.path.isdir(output_dir) and not os.listdir(output_dir):
+            os.rmdir(output_dir)  # a failed run leaves no empty folder it made
     if "dedup" in manifest:
         log.info(
             "--dedup %s: %d of %d documents dropped as copies (%d texts had copies)",
@@ -204,40 +188,83 @@ def run_make_shards(
             manifest["statistics"]["documents"]["read"],
             manifest["dedup"]["duplicate_groups"],
         )
+    return manifest
+
+
+def _make_and_publish(config: ShardsConfig, beam_args, vocab: Vocab, workers, files: Sequence[str]) -> dict:
+    """With the output directory locked: finish an earlier run's cut-short publish, refuse existing shards
+    without ``overwrite``, run the pipeline into a staging folder and publish it (``publish.py``)."""
+    output_dir = config.output_dir
+    eval_output_dir = FileSystems.join(output_dir, heldout.EVAL_DIR)
+    try:
+        publish.repair(output_dir)
+    except ValueError as err:
+        raise MakeShardsError(str(err)) from err
+    existing = shards.existing_outputs(output_dir) + shards.existing_outputs(eval_output_dir)
+    if existing and not config.overwrite:
+        raise MakeShardsError(
+            f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
+            f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
+        )
+    staging_dir, _ = _make_staging_dir(output_dir)
+    from bertprep.pipeline.beam.launch import ACTIVE_STAGING
+
+    ACTIVE_STAGING.add(staging_dir)
+    try:
+        return _run_and_publish(config, beam_args, vocab, workers, files, staging_dir)
+    finally:
+        ACTIVE_STAGING.discard(staging_dir)
+
+
+def _run_and_publish(config, beam_args, vocab, workers, files, staging_dir: str) -> dict:
+    output_dir = config.output_dir
+    options = default_pipeline_options(beam_args)
+    start = time.time()
+    log.info("make-shards: %d input files -> %s", len(files), output_dir)
+    try:
+        with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
+            build_pipeline(pipeline, config, files, vocab, staging_dir)
+        manifest = _read_manifest(staging_dir)
+    except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
+        message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
+        dask_runner = sys.modules.get("bertprep.pipeline.beam.dask_runner")
+        if dask_runner is not None and isinstance(err, dask_runner.DaskSchedulerUnreachable):
+            message = str(err)  # one line: the address and how to start a scheduler
+        _remove_failed_run(staging_dir, None)
+        if message:
+            raise MakeShardsError(message) from err
+        if isinstance(err, OSError):
+            raise MakeShardsError(shards.os_error_message(err, f"making shards in {output_dir}")) from err
+        raise
+    try:
+        _publish(config, staging_dir, manifest)
+    except OSError as err:  # the journal stays: the next run finishes the publish
+        raise MakeShardsError(shards.os_error_message(err, f"publishing the shards in {output_dir}")) from err
+    shards.remove_stale_staging(output_dir)
     log.info("make-shards finished in %.1f s", time.time() - start)
     return manifest
 
 
-def _commit_eval_set(config: ShardsConfig, staging_dir: str, eval_output_dir: str) -> None:
-    """Move the held-out set from ``<staging>/eval/`` into ``<output>/eval/`` (before the training set, whose
-    manifest comes last); without a split, delete an earlier run's eval set there (its manifest first), so
-    that no eval set of another split is left beside the new training shards."""
+def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
+    """Publish the training set (and the held-out set in ``eval/``, or remove an earlier run's) in one
+    journalled step; the training set's manifest is the last file written."""
+    output_dir = config.output_dir
+    sets, remove = [], []
     if config.eval_fraction > 0:
-        staged = FileSystems.join(staging_dir, heldout.EVAL_DIR)
-        eval_manifest = _read_manifest(staged)
-        if "://" not in eval_output_dir and not os.path.isdir(eval_output_dir):
-            os.makedirs(eval_output_dir)
-        shards.commit_staged(
-            staged, eval_output_dir, [entry["file"] for entry in eval_manifest["shards"]] + [shards.VOCAB_NAME]
-        )
+        eval_manifest = _read_manifest(FileSystems.join(staging_dir, heldout.EVAL_DIR))
+        eval_files = [entry["file"] for entry in eval_manifest["shards"]] + [shards.VOCAB_NAME]
+        sets.append((heldout.EVAL_DIR, heldout.EVAL_DIR, eval_files))
         log.info(
             "held-out set: %d instances from %d documents in %s",
             eval_manifest["statistics"]["instances"],
             eval_manifest["split"]["eval_documents"],
-            eval_output_dir,
+            FileSystems.join(output_dir, heldout.EVAL_DIR),
         )
-        return
-    old = [p for p in shards.existing_outputs(eval_output_dir) if shards.is_output_name(os.path.basename(p))]
-    if old:
-        markers = [p for p in old if os.path.basename(p).startswith(schema.MANIFEST_NAME)]
-        for group in (markers, [p for p in old if p not in markers]):  # the commit marker goes first
-            if group:
-                FileSystems.delete(group)
-        if "://" not in eval_output_dir and not os.listdir(eval_output_dir):
-            os.rmdir(eval_output_dir)
-        log.info(
-            "removed the held-out set of an earlier run from %s (this run has no --eval-fraction)", eval_output_dir
-        )
+    elif shards.existing_outputs(FileSystems.join(output_dir, heldout.EVAL_DIR)):
+        remove.append(heldout.EVAL_DIR)
+        log.info("removing the held-out set of an earlier run (this run has no --eval-fraction)")
+    sets.append(("", "", [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME]))
+    publish.publish(output_dir, staging_dir, sets, remove)
 
 
 def _read_manifest(directory: str) -> dict:

@@ -194,7 +194,9 @@ def _fork_worker(listen_fd: int) -> _ForkedWorker:
         return _ForkedWorker(pid)
     status = 1  # the child: never return into the caller's code
     try:
+        # the parent's handlers (make-shards' stop on SIGINT/SIGTERM) are not the worker's: it just ends
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         status = _serve(os.dup(listen_fd))
     finally:
         os._exit(status)

@@ -10,7 +10,7 @@ Arrow *stream* file ``<output>/.bertprep-tmp-<host>-<pid>-<run>/buckets/bucket-<
 bucket is done, the buckets are ordered by key and the concatenated rows are cut into ``num_shards``
 contiguous ranges whose sizes differ by at most one; each shard is written by one worker from the bucket
 files its range overlaps, into the same staging folder, and moved into ``<output>`` with the manifest
-only once the run has succeeded (:func:`commit_staged`). This keeps the output byte-identical whatever the runner,
+only once the run has succeeded (``publish.publish``). This keeps the output byte-identical whatever the runner,
 worker count or bundle order (rows
 never pass through an unordered shuffle), keeps memory flat (a shard is streamed, not grouped), and
 balances row counts for DDP ranks and loader workers. With one bucket the row order is the original
@@ -353,7 +353,7 @@ def remove_tree(path: str) -> None:
 #
 # A run writes everything into a staging folder inside the output directory, ``.bertprep-tmp-<host>-<pid>-<run>``
 # (hidden: globs and directory inputs skip it): bucket files under ``buckets/``, then the shards, vocab.txt
-# and manifest.json. Only when the pipeline has succeeded does :func:`commit_staged` move them into place,
+# and manifest.json. Only when the pipeline has succeeded does ``publish.publish`` move them into place,
 # so a failed or killed run never touches an earlier run's output; a killed run's staging folder is
 # removed by the next successful run in the same directory (:func:`remove_stale_staging`).
 
@@ -417,36 +417,6 @@ def remove_stale_staging(output_dir: str, keep: str = "") -> list[str]:
         log.info("removed %s, left by an earlier run that was stopped", path)
         removed.append(path)
     return removed
-
-
-def commit_staged(staging_dir: str, output_dir: str, files: Sequence[str]) -> None:
-    """Move a finished run's ``files`` (shards and vocab.txt) and its manifest.json from ``staging_dir`` into
-    ``output_dir``, replacing an earlier run's outputs there, then delete ``staging_dir``.
-
-    Order: the old manifest goes first (from then on the old set is marked incomplete), then the new files
-    are renamed over the old ones, old shards the new run did not make are deleted, and the new manifest
-    comes last (the commit marker). Files in ``output_dir`` that make-shards does not write are untouched.
-    """
-    new = set(files)
-    top = FileSystems.split(FileSystems.join(output_dir, schema.MANIFEST_NAME))[0]
-    old = [
-        p
-        for p in existing_outputs(output_dir)  # directly in output_dir, never inside a staging folder
-        if is_output_name(os.path.basename(p)) and FileSystems.split(p)[0] == top
-    ]
-    markers = [p for p in old if os.path.basename(p) in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp")]
-    if markers:
-        FileSystems.delete(markers)
-    FileSystems.rename(
-        [FileSystems.join(staging_dir, f) for f in files], [FileSystems.join(output_dir, f) for f in files]
-    )
-    replaced = [p for p in old if p not in markers and os.path.basename(p) not in new]
-    if replaced:
-        FileSystems.delete(replaced)
-    FileSystems.rename(
-        [FileSystems.join(staging_dir, schema.MANIFEST_NAME)], [FileSystems.join(output_dir, schema.MANIFEST_NAME)]
-    )
-    remove_tree(staging_dir)
 
 
 def os_error_message(err: OSError, doing: str) -> str:

@@ -1,0 +1,258 @@
+"""Publish a finished make-shards run in one step, and let the next run finish a publish that was cut short.
+
+A run writes everything into its staging folder (``store.staging_dir_name``). Publishing moves those files
+into the output directory (and the held-out set into ``<output>/eval/``), replacing an earlier run's set.
+That takes many renames, and a process killed between two of them (``kill -9``, a power cut) would leave
+old and new shards mixed. So a publish is journalled:
+
+1. :func:`publish` first writes ``<output>/.bertprep-publish.json`` (one object write: atomic on local
+   disks and object stores alike), naming the staging folder and every file of the new sets. From this
+   moment the publish is decided: it can only go forward.
+2. It then plays the journal (:func:`_play`): the old top-level ``manifest.json`` goes first (the whole
+   output is marked incomplete), then per set (the held-out set in ``eval/`` before the training set) the
+   new files are renamed in, old shards the new run did not make are deleted, and the set's new
+   ``manifest.json`` comes last; the training set's is the last file of all. Every step is idempotent: a
+   step whose source is already gone was done.
+3. The staging folder is deleted, then the journal.
+
+A run that finds a journal (:func:`repair`, at the start of every make-shards run into that directory)
+plays it again to the end. So at rest a directory holds either the old complete set or the new one; while
+a publish is under way, or after one was killed and before the next run, it has no ``manifest.json``,
+which every reader takes as "incomplete" (the format's commit marker, ``schema.MANIFEST_NAME``).
+Files that make-shards does not write are never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator, Sequence
+
+from apache_beam.io.filesystems import FileSystems
+
+from bertprep.pipeline import schema
+from bertprep.pipeline.shards import store
+
+log = logging.getLogger("bertprep")
+
+#: The publish journal, in the output directory.
+JOURNAL_NAME = ".bertprep-publish.json"
+#: The lock a run holds on a local output directory while it writes there (:func:`output_lock`).
+LOCK_NAME = ".bertprep-lock"
+
+_publishing = False
+_held_locks: set[str] = set()
+
+
+def release_locks() -> None:
+    """Delete the lock files this process holds (an abort that ends the process at once calls this)."""
+    for path in list(_held_locks):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        _held_locks.discard(path)
+
+
+def publishing() -> bool:
+    """Whether this process is between writing a journal and finishing its publish: an interrupt must then
+    wait (the staging folder is the journal's source and must not be deleted)."""
+    return _publishing
+
+
+def _join(base: str, sub: str) -> str:
+    return FileSystems.join(base, sub) if sub else base
+
+
+def _exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def _write_journal(output_dir: str, journal: dict) -> None:
+    path = FileSystems.join(output_dir, JOURNAL_NAME)
+    data = json.dumps(journal, indent=1).encode()
+    if "://" in output_dir:  # one object write is atomic on an object store
+        with FileSystems.create(path) as f:
+            f.write(data)
+        return
+    from pathlib import Path
+
+    from bertprep.pipeline.atomic import write_atomic
+
+    write_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def _read_journal(output_dir: str) -> dict | None:
+    path = FileSystems.join(output_dir, JOURNAL_NAME)
+    if not _exists(path):
+        return None
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode())
+
+
+def _play_set(staging_dir: str, target: str, files: Sequence[str]) -> None:
+    """Move one set (``files`` and its manifest) from ``staging_dir`` into ``target``; idempotent."""
+    staged_manifest = FileSystems.join(staging_dir, schema.MANIFEST_NAME)
+    if not _exists(staged_manifest):  # the new manifest was moved in: this set is done
+        return
+    if "://" not in target and not os.path.isdir(target):
+        os.makedirs(target)
+    top = FileSystems.split(FileSystems.join(target, schema.MANIFEST_NAME))[0]
+    old = [
+        p
+        for p in store.existing_outputs(target)  # directly in target, never inside a staging folder
+        if store.is_output_name(os.path.basename(p)) and FileSystems.split(p)[0] == top
+    ]
+    markers = [p for p in old if os.path.basename(p) in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp")]
+    if markers:
+        FileSystems.delete(markers)
+    moves = [(FileSystems.join(staging_dir, f), FileSystems.join(target, f)) for f in files]
+    moves = [(src, dst) for src, dst in moves if _exists(src)]  # the others were moved before a kill
+    if moves:
+        FileSystems.rename([src for src, _ in moves], [dst for _, dst in moves])
+    new = set(files)
+    replaced = [p for p in old if p not in markers and os.path.basename(p) not in new]
+    if replaced:
+        FileSystems.delete(replaced)
+    FileSystems.rename([staged_manifest], [FileSystems.join(target, schema.MANIFEST_NAME)])
+
+
+def _remove_set(target: str) -> None:
+    """Delete an earlier run's set in ``target`` (its manifest first); the folder too when it is then empty."""
+    old = [p for p in store.existing_outputs(target) if store.is_output_name(os.path.basename(p))]
+    markers = [p for p in old if os.path.basename(p).startswith(schema.MANIFEST_NAME)]
+    for group in (markers, [p for p in old if p not in markers]):
+        if group:
+            FileSystems.delete(group)
+    if "://" not in target and os.path.isdir(target) and not os.listdir(target):
+        os.rmdir(target)
+
+
+def _play(output_dir: str, journal: dict) -> None:
+    staging_dir = FileSystems.join(output_dir, journal["staging"])
+    top_manifest = FileSystems.join(output_dir, schema.MANIFEST_NAME)
+    if _exists(FileSystems.join(staging_dir, schema.MANIFEST_NAME)) and _exists(top_manifest):
+        FileSystems.delete([top_manifest])  # first: the whole output is marked incomplete until the last step
+    for sub in journal.get("remove", []):  # the training set's manifest is the last file written
+        _remove_set(_join(output_dir, sub))
+    for entry in journal["sets"]:
+        _play_set(_join(staging_dir, entry["from"]), _join(output_dir, entry["to"]), entry["files"])
+    if _exists(staging_dir):  # before the journal: a run killed in between finds the journal and ends here
+        store.remove_tree(staging_dir)
+    FileSystems.delete([FileSystems.join(output_dir, JOURNAL_NAME)])
+
+
+def publish(output_dir: str, staging_dir: str, sets: Sequence[tuple[str, str, Sequence[str]]], remove=()) -> None:
+    """Publish the sets of ``staging_dir`` into ``output_dir`` in one decided step (see the module docstring).
+
+    ``sets``: ``(sub-folder in staging, sub-folder in output, files)`` per shard set, ``""`` for the folder
+    itself; the manifest of each set is implied. Sets are moved in order: put the training set last, so its
+    manifest is the last file written. ``remove``: sub-folders of ``output_dir`` whose earlier sets go
+    (an ``eval/`` set that the new run does not have).
+    """
+    journal = {
+        "staging": os.path.basename(staging_dir.rstrip("/")),
+        "sets": [{"from": src, "to": dst, "files": list(files)} for src, dst, files in sets],
+        "remove": list(remove),
+    }
+    global _publishing
+    _publishing = True
+    try:
+        _write_journal(output_dir, journal)
+        _play(output_dir, journal)
+    finally:
+        _publishing = False
+
+
+def repair(output_dir: str) -> bool:
+    """Finish a publish that a killed run left in ``output_dir``; True when there was one.
+
+    Raises:
+        ValueError: the journal is unreadable, or names a staging folder that is gone while its sets are
+            not all in place (the directory was changed by hand): the message says what to delete.
+    """
+    try:
+        journal = _read_journal(output_dir)
+    except (ValueError, OSError) as err:
+        raise ValueError(
+            f"{FileSystems.join(output_dir, JOURNAL_NAME)} is unreadable ({err}): a publish was cut short and "
+            "its record is damaged; delete that file and the shard files of --output-dir, then run again"
+        ) from err
+    if journal is None:
+        return False
+    staging_dir = FileSystems.join(output_dir, journal["staging"])
+    log.warning("finishing the publish of an earlier run that was stopped while it moved its files (%s)", staging_dir)
+    _play(output_dir, journal)
+    return True
+
+
+class LockError(ValueError):
+    """The output directory cannot be locked: it cannot be written (``str()`` says why and what to do)."""
+
+
+class OutputBusy(LockError):
+    """Another live make-shards run holds the output directory; ``str()`` names it."""
+
+
+def _lock_owner(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def output_lock(output_dir: str) -> Iterator[None]:
+    """Hold ``<output_dir>/.bertprep-lock`` while a run writes into a local ``output_dir``.
+
+    The lock file is created with ``O_EXCL`` and names the host, process id and start time. A lock left by a
+    process of this host that no longer exists is taken over; one held by a live process (or by another
+    host, which cannot be checked from here) is refused. Object stores (``gs://``) have no such primitive:
+    there the staging folders of live runs are the only sign, and a second run is not detected.
+
+    Raises:
+        OutputBusy: another run is writing into ``output_dir``; the message names it and what to do.
+        LockError: ``output_dir`` cannot be created or written to.
+    """
+    if "://" in output_dir:
+        yield
+        return
+    path = os.path.join(output_dir, LOCK_NAME)
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for _ in range(2):
+        try:
+            os.makedirs(output_dir, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            owner = _lock_owner(path)
+            if owner and owner.get("host") == me["host"] and not store._pid_alive(int(owner.get("pid", 0))):
+                os.unlink(path)  # left by a run that was killed
+                continue
+            who = (
+                f"process {owner.get('pid')} on {owner.get('host')}, started {owner.get('started')}"
+                if owner
+                else "a process that left no record"
+            )
+            raise OutputBusy(
+                f"{output_dir} is being written by another make-shards run ({who}); wait for it to finish or "
+                f"choose another --output-dir (if that run is gone, delete {path})"
+            ) from None
+        except OSError as err:
+            raise LockError(
+                f"cannot write to --output-dir {output_dir} ({err.strerror or err}); choose a writable --output-dir"
+            ) from err
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(me, f)
+        _held_locks.add(path)
+        break
+    try:
+        yield
+    finally:
+        _held_locks.discard(path)
+        owner = _lock_owner(path)
+        if owner and owner.get("pid") == me["pid"] and owner.get("host") == me["host"]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
