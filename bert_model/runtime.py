@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from bertprep.pipeline.paths import path_is_within  # re-exported: one definition
+
 
 def resolve_device(requested: str) -> torch.device:
     """The ``torch.device`` for a ``--device`` value.
@@ -82,12 +84,6 @@ def replace_directory(tmp: str, final: str) -> None:
         shutil.rmtree(old)
     else:
         os.replace(tmp, final)
-
-
-def path_is_within(path: str, root: str) -> bool:
-    """Whether ``path`` is ``root`` or lies under it, after resolving symbolic links and ``..``."""
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def fsync_file(path: str) -> None:

@@ -66,7 +66,7 @@ def export(
         )
     except ExportError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
+    except (ValueError, OSError) as err:  # OSError: FileNotFoundError, FileExistsError, a full disk...
         raise click.ClickException(str(err)) from None
     config = result.model.config
     click.echo(

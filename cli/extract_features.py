@@ -9,6 +9,7 @@ import click
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
+from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = FeatureConfig.__dataclass_fields__
 
@@ -103,6 +104,14 @@ def extract_features_cmd(**options) -> None:
         config = FeatureConfig(**options)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+    try:
+        check_writes_apart(
+            [("--output", config.output_file)],
+            [("--model", config.model), ("--input", config.input_file)],
+            command="extract-features",
+        )
+    except WriteOverReadError as err:
+        raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
         result = extract_features(config)
     except (ValueError, FileNotFoundError, FileExistsError) as err:

@@ -3,20 +3,52 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
 import click
+from click.core import ParameterSource
 
 from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import TASKS, TrainConfig
+from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
 
 
 def _default(name: str):
     return _D[name].default
+
+
+#: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).
+_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png")
+
+#: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
+_FIXED_ON_RESUME = (
+    "preset",
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+)
+
+
+def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:
+    """With --resume, refuse a model option given on the command line (it used to be ignored silently)."""
+    if not options.get("resume"):
+        return
+    for name in _FIXED_ON_RESUME:
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            option = "--" + name.replace("_", "-")
+            raise click.BadParameter(
+                f"{option} cannot change when resuming: --resume {options['resume']} continues that checkpoint's "
+                f"model; drop {option}, or start a new run from its weights with --init-from",
+                param_hint=option,
+            )
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -252,7 +284,8 @@ def _default(name: str):
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
-def train(compile_: bool, **options) -> None:
+@click.pass_context
+def train(ctx: click.Context, compile_: bool, **options) -> None:
     """Pre-train a BERT encoder (masked LM + next-sentence prediction) on shards.
 
     \b
@@ -271,6 +304,15 @@ def train(compile_: bool, **options) -> None:
         config = TrainConfig(compile=compile_, **options)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+    _refuse_fixed_on_resume(ctx, options)
+    try:
+        check_writes_apart(
+            [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS],
+            [("--shards", config.shards), ("--eval-shards", config.eval_shards), ("--init-from", config.init_from)],
+            command="train",
+        )
+    except WriteOverReadError as err:
+        raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
         result = run_training(config)
     except (ValueError, OSError, FloatingPointError) as err:

@@ -27,10 +27,11 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.precision import autocast_context
-from bertprep.bert_model.runtime import path_is_within, resolve_device, write_atomic
+from bertprep.bert_model.runtime import resolve_device, write_atomic
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_from_json
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.pipeline.paths import check_writes_apart
 
 
 @torch.no_grad()
@@ -188,6 +189,7 @@ def predict(
     model, task, tokenizer = load_finetuned(
         model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case, strip_accents=strip_accents
     )
+    _check_predict_output(model_dir, input_file, output_file, task)
     torch_device = resolve_device(device)
     model.to(torch_device)
     examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
@@ -210,19 +212,12 @@ def predict(
     return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
 
 
-def _check_predict_output(model_dir: str, input_file: str, output_file: str) -> None:
-    """Refuse an ``output_file`` that would replace the input or one of the model's files."""
-    if os.path.exists(output_file):
-        if os.path.exists(input_file) and os.path.samefile(output_file, input_file):
-            raise ValueError(
-                f"--output {output_file} is the --input file: writing the predictions would replace "
-                "it; choose another --output"
-            )
-        if os.path.isfile(output_file) and path_is_within(output_file, model_dir):
-            raise ValueError(
-                f"--output {output_file} is a file of the model directory {model_dir}; choose an "
-                "--output that is not part of the model"
-            )
+def _check_predict_output(model_dir: str, input_file: str, output_file: str, task: Task | None = None) -> None:
+    """Refuse an ``output_file`` (or, once ``task`` is known, one of its side files such as SQuAD v2.0's
+    ``NAME.null_odds.json``) that is, or lies inside, the input or the model directory."""
+    side_files = getattr(task, "side_files", None)
+    writes = [("--output", output_file), *(("--output", p) for p in (side_files(output_file) if side_files else []))]
+    check_writes_apart(writes, [("--input", input_file), ("--model", model_dir)], command="predict")
 
 
 def write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:

@@ -1,0 +1,143 @@
+"""Fault injection, round two ("nothing lost, nothing hangs"): the real ``bertprep`` CLI in subprocesses.
+
+Each test puts a command in a situation that used to lose the user's files, hang or end in a traceback, and
+asserts: the run ends within a bound (subprocess timeout), with the expected exit status, with one ``Error:``
+line that names the file or option (no ``Traceback`` on stderr), and with what the user had byte-for-byte as
+before (or the new output complete).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, need_module
+
+need_module("torch")
+
+from finetune_factory import write_tiny_checkpoint  # noqa: E402  (imports torch)
+
+VOCAB = FIXTURES / "finetune" / "vocab.txt"
+SQUAD = FIXTURES / "finetune" / "squad_tiny.json"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def bertprep(*args, timeout: float = 120, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """Run ``bertprep ARGS`` in a subprocess (bounded in time); returns the completed process."""
+    return subprocess.run(
+        [sys.executable, "-m", "bertprep.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env or ENV,
+    )
+
+
+def error_line(proc: subprocess.CompletedProcess, status: int = 2) -> str:
+    """The one ``Error:`` line of a failed run (asserting its exit status and that no traceback was printed)."""
+    assert proc.returncode == status, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A tiny pre-training run directory (random weights, 2 layers, the fixture vocab)."""
+    path = tmp_path_factory.mktemp("round2") / "run"
+    write_tiny_checkpoint(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def squad_v2_model(run, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("squad") / "ft"
+    proc = bertprep(
+        "finetune", "--task", "squad", "--squad-version", "2.0", "--init-from", run, "--train-file", SQUAD,
+        "-o", out, "--max-seq-length", 48, "--doc-stride", 16, "--max-query-length", 8, "--num-train-epochs", 1,
+        "--batch-size", 8, "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+# ----------------------------------------------------------------------------------- item 2: write over read
+
+
+def test_extract_features_refuses_to_write_over_the_weights_it_reads(run, tmp_path):
+    """Before: `--output RUN/checkpoints/step-N/model.safetensors --overwrite` replaced the weights it read."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the city was in the river\n")
+    before = snapshot(run)
+    weights = next(run.glob("checkpoints/step-*/model.safetensors"))
+    line = error_line(
+        bertprep("extract-features", "--model", run, "--input", sentences, "--output", weights, "--overwrite")
+    )
+    assert str(weights) in line and "lies inside --model" in line and "--output" in line
+    assert snapshot(run) == before
+
+
+def test_predict_refuses_a_null_odds_side_file_over_its_input(squad_v2_model, tmp_path):
+    """Before: SQuAD v2.0 `predict --output preds.json` wrote preds.null_odds.json over an input of that name."""
+    data = tmp_path / "preds.null_odds.json"
+    data.write_bytes(SQUAD.read_bytes())
+    line = error_line(
+        bertprep("predict", "--model", squad_v2_model, "--input", data, "--output", tmp_path / "preds.json",
+                 "--no-progress"),
+        status=1,
+    )  # fmt: skip
+    assert f"would write {data}, which is --input {data}" in line and "choose a --output" in line
+    assert data.read_bytes() == SQUAD.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["preds.null_odds.json"]
+
+
+def test_build_vocab_refuses_an_input_it_would_replace(tmp_path):
+    out = tmp_path / "vocab"
+    out.mkdir()
+    corpus = out / "tokenizer_config.json"  # not a "vocab already here" file: only this check stops it
+    corpus.write_text("the city was in the river\n" * 50)
+    before = corpus.read_bytes()
+    line = error_line(bertprep("build-vocab", corpus, "-o", out, "--vocab-size", 200, "-q"), status=1)
+    assert f"would write {corpus}, which is INPUTS {corpus}" in line
+    assert corpus.read_bytes() == before and os.listdir(out) == ["tokenizer_config.json"]
+
+
+def test_train_refuses_an_output_dir_inside_the_model_it_starts_from(run, tmp_path):
+    from shard_factory import write_shard_dir
+
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, vocab_size=len(VOCAB.read_text().splitlines()))
+    before = snapshot(run)
+    line = error_line(
+        bertprep(
+            "train", "--shards", shards, "--init-from", run, "-o", run / "phase2", "--max-steps", 1, "--warmup-steps", 0
+        )
+    )
+    assert "Invalid value for --output-dir" in line and f"lies inside --init-from {run}" in line
+    assert snapshot(run) == before
+
+
+# ------------------------------------------------------------------------- item 5: options fixed on resume
+
+
+@pytest.mark.parametrize("option", [["--preset", "mini"], ["--num-hidden-layers", "4"], ["--hidden-dropout-prob", "0"]])
+def test_resume_refuses_a_model_option(run, tmp_path, option):
+    """Before: `train --resume RUN --preset mini` ignored the preset silently (and logged nothing)."""
+    before = snapshot(run)
+    start = time.monotonic()
+    proc = bertprep("train", "--shards", tmp_path, "--resume", run, "-o", run, *option)
+    line = error_line(proc)
+    assert f"Invalid value for {option[0]}: {option[0]} cannot change when resuming" in line
+    assert "--init-from" in line and time.monotonic() - start < 60
+    assert snapshot(run) == before
