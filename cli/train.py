@@ -37,18 +37,38 @@ _FIXED_ON_RESUME = (
 )
 
 
+def _recorded_model_settings(resume: str) -> dict | None:
+    """The preset and model config recorded in the checkpoint ``--resume`` names (None: unreadable; the
+    trainer then reports the damage or falls back to an earlier checkpoint)."""
+    from bertprep.bert_model import checkpoint as ckpt
+
+    try:
+        state = ckpt.read_checkpoint_state(ckpt.resolve_checkpoint(resume))
+        return {"preset": state["train_config"]["preset"], **state["model_config"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:
-    """With --resume, refuse a model option given on the command line (it used to be ignored silently)."""
+    """With --resume, refuse a model option given on the command line with another value than the checkpoint's
+    (it used to be ignored silently: `--resume RUN --preset mini` went on with RUN's model)."""
     if not options.get("resume"):
         return
-    for name in _FIXED_ON_RESUME:
-        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
-            option = "--" + name.replace("_", "-")
-            raise click.BadParameter(
-                f"{option} cannot change when resuming: --resume {options['resume']} continues that checkpoint's "
-                f"model; drop {option}, or start a new run from its weights with --init-from",
-                param_hint=option,
-            )
+    given = [n for n in _FIXED_ON_RESUME if ctx.get_parameter_source(n) in _GIVEN]
+    recorded = _recorded_model_settings(options["resume"]) if given else None
+    for name in given:
+        if recorded is None or recorded.get(name) == options[name]:
+            continue  # unreadable (the trainer names the damage) or the checkpoint's own value: nothing ignored
+        option = "--" + name.replace("_", "-")
+        was = f" (the checkpoint's is {recorded[name]!r})" if name in recorded else ""
+        raise click.BadParameter(
+            f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} continues "
+            f"that checkpoint's model; drop {option}, or start a new run from its weights with --init-from",
+            param_hint=option,
+        )
+
+
+_GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})

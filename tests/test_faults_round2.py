@@ -9,6 +9,7 @@ before (or the new output complete).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -131,13 +132,63 @@ def test_train_refuses_an_output_dir_inside_the_model_it_starts_from(run, tmp_pa
 # ------------------------------------------------------------------------- item 5: options fixed on resume
 
 
-@pytest.mark.parametrize("option", [["--preset", "mini"], ["--num-hidden-layers", "4"], ["--hidden-dropout-prob", "0"]])
-def test_resume_refuses_a_model_option(run, tmp_path, option):
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    from shard_factory import write_shard_dir
+
+    path = tmp_path_factory.mktemp("shards")
+    write_shard_dir(path, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=32)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained_run(shards, tmp_path_factory) -> Path:
+    """A real 2-step `bertprep train` run (preset tiny, hidden 32), so its checkpoint records its settings."""
+    out = tmp_path_factory.mktemp("trained") / "run"
+    proc = bertprep(
+        "train", "--shards", shards, "-o", out, "--preset", "tiny", "--hidden-size", 32, "--num-attention-heads", 2,
+        "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0, "--no-progress",
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    "option", [["--preset", "mini"], ["--num-hidden-layers", "4"], ["--hidden-dropout-prob", "0.5"]]
+)
+def test_resume_refuses_a_model_option(trained_run, shards, option):
     """Before: `train --resume RUN --preset mini` ignored the preset silently (and logged nothing)."""
-    before = snapshot(run)
+    before = snapshot(trained_run)
     start = time.monotonic()
-    proc = bertprep("train", "--shards", tmp_path, "--resume", run, "-o", run, *option)
+    proc = bertprep(
+        "train",
+        "--shards",
+        shards,
+        "--resume",
+        trained_run,
+        "-o",
+        trained_run,
+        *option,
+        "--max-steps",
+        4,
+        "--warmup-steps",
+        0,
+    )
     line = error_line(proc)
-    assert f"Invalid value for {option[0]}: {option[0]} cannot change when resuming" in line
-    assert "--init-from" in line and time.monotonic() - start < 60
-    assert snapshot(run) == before
+    assert f"Invalid value for {option[0]}: {option[0]} {option[1]} cannot change when resuming" in line
+    assert "the checkpoint's is" in line and "--init-from" in line and time.monotonic() - start < 60
+    assert snapshot(trained_run) == before
+
+
+def test_resume_accepts_the_checkpoints_own_model_options(trained_run, shards, tmp_path):
+    """Repeating the run's own options on --resume (as scripts do) is not a change and is accepted."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    proc = bertprep(
+        "train", "--shards", shards, "--resume", run, "-o", run, "--preset", "tiny", "--hidden-size", 32,
+        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 3, "--warmup-steps", 0, "--num-workers", 0,
+        "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (run / "checkpoints" / "step-000003").is_dir()
