@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline.normalization import (
     accent_stripping_stats,
+    check_vocab_strip_accents,
     hangul_vocab_counts,
     is_conjoining_jamo,
     is_hangul_syllable,
@@ -177,6 +178,17 @@ def test_english_vocab_does_not_warn():
     lines = (FIXTURES / "vocab" / "train.txt").read_text(encoding="utf-8").splitlines()
     trained = train_wordpiece(lines, VocabConfig(vocab_size=500, num_unused=0, show_progress=False))
     assert trained.stats.accent_stats().share < 0.01 and trained.accent_warning() is None
+
+
+def test_googles_uncased_vocab_does_not_raise_the_korean_warning(uncased_vocab, cased_vocab):
+    """Round two: the jamo warning fired on Google's English uncased vocab (70 jamo entries of 30,522, leftovers
+    of a few Korean words): a vocab tells how it was built only when a share of it is Korean."""
+    for path in (uncased_vocab, cased_vocab):
+        vocab = load_vocab(str(path))
+        for strip in (True, False):
+            assert check_vocab_strip_accents(vocab.tokens, strip, str(path)) is None
+    _, jamo = hangul_vocab_counts(load_vocab(str(uncased_vocab)).tokens)
+    assert jamo == 70
 
 
 def test_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab):
