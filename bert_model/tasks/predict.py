@@ -192,7 +192,7 @@ def predict(
     _check_predict_output(model_dir, input_file, output_file, task)
     torch_device = resolve_device(device)
     model.to(torch_device)
-    examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
+    examples = _read_input(task, input_file, max_examples)
     features = task.featurize(examples, tokenizer, with_labels=False)
     outputs = run_model(
         model,
@@ -210,6 +210,24 @@ def predict(
     labelled = all(has_label(task, e) for e in examples)
     metrics = task.metric_values(examples, predictions) if labelled else None
     return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
+
+
+def _read_input(task: Task, input_file: str, max_examples: int | None) -> Any:
+    """``task.read`` of the --input file, every failure named with the file (a binary file gave a bare
+    UnicodeDecodeError, a file without examples an empty output)."""
+    try:
+        examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{input_file}: not UTF-8 text (byte {err.start}: {err.reason}); --input must be the {task.name} "
+            "task's text format"
+        ) from None
+    except ValueError as err:  # JSONDecodeError included
+        message = str(err)
+        raise ValueError(message if input_file in message else f"{input_file}: {message}") from None
+    if not examples:
+        raise ValueError(f"{input_file}: no examples to predict; --input must hold the {task.name} task's examples")
+    return examples
 
 
 def _check_predict_output(model_dir: str, input_file: str, output_file: str, task: Task | None = None) -> None:
