@@ -325,6 +325,11 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
     _refuse_fixed_on_resume(ctx, options)
+    from bertprep.bert_model.checkpoint import checkpoints_dir_problem
+
+    problem = checkpoints_dir_problem(config.output_dir)
+    if problem:
+        raise click.BadParameter(problem, param_hint="--output-dir")
     try:
         check_writes_apart(
             [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS],

@@ -21,6 +21,23 @@ class WriteOverReadError(ValueError):
         self.option = option
 
 
+#: URL schemes no bertprep reader fetches (Beam's FileSystems has none for them).
+_WEB_SCHEMES = ("http://", "https://", "ftp://")
+
+
+def web_url_message(path: str, what: str, *, gs_ok: bool = False) -> str | None:
+    """The message refusing a web URL given where a file is read (``what``: e.g. ``"--vocab"``), else None:
+    nothing downloads it, and Beam's "Unable to get filesystem" traceback did not say so. ``gs_ok``: the
+    option reads through Beam's FileSystems, so a gs:// path is an alternative."""
+    if not path.lower().startswith(_WEB_SCHEMES):
+        return None
+    name = path.rstrip("/").rsplit("/", 1)[-1] or "the file"
+    return (
+        f"{what} {path}: URLs are not supported; download it first (e.g. curl -fLO {path}) and pass the local "
+        f"file ({name}){', or a gs:// path' if gs_ok else ''}"
+    )
+
+
 def path_is_within(path: str, root: str) -> bool:
     """Whether ``path`` is ``root`` or lies under it, after resolving symbolic links and ``..``."""
     path, root = os.path.realpath(path), os.path.realpath(root)
@@ -61,4 +78,4 @@ def check_writes_apart(
             )
 
 
-__all__ = ["WriteOverReadError", "check_writes_apart", "path_is_within"]
+__all__ = ["WriteOverReadError", "check_writes_apart", "path_is_within", "web_url_message"]

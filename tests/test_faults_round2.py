@@ -192,3 +192,92 @@ def test_resume_accepts_the_checkpoints_own_model_options(trained_run, shards, t
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (run / "checkpoints" / "step-000003").is_dir()
+
+
+# ----------------------------------------------------------------------------------- item 7: named files
+
+
+@pytest.mark.parametrize("content", [b'{"format_version": 1, "shards": [', b"\xff\xfe\x00binary", b"[]"])
+def test_a_corrupt_manifest_is_named(shards, tmp_path, content):
+    """Before: a truncated or binary manifest.json gave a JSONDecodeError / UnicodeDecodeError traceback."""
+    broken = tmp_path / "shards"
+    shutil.copytree(shards, broken)
+    (broken / "manifest.json").write_bytes(content)
+    for args in (["inspect", broken], ["train", "--shards", broken, "-o", tmp_path / "run", "--max-steps", 1,
+                                       "--warmup-steps", 0]):  # fmt: skip
+        line = error_line(bertprep(*args), status=1)
+        assert str(broken / "manifest.json") in line and "make the shards again" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_binary_or_empty_predict_input_is_named(squad_v2_model, tmp_path):
+    """Before: a binary --input gave a bare UnicodeDecodeError message (no file), an empty one a JSON error."""
+    for name, content in (("bin.json", b"\xff\xd5\x00\x01" * 64), ("empty.json", b"")):
+        data = tmp_path / name
+        data.write_bytes(content)
+        proc = bertprep("predict", "--model", squad_v2_model, "--input", data, "--output", tmp_path / "p.json",
+                        "--no-progress")  # fmt: skip
+        line = error_line(proc, status=1)
+        assert line.startswith(f"Error: {data}")
+    assert not (tmp_path / "p.json").exists()
+
+
+# --------------------------------------------------------------------------- item 4: one line, not a traceback
+
+
+@pytest.fixture(scope="module")
+def truncated_hf(run, tmp_path_factory) -> Path:
+    """An exported Hugging Face directory whose model.safetensors was cut short (an interrupted download)."""
+    hf = tmp_path_factory.mktemp("hf") / "hf"
+    assert bertprep("export", run, "-o", hf).returncode == 0
+    with open(hf / "model.safetensors", "r+b") as f:
+        f.truncate(5000)
+    return hf
+
+
+def test_a_truncated_safetensors_is_named_by_every_command_that_reads_it(truncated_hf, shards, tmp_path):
+    """Before: a SafetensorError traceback in train --init-from, finetune, fill-mask and extract-features."""
+    (tmp_path / "s.txt").write_text("the [MASK] city\n")
+    (tmp_path / "t.tsv").write_text("sentence\tlabel\nthe city is good\t1\nthe river was bad\t0\n")
+    weights = truncated_hf / "model.safetensors"
+    runs = [
+        ["fill-mask", "--model", truncated_hf, "the [MASK] city"],
+        ["extract-features", "--model", truncated_hf, "--input", tmp_path / "s.txt", "--output", tmp_path / "f.arrow"],
+        ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", truncated_hf, "--train-file",
+         tmp_path / "t.tsv", "-o", tmp_path / "ft", "--no-progress"],
+        ["train", "--shards", shards, "--init-from", truncated_hf, "-o", tmp_path / "tr", "--max-steps", 1,
+         "--warmup-steps", 0, "--no-progress"],
+    ]  # fmt: skip
+    for args in runs:
+        line = error_line(bertprep(*args), status=1)
+        assert f"{weights} is damaged or incomplete" in line and "download it again" in line, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.txt", "t.tsv"]  # nothing written
+
+
+def test_a_vocab_url_is_refused_with_the_fix(run, tmp_path):
+    """Before: make-shards --vocab https://... ended in Beam's "Unable to get filesystem" traceback; finetune and
+    export said the file "does not exist"."""
+    url = "https://example.com/bert/vocab.txt"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the city was in the river.\n\nthe a is was.\n")
+    runs = [
+        ["make-shards", "-i", corpus, "--vocab", url, "-o", tmp_path / "shards"],
+        ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", run, "--vocab", url, "--train-file",
+         corpus, "-o", tmp_path / "ft"],
+        ["export", run, "--vocab", url, "-o", tmp_path / "hf"],
+    ]  # fmt: skip
+    for args in runs:
+        line = error_line(bertprep(*args, timeout=60))
+        assert "--vocab" in line and f"{url}: URLs are not supported; download it first" in line, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+def test_a_checkpoints_path_that_is_a_file_is_refused_before_training(shards, tmp_path):
+    """Before: the run trained, then failed at its first save advising "Free space on that disk"."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoints").write_text("my notes")
+    proc = bertprep("train", "--shards", shards, "--preset", "tiny", "-o", out, "--max-steps", 1, "--warmup-steps", 0)
+    line = error_line(proc)
+    assert f"{out / 'checkpoints'} is a file, not a directory" in line and "Free space" not in line
+    assert (out / "checkpoints").read_text() == "my notes"

@@ -23,6 +23,7 @@ from tokenizers import Tokenizer
 
 from bertprep.pipeline import vocab_files
 from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
+from bertprep.pipeline.paths import web_url_message
 from bertprep.pipeline.schema import vocab_sha256
 from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
     MAX_INPUT_CHARS_PER_WORD,
@@ -116,6 +117,9 @@ class Vocab:
 def _read_text(path: str) -> str:
     from apache_beam.io.filesystems import FileSystems  # (here only: the rest of the module is Beam-free)
 
+    url = web_url_message(path, "vocab", gs_ok=True)
+    if url:
+        raise VocabError(url)
     if "://" not in path and os.path.isdir(path):
         inside = [n for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, n))]
         hint = f"pass {os.path.join(path, inside[0])}" if inside else "pass the vocab.txt or tokenizer.json inside it"
