@@ -487,6 +487,7 @@ def build_vocab(
     text_field: str = "text",
     segmenter: str = DEFAULT_SEGMENTER,
     encoding: str = "utf-8",
+    max_line_chars: int | None = None,
     overwrite: bool = False,
 ) -> VocabBuild:
     """Train a vocab on the sentences of ``inputs`` (files, globs or directories, as make-shards reads them)
@@ -497,7 +498,9 @@ def build_vocab(
     (see ``_sentences_with_progress``).
 
     Args:
-        input_format, text_field, segmenter, encoding: how to read ``inputs`` (``pipeline.readers``).
+        input_format, text_field, segmenter, encoding, max_line_chars: how to read ``inputs``
+            (``pipeline.readers``; ``max_line_chars`` None: the readers' default). The readers' warning about
+            an over-long line names ``--max-line-chars``, which build-vocab has as make-shards does.
 
     Raises:
         FileExistsError: vocab files already exist in ``output_dir`` and ``overwrite`` is false.
@@ -512,11 +515,14 @@ def build_vocab(
     found = existing_outputs(output_dir)
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass --overwrite to replace")
-    check_options(input_format, segmenter=segmenter, encoding=encoding)
+    line_limit = {} if max_line_chars is None else {"max_line_chars": max_line_chars}
+    check_options(input_format, segmenter=segmenter, encoding=encoding, **line_limit)
     files = expand_inputs(inputs)
     check_output_dir(output_dir, files)
     stats = ReaderStats()
-    read_options = dict(input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding)
+    read_options = dict(
+        input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding, **line_limit
+    )
     trained = train_wordpiece(_sentences_with_progress(files, read_options, stats, config.show_progress), config)
     written = save_vocab(trained, output_dir, overwrite=overwrite)
     return VocabBuild(trained, written, stats)
