@@ -281,3 +281,24 @@ def test_a_checkpoints_path_that_is_a_file_is_refused_before_training(shards, tm
     line = error_line(proc)
     assert f"{out / 'checkpoints'} is a file, not a directory" in line and "Free space" not in line
     assert (out / "checkpoints").read_text() == "my notes"
+
+
+def test_remote_paths_that_cannot_work_fail_fast(tmp_path):
+    """Before: a gs:// path ended in Beam's "Unable to get filesystem" traceback (without apache-beam[gcp]) or,
+    with it and no network, after about 112 s of client retries. pipeline.remote answers in seconds; here (no
+    gcp extra) the first check speaks. The no-network branch is tests/pipeline/test_remote.py."""
+    (tmp_path / "c.txt").write_text("the city was in the river.\n")
+    runs = [
+        (["make-shards", "-i", "gs://bucket/corpus/*.txt", "--vocab", VOCAB, "-o", tmp_path / "s"], "input gs://"),
+        (["make-shards", "-i", tmp_path / "c.txt", "--vocab", "gs://bucket/vocab.txt", "-o", tmp_path / "s"],
+         "vocab gs://"),
+        (["build-vocab", "gs://bucket/corpus.txt", "-o", tmp_path / "v"], "input gs://"),
+    ]  # fmt: skip
+    for args, named in runs:
+        start = time.monotonic()
+        proc = bertprep(*args, timeout=60)
+        assert time.monotonic() - start < 30
+        assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr, proc.stderr
+        line = [x for x in proc.stderr.splitlines() if x.startswith("Error:")][-1]
+        assert named in line and ("apache-beam[gcp]" in line or "credentials" in line or "cannot reach" in line)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]

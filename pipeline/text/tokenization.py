@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 from bertprep.pipeline import vocab_files
 from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
 from bertprep.pipeline.paths import web_url_message
+from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.schema import vocab_sha256
 from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
     MAX_INPUT_CHARS_PER_WORD,
@@ -120,6 +121,10 @@ def _read_text(path: str) -> str:
     url = web_url_message(path, "vocab", gs_ok=True)
     if url:
         raise VocabError(url)
+    try:
+        check_remote_path(path, "vocab")  # seconds, not the client's minutes of retries without network
+    except RemotePathError as err:
+        raise VocabError(str(err)) from None
     if "://" not in path and os.path.isdir(path):
         inside = [n for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, n))]
         hint = f"pass {os.path.join(path, inside[0])}" if inside else "pass the vocab.txt or tokenizer.json inside it"
