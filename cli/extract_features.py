@@ -14,7 +14,9 @@ from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 _D = FeatureConfig.__dataclass_fields__
 
 
-def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None  # the last min(4, L) layers (FeatureConfig)
     try:
         layers = tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
@@ -50,10 +52,11 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
 )
 @click.option(
     "--layers",
-    default="-1,-2,-3,-4",
+    default=None,
     callback=_layers,
     help="Comma-separated hidden states to write, one column layer_<i> each: 0 = embedding output, "
-    "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering).",
+    "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering). "
+    "Default: the last min(4, L) layers (-1,-2,-3,-4 for a model of 4 or more layers).",
 )
 @click.option(
     "--pooling",

@@ -302,3 +302,25 @@ def test_remote_paths_that_cannot_work_fail_fast(tmp_path):
         line = [x for x in proc.stderr.splitlines() if x.startswith("Error:")][-1]
         assert named in line and ("apache-beam[gcp]" in line or "credentials" in line or "cannot reach" in line)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
+    """Before: the default --layers -1,-2,-3,-4 failed on a 2-layer model ("layer -4 does not exist"). The
+    default is now the last min(4, L) layers; an explicit layer the model lacks is still refused."""
+    import pyarrow as pa
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the city was in the river\n")
+    out = tmp_path / "f.arrow"
+    proc = bertprep(
+        "extract-features", "--model", run, "--input", sentences, "--output", out, "--max-seq-length", 32,
+        "--no-progress",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with pa.ipc.open_file(out) as reader:
+        assert [n for n in reader.schema.names if n.startswith("layer_")] == ["layer_-1", "layer_-2"]
+    line = error_line(bertprep("extract-features", "--model", run, "--input", sentences, "--output",
+                               tmp_path / "g.arrow", "--layers", "-1,-4", "--max-seq-length", 32, "--no-progress"),
+                      status=1)  # fmt: skip
+    assert "layer -4 does not exist: the model has 2 layers" in line
+    assert not (tmp_path / "g.arrow").exists()
