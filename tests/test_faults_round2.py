@@ -8,6 +8,7 @@ before (or the new output complete).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -324,3 +325,20 @@ def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
                       status=1)  # fmt: skip
     assert "layer -4 does not exist: the model has 2 layers" in line
     assert not (tmp_path / "g.arrow").exists()
+
+
+def test_the_logged_loss_is_the_optimised_one(shards, tmp_path):
+    """Before: the logged `loss` was mlm_loss + nsp_loss whatever --nsp-loss-weight (0 trains the MLM alone)."""
+    out = tmp_path / "run"
+    proc = bertprep(
+        "train", "--shards", shards, "--eval-shards", shards, "-o", out, "--preset", "tiny", "--hidden-size", 32,
+        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0,
+        "--log-every", 1, "--nsp-loss-weight", 0.25, "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for split in ("train", "eval"):
+        logged = [r for r in records if r.get("split") == split and r.get("nsp_loss") is not None]
+        assert logged, split
+        for r in logged:
+            assert r["loss"] == pytest.approx(r["mlm_loss"] + 0.25 * r["nsp_loss"]), r
