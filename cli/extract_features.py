@@ -69,8 +69,9 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option(
     "--max-seq-length",
     type=click.IntRange(min=3),
-    default=_D["max_seq_length"].default,
-    help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first).",
+    default=None,
+    help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). "
+    "Default: 128, or the model's max_position_embeddings when smaller.",
 )
 @click.option(
     "--batch-size",

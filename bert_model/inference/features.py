@@ -165,8 +165,9 @@ class FeatureConfig:
     (the original's ``-1,-2,-3,-4`` where the model has 4 or more layers, so the default never fails)."""
     pooling: str = "none"
     """``none`` (every piece), ``first-piece``, ``mean-word``, ``cls`` or ``mean-sentence``."""
-    max_seq_length: int = 128
-    """Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first)."""
+    max_seq_length: int | None = None
+    """Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). None: 128, or the
+    model's ``max_position_embeddings`` when smaller (a default that fails on a small model is no default)."""
     batch_size: int = 32
     """Lines per forward pass and per Arrow record batch (what is held in memory at a time)."""
     dtype: str = "float32"
@@ -188,7 +189,7 @@ class FeatureConfig:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.max_seq_length < 3:
+        if self.max_seq_length is not None and self.max_seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3, got {self.max_seq_length}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
@@ -299,6 +300,8 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     _check_paths(config)
     device = resolve_device(config.device)
     bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
+    if config.max_seq_length is None:
+        config = dataclasses.replace(config, max_seq_length=min(128, bert_config.max_position_embeddings))
     if config.max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(
             f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "

@@ -510,3 +510,15 @@ def test_cli_defaults_are_the_library_defaults():
     assert defaults["min_frequency"] == library.min_frequency
     assert defaults["limit_alphabet"] == library.limit_alphabet
     assert defaults["do_lower_case"] is library.do_lower_case is True
+
+
+def test_cli_has_the_max_line_chars_its_readers_name(runner, tmp_path):
+    """Round two: the readers' warning about an over-long line says 'raise --max-line-chars', which build-vocab
+    lacked; it now has the option, as make-shards does."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("x" * 300 + "\n" + "the city was in the river\nthe a is was\n" * 20)
+    result = _invoke(runner, corpus, "-o", tmp_path / "v", "--vocab-size", 100, "--num-unused", 0, "--min-frequency",
+                     1, "--input-format", "bert", "--max-line-chars", 100, "-q")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "x" * 20 not in (tmp_path / "v" / "vocab.txt").read_text()  # the long line was skipped
+    assert "--max-line-chars" in _invoke(runner, "--help").output
