@@ -313,10 +313,8 @@ def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
     sentences = tmp_path / "s.txt"
     sentences.write_text("the city was in the river\n")
     out = tmp_path / "f.arrow"
-    proc = bertprep(
-        "extract-features", "--model", run, "--input", sentences, "--output", out, "--max-seq-length", 32,
-        "--no-progress",
-    )  # fmt: skip
+    # (the default --max-seq-length 128 failed too on this 64-position model: now min(128, max_position_embeddings))
+    proc = bertprep("extract-features", "--model", run, "--input", sentences, "--output", out, "--no-progress")
     assert proc.returncode == 0, proc.stderr
     with pa.ipc.open_file(out) as reader:
         assert [n for n in reader.schema.names if n.startswith("layer_")] == ["layer_-1", "layer_-2"]
@@ -342,3 +340,24 @@ def test_the_logged_loss_is_the_optimised_one(shards, tmp_path):
         assert logged, split
         for r in logged:
             assert r["loss"] == pytest.approx(r["mlm_loss"] + 0.25 * r["nsp_loss"]), r
+
+
+def test_finetune_names_where_the_model_lands_and_predict_loads_a_run_without_eval(run, tmp_path):
+    """Before: with --overwrite the log's last line named the temporary .tmp-run-* folder as where the model is;
+    and a run without --eval-file recorded "metrics": null over the task's metric names, so predict ended in a
+    TypeError traceback."""
+    data = tmp_path / "t.tsv"
+    data.write_text("sentence\tlabel\nthe city is good\t1\nthe river was bad\t0\nthe a good\t1\nbad the\t0\n")
+    out = tmp_path / "ft"
+    args = ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", run, "--train-file", data, "-o", out,
+            "--max-seq-length", 16, "--num-train-epochs", 1, "--no-progress"]  # fmt: skip
+    assert bertprep(*args).returncode == 0
+    (out / "notes.md").write_text("mine")
+    proc = bertprep(*args, "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    done = [line for line in proc.stderr.splitlines() if " done: " in line]
+    assert done and done[-1].endswith(f"model {out / 'best'}") and ".tmp-run" not in done[-1]
+    assert (out / "notes.md").read_text() == "mine"
+    proc = bertprep("predict", "--model", out, "--input", data, "--output", tmp_path / "p.tsv", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert len((tmp_path / "p.tsv").read_text().splitlines()) == 5  # header + 4 predictions
