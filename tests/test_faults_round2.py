@@ -3,7 +3,7 @@
 Each test puts a command in a situation that used to lose the user's files, hang or end in a traceback, and
 asserts: the run ends within a bound (subprocess timeout), with the expected exit status, with one ``Error:``
 line that names the file or option (no ``Traceback`` on stderr), and with what the user had byte-for-byte as
-before (or the new output complete).
+before (or the new output complete). Tests that train, fine-tune or run a model are marked slow.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ def test_extract_features_refuses_to_write_over_the_weights_it_reads(run, tmp_pa
     assert snapshot(run) == before
 
 
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
 def test_predict_refuses_a_null_odds_side_file_over_its_input(squad_v2_model, tmp_path):
     """Before: SQuAD v2.0 `predict --output preds.json` wrote preds.null_odds.json over an input of that name."""
     data = tmp_path / "preds.null_odds.json"
@@ -182,6 +183,7 @@ def test_resume_refuses_a_model_option(trained_run, shards, option):
     assert snapshot(trained_run) == before
 
 
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
 def test_resume_accepts_the_checkpoints_own_model_options(trained_run, shards, tmp_path):
     """Repeating the run's own options on --resume (as scripts do) is not a change and is accepted."""
     run = tmp_path / "run"
@@ -211,6 +213,7 @@ def test_a_corrupt_manifest_is_named(shards, tmp_path, content):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
 def test_a_binary_or_empty_predict_input_is_named(squad_v2_model, tmp_path):
     """Before: a binary --input gave a bare UnicodeDecodeError message (no file), an empty one a JSON error."""
     for name, content in (("bin.json", b"\xff\xd5\x00\x01" * 64), ("empty.json", b"")):
@@ -236,6 +239,7 @@ def truncated_hf(run, tmp_path_factory) -> Path:
     return hf
 
 
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
 def test_a_truncated_safetensors_is_named_by_every_command_that_reads_it(truncated_hf, shards, tmp_path):
     """Before: a SafetensorError traceback in train --init-from, finetune, fill-mask and extract-features."""
     (tmp_path / "s.txt").write_text("the [MASK] city\n")
@@ -305,6 +309,7 @@ def test_remote_paths_that_cannot_work_fail_fast(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
 
 
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
 def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
     """Before: the default --layers -1,-2,-3,-4 failed on a 2-layer model ("layer -4 does not exist"). The
     default is now the last min(4, L) layers; an explicit layer the model lacks is still refused."""
@@ -325,6 +330,7 @@ def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
     assert not (tmp_path / "g.arrow").exists()
 
 
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
 def test_the_logged_loss_is_the_optimised_one(shards, tmp_path):
     """Before: the logged `loss` was mlm_loss + nsp_loss whatever --nsp-loss-weight (0 trains the MLM alone)."""
     out = tmp_path / "run"
@@ -342,6 +348,7 @@ def test_the_logged_loss_is_the_optimised_one(shards, tmp_path):
             assert r["loss"] == pytest.approx(r["mlm_loss"] + 0.25 * r["nsp_loss"]), r
 
 
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
 def test_finetune_names_where_the_model_lands_and_predict_loads_a_run_without_eval(run, tmp_path):
     """Before: with --overwrite the log's last line named the temporary .tmp-run-* folder as where the model is;
     and a run without --eval-file recorded "metrics": null over the task's metric names, so predict ended in a
