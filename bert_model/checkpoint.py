@@ -23,6 +23,7 @@ used).
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import logging
@@ -186,6 +187,29 @@ def list_checkpoints(checkpoints_dir: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def _write_fix(root: str, err: BaseException, run_dir: str) -> str:
+    """What to do about a checkpoint that could not be written, by cause (not always "free space")."""
+    blocker = next((p for p in (run_dir, root) if os.path.exists(p) and not os.path.isdir(p)), None)
+    if blocker is not None:
+        return f"{blocker} is a file, not a directory: move it away and continue with --resume {run_dir}"
+    code = getattr(err, "errno", None)
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make {root} writable (or choose another --output-dir) and continue with --resume {run_dir}"
+    return f"Free space on that disk and continue with --resume {run_dir}"
+
+
+def checkpoints_dir_problem(run_dir: str) -> str | None:
+    """Why checkpoints could not be written in ``run_dir`` at all (a file where its directory or
+    ``checkpoints/`` must be), checked before training rather than at the first save; None when fine."""
+    for path in (run_dir, os.path.join(run_dir, CHECKPOINTS_DIR)):
+        if os.path.exists(path) and not os.path.isdir(path):
+            return (
+                f"{path} is a file, not a directory, so no checkpoint could be written there; move it away or "
+                "choose another --output-dir"
+            )
+    return None
+
+
 def save_checkpoint(
     run_dir: str,
     step: int,
@@ -237,10 +261,8 @@ def save_checkpoint(
         previous = [p for s, p in list_checkpoints(root) if s != step]
         kept = f"the previous checkpoint {previous[-1]} is intact" if previous else "no earlier checkpoint exists"
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        failure = CheckpointWriteError(
-            f"checkpoint {final} not written ({reason}); {kept}. Free space on that "
-            f"disk and continue with --resume {run_dir}"
-        )
+        fix = _write_fix(root, err, run_dir)
+        failure = CheckpointWriteError(f"checkpoint {final} not written ({reason}); {kept}. {fix}")
         failure.errno = err.errno if isinstance(err, OSError) else None
         raise failure from err
     except BaseException:

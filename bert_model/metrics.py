@@ -38,7 +38,8 @@ class PretrainingMetrics:
 
     ``update`` takes a batch and the model output; ``compute`` all-reduces across DDP ranks (when
     ``process_group`` is initialised) and returns means: ``mlm_loss`` (over masked positions), ``nsp_loss``
-    (over sequences), ``loss`` = their sum, ``mlm_accuracy`` (over all predicted positions, as the original's
+    (over sequences), ``loss`` = the optimised ``mlm_loss + nsp_loss_weight * nsp_loss`` (``--nsp-loss-weight``,
+    1 = the paper's sum), ``mlm_accuracy`` (over all predicted positions, as the original's
     ``masked_lm_accuracy``), ``nsp_accuracy``, and the counts ``tokens`` (real tokens), ``padded_tokens``,
     ``prediction_slots``, ``sequences``. Batches without ``next_sentence_label`` (shards of objective ``none``)
     add nothing to the NSP sums; with none at all in the window, ``nsp_loss`` and ``nsp_accuracy`` are None
@@ -67,9 +68,10 @@ class PretrainingMetrics:
         "nsp_sequences",
     )
 
-    def __init__(self, device: torch.device | str, mask_token_id: int | None = None):
+    def __init__(self, device: torch.device | str, mask_token_id: int | None = None, nsp_loss_weight: float = 1.0):
         self.device = torch.device(device)
         self.mask_token_id = mask_token_id
+        self.nsp_loss_weight = nsp_loss_weight
         self.reset()
 
     def reset(self) -> None:
@@ -134,7 +136,7 @@ class PretrainingMetrics:
         }
         if self.mask_token_id is not None:
             out["mlm_accuracy_at_mask"] = s["at_mask_correct"] / max(s["at_mask"], 1)
-        out["loss"] = out["mlm_loss"] + (out["nsp_loss"] or 0.0)
+        out["loss"] = out["mlm_loss"] + self.nsp_loss_weight * (out["nsp_loss"] or 0.0)
         out.update(zip(extra, values[len(self.FIELDS) :]))
         return out
 
@@ -191,7 +193,7 @@ def plot_metrics(jsonl_path: str, png_path: str) -> None:
     evals = [r for r in records if r.get("split") == "eval"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
     panels = [
-        ("loss", "loss (MLM + NSP)"),
+        ("loss", "loss (MLM + weight x NSP)"),
         ("mlm_accuracy", "MLM accuracy"),
         ("nsp_accuracy", "NSP accuracy"),
         ("lr", "learning rate"),

@@ -19,6 +19,8 @@ import random
 import numpy as np
 import torch
 
+from bertprep.pipeline.paths import path_is_within  # re-exported: one definition
+
 
 def resolve_device(requested: str) -> torch.device:
     """The ``torch.device`` for a ``--device`` value.
@@ -41,12 +43,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def path_is_within(path: str, root: str) -> bool:
-    """Whether ``path`` is ``root`` or lies under it, after resolving symbolic links and ``..``."""
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def fsync_file(path: str) -> None:

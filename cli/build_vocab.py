@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from bertprep.pipeline.readers import INPUT_FORMATS
+from bertprep.pipeline.readers import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
 from bertprep.pipeline.text.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
 
@@ -120,6 +120,13 @@ def _default(name: str):
     help="Text encoding of the inputs; undecodable bytes are replaced (and dropped by the tokenizer).",
 )
 @click.option(
+    "--max-line-chars",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_LINE_CHARS,
+    show_default=True,
+    help="Lines longer than this are skipped and counted (never read whole into memory). As in make-shards.",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     help="Replace vocab.txt / tokenizer.json already in --output-dir (otherwise refused); the old files "
@@ -154,7 +161,8 @@ def build_vocab(inputs, input_files, output_dir, overwrite, quiet, **options):
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     all_inputs = _input_paths(inputs, input_files)
-    read_options = {k: options.pop(k) for k in ("input_format", "text_field", "segmenter", "encoding")}
+    read_keys = ("input_format", "text_field", "segmenter", "encoding", "max_line_chars")
+    read_options = {k: options.pop(k) for k in read_keys}
     config = _vocab_config(options, quiet)
     try:
         result = run_build_vocab(all_inputs, output_dir, config, **read_options, overwrite=overwrite)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from bertprep.cli.options import LocalPath
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
@@ -17,7 +19,7 @@ import click
 )
 @click.option(
     "--vocab",
-    type=click.Path(exists=True, dir_okay=False),
+    type=LocalPath(exists=True, dir_okay=False),
     default=None,
     help="vocab.txt of the model (default: the one saved with it).",
 )
@@ -66,7 +68,7 @@ def export(
         )
     except ExportError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
+    except (ValueError, OSError) as err:  # OSError: FileNotFoundError, FileExistsError, a full disk...
         raise click.ClickException(str(err)) from None
     config = result.model.config
     click.echo(

@@ -9,11 +9,14 @@ import click
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
+from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = FeatureConfig.__dataclass_fields__
 
 
-def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None  # the last min(4, L) layers (FeatureConfig)
     try:
         layers = tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
@@ -49,10 +52,11 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
 )
 @click.option(
     "--layers",
-    default="-1,-2,-3,-4",
+    default=None,
     callback=_layers,
     help="Comma-separated hidden states to write, one column layer_<i> each: 0 = embedding output, "
-    "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering).",
+    "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering). "
+    "Default: the last min(4, L) layers (-1,-2,-3,-4 for a model of 4 or more layers).",
 )
 @click.option(
     "--pooling",
@@ -65,8 +69,9 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int
 @click.option(
     "--max-seq-length",
     type=click.IntRange(min=3),
-    default=_D["max_seq_length"].default,
-    help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first).",
+    default=None,
+    help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). "
+    "Default: 128, or the model's max_position_embeddings when smaller.",
 )
 @click.option(
     "--batch-size",
@@ -103,6 +108,14 @@ def extract_features_cmd(**options) -> None:
         config = FeatureConfig(**options)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+    try:
+        check_writes_apart(
+            [("--output", config.output_file)],
+            [("--model", config.model), ("--input", config.input_file)],
+            command="extract-features",
+        )
+    except WriteOverReadError as err:
+        raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
         result = extract_features(config)
     except (ValueError, FileNotFoundError, FileExistsError) as err:

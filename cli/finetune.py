@@ -6,6 +6,8 @@ import logging
 
 import click
 
+from bertprep.cli.options import LocalPath
+
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
 from bertprep.bert_model.tasks.finetune import FinetuneConfig
@@ -82,7 +84,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option(
     "--vocab",
-    type=click.Path(exists=True, dir_okay=False),
+    type=LocalPath(exists=True, dir_okay=False),
     default=None,
     help="vocab.txt to tokenize with (default: the one saved with the model).",
 )

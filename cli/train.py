@@ -3,20 +3,72 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
 import click
+from click.core import ParameterSource
 
 from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import TASKS, TrainConfig
+from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
 
 
 def _default(name: str):
     return _D[name].default
+
+
+#: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).
+_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png")
+
+#: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
+_FIXED_ON_RESUME = (
+    "preset",
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+)
+
+
+def _recorded_model_settings(resume: str) -> dict | None:
+    """The preset and model config recorded in the checkpoint ``--resume`` names (None: unreadable; the
+    trainer then reports the damage or falls back to an earlier checkpoint)."""
+    from bertprep.bert_model import checkpoint as ckpt
+
+    try:
+        state = ckpt.read_checkpoint_state(ckpt.resolve_checkpoint(resume))
+        return {"preset": state["train_config"]["preset"], **state["model_config"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:
+    """With --resume, refuse a model option given on the command line with another value than the checkpoint's
+    (it used to be ignored silently: `--resume RUN --preset mini` went on with RUN's model)."""
+    if not options.get("resume"):
+        return
+    given = [n for n in _FIXED_ON_RESUME if ctx.get_parameter_source(n) in _GIVEN]
+    recorded = _recorded_model_settings(options["resume"]) if given else None
+    for name in given:
+        if recorded is None or recorded.get(name) == options[name]:
+            continue  # unreadable (the trainer names the damage) or the checkpoint's own value: nothing ignored
+        option = "--" + name.replace("_", "-")
+        was = f" (the checkpoint's is {recorded[name]!r})" if name in recorded else ""
+        raise click.BadParameter(
+            f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} continues "
+            f"that checkpoint's model; drop {option}, or start a new run from its weights with --init-from",
+            param_hint=option,
+        )
+
+
+_GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -252,7 +304,8 @@ def _default(name: str):
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
-def train(compile_: bool, **options) -> None:
+@click.pass_context
+def train(ctx: click.Context, compile_: bool, **options) -> None:
     """Pre-train a BERT encoder (masked LM + next-sentence prediction) on shards.
 
     \b
@@ -271,6 +324,20 @@ def train(compile_: bool, **options) -> None:
         config = TrainConfig(compile=compile_, **options)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+    _refuse_fixed_on_resume(ctx, options)
+    from bertprep.bert_model.checkpoint import checkpoints_dir_problem
+
+    problem = checkpoints_dir_problem(config.output_dir)
+    if problem:
+        raise click.BadParameter(problem, param_hint="--output-dir")
+    try:
+        check_writes_apart(
+            [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS],
+            [("--shards", config.shards), ("--eval-shards", config.eval_shards), ("--init-from", config.init_from)],
+            command="train",
+        )
+    except WriteOverReadError as err:
+        raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
         result = run_training(config)
     except (ValueError, OSError, FloatingPointError) as err:

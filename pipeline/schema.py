@@ -151,7 +151,8 @@ def read_manifest(shard_dir: str) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: the directory has no manifest (missing, or make-shards did not finish).
-        ValueError: the manifest is of another format version or names a shard file that is absent.
+        ValueError: the manifest is not valid JSON or not a manifest (named, with the fix), is of another format
+            version or names a shard file that is absent.
     """
     path = os.path.join(shard_dir, MANIFEST_NAME)
     if not os.path.exists(path):
@@ -159,8 +160,16 @@ def read_manifest(shard_dir: str) -> dict[str, Any]:
             f"{shard_dir}: no {MANIFEST_NAME}; this is not a finished shard directory "
             "(make-shards writes the manifest last; run it again to completion)"
         )
-    with open(path, encoding="utf-8") as f:
-        manifest = json.load(f)
+    damaged = (
+        f"; the shard directory is damaged (make-shards writes {MANIFEST_NAME} last, whole): make the shards again"
+    )
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}){damaged}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
+        raise ValueError(f"{path} is not a shard manifest (no list of shards){damaged}")
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
         raise ValueError(

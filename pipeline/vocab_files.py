@@ -137,6 +137,25 @@ def parse_tokenizer_json(text: str, source: str) -> tuple[list[str], bool | None
     return [t for t, _ in by_id], do_lower_case, strip_accents
 
 
+def settings_of_tokenizer_json_beside(tokens: Sequence[str], text: str, source: str) -> tuple[bool | None, bool | None]:
+    """``(lowercase, strip_accents)`` recorded by the ``tokenizer.json`` (text ``text``, path ``source``) that
+    lies beside a ``vocab.txt`` of ``tokens``: ``build-vocab`` and ``export`` write both, and only the
+    tokenizer.json says how the vocab was normalised (e.g. ``--no-strip-accents`` for Korean).
+
+    Raises:
+        VocabError: the tokenizer.json cannot be read as a WordPiece tokenizer, or its vocab is not the
+            vocab.txt's (the two files do not belong together; the message says to pass one of them).
+    """
+    other, lowercase, strip_accents = parse_tokenizer_json(text, source)
+    if list(other) != list(tokens):
+        raise VocabError(
+            f"{source}: its vocab ({len(other):,} entries) is not the vocab.txt beside it ({len(tokens):,} "
+            "entries), so it cannot say how that vocab was normalised; pass the tokenizer.json itself as --vocab, "
+            "or move the tokenizer.json that does not belong there away"
+        )
+    return lowercase, strip_accents
+
+
 def do_lower_case_of_tokenizer_json(text: str) -> bool | None:
     """``lowercase`` of a ``tokenizer.json``'s ``BertNormalizer`` (None when it has none)."""
     spec = json.loads(text)

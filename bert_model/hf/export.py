@@ -36,9 +36,34 @@ from bertprep.bert_model.hf.interop import (
     resolve_strip_accents_setting,
 )
 from bertprep.bert_model.model import BertConfig, BertForPreTraining, trainable_state_dict
-from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
+from bertprep.bert_model.runtime import (
+    fsync_file,
+    path_is_within,
+    set_default_permissions,
+    write_text_synced,
+)
 from bertprep.pipeline.atomic import replace_directory
-from bertprep.pipeline.vocab_files import SPECIAL_TOKENS, read_vocab_file, tokenizer_files
+from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
+from bertprep.pipeline.vocab_files import (
+    SPECIAL_TOKENS,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    read_vocab_file,
+    tokenizer_files,
+)
+
+#: What an export writes in its directory; ``--overwrite`` replaces (or removes) these and keeps any other file.
+EXPORT_FILES = (
+    "config.json",
+    "model.safetensors",
+    VOCAB_FILE,
+    TOKENIZER_FILE,
+    TOKENIZER_CONFIG_FILE,
+    SPECIAL_TOKENS_MAP_FILE,
+    FINETUNE_FILE,
+)
 
 
 class ExportError(ValueError):
@@ -91,6 +116,13 @@ def export_model(
     source = load_model_source(model_dir)
     if path_is_within(source.path, output_dir):
         raise ExportError(f"{output_dir} holds the model {source.path}; export to another directory", "--output-dir")
+    written = [("--output-dir", os.path.join(output_dir, name)) for name in EXPORT_FILES]
+    try:
+        check_writes_apart(
+            written, [("MODEL_DIR", model_dir), ("MODEL_DIR", source.path), ("--vocab", vocab_file)], command="export"
+        )
+    except WriteOverReadError as err:
+        raise ExportError(str(err), err.option) from None
     tokens = read_vocab_file(vocab_file) if vocab_file else source.vocab_tokens
     if tokens is None:
         raise ExportError(f"{model_dir} has no vocab.txt; pass --vocab", "--vocab")
@@ -182,7 +214,10 @@ def write_hf_directory(
         id2label: label names of a classification head (default ``LABEL_i``).
         finetuning_task: written to ``config.json`` as Hugging Face does (e.g. ``"sst2"``).
         extra_json: more JSON files to write beside (name -> content), e.g. ``finetune.json``.
-        overwrite: replace an existing directory (the old one is removed only after the new one is complete).
+        overwrite: replace what an earlier export wrote there (:data:`EXPORT_FILES`); the user's other files
+            stay. A directory holding only export files is swapped whole (the old one is removed only after the
+            new one is complete); one with other files gets the new files moved in, the old ones moved aside
+            first and removed last, ``config.json`` last in.
     Raises:
         FileExistsError: ``output_dir`` exists, is not empty and ``overwrite`` is False.
         ValueError: the vocab does not match the model, or the model is not exportable.
@@ -218,11 +253,29 @@ def write_hf_directory(
             write_text_synced(os.path.join(tmp, name), text)
         for name, content in (extra_json or {}).items():
             write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
-        replace_directory(tmp, output_dir)
+        others = [n for n in os.listdir(output_dir) if n not in EXPORT_FILES] if os.path.isdir(output_dir) else []
+        if others:
+            _swap_in_files(tmp, output_dir)
+        else:
+            replace_directory(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
 
 
-__all__ = ["ExportError", "ExportResult", "export_model", "hf_config_dict", "write_hf_directory"]
+def _swap_in_files(tmp: str, output_dir: str) -> None:
+    """Replace the export files in ``output_dir`` by those in ``tmp`` and keep every other file: the old export
+    files are moved aside (``<tmp>.old``) first and deleted last; ``config.json`` moves in last."""
+    old = f"{tmp}.old"
+    os.makedirs(old)
+    for name in EXPORT_FILES:
+        if os.path.lexists(os.path.join(output_dir, name)):
+            os.replace(os.path.join(output_dir, name), os.path.join(old, name))
+    for name in sorted(os.listdir(tmp), key=lambda n: n == "config.json"):
+        os.replace(os.path.join(tmp, name), os.path.join(output_dir, name))
+    os.rmdir(tmp)
+    shutil.rmtree(old)
+
+
+__all__ = ["EXPORT_FILES", "ExportError", "ExportResult", "export_model", "hf_config_dict", "write_hf_directory"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
@@ -104,6 +105,22 @@ def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, to
     return out
 
 
+def load_safetensors(path: str) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file (on the CPU).
+
+    Raises:
+        ValueError: the file is truncated or not safetensors (safetensors' SafetensorError was a traceback),
+            naming it and what to do.
+    """
+    try:
+        return load_file(path, device="cpu")
+    except SafetensorError as err:
+        raise ValueError(
+            f"{path} is damaged or incomplete ({err}); copy or download it again (a cut-short download or copy "
+            "leaves such a file)"
+        ) from None
+
+
 def read_hf_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
     """Weights of a Hugging Face directory: ``model.safetensors`` (or its sharded index), else
     ``pytorch_model.bin`` loaded with ``torch.load(weights_only=True)``; keys normalised.
@@ -114,13 +131,13 @@ def read_hf_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
     index = os.path.join(model_dir, "model.safetensors.index.json")
     binary = os.path.join(model_dir, "pytorch_model.bin")
     if os.path.exists(single):
-        state_dict = load_file(single, device="cpu")
+        state_dict = load_safetensors(single)
     elif os.path.exists(index):
         with open(index, encoding="utf-8") as f:
             files = sorted(set(json.load(f)["weight_map"].values()))
         state_dict = {}
         for name in files:
-            state_dict.update(load_file(os.path.join(model_dir, name), device="cpu"))
+            state_dict.update(load_safetensors(os.path.join(model_dir, name)))
     elif os.path.exists(binary):
         state_dict = torch.load(binary, map_location="cpu", weights_only=True)
     else:
@@ -249,7 +266,7 @@ def load_model_source(path: str) -> ModelSource:
     if checkpoint_dir is not None:
         state = ckpt.verify_checkpoint(checkpoint_dir)  # sha256 as recorded: a damaged file is named, not used
         config = BertConfig.from_dict(state["model_config"])
-        weights = load_file(os.path.join(checkpoint_dir, "model.safetensors"), device="cpu")
+        weights = load_safetensors(os.path.join(checkpoint_dir, "model.safetensors"))
         vocab_file = os.path.join(checkpoint_dir, "vocab.txt")
         return ModelSource(
             path=checkpoint_dir,

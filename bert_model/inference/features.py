@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, NamedTuple, Sequence
 
@@ -97,6 +98,11 @@ def encoder_hidden_states(
         hidden = layer(hidden, attn_mask)  # (B, T, H)
         states.append(hidden)
     return states
+
+
+def default_layers(num_hidden_layers: int) -> tuple[int, ...]:
+    """The layers written when none are given: the last ``min(4, num_hidden_layers)`` (``-1, -2, ...``)."""
+    return tuple(-i for i in range(1, min(4, num_hidden_layers) + 1))
 
 
 def resolve_layers(layers: Sequence[int], num_hidden_layers: int) -> list[int]:
@@ -155,12 +161,14 @@ class FeatureConfig:
     """UTF-8 text, one sequence per line; ``A ||| B`` for a pair (blank lines are skipped)."""
     output_file: str
     """Arrow IPC file to write."""
-    layers: tuple[int, ...] = (-1, -2, -3, -4)
-    """Hidden states to write (0 = embeddings, -1 = last layer)."""
+    layers: tuple[int, ...] | None = None
+    """Hidden states to write (0 = embeddings, -1 = last layer). None: the last ``min(4, L)`` encoder layers
+    (the original's ``-1,-2,-3,-4`` where the model has 4 or more layers, so the default never fails)."""
     pooling: str = "none"
     """``none`` (every piece), ``first-piece``, ``mean-word``, ``cls`` or ``mean-sentence``."""
-    max_seq_length: int = 128
-    """Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first)."""
+    max_seq_length: int | None = None
+    """Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). None: 128, or the
+    model's ``max_position_embeddings`` when smaller (a default that fails on a small model is no default)."""
     batch_size: int = 32
     """Lines per forward pass and per Arrow record batch (what is held in memory at a time)."""
     dtype: str = "float32"
@@ -174,14 +182,15 @@ class FeatureConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        self.layers = tuple(int(x) for x in self.layers)
-        if not self.layers:
-            raise ValueError("give at least one layer")
+        if self.layers is not None:
+            self.layers = tuple(int(x) for x in self.layers)
+            if not self.layers:
+                raise ValueError("give at least one layer")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.max_seq_length < 3:
+        if self.max_seq_length is not None and self.max_seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3, got {self.max_seq_length}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
@@ -292,11 +301,15 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     _check_paths(config)
     device = resolve_device(config.device)
     bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
+    if config.max_seq_length is None:
+        config = dataclasses.replace(config, max_seq_length=min(128, bert_config.max_position_embeddings))
     if config.max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(
             f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "
             f"{bert_config.max_position_embeddings}"
         )
+    if config.layers is None:
+        config = dataclasses.replace(config, layers=default_layers(bert_config.num_hidden_layers))
     indices = resolve_layers(config.layers, bert_config.num_hidden_layers)
     bert.to(device)
     settings = {

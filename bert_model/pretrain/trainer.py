@@ -89,13 +89,15 @@ def evaluate(
     max_batches: int = 0,
     autocast: contextlib.AbstractContextManager | None = None,
     mask_token_id: int | None = None,
+    nsp_loss_weight: float = 1.0,
 ) -> dict[str, float]:
     """Mean MLM / NSP loss and accuracy of ``model`` over ``loader`` (the first ``max_batches``; 0 = all),
     summed over DDP ranks; with ``mask_token_id``, also ``mlm_accuracy_at_mask`` (see ``PretrainingMetrics``).
-    The model is put in eval mode and back to train mode afterwards."""
+    ``loss`` weighs the NSP loss by ``nsp_loss_weight``, as training does. The model is put in eval mode and
+    back to train mode afterwards."""
     was_training = model.training
     model.eval()
-    metrics = PretrainingMetrics(device, mask_token_id)
+    metrics = PretrainingMetrics(device, mask_token_id, nsp_loss_weight)
     for i, batch in enumerate(loader):
         if max_batches and i >= max_batches:
             break
@@ -169,7 +171,7 @@ def _train(
     """``train``'s recipe: build, then step, log, evaluate, stop or checkpoint until done; finish."""
     run, step, tokens_seen = build.build_run(config, d, device, cleanup, t_start=time.monotonic())
     state = _LoopState(step=step, tokens_seen=tokens_seen, first_step=step, last_saved=step if config.resume else -1)
-    metrics = PretrainingMetrics(device, run.mask_token_id)
+    metrics = PretrainingMetrics(device, run.mask_token_id, run.config.nsp_loss_weight)  # logs the optimised loss
     bar = tqdm(
         total=config.max_steps,
         initial=state.step,
@@ -270,6 +272,7 @@ def _run_eval(run: build.Run, at_step: int) -> dict[str, Any]:
         max_batches=run.config.eval_batches,
         autocast=run.autocast,
         mask_token_id=run.mask_token_id,
+        nsp_loss_weight=run.config.nsp_loss_weight,
     )
     record = {"step": at_step, "split": "eval", **result}
     if run.writer:

@@ -202,8 +202,13 @@ def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | Non
 
 
 def _finetune_json(task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> dict[str, Any]:
+    """``finetune.json``: the task's settings (what ``predict`` rebuilds the task from), the tokenizer's, and
+    ``extra`` run facts, which must not shadow a task setting (the run's metric values once replaced the GLUE
+    task's metric names, so a model fine-tuned without --eval-file could not be loaded by predict)."""
+    settings = task.to_json()
+    assert not set(extra) & set(settings), f"finetune.json keys clash: {set(extra) & set(settings)}"
     return {
-        **task.to_json(),
+        **settings,
         "do_lower_case": tokenizer.do_lower_case,
         "strip_accents": tokenizer.strip_accents,
         **extra,
@@ -380,9 +385,8 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
     if run.data.eval_features is not None and state.last_eval != state.step:
         _evaluate(run, state.step, state.step / run.steps_per_epoch)
     if run.data.eval_features is None:
-        _save_model(
-            run.best_dir, run.model, task, run.tokenizer, {"selected_step": state.step, "metrics": None, **run.run_info}
-        )
+        extra = {"selected_step": state.step, "selected_metrics": None, **run.run_info}
+        _save_model(run.best_dir, run.model, task, run.tokenizer, extra)
         run.best["step"] = state.step
     run.writer.close()
     _write_results(run, state, train_seconds)
@@ -593,7 +597,7 @@ def _evaluate(run: _Run, at_step: int, epoch: float) -> None:
     value = values[task.metric_for_best]
     if value > run.best["value"]:
         run.best.update(value=value, metrics=values, step=at_step)
-        extra = {"selected_step": at_step, "metrics": values, **run.run_info}
+        extra = {"selected_step": at_step, "selected_metrics": values, **run.run_info}
         _save_model(run.best_dir, run.model, task, run.tokenizer, extra)
         predictions_path = os.path.join(run.run_dir, f"eval_predictions.{PREDICTION_SUFFIX[task.name]}")
         write_atomic(predictions_path, lambda p: task.write_predictions(p, data.eval_examples, predictions))
@@ -630,5 +634,5 @@ def _write_results(run: _Run, state: _LoopState, train_seconds: float) -> None:
         task.metric_for_best,
         None if best["metrics"] is None else f"{best['value']:.4f}",
         best["step"],
-        run.best_dir,
+        os.path.join(run.config.output_dir, "best"),  # where it lands (with --overwrite run_dir is a staging dir)
     )

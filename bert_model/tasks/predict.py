@@ -27,11 +27,12 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.precision import autocast_context
-from bertprep.bert_model.runtime import path_is_within, resolve_device
+from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import write_atomic
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_from_json
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.pipeline.paths import check_writes_apart
 
 
 @torch.no_grad()
@@ -189,9 +190,10 @@ def predict(
     model, task, tokenizer = load_finetuned(
         model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case, strip_accents=strip_accents
     )
+    _check_predict_output(model_dir, input_file, output_file, task)
     torch_device = resolve_device(device)
     model.to(torch_device)
-    examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
+    examples = _read_input(task, input_file, max_examples)
     features = task.featurize(examples, tokenizer, with_labels=False)
     outputs = run_model(
         model,
@@ -211,19 +213,30 @@ def predict(
     return PredictResult(output_file=output_file, examples=len(examples), metrics=metrics)
 
 
-def _check_predict_output(model_dir: str, input_file: str, output_file: str) -> None:
-    """Refuse an ``output_file`` that would replace the input or one of the model's files."""
-    if os.path.exists(output_file):
-        if os.path.exists(input_file) and os.path.samefile(output_file, input_file):
-            raise ValueError(
-                f"--output {output_file} is the --input file: writing the predictions would replace "
-                "it; choose another --output"
-            )
-        if os.path.isfile(output_file) and path_is_within(output_file, model_dir):
-            raise ValueError(
-                f"--output {output_file} is a file of the model directory {model_dir}; choose an "
-                "--output that is not part of the model"
-            )
+def _read_input(task: Task, input_file: str, max_examples: int | None) -> Any:
+    """``task.read`` of the --input file, every failure named with the file (a binary file gave a bare
+    UnicodeDecodeError, a file without examples an empty output)."""
+    try:
+        examples = task.read(input_file, with_labels=False, limit=max_examples, split="eval")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{input_file}: not UTF-8 text (byte {err.start}: {err.reason}); --input must be the {task.name} "
+            "task's text format"
+        ) from None
+    except ValueError as err:  # JSONDecodeError included
+        message = str(err)
+        raise ValueError(message if input_file in message else f"{input_file}: {message}") from None
+    if not examples:
+        raise ValueError(f"{input_file}: no examples to predict; --input must hold the {task.name} task's examples")
+    return examples
+
+
+def _check_predict_output(model_dir: str, input_file: str, output_file: str, task: Task | None = None) -> None:
+    """Refuse an ``output_file`` (or, once ``task`` is known, one of its side files such as SQuAD v2.0's
+    ``NAME.null_odds.json``) that is, or lies inside, the input or the model directory."""
+    side_files = getattr(task, "side_files", None)
+    writes = [("--output", output_file), *(("--output", p) for p in (side_files(output_file) if side_files else []))]
+    check_writes_apart(writes, [("--input", input_file), ("--model", model_dir)], command="predict")
 
 
 def write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:

@@ -361,6 +361,11 @@ class SquadTask:
             json.dump({e.qas_id: p for e, p in zip(examples, texts)}, f, indent=1, ensure_ascii=False)
             f.write("\n")
 
+    def side_files(self, path: str) -> list[str]:
+        """Paths written beside the predictions ``path`` (v2.0's null odds; listed for any version, so that
+        ``predict`` refuses them before it knows the input's version)."""
+        return [null_odds_path(path)]
+
     def extra_prediction_files(
         self, path: str, examples: Sequence[SquadExample], predictions: Sequence[str] | Sequence[SquadAnswer]
     ) -> dict[str, Any]:

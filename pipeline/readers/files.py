@@ -11,6 +11,8 @@ import re
 import zlib
 from collections.abc import Iterator, Sequence
 
+from bertprep.pipeline.paths import web_url_message
+from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.readers.base import InputError, ReaderStats
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,13 @@ def _expand_directory(directory: str) -> list[tuple[str, int]]:
 
 
 def _expand_pattern(pattern: str) -> list[tuple[str, int]]:
+    url = web_url_message(pattern, "input", gs_ok=True)
+    if url:
+        raise InputError(url)
+    try:
+        check_remote_path(pattern, "input")
+    except RemotePathError as err:
+        raise InputError(str(err)) from None
     if _has_glob(pattern):
         matches = _match(pattern)
         if not matches:

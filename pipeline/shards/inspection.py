@@ -11,6 +11,14 @@ import pyarrow as pa
 from bertprep.pipeline import schema
 
 
+def _shown_config_value(config: dict, key: str) -> str:
+    """A manifest config value as ``inspect`` shows it: what the shards were made with. Dynamic-masking shards
+    record the requested ``dupe_factor`` but are made in one pass (the trainer masks afresh each epoch)."""
+    if key == "dupe_factor" and config.get("masking") == "dynamic" and config[key] != 1:
+        return f"1 (dynamic masking; {config[key]} requested)"
+    return str(config[key])
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
@@ -97,7 +105,7 @@ def format_statistics(manifest: dict[str, Any]) -> str:
         (
             "config",
             ", ".join(
-                f"{k}={c[k]}"
+                f"{k}={_shown_config_value(c, k)}"
                 for k in (
                     "objective",
                     "max_seq_length",

@@ -23,6 +23,8 @@ from tokenizers import Tokenizer
 
 from bertprep.pipeline import vocab_files
 from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
+from bertprep.pipeline.paths import web_url_message
+from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.schema import vocab_sha256
 from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
     MAX_INPUT_CHARS_PER_WORD,
@@ -57,6 +59,9 @@ class Vocab:
     source: str = ""
     strip_accents: bool | None = None
     _sha256: str | None = field(default=None, repr=False)
+    settings_source: str | None = None
+    """The file ``do_lower_case`` / ``strip_accents`` come from when it is not ``source`` (the tokenizer.json
+    beside a vocab.txt), for messages."""
 
     @classmethod
     def from_tokens(
@@ -113,6 +118,13 @@ class Vocab:
 def _read_text(path: str) -> str:
     from apache_beam.io.filesystems import FileSystems  # (here only: the rest of the module is Beam-free)
 
+    url = web_url_message(path, "vocab", gs_ok=True)
+    if url:
+        raise VocabError(url)
+    try:
+        check_remote_path(path, "vocab")  # seconds, not the client's minutes of retries without network
+    except RemotePathError as err:
+        raise VocabError(str(err)) from None
     if "://" not in path and os.path.isdir(path):
         inside = [n for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, n))]
         hint = f"pass {os.path.join(path, inside[0])}" if inside else "pass the vocab.txt or tokenizer.json inside it"
@@ -137,18 +149,44 @@ def load_vocab(path: str) -> Vocab:
 
     A ``vocab.txt`` is read as the original ``tokenization.load_vocab`` does: each line stripped with
     ``str.strip()``, ids counted by line. From a ``tokenizer.json`` the WordPiece model's vocab is taken
-    (ids must be 0..n-1), ``do_lower_case`` and ``strip_accents`` from its ``BertNormalizer``.
+    (ids must be 0..n-1), ``do_lower_case`` and ``strip_accents`` from its ``BertNormalizer``. A vocab.txt
+    with a ``tokenizer.json`` beside it (what build-vocab and export write) takes the two settings from that
+    tokenizer.json, which must hold the same vocab: the vocab carries its own normalisation, so make-shards
+    follows it (:func:`resolve_text_settings`). Google's vocab.txt alone records nothing.
 
     Raises:
         VocabError: the file is missing or a directory, empty, not UTF-8, not a WordPiece tokenizer.json,
             lacks [UNK]/[CLS]/[SEP]/[MASK], or (vocab.txt) lists a token twice: the original silently gives
-            the token its last line's id, which moves ids (a second ``[MASK]`` on line 201 makes [MASK] 200).
+            the token its last line's id, which moves ids (a second ``[MASK]`` on line 201 makes [MASK] 200);
+            or the tokenizer.json beside a vocab.txt holds another vocab.
     """
     text = _read_text(path)
     if path.endswith(".json") or text.lstrip().startswith("{"):
         tokens, do_lower_case, strip_accents = vocab_files.parse_tokenizer_json(text, path)
         return Vocab.from_tokens(tokens, do_lower_case=do_lower_case, source=path, strip_accents=strip_accents)
-    return Vocab.from_tokens(vocab_files.parse_vocab_txt(text, path), source=path)
+    tokens = vocab_files.parse_vocab_txt(text, path)
+    beside = _tokenizer_json_beside(path)
+    if beside is None:  # Google's plain vocab.txt: nothing recorded, today's defaults
+        return Vocab.from_tokens(tokens, source=path)
+    do_lower_case, strip_accents = vocab_files.settings_of_tokenizer_json_beside(tokens, _read_text(beside), beside)
+    vocab = Vocab.from_tokens(tokens, do_lower_case=do_lower_case, source=path, strip_accents=strip_accents)
+    vocab.settings_source = beside
+    return vocab
+
+
+def _tokenizer_json_beside(path: str) -> str | None:
+    """The ``tokenizer.json`` in the directory of the vocab.txt ``path`` (build-vocab and export write both),
+    or None."""
+    from apache_beam.io.filesystems import FileSystems
+
+    if "://" in path:
+        beside = path.rsplit("/", 1)[0] + "/" + vocab_files.TOKENIZER_FILE
+    else:
+        beside = os.path.join(os.path.dirname(path), vocab_files.TOKENIZER_FILE)
+    try:
+        return beside if FileSystems.exists(beside) else None
+    except Exception:  # a filesystem that cannot tell (no credentials...): as without one
+        return None
 
 
 def _casing_flag(do_lower_case: bool) -> str:
@@ -170,7 +208,8 @@ def check_casing(vocab: Vocab, do_lower_case: bool) -> str | None:
     """
     if vocab.do_lower_case is not None and vocab.do_lower_case != do_lower_case:
         raise VocabError(
-            f"{vocab.source}: the tokenizer was built with lowercase={vocab.do_lower_case} but "
+            f"{vocab.settings_source or vocab.source}: the tokenizer was built with "
+            f"lowercase={vocab.do_lower_case} but "
             f"{_casing_flag(do_lower_case)} was given; shards must be tokenized as their vocab was built: pass "
             f"{_casing_flag(vocab.do_lower_case)} (or leave it out), or build a vocab with "
             f"`bertprep build-vocab {_casing_flag(do_lower_case)}`",
@@ -218,7 +257,8 @@ def check_strip_accents(
     if vocab.strip_accents is not None:
         if explicit and vocab.strip_accents != strip:
             raise VocabError(
-                f"{vocab.source}: the tokenizer was built with strip_accents={vocab.strip_accents} but "
+                f"{vocab.settings_source or vocab.source}: the tokenizer was built with "
+                f"strip_accents={vocab.strip_accents} but "
                 f"{strip_accents_flag(strip)} was given; shards must be tokenized as their vocab was built: pass "
                 f"{strip_accents_flag(vocab.strip_accents)} (or leave it out), or build a vocab with "
                 f"`bertprep build-vocab {strip_accents_flag(strip)}`",

@@ -25,7 +25,9 @@ pairs tie at the ``vocab_size`` cut-off, a few different entries. Pin a vocab by
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tokenizers import Tokenizer, trainers
 
-from bertprep.pipeline.atomic import atomic_files
+from bertprep.pipeline.paths import check_writes_apart
 from bertprep.pipeline.normalization import (
     AccentStats,
     accent_stripping_stats,
@@ -62,6 +64,8 @@ from bertprep.pipeline.vocab_files import (  # noqa: F401  (file names and token
     tokenizer_files,
 )
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from bertprep.pipeline.readers import ReaderStats
 
@@ -71,6 +75,8 @@ DEFAULT_MIN_FREQUENCY = 2  # as tokenizers' BertWordPieceTokenizer.train
 DEFAULT_LIMIT_ALPHABET = 1000  # as tokenizers' BertWordPieceTokenizer.train
 #: Files whose presence means "a vocab is already here" (refused without ``overwrite``).
 OUTPUT_FILES = (VOCAB_FILE, TOKENIZER_FILE)
+#: Every file :func:`save_vocab` writes (and replaces); the user's other files in the directory stay.
+WRITTEN_FILES = (VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
 
 
 def unused_tokens(num_unused: int) -> list[str]:
@@ -334,25 +340,32 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
                 os.rmdir(folder)
             except OSError:
                 pass
-    written = {VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE}
-    target = os.path.realpath(output_dir)
-    for path in inputs:
-        if "://" in path:
-            continue
-        if os.path.basename(path) in written and os.path.dirname(os.path.realpath(path)) == target:
-            raise ValueError(
-                f"input {path} is inside --output-dir {output_dir} and is one of the files build-vocab writes "
-                "there; move the input out of the output directory or choose another --output-dir"
-            )
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    try:  # the new vocab is staged beside --output-dir, then swapped in (save_vocab)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".bertprep-write-test-"):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"--output-dir {output_dir}: its parent {parent} is not writable ({err.strerror or err}), and "
+            "build-vocab writes the new vocab there before swapping it in; choose a --output-dir in a writable folder"
+        ) from err
+    check_writes_apart(
+        [("--output-dir", os.path.join(output_dir, name)) for name in WRITTEN_FILES],
+        [("INPUTS", path) for path in inputs],
+        command="build-vocab",
+    )
 
 
 def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = False) -> dict[str, str]:
-    """Write ``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
+    """Write ``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``,
+    published in one step.
 
-    ``output_dir`` is created if needed and then works as a Hugging Face tokenizer directory
-    (``BertTokenizerFast.from_pretrained(output_dir)``). ``vocab.txt`` has one token per line, UTF-8, LF,
-    line number = id. Every file is first written to a temporary file in ``output_dir`` and renamed into
-    place only once all of them are written, ``vocab.txt`` last; a failure leaves no partial file.
+    ``output_dir`` then works as a Hugging Face tokenizer directory (``BertTokenizerFast.from_pretrained``).
+    ``vocab.txt`` has one token per line, UTF-8, LF, line number = id. The four files are written into a
+    staging directory beside ``output_dir`` (``.<name>.staging-<pid>``, same file system), which then takes
+    ``output_dir``'s place by renames (:func:`_publish`): ``output_dir`` holds the old complete set or the new
+    one, never a mix, and the user's other files in it are kept. A run killed in the middle of the swap is
+    repaired by the next one (:func:`repair_interrupted_publish`).
 
     Returns:
         file name -> path written.
@@ -360,19 +373,91 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     Raises:
         FileExistsError: ``vocab.txt`` or ``tokenizer.json`` exists and ``overwrite`` is false.
     """
-    os.makedirs(output_dir, exist_ok=True)
+    output_dir = output_dir.rstrip(os.sep) or output_dir
+    repair_interrupted_publish(output_dir)
     found = existing_outputs(output_dir)
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
-    # vocab_files.tokenizer_files: the tokenizer.json of hf_tokenizer(trained.tokens) is trained.tokenizer's;
-    # vocab.txt comes last, the commit marker
+    # vocab_files.tokenizer_files: the tokenizer.json of hf_tokenizer(trained.tokens) is trained.tokenizer's
     contents = tokenizer_files(trained.tokens, trained.config.do_lower_case, strip_accents=trained.config.strip_accents)
-    with atomic_files([os.path.join(output_dir, name) for name in contents]) as temps:
-        for tmp, text in zip(temps, contents.values()):
-            # open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions.
-            with open(tmp, "x", encoding="utf-8", newline="\n") as f:
+    parent, base = os.path.split(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    staging = os.path.join(parent, f"{_STAGING_PREFIX.format(base)}{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    os.mkdir(staging)
+    try:
+        for name, text in contents.items():
+            # open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions
+            with open(os.path.join(staging, name), "x", encoding="utf-8", newline="\n") as f:
                 f.write(text)
+        _publish(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return {name: os.path.join(output_dir, name) for name in contents}
+
+
+#: Beside ``output_dir`` (``{}`` = its name): a run's staging directory (its pid appended), and where the old
+#: directory waits during the swap.
+_STAGING_PREFIX = ".{}.staging-"
+_OLD = ".{}.old"
+
+
+def _publish(staging: str, output_dir: str) -> None:
+    """Put the complete ``staging`` directory in ``output_dir``'s place. Steps, each a rename: 1. the old
+    ``output_dir`` moves aside to ``.<name>.old``; 2. ``staging`` becomes ``output_dir``; 3. the user's other
+    entries move back from ``.old``; 4. ``.old`` (now the old vocab files alone) is deleted. Killed after 1,
+    :func:`repair_interrupted_publish` puts the old directory back; after 2, it finishes 3 and 4."""
+    parent, base = os.path.split(os.path.abspath(output_dir))
+    if not os.path.exists(output_dir):
+        os.replace(staging, output_dir)
+        return
+    old = os.path.join(parent, _OLD.format(base))
+    os.replace(output_dir, old)
+    os.replace(staging, output_dir)
+    _finish_publish(old, output_dir)
+
+
+def _finish_publish(old: str, output_dir: str) -> None:
+    for name in sorted(os.listdir(old)):
+        if name not in WRITTEN_FILES:
+            os.replace(os.path.join(old, name), os.path.join(output_dir, name))
+    shutil.rmtree(old)
+
+
+def repair_interrupted_publish(output_dir: str) -> str | None:
+    """Finish or roll back a :func:`save_vocab` killed while swapping directories, and remove the staging
+    directories of dead runs. Returns what was done (None: nothing to repair)."""
+    parent, base = os.path.split(os.path.abspath(output_dir))
+    if not os.path.isdir(parent):
+        return None
+    done = None
+    old = os.path.join(parent, _OLD.format(base))
+    if os.path.isdir(old):
+        if os.path.exists(output_dir):  # killed after the swap: the new vocab is in place
+            _finish_publish(old, output_dir)
+            done = f"finished replacing the vocab in {output_dir} (a build-vocab run was killed while replacing it)"
+        else:  # killed between the two renames: the old set goes back
+            os.replace(old, output_dir)
+            done = f"restored the previous vocab in {output_dir} (a build-vocab run was killed while replacing it)"
+        log.warning(done)
+    prefix = _STAGING_PREFIX.format(base)
+    for name in os.listdir(parent):
+        pid = name[len(prefix) :]
+        if name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    return done
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (on this host)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ------------------------------------------------------------------------------------ files -> vocab files
@@ -402,6 +487,7 @@ def build_vocab(
     text_field: str = "text",
     segmenter: str = DEFAULT_SEGMENTER,
     encoding: str = "utf-8",
+    max_line_chars: int | None = None,
     overwrite: bool = False,
 ) -> VocabBuild:
     """Train a vocab on the sentences of ``inputs`` (files, globs or directories, as make-shards reads them)
@@ -412,7 +498,9 @@ def build_vocab(
     (see ``_sentences_with_progress``).
 
     Args:
-        input_format, text_field, segmenter, encoding: how to read ``inputs`` (``pipeline.readers``).
+        input_format, text_field, segmenter, encoding, max_line_chars: how to read ``inputs``
+            (``pipeline.readers``; ``max_line_chars`` None: the readers' default). The readers' warning about
+            an over-long line names ``--max-line-chars``, which build-vocab has as make-shards does.
 
     Raises:
         FileExistsError: vocab files already exist in ``output_dir`` and ``overwrite`` is false.
@@ -423,14 +511,18 @@ def build_vocab(
     """
     from bertprep.pipeline.readers import ReaderStats, check_options, expand_inputs
 
+    repair_interrupted_publish(output_dir)  # a run killed while swapping the vocab in (logged)
     found = existing_outputs(output_dir)
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass --overwrite to replace")
-    check_options(input_format, segmenter=segmenter, encoding=encoding)
+    line_limit = {} if max_line_chars is None else {"max_line_chars": max_line_chars}
+    check_options(input_format, segmenter=segmenter, encoding=encoding, **line_limit)
     files = expand_inputs(inputs)
     check_output_dir(output_dir, files)
     stats = ReaderStats()
-    read_options = dict(input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding)
+    read_options = dict(
+        input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding, **line_limit
+    )
     trained = train_wordpiece(_sentences_with_progress(files, read_options, stats, config.show_progress), config)
     written = save_vocab(trained, output_dir, overwrite=overwrite)
     return VocabBuild(trained, written, stats)

@@ -146,3 +146,15 @@ def test_optimizer_state_of_another_model_is_refused(tmp_path):
         ckpt.load_model_weights(path, BertForPreTraining(deeper))
     with pytest.raises(ValueError, match=r"shape.*\(50, 128\).*\(50, 32\)"):
         ckpt.load_model_weights(path, BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=50)))
+
+
+def test_a_checkpoint_that_cannot_be_written_says_why(tmp_path):
+    """Round two: a checkpoints path that is a file was reported with "Free space on that disk"."""
+    from finetune_factory import tiny_config
+
+    model = BertForPreTraining(tiny_config())
+    (tmp_path / "checkpoints").write_text("x")
+    with pytest.raises(ckpt.CheckpointWriteError) as err:
+        ckpt.save_checkpoint(str(tmp_path), 1, model=model, optimizer=create_optimizer(model), state={})
+    assert f"{tmp_path / 'checkpoints'} is a file, not a directory: move it away" in str(err.value)
+    assert "Free space" not in str(err.value)

@@ -271,3 +271,37 @@ def test_vocab_of_another_size_is_refused(tmp_path):
     with pytest.raises(ValueError, match="vocab_size"):
         write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=TOKENS[:-1], do_lower_case=True)
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_export_overwrite_replaces_only_what_export_writes(tmp_path, monkeypatch, fail):
+    """Before round two `export --overwrite` swapped the whole directory, deleting the user's own files in it.
+    Now the export files are replaced (a stale finetune.json removed) and every other file stays; a failure
+    before the new files are complete leaves the old export whole."""
+    _pretraining_checkpoint(tmp_path / "run")
+    hf = tmp_path / "hf"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["export", str(tmp_path / "run"), "-o", str(hf)]).exit_code == 0
+    (hf / "README.md").write_text("my model card")
+    (hf / "eval").mkdir()
+    (hf / "eval" / "scores.txt").write_text("0.9")
+    (hf / "finetune.json").write_text("{}")  # an export file of an earlier export (of a fine-tuned model)
+    before = {p.name: p.read_bytes() for p in hf.iterdir() if p.is_file()}
+    if fail:
+        import bertprep.bert_model.hf.export as export_lib
+
+        def no_space(path, text):
+            raise OSError(28, "No space left on device", path)
+
+        monkeypatch.setattr(export_lib, "write_text_synced", no_space)
+    result = runner.invoke(cli, ["export", str(tmp_path / "run"), "-o", str(hf), "--overwrite"])
+    after = {p.name: p.read_bytes() for p in hf.iterdir() if p.is_file()}
+    assert (hf / "eval" / "scores.txt").read_text() == "0.9" and after["README.md"] == b"my model card"
+    if fail:
+        assert result.exit_code == 1 and "No space left on device" in result.output
+        assert after == before
+    else:
+        assert result.exit_code == 0, result.output
+        assert "finetune.json" not in after and after["model.safetensors"] == before["model.safetensors"]
+        transformers.BertForPreTraining.from_pretrained(hf)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "run"]  # no staging or .old folder left

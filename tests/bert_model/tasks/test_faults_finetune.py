@@ -119,7 +119,7 @@ def test_predict_refuses_output_equal_to_input(finetune_run, data, tmp_path):
             ],
         )
         line = _error_line(result)
-        assert "is the --input file" in line and str(output) in line
+        assert "which is --input" in line and str(output) in line
         assert input_file.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test.tsv"]  # no temporary file left
 
@@ -141,7 +141,7 @@ def test_predict_refuses_to_overwrite_a_file_of_the_model(finetune_run, data):
             ],
         )
         line = _error_line(result)
-        assert str(target) in line and "file of the model directory" in line
+        assert str(target) in line and "lies inside --model" in line
     assert _snapshot(finetune_run) == before
 
 
@@ -158,8 +158,13 @@ def test_export_into_the_model_directory_is_refused(finetune_run, pretrain_run, 
         line = _error_line(result)
         assert str(output) in line and "model" in line
         assert _snapshot(model_dir) == before
-    # exporting next to it (or below it) still works
-    result = CliRunner().invoke(cli, ["export", str(pretrain_run), "-o", str(pretrain_run / "hf")])
+    # below it is refused too (round two: nothing a command writes may lie inside what it reads); beside it works
+    before = _snapshot(pretrain_run)
+    line = _error_line(CliRunner().invoke(cli, ["export", str(pretrain_run), "-o", str(pretrain_run / "hf")]))
+    assert line.startswith("Error: Invalid value for --output-dir") and "lies inside MODEL_DIR" in line
+    assert "choose a --output-dir outside" in line
+    assert _snapshot(pretrain_run) == before
+    result = CliRunner().invoke(cli, ["export", str(pretrain_run), "-o", str(tmp_path / "hf")])
     assert result.exit_code == 0, result.output
 
 

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline.normalization import (
     accent_stripping_stats,
+    check_vocab_strip_accents,
     hangul_vocab_counts,
     is_conjoining_jamo,
     is_hangul_syllable,
@@ -179,6 +180,17 @@ def test_english_vocab_does_not_warn():
     assert trained.stats.accent_stats().share < 0.01 and trained.accent_warning() is None
 
 
+def test_googles_uncased_vocab_does_not_raise_the_korean_warning(uncased_vocab, cased_vocab):
+    """Round two: the jamo warning fired on Google's English uncased vocab (70 jamo entries of 30,522, leftovers
+    of a few Korean words): a vocab tells how it was built only when a share of it is Korean."""
+    for path in (uncased_vocab, cased_vocab):
+        vocab = load_vocab(str(path))
+        for strip in (True, False):
+            assert check_vocab_strip_accents(vocab.tokens, strip, str(path)) is None
+    _, jamo = hangul_vocab_counts(load_vocab(str(uncased_vocab)).tokens)
+    assert jamo == 70
+
+
 def test_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab):
     transformers = need_module("transformers")
     strip, trained, outdir = korean_vocab
@@ -291,9 +303,36 @@ def test_make_shards_refuses_a_strip_accents_mismatch_with_the_tokenizer_json(ko
     assert not (tmp_path / "shards" / "manifest.json").exists()
 
 
-def test_make_shards_warns_once_about_a_jamo_vocab_txt(korean_vocab, ko_dir, tmp_path):
+def test_make_shards_follows_the_tokenizer_json_beside_a_vocab_txt(korean_vocab, ko_dir, tmp_path):
+    """Round two: `build-vocab --no-strip-accents` on Korean, then `make-shards --vocab DIR/vocab.txt` without
+    the flag warned and wrote shards with a 77.7% [UNK] rate. The tokenizer.json beside the vocab.txt says
+    how the vocab was built: an unset option follows it, a contrary one is refused naming that file."""
     strip, _, outdir = korean_vocab
     result = _make_shards(str(outdir / "vocab.txt"), tmp_path / "shards", ko_dir=ko_dir)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "shards" / "manifest.json").read_text())
+    # as with --vocab DIR/tokenizer.json: the recorded setting is followed without a warning (build-vocab
+    # warned about a stripped Korean vocab when it made it)
+    assert "Warning" not in result.output
+    if strip:
+        assert "strip_accents" not in manifest["config"]  # the default run records nothing new
+    else:
+        assert manifest["statistics"]["unk_rate"] < 0.01
+        assert manifest["config"]["strip_accents"] is False
+    flag = "--strip-accents" if not strip else "--no-strip-accents"
+    refused = _make_shards(str(outdir / "vocab.txt"), tmp_path / "refused", flag, ko_dir=ko_dir)
+    assert refused.exit_code == 2
+    assert f"{outdir / 'tokenizer.json'}: the tokenizer was built with strip_accents={strip}" in refused.output
+    assert f"Invalid value for {flag}" in refused.output
+    assert not (tmp_path / "refused" / "manifest.json").exists()
+
+
+def test_make_shards_warns_once_about_a_plain_vocab_txt(korean_vocab, ko_dir, tmp_path):
+    """A vocab.txt alone (as Google's) records nothing: today's defaults, and the Korean entries warn."""
+    strip, _, outdir = korean_vocab
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "vocab.txt").write_bytes((outdir / "vocab.txt").read_bytes())
+    result = _make_shards(str(tmp_path / "plain" / "vocab.txt"), tmp_path / "shards", ko_dir=ko_dir)
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "shards" / "manifest.json").read_text())
     if strip:  # a vocab built with the defaults, used with the defaults: consistent but bad for Korean
@@ -305,6 +344,19 @@ def test_make_shards_warns_once_about_a_jamo_vocab_txt(korean_vocab, ko_dir, tmp
         assert manifest["statistics"]["unk_rate"] > 0.5
     # the default run records nothing new: strip_accents follows do_lower_case
     assert "strip_accents" not in manifest["config"] and "strip_accents" not in manifest["vocab"]
+
+
+def test_a_tokenizer_json_of_another_vocab_beside_a_vocab_txt_is_refused(korean_vocab, tmp_path):
+    _, _, outdir = korean_vocab
+    (tmp_path / "vocab.txt").write_bytes((outdir / "vocab.txt").read_bytes())
+    (tmp_path / "tokenizer.json").write_bytes((FIXTURES / "pipeline" / "vocab.txt").read_bytes())
+    with pytest.raises(ValueError, match="tokenizer.json: not valid JSON"):
+        load_vocab(str(tmp_path / "vocab.txt"))
+    spec = json.loads((outdir / "tokenizer.json").read_text())
+    spec["model"]["vocab"] = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"])}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="is not the vocab.txt beside it"):
+        load_vocab(str(tmp_path / "vocab.txt"))
 
 
 def test_help_explains_the_option():

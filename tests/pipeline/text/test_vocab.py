@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from unittest.mock import ANY
 from pathlib import Path
 
 import pytest
@@ -312,24 +313,40 @@ def test_save_refuses_to_overwrite_unless_asked(small_vocab, tmp_path):
     assert sorted(os.listdir(outdir)) == sorted(written)  # no temporary file left behind
 
 
-def test_failed_save_leaves_nothing_that_looks_complete(small_vocab, tmp_path, monkeypatch):
+def _files(directory) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_interrupted_publish_leaves_the_old_set_or_the_new_one(small_vocab, tmp_path, monkeypatch, fail_at):
+    """The four files are published in one step (a directory swap): killed at any rename (1: old directory
+    aside, 2: new one in place, 3: the user's file moved back), the directory holds the old complete set or
+    the new one, never a mix; the next run repairs the swap, and the user's own file is kept."""
+    new = _files(Path(save_vocab(small_vocab, str(tmp_path / "new"))["vocab.txt"]).parent)
     outdir = tmp_path / "out"
+    save_vocab(small_vocab, str(outdir))
+    (outdir / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nold\n")  # tell the old set from the new
+    (outdir / "notes.md").write_text("mine")
+    old = _files(outdir)
     real_replace = os.replace
     calls = []
 
-    def failing_replace(src, dst):
+    def killed_replace(src, dst):
         calls.append(dst)
-        if dst.endswith("tokenizer.json"):
-            raise OSError("disk full")
+        if len(calls) == fail_at:
+            raise KeyboardInterrupt
         real_replace(src, dst)
 
-    monkeypatch.setattr(vocab_lib.os, "replace", failing_replace)
-    with pytest.raises(OSError, match="disk full"):
-        save_vocab(small_vocab, str(outdir))
-    left = os.listdir(outdir)
-    assert "vocab.txt" not in left and "tokenizer.json" not in left
-    assert not [name for name in left if name.endswith(".tmp")]
-    assert calls  # the failure happened while moving files into place
+    monkeypatch.setattr(vocab_lib.os, "replace", killed_replace)
+    with pytest.raises(KeyboardInterrupt):
+        save_vocab(small_vocab, str(outdir), overwrite=True)
+    monkeypatch.setattr(vocab_lib.os, "replace", real_replace)
+    if outdir.exists():
+        vocab_files = {k: v for k, v in _files(outdir).items() if k in vocab_lib.WRITTEN_FILES}
+        assert vocab_files in ({k: v for k, v in old.items() if k != "notes.md"}, new)
+    assert vocab_lib.repair_interrupted_publish(str(outdir)) == (None if fail_at == 1 else ANY)
+    assert _files(outdir) == (old if fail_at <= 2 else {**new, "notes.md": b"mine"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "out"]  # no staging or .old folder left
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -493,3 +510,15 @@ def test_cli_defaults_are_the_library_defaults():
     assert defaults["min_frequency"] == library.min_frequency
     assert defaults["limit_alphabet"] == library.limit_alphabet
     assert defaults["do_lower_case"] is library.do_lower_case is True
+
+
+def test_cli_has_the_max_line_chars_its_readers_name(runner, tmp_path):
+    """Round two: the readers' warning about an over-long line says 'raise --max-line-chars', which build-vocab
+    lacked; it now has the option, as make-shards does."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("x" * 300 + "\n" + "the city was in the river\nthe a is was\n" * 20)
+    result = _invoke(runner, corpus, "-o", tmp_path / "v", "--vocab-size", 100, "--num-unused", 0, "--min-frequency",
+                     1, "--input-format", "bert", "--max-line-chars", 100, "-q")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "x" * 20 not in (tmp_path / "v" / "vocab.txt").read_text()  # the long line was skipped
+    assert "--max-line-chars" in _invoke(runner, "--help").output

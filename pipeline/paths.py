@@ -1,0 +1,81 @@
+"""The one rule every command that writes follows: what it writes must not be, or lie inside, what it reads.
+
+A command that wrote over its own input would lose it (``extract-features --output`` naming the weights it is
+reading, ``predict`` putting its side file ``X.null_odds.json`` over an input of that name, ``export`` into the
+model's own directory). :func:`check_writes_apart` refuses such a run before anything is read or written, with
+one line naming both options. Standard library only: ``build-vocab`` and ``make-shards`` (no torch) use it as
+the torch commands do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+
+class WriteOverReadError(ValueError):
+    """A path a command would write is, or lies inside, a path it reads; ``option`` names the output option."""
+
+    def __init__(self, message: str, option: str):
+        super().__init__(message)
+        self.option = option
+
+
+#: URL schemes no bertprep reader fetches (Beam's FileSystems has none for them).
+_WEB_SCHEMES = ("http://", "https://", "ftp://")
+
+
+def web_url_message(path: str, what: str, *, gs_ok: bool = False) -> str | None:
+    """The message refusing a web URL given where a file is read (``what``: e.g. ``"--vocab"``), else None:
+    nothing downloads it, and Beam's "Unable to get filesystem" traceback did not say so. ``gs_ok``: the
+    option reads through Beam's FileSystems, so a gs:// path is an alternative."""
+    if not path.lower().startswith(_WEB_SCHEMES):
+        return None
+    name = path.rstrip("/").rsplit("/", 1)[-1] or "the file"
+    return (
+        f"{what} {path}: URLs are not supported; download it first (e.g. curl -fLO {path}) and pass the local "
+        f"file ({name}){', or a gs:// path' if gs_ok else ''}"
+    )
+
+
+def path_is_within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies under it, after resolving symbolic links and ``..``."""
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_writes_apart(
+    writes: Iterable[tuple[str, str | None]], reads: Iterable[tuple[str, str | None]], *, command: str
+) -> None:
+    """Refuse a run whose outputs would replace its inputs.
+
+    Args:
+        writes: ``(option, path)`` for every path the command writes, side files included (named with the
+            option that makes them, e.g. ``("--output", "preds.null_odds.json")``); a directory the command
+            replaces as a whole is given as the directory, one it only adds files to as those files.
+        reads: ``(option, path)`` for every file or directory it reads. ``None`` entries and URLs
+            (``gs://...``) are skipped on both sides.
+        command: the command's name, for the message.
+    Raises:
+        WriteOverReadError: a written path is a read path, lies inside one (a file of the model directory), or
+            holds one (a directory replaced with the input in it).
+    """
+    reads = [(option, path) for option, path in reads if path and "://" not in path]
+    for w_option, written in writes:
+        if not written or "://" in written:
+            continue
+        for r_option, read in reads:
+            if path_is_within(written, read):
+                where = "is" if os.path.realpath(written) == os.path.realpath(read) else "lies inside"
+            elif path_is_within(read, written):
+                where = "holds"
+            else:
+                continue
+            raise WriteOverReadError(
+                f"{command} would write {written}, which {where} {r_option} {read}: that would replace what it "
+                f"reads; choose a {w_option} outside {read}",
+                w_option,
+            )
+
+
+__all__ = ["WriteOverReadError", "check_writes_apart", "path_is_within", "web_url_message"]

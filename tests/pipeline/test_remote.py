@@ -1,0 +1,68 @@
+"""pipeline.remote: a gs:// path that cannot work is refused in seconds (round two, item 4)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bertprep.pipeline import remote
+
+
+@pytest.fixture(autouse=True)
+def fresh_probes():
+    remote._reachable.cache_clear()
+    yield
+    remote._reachable.cache_clear()
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every connection attempt waits out its timeout (as a dropped SYN does); a real unroutable address is no
+    good here, since a sandbox's proxy may accept any connection."""
+
+    def silent(address, timeout=None):
+        time.sleep(timeout)
+        raise remote.socket.timeout("timed out")
+
+    monkeypatch.setattr(remote.socket, "create_connection", silent)
+
+
+@pytest.fixture
+def gcs_installed(monkeypatch):
+    from apache_beam.io.filesystems import FileSystems
+
+    monkeypatch.setattr(FileSystems, "get_filesystem", staticmethod(lambda path: object()))
+
+
+def test_local_paths_are_not_probed(monkeypatch):
+    monkeypatch.setattr(remote.socket, "create_connection", lambda *a, **k: pytest.fail("probed a local path"))
+    remote.check_remote_path("/data/corpus.txt", "--output-dir")
+
+
+def test_a_scheme_without_filesystem_names_the_extra():
+    with pytest.raises(remote.RemotePathError, match=r"--output-dir gs://b/x: no filesystem for gs://.*apache-beam"):
+        remote.check_remote_path("gs://b/x", "--output-dir")
+
+
+def test_no_credentials_is_refused_at_once(gcs_installed, no_network, monkeypatch, tmp_path):
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(remote.RemotePathError, match="no Google Cloud credentials found.*gcloud auth"):
+        remote.check_remote_path("gs://b/x", "--output-dir", timeout=0.5)
+    assert time.monotonic() - start < 3
+
+
+def test_an_unreachable_endpoint_is_refused_within_the_timeout(gcs_installed, no_network, monkeypatch, tmp_path):
+    """Without network the client retried for about 112 s; the probe gives up after its timeout."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "key.json"))
+    start = time.monotonic()
+    with pytest.raises(remote.RemotePathError) as err:
+        remote.check_remote_path("gs://b/shards", "--output-dir", timeout=0.5)
+    assert time.monotonic() - start < 3
+    message = str(err.value)
+    assert message.startswith(
+        "--output-dir gs://b/shards: cannot reach storage.googleapis.com (no answer within 0.5 s)"
+    )
+    assert "network" in message

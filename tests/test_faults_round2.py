@@ -1,0 +1,370 @@
+"""Fault injection, round two ("nothing lost, nothing hangs"): the real ``bertprep`` CLI in subprocesses.
+
+Each test puts a command in a situation that used to lose the user's files, hang or end in a traceback, and
+asserts: the run ends within a bound (subprocess timeout), with the expected exit status, with one ``Error:``
+line that names the file or option (no ``Traceback`` on stderr), and with what the user had byte-for-byte as
+before (or the new output complete). Tests that train, fine-tune or run a model are marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, need_module
+
+need_module("torch")
+
+from finetune_factory import write_tiny_checkpoint  # noqa: E402  (imports torch)
+
+VOCAB = FIXTURES / "finetune" / "vocab.txt"
+SQUAD = FIXTURES / "finetune" / "squad_tiny.json"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def bertprep(*args, timeout: float = 120, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """Run ``bertprep ARGS`` in a subprocess (bounded in time); returns the completed process."""
+    return subprocess.run(
+        [sys.executable, "-m", "bertprep.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env or ENV,
+    )
+
+
+def error_line(proc: subprocess.CompletedProcess, status: int = 2) -> str:
+    """The one ``Error:`` line of a failed run (asserting its exit status and that no traceback was printed)."""
+    assert proc.returncode == status, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A tiny pre-training run directory (random weights, 2 layers, the fixture vocab)."""
+    path = tmp_path_factory.mktemp("round2") / "run"
+    write_tiny_checkpoint(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def squad_v2_model(run, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("squad") / "ft"
+    proc = bertprep(
+        "finetune", "--task", "squad", "--squad-version", "2.0", "--init-from", run, "--train-file", SQUAD,
+        "-o", out, "--max-seq-length", 48, "--doc-stride", 16, "--max-query-length", 8, "--num-train-epochs", 1,
+        "--batch-size", 8, "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+# ----------------------------------------------------------------------------------- item 2: write over read
+
+
+def test_extract_features_refuses_to_write_over_the_weights_it_reads(run, tmp_path):
+    """Before: `--output RUN/checkpoints/step-N/model.safetensors --overwrite` replaced the weights it read."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the city was in the river\n")
+    before = snapshot(run)
+    weights = next(run.glob("checkpoints/step-*/model.safetensors"))
+    line = error_line(
+        bertprep("extract-features", "--model", run, "--input", sentences, "--output", weights, "--overwrite")
+    )
+    assert str(weights) in line and "lies inside --model" in line and "--output" in line
+    assert snapshot(run) == before
+
+
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
+def test_predict_refuses_a_null_odds_side_file_over_its_input(squad_v2_model, tmp_path):
+    """Before: SQuAD v2.0 `predict --output preds.json` wrote preds.null_odds.json over an input of that name."""
+    data = tmp_path / "preds.null_odds.json"
+    data.write_bytes(SQUAD.read_bytes())
+    line = error_line(
+        bertprep("predict", "--model", squad_v2_model, "--input", data, "--output", tmp_path / "preds.json",
+                 "--no-progress"),
+        status=1,
+    )  # fmt: skip
+    assert f"would write {data}, which is --input {data}" in line and "choose a --output" in line
+    assert data.read_bytes() == SQUAD.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["preds.null_odds.json"]
+
+
+def test_build_vocab_refuses_an_input_it_would_replace(tmp_path):
+    out = tmp_path / "vocab"
+    out.mkdir()
+    corpus = out / "tokenizer_config.json"  # not a "vocab already here" file: only this check stops it
+    corpus.write_text("the city was in the river\n" * 50)
+    before = corpus.read_bytes()
+    line = error_line(bertprep("build-vocab", corpus, "-o", out, "--vocab-size", 200, "-q"), status=1)
+    assert f"would write {corpus}, which is INPUTS {corpus}" in line
+    assert corpus.read_bytes() == before and os.listdir(out) == ["tokenizer_config.json"]
+
+
+def test_train_refuses_an_output_dir_inside_the_model_it_starts_from(run, tmp_path):
+    from shard_factory import write_shard_dir
+
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, vocab_size=len(VOCAB.read_text().splitlines()))
+    before = snapshot(run)
+    line = error_line(
+        bertprep(
+            "train", "--shards", shards, "--init-from", run, "-o", run / "phase2", "--max-steps", 1, "--warmup-steps", 0
+        )
+    )
+    assert "Invalid value for --output-dir" in line and f"lies inside --init-from {run}" in line
+    assert snapshot(run) == before
+
+
+# ------------------------------------------------------------------------- item 5: options fixed on resume
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    from shard_factory import write_shard_dir
+
+    path = tmp_path_factory.mktemp("shards")
+    write_shard_dir(path, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=32)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained_run(shards, tmp_path_factory) -> Path:
+    """A real 2-step `bertprep train` run (preset tiny, hidden 32), so its checkpoint records its settings."""
+    out = tmp_path_factory.mktemp("trained") / "run"
+    proc = bertprep(
+        "train", "--shards", shards, "-o", out, "--preset", "tiny", "--hidden-size", 32, "--num-attention-heads", 2,
+        "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0, "--no-progress",
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    "option", [["--preset", "mini"], ["--num-hidden-layers", "4"], ["--hidden-dropout-prob", "0.5"]]
+)
+def test_resume_refuses_a_model_option(trained_run, shards, option):
+    """Before: `train --resume RUN --preset mini` ignored the preset silently (and logged nothing)."""
+    before = snapshot(trained_run)
+    start = time.monotonic()
+    proc = bertprep(
+        "train",
+        "--shards",
+        shards,
+        "--resume",
+        trained_run,
+        "-o",
+        trained_run,
+        *option,
+        "--max-steps",
+        4,
+        "--warmup-steps",
+        0,
+    )
+    line = error_line(proc)
+    assert f"Invalid value for {option[0]}: {option[0]} {option[1]} cannot change when resuming" in line
+    assert "the checkpoint's is" in line and "--init-from" in line and time.monotonic() - start < 60
+    assert snapshot(trained_run) == before
+
+
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
+def test_resume_accepts_the_checkpoints_own_model_options(trained_run, shards, tmp_path):
+    """Repeating the run's own options on --resume (as scripts do) is not a change and is accepted."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    proc = bertprep(
+        "train", "--shards", shards, "--resume", run, "-o", run, "--preset", "tiny", "--hidden-size", 32,
+        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 3, "--warmup-steps", 0, "--num-workers", 0,
+        "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (run / "checkpoints" / "step-000003").is_dir()
+
+
+# ----------------------------------------------------------------------------------- item 7: named files
+
+
+@pytest.mark.parametrize("content", [b'{"format_version": 1, "shards": [', b"\xff\xfe\x00binary", b"[]"])
+def test_a_corrupt_manifest_is_named(shards, tmp_path, content):
+    """Before: a truncated or binary manifest.json gave a JSONDecodeError / UnicodeDecodeError traceback."""
+    broken = tmp_path / "shards"
+    shutil.copytree(shards, broken)
+    (broken / "manifest.json").write_bytes(content)
+    for args in (["inspect", broken], ["train", "--shards", broken, "-o", tmp_path / "run", "--max-steps", 1,
+                                       "--warmup-steps", 0]):  # fmt: skip
+        line = error_line(bertprep(*args), status=1)
+        assert str(broken / "manifest.json") in line and "make the shards again" in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
+def test_a_binary_or_empty_predict_input_is_named(squad_v2_model, tmp_path):
+    """Before: a binary --input gave a bare UnicodeDecodeError message (no file), an empty one a JSON error."""
+    for name, content in (("bin.json", b"\xff\xd5\x00\x01" * 64), ("empty.json", b"")):
+        data = tmp_path / name
+        data.write_bytes(content)
+        proc = bertprep("predict", "--model", squad_v2_model, "--input", data, "--output", tmp_path / "p.json",
+                        "--no-progress")  # fmt: skip
+        line = error_line(proc, status=1)
+        assert line.startswith(f"Error: {data}")
+    assert not (tmp_path / "p.json").exists()
+
+
+# --------------------------------------------------------------------------- item 4: one line, not a traceback
+
+
+@pytest.fixture(scope="module")
+def truncated_hf(run, tmp_path_factory) -> Path:
+    """An exported Hugging Face directory whose model.safetensors was cut short (an interrupted download)."""
+    hf = tmp_path_factory.mktemp("hf") / "hf"
+    assert bertprep("export", run, "-o", hf).returncode == 0
+    with open(hf / "model.safetensors", "r+b") as f:
+        f.truncate(5000)
+    return hf
+
+
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
+def test_a_truncated_safetensors_is_named_by_every_command_that_reads_it(truncated_hf, shards, tmp_path):
+    """Before: a SafetensorError traceback in train --init-from, finetune, fill-mask and extract-features."""
+    (tmp_path / "s.txt").write_text("the [MASK] city\n")
+    (tmp_path / "t.tsv").write_text("sentence\tlabel\nthe city is good\t1\nthe river was bad\t0\n")
+    weights = truncated_hf / "model.safetensors"
+    runs = [
+        ["fill-mask", "--model", truncated_hf, "the [MASK] city"],
+        ["extract-features", "--model", truncated_hf, "--input", tmp_path / "s.txt", "--output", tmp_path / "f.arrow"],
+        ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", truncated_hf, "--train-file",
+         tmp_path / "t.tsv", "-o", tmp_path / "ft", "--no-progress"],
+        ["train", "--shards", shards, "--init-from", truncated_hf, "-o", tmp_path / "tr", "--max-steps", 1,
+         "--warmup-steps", 0, "--no-progress"],
+    ]  # fmt: skip
+    for args in runs:
+        line = error_line(bertprep(*args), status=1)
+        assert f"{weights} is damaged or incomplete" in line and "download it again" in line, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.txt", "t.tsv"]  # nothing written
+
+
+def test_a_vocab_url_is_refused_with_the_fix(run, tmp_path):
+    """Before: make-shards --vocab https://... ended in Beam's "Unable to get filesystem" traceback; finetune and
+    export said the file "does not exist"."""
+    url = "https://example.com/bert/vocab.txt"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the city was in the river.\n\nthe a is was.\n")
+    runs = [
+        ["make-shards", "-i", corpus, "--vocab", url, "-o", tmp_path / "shards"],
+        ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", run, "--vocab", url, "--train-file",
+         corpus, "-o", tmp_path / "ft"],
+        ["export", run, "--vocab", url, "-o", tmp_path / "hf"],
+    ]  # fmt: skip
+    for args in runs:
+        line = error_line(bertprep(*args, timeout=60))
+        assert "--vocab" in line and f"{url}: URLs are not supported; download it first" in line, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+def test_a_checkpoints_path_that_is_a_file_is_refused_before_training(shards, tmp_path):
+    """Before: the run trained, then failed at its first save advising "Free space on that disk"."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoints").write_text("my notes")
+    proc = bertprep("train", "--shards", shards, "--preset", "tiny", "-o", out, "--max-steps", 1, "--warmup-steps", 0)
+    line = error_line(proc)
+    assert f"{out / 'checkpoints'} is a file, not a directory" in line and "Free space" not in line
+    assert (out / "checkpoints").read_text() == "my notes"
+
+
+def test_remote_paths_that_cannot_work_fail_fast(tmp_path):
+    """Before: a gs:// path ended in Beam's "Unable to get filesystem" traceback (without apache-beam[gcp]) or,
+    with it and no network, after about 112 s of client retries. pipeline.remote answers in seconds; here (no
+    gcp extra) the first check speaks. The no-network branch is tests/pipeline/test_remote.py."""
+    (tmp_path / "c.txt").write_text("the city was in the river.\n")
+    runs = [
+        (["make-shards", "-i", "gs://bucket/corpus/*.txt", "--vocab", VOCAB, "-o", tmp_path / "s"], "input gs://"),
+        (["make-shards", "-i", tmp_path / "c.txt", "--vocab", "gs://bucket/vocab.txt", "-o", tmp_path / "s"],
+         "vocab gs://"),
+        (["build-vocab", "gs://bucket/corpus.txt", "-o", tmp_path / "v"], "input gs://"),
+    ]  # fmt: skip
+    for args, named in runs:
+        start = time.monotonic()
+        proc = bertprep(*args, timeout=60)
+        assert time.monotonic() - start < 30
+        assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr, proc.stderr
+        line = [x for x in proc.stderr.splitlines() if x.startswith("Error:")][-1]
+        assert named in line and ("apache-beam[gcp]" in line or "credentials" in line or "cannot reach" in line)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
+def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
+    """Before: the default --layers -1,-2,-3,-4 failed on a 2-layer model ("layer -4 does not exist"). The
+    default is now the last min(4, L) layers; an explicit layer the model lacks is still refused."""
+    import pyarrow as pa
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the city was in the river\n")
+    out = tmp_path / "f.arrow"
+    # (the default --max-seq-length 128 failed too on this 64-position model: now min(128, max_position_embeddings))
+    proc = bertprep("extract-features", "--model", run, "--input", sentences, "--output", out, "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    with pa.ipc.open_file(out) as reader:
+        assert [n for n in reader.schema.names if n.startswith("layer_")] == ["layer_-1", "layer_-2"]
+    line = error_line(bertprep("extract-features", "--model", run, "--input", sentences, "--output",
+                               tmp_path / "g.arrow", "--layers", "-1,-4", "--max-seq-length", 32, "--no-progress"),
+                      status=1)  # fmt: skip
+    assert "layer -4 does not exist: the model has 2 layers" in line
+    assert not (tmp_path / "g.arrow").exists()
+
+
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
+def test_the_logged_loss_is_the_optimised_one(shards, tmp_path):
+    """Before: the logged `loss` was mlm_loss + nsp_loss whatever --nsp-loss-weight (0 trains the MLM alone)."""
+    out = tmp_path / "run"
+    proc = bertprep(
+        "train", "--shards", shards, "--eval-shards", shards, "-o", out, "--preset", "tiny", "--hidden-size", 32,
+        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0,
+        "--log-every", 1, "--nsp-loss-weight", 0.25, "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for split in ("train", "eval"):
+        logged = [r for r in records if r.get("split") == split and r.get("nsp_loss") is not None]
+        assert logged, split
+        for r in logged:
+            assert r["loss"] == pytest.approx(r["mlm_loss"] + 0.25 * r["nsp_loss"]), r
+
+
+@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
+def test_finetune_names_where_the_model_lands_and_predict_loads_a_run_without_eval(run, tmp_path):
+    """Before: with --overwrite the log's last line named the temporary .tmp-run-* folder as where the model is;
+    and a run without --eval-file recorded "metrics": null over the task's metric names, so predict ended in a
+    TypeError traceback."""
+    data = tmp_path / "t.tsv"
+    data.write_text("sentence\tlabel\nthe city is good\t1\nthe river was bad\t0\nthe a good\t1\nbad the\t0\n")
+    out = tmp_path / "ft"
+    args = ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", run, "--train-file", data, "-o", out,
+            "--max-seq-length", 16, "--num-train-epochs", 1, "--no-progress"]  # fmt: skip
+    assert bertprep(*args).returncode == 0
+    (out / "notes.md").write_text("mine")
+    proc = bertprep(*args, "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    done = [line for line in proc.stderr.splitlines() if " done: " in line]
+    assert done and done[-1].endswith(f"model {out / 'best'}") and ".tmp-run" not in done[-1]
+    assert (out / "notes.md").read_text() == "mine"
+    proc = bertprep("predict", "--model", out, "--input", data, "--output", tmp_path / "p.tsv", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert len((tmp_path / "p.tsv").read_text().splitlines()) == 5  # header + 4 predictions
