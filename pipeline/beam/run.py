@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from bertprep.pipeline import readers, schema
 from bertprep.pipeline.beam import dataflow
 from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.beam import warm_workers
@@ -167,6 +168,10 @@ def run_make_shards(
         except (ValueError, ImportError) as err:
             raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
+    try:
+        check_remote_path(output_dir, "--output-dir")  # no network, no credentials: one line at once
+    except RemotePathError as err:
+        raise MakeShardsError(str(err)) from err
     _check_inputs_outside_outputs(files, output_dir)
     _check_inputs_outside_outputs(files, FileSystems.join(output_dir, heldout.EVAL_DIR))
     if "://" not in output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
