@@ -100,10 +100,11 @@ def _default(name: str):
     help="bert: one sentence per line, blank line between documents; jsonl: one JSON document per "
     "line (--text-field); text: one prose document per file (books); wikiextractor / "
     "wikiextractor-json: WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, "
-    ".xml.bz2); parquet (--text-field). auto: detected per file. As in make-shards.",
+    ".xml.bz2); parquet (--text-field); hf: a Hugging Face datasets save_to_disk directory or Hub "
+    "dataset files (.arrow/.parquet, --text-field). auto: detected per file. As in make-shards.",
 )
 @click.option(
-    "--text-field", default="text", show_default=True, help="Field holding the document text in jsonl/parquet input."
+    "--text-field", default="text", show_default=True, help="Field holding the document text in jsonl/parquet/hf input."
 )
 @click.option(
     "--segmenter",
