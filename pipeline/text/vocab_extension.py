@@ -30,10 +30,9 @@ from __future__ import annotations
 import heapq
 import json
 import os
-import re
 import time
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -52,16 +51,17 @@ from bertprep.pipeline.text.vocab import (
 )
 from bertprep.pipeline.vocab_files import (
     CONTINUING_SUBWORD_PREFIX,
-    MAX_INPUT_CHARS_PER_WORD,
     SPECIAL_TOKENS,
     TOKENIZER_FILE,
     VOCAB_FILE,
     VocabError,
     build_tokenizer,
+    is_unused_slot,
     looks_cased,
     parse_tokenizer_json,
     parse_vocab_txt,
     tokenizer_files,
+    wordpiece_split,
 )
 
 if TYPE_CHECKING:
@@ -69,38 +69,6 @@ if TYPE_CHECKING:
 
 #: The record of what ``--extend`` added, written beside vocab.txt.
 EXTENSION_FILE = "extension.json"
-_UNUSED_SLOT = re.compile(r"^\[unused\d+\]$")
-
-
-def is_unused_slot(token: str) -> bool:
-    """Whether ``token`` is a spare ``[unusedK]`` entry of a vocab."""
-    return bool(_UNUSED_SLOT.match(token))
-
-
-def wordpiece_split(word: str, vocab: Container[str], *, continuation: bool = False) -> list[str] | None:
-    """The pieces of one normalised, pre-tokenised ``word`` under ``vocab`` (greedy longest-match-first, as
-    google-research/bert ``WordpieceTokenizer`` and ``tokenizers``' ``WordPiece``), or None for ``[UNK]`` (a
-    position no entry matches, or a word over ``MAX_INPUT_CHARS_PER_WORD`` characters).
-
-    ``continuation``: split ``word`` as the rest of a word (its first piece gets ``##`` too), e.g. the text
-    of a ``##`` entry."""
-    if len(word) > MAX_INPUT_CHARS_PER_WORD:
-        return None
-    pieces: list[str] = []
-    start = 0
-    while start < len(word):
-        prefix = CONTINUING_SUBWORD_PREFIX if (start > 0 or continuation) else ""
-        end = len(word)
-        while end > start:
-            piece = prefix + word[start:end]
-            if piece in vocab:
-                break
-            end -= 1
-        else:
-            return None
-        pieces.append(piece)
-        start = end
-    return pieces
 
 
 # ------------------------------------------------------------------------------------------- base vocab

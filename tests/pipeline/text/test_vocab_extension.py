@@ -22,9 +22,8 @@ from bertprep.pipeline.text.vocab_extension import (
     place_pieces,
     rank_pieces,
     read_base_vocab,
-    wordpiece_split,
 )
-from bertprep.pipeline.vocab_files import VocabError, read_vocab_file, tokenizer_files
+from bertprep.pipeline.vocab_files import VocabError, read_vocab_file, tokenizer_files, wordpiece_split
 from conftest import FIXTURES
 
 TRAIN = FIXTURES / "vocab" / "train.txt"
