@@ -100,10 +100,11 @@ def _default(name: str):
     help="bert: one sentence per line, blank line between documents; jsonl: one JSON document per "
     "line (--text-field); text: one prose document per file (books); wikiextractor / "
     "wikiextractor-json: WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, "
-    ".xml.bz2); parquet (--text-field). auto: detected per file. As in make-shards.",
+    ".xml.bz2); parquet (--text-field); hf: a Hugging Face datasets save_to_disk directory or Hub "
+    "dataset files (.arrow/.parquet, --text-field). auto: detected per file. As in make-shards.",
 )
 @click.option(
-    "--text-field", default="text", show_default=True, help="Field holding the document text in jsonl/parquet input."
+    "--text-field", default="text", show_default=True, help="Field holding the document text in jsonl/parquet/hf input."
 )
 @click.option(
     "--segmenter",
@@ -132,8 +133,24 @@ def _default(name: str):
     help="Replace vocab.txt / tokenizer.json already in --output-dir (otherwise refused); the old files "
     "stay until the new vocab is trained and written.",
 )
+@click.option(
+    "--extend",
+    "extend",
+    metavar="VOCAB",
+    help="Extend this vocab (vocab.txt, tokenizer.json or a directory with one) instead of training a new "
+    "one: add the --extend-size pieces of INPUTS that save the most word pieces, first in its [unusedK] "
+    "slots, then appended; every existing id stays. Keeps its casing; writes extension.json (piece, id, "
+    "count) too. --vocab-size then sizes the corpus vocab the candidates come from (default: the base's).",
+)
+@click.option(
+    "--extend-size",
+    type=int,
+    metavar="N",
+    help="With --extend: the number of new pieces to add (at most; fewer when no other candidate saves a piece).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars; only the summary, warnings and errors.")
-def build_vocab(inputs, input_files, output_dir, overwrite, quiet, **options):
+@click.pass_context
+def build_vocab(ctx, inputs, input_files, output_dir, overwrite, quiet, extend, extend_size, **options):
     """Train a WordPiece vocabulary on INPUTS (files, globs or directories; local or gs://...).
 
     Without INPUTS it trains on the bundled demo corpus (three public-domain books), as make-shards does.
@@ -144,6 +161,7 @@ def build_vocab(inputs, input_files, output_dir, overwrite, quiet, **options):
     \b
       bertprep build-vocab corpus/ -o vocab/ --vocab-size 30522
       bertprep build-vocab 'wiki/*/wiki_*' books/ -o vocab-cased/ --cased
+      bertprep build-vocab med/ --extend bert/vocab.txt --extend-size 500 -o vocab-med/
 
     Writes vocab.txt ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0-4, then [unused0]..., then the learned
     alphabet and word pieces; one token per line) and tokenizer.json with tokenizer_config.json and
@@ -160,9 +178,14 @@ def build_vocab(inputs, input_files, output_dir, overwrite, quiet, **options):
     from bertprep.pipeline.text.vocab import build_vocab as run_build_vocab
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    if extend is None and extend_size is not None:
+        raise click.BadParameter("--extend-size needs --extend VOCAB (the vocab to extend)", param_hint="--extend-size")
     all_inputs = _input_paths(inputs, input_files)
     read_keys = ("input_format", "text_field", "segmenter", "encoding", "max_line_chars")
     read_options = {k: options.pop(k) for k in read_keys}
+    if extend is not None:
+        _extend(ctx, extend, extend_size, all_inputs, output_dir, overwrite, quiet, options, read_options)
+        return
     config = _vocab_config(options, quiet)
     try:
         result = run_build_vocab(all_inputs, output_dir, config, **read_options, overwrite=overwrite)
@@ -174,6 +197,54 @@ def build_vocab(inputs, input_files, output_dir, overwrite, quiet, **options):
     warning = result.trained.accent_warning(cased_flag="--cased")
     if warning:
         click.echo(f"Warning: {warning}", err=True)
+    stats = result.reader_stats
+    click.echo(f"input: {stats.files:,} files, {stats.documents:,} documents, {stats.bytes / 1e6:,.1f} MB")
+    click.echo(f"wrote: {', '.join(result.written.values())}")
+
+
+def _extend(ctx, extend, extend_size, all_inputs, output_dir, overwrite, quiet, options, read_options) -> None:
+    """``--extend VOCAB --extend-size N``: ``pipeline.text.vocab_extension.extend_vocab_files``."""
+    from click.core import ParameterSource
+
+    from bertprep.pipeline.readers import InputError
+    from bertprep.pipeline.text.vocab_extension import extend_vocab_files
+    from bertprep.pipeline.vocab_files import VocabError
+
+    if extend_size is None:
+        raise click.BadParameter("give the number of pieces to add: --extend-size N", param_hint="--extend-size")
+    if extend_size <= 0:
+        raise click.BadParameter(f"must be at least 1 (pieces to add), got {extend_size}", param_hint="--extend-size")
+
+    def given(name: str):
+        """The option's value when the user gave it, else None (the base vocab decides)."""
+        return options[name] if ctx.get_parameter_source(name) != ParameterSource.DEFAULT else None
+
+    if given("num_unused") is not None:
+        raise click.BadParameter(
+            "an extension keeps the base vocab's [unusedK] slots (and fills them); drop it", param_hint="--num-unused"
+        )
+    try:
+        result = extend_vocab_files(
+            all_inputs,
+            output_dir,
+            extend,
+            extend_size,
+            do_lower_case=given("do_lower_case"),
+            strip_accents=options["strip_accents"],
+            train_vocab_size=given("vocab_size"),
+            min_frequency=options["min_frequency"],
+            limit_alphabet=options["limit_alphabet"] or None,
+            show_progress=not quiet,
+            overwrite=overwrite,
+            **read_options,
+        )
+    except VocabError as err:
+        raise click.BadParameter(str(err), param_hint=err.option or "--extend") from err
+    except FileNotFoundError as err:
+        raise click.BadParameter(str(err), param_hint="--extend") from err
+    except (InputError, ValueError, OSError) as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(result.extended.summary())
     stats = result.reader_stats
     click.echo(f"input: {stats.files:,} files, {stats.documents:,} documents, {stats.bytes / 1e6:,.1f} MB")
     click.echo(f"wrote: {', '.join(result.written.values())}")

@@ -248,14 +248,15 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     help="bert: one sentence per line, blank line between documents (the original's format); "
     "jsonl: one JSON document per line (--text-field); text: one prose document per file "
     "(books; Project Gutenberg header/footer stripped); wikiextractor / wikiextractor-json: "
-    "WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, .xml.bz2); parquet. "
+    "WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, .xml.bz2); parquet; hf: a Hugging Face "
+    "datasets save_to_disk directory or Hub dataset files (.arrow/.parquet). "
     "auto: detected per file from extension and content.",
 )
 @click.option(
     "--text-field",
     default=_default("text_field"),
     show_default=True,
-    help="Field holding the document text in jsonl/parquet input.",
+    help="Field holding the document text in jsonl/parquet/hf input.",
 )
 @click.option(
     "--segmenter",

@@ -20,6 +20,9 @@ vocabulary. It imports ``tokenizers`` and the standard library only (no Beam, no
   as huggingface/tokenizers ``implementations/bert_wordpiece.py`` composes them; ``tokenizer_config.json``
   names one class (``BertTokenizerFast``) and writes ``strip_accents`` resolved, never ``null``.
   ``build-vocab`` and ``export`` write these same files.
+* **one word's pieces in Python** (:func:`wordpiece_split`, :func:`is_unused_slot`): the greedy split of a
+  normalised word under any set of entries, for ranking new pieces (``build-vocab --extend``) and for
+  starting their embeddings from the old pieces (``train --init-from`` onto an extended vocab).
 
 Normalization (lower-casing, accent stripping) is ``normalization.py``'s.
 """
@@ -27,6 +30,8 @@ Normalization (lower-casing, accent stripping) is ``normalization.py``'s.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -188,6 +193,41 @@ def looks_cased(tokens: Sequence[str]) -> bool:
             if upper >= 20:
                 return True
     return False
+
+
+#: A spare ``[unusedK]`` entry (Google's vocabs, build-vocab's ``--num-unused``).
+_UNUSED_SLOT = re.compile(r"^\[unused\d+\]$")
+
+
+def is_unused_slot(token: str) -> bool:
+    """Whether ``token`` is a spare ``[unusedK]`` entry of a vocab."""
+    return bool(_UNUSED_SLOT.match(token))
+
+
+def wordpiece_split(word: str, vocab: Container[str], *, continuation: bool = False) -> list[str] | None:
+    """The pieces of one normalised, pre-tokenised ``word`` under ``vocab`` (greedy longest-match-first, as
+    google-research/bert ``WordpieceTokenizer`` and ``tokenizers``' ``WordPiece``), or None for ``[UNK]`` (a
+    position no entry matches, or a word over ``MAX_INPUT_CHARS_PER_WORD`` characters).
+
+    ``continuation``: split ``word`` as the rest of a word (its first piece gets ``##`` too), e.g. the text
+    of a ``##`` entry."""
+    if len(word) > MAX_INPUT_CHARS_PER_WORD:
+        return None
+    pieces: list[str] = []
+    start = 0
+    while start < len(word):
+        prefix = CONTINUING_SUBWORD_PREFIX if (start > 0 or continuation) else ""
+        end = len(word)
+        while end > start:
+            piece = prefix + word[start:end]
+            if piece in vocab:
+                break
+            end -= 1
+        else:
+            return None
+        pieces.append(piece)
+        start = end
+    return pieces
 
 
 def special_token_ids(token_to_id: Mapping[str, int]) -> dict[str, int]:
@@ -409,6 +449,7 @@ __all__ = [
     "do_lower_case_of_tokenizer_json",
     "hf_tokenizer",
     "hf_tokenizer_json",
+    "is_unused_slot",
     "looks_cased",
     "parse_tokenizer_json",
     "parse_vocab_txt",
@@ -418,4 +459,5 @@ __all__ = [
     "strip_accents_of_tokenizer_json",
     "tokenizer_config",
     "tokenizer_files",
+    "wordpiece_split",
 ]

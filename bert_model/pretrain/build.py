@@ -34,8 +34,10 @@ from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
+from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.pipeline import schema
+from bertprep.pipeline.vocab_files import read_vocab_file
 
 logger = logging.getLogger("bertprep.train")
 
@@ -103,6 +105,7 @@ def build_run(
     if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
         logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
     start = load_start(config)
+    start = extend_start_vocab(config, info, start)
     model_config = model_config_for(config, info, start)
     eval_info = read_eval_shards(config, info, model_config, d)
     verify_shards(config, (info, eval_info), d)
@@ -174,6 +177,23 @@ def load_start(config: TrainConfig) -> Start:
         except FileNotFoundError:  # not a bertprep checkpoint: a Hugging Face BERT directory (or an error)
             return Start(hf_source=load_model_source(config.init_from))
     return Start()
+
+
+def extend_start_vocab(config: TrainConfig, info: ShardInfo, start: Start) -> Start:
+    """``init_from`` a model whose vocab the shards' vocab extends (``build-vocab --extend``): the start with
+    its vocab-sized weights grown (``vocab_extension.extend_source_vocab``; a bertprep checkpoint becomes
+    a model source for that). Any other start is returned unchanged.
+
+    Raises:
+        ValueError: the shards' vocab is larger than the model's but does not keep its ids.
+    """
+    if not config.init_from or info.vocab_file is None:
+        return start
+    if start.saved is not None and start.saved["data"]["vocab_sha256"] == info.vocab_sha256:
+        return start
+    source = start.hf_source if start.hf_source is not None else load_model_source(start.checkpoint)
+    grown = extend_source_vocab(source, read_vocab_file(info.vocab_file), shards=info.shard_dir)
+    return start if grown is source else Start(hf_source=grown)
 
 
 def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> BertConfig:

@@ -47,6 +47,12 @@ Formats (``input_format``; :data:`INPUT_FORMATS`):
     A Parquet file with a string column ``text_field``, read in record batches of
     :data:`parquet.PARQUET_BATCH_ROWS` rows with pyarrow through the ``FileSystems`` file object; the text is
     prose as for ``jsonl``; ``line`` is 0.
+``hf``
+    Hugging Face ``datasets`` on disk (``readers.hf``): the ``.arrow`` files of a ``save_to_disk`` directory
+    or the ``.arrow`` / ``.parquet`` files of a downloaded Hub dataset, streamed record batch by record
+    batch with pyarrow (the ``datasets`` package is not needed); string column ``text_field``, prose as for
+    ``jsonl``; the metadata files (``dataset_info.json``, ``state.json``, ``dataset_dict.json``) are passed
+    over; ``line`` is the row's 1-based number in its file, so ``(source, line - 1)`` is ``(file, row)``.
 ``auto``
     :func:`detect_format` per file, logged at INFO.
 
@@ -71,7 +77,7 @@ one-sentence documents are kept (the reference keeps them: all their pairs are N
 The package, one module per job: ``base`` (the format names, :class:`Document`, :class:`ReaderStats`,
 :class:`InputError`), ``files`` (finding, opening and decompressing files, the binary check, lines),
 ``detect`` (``auto``), ``context`` (what a format reader is given), one module per format family (``text``:
-bert, jsonl, wikiextractor and its JSON, text; ``wiki``: wiki-xml; ``parquet``), and this module: the
+bert, jsonl, wikiextractor and its JSON, text; ``wiki``: wiki-xml; ``parquet``; ``hf``), and this module: the
 format registry and the entry points :func:`read_documents`, :func:`iter_corpus_texts` and
 :func:`check_options`. Everything public is importable from ``bertprep.pipeline.readers``.
 """
@@ -86,6 +92,7 @@ from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
 from bertprep.pipeline.readers.context import FormatReader, ReadContext
 from bertprep.pipeline.readers.detect import detect_format, looks_like_sentence_per_line, warn_if_structured
 from bertprep.pipeline.readers.files import _check_encoding, expand_inputs, open_input
+from bertprep.pipeline.readers.hf import read_hf
 from bertprep.pipeline.readers.parquet import read_parquet
 from bertprep.pipeline.readers.text import read_bert, read_jsonl, read_text, read_wikiextractor, read_wikiextractor_json
 from bertprep.pipeline.readers.wiki import read_wiki_xml, wikitext_paragraphs
@@ -118,6 +125,7 @@ _READERS: dict[str, FormatReader] = {
     "wikiextractor-json": read_wikiextractor_json,
     "wiki-xml": read_wiki_xml,
     "parquet": read_parquet,
+    "hf": read_hf,
 }
 assert set(_READERS) == set(INPUT_FORMATS) - {"auto"}, "every input format has a reader"
 

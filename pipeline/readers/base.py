@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Accepted values of ``input_format`` (``--input-format``).
-INPUT_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet")
+INPUT_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet", "hf")
 
 #: Default limit on the characters of one line (``--max-line-chars``). One JSON line holds a whole
 #: document; the longest English Wikipedia articles have a few hundred thousand characters of text (the

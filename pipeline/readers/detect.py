@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import bertprep.pipeline.readers.files as files
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _check_not_binary, _iter_lines, _read_blocks
+from bertprep.pipeline.readers.hf import is_hf_metadata
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers.context import ReadContext
@@ -86,7 +87,8 @@ def looks_like_sentence_per_line(lines: Sequence[str]) -> bool:
 def detect_format(path: str, *, encoding: str = "utf-8", max_line_chars: int = DEFAULT_MAX_LINE_CHARS) -> str:
     """Guess the input format of ``path`` from its extension and its first :data:`DETECT_BYTES` bytes.
 
-    Rules, in order: a ``.parquet`` name or the Parquet magic ``PAR1`` -> ``parquet``; a root element
+    Rules, in order: a ``.parquet`` name or the Parquet magic ``PAR1`` -> ``parquet``; a ``.arrow`` name or a
+    ``datasets`` metadata file (``dataset_info.json``, ``state.json``, ``dataset_dict.json``) -> ``hf``; a root element
     ``<mediawiki`` (after an optional XML declaration) -> ``wiki-xml``; a ``.jsonl``/``.json``/``.ndjson``
     name (before a compression suffix) or a first non-blank character ``{`` -> ``wikiextractor-json`` when
     the first object has ``title``, ``url`` and ``text``, else ``jsonl``; content starting with ``<doc ``
@@ -100,6 +102,8 @@ def detect_format(path: str, *, encoding: str = "utf-8", max_line_chars: int = D
     name = _strip_compression(path)
     if name.endswith(".parquet"):
         return "parquet"
+    if name.endswith(".arrow") or is_hf_metadata(path):
+        return "hf"  # a Hugging Face dataset's files (the metadata files are passed over)
     head = _read_head(path, DETECT_BYTES, check_binary=False)
     if head.startswith(b"PAR1"):
         return "parquet"

@@ -9,4 +9,5 @@ Entry points:
   (google-research/bert ``tokenization.py``) through Hugging Face ``tokenizers``.
 - ``word_segmentation``: word boundaries for scripts without spaces (jieba, Kiwi, a user callable).
 - ``vocab``: ``build-vocab``, a WordPiece vocab trained with ``tokenizers``' ``WordPieceTrainer``.
+- ``vocab_extension``: ``build-vocab --extend``, an existing vocab plus the corpus's pieces that save the most.
 """

@@ -1,0 +1,171 @@
+"""``train --init-from`` a model whose vocab the shards' vocab extends (bert_model/pretrain/vocab_extension.py).
+
+A tiny Hugging Face BERT with a 64-entry vocab (two ``[unusedK]`` slots) continues pre-training on shards of a
+66-entry extension: the embeddings, the tied decoder and the MLM bias grow, new rows start as the mean of the
+old pieces' rows, the old rows are untouched, and export and fill-mask work on the result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bertprep.bert_model.hf.interop import load_model_source
+from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
+from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from bertprep.bert_model.pretrain.vocab_extension import check_extension, extend_source_vocab, extension_ids
+from bertprep.cli.main import cli
+from conftest import need_module
+from shard_factory import write_shard_dir
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+transformers = need_module("transformers")
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["psi", "##lo", "##cy", "##bin", "the", "cat", "##s", "p", "##i"]
+OLD = SPECIALS + ["[unused0]", "[unused1]"] + WORDS + [f"w{i}" for i in range(64 - 16)]
+# [unused0] and [unused1] take two pieces; two more are appended.
+NEW = [*OLD[:5], "psilocybin", "##locy", *OLD[7:], "cats", "##bincy"]
+TINY = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    pad_token_id=0,
+)
+
+
+def _save_hf(path, cls_name="BertForMaskedLM"):
+    torch.manual_seed(0)
+    model = getattr(transformers, cls_name)(transformers.BertConfig(vocab_size=len(OLD), **TINY)).eval()
+    model.save_pretrained(path)
+    (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
+    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    return path
+
+
+def _config(shards, out, init_from, **kw):
+    values = dict(
+        shards=str(shards),
+        output_dir=str(out),
+        init_from=str(init_from),
+        batch_size=8,
+        max_steps=2,
+        warmup_steps=1,
+        learning_rate=1e-3,
+        log_every=1,
+        save_every=0,
+        num_workers=0,
+        shuffle_buffer_size=16,
+        progress=False,
+    )
+    return TrainConfig(**{**values, **kw})
+
+
+def test_an_extension_keeps_every_old_id_except_unused_slots():
+    assert extension_ids(OLD, NEW) == [5, 6, 64, 65]
+    assert extension_ids(OLD, OLD) == []
+    assert extension_ids(OLD, OLD[:-1]) is None
+    moved = list(NEW)
+    moved[11], moved[12] = moved[12], moved[11]
+    assert extension_ids(OLD, moved) is None
+    with pytest.raises(ValueError, match=r"does not extend the vocab of M \(64\): at id 11 the model has 'the'"):
+        check_extension(OLD, moved, shards="S", model="M")
+    with pytest.raises(ValueError, match="build-vocab --extend M/vocab.txt"):
+        check_extension(OLD, moved, shards="S", model="M")
+    reused = list(NEW)
+    reused[5] = "cat"  # a slot may not take a token the model already has at another id
+    with pytest.raises(ValueError, match="at id 5 .*already has elsewhere"):
+        check_extension(OLD, reused, shards="S", model="M")
+
+
+def test_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
+    source = load_model_source(str(_save_hf(tmp_path / "hf")))
+    grown = extend_source_vocab(source, NEW, shards="S")
+    assert grown.config.vocab_size == len(NEW) and grown.vocab_tokens == NEW
+    old_emb = source.state_dict["bert.embeddings.word_embeddings.weight"]
+    emb = grown.state_dict["bert.embeddings.word_embeddings.weight"]
+    bias = grown.state_dict["cls.predictions.bias"]
+    assert emb.shape == (66, 32) and bias.shape == (66,)
+    keep = [i for i in range(64) if i not in (5, 6)]
+    torch.testing.assert_close(emb[keep], old_emb[keep], rtol=0, atol=0)
+
+    def mean(pieces, weight):
+        return weight[[OLD.index(p) for p in pieces]].mean(0)
+
+    old_bias = source.state_dict["cls.predictions.bias"]
+    for token, pieces in {
+        "psilocybin": ["psi", "##lo", "##cy", "##bin"],
+        "##locy": ["##lo", "##cy"],  # a ## entry splits as a continuation
+        "cats": ["cat", "##s"],
+        "##bincy": ["##bin", "##cy"],
+    }.items():
+        torch.testing.assert_close(emb[NEW.index(token)], mean(pieces, old_emb))
+        torch.testing.assert_close(bias[NEW.index(token)], mean(pieces, old_bias))
+    assert extend_source_vocab(source, OLD, shards="S") is source
+
+
+def test_train_init_from_hf_onto_extended_shards_grows_the_model_and_exports(tmp_path, caplog):
+    hf_dir = _save_hf(tmp_path / "hf")
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
+    with caplog.at_level(logging.INFO, logger="bertprep.train"):
+        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
+    assert result.step == 1 and result.model.config.vocab_size == len(NEW)
+    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
+    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
+    model = result.model
+    assert model.cls.predictions.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
+    assert model.cls.predictions.bias.shape == (len(NEW),)
+    old_emb = load_model_source(str(hf_dir)).state_dict["bert.embeddings.word_embeddings.weight"]
+    after_one_step = model.bert.embeddings.word_embeddings.weight.detach()
+    torch.testing.assert_close(after_one_step[10], old_emb[10], atol=1e-6, rtol=0)  # an old row, at lr 1e-9
+
+    runner = CliRunner()
+    exported = runner.invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "export")])
+    assert exported.exit_code == 0, exported.output
+    hf = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "export"))
+    assert hf.config.vocab_size == len(NEW)
+    assert (tmp_path / "export" / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1] == NEW
+
+    mlm, tokenizer = load_mlm_model(str(tmp_path / "run"))
+    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
+    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
+    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
+    shown = runner.invoke(cli, ["fill-mask", "--model", str(tmp_path / "export"), "the [MASK] cats"])
+    assert shown.exit_code == 0, shown.output
+
+
+def test_train_init_from_a_bertprep_run_onto_extended_shards(tmp_path):
+    hf_dir = _save_hf(tmp_path / "hf")
+    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
+    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
+    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
+    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
+    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    assert first.model.config.vocab_size == 64 and second.model.config.vocab_size == len(NEW)
+    trained = first.model.bert.embeddings.word_embeddings.weight.detach()
+    pieces = [OLD.index(p) for p in ("cat", "##s")]
+    torch.testing.assert_close(
+        second.model.bert.embeddings.word_embeddings.weight[NEW.index("cats")].detach(),
+        trained[pieces].mean(0),
+        atol=1e-6,
+        rtol=0,
+    )
+
+
+def test_shards_of_a_larger_vocab_that_moves_old_ids_are_refused_before_any_step(tmp_path):
+    hf_dir = _save_hf(tmp_path / "hf")
+    moved = list(NEW)
+    moved[11], moved[12] = moved[12], moved[11]
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=1, rows_per_shard=8, vocab=moved, max_seq_length=32, seed=1)
+    with pytest.raises(ValueError, match=r"does not extend the vocab of .*hf \(64\): at id 11 the model has 'the'"):
+        train(_config(shards, tmp_path / "run", hf_dir))
+    assert not (tmp_path / "run" / "checkpoints").exists()
