@@ -147,6 +147,14 @@ def ngram_table(path: str, n: int) -> tuple[dict[int, np.ndarray], dict]:
     """The evaluation file's gram keys, ``{gram length: sorted distinct uint64 keys}`` (length ``n``, and the
     lengths of whole texts between :data:`MIN_WORDS` and ``n - 1`` words), and its counts for the manifest."""
     fmt, texts = evaluation_texts(path)
+    table, short = ngram_table_from_texts(texts, n, with_short=True)
+    ngrams = sum(len(v) for v in table.values())
+    return table, {"format": fmt, "texts": len(texts), "texts_too_short": short, "ngrams": ngrams}
+
+
+def ngram_table_from_texts(texts: Sequence[str], n: int, with_short: bool = False):
+    """:func:`ngram_table`'s ``{gram length: sorted keys}`` of ``texts`` (and, ``with_short``, how many texts
+    were too short to match)."""
     parts: dict[int, list[np.ndarray]] = {}
     short = 0
     for text in texts:
@@ -158,8 +166,7 @@ def ngram_table(path: str, n: int) -> tuple[dict[int, np.ndarray], dict]:
         else:
             short += 1
     table = {k: np.unique(np.concatenate(v)) for k, v in sorted(parts.items())}
-    ngrams = sum(len(v) for v in table.values())
-    return table, {"format": fmt, "texts": len(texts), "texts_too_short": short, "ngrams": ngrams}
+    return (table, short) if with_short else table
 
 
 class BuildNgramTableFn(beam.DoFn):
