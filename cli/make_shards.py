@@ -7,6 +7,7 @@ import difflib
 import click
 
 from bertprep.pipeline.config import (
+    DECONTAMINATE_MODES,
     DEDUP_MODES,
     MASKING_MODES,
     OBJECTIVES,
@@ -366,8 +367,76 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     "(case and accents as --do-lower-case/--strip-accents, whitespace collapsed): the first in "
     "input order. --pairing-scope global: the documents are grouped by a hash of that text (a "
     "shuffle, no extra read); file: one extra read of the inputs (no tokenization) and a "
-    "shuffle of hashes and ids only. Dropped copies are counted in the manifest and the log. "
-    "Near-duplicates are not removed.",
+    "shuffle of hashes and ids only. minhash: near-duplicates too: a document is dropped when an "
+    "earlier one (input order) has an estimated Jaccard similarity of word n-grams >= "
+    "--dedup-threshold (MinHash, 128 permutations, LSH bands as shuffle keys; one extra read of the "
+    "inputs in either scope). Dropped copies are counted in the manifest and the log.",
+)
+@click.option(
+    "--dedup-threshold",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=_default("dedup_threshold"),
+    show_default=True,
+    help="--dedup minhash: Jaccard similarity of two documents' word n-gram sets from which the later one is dropped.",
+)
+@click.option(
+    "--dedup-ngram",
+    type=click.IntRange(min=1),
+    default=_default("dedup_ngram"),
+    show_default=True,
+    help="--dedup minhash: words per shingle (documents shorter than this are one shingle).",
+)
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    metavar="NAME=GLOBS[:WEIGHT]",
+    help="A source of a weighted mixture, instead of -i (repeatable): its name, its comma-separated "
+    "globs, and a document sampling rate (default 1): 2 writes every document twice, 0.5 keeps "
+    "each with probability 0.5, 1.5 once plus a second copy half the time; decided by a stable "
+    "hash of (--random-seed, source, document), so on any runner. Copies are distinct documents "
+    "(own buckets, own masks) on the held-out side of their original; --dedup runs before "
+    "sampling. The manifest records each source's size, rate and realised share. --pairing-scope "
+    "global only.",
+)
+@click.option(
+    "--mixture",
+    default=None,
+    metavar="FILE.json",
+    help='Sources from a JSON file: {"sources": [{"name": ..., "inputs": [globs] or "globs", '
+    '"weight": rate}], "temperature_alpha": optional}; instead of --source.',
+)
+@click.option(
+    "--mixture-alpha",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Temperature sampling over the sources instead of weights (XLM-R): source i's share of the "
+    "data becomes proportional to n_i^alpha, n_i its input bytes, at the same total size "
+    "(0.3 in XLM-R; 1 = as read; 0 = equal shares).",
+)
+@click.option(
+    "--decontaminate",
+    multiple=True,
+    metavar="FILES",
+    help="Evaluation files whose texts must not be trained on (repeatable, comma-separated): GLUE "
+    ".tsv, SQuAD .json, SWAG .csv, or plain text (one text per line). A document sharing a word "
+    "n-gram (--decontaminate-ngram, after lower-casing and stripping punctuation) with them is "
+    "dropped or cut (--decontaminate-mode); counted per file in the manifest. --pairing-scope "
+    "global only.",
+)
+@click.option(
+    "--decontaminate-ngram",
+    type=click.IntRange(min=1),
+    default=_default("decontaminate_ngram"),
+    show_default=True,
+    help="Words per n-gram of --decontaminate (GPT-3: 13); evaluation texts shorter than this are not matched.",
+)
+@click.option(
+    "--decontaminate-mode",
+    type=click.Choice(DECONTAMINATE_MODES),
+    default=_default("decontaminate_mode"),
+    show_default=True,
+    help="drop: drop a document with any matching n-gram. cut: remove only the sentences a match covers.",
 )
 @click.option(
     "--overwrite",

@@ -17,8 +17,11 @@ MASKING_MODES = ("static", "dynamic")
 #: ``--sampling``: ``auto`` (the default) is ``exact`` with one bucket (``bucket_size=0``), ``fast`` otherwise
 #: (``ShardsConfig.effective_sampling``).
 SAMPLING_MODES = ("auto", "exact", "fast")
-#: Document deduplication (``--dedup``): ``none``, or ``exact`` (equal normalised text; see ``heldout.py``).
-DEDUP_MODES = ("none", "exact")
+#: Document deduplication (``--dedup``): ``none``, ``exact`` (equal normalised text; see ``heldout.py``) or
+#: ``minhash`` (near-duplicates: estimated Jaccard of word n-grams; see ``near_dedup.py``).
+DEDUP_MODES = ("none", "exact", "minhash")
+#: ``--decontaminate-mode``: drop a matching document, or cut its matching sentences (``decontamination.py``).
+DECONTAMINATE_MODES = ("drop", "cut")
 #: Pre-training objectives (``--objective``): what a row holds besides the masked LM (see InstanceConfig.objective).
 OBJECTIVES = ("nsp", "sop", "none")
 
@@ -118,6 +121,30 @@ class InstanceConfig:
 
 
 @dataclass(frozen=True)
+class Source:
+    """One source of a weighted mixture (``--source NAME=GLOBS:WEIGHT``, ``--mixture FILE.json``)."""
+
+    name: str
+    """Its name in the manifest and in the sampling hash (unique among the sources)."""
+    inputs: tuple[str, ...]
+    """Its input files, globs or directories (as ``-i``)."""
+    weight: float = 1.0
+    """Document sampling rate: 2.0 = every document twice, 0.5 = each document kept with probability 0.5,
+    1.5 = once, plus a second copy with probability 0.5 (``mixture.py``)."""
+
+    def __post_init__(self) -> None:
+        if not self.name or "=" in self.name:
+            raise ValueError(f"a source needs a name without '=' (--source NAME=GLOBS:WEIGHT), got {self.name!r}")
+        if not self.inputs:
+            raise ValueError(f"source {self.name!r} has no inputs (--source {self.name}=GLOBS:WEIGHT)")
+        if not self.weight > 0 or self.weight != self.weight or self.weight == float("inf"):
+            raise ValueError(
+                f"source {self.name!r}: weight must be a finite number > 0 (a document sampling rate: 0.5 keeps "
+                f"half the documents, 2 repeats each twice; leave a source out to drop it), got {self.weight}"
+            )
+
+
+@dataclass(frozen=True)
 class ShardsConfig:
     """Everything ``make-shards`` needs besides Beam's own options."""
 
@@ -174,7 +201,26 @@ class ShardsConfig:
     with a ``word_segmenter`` (the trainer's dynamic masking and ``inspect`` need the segmenter's words)."""
     dedup: str = "none"
     """``none``; ``exact``: documents whose normalised text is equal are kept once, the first in input order
-    (``heldout.py``); counted in the manifest."""
+    (``heldout.py``); ``minhash``: a document is dropped when an earlier one (input order) is a near-duplicate,
+    estimated Jaccard of word ``dedup_ngram``-grams >= ``dedup_threshold`` (``near_dedup.py``); counted in the
+    manifest."""
+    dedup_threshold: float = 0.8
+    """``dedup="minhash"``: Jaccard similarity (of word n-gram sets) from which two documents are near-copies."""
+    dedup_ngram: int = 5
+    """``dedup="minhash"``: words per shingle."""
+    sources: tuple[Source, ...] = ()
+    """A weighted mixture (``mixture.py``): the sources, in reading order; ``inputs`` is then their inputs
+    together. Empty: no mixture (every document once)."""
+    mixture_alpha: float | None = None
+    """Temperature sampling over the sources (XLM-R): source i's share of the documents' bytes becomes
+    proportional to ``n_i ** alpha`` (``n_i``: its input bytes); replaces the weights."""
+    decontaminate: tuple[str, ...] = ()
+    """Evaluation files (GLUE TSV, SQuAD JSON, SWAG CSV, plain text) whose word n-grams are removed from the
+    training text (``decontamination.py``)."""
+    decontaminate_ngram: int = 13
+    """Words per n-gram of decontamination (after lower-casing and stripping punctuation; GPT-3 uses 13)."""
+    decontaminate_mode: str = "drop"
+    """``drop``: drop a document with any matching n-gram; ``cut``: drop only the sentences a match covers."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -202,6 +248,42 @@ class ShardsConfig:
             raise ValueError(f"--eval-seed must be in [0, 2**32), got {self.eval_seed}")
         if self.dedup not in DEDUP_MODES:
             raise ValueError(f"--dedup must be one of {', '.join(DEDUP_MODES)}, got {self.dedup!r}")
+        if not 0.0 < self.dedup_threshold <= 1.0:
+            raise ValueError(f"--dedup-threshold must be in (0, 1] (a Jaccard similarity), got {self.dedup_threshold}")
+        if self.dedup_ngram < 1:
+            raise ValueError(f"--dedup-ngram must be >= 1 (words per shingle), got {self.dedup_ngram}")
+        self._check_mixture()
+        if self.decontaminate_ngram < 1:
+            raise ValueError(f"--decontaminate-ngram must be >= 1 (words per n-gram), got {self.decontaminate_ngram}")
+        if self.decontaminate_mode not in DECONTAMINATE_MODES:
+            raise ValueError(
+                f"--decontaminate-mode must be one of {', '.join(DECONTAMINATE_MODES)}, got {self.decontaminate_mode!r}"
+            )
+        if self.decontaminate and self.pairing_scope == "file":
+            raise ValueError(
+                "--decontaminate works on the documents of --pairing-scope global only (the file scope never "
+                "gathers documents for a filtering step): use --pairing-scope global, or decontaminate the inputs first"
+            )
+
+    def _check_mixture(self) -> None:
+        names = [s.name for s in self.sources]
+        doubled = sorted({n for n in names if names.count(n) > 1})
+        if doubled:
+            raise ValueError(f"source names must be unique; given more than once: {', '.join(doubled)}")
+        if self.mixture_alpha is not None:
+            if not self.sources:
+                raise ValueError("--mixture-alpha needs sources (--source NAME=GLOBS or --mixture FILE.json)")
+            if not 0.0 <= self.mixture_alpha <= 1.0:
+                raise ValueError(f"--mixture-alpha must be in [0, 1] (XLM-R uses 0.3), got {self.mixture_alpha}")
+            if any(s.weight != 1.0 for s in self.sources):
+                raise ValueError(
+                    "give source weights or --mixture-alpha, not both (alpha sets every source's rate from its size)"
+                )
+        if self.sources and self.pairing_scope == "file":
+            raise ValueError(
+                "weighted sources (--source, --mixture) need --pairing-scope global (the file scope makes instances "
+                "while it reads, before a document's copies could be spread over buckets)"
+            )
 
     @property
     def effective_sampling(self) -> str:
@@ -246,6 +328,16 @@ class ShardsConfig:
             del d["eval_fraction"], d["eval_seed"]
         if self.dedup == "none":
             del d["dedup"]
+        if self.dedup != "minhash":
+            del d["dedup_threshold"], d["dedup_ngram"]
+        if not self.sources:
+            del d["sources"], d["mixture_alpha"]
+        else:
+            d["sources"] = [{"name": s.name, "inputs": list(s.inputs), "weight": s.weight} for s in self.sources]
+        if not self.decontaminate:
+            del d["decontaminate"], d["decontaminate_ngram"], d["decontaminate_mode"]
+        else:
+            d["decontaminate"] = list(self.decontaminate)
         # the mode used; what was asked for beside it where that was auto (the choice is then the options')
         d["sampling"] = self.effective_sampling
         if self.sampling != self.effective_sampling:

@@ -21,7 +21,7 @@ from typing import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.text.tokenization import Vocab
@@ -47,7 +47,11 @@ def build_pipeline(
     instance creation (their own buckets: NotNext from eval documents only) to a second shard set in
     ``tmp_dir/eval/`` with its own manifest; in the ``global`` scope the tokenized documents are partitioned,
     in the ``file`` scope the streaming pass keeps one run per side.
-    Without either option the pipeline is the one made before they existed."""
+    With ``config.dedup == "minhash"`` a first pass (``near_dedup.NearDedup``) gives each file the ordinals of
+    its near-copies, in both scopes. With ``config.decontaminate`` (``global`` scope) the documents as read go
+    through ``decontamination.Decontaminate`` before exact dedup; with ``config.sources`` the tokenized
+    documents are sampled per source (``mixture.SampleSources``) before the held-out split.
+    Without these options the pipeline is the one made before they existed."""
     bucket_dir = FileSystems.join(tmp_dir, BUCKETS_DIR)
     vocab_info = {
         "file": "vocab.txt",
@@ -62,11 +66,16 @@ def build_pipeline(
     # Create reshuffles its elements itself when there are several, so the files spread over the workers
     file_list = pipeline | "ListInputFiles" >> beam.Create(list(enumerate(files)))
     shared_counts = []  # counts that both shard sets record (readers, dedup)
-    dedup = config.dedup != "none"
-    if dedup and config.pairing_scope == "file":  # a first pass: (file_index, path) -> (..., ordinals to skip)
-        deduped = file_list | "ExactDedup" >> heldout.ExactDedup(config, tmp_dir)
-        file_list = deduped["files"]
-        shared_counts.append(deduped["counts"])
+    plan = mixture.MixturePlan(config, files) if config.sources else None  # before anything runs: bad sources
+    dedup = config.dedup == "exact"
+    first_pass = None  # a first pass: (file_index, path) -> (..., ordinals to skip)
+    if config.dedup == "minhash":
+        first_pass = file_list | "NearDedup" >> near_dedup.NearDedup(config, tmp_dir)
+    elif dedup and config.pairing_scope == "file":
+        first_pass = file_list | "ExactDedup" >> heldout.ExactDedup(config, tmp_dir)
+    if first_pass is not None:
+        file_list = first_pass["files"]
+        shared_counts.append(first_pass["counts"])
     split = config.eval_fraction > 0
     eval_dir = FileSystems.join(tmp_dir, heldout.EVAL_DIR)
     folders = {"train": bucket_dir, "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
@@ -79,12 +88,20 @@ def build_pipeline(
     else:
         read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
         documents = read.documents
+        if config.decontaminate:  # documents overlapping evaluation sets dropped or cut
+            cleaned = documents | "Decontaminate" >> decontamination.Decontaminate(config, tmp_dir)
+            documents = cleaned["documents"]
+            shared_counts.append(cleaned["counts"])
         if dedup:  # the first copy of each normalised text goes on
             deduped = documents | "DropDuplicateDocuments" >> heldout.DropDuplicateDocuments(config)
             documents = deduped["documents"]
             shared_counts.append(deduped["counts"])
         tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config)
         shared_counts.append(read.counts)
+        if plan is not None:  # each source's documents 0, 1 or more times (copies: distinct ids, same side)
+            sampled = tokenized | "SampleSources" >> mixture.SampleSources(files, plan, config.instance.random_seed)
+            tokenized = sampled["documents"]
+            shared_counts.append(sampled["counts"])
         parts = {"train": tokenized}
         if split:
             parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(

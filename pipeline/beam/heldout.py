@@ -37,7 +37,7 @@ the number of copies of one text, never the corpus:
 Both keep the same documents. Counts go to the manifest (``manifest["dedup"]``, and
 ``statistics.documents.skipped.duplicate``) and the log.
 
-Near-duplicates (MinHash) are not removed: no well-kept library here does it as a streaming Beam step.
+Near-duplicates (``dedup="minhash"``) are removed by ``near_dedup.py`` in the shape of :class:`ExactDedup`.
 """
 
 from __future__ import annotations
@@ -115,7 +115,9 @@ class SplitSide:
         self.eval_seed = eval_seed
 
     def __call__(self, doc: Sequence[Any], num_partitions: int) -> int:
-        return int(is_eval_document(self.eval_seed, self.files[doc[0]], doc[1], self.eval_fraction))
+        # a mixture's copies (mixture.copy_ordinal) go where their document goes: its own ordinal decides
+        ordinal = doc[1] & 0xFFFFFFFF
+        return int(is_eval_document(self.eval_seed, self.files[doc[0]], ordinal, self.eval_fraction))
 
 
 def normalized_text(sentences: Iterable[str], normalize) -> str:
@@ -313,4 +315,20 @@ def manifest_sections(config: ShardsConfig, counts: dict, role: str = "train") -
             "duplicate_groups": int(dedup.get("duplicate_groups", 0)),
             "documents_dropped": int(dedup.get("documents_dropped", 0)),
         }
+        if config.dedup == "minhash":
+            from bertprep.pipeline.beam import near_dedup
+
+            bands, rows = near_dedup.lsh_bands(config.dedup_threshold)
+            out["dedup"].update(
+                normalization=NORMALIZATION.replace("; blake2b-128", "")
+                + f"; word {config.dedup_ngram}-grams (shorter documents: one shingle)",
+                kept="a document is dropped when an earlier one in input order (file order, then document "
+                "order) is a near-copy; duplicate_groups counts the earliest near-copies found",
+                threshold=config.dedup_threshold,
+                ngram=config.dedup_ngram,
+                num_perm=near_dedup.NUM_PERM,
+                minhash_seed=near_dedup.MINHASH_SEED,
+                lsh_bands=bands,
+                lsh_rows=rows,
+            )
     return out

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from bertprep.pipeline import interrupts
 from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
 
 log = logging.getLogger("bertprep")
 
@@ -154,6 +154,55 @@ def split_inputs(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(p.strip() for value in values for p in value.split(",") if p.strip())
 
 
+def parse_source(value: str) -> Source:
+    """``NAME=GLOBS[:WEIGHT]`` -> :class:`Source` (a trailing ``:number`` is the weight; globs may hold ``:``,
+    as in ``gs://``)."""
+    name, sep, rest = value.partition("=")
+    if not sep or not name.strip() or not rest.strip():
+        raise OptionError(f"expected NAME=GLOBS[:WEIGHT], e.g. wiki='wiki/*':2.0, got {value!r}", "--source")
+    weight = 1.0
+    head, colon, tail = rest.rpartition(":")
+    if colon:
+        try:
+            weight = float(tail)
+            rest = head
+        except ValueError:
+            pass  # a ':' of the globs
+    try:
+        return Source(name.strip(), split_inputs([rest]), weight)
+    except ValueError as err:
+        raise OptionError(str(err), "--source") from err
+
+
+def mixture_sources(options: Mapping) -> tuple[tuple, float | None]:
+    """The sources and temperature of ``--source`` / ``--mixture`` / ``--mixture-alpha`` (``((), None)`` without)."""
+    alpha = options.get("mixture_alpha")
+    if options.get("mixture") and options.get("sources"):
+        raise OptionError("give sources with --source or --mixture, not both", "--mixture")
+    if options.get("mixture"):
+        import json
+
+        path = options["mixture"]
+        try:
+            with open(path, encoding="utf-8") as f:
+                spec = json.load(f)
+            sources = []
+            for item in spec["sources"]:
+                inputs = item["inputs"]
+                inputs = split_inputs([inputs] if isinstance(inputs, str) else inputs)
+                sources.append(Source(str(item["name"]), inputs, float(item.get("weight", 1.0))))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise OptionError(
+                f'{path}: expected {{"sources": [{{"name", "inputs", "weight"}}], '
+                f'"temperature_alpha": optional}}: {err}',
+                "--mixture",
+            ) from err
+        if alpha is None and spec.get("temperature_alpha") is not None:
+            alpha = float(spec["temperature_alpha"])
+        return tuple(sources), alpha
+    return tuple(parse_source(v) for v in options.get("sources") or ()), alpha
+
+
 def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> tuple[ShardsConfig, object, list]:
     """The ``ShardsConfig`` of a command line, the loaded vocab, and the warnings to show.
 
@@ -192,6 +241,10 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
     if instance.objective == "none" and "short_seq_prob" in explicit:
         warnings.append("--short-seq-prob is not used with --objective none (every row is filled to --max-seq-length)")
     inputs = split_inputs(options.get("input_files") or ())
+    sources, mixture_alpha = mixture_sources(options)
+    if sources and inputs:
+        raise OptionError("give inputs with -i or with --source/--mixture, not both (a source names its own globs)")
+    inputs = inputs or tuple(p for source in sources for p in source.inputs)
     if not inputs:
         from bertprep.pipeline import demo_corpus_dir
 
@@ -199,6 +252,8 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
         warnings.append(f"No --input-file given: using the bundled demo corpus {inputs[0]}")
     settings = {k: v for k, v in options.items() if k in _SHARDS_FIELDS}
     settings.update(do_lower_case=do_lower_case, strip_accents=strip_accents)
+    settings.update(sources=sources, mixture_alpha=mixture_alpha)
+    settings["decontaminate"] = split_inputs(options.get("decontaminate") or ())
     try:
         config = ShardsConfig(inputs=inputs, instance=instance, **settings)
     except ValueError as err:

@@ -65,6 +65,41 @@ def _split_and_dedup(manifest: dict[str, Any]) -> list[tuple[str, str]]:
                 f"documents; {where}",
             )
         )
+    mixture = manifest.get("mixture")
+    if mixture:
+        how = (
+            f"temperature alpha {mixture['temperature_alpha']}"
+            if mixture.get("temperature_alpha") is not None
+            else "weights"
+        )
+        rows.append(("mixture", f"{len(mixture['sources'])} sources by {how} (word-piece share asked -> realised)"))
+        for src in mixture["sources"]:
+            asked, got = src.get("asked_token_share"), src.get("token_share")
+            rows.append(
+                (
+                    f"  {src['name']}",
+                    f"{src['files']:,} files, {src['bytes']:,} bytes, {src['documents_in']:,} documents; weight "
+                    f"{src['weight']}, rate {src['rate']}: {src['documents']:,} documents, {src['tokens']:,} word "
+                    f"pieces; share {_pct(asked)} -> {_pct(got)}",
+                )
+            )
+    decon = manifest.get("decontamination")
+    if decon:
+        rows.append(
+            (
+                "decontamination",
+                f"{decon['mode']}, {decon['ngram']}-grams: {decon['documents_matched']:,} documents matched, "
+                f"{decon['documents_dropped']:,} dropped, {decon['sentences_cut']:,} sentences cut",
+            )
+        )
+        for f in decon["files"]:
+            rows.append(
+                (
+                    f"  {f['path']}",
+                    f"{f['format']}: {f['texts']:,} texts ({f['texts_too_short']:,} too short), {f['ngrams']:,} "
+                    f"n-grams; {f['documents_matched']:,} documents matched",
+                )
+            )
     dedup = manifest.get("dedup")
     if dedup:
         rows.append(

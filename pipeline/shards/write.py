@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam import decontamination, heldout, mixture
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
 from bertprep.pipeline.config import ShardsConfig
@@ -144,6 +144,8 @@ class WriteManifestFn(beam.DoFn):
             "statistics": statistics,
         }
         manifest.update(heldout.manifest_sections(self.config, counts, self.role))  # {} without split or dedup
+        manifest.update(mixture.manifest_section(self.config, counts))  # {} without sources
+        manifest.update(decontamination.manifest_section(self.config, counts))  # {} without --decontaminate
         try:
             yield shards.write_manifest(self.tmp_dir, manifest)
         except OSError as err:

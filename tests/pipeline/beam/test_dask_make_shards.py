@@ -32,7 +32,23 @@ VARIANTS = {
     "file-scope-eval-dedup": ["--pairing-scope", "file", "--eval-fraction", "0.3", "--dedup", "exact"],
     "dynamic": ["--masking", "dynamic"],
     "sop": ["--objective", "sop"],
+    "minhash-eval": ["--eval-fraction", "0.3", "--dedup", "minhash", "--dedup-threshold", "0.5"],
+    "file-scope-minhash": ["--pairing-scope", "file", "--dedup", "minhash"],
+    "mixture-decontaminate": [
+        "--source",
+        f"a={INPUTS[0]}:1.5",
+        "--source",
+        f"b={INPUTS[1]}:0.5",
+        "--decontaminate",
+        "EVAL_FILE",  # a line of a.txt (written by the test)
+        "--decontaminate-ngram",
+        "8",
+        "--decontaminate-mode",
+        "cut",
+    ],
 }
+#: Variants whose first pass (dedup) reads every input once more.
+TWO_READS = {"file-scope-eval-dedup", "minhash-eval", "file-scope-minhash"}
 pytestmark = pytest.mark.slow
 
 
@@ -70,8 +86,9 @@ def cluster(tmp_path_factory):
 
 def _make_shards(out: Path, extra: list[str], *beam_args: str) -> subprocess.CompletedProcess:
     args = [str(Path(sys.executable).parent / "bertprep"), "make-shards", "-q", "--vocab", str(PIPELINE / "vocab.txt")]
-    for path in INPUTS:
-        args += ["-i", str(path)]
+    if "--source" not in extra:  # sources name their own inputs
+        for path in INPUTS:
+            args += ["-i", str(path)]
     args += ["-o", str(out), "--dupe-factor", "3", *extra, *beam_args]
     return subprocess.run(args, capture_output=True, text=True, timeout=300)
 
@@ -97,13 +114,16 @@ def _manifests(directory: Path) -> dict[str, dict]:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_dask_cluster_gives_the_local_runners_bytes(cluster, tmp_path, variant):
     cluster_, client, log = cluster
-    local = _make_shards(tmp_path / "local", VARIANTS[variant])
+    eval_file = tmp_path / "eval.txt"
+    eval_file.write_text(next(line for line in INPUTS[0].read_text().splitlines() if len(line.split()) >= 8) + "\n")
+    extra = [str(eval_file) if arg == "EVAL_FILE" else arg for arg in VARIANTS[variant]]
+    local = _make_shards(tmp_path / "local", extra)
     assert local.returncode == 0, local.stderr
     log.write_text("")
     before = client.run(lambda dask_worker: dask_worker.state.executed_count)
     on_dask = _make_shards(
         tmp_path / "dask",
-        VARIANTS[variant],
+        extra,
         "--runner=DaskRunner",
         f"--dask_client_address={cluster_.scheduler_address}",
     )
@@ -118,7 +138,7 @@ def test_dask_cluster_gives_the_local_runners_bytes(cluster, tmp_path, variant):
     ran = {worker: after[worker] - before.get(worker, 0) for worker in after}
     assert len(ran) == 2 and all(n > 0 for n in ran.values()), f"tasks per worker process: {ran}"
     reads = Counter(line.split(" ", 1)[1] for line in log.read_text().splitlines())
-    expected = 2 if variant == "file-scope-eval-dedup" else 1
+    expected = 2 if variant in TWO_READS else 1
     assert sorted(reads.values()) == [expected] * len(INPUTS), reads
 
 

@@ -307,9 +307,9 @@ def test_bad_eval_fraction_is_refused_naming_the_option(corpus, tmp_path, value)
 
 def test_cli_help_documents_split_and_dedup():
     result = CliRunner().invoke(cli, ["make-shards", "--help"], terminal_width=200)
-    for option in ("--eval-fraction", "--eval-seed", "--dedup [none|exact]"):
+    for option in ("--eval-fraction", "--eval-seed", "--dedup [none|exact|minhash]", "--dedup-threshold"):
         assert option in result.output
-    assert "OUTPUT_DIR/eval/" in result.output and "Near-duplicates are not" in result.output
+    assert "OUTPUT_DIR/eval/" in result.output and "minhash: near-duplicates too" in result.output
 
 
 def test_cli_make_shards_prints_the_split_and_inspect_reads_the_eval_set(corpus, tmp_path):

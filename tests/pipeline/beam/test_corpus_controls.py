@@ -1,0 +1,288 @@
+"""make-shards' corpus controls: weighted sources (``mixture.py``), near-duplicate removal
+(``near_dedup.py``) and decontamination (``decontamination.py``).
+
+What users rely on: a source's rate is what its documents are multiplied by, decided per document the
+same way in every process; copies are distinct documents on their original's side of the split; a
+near-copy is dropped and its earlier original kept, in either pairing scope; a document holding an
+evaluation text is caught and a clean one is not; bad options fail with a message naming what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # (not collected by pytest)
+from apache_beam.testing.util import assert_that, equal_to
+
+from bertprep.pipeline import readers
+from bertprep.pipeline.beam import decontamination, heldout, launch, mixture, near_dedup
+from bertprep.pipeline.beam.run import run_make_shards
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+
+ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = [f"w{k:03d}" for k in range(400)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict:
+    """Two files in the BERT format, 60 documents each, of pseudo-random marker words."""
+    root = tmp_path_factory.mktemp("corpus")
+    vocab = root / "vocab.txt"
+    vocab.write_text("\n".join(SPECIALS + WORDS + ["."]) + "\n")
+    rng = np.random.default_rng(0)
+    files = []
+    for name in ("a.txt", "b.txt"):
+        blocks = []
+        for _ in range(60):
+            sentences = [" ".join(rng.choice(WORDS, 6 + int(rng.integers(6)))) + " ." for _ in range(3)]
+            blocks.append("\n".join(sentences))
+        (root / name).write_text("\n\n".join(blocks) + "\n")
+        files.append(str(root / name))
+    return {"vocab": str(vocab), "files": files, "root": root}
+
+
+def _config(corpus, out, **kw) -> ShardsConfig:
+    base = dict(
+        inputs=tuple(corpus["files"]),
+        vocab=corpus["vocab"],
+        output_dir=str(out),
+        input_format="bert",
+        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
+        bucket_size=30,
+        num_shards=1,
+    )
+    base.update(kw)
+    return ShardsConfig(**base)
+
+
+def _shard_bytes(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.glob("shard-*.arrow"))}
+
+
+# ------------------------------------------------------------------------------------------ mixture
+
+
+def test_rates_multiply_documents_and_fractions_are_kept_at_their_share():
+    ids = [(f"f{f}", o) for f in range(5) for o in range(4000)]
+    assert all(mixture.copies_of(2.0, 1, "s", p, o) == 2 for p, o in ids[:100])
+    for rate in (0.3, 0.5, 1.25, 2.5):
+        total = sum(mixture.copies_of(rate, 1, "s", p, o) for p, o in ids)
+        assert abs(total / len(ids) - rate) < 0.02, rate
+    # the fraction is decided per document and source, not per run: the same ids give the same choice
+    assert [mixture.copies_of(0.5, 1, "s", p, o) for p, o in ids[:50]] == [
+        mixture.copies_of(0.5, 1, "s", p, o) for p, o in ids[:50]
+    ]
+    assert [mixture.copies_of(0.5, 1, "s", p, o) for p, o in ids[:200]] != [
+        mixture.copies_of(0.5, 1, "t", p, o) for p, o in ids[:200]
+    ]
+
+
+def test_sampling_is_the_same_in_another_process_whatever_pythonhashseed():
+    code = (
+        "from bertprep.pipeline.beam.mixture import copies_of; "
+        "print([copies_of(0.5, 3, 'w', 'p', o) for o in range(64)])"
+    )
+    here = str([mixture.copies_of(0.5, 3, "w", "p", o) for o in range(64)])
+    env = dict(os.environ, PYTHONHASHSEED="1" if os.environ.get("PYTHONHASHSEED") != "1" else "2")
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == here
+
+
+def test_alpha_rates_follow_xlmr_temperature_sampling():
+    sizes = [800, 150, 50]
+    assert mixture.alpha_rates(sizes, 1.0) == pytest.approx([1.0, 1.0, 1.0])
+    shares = [r * n / sum(sizes) for r, n in zip(mixture.alpha_rates(sizes, 0.0), sizes)]
+    assert shares == pytest.approx([1 / 3] * 3)  # alpha 0: equal shares
+    rates = mixture.alpha_rates(sizes, 0.3)
+    q = [r * n for r, n in zip(rates, sizes)]
+    assert sum(q) == pytest.approx(sum(sizes))  # same total size
+    p = np.array(sizes) / sum(sizes)
+    assert np.array(q) / sum(q) == pytest.approx(p**0.3 / (p**0.3).sum())
+
+
+def test_copies_are_distinct_ids_on_their_documents_side():
+    split = heldout.SplitSide(["a", "b"], 0.5, 0)
+    for ordinal in range(200):
+        sides = {split((1, mixture.copy_ordinal(ordinal, c)), 2) for c in range(3)}
+        assert sides == {split((1, ordinal), 2)}
+        assert mixture.base_ordinal(mixture.copy_ordinal(ordinal, 2)) == ordinal
+        assert mixture.copy_ordinal(ordinal, 1) != ordinal
+
+
+def test_source_options_parse_and_refuse_bad_values(tmp_path):
+    s = launch.parse_source("wiki=a/*.txt,b/*.txt:2.5")
+    assert s == Source("wiki", ("a/*.txt", "b/*.txt"), 2.5)
+    assert launch.parse_source("web=gs://bucket/x*").inputs == ("gs://bucket/x*",)  # a ':' of the glob
+    with pytest.raises(launch.OptionError, match="weight must be a finite number > 0"):
+        launch.parse_source("wiki=a.txt:0")
+    with pytest.raises(launch.OptionError, match="NAME=GLOBS"):
+        launch.parse_source("a.txt")
+    with pytest.raises(ValueError, match="unique; given more than once: wiki"):
+        ShardsConfig(inputs=("a",), vocab="v", output_dir="o", sources=(Source("wiki", ("a",)), Source("wiki", ("b",))))
+    with pytest.raises(ValueError, match="pairing-scope global"):
+        ShardsConfig(inputs=("a",), vocab="v", output_dir="o", sources=(Source("w", ("a",)),), pairing_scope="file")
+    spec = tmp_path / "mix.json"
+    spec.write_text(
+        json.dumps({"sources": [{"name": "a", "inputs": "x.txt", "weight": 0.5}], "temperature_alpha": 0.3})
+    )
+    sources, alpha = launch.mixture_sources({"mixture": str(spec)})
+    assert sources == (Source("a", ("x.txt",), 0.5),) and alpha == 0.3
+    with pytest.raises(readers.InputError, match="source 'ghost'"):
+        mixture.source_of_files([Source("ghost", (str(tmp_path / "nothing*.txt"),))], [])
+
+
+def test_mixture_run_writes_the_rates_copies_and_is_worker_count_independent(corpus, tmp_path):
+    a, b = corpus["files"]
+    sources = (Source("a", (a,), 2.0), Source("b", (b,), 0.5))
+    runs = {}
+    for name, args in (("one", ONE_WORKER), ("two", TWO_WORKERS)):
+        config = _config(corpus, tmp_path / name, sources=sources, eval_fraction=0.2)
+        runs[name] = run_make_shards(config, args)
+    assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
+    mix = {s["name"]: s for s in runs["one"]["mixture"]["sources"]}
+    assert mix["a"]["documents_in"] == 60 and mix["a"]["documents"] == 120
+    assert 15 <= mix["b"]["documents"] <= 45 and mix["b"]["documents_in"] == 60
+    assert mix["a"]["tokens"] == 2 * mix["a"]["tokens_in"]
+    assert mix["a"]["bytes"] == Path(a).stat().st_size and mix["a"]["rate"] == 2.0
+    # every copy reached instance creation: training + eval documents = the sampled documents
+    split = runs["one"]["split"]
+    assert split["train_documents"] + split["eval_documents"] == mix["a"]["documents"] + mix["b"]["documents"]
+
+
+# ------------------------------------------------------------------------------------------ MinHash
+
+
+def test_each_document_is_dropped_when_an_earlier_one_is_a_near_copy():
+    base = np.arange(128, dtype=np.uint32)
+    near = base.copy()
+    near[:10] += 1000  # estimated Jaccard 118/128
+    far = base + 5000
+    members = [(0, 2, near.tobytes()), (0, 0, base.tobytes()), (1, 0, far.tobytes()), (0, 5, near.tobytes())]
+    assert list(near_dedup.near_duplicates(members, 0.8)) == [((0, 2), (0, 0)), ((0, 5), (0, 0))]
+    assert list(near_dedup.near_duplicates(members, 0.95)) == [((0, 5), (0, 2))]
+
+
+def test_shingles_and_signatures_are_stable():
+    assert near_dedup.shingles("a b c", 5) == [b"a b c"]
+    assert near_dedup.shingles("a b c d", 2) == [b"a b", b"b c", b"c d"]
+    assert near_dedup.shingles("", 5) == []
+    code = (
+        "from bertprep.pipeline.beam.near_dedup import _Hasher; "
+        "print(_Hasher().signature([b'x y', b'y z']).tobytes().hex())"
+    )
+    here = near_dedup._Hasher().signature([b"x y", b"y z"]).tobytes().hex()
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == here
+
+
+def _near_corpus(root: Path) -> tuple[list[str], set[tuple[int, int]]]:
+    rng = np.random.default_rng(1)
+    docs = [[" ".join(rng.choice(WORDS, 40)) for _ in range(3)] for _ in range(12)]
+    copy = [s.split() for s in docs[3]]
+    copy[1][5] = "w399"  # one word changed of 120: 5-gram Jaccard about 0.92
+    a = docs[:6] + [[" ".join(s) for s in copy]]  # the copy after its original: dropped
+    b = [docs[3]] + docs[6:]  # an exact copy in the next file: dropped too
+    files = []
+    for name, ds in (("a.txt", a), ("b.txt", b)):
+        (root / name).write_text("\n\n".join("\n".join(d) for d in ds) + "\n")
+        files.append(str(root / name))
+    return files, {(0, 6), (1, 0)}
+
+
+def test_near_dedup_finds_the_near_copies_and_keeps_the_first(tmp_path):
+    files, dropped = _near_corpus(tmp_path)
+    config = ShardsConfig(inputs=tuple(files), vocab="v", output_dir="o", input_format="bert", dedup="minhash")
+    with BeamTestPipeline(argv=ONE_WORKER) as p:
+        out = p | beam.Create(list(enumerate(files))) | near_dedup.NearDedup(config)
+        expected = [(f, path, tuple(sorted(o for ff, o in dropped if ff == f))) for f, path in enumerate(files)]
+        assert_that(out["files"], equal_to(expected))
+
+
+@pytest.mark.parametrize("scope", ["global", "file"])
+def test_minhash_run_counts_in_the_manifest(corpus, tmp_path, scope):
+    files, dropped = _near_corpus(tmp_path)
+    config = _config(corpus, tmp_path / "out", inputs=tuple(files), dedup="minhash", pairing_scope=scope)
+    manifest = run_make_shards(config, ONE_WORKER)
+    assert manifest["dedup"]["documents_dropped"] == len(dropped) == 2
+    assert manifest["dedup"]["duplicate_groups"] == 1  # both are copies of document (0, 3)
+    assert manifest["dedup"]["lsh_bands"] * manifest["dedup"]["lsh_rows"] <= near_dedup.NUM_PERM
+    assert manifest["statistics"]["documents"]["skipped"]["duplicate"] == 2
+
+
+# ------------------------------------------------------------------------------------------ decontamination
+
+
+def test_evaluation_texts_of_the_shared_formats(shared_data):
+    fmt, texts = decontamination.evaluation_texts(str(shared_data / "squad" / "dev-v1.1.json"))
+    assert fmt == "squad" and len(texts) == 2067 + 10570
+    fmt, texts = decontamination.evaluation_texts(str(shared_data / "glue" / "MRPC" / "dev.tsv"))
+    assert fmt == "glue-tsv" and len(texts) == 2 * 408 and not any(t.startswith("#1") for t in texts)
+    fmt, texts = decontamination.evaluation_texts(str(shared_data / "glue" / "SST-2" / "dev.tsv"))
+    assert fmt == "glue-tsv" and len(texts) == 872
+    fmt, texts = decontamination.evaluation_texts(str(shared_data / "swag" / "val.head11.csv"))
+    assert fmt == "swag-csv" and len(texts) == 11 * 6
+
+
+def test_normalisation_matches_across_punctuation_and_case():
+    assert decontamination.normalized_words("It's  the FILM's best—moment!") == "it s the film s best moment".split()
+    table = {"e": decontamination.ngram_table_from_texts(["one two three four five six seven eight nine ten"], 13)}
+    hits, cut = decontamination.contaminated_sentences(
+        ["Intro here.", "One, two three four five six seven eight nine TEN."], table
+    )
+    assert hits == {"e": 1} and cut == {1}
+
+
+def _planted(shared_data: Path, root: Path) -> tuple[str, list[str], int]:
+    """30 clean Wikipedia documents (the JSON dump, no SQuAD article) and 6 planted with SQuAD contexts,
+    questions (>= 8 words) and MRPC sentences, in the BERT format."""
+    import csv
+
+    squad = json.loads((shared_data / "squad" / "dev-v1.1.json").read_text())
+    contexts = [p["context"] for a in squad["data"] for p in a["paragraphs"]]
+    questions = [qa["question"] for a in squad["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    questions = [q for q in questions if len(q.split()) >= 8]
+    with open(shared_data / "glue" / "MRPC" / "dev.tsv", encoding="utf-8-sig") as f:
+        mrpc = [row[3] for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]]
+    lines = (shared_data / "wikipedia" / "wikiextractor-json" / "wiki_00").read_text().splitlines()
+    docs = [[s for s in json.loads(line)["text"].split("\n") if s.strip()][:8] for line in lines[:30]]
+    plants = [contexts[5], questions[40], mrpc[7], contexts[900], questions[2000], mrpc[300]]
+    for k, text in enumerate(plants):
+        docs.insert(5 * k + 2, ["A clean opening sentence.", text, "A clean closing sentence."])
+    path = root / "planted.txt"
+    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
+    evals = [str(shared_data / "squad" / "dev-v1.1.json"), str(shared_data / "glue" / "MRPC" / "dev.tsv")]
+    return str(path), evals, len(plants)
+
+
+@pytest.mark.parametrize("mode", ["drop", "cut"])
+def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, tmp_path, mode):
+    path, evals, planted = _planted(shared_data, tmp_path)
+    config = _config(
+        corpus,
+        tmp_path / "out",
+        inputs=(path,),
+        vocab=str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
+        decontaminate=tuple(evals),
+        decontaminate_mode=mode,
+    )
+    manifest = run_make_shards(config, ONE_WORKER)
+    d = manifest["decontamination"]
+    assert d["documents_matched"] == planted
+    per_file = {f["path"]: f["documents_matched"] for f in d["files"]}
+    assert per_file == {evals[0]: 4, evals[1]: 2}
+    if mode == "drop":
+        assert d["documents_dropped"] == planted and manifest["statistics"]["documents"]["skipped"]["contaminated"] == 6
+    else:  # only the planted sentence goes; the clean sentences around it stay
+        assert d["documents_dropped"] == 0 and d["sentences_cut"] == planted
+
+
+def test_decontaminate_refuses_the_file_scope():
+    with pytest.raises(ValueError, match="--pairing-scope global"):
+        ShardsConfig(inputs=("a",), vocab="v", output_dir="o", decontaminate=("e.tsv",), pairing_scope="file")
