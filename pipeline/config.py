@@ -174,6 +174,11 @@ class ShardsConfig:
     dedup: str = "none"
     """``none``; ``exact``: documents whose normalised text is equal are kept once, the first in input order
     (``heldout.py``); counted in the manifest."""
+    split_bytes: int = 8 << 20
+    """Bytes per range when one input file is read by several workers (``readers.ranges``): a larger file of
+    a format that can be cut at document boundaries is read in ranges of about this size, spread over the
+    workers; 0 = every file read whole. The ``global`` pairing scope only (``file`` keeps a file's buckets
+    in its order: one worker per file). Does not change the output: not in the manifest."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -199,6 +204,8 @@ class ShardsConfig:
             )
         if not 0 <= self.eval_seed < 2**32:
             raise ValueError(f"--eval-seed must be in [0, 2**32), got {self.eval_seed}")
+        if not isinstance(self.split_bytes, int) or self.split_bytes < 0:
+            raise ValueError(f"--split-bytes must be an integer >= 0 (0 = files read whole), got {self.split_bytes!r}")
         if self.dedup not in DEDUP_MODES:
             raise ValueError(f"--dedup must be one of {', '.join(DEDUP_MODES)}, got {self.dedup!r}")
 
@@ -245,6 +252,7 @@ class ShardsConfig:
             del d["eval_fraction"], d["eval_seed"]
         if self.dedup == "none":
             del d["dedup"]
+        del d["split_bytes"]  # how the reading is spread over workers; the output is the same
         # the mode used; what was asked for beside it where that was auto (the choice is then the options')
         d["sampling"] = self.effective_sampling
         if self.sampling != self.effective_sampling:
