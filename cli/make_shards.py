@@ -359,6 +359,16 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     "seeds hold out the same documents (so none of them trains on another's eval documents).",
 )
 @click.option(
+    "--split-bytes",
+    type=click.IntRange(min=0),
+    default=_default("split_bytes"),
+    show_default=True,
+    help="Bytes per range when one large input file is read by several workers: an uncompressed file of the "
+    "bert, jsonl or wikiextractor formats is cut at document boundaries (Parquet at row groups, an indexed bz2 "
+    "multistream Wikipedia dump at its streams), so one big file is not read by one worker alone. 0: every file "
+    "read whole. --pairing-scope global only. The shards are the same for any value.",
+)
+@click.option(
     "--dedup",
     type=click.Choice(DEDUP_MODES),
     default=_default("dedup"),

@@ -221,6 +221,11 @@ class ShardsConfig:
     """Words per n-gram of decontamination (after lower-casing and stripping punctuation; GPT-3 uses 13)."""
     decontaminate_mode: str = "drop"
     """``drop``: drop a document with any matching n-gram; ``cut``: drop only the sentences a match covers."""
+    split_bytes: int = 8 << 20
+    """Bytes per range when one input file is read by several workers (``readers.ranges``): a larger file of
+    a format that can be cut at document boundaries is read in ranges of about this size, spread over the
+    workers; 0 = every file read whole. The ``global`` pairing scope only (``file`` keeps a file's buckets
+    in its order: one worker per file). Does not change the output: not in the manifest."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -246,6 +251,8 @@ class ShardsConfig:
             )
         if not 0 <= self.eval_seed < 2**32:
             raise ValueError(f"--eval-seed must be in [0, 2**32), got {self.eval_seed}")
+        if not isinstance(self.split_bytes, int) or self.split_bytes < 0:
+            raise ValueError(f"--split-bytes must be an integer >= 0 (0 = files read whole), got {self.split_bytes!r}")
         if self.dedup not in DEDUP_MODES:
             raise ValueError(f"--dedup must be one of {', '.join(DEDUP_MODES)}, got {self.dedup!r}")
         if not 0.0 < self.dedup_threshold <= 1.0:
@@ -338,6 +345,7 @@ class ShardsConfig:
             del d["decontaminate"], d["decontaminate_ngram"], d["decontaminate_mode"]
         else:
             d["decontaminate"] = list(self.decontaminate)
+        del d["split_bytes"]  # how the reading is spread over workers; the output is the same
         # the mode used; what was asked for beside it where that was auto (the choice is then the options')
         d["sampling"] = self.effective_sampling
         if self.sampling != self.effective_sampling:

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
 from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.readers.ranges import plan_ranges
 from bertprep.pipeline.text.tokenization import Vocab
 from bertprep.pipeline.beam.transforms import (
     CreateTrainingInstances,
@@ -63,8 +64,16 @@ def build_pipeline(
     }
     if config.effective_strip_accents != config.do_lower_case:  # absent: the same as do_lower_case
         vocab_info["strip_accents"] = config.effective_strip_accents
-    # Create reshuffles its elements itself when there are several, so the files spread over the workers
-    file_list = pipeline | "ListInputFiles" >> beam.Create(list(enumerate(files)))
+    # Create reshuffles its elements itself when there are several, so the files spread over the workers. In the
+    # global scope a large file is read in byte ranges (readers.ranges), each an element: (file_index, path,
+    # range_index, start, end); its documents keep their ids (ordinals in the file, TokenizeDocuments). The file
+    # scope makes a file's buckets of its documents in order, which needs the whole file: one element per file.
+    if config.pairing_scope == "global" and config.split_bytes:
+        elements = plan_ranges(files, config.split_bytes)
+        split_files = any(element[2] for element in elements)
+    else:
+        elements, split_files = list(enumerate(files)), False
+    file_list = pipeline | "ListInputFiles" >> beam.Create(elements)
     shared_counts = []  # counts that both shard sets record (readers, dedup)
     plan = mixture.MixturePlan(config, files) if config.sources else None  # before anything runs: bad sources
     dedup = config.dedup == "exact"
@@ -96,7 +105,7 @@ def build_pipeline(
             deduped = documents | "DropDuplicateDocuments" >> heldout.DropDuplicateDocuments(config)
             documents = deduped["documents"]
             shared_counts.append(deduped["counts"])
-        tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config)
+        tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config, read.ranges if split_files else None)
         shared_counts.append(read.counts)
         if plan is not None:  # each source's documents 0, 1 or more times (copies: distinct ids, same side)
             sampled = tokenized | "SampleSources" >> mixture.SampleSources(files, plan, config.instance.random_seed)

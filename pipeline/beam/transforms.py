@@ -96,14 +96,76 @@ class ReadDocumentsFn(beam.DoFn):
         self.documents = Metrics.counter("bertprep", "documents_read")
 
     @records_errors("error_dir")
-    def process(self, element: tuple[int, str]) -> Iterator[Any]:
-        file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
+    def process(self, element: tuple) -> Iterator[Any]:
+        if len(element) == 5:  # a byte range of a file (readers.ranges.plan_ranges)
+            file_index, path, range_index, start, end = element
+            byte_range, skip = (range_index, start, end), frozenset()
+        else:
+            file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
+            byte_range, range_index = None, 0
         stats = readers.ReaderStats()
-        documents = readers.read_documents(path, self.config.input_format, stats=stats, **self.config.reader_kwargs())
+        documents = readers.read_documents(
+            path,
+            self.config.input_format,
+            stats=stats,
+            byte_range=byte_range,
+            line_numbers=False,
+            **self.config.reader_kwargs(),
+        )
+        count = 0
         for doc in heldout.select_documents(documents, skip):
             self.documents.inc()
-            yield (file_index, doc.ordinal, list(doc.sentences))
+            count += 1
+            yield (file_index, range_ordinal(range_index, doc.ordinal), list(doc.sentences))
         yield beam.pvalue.TaggedOutput("counts", {"reader": stats.to_dict()})
+        yield beam.pvalue.TaggedOutput("ranges", (file_index, range_index, count))
+
+
+#: A document of a byte range after the first carries ``range_index << RANGE_SHIFT | ordinal in the range`` as
+#: its ordinal until :class:`NumberDocumentsFn` gives it its ordinal in the file (the first range's are final).
+RANGE_SHIFT = 40
+
+
+def range_ordinal(range_index: int, ordinal: int) -> int:
+    """The ordinal a document of range ``range_index`` carries before :class:`NumberDocumentsFn`; ordered as
+    the file's ordinals are (range first), so the first copy of a text (``--dedup``) is the same one."""
+    return (range_index << RANGE_SHIFT) | ordinal
+
+
+class RangeOffsetsFn(beam.CombineFn):
+    """``(file_index, range_index, documents)`` per range -> ``{(file_index, range_index): documents of the
+    file's ranges before it}`` (a prefix sum per file)."""
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def add_input(self, acc, element):
+        acc.append(tuple(element))
+        return acc
+
+    def merge_accumulators(self, accs):
+        return [x for acc in accs for x in acc]
+
+    def extract_output(self, acc) -> dict[tuple[int, int], int]:
+        offsets, before, current = {}, 0, None
+        for file_index, range_index, count in sorted(acc):
+            if file_index != current:
+                current, before = file_index, 0
+            offsets[(file_index, range_index)] = before
+            before += count
+        return offsets
+
+
+class NumberDocumentsFn(beam.DoFn):
+    """A tokenized document of a byte range -> the same with its ordinal in its file (side input: the
+    documents before each range, :class:`RangeOffsetsFn`): the id a whole-file read gives it."""
+
+    def process(self, doc: TokenizedDocument, offsets: dict) -> Iterator[TokenizedDocument]:
+        range_index = doc[1] >> RANGE_SHIFT
+        if range_index:
+            ordinal = offsets[(doc[0], range_index)] + (doc[1] & ((1 << RANGE_SHIFT) - 1))
+            doc = (doc[0], ordinal) + tuple(doc[2:])
+        yield doc
 
 
 class TokenizeDocumentFn(beam.DoFn):
@@ -300,21 +362,30 @@ class ReadDocuments(beam.PTransform):
 
     def expand(self, files):
         return files | "ReadDocumentsFn" >> beam.ParDo(ReadDocumentsFn(self.config, self.error_dir)).with_outputs(
-            "counts", main="documents"
+            "counts", "ranges", main="documents"
         )
 
 
 class TokenizeDocuments(beam.PTransform):
-    def __init__(self, config: ShardsConfig):
+    """Documents -> tokenized documents; with ``ranges`` (the ``ranges`` output of :class:`ReadDocuments`,
+    where files were read in byte ranges) the documents of ranges after the first get their ordinals in
+    their files, once tokenized (the side input waits for every range's count)."""
+
+    def __init__(self, config: ShardsConfig, ranges=None):
         super().__init__()
         self.config = config
+        self.ranges = ranges
 
     def expand(self, documents):
-        return documents | "TokenizeDocumentFn" >> beam.ParDo(
+        tokenized = documents | "TokenizeDocumentFn" >> beam.ParDo(
             TokenizeDocumentFn(
                 self.config.vocab, self.config.do_lower_case, self.config.strip_accents, self.config.word_segmenter
             )
         )
+        if self.ranges is None:
+            return tokenized
+        offsets = self.ranges | "RangeOffsets" >> beam.CombineGlobally(RangeOffsetsFn())
+        return tokenized | "NumberDocumentsFn" >> beam.ParDo(NumberDocumentsFn(), beam.pvalue.AsSingleton(offsets))
 
 
 class CreateTrainingInstances(beam.PTransform):

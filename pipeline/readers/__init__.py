@@ -91,10 +91,17 @@ from typing import Any
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS, Document, InputError, ReaderStats
 from bertprep.pipeline.readers.context import FormatReader, ReadContext
 from bertprep.pipeline.readers.detect import detect_format, looks_like_sentence_per_line, warn_if_structured
-from bertprep.pipeline.readers.files import _check_encoding, expand_inputs, open_input
+from bertprep.pipeline.readers.files import _check_encoding, _compression_of, expand_inputs, open_input
 from bertprep.pipeline.readers.hf import read_hf
 from bertprep.pipeline.readers.parquet import read_parquet
-from bertprep.pipeline.readers.text import read_bert, read_jsonl, read_text, read_wikiextractor, read_wikiextractor_json
+from bertprep.pipeline.readers.text import (
+    LINE_SYNC,
+    read_bert,
+    read_jsonl,
+    read_text,
+    read_wikiextractor,
+    read_wikiextractor_json,
+)
 from bertprep.pipeline.readers.wiki import read_wiki_xml, wikitext_paragraphs
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
 
@@ -111,6 +118,7 @@ __all__ = [
     "looks_like_sentence_per_line",
     "open_input",
     "read_documents",
+    "splittable",
     "wikitext_paragraphs",
 ]
 
@@ -158,8 +166,11 @@ def read_documents(
     encoding: str = "utf-8",
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     stats: ReaderStats | None = None,
+    byte_range: tuple[int, int, int | None] | None = None,
+    line_numbers: bool = True,
 ) -> Iterator[Document]:
-    """Stream the documents of one input file (one call per file; see the module docstring for formats).
+    """Stream the documents of one input file, or of one byte range of it (see the module docstring for
+    formats, and :mod:`~bertprep.pipeline.readers.ranges` for ranges).
 
     Args:
         path: a file path or URL that Beam's ``FileSystems`` can open (``.gz``/``.bz2`` decompressed).
@@ -169,10 +180,17 @@ def read_documents(
         encoding: text encoding (ASCII-compatible; UTF-16/32 are refused). Undecodable bytes -> U+FFFD.
         max_line_chars: longest line read, in characters; longer lines are skipped and counted.
         stats: counters to add to (files, formats, documents, sentences, bytes, skips); optional.
+        byte_range: ``(range_index, start, end)`` of ``ranges.plan_ranges`` (``end`` None: to the file's end);
+            None: the whole file. The documents of all ranges of a file, in range order, are the file's
+            documents, and their counters sum to the whole file's.
+        line_numbers: False: a range that starts after byte 0 gives its documents ``line`` 0 instead of
+            counting the file's lines before it (messages still name the right line).
 
     Returns:
-        An iterator of :class:`Document` with ``ordinal`` 0, 1, 2... in file order. The options are
-        validated when this is called; the file is opened on the first ``next()``.
+        An iterator of :class:`Document` with ``ordinal`` 0, 1, 2... in file order; for a byte range, in
+        the range's order: its document ``k`` is the file's document ``k + n`` where ``n`` is the number of
+        documents the ranges before it yield (``ranges.read_ranges``). The options are validated when
+        this is called; the file is opened on the first ``next()``.
 
     Raises:
         InputError: a bad option (names it), or bad input (names the file and line and what to do).
@@ -186,7 +204,20 @@ def read_documents(
         encoding,
         max_line_chars,
         stats if stats is not None else ReaderStats(),
+        byte_range,
+        line_numbers,
     )
+
+
+def splittable(path: str, fmt: str) -> bool:
+    """Whether a file of format ``fmt`` can be read in byte ranges: an uncompressed file of a line-based
+    format (cut at blank lines, line ends or ``</doc>``: ``text.LINE_SYNC``) or Parquet (row groups), and a
+    bz2 wiki dump (cut at the compressed streams that ``ranges.plan_ranges`` found in its index). The
+    ``text`` format is one document per file; other compressed files cannot be read from a middle."""
+    compression = _compression_of(path)
+    if fmt == "wiki-xml":
+        return compression == "bzip2"
+    return compression is None and (fmt in LINE_SYNC or fmt == "parquet")
 
 
 def _read_documents(
@@ -197,19 +228,38 @@ def _read_documents(
     encoding: str,
     max_line_chars: int,
     stats: ReaderStats,
+    byte_range: tuple[int, int, int | None] | None = None,
+    line_numbers: bool = True,
 ) -> Iterator[Document]:
+    index, start, end = byte_range if byte_range is not None else (0, 0, None)
+    first = index == 0  # the file's counters (files, formats) and its messages come from its first range
     if input_format == "auto":
         fmt = detect_format(path, encoding=encoding, max_line_chars=max_line_chars)
-        logger.info("%s: input format %s (detected)", path, fmt)
+        if first:
+            logger.info("%s: input format %s (detected)", path, fmt)
     else:
         fmt = input_format
-        logger.info("%s: input format %s", path, fmt)
-    stats.files += 1
-    stats._count(stats.formats, fmt)
+        if first:
+            logger.info("%s: input format %s", path, fmt)
+    if (start or end is not None) and not splittable(path, fmt):
+        if not first:
+            return  # the first range reads the whole file
+        start, end = 0, None
+    if first:
+        stats.files += 1
+        stats._count(stats.formats, fmt)
     ctx = ReadContext(
-        path, text_field, None if fmt == "bert" else get_segmenter(segmenter), encoding, max_line_chars, stats
+        path,
+        text_field,
+        None if fmt == "bert" else get_segmenter(segmenter),
+        encoding,
+        max_line_chars,
+        stats,
+        start=start,
+        end=end,
+        sync=LINE_SYNC.get(fmt),
     )
-    if input_format in ("bert", "text"):
+    if input_format in ("bert", "text") and first:
         warn_if_structured(ctx, input_format)
     ordinal = 0
     for line, sentences in _READERS[fmt](ctx):
@@ -217,6 +267,8 @@ def _read_documents(
         stats.sentences += len(sentences)
         if len(sentences) == 1:
             stats.one_sentence_documents += 1
+        if line and start:
+            line = ctx.line(line) if line_numbers else 0
         yield Document(source=path, ordinal=ordinal, line=line, sentences=sentences)
         ordinal += 1
 

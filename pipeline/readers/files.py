@@ -9,7 +9,7 @@ import lzma
 import os
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from bertprep.pipeline.paths import web_url_message
 from bertprep.pipeline.remote import RemotePathError, check_remote_path
@@ -209,10 +209,13 @@ class _DecompressedFile:
     ``read(n)`` returns exactly ``n`` bytes except at the end of the data, like a regular file.
     """
 
-    def __init__(self, path: str, compression: str):
+    def __init__(self, path: str, compression: str, start: int = 0, end: int | None = None):
         self.path = path
         self.compression = compression
         self._raw = _open(path, "uncompressed")
+        if start:  # a range of whole compressed streams (the bz2 streams of a multistream wiki dump)
+            self._raw.seek(start)
+        self._left = None if end is None else end - start  # compressed bytes left to read
         self._decompressor = _new_decompressor(compression)
         self._fed = False  # the current stream has received compressed bytes
         self._buffer = bytearray()
@@ -248,7 +251,11 @@ class _DecompressedFile:
     def read(self, size: int = -1) -> bytes:
         while not self._raw_eof and (size < 0 or len(self._buffer) < size):
             try:
-                chunk = self._raw.read(_RAW_READ_SIZE)
+                if self._left is None:
+                    chunk = self._raw.read(_RAW_READ_SIZE)
+                else:
+                    chunk = self._raw.read(min(_RAW_READ_SIZE, self._left)) if self._left else b""
+                    self._left -= len(chunk)
             except OSError as err:
                 raise InputError(f"{self.path}: cannot read the file ({err})") from err
             if not chunk:
@@ -294,9 +301,26 @@ def open_input(path: str):
 def _read_blocks(path: str, block_size: int | None = None, check_binary: bool = True) -> Iterator[bytes]:
     """The (decompressed) bytes of ``path`` in blocks; a block that looks binary is an error
     (:func:`_check_not_binary`), as is a compressed file that is truncated or corrupt."""
+    for _, block in _read_blocks_at(path, 0, block_size, check_binary):
+        yield block
+
+
+def _read_blocks_at(
+    path: str, start: int = 0, block_size: int | None = None, check_binary: bool = True
+) -> Iterator[tuple[int, bytes]]:
+    """``(offset, block)`` of an uncompressed file's bytes from the block that holds byte ``start`` on.
+
+    Blocks are read at multiples of ``block_size`` whatever ``start`` is, so a range of a file
+    (:mod:`~bertprep.pipeline.readers.ranges`) checks exactly the blocks a whole-file read checks
+    (:func:`_check_not_binary`). A compressed file can only be read from ``start`` 0.
+    """
     block_size = block_size or BLOCK_SIZE
-    offset = 0
+    offset = start - start % block_size
+    if offset and _compression_of(path) is not None:
+        raise ValueError(f"{path}: a compressed file cannot be read from byte {start}")
     with open_input(path) as fh:
+        if offset:
+            fh.seek(offset)
         while True:
             try:
                 block = fh.read(block_size)
@@ -306,8 +330,8 @@ def _read_blocks(path: str, block_size: int | None = None, check_binary: bool = 
                 return
             if check_binary:
                 _check_not_binary(path, block, offset)
+            yield offset, block
             offset += len(block)
-            yield block
 
 
 #: C0 control bytes that real text does not contain (tab, LF, VT, FF, CR, Ctrl-Z and ESC are allowed) and DEL.
@@ -346,13 +370,42 @@ def _check_not_binary(path: str, block: bytes, offset: int = 0) -> None:
         )
 
 
+def lines_before(path: str, start: int) -> int:
+    """The number of ``\\n`` bytes in ``path`` before byte ``start`` (a range's first line number - 1 is
+    computed from it only when a message or a caller needs it: see :func:`_iter_lines`)."""
+    count = 0
+    for offset, block in _read_blocks_at(path, 0, check_binary=False):
+        if offset + len(block) >= start:
+            return count + block.count(b"\n", 0, start - offset)
+        count += block.count(b"\n")
+    return count
+
+
 def _iter_lines(
-    path: str, *, encoding: str, max_line_chars: int, stats: ReaderStats, strip_bom: bool
+    path: str,
+    *,
+    encoding: str,
+    max_line_chars: int,
+    stats: ReaderStats,
+    strip_bom: bool,
+    start: int = 0,
+    end: int | None = None,
+    sync: Callable[[str], bool] | None = None,
+    line_base: Callable[[], int] | None = None,
 ) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for each line of ``path``, split at ``\\n`` only (1-based numbers).
 
     The text keeps its ``\\r`` (if any); an over-long line is skipped and counted without being loaded
     beyond ``4 * max_line_chars`` bytes; undecodable bytes become U+FFFD and the line is counted.
+
+    A byte range ``[start, end)`` of the file (``end`` None: to its end) yields the lines after the first
+    *sync line* (a line, decoded, for which ``sync`` holds; ``sync`` None: every line) that starts at or
+    after ``start``, up to and including the first sync line that starts at or after ``end``. The ranges
+    that cut a file therefore yield each line exactly once, and a range starts where a reader of the whole
+    file is in a known state (after a blank line, a ``</doc>``...). Lines before a range's first sync line
+    belong to the range before: not counted. ``stats.bytes`` counts the bytes of ``[start, end)``. Line
+    numbers of a range that starts after byte 0 count from the first line starting at or after ``start``
+    (numbered 1); ``line_base()`` (called only for a warning) gives the lines before it.
     """
     max_bytes = 4 * max_line_chars
     warned_decode = warned_long = False
@@ -361,9 +414,22 @@ def _iter_lines(
     carry_len = 0
     skipping = False  # inside an over-long line: drop bytes until the next \n
     empty = True
+    seeking = start > 0  # dropping bytes up to the first line start at or after `start`
+    owned = start == 0  # a range's lines before its first sync line belong to the range before
+    line_start = 0  # offset of the first byte of the current line
+    base: list[int] = []
+
+    def where(n: int) -> int:
+        if line_base is None:
+            return n
+        if not base:
+            base.append(line_base())
+        return base[0] + n
 
     def over_long(n: int) -> None:
         nonlocal warned_long
+        if not owned:
+            return
         stats._count(stats.skipped_lines, "over_long_line")
         if not warned_long:
             warned_long = True
@@ -371,7 +437,7 @@ def _iter_lines(
                 "%s:%d: line longer than %d characters skipped (counted in skipped_lines['over_long_line']); "
                 "raise --max-line-chars if such lines are real documents",
                 path,
-                n,
+                where(n),
                 max_line_chars,
             )
 
@@ -381,29 +447,42 @@ def _iter_lines(
             text = raw.decode(encoding)
         except UnicodeDecodeError:
             text = raw.decode(encoding, "replace")
-            stats.undecodable_lines += 1
-            if not warned_decode:
-                warned_decode = True
-                logger.warning(
-                    "%s:%d: bytes that are not valid %s were replaced with U+FFFD (counted in undecodable_lines); "
-                    "if the file is Latin-1, pass --encoding latin-1",
-                    path,
-                    n,
-                    encoding,
-                )
+            if owned:
+                stats.undecodable_lines += 1
+                if not warned_decode:
+                    warned_decode = True
+                    logger.warning(
+                        "%s:%d: bytes that are not valid %s were replaced with U+FFFD (counted in undecodable_lines); "
+                        "if the file is Latin-1, pass --encoding latin-1",
+                        path,
+                        where(n),
+                        encoding,
+                    )
         if len(text) > max_line_chars:
             over_long(n)
             return None
-        if n == 1 and strip_bom and text.startswith("\ufeff"):
+        if n == 1 and strip_bom and start == 0 and text.startswith("\ufeff"):
             text = text[1:]
         return text
 
-    for block in _read_blocks(path):
+    for offset, block in _read_blocks_at(path, max(0, start - 1)):  # from byte start - 1: is `start` a line start?
         empty = False
-        stats.bytes += len(block)
+        block_end = offset + len(block)
+        stats.bytes += max(0, min(block_end, block_end if end is None else end) - max(offset, start))
+        if seeking:  # the first line start at or after `start`: after the first \n at or after start - 1
+            cut = block.find(b"\n", max(0, start - 1 - offset))
+            if cut < 0:
+                continue
+            seeking = False
+            offset += cut + 1
+            block = block[cut + 1 :]
+            line_start = offset
         pieces = block.split(b"\n")
+        next_start = offset
         for piece in pieces[:-1]:  # each of these ends a line
             lineno += 1
+            this_start, next_start = line_start, next_start + len(piece) + 1
+            line_start = next_start
             if skipping:
                 skipping = False
                 over_long(lineno)
@@ -418,8 +497,16 @@ def _iter_lines(
                 over_long(lineno)
                 continue
             text = decode(raw, lineno)
-            if text is not None:
+            if text is None:
+                continue
+            if owned:
                 yield lineno, text
+                if end is not None and this_start >= end and (sync is None or sync(text)):
+                    return  # the next range starts after this line
+            elif sync is None or sync(text):
+                if end is not None and this_start >= end:
+                    return  # no sync line in [start, end): the range is empty, the next one starts here too
+                owned = True  # this range's lines start after its first sync line
         tail = pieces[-1]
         if tail and not skipping:
             if carry_len + len(tail) > max_bytes:
@@ -428,6 +515,8 @@ def _iter_lines(
             else:
                 carry.append(tail)
                 carry_len += len(tail)
+    if not owned:
+        return
     if empty:
         stats.empty_files += 1
         logger.info("%s: empty file", path)

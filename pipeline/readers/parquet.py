@@ -44,7 +44,16 @@ def read_parquet(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                 f"{ctx.path}: column {ctx.text_field!r} has type {column_type}, not string; name the text column "
                 "with --text-field"
             )
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[ctx.text_field]):
+        groups = None  # all row groups; a byte range reads the row groups that start in it
+        if ctx.start > 0 or ctx.end is not None:
+            groups = [
+                i
+                for i in range(parquet.num_row_groups)
+                if ctx.start <= _row_group_offset(parquet, i) < (ctx.end or 1 << 62)
+            ]
+            if not groups:
+                return
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[ctx.text_field], row_groups=groups):
             column = batch.column(0)
             ctx.stats.bytes += pc.sum(pc.binary_length(column)).as_py() or 0
             for text in column.to_pylist():
@@ -53,3 +62,12 @@ def read_parquet(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                     yield 0, sentences
                 else:
                     ctx.skip_document("empty")
+
+
+def _row_group_offset(parquet, index: int) -> int:
+    """The byte offset where row group ``index`` starts (its first column chunk's first page)."""
+    column = parquet.metadata.row_group(index).column(0)
+    offsets = [column.data_page_offset]
+    if column.has_dictionary_page and column.dictionary_page_offset:
+        offsets.append(column.dictionary_page_offset)
+    return min(offsets)

@@ -25,6 +25,20 @@ _GUTENBERG_END = re.compile(r"^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG|^End 
 _TITLE_ATTR = re.compile(r'\btitle="([^"]*)"')
 
 
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _end_of_doc(line: str) -> bool:
+    return line.strip() == "</doc>"
+
+
+#: Where a byte range of a line-based format may start (``files._iter_lines``): after a line for which the
+#: function holds (None: after any line). After such a line the format's reader of the whole file is in its
+#: starting state (no open document), so a range read from there yields the documents the whole read yields.
+LINE_SYNC = {"bert": _blank, "jsonl": None, "wikiextractor-json": None, "wikiextractor": _end_of_doc}
+
+
 def read_bert(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
     sentences: list[str] = []
     start = 0
@@ -53,13 +67,14 @@ def _json_objects(ctx: ReadContext) -> Iterator[tuple[int, dict]]:
             obj = json.loads(line)
         except ValueError as err:
             raise InputError(
-                f"{ctx.path}:{lineno}: not a JSON object ({err}); the jsonl format needs one JSON object per line. "
+                f"{ctx.path}:{ctx.line(lineno)}: not a JSON object ({err}); the jsonl format needs one JSON object "
+                "per line. "
                 "If this file is plain text, pass --input-format text (prose) or bert (one sentence per line)"
             ) from None
         if not isinstance(obj, dict):
             raise InputError(
-                f"{ctx.path}:{lineno}: a JSON {type(obj).__name__}, not an object; the jsonl format needs one JSON "
-                "object per line with the text in a field (--text-field)"
+                f"{ctx.path}:{ctx.line(lineno)}: a JSON {type(obj).__name__}, not an object; the jsonl format needs "
+                "one JSON object per line with the text in a field (--text-field)"
             )
         yield lineno, obj
 
@@ -68,7 +83,8 @@ def _text_of(ctx: ReadContext, lineno: int, obj: dict) -> str | None:
     if ctx.text_field not in obj:
         fields = ", ".join(sorted(obj)[:10])
         raise InputError(
-            f"{ctx.path}:{lineno}: the JSON object has no field {ctx.text_field!r} (its fields: {fields}); "
+            f"{ctx.path}:{ctx.line(lineno)}: the JSON object has no field {ctx.text_field!r} "
+            f"(its fields: {fields}); "
             "name the field that holds the document text with --text-field"
         )
     text = obj[ctx.text_field]
@@ -76,7 +92,7 @@ def _text_of(ctx: ReadContext, lineno: int, obj: dict) -> str | None:
         return None
     if not isinstance(text, str):
         raise InputError(
-            f"{ctx.path}:{lineno}: field {ctx.text_field!r} holds a {type(text).__name__}, not a string; "
+            f"{ctx.path}:{ctx.line(lineno)}: field {ctx.text_field!r} holds a {type(text).__name__}, not a string; "
             "name the field that holds the document text with --text-field"
         )
     return text
@@ -106,7 +122,7 @@ def read_wikiextractor_json(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]
 
 def read_wikiextractor(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
     in_doc = False
-    seen_content = False
+    seen_content = ctx.mid_file  # a range after the first starts after a </doc> line
     start = 0
     title: str | None = None
     first_line = True
@@ -124,8 +140,8 @@ def read_wikiextractor(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
             continue
         if not seen_content and not stripped.startswith("<doc"):
             raise InputError(
-                f"{ctx.path}:{lineno}: expected a WikiExtractor '<doc ...>' line, found {stripped[:60]!r}; this file "
-                "is not WikiExtractor output: pass the right --input-format (or auto)"
+                f"{ctx.path}:{ctx.line(lineno)}: expected a WikiExtractor '<doc ...>' line, found {stripped[:60]!r}; "
+                "this file is not WikiExtractor output: pass the right --input-format (or auto)"
             )
         seen_content = True
         if stripped.startswith("<doc ") or stripped == "<doc>":
@@ -197,7 +213,7 @@ def read_text(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                 logger.warning(
                     "%s:%d: paragraph longer than %d characters; segmenting it in parts",
                     ctx.path,
-                    lineno,
+                    ctx.line(lineno),
                     ctx.max_line_chars,
                 )
         if paragraph:

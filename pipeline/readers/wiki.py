@@ -10,7 +10,7 @@ from typing import Any
 
 from bertprep.pipeline.readers.base import InputError, ReaderStats
 from bertprep.pipeline.readers.context import ReadContext
-from bertprep.pipeline.readers.files import _read_blocks
+from bertprep.pipeline.readers.files import BLOCK_SIZE, _compression_of, _DecompressedFile, _read_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -120,8 +120,8 @@ def wikitext_paragraphs(wikitext: str) -> list[str]:
 class _BlockStream:
     """A read()-only binary file over :func:`_read_blocks` (for ``ElementTree.iterparse``), counting bytes."""
 
-    def __init__(self, path: str, stats: ReaderStats):
-        self._blocks = _read_blocks(path)
+    def __init__(self, path: str, stats: ReaderStats, start: int = 0, end: int | None = None):
+        self._blocks = _read_blocks(path) if start == 0 and end is None else _stream_range_blocks(path, start, end)
         self._buffer = bytearray()
         self._stats = stats
         self._eof = False
@@ -133,6 +133,9 @@ class _BlockStream:
             if block is None:
                 self._eof = True
                 break
+            if isinstance(block, _Markup):  # a root element around a range's pages, not the file's bytes
+                self._buffer += block.data
+                continue
             self.empty = False
             self._stats.bytes += len(block)
             self._buffer += block
@@ -141,6 +144,30 @@ class _BlockStream:
         out = bytes(self._buffer[:size])
         del self._buffer[:size]
         return out
+
+
+class _Markup:
+    """Bytes :class:`_BlockStream` parses but does not count (the root element around a range's pages)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+def _stream_range_blocks(path: str, start: int, end: int | None) -> Iterator[Any]:
+    """The pages of the compressed streams in bytes ``[start, end)`` of a multistream dump, as one XML
+    document: a range after the first gets a ``<mediawiki>`` root opened before its pages, a range before
+    the last one the root closed after them (the first stream holds the dump's ``<mediawiki ...>`` and
+    ``<siteinfo>``, the last one its ``</mediawiki>``; every stream between holds whole pages)."""
+    if start > 0:
+        yield _Markup(b"<mediawiki>")
+    with _DecompressedFile(path, _compression_of(path) or "bzip2", start, end) as fh:
+        while True:
+            block = fh.read(BLOCK_SIZE)
+            if not block:
+                break
+            yield block
+    if end is not None:
+        yield _Markup(b"</mediawiki>")
 
 
 def _local_name(tag: str) -> str:
@@ -155,7 +182,7 @@ def read_wiki_xml(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
     import xml.etree.ElementTree as ET
 
     assert ctx.split is not None
-    stream = _BlockStream(ctx.path, ctx.stats)
+    stream = _BlockStream(ctx.path, ctx.stats, ctx.start, ctx.end)
     root = None
     title = ns = text = None
     redirect = False
@@ -199,8 +226,9 @@ def read_wiki_xml(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
         if stream.empty:
             return
         line, column = err.position
+        where = f"{ctx.path}:{line}" if ctx.start == 0 else f"{ctx.path} (streams from byte {ctx.start:,}), line {line}"
         raise InputError(
-            f"{ctx.path}:{line}: not well-formed XML (column {column}: {err}); is it a complete MediaWiki "
+            f"{where}: not well-formed XML (column {column}: {err}); is it a complete MediaWiki "
             "pages-articles dump? (--input-format)"
         ) from None
     if stream.empty:

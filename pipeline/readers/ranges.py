@@ -1,0 +1,158 @@
+"""Reading one large file on several workers: byte ranges cut at document boundaries.
+
+:func:`plan_ranges` cuts each input file into ranges of about ``split_bytes`` bytes; a reader given one
+(``read_documents(..., byte_range=...)``) reads the documents that start in it:
+
+- line-based formats (``bert``, ``jsonl``, ``wikiextractor``, ``wikiextractor-json``): a range starts after
+  the first *sync line* that starts at or after its first byte (``bert``: a blank line; JSON lines: any line
+  end; ``wikiextractor``: a ``</doc>`` line) and ends with the first sync line at or after its last byte,
+  so every line is read by exactly one range, and each range starts where a reader of the whole file has no
+  open document (``files._iter_lines``, ``text.LINE_SYNC``);
+- ``parquet``: a range reads the row groups whose first page lies in it;
+- a bz2 MediaWiki multistream dump (``*-multistream.xml.bz2``) with its index next to it
+  (``*-multistream-index.txt.bz2`` or ``.txt``): the ranges are cut at the offsets of the compressed
+  streams the index lists, each range decompresses whole streams of whole pages. Without the index the
+  dump is read whole (logged);
+- other compressed files (gzip, xz, zstd, bzip2 that is not an indexed dump) cannot be read from a middle:
+  read whole, logged once per run; the ``text`` format (one document per file) is read whole.
+
+Document ids stay what a whole-file read gives: a document's ordinal counts the documents its file yields
+before it, so a range's documents are numbered from 0 and shifted by the number of documents the ranges
+before it yielded (a prefix sum over the ranges of the file; :func:`read_ranges` here, the
+``ReadDocuments`` step of the pipeline with a side input). Nothing depends on how many ranges a file has:
+the documents, their text, ids, line numbers and the reader counters (which each range counts for its own
+lines and bytes) are the same as a whole-file read's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from bertprep.pipeline.readers.base import Document, ReaderStats
+from bertprep.pipeline.readers.files import _compression_of, _filesystems, _read_blocks
+
+logger = logging.getLogger(__name__)
+
+#: A range: (range_index, start, end); ``end`` None = to the end of the file.
+ByteRange = tuple[int, int, "int | None"]
+
+
+def _sizes(files: Sequence[str]) -> list[int]:
+    """The files' sizes; 0 (read whole) for a file that cannot be listed (its reading will say why)."""
+    try:
+        results = _filesystems().match(list(files))
+    except Exception:  # BeamIOError naming the files that are not there
+        results = []
+        for path in files:
+            try:
+                results.extend(_filesystems().match([path]))
+            except Exception:
+                results.append(None)
+    return [r.metadata_list[0].size_in_bytes if r is not None and r.metadata_list else 0 for r in results]
+
+
+def wiki_index_of(path: str) -> str | None:
+    """The index file of a multistream dump ``...-multistream.xml.bz2`` (also the numbered parts
+    ``...-multistream1.xml-p1p41242.bz2``), found next to it, or None."""
+    directory, name = os.path.split(path)
+    if "-multistream" not in name or not name.endswith(".bz2"):
+        return None
+    base = name.replace("-multistream", "-multistream-index", 1).replace(".xml", ".txt", 1)
+    candidates = [base] if base.endswith(".txt.bz2") or "-p" in base else [base, base[: -len(".bz2")]]
+    fs = _filesystems()
+    for candidate in candidates:
+        full = fs.join(directory, candidate) if directory else candidate
+        if fs.exists(full):
+            return full
+    return None
+
+
+def stream_offsets(index_path: str) -> list[int]:
+    """The sorted distinct stream offsets an index (``offset:page_id:title`` per line) lists."""
+    offsets: set[int] = set()
+    carry = b""
+    for block in _read_blocks(index_path, check_binary=False):
+        lines = (carry + block).split(b"\n")
+        carry = lines.pop()
+        offsets.update(int(line.split(b":", 1)[0]) for line in lines if line.strip())
+    if carry.strip():
+        offsets.add(int(carry.split(b":", 1)[0]))
+    return sorted(offsets)
+
+
+def _cut(boundaries: Sequence[int], split_bytes: int) -> list[ByteRange]:
+    """Ranges of about ``split_bytes`` cut at ``boundaries`` (sorted, starting with 0)."""
+    starts = [0]
+    for offset in boundaries[1:]:
+        if offset - starts[-1] >= split_bytes:
+            starts.append(offset)
+    return [(i, s, starts[i + 1] if i + 1 < len(starts) else None) for i, s in enumerate(starts)]
+
+
+def file_ranges(path: str, size: int, split_bytes: int, notes: dict[str, list[str]] | None = None) -> list[ByteRange]:
+    """The ranges of one file of ``size`` bytes; ``notes`` collects the files that cannot be split, by reason."""
+    whole = [(0, 0, None)]
+    if split_bytes <= 0 or size <= split_bytes:
+        return whole
+    compression = _compression_of(path)
+    if compression is None:
+        return _cut(range(0, size, split_bytes), split_bytes)
+    if compression == "bzip2" and "-multistream" in os.path.basename(path):
+        index = wiki_index_of(path)
+        if index is None:
+            if notes is not None:
+                notes.setdefault("a multistream wiki dump without its -index.txt(.bz2) file next to it", []).append(
+                    path
+                )
+            return whole
+        return _cut([0] + [o for o in stream_offsets(index) if 0 < o < size], split_bytes)
+    if notes is not None:
+        notes.setdefault(f"{compression}-compressed", []).append(path)
+    return whole
+
+
+def plan_ranges(files: Sequence[str], split_bytes: int) -> list[tuple[int, str, int, int, int | None]]:
+    """``(file_index, path, range_index, start, end)`` for every range of every file, in reading order.
+
+    A file of at most ``split_bytes`` bytes (and every file when ``split_bytes`` is 0) is one range
+    ``(0, 0, None)``. Files that cannot be split are logged once, with their count (at WARNING when
+    they are larger than a range: they are read by one worker each)."""
+    notes: dict[str, list[str]] = {}
+    out = []
+    for file_index, (path, size) in enumerate(zip(files, _sizes(files))):
+        for byte_range in file_ranges(path, size, split_bytes, notes):
+            out.append((file_index, path, *byte_range))
+    for reason, paths in notes.items():
+        shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
+        logger.warning(
+            "%d input file(s) larger than --split-bytes %d cannot be split (%s): each is read whole by one "
+            "worker (%s)%s",
+            len(paths),
+            split_bytes,
+            reason,
+            shown,
+            "; decompress them to spread their reading over the workers" if "index" not in reason else "",
+        )
+    split = sum(1 for r in out if r[2] > 0)
+    if split:
+        logger.info("%d input file(s) read in %d byte ranges", len({r[0] for r in out if r[2] > 0}), len(out))
+    return out
+
+
+def read_ranges(
+    path: str, ranges: Sequence[ByteRange], input_format: str = "auto", stats: ReaderStats | None = None, **kw: Any
+) -> Iterator[Document]:
+    """The documents of ``path`` read range by range, numbered as a whole-file read numbers them (the
+    ordinals of each range shifted by the documents of the ranges before it). ``kw``: ``read_documents``'s."""
+    from bertprep.pipeline.readers import read_documents
+
+    before = 0
+    for byte_range in ranges:
+        count = 0
+        for doc in read_documents(path, input_format, stats=stats, byte_range=byte_range, **kw):
+            count += 1
+            yield Document(doc.source, doc.ordinal + before, doc.line, doc.sentences)
+        before += count
