@@ -1,0 +1,177 @@
+"""How make-shards scales on Dask: 1 vs 2 workers, the adapter's cost against the local runner, memory.
+
+Builds a corpus of about ``--mb`` MB (the shared WikiExtractor files repeated, as 16 files), then runs
+``bertprep make-shards`` with its defaults, each run a fresh process, in turn:
+
+- ``local``: the default local runner (one worker process per core);
+- ``dask-1`` / ``dask-2``: ``--runner=DaskRunner`` against a Dask cluster that this script starts with 1 or
+  2 worker processes of 1 thread each (``distributed.LocalCluster(processes=True)``, the same processes a
+  ``dask scheduler`` + ``dask worker`` deployment runs), the scheduler's address passed with
+  ``--dask_client_address``.
+
+It prints the median wall time of each, the speed-up of 2 workers over 1 and the adapter's overhead over the
+local runner, the peak resident memory of each Dask worker process (sampled every 0.2 s with psutil), and an
+extrapolation of the measured per-worker throughput to the BERT corpus (~20 GB of text). Every run's shards
+are compared: Dask's must equal the local runner's byte for byte.
+
+    python benchmarks/bench_scale.py                       # 16 MB, 3 runs each
+    python benchmarks/bench_scale.py --mb 64 --runs 1
+    python benchmarks/bench_scale.py --memory 16,32,64 --runs 1   # peak memory per worker by corpus size
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+DATA = Path(os.environ.get("BERTPREP_DATA", Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
+VOCAB = DATA / "vocab" / "bert-base-uncased-vocab.txt"
+BERTPREP = str(Path(sys.executable).parent / "bertprep")
+BERT_CORPUS_GB = 20.0  # the BERT paper's pre-training text (BooksCorpus + English Wikipedia), about 3.3B words
+
+
+def build_corpus(folder: Path, mb: int, parts: int = 16) -> Path:
+    sources = sorted((DATA / "wikipedia" / "wikiextractor-featured" / "AA").glob("wiki_0*"))
+    chunks, total = [], 0
+    while total < mb * 1_000_000:
+        for source in sources:
+            data = source.read_bytes()
+            chunks.append(data if data.endswith(b"\n") else data + b"\n")
+            total += len(chunks[-1])
+    folder.mkdir(parents=True)
+    per_part = -(-len(chunks) // parts)
+    for i in range(parts):
+        (folder / f"wiki_{i:02d}").write_bytes(b"".join(chunks[i * per_part : (i + 1) * per_part]))
+    return folder
+
+
+def digest(directory: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(directory.glob("*.arrow")):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+class PeakRss:
+    """Peak resident memory (MB) of each of ``pids``, sampled every 0.2 s while the ``with`` block runs."""
+
+    def __init__(self, pids):
+        self.procs = {pid: psutil.Process(pid) for pid in pids}
+        self.peak = {pid: 0.0 for pid in pids}
+        self._stop = threading.Event()
+
+    def _sample(self):
+        while not self._stop.wait(0.2):
+            for pid, proc in self.procs.items():
+                try:
+                    self.peak[pid] = max(self.peak[pid], proc.memory_info().rss / 1e6)
+                except psutil.Error:
+                    pass
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def make_shards(corpus: Path, out: Path, extra: list[str]) -> float:
+    cmd = [BERTPREP, "make-shards", "-q", "-i", str(corpus), "--vocab", str(VOCAB), "-o", str(out), *extra]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def dask_runs(corpus: Path, tmp: Path, workers: int, runs: int, extra: list[str]) -> tuple[list[float], dict, str]:
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        pids = list(client.run(os.getpid).values())
+        times, peaks = [], {}
+        for i in range(runs):
+            out = tmp / f"dask{workers}-{i}"
+            with PeakRss(pids) as rss:
+                times.append(
+                    make_shards(
+                        corpus,
+                        out,
+                        [*extra, "--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}"],
+                    )
+                )
+            peaks = {pid: max(peaks.get(pid, 0.0), mb) for pid, mb in rss.peak.items()}
+            shards = digest(out)
+        return times, peaks, shards
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=int, default=16, help="corpus size in MB (16 files)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each configuration (median)")
+    parser.add_argument("--memory", default="", help="comma-separated corpus sizes (MB) for the memory table")
+    parser.add_argument("--pairing-scope", default="global", choices=("global", "file"))
+    args = parser.parse_args()
+    extra = ["--pairing-scope", args.pairing_scope]
+    print(f"command: python {' '.join(shlex.quote(a) for a in sys.argv)}")
+    print(f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB")
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        corpus = build_corpus(tmp / "corpus", args.mb)
+        size_mb = sum(p.stat().st_size for p in corpus.iterdir()) / 1e6
+        local = [make_shards(corpus, tmp / f"local-{i}", extra) for i in range(args.runs)]
+        local_shards = digest(tmp / "local-0")
+        one, peaks1, shards1 = dask_runs(corpus, tmp, 1, args.runs, extra)
+        two, peaks2, shards2 = dask_runs(corpus, tmp, 2, args.runs, extra)
+        med = {name: statistics.median(t) for name, t in (("local", local), ("dask-1", one), ("dask-2", two))}
+        print(f"\ncorpus: {size_mb:.1f} MB in 16 files, make-shards defaults, --pairing-scope {args.pairing_scope}")
+        print("| runner | median wall | MB/s | runs |")
+        print("|---|---|---|---|")
+        for name, t in (("local", local), ("dask-1", one), ("dask-2", two)):
+            runs = ", ".join(f"{x:.1f}" for x in t)
+            print(f"| {name} | {med[name]:.1f} s | {size_mb / med[name]:.2f} | {runs} |")
+        print(f"\nspeed-up, 2 Dask workers over 1: {med['dask-1'] / med['dask-2']:.2f}x")
+        print(
+            "adapter overhead, Dask with 2 workers over the local runner (2 workers): "
+            f"{med['dask-2'] / med['local']:.2f}x"
+        )
+        print(
+            f"peak RSS per Dask worker: 1 worker {max(peaks1.values()):.0f} MB; 2 workers "
+            f"{', '.join(f'{v:.0f}' for v in peaks2.values())} MB"
+        )
+        same = f"dask-1 {shards1 == local_shards}, dask-2 {shards2 == local_shards}"
+        print(f"shards equal to the local runner's: {same}")
+        per_worker = size_mb / med["dask-1"]  # MB/s of one worker process
+        print(f"\nextrapolation (on paper) from {per_worker:.2f} MB/s per worker, scaling as measured here:")
+        for n in (16, 64, 256):
+            efficiency = med["dask-1"] / med["dask-2"] / 2  # of each added worker, as measured from 1 to 2
+            minutes = BERT_CORPUS_GB * 1000 / (per_worker * n * efficiency) / 60
+            print(
+                f"  {BERT_CORPUS_GB:.0f} GB on {n} worker cores: ~{minutes:.0f} min ({n * minutes / 60:.0f} core-hours)"
+            )
+        for mb in [int(x) for x in args.memory.split(",") if x]:
+            sized = build_corpus(tmp / f"corpus-{mb}", mb)
+            _, peaks, _ = dask_runs(sized, tmp / f"mem-{mb}", 2, 1, extra)
+            per = ", ".join(f"{v:.0f}" for v in peaks.values())
+            print(f"memory: {mb} MB corpus, 2 workers: peak RSS per worker {per} MB")
+
+
+if __name__ == "__main__":
+    main()
