@@ -68,7 +68,8 @@ def build_pipeline(
     # global scope a large file is read in byte ranges (readers.ranges), each an element: (file_index, path,
     # range_index, start, end); its documents keep their ids (ordinals in the file, TokenizeDocuments). The file
     # scope makes a file's buckets of its documents in order, which needs the whole file: one element per file.
-    if config.pairing_scope == "global" and config.split_bytes:
+    # --dedup minhash hands each whole file its list of documents to skip: its files are read whole.
+    if config.pairing_scope == "global" and config.split_bytes and config.dedup != "minhash":
         elements = plan_ranges(files, config.split_bytes)
         split_files = any(element[2] for element in elements)
     else:

@@ -80,6 +80,12 @@ def _kill_children() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _silence() -> None:
+    """What Beam's threads log and raise while a stopped run's workers go is not for users."""
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda args: None
+
+
 class _StopOnSignal:
     """SIGINT / SIGTERM handling for one run: the first stops it within seconds, the second at once.
 
@@ -99,10 +105,45 @@ class _StopOnSignal:
     def install(self) -> None:
         self._previous = interrupts.install(self._handle)
 
+    def listen(self) -> None:
+        """Also hear the signal the moment it arrives, not only when the main thread next runs Python code (a
+        thread reading ``signal.set_wakeup_fd``'s pipe). Call it after the local workers are forked: forking
+        needs a process with one thread."""
+        if self._previous:
+            read_end, write_end = os.pipe()
+            os.set_blocking(write_end, False)
+            self._wakeup = (signal.set_wakeup_fd(write_end, warn_on_full_buffer=False), read_end, write_end)
+            threading.Thread(target=self._on_wakeup, args=(read_end,), daemon=True).start()
+
+    def _on_wakeup(self, read_end: int) -> None:
+        """Silence Beam's logs as soon as SIGINT / SIGTERM arrives: the workers, signalled with the same
+        Ctrl-C, die at once, and Beam logs their failure before the main thread can run the handler."""
+        try:
+            data = os.read(read_end, 16)
+        except OSError:
+            return
+        signals = [byte for byte in data if byte in (signal.SIGINT, signal.SIGTERM)]
+        if not signals:
+            return
+        _silence()
+        # the main thread may sit in a wait that Python cannot interrupt: the workers go now, so that Beam's
+        # waits for them end, and the watchdog ends the run if the main thread still does not return
+        publish = sys.modules.get("bertprep.pipeline.shards.publish")
+        if not getattr(publish, "publishing", lambda: False)():
+            _kill_children()
+        self._watchdog_name = signal.Signals(signals[0]).name
+        threading.Thread(target=self._watchdog, daemon=True).start()
+
     def uninstall(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous = {}
+        if getattr(self, "_wakeup", None):
+            previous_fd, read_end, write_end = self._wakeup
+            signal.set_wakeup_fd(previous_fd)
+            os.close(write_end)
+            os.close(read_end)
+            self._wakeup = None
 
     def _handle(self, signum, frame) -> None:
         # imports nothing: a handler that imports, run while the main thread is half-way through importing a
@@ -115,8 +156,7 @@ class _StopOnSignal:
         threading.Thread(target=self._watchdog, daemon=True).start()
         if getattr(publish, "publishing", lambda: False)():
             return  # the journalled publish finishes first; the run then ends normally
-        logging.disable(logging.CRITICAL)
-        threading.excepthook = lambda args: None  # Beam's threads fail as their workers go: not for users
+        _silence()
         _kill_children()
         raise Interrupted(
             f"make-shards stopped by {name}: nothing was published, the output directory is as it was; "
@@ -125,7 +165,7 @@ class _StopOnSignal:
 
     def _watchdog(self) -> None:
         time.sleep(STOP_GRACE_S)
-        self._abort(self.received)
+        self._abort(self.received or getattr(self, "_watchdog_name", "a signal"))
 
     def _abort(self, name: str | None) -> None:
         publish = sys.modules.get("bertprep.pipeline.shards.publish")
@@ -310,6 +350,7 @@ def session(beam_args: Sequence[str], quiet: bool = False) -> Iterator[Session]:
         from bertprep.pipeline.beam import warm_workers
 
         current.workers = warm_workers.start(os.cpu_count() or 1)
+    stop.listen()
     try:
         logging.basicConfig(
             level=logging.WARNING if quiet else logging.INFO,

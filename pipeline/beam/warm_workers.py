@@ -45,6 +45,10 @@ import threading
 import time
 import uuid
 
+if __name__ == "__main__":  # a spawned pool worker: Ctrl-C ends it quietly, as a forked one; make-shards reports
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
 log = logging.getLogger(__name__)
 
 #: Seconds a launcher waits for a pool worker to take it before running its own worker instead.

@@ -63,6 +63,7 @@ from bertprep.pipeline.vocab_files import (
     tokenizer_files,
     wordpiece_split,
 )
+from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers import ReaderStats
@@ -455,6 +456,7 @@ def extend_vocab_files(
     text_field: str = "text",
     segmenter: str = DEFAULT_SEGMENTER,
     encoding: str = "utf-8",
+    max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     overwrite: bool = False,
 ) -> VocabExtension:
     """``bertprep build-vocab --extend``: read ``base_vocab`` (:func:`read_base_vocab`), the sentences of
@@ -474,11 +476,17 @@ def extend_vocab_files(
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass --overwrite to replace")
     base = read_base_vocab(base_vocab, do_lower_case, strip_accents)
-    check_options(input_format, segmenter=segmenter, encoding=encoding)
+    check_options(input_format, segmenter=segmenter, encoding=encoding, max_line_chars=max_line_chars)
     files = expand_inputs(inputs)
     check_output_dir(output_dir, files)
     stats = ReaderStats()
-    read_options = dict(input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding)
+    read_options = dict(
+        input_format=input_format,
+        text_field=text_field,
+        segmenter=segmenter,
+        encoding=encoding,
+        max_line_chars=max_line_chars,
+    )
     extended = extend_vocab(
         _sentences_with_progress(files, read_options, stats, show_progress),
         base,

@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
+from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
 from conftest import FIXTURES
 
@@ -197,7 +198,10 @@ def test_killed_overwrite_keeps_the_previous_output_and_the_next_run_removes_its
     assert set(Path(tempfile.gettempdir()).glob("bertprep-workers-*")) <= logs_before  # -q's capture is unnamed
     leftovers = list(out.glob(f"{shards.TMP_PREFIX}*"))
     assert len(leftovers) == 1 and str(process.pid) in leftovers[0].name
-    assert {k: v for k, v in _snapshot(out).items() if not k.startswith(shards.TMP_PREFIX)} == before
+    # the killed run's lock stays (nothing runs at a kill -9); it names the dead process, and the next run takes it over
+    assert json.loads((out / publish.LOCK_NAME).read_text())["pid"] == process.pid
+    kept = {k: v for k, v in _snapshot(out).items() if not k.startswith((shards.TMP_PREFIX, publish.LOCK_NAME))}
+    assert kept == before
 
     live = out / shards.staging_dir_name()  # this process's own name: a live run, kept
     live.mkdir()
@@ -206,6 +210,7 @@ def test_killed_overwrite_keeps_the_previous_output_and_the_next_run_removes_its
     assert not leftovers[0].exists()
     assert [p.name for p in out.glob(f"{shards.TMP_PREFIX}*")] == [live.name]
     assert json.loads((out / "manifest.json").read_text())["config"]["random_seed"] == 7
+    assert not (out / publish.LOCK_NAME).exists()
 
 
 def test_input_inside_the_output_is_refused_and_kept(tmp_path, previous_output):
