@@ -11,8 +11,20 @@ A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded ins
 * shuffles rows with a seeded buffer (``shuffle_buffer_size`` row references; a full buffer emits a random
   element and takes the next row in its place; the buffer carries over epoch boundaries),
 * masks rows on the fly when the shards were made with ``--masking dynamic`` (``pipeline.masking.mask_instance``: the
-  reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor),
-* and yields collated, padded batches (``collate.py``) together with the stream's state after that batch.
+  reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor), at
+  the manifest's ``masked_lm_prob`` or the trainer's (``masked_lm_prob``, e.g. ModernBERT's 0.3, with
+  ``max_predictions_per_seq`` scaled alike; optionally a linear schedule to ``masked_lm_prob_final``),
+* and yields collated, padded batches (``collate.py``) together with the stream's state after that batch;
+  with ``packing``, each batch's ``batch_size`` instances are packed into rows of ``max_seq_length`` tokens
+  instead (``collate.collate_packed_numpy``, ``packing.pack_documents``: next-fit, in order, each instance a
+  document with positions restarting at 0; the model attends block-diagonally).
+
+Packing happens here, on the fly, not in ``make-shards``: the shards stay the 2018 format (one unpadded
+instance per row, ``pipeline/schema.py``), so the same shard directory serves the padded path (BERT as the
+original) and the packed one (BERT or ModernBERT), and a packed batch holds exactly the instances and masks
+of the padded batch it replaces: the cursor, the shuffle and exact resume do not change, and a packed run's
+loss equals the padded run's up to float rounding. Packing a fixed number of instances gives a variable
+number of rows per batch (fewer when instances are short); that is what saves the padding's compute.
 
 The stream state is the cursor: ``epoch``, ``shard`` (index into the stream's shards of that epoch), ``row``
 (next row of that shard), the buffered row references and the shuffle RNG state, all JSON values. Because a
