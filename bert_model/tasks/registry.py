@@ -63,6 +63,16 @@ def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | 
 MODERNBERT_TASKS = ("glue",)
 
 
+def task_architectures(task: Task) -> set[str]:
+    """The head classes (``architectures`` names) that serve ``task``: BERT's, and ModernBERT's for GLUE."""
+    names = {task.architecture}
+    if task.name in MODERNBERT_TASKS:
+        from bertprep.bert_model.modernbert import ModernBertForSequenceClassification
+
+        names.add(ModernBertForSequenceClassification.architecture)
+    return names
+
+
 def check_architecture(task: Task, model_config: Any) -> None:
     """Raise ``ValueError`` (one line, naming the task) when ``task`` has no model for ``model_config``'s
     architecture: ModernBERT serves ``MODERNBERT_TASKS`` only so far."""

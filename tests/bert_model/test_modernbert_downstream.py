@@ -166,6 +166,11 @@ def test_finetune_glue_on_modernbert_and_load_the_result_in_transformers(run, tm
         a = ours(input_ids, attention_mask=attention_mask).logits
         b = hf(input_ids=input_ids, attention_mask=attention_mask).logits
     torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    # predict reloads it (finetune.json + the ModernBERT head) and writes one prediction per example.
+    args = ["predict", "--model", str(tmp_path / "ft"), "--input", str(tmp_path / "train.tsv")]
+    result = CliRunner().invoke(cli, [*args, "--output", str(tmp_path / "p.tsv")])
+    assert result.exit_code == 0, result.output
+    assert len((tmp_path / "p.tsv").read_text().splitlines()) == 1 + 48  # header + one line per example
 
 
 def test_finetune_refuses_other_tasks_for_modernbert_in_one_line(run, tmp_path):
