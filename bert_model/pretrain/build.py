@@ -454,7 +454,9 @@ def log_run(
     logger.info(
         "model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d, "
         "objective %s; device %s (%s), world size %d; global batch %d",
-        "from checkpoint" if start.saved is not None or start.hf_source is not None else config.preset,
+        "from checkpoint"
+        if start.saved is not None or start.hf_source is not None
+        else f"{config.preset} {config.architecture}",  # "model tiny bert: ..."
         model.num_parameters() / 1e6,
         config.shards,
         info.num_shards,
