@@ -135,6 +135,7 @@ class PretrainingMetrics:
             "mlm_accuracy": s["mlm_correct"] / max(s["masked"], 1),
             "nsp_accuracy": s["nsp_correct"] / s["nsp_sequences"] if s["nsp_sequences"] else None,
             "tokens": s["tokens"],
+            "masked_fraction": s["masked"] / max(s["tokens"], 1),  # realised masking rate: predicted / real tokens
             "padded_tokens": s["padded_tokens"],
             "prediction_slots": s["prediction_slots"],
             "sequences": s["sequences"],

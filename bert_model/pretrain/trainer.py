@@ -105,7 +105,16 @@ def evaluate(
         metrics.update(batch, out)
     model.train(was_training)
     result = metrics.compute()
-    keys = ("loss", "mlm_loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_loss", "nsp_accuracy", "sequences")
+    keys = (
+        "loss",
+        "mlm_loss",
+        "mlm_accuracy",
+        "mlm_accuracy_at_mask",
+        "nsp_loss",
+        "nsp_accuracy",
+        "sequences",
+        "masked_fraction",
+    )
     return {k: result[k] for k in keys if k in result}
 
 
@@ -241,6 +250,7 @@ def _log_train_metrics(
         "tokens_per_s": m["tokens"] / elapsed,  # real (non-padding) tokens
         "real_token_fraction": m["tokens"] / m["padded_tokens"],
         "masked_lm_prob": build.train_masked_lm_prob(run.config, run.info, state.step),
+        "masked_fraction": m["masked_fraction"],
         "tokens_seen": int(m["tokens_seen"]),
         "elapsed_s": time.monotonic() - run.t_start,
     }

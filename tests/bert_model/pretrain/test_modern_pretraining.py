@@ -201,6 +201,10 @@ def test_packed_resume_equals_uninterrupted_run(shards, tmp_path, architecture, 
     eval_lines = [x for x in lines if x["split"] == "eval"]
     assert train_lines[0]["masked_lm_prob"] == pytest.approx(0.3 - 0.1 * 2 / 8)
     assert all(x["masked_lm_prob"] == 0.15 for x in eval_lines)  # fixed: the eval shards' rate
+    # The realised rates follow: ~30% of the real tokens predicted at the start of training, ~15% in eval
+    # (num_to_predict rounds n * rate per instance of 16..32 tokens).
+    assert 0.25 < train_lines[0]["masked_fraction"] < 0.32
+    assert all(0.12 < x["masked_fraction"] < 0.18 for x in eval_lines)
     assert 0.5 < train_lines[-1]["real_token_fraction"] <= 1.0  # packed rows: little padding
     if architecture == "modernbert":
         assert isinstance(full.model, ModernBertForMaskedLM)
