@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from bertprep.bert_model.model import IGNORE_INDEX
+from bertprep.bert_model.packing import pack_documents
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -152,3 +153,47 @@ def collate_features(
         if key in first:
             batch[key] = torch.tensor([f[key] for f in features], dtype=torch.int64)
     return batch
+
+
+def collate_packed_numpy(
+    rows: list[dict[str, np.ndarray]], *, max_seq_length: int, pad_token_id: int = 0
+) -> dict[str, np.ndarray]:
+    """Pack shard rows into rows of ``max_seq_length`` tokens (``packing.pack_documents``, next-fit, in order).
+
+    Each row (instance) is one document: its positions restart at 0 and it attends only to itself (the model
+    builds the block-diagonal mask from ``sequence_ids``). The batch holds the same instances, masked alike,
+    as ``collate_numpy`` of the same rows, in R <= len(rows) rows instead of len(rows) padded ones.
+
+    Args:
+        rows: shard rows as ``collate_numpy`` takes them (each at most ``max_seq_length`` tokens).
+        max_seq_length: length T of every packed row.
+        pad_token_id: id written at padding positions.
+    Returns:
+        int64 arrays: ``input_ids``, ``token_type_ids``, ``attention_mask`` (1 = real token), ``sequence_ids``
+        (instance number within its row, -1 on padding), ``position_ids`` (restarting at 0 per instance),
+        ``labels`` (the original id at the masked positions, -100 elsewhere): each (R, T); and
+        ``next_sentence_label`` (len(rows),), the instances' labels in row-major order (= the order of
+        ``rows``), when the rows have one.
+    """
+    labels = []
+    for r in rows:
+        row_labels = np.full(len(r["input_ids"]), IGNORE_INDEX, dtype=np.int64)
+        row_labels[np.asarray(r["masked_lm_positions"], dtype=np.int64)] = r["masked_lm_ids"]
+        labels.append(row_labels)
+    packed = pack_documents(
+        [r["input_ids"] for r in rows],
+        max_seq_length,
+        pad_token_id=pad_token_id,
+        aligned={"token_type_ids": ([r["token_type_ids"] for r in rows], 0), "labels": (labels, IGNORE_INDEX)},
+    )
+    out = {
+        "input_ids": packed["input_ids"],
+        "token_type_ids": packed["token_type_ids"],
+        "attention_mask": (packed["sequence_ids"] >= 0).astype(np.int64),
+        "sequence_ids": packed["sequence_ids"],
+        "position_ids": packed["position_ids"],
+        "labels": packed["labels"],
+    }
+    if "next_sentence_label" in rows[0]:
+        out["next_sentence_label"] = np.array([r["next_sentence_label"] for r in rows], dtype=np.int64)
+    return out

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
+from bertprep.bert_model.modernbert import ModernBertForSequenceClassification
 
 
 def _init_linear(layer: nn.Linear, initializer_range: float) -> None:
@@ -262,8 +263,14 @@ HEADS: dict[str, type[nn.Module]] = {
         BertForQuestionAnswering,
         BertForTokenClassification,
         BertForMultipleChoice,
+        ModernBertForSequenceClassification,  # (modernbert.py; the one ModernBERT head so far)
     )
 }
+
+
+def encoder_prefix(model: nn.Module) -> str:
+    """The key prefix of a head model's encoder weights: ``model.`` for ModernBERT, ``bert.`` for BERT."""
+    return "model." if getattr(model.config, "architecture", "bert") == "modernbert" else "bert."
 
 
 def has_pooler(model: nn.Module) -> bool:
@@ -282,18 +289,22 @@ def load_encoder_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) 
     pooler). Raises ``ValueError`` naming the missing keys or mismatched shapes (another model size).
     """
     own = model.state_dict()
-    wanted = [k for k in own if k.startswith("bert.")]
-    check_source_weights(own, state_dict, wanted)
+    prefix = encoder_prefix(model)
+    wanted = [k for k in own if k.startswith(prefix)]
+    check_source_weights(own, state_dict, wanted, prefix)
     model.load_state_dict({k: state_dict[k] for k in wanted if k in state_dict}, strict=False)
-    return [k for k in own if k not in state_dict or not k.startswith("bert.")]
+    return [k for k in own if k not in state_dict or not k.startswith(prefix)]
 
 
-def check_source_weights(own: dict[str, torch.Tensor], state_dict: dict[str, torch.Tensor], wanted: list[str]) -> None:
+def check_source_weights(
+    own: dict[str, torch.Tensor], state_dict: dict[str, torch.Tensor], wanted: list[str], prefix: str = "bert."
+) -> None:
     """Check that a source state dict can start a model whose state dict is ``own``: every encoder
     parameter (``bert.embeddings.*``, ``bert.encoder.*``) present, and every key of ``wanted`` that the
     source has of the model's shape. Raises ``ValueError`` naming the missing keys (not a BERT checkpoint)
     or the mismatched shapes (another model size)."""
-    missing = [k for k in own if k.startswith(("bert.embeddings.", "bert.encoder.")) and k not in state_dict]
+    encoder = ("model.",) if prefix == "model." else ("bert.embeddings.", "bert.encoder.")
+    missing = [k for k in own if k.startswith(encoder) and k not in state_dict]
     if missing:
         raise ValueError(
             f"the source weights lack encoder parameters {missing[:5]}"

@@ -79,13 +79,19 @@ class PretrainingMetrics:
 
     @torch.no_grad()
     def update(self, batch: dict[str, torch.Tensor], output: Any) -> None:
-        labels = batch["masked_lm_ids"]
+        # The prediction slots: (B, P) of padded BERT rows, or (M,) of a sparse head (ModernBERT, packed rows),
+        # whose labels and inputs the output carries (``architectures.PretrainingOutput``).
+        labels = getattr(output, "mlm_labels", None)
+        if labels is None:
+            labels = batch["masked_lm_ids"]
         real = labels != IGNORE_INDEX
         masked = real.sum()
-        correct = (output.prediction_logits.argmax(-1) == labels) & real  # (B, P)
+        correct = (output.prediction_logits.argmax(-1) == labels) & real  # (B, P) or (M,)
         mlm_correct = correct.sum()
-        if self.mask_token_id is not None and "masked_lm_positions" in batch:
+        inputs = getattr(output, "mlm_inputs", None)
+        if inputs is None and "masked_lm_positions" in batch:
             inputs = torch.gather(batch["input_ids"], 1, batch["masked_lm_positions"].long())  # (B, P)
+        if self.mask_token_id is not None and inputs is not None:
             at_mask = real & (inputs == self.mask_token_id)
             at_mask_count, at_mask_correct = at_mask.sum().double(), (correct & at_mask).sum().double()
         else:
@@ -95,7 +101,8 @@ class PretrainingMetrics:
         if "next_sentence_label" in batch and output.nsp_loss is not None:
             nsp_label = batch["next_sentence_label"]
             nsp_correct = (output.seq_relationship_logits.argmax(-1) == nsp_label).sum().double()
-            nsp_loss_sum, nsp_sequences = output.nsp_loss.detach().double() * B, zero + B
+            S = nsp_label.numel()  # B, or the D instances of a packed batch
+            nsp_loss_sum, nsp_sequences = output.nsp_loss.detach().double() * S, zero + S
         else:  # objective none: no sentence task
             nsp_correct = nsp_loss_sum = nsp_sequences = zero
         values = torch.stack(
@@ -130,6 +137,7 @@ class PretrainingMetrics:
             "mlm_accuracy": s["mlm_correct"] / max(s["masked"], 1),
             "nsp_accuracy": s["nsp_correct"] / s["nsp_sequences"] if s["nsp_sequences"] else None,
             "tokens": s["tokens"],
+            "masked_fraction": s["masked"] / max(s["tokens"], 1),  # realised masking rate: predicted / real tokens
             "padded_tokens": s["padded_tokens"],
             "prediction_slots": s["prediction_slots"],
             "sequences": s["sequences"],

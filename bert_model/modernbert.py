@@ -394,6 +394,76 @@ class ModernBertForMaskedLM(nn.Module):
         return total
 
 
+class ModernBertForSequenceClassification(nn.Module):
+    """Sequence classification or regression (``transformers.ModernBertForSequenceClassification``, same
+    parameter names: ``model.*``, ``head.dense``, ``head.norm``, ``drop``, ``classifier``).
+
+    The encoder output is pooled as ``config.classifier_pooling`` says (``cls``: the first token; ``mean``: the
+    mean over the real tokens), then ``head`` (dense + GELU + LayerNorm), dropout ``classifier_dropout`` and the
+    linear ``classifier``. ``num_labels == 1`` means regression (MSE loss). Fine-tuning starts it from a
+    ``ModernBertForMaskedLM``'s ``model.*`` weights: the prediction head of the MLM is not reused (as HF).
+    """
+
+    architecture = "ModernBertForSequenceClassification"
+    #: Output fields that have one value per token (none here; see ``heads.BertForSequenceClassification``).
+    per_token_outputs: tuple[str, ...] = ()
+
+    def __init__(self, config: ModernBertConfig, num_labels: int, classifier_dropout: float | None = None):
+        super().__init__()
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+        self.config, self.num_labels = config, num_labels
+        self.model = ModernBertModel(config)
+        self.head = ModernBertPredictionHead(config)
+        self.drop = nn.Dropout(config.classifier_dropout if classifier_dropout is None else classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.head.apply(lambda m: _init_weights(m, config))
+        # transformers initialises the classifier with std hidden_size ** -0.5 (its "final_out"), cut at 2 sigma
+        std, c = config.hidden_size**-0.5, config.initializer_cutoff_factor
+        nn.init.trunc_normal_(self.classifier.weight, mean=0.0, std=std, a=-c * std, b=c * std)
+        nn.init.zeros_(self.classifier.bias)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ):
+        """Scores of a padded batch.
+
+        Args:
+            input_ids, attention_mask: int (B, T) (see ``ModernBertModel.forward``).
+            token_type_ids: ignored (ModernBERT has no segment embeddings; accepted so that the fine-tuning
+                batches of BERT serve it as they are).
+            labels: int64 (B,) class indices, or float (B,) targets for regression.
+        Returns:
+            ``heads.SequenceClassifierOutput``: logits float (B, num_labels), and the loss given labels.
+        """
+        from bertprep.bert_model.heads import SequenceClassifierOutput
+
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        hidden_states = self.model(input_ids, attention_mask=attention_mask)  # (B, T, H)
+        if self.config.classifier_pooling == "cls":
+            pooled = hidden_states[:, 0]  # (B, H)
+        else:
+            mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)  # (B, T, 1)
+            pooled = (hidden_states * mask).sum(dim=1) / mask.sum(dim=1)  # (B, H)
+        logits = self.classifier(self.drop(self.head(pooled)))  # (B, C)
+        out = SequenceClassifierOutput(logits)
+        if labels is not None:
+            if self.is_regression:
+                out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            else:
+                out.loss = F.cross_entropy(logits.float(), labels.long())
+        return out
+
+
 def trainable_state_dict(model: ModernBertForMaskedLM) -> dict[str, torch.Tensor]:
     """``model.state_dict()`` without the tied alias ``decoder.weight``: what ``model.safetensors`` holds."""
     return {k: v for k, v in model.state_dict().items() if k not in TIED_WEIGHTS_KEYS}
@@ -435,6 +505,7 @@ __all__ = [
     "ModernBertForMaskedLM",
     "ModernBertMaskedLMOutput",
     "ModernBertModel",
+    "ModernBertForSequenceClassification",
     "flops_per_token",
     "load_state_dict_strict",
     "trainable_state_dict",

@@ -10,9 +10,8 @@ import sys
 import click
 from click.core import ParameterSource
 
-from bertprep.bert_model.model import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
-from bertprep.bert_model.pretrain.train_config import TASKS, TrainConfig
+from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, TASKS, TrainConfig
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
@@ -98,11 +97,20 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     help="Run directory: metrics.jsonl, metrics.png and checkpoints/ are written here.",
 )
 @click.option(
+    "--architecture",
+    type=click.Choice(list(ARCHITECTURE_PRESETS)),
+    default=_default("architecture"),
+    help="bert: masked LM + next-sentence prediction (Devlin et al. 2018). modernbert: ModernBERT (Warner et "
+    "al. 2024: RoPE, GeGLU, alternating global / local attention), masked LM alone with sparse prediction; "
+    "NSP / SOP shards serve it too, their next-sentence labels ignored. Resuming takes the checkpoint's.",
+)
+@click.option(
     "--preset",
-    type=click.Choice(list(PRESETS)),
+    type=click.Choice(sorted({p for presets in ARCHITECTURE_PRESETS.values() for p in presets})),
     default=_default("preset"),
-    help="Model size: tiny L2/H128, mini L4/H256, small L4/H512, medium L8/H512, base L12/H768, "
-    "large L24/H1024 (vocab size comes from the shards).",
+    help="Model size (vocab size comes from the shards). bert: tiny L2/H128, mini L4/H256, small L4/H512, "
+    "medium L8/H512, base L12/H768, large L24/H1024. modernbert: tiny L4/H128, mini L7/H256, small L10/H512, "
+    "base L22/H768, large L28/H1024.",
 )
 @click.option("--num-hidden-layers", type=click.IntRange(min=1), default=None, help="Override the preset's layers.")
 @click.option(
@@ -196,6 +204,33 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     default=_default("nsp_loss_weight"),
     help="Weight of the next-sentence loss: loss = MLM loss + this x NSP loss (paper: 1). 0 trains "
     "the masked LM alone (the paper's 'No NSP' ablation); NSP accuracy is still reported.",
+)
+@click.option(
+    "--packing/--no-packing",
+    default=_default("packing"),
+    help="Pack each micro-batch's --batch-size instances into rows of max_seq_length tokens (positions "
+    "restart per instance, attention block-diagonal) instead of padding each: the same instances and masks, "
+    "less padding computed. The shards stay as they are.",
+)
+@click.option(
+    "--masked-lm-prob",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Masking rate instead of the shards' (e.g. 0.3 for ModernBERT; 80/10/10 as always). Shards made "
+    "with --masking dynamic only; max_predictions_per_seq scales with it.",
+)
+@click.option(
+    "--masked-lm-prob-final",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Masking rate at --max-steps: linear schedule from --masked-lm-prob (or the shards') at step 0.",
+)
+@click.option(
+    "--eval-masked-lm-prob",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Masking rate of dynamic --eval-shards (default: their manifest's, 0.15 from make-shards), fixed "
+    "for the whole run; reported as masked_lm_prob in the eval metrics.",
 )
 @click.option("--seed", type=int, default=_default("seed"), help="Seed of initialisation, dropout and data order.")
 @click.option(
@@ -306,11 +341,13 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.pass_context
 def train(ctx: click.Context, compile_: bool, **options) -> None:
-    """Pre-train a BERT encoder (masked LM + next-sentence prediction) on shards.
+    """Pre-train a BERT (masked LM + next-sentence prediction) or ModernBERT (masked LM) encoder on shards.
 
     \b
     One GPU or CPU:
       bertprep train --shards shards/ --eval-shards heldout/ --preset base -o runs/base
+    ModernBERT, packed, 30% masking (shards made with --masking dynamic):
+      bertprep train --architecture modernbert --packing --masked-lm-prob 0.3 --shards shards/ -o runs/mb
     N GPUs on one machine:
       torchrun --standalone --nproc_per_node=N -m bertprep.cli.main train --shards shards/ -o runs/base
 

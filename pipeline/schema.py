@@ -26,6 +26,11 @@ Objective ``none`` (RoBERTa-style packing, ``config.objective`` in the manifest)
 ``[CLS] tokens [SEP]`` whose tokens may hold further ``[SEP]`` (one between two documents), with
 ``token_type_ids`` all 0 and no ``next_sentence_label`` column (:func:`columns`).
 
+Rows stay one instance each, unpadded, whatever the trainer does with them: ``bertprep train --packing`` packs
+several instances into one row of ``max_seq_length`` tokens as it builds batches
+(``bert_model/pretrain/data.py`` says why on the fly), so the same shards serve padded and packed training and
+both architectures.
+
 The id type is uint16 when every id fits (vocab size <= 65,536) and uint32 otherwise; the manifest's
 ``schema.id_type`` says which. Names follow Hugging Face ``BertForPreTraining`` inputs and the original
 generator's features (``segment_ids`` -> ``token_type_ids``, ``next_sentence_labels`` ->

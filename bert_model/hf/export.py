@@ -35,13 +35,11 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
-from bertprep.bert_model.model import BertConfig, BertForPreTraining, trainable_state_dict
-from bertprep.bert_model.runtime import (
-    fsync_file,
-    path_is_within,
-    set_default_permissions,
-    write_text_synced,
-)
+from bertprep.bert_model.checkpoint import trainable_state_dict
+from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.modernbert import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
+from bertprep.bert_model.modernbert import ModernBertForMaskedLM, ModernBertForSequenceClassification
+from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
 from bertprep.pipeline.atomic import replace_directory
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 from bertprep.pipeline.vocab_files import (
@@ -157,6 +155,8 @@ def export_model(
 def _architecture_of(model: nn.Module) -> str:
     if isinstance(model, BertForPreTraining):
         return PRETRAINING_ARCHITECTURE
+    if isinstance(model, ModernBertForMaskedLM):
+        return MODERNBERT_MLM_ARCHITECTURE
     architecture = getattr(model, "architecture", None)
     if architecture not in HEADS:
         raise ValueError(f"cannot export a {type(model).__name__}; export BertForPreTraining or a head")
@@ -172,10 +172,11 @@ def hf_config_dict(
     config: BertConfig = model.config
     out = config.to_hf_dict()
     out["architectures"] = [architecture]
-    if architecture == PRETRAINING_ARCHITECTURE:
+    if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE):
         return out
     out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
-    out["classifier_dropout"] = None
+    if not isinstance(model, ModernBertForSequenceClassification):  # (ModernBERT's is a float, kept)
+        out["classifier_dropout"] = None
     num_labels = model.num_labels
     if id2label is None:
         id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
@@ -183,7 +184,7 @@ def hf_config_dict(
         raise ValueError(f"id2label has {len(id2label)} entries but the model has {num_labels} outputs")
     out["id2label"] = {str(i): label for i, label in sorted(id2label.items())}
     out["label2id"] = {label: i for i, label in sorted(id2label.items())}
-    if architecture == "BertForSequenceClassification":
+    if architecture in ("BertForSequenceClassification", "ModernBertForSequenceClassification"):
         out["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
     if finetuning_task:
         out["finetuning_task"] = finetuning_task

@@ -24,6 +24,8 @@ from torch import nn
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.heads import HEADS, check_source_weights, load_full_weights
+from bertprep.bert_model.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
+from bertprep.bert_model.modernbert_config import ModernBertConfig
 from bertprep.bert_model.model import (
     TIED_WEIGHTS_KEYS,
     BertConfig,
@@ -54,8 +56,8 @@ class ModelSource:
     """The directory the weights were read from (a checkpoint's ``step-*`` directory when given a run)."""
     kind: str
     """``"bertprep-checkpoint"`` or ``"huggingface"``."""
-    config: BertConfig
-    """Encoder hyper-parameters."""
+    config: BertConfig | ModernBertConfig
+    """Encoder hyper-parameters (``ModernBertConfig`` for a ModernBERT run or export)."""
     state_dict: dict[str, torch.Tensor]
     """Weights under Hugging Face names (normalised)."""
     architecture: str
@@ -265,7 +267,8 @@ def load_model_source(path: str) -> ModelSource:
         checkpoint_dir = None
     if checkpoint_dir is not None:
         state = ckpt.verify_checkpoint(checkpoint_dir)  # sha256 as recorded: a damaged file is named, not used
-        config = BertConfig.from_dict(state["model_config"])
+        modern = state["model_config"].get("architecture") == "modernbert"
+        config = (ModernBertConfig if modern else BertConfig).from_dict(state["model_config"])
         weights = load_safetensors(os.path.join(checkpoint_dir, "model.safetensors"))
         vocab_file = os.path.join(checkpoint_dir, "vocab.txt")
         return ModelSource(
@@ -273,7 +276,7 @@ def load_model_source(path: str) -> ModelSource:
             kind="bertprep-checkpoint",
             config=config,
             state_dict=weights,
-            architecture=PRETRAINING_ARCHITECTURE,
+            architecture=MODERNBERT_MLM_ARCHITECTURE if modern else PRETRAINING_ARCHITECTURE,
             vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
             do_lower_case=_do_lower_case_from_checkpoint(state),
             strip_accents=shards_strip_accents((state.get("data") or {}).get("shards")),
@@ -285,7 +288,14 @@ def load_model_source(path: str) -> ModelSource:
             "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)"
         )
     hf_config = _read_json(config_path)
-    config = bert_config_from_hf(hf_config, config_path)
+    if hf_config.get("model_type") == "modernbert":
+        try:
+            head_keys = ("num_labels", "finetuning_task")  # (a fine-tuned export's; not encoder settings)
+            config = ModernBertConfig.from_dict({k: v for k, v in hf_config.items() if k not in head_keys})
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{config_path}: {err}") from None
+    else:
+        config = bert_config_from_hf(hf_config, config_path)
     state_dict = read_hf_state_dict(path)
     architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
     vocab_file = os.path.join(path, "vocab.txt")
@@ -371,6 +381,12 @@ def build_model(source: ModelSource) -> nn.Module:
     if source.architecture == PRETRAINING_ARCHITECTURE:
         model = BertForPreTraining(source.config)
         load_state_dict_strict(model, source.state_dict)
+        return model
+    if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
+        from bertprep.bert_model.modernbert import ModernBertForMaskedLM
+
+        model = ModernBertForMaskedLM(source.config)
+        ckpt.load_state_dict_strict(model, source.state_dict)
         return model
     if source.architecture not in HEADS:
         raise ValueError(

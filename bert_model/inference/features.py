@@ -58,6 +58,7 @@ from tqdm.auto import tqdm
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
 from bertprep.bert_model.hf.interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
 from bertprep.bert_model.model import BertConfig, BertModel
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertModel
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import atomic_file
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
@@ -87,6 +88,8 @@ def encoder_hidden_states(
         L + 1 float tensors of shape [batch_size, seq_length, hidden_size]: the embedding output, then the
         output of each of the L layers (the last equals ``bert(...)[0]``).
     """
+    if isinstance(bert, ModernBertModel):
+        return _modernbert_hidden_states(bert, input_ids, attention_mask)
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(input_ids)
     attn_mask = None
@@ -103,6 +106,23 @@ def encoder_hidden_states(
 def default_layers(num_hidden_layers: int) -> tuple[int, ...]:
     """The layers written when none are given: the last ``min(4, num_hidden_layers)`` (``-1, -2, ...``)."""
     return tuple(-i for i in range(1, min(4, num_hidden_layers) + 1))
+
+
+def _modernbert_hidden_states(
+    model: ModernBertModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
+) -> list[torch.Tensor]:
+    """``encoder_hidden_states`` of a ModernBERT encoder (no segment embeddings: ``token_type_ids`` unused): the
+    embedding output, then each layer's output; the last one after the final LayerNorm (``model(...)``, what
+    the MLM and classification heads read)."""
+    states: list[torch.Tensor] = []
+    hooks = [model.embeddings.register_forward_hook(lambda _m, _i, out: states.append(out))]
+    hooks += [layer.register_forward_hook(lambda _m, _i, out: states.append(out)) for layer in model.layers]
+    try:
+        last = model(input_ids, attention_mask=attention_mask)  # (B, T, H)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return states[:-1] + [last]
 
 
 def resolve_layers(layers: Sequence[int], num_hidden_layers: int) -> list[int]:
@@ -134,6 +154,24 @@ def load_encoder(
     source = load_model_source(model_dir)
     if source.vocab_tokens is None:
         raise ValueError(f"{model_dir} has no vocab.txt beside its weights")
+    if isinstance(source.config, ModernBertConfig):
+        bert = ModernBertModel(source.config)
+        weights = {k[len("model.") :]: v for k, v in source.state_dict.items() if k.startswith("model.")}
+        try:
+            bert.load_state_dict(weights, strict=True)
+        except RuntimeError as err:
+            raise ValueError(f"{model_dir}: the weights do not fit a ModernBERT encoder ({err})") from None
+    else:
+        bert = _load_bert_encoder(source, model_dir)
+    lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
+    # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
+    strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
+    tokenizer = WordPieceTokenizer.from_tokens(source.vocab_tokens, lower, strip)
+    return bert.eval(), tokenizer, source.config
+
+
+def _load_bert_encoder(source, model_dir: str) -> BertModel:
+    """The ``BertModel`` of a BERT source (any head's ``bert.*`` weights; the pooler may be missing)."""
     bert = BertModel(source.config)
     own = bert.state_dict()
     weights = {k[len("bert.") :]: v for k, v in source.state_dict.items() if k.startswith("bert.")}
@@ -141,11 +179,7 @@ def load_encoder(
     if missing:
         raise ValueError(f"{model_dir}: the weights lack encoder parameters {missing[:3]}; is it a BERT model?")
     bert.load_state_dict({k: v for k, v in weights.items() if k in own}, strict=False)
-    lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
-    # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
-    strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
-    tokenizer = WordPieceTokenizer.from_tokens(source.vocab_tokens, lower, strip)
-    return bert.eval(), tokenizer, source.config
+    return bert
 
 
 # -------------------------------------------------------------------------------------------- settings

@@ -18,7 +18,9 @@ from typing import Sequence
 import torch
 
 from bertprep.bert_model.hf.interop import (
+    MODERNBERT_MLM_ARCHITECTURE,
     PRETRAINING_ARCHITECTURE,
+    build_model,
     load_model_source,
     load_pretraining_weights,
     resolve_do_lower_case,
@@ -30,7 +32,7 @@ from bertprep.pipeline.vocab_files import WordPieceTokenizer
 MASK_TOKEN = "[MASK]"
 
 #: Source architectures that carry a trained MLM head.
-MLM_ARCHITECTURES = (PRETRAINING_ARCHITECTURE, "BertForMaskedLM")
+MLM_ARCHITECTURES = (PRETRAINING_ARCHITECTURE, "BertForMaskedLM", MODERNBERT_MLM_ARCHITECTURE)
 
 
 @dataclass
@@ -61,8 +63,9 @@ class FillMaskResult:
 
 
 def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[BertForPreTraining, WordPieceTokenizer]:
-    """A model with a trained MLM head and its tokenizer, from a bertprep checkpoint or run directory, or a
-    Hugging Face ``BertForPreTraining`` / ``BertForMaskedLM`` directory (``bertprep export`` writes one).
+    """A model with a trained MLM head and its tokenizer, from a bertprep checkpoint or run directory (BERT or
+    ModernBERT), or a Hugging Face ``BertForPreTraining`` / ``BertForMaskedLM`` / ``ModernBertForMaskedLM``
+    directory (``bertprep export`` writes one).
 
     Raises:
         FileNotFoundError: ``path`` is neither (see ``hf_interop.load_model_source``).
@@ -78,11 +81,14 @@ def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[Ber
         )
     if source.vocab_tokens is None:
         raise ValueError(f"{source.path} has no vocab.txt beside its weights")
-    model = BertForPreTraining(source.config)
-    initialised, _ = load_pretraining_weights(model, source.state_dict)
-    head = [k for k in initialised if k.startswith("cls.predictions.")]
-    if head:
-        raise ValueError(f"{source.path} lacks the masked-LM head weights {head}")
+    if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
+        model = build_model(source)  # a ModernBertForMaskedLM, weights loaded strictly
+    else:
+        model = BertForPreTraining(source.config)
+        initialised, _ = load_pretraining_weights(model, source.state_dict)
+        head = [k for k in initialised if k.startswith("cls.predictions.")]
+        if head:
+            raise ValueError(f"{source.path} lacks the masked-LM head weights {head}")
     lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
     # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
     strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
@@ -152,11 +158,10 @@ def fill_mask(
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention_mask[row, : len(ids)] = 1
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        sequence_output, _ = model.bert(input_ids, torch.zeros_like(input_ids), attention_mask)  # (B, T, H)
         where = (input_ids == mask_id).nonzero().tolist()  # [(b, t), ...]
         rows = torch.tensor([b for b, _ in where], dtype=torch.long, device=input_ids.device)
         cols = torch.tensor([t for _, t in where], dtype=torch.long, device=input_ids.device)
-        logits = model.cls.predictions(sequence_output[rows, cols]).float()  # (M, V)
+        logits = _mlm_logits(model, input_ids, attention_mask, rows, cols).float()  # (M, V)
         probs, top = torch.softmax(logits, dim=-1).topk(top_k, dim=-1)  # (M, k)
         by_row: dict[int, list[MaskPrediction]] = {}
         for (b, t), p, k in zip(where, probs.tolist(), top.tolist()):
@@ -164,6 +169,21 @@ def fill_mask(
         for row, (_, pieces) in enumerate(chunk):
             results.append(FillMaskResult(texts[start + row], pieces, by_row.get(row, [])))
     return results
+
+
+def _mlm_logits(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+) -> torch.Tensor:
+    """MLM scores (M, V) at positions ``(rows, cols)`` of a padded batch, for BERT or ModernBERT."""
+    if isinstance(model, BertForPreTraining):
+        sequence_output, _ = model.bert(input_ids, torch.zeros_like(input_ids), attention_mask)  # (B, T, H)
+        return model.cls.predictions(sequence_output[rows, cols])  # (M, V)
+    hidden_states = model.model(input_ids, attention_mask=attention_mask)  # (B, T, H)  ModernBertForMaskedLM
+    return model.decoder(model.head(hidden_states[rows, cols]))  # (M, V)
 
 
 __all__ = ["MLM_ARCHITECTURES", "FillMaskResult", "MaskPrediction", "encode_with_masks", "fill_mask", "load_mlm_model"]

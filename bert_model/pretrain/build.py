@@ -7,7 +7,6 @@ for an exact resume (each step may draw from the RNGs that ``restore_rng`` sets 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -26,9 +25,10 @@ from bertprep.bert_model.hf.interop import (
     load_pretraining_weights,
 )
 from bertprep.bert_model.metrics import JsonlWriter, gpu_peak_flops, plotting_unavailable
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
+from bertprep.bert_model.pretrain import architectures
+from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingModel
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
@@ -42,7 +42,17 @@ from bertprep.pipeline.vocab_files import read_vocab_file
 logger = logging.getLogger("bertprep.train")
 
 #: Settings that, changed on ``resume``, make the run differ from an uninterrupted one.
-_RESUME_SETTINGS = ("learning_rate", "warmup_steps", "max_steps", "batch_size", "gradient_accumulation_steps", "seed")
+_RESUME_SETTINGS = (
+    "learning_rate",
+    "warmup_steps",
+    "max_steps",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "seed",
+    "packing",
+    "masked_lm_prob",
+    "masked_lm_prob_final",
+)
 
 
 @dataclass
@@ -67,10 +77,11 @@ class Run:
     device: torch.device
     info: ShardInfo
     eval_info: ShardInfo | None
-    model_config: BertConfig
-    model: BertForPreTraining
+    model_config: ModelConfig
+    model: nn.Module
+    """``BertForPreTraining`` or ``ModernBertForMaskedLM`` (``architectures.build_model``)."""
     train_model: nn.Module
-    """``model`` as trained: compiled and / or wrapped in DDP."""
+    """``model`` as trained: in a ``PretrainingModel``, compiled and / or wrapped in DDP."""
     eval_model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: Any
@@ -196,7 +207,7 @@ def extend_start_vocab(config: TrainConfig, info: ShardInfo, start: Start) -> St
     return start if grown is source else Start(hf_source=grown)
 
 
-def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> BertConfig:
+def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> ModelConfig:
     """The model config: the checkpoint's, else the preset with overrides and the shards' vocab.
 
     Raises:
@@ -204,13 +215,13 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Bert
     """
     if start.saved is not None:
         saved = start.saved
-        model_config = BertConfig.from_dict(saved["model_config"])
+        model_config = architectures.model_config_from_dict(saved["model_config"])
         overrides = config.model_overrides()
         # Dropout is a training setting, not part of the weights: a new run from a checkpoint may change it
         # (e.g. no dropout when continuing pre-training); an exact resume keeps the checkpoint's.
         dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS} if config.init_from else {}
         if dropout:
-            model_config = dataclasses.replace(model_config, **dropout)
+            model_config = architectures.with_dropout(model_config, dropout)
             logger.info("dropout from the command line, not %s: %s", start.checkpoint, dropout)
         ignored = sorted(set(overrides) - set(dropout))
         if ignored:
@@ -225,9 +236,18 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Bert
         )
         return model_config
     if start.hf_source is not None:
+        if config.architecture != "bert":
+            raise ValueError(
+                f"--init-from {config.init_from}: a Hugging Face directory starts BERT runs only; "
+                "start a ModernBERT run from a preset or from a bertprep checkpoint"
+            )
         return hf_model_config(config, info, start.hf_source)
-    model_config = BertConfig.from_preset(
-        config.preset, vocab_size=info.vocab_size, pad_token_id=info.pad_token_id, **config.model_overrides()
+    model_config = architectures.model_config_from_preset(
+        config.architecture,
+        config.preset,
+        vocab_size=info.vocab_size,
+        special_token_ids=info.special_token_ids,
+        overrides=config.model_overrides(),
     )
     check_compatible(
         info, vocab_size=model_config.vocab_size, max_position_embeddings=model_config.max_position_embeddings
@@ -253,7 +273,7 @@ def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
         )
 
 
-def read_eval_shards(config: TrainConfig, info: ShardInfo, model_config: BertConfig, d: DistInfo) -> ShardInfo | None:
+def read_eval_shards(config: TrainConfig, info: ShardInfo, model_config: ModelConfig, d: DistInfo) -> ShardInfo | None:
     """The ``eval_shards``' info, checked against the training shards (None without ``eval_shards``; then
     the main rank points at a held-out set that make-shards left beside the training shards).
 
@@ -297,11 +317,11 @@ def verify_shards(config: TrainConfig, infos: tuple[ShardInfo | None, ...], d: D
 
 
 def build_model(
-    config: TrainConfig, model_config: BertConfig, start: Start, d: DistInfo, device: torch.device
-) -> BertForPreTraining:
+    config: TrainConfig, model_config: ModelConfig, start: Start, d: DistInfo, device: torch.device
+) -> nn.Module:
     """A seeded model on ``device``, with the weights of ``start`` when it has any."""
     seed_everything(config.seed)
-    model = BertForPreTraining(model_config)
+    model = architectures.build_model(model_config)
     if start.checkpoint is not None:
         ckpt.load_model_weights(start.checkpoint, model)
     elif start.hf_source is not None:
@@ -357,10 +377,12 @@ def restore_progress(
 
 
 def wrap_model(config: TrainConfig, model: nn.Module, d: DistInfo, device: torch.device) -> tuple[nn.Module, nn.Module]:
-    """``(train_model, eval_model)``: ``model`` compiled (``compile``) and, to train, wrapped in DDP. Seeds
-    dropout per rank first."""
+    """``(train_model, eval_model)``: ``model`` in a ``PretrainingModel`` (``model(**batch)`` for either
+    architecture and layout), compiled (``compile``) and, to train, wrapped in DDP. Seeds dropout per rank
+    first."""
     # Dropout differs across ranks; initialisation was the same everywhere (and DDP broadcasts rank 0's).
     torch.manual_seed(config.seed + d.rank)
+    model = PretrainingModel(model)
     train_model: nn.Module = model
     if config.compile:
         train_model = torch.compile(model)
@@ -383,6 +405,11 @@ def train_loader(config: TrainConfig, info: ShardInfo, start: Start, d: DistInfo
         world_size=d.world_size,
         num_workers=config.num_workers,
         info=info,
+        packing=config.packing,
+        masked_lm_prob=config.masked_lm_prob,
+        masked_lm_prob_final=config.masked_lm_prob_final,
+        # The schedule's clock: the batches one stream yields over max_steps optimizer steps.
+        schedule_batches=-(-config.max_steps * config.gradient_accumulation_steps // max(1, config.num_workers)),
     )
     loader = ShardLoader(dataset, num_workers=config.num_workers, pin_memory=device.type == "cuda")
     if config.resume:
@@ -402,8 +429,25 @@ def eval_loader(config: TrainConfig, eval_info: ShardInfo | None, d: DistInfo) -
         world_size=d.world_size,
         num_workers=0,
         info=eval_info,
+        masked_lm_prob=config.eval_masked_lm_prob if eval_info.masking == "dynamic" else None,
     )
     return ShardLoader(ds, num_workers=0)
+
+
+def train_masked_lm_prob(config: TrainConfig, info: ShardInfo, step: int) -> float:
+    """The training masking rate at optimizer step ``step`` (what the metrics report): the schedule's for
+    dynamic shards, the rate make-shards masked with for static ones."""
+    from bertprep.bert_model.pretrain.data import masked_lm_prob_at
+
+    start = info.masked_lm_prob if config.masked_lm_prob is None else config.masked_lm_prob
+    return masked_lm_prob_at(start, config.masked_lm_prob_final, step / config.max_steps)
+
+
+def eval_masked_lm_prob(config: TrainConfig, eval_info: ShardInfo) -> float:
+    """The masking rate of every evaluation: ``eval_masked_lm_prob`` for dynamic eval shards, else theirs."""
+    if eval_info.masking == "dynamic" and config.eval_masked_lm_prob is not None:
+        return config.eval_masked_lm_prob
+    return eval_info.masked_lm_prob
 
 
 def warn_if_bf16_is_emulated(config: TrainConfig, device: torch.device, d: DistInfo) -> None:
@@ -418,7 +462,7 @@ def warn_if_bf16_is_emulated(config: TrainConfig, device: torch.device, d: DistI
 def log_run(
     config: TrainConfig,
     start: Start,
-    model: BertForPreTraining,
+    model: nn.Module,
     info: ShardInfo,
     device: torch.device,
     d: DistInfo,
@@ -430,7 +474,9 @@ def log_run(
     logger.info(
         "model %s: %.1fM parameters; data %s: %d shards, %d instances, max_seq_length %d, "
         "objective %s; device %s (%s), world size %d; global batch %d",
-        "from checkpoint" if start.saved is not None or start.hf_source is not None else config.preset,
+        "from checkpoint"
+        if start.saved is not None or start.hf_source is not None
+        else f"{config.preset} {config.architecture}",  # "model tiny bert: ..."
         model.num_parameters() / 1e6,
         config.shards,
         info.num_shards,
@@ -442,6 +488,20 @@ def log_run(
         d.world_size,
         config.batch_size * config.gradient_accumulation_steps * d.world_size,
     )
+    if architectures.architecture_of(model.config) == "modernbert":
+        logger.info(
+            "ModernBERT trains the masked LM alone (sparse prediction: the head runs on the masked positions only)%s",
+            f"; the shards' next_sentence_label (objective {info.objective}) is ignored"
+            if info.has_sentence_label
+            else "",
+        )
+    if config.packing:
+        logger.info(
+            "packing: each batch's %d instances go into rows of %d tokens (positions restart per instance, "
+            "block-diagonal attention)",
+            config.batch_size,
+            info.max_seq_length,
+        )
     if config.resume:
         logger.info("resumed from %s at step %d", start.checkpoint, step)
 

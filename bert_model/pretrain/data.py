@@ -11,8 +11,20 @@ A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded ins
 * shuffles rows with a seeded buffer (``shuffle_buffer_size`` row references; a full buffer emits a random
   element and takes the next row in its place; the buffer carries over epoch boundaries),
 * masks rows on the fly when the shards were made with ``--masking dynamic`` (``pipeline.masking.mask_instance``: the
-  reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor),
-* and yields collated, padded batches (``collate.py``) together with the stream's state after that batch.
+  reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor), at
+  the manifest's ``masked_lm_prob`` or the trainer's (``masked_lm_prob``, e.g. ModernBERT's 0.3, with
+  ``max_predictions_per_seq`` scaled alike; optionally a linear schedule to ``masked_lm_prob_final``),
+* and yields collated, padded batches (``collate.py``) together with the stream's state after that batch;
+  with ``packing``, each batch's ``batch_size`` instances are packed into rows of ``max_seq_length`` tokens
+  instead (``collate.collate_packed_numpy``, ``packing.pack_documents``: next-fit, in order, each instance a
+  document with positions restarting at 0; the model attends block-diagonally).
+
+Packing happens here, on the fly, not in ``make-shards``: the shards stay the 2018 format (one unpadded
+instance per row, ``pipeline/schema.py``), so the same shard directory serves the padded path (BERT as the
+original) and the packed one (BERT or ModernBERT), and a packed batch holds exactly the instances and masks
+of the padded batch it replaces: the cursor, the shuffle and exact resume do not change, and a packed run's
+loss equals the padded run's up to float rounding. Packing a fixed number of instances gives a variable
+number of rows per batch (fewer when instances are short); that is what saves the padding's compute.
 
 The stream state is the cursor: ``epoch``, ``shard`` (index into the stream's shards of that epoch), ``row``
 (next row of that shard), the buffered row references and the shuffle RNG state, all JSON values. Because a
@@ -27,6 +39,7 @@ and ``num_workers``; with others, ``ShardLoader.load_state_dict`` restarts the s
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import math
 import os
@@ -39,7 +52,7 @@ import pyarrow as pa
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from bertprep.bert_model.collate import collate_numpy
+from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
 from bertprep.pipeline import schema
 from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance
@@ -52,9 +65,12 @@ CURSOR_FORMAT = 1
 # ------------------------------------------------------------------------------------------ dynamic masking
 
 
-def masking_config(info: ShardInfo) -> MaskingConfig:
+def masking_config(info: ShardInfo, masked_lm_prob: float | None = None) -> MaskingConfig:
     """The ``MaskingConfig`` of a shard directory (its manifest config, special ids, and for whole-word masking
-    its ``vocab.txt``). Raises ``ValueError`` when whole-word masking is asked for without a vocab file."""
+    its ``vocab.txt``). Raises ``ValueError`` when whole-word masking is asked for without a vocab file.
+
+    ``masked_lm_prob`` replaces the manifest's rate (e.g. ModernBERT's 0.3); ``max_predictions_per_seq`` then
+    scales with it (:func:`scaled_max_predictions`), so that the cap does not undo the higher rate."""
     is_subword = None
     if info.masking_scheme != "token" and not info.has_word_ids:
         if not info.vocab_file or not os.path.exists(info.vocab_file):
@@ -71,14 +87,31 @@ def masking_config(info: ShardInfo) -> MaskingConfig:
         cls_token_id=ids["[CLS]"],
         sep_token_id=ids["[SEP]"],
         mask_token_id=ids["[MASK]"],
-        masked_lm_prob=info.masked_lm_prob,
-        max_predictions_per_seq=info.max_predictions_per_seq,
+        masked_lm_prob=info.masked_lm_prob if masked_lm_prob is None else masked_lm_prob,
+        max_predictions_per_seq=scaled_max_predictions(info, masked_lm_prob),
         is_subword=is_subword,
         masking_scheme=info.masking_scheme,
         max_ngram_size=info.max_ngram_size,
         span_geometric_p=info.span_geometric_p,
         max_span_length=info.max_span_length,
     )
+
+
+def scaled_max_predictions(info: ShardInfo, masked_lm_prob: float | None) -> int:
+    """The manifest's ``max_predictions_per_seq`` scaled by ``masked_lm_prob / info.masked_lm_prob`` (rounded
+    up, never below the manifest's, at most ``max_seq_length``): 20 at 0.15 becomes 40 at 0.3 for 128 tokens."""
+    if masked_lm_prob is None or masked_lm_prob <= info.masked_lm_prob:
+        return info.max_predictions_per_seq
+    scaled = math.ceil(info.max_predictions_per_seq * masked_lm_prob / info.masked_lm_prob - 1e-9)
+    return min(info.max_seq_length, max(info.max_predictions_per_seq, scaled))
+
+
+def masked_lm_prob_at(start: float, final: float | None, progress: float) -> float:
+    """The masking rate of a linear schedule from ``start`` to ``final`` at ``progress`` in [0, 1] (clipped);
+    ``start`` throughout when ``final`` is None."""
+    if final is None:
+        return start
+    return start + (final - start) * min(1.0, max(0.0, progress))
 
 
 # -------------------------------------------------------------------------------------------- shard reading
@@ -169,6 +202,12 @@ class ShardDataset(IterableDataset):
         num_workers: DataLoader workers per rank that will iterate this dataset (0 = in the main process).
         pad_to_multiple_of: see ``collate``.
         info: the directory's ``ShardInfo`` when already read.
+        packing: pack each batch's ``batch_size`` instances into rows of ``max_seq_length`` tokens
+            (``collate.collate_packed_numpy``) instead of padding each to the batch's longest.
+        masked_lm_prob: dynamic masking rate instead of the manifest's (shards made with ``--masking dynamic``
+            only; ``max_predictions_per_seq`` scales with it, see ``scaled_max_predictions``).
+        masked_lm_prob_final, schedule_batches: a linear schedule of the rate, from ``masked_lm_prob`` (or the
+            manifest's) to ``masked_lm_prob_final`` over the first ``schedule_batches`` batches of each stream.
     Yields:
         ``(batch, state)``: ``batch`` as ``collate_numpy`` returns it, ``state`` the stream's JSON-serialisable
         cursor after the batch. ``ShardLoader`` turns the arrays into tensors and keeps the states.
@@ -190,6 +229,10 @@ class ShardDataset(IterableDataset):
         num_workers: int = 0,
         pad_to_multiple_of: int = 8,
         info: ShardInfo | None = None,
+        packing: bool = False,
+        masked_lm_prob: float | None = None,
+        masked_lm_prob_final: float | None = None,
+        schedule_batches: int = 1,
     ):
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -220,7 +263,17 @@ class ShardDataset(IterableDataset):
         if self.shuffle_buffer_size > rows_per_stream_epoch > 0:
             self.shuffle_buffer_size = rows_per_stream_epoch
         # Shards made with --masking dynamic hold unmasked rows: mask each row as it is batched.
-        self.masking = masking_config(self.info) if self.info.masking == "dynamic" else None
+        if (masked_lm_prob is not None or masked_lm_prob_final is not None) and self.info.masking != "dynamic":
+            raise ValueError(
+                f"shards {shard_dir} were masked by make-shards (--masking {self.info.masking}, masked_lm_prob "
+                f"{self.info.masked_lm_prob}); another masking rate needs shards made with --masking dynamic"
+            )
+        self.packing = packing
+        self.masked_lm_prob = self.info.masked_lm_prob if masked_lm_prob is None else masked_lm_prob
+        self.masked_lm_prob_final = masked_lm_prob_final
+        self.schedule_batches = max(1, schedule_batches)
+        final = self.masked_lm_prob if masked_lm_prob_final is None else max(self.masked_lm_prob, masked_lm_prob_final)
+        self.masking = masking_config(self.info, final) if self.info.masking == "dynamic" else None
         # Set by ShardLoader before each iteration.
         self.start_states: dict[int, dict[str, Any]] = {}
         self.worker_offset = 0
@@ -312,6 +365,7 @@ class ShardDataset(IterableDataset):
             buffer=list(state["buffer"]),
             rng=rng,
             mask_rng=mask_rng,
+            batches=state.get("batches", 0),
         )
 
     def _stream_shard(self, st: _Stream, shard: int) -> Iterator[tuple[dict[str, torch.Tensor], dict]]:
@@ -351,7 +405,7 @@ class ShardDataset(IterableDataset):
         row_data = self._read_row(st, ref)
         if self.masking is not None:
             ids, positions, labels = mask_instance(
-                row_data["input_ids"], self.masking, st.mask_rng, word_ids=row_data.get("word_ids")
+                row_data["input_ids"], self._masking_now(st), st.mask_rng, word_ids=row_data.get("word_ids")
             )
             row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
         row_data.pop("word_ids", None)  # (used for masking; not a model input)
@@ -359,10 +413,24 @@ class ShardDataset(IterableDataset):
         if len(st.pending) == self.batch_size:
             batch = self._collate(st.pending)
             st.pending.clear()
+            st.batches += 1
             return batch
         return None
 
+    def _masking_now(self, st: _Stream) -> MaskingConfig:
+        """The masking config of the stream's next batch: the rate of the schedule at its batch count (the
+        same one the manifest's config gives without a schedule). ``max_predictions_per_seq`` is that of the
+        highest rate of the run, so it never caps a rate of the schedule."""
+        p = masked_lm_prob_at(self.masked_lm_prob, self.masked_lm_prob_final, st.batches / self.schedule_batches)
+        if p != self.masking.masked_lm_prob:
+            self.masking = dataclasses.replace(self.masking, masked_lm_prob=p)
+        return self.masking
+
     def _collate(self, rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        if self.packing:
+            return collate_packed_numpy(
+                rows, max_seq_length=self.info.max_seq_length, pad_token_id=self.info.pad_token_id
+            )
         return collate_numpy(rows, pad_token_id=self.info.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of)
 
     def _snapshot(self, st: _Stream) -> dict[str, Any]:
@@ -375,6 +443,7 @@ class ShardDataset(IterableDataset):
             "buffer": list(st.buffer),
             "rng": _rng_to_json(st.rng.getstate()),
             "mask_rng": st.mask_rng.bit_generator.state,
+            "batches": st.batches,
             "shards": self.stream_shards(st.stream, st.epoch),
         }
 
@@ -394,6 +463,8 @@ class _Stream:
     """The shuffle buffer: rows (numbered over all shards) read but not yet emitted."""
     rng: random.Random
     mask_rng: np.random.Generator
+    batches: int = 0
+    """Batches this stream has emitted (all epochs): the clock of the masking-rate schedule."""
     readers: dict[int, _ShardReader] = field(default_factory=dict)
     pending: list[dict[str, Any]] = field(default_factory=list)
 
@@ -422,4 +493,12 @@ def num_batches_per_epoch(info: ShardInfo, batch_size: int, world_size: int = 1)
     return math.ceil(info.num_rows / (batch_size * world_size))
 
 
-__all__ = ["CURSOR_FORMAT", "ShardDataset", "epoch_shard_order", "masking_config", "num_batches_per_epoch"]
+__all__ = [
+    "CURSOR_FORMAT",
+    "ShardDataset",
+    "epoch_shard_order",
+    "masked_lm_prob_at",
+    "masking_config",
+    "num_batches_per_epoch",
+    "scaled_max_predictions",
+]

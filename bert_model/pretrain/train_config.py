@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprep.bert_model.config import PRESETS
+from bertprep.bert_model.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.precision import check_precision
+
+#: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
+ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
 
 #: Tasks ``bertprep train --task`` knows; fine-tuning is its own command (``bertprep finetune``).
 TASKS = ("pretrain",)
@@ -28,8 +32,13 @@ class TrainConfig:
     """What to train; only ``pretrain`` (MLM + NSP) so far."""
     eval_shards: str | None = None
     """Held-out shard directory evaluated every ``eval_every`` steps (same vocab and max_seq_length)."""
+    architecture: str = "bert"
+    """``bert`` (Devlin et al. 2018: MLM + NSP) or ``modernbert`` (Warner et al. 2024: MLM alone, sparse
+    prediction; NSP / SOP shards serve it, their ``next_sentence_label`` ignored). On ``resume`` / ``init_from``
+    of a bertprep checkpoint the checkpoint's architecture is used."""
     preset: str = "base"
-    """Model size, one of ``PRESETS`` (tiny, mini, small, medium, base, large)."""
+    """Model size, one of the architecture's presets: BERT's ``PRESETS`` (tiny, mini, small, medium, base,
+    large) or ModernBERT's (tiny, mini, small, base, large; ``modernbert_config.PRESETS``)."""
     num_hidden_layers: int | None = None
     """Override of the preset's number of layers."""
     hidden_size: int | None = None
@@ -64,6 +73,19 @@ class TrainConfig:
     (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
     shards of objective ``sop`` the same head learns sentence order; with objective ``none`` the rows have no
     label and the loss is the masked LM's alone whatever this weight."""
+    packing: bool = False
+    """Pack each micro-batch's ``batch_size`` instances into rows of ``max_seq_length`` tokens (several instances
+    per row, positions restarting at 0, block-diagonal attention) instead of padding each instance: the same
+    instances and masks as without packing, with less padding computed (see ``collate.collate_packed_numpy``)."""
+    masked_lm_prob: float | None = None
+    """Dynamic masking rate instead of the shards' (e.g. 0.3, ModernBERT's); shards made with ``--masking
+    dynamic`` only. ``max_predictions_per_seq`` scales with it."""
+    masked_lm_prob_final: float | None = None
+    """End of a linear schedule of the masking rate, from ``masked_lm_prob`` (or the shards') at step 0 to this
+    at ``max_steps`` (dynamic shards only)."""
+    eval_masked_lm_prob: float | None = None
+    """Masking rate of dynamic ``eval_shards`` (default: their manifest's, make-shards' 0.15): fixed for the
+    whole run whatever the training rate, so evaluations compare. Static eval shards keep their masks."""
     seed: int = 12345
     """Seeds model initialisation, dropout and the data order."""
     log_every: int = 50
@@ -109,8 +131,19 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"task {self.task!r} is not supported; choose one of {', '.join(TASKS)}")
-        if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        if self.architecture not in ARCHITECTURE_PRESETS:
+            raise ValueError(
+                f"unknown architecture {self.architecture!r}; choose one of {', '.join(ARCHITECTURE_PRESETS)}"
+            )
+        presets = ARCHITECTURE_PRESETS[self.architecture]
+        if self.preset not in presets:
+            raise ValueError(
+                f"preset {self.preset!r} is not one of {self.architecture}'s; choose one of {', '.join(presets)}"
+            )
+        for name in ("masked_lm_prob", "masked_lm_prob_final", "eval_masked_lm_prob"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 < value < 1.0:
+                raise ValueError(f"{name} must be in (0, 1), got {value}")
         for name in ("batch_size", "gradient_accumulation_steps", "max_steps", "log_every"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -156,4 +189,4 @@ class TrainConfig:
 DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
-__all__ = ["DROPOUT_OPTIONS", "TASKS", "TrainConfig"]
+__all__ = ["ARCHITECTURE_PRESETS", "DROPOUT_OPTIONS", "TASKS", "TrainConfig"]

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.metrics import PretrainingMetrics, plot_metrics
-from bertprep.bert_model.model import BertForPreTraining, flops_per_token
+from bertprep.bert_model.pretrain.architectures import flops_per_token
 from bertprep.bert_model.optim import optimizer_step
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
@@ -53,8 +53,8 @@ class TrainResult:
 
     step: int
     """Optimizer steps done in total (resumed ones included)."""
-    model: BertForPreTraining
-    """The trained model (not wrapped in DDP / compile)."""
+    model: nn.Module
+    """The trained model, ``BertForPreTraining`` or ``ModernBertForMaskedLM`` (not wrapped in DDP / compile)."""
     checkpoint: str | None
     """Path of the last checkpoint written (None on ranks other than 0)."""
     metrics: dict[str, Any] | None
@@ -107,7 +107,16 @@ def evaluate(
         metrics.update(batch, out)
     model.train(was_training)
     result = metrics.compute()
-    keys = ("loss", "mlm_loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_loss", "nsp_accuracy", "sequences")
+    keys = (
+        "loss",
+        "mlm_loss",
+        "mlm_accuracy",
+        "mlm_accuracy_at_mask",
+        "nsp_loss",
+        "nsp_accuracy",
+        "sequences",
+        "masked_fraction",
+    )
     return {k: result[k] for k in keys if k in result}
 
 
@@ -212,10 +221,7 @@ def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) 
         with sync:
             with run.autocast:
                 out = train_model(**batch)
-            if out.nsp_loss is not None:
-                loss = out.mlm_loss + config.nsp_loss_weight * out.nsp_loss  # weight 0 keeps DDP's graph whole
-            else:  # objective none: no label; the NSP head stays in the graph (for DDP) with a zero gradient
-                loss = out.mlm_loss + 0.0 * out.seq_relationship_logits.sum()
+            loss = out.training_loss(config.nsp_loss_weight)  # (architectures.PretrainingOutput)
             (loss / config.gradient_accumulation_steps).backward()
         metrics.update(batch, out)
     lr, grad_norm = optimizer_step(run.model, run.optimizer, run.scheduler, config.max_grad_norm)
@@ -243,7 +249,10 @@ def _log_train_metrics(
         "split": "train",
         **{k: m[k] for k in ("loss", "mlm_loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_loss", "nsp_accuracy")},
         "lr": lr,
-        "tokens_per_s": m["tokens"] / elapsed,
+        "tokens_per_s": m["tokens"] / elapsed,  # real (non-padding) tokens
+        "real_token_fraction": m["tokens"] / m["padded_tokens"],
+        "masked_lm_prob": build.train_masked_lm_prob(run.config, run.info, state.step),
+        "masked_fraction": m["masked_fraction"],
         "tokens_seen": int(m["tokens_seen"]),
         "elapsed_s": time.monotonic() - run.t_start,
     }
@@ -274,7 +283,8 @@ def _run_eval(run: build.Run, at_step: int) -> dict[str, Any]:
         mask_token_id=run.mask_token_id,
         nsp_loss_weight=run.config.nsp_loss_weight,
     )
-    record = {"step": at_step, "split": "eval", **result}
+    rate = build.eval_masked_lm_prob(run.config, run.eval_info)
+    record = {"step": at_step, "split": "eval", **result, "masked_lm_prob": rate}
     if run.writer:
         run.writer.write(record)
         tqdm.write(

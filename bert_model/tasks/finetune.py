@@ -56,7 +56,7 @@ from bertprep.bert_model.precision import autocast_context, check_precision
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.pipeline.atomic import replace_entries, write_atomic
-from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
+from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task, check_architecture
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
 logger = logging.getLogger("bertprep.finetune")
@@ -406,6 +406,7 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     the plan (seeded: the same settings give the same run)."""
     device = resolve_device(config.device)
     bert_config, source, tokenizer = _model_inputs(config)
+    check_architecture(task, bert_config)  # (registry: the tasks ModernBERT serves)
     # Nothing of an earlier crashed run (no results.json) may pass for a result of this one.
     for name in _run_files(run_dir):
         path = os.path.join(run_dir, name)

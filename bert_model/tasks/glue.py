@@ -312,6 +312,11 @@ class GlueTask:
         return features
 
     def build_model(self, config: BertConfig) -> BertForSequenceClassification:
+        """``BertForSequenceClassification``, or ``ModernBertForSequenceClassification`` for a ModernBERT config."""
+        if getattr(config, "architecture", "bert") == "modernbert":
+            from bertprep.bert_model.modernbert import ModernBertForSequenceClassification
+
+            return ModernBertForSequenceClassification(config, num_labels=self.num_labels)
         return BertForSequenceClassification(config, num_labels=self.num_labels)
 
     # ------------------------------------------------------------------------------- predictions, metrics

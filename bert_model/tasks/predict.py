@@ -30,7 +30,7 @@ from bertprep.bert_model.precision import autocast_context
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import write_atomic
 from bertprep.bert_model.tasks.squad import SquadTask
-from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_from_json
+from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_architectures, task_from_json
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 from bertprep.pipeline.paths import check_writes_apart
 
@@ -145,7 +145,7 @@ def load_finetuned(
             )
         recorded = source.do_lower_case
         recorded_strip = source.strip_accents
-    if task.architecture != source.architecture:
+    if source.architecture not in task_architectures(task):
         raise ValueError(
             f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a {source.architecture}"
         )

@@ -59,6 +59,30 @@ def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | 
     return GlueTask(**given)
 
 
+#: Tasks whose model has a ModernBERT form (``modernbert.ModernBertForSequenceClassification``).
+MODERNBERT_TASKS = ("glue",)
+
+
+def task_architectures(task: Task) -> set[str]:
+    """The head classes (``architectures`` names) that serve ``task``: BERT's, and ModernBERT's for GLUE."""
+    names = {task.architecture}
+    if task.name in MODERNBERT_TASKS:
+        from bertprep.bert_model.modernbert import ModernBertForSequenceClassification
+
+        names.add(ModernBertForSequenceClassification.architecture)
+    return names
+
+
+def check_architecture(task: Task, model_config: Any) -> None:
+    """Raise ``ValueError`` (one line, naming the task) when ``task`` has no model for ``model_config``'s
+    architecture: ModernBERT serves ``MODERNBERT_TASKS`` only so far."""
+    if getattr(model_config, "architecture", "bert") == "modernbert" and task.name not in MODERNBERT_TASKS:
+        raise ValueError(
+            f"--task {task.name} is not supported for ModernBERT yet (supported: {', '.join(MODERNBERT_TASKS)}); "
+            "fine-tune a BERT model for it"
+        )
+
+
 def task_from_json(values: dict[str, Any]) -> Task:
     """Rebuild a task from its ``to_json()`` (``finetune.json``). Raises ``ValueError`` for an unknown task."""
     name = values.get("task")

@@ -1,0 +1,225 @@
+"""The two encoders ``bertprep train`` pre-trains, behind one interface: BERT (``model.py``: MLM + NSP) and
+ModernBERT (``modernbert.py``: MLM alone, sparse prediction), each on padded or packed batches.
+
+In: a ``TrainConfig`` (``architecture``, ``preset`` and overrides) and the shards' ``ShardInfo``. Out: the model
+config (``model_config_from_preset`` / ``model_config_from_dict``), the model (``build_model``) and
+``PretrainingModel``, the module the loop calls as ``model(**batch)`` for any architecture and layout, which
+returns a ``PretrainingOutput``. The weights stay those of the wrapped model (Hugging Face names), so
+checkpoints and exports do not see the wrapper.
+
+Batch layouts (``pretrain/data.py``): padded rows (``collate.collate_numpy``: ``masked_lm_positions`` /
+``masked_lm_ids`` [B, P]) or packed rows (``collate.collate_packed_numpy``: ``sequence_ids``, ``position_ids``,
+``labels`` [R, T]). Shapes: B rows, T row length, P prediction slots per row, M predicted positions, V vocab,
+D instances (documents) of a packed batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from bertprep.bert_model import modernbert_config
+from bertprep.bert_model.config import PRESETS as BERT_PRESETS
+from bertprep.bert_model.config import BertConfig
+from bertprep.bert_model.config import flops_per_token as bert_flops_per_token
+from bertprep.bert_model.model import IGNORE_INDEX
+from bertprep.bert_model.modernbert_config import PRESETS as MODERNBERT_PRESETS
+from bertprep.bert_model.modernbert_config import ModernBertConfig
+
+logger = logging.getLogger("bertprep.train")
+
+#: ``--architecture`` values and their size presets (``--preset`` picks from the architecture's table).
+ARCHITECTURES: dict[str, dict] = {"bert": BERT_PRESETS, "modernbert": MODERNBERT_PRESETS}
+
+ModelConfig = BertConfig | ModernBertConfig
+
+
+def architecture_of(model_config: ModelConfig) -> str:
+    """``"bert"`` or ``"modernbert"``."""
+    return "modernbert" if isinstance(model_config, ModernBertConfig) else "bert"
+
+
+def model_config_from_dict(values: dict) -> ModelConfig:
+    """The config a checkpoint's ``state.json`` recorded (``to_dict()``): ModernBERT's carries
+    ``architecture: "modernbert"``, BERT's has no such key."""
+    if values.get("architecture") == "modernbert":
+        return ModernBertConfig.from_dict(values)
+    return BertConfig.from_dict(values)
+
+
+def model_config_from_preset(
+    architecture: str, preset: str, *, vocab_size: int, special_token_ids: dict[str, int], overrides: dict
+) -> ModelConfig:
+    """The preset's config with the shards' vocab and the command line's overrides.
+
+    BERT takes the overrides by their names. ModernBERT takes the sizes by the same names, ``hidden_dropout_prob``
+    as its ``embedding_dropout`` and ``mlp_dropout``, ``attention_probs_dropout_prob`` as ``attention_dropout``,
+    the special ids ([CLS] = bos, [SEP] = eos) from the shards, and always ``sparse_prediction`` (the MLM
+    head runs on the masked positions only).
+    """
+    pad = special_token_ids.get("[PAD]", 0)
+    if architecture == "bert":
+        return BertConfig.from_preset(preset, vocab_size=vocab_size, pad_token_id=pad, **overrides)
+    overrides = dict(overrides)
+    dropout = overrides.pop("hidden_dropout_prob", None)
+    attention_dropout = overrides.pop("attention_probs_dropout_prob", None)
+    cls_id, sep_id = special_token_ids["[CLS]"], special_token_ids["[SEP]"]
+    return ModernBertConfig.from_preset(
+        preset,
+        vocab_size=vocab_size,
+        pad_token_id=pad,
+        cls_token_id=cls_id,
+        sep_token_id=sep_id,
+        bos_token_id=cls_id,
+        eos_token_id=sep_id,
+        sparse_prediction=True,
+        embedding_dropout=dropout,
+        mlp_dropout=dropout,
+        attention_dropout=attention_dropout,
+        **overrides,
+    )
+
+
+def with_dropout(model_config: ModelConfig, dropout: dict) -> ModelConfig:
+    """``model_config`` with the dropout options of the command line (BERT's names, see
+    ``model_config_from_preset`` for ModernBERT's)."""
+    if isinstance(model_config, ModernBertConfig):
+        renamed = {}
+        if dropout.get("hidden_dropout_prob") is not None:
+            renamed["embedding_dropout"] = renamed["mlp_dropout"] = dropout["hidden_dropout_prob"]
+        if dropout.get("attention_probs_dropout_prob") is not None:
+            renamed["attention_dropout"] = dropout["attention_probs_dropout_prob"]
+        dropout = renamed
+    return dataclasses.replace(model_config, **dropout)
+
+
+def build_model(model_config: ModelConfig) -> nn.Module:
+    """``BertForPreTraining`` or ``ModernBertForMaskedLM`` (sparse prediction on), freshly initialised."""
+    if isinstance(model_config, ModernBertConfig):
+        from bertprep.bert_model.modernbert import ModernBertForMaskedLM
+
+        if not model_config.sparse_prediction:
+            model_config = dataclasses.replace(model_config, sparse_prediction=True)
+        return ModernBertForMaskedLM(model_config)
+    from bertprep.bert_model.model import BertForPreTraining
+
+    return BertForPreTraining(model_config)
+
+
+def flops_per_token(model_config: ModelConfig, seq_length: int, masked_lm_fraction: float) -> float:
+    """Training FLOPs per input token (for MFU) of either architecture."""
+    if isinstance(model_config, ModernBertConfig):
+        return modernbert_config.flops_per_token(model_config, seq_length, masked_lm_fraction)
+    return bert_flops_per_token(model_config, seq_length, masked_lm_fraction)
+
+
+@dataclass
+class PretrainingOutput:
+    """What ``PretrainingModel`` returns, whatever the architecture and layout (``metrics.PretrainingMetrics``
+    reads it)."""
+
+    prediction_logits: torch.Tensor
+    """float (..., V): MLM scores of the prediction slots: (B, P, V) for BERT on padded rows, (M, V) otherwise."""
+    mlm_labels: torch.Tensor
+    """int64 of ``prediction_logits.shape[:-1]``: the original id of each slot, -100 for empty slots."""
+    mlm_inputs: torch.Tensor
+    """int64, same shape: the input id at each slot ([MASK], a random id or the original)."""
+    mlm_loss: torch.Tensor
+    """Scalar mean cross-entropy over the slots whose label is not -100."""
+    seq_relationship_logits: torch.Tensor | None = None
+    """float (B, 2) or (D, 2): NSP / SOP scores (BERT); None for ModernBERT, which has no such head."""
+    nsp_loss: torch.Tensor | None = None
+    """Scalar NSP / SOP loss when the batch has ``next_sentence_label`` and the model an NSP head."""
+
+    def training_loss(self, nsp_loss_weight: float) -> torch.Tensor:
+        """``mlm_loss + nsp_loss_weight * nsp_loss``. Without a label (objective none) BERT's NSP head stays
+        in the graph with a zero gradient (DDP needs every parameter used); ModernBERT has none."""
+        if self.nsp_loss is not None:
+            return self.mlm_loss + nsp_loss_weight * self.nsp_loss  # weight 0 keeps DDP's graph whole
+        if self.seq_relationship_logits is not None:
+            return self.mlm_loss + 0.0 * self.seq_relationship_logits.sum()
+        return self.mlm_loss
+
+
+class PretrainingModel(nn.Module):
+    """``model(**batch)`` for the training loop: dispatches on the architecture (BERT or ModernBERT) and the
+    layout (packed when the batch has ``sequence_ids``). Holds the model as ``self.model``; checkpoint and
+    optimise ``self.model``, not this wrapper.
+
+    ModernBERT ignores ``next_sentence_label`` (it is trained on the masked LM alone): NSP / SOP shards serve
+    it as they are.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.is_modernbert = isinstance(model.config, ModernBertConfig)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        masked_lm_positions: torch.Tensor | None = None,
+        masked_lm_ids: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        sequence_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
+        """Losses and scores of one batch (see the module docstring for the two layouts).
+
+        Args:
+            input_ids, attention_mask, token_type_ids: int64 (B, T).
+            masked_lm_positions, masked_lm_ids: int64 (B, P), padded layout.
+            sequence_ids, position_ids, labels: int64 (B, T), packed layout (``labels`` -100 off the targets).
+            next_sentence_label: int64 (B,) padded, (D,) packed (one per instance, row-major); optional.
+        """
+        packed = sequence_ids is not None
+        if self.is_modernbert:
+            if packed:
+                keep = (labels != IGNORE_INDEX) & (sequence_ids >= 0)  # (B, T)
+                out = self.model(input_ids, sequence_ids=sequence_ids, position_ids=position_ids, labels=labels)
+            else:
+                labels = torch.full_like(input_ids, IGNORE_INDEX)  # (B, T)
+                # Empty slots point at 0 ([CLS], never a target) with label -100: they leave labels as they are.
+                labels.scatter_(1, masked_lm_positions.long(), masked_lm_ids.long())
+                keep = (labels != IGNORE_INDEX) & attention_mask.bool()  # (B, T)
+                out = self.model(input_ids, attention_mask=attention_mask, labels=labels)
+            # The model's sparse head ran on the same positions, in the same (row-major) order.
+            return PretrainingOutput(out.logits, labels[keep], input_ids[keep], out.loss)
+        if packed:
+            from bertprep.bert_model.packed_attention import packed_pretraining_forward
+
+            keep = (labels != IGNORE_INDEX) & (sequence_ids >= 0)  # (B, T)
+            out = packed_pretraining_forward(
+                self.model, input_ids, sequence_ids, position_ids, token_type_ids, labels, next_sentence_label
+            )
+            return PretrainingOutput(
+                out.prediction_logits, labels[keep], input_ids[keep], out.mlm_loss, out.seq_relationship_logits,
+                out.nsp_loss,
+            )  # fmt: skip
+        out = self.model(
+            input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids, next_sentence_label
+        )
+        inputs = torch.gather(input_ids, 1, masked_lm_positions.long())  # (B, P)
+        return PretrainingOutput(
+            out.prediction_logits, masked_lm_ids, inputs, out.mlm_loss, out.seq_relationship_logits, out.nsp_loss
+        )
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "PretrainingModel",
+    "PretrainingOutput",
+    "architecture_of",
+    "build_model",
+    "flops_per_token",
+    "model_config_from_dict",
+    "model_config_from_preset",
+    "with_dropout",
+]
