@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from bertprep.cli.options import AliasedOption
+
 from bertprep.pipeline.readers import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
 from bertprep.pipeline.text.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
@@ -27,8 +29,10 @@ def _default(name: str):
 @click.argument("inputs", nargs=-1, metavar="INPUTS...")
 @click.option(
     "-i",
-    "--input-file",
+    "--input",
     "input_files",
+    cls=AliasedOption,
+    aliases=("--input-file",),
     multiple=True,
     metavar="GLOBS",
     help="More inputs, as in make-shards: comma-separated globs, files or directories (repeatable).",
