@@ -255,7 +255,7 @@ def _extend(ctx, extend, extend_size, all_inputs, output_dir, overwrite, quiet, 
 
 
 def _input_paths(inputs: tuple[str, ...], input_files: tuple[str, ...]) -> list[str]:
-    """INPUTS and --input-file values, split at commas; the bundled demo corpus when there are none."""
+    """INPUTS and -i/--input values, split at commas; the bundled demo corpus when there are none."""
     all_inputs = [p for value in (*inputs, *input_files) for p in value.split(",") if p.strip()]
     if not all_inputs:
         from bertprep.pipeline import demo_corpus_dir
