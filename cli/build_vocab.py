@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from bertprep.cli.options import AliasedOption
+
 from bertprep.pipeline.readers import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
 from bertprep.pipeline.text.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
@@ -27,8 +29,10 @@ def _default(name: str):
 @click.argument("inputs", nargs=-1, metavar="INPUTS...")
 @click.option(
     "-i",
-    "--input-file",
+    "--input",
     "input_files",
+    cls=AliasedOption,
+    aliases=("--input-file",),
     multiple=True,
     metavar="GLOBS",
     help="More inputs, as in make-shards: comma-separated globs, files or directories (repeatable).",
@@ -251,7 +255,7 @@ def _extend(ctx, extend, extend_size, all_inputs, output_dir, overwrite, quiet, 
 
 
 def _input_paths(inputs: tuple[str, ...], input_files: tuple[str, ...]) -> list[str]:
-    """INPUTS and --input-file values, split at commas; the bundled demo corpus when there are none."""
+    """INPUTS and -i/--input values, split at commas; the bundled demo corpus when there are none."""
     all_inputs = [p for value in (*inputs, *input_files) for p in value.split(",") if p.strip()]
     if not all_inputs:
         from bertprep.pipeline import demo_corpus_dir

@@ -8,7 +8,15 @@ from bertprep.cli.options import LocalPath
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("model_dir", required=False, metavar="[MODEL_DIR]", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "-m",
+    "--model",
+    "model_option",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="The model to export, named as in the other commands (the same as MODEL_DIR; give one of the two).",
+)
 @click.option(
     "--output-dir",
     "-o",
@@ -37,7 +45,8 @@ from bertprep.cli.options import LocalPath
 )
 @click.option("--overwrite", is_flag=True, default=False, help="Replace --output-dir if it exists.")
 def export(
-    model_dir: str,
+    model_dir: str | None,
+    model_option: str | None,
     output_dir: str,
     vocab: str | None,
     do_lower_case: bool | None,
@@ -52,9 +61,12 @@ def export(
 
     \b
     Example:
-      bertprep export runs/mini -o hf/mini
+      bertprep export -m runs/mini -o hf/mini     (or: bertprep export runs/mini -o hf/mini)
       python -c "from transformers import BertForPreTraining as M; M.from_pretrained('hf/mini')"
     """
+    if (model_dir is None) == (model_option is None):
+        raise click.UsageError("give the model to export once: -m/--model DIR or MODEL_DIR")
+    model_dir = model_dir or model_option
     from bertprep.bert_model.hf.export import ExportError, export_model
 
     try:

@@ -28,6 +28,7 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option(
+    "-m",
     "--model",
     required=True,
     type=click.Path(exists=True, file_okay=False),
@@ -35,6 +36,7 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "directory (its encoder is used; heads are ignored).",
 )
 @click.option(
+    "-i",
     "--input",
     "input_file",
     required=True,
@@ -43,6 +45,7 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "skipped (the 'line' column keeps the 0-based line number).",
 )
 @click.option(
+    "-o",
     "--output",
     "output_file",
     required=True,

@@ -11,6 +11,7 @@ import click
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("texts", nargs=-1)
 @click.option(
+    "-m",
     "--model",
     "model_dir",
     required=True,
@@ -19,6 +20,7 @@ import click
     "BertForPreTraining / BertForMaskedLM directory (e.g. from 'bertprep export').",
 )
 @click.option(
+    "-i",
     "--input",
     "input_file",
     type=click.Path(exists=True, dir_okay=False),

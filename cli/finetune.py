@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from bertprep.cli.options import LocalPath
+from bertprep.cli.options import AliasedOption, LocalPath
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
@@ -64,7 +64,11 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Run directory: best/ (Hugging Face model + finetune.json), metrics.jsonl, results.json, eval_predictions.*.",
 )
 @click.option(
-    "--init-from",
+    "-m",
+    "--model",
+    "init_from",
+    cls=AliasedOption,
+    aliases=("--init-from",),
     type=click.Path(exists=True, file_okay=False),
     default=None,
     help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT directory "
@@ -74,13 +78,13 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     "--random-init",
     is_flag=True,
     default=False,
-    help="Use --init-from's config and vocab but random weights (the 'no pre-training' baseline).",
+    help="Use --model's config and vocab but random weights (the 'no pre-training' baseline).",
 )
 @click.option(
     "--preset",
     type=click.Choice(list(PRESETS)),
     default=None,
-    help="Without --init-from: model size of a randomly initialised model (needs --vocab).",
+    help="Without --model: model size of a randomly initialised model (needs --vocab).",
 )
 @click.option(
     "--vocab",
@@ -338,19 +342,19 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
 
     \b
     Examples:
-      bertprep finetune --task glue --glue-task sst2 --init-from runs/mini \\
+      bertprep finetune --task glue --glue-task sst2 --model runs/mini \\
           --train-file glue/SST-2/train.tsv --eval-file glue/SST-2/dev.tsv -o runs/sst2
       bertprep finetune --task glue --text-a-column 0 --label-column 1 --no-header \\
-          --train-file mine.tsv --eval-file mine-dev.tsv --init-from runs/mini -o runs/mine
-      bertprep finetune --task squad --init-from hf/bert-base-uncased \\
+          --train-file mine.tsv --eval-file mine-dev.tsv --model runs/mini -o runs/mine
+      bertprep finetune --task squad --model hf/bert-base-uncased \\
           --train-file train-v1.1.json --eval-file dev-v1.1.json -o runs/squad
-      bertprep finetune --task squad --init-from hf/bert-base-uncased \\
+      bertprep finetune --task squad --model hf/bert-base-uncased \\
           --train-file train-v2.0.json --eval-file dev-v2.0.json -o runs/squad2
-      bertprep finetune --task multiple-choice --init-from hf/bert-base-uncased \\
+      bertprep finetune --task multiple-choice --model hf/bert-base-uncased \\
           --train-file swag/train.csv --eval-file swag/val.csv -o runs/swag
-      bertprep finetune --task ner --init-from runs/mini --train-file wnut17train.conll \\
+      bertprep finetune --task ner --model runs/mini --train-file wnut17train.conll \\
           --eval-file emerging.dev.conll -o runs/wnut17
-      bertprep finetune --task ner --feature-based last4-concat --lr 1e-3 --init-from hf/bert-base-cased \\
+      bertprep finetune --task ner --feature-based last4-concat --lr 1e-3 --model hf/bert-base-cased \\
           --train-file wnut17train.conll --eval-file emerging.dev.conll -o runs/wnut17-features
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -6,6 +6,8 @@ import difflib
 
 import click
 
+from bertprep.cli.options import AliasedOption
+
 from bertprep.pipeline.config import (
     DECONTAMINATE_MODES,
     DEDUP_MODES,
@@ -50,8 +52,7 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     options = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
     if not options:
         raise click.UsageError(
-            f"unexpected argument {unknown[0]!r}; input files are given with -i/--input-file "
-            "(comma-separated or repeated)",
+            f"unexpected argument {unknown[0]!r}; input files are given with -i/--input (comma-separated or repeated)",
             ctx,
         )
     name = options[0]
@@ -79,8 +80,10 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
 )
 @click.option(
     "-i",
-    "--input-file",
+    "--input",
     "input_files",
+    cls=AliasedOption,
+    aliases=("--input-file",),
     multiple=True,
     metavar="GLOBS",
     help="Input files: comma-separated globs, files or directories (repeatable; local or gs://...). "
@@ -491,7 +494,7 @@ def make_shards(beam_args, quiet, **options):
             except launch.OptionError as err:
                 raise click.BadParameter(str(err), param_hint=err.option) from err
             for warning in warnings:
-                click.echo(warning if warning.startswith("No --input-file") else f"Warning: {warning}", err=True)
+                click.echo(warning if warning.startswith("No -i/--input") else f"Warning: {warning}", err=True)
             try:
                 manifest = session.run(config, beam_args, vocab=vocab)
             except Exception as err:

@@ -1,4 +1,14 @@
-"""Option types the commands share."""
+"""Option types the commands share, and the option vocabulary every command uses.
+
+The same idea has the same name in every command (``--help`` and the CLI reference show only these):
+
+- ``-i, --input``: what the command reads (files, globs or directories);
+- ``-o, --output-dir``: the directory it writes, or ``-o, --output`` where it writes one file;
+- ``-m, --model``: a model it reads (a bertprep checkpoint or run directory, or a Hugging Face directory).
+
+Earlier spellings (``--input-file``, ``--init-from``, ...) still parse as hidden aliases
+(:class:`AliasedOption`); docs/cli.md lists them.
+"""
 
 from __future__ import annotations
 
@@ -15,3 +25,28 @@ class LocalPath(click.Path):
         if message:
             self.fail(message.lstrip(), param, ctx)
         return super().convert(value, param, ctx)
+
+
+class AliasedOption(click.Option):
+    """A ``click.Option`` that also parses older spellings (``aliases``) without showing them.
+
+    The aliases are handed to the parser only, so ``--help``, the generated CLI reference and error
+    messages name the option by its current names; a command line written with an old name still works
+    and fills the same parameter.
+    """
+
+    def __init__(self, *args, aliases: tuple[str, ...] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.aliases = tuple(aliases)
+        clash = set(self.aliases) & set(self.opts + self.secondary_opts)
+        assert not clash, f"aliases repeat the option's names: {sorted(clash)}"
+
+    def add_to_parser(self, parser, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        if self.aliases:
+            opts = self.opts
+            self.opts = list(self.aliases)
+            try:
+                super().add_to_parser(parser, ctx)
+            finally:
+                self.opts = opts

@@ -12,6 +12,7 @@ from bertprep.bert_model.tasks.predict import predict as run_predict
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option(
+    "-m",
     "--model",
     "model_dir",
     required=True,
@@ -20,6 +21,7 @@ from bertprep.bert_model.tasks.predict import predict as run_predict
     "fine-tuned BERT directory).",
 )
 @click.option(
+    "-i",
     "--input",
     "input_file",
     required=True,
@@ -27,6 +29,7 @@ from bertprep.bert_model.tasks.predict import predict as run_predict
     help="File to predict, in the task's format (labels optional: with them, metrics are printed).",
 )
 @click.option(
+    "-o",
     "--output",
     "output_file",
     required=True,

@@ -12,6 +12,7 @@ from click.core import ParameterSource
 
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, TASKS, TrainConfig
+from bertprep.cli.options import AliasedOption
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
@@ -62,7 +63,7 @@ def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:
         was = f" (the checkpoint's is {recorded[name]!r})" if name in recorded else ""
         raise click.BadParameter(
             f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} continues "
-            f"that checkpoint's model; drop {option}, or start a new run from its weights with --init-from",
+            f"that checkpoint's model; drop {option}, or start a new run from its weights with -m/--model",
             param_hint=option,
         )
 
@@ -135,13 +136,13 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "--hidden-dropout-prob",
     type=click.FloatRange(0, 1, max_open=True),
     default=None,
-    help="Dropout on embeddings and sub-layer outputs (preset: 0.1; with --init-from it replaces the checkpoint's).",
+    help="Dropout on embeddings and sub-layer outputs (preset: 0.1; with --model it replaces the checkpoint's).",
 )
 @click.option(
     "--attention-probs-dropout-prob",
     type=click.FloatRange(0, 1, max_open=True),
     default=None,
-    help="Dropout on attention probabilities (preset: 0.1; with --init-from it replaces the checkpoint's).",
+    help="Dropout on attention probabilities (preset: 0.1; with --model it replaces the checkpoint's).",
 )
 @click.option(
     "--batch-size",
@@ -272,7 +273,11 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "directory is refused; from a run directory the latest intact checkpoint is used (logged).",
 )
 @click.option(
-    "--init-from",
+    "-m",
+    "--model",
+    "init_from",
+    cls=AliasedOption,
+    aliases=("--init-from",),
     type=click.Path(exists=True),
     default=None,
     help="Start a new run from a model's weights only (new optimizer, schedule, data order). A "
@@ -370,7 +375,7 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     try:
         check_writes_apart(
             [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS],
-            [("--shards", config.shards), ("--eval-shards", config.eval_shards), ("--init-from", config.init_from)],
+            [("--shards", config.shards), ("--eval-shards", config.eval_shards), ("--model", config.init_from)],
             command="train",
         )
     except WriteOverReadError as err:

@@ -22,7 +22,7 @@ vocabulary. It imports ``tokenizers`` and the standard library only (no Beam, no
   ``build-vocab`` and ``export`` write these same files.
 * **one word's pieces in Python** (:func:`wordpiece_split`, :func:`is_unused_slot`): the greedy split of a
   normalised word under any set of entries, for ranking new pieces (``build-vocab --extend``) and for
-  starting their embeddings from the old pieces (``train --init-from`` onto an extended vocab).
+  starting their embeddings from the old pieces (``train --model`` onto an extended vocab).
 
 Normalization (lower-casing, accent stripping) is ``normalization.py``'s.
 """

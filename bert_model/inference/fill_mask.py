@@ -77,7 +77,7 @@ def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[Ber
         raise ValueError(
             f"{source.path} is a {source.architecture}, which has no masked-LM head, so fill-mask "
             f"would show random weights; give a {' or '.join(MLM_ARCHITECTURES)} (e.g. a bertprep "
-            "pre-training checkpoint: continue pre-training it with bertprep train --init-from)"
+            "pre-training checkpoint: continue pre-training it with bertprep train --model)"
         )
     if source.vocab_tokens is None:
         raise ValueError(f"{source.path} has no vocab.txt beside its weights")

@@ -167,7 +167,7 @@ def check_compatible(
         raise ValueError(
             f"{where} have max_seq_length={info.max_seq_length} but {what} uses max_seq_length={max_seq_length}; "
             "use shards made with the same --max-seq-length (to change the length, start a new run with "
-            "--init-from instead of --resume)"
+            "--model instead of --resume)"
         )
     if max_position_embeddings is not None and info.max_seq_length > max_position_embeddings:
         raise ValueError(

@@ -1,4 +1,4 @@
-"""``train --init-from`` a model whose vocab the shards' vocab extends (``build-vocab --extend``).
+"""``train --model`` a model whose vocab the shards' vocab extends (``build-vocab --extend``).
 
 What comes in: the model a run starts from (a bertprep checkpoint or a Hugging Face directory, read as a
 ``hf.interop.ModelSource``) and the shards' ``vocab.txt``. What goes out: the same source with its

@@ -248,7 +248,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
         FloatingPointError: the training loss became NaN or infinite.
     """
     t_start = time.monotonic()
-    for what, given in (("--init-from", config.init_from), ("--vocab", config.vocab)):
+    for what, given in (("--model", config.init_from), ("--vocab", config.vocab)):
         if given and path_is_within(given, config.output_dir):
             raise ValueError(
                 f"{what} {given} lies in --output-dir {config.output_dir}, whose run files (best/, "

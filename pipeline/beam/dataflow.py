@@ -112,7 +112,7 @@ def check_dataflow_options(options: PipelineOptions, config: ShardsConfig) -> No
         default bucket over the network);
       - the inputs, the vocab and ``--output-dir`` are remote paths (``gs://...``): the workers read the
         inputs and the vocab and write the shards, and cannot see the launching machine's disk (this
-        includes the bundled demo corpus used when no ``--input-file`` is given);
+        includes the bundled demo corpus used when no ``--input`` is given);
       - the workers get bertprep: one of ``--setup_file``, ``--extra_package``/``--extra_packages`` or
         ``--sdk_container_image`` is given.
 
@@ -140,7 +140,7 @@ def check_dataflow_options(options: PipelineOptions, config: ShardsConfig) -> No
     if local_inputs:
         problems.append(
             f"input {local_inputs[0]!r} is a local path; Dataflow workers cannot read it: copy the corpus to "
-            "gs:// (gcloud storage cp -r DIR gs://BUCKET/corpus/) and pass --input-file gs://BUCKET/corpus/"
+            "gs:// (gcloud storage cp -r DIR gs://BUCKET/corpus/) and pass --input gs://BUCKET/corpus/"
         )
     if not _is_remote(config.vocab):
         problems.append(

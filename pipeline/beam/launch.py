@@ -289,7 +289,7 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
         from bertprep.pipeline import demo_corpus_dir
 
         inputs = (demo_corpus_dir(),)
-        warnings.append(f"No --input-file given: using the bundled demo corpus {inputs[0]}")
+        warnings.append(f"No -i/--input given: using the bundled demo corpus {inputs[0]}")
     settings = {k: v for k, v in options.items() if k in _SHARDS_FIELDS}
     settings.update(do_lower_case=do_lower_case, strip_accents=strip_accents)
     settings.update(sources=sources, mixture_alpha=mixture_alpha)

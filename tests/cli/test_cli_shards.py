@@ -77,7 +77,7 @@ def test_help_explains_every_option():
     result = _run(["make-shards", "--help"])
     assert result.exit_code == 0
     for option in (
-        "--input-file",
+        "--input",
         "--vocab",
         "--output-dir",
         "--do-lower-case",

@@ -111,4 +111,4 @@ def test_cli_prints_top_k_per_mask_and_json(tmp_path):
 def test_minilm_has_no_mlm_head_and_says_how_to_get_one(minilm_dir):
     result = CliRunner().invoke(cli, ["fill-mask", "--model", str(minilm_dir), "the [MASK] ."])
     assert result.exit_code != 0
-    assert "BertModel, which has no masked-LM head" in result.output and "--init-from" in result.output
+    assert "BertModel, which has no masked-LM head" in result.output and "bertprep train --model" in result.output
