@@ -39,3 +39,47 @@ def install(handler, signals=(signal.SIGINT, signal.SIGTERM)) -> dict:
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {sig: signal.signal(sig, handler) for sig in signals}
+
+
+_received = threading.Event()
+_listening: list = []
+
+
+def received() -> bool:
+    """Whether SIGINT or SIGTERM arrived since :func:`listen` (read from any thread)."""
+    return _received.is_set()
+
+
+def listen() -> None:
+    """Note SIGINT / SIGTERM the moment they arrive, from any thread (:func:`received`), until
+    :func:`stop_listening`. For work that runs in native code with the main thread blocked (the tokenizers
+    trainer pulls its Python iterator from its own thread): the Python handler only runs when the main
+    thread is back in Python, so the iterator checks :func:`received` and stops feeding. Main thread only; a
+    thread is started, so not before forking worker processes."""
+    if _listening or threading.current_thread() is not threading.main_thread():
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_end, 16)
+            except OSError:
+                return
+            if not data:
+                return
+            if any(byte in (signal.SIGINT, signal.SIGTERM) for byte in data):
+                _received.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    _listening.append((previous, read_end, write_end))
+
+
+def stop_listening() -> None:
+    """Undo :func:`listen`."""
+    while _listening:
+        previous, read_end, write_end = _listening.pop()
+        signal.set_wakeup_fd(previous)
+        os.close(write_end)

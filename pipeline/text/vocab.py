@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tokenizers import Tokenizer, trainers
 
+from bertprep.pipeline import interrupts
 from bertprep.pipeline.paths import check_writes_apart
 from bertprep.pipeline.normalization import (
     AccentStats,
@@ -229,8 +230,11 @@ class TrainedVocab:
 
 
 def _counted(texts: Iterable[str], stats: CorpusStats) -> Iterator[str]:
-    """Pass ``texts`` through lazily, skipping blank strings and counting the rest into ``stats``."""
+    """Pass ``texts`` through lazily, skipping blank strings and counting the rest into ``stats``; stop early
+    when SIGINT / SIGTERM arrived (``interrupts.received``: the run then ends as soon as the trainer returns)."""
     for text in texts:
+        if interrupts.received():
+            return
         if not text or text.isspace():
             continue
         stats.sentences += 1
@@ -272,7 +276,11 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
 
     stats = CorpusStats()
     start = time.perf_counter()
-    training.train_from_iterator(_counted(texts, stats), trainer=trainer, length=length)
+    interrupts.listen()  # the trainer pulls the texts from its own thread: Ctrl-C must stop the feeding
+    try:
+        training.train_from_iterator(_counted(texts, stats), trainer=trainer, length=length)
+    finally:
+        interrupts.stop_listening()
     seconds = time.perf_counter() - start
     if stats.sentences == 0:
         raise ValueError("no text to train on: the input held no non-blank sentence")
