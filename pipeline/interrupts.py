@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 
@@ -50,14 +51,16 @@ def received() -> bool:
     return _received.is_set()
 
 
-def listen() -> None:
+def listen(on_signal: Callable[[int], None] | None = None) -> None:
     """Note SIGINT / SIGTERM the moment they arrive, from any thread (:func:`received`), until
-    :func:`stop_listening`. For work that runs in native code with the main thread blocked (the tokenizers
-    trainer pulls its Python iterator from its own thread): the Python handler only runs when the main
-    thread is back in Python, so the iterator checks :func:`received` and stops feeding. Main thread only; a
-    thread is started, so not before forking worker processes."""
+    :func:`stop_listening`; ``on_signal(signum)`` is then called once, on the listening thread. For work
+    that runs in native code with the main thread blocked (the tokenizers trainer pulls its Python iterator
+    from its own thread; Beam's runner waits on its workers): the Python handler only runs when the main
+    thread is back in Python. Reads the pipe of ``signal.set_wakeup_fd``. Main thread only; a thread is
+    started, so not before forking worker processes."""
     if _listening or threading.current_thread() is not threading.main_thread():
         return
+    _received.clear()
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
@@ -70,8 +73,11 @@ def listen() -> None:
                 return
             if not data:
                 return
-            if any(byte in (signal.SIGINT, signal.SIGTERM) for byte in data):
+            signals = [byte for byte in data if byte in (signal.SIGINT, signal.SIGTERM)]
+            if signals and not _received.is_set():
                 _received.set()
+                if on_signal is not None:
+                    on_signal(signals[0])
 
     threading.Thread(target=watch, daemon=True).start()
     _listening.append((previous, read_end, write_end))
@@ -82,4 +88,4 @@ def stop_listening() -> None:
     while _listening:
         previous, read_end, write_end = _listening.pop()
         signal.set_wakeup_fd(previous)
-        os.close(write_end)
+        os.close(write_end)  # the listening thread reads end-of-file and ends

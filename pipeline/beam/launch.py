@@ -106,44 +106,27 @@ class _StopOnSignal:
         self._previous = interrupts.install(self._handle)
 
     def listen(self) -> None:
-        """Also hear the signal the moment it arrives, not only when the main thread next runs Python code (a
-        thread reading ``signal.set_wakeup_fd``'s pipe). Call it after the local workers are forked: forking
-        needs a process with one thread."""
+        """Also hear the signal the moment it arrives, not only when the main thread next runs Python code
+        (``interrupts.listen``). Call it after the local workers are forked: forking needs one thread."""
         if self._previous:
-            read_end, write_end = os.pipe()
-            os.set_blocking(write_end, False)
-            self._wakeup = (signal.set_wakeup_fd(write_end, warn_on_full_buffer=False), read_end, write_end)
-            threading.Thread(target=self._on_wakeup, args=(read_end,), daemon=True).start()
+            interrupts.listen(self._on_signal)
 
-    def _on_wakeup(self, read_end: int) -> None:
-        """Silence Beam's logs as soon as SIGINT / SIGTERM arrives: the workers, signalled with the same
-        Ctrl-C, die at once, and Beam logs their failure before the main thread can run the handler."""
-        try:
-            data = os.read(read_end, 16)
-        except OSError:
-            return
-        signals = [byte for byte in data if byte in (signal.SIGINT, signal.SIGTERM)]
-        if not signals:
-            return
+    def _on_signal(self, signum: int) -> None:
+        """On the listening thread, at once: silence Beam (the workers, signalled with the same Ctrl-C, die
+        and Beam logs their failure before the main thread can run the handler); kill the workers, so that
+        Beam's waits for them end; start the watchdog, in case the main thread still does not return."""
         _silence()
-        # the main thread may sit in a wait that Python cannot interrupt: the workers go now, so that Beam's
-        # waits for them end, and the watchdog ends the run if the main thread still does not return
         publish = sys.modules.get("bertprep.pipeline.shards.publish")
         if not getattr(publish, "publishing", lambda: False)():
             _kill_children()
-        self._watchdog_name = signal.Signals(signals[0]).name
+        self._watchdog_name = signal.Signals(signum).name
         threading.Thread(target=self._watchdog, daemon=True).start()
 
     def uninstall(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous = {}
-        if getattr(self, "_wakeup", None):
-            previous_fd, read_end, write_end = self._wakeup
-            signal.set_wakeup_fd(previous_fd)
-            os.close(write_end)
-            os.close(read_end)
-            self._wakeup = None
+        interrupts.stop_listening()
 
     def _handle(self, signum, frame) -> None:
         # imports nothing: a handler that imports, run while the main thread is half-way through importing a

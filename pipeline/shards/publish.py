@@ -228,7 +228,7 @@ def output_lock(output_dir: str) -> Iterator[None]:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             owner = _lock_owner(path)
-            if owner and owner.get("host") == me["host"] and not store._pid_alive(int(owner.get("pid", 0))):
+            if owner and owner.get("host") == me["host"] and not store.pid_alive(int(owner.get("pid", 0))):
                 os.unlink(path)  # left by a run that was killed
                 continue
             who = (

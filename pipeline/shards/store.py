@@ -370,7 +370,8 @@ def staging_dir_name() -> str:
     return f"{TMP_PREFIX}{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (someone else's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -389,7 +390,7 @@ def is_stale_staging(name: str) -> bool:
         return False
     if match["pid"] is None:
         return True
-    return match["host"] == _host() and not _pid_alive(int(match["pid"]))
+    return match["host"] == _host() and not pid_alive(int(match["pid"]))
 
 
 def remove_stale_staging(output_dir: str, keep: str = "") -> list[str]:

@@ -449,22 +449,14 @@ def repair_interrupted_publish(output_dir: str) -> str | None:
             os.replace(old, output_dir)
             done = f"restored the previous vocab in {output_dir} (a build-vocab run was killed while replacing it)"
         log.warning(done)
+    from bertprep.pipeline.shards.store import pid_alive
+
     prefix = _STAGING_PREFIX.format(base)
     for name in os.listdir(parent):
         pid = name[len(prefix) :]
-        if name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
+        if name.startswith(prefix) and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
     return done
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (on this host)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
