@@ -1,7 +1,7 @@
 """How make-shards scales on Dask: 1 vs 2 workers, the adapter's cost against the local runner, memory.
 
-Builds a corpus of about ``--mb`` MB (the shared WikiExtractor files repeated, as 16 files), then runs
-``bertprep make-shards`` with its defaults, each run a fresh process, in turn:
+Builds a corpus of about ``--mb`` MB (the shared WikiExtractor files repeated, as 16 files of near-equal
+size), then runs ``bertprep make-shards`` with its defaults, each run a fresh process, in turn:
 
 - ``local``: the default local runner (one worker process per core);
 - ``dask-1`` / ``dask-2``: ``--runner=DaskRunner`` against a Dask cluster that this script starts with 1 or
@@ -42,6 +42,8 @@ BERT_CORPUS_GB = 20.0  # the BERT paper's pre-training text (BooksCorpus + Engli
 
 
 def build_corpus(folder: Path, mb: int, parts: int = 16) -> Path:
+    """About ``mb`` MB of the shared WikiExtractor articles (the files repeated), cut into ``parts`` files of
+    near-equal size at article ends (``</doc>``), so no worker's share is an accident of the file sizes."""
     sources = sorted((DATA / "wikipedia" / "wikiextractor-featured" / "AA").glob("wiki_0*"))
     chunks, total = [], 0
     while total < mb * 1_000_000:
@@ -49,10 +51,14 @@ def build_corpus(folder: Path, mb: int, parts: int = 16) -> Path:
             data = source.read_bytes()
             chunks.append(data if data.endswith(b"\n") else data + b"\n")
             total += len(chunks[-1])
+    text = b"".join(chunks)
     folder.mkdir(parents=True)
-    per_part = -(-len(chunks) // parts)
+    start = 0
     for i in range(parts):
-        (folder / f"wiki_{i:02d}").write_bytes(b"".join(chunks[i * per_part : (i + 1) * per_part]))
+        end = len(text) if i == parts - 1 else text.find(b"</doc>\n", (i + 1) * len(text) // parts)
+        end = len(text) if end < 0 else end + len(b"</doc>\n")
+        (folder / f"wiki_{i:02d}").write_bytes(text[start:end])
+        start = end
     return folder
 
 

@@ -234,16 +234,17 @@ def test_reshuffle_is_deterministic_and_hashes_nothing():
 
 
 def test_partition_count_follows_the_workers(cluster, tmp_path):
-    """8 elements on 2 single-thread workers: 2 bundles; ``--dask_npartitions=3``: 3 bundles.
+    """8 elements on 2 single-thread workers: 8 bundles (4 per thread, so uneven elements balance);
+    ``--dask_npartitions=3``: 3 bundles.
 
     Stock (checked by hand): ``Create`` puts up to 128 elements in a partition: one bundle of 8 (which
     ran twice, ``[8, 8]``: ``WriteToText`` reads it again through a side input).
     """
     c, client = cluster
-    assert dr.choose_npartitions(client) == 2
+    assert dr.choose_npartitions(client) == 2 * dr.PARTITIONS_PER_THREAD == 8
     assert dr.choose_npartitions(client, 5) == 5
 
-    for extra, expected in (((), [4, 4]), (("--dask_npartitions=3",), [2, 3, 3])):
+    for extra, expected in (((), [1] * 8), (("--dask_npartitions=3",), [2, 3, 3])):
         log = tmp_path / f"bundles{len(extra)}.log"
 
         def build(p):
