@@ -13,19 +13,34 @@ one onto ``from_pretrained`` / ``save_pretrained`` files. As in ``transformers``
 token-classification models have no pooler (``add_pooling_layer=False``): ``bert.pooler`` is an
 ``nn.Identity`` without parameters there, so its ``pooled_output`` is unused.
 
+The ModernBERT forms of all four (``ModernBertForSequenceClassification``, ``ModernBertForQuestionAnswering``,
+``ModernBertForTokenClassification``, ``ModernBertForMultipleChoice``) live in ``modernbert.py`` with
+``transformers``' names and behaviour; ``HEADS`` maps every head's ``architectures`` name to its class. The
+output classes are in ``outputs.py``.
+
 Shapes: B batch, T sequence length, H hidden size, C number of labels.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
-from bertprep.bert_model.modernbert import ModernBertForSequenceClassification
+from bertprep.bert_model.modernbert import (
+    ModernBertForMultipleChoice,
+    ModernBertForQuestionAnswering,
+    ModernBertForSequenceClassification,
+    ModernBertForTokenClassification,
+)
+from bertprep.bert_model.outputs import (  # re-exported (__all__)
+    MultipleChoiceModelOutput,
+    QuestionAnsweringOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+    question_answering_loss,
+)
 
 
 def _init_linear(layer: nn.Linear, initializer_range: float) -> None:
@@ -34,32 +49,6 @@ def _init_linear(layer: nn.Linear, initializer_range: float) -> None:
         layer.weight, mean=0.0, std=initializer_range, a=-2 * initializer_range, b=2 * initializer_range
     )
     nn.init.zeros_(layer.bias)
-
-
-@dataclass
-class SequenceClassifierOutput:
-    logits: torch.Tensor
-    """float [batch_size, num_labels]; for regression (num_labels = 1) the predicted value in column 0."""
-    loss: torch.Tensor | None = None
-    """Scalar: mean cross-entropy (classification) or mean squared error (regression), when labels are given."""
-
-
-@dataclass
-class QuestionAnsweringOutput:
-    start_logits: torch.Tensor
-    """float [batch_size, seq_length]: score of each token being the answer's first token."""
-    end_logits: torch.Tensor
-    """float [batch_size, seq_length]: score of each token being the answer's last token."""
-    loss: torch.Tensor | None = None
-    """Scalar (start cross-entropy + end cross-entropy) / 2, when positions are given."""
-
-
-@dataclass
-class TokenClassifierOutput:
-    logits: torch.Tensor
-    """float [batch_size, seq_length, num_labels]."""
-    loss: torch.Tensor | None = None
-    """Scalar mean cross-entropy over tokens whose label is not -100, when labels are given."""
 
 
 class BertForSequenceClassification(nn.Module):
@@ -149,13 +138,7 @@ class BertForQuestionAnswering(nn.Module):
         start_logits, end_logits = logits.unbind(-1)  # (B, T) each
         out = QuestionAnsweringOutput(start_logits, end_logits)
         if start_positions is not None and end_positions is not None:
-            T = start_logits.size(1)
-            start = start_positions.long().clamp(0, T)
-            end = end_positions.long().clamp(0, T)
-            out.loss = (
-                F.cross_entropy(start_logits.float(), start, ignore_index=T)
-                + F.cross_entropy(end_logits.float(), end, ignore_index=T)
-            ) / 2
+            out.loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
         return out
 
 
@@ -199,14 +182,6 @@ class BertForTokenClassification(nn.Module):
                 logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
             )
         return out
-
-
-@dataclass
-class MultipleChoiceModelOutput:
-    logits: torch.Tensor
-    """float [batch_size, num_choices]: one score per candidate (softmax over them gives the choice)."""
-    loss: torch.Tensor | None = None
-    """Scalar mean cross-entropy over the candidates, when labels are given."""
 
 
 class BertForMultipleChoice(nn.Module):
@@ -263,7 +238,10 @@ HEADS: dict[str, type[nn.Module]] = {
         BertForQuestionAnswering,
         BertForTokenClassification,
         BertForMultipleChoice,
-        ModernBertForSequenceClassification,  # (modernbert.py; the one ModernBERT head so far)
+        ModernBertForSequenceClassification,  # (modernbert.py, transformers' ModernBERT heads)
+        ModernBertForQuestionAnswering,
+        ModernBertForTokenClassification,
+        ModernBertForMultipleChoice,
     )
 }
 
@@ -279,21 +257,28 @@ def has_pooler(model: nn.Module) -> bool:
 
 
 def load_encoder_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
-    """Copy the ``bert.*`` encoder weights of a pre-training (or any BERT) state dict into a head model.
+    """Copy the encoder weights of a pre-training (or any BERT / ModernBERT) state dict into a head model.
 
-    Every encoder parameter of ``model`` must be present with the same shape, except the pooler, which is
-    left freshly initialised when the source has none (e.g. a token-classification model). Keys outside
-    ``bert.`` (``cls.*`` pre-training heads, another task's ``classifier``) are not used.
+    BERT: the ``bert.*`` weights. Every encoder parameter of ``model`` must be present with the same shape,
+    except the pooler, which is left freshly initialised when the source has none (e.g. a
+    token-classification model). Keys outside ``bert.`` (``cls.*`` pre-training heads, another task's
+    ``classifier``) are not used.
+
+    ModernBERT: the ``model.*`` weights, and the prediction head ``head.*`` (dense + GELU + LayerNorm) where
+    the source has it (a ``ModernBertForMaskedLM``): ``transformers`` ``from_pretrained`` of a ModernBERT MLM
+    checkpoint into any ModernBERT task head loads ``head.*`` too, since the names match. ``decoder.bias`` is
+    not used.
 
     Returns the names of ``model``'s parameters left at their initial values (the new head, maybe the
     pooler). Raises ``ValueError`` naming the missing keys or mismatched shapes (another model size).
     """
     own = model.state_dict()
     prefix = encoder_prefix(model)
-    wanted = [k for k in own if k.startswith(prefix)]
+    taken = (prefix, "head.") if prefix == "model." else (prefix,)
+    wanted = [k for k in own if k.startswith(taken)]
     check_source_weights(own, state_dict, wanted, prefix)
     model.load_state_dict({k: state_dict[k] for k in wanted if k in state_dict}, strict=False)
-    return [k for k in own if k not in state_dict or not k.startswith(prefix)]
+    return [k for k in own if k not in state_dict or not k.startswith(taken)]
 
 
 def check_source_weights(

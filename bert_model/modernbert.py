@@ -19,6 +19,12 @@ packed and unpadded inputs (``pack_documents``, ``unpad``). Weights: ``trainable
 ``model.safetensors`` holds; ``load_state_dict_strict`` reads it back with or without the tied decoder weight;
 ``config.to_hf_dict()`` is the ``config.json``.
 
+Fine-tuning heads, with the names and behaviour of the ``transformers`` classes of the same names (all four
+put the final hidden states through ``head`` (dense + GELU + LayerNorm), dropout and a linear ``classifier``):
+``ModernBertForSequenceClassification`` (GLUE), ``ModernBertForQuestionAnswering`` (SQuAD),
+``ModernBertForTokenClassification`` (NER) and ``ModernBertForMultipleChoice`` (SWAG); they take BERT's
+fine-tuning batches (``token_type_ids`` accepted and ignored) and return ``outputs.py``'s classes.
+
 Architecture, as Hugging Face ``transformers`` ``models/modernbert/modeling_modernbert.py``: token embeddings
 then LayerNorm (no position table); pre-LN layers (the first layer's ``attn_norm`` is the identity, since the
 embeddings were just normalised) with rotary position embeddings (RoPE), a fused ``Wqkv`` projection and a
@@ -53,6 +59,13 @@ from bertprep.bert_model.modernbert_config import (  # re-exported (__all__)
     PRESETS,
     ModernBertConfig,
     flops_per_token,
+)
+from bertprep.bert_model.outputs import (
+    MultipleChoiceModelOutput,
+    QuestionAnsweringOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+    question_answering_loss,
 )
 from bertprep.bert_model.packing import (
     PADDING_SEQUENCE_ID,
@@ -394,14 +407,47 @@ class ModernBertForMaskedLM(nn.Module):
         return total
 
 
-class ModernBertForSequenceClassification(nn.Module):
+class _ModernBertWithClassifier(nn.Module):
+    """The encoder (``model``), the prediction head (``head``: dense + GELU + LayerNorm), dropout (``drop``,
+    ``classifier_dropout``) and a linear ``classifier`` with ``num_outputs`` outputs: the modules every
+    ``transformers`` ModernBERT task head has, initialised as ``ModernBertPreTrainedModel._init_weights`` does
+    (the ``classifier`` with std ``hidden_size ** -0.5``, its "final_out", cut at ``initializer_cutoff_factor``
+    sigma; bias 0). Fine-tuning starts them from a pre-trained model's ``model.*`` and ``head.*`` weights."""
+
+    def __init__(self, config: ModernBertConfig, num_outputs: int, classifier_dropout: float | None = None):
+        super().__init__()
+        self.config = config
+        self.model = ModernBertModel(config)
+        self.head = ModernBertPredictionHead(config)
+        self.drop = nn.Dropout(config.classifier_dropout if classifier_dropout is None else classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_outputs)
+        self.head.apply(lambda m: _init_weights(m, config))
+        std, c = config.hidden_size**-0.5, config.initializer_cutoff_factor
+        nn.init.trunc_normal_(self.classifier.weight, mean=0.0, std=std, a=-c * std, b=c * std)
+        nn.init.zeros_(self.classifier.bias)
+
+    def scores(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """``classifier(drop(head(hidden_states)))``: (..., H) -> (..., num_outputs)."""
+        return self.classifier(self.drop(self.head(hidden_states)))
+
+    def pool(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """One vector per sequence as ``config.classifier_pooling`` says: (B, T, H) -> (B, H). ``cls``: the
+        first token; ``mean``: the mean over the real tokens (all of them without a mask)."""
+        if self.config.classifier_pooling == "cls":
+            return hidden_states[:, 0]  # (B, H)
+        if attention_mask is None:
+            return hidden_states.mean(dim=1)  # (B, H)
+        mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)  # (B, T, 1)
+        return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1)  # (B, H)
+
+
+class ModernBertForSequenceClassification(_ModernBertWithClassifier):
     """Sequence classification or regression (``transformers.ModernBertForSequenceClassification``, same
     parameter names: ``model.*``, ``head.dense``, ``head.norm``, ``drop``, ``classifier``).
 
     The encoder output is pooled as ``config.classifier_pooling`` says (``cls``: the first token; ``mean``: the
     mean over the real tokens), then ``head`` (dense + GELU + LayerNorm), dropout ``classifier_dropout`` and the
-    linear ``classifier``. ``num_labels == 1`` means regression (MSE loss). Fine-tuning starts it from a
-    ``ModernBertForMaskedLM``'s ``model.*`` weights: the prediction head of the MLM is not reused (as HF).
+    linear ``classifier``. ``num_labels == 1`` means regression (MSE loss).
     """
 
     architecture = "ModernBertForSequenceClassification"
@@ -409,19 +455,10 @@ class ModernBertForSequenceClassification(nn.Module):
     per_token_outputs: tuple[str, ...] = ()
 
     def __init__(self, config: ModernBertConfig, num_labels: int, classifier_dropout: float | None = None):
-        super().__init__()
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
-        self.config, self.num_labels = config, num_labels
-        self.model = ModernBertModel(config)
-        self.head = ModernBertPredictionHead(config)
-        self.drop = nn.Dropout(config.classifier_dropout if classifier_dropout is None else classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        self.head.apply(lambda m: _init_weights(m, config))
-        # transformers initialises the classifier with std hidden_size ** -0.5 (its "final_out"), cut at 2 sigma
-        std, c = config.hidden_size**-0.5, config.initializer_cutoff_factor
-        nn.init.trunc_normal_(self.classifier.weight, mean=0.0, std=std, a=-c * std, b=c * std)
-        nn.init.zeros_(self.classifier.bias)
+        super().__init__(config, num_labels, classifier_dropout)
+        self.num_labels = num_labels
 
     @property
     def is_regression(self) -> bool:
@@ -433,7 +470,7 @@ class ModernBertForSequenceClassification(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-    ):
+    ) -> SequenceClassifierOutput:
         """Scores of a padded batch.
 
         Args:
@@ -442,25 +479,152 @@ class ModernBertForSequenceClassification(nn.Module):
                 batches of BERT serve it as they are).
             labels: int64 (B,) class indices, or float (B,) targets for regression.
         Returns:
-            ``heads.SequenceClassifierOutput``: logits float (B, num_labels), and the loss given labels.
+            ``SequenceClassifierOutput``: logits float (B, num_labels), and the loss given labels.
         """
-        from bertprep.bert_model.heads import SequenceClassifierOutput
-
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         hidden_states = self.model(input_ids, attention_mask=attention_mask)  # (B, T, H)
-        if self.config.classifier_pooling == "cls":
-            pooled = hidden_states[:, 0]  # (B, H)
-        else:
-            mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)  # (B, T, 1)
-            pooled = (hidden_states * mask).sum(dim=1) / mask.sum(dim=1)  # (B, H)
-        logits = self.classifier(self.drop(self.head(pooled)))  # (B, C)
+        logits = self.scores(self.pool(hidden_states, attention_mask))  # (B, C)
         out = SequenceClassifierOutput(logits)
         if labels is not None:
             if self.is_regression:
                 out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
             else:
                 out.loss = F.cross_entropy(logits.float(), labels.long())
+        return out
+
+
+class ModernBertForTokenClassification(_ModernBertWithClassifier):
+    """Per-token tags (``transformers.ModernBertForTokenClassification``, same parameter names): every
+    token's final hidden state through ``head`` (dense + GELU + LayerNorm), dropout and the linear
+    ``classifier``. NER labels sit on each word's first piece, as for BERT (paper 5.3)."""
+
+    architecture = "ModernBertForTokenClassification"
+    per_token_outputs: tuple[str, ...] = ("logits",)
+
+    def __init__(self, config: ModernBertConfig, num_labels: int, classifier_dropout: float | None = None):
+        if num_labels < 2:
+            raise ValueError(f"token classification needs at least 2 labels, got {num_labels}")
+        super().__init__(config, num_labels, classifier_dropout)
+        self.num_labels = num_labels
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TokenClassifierOutput:
+        """Tag scores of a padded batch.
+
+        Args:
+            input_ids, attention_mask: int (B, T) (see ``ModernBertModel.forward``).
+            token_type_ids: ignored (no segment embeddings).
+            labels: int64 (B, T), tag index of each word's first piece, -100 elsewhere (other pieces, special
+                tokens, padding).
+        Returns:
+            ``TokenClassifierOutput``: logits float (B, T, num_labels), and given labels the mean cross-entropy
+            over the positions whose label is not -100.
+        """
+        hidden_states = self.model(input_ids, attention_mask=attention_mask)  # (B, T, H)
+        logits = self.scores(hidden_states)  # (B, T, C)
+        out = TokenClassifierOutput(logits)
+        if labels is not None:
+            out.loss = F.cross_entropy(
+                logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
+            )
+        return out
+
+
+class ModernBertForQuestionAnswering(_ModernBertWithClassifier):
+    """Extractive QA (``transformers.ModernBertForQuestionAnswering``, same parameter names): every token's
+    final hidden state through ``head``, dropout and a ``classifier`` with 2 outputs, the start and end scores
+    (transformers' ModernBERT names the layer ``classifier``, BERT's ``qa_outputs``)."""
+
+    architecture = "ModernBertForQuestionAnswering"
+    per_token_outputs: tuple[str, ...] = ("start_logits", "end_logits")
+
+    def __init__(self, config: ModernBertConfig, num_labels: int = 2, classifier_dropout: float | None = None):
+        if num_labels != 2:
+            raise ValueError(f"a question-answering head has 2 outputs (start, end), got num_labels={num_labels}")
+        super().__init__(config, 2, classifier_dropout)
+        self.num_labels = 2
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+    ) -> QuestionAnsweringOutput:
+        """Start / end scores of a padded batch.
+
+        Args:
+            input_ids, attention_mask: int (B, T) (see ``ModernBertModel.forward``).
+            token_type_ids: ignored (no segment embeddings).
+            start_positions, end_positions: int64 (B,), token indices of the answer's first and last piece
+                (0 = the first token, the target when the answer is not in the window). Positions outside the
+                sequence are ignored, as in ``transformers``.
+        Returns:
+            ``QuestionAnsweringOutput``: start_logits, end_logits float (B, T), and given both positions the
+            loss (start cross-entropy + end cross-entropy) / 2.
+        """
+        hidden_states = self.model(input_ids, attention_mask=attention_mask)  # (B, T, H)
+        start_logits, end_logits = self.scores(hidden_states).unbind(-1)  # (B, T) each
+        out = QuestionAnsweringOutput(start_logits, end_logits)
+        if start_positions is not None and end_positions is not None:
+            out.loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
+        return out
+
+
+class ModernBertForMultipleChoice(_ModernBertWithClassifier):
+    """Multiple choice (``transformers.ModernBertForMultipleChoice``, same parameter names; SWAG, BERT paper
+    4.4): each of the N candidates is encoded as its own sequence, pooled as ``config.classifier_pooling``
+    says (``cls``: the first real token, which is the first token of a right-padded row; ``mean``: the mean
+    over the real tokens), put through ``head`` and dropout, and scored by a ``classifier`` with one output; a
+    softmax over the N scores chooses. One model serves any N; ``num_labels`` is accepted for a uniform
+    constructor and ignored."""
+
+    architecture = "ModernBertForMultipleChoice"
+    per_token_outputs: tuple[str, ...] = ()
+    num_labels = 1
+
+    def __init__(
+        self, config: ModernBertConfig, num_labels: int | None = None, classifier_dropout: float | None = None
+    ):
+        super().__init__(config, 1, classifier_dropout)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> MultipleChoiceModelOutput:
+        """Candidate scores of a padded batch.
+
+        Args:
+            input_ids, attention_mask: int (B, N, T), one ``[CLS] context [SEP] ending [SEP]`` sequence per
+                candidate.
+            token_type_ids: ignored (no segment embeddings).
+            labels: int64 (B,), index of the right candidate.
+        Returns:
+            ``MultipleChoiceModelOutput``: logits float (B, N), and given labels the mean cross-entropy.
+        """
+        B, N, T = input_ids.shape
+        flat_ids = input_ids.reshape(B * N, T)  # (B*N, T)
+        flat_mask = None if attention_mask is None else attention_mask.reshape(B * N, T)  # (B*N, T)
+        hidden_states = self.model(flat_ids, attention_mask=flat_mask)  # (B*N, T, H)
+        if self.config.classifier_pooling == "cls" and flat_mask is not None:
+            first = flat_mask.argmax(dim=-1)  # (B*N,) the first real token (transformers: left or right padding)
+            pooled = hidden_states[torch.arange(B * N, device=hidden_states.device), first]  # (B*N, H)
+        else:
+            pooled = self.pool(hidden_states, flat_mask)  # (B*N, H)
+        logits = self.scores(pooled).view(B, N)  # (B, N)
+        out = MultipleChoiceModelOutput(logits)
+        if labels is not None:
+            out.loss = F.cross_entropy(logits.float(), labels.long())
         return out
 
 
@@ -505,7 +669,10 @@ __all__ = [
     "ModernBertForMaskedLM",
     "ModernBertMaskedLMOutput",
     "ModernBertModel",
+    "ModernBertForMultipleChoice",
+    "ModernBertForQuestionAnswering",
     "ModernBertForSequenceClassification",
+    "ModernBertForTokenClassification",
     "flops_per_token",
     "load_state_dict_strict",
     "trainable_state_dict",

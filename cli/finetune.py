@@ -71,8 +71,9 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     aliases=("--init-from",),
     type=click.Path(exists=True, file_okay=False),
     default=None,
-    help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT directory "
-    "(config.json + model.safetensors / pytorch_model.bin + vocab.txt).",
+    help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT or ModernBERT "
+    "directory (config.json + model.safetensors / pytorch_model.bin + vocab.txt). Its architecture picks the "
+    "head: BertFor... or, for ModernBERT, transformers' ModernBertFor... of the task.",
 )
 @click.option(
     "--random-init",
@@ -338,7 +339,10 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
-    """Fine-tune a pre-trained BERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice task.
+    """Fine-tune a pre-trained BERT or ModernBERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice
+    task. Every task (feature-based NER included) runs on both architectures; a ModernBERT model gets the
+    head of transformers' class (ModernBertForSequenceClassification, ...ForQuestionAnswering,
+    ...ForTokenClassification, ...ForMultipleChoice) and exports as that class.
 
     \b
     Examples:
@@ -356,6 +360,8 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
           --eval-file emerging.dev.conll -o runs/wnut17
       bertprep finetune --task ner --feature-based last4-concat --lr 1e-3 --model hf/bert-base-cased \\
           --train-file wnut17train.conll --eval-file emerging.dev.conll -o runs/wnut17-features
+      bertprep finetune --task squad --model runs/modernbert \\
+          --train-file train-v1.1.json --eval-file dev-v1.1.json -o runs/squad-modernbert
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     task_keys = (

@@ -282,8 +282,9 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     default=None,
     help="Start a new run from a model's weights only (new optimizer, schedule, data order). A "
     "bertprep checkpoint or run directory (e.g. phase 2 at 512 tokens after phase 1 at 128), or a "
-    "Hugging Face BERT directory (config.json + model.safetensors or pytorch_model.bin + vocab.txt; "
-    "BertModel, BertForMaskedLM or BertForPreTraining) for continued pre-training on your corpus: "
+    "Hugging Face BERT or ModernBERT directory (config.json + model.safetensors or pytorch_model.bin + "
+    "vocab.txt; BertModel, BertForMaskedLM, BertForPreTraining, ModernBertModel or ModernBertForMaskedLM) for "
+    "continued pre-training on your corpus: "
     "make the shards with that directory's vocab.txt. Heads it lacks are initialised as in the "
     "original. The architecture comes from the source; the dropout options still apply.",
 )

@@ -1,6 +1,7 @@
 """A tiny 'pre-trained' bertprep checkpoint for the fine-tuning tests (random weights, the fixture vocab).
 
 run = write_tiny_checkpoint(tmp_path / "pretrain")   # a run directory finetune --init-from reads
+run = write_tiny_modernbert_checkpoint(tmp_path / "pretrain")   # the same for ModernBERT
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.optim import create_optimizer
 
 VOCAB = Path(__file__).parent / "fixtures" / "finetune" / "vocab.txt"
@@ -36,6 +38,46 @@ def write_tiny_checkpoint(run: Path, config: BertConfig | None = None) -> str:
     run directory ``run``, with the fixture vocab; returns ``str(run)``."""
     torch.manual_seed(0)
     model = BertForPreTraining(config or tiny_config())
+    state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "test"}}
+    ckpt.save_checkpoint(
+        str(run),
+        1,
+        model=model,
+        optimizer=create_optimizer(model),
+        state=state,
+        hf_config=model.config.to_hf_dict(),
+        vocab_file=str(VOCAB),
+    )
+    return str(run)
+
+
+def tiny_modernbert_config(**overrides) -> ModernBertConfig:
+    """4 layers (0 and 3 global, a local window of 8 tokens), H=32, no dropout, the fixture vocab's size and
+    special ids."""
+    tokens = VOCAB.read_text().splitlines()
+    cls_id, sep_id = tokens.index("[CLS]"), tokens.index("[SEP]")
+    values = dict(
+        vocab_size=len(tokens),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+        local_attention=8,
+        pad_token_id=tokens.index("[PAD]"),
+        cls_token_id=cls_id,
+        sep_token_id=sep_id,
+        bos_token_id=cls_id,
+        eos_token_id=sep_id,
+    )
+    return ModernBertConfig(**{**values, **overrides})
+
+
+def write_tiny_modernbert_checkpoint(run: Path, config: ModernBertConfig | None = None) -> str:
+    """Save a seeded random ``ModernBertForMaskedLM`` (``config``, default ``tiny_modernbert_config()``) as
+    step 1 of the run directory ``run``, with the fixture vocab; returns ``str(run)``."""
+    torch.manual_seed(0)
+    model = ModernBertForMaskedLM(config or tiny_modernbert_config())
     state = {"model_config": model.config.to_dict(), "data": {"vocab_sha256": "test"}}
     ckpt.save_checkpoint(
         str(run),

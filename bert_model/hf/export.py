@@ -1,8 +1,10 @@
 """Export a bertprep model as a Hugging Face ``transformers`` directory (``bertprep export``).
 
-A pre-training checkpoint or run directory of ``bertprep train`` is exported as ``BertForPreTraining``; a
-``bertprep finetune`` run or its ``best/`` directory as ``BertForSequenceClassification``,
-``BertForQuestionAnswering`` or ``BertForTokenClassification`` with its labels.
+A pre-training checkpoint or run directory of ``bertprep train`` is exported as ``BertForPreTraining`` (or
+``ModernBertForMaskedLM``); a ``bertprep finetune`` run or its ``best/`` directory as
+``BertForSequenceClassification``, ``BertForQuestionAnswering``, ``BertForTokenClassification`` or
+``BertForMultipleChoice`` with its labels, or the ModernBERT class of the same task
+(``ModernBertFor...``), which the matching ``transformers`` Auto class loads.
 
 An exported directory (:func:`write_hf_directory`, also how ``finetune`` keeps its best model) is what
 ``transformers`` ``from_pretrained`` and ``AutoTokenizer`` read: ``config.json`` (``architectures``,
@@ -38,7 +40,7 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.checkpoint import trainable_state_dict
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.modernbert import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
-from bertprep.bert_model.modernbert import ModernBertForMaskedLM, ModernBertForSequenceClassification
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
 from bertprep.pipeline.atomic import replace_directory
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
@@ -175,7 +177,7 @@ def hf_config_dict(
     if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE):
         return out
     out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
-    if not isinstance(model, ModernBertForSequenceClassification):  # (ModernBERT's is a float, kept)
+    if not isinstance(model.config, ModernBertConfig):  # (ModernBERT's is a float its heads use: kept)
         out["classifier_dropout"] = None
     num_labels = model.num_labels
     if id2label is None:

@@ -10,7 +10,6 @@ prefix), which ``normalize_hf_state_dict`` maps.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from torch import nn
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.heads import HEADS, check_source_weights, load_full_weights
 from bertprep.bert_model.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
+from bertprep.bert_model import modernbert
 from bertprep.bert_model.modernbert_config import ModernBertConfig
 from bertprep.bert_model.model import (
     TIED_WEIGHTS_KEYS,
@@ -83,13 +83,20 @@ class ModelSource:
 # -------------------------------------------------------------------------------------------------- reading
 
 
-def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor], model_type: str = "bert") -> dict[str, torch.Tensor]:
     """Map older Hugging Face / converted-TF BERT key spellings onto the current ones.
 
     ``LayerNorm.gamma`` -> ``LayerNorm.weight``, ``LayerNorm.beta`` -> ``LayerNorm.bias``; the
     ``embeddings.position_ids`` buffer some files persist is dropped; a bare ``BertModel`` file (keys
-    ``embeddings.*``, ``encoder.*``, ``pooler.*``) gets the ``bert.`` prefix.
+    ``embeddings.*``, ``encoder.*``, ``pooler.*``) gets the ``bert.`` prefix. With ``model_type``
+    ``"modernbert"`` only the last applies, as ModernBERT's: a bare ``ModernBertModel`` file (keys
+    ``embeddings.*``, ``layers.*``, ``final_norm.*``) gets the ``model.`` prefix of its heads.
     """
+    if model_type == "modernbert":
+        bare = not any(k.startswith("model.") for k in state_dict) and any(
+            k.startswith(("embeddings.", "layers.")) for k in state_dict
+        )
+        return {("model." + k if bare else k): v for k, v in state_dict.items()}
     out: dict[str, torch.Tensor] = {}
     bare = not any(k.startswith("bert.") for k in state_dict) and any(
         k.startswith(("embeddings.", "encoder.")) for k in state_dict
@@ -123,9 +130,10 @@ def load_safetensors(path: str) -> dict[str, torch.Tensor]:
         ) from None
 
 
-def read_hf_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
+def read_hf_state_dict(model_dir: str, model_type: str = "bert") -> dict[str, torch.Tensor]:
     """Weights of a Hugging Face directory: ``model.safetensors`` (or its sharded index), else
-    ``pytorch_model.bin`` loaded with ``torch.load(weights_only=True)``; keys normalised.
+    ``pytorch_model.bin`` loaded with ``torch.load(weights_only=True)``; keys normalised
+    (``normalize_hf_state_dict`` for ``model_type``, ``config.json``'s).
 
     Raises ``FileNotFoundError`` (naming the directory) when there is no weight file.
     """
@@ -147,7 +155,7 @@ def read_hf_state_dict(model_dir: str) -> dict[str, torch.Tensor]:
             f"{model_dir}: no model.safetensors or pytorch_model.bin (a Hugging Face BERT "
             "directory holds config.json, one of those and vocab.txt)"
         )
-    return normalize_hf_state_dict(state_dict)
+    return normalize_hf_state_dict(state_dict, model_type)
 
 
 def bert_config_from_hf(hf_config: dict[str, Any], where: str = "config.json") -> BertConfig:
@@ -296,7 +304,7 @@ def load_model_source(path: str) -> ModelSource:
             raise ValueError(f"{config_path}: {err}") from None
     else:
         config = bert_config_from_hf(hf_config, config_path)
-    state_dict = read_hf_state_dict(path)
+    state_dict = read_hf_state_dict(path, "modernbert" if isinstance(config, ModernBertConfig) else "bert")
     architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
     vocab_file = os.path.join(path, "vocab.txt")
     finetune_file = os.path.join(path, FINETUNE_FILE)
@@ -383,9 +391,7 @@ def build_model(source: ModelSource) -> nn.Module:
         load_state_dict_strict(model, source.state_dict)
         return model
     if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
-        from bertprep.bert_model.modernbert import ModernBertForMaskedLM
-
-        model = ModernBertForMaskedLM(source.config)
+        model = modernbert.ModernBertForMaskedLM(source.config)
         ckpt.load_state_dict_strict(model, source.state_dict)
         return model
     if source.architecture not in HEADS:
@@ -440,27 +446,32 @@ def check_same_vocab(shard_tokens: list[str], model_tokens: list[str] | None, *,
 
 
 def load_pretraining_weights(
-    model: BertForPreTraining, state_dict: dict[str, torch.Tensor]
+    model: BertForPreTraining | modernbert.ModernBertForMaskedLM, state_dict: dict[str, torch.Tensor]
 ) -> tuple[list[str], list[str]]:
     """Start a ``BertForPreTraining`` from any Hugging Face BERT state dict (normalised names, see
     ``normalize_hf_state_dict``): ``BertModel`` (encoder, maybe without pooler), ``BertForMaskedLM`` (encoder
-    and MLM head, no pooler) or ``BertForPreTraining`` (everything), for continued pre-training.
+    and MLM head, no pooler) or ``BertForPreTraining`` (everything), for continued pre-training; or a
+    ``ModernBertForMaskedLM`` from a Hugging Face ModernBERT one: ``ModernBertModel`` (encoder),
+    ``ModernBertForMaskedLM`` (everything) or a fine-tuned ModernBERT head (encoder and ``head.*``).
 
-    Every encoder parameter (``bert.embeddings.*``, ``bert.encoder.*``) must be present with the model's
-    shape. Parameters the source lacks keep the values ``model`` was built with, which is the original's
-    initialisation (google-research/bert ``modeling.py``: truncated normal(0, 0.02), biases 0, LayerNorm 1/0):
-    the pooler, the MLM transform and output bias, the NSP classifier. The MLM decoder stays tied to the
-    word embeddings; a ``cls.predictions.decoder.weight`` in the source must equal them.
+    Every encoder parameter (``bert.embeddings.*``, ``bert.encoder.*``; ModernBERT's ``model.*``) must be
+    present with the model's shape. Parameters the source lacks keep the values ``model`` was built with,
+    which is the original's initialisation (google-research/bert ``modeling.py``: truncated normal(0, 0.02),
+    biases 0, LayerNorm 1/0; ModernBERT's ``_init_weights``): the pooler, the MLM transform and output bias,
+    the NSP classifier (ModernBERT: ``head.*``, ``decoder.bias``). The MLM decoder stays tied to the word
+    embeddings; a ``cls.predictions.decoder.weight`` (``decoder.weight``) in the source must equal them.
 
     Returns:
         ``(initialised, unused)``: the model's parameter names left at their initial values, and the
         source's keys not used (e.g. a fine-tuned ``classifier.*``), both sorted.
     Raises:
-        ValueError: encoder parameters missing (not a BERT checkpoint), other shapes (another model size),
-            or an untied decoder.
+        ValueError: encoder parameters missing (not a checkpoint of the model's architecture), other shapes
+            (another model size), or an untied decoder.
     """
+    modern = isinstance(model, modernbert.ModernBertForMaskedLM)
+    tied = modernbert.TIED_WEIGHTS_KEYS if modern else TIED_WEIGHTS_KEYS
     state_dict = dict(state_dict)
-    for alias, target in TIED_WEIGHTS_KEYS.items():
+    for alias, target in tied.items():
         if alias in state_dict:
             value = state_dict.pop(alias)
             if target in state_dict and not torch.equal(value, state_dict[target]):
@@ -469,19 +480,22 @@ def load_pretraining_weights(
                     "is the word embedding matrix, as in BERT"
                 )
             state_dict.setdefault(target, value)
-    own = {k: v for k, v in model.state_dict().items() if k not in TIED_WEIGHTS_KEYS}
-    check_source_weights(own, state_dict, list(own))
+    own = {k: v for k, v in model.state_dict().items() if k not in tied}
+    check_source_weights(own, state_dict, list(own), "model." if modern else "bert.")
     model.load_state_dict({k: v for k, v in state_dict.items() if k in own}, strict=False)
     return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
 
-def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig:
+def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig | ModernBertConfig:
     """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
-    ``config.json`` with the dropout options of the command line; the shards must use the model's vocab
-    token for token and its casing. Raises ``ValueError`` naming the first differing id (or the casing)."""
+    ``config.json`` (BERT or ModernBERT: the directory's architecture is the run's) with the dropout options of
+    the command line; the shards must use the model's vocab token for token and its casing. Raises
+    ``ValueError`` naming the first differing id (or the casing)."""
+    from bertprep.bert_model.pretrain.architectures import with_dropout
+
     overrides = config.model_overrides()
     dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
-    model_config = dataclasses.replace(source.config, **dropout)
+    model_config = with_dropout(source.config, dropout)
     ignored = sorted(set(overrides) - set(dropout))
     if ignored:
         logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)

@@ -57,8 +57,8 @@ _RESUME_SETTINGS = (
 
 @dataclass
 class Start:
-    """What a run starts from: a bertprep checkpoint (``resume`` / ``init_from``), a Hugging Face BERT
-    directory (``init_from``), or nothing (a preset; every field None)."""
+    """What a run starts from: a bertprep checkpoint (``resume`` / ``init_from``), a Hugging Face BERT or
+    ModernBERT directory (``init_from``), or nothing (a preset; every field None)."""
 
     checkpoint: str | None = None
     """Path of the bertprep checkpoint."""
@@ -185,7 +185,7 @@ def load_start(config: TrainConfig) -> Start:
     if config.init_from:
         try:
             return Start(*ckpt.load_intact_checkpoint(config.init_from))
-        except FileNotFoundError:  # not a bertprep checkpoint: a Hugging Face BERT directory (or an error)
+        except FileNotFoundError:  # not a bertprep checkpoint: a Hugging Face directory (or an error)
             return Start(hf_source=load_model_source(config.init_from))
     return Start()
 
@@ -236,10 +236,11 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Mode
         )
         return model_config
     if start.hf_source is not None:
-        if config.architecture != "bert":
+        found = architectures.architecture_of(start.hf_source.config)
+        if config.architecture != "bert" and config.architecture != found:  # (bert is the default: not a choice)
             raise ValueError(
-                f"--init-from {config.init_from}: a Hugging Face directory starts BERT runs only; "
-                "start a ModernBERT run from a preset or from a bertprep checkpoint"
+                f"--init-from {config.init_from} is a {found} model (config.json model_type), not "
+                f"--architecture {config.architecture}; leave --architecture out (the directory's is used)"
             )
         return hf_model_config(config, info, start.hf_source)
     model_config = architectures.model_config_from_preset(

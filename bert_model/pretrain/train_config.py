@@ -35,7 +35,7 @@ class TrainConfig:
     architecture: str = "bert"
     """``bert`` (Devlin et al. 2018: MLM + NSP) or ``modernbert`` (Warner et al. 2024: MLM alone, sparse
     prediction; NSP / SOP shards serve it, their ``next_sentence_label`` ignored). On ``resume`` / ``init_from``
-    of a bertprep checkpoint the checkpoint's architecture is used."""
+    of a bertprep checkpoint or a Hugging Face directory, the model's architecture is used."""
     preset: str = "base"
     """Model size, one of the architecture's presets: BERT's ``PRESETS`` (tiny, mini, small, medium, base,
     large) or ModernBERT's (tiny, mini, small, base, large; ``modernbert_config.PRESETS``)."""
@@ -103,9 +103,11 @@ class TrainConfig:
     init_from: str | None = None
     """Weights that start a new run (new optimizer, schedule and data order): a bertprep checkpoint (or run
     directory), or a Hugging Face BERT directory (``config.json`` + ``model.safetensors`` or
-    ``pytorch_model.bin``, + ``vocab.txt``; ``BertModel``, ``BertForMaskedLM`` or ``BertForPreTraining``) for
-    continued, domain-adaptive pre-training (Gururangan et al. 2020). Heads the source lacks start as the
-    original initialises them; the shards must be made with the model's ``vocab.txt``."""
+    ``pytorch_model.bin``, + ``vocab.txt``; ``BertModel``, ``BertForMaskedLM`` or ``BertForPreTraining``) or
+    ModernBERT directory (``model_type`` ``modernbert``: ``ModernBertModel``, ``ModernBertForMaskedLM``, e.g. a
+    ``bertprep export``) for continued, domain-adaptive pre-training (Gururangan et al. 2020). Heads the
+    source lacks start as the original initialises them; the shards must be made with the model's
+    ``vocab.txt``."""
     compile: bool = False
     """Run the model through ``torch.compile``."""
     precision: str = "auto"

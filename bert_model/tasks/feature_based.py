@@ -17,7 +17,9 @@ classifier over each word's first piece. The combinations of Table 7:
 
 (Table 7 also lists "weighted sum of all 12 layers", not built here.) The model's parameter names are
 ``bert.*`` (the frozen encoder, Hugging Face names), ``lstm.*`` and ``classifier.*``; ``bertprep predict``
-loads it from a ``bertprep finetune`` output. No ``transformers`` class has this shape, so it is not for
+loads it from a ``bertprep finetune`` output. ``ModernBertFeatureBasedForTokenClassification`` is the same
+on a frozen ModernBERT encoder (``model.*``; its hidden states as ``transformers`` ``output_hidden_states``
+gives them, the last one after the final LayerNorm). No ``transformers`` class has this shape, so it is not for
 ``bertprep export``.
 """
 
@@ -31,6 +33,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from bertprep.bert_model.inference.features import encoder_hidden_states
 from bertprep.bert_model.heads import HEADS, TokenClassifierOutput, _init_linear
 from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertModel
 
 FEATURE_MODES = ("last4-concat", "last4-sum", "second-to-last", "last", "embeddings")
 
@@ -60,6 +63,8 @@ class BertFeatureBasedForTokenClassification(nn.Module):
 
     architecture = "BertFeatureBasedForTokenClassification"
     per_token_outputs: tuple[str, ...] = ("logits",)
+    #: Attribute (and parameter-name prefix) of the frozen encoder: Hugging Face's name for the family.
+    encoder_name = "bert"
 
     def __init__(
         self,
@@ -80,19 +85,20 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         self.config = config
         self.num_labels = num_labels
         self.feature_based = feature_based
-        self.bert = BertModel(config)
-        self.bert.pooler = nn.Identity()
-        self.bert.requires_grad_(False)
+        setattr(self, self.encoder_name, self._new_encoder(config))
+        self.encoder.requires_grad_(False)
         hidden = lstm_hidden_size or config.hidden_size
+        if dropout is None:
+            dropout = self._default_dropout(config)
         self.lstm = nn.LSTM(
             feature_width(feature_based, config.hidden_size),
             hidden,
             num_layers=2,
             bidirectional=True,
             batch_first=True,
-            dropout=config.hidden_dropout_prob if dropout is None else dropout,
+            dropout=dropout,
         )
-        self.dropout = nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout)
+        self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(2 * hidden, num_labels)
         _init_linear(self.classifier, config.initializer_range)
         # The encoder is frozen, so a sequence's features never change: computed once, then reused in later
@@ -101,10 +107,25 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         self._cache: dict[bytes, torch.Tensor] = {}
         self._cache_bytes = 0
 
+    @staticmethod
+    def _new_encoder(config: BertConfig) -> nn.Module:
+        encoder = BertModel(config)
+        encoder.pooler = nn.Identity()
+        return encoder
+
+    @staticmethod
+    def _default_dropout(config: BertConfig) -> float:
+        return config.hidden_dropout_prob
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The frozen encoder (``self.bert``, or ``self.model`` for ModernBERT)."""
+        return getattr(self, self.encoder_name)
+
     def train(self, mode: bool = True) -> BertFeatureBasedForTokenClassification:
         """Train the BiLSTM and classifier; the frozen encoder always stays in eval mode (no dropout)."""
         super().train(mode)
-        self.bert.eval()
+        self.encoder.eval()
         return self
 
     @torch.no_grad()
@@ -122,7 +143,7 @@ class BertFeatureBasedForTokenClassification(nn.Module):
             for i, k in enumerate(keys):
                 features[i, : lengths[i]] = self._cache[k]
             return features.to(input_ids.device)
-        states = encoder_hidden_states(self.bert, input_ids, token_type_ids, attention_mask)
+        states = encoder_hidden_states(self.encoder, input_ids, token_type_ids, attention_mask)
         features = combine_layers(states, self.feature_based).float() * attention_mask[..., None]
         limit = self.feature_cache_mb * 2**20
         for i, k in enumerate(keys):
@@ -167,5 +188,23 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         return out
 
 
+class ModernBertFeatureBasedForTokenClassification(BertFeatureBasedForTokenClassification):
+    """Frozen ModernBERT features (``model.*``, a ``ModernBertModel``) -> two-layer BiLSTM -> linear tag scores;
+    the BiLSTM's dropout defaults to the config's ``classifier_dropout`` (ModernBERT's dropout of task heads).
+    No ``transformers`` class has this shape either."""
+
+    architecture = "ModernBertFeatureBasedForTokenClassification"
+    encoder_name = "model"
+
+    @staticmethod
+    def _new_encoder(config: ModernBertConfig) -> nn.Module:
+        return ModernBertModel(config)
+
+    @staticmethod
+    def _default_dropout(config: ModernBertConfig) -> float:
+        return config.classifier_dropout
+
+
 # Registered so that a fine-tuned model is saved as a Hugging Face style directory and recognised on loading.
-HEADS[BertFeatureBasedForTokenClassification.architecture] = BertFeatureBasedForTokenClassification
+for _cls in (BertFeatureBasedForTokenClassification, ModernBertFeatureBasedForTokenClassification):
+    HEADS[_cls.architecture] = _cls

@@ -1,12 +1,13 @@
 """The fine-tuning loop for every task family (BERT paper, section 4 and appendix A.3).
 
-One loop serves every task; a *task* object (``tasks.py``: ``glue.GlueTask``, ``squad.SquadTask``,
+One loop serves every task; a *task* object (``registry.py``: ``glue.GlueTask``, ``squad.SquadTask``,
 ``ner.NerTask``, ``multiple_choice.MultipleChoiceTask``) reads its files, turns examples into features, builds
 its head, and turns model outputs into predictions and metrics; ``predict.py`` runs a kept model. The loop:
 
-* starts from a bertprep pre-training checkpoint or a Hugging Face BERT directory (encoder weights; the new
-  head is initialised as google-research/bert does), or from random initialisation with the same config
-  (``random_init``, for baselines) or a preset;
+* starts from a bertprep pre-training checkpoint or a Hugging Face BERT or ModernBERT directory (encoder
+  weights; BERT's new head is initialised as google-research/bert does, ModernBERT's as ``transformers``
+  does, its ``head.*`` taken from the source's MLM head as ``from_pretrained`` takes it), or from random
+  initialisation with the same config (``random_init``, for baselines) or a preset;
 * tokenizes with the model's own ``vocab.txt`` (``pipeline.vocab_files.WordPieceTokenizer``);
 * trains with AdamW over ``optim.param_groups`` (no decay on biases and LayerNorm), linear warm-up over
   ``warmup_proportion`` of the steps then linear decay to 0, gradient clipping, bf16 autocast on CUDA and
@@ -56,7 +57,7 @@ from bertprep.bert_model.precision import autocast_context, check_precision
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.pipeline.atomic import replace_entries, write_atomic
-from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task, check_architecture
+from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
 logger = logging.getLogger("bertprep.finetune")
@@ -73,7 +74,8 @@ class FinetuneConfig:
     eval_file: str | None = None
     """Evaluation data in the same format; without it the last step's model is kept."""
     init_from: str | None = None
-    """bertprep checkpoint / run directory or Hugging Face BERT directory whose encoder starts training."""
+    """bertprep checkpoint / run directory or Hugging Face BERT / ModernBERT directory whose encoder starts
+    training; its architecture picks the head (``task.build_model``)."""
     random_init: bool = False
     """Take only the config and vocab from ``init_from`` and start from random weights (a baseline)."""
     preset: str | None = None
@@ -406,7 +408,6 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     the plan (seeded: the same settings give the same run)."""
     device = resolve_device(config.device)
     bert_config, source, tokenizer = _model_inputs(config)
-    check_architecture(task, bert_config)  # (registry: the tasks ModernBERT serves)
     # Nothing of an earlier crashed run (no results.json) may pass for a result of this one.
     for name in _run_files(run_dir):
         path = os.path.join(run_dir, name)

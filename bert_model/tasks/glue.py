@@ -28,6 +28,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertprep.bert_model.heads import BertForSequenceClassification
 from bertprep.bert_model.model import BertConfig
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForSequenceClassification
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class GlueTask:
 
     name = "glue"
     architecture = "BertForSequenceClassification"
+    modernbert_architecture = ModernBertForSequenceClassification.architecture
 
     def __post_init__(self) -> None:
         self.text_a_column = _parse_column(self.text_a_column)
@@ -311,11 +313,11 @@ class GlueTask:
             features.append(feature)
         return features
 
-    def build_model(self, config: BertConfig) -> BertForSequenceClassification:
+    def build_model(
+        self, config: BertConfig | ModernBertConfig
+    ) -> BertForSequenceClassification | ModernBertForSequenceClassification:
         """``BertForSequenceClassification``, or ``ModernBertForSequenceClassification`` for a ModernBERT config."""
         if getattr(config, "architecture", "bert") == "modernbert":
-            from bertprep.bert_model.modernbert import ModernBertForSequenceClassification
-
             return ModernBertForSequenceClassification(config, num_labels=self.num_labels)
         return BertForSequenceClassification(config, num_labels=self.num_labels)
 

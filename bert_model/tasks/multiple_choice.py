@@ -28,6 +28,7 @@ from sklearn.metrics import accuracy_score
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
 from bertprep.bert_model.heads import BertForMultipleChoice
 from bertprep.bert_model.model import BertConfig
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMultipleChoice
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class MultipleChoiceTask:
 
     name = "multiple-choice"
     architecture = "BertForMultipleChoice"
+    modernbert_architecture = ModernBertForMultipleChoice.architecture
     metrics = ("accuracy",)
     metric_for_best = "accuracy"
     labels = None
@@ -196,7 +198,10 @@ class MultipleChoiceTask:
     def prepare(self, train_examples: Sequence[MultipleChoiceExample]) -> None:
         """Nothing to learn from the training set (the labels are candidate indices)."""
 
-    def build_model(self, config: BertConfig) -> BertForMultipleChoice:
+    def build_model(self, config: BertConfig | ModernBertConfig) -> BertForMultipleChoice | ModernBertForMultipleChoice:
+        """``BertForMultipleChoice``, or ``ModernBertForMultipleChoice`` for a ModernBERT config."""
+        if getattr(config, "architecture", "bert") == "modernbert":
+            return ModernBertForMultipleChoice(config)
         return BertForMultipleChoice(config)
 
     def featurize(

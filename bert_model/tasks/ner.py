@@ -22,10 +22,16 @@ from typing import Any, Sequence
 
 import numpy as np
 from seqeval.metrics import f1_score, precision_score, recall_score
+from torch import nn
 
-from bertprep.bert_model.tasks.feature_based import FEATURE_MODES, BertFeatureBasedForTokenClassification
+from bertprep.bert_model.tasks.feature_based import (
+    FEATURE_MODES,
+    BertFeatureBasedForTokenClassification,
+    ModernBertFeatureBasedForTokenClassification,
+)
 from bertprep.bert_model.heads import BertForTokenClassification
 from bertprep.bert_model.model import IGNORE_INDEX, BertConfig
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForTokenClassification
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -183,14 +189,28 @@ class NerTask:
             else BertForTokenClassification.architecture
         )
 
-    def build_model(self, config: BertConfig) -> BertForTokenClassification | BertFeatureBasedForTokenClassification:
+    @property
+    def modernbert_architecture(self) -> str:
+        return (
+            ModernBertFeatureBasedForTokenClassification.architecture
+            if self.feature_based
+            else ModernBertForTokenClassification.architecture
+        )
+
+    def build_model(self, config: BertConfig | ModernBertConfig) -> nn.Module:
+        """``BertForTokenClassification`` (or with ``feature_based`` ``BertFeatureBasedForTokenClassification``),
+        or their ModernBERT forms for a ModernBERT config."""
+        modern = getattr(config, "architecture", "bert") == "modernbert"
         if self.feature_based:
-            return BertFeatureBasedForTokenClassification(
+            cls = ModernBertFeatureBasedForTokenClassification if modern else BertFeatureBasedForTokenClassification
+            return cls(
                 config,
                 num_labels=self.num_labels,
                 feature_based=self.feature_based,
                 lstm_hidden_size=self.lstm_hidden_size,
             )
+        if modern:
+            return ModernBertForTokenClassification(config, num_labels=self.num_labels)
         return BertForTokenClassification(config, num_labels=self.num_labels)
 
     def featurize(

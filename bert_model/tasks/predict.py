@@ -79,6 +79,19 @@ def run_model(
     return out
 
 
+#: The task of a fine-tuned head without ``finetune.json`` (a model fine-tuned elsewhere), BERT's or ModernBERT's.
+_TASK_OF_HEAD = {
+    name: task
+    for task, names in (
+        ("squad", ("BertForQuestionAnswering", "ModernBertForQuestionAnswering")),
+        ("ner", ("BertForTokenClassification", "ModernBertForTokenClassification")),
+        ("multiple-choice", ("BertForMultipleChoice", "ModernBertForMultipleChoice")),
+        ("glue", ("BertForSequenceClassification", "ModernBertForSequenceClassification")),
+    )
+    for name in names
+}
+
+
 @dataclass
 class PredictResult:
     output_file: str
@@ -122,13 +135,14 @@ def load_finetuned(
         recorded_strip = source.finetune.get("strip_accents", source.strip_accents)
     else:
         labels = [source.id2label[i] for i in sorted(source.id2label)] if source.id2label else None
-        if source.architecture == "BertForQuestionAnswering":
+        family = _TASK_OF_HEAD.get(source.architecture)
+        if family == "squad":
             task = SquadTask(**overrides)
-        elif source.architecture == "BertForTokenClassification":
+        elif family == "ner":
             task = NerTask(labels=labels, **overrides)
-        elif source.architecture == "BertForMultipleChoice":
+        elif family == "multiple-choice":
             task = MultipleChoiceTask(**overrides)
-        elif source.architecture == "BertForSequenceClassification":
+        elif family == "glue":
             if "text_a_column" not in overrides:
                 raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
             regression = source.hf_config.get("problem_type") == "regression" or len(labels or []) == 1

@@ -1,8 +1,9 @@
 """The fine-tuning task registry: ``--task`` names, the task objects behind them, and their prediction files.
 
 A *task* object (``glue.GlueTask``, ``squad.SquadTask``, ``ner.NerTask``, ``multiple_choice.MultipleChoiceTask``)
-reads its files, turns examples into features, builds its head, and turns model outputs into predictions and
-metrics; ``finetune.py`` (the loop) and ``predict.py`` only talk to it through that interface.
+reads its files, turns examples into features, builds its head (BERT's or ModernBERT's, after the model
+config: ``architecture`` and ``modernbert_architecture`` name the two), and turns model outputs into
+predictions and metrics; ``finetune.py`` (the loop) and ``predict.py`` only talk to it through that interface.
 """
 
 from __future__ import annotations
@@ -59,28 +60,10 @@ def make_task(name: str, *, glue_task: str | None = None, max_seq_length: int | 
     return GlueTask(**given)
 
 
-#: Tasks whose model has a ModernBERT form (``modernbert.ModernBertForSequenceClassification``).
-MODERNBERT_TASKS = ("glue",)
-
-
 def task_architectures(task: Task) -> set[str]:
-    """The head classes (``architectures`` names) that serve ``task``: BERT's, and ModernBERT's for GLUE."""
-    names = {task.architecture}
-    if task.name in MODERNBERT_TASKS:
-        from bertprep.bert_model.modernbert import ModernBertForSequenceClassification
-
-        names.add(ModernBertForSequenceClassification.architecture)
-    return names
-
-
-def check_architecture(task: Task, model_config: Any) -> None:
-    """Raise ``ValueError`` (one line, naming the task) when ``task`` has no model for ``model_config``'s
-    architecture: ModernBERT serves ``MODERNBERT_TASKS`` only so far."""
-    if getattr(model_config, "architecture", "bert") == "modernbert" and task.name not in MODERNBERT_TASKS:
-        raise ValueError(
-            f"--task {task.name} is not supported for ModernBERT yet (supported: {', '.join(MODERNBERT_TASKS)}); "
-            "fine-tune a BERT model for it"
-        )
+    """The head classes (``architectures`` names) that serve ``task``: BERT's (``task.architecture``) and
+    ModernBERT's (``task.modernbert_architecture``); every task has both."""
+    return {task.architecture, task.modernbert_architecture}
 
 
 def task_from_json(values: dict[str, Any]) -> Task:

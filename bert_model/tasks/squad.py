@@ -36,6 +36,7 @@ import numpy as np
 
 from bertprep.bert_model.heads import BertForQuestionAnswering
 from bertprep.bert_model.model import BertConfig
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForQuestionAnswering
 from bertprep.bert_model.tasks.squad_data import (
     SQUAD_VERSIONS,
     SquadExample,
@@ -129,6 +130,7 @@ class SquadTask:
 
     name = "squad"
     architecture = "BertForQuestionAnswering"
+    modernbert_architecture = ModernBertForQuestionAnswering.architecture
     metrics = ("f1", "exact_match")
     metric_for_best = "f1"
     labels = None
@@ -200,7 +202,12 @@ class SquadTask:
     def prepare(self, train_examples: Sequence[SquadExample]) -> None:
         """Nothing to learn from the training set (no label vocabulary)."""
 
-    def build_model(self, config: BertConfig) -> BertForQuestionAnswering:
+    def build_model(
+        self, config: BertConfig | ModernBertConfig
+    ) -> BertForQuestionAnswering | ModernBertForQuestionAnswering:
+        """``BertForQuestionAnswering``, or ``ModernBertForQuestionAnswering`` for a ModernBERT config."""
+        if getattr(config, "architecture", "bert") == "modernbert":
+            return ModernBertForQuestionAnswering(config)
         return BertForQuestionAnswering(config)
 
     def featurize(

@@ -1,5 +1,5 @@
 """A ModernBERT run after pre-training: `export` (loaded by transformers), `fill-mask`, `extract-features` and
-`finetune` (GLUE sequence classification; the other tasks refused in one line)."""
+`finetune` (GLUE here; the other tasks in tests/bert_model/tasks/test_finetune_modernbert.py)."""
 
 from __future__ import annotations
 
@@ -173,11 +173,14 @@ def test_finetune_glue_on_modernbert_and_load_the_result_in_transformers(run, tm
     assert len((tmp_path / "p.tsv").read_text().splitlines()) == 1 + 48  # header + one line per example
 
 
-def test_finetune_refuses_other_tasks_for_modernbert_in_one_line(run, tmp_path):
+def test_cli_finetune_of_another_task_builds_its_modernbert_head(run, tmp_path):
+    """Every task has a ModernBERT head (tests/bert_model/tasks/test_finetune_modernbert.py trains each)."""
     (tmp_path / "ner.txt").write_text("w5 O\nw6 B-PER\n\n", encoding="utf-8")
     args = ["finetune", "--task", "ner", "--train-file", str(tmp_path / "ner.txt"), "--init-from", str(run / "run")]
-    result = CliRunner().invoke(cli, [*args, "--output-dir", str(tmp_path / "out"), "--max-steps", "1"])
-    assert result.exit_code != 0
-    assert "--task ner is not supported for ModernBERT yet" in result.output
-    assert isinstance(result.exception, SystemExit)  # a click error, not an exception's traceback
-    assert len(result.output.strip().splitlines()) == 1, result.output
+    result = CliRunner().invoke(
+        cli, [*args, "--output-dir", str(tmp_path / "out"), "--max-steps", "1", "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    hf_config = json.loads((tmp_path / "out" / "best" / "config.json").read_text())
+    assert hf_config["architectures"] == ["ModernBertForTokenClassification"]
+    assert hf_config["id2label"] == {"0": "O", "1": "B-PER"}

@@ -1,0 +1,77 @@
+"""What the fine-tuning heads return, for BERT (``heads.py``) and ModernBERT (``modernbert.py``) alike.
+
+The field names are those of the Hugging Face ``transformers`` output classes of the same names, so the
+fine-tuning loop and ``predict`` read any head's output the same way. Shapes: B batch, T sequence length,
+C number of labels, N candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class SequenceClassifierOutput:
+    logits: torch.Tensor
+    """float [batch_size, num_labels]; for regression (num_labels = 1) the predicted value in column 0."""
+    loss: torch.Tensor | None = None
+    """Scalar: mean cross-entropy (classification) or mean squared error (regression), when labels are given."""
+
+
+@dataclass
+class QuestionAnsweringOutput:
+    start_logits: torch.Tensor
+    """float [batch_size, seq_length]: score of each token being the answer's first token."""
+    end_logits: torch.Tensor
+    """float [batch_size, seq_length]: score of each token being the answer's last token."""
+    loss: torch.Tensor | None = None
+    """Scalar (start cross-entropy + end cross-entropy) / 2, when positions are given."""
+
+
+@dataclass
+class TokenClassifierOutput:
+    logits: torch.Tensor
+    """float [batch_size, seq_length, num_labels]."""
+    loss: torch.Tensor | None = None
+    """Scalar mean cross-entropy over tokens whose label is not -100, when labels are given."""
+
+
+@dataclass
+class MultipleChoiceModelOutput:
+    logits: torch.Tensor
+    """float [batch_size, num_choices]: one score per candidate (softmax over them gives the choice)."""
+    loss: torch.Tensor | None = None
+    """Scalar mean cross-entropy over the candidates, when labels are given."""
+
+
+def question_answering_loss(
+    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
+) -> torch.Tensor:
+    """(start cross-entropy + end cross-entropy) / 2, as ``transformers`` ``ForQuestionAnsweringLoss``.
+
+    Args:
+        start_logits, end_logits: float [batch_size, seq_length].
+        start_positions, end_positions: int [batch_size], token indices; positions outside the sequence are
+            clamped to ``seq_length`` and ignored.
+    Returns:
+        A scalar float32 tensor.
+    """
+    T = start_logits.size(1)
+    start = start_positions.long().clamp(0, T)
+    end = end_positions.long().clamp(0, T)
+    return (
+        F.cross_entropy(start_logits.float(), start, ignore_index=T)
+        + F.cross_entropy(end_logits.float(), end, ignore_index=T)
+    ) / 2
+
+
+__all__ = [
+    "MultipleChoiceModelOutput",
+    "QuestionAnsweringOutput",
+    "SequenceClassifierOutput",
+    "TokenClassifierOutput",
+    "question_answering_loss",
+]
