@@ -161,3 +161,78 @@ def test_a_runner_beam_cannot_create_shows_beams_reason(tmp_path):
     assert result.returncode != 0
     assert "no such option" not in result.stderr
     assert "--runner=NoSuchRunner" in result.stderr and "Traceback" not in result.stderr
+
+
+class SlowFirstRead(distributed.WorkerPlugin):
+    """Worker plugin: each line-reader pass appends ``pid path`` to ``log``, then pauses ``pause`` seconds,
+    so that a ``kill -9`` aimed at the reading worker lands inside its task."""
+
+    def __init__(self, log: str, pause: float):
+        self.log, self.pause = log, pause
+
+    def setup(self, worker):
+        import time
+
+        from bertprep.pipeline.readers import context
+
+        original, log, pause = context._iter_lines, self.log, self.pause
+
+        def slowed(path, *args, **kwargs):
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"{os.getpid()} {path}\n")
+            time.sleep(pause)
+            return original(path, *args, **kwargs)
+
+        context._iter_lines = slowed
+
+
+def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(tmp_path):
+    """``kill -9`` of the worker process that is reading an input file, during make-shards on a 2-worker
+    cluster: Dask's nanny restarts the worker and the scheduler reruns its lost tasks, so the run ends with
+    status 0 and the same shards and manifest as the local runner (never a manifest beside half the shards),
+    in bounded time."""
+    import signal
+    import threading
+    import time
+
+    log = tmp_path / "reads.log"
+    log.write_text("")
+    local = _make_shards(tmp_path / "local", [])
+    assert local.returncode == 0, local.stderr
+    killed: list[int] = []
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
+        ) as cluster_,
+        distributed.Client(cluster_) as client,
+    ):
+        client.register_plugin(SlowFirstRead(str(log), pause=2.0), name="slow-first-read")
+        workers = set(client.run(os.getpid).values())
+
+        def kill_the_first_reader():
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not killed:
+                for line in log.read_text().splitlines():
+                    pid = int(line.split(" ", 1)[0])
+                    if pid in workers:
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                        return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_the_first_reader, daemon=True)
+        killer.start()
+        start = time.monotonic()
+        on_dask = _make_shards(
+            tmp_path / "dask", [], "--runner=DaskRunner", f"--dask_client_address={cluster_.scheduler_address}"
+        )
+        elapsed = time.monotonic() - start
+        killer.join(5)
+        restarted = set(client.run(os.getpid).values())
+
+    assert killed, "no worker started reading"
+    assert killed[0] not in restarted  # the killed process is gone; its nanny started a new one
+    assert on_dask.returncode == 0, on_dask.stderr
+    assert elapsed < 240
+    assert _digests(tmp_path / "dask") == _digests(tmp_path / "local")
+    assert _manifests(tmp_path / "dask") == _manifests(tmp_path / "local")
