@@ -405,12 +405,13 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     multiple=True,
     metavar="NAME=GLOBS[:WEIGHT]",
     help="A source of a weighted mixture, instead of -i (repeatable): its name, its comma-separated "
-    "globs, and a document sampling rate (default 1): 2 writes every document twice, 0.5 keeps "
-    "each with probability 0.5, 1.5 once plus a second copy half the time; decided by a stable "
-    "hash of (--random-seed, source, document), so on any runner. Copies are distinct documents "
-    "(own buckets, own masks) on the held-out side of their original; --dedup runs before "
-    "sampling. The manifest records each source's size, rate and realised share. --pairing-scope "
-    "global only.",
+    "globs, and a sampling rate (default 1) that multiplies the source's word pieces: 2 writes every "
+    "document twice; 0.5 keeps half of the word pieces, whole documents in the order of a stable "
+    "hash of (--random-seed, source, document) and the last one cut at a sentence; 1.5 every "
+    "document once plus such a half. The same on any runner. Copies are distinct documents (own "
+    "buckets, own masks) on the held-out side of their original; --dedup runs before sampling. The "
+    "manifest records each source's size, rate and realised shares of word pieces and instances "
+    "(bertprep inspect prints them). --pairing-scope global only.",
 )
 @click.option(
     "--mixture",

@@ -129,8 +129,9 @@ class Source:
     inputs: tuple[str, ...]
     """Its input files, globs or directories (as ``-i``)."""
     weight: float = 1.0
-    """Document sampling rate: 2.0 = every document twice, 0.5 = each document kept with probability 0.5,
-    1.5 = once, plus a second copy with probability 0.5 (``mixture.py``)."""
+    """Sampling rate, a multiplier of the source's word pieces: 2.0 = every document twice, 0.5 = the first
+    half of the word pieces in a stable hash order of the documents (whole documents, the last one cut at a
+    sentence), 1.5 = every document once plus such a half (``mixture.py``)."""
 
     def __post_init__(self) -> None:
         if not self.name or "=" in self.name:

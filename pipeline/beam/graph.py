@@ -119,7 +119,8 @@ def build_pipeline(
             )
         for side, docs in parts.items():
             label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
-            result = docs | label >> CreateTrainingInstances(config, files, folders[side])
+            sources = None if plan is None else (plan.file_source, plan.names)  # instances counted per source
+            result = docs | label >> CreateTrainingInstances(config, files, folders[side], sources)
             made[side] = (result.buckets, [result.counts])
     if split:  # each manifest records both sides' document counts
         per_side = {}

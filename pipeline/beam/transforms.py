@@ -35,7 +35,7 @@ from apache_beam.metrics import Metrics
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.instances import buckets
-from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam import heldout, mixture
 from bertprep.pipeline.instances.bucket_files import (
     TokenizedDocument,
     bucket_documents,
@@ -237,11 +237,14 @@ class PlanTokenBucketsFn(beam.CombineFn):
 
 
 class CreateInstancesFn(beam.DoFn):
-    """``(bucket, documents)`` -> bucket file meta ``(bucket, path, rows)``; counts as tagged output."""
+    """``(bucket, documents)`` -> bucket file meta ``(bucket, path, rows)``; counts as tagged output. With
+    ``sources`` (a mixture: the source index of each input file, and the sources' names) the counts hold the
+    instances per source (``mixture.instance_source_counts``)."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str):
+    def __init__(self, config: ShardsConfig, tmp_dir: str, sources: tuple[Sequence[int], Sequence[str]] | None = None):
         self.config = config
         self.tmp_dir = tmp_dir
+        self.sources = None if sources is None else (list(sources[0]), list(sources[1]))
         self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
         self.instances = Metrics.counter("bertprep", "instances")
 
@@ -254,10 +257,19 @@ class CreateInstancesFn(beam.DoFn):
         tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
         docs = bucket_documents(tokenized)
         counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
+        per_source: dict = {}  # a mixture's instances per source
+        on_described = None
+        if self.sources is not None:
+            file_source, names = self.sources
+            doc_sources = [file_source[d[0]] for d in tokenized]
+
+            def on_described(docs, described):
+                per_source.update(mixture.instance_source_counts(docs, described, doc_sources, names))
+
         del tokenized
         start = time.time()
         meta, stats = make_bucket_instances(
-            bucket, docs, self.config, self.resource.ids, self.resource.vocab.size, self.tmp_dir
+            bucket, docs, self.config, self.resource.ids, self.resource.vocab.size, self.tmp_dir, on_described
         )
         log.info(
             "bucket %d: %d documents -> %d instances in %.1f s",
@@ -268,7 +280,9 @@ class CreateInstancesFn(beam.DoFn):
         )
         self.instances.inc(meta[2])
         yield meta
-        yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1})
+        yield beam.pvalue.TaggedOutput(
+            "counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1, **per_source}
+        )
 
 
 class ProcessFileStreamingFn(beam.DoFn):
@@ -391,11 +405,18 @@ class TokenizeDocuments(beam.PTransform):
 class CreateTrainingInstances(beam.PTransform):
     """Tokenized documents -> seeded buckets -> reference algorithm -> bucket file metas (+ ``counts``)."""
 
-    def __init__(self, config: ShardsConfig, files: Sequence[str], tmp_dir: str):
+    def __init__(
+        self,
+        config: ShardsConfig,
+        files: Sequence[str],
+        tmp_dir: str,
+        sources: tuple[Sequence[int], Sequence[str]] | None = None,
+    ):
         super().__init__()
         self.config = config
         self.files = files
         self.tmp_dir = tmp_dir
+        self.sources = sources
 
     def expand(self, tokenized):
         seed = self.config.instance.random_seed
@@ -411,7 +432,9 @@ class CreateTrainingInstances(beam.PTransform):
             >> beam.ParDo(AssignBucketFn(self.files, seed, self.config.bucket_size), plan=beam.pvalue.AsSingleton(plan))
             | "GroupByBucket" >> beam.GroupByKey()
             | "CreateInstancesFn"
-            >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir)).with_outputs("counts", main="buckets")
+            >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir, self.sources)).with_outputs(
+                "counts", main="buckets"
+            )
         )
 
 
