@@ -397,7 +397,9 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     type=click.IntRange(min=1),
     default=_default("dedup_ngram"),
     show_default=True,
-    help="--dedup minhash: words per shingle (documents shorter than this are one shingle).",
+    help="--dedup minhash: words per shingle (documents shorter than this are one shingle). Edits weigh "
+    "more on longer shingles: at --dedup-threshold 0.8, 3-grams keep a copy with about 3% of its words "
+    "edited a near-copy, 5-grams about 1%.",
 )
 @click.option(
     "--source",
