@@ -438,7 +438,7 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     ".tsv, SQuAD .json, SWAG .csv, or plain text (one text per line). A document sharing a word "
     "n-gram (--decontaminate-ngram, after lower-casing and stripping punctuation) with them is "
     "dropped or cut (--decontaminate-mode); counted per file in the manifest. --pairing-scope "
-    "global only.",
+    "global: before --dedup exact; file: as the streaming pass reads, after the dedup pass.",
 )
 @click.option(
     "--decontaminate-ngram",

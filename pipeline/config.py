@@ -268,11 +268,6 @@ class ShardsConfig:
             raise ValueError(
                 f"--decontaminate-mode must be one of {', '.join(DECONTAMINATE_MODES)}, got {self.decontaminate_mode!r}"
             )
-        if self.decontaminate and self.pairing_scope == "file":
-            raise ValueError(
-                "--decontaminate works on the documents of --pairing-scope global only (the file scope never "
-                "gathers documents for a filtering step): use --pairing-scope global, or decontaminate the inputs first"
-            )
 
     def _check_mixture(self) -> None:
         names = [s.name for s in self.sources]
@@ -290,8 +285,10 @@ class ShardsConfig:
                 )
         if self.sources and self.pairing_scope == "file":
             raise ValueError(
-                "weighted sources (--source, --mixture) need --pairing-scope global (the file scope makes instances "
-                "while it reads, before a document's copies could be spread over buckets)"
+                "weighted sources (--source, --mixture) need --pairing-scope global: a source's budget of word "
+                "pieces is cut where it runs out in the order of all its documents, which needs every document "
+                "tokenized before any is sampled, and copies must spread over buckets, while the file scope makes "
+                "instances from runs of one file as it reads them"
             )
 
     @property

@@ -35,7 +35,7 @@ from apache_beam.metrics import Metrics
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.instances import buckets
-from bertprep.pipeline.beam import heldout, mixture
+from bertprep.pipeline.beam import decontamination, heldout, mixture
 from bertprep.pipeline.instances.bucket_files import (
     TokenizedDocument,
     bucket_documents,
@@ -302,7 +302,7 @@ class ProcessFileStreamingFn(beam.DoFn):
         self.resource.load()
 
     @records_errors("tmp_dir")
-    def process(self, element: tuple[int, str]) -> Iterator[Any]:
+    def process(self, element: tuple[int, str], table: dict | None = None) -> Iterator[Any]:
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         reader_stats = readers.ReaderStats()
         size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
@@ -346,6 +346,17 @@ class ProcessFileStreamingFn(beam.DoFn):
             path, self.config.input_format, stats=reader_stats, **self.config.reader_kwargs()
         )
         for doc in heldout.select_documents(documents, skip):
+            sentences = doc.sentences
+            if table is not None:  # --decontaminate: dropped or cut as read; counted in both sides' manifests
+                sentences, found = decontamination.decontaminate_document(
+                    sentences, table, self.config.decontaminate_mode
+                )
+                for counted in found:
+                    yield beam.pvalue.TaggedOutput("counts", counted)
+                    if split:
+                        yield beam.pvalue.TaggedOutput("eval_counts", counted)
+                if sentences is None:
+                    continue
             side = (
                 "eval"
                 if split
@@ -353,7 +364,7 @@ class ProcessFileStreamingFn(beam.DoFn):
                 else "train"
             )
             state = runs[side]
-            state["run"].append(self.resource.encode(file_index, doc.ordinal, doc.sentences))
+            state["run"].append(self.resource.encode(file_index, doc.ordinal, sentences))
             state["seen"] += 1
             state["tokens"] += document_tokens(state["run"][-1])
             if (size is None and state["tokens"] >= self.config.bucket_tokens) or (size and len(state["run"]) >= size):
@@ -440,15 +451,18 @@ class CreateTrainingInstances(beam.PTransform):
 
 class ProcessFilesStreaming(beam.PTransform):
     """Input files -> bucket file metas (``buckets``) and ``counts``; with a held-out split also
-    ``eval_buckets`` and ``eval_counts`` (bucket files in ``eval_tmp_dir``)."""
+    ``eval_buckets`` and ``eval_counts`` (bucket files in ``eval_tmp_dir``). With ``table`` (the evaluation
+    n-grams of ``--decontaminate``, one element) each document is decontaminated as it is read."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None):
+    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None, table=None):
         super().__init__()
         self.config = config
         self.tmp_dir = tmp_dir
         self.eval_tmp_dir = eval_tmp_dir
+        self.table = table
 
     def expand(self, files):
+        side_inputs = {} if self.table is None else {"table": beam.pvalue.AsSingleton(self.table)}
         return files | "ProcessFileStreamingFn" >> beam.ParDo(
-            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir)
+            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir), **side_inputs
         ).with_outputs("counts", "eval_buckets", "eval_counts", main="buckets")

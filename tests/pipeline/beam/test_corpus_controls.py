@@ -25,6 +25,7 @@ from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, launch, mixture, near_dedup
 from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.shards.inspection import format_statistics
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -189,6 +190,12 @@ def test_mixture_run_writes_the_rates_copies_and_is_worker_count_independent(cor
         assert sum(r["instance_tokens"] for r in rows) + 3 * stats["instances"] == stats["tokens"]  # [CLS], 2 [SEP]
         assert sum(r["instance_share"] for r in rows) == pytest.approx(1.0, abs=1e-5)
     assert mix["a"]["instance_share"] > 0.7  # 120 of 150 documents
+    # inspect prints per source the asked share beside the realised ones (word pieces, instances, their pieces)
+    shown = format_statistics(runs["one"])
+    a = mix["a"]
+    realised = [a["asked_token_share"], a["token_share"], a["instance_share"], a["instance_token_share"]]
+    assert f"{a['instances']:,} instances" in shown
+    assert "share {} -> {}, {}, {}".format(*(f"{100 * x:.1f}%" for x in realised)) in shown
 
 
 @pytest.mark.parametrize("objective", ["sop", "none"])
@@ -315,8 +322,9 @@ def _planted(shared_data: Path, root: Path) -> tuple[str, list[str], int]:
     return str(path), evals, len(plants)
 
 
+@pytest.mark.parametrize("scope", ["global", "file"])
 @pytest.mark.parametrize("mode", ["drop", "cut"])
-def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, tmp_path, mode):
+def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, tmp_path, mode, scope):
     path, evals, planted = _planted(shared_data, tmp_path)
     config = _config(
         corpus,
@@ -325,6 +333,7 @@ def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, 
         vocab=str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
         decontaminate=tuple(evals),
         decontaminate_mode=mode,
+        pairing_scope=scope,
     )
     manifest = run_make_shards(config, ONE_WORKER)
     d = manifest["decontamination"]
@@ -337,6 +346,24 @@ def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, 
         assert d["documents_dropped"] == 0 and d["sentences_cut"] == planted
 
 
-def test_decontaminate_refuses_the_file_scope():
-    with pytest.raises(ValueError, match="--pairing-scope global"):
-        ShardsConfig(inputs=("a",), vocab="v", output_dir="o", decontaminate=("e.tsv",), pairing_scope="file")
+def test_file_scope_decontaminates_both_sides_of_a_split_as_the_global_scope(shared_data, corpus, tmp_path):
+    path, evals, planted = _planted(shared_data, tmp_path)
+    manifests = {}
+    for scope in ("global", "file"):
+        config = _config(
+            corpus,
+            tmp_path / scope,
+            inputs=(path,),
+            vocab=str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
+            decontaminate=tuple(evals),
+            pairing_scope=scope,
+            eval_fraction=0.3,
+        )
+        run_make_shards(config, ONE_WORKER)
+        manifests[scope] = [json.loads((tmp_path / scope / sub / "manifest.json").read_text()) for sub in (".", "eval")]
+    for train, held_out in manifests.values():
+        assert train["decontamination"] == held_out["decontamination"]  # counted once, recorded in both
+        assert train["decontamination"]["documents_dropped"] == planted
+        total = train["split"]["train_documents"] + train["split"]["eval_documents"]
+        assert total == 30  # the clean documents, on either side
+    assert manifests["global"][0]["decontamination"] == manifests["file"][0]["decontamination"]
