@@ -2,9 +2,10 @@
 
 The shared featured articles (WikiExtractor output) are written in the BERT format (one paragraph per
 line, a blank line between documents) together with edited copies of some of them: per word, a drop, an
-insertion (a word of the same paragraph) or an adjacent swap at about ``rate`` in all (5%, 7.5% or 10%);
-documents in a seeded shuffled order. ``truth.json`` lists ``[kind, article]`` per document in file order
-("orig" or "copy"): the later of an article's two documents is the one a deduplicator should drop.
+insertion (a word of the same paragraph) or an adjacent swap at about ``rate`` in all (``RATES``: 1%, 3%,
+5% and 10%, as many copies of each); documents in a seeded shuffled order. ``truth.json`` lists
+``[kind, article, rate]`` per document in file order ("orig" with rate 0, or "copy"): the later of an
+article's two documents is the one a deduplicator should drop.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import random
 import re
 from pathlib import Path
 
-DATA = "/work/shared/data/wikipedia/wikiextractor-featured/AA/wiki_*"
+DATA = str(Path(__file__).resolve().parent.parent.parent / "shared/data/wikipedia/wikiextractor-featured/AA/wiki_*")
+RATES = (0.01, 0.03, 0.05, 0.10)
 
 
 def articles(pattern: str = DATA) -> list[list[str]]:
@@ -48,23 +50,24 @@ def edit(paragraphs: list[str], rate: float, rng: random.Random) -> list[str]:
     return out
 
 
-def plant(out_dir: Path, copies: int = 45, seed: int = 1) -> tuple[Path, Path]:
+def plant(out_dir: Path, copies: int = 80, seed: int = 1, rates: tuple[float, ...] = RATES) -> tuple[Path, Path]:
     rng = random.Random(seed)
     docs = articles()
-    items = [("orig", i, d) for i, d in enumerate(docs)]
+    items = [("orig", i, 0.0, d) for i, d in enumerate(docs)]
     for j, i in enumerate(rng.sample(range(len(docs)), copies)):
-        items.append(("copy", i, edit(docs[i], (0.05, 0.075, 0.10)[j % 3], rng)))
+        rate = rates[j % len(rates)]
+        items.append(("copy", i, rate, edit(docs[i], rate, rng)))
     rng.shuffle(items)
     out_dir.mkdir(parents=True, exist_ok=True)
     corpus, truth = out_dir / "near.txt", out_dir / "truth.json"
-    corpus.write_text("\n\n".join("\n".join(d) for _, _, d in items) + "\n", encoding="utf-8")
-    truth.write_text(json.dumps([[k, i] for k, i, _ in items]))
+    corpus.write_text("\n\n".join("\n".join(d) for _, _, _, d in items) + "\n", encoding="utf-8")
+    truth.write_text(json.dumps([[k, i, rate] for k, i, rate, _ in items]))
     return corpus, truth
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--copies", type=int, default=45)
+    parser.add_argument("--copies", type=int, default=80)
     args = parser.parse_args()
     print(*plant(args.out_dir, args.copies))

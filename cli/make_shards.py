@@ -397,7 +397,9 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     type=click.IntRange(min=1),
     default=_default("dedup_ngram"),
     show_default=True,
-    help="--dedup minhash: words per shingle (documents shorter than this are one shingle).",
+    help="--dedup minhash: words per shingle (documents shorter than this are one shingle). Edits weigh "
+    "more on longer shingles: at --dedup-threshold 0.8, 3-grams keep a copy with about 3% of its words "
+    "edited a near-copy, 5-grams about 1%.",
 )
 @click.option(
     "--source",
@@ -405,12 +407,13 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     multiple=True,
     metavar="NAME=GLOBS[:WEIGHT]",
     help="A source of a weighted mixture, instead of -i (repeatable): its name, its comma-separated "
-    "globs, and a document sampling rate (default 1): 2 writes every document twice, 0.5 keeps "
-    "each with probability 0.5, 1.5 once plus a second copy half the time; decided by a stable "
-    "hash of (--random-seed, source, document), so on any runner. Copies are distinct documents "
-    "(own buckets, own masks) on the held-out side of their original; --dedup runs before "
-    "sampling. The manifest records each source's size, rate and realised share. --pairing-scope "
-    "global only.",
+    "globs, and a sampling rate (default 1) that multiplies the source's word pieces: 2 writes every "
+    "document twice; 0.5 keeps half of the word pieces, whole documents in the order of a stable "
+    "hash of (--random-seed, source, document) and the last one cut at a sentence; 1.5 every "
+    "document once plus such a half. The same on any runner. Copies are distinct documents (own "
+    "buckets, own masks) on the held-out side of their original; --dedup runs before sampling. The "
+    "manifest records each source's size, rate and realised shares of word pieces and instances "
+    "(bertprep inspect prints them). --pairing-scope global only.",
 )
 @click.option(
     "--mixture",
@@ -435,7 +438,7 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     ".tsv, SQuAD .json, SWAG .csv, or plain text (one text per line). A document sharing a word "
     "n-gram (--decontaminate-ngram, after lower-casing and stripping punctuation) with them is "
     "dropped or cut (--decontaminate-mode); counted per file in the manifest. --pairing-scope "
-    "global only.",
+    "global: before --dedup exact; file: as the streaming pass reads, after the dedup pass.",
 )
 @click.option(
     "--decontaminate-ngram",

@@ -129,8 +129,9 @@ class Source:
     inputs: tuple[str, ...]
     """Its input files, globs or directories (as ``-i``)."""
     weight: float = 1.0
-    """Document sampling rate: 2.0 = every document twice, 0.5 = each document kept with probability 0.5,
-    1.5 = once, plus a second copy with probability 0.5 (``mixture.py``)."""
+    """Sampling rate, a multiplier of the source's word pieces: 2.0 = every document twice, 0.5 = the first
+    half of the word pieces in a stable hash order of the documents (whole documents, the last one cut at a
+    sentence), 1.5 = every document once plus such a half (``mixture.py``)."""
 
     def __post_init__(self) -> None:
         if not self.name or "=" in self.name:
@@ -206,8 +207,9 @@ class ShardsConfig:
     manifest."""
     dedup_threshold: float = 0.8
     """``dedup="minhash"``: Jaccard similarity (of word n-gram sets) from which two documents are near-copies."""
-    dedup_ngram: int = 5
-    """``dedup="minhash"``: words per shingle."""
+    dedup_ngram: int = 3
+    """``dedup="minhash"``: words per shingle. 3: at the default threshold 0.8 a copy with about 3% of its words
+    edited is still a near-copy (5-grams: about 1%; ``benchmarks/dedup.md``)."""
     sources: tuple[Source, ...] = ()
     """A weighted mixture (``mixture.py``): the sources, in reading order; ``inputs`` is then their inputs
     together. Empty: no mixture (every document once)."""
@@ -266,11 +268,6 @@ class ShardsConfig:
             raise ValueError(
                 f"--decontaminate-mode must be one of {', '.join(DECONTAMINATE_MODES)}, got {self.decontaminate_mode!r}"
             )
-        if self.decontaminate and self.pairing_scope == "file":
-            raise ValueError(
-                "--decontaminate works on the documents of --pairing-scope global only (the file scope never "
-                "gathers documents for a filtering step): use --pairing-scope global, or decontaminate the inputs first"
-            )
 
     def _check_mixture(self) -> None:
         names = [s.name for s in self.sources]
@@ -288,8 +285,10 @@ class ShardsConfig:
                 )
         if self.sources and self.pairing_scope == "file":
             raise ValueError(
-                "weighted sources (--source, --mixture) need --pairing-scope global (the file scope makes instances "
-                "while it reads, before a document's copies could be spread over buckets)"
+                "weighted sources (--source, --mixture) need --pairing-scope global: a source's budget of word "
+                "pieces is cut where it runs out in the order of all its documents, which needs every document "
+                "tokenized before any is sampled, and copies must spread over buckets, while the file scope makes "
+                "instances from runs of one file as it reads them"
             )
 
     @property

@@ -223,9 +223,33 @@ def contaminated_sentences(
     return hits, cut
 
 
+def decontaminate_document(
+    sentences: Sequence[str], table: dict[str, dict[int, np.ndarray]], mode: str
+) -> tuple[list[str] | None, list[dict]]:
+    """One document's sentences against the evaluation n-grams (``table``: :class:`BuildNgramTableFn`'s).
+
+    Returns:
+        ``(sentences kept, counts)``: the sentences unchanged when nothing matches, without those a match
+        covers (``mode`` ``cut``), or ``None`` when the document is dropped (``drop``, or nothing left);
+        ``counts`` the count dicts to add to the manifest's (none for a clean document).
+    """
+    hits, cut = contaminated_sentences(sentences, table)
+    if not hits:
+        return list(sentences), []
+    kept = [s for i, s in enumerate(sentences) if i not in cut] if mode == "cut" else []
+    counts: dict = {"files": {path: {"documents_matched": 1, "ngrams_matched": k} for path, k in hits.items()}}
+    counts["documents_matched"] = 1
+    if kept:
+        counts["sentences_cut"] = len(cut)
+        return kept, [{"decontamination": counts}]
+    counts["documents_dropped"] = 1
+    return None, [{"reader": {"skipped_documents": {"contaminated": 1}}}, {"decontamination": counts}]
+
+
 class DecontaminateFn(beam.DoFn):
     """A document as read, ``(file_index, ordinal, sentences)`` -> the document (unchanged, cut, or nothing);
-    tagged ``counts`` per contaminated document. Side input: :class:`BuildNgramTableFn`'s table."""
+    tagged ``counts`` per contaminated document (:func:`decontaminate_document`). Side input:
+    :class:`BuildNgramTableFn`'s table."""
 
     def __init__(self, n: int, mode: str):
         self.n = n
@@ -233,21 +257,35 @@ class DecontaminateFn(beam.DoFn):
         self.dropped = Metrics.counter("bertprep", "decontaminate_documents_dropped")
 
     def process(self, doc: tuple[int, int, list[str]], table: dict) -> Iterator[Any]:
-        hits, cut = contaminated_sentences(doc[2], table)
-        if not hits:
-            yield doc
-            return
-        kept = [s for i, s in enumerate(doc[2]) if i not in cut] if self.mode == "cut" else []
-        counts: dict = {"files": {path: {"documents_matched": 1, "ngrams_matched": k} for path, k in hits.items()}}
-        counts["documents_matched"] = 1
-        if kept:
-            counts["sentences_cut"] = len(cut)
+        kept, counts = decontaminate_document(doc[2], table, self.mode)
+        if kept is None:
+            self.dropped.inc()
+        elif counts:
             yield (doc[0], doc[1], kept)
         else:
-            self.dropped.inc()
-            counts["documents_dropped"] = 1
-            yield beam.pvalue.TaggedOutput("counts", {"reader": {"skipped_documents": {"contaminated": 1}}})
-        yield beam.pvalue.TaggedOutput("counts", {"decontamination": counts})
+            yield doc
+        for c in counts:
+            yield beam.pvalue.TaggedOutput("counts", c)
+
+
+class BuildNgramTable(beam.PTransform):
+    """The pipeline's root -> ``{"table": the evaluation n-grams (one element), "counts": per-file counts}``."""
+
+    def __init__(self, config: ShardsConfig, error_dir: str | None = None):
+        super().__init__()
+        self.config = config
+        self.error_dir = error_dir
+
+    def expand(self, pipeline):
+        built = (
+            pipeline
+            | "EvaluationFiles" >> beam.Create([list(self.config.decontaminate)])
+            | "BuildNgramTableFn"
+            >> beam.ParDo(BuildNgramTableFn(self.config.decontaminate_ngram, self.error_dir)).with_outputs(
+                "counts", main="table"
+            )
+        )
+        return {"table": built.table, "counts": built.counts}
 
 
 class Decontaminate(beam.PTransform):
@@ -259,19 +297,12 @@ class Decontaminate(beam.PTransform):
         self.error_dir = error_dir
 
     def expand(self, documents):
-        built = (
-            documents.pipeline
-            | "EvaluationFiles" >> beam.Create([list(self.config.decontaminate)])
-            | "BuildNgramTableFn"
-            >> beam.ParDo(BuildNgramTableFn(self.config.decontaminate_ngram, self.error_dir)).with_outputs(
-                "counts", main="table"
-            )
-        )
+        built = documents.pipeline | BuildNgramTable(self.config, self.error_dir)
         cleaned = documents | "DecontaminateFn" >> beam.ParDo(
             DecontaminateFn(self.config.decontaminate_ngram, self.config.decontaminate_mode),
-            table=beam.pvalue.AsSingleton(built.table),
+            table=beam.pvalue.AsSingleton(built["table"]),
         ).with_outputs("counts", main="documents")
-        counts = (built.counts, cleaned.counts) | "FlattenDecontaminationCounts" >> beam.Flatten()
+        counts = (built["counts"], cleaned.counts) | "FlattenDecontaminationCounts" >> beam.Flatten()
         return {"documents": cleaned.documents, "counts": counts}
 
 

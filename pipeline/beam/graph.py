@@ -49,9 +49,10 @@ def build_pipeline(
     ``tmp_dir/eval/`` with its own manifest; in the ``global`` scope the tokenized documents are partitioned,
     in the ``file`` scope the streaming pass keeps one run per side.
     With ``config.dedup == "minhash"`` a first pass (``near_dedup.NearDedup``) gives each file the ordinals of
-    its near-copies, in both scopes. With ``config.decontaminate`` (``global`` scope) the documents as read go
-    through ``decontamination.Decontaminate`` before exact dedup; with ``config.sources`` the tokenized
-    documents are sampled per source (``mixture.SampleSources``) before the held-out split.
+    its near-copies, in both scopes. With ``config.decontaminate`` the documents as read go through
+    ``decontamination.Decontaminate`` before exact dedup (``global`` scope) or are decontaminated by the
+    streaming pass as it reads them, after the first pass's dedup (``file`` scope); with ``config.sources``
+    the tokenized documents are sampled per source (``mixture.SampleSources``) before the held-out split.
     Without these options the pipeline is the one made before they existed."""
     bucket_dir = FileSystems.join(tmp_dir, BUCKETS_DIR)
     vocab_info = {
@@ -91,7 +92,14 @@ def build_pipeline(
     folders = {"train": bucket_dir, "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
     made = {}  # side -> (bucket metas, [counts of that side's instances])
     if config.pairing_scope == "file":  # no shuffle: one streaming pass makes both sides' runs
-        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(config, folders["train"], folders["eval"])
+        table = None
+        if config.decontaminate:  # the evaluation n-grams reach the reading step as a side input
+            built = pipeline | "BuildNgramTable" >> decontamination.BuildNgramTable(config, tmp_dir)
+            table = built["table"]
+            shared_counts.append(built["counts"])
+        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(
+            config, folders["train"], folders["eval"], table
+        )
         made["train"] = (result.buckets, [result.counts])
         if split:
             made["eval"] = (result.eval_buckets, [result.eval_counts])
@@ -119,7 +127,8 @@ def build_pipeline(
             )
         for side, docs in parts.items():
             label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
-            result = docs | label >> CreateTrainingInstances(config, files, folders[side])
+            sources = None if plan is None else (plan.file_source, plan.names)  # instances counted per source
+            result = docs | label >> CreateTrainingInstances(config, files, folders[side], sources)
             made[side] = (result.buckets, [result.counts])
     if split:  # each manifest records both sides' document counts
         per_side = {}

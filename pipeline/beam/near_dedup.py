@@ -12,8 +12,12 @@ Steps (:class:`NearDedup`), in the shape of ``heldout.ExactDedup``: a first stre
 takes its word n-grams (a document shorter than n words is one shingle) and its MinHash signature
 (``datasketch.MinHash``, :data:`NUM_PERM` permutations, fixed :data:`MINHASH_SEED`: the same signature in
 every process), and emits it once per LSH band under the key ``(band, blake2b of the band's values)``;
-the bands and rows are datasketch's own choice for the threshold (``MinHashLSH(threshold, num_perm).b/.r``:
-9 bands of 13 rows at 0.8). A ``GroupByKey`` per band key gathers the candidates (memory per key: the
+the bands and rows are datasketch's optimum for the threshold with a missed pair weighing 9 times a
+spurious candidate (``MinHashLSH(threshold, num_perm, weights=LSH_WEIGHTS).b/.r``: 14 bands of 9 rows at
+0.8, which make a pair of Jaccard 0.8 a candidate with probability 0.87 and one of 0.85 with 0.97, where the
+balanced weights' 9 bands of 13 rows gave 0.40 and 0.69). A spurious candidate costs one comparison of
+signatures, which rejects it, so recall is what the bands must buy. A ``GroupByKey`` per band key gathers
+the candidates (memory per key: the
 documents that share that band, i.e. the near-copies and rare chance collisions); :class:`FindNearDuplicatesFn`
 checks each candidate pair by estimated Jaccard (the share of equal signature values) and emits each
 document that has an earlier near-copy, with that earlier document. A second ``GroupByKey`` on the dropped
@@ -41,17 +45,21 @@ from bertprep.pipeline.normalization import bert_normalizer
 
 log = logging.getLogger(__name__)
 
-#: MinHash permutations per signature and their seed (fixed: signatures must agree across processes).
+#: MinHash permutations per signature and their seed (fixed: signatures must agree across processes). 256
+#: permutations found no more of the planted near-copies than 128 (benchmarks/dedup.md) at twice the shuffle.
 NUM_PERM = 128
 MINHASH_SEED = 1
+#: datasketch's weights of (false positive, false negative) area when it chooses bands and rows: candidates are
+#: checked by their estimated Jaccard, so a false positive costs a comparison and a false negative a missed copy.
+LSH_WEIGHTS = (0.1, 0.9)
 
 
 def lsh_bands(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
-    """``(bands, rows)`` of the LSH index for ``threshold``: datasketch's choice (false positives and negatives
-    weighed equally)."""
+    """``(bands, rows)`` of the LSH index for ``threshold``: datasketch's optimum (``MinHashLSH``'s
+    ``_optimal_param``) with a false negative weighing 9 times a false positive (:data:`LSH_WEIGHTS`)."""
     from datasketch import MinHashLSH
 
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=LSH_WEIGHTS)
     return lsh.b, lsh.r
 
 

@@ -35,7 +35,7 @@ from apache_beam.metrics import Metrics
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.instances import buckets
-from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam import decontamination, heldout, mixture
 from bertprep.pipeline.instances.bucket_files import (
     TokenizedDocument,
     bucket_documents,
@@ -237,11 +237,14 @@ class PlanTokenBucketsFn(beam.CombineFn):
 
 
 class CreateInstancesFn(beam.DoFn):
-    """``(bucket, documents)`` -> bucket file meta ``(bucket, path, rows)``; counts as tagged output."""
+    """``(bucket, documents)`` -> bucket file meta ``(bucket, path, rows)``; counts as tagged output. With
+    ``sources`` (a mixture: the source index of each input file, and the sources' names) the counts hold the
+    instances per source (``mixture.instance_source_counts``)."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str):
+    def __init__(self, config: ShardsConfig, tmp_dir: str, sources: tuple[Sequence[int], Sequence[str]] | None = None):
         self.config = config
         self.tmp_dir = tmp_dir
+        self.sources = None if sources is None else (list(sources[0]), list(sources[1]))
         self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
         self.instances = Metrics.counter("bertprep", "instances")
 
@@ -254,10 +257,19 @@ class CreateInstancesFn(beam.DoFn):
         tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
         docs = bucket_documents(tokenized)
         counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
+        per_source: dict = {}  # a mixture's instances per source
+        on_described = None
+        if self.sources is not None:
+            file_source, names = self.sources
+            doc_sources = [file_source[d[0]] for d in tokenized]
+
+            def on_described(docs, described):
+                per_source.update(mixture.instance_source_counts(docs, described, doc_sources, names))
+
         del tokenized
         start = time.time()
         meta, stats = make_bucket_instances(
-            bucket, docs, self.config, self.resource.ids, self.resource.vocab.size, self.tmp_dir
+            bucket, docs, self.config, self.resource.ids, self.resource.vocab.size, self.tmp_dir, on_described
         )
         log.info(
             "bucket %d: %d documents -> %d instances in %.1f s",
@@ -268,7 +280,9 @@ class CreateInstancesFn(beam.DoFn):
         )
         self.instances.inc(meta[2])
         yield meta
-        yield beam.pvalue.TaggedOutput("counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1})
+        yield beam.pvalue.TaggedOutput(
+            "counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1, **per_source}
+        )
 
 
 class ProcessFileStreamingFn(beam.DoFn):
@@ -288,7 +302,7 @@ class ProcessFileStreamingFn(beam.DoFn):
         self.resource.load()
 
     @records_errors("tmp_dir")
-    def process(self, element: tuple[int, str]) -> Iterator[Any]:
+    def process(self, element: tuple[int, str], table: dict | None = None) -> Iterator[Any]:
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
         reader_stats = readers.ReaderStats()
         size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
@@ -332,6 +346,17 @@ class ProcessFileStreamingFn(beam.DoFn):
             path, self.config.input_format, stats=reader_stats, **self.config.reader_kwargs()
         )
         for doc in heldout.select_documents(documents, skip):
+            sentences = doc.sentences
+            if table is not None:  # --decontaminate: dropped or cut as read; counted in both sides' manifests
+                sentences, found = decontamination.decontaminate_document(
+                    sentences, table, self.config.decontaminate_mode
+                )
+                for counted in found:
+                    yield beam.pvalue.TaggedOutput("counts", counted)
+                    if split:
+                        yield beam.pvalue.TaggedOutput("eval_counts", counted)
+                if sentences is None:
+                    continue
             side = (
                 "eval"
                 if split
@@ -339,7 +364,7 @@ class ProcessFileStreamingFn(beam.DoFn):
                 else "train"
             )
             state = runs[side]
-            state["run"].append(self.resource.encode(file_index, doc.ordinal, doc.sentences))
+            state["run"].append(self.resource.encode(file_index, doc.ordinal, sentences))
             state["seen"] += 1
             state["tokens"] += document_tokens(state["run"][-1])
             if (size is None and state["tokens"] >= self.config.bucket_tokens) or (size and len(state["run"]) >= size):
@@ -391,11 +416,18 @@ class TokenizeDocuments(beam.PTransform):
 class CreateTrainingInstances(beam.PTransform):
     """Tokenized documents -> seeded buckets -> reference algorithm -> bucket file metas (+ ``counts``)."""
 
-    def __init__(self, config: ShardsConfig, files: Sequence[str], tmp_dir: str):
+    def __init__(
+        self,
+        config: ShardsConfig,
+        files: Sequence[str],
+        tmp_dir: str,
+        sources: tuple[Sequence[int], Sequence[str]] | None = None,
+    ):
         super().__init__()
         self.config = config
         self.files = files
         self.tmp_dir = tmp_dir
+        self.sources = sources
 
     def expand(self, tokenized):
         seed = self.config.instance.random_seed
@@ -411,21 +443,26 @@ class CreateTrainingInstances(beam.PTransform):
             >> beam.ParDo(AssignBucketFn(self.files, seed, self.config.bucket_size), plan=beam.pvalue.AsSingleton(plan))
             | "GroupByBucket" >> beam.GroupByKey()
             | "CreateInstancesFn"
-            >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir)).with_outputs("counts", main="buckets")
+            >> beam.ParDo(CreateInstancesFn(self.config, self.tmp_dir, self.sources)).with_outputs(
+                "counts", main="buckets"
+            )
         )
 
 
 class ProcessFilesStreaming(beam.PTransform):
     """Input files -> bucket file metas (``buckets``) and ``counts``; with a held-out split also
-    ``eval_buckets`` and ``eval_counts`` (bucket files in ``eval_tmp_dir``)."""
+    ``eval_buckets`` and ``eval_counts`` (bucket files in ``eval_tmp_dir``). With ``table`` (the evaluation
+    n-grams of ``--decontaminate``, one element) each document is decontaminated as it is read."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None):
+    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None, table=None):
         super().__init__()
         self.config = config
         self.tmp_dir = tmp_dir
         self.eval_tmp_dir = eval_tmp_dir
+        self.table = table
 
     def expand(self, files):
+        side_inputs = {} if self.table is None else {"table": beam.pvalue.AsSingleton(self.table)}
         return files | "ProcessFileStreamingFn" >> beam.ParDo(
-            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir)
+            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir), **side_inputs
         ).with_outputs("counts", "eval_buckets", "eval_counts", main="buckets")

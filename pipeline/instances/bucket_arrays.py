@@ -95,6 +95,8 @@ class InstanceDescriptions:
         self.word_starts: list[int] | None = None
         #: objective ``none``: the word-start flags laid out as ``ids`` (with a word segmenter), else None
         self.stream_word_starts: np.ndarray | None = None
+        #: objective ``none``: the bucket's documents (indexes) in the order they are joined in ``ids``
+        self.stream_documents: list[int] = []
 
     def __len__(self) -> int:
         return len(self.a_start)

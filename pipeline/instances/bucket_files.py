@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 from bertprep.pipeline import schema
 from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.shards import store as shards
-from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
+from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.config import ShardsConfig
@@ -111,7 +111,13 @@ def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) 
 
 
 def make_bucket_instances(
-    bucket: int, docs: BucketDocuments, config: ShardsConfig, ids: VocabIds, vocab_size: int, tmp_dir: str
+    bucket: int,
+    docs: BucketDocuments,
+    config: ShardsConfig,
+    ids: VocabIds,
+    vocab_size: int,
+    tmp_dir: str,
+    on_described: Callable[[BucketDocuments, InstanceDescriptions], None] | None = None,
 ) -> tuple[tuple, InstanceStats]:
     """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
 
@@ -121,6 +127,9 @@ def make_bucket_instances(
     ``create_training_instances``); ``fast`` keeps that generator for pairing but truncates as
     :func:`~bertprep.pipeline.instances.common.truncation_bounds_fast` and masks the whole bucket with
     :func:`~bertprep.pipeline.masking.fast.mask_table` (numpy, seeded from (seed, bucket)).
+
+    ``on_described``, when given, is called with the documents and the instances' descriptions (offsets of
+    their segments) before the rows are assembled (``mixture.InstanceSourcesFn`` counts them per source).
 
     Returns:
         ``((bucket, path, rows), stats)``.
@@ -134,6 +143,8 @@ def make_bucket_instances(
     vectorized_masking = fast and config.masking == "static" and instance_config.effective_masking_scheme == "token"
     python_masking = config.masking == "static" and not vectorized_masking
     described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking, fast_truncation=fast)
+    if on_described is not None:
+        on_described(docs, described)
     path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
     if not len(described):
         return (bucket, path, 0), stats

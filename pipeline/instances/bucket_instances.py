@@ -410,6 +410,7 @@ def _describe_stream(
         pieces.append(docs.ids[start : start + sum(docs.sentence_lengths[d])])
     stream = np.concatenate(pieces).astype(np.uint32, copy=False)
     out.ids = stream
+    out.stream_documents = order
     if docs.word_starts is not None:  # a word segmenter's word starts, laid out as the stream (0 at a [SEP])
         flag_pieces = []
         for n, d in enumerate(order):

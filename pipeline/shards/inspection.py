@@ -72,15 +72,26 @@ def _split_and_dedup(manifest: dict[str, Any]) -> list[tuple[str, str]]:
             if mixture.get("temperature_alpha") is not None
             else "weights"
         )
-        rows.append(("mixture", f"{len(mixture['sources'])} sources by {how} (word-piece share asked -> realised)"))
+        rows.append(
+            (
+                "mixture",
+                f"{len(mixture['sources'])} sources by {how}; share of word pieces asked -> realised in the "
+                "sampled documents, in the instances (by their first segment) and their word pieces",
+            )
+        )
         for src in mixture["sources"]:
-            asked, got = src.get("asked_token_share"), src.get("token_share")
+            realised = f"{_pct(src.get('asked_token_share'))} -> {_pct(src.get('token_share'))}"
+            if "instance_share" in src:  # manifests before instances were counted per source lack them
+                realised += f", {_pct(src['instance_share'])}, {_pct(src['instance_token_share'])}"
+                made = f"; {src['instances']:,} instances"
+            else:
+                made = ""
             rows.append(
                 (
                     f"  {src['name']}",
                     f"{src['files']:,} files, {src['bytes']:,} bytes, {src['documents_in']:,} documents; weight "
                     f"{src['weight']}, rate {src['rate']}: {src['documents']:,} documents, {src['tokens']:,} word "
-                    f"pieces; share {_pct(asked)} -> {_pct(got)}",
+                    f"pieces{made}; share {realised}",
                 )
             )
     decon = manifest.get("decontamination")

@@ -25,6 +25,7 @@ from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, launch, mixture, near_dedup
 from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.shards.inspection import format_statistics
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -71,27 +72,53 @@ def _shard_bytes(directory: Path) -> dict[str, bytes]:
 # ------------------------------------------------------------------------------------------ mixture
 
 
-def test_rates_multiply_documents_and_fractions_are_kept_at_their_share():
-    ids = [(f"f{f}", o) for f in range(5) for o in range(4000)]
-    assert all(mixture.copies_of(2.0, 1, "s", p, o) == 2 for p, o in ids[:100])
+def _sampled(rate: float, source: str, ids: list, lengths: list) -> list[list[int]]:
+    """The sentences each copy keeps, per document, as the pipeline decides them (plan, then per document)."""
+    keys = [mixture.sampling_key(1, source, p, o) for p, o in ids]
+    cut = None if rate == int(rate) else mixture.plan_fraction(keys, [sum(ls) for ls in lengths], rate - int(rate))
+    return [mixture.copies_of(rate, key, cut, ls) for key, ls in zip(keys, lengths)]
+
+
+def test_rates_multiply_each_sources_word_pieces_up_to_one_sentence():
+    rng = np.random.default_rng(0)
+    ids = [(f"f{f}", o) for f in range(3) for o in range(300)]
+    # documents of very unequal length (a few books among short articles): word pieces per sentence
+    lengths = [list(rng.integers(5, 60, size=int(rng.choice([3, 20, 400], p=[0.5, 0.45, 0.05])))) for _ in ids]
+    total = sum(map(sum, lengths))
+    longest_sentence = max(max(ls) for ls in lengths)
+    assert all(c == [len(ls)] * 2 for c, ls in zip(_sampled(2.0, "s", ids, lengths), lengths))
     for rate in (0.3, 0.5, 1.25, 2.5):
-        total = sum(mixture.copies_of(rate, 1, "s", p, o) for p, o in ids)
-        assert abs(total / len(ids) - rate) < 0.02, rate
-    # the fraction is decided per document and source, not per run: the same ids give the same choice
-    assert [mixture.copies_of(0.5, 1, "s", p, o) for p, o in ids[:50]] == [
-        mixture.copies_of(0.5, 1, "s", p, o) for p, o in ids[:50]
-    ]
-    assert [mixture.copies_of(0.5, 1, "s", p, o) for p, o in ids[:200]] != [
-        mixture.copies_of(0.5, 1, "t", p, o) for p, o in ids[:200]
-    ]
+        copies = _sampled(rate, "s", ids, lengths)
+        tokens = sum(sum(ls[:k]) for c, ls in zip(copies, lengths) for k in c)
+        assert abs(tokens - rate * total) <= longest_sentence / 2 + 1, rate
+        assert all(len(c) in (int(rate), int(rate) + 1) for c in copies)  # whole copies first, then the extra one
+        cut = [c[-1] for c, ls in zip(copies, lengths) if c and c[-1] < len(ls)]
+        assert len(cut) <= 1  # at most one document is cut to its first sentences
+        extra = sum(len(c) > int(rate) for c in copies) / len(ids)
+        assert abs(extra - (rate - int(rate))) < 0.1, rate  # a share of documents near the fraction
+    # the order is per source and seed, not per run: the same ids give the same choice, another source another
+    assert _sampled(0.5, "s", ids, lengths) == _sampled(0.5, "s", ids, lengths)
+    assert _sampled(0.5, "s", ids, lengths) != _sampled(0.5, "t", ids, lengths)
+
+
+def test_the_cut_follows_the_key_order_whatever_order_documents_arrive_in():
+    keys = [mixture.sampling_key(7, "s", "p", o) for o in range(50)]
+    tokens = [10 * (o % 7 + 1) for o in range(50)]
+    perm = list(np.random.default_rng(1).permutation(50))
+    assert mixture.plan_fraction(keys, tokens, 0.4) == mixture.plan_fraction(
+        [keys[i] for i in perm], [tokens[i] for i in perm], 0.4
+    )
+    assert mixture.plan_fraction(keys, tokens, 0.0) == (min(keys), 0)  # nothing fits: the first gets no sentence
+    assert mixture.sentences_for([10, 10, 10], 14) == 1 and mixture.sentences_for([10, 10, 10], 16) == 2
+    assert mixture.sentences_for([10, 10, 10], 15) == 1 and mixture.sentences_for([10, 10], 99) == 2
 
 
 def test_sampling_is_the_same_in_another_process_whatever_pythonhashseed():
     code = (
-        "from bertprep.pipeline.beam.mixture import copies_of; "
-        "print([copies_of(0.5, 3, 'w', 'p', o) for o in range(64)])"
+        "from bertprep.pipeline.beam.mixture import sampling_key; "
+        "print([sampling_key(3, 'w', 'p', o) for o in range(64)])"
     )
-    here = str([mixture.copies_of(0.5, 3, "w", "p", o) for o in range(64)])
+    here = str([mixture.sampling_key(3, "w", "p", o) for o in range(64)])
     env = dict(os.environ, PYTHONHASHSEED="1" if os.environ.get("PYTHONHASHSEED") != "1" else "2")
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == here
 
@@ -155,6 +182,40 @@ def test_mixture_run_writes_the_rates_copies_and_is_worker_count_independent(cor
     # every copy reached instance creation: training + eval documents = the sampled documents
     split = runs["one"]["split"]
     assert split["train_documents"] + split["eval_documents"] == mix["a"]["documents"] + mix["b"]["documents"]
+    # each shard set counts its own instances per source: every instance and every word piece once
+    eval_manifest = json.loads((tmp_path / "one" / "eval" / "manifest.json").read_text())
+    for manifest in (runs["one"], eval_manifest):
+        rows, stats = manifest["mixture"]["sources"], manifest["statistics"]
+        assert sum(r["instances"] for r in rows) == stats["instances"] > 0
+        assert sum(r["instance_tokens"] for r in rows) + 3 * stats["instances"] == stats["tokens"]  # [CLS], 2 [SEP]
+        assert sum(r["instance_share"] for r in rows) == pytest.approx(1.0, abs=1e-5)
+    assert mix["a"]["instance_share"] > 0.7  # 120 of 150 documents
+    # inspect prints per source the asked share beside the realised ones (word pieces, instances, their pieces)
+    shown = format_statistics(runs["one"])
+    a = mix["a"]
+    realised = [a["asked_token_share"], a["token_share"], a["instance_share"], a["instance_token_share"]]
+    assert f"{a['instances']:,} instances" in shown
+    assert "share {} -> {}, {}, {}".format(*(f"{100 * x:.1f}%" for x in realised)) in shown
+
+
+@pytest.mark.parametrize("objective", ["sop", "none"])
+def test_instances_are_counted_per_source_under_every_objective(corpus, tmp_path, objective):
+    a, b = corpus["files"]
+    config = _config(
+        corpus,
+        tmp_path / "out",
+        sources=(Source("a", (a,), 1.0), Source("b", (b,), 0.25)),
+        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, objective=objective),
+    )
+    manifest = run_make_shards(config, ONE_WORKER)
+    rows, stats = manifest["mixture"]["sources"], manifest["statistics"]
+    specials = 3 if objective == "sop" else 2  # objective none: [CLS] row [SEP], with [SEP]s between documents
+    separators = stats.get("document_separators", 0)
+    assert sum(r["instances"] for r in rows) == stats["instances"] > 0
+    assert sum(r["instance_tokens"] for r in rows) + specials * stats["instances"] + separators == stats["tokens"]
+    # the word pieces of the instances follow the sampled documents' (b: a quarter of its word pieces)
+    for r in rows:
+        assert r["instance_token_share"] == pytest.approx(r["token_share"], abs=0.03)
 
 
 # ------------------------------------------------------------------------------------------ MinHash
@@ -186,7 +247,7 @@ def _near_corpus(root: Path) -> tuple[list[str], set[tuple[int, int]]]:
     rng = np.random.default_rng(1)
     docs = [[" ".join(rng.choice(WORDS, 40)) for _ in range(3)] for _ in range(12)]
     copy = [s.split() for s in docs[3]]
-    copy[1][5] = "w399"  # one word changed of 120: 5-gram Jaccard about 0.92
+    copy[1][5] = "w399"  # one word changed of 120: 3-gram Jaccard about 0.95 (5-grams: 0.92)
     a = docs[:6] + [[" ".join(s) for s in copy]]  # the copy after its original: dropped
     b = [docs[3]] + docs[6:]  # an exact copy in the next file: dropped too
     files = []
@@ -261,8 +322,9 @@ def _planted(shared_data: Path, root: Path) -> tuple[str, list[str], int]:
     return str(path), evals, len(plants)
 
 
+@pytest.mark.parametrize("scope", ["global", "file"])
 @pytest.mark.parametrize("mode", ["drop", "cut"])
-def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, tmp_path, mode):
+def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, tmp_path, mode, scope):
     path, evals, planted = _planted(shared_data, tmp_path)
     config = _config(
         corpus,
@@ -271,6 +333,7 @@ def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, 
         vocab=str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
         decontaminate=tuple(evals),
         decontaminate_mode=mode,
+        pairing_scope=scope,
     )
     manifest = run_make_shards(config, ONE_WORKER)
     d = manifest["decontamination"]
@@ -283,6 +346,24 @@ def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, 
         assert d["documents_dropped"] == 0 and d["sentences_cut"] == planted
 
 
-def test_decontaminate_refuses_the_file_scope():
-    with pytest.raises(ValueError, match="--pairing-scope global"):
-        ShardsConfig(inputs=("a",), vocab="v", output_dir="o", decontaminate=("e.tsv",), pairing_scope="file")
+def test_file_scope_decontaminates_both_sides_of_a_split_as_the_global_scope(shared_data, corpus, tmp_path):
+    path, evals, planted = _planted(shared_data, tmp_path)
+    manifests = {}
+    for scope in ("global", "file"):
+        config = _config(
+            corpus,
+            tmp_path / scope,
+            inputs=(path,),
+            vocab=str(shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
+            decontaminate=tuple(evals),
+            pairing_scope=scope,
+            eval_fraction=0.3,
+        )
+        run_make_shards(config, ONE_WORKER)
+        manifests[scope] = [json.loads((tmp_path / scope / sub / "manifest.json").read_text()) for sub in (".", "eval")]
+    for train, held_out in manifests.values():
+        assert train["decontamination"] == held_out["decontamination"]  # counted once, recorded in both
+        assert train["decontamination"]["documents_dropped"] == planted
+        total = train["split"]["train_documents"] + train["split"]["eval_documents"]
+        assert total == 30  # the clean documents, on either side
+    assert manifests["global"][0]["decontamination"] == manifests["file"][0]["decontamination"]

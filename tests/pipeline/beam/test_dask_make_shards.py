@@ -46,6 +46,16 @@ VARIANTS = {
         "--decontaminate-mode",
         "cut",
     ],
+    "file-scope-decontaminate-eval": [
+        "--pairing-scope",
+        "file",
+        "--eval-fraction",
+        "0.3",
+        "--decontaminate",
+        "EVAL_FILE",
+        "--decontaminate-ngram",
+        "8",
+    ],
 }
 #: Variants whose first pass (dedup) reads every input once more.
 TWO_READS = {"file-scope-eval-dedup", "minhash-eval", "file-scope-minhash"}
