@@ -10,5 +10,5 @@ Entry points:
 - ``data``: ``ShardDataset``, batches with a cursor that resumes exactly; ``loader``: the worker processes.
 - ``shard_info``: what a shard directory says about itself; ``distributed``: DDP set-up.
 - ``vocab_extension``: ``init_from`` a model whose vocab the shards' vocab extends (``build-vocab --extend``):
-  embeddings, tied decoder and MLM bias grown, new rows the mean of their old pieces.
+  embeddings, tied decoder and MLM bias grown (BERT or ModernBERT), new rows the mean of their old pieces.
 """

@@ -8,7 +8,9 @@ The shards' vocab *extends* the model's when every id of the model's vocab holds
 ``[unusedK]`` slots that took a new piece, and any further entries are appended after the model's last id.
 Anything else is refused (:func:`check_extension`), since the shards' ids index the model's rows.
 
-Grown weights: the word embeddings and the MLM decoder tied to them, and the MLM output bias. A new
+Grown weights: the word embeddings and the MLM decoder tied to them, and the MLM output bias (BERT:
+``bert.embeddings.word_embeddings``, ``cls.predictions.decoder``, ``cls.predictions.bias``; ModernBERT:
+``model.embeddings.tok_embeddings``, the tied ``decoder.weight`` and ``decoder.bias``). A new
 token's row starts as the mean of the old rows of the pieces its text splits into under the *old* vocab
 (``psilocybin`` -> mean of ``psi ##lo ##cy ##bin``; a ``##`` entry splits as a word's continuation), the
 usual practice (e.g. Hewitt 2021, "Initializing new word embeddings for pretrained language models"; what
@@ -29,12 +31,18 @@ from bertprep.pipeline.vocab_files import CONTINUING_SUBWORD_PREFIX, is_unused_s
 
 logger = logging.getLogger("bertprep.train")
 
-#: The weights indexed by vocab id (first dimension), under Hugging Face names (tied aliases included).
+#: The weights indexed by vocab id (first dimension), under Hugging Face names (tied aliases included): BERT's
+#: (``BertForPreTraining`` / ``BertForMaskedLM``), then ModernBERT's (``ModernBertForMaskedLM``, whose
+#: ``decoder.weight`` is ``modernbert.TIED_WEIGHTS_KEYS``' alias of the token embeddings). The two sets share no
+#: name; a state dict holds those of its own architecture.
 VOCAB_SIZED_WEIGHTS = (
     "bert.embeddings.word_embeddings.weight",
     "cls.predictions.decoder.weight",
     "cls.predictions.bias",
     "cls.predictions.decoder.bias",
+    "model.embeddings.tok_embeddings.weight",
+    "decoder.weight",
+    "decoder.bias",
 )
 
 

@@ -2,11 +2,14 @@
 
 A tiny Hugging Face BERT with a 64-entry vocab (two ``[unusedK]`` slots) continues pre-training on shards of a
 66-entry extension: the embeddings, the tied decoder and the MLM bias grow, new rows start as the mean of the
-old pieces' rows, the old rows are untouched, and export and fill-mask work on the result.
+old pieces' rows, the old rows are untouched, and export and fill-mask work on the result. A tiny ModernBERT
+(a transformers ``ModernBertForMaskedLM`` directory, and a bertprep ModernBERT run) grows the same way: its token
+embeddings, the decoder tied to them and the decoder bias.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -14,7 +17,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model.hf.interop import load_model_source
+from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
+from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.bert_model.pretrain.vocab_extension import check_extension, extend_source_vocab, extension_ids
@@ -39,12 +43,40 @@ TINY = dict(
     max_position_embeddings=64,
     pad_token_id=0,
 )
+# ModernBERT of the same vocab: layers 0 and 3 global, 1 and 2 local (window 8); ids of OLD's special tokens.
+TINY_MODERNBERT = dict(
+    vocab_size=len(OLD),
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    max_position_embeddings=64,
+    local_attention=8,
+    pad_token_id=0,
+    cls_token_id=2,
+    sep_token_id=3,
+    bos_token_id=2,
+    eos_token_id=3,
+)
+MODERN_EMB = "model.embeddings.tok_embeddings.weight"
 
 
 def _save_hf(path, cls_name="BertForMaskedLM"):
     torch.manual_seed(0)
     model = getattr(transformers, cls_name)(transformers.BertConfig(vocab_size=len(OLD), **TINY)).eval()
     model.save_pretrained(path)
+    (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
+    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    return path
+
+
+def _save_hf_modernbert(path):
+    torch.manual_seed(0)
+    config = transformers.ModernBertConfig(**ModernBertConfig(**TINY_MODERNBERT).to_hf_dict())
+    model = transformers.ModernBertForMaskedLM(config)
+    with torch.no_grad():  # transformers starts the decoder bias at 0: random, so that growing it is seen
+        model.decoder.bias.normal_()
+    model.eval().save_pretrained(path)
     (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
     (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
     return path
@@ -169,3 +201,105 @@ def test_shards_of_a_larger_vocab_that_moves_old_ids_are_refused_before_any_step
     with pytest.raises(ValueError, match=r"does not extend the vocab of .*hf \(64\): at id 11 the model has 'the'"):
         train(_config(shards, tmp_path / "run", hf_dir))
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+GROWN = {
+    "psilocybin": ["psi", "##lo", "##cy", "##bin"],
+    "##locy": ["##lo", "##cy"],
+    "cats": ["cat", "##s"],
+    "##bincy": ["##bin", "##cy"],
+}
+
+
+def _rows_of(pieces, weight):
+    return weight[[OLD.index(p) for p in pieces]].mean(0)
+
+
+def test_modernbert_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
+    source = load_model_source(str(_save_hf_modernbert(tmp_path / "hf")))
+    assert isinstance(source.config, ModernBertConfig)
+    grown = extend_source_vocab(source, NEW, shards="S")
+    assert isinstance(grown.config, ModernBertConfig)
+    assert grown.config.vocab_size == len(NEW) and grown.vocab_tokens == NEW
+    old_emb, old_bias = source.state_dict[MODERN_EMB], source.state_dict["decoder.bias"]
+    emb, bias = grown.state_dict[MODERN_EMB], grown.state_dict["decoder.bias"]
+    assert emb.shape == (66, 32) and bias.shape == (66,)
+    keep = [i for i in range(64) if i not in (5, 6)]
+    torch.testing.assert_close(emb[keep], old_emb[keep], rtol=0, atol=0)
+    torch.testing.assert_close(bias[keep], old_bias[keep], rtol=0, atol=0)
+    for token, pieces in GROWN.items():
+        torch.testing.assert_close(emb[NEW.index(token)], _rows_of(pieces, old_emb))
+        torch.testing.assert_close(bias[NEW.index(token)], _rows_of(pieces, old_bias))
+    assert "decoder.weight" not in source.state_dict  # (save_pretrained leaves the tied alias out)
+    # A file that holds the alias too: it grows alike, so the model still loads it as tied.
+    aliased = dataclasses.replace(source, state_dict={**source.state_dict, "decoder.weight": old_emb.clone()})
+    grown_aliased = extend_source_vocab(aliased, NEW, shards="S")
+    torch.testing.assert_close(grown_aliased.state_dict["decoder.weight"], emb, rtol=0, atol=0)
+    for state_dict in (grown.state_dict, grown_aliased.state_dict):
+        model = ModernBertForMaskedLM(grown.config)
+        assert load_pretraining_weights(model, state_dict) == ([], [])  # (initialised, unused)
+        assert model.decoder.weight.data_ptr() == model.model.embeddings.tok_embeddings.weight.data_ptr()
+
+
+def test_train_init_from_hf_modernbert_onto_extended_shards_grows_the_model_and_exports(tmp_path, caplog):
+    hf_dir = _save_hf_modernbert(tmp_path / "hf")
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
+    with caplog.at_level(logging.INFO, logger="bertprep.train"):
+        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
+    model = result.model
+    assert result.step == 1 and isinstance(model, ModernBertForMaskedLM) and model.config.vocab_size == len(NEW)
+    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
+    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
+    assert model.decoder.weight.data_ptr() == model.model.embeddings.tok_embeddings.weight.data_ptr()
+    assert model.decoder.bias.shape == (len(NEW),)
+    source = load_model_source(str(hf_dir))
+    old_emb, old_bias = source.state_dict[MODERN_EMB], source.state_dict["decoder.bias"]
+    after_one_step = model.model.embeddings.tok_embeddings.weight.detach()
+    torch.testing.assert_close(after_one_step[10], old_emb[10], atol=1e-6, rtol=0)  # an old row, at lr 1e-9
+    for token, pieces in GROWN.items():
+        torch.testing.assert_close(after_one_step[NEW.index(token)], _rows_of(pieces, old_emb), atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            model.decoder.bias.detach()[NEW.index(token)], _rows_of(pieces, old_bias), atol=1e-6, rtol=0
+        )
+
+    runner = CliRunner()
+    exported = runner.invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "export")])
+    assert exported.exit_code == 0, exported.output
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path / "export")).eval()
+    assert type(hf).__name__ == "ModernBertForMaskedLM" and hf.config.vocab_size == len(NEW)
+    torch.testing.assert_close(hf.model.embeddings.tok_embeddings.weight.detach(), after_one_step, rtol=0, atol=0)
+    assert hf.decoder.weight.data_ptr() == hf.model.embeddings.tok_embeddings.weight.data_ptr()
+    assert (tmp_path / "export" / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1] == NEW
+    input_ids = torch.tensor([[2, NEW.index("psilocybin"), 4, NEW.index("cats"), 3]])
+    with torch.no_grad():
+        ours = model.eval()(input_ids, attention_mask=torch.ones_like(input_ids)).logits
+        theirs = hf(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits
+    assert theirs.shape == (1, 5, len(NEW)) and (ours - theirs).abs().max().item() < 1e-4
+
+    mlm, tokenizer = load_mlm_model(str(tmp_path / "run"))
+    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
+    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
+    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
+    shown = runner.invoke(cli, ["fill-mask", "--model", str(tmp_path / "export"), "the [MASK] cats"])
+    assert shown.exit_code == 0, shown.output
+
+
+def test_train_init_from_a_bertprep_modernbert_run_onto_extended_shards(tmp_path):
+    hf_dir = _save_hf_modernbert(tmp_path / "hf")
+    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
+    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
+    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
+    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
+    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    assert isinstance(second.model, ModernBertForMaskedLM)
+    assert first.model.config.vocab_size == 64 and second.model.config.vocab_size == len(NEW)
+    trained = first.model.model.embeddings.tok_embeddings.weight.detach()
+    grown = second.model.model.embeddings.tok_embeddings.weight.detach()
+    torch.testing.assert_close(grown[NEW.index("cats")], _rows_of(["cat", "##s"], trained), atol=1e-6, rtol=0)
+    torch.testing.assert_close(grown[10], trained[10], atol=1e-6, rtol=0)
+    trained_bias = first.model.decoder.bias.detach()
+    torch.testing.assert_close(
+        second.model.decoder.bias.detach()[NEW.index("cats")], _rows_of(["cat", "##s"], trained_bias), atol=1e-6, rtol=0
+    )
+    assert second.model.decoder.weight.data_ptr() == second.model.model.embeddings.tok_embeddings.weight.data_ptr()
