@@ -11,7 +11,8 @@ size), then runs ``bertprep make-shards`` with its defaults, each run a fresh pr
 
 It prints the median wall time of each, the speed-up of 2 workers over 1 and the adapter's overhead over the
 local runner, the peak resident memory of each Dask worker process (sampled every 0.2 s with psutil), and an
-extrapolation of the measured per-worker throughput to the BERT corpus (~20 GB of text). Every run's shards
+extrapolation of the measured per-worker throughput to the BERT corpus (~20 GB of text) on N workers and its
+Dataflow bill at list prices. Every run's shards
 are compared: Dask's must equal the local runner's byte for byte.
 
     python benchmarks/bench_scale.py                       # 16 MB, 3 runs each
@@ -39,6 +40,9 @@ DATA = Path(os.environ.get("BERTPREP_DATA", Path(__file__).resolve().parent.pare
 VOCAB = DATA / "vocab" / "bert-base-uncased-vocab.txt"
 BERTPREP = str(Path(sys.executable).parent / "bertprep")
 BERT_CORPUS_GB = 20.0  # the BERT paper's pre-training text (BooksCorpus + English Wikipedia), about 3.3B words
+# Dataflow batch list prices (USD; us-central1, check the current ones): per vCPU-hour, per GB-hour of memory, and
+# per GB through Dataflow Shuffle; its default batch worker n1-standard-1 has 1 vCPU and 3.75 GB.
+DATAFLOW_VCPU_HOUR, DATAFLOW_GB_HOUR, DATAFLOW_SHUFFLE_GB, DATAFLOW_GB_PER_VCPU = 0.056, 0.003557, 0.011, 3.75
 
 
 def build_corpus(folder: Path, mb: int, parts: int = 16) -> Path:
@@ -128,6 +132,25 @@ def dask_runs(corpus: Path, tmp: Path, workers: int, runs: int, extra: list[str]
         return times, peaks, shards
 
 
+def extrapolate(per_worker: float, efficiency: float) -> None:
+    """Print, on paper, the BERT corpus (``BERT_CORPUS_GB``) on N one-thread workers: minutes, core-hours and
+    the Dataflow bill, from the measured ``per_worker`` MB/s of one Dask worker and the ``efficiency`` of the
+    second worker (speed-up from 1 to 2 workers / 2), assumed to hold for every added worker. The global
+    scope's shuffle carries about the tokenized text once (int32 ids, about the size of the text)."""
+    print(
+        f"\nextrapolation (on paper) from {per_worker:.2f} MB/s per worker, each added worker at "
+        f"{efficiency:.0%} efficiency as measured from 1 to 2:"
+    )
+    print("| worker cores | minutes | core-hours | Dataflow (n1-standard-1 workers + shuffle) |")
+    print("|---:|---:|---:|---:|")
+    for n in (16, 64, 256, 1024):
+        minutes = BERT_CORPUS_GB * 1000 / (per_worker * n * efficiency) / 60
+        core_hours = n * minutes / 60
+        cost = core_hours * (DATAFLOW_VCPU_HOUR + DATAFLOW_GB_PER_VCPU * DATAFLOW_GB_HOUR)
+        cost += BERT_CORPUS_GB * DATAFLOW_SHUFFLE_GB
+        print(f"| {n} | {minutes:.0f} | {core_hours:.0f} | ${cost:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=16, help="corpus size in MB (16 files)")
@@ -164,14 +187,7 @@ def main() -> None:
         )
         same = f"dask-1 {shards1 == local_shards}, dask-2 {shards2 == local_shards}"
         print(f"shards equal to the local runner's: {same}")
-        per_worker = size_mb / med["dask-1"]  # MB/s of one worker process
-        print(f"\nextrapolation (on paper) from {per_worker:.2f} MB/s per worker, scaling as measured here:")
-        for n in (16, 64, 256):
-            efficiency = med["dask-1"] / med["dask-2"] / 2  # of each added worker, as measured from 1 to 2
-            minutes = BERT_CORPUS_GB * 1000 / (per_worker * n * efficiency) / 60
-            print(
-                f"  {BERT_CORPUS_GB:.0f} GB on {n} worker cores: ~{minutes:.0f} min ({n * minutes / 60:.0f} core-hours)"
-            )
+        extrapolate(size_mb / med["dask-1"], med["dask-1"] / med["dask-2"] / 2)
         for mb in [int(x) for x in args.memory.split(",") if x]:
             sized = build_corpus(tmp / f"corpus-{mb}", mb)
             _, peaks, _ = dask_runs(sized, tmp / f"mem-{mb}", 2, 1, extra)
