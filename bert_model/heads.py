@@ -44,6 +44,19 @@ class SequenceClassifierOutput:
     """Scalar: mean cross-entropy (classification) or mean squared error (regression), when labels are given."""
 
 
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor | None:
+    """The loss of sequence scores ``logits`` (float [batch_size, num_labels]) against ``labels`` (None: no
+    loss), in float32: with one output (regression) the mean squared error against float targets
+    [batch_size], else the mean cross-entropy against int64 class indices [batch_size]. As
+    ``transformers.BertForSequenceClassification`` for ``problem_type`` regression and
+    single_label_classification."""
+    if labels is None:
+        return None
+    if logits.size(-1) == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    return F.cross_entropy(logits.float(), labels.long())
+
+
 @dataclass
 class QuestionAnsweringOutput:
     start_logits: torch.Tensor
@@ -102,13 +115,7 @@ class BertForSequenceClassification(nn.Module):
         """
         _, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)  # (B, H)
         logits = self.classifier(self.dropout(pooled_output))  # (B, C)
-        out = SequenceClassifierOutput(logits)
-        if labels is not None:
-            if self.is_regression:
-                out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                out.loss = F.cross_entropy(logits.float(), labels.long())
-        return out
+        return SequenceClassifierOutput(logits, sequence_classification_loss(logits, labels))
 
 
 class BertForQuestionAnswering(nn.Module):
@@ -354,4 +361,5 @@ __all__ = [
     "has_pooler",
     "load_encoder_weights",
     "load_full_weights",
+    "sequence_classification_loss",
 ]

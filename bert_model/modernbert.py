@@ -444,7 +444,7 @@ class ModernBertForSequenceClassification(nn.Module):
         Returns:
             ``heads.SequenceClassifierOutput``: logits float (B, num_labels), and the loss given labels.
         """
-        from bertprep.bert_model.heads import SequenceClassifierOutput
+        from bertprep.bert_model.heads import SequenceClassifierOutput, sequence_classification_loss
 
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
@@ -455,13 +455,7 @@ class ModernBertForSequenceClassification(nn.Module):
             mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)  # (B, T, 1)
             pooled = (hidden_states * mask).sum(dim=1) / mask.sum(dim=1)  # (B, H)
         logits = self.classifier(self.drop(self.head(pooled)))  # (B, C)
-        out = SequenceClassifierOutput(logits)
-        if labels is not None:
-            if self.is_regression:
-                out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                out.loss = F.cross_entropy(logits.float(), labels.long())
-        return out
+        return SequenceClassifierOutput(logits, sequence_classification_loss(logits, labels))
 
 
 def trainable_state_dict(model: ModernBertForMaskedLM) -> dict[str, torch.Tensor]:
