@@ -40,6 +40,7 @@ from bertprep.bert_model.outputs import (  # re-exported (__all__)
     SequenceClassifierOutput,
     TokenClassifierOutput,
     question_answering_loss,
+    sequence_classification_loss,
 )
 
 
@@ -91,13 +92,7 @@ class BertForSequenceClassification(nn.Module):
         """
         _, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)  # (B, H)
         logits = self.classifier(self.dropout(pooled_output))  # (B, C)
-        out = SequenceClassifierOutput(logits)
-        if labels is not None:
-            if self.is_regression:
-                out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                out.loss = F.cross_entropy(logits.float(), labels.long())
-        return out
+        return SequenceClassifierOutput(logits, sequence_classification_loss(logits, labels))
 
 
 class BertForQuestionAnswering(nn.Module):
@@ -339,4 +334,5 @@ __all__ = [
     "has_pooler",
     "load_encoder_weights",
     "load_full_weights",
+    "sequence_classification_loss",
 ]

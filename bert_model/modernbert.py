@@ -66,6 +66,7 @@ from bertprep.bert_model.outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
     question_answering_loss,
+    sequence_classification_loss,
 )
 from bertprep.bert_model.packing import (
     PADDING_SEQUENCE_ID,
@@ -485,13 +486,7 @@ class ModernBertForSequenceClassification(_ModernBertWithClassifier):
             attention_mask = torch.ones_like(input_ids)
         hidden_states = self.model(input_ids, attention_mask=attention_mask)  # (B, T, H)
         logits = self.scores(self.pool(hidden_states, attention_mask))  # (B, C)
-        out = SequenceClassifierOutput(logits)
-        if labels is not None:
-            if self.is_regression:
-                out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                out.loss = F.cross_entropy(logits.float(), labels.long())
-        return out
+        return SequenceClassifierOutput(logits, sequence_classification_loss(logits, labels))
 
 
 class ModernBertForTokenClassification(_ModernBertWithClassifier):

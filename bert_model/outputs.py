@@ -68,10 +68,24 @@ def question_answering_loss(
     ) / 2
 
 
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor | None:
+    """The loss of sequence scores ``logits`` (float [batch_size, num_labels]) against ``labels`` (None: no
+    loss), in float32: with one output (regression) the mean squared error against float targets
+    [batch_size], else the mean cross-entropy against int64 class indices [batch_size]. As
+    ``transformers.BertForSequenceClassification`` for ``problem_type`` regression and
+    single_label_classification."""
+    if labels is None:
+        return None
+    if logits.size(-1) == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    return F.cross_entropy(logits.float(), labels.long())
+
+
 __all__ = [
     "MultipleChoiceModelOutput",
     "QuestionAnsweringOutput",
     "SequenceClassifierOutput",
     "TokenClassifierOutput",
     "question_answering_loss",
+    "sequence_classification_loss",
 ]

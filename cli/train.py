@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from bertprep.bert_model.precision import PRECISIONS
-from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, TASKS, TrainConfig
+from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
 from bertprep.cli.options import AliasedOption
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
@@ -26,15 +26,7 @@ def _default(name: str):
 _RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png")
 
 #: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
-_FIXED_ON_RESUME = (
-    "preset",
-    "num_hidden_layers",
-    "hidden_size",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-)
+_FIXED_ON_RESUME = ("preset", *MODEL_OPTIONS)
 
 
 def _recorded_model_settings(resume: str) -> dict | None:

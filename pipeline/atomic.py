@@ -8,7 +8,8 @@ side may import it without crossing the boundary.
   (``os.replace`` is atomic on POSIX), removed again if writing fails;
 * :func:`atomic_files`: several files written first, then renamed into place in order, the last one being
   the commit marker;
-* :func:`replace_directory`: a complete temporary directory swapped in for an existing one;
+* :func:`replace_directory`: a complete temporary directory swapped in for an existing one (optionally
+  keeping the old one's other entries), :func:`finish_replace` its last step;
 * :func:`replace_entries`: some entries of a directory replaced by those of a staging directory.
 
 The shard store (``pipeline/shards/store.py``) writes through Beam's ``FileSystems`` instead (``gs://``, where
@@ -63,18 +64,37 @@ def atomic_files(paths: Sequence[str]) -> Iterator[list[str]]:
                 os.remove(tmp)
 
 
-def replace_directory(tmp: str, final: str) -> None:
-    """Move the complete directory ``tmp`` to ``final``. An existing ``final`` is first renamed aside
-    (``<tmp>.old``, hidden where ``tmp`` is) and deleted only after ``tmp`` is in place, so at every moment
-    ``final`` is either the old directory or the new one (a crash in between leaves the ``.old`` folder, never
-    a mix)."""
-    if os.path.exists(final):
-        old = f"{tmp}.old"
-        os.replace(final, old)
+def replace_directory(
+    tmp: str, final: str, *, aside: str | None = None, keep: Callable[[str], bool] | None = None
+) -> None:
+    """Move the complete directory ``tmp`` to ``final``. An existing ``final`` is first renamed aside (to
+    ``aside``, by default ``<tmp>.old``, hidden where ``tmp`` is) and deleted only after ``tmp`` is in place
+    (:func:`finish_replace`), so at every moment ``final`` is either the old directory or the new one (a crash
+    in between leaves the aside folder, never a mix). Three renames at most, in this order: ``final`` aside,
+    ``tmp`` to ``final``, then the kept entries.
+
+    ``keep``: the entries of the old directory for which ``keep(name)`` holds (the user's own files in a
+    directory that a command writes some files of) move into the new one before the old one is deleted. A
+    caller that names ``aside`` can repair a run killed in between: with ``final`` in place, finish with
+    :func:`finish_replace`; without it, rename ``aside`` back.
+    """
+    if not os.path.exists(final):
         os.replace(tmp, final)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, final)
+        return
+    old = aside or f"{tmp}.old"
+    os.replace(final, old)
+    os.replace(tmp, final)
+    finish_replace(old, final, keep)
+
+
+def finish_replace(old: str, final: str, keep: Callable[[str], bool] | None = None) -> None:
+    """The last step of :func:`replace_directory`: the entries of the old directory ``old`` that ``keep``
+    holds for move into ``final`` (sorted by name), then ``old`` is deleted."""
+    if keep is not None:
+        for name in sorted(os.listdir(old)):
+            if keep(name):
+                os.replace(os.path.join(old, name), os.path.join(final, name))
+    shutil.rmtree(old)
 
 
 def replace_entries(staging: str, directory: str, old: Iterable[str], *, aside: str, last: str | None = None) -> None:
@@ -92,4 +112,12 @@ def replace_entries(staging: str, directory: str, old: Iterable[str], *, aside: 
     shutil.rmtree(aside)
 
 
-__all__ = ["atomic_file", "atomic_files", "replace_directory", "replace_entries", "temporary_path", "write_atomic"]
+__all__ = [
+    "atomic_file",
+    "atomic_files",
+    "finish_replace",
+    "replace_directory",
+    "replace_entries",
+    "temporary_path",
+    "write_atomic",
+]

@@ -67,6 +67,19 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_shards(tmp_path_factory) -> Path:
+    """Synthetic shards for the trainer tests (``shard_factory.write_shard_dir``), built once per session:
+    ``train/`` (4 shards of 40 rows, seed 1) and ``eval/`` (1 shard of 24 rows, seed 2), vocab 64,
+    ``max_seq_length`` 32, static masking. Read only: a test that changes a shard copies the folder first."""
+    from shard_factory import write_shard_dir
+
+    root = tmp_path_factory.mktemp("tiny-shards")
+    write_shard_dir(root / "train", num_shards=4, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
+    write_shard_dir(root / "eval", num_shards=1, rows_per_shard=24, vocab_size=64, max_seq_length=32, seed=2)
+    return root
+
+
+@pytest.fixture(scope="session")
 def uncased_vocab(shared_data: Path) -> Path:
     """Google's bert-base-uncased vocab.txt (30,522 entries)."""
     return shared_data / "vocab" / "bert-base-uncased-vocab.txt"

@@ -135,22 +135,13 @@ def test_train_refuses_an_output_dir_inside_the_model_it_starts_from(run, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory) -> Path:
-    from shard_factory import write_shard_dir
-
-    path = tmp_path_factory.mktemp("shards")
-    write_shard_dir(path, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=32)
-    return path
-
-
-@pytest.fixture(scope="module")
-def trained_run(shards, tmp_path_factory) -> Path:
+def trained_run(tiny_shards, tmp_path_factory) -> Path:
     """A real 2-step `bertprep train` run (preset tiny, hidden 32), so its checkpoint records its settings."""
     out = tmp_path_factory.mktemp("trained") / "run"
     proc = bertprep(
-        "train", "--shards", shards, "-o", out, "--preset", "tiny", "--hidden-size", 32, "--num-attention-heads", 2,
-        "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0, "--no-progress",
-        timeout=300,
+        "train", "--shards", tiny_shards / "train", "-o", out, "--preset", "tiny", "--hidden-size", 32,
+        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0,
+        "--no-progress", timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return out
@@ -159,14 +150,14 @@ def trained_run(shards, tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     "option", [["--preset", "mini"], ["--num-hidden-layers", "4"], ["--hidden-dropout-prob", "0.5"]]
 )
-def test_resume_refuses_a_model_option(trained_run, shards, option):
+def test_resume_refuses_a_model_option(trained_run, tiny_shards, option):
     """Before: `train --resume RUN --preset mini` ignored the preset silently (and logged nothing)."""
     before = snapshot(trained_run)
     start = time.monotonic()
     proc = bertprep(
         "train",
         "--shards",
-        shards,
+        tiny_shards / "train",
         "--resume",
         trained_run,
         "-o",
@@ -185,12 +176,12 @@ def test_resume_refuses_a_model_option(trained_run, shards, option):
 
 
 @pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
-def test_resume_accepts_the_checkpoints_own_model_options(trained_run, shards, tmp_path):
+def test_resume_accepts_the_checkpoints_own_model_options(trained_run, tiny_shards, tmp_path):
     """Repeating the run's own options on --resume (as scripts do) is not a change and is accepted."""
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
     proc = bertprep(
-        "train", "--shards", shards, "--resume", run, "-o", run, "--preset", "tiny", "--hidden-size", 32,
+        "train", "--shards", tiny_shards / "train", "--resume", run, "-o", run, "--preset", "tiny", "--hidden-size", 32,
         "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 3, "--warmup-steps", 0, "--num-workers", 0,
         "--no-progress", timeout=300,
     )  # fmt: skip
@@ -202,10 +193,10 @@ def test_resume_accepts_the_checkpoints_own_model_options(trained_run, shards, t
 
 
 @pytest.mark.parametrize("content", [b'{"format_version": 1, "shards": [', b"\xff\xfe\x00binary", b"[]"])
-def test_a_corrupt_manifest_is_named(shards, tmp_path, content):
+def test_a_corrupt_manifest_is_named(tiny_shards, tmp_path, content):
     """Before: a truncated or binary manifest.json gave a JSONDecodeError / UnicodeDecodeError traceback."""
     broken = tmp_path / "shards"
-    shutil.copytree(shards, broken)
+    shutil.copytree(tiny_shards / "train", broken)
     (broken / "manifest.json").write_bytes(content)
     for args in (["inspect", broken], ["train", "--shards", broken, "-o", tmp_path / "run", "--max-steps", 1,
                                        "--warmup-steps", 0]):  # fmt: skip
@@ -241,7 +232,7 @@ def truncated_hf(run, tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
-def test_a_truncated_safetensors_is_named_by_every_command_that_reads_it(truncated_hf, shards, tmp_path):
+def test_a_truncated_safetensors_is_named_by_every_command_that_reads_it(truncated_hf, tiny_shards, tmp_path):
     """Before: a SafetensorError traceback in train --init-from, finetune, fill-mask and extract-features."""
     (tmp_path / "s.txt").write_text("the [MASK] city\n")
     (tmp_path / "t.tsv").write_text("sentence\tlabel\nthe city is good\t1\nthe river was bad\t0\n")
@@ -251,8 +242,8 @@ def test_a_truncated_safetensors_is_named_by_every_command_that_reads_it(truncat
         ["extract-features", "--model", truncated_hf, "--input", tmp_path / "s.txt", "--output", tmp_path / "f.arrow"],
         ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", truncated_hf, "--train-file",
          tmp_path / "t.tsv", "-o", tmp_path / "ft", "--no-progress"],
-        ["train", "--shards", shards, "--init-from", truncated_hf, "-o", tmp_path / "tr", "--max-steps", 1,
-         "--warmup-steps", 0, "--no-progress"],
+        ["train", "--shards", tiny_shards / "train", "--init-from", truncated_hf, "-o", tmp_path / "tr",
+         "--max-steps", 1, "--warmup-steps", 0, "--no-progress"],
     ]  # fmt: skip
     for args in runs:
         line = error_line(bertprep(*args), status=1)
@@ -278,12 +269,14 @@ def test_a_vocab_url_is_refused_with_the_fix(run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
 
 
-def test_a_checkpoints_path_that_is_a_file_is_refused_before_training(shards, tmp_path):
+def test_a_checkpoints_path_that_is_a_file_is_refused_before_training(tiny_shards, tmp_path):
     """Before: the run trained, then failed at its first save advising "Free space on that disk"."""
     out = tmp_path / "run"
     out.mkdir()
     (out / "checkpoints").write_text("my notes")
-    proc = bertprep("train", "--shards", shards, "--preset", "tiny", "-o", out, "--max-steps", 1, "--warmup-steps", 0)
+    proc = bertprep(
+        "train", "--shards", tiny_shards / "train", "--preset", "tiny", "-o", out, "--max-steps", 1, "--warmup-steps", 0
+    )
     line = error_line(proc)
     assert f"{out / 'checkpoints'} is a file, not a directory" in line and "Free space" not in line
     assert (out / "checkpoints").read_text() == "my notes"
@@ -332,13 +325,14 @@ def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
 
 
 @pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
-def test_the_logged_loss_is_the_optimised_one(shards, tmp_path):
+def test_the_logged_loss_is_the_optimised_one(tiny_shards, tmp_path):
     """Before: the logged `loss` was mlm_loss + nsp_loss whatever --nsp-loss-weight (0 trains the MLM alone)."""
     out = tmp_path / "run"
     proc = bertprep(
-        "train", "--shards", shards, "--eval-shards", shards, "-o", out, "--preset", "tiny", "--hidden-size", 32,
-        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0,
-        "--log-every", 1, "--nsp-loss-weight", 0.25, "--no-progress", timeout=300,
+        "train", "--shards", tiny_shards / "train", "--eval-shards", tiny_shards / "eval", "-o", out, "--preset",
+        "tiny", "--hidden-size", 32, "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 2,
+        "--warmup-steps", 0, "--num-workers", 0, "--log-every", 1, "--nsp-loss-weight", 0.25, "--no-progress",
+        timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

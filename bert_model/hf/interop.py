@@ -486,6 +486,19 @@ def load_pretraining_weights(
     return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
 
+def _check_same_text_setting(shard_dir: str, source, name: str, shards_value: bool | None) -> None:
+    """Raise ``ValueError`` (saying which make-shards option to give) when the shards were made with the text
+    setting ``name`` (``do_lower_case``, ``strip_accents``) other than the model ``source`` was trained with;
+    None on either side: not recorded, nothing to check."""
+    trained = getattr(source, name)
+    if trained is not None and shards_value is not None and shards_value != trained:
+        option = "--" + ("" if trained else "no-") + name.replace("_", "-")
+        raise ValueError(
+            f"shards {shard_dir} were made with {name}={shards_value} but {source.path} "
+            f"was trained with {name}={trained}; make the shards with {option}"
+        )
+
+
 def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig | ModernBertConfig:
     """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
     ``config.json`` (BERT or ModernBERT: the directory's architecture is the run's) with the dropout options of
@@ -505,20 +518,8 @@ def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -
             "make them again with bertprep make-shards"
         )
     check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
-    shards_lower = shards_do_lower_case(info.shard_dir)
-    if source.do_lower_case is not None and shards_lower is not None and shards_lower != source.do_lower_case:
-        raise ValueError(
-            f"shards {info.shard_dir} were made with do_lower_case={shards_lower} but {source.path} "
-            f"was trained with do_lower_case={source.do_lower_case}; make the shards with "
-            f"{'--do-lower-case' if source.do_lower_case else '--no-do-lower-case'}"
-        )
-    shards_strip = shards_strip_accents(info.shard_dir)
-    if source.strip_accents is not None and shards_strip is not None and shards_strip != source.strip_accents:
-        raise ValueError(
-            f"shards {info.shard_dir} were made with strip_accents={shards_strip} but {source.path} "
-            f"was trained with strip_accents={source.strip_accents}; make the shards with "
-            f"{'--strip-accents' if source.strip_accents else '--no-strip-accents'}"
-        )
+    _check_same_text_setting(info.shard_dir, source, "do_lower_case", shards_do_lower_case(info.shard_dir))
+    _check_same_text_setting(info.shard_dir, source, "strip_accents", shards_strip_accents(info.shard_dir))
     check_compatible(
         info,
         vocab_size=model_config.vocab_size,

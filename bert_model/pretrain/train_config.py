@@ -20,6 +20,17 @@ ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
 TASKS = ("pretrain",)
 
 
+#: The fields that override the preset's model settings (:meth:`TrainConfig.model_overrides`).
+MODEL_OPTIONS = (
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+)
+
+
 @dataclass
 class TrainConfig:
     """Everything ``bertprep train --task pretrain`` takes (CLI options map 1:1 onto these fields)."""
@@ -176,19 +187,11 @@ class TrainConfig:
 
     def model_overrides(self) -> dict[str, Any]:
         """The model options given (preset overrides); with ``init_from`` only the dropout ones apply."""
-        names = (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "intermediate_size",
-            "hidden_dropout_prob",
-            "attention_probs_dropout_prob",
-        )
-        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        return {n: getattr(self, n) for n in MODEL_OPTIONS if getattr(self, n) is not None}
 
 
 #: Model options that ``init_from`` takes from the command line rather than from the checkpoint.
 DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
-__all__ = ["ARCHITECTURE_PRESETS", "DROPOUT_OPTIONS", "TASKS", "TrainConfig"]
+__all__ = ["ARCHITECTURE_PRESETS", "DROPOUT_OPTIONS", "MODEL_OPTIONS", "TASKS", "TrainConfig"]

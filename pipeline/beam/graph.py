@@ -54,43 +54,17 @@ def build_pipeline(
     streaming pass as it reads them, after the first pass's dedup (``file`` scope); with ``config.sources``
     the tokenized documents are sampled per source (``mixture.SampleSources``) before the held-out split.
     Without these options the pipeline is the one made before they existed."""
-    bucket_dir = FileSystems.join(tmp_dir, BUCKETS_DIR)
-    vocab_info = {
-        "file": "vocab.txt",
-        "source": config.vocab,
-        "size": vocab.size,
-        "sha256": vocab.sha256,
-        "do_lower_case": config.do_lower_case,
-        "special_token_ids": vocab.special_token_ids(),
-    }
-    if config.effective_strip_accents != config.do_lower_case:  # absent: the same as do_lower_case
-        vocab_info["strip_accents"] = config.effective_strip_accents
-    # Create reshuffles its elements itself when there are several, so the files spread over the workers. In the
-    # global scope a large file is read in byte ranges (readers.ranges), each an element: (file_index, path,
-    # range_index, start, end); its documents keep their ids (ordinals in the file, TokenizeDocuments). The file
-    # scope makes a file's buckets of its documents in order, which needs the whole file: one element per file.
-    # --dedup minhash hands each whole file its list of documents to skip: its files are read whole.
-    if config.pairing_scope == "global" and config.split_bytes and config.dedup != "minhash":
-        elements = plan_ranges(files, config.split_bytes)
-        split_files = any(element[2] for element in elements)
-    else:
-        elements, split_files = list(enumerate(files)), False
+    elements, split_files = _input_elements(config, files)
     file_list = pipeline | "ListInputFiles" >> beam.Create(elements)
     shared_counts = []  # counts that both shard sets record (readers, dedup)
     plan = mixture.MixturePlan(config, files) if config.sources else None  # before anything runs: bad sources
-    dedup = config.dedup == "exact"
-    first_pass = None  # a first pass: (file_index, path) -> (..., ordinals to skip)
-    if config.dedup == "minhash":
-        first_pass = file_list | "NearDedup" >> near_dedup.NearDedup(config, tmp_dir)
-    elif dedup and config.pairing_scope == "file":
-        first_pass = file_list | "ExactDedup" >> heldout.ExactDedup(config, tmp_dir)
+    first_pass = _first_pass(config, file_list, tmp_dir)  # (file_index, path) -> (..., ordinals to skip)
     if first_pass is not None:
         file_list = first_pass["files"]
         shared_counts.append(first_pass["counts"])
     split = config.eval_fraction > 0
     eval_dir = FileSystems.join(tmp_dir, heldout.EVAL_DIR)
-    folders = {"train": bucket_dir, "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
-    made = {}  # side -> (bucket metas, [counts of that side's instances])
+    folders = {"train": FileSystems.join(tmp_dir, BUCKETS_DIR), "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
     if config.pairing_scope == "file":  # no shuffle: one streaming pass makes both sides' runs
         table = None
         if config.decontaminate:  # the evaluation n-grams reach the reading step as a side input
@@ -100,51 +74,14 @@ def build_pipeline(
         result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(
             config, folders["train"], folders["eval"], table
         )
-        made["train"] = (result.buckets, [result.counts])
+        made = {"train": (result.buckets, [result.counts])}  # side -> (bucket metas, [counts of its instances])
         if split:
             made["eval"] = (result.eval_buckets, [result.eval_counts])
     else:
-        read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
-        documents = read.documents
-        if config.decontaminate:  # documents overlapping evaluation sets dropped or cut
-            cleaned = documents | "Decontaminate" >> decontamination.Decontaminate(config, tmp_dir)
-            documents = cleaned["documents"]
-            shared_counts.append(cleaned["counts"])
-        if dedup:  # the first copy of each normalised text goes on
-            deduped = documents | "DropDuplicateDocuments" >> heldout.DropDuplicateDocuments(config)
-            documents = deduped["documents"]
-            shared_counts.append(deduped["counts"])
-        tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config, read.ranges if split_files else None)
-        shared_counts.append(read.counts)
-        if plan is not None:  # each source's documents 0, 1 or more times (copies: distinct ids, same side)
-            sampled = tokenized | "SampleSources" >> mixture.SampleSources(files, plan, config.instance.random_seed)
-            tokenized = sampled["documents"]
-            shared_counts.append(sampled["counts"])
-        parts = {"train": tokenized}
-        if split:
-            parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
-                heldout.SplitSide(files, config.eval_fraction, config.eval_seed), 2
-            )
-        for side, docs in parts.items():
-            label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
-            sources = None if plan is None else (plan.file_source, plan.names)  # instances counted per source
-            result = docs | label >> CreateTrainingInstances(config, files, folders[side], sources)
-            made[side] = (result.buckets, [result.counts])
-    if split:  # each manifest records both sides' document counts
-        per_side = {}
-        for side in heldout.SIDES:
-            name = side.capitalize()
-            merged = (
-                tuple(made[side][1])
-                | f"Flatten{name}OnlyCounts" >> beam.Flatten()
-                | f"Merge{name}OnlyCounts" >> beam.CombineGlobally(MergeCountsFn())
-            )
-            per_side[side] = (
-                merged | f"Count{name}Documents" >> beam.Map(lambda c, s=side: heldout.split_counts(s, c)),
-                merged | f"Skip{name}Documents" >> beam.Map(lambda c, s=side: heldout.skipped_for_other_side(s, c)),
-            )
-        made["train"][1].extend([per_side["train"][0], per_side["eval"][0], per_side["eval"][1]])
-        made["eval"][1].extend([per_side["eval"][0], per_side["train"][0], per_side["train"][1]])
+        made = _global_instances(config, files, file_list, tmp_dir, folders, split_files, plan, shared_counts)
+    if split:
+        _add_other_side_counts(made)
+    vocab_info = _vocab_info(config, vocab)
     for side, (side_buckets, side_counts) in made.items():
         train = side == "train"
         counts = (
@@ -157,3 +94,107 @@ def build_pipeline(
             tmp_dir if train else eval_dir,
             role=side,
         )
+
+
+def _vocab_info(config: ShardsConfig, vocab: Vocab) -> dict:
+    """The manifest's ``vocab`` entry."""
+    vocab_info = {
+        "file": "vocab.txt",
+        "source": config.vocab,
+        "size": vocab.size,
+        "sha256": vocab.sha256,
+        "do_lower_case": config.do_lower_case,
+        "special_token_ids": vocab.special_token_ids(),
+    }
+    if config.effective_strip_accents != config.do_lower_case:  # absent: the same as do_lower_case
+        vocab_info["strip_accents"] = config.effective_strip_accents
+    return vocab_info
+
+
+def _input_elements(config: ShardsConfig, files: Sequence[str]) -> tuple[list[tuple], bool]:
+    """The elements the pipeline starts from, and whether a file was cut into byte ranges.
+
+    Create reshuffles its elements itself when there are several, so the files spread over the workers. In the
+    global scope a large file is read in byte ranges (readers.ranges), each an element: (file_index, path,
+    range_index, start, end); its documents keep their ids (ordinals in the file, TokenizeDocuments). The file
+    scope makes a file's buckets of its documents in order, which needs the whole file: one element per file
+    ``(file_index, path)``. --dedup minhash hands each whole file its list of documents to skip: its files are
+    read whole."""
+    if config.pairing_scope == "global" and config.split_bytes and config.dedup != "minhash":
+        elements = plan_ranges(files, config.split_bytes)
+        return elements, any(element[2] for element in elements)
+    return list(enumerate(files)), False
+
+
+def _first_pass(config: ShardsConfig, file_list: beam.PCollection, tmp_dir: str) -> dict | None:
+    """The pass over the files before the documents are read, where an option needs one: ``NearDedup``
+    (``--dedup minhash``) or ``ExactDedup`` (``--dedup exact`` in the ``file`` scope); its ``files`` carry each
+    file's ordinals to skip, its ``counts`` go to the manifests. None: no first pass."""
+    if config.dedup == "minhash":
+        return file_list | "NearDedup" >> near_dedup.NearDedup(config, tmp_dir)
+    if config.dedup == "exact" and config.pairing_scope == "file":
+        return file_list | "ExactDedup" >> heldout.ExactDedup(config, tmp_dir)
+    return None
+
+
+def _global_instances(
+    config: ShardsConfig,
+    files: Sequence[str],
+    file_list: beam.PCollection,
+    tmp_dir: str,
+    folders: dict[str, str],
+    split_files: bool,
+    plan: mixture.MixturePlan | None,
+    shared_counts: list,
+) -> dict[str, tuple]:
+    """The ``global`` scope: documents read, (optionally) decontaminated, deduplicated, tokenized, sampled per
+    source and split into the held-out side, then each side's instances in its bucket folder. Returns side ->
+    (bucket metas, [counts of that side's instances]); appends the counts both sides record to
+    ``shared_counts``."""
+    read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
+    documents = read.documents
+    if config.decontaminate:  # documents overlapping evaluation sets dropped or cut
+        cleaned = documents | "Decontaminate" >> decontamination.Decontaminate(config, tmp_dir)
+        documents = cleaned["documents"]
+        shared_counts.append(cleaned["counts"])
+    if config.dedup == "exact":  # the first copy of each normalised text goes on
+        deduped = documents | "DropDuplicateDocuments" >> heldout.DropDuplicateDocuments(config)
+        documents = deduped["documents"]
+        shared_counts.append(deduped["counts"])
+    tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config, read.ranges if split_files else None)
+    shared_counts.append(read.counts)
+    if plan is not None:  # each source's documents 0, 1 or more times (copies: distinct ids, same side)
+        sampled = tokenized | "SampleSources" >> mixture.SampleSources(files, plan, config.instance.random_seed)
+        tokenized = sampled["documents"]
+        shared_counts.append(sampled["counts"])
+    parts = {"train": tokenized}
+    if config.eval_fraction > 0:
+        parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
+            heldout.SplitSide(files, config.eval_fraction, config.eval_seed), 2
+        )
+    made = {}
+    for side, docs in parts.items():
+        label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
+        sources = None if plan is None else (plan.file_source, plan.names)  # instances counted per source
+        result = docs | label >> CreateTrainingInstances(config, files, folders[side], sources)
+        made[side] = (result.buckets, [result.counts])
+    return made
+
+
+def _add_other_side_counts(made: dict[str, tuple]) -> None:
+    """Each manifest records both sides' document counts: adds to each side's counts in ``made`` its own
+    document counts and the other side's, and the documents the other side skipped."""
+    per_side = {}
+    for side in heldout.SIDES:
+        name = side.capitalize()
+        merged = (
+            tuple(made[side][1])
+            | f"Flatten{name}OnlyCounts" >> beam.Flatten()
+            | f"Merge{name}OnlyCounts" >> beam.CombineGlobally(MergeCountsFn())
+        )
+        per_side[side] = (
+            merged | f"Count{name}Documents" >> beam.Map(lambda c, s=side: heldout.split_counts(s, c)),
+            merged | f"Skip{name}Documents" >> beam.Map(lambda c, s=side: heldout.skipped_for_other_side(s, c)),
+        )
+    made["train"][1].extend([per_side["train"][0], per_side["eval"][0], per_side["eval"][1]])
+    made["eval"][1].extend([per_side["eval"][0], per_side["train"][0], per_side["train"][1]])

@@ -39,8 +39,11 @@ The other objectives (``InstanceConfig.objective``) use the same descriptions:
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import gc
 import random
+from collections.abc import Iterator
 from bisect import bisect_left
 
 import numpy as np
@@ -83,60 +86,45 @@ def describe_instances(
     used = [d for d in range(len(docs.sentence_lengths)) if docs.sentence_lengths[d]]
     if not used:
         return out
-    # per document: prefix sums of sentence lengths (cum[j] = tokens before sentence j) and start offset
-    cums, starts = [], []
-    for d in used:
-        cum = [0]
-        total = 0
-        for n in docs.sentence_lengths[d]:
-            total += n
-            cum.append(total)
-        cums.append(cum)
-        starts.append(docs.doc_starts[d])
-
     # word-level schemes (whole-word, ngram, span) mask through create_masked_lm_predictions, on the tokens
     whole_word = mask and config.effective_masking_scheme != "token"
     if whole_word and docs.word_starts is not None:
         out.word_starts = docs.word_starts.tolist()
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        # truncated instances, NotNext from the document itself, (sop) one-segment chunks merged / skipped and
-        # the tokens skipped with them
-        counts = [0, 0, 0, 0, 0]
+    # truncated instances, NotNext from the document itself, (sop) one-segment chunks merged / skipped and
+    # the tokens skipped with them
+    counts = [0, 0, 0, 0, 0]
+    with _gc_paused():
         if objective == "none":
             _describe_stream(docs, used, config, ids, rng, stats, mask, out)
         else:
-            perm = list(range(len(used)))
-            shuffle(perm, rng)  # the reference shuffles the document list itself; same draws
-            cums = [cums[p] for p in perm]
-            starts = [starts[p] for p in perm]
             token_lists = docs.ids.tolist() if whole_word else None
-            describe_document = _describe_document_sop if objective == "sop" else _describe_document
-            for _ in range(config.dupe_factor):
-                for document_index in range(len(cums)):
-                    describe_document(
-                        cums,
-                        starts,
-                        document_index,
-                        config,
-                        ids,
-                        rng,
-                        stats,
-                        mask,
-                        fast_truncation,
-                        token_lists,
-                        out,
-                        counts,
-                    )
+            work = _Pass(config, ids, rng, stats, mask, fast_truncation, token_lists, out, counts)
+            _describe_documents(docs, used, work)
         out.order = list(range(len(out)))
         shuffle(out.order, rng)
+    _count_instances(out, stats, counts)
+    if mask and not whole_word and objective != "none":  # (whole-word and `none`: counted by the reference function)
+        _finish_token_masks(out, ids, stats)
+    return out
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (the loop allocates millions of small objects that hold
+    no cycles), back on after it if it was on."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if gc_was_enabled:
             gc.enable()
 
-    # the counters the reference keeps per instance, from the descriptions
-    specials = 2 if objective == "none" else 3  # [CLS] A [SEP] (B [SEP])
+
+def _count_instances(out: InstanceDescriptions, stats: InstanceStats, counts: list[int]) -> None:
+    """Add to ``stats`` the counters the reference keeps per instance, from the descriptions, and ``counts``
+    (the per-document loops' truncations, same-document NotNext, one-segment chunks)."""
+    specials = 2 if out.objective == "none" else 3  # [CLS] A [SEP] (B [SEP])
     lengths = (
         np.frombuffer(out.a_len, dtype=np.int32).astype(np.int64) + np.frombuffer(out.b_len, dtype=np.int32) + specials
     )
@@ -152,19 +140,63 @@ def describe_instances(
     for length, count in enumerate(np.bincount(lengths).tolist()):
         if count:
             histogram[length] = histogram.get(length, 0) + count
-    if mask and not whole_word and objective != "none":  # (whole-word and `none`: counted by the reference function)
-        rep = np.frombuffer(out.m_rep, dtype=np.int64)
-        n_mask, n_kept = int(np.count_nonzero(rep == MASK)), int(np.count_nonzero(rep == KEEP))
-        stats.masked += len(rep)
-        stats.masked_as_mask += n_mask
-        stats.masked_as_kept += n_kept
-        stats.masked_as_random += len(rep) - n_mask - n_kept
-        rep[rep == MASK] = ids.mask_id  # (a view of out.m_rep)
-        # candidate ordinals -> positions in the row: A is at 1..a_len, B after the middle [SEP]
-        ordinal = np.frombuffer(out.m_pos, dtype=np.int32)
-        a_len = np.repeat(np.frombuffer(out.a_len, dtype=np.int32), np.frombuffer(out.n_masked, dtype=np.int32))
-        ordinal += np.where(ordinal < a_len, 1, 2).astype(np.int32)
-    return out
+
+
+def _finish_token_masks(out: InstanceDescriptions, ids: VocabIds, stats: InstanceStats) -> None:
+    """The ``token`` scheme's masks as :func:`_pair_masks` left them made final, in place: ``MASK`` becomes
+    the [MASK] id and candidate ordinals become positions in the row (A is at 1..a_len, B after the middle
+    [SEP]); ``stats`` gets the masked counts by kind."""
+    rep = np.frombuffer(out.m_rep, dtype=np.int64)
+    n_mask, n_kept = int(np.count_nonzero(rep == MASK)), int(np.count_nonzero(rep == KEEP))
+    stats.masked += len(rep)
+    stats.masked_as_mask += n_mask
+    stats.masked_as_kept += n_kept
+    stats.masked_as_random += len(rep) - n_mask - n_kept
+    rep[rep == MASK] = ids.mask_id  # (a view of out.m_rep)
+    ordinal = np.frombuffer(out.m_pos, dtype=np.int32)
+    a_len = np.repeat(np.frombuffer(out.a_len, dtype=np.int32), np.frombuffer(out.n_masked, dtype=np.int32))
+    ordinal += np.where(ordinal < a_len, 1, 2).astype(np.int32)
+
+
+@dataclasses.dataclass(slots=True)
+class _Pass:
+    """What the per-document functions of one :func:`describe_instances` call share; ``cums`` and ``starts``
+    (per document in shuffled order: prefix sums of sentence lengths, offset of the first token) are set by
+    :func:`_describe_documents`."""
+
+    config: InstanceConfig
+    ids: VocabIds
+    rng: random.Random
+    stats: InstanceStats
+    mask: bool
+    fast_truncation: bool
+    token_lists: list[int] | None
+    out: InstanceDescriptions
+    counts: list[int]
+    cums: list[list[int]] = dataclasses.field(default_factory=list)
+    starts: list[int] = dataclasses.field(default_factory=list)
+
+
+def _describe_documents(docs: BucketDocuments, used: list[int], work: _Pass) -> None:
+    """Objectives ``nsp`` and ``sop``: the reference's shuffle of the ``used`` documents, then ``dupe_factor``
+    passes of :func:`_describe_document` (or :func:`_describe_document_sop`) over them."""
+    cums, starts = [], []
+    for d in used:  # per document: prefix sums of sentence lengths (cum[j] = tokens before sentence j)
+        cum = [0]
+        total = 0
+        for n in docs.sentence_lengths[d]:
+            total += n
+            cum.append(total)
+        cums.append(cum)
+        starts.append(docs.doc_starts[d])
+    perm = list(range(len(used)))
+    shuffle(perm, work.rng)  # the reference shuffles the document list itself; same draws
+    work.cums = [cums[p] for p in perm]
+    work.starts = [starts[p] for p in perm]
+    describe_document = _describe_document_sop if work.config.objective == "sop" else _describe_document
+    for _ in range(work.config.dupe_factor):
+        for document_index in range(len(work.cums)):
+            describe_document(work, document_index)
 
 
 def _chunk_size(cum: list[int], chunk_first: int, target_seq_length: int) -> int:
@@ -176,39 +208,51 @@ def _chunk_size(cum: list[int], chunk_first: int, target_seq_length: int) -> int
     return min(end, len(cum) - 1) - chunk_first
 
 
-def _describe_document(
-    cums: list[list[int]],
-    starts: list[int],
-    document_index: int,
-    config: InstanceConfig,
-    ids: VocabIds,
-    rng: random.Random,
-    stats: InstanceStats,
-    mask: bool,
-    fast_truncation: bool,
-    token_lists: list[int] | None,
-    out: InstanceDescriptions,
-    counts: list[int],
-) -> None:
+def _target_seq_length(config: InstanceConfig, rand, randbelow) -> int:
+    """A document's target length, as the original draws it: ``max_seq_length - 3``, or with probability
+    ``short_seq_prob`` a length uniform in ``2 .. max_seq_length - 3``. ``rand``, ``randbelow``: the ``rng``'s."""
+    max_num_tokens = config.max_seq_length - 3
+    if rand() < config.short_seq_prob:
+        return 2 + randbelow(max_num_tokens - 1)
+    return max_num_tokens
+
+
+def _random_next_segment(work: _Pass, document_index: int, target_b_length: int, randbelow) -> tuple[int, int, bool]:
+    """The original's random B for NotNext: a document other than ``document_index`` (10 tries; the last one
+    drawn is used even when it is the same), a random sentence in it, and sentences from there until B holds
+    ``target_b_length`` tokens or the document ends. Returns ``(b_start, b_len, same document)``."""
+    random_document_index = document_index
+    for _ in range(10):
+        random_document_index = randbelow(len(work.cums))
+        if random_document_index != document_index:
+            break
+    rcum = work.cums[random_document_index]
+    random_start = randbelow(len(rcum) - 1)
+    end = bisect_left(rcum, rcum[random_start] + target_b_length, random_start + 1)
+    if end >= len(rcum):
+        end = len(rcum) - 1
+    b_start = work.starts[random_document_index] + rcum[random_start]
+    return b_start, rcum[end] - rcum[random_start], random_document_index == document_index
+
+
+def _describe_document(work: _Pass, document_index: int) -> None:
     """One pass over one document: ``create_instances_from_document`` on lengths.
 
-    Appends to ``out`` (masked positions as candidate ordinals and [MASK] as ``MASK``, except under
-    whole-word masking; ``describe_instances`` converts them) and adds to ``counts``.
+    Appends to ``work.out`` (masked positions as candidate ordinals and [MASK] as ``MASK``, except under
+    whole-word masking; ``describe_instances`` converts them) and adds to ``work.counts``.
     """
-    cum = cums[document_index]
-    base = starts[document_index]
+    cum = work.cums[document_index]
+    base = work.starts[document_index]
     n_sentences = len(cum) - 1
-    n_documents = len(cums)
+    config, rng, out = work.config, work.rng, work.out
     max_num_tokens = config.max_seq_length - 3
-    target_seq_length = max_num_tokens
     rand = rng.random
     randbelow = randbelow_of(rng)
-    if rand() < config.short_seq_prob:
-        target_seq_length = 2 + randbelow(max_num_tokens - 1)
+    target_seq_length = _target_seq_length(config, rand, randbelow)
+    truncate = truncation_bounds_fast if work.fast_truncation else truncation_bounds
     a_starts, a_lens, b_starts, b_lens = out.a_start.append, out.a_len.append, out.b_start.append, out.b_len.append
     labels, n_maskeds = out.label.append, out.n_masked.append
     truncated_count = same_document = 0
-    truncate = truncation_bounds_fast if fast_truncation else truncation_bounds
 
     chunk_first = 0
     while chunk_first < n_sentences:
@@ -221,22 +265,8 @@ def _describe_document(
         a_len = cum[chunk_first + a_end] - cum[chunk_first]
         if chunk_count == 1 or rand() < 0.5:
             is_random_next = 1
-            target_b_length = target_seq_length - a_len
-            random_document_index = document_index
-            for _ in range(10):
-                random_document_index = randbelow(n_documents)
-                if random_document_index != document_index:
-                    break
-            if random_document_index == document_index:
-                same_document += 1
-            rcum = cums[random_document_index]
-            random_start = randbelow(len(rcum) - 1)
-            # sentences random_start.. until the segment reaches target_b_length (or the document ends)
-            end = bisect_left(rcum, rcum[random_start] + target_b_length, random_start + 1)
-            if end >= len(rcum):
-                end = len(rcum) - 1
-            b_start = starts[random_document_index] + rcum[random_start]
-            b_len = rcum[end] - rcum[random_start]
+            b_start, b_len, same = _random_next_segment(work, document_index, target_seq_length - a_len, randbelow)
+            same_document += same
             next_first = chunk_first + a_end  # put the unused segments back
         else:
             is_random_next = 0
@@ -250,8 +280,8 @@ def _describe_document(
             b_start, b_len = b_start + b_lo, b_hi - b_lo
 
         n_masked = 0
-        if mask:
-            n_masked = _pair_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng, stats, out)
+        if work.mask:
+            n_masked = _pair_masks(work, a_start, a_len, b_start, b_len)
         a_starts(a_start)
         a_lens(a_len)
         b_starts(b_start)
@@ -259,24 +289,11 @@ def _describe_document(
         labels(is_random_next)
         n_maskeds(n_masked)
         chunk_first = next_first
-    counts[0] += truncated_count
-    counts[1] += same_document
+    work.counts[0] += truncated_count
+    work.counts[1] += same_document
 
 
-def _describe_document_sop(
-    cums: list[list[int]],
-    starts: list[int],
-    document_index: int,
-    config: InstanceConfig,
-    ids: VocabIds,
-    rng: random.Random,
-    stats: InstanceStats,
-    mask: bool,
-    fast_truncation: bool,
-    token_lists: list[int] | None,
-    out: InstanceDescriptions,
-    counts: list[int],
-) -> None:
+def _describe_document_sop(work: _Pass, document_index: int) -> None:
     """One pass over one document for sentence-order prediction (ALBERT section 4.2).
 
     The chunks of :func:`_describe_document` (:func:`_chunk_size`, ``short_seq_prob``, a random split point of
@@ -286,16 +303,15 @@ def _describe_document_sop(
     too (``counts[2]``); when it is, it is skipped (``counts[3]``, its tokens ``counts[4]``). A one-sentence
     document therefore makes no instance. Masking as in :func:`_describe_document`, over the row as swapped.
     """
-    cum = cums[document_index]
-    base = starts[document_index]
+    cum = work.cums[document_index]
+    base = work.starts[document_index]
     n_sentences = len(cum) - 1
+    config, rng, out, counts = work.config, work.rng, work.out, work.counts
     max_num_tokens = config.max_seq_length - 3
-    target_seq_length = max_num_tokens
     rand = rng.random
     randbelow = randbelow_of(rng)
-    if rand() < config.short_seq_prob:
-        target_seq_length = 2 + randbelow(max_num_tokens - 1)
-    truncate = truncation_bounds_fast if fast_truncation else truncation_bounds
+    target_seq_length = _target_seq_length(config, rand, randbelow)
+    truncate = truncation_bounds_fast if work.fast_truncation else truncation_bounds
 
     chunk_first = 0
     while chunk_first < n_sentences:
@@ -321,8 +337,8 @@ def _describe_document_sop(
         if swapped:
             a_start, a_len, b_start, b_len = b_start, b_len, a_start, a_len
         n_masked = 0
-        if mask:
-            n_masked = _pair_masks(token_lists, a_start, a_len, b_start, b_len, config, ids, rng, stats, out)
+        if work.mask:
+            n_masked = _pair_masks(work, a_start, a_len, b_start, b_len)
         out.a_start.append(a_start)
         out.a_len.append(a_len)
         out.b_start.append(b_start)
@@ -332,18 +348,7 @@ def _describe_document_sop(
         chunk_first += chunk_count
 
 
-def _pair_masks(
-    token_lists: list[int] | None,
-    a_start: int,
-    a_len: int,
-    b_start: int,
-    b_len: int,
-    config: InstanceConfig,
-    ids: VocabIds,
-    rng: random.Random,
-    stats: InstanceStats,
-    out: InstanceDescriptions,
-) -> int:
+def _pair_masks(work: _Pass, a_start: int, a_len: int, b_start: int, b_len: int) -> int:
     """The masks of one row ``[CLS] A [SEP] B [SEP]`` (after truncation; under ``sop`` as swapped), appended to
     ``out``; returns their count. The ``token`` scheme (no ``token_lists``) draws as the original's
     ``create_masked_lm_predictions``: a shuffle of the candidates (:func:`shuffle_first`), then each piece's
@@ -351,6 +356,7 @@ def _pair_masks(
     ``0 .. a_len + b_len - 1`` and [MASK] is ``MASK`` until ``describe_instances`` converts them. Whole-word
     masking (and the other word-level schemes) goes through the reference function (it needs the tokens, and
     the segmenter's word starts when the bucket has them), with final positions and ids."""
+    config, ids, rng, out, token_lists = work.config, work.ids, work.rng, work.out, work.token_lists
     if token_lists is None:
         chosen = shuffle_first(
             a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob, config.max_predictions_per_seq), rng
@@ -369,7 +375,7 @@ def _pair_masks(
     if out.word_starts is not None:
         ws = out.word_starts
         word_starts = [0, *ws[a_start : a_start + a_len], 0, *ws[b_start : b_start + b_len], 0]
-    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, stats, a_len, word_starts)
+    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, work.stats, a_len, word_starts)
     for p in positions:
         out.m_pos.append(p)
         out.m_rep.append(output[p])

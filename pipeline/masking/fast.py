@@ -57,7 +57,6 @@ def mask_table(
     """
     table = table.combine_chunks()
     ids_col = table.column("input_ids").chunk(0)
-    tt_col = table.column("token_type_ids").chunk(0)
     offsets = ids_col.offsets.to_numpy().astype(np.int64)
     values = ids_col.values.to_numpy()
     lengths = np.diff(offsets)
@@ -65,52 +64,21 @@ def mask_table(
     if n_rows == 0:
         return table, {"masked": 0, "masked_as_mask": 0, "masked_as_random": 0, "masked_as_kept": 0}
     # B starts after the tokens of type 0 ([CLS] A [SEP]); the middle [SEP] is just before it
-    tt = tt_col.values.to_numpy()
+    tt = table.column("token_type_ids").chunk(0).values.to_numpy()
     first_b = lengths - np.add.reduceat(tt.astype(np.int64), offsets[:-1])
-
-    # numbers to predict, as num_to_predict: round half to even of n * p (float64), capped
-    k = np.minimum(
-        config.max_predictions_per_seq, np.maximum(1, np.rint(lengths * config.masked_lm_prob).astype(np.int64))
-    )
-    if sep_id is None:
-        k = np.minimum(k, lengths - 3)  # never more than the candidates
-    else:
-        specials = (values == sep_id).astype(np.int64)
-        specials[offsets[:-1]] = 1  # [CLS]
-        k = np.minimum(k, lengths - np.add.reduceat(specials, offsets[:-1]))
-
-    out_values = values.copy()
-    all_positions = []
+    k = _predictions_per_row(config, offsets, values, sep_id)
     max_k = int(k.max())
-    for lo in range(0, n_rows, _CHUNK_ROWS):
-        hi = min(lo + _CHUNK_ROWS, n_rows)
-        rows = hi - lo
-        row_lengths = lengths[lo:hi]
-        width = int(row_lengths.max())
-        inside = np.arange(width)[None, :] < row_lengths[:, None]
-        keys = np.full((rows, width), np.inf)
-        keys[inside] = rng.random(int(offsets[hi] - offsets[lo]))  # row-major = the tokens' order
-        ar = np.arange(rows)
-        keys[ar, 0] = np.inf  # [CLS]
-        keys[ar, first_b[lo:hi] - 1] = np.inf  # middle [SEP]
-        keys[ar, row_lengths - 1] = np.inf  # last [SEP]
-        if sep_id is not None:  # every [SEP]
-            is_sep = np.zeros((rows, width), dtype=bool)
-            is_sep[inside] = values[offsets[lo] : offsets[hi]] == sep_id
-            keys[is_sep] = np.inf
-        kk = min(max_k, width)
-        part = np.argpartition(keys, kk - 1, axis=1)[:, :kk]
-        order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1)
-        chosen = np.take_along_axis(part, order, axis=1)  # candidates by ascending key
-        take = np.arange(kk)[None, :] < k[lo:hi, None]
-        chosen = np.where(take, chosen, np.iinfo(np.int64).max)
-        chosen.sort(axis=1)  # positions ascending, unused at the end
-        all_positions.append(chosen[take])  # row-major: each row's k positions
-    positions = np.concatenate(all_positions) if all_positions else np.zeros(0, dtype=np.int64)
+    positions = np.concatenate(
+        [
+            _chunk_positions(offsets, values, first_b, k, max_k, lo, min(lo + _CHUNK_ROWS, n_rows), rng, sep_id)
+            for lo in range(0, n_rows, _CHUNK_ROWS)
+        ]
+    )
     m_offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(k, out=m_offsets[1:])
     flat = offsets[:-1][np.repeat(np.arange(n_rows), k)] + positions
     labels = values[flat]
+    out_values = values.copy()
     n_mask, n_random = replace_positions(out_values, flat, mask_id, random_ids, rng)
     counts = {
         "masked": int(len(flat)),
@@ -118,22 +86,91 @@ def mask_table(
         "masked_as_random": n_random,
         "masked_as_kept": int(len(flat)) - n_mask - n_random,
     }
+    return _with_predictions(table, offsets, out_values, m_offsets, positions, labels), counts
 
+
+def _predictions_per_row(
+    config: "InstanceConfig", offsets: np.ndarray, values: np.ndarray, sep_id: int | None
+) -> np.ndarray:
+    """Per row, the number of positions to predict (int64): as
+    :func:`~bertprep.pipeline.masking.rule.num_to_predict`, round half to even of ``length * masked_lm_prob``
+    (float64), at least 1, capped at ``max_predictions_per_seq`` and at the row's candidates (the tokens
+    other than [CLS] and [SEP]: 3 of them, or with ``sep_id`` [CLS] and every ``sep_id``)."""
+    lengths = np.diff(offsets)
+    k = np.minimum(
+        config.max_predictions_per_seq, np.maximum(1, np.rint(lengths * config.masked_lm_prob).astype(np.int64))
+    )
+    if sep_id is None:
+        return np.minimum(k, lengths - 3)  # never more than the candidates
+    specials = (values == sep_id).astype(np.int64)
+    specials[offsets[:-1]] = 1  # [CLS]
+    return np.minimum(k, lengths - np.add.reduceat(specials, offsets[:-1]))
+
+
+def _chunk_positions(
+    offsets: np.ndarray,
+    values: np.ndarray,
+    first_b: np.ndarray,
+    k: np.ndarray,
+    max_k: int,
+    lo: int,
+    hi: int,
+    rng: np.random.Generator,
+    sep_id: int | None,
+) -> np.ndarray:
+    """The masked positions of rows ``lo .. hi - 1``, row-major, each row's ``k`` positions ascending (int64,
+    positions in the row): the ``k`` candidates with the smallest of one uniform key per token (one
+    ``rng.random`` call for the chunk's tokens in order). ``max_k`` is ``k.max()``."""
+    rows = hi - lo
+    row_lengths = offsets[lo + 1 : hi + 1] - offsets[lo:hi]
+    width = int(row_lengths.max())
+    inside = np.arange(width)[None, :] < row_lengths[:, None]
+    keys = np.full((rows, width), np.inf)
+    keys[inside] = rng.random(int(offsets[hi] - offsets[lo]))  # row-major = the tokens' order
+    ar = np.arange(rows)
+    keys[ar, 0] = np.inf  # [CLS]
+    keys[ar, first_b[lo:hi] - 1] = np.inf  # middle [SEP]
+    keys[ar, row_lengths - 1] = np.inf  # last [SEP]
+    if sep_id is not None:  # every [SEP]
+        is_sep = np.zeros((rows, width), dtype=bool)
+        is_sep[inside] = values[offsets[lo] : offsets[hi]] == sep_id
+        keys[is_sep] = np.inf
+    kk = min(max_k, width)
+    part = np.argpartition(keys, kk - 1, axis=1)[:, :kk]
+    order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1)
+    chosen = np.take_along_axis(part, order, axis=1)  # candidates by ascending key
+    take = np.arange(kk)[None, :] < k[lo:hi, None]
+    chosen = np.where(take, chosen, np.iinfo(np.int64).max)
+    chosen.sort(axis=1)  # positions ascending, unused at the end
+    return chosen[take]  # row-major: each row's k positions
+
+
+def _with_predictions(
+    table: pa.Table,
+    offsets: np.ndarray,
+    out_values: np.ndarray,
+    m_offsets: np.ndarray,
+    positions: np.ndarray,
+    labels: np.ndarray,
+) -> pa.Table:
+    """``table`` with ``input_ids`` replaced by ``out_values`` and the ``masked_lm_*`` columns filled (rows of
+    ``positions`` and ``labels`` cut at ``m_offsets``); the other columns as they are."""
     schema = table.schema
     id_type = schema.field("input_ids").type
-
-    def list_array(offs: np.ndarray, vals: np.ndarray, typ: pa.DataType) -> pa.Array:
-        return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(vals, type=typ.value_type), type=typ)
-
     new = {
-        "input_ids": list_array(offsets, out_values, id_type),
-        "masked_lm_positions": list_array(
+        "input_ids": _list_array(offsets, out_values, id_type),
+        "masked_lm_positions": _list_array(
             m_offsets, positions.astype(np.uint16), schema.field("masked_lm_positions").type
         ),
-        "masked_lm_ids": list_array(m_offsets, labels, schema.field("masked_lm_ids").type),
+        "masked_lm_ids": _list_array(m_offsets, labels, schema.field("masked_lm_ids").type),
     }
     columns = [new[name] if name in new else table.column(name).chunk(0) for name in schema.names]
-    return pa.Table.from_arrays(columns, schema=schema), counts
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _list_array(offs: np.ndarray, vals: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """A list array of type ``typ`` of ``vals`` cut at ``offs``."""
+    return pa.ListArray.from_arrays(pa.array(offs.astype(np.int32)), pa.array(vals, type=typ.value_type), type=typ)
 
 
 __all__ = ["mask_table"]

@@ -145,87 +145,136 @@ def choose_word_spans(
     Raises:
         ValueError: an unknown scheme (``token`` has no words: use the per-piece forms).
     """
-    n_words = len(words)
     sizes = [len(w) for w in words]
-    spans: list[tuple[int, int]] = []
-    count = 0
     if scheme == "whole-word":
-        order = list(range(n_words))
-        draws.shuffle(order)  # the original shuffles its list of words: the same permutation
-        for w in order:
-            if count >= wanted:
-                break
-            if count + sizes[w] > wanted:
-                continue
-            spans.append((w, 1))
-            count += sizes[w]
-        return spans
+        return _whole_word_spans(sizes, wanted, draws)
     if scheme not in ("ngram", "span"):
         raise ValueError(f"unknown word-level masking scheme {scheme!r}; one of whole-word, ngram, span")
+    segment_end = _segment_ends(word_segment, len(words))
+    if scheme == "ngram":
+        return _ngram_spans(sizes, segment_end, wanted, draws, max_ngram_size)
+    return _geometric_spans(sizes, segment_end, wanted, draws, span_geometric_p, max_span_length)
+
+
+def _whole_word_spans(sizes: list[int], wanted: int, draws: Draws) -> list[tuple[int, int]]:
+    """``whole-word`` (:func:`choose_word_spans`): the words in a shuffled order, each taken whole or skipped
+    when it does not fit the budget. ``sizes``: pieces per word."""
+    spans: list[tuple[int, int]] = []
+    count = 0
+    order = list(range(len(sizes)))
+    draws.shuffle(order)  # the original shuffles its list of words: the same permutation
+    for w in order:
+        if count >= wanted:
+            break
+        if count + sizes[w] > wanted:
+            continue
+        spans.append((w, 1))
+        count += sizes[w]
+    return spans
+
+
+def _segment_ends(word_segment: Sequence[int] | None, n_words: int) -> list[int]:
+    """Per word, the end (exclusive, in words) of its segment; ``word_segment`` None: one segment."""
     segment = list(word_segment) if word_segment is not None else [0] * n_words
-    # the end (exclusive) of each word's segment
     segment_end = [0] * n_words
     end = n_words
     for w in range(n_words - 1, -1, -1):
         if w + 1 < n_words and segment[w + 1] != segment[w]:
             end = w + 1
         segment_end[w] = end
+    return segment_end
+
+
+def _draw_from_cdf(cdf: list[float], u: float, limit: int) -> int:
+    """The value ``n`` in ``1 .. limit`` that the uniform ``u`` falls on in the cumulative ``cdf`` (entry
+    ``n - 1`` is ``P(value <= n)``)."""
+    n = 1
+    while n < limit and u >= cdf[n - 1]:
+        n += 1
+    return n
+
+
+def _ngram_spans(
+    sizes: list[int], segment_end: list[int], wanted: int, draws: Draws, max_ngram_size: int
+) -> list[tuple[int, int]]:
+    """``ngram`` (:func:`choose_word_spans`): from each word in a shuffled order an n-gram inside its segment,
+    shortened until it fits the budget, skipped when it overlaps a word already taken."""
+    cdf = _cumulative(ngram_probabilities(max_ngram_size))
+    n_words = len(sizes)
     taken = [False] * n_words
+    spans: list[tuple[int, int]] = []
+    count = 0
+    order = list(range(n_words))
+    draws.shuffle(order)
+    for w in order:
+        if count >= wanted:
+            break
+        available = min(max_ngram_size, segment_end[w] - w)
+        n = _draw_from_cdf(cdf, draws.random() * cdf[available - 1], available)
+        size = sum(sizes[w : w + n])
+        while n > 0 and count + size > wanted:  # shorter n-grams until one fits the budget
+            n -= 1
+            size -= sizes[w + n]
+        if n == 0 or any(taken[w : w + n]):
+            continue
+        for k in range(w, w + n):
+            taken[k] = True
+        spans.append((w, n))
+        count += size
+    return spans
 
-    if scheme == "ngram":
-        cdf = _cumulative(ngram_probabilities(max_ngram_size))
-        order = list(range(n_words))
-        draws.shuffle(order)
-        for w in order:
-            if count >= wanted:
-                break
-            available = min(max_ngram_size, segment_end[w] - w)
-            u = draws.random() * cdf[available - 1]
-            n = 1
-            while n < available and u >= cdf[n - 1]:
-                n += 1
-            size = sum(sizes[w : w + n])
-            while n > 0 and count + size > wanted:  # shorter n-grams until one fits the budget
-                n -= 1
-                size -= sizes[w + n]
-            if n == 0 or any(taken[w : w + n]):
-                continue
-            for k in range(w, w + n):
-                taken[k] = True
-            spans.append((w, n))
-            count += size
-        return spans
 
+def _free_runs(taken: list[bool], segment_end: list[int], length: int) -> tuple[list[tuple[int, int]], int]:
+    """The runs of free words inside one segment that hold a span of ``length`` words: ``(first word,
+    places)`` for each (a run of ``r`` words has ``r - length + 1`` places), and the places in all."""
+    runs: list[tuple[int, int]] = []
+    places = 0
+    n_words = len(taken)
+    w = 0
+    while w < n_words:
+        if taken[w]:
+            w += 1
+            continue
+        first = w
+        while w < segment_end[first] and not taken[w]:
+            w += 1
+        if w - first >= length:
+            runs.append((first, w - first - length + 1))
+            places += w - first - length + 1
+    return runs, places
+
+
+def _place_start(runs: list[tuple[int, int]], k: int) -> int:
+    """The first word of place ``k`` (0-based, counted over ``runs`` in order)."""
+    for first, n_places in runs:
+        if k < n_places:
+            return first + k
+        k -= n_places
+    raise AssertionError("place out of range")
+
+
+def _geometric_spans(
+    sizes: list[int],
+    segment_end: list[int],
+    wanted: int,
+    draws: Draws,
+    span_geometric_p: float,
+    max_span_length: int,
+) -> list[tuple[int, int]]:
+    """``span`` (:func:`choose_word_spans`): SpanBERT's loop of a length, then a start among the free places
+    for it; the last span is cut to the budget; ``4 * wanted + 16`` draws that take nothing end it."""
     cdf = _cumulative(span_length_probabilities(span_geometric_p, max_span_length))
+    taken = [False] * len(sizes)
+    spans: list[tuple[int, int]] = []
+    count = 0
     misses = 0
     while count < wanted and misses < 4 * wanted + 16:
-        u = draws.random()
-        length = 1
-        while length < len(cdf) and u >= cdf[length - 1]:
-            length += 1
-        # runs of free words inside one segment: a run of r words has r - length + 1 places
-        runs: list[tuple[int, int]] = []  # (first word, places)
-        places = 0
-        w = 0
-        while w < n_words:
-            if taken[w]:
-                w += 1
-                continue
-            first = w
-            while w < segment_end[first] and not taken[w]:
-                w += 1
-            if w - first >= length:
-                runs.append((first, w - first - length + 1))
-                places += w - first - length + 1
+        length = _draw_from_cdf(cdf, draws.random(), len(cdf))
+        runs, places = _free_runs(taken, segment_end, length)
         if places == 0:
             misses += 1
             continue
-        k = draws.randbelow(places)
-        for first, n_places in runs:
-            if k < n_places:
-                start = first + k
-                break
-            k -= n_places
+        start = _place_start(runs, draws.randbelow(places))
         n = 0
         while n < length and count + sizes[start + n] <= wanted:
             count += sizes[start + n]

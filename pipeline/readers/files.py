@@ -407,75 +407,23 @@ def _iter_lines(
     numbers of a range that starts after byte 0 count from the first line starting at or after ``start``
     (numbered 1); ``line_base()`` (called only for a warning) gives the lines before it.
     """
-    max_bytes = 4 * max_line_chars
-    warned_decode = warned_long = False
+    lines = _LineTexts(path, encoding, max_line_chars, stats, strip_bom and start == 0, line_base, owned=start == 0)
+    complete = lines.complete
     lineno = 0
-    carry: list[bytes] = []  # pieces of the current unfinished line
-    carry_len = 0
-    skipping = False  # inside an over-long line: drop bytes until the next \n
+    line_start = 0  # offset of the first byte of the current line
     empty = True
     seeking = start > 0  # dropping bytes up to the first line start at or after `start`
-    owned = start == 0  # a range's lines before its first sync line belong to the range before
-    line_start = 0  # offset of the first byte of the current line
-    base: list[int] = []
-
-    def where(n: int) -> int:
-        if line_base is None:
-            return n
-        if not base:
-            base.append(line_base())
-        return base[0] + n
-
-    def over_long(n: int) -> None:
-        nonlocal warned_long
-        if not owned:
-            return
-        stats._count(stats.skipped_lines, "over_long_line")
-        if not warned_long:
-            warned_long = True
-            logger.warning(
-                "%s:%d: line longer than %d characters skipped (counted in skipped_lines['over_long_line']); "
-                "raise --max-line-chars if such lines are real documents",
-                path,
-                where(n),
-                max_line_chars,
-            )
-
-    def decode(raw: bytes, n: int) -> str | None:
-        nonlocal warned_decode
-        try:
-            text = raw.decode(encoding)
-        except UnicodeDecodeError:
-            text = raw.decode(encoding, "replace")
-            if owned:
-                stats.undecodable_lines += 1
-                if not warned_decode:
-                    warned_decode = True
-                    logger.warning(
-                        "%s:%d: bytes that are not valid %s were replaced with U+FFFD (counted in undecodable_lines); "
-                        "if the file is Latin-1, pass --encoding latin-1",
-                        path,
-                        where(n),
-                        encoding,
-                    )
-        if len(text) > max_line_chars:
-            over_long(n)
-            return None
-        if n == 1 and strip_bom and start == 0 and text.startswith("\ufeff"):
-            text = text[1:]
-        return text
-
     for offset, block in _read_blocks_at(path, max(0, start - 1)):  # from byte start - 1: is `start` a line start?
         empty = False
         block_end = offset + len(block)
         stats.bytes += max(0, min(block_end, block_end if end is None else end) - max(offset, start))
-        if seeking:  # the first line start at or after `start`: after the first \n at or after start - 1
-            cut = block.find(b"\n", max(0, start - 1 - offset))
+        if seeking:
+            cut = _first_line_start(block, offset, start)
             if cut < 0:
                 continue
             seeking = False
-            offset += cut + 1
-            block = block[cut + 1 :]
+            offset += cut
+            block = block[cut:]
             line_start = offset
         pieces = block.split(b"\n")
         next_start = offset
@@ -483,48 +431,144 @@ def _iter_lines(
             lineno += 1
             this_start, next_start = line_start, next_start + len(piece) + 1
             line_start = next_start
-            if skipping:
-                skipping = False
-                over_long(lineno)
-                continue
-            if carry:
-                carry.append(piece)
-                raw = b"".join(carry)
-                carry, carry_len = [], 0
-            else:
-                raw = piece
-            if len(raw) > max_bytes:
-                over_long(lineno)
-                continue
-            text = decode(raw, lineno)
+            text = complete(piece, lineno)
             if text is None:
                 continue
-            if owned:
+            if lines.owned:
                 yield lineno, text
                 if end is not None and this_start >= end and (sync is None or sync(text)):
                     return  # the next range starts after this line
             elif sync is None or sync(text):
                 if end is not None and this_start >= end:
                     return  # no sync line in [start, end): the range is empty, the next one starts here too
-                owned = True  # this range's lines start after its first sync line
-        tail = pieces[-1]
-        if tail and not skipping:
-            if carry_len + len(tail) > max_bytes:
-                skipping = True
-                carry, carry_len = [], 0
-            else:
-                carry.append(tail)
-                carry_len += len(tail)
-    if not owned:
+                lines.owned = True  # this range's lines start after its first sync line
+        lines.keep(pieces[-1])
+    if not lines.owned:
         return
     if empty:
         stats.empty_files += 1
         logger.info("%s: empty file", path)
         return
-    if skipping:
-        over_long(lineno + 1)
-    elif carry:
-        lineno += 1
-        text = decode(b"".join(carry), lineno)
-        if text is not None:
-            yield lineno, text
+    last = lines.last(lineno + 1)
+    if last is not None:
+        yield lineno + 1, last
+
+
+def _first_line_start(block: bytes, offset: int, start: int) -> int:
+    """Where in ``block`` (the file's bytes from ``offset`` on) the first line that starts at or after byte
+    ``start`` starts: after the first ``\\n`` at or after byte ``start - 1``; -1 when not in this block."""
+    cut = block.find(b"\n", max(0, start - 1 - offset))
+    return cut if cut < 0 else cut + 1
+
+
+class _LineTexts:
+    """The lines of one :func:`_iter_lines` pass as text: joins a line's pieces across blocks, skips and counts
+    over-long lines (never holding more than ``4 * max_line_chars`` bytes of one), decodes (undecodable
+    bytes counted, one warning each kind per file), strips a first line's BOM. ``owned``: the lines are the
+    range's (before its first sync line they are not: nothing is counted)."""
+
+    def __init__(
+        self,
+        path: str,
+        encoding: str,
+        max_line_chars: int,
+        stats: ReaderStats,
+        strip_bom: bool,
+        line_base: Callable[[], int] | None,
+        owned: bool,
+    ):
+        self.path = path
+        self.encoding = encoding
+        self.max_line_chars = max_line_chars
+        self.max_bytes = 4 * max_line_chars
+        self.stats = stats
+        self.strip_bom = strip_bom
+        self.line_base = line_base
+        self.owned = owned
+        self.base: int | None = None
+        self.warned_decode = self.warned_long = False
+        self.carry: list[bytes] = []  # pieces of the current unfinished line
+        self.carry_len = 0
+        self.skipping = False  # inside an over-long line: drop bytes until the next \n
+
+    def complete(self, piece: bytes, n: int) -> str | None:
+        """Line ``n`` ended by ``piece`` (its last bytes, before the ``\\n``): its text, or None when skipped."""
+        if self.skipping:
+            self.skipping = False
+            self.over_long(n)
+            return None
+        if self.carry:
+            self.carry.append(piece)
+            raw = b"".join(self.carry)
+            self.carry, self.carry_len = [], 0
+        else:
+            raw = piece
+        if len(raw) > self.max_bytes:
+            self.over_long(n)
+            return None
+        try:
+            text = raw.decode(self.encoding)
+        except UnicodeDecodeError:
+            text = self.replaced(raw, n)
+        if len(text) > self.max_line_chars:
+            self.over_long(n)
+            return None
+        if n == 1 and self.strip_bom and text.startswith("\ufeff"):
+            text = text[1:]
+        return text
+
+    def keep(self, tail: bytes) -> None:
+        """Hold ``tail``, the start of a line that goes on in the next block (dropped once it is over-long)."""
+        if tail and not self.skipping:
+            if self.carry_len + len(tail) > self.max_bytes:
+                self.skipping = True
+                self.carry, self.carry_len = [], 0
+            else:
+                self.carry.append(tail)
+                self.carry_len += len(tail)
+
+    def last(self, n: int) -> str | None:
+        """The file's last line ``n`` when it has no ``\\n`` at its end: its text, or None (none, or skipped)."""
+        if self.skipping:
+            self.over_long(n)
+        elif self.carry:
+            return self.complete(b"", n)  # (the carried bytes are within the limit: keep checked them)
+        return None
+
+    def where(self, n: int) -> int:
+        """Line ``n`` of the range as a line number of the file (for a warning)."""
+        if self.line_base is None:
+            return n
+        if self.base is None:
+            self.base = self.line_base()
+        return self.base + n
+
+    def over_long(self, n: int) -> None:
+        """Count over-long line ``n`` (a warning for the first)."""
+        if not self.owned:
+            return
+        self.stats._count(self.stats.skipped_lines, "over_long_line")
+        if not self.warned_long:
+            self.warned_long = True
+            logger.warning(
+                "%s:%d: line longer than %d characters skipped (counted in skipped_lines['over_long_line']); "
+                "raise --max-line-chars if such lines are real documents",
+                self.path,
+                self.where(n),
+                self.max_line_chars,
+            )
+
+    def replaced(self, raw: bytes, n: int) -> str:
+        """Line ``n``'s undecodable ``raw`` with U+FFFD for the bad bytes, counted (a warning for the first)."""
+        if self.owned:
+            self.stats.undecodable_lines += 1
+            if not self.warned_decode:
+                self.warned_decode = True
+                logger.warning(
+                    "%s:%d: bytes that are not valid %s were replaced with U+FFFD (counted in undecodable_lines); "
+                    "if the file is Latin-1, pass --encoding latin-1",
+                    self.path,
+                    self.where(n),
+                    self.encoding,
+                )
+        return raw.decode(self.encoding, "replace")

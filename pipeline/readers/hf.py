@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from bertprep.pipeline.readers.base import InputError
 from bertprep.pipeline.readers.context import ReadContext
 from bertprep.pipeline.readers.files import _open
+from bertprep.pipeline.readers.parquet import check_string_column
 
 #: Files of a ``save_to_disk`` directory that describe the dataset rather than hold rows.
 HF_METADATA_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")
@@ -79,16 +80,7 @@ def read_hf(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                 f"{ctx.path}: the dataset has no column {ctx.text_field!r} (its columns: {', '.join(schema.names)}); "
                 "name the text column with --text-field"
             )
-        column_type = schema.field(ctx.text_field).type
-        if not (
-            pa.types.is_string(column_type)
-            or pa.types.is_large_string(column_type)
-            or getattr(pa.types, "is_string_view", lambda t: False)(column_type)
-        ):
-            raise InputError(
-                f"{ctx.path}: column {ctx.text_field!r} has type {column_type}, not string; name the text column "
-                "with --text-field"
-            )
+        check_string_column(ctx, schema)
         row = 0
         for batch in batches:
             column = batch.column(batch.schema.get_field_index(ctx.text_field))

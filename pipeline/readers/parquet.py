@@ -34,16 +34,7 @@ def read_parquet(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                 f"{ctx.path}: the Parquet file has no column {ctx.text_field!r} (its columns: "
                 f"{', '.join(schema.names[:10])}); name the text column with --text-field"
             )
-        column_type = schema.field(ctx.text_field).type
-        if not (
-            pa.types.is_string(column_type)
-            or pa.types.is_large_string(column_type)
-            or getattr(pa.types, "is_string_view", lambda t: False)(column_type)
-        ):
-            raise InputError(
-                f"{ctx.path}: column {ctx.text_field!r} has type {column_type}, not string; name the text column "
-                "with --text-field"
-            )
+        check_string_column(ctx, schema)
         groups = None  # all row groups; a byte range reads the row groups that start in it
         if ctx.start > 0 or ctx.end is not None:
             groups = [
@@ -62,6 +53,23 @@ def read_parquet(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
                     yield 0, sentences
                 else:
                     ctx.skip_document("empty")
+
+
+def check_string_column(ctx: ReadContext, schema) -> None:
+    """Raise :class:`InputError` (naming the file and ``--text-field``) unless the column ``ctx.text_field`` of
+    the Arrow ``schema`` (which has it) holds strings (``string``, ``large_string`` or ``string_view``)."""
+    import pyarrow as pa
+
+    column_type = schema.field(ctx.text_field).type
+    if not (
+        pa.types.is_string(column_type)
+        or pa.types.is_large_string(column_type)
+        or getattr(pa.types, "is_string_view", lambda t: False)(column_type)
+    ):
+        raise InputError(
+            f"{ctx.path}: column {ctx.text_field!r} has type {column_type}, not string; name the text column "
+            "with --text-field"
+        )
 
 
 def _row_group_offset(parquet, index: int) -> int:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from tokenizers import Tokenizer, trainers
 
 from bertprep.pipeline import interrupts
+from bertprep.pipeline.atomic import finish_replace, replace_directory
 from bertprep.pipeline.paths import check_writes_apart
 from bertprep.pipeline.normalization import (
     AccentStats,
@@ -412,25 +413,22 @@ _OLD = ".{}.old"
 
 
 def _publish(staging: str, output_dir: str) -> None:
-    """Put the complete ``staging`` directory in ``output_dir``'s place. Steps, each a rename: 1. the old
-    ``output_dir`` moves aside to ``.<name>.old``; 2. ``staging`` becomes ``output_dir``; 3. the user's other
-    entries move back from ``.old``; 4. ``.old`` (now the old vocab files alone) is deleted. Killed after 1,
+    """Put the complete ``staging`` directory in ``output_dir``'s place
+    (:func:`~bertprep.pipeline.atomic.replace_directory`). Steps, each a rename: 1. the old ``output_dir``
+    moves aside to ``.<name>.old``; 2. ``staging`` becomes ``output_dir``; 3. the user's other entries move
+    back from ``.old``; 4. ``.old`` (now the old vocab files alone) is deleted. Killed after 1,
     :func:`repair_interrupted_publish` puts the old directory back; after 2, it finishes 3 and 4."""
+    replace_directory(staging, output_dir, aside=_old_path(output_dir), keep=_not_written)
+
+
+def _old_path(output_dir: str) -> str:
     parent, base = os.path.split(os.path.abspath(output_dir))
-    if not os.path.exists(output_dir):
-        os.replace(staging, output_dir)
-        return
-    old = os.path.join(parent, _OLD.format(base))
-    os.replace(output_dir, old)
-    os.replace(staging, output_dir)
-    _finish_publish(old, output_dir)
+    return os.path.join(parent, _OLD.format(base))
 
 
-def _finish_publish(old: str, output_dir: str) -> None:
-    for name in sorted(os.listdir(old)):
-        if name not in WRITTEN_FILES:
-            os.replace(os.path.join(old, name), os.path.join(output_dir, name))
-    shutil.rmtree(old)
+def _not_written(name: str) -> bool:
+    """An entry of the output directory that build-vocab does not write (the user's: kept)."""
+    return name not in WRITTEN_FILES
 
 
 def repair_interrupted_publish(output_dir: str) -> str | None:
@@ -440,10 +438,10 @@ def repair_interrupted_publish(output_dir: str) -> str | None:
     if not os.path.isdir(parent):
         return None
     done = None
-    old = os.path.join(parent, _OLD.format(base))
+    old = _old_path(output_dir)
     if os.path.isdir(old):
         if os.path.exists(output_dir):  # killed after the swap: the new vocab is in place
-            _finish_publish(old, output_dir)
+            finish_replace(old, output_dir, keep=_not_written)
             done = f"finished replacing the vocab in {output_dir} (a build-vocab run was killed while replacing it)"
         else:  # killed between the two renames: the old set goes back
             os.replace(old, output_dir)

@@ -325,17 +325,31 @@ def rank_pieces(
         chosen.append((piece, saved))
         for index, length in new_lengths.items():
             current[index] = length
-    chosen_set = {p for p, _ in chosen}
+    saved_in_all, uses = _tally(words, counts, base_lengths, current, vocab, {p for p, _ in chosen})
+    return chosen, pieces_before, pieces_before - saved_in_all, uses
+
+
+def _tally(
+    words: list[str],
+    counts: list[int],
+    base_lengths: list[int],
+    current: list[int],
+    vocab: set[str],
+    chosen: set[str],
+) -> tuple[int, dict[str, int]]:
+    """The pieces the extended ``vocab`` saves over the corpus's ``words`` (``counts`` occurrences each,
+    ``base_lengths`` pieces under the base vocab, ``current`` under the extended one: checked), and the
+    occurrences of each ``chosen`` piece in the extended tokenisation."""
     uses: Counter[str] = Counter()
-    pieces_after = pieces_before
+    saved = 0
     for index, word in enumerate(words):
         pieces = wordpiece_split(word, vocab)
         assert pieces is not None and len(pieces) == current[index]
-        pieces_after -= counts[index] * (base_lengths[index] - len(pieces))
+        saved += counts[index] * (base_lengths[index] - len(pieces))
         for piece in pieces:
-            if piece in chosen_set:
+            if piece in chosen:
                 uses[piece] += counts[index]
-    return chosen, pieces_before, pieces_after, dict(uses)
+    return saved, dict(uses)
 
 
 def place_pieces(base_tokens: Sequence[str], pieces: Sequence[str]) -> tuple[list[str], list[tuple[int, str | None]]]:

@@ -33,6 +33,31 @@ def test_replace_directory_swaps_whole_directories(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["model"]  # neither the temporary nor the old directory is left
 
 
+def test_replace_directory_keeps_the_entries_asked_for_and_can_be_finished(tmp_path, monkeypatch):
+    final, tmp, aside = tmp_path / "out", tmp_path / ".tmp-out", tmp_path / ".out.old"
+    _make_dir(final, "vocab.txt")
+    (final / "notes.md").write_text("mine")
+    atomic.replace_directory(_make_dir(tmp, "vocab.txt"), str(final), aside=str(aside), keep=lambda n: n == "notes.md")
+    assert sorted(os.listdir(final)) == ["notes.md", "vocab.txt"] and (final / "notes.md").read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    real_replace = os.replace
+
+    def killed_after_the_swap(src, dst):  # the third rename (the kept entry) never happens
+        if str(dst).endswith("notes.md"):
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", killed_after_the_swap)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.replace_directory(
+            _make_dir(tmp, "vocab.txt"), str(final), aside=str(aside), keep=lambda n: n == "notes.md"
+        )
+    monkeypatch.setattr(atomic.os, "replace", real_replace)
+    assert sorted(os.listdir(final)) == ["vocab.txt"] and aside.is_dir()  # the new directory is in place
+    atomic.finish_replace(str(aside), str(final), keep=lambda n: n == "notes.md")
+    assert sorted(os.listdir(final)) == ["notes.md", "vocab.txt"] and sorted(os.listdir(tmp_path)) == ["out"]
+
+
 def test_atomic_files_commit_in_order_and_leave_no_temporary_file(tmp_path, monkeypatch):
     paths = [str(tmp_path / name) for name in ("a.txt", "b.txt", "marker.txt")]
     with atomic.atomic_files(paths) as temps:

@@ -241,13 +241,6 @@ def test_loader_workers_die_with_a_sigkilled_trainer(shards, tmp_path, fault):
 # ------------------------------------------------------------- items 6, 7, 10: checkpoints, shards, permissions
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    root = tmp_path_factory.mktemp("small")
-    write_shard_dir(root / "train", num_shards=4, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
-    return root
-
-
 def _small_args(small: Path, out: Path, *extra: str, shards: str = "train") -> list[str]:
     return [
         "train",
@@ -291,9 +284,9 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def _trained_run(small, tmp_path_factory) -> Path:
+def _trained_run(tiny_shards, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("trained") / "run"
-    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "4", "--save-every", "2"))
+    result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "4", "--save-every", "2"))
     assert result.exit_code == 0, result.output
     assert sorted(os.listdir(out / "checkpoints")) == ["step-000002", "step-000004"]
     return out
@@ -320,7 +313,7 @@ def test_checkpoint_files_follow_the_umask(run_with_two_checkpoints):
 
 
 def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_directory(
-    small, run_with_two_checkpoints, caplog
+    tiny_shards, run_with_two_checkpoints, caplog
 ):
     """One flipped bit in the weights leaves a loadable file: before the fix --resume trained on it without a
     word. Now the sha256 recorded in state.json catches it: naming the checkpoint directory is refused with
@@ -333,14 +326,14 @@ def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_dir
     before = _snapshot(out / "checkpoints")
 
     result = CliRunner().invoke(
-        cli, _small_args(small, out, "--max-steps", "6", "--resume", str(out / "checkpoints" / "step-000004"))
+        cli, _small_args(tiny_shards, out, "--max-steps", "6", "--resume", str(out / "checkpoints" / "step-000004"))
     )
     line = _error_line(result)
     assert str(damaged) in line and "sha256" in line and "earlier" in line
     assert _snapshot(out / "checkpoints") == before  # nothing written, nothing removed
 
     with caplog.at_level("WARNING"):
-        result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume", str(out)))
+        result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "6", "--resume", str(out)))
     assert result.exit_code == 0, result.output
     warnings = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert str(damaged) in warnings and f"falling back to {out / 'checkpoints' / 'step-000002'}" in warnings
@@ -350,14 +343,14 @@ def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_dir
     ]  # the checkpoint resumed from is untouched
 
 
-def test_truncated_checkpoint_falls_back_to_the_previous_one(small, run_with_two_checkpoints, caplog):
+def test_truncated_checkpoint_falls_back_to_the_previous_one(tiny_shards, run_with_two_checkpoints, caplog):
     """Before the fix a truncated model.safetensors gave a SafetensorError traceback; now the run resumes from
     the previous complete checkpoint with a one-line warning naming the file, and re-writes step 4."""
     out = run_with_two_checkpoints
     damaged = out / "checkpoints" / "step-000004" / "model.safetensors"
     os.truncate(damaged, damaged.stat().st_size // 2)
     with caplog.at_level("WARNING"):
-        result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "4", "--resume", str(out)))
+        result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "4", "--resume", str(out)))
     assert result.exit_code == 0, result.output
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any(str(damaged) in w and "truncated" in w and "\n" not in w for w in warnings), warnings
@@ -366,22 +359,24 @@ def test_truncated_checkpoint_falls_back_to_the_previous_one(small, run_with_two
     assert state["files"]["model.safetensors"]["bytes"] == damaged.stat().st_size  # complete again
 
 
-def test_corrupt_state_json_is_named(small, run_with_two_checkpoints, caplog):
+def test_corrupt_state_json_is_named(tiny_shards, run_with_two_checkpoints, caplog):
     """A state.json cut short: the message names that file (before: a bare JSONDecodeError traceback); from
     the run directory the previous checkpoint is used."""
     out = run_with_two_checkpoints
     state_file = out / "checkpoints" / "step-000004" / "state.json"
     state_file.write_text(state_file.read_text()[:500])
-    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--resume", str(state_file.parent)))
+    result = CliRunner().invoke(
+        cli, _small_args(tiny_shards, out, "--max-steps", "6", "--resume", str(state_file.parent))
+    )
     line = _error_line(result)
     assert str(state_file) in line and "not valid JSON" in line
     with caplog.at_level("WARNING"):
-        result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "5", "--resume", str(out)))
+        result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "5", "--resume", str(out)))
     assert result.exit_code == 0, result.output
     assert any(str(state_file) in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
 
 
-def test_disk_full_during_a_checkpoint_keeps_the_previous_one(small, tmp_path, monkeypatch):
+def test_disk_full_during_a_checkpoint_keeps_the_previous_one(tiny_shards, tmp_path, monkeypatch):
     """ENOSPC while writing the step-4 checkpoint (safetensors reports it as a SafetensorError after writing
     part of the file, as on a real full disk): a one-line error naming the checkpoint, no half checkpoint
     left (no step-000004, no temporary directory), step 2 intact and loadable."""
@@ -401,7 +396,7 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one(small, tmp_path, m
 
     monkeypatch.setattr(ckpt, "save_file", save_file_on_a_full_disk)
     out = tmp_path / "run"
-    result = CliRunner().invoke(cli, _small_args(small, out, "--max-steps", "6", "--save-every", "2"))
+    result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "6", "--save-every", "2"))
     line = _error_line(result)
     assert f"checkpoint {out / 'checkpoints' / 'step-000004'} not written" in line
     assert "No space left on device" in line and "step-000002 is intact" in line and f"--resume {out}" in line
@@ -416,11 +411,11 @@ def _flip_shard_byte(shard: Path) -> None:
     shard.write_bytes(bytes(data))
 
 
-def test_train_refuses_a_shard_whose_bytes_changed(small, tmp_path):
+def test_train_refuses_a_shard_whose_bytes_changed(tiny_shards, tmp_path):
     """A flipped byte in a shard: before the fix train used it without a word. Now the manifest's sha256 is
     checked before training and the file named; the shard is not modified."""
     shards = tmp_path / "shards"
-    write_shard_dir(shards, num_shards=4, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
+    shutil.copytree(tiny_shards / "train", shards)
     shard = shards / "shard-00002-of-00004.arrow"
     _flip_shard_byte(shard)
     before = shard.read_bytes()

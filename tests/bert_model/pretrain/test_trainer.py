@@ -20,14 +20,6 @@ from shard_factory import SPECIAL_TOKENS, write_shard_dir
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    write_shard_dir(root / "train", num_shards=4, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
-    write_shard_dir(root / "eval", num_shards=1, rows_per_shard=24, vocab_size=64, max_seq_length=32, seed=2)
-    return root
-
-
 def _config(root, out, **overrides) -> TrainConfig:
     values = dict(
         shards=str(root / "train"),
@@ -86,11 +78,11 @@ def test_warmup_then_linear_decay_as_the_original():
         create_scheduler(optimizer, warmup_steps=200, max_steps=100)
 
 
-def test_tiny_model_overfits_one_batch(shards):
+def test_tiny_model_overfits_one_batch(tiny_shards):
     torch.manual_seed(0)
     config = BertConfig.from_preset("tiny", vocab_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = BertForPreTraining(config)
-    batch = next(iter(ShardLoader(ShardDataset(str(shards / "train"), batch_size=8, shuffle=False))))
+    batch = next(iter(ShardLoader(ShardDataset(str(tiny_shards / "train"), batch_size=8, shuffle=False))))
     optimizer = create_optimizer(model, learning_rate=2e-3, weight_decay=0.0)
     first = None
     for _ in range(150):
@@ -150,11 +142,11 @@ def test_mlm_accuracy_at_mask_counts_only_mask_inputs():
 # ------------------------------------------------------------------------------------------------- train
 
 
-def test_train_writes_metrics_plot_and_checkpoints(shards, tmp_path):
+def test_train_writes_metrics_plot_and_checkpoints(tiny_shards, tmp_path):
     config = _config(
-        shards,
+        tiny_shards,
         tmp_path / "run",
-        eval_shards=str(shards / "eval"),
+        eval_shards=str(tiny_shards / "eval"),
         eval_every=4,
         save_every=4,
         keep_last=1,
@@ -195,20 +187,20 @@ def _weights(model) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("num_workers,accumulation", [(0, 2), (2, 3)])
 @pytest.mark.slow
-def test_resume_equals_uninterrupted_run(shards, tmp_path, num_workers, accumulation):
+def test_resume_equals_uninterrupted_run(tiny_shards, tmp_path, num_workers, accumulation):
     # Dropout on, shuffling on, evaluation in between: everything that draws random numbers is exercised.
     common = dict(
         num_workers=num_workers,
         gradient_accumulation_steps=accumulation,
-        eval_shards=str(shards / "eval"),
+        eval_shards=str(tiny_shards / "eval"),
         eval_every=3,
         eval_batches=2,
     )
-    full = train(_config(shards, tmp_path / "full", **common))
-    first = train(_config(shards, tmp_path / "parts", stop_after_steps=4, **common))
+    full = train(_config(tiny_shards, tmp_path / "full", **common))
+    first = train(_config(tiny_shards, tmp_path / "parts", stop_after_steps=4, **common))
     assert first.step == 4 and first.stop_reason == "stop_after_steps"
     assert os.path.isdir(tmp_path / "parts" / "checkpoints" / "step-000004")
-    second = train(_config(shards, tmp_path / "parts", resume=str(tmp_path / "parts"), **common))
+    second = train(_config(tiny_shards, tmp_path / "parts", resume=str(tmp_path / "parts"), **common))
     assert second.step == 8
     a, b = _weights(full.model), _weights(second.model)
     assert a.keys() == b.keys()
@@ -226,15 +218,15 @@ def test_resume_equals_uninterrupted_run(shards, tmp_path, num_workers, accumula
     assert steps == [2, 4, 6, 8]
 
 
-def test_resume_refuses_shards_of_another_length_but_init_from_accepts(shards, tmp_path):
-    train(_config(shards, tmp_path / "phase1", max_steps=2))
+def test_resume_refuses_shards_of_another_length_but_init_from_accepts(tiny_shards, tmp_path):
+    train(_config(tiny_shards, tmp_path / "phase1", max_steps=2))
     long_shards = tmp_path / "long"
     write_shard_dir(long_shards, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=48, seed=5)
     with pytest.raises(ValueError, match="max_seq_length=48 but checkpoint .* uses max_seq_length=32"):
-        train(_config(shards, tmp_path / "phase1", shards=str(long_shards), resume=str(tmp_path / "phase1")))
+        train(_config(tiny_shards, tmp_path / "phase1", shards=str(long_shards), resume=str(tmp_path / "phase1")))
     phase2 = train(
         _config(
-            shards,
+            tiny_shards,
             tmp_path / "phase2",
             shards=str(long_shards),
             max_steps=2,
@@ -258,30 +250,30 @@ def test_resume_refuses_shards_of_another_length_but_init_from_accepts(shards, t
         vocab=SPECIAL_TOKENS + [f"t{i}" for i in range(59)],
     )
     with pytest.raises(ValueError, match="made with another vocab"):
-        train(_config(shards, tmp_path / "phase3", shards=str(other_vocab), init_from=str(tmp_path / "phase1")))
+        train(_config(tiny_shards, tmp_path / "phase3", shards=str(other_vocab), init_from=str(tmp_path / "phase1")))
 
 
-def test_max_time_stops_cleanly_with_a_checkpoint(shards, tmp_path):
-    result = train(_config(shards, tmp_path / "run", max_time_minutes=1e-6, max_steps=1000))
+def test_max_time_stops_cleanly_with_a_checkpoint(tiny_shards, tmp_path):
+    result = train(_config(tiny_shards, tmp_path / "run", max_time_minutes=1e-6, max_steps=1000))
     assert result.step == 1 and result.stop_reason == "max_time"
     assert os.path.isdir(tmp_path / "run" / "checkpoints" / "step-000001")
     # A new run into the same directory would mix two runs' checkpoints: refused, pointing at --resume.
     with pytest.raises(ValueError, match="already holds checkpoints of a run; continue it with --resume"):
-        train(_config(shards, tmp_path / "run"))
+        train(_config(tiny_shards, tmp_path / "run"))
 
 
 # --------------------------------------------------------------------------------------------------- CLI
 
 
 @pytest.mark.slow
-def test_cli_train_runs_and_resumes(shards, tmp_path):
+def test_cli_train_runs_and_resumes(tiny_shards, tmp_path):
     out = tmp_path / "cli"
     args = [
         "train",
         "--shards",
-        str(shards / "train"),
+        str(tiny_shards / "train"),
         "--eval-shards",
-        str(shards / "eval"),
+        str(tiny_shards / "eval"),
         "-o",
         str(out),
         "--preset",
@@ -319,7 +311,7 @@ def test_cli_train_runs_and_resumes(shards, tmp_path):
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 @pytest.mark.slow
-def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_path, signame):
+def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(tiny_shards, tmp_path, signame):
     """A scheduler's SIGTERM (or Ctrl-C) to the whole process group, loader worker included: the run writes a
     checkpoint at the step it reached, exits 128 + signal number and says how to go on; --resume continues."""
     import signal
@@ -331,7 +323,7 @@ def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_p
     args = [
         "train",
         "--shards",
-        str(shards / "train"),
+        str(tiny_shards / "train"),
         "-o",
         str(out),
         "--preset",
@@ -376,7 +368,7 @@ def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_p
     assert f"step {step} ({signame}); checkpoint" in stdout and step >= 3
     result = train(
         _config(
-            shards,
+            tiny_shards,
             out,
             batch_size=4,
             max_steps=100000,
@@ -390,11 +382,11 @@ def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(shards, tmp_p
     assert result.step == step + 1 and result.stop_reason == "stop_after_steps"
 
 
-def test_cli_reports_bad_settings_clearly(shards, tmp_path):
+def test_cli_reports_bad_settings_clearly(tiny_shards, tmp_path):
     base = [
         "train",
         "--shards",
-        str(shards / "train"),
+        str(tiny_shards / "train"),
         "-o",
         str(tmp_path / "x"),
         "--preset",
@@ -429,7 +421,7 @@ def test_cli_help_documents_every_option():
 # --------------------------------------------------------------------------------------------- precision
 
 
-def test_bf16_autocast_on_cpu_matches_fp32_and_keeps_fp32_weights(shards):
+def test_bf16_autocast_on_cpu_matches_fp32_and_keeps_fp32_weights(tiny_shards):
     """--precision bf16 on the CPU: the same batch gives losses within bf16 rounding of fp32's, the matrix
     products really run in bf16, and the parameters (and so the optimizer) stay fp32."""
     from bertprep.bert_model.precision import autocast_context, uses_bf16
@@ -437,7 +429,7 @@ def test_bf16_autocast_on_cpu_matches_fp32_and_keeps_fp32_weights(shards):
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=64))
     model.eval()
-    batch = next(iter(ShardLoader(ShardDataset(str(shards / "train"), batch_size=8, shuffle=False))))
+    batch = next(iter(ShardLoader(ShardDataset(str(tiny_shards / "train"), batch_size=8, shuffle=False))))
     cpu = torch.device("cpu")
     assert not uses_bf16(cpu, "auto") and uses_bf16(cpu, "bf16") and uses_bf16(torch.device("cuda"), "auto")
     with torch.no_grad():
@@ -450,14 +442,14 @@ def test_bf16_autocast_on_cpu_matches_fp32_and_keeps_fp32_weights(shards):
 
 
 @pytest.mark.slow  # 150 emulated-bf16 steps; the bf16 path is in the fast loop too (test_train_with_bf16_precision...)
-def test_bf16_autocast_on_cpu_still_overfits_one_batch(shards):
+def test_bf16_autocast_on_cpu_still_overfits_one_batch(tiny_shards):
     from bertprep.bert_model.precision import autocast_context
 
     torch.manual_seed(0)
     model = BertForPreTraining(
         BertConfig.from_preset("tiny", vocab_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     )
-    batch = next(iter(ShardLoader(ShardDataset(str(shards / "train"), batch_size=8, shuffle=False))))
+    batch = next(iter(ShardLoader(ShardDataset(str(tiny_shards / "train"), batch_size=8, shuffle=False))))
     optimizer = create_optimizer(model, learning_rate=2e-3, weight_decay=0.0)
     for _ in range(150):
         with autocast_context(torch.device("cpu"), "bf16"):
@@ -473,10 +465,10 @@ def test_bf16_autocast_on_cpu_still_overfits_one_batch(shards):
     assert torch.equal(out.prediction_logits.argmax(-1)[real], batch["masked_lm_ids"][real])
 
 
-def test_train_with_bf16_precision_follows_fp32_and_saves_fp32(shards, tmp_path):
+def test_train_with_bf16_precision_follows_fp32_and_saves_fp32(tiny_shards, tmp_path):
     losses = {}
     for precision in ("fp32", "bf16"):
-        result = train(_config(shards, tmp_path / precision, precision=precision))
+        result = train(_config(tiny_shards, tmp_path / precision, precision=precision))
         lines = [json.loads(x) for x in (tmp_path / precision / "metrics.jsonl").read_text().splitlines()]
         losses[precision] = [x["loss"] for x in lines if x["split"] == "train"]
     assert len(losses["bf16"]) == 4
@@ -486,20 +478,20 @@ def test_train_with_bf16_precision_follows_fp32_and_saves_fp32(shards, tmp_path)
     weights = load_file(os.path.join(result.checkpoint, "model.safetensors"))
     assert {t.dtype for t in weights.values()} == {torch.float32}
     with pytest.raises(ValueError, match="precision must be one of auto, fp32, bf16"):
-        _config(shards, tmp_path / "x", precision="fp16")
+        _config(tiny_shards, tmp_path / "x", precision="fp16")
 
 
 # ------------------------------------------------------------------------------------------ nsp_loss_weight
 
 
-def test_nsp_loss_weight_zero_trains_the_masked_lm_alone(shards, tmp_path):
+def test_nsp_loss_weight_zero_trains_the_masked_lm_alone(tiny_shards, tmp_path):
     """--nsp-loss-weight 0 (the paper's 'No NSP' ablation): no gradient reaches the NSP classifier, NSP is
     still reported, and the MLM part still trains."""
     from safetensors.torch import load_file
 
     runs = {}
     for weight in (0.0, 1.0):
-        config = _config(shards, tmp_path / f"w{weight}", nsp_loss_weight=weight, weight_decay=0.0)
+        config = _config(tiny_shards, tmp_path / f"w{weight}", nsp_loss_weight=weight, weight_decay=0.0)
         runs[weight] = load_file(os.path.join(train(config).checkpoint, "model.safetensors"))
         lines = [json.loads(x) for x in (tmp_path / f"w{weight}" / "metrics.jsonl").read_text().splitlines()]
         assert "nsp_accuracy" in lines[-1] and lines[-1]["mlm_loss"] > 0
@@ -511,6 +503,6 @@ def test_nsp_loss_weight_zero_trains_the_masked_lm_alone(shards, tmp_path):
     assert not torch.equal(runs[1.0]["cls.seq_relationship.bias"], torch.zeros(2))
 
 
-def test_nsp_loss_weight_must_not_be_negative(shards, tmp_path):
+def test_nsp_loss_weight_must_not_be_negative(tiny_shards, tmp_path):
     with pytest.raises(ValueError, match="nsp_loss_weight must be >= 0"):
-        _config(shards, tmp_path, nsp_loss_weight=-1.0)
+        _config(tiny_shards, tmp_path, nsp_loss_weight=-1.0)
