@@ -10,10 +10,11 @@ while modules load, a command has written nothing yet.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 
@@ -26,13 +27,26 @@ def in_import(frame: FrameType | None) -> bool:
     return False
 
 
-def exit_now(message: str, status: int = 130) -> None:
-    """Write ``message`` (one line) to stderr and end the process at once with ``status``."""
-    import sys
+#: Where :func:`exit_now` writes its line: the terminal's stderr. A stack, because while make-shards captures
+#: its local workers' output (``beam.output.worker_stderr_captured``) fd 2 points at a temporary file and the
+#: terminal is a duplicate of the original fd 2, pushed here by :func:`messages_to`.
+_message_fds: list[int] = [2]
 
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
+
+def exit_now(message: str, status: int = 130) -> None:
+    """Write ``message`` (one line) to the terminal's stderr and end the process at once with ``status``."""
+    os.write(_message_fds[-1], (message + "\n").encode("utf-8", "backslashreplace"))
     os._exit(status)
+
+
+@contextlib.contextmanager
+def messages_to(fd: int) -> Iterator[None]:
+    """Within the block, :func:`exit_now` writes to ``fd`` (the terminal while fd 2 is redirected)."""
+    _message_fds.append(fd)
+    try:
+        yield
+    finally:
+        _message_fds.remove(fd)
 
 
 def install(handler, signals=(signal.SIGINT, signal.SIGTERM)) -> dict:

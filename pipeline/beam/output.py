@@ -26,6 +26,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from bertprep.pipeline import interrupts
+
 #: The exceptions make-shards reports itself in one line (bad input, a bad vocab or option, too many shards,
 #: a full disk): the tracebacks of worker bundles that failed with one of them are not shown.
 USER_ERRORS = ("MakeShardsError", "InputError", "VocabError")
@@ -145,7 +147,8 @@ def worker_stderr_captured(enabled: bool) -> Iterator[Callable[[], str | None]]:
         return kept.name
 
     try:
-        yield save
+        with interrupts.messages_to(saved):  # a stopped run's one line reaches the terminal, not the capture
+            yield save
     finally:
         for handler, stream in zip(handlers, previous):
             handler.setStream(stream)
