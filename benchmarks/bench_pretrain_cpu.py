@@ -32,6 +32,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -58,6 +59,33 @@ SETTINGS: dict[str, tuple[str, int, float, list[str]]] = {
     "fast-v8k": ("8k", 128, 0.1, ["--preset", "mini", *FAST]),
     "fast-v8k-seq64": ("8k", 64, 0.1, ["--preset", "mini", *FAST]),
     "fast-v8k-seq64-tiny": ("8k", 64, 0.1, ["--preset", "tiny", *FAST[2:], "--lr", "2e-3"]),
+    # The same recipe on token-budget batches (--packing: 32 rows of 64 tokens filled first-fit).
+    "fast-v8k-seq64-packed": ("8k", 64, 0.1, ["--preset", "mini", *FAST, "--packing"]),
+    # ModernBERT mini (L7/H256/I384 GeGLU, pre-LayerNorm, rotary), packed, 30% dynamic masking (ModernBERT's
+    # rate; held-out evaluation stays at the shards' 15%).
+    "modern-v8k-seq64-packed": (
+        "8k",
+        64,
+        0.1,
+        ["--architecture", "modernbert", "--preset", "mini", *FAST, "--packing", "--masked-lm-prob", "0.3"],
+    ),
+    "modern-v8k-seq64-packed-lr2e-3": (
+        "8k",
+        64,
+        0.1,
+        [
+            "--architecture",
+            "modernbert",
+            "--preset",
+            "mini",
+            *FAST[2:],
+            "--lr",
+            "2e-3",
+            "--packing",
+            "--masked-lm-prob",
+            "0.3",
+        ],
+    ),
     "fast-v8k-seq64-batch128": (
         "8k",
         64,
@@ -88,6 +116,34 @@ def _run(cmd: list[str], log: Path) -> None:
     print("+", shlex.join(cmd), flush=True)
     with open(log, "a") as f:
         subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _train(cmd: list[str], log: Path, cpu_minutes: float | None) -> None:
+    """Run a ``bertprep train`` command; with ``cpu_minutes``, stop it (SIGINT: it ends after the step, with a
+    checkpoint) once its process has used that much CPU time."""
+    if cpu_minutes is None:
+        return _run(cmd, log)
+    print("+", shlex.join(cmd), f"(stopped at {cpu_minutes:g} CPU minutes)", flush=True)
+    with open(log, "a") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        stopped = False
+        while proc.poll() is None:
+            time.sleep(2)
+            try:
+                over = _cpu_seconds(proc.pid) >= cpu_minutes * 60
+            except (OSError, IndexError, ValueError):  # ended meanwhile
+                over = False
+            if over and not stopped:
+                proc.send_signal(signal.SIGINT)
+                stopped = True
+        if proc.returncode not in (0, 130) or (proc.returncode == 130 and not stopped):
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
 
 
 def prepare_data(data_dir: Path, vocab: str, seq: int) -> tuple[Path, Path]:
@@ -126,8 +182,9 @@ def prepare_data(data_dir: Path, vocab: str, seq: int) -> tuple[Path, Path]:
 
 
 def curve(run_dir: Path) -> list[dict[str, float]]:
-    """Held-out points of a run: step, minutes (of training, at the nearest logged train step), tokens seen,
-    mlm_accuracy_at_mask and mlm_loss."""
+    """Held-out points of a run: step, minutes (of training, at the nearest logged train step; wall clock),
+    cpu_minutes (CPU time of the training process there, when logged), tokens seen, mlm_accuracy_at_mask and
+    mlm_loss."""
     train, points = [], []
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
@@ -140,6 +197,7 @@ def curve(run_dir: Path) -> list[dict[str, float]]:
             {
                 "step": p["step"],
                 "minutes": t["elapsed_s"] / 60,
+                "cpu_minutes": t["process_cpu_s"] / 60 if "process_cpu_s" in t else None,
                 "tokens_seen": t["tokens_seen"],
                 "mlm_accuracy_at_mask": p["mlm_accuracy_at_mask"],
                 "mlm_loss": p["mlm_loss"],
@@ -170,6 +228,19 @@ def main() -> None:
         "Tokens, unlike minutes, do not depend on the machine's load.",
     )
     parser.add_argument("--minutes", type=float, default=None, help="Also stop a run after this many minutes.")
+    parser.add_argument(
+        "--cpu-minutes",
+        type=float,
+        default=None,
+        help="Also stop a run once its training process has used this many minutes of CPU time (on a shared "
+        "machine, what a run used; with OMP_NUM_THREADS=1, minutes of one core).",
+    )
+    parser.add_argument(
+        "--x-axis",
+        choices=["minutes", "cpu_minutes", "tokens"],
+        default="minutes",
+        help="What the curves plot the held-out accuracy against.",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="Micro-batch of every run.")
     parser.add_argument("--evaluations", type=int, default=12, help="Held-out evaluations per run.")
     parser.add_argument("--eval-batches", type=int, default=20, help="Held-out batches per evaluation.")
@@ -229,7 +300,7 @@ def main() -> None:
         run_dir.mkdir(parents=True)
         (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
         started = time.monotonic()
-        _run(cmd, run_dir / "train.log")
+        _train(cmd, run_dir / "train.log", args.cpu_minutes)
         (run_dir / "done").write_text(f"{time.monotonic() - started:.1f}\n")
 
     rows, curves = [], {}
@@ -267,9 +338,16 @@ def main() -> None:
 
         fig, ax = plt.subplots(figsize=(8, 5))
         for name, points in curves.items():
-            ax.plot([p["minutes"] for p in points], [p["mlm_accuracy_at_mask"] for p in points], marker=".", label=name)
+            xs = [p["tokens_seen"] / 1e6 if args.x_axis == "tokens" else p[args.x_axis] for p in points]
+            ax.plot(xs, [p["mlm_accuracy_at_mask"] for p in points], marker=".", label=name)
         ax.axhline(0.15, color="grey", ls="--", lw=0.8)
-        ax.set_xlabel("minutes of training (wall clock)")
+        ax.set_xlabel(
+            {
+                "minutes": "minutes of training (wall clock)",
+                "cpu_minutes": "CPU minutes of the training process (one torch thread)",
+                "tokens": "tokens seen (millions)",
+            }[args.x_axis]
+        )
         ax.set_ylabel("held-out mlm_accuracy_at_mask")
         ax.legend(fontsize=8)
         fig.tight_layout()
