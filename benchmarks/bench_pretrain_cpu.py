@@ -231,6 +231,11 @@ def curve(run_dir: Path) -> list[dict[str, float]]:
     return out
 
 
+def cpu_note(point: dict) -> str:
+    """ ", CPU min N" when the point has the CPU time of the training process."""
+    return f", CPU min {point['cpu_minutes']:.0f}" if point.get("cpu_minutes") is not None else ""
+
+
 def curve_table(curves: dict[str, list[dict]], marks: list[float], x_axis: str) -> str:
     """Markdown: each run's held-out acc@[MASK] and tokens seen at its last evaluation at or before each mark
     (minutes, CPU minutes or millions of tokens, as ``x_axis``)."""
@@ -385,7 +390,7 @@ def main() -> None:
         rows.append(
             f"| {label} | {vocab} | {seq} | `{' '.join(options)}` | {points[-1]['step']:,} | "
             f"{points[-1]['tokens_seen'] / 1e6:.1f}M | {tok_s:,.0f} | {best['mlm_accuracy_at_mask']:.3f} "
-            f"(min {best['minutes']:.0f}) | {points[-1]['mlm_accuracy_at_mask']:.3f} | "
+            f"(min {best['minutes']:.0f}{cpu_note(best)}) | {points[-1]['mlm_accuracy_at_mask']:.3f} | "
             f"{points[-1]['mlm_loss']:.2f} |"
         )
     header = (
