@@ -7,11 +7,14 @@ distribution (``--short-seq-prob 0.1``: one pass over a document in ten targets 
 document ends, about 10% of instances are shorter than ``max_seq_length`` on Wikipedia), once with
 ``--objective nsp`` and once with ``--objective none``, at each ``--seq-lengths``; ``--masking dynamic``, so the
 trainer masks BERT at the shards' 15% and ModernBERT at 30% (its recipe). For each shard set, architecture
-and layout, the same ``--tokens-per-step // seq`` instances per step (``ShardDataset``, as ``bertprep train``
-builds them: padded to the batch's longest instance, or ``--packing``'s rows of ``max_seq_length``) go through
+and layout, steps of ``--batch-size`` = ``--tokens-per-step // seq`` (``ShardDataset``, as ``bertprep train``
+builds them: padded, that many instances padded to the batch's longest; packed, ``--packing``'s token budget,
+that many rows of ``max_seq_length`` filled first-fit with as many instances as fit) go through
 ``PretrainingModel`` (the trainer's forward, MLM + NSP for BERT, MLM alone with sparse prediction for
 ModernBERT), backward and an AdamW step; after ``--warmup`` steps, ``--steps`` steps are timed and the figure
-is the median over ``--repeats``. Batches are built before timing (the loader is not measured).
+is the median over ``--repeats`` of real (non-padding) tokens/s: the two layouts hold different numbers of
+instances per step, so tokens/s, not steps/s, is what compares. Batches are built before timing (the loader is
+not measured); padded and packed alternate within each repeat.
 
 Both architectures use their ``--preset`` (default ``mini``: BERT L4/H256/I1024, ModernBERT L7/H256/I384 GeGLU,
 the same width; the parameter counts are printed). ModernBERT runs its exact SDPA path with a dense boolean
@@ -57,6 +60,13 @@ def make_shards(out: str, corpus: str, vocab: str, seq_length: int, objective: s
         cmd += ["--dupe-factor", "1", "--num-shards", "1", "--short-seq-prob", str(short_seq_prob), "-q"]
         subprocess.run(cmd, check=True)
     return path
+
+
+def instances_in(batch: dict) -> int:
+    """Instances of a padded (one per row) or packed (``sequence_ids`` 0, 1, ... per row) batch."""
+    if "sequence_ids" not in batch:
+        return int(batch["input_ids"].shape[0])
+    return int((batch["sequence_ids"].max(dim=1).values + 1).sum())
 
 
 def batches(shards: str, batch_size: int, n: int, packing: bool, masked_lm_prob: float | None) -> list[dict]:
@@ -105,7 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objectives", nargs="+", default=["nsp", "none"])
     parser.add_argument("--preset", default="mini")
     parser.add_argument(
-        "--tokens-per-step", type=int, default=2048, help="instances per step = this / seq length (16 at 128)"
+        "--tokens-per-step",
+        type=int,
+        default=2048,
+        help="padded: instances per step = this / seq length (16 at 128); packed: rows of seq length per step",
     )
     parser.add_argument("--steps", type=int, default=2, help="timed steps per repeat")
     parser.add_argument("--warmup", type=int, default=1)
@@ -120,10 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"device {device}, torch threads {torch.get_num_threads()}, {args.tokens_per_step} // seq instances/step, "
           f"{args.steps} timed steps x {args.repeats} repeats (median)")  # fmt: skip
     header = (
-        "| objective | seq | model | params | layout | instances/step | rows/step | real tokens/step | real tokens/s "
-        "| packed/padded |"
+        "| objective | seq | model | params | layout | instances/step | rows/step | real tokens/step | fill "
+        "| real tokens/s | packed/padded |"
     )
-    rows = [header, "|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
+    rows = [header, "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for objective, seq_length in itertools.product(args.objectives, args.seq_lengths):
         shards = make_shards(work, args.corpus, args.vocab, seq_length, objective, args.short_seq_prob)
         batch_size = max(1, args.tokens_per_step // seq_length)
@@ -151,12 +164,14 @@ def main(argv: list[str] | None = None) -> None:
                 timed = data[packing][args.warmup :]
                 real = statistics.mean(int(b["attention_mask"].sum()) for b in timed)
                 rows_per_step = statistics.mean(b["input_ids"].shape[0] for b in timed)
+                instances = statistics.mean(instances_in(b) for b in timed)
+                fill = sum(int(b["attention_mask"].sum()) for b in timed) / sum(b["input_ids"].numel() for b in timed)
                 ratio = f"{speed / padded_speed:.2f}x" if packing else ""
                 layout = "packed" if packing else "padded"
                 rows.append(
                     f"| {objective} | {seq_length} | {architecture} {args.preset} | "
-                    f"{inner.num_parameters() / 1e6:.1f}M | {layout} | {batch_size} | {rows_per_step:.1f} | "
-                    f"{real:.0f} | {speed:,.0f} | {ratio} |"
+                    f"{inner.num_parameters() / 1e6:.1f}M | {layout} | {instances:.1f} | {rows_per_step:.1f} | "
+                    f"{real:.0f} | {fill:.2f} | {speed:,.0f} | {ratio} |"
                 )
                 print(rows[-1], flush=True)
     print()

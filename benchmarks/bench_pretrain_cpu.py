@@ -32,6 +32,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -58,6 +59,33 @@ SETTINGS: dict[str, tuple[str, int, float, list[str]]] = {
     "fast-v8k": ("8k", 128, 0.1, ["--preset", "mini", *FAST]),
     "fast-v8k-seq64": ("8k", 64, 0.1, ["--preset", "mini", *FAST]),
     "fast-v8k-seq64-tiny": ("8k", 64, 0.1, ["--preset", "tiny", *FAST[2:], "--lr", "2e-3"]),
+    # The same recipe on token-budget batches (--packing: 32 rows of 64 tokens filled first-fit).
+    "fast-v8k-seq64-packed": ("8k", 64, 0.1, ["--preset", "mini", *FAST, "--packing"]),
+    # ModernBERT mini (L7/H256/I384 GeGLU, pre-LayerNorm, rotary), packed, 30% dynamic masking (ModernBERT's
+    # rate; held-out evaluation stays at the shards' 15%).
+    "modern-v8k-seq64-packed": (
+        "8k",
+        64,
+        0.1,
+        ["--architecture", "modernbert", "--preset", "mini", *FAST, "--packing", "--masked-lm-prob", "0.3"],
+    ),
+    "modern-v8k-seq64-packed-lr2e-3": (
+        "8k",
+        64,
+        0.1,
+        [
+            "--architecture",
+            "modernbert",
+            "--preset",
+            "mini",
+            *FAST[2:],
+            "--lr",
+            "2e-3",
+            "--packing",
+            "--masked-lm-prob",
+            "0.3",
+        ],
+    ),
     "fast-v8k-seq64-batch128": (
         "8k",
         64,
@@ -88,6 +116,34 @@ def _run(cmd: list[str], log: Path) -> None:
     print("+", shlex.join(cmd), flush=True)
     with open(log, "a") as f:
         subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _train(cmd: list[str], log: Path, cpu_minutes: float | None) -> None:
+    """Run a ``bertprep train`` command; with ``cpu_minutes``, stop it (SIGINT: it ends after the step, with a
+    checkpoint) once its process has used that much CPU time."""
+    if cpu_minutes is None:
+        return _run(cmd, log)
+    print("+", shlex.join(cmd), f"(stopped at {cpu_minutes:g} CPU minutes)", flush=True)
+    with open(log, "a") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        stopped = False
+        while proc.poll() is None:
+            time.sleep(2)
+            try:
+                over = _cpu_seconds(proc.pid) >= cpu_minutes * 60
+            except (OSError, IndexError, ValueError):  # ended meanwhile
+                over = False
+            if over and not stopped:
+                proc.send_signal(signal.SIGINT)
+                stopped = True
+        if proc.returncode not in (0, 130) or (proc.returncode == 130 and not stopped):
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
 
 
 def prepare_data(data_dir: Path, vocab: str, seq: int) -> tuple[Path, Path]:
@@ -125,13 +181,39 @@ def prepare_data(data_dir: Path, vocab: str, seq: int) -> tuple[Path, Path]:
     return train_dir, heldout_dir
 
 
-def curve(run_dir: Path) -> list[dict[str, float]]:
-    """Held-out points of a run: step, minutes (of training, at the nearest logged train step), tokens seen,
-    mlm_accuracy_at_mask and mlm_loss."""
-    train, points = [], []
+def _train_records(run_dir: Path) -> list[dict]:
+    """The run's training lines, with ``elapsed_s`` and ``process_cpu_s`` summed over resumed processes (each
+    process counts from its own start)."""
+    records, offsets, last = [], {}, {}
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
-        (train if record["split"] == "train" else points).append(record)
+        if record["split"] != "train":
+            continue
+        for key in ("elapsed_s", "process_cpu_s"):
+            if key in record:
+                if record[key] < last.get(key, 0.0):  # a resumed process: continue from the last one's total
+                    offsets[key] = offsets.get(key, 0.0) + last[key]
+                last[key] = record[key]
+                record[key] += offsets.get(key, 0.0)
+        records.append(record)
+    return records
+
+
+def cpu_seconds_used(run_dir: Path) -> float:
+    """CPU seconds the run's training processes used up to their last logged step (0 when none)."""
+    if not (run_dir / "metrics.jsonl").exists():
+        return 0.0
+    records = [r for r in _train_records(run_dir) if "process_cpu_s" in r]
+    return records[-1]["process_cpu_s"] if records else 0.0
+
+
+def curve(run_dir: Path) -> list[dict[str, float]]:
+    """Held-out points of a run: step, minutes (of training, at the nearest logged train step; wall clock),
+    cpu_minutes (CPU time of the training process there, when logged), tokens seen, mlm_accuracy_at_mask and
+    mlm_loss. Times add up over resumed processes."""
+    train = _train_records(run_dir)
+    points = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    points = [p for p in points if p["split"] == "eval"]
     out = []
     for p in points:
         before = [t for t in train if t["step"] <= p["step"]] or train[:1]
@@ -140,12 +222,40 @@ def curve(run_dir: Path) -> list[dict[str, float]]:
             {
                 "step": p["step"],
                 "minutes": t["elapsed_s"] / 60,
+                "cpu_minutes": t["process_cpu_s"] / 60 if "process_cpu_s" in t else None,
                 "tokens_seen": t["tokens_seen"],
                 "mlm_accuracy_at_mask": p["mlm_accuracy_at_mask"],
                 "mlm_loss": p["mlm_loss"],
             }
         )
     return out
+
+
+def cpu_note(point: dict) -> str:
+    """ ", CPU min N" when the point has the CPU time of the training process."""
+    return f", CPU min {point['cpu_minutes']:.0f}" if point.get("cpu_minutes") is not None else ""
+
+
+def curve_table(curves: dict[str, list[dict]], marks: list[float], x_axis: str) -> str:
+    """Markdown: each run's held-out acc@[MASK] and tokens seen at its last evaluation at or before each mark
+    (minutes, CPU minutes or millions of tokens, as ``x_axis``)."""
+
+    def x(p):
+        return p["tokens_seen"] / 1e6 if x_axis == "tokens" else p[x_axis]
+
+    lines = [f"| {x_axis} | " + " | ".join(f"{m:g}" for m in marks) + " |", "|---|" + "---:|" * len(marks)]
+    for name, points in curves.items():
+        at = [[p for p in points if x(p) is not None and x(p) <= m][-1:] for m in marks]
+        # A mark past the run's last evaluation (by more than a tenth) stays empty.
+        acc = [
+            f"{a[0]['mlm_accuracy_at_mask']:.3f}" if a and x(points[-1]) >= 0.9 * m else "" for a, m in zip(at, marks)
+        ]
+        seen = [
+            f"{a[0]['tokens_seen'] / 1e6:.1f}M" if a and x(points[-1]) >= 0.9 * m else "" for a, m in zip(at, marks)
+        ]
+        lines.append(f"| `{name}` acc@[MASK] | " + " | ".join(acc) + " |")
+        lines.append(f"| `{name}` tokens seen | " + " | ".join(seen) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -170,10 +280,38 @@ def main() -> None:
         "Tokens, unlike minutes, do not depend on the machine's load.",
     )
     parser.add_argument("--minutes", type=float, default=None, help="Also stop a run after this many minutes.")
+    parser.add_argument(
+        "--cpu-minutes",
+        type=float,
+        default=None,
+        help="Also stop a run once its training process has used this many minutes of CPU time (on a shared "
+        "machine, what a run used; with OMP_NUM_THREADS=1, minutes of one core).",
+    )
+    parser.add_argument(
+        "--x-axis",
+        choices=["minutes", "cpu_minutes", "tokens"],
+        default="minutes",
+        help="What the curves plot the held-out accuracy against.",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="Micro-batch of every run.")
     parser.add_argument("--evaluations", type=int, default=12, help="Held-out evaluations per run.")
     parser.add_argument("--eval-batches", type=int, default=20, help="Held-out batches per evaluation.")
-    parser.add_argument("--only-finished", action="store_true", help="Do not train; table the finished runs.")
+    parser.add_argument(
+        "--only-finished", action="store_true", help="Do not train; table the runs (unfinished ones marked)."
+    )
+    parser.add_argument(
+        "--at",
+        type=float,
+        nargs="*",
+        default=[5, 10, 15, 20, 25, 30, 40, 50, 60],
+        help="Also print the curves at these marks of --x-axis (the last evaluation at or before each).",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="Continue a stopped run from its checkpoint (bertprep train --resume: the same batches, bitwise) "
+        "instead of starting it over; --cpu-minutes then counts the CPU time already used.",
+    )
     parser.add_argument(
         "--markdown", type=Path, default=None, help="Also write the table (and the command) to this file."
     )
@@ -224,32 +362,40 @@ def main() -> None:
         )
         if args.minutes:
             cmd += ["--max-time-minutes", str(args.minutes)]
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        run_dir.mkdir(parents=True)
-        (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+        cpu_minutes = args.cpu_minutes
+        if args.resume and (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir()):
+            cmd += ["--resume", str(run_dir)]
+            if cpu_minutes is not None:
+                cpu_minutes -= cpu_seconds_used(run_dir) / 60
+        else:
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            run_dir.mkdir(parents=True)
+        with open(run_dir / "command.txt", "a") as f:
+            f.write(shlex.join(cmd) + "\n")
         started = time.monotonic()
-        _run(cmd, run_dir / "train.log")
+        if cpu_minutes is None or cpu_minutes > 0:
+            _train(cmd, run_dir / "train.log", cpu_minutes)
         (run_dir / "done").write_text(f"{time.monotonic() - started:.1f}\n")
 
     rows, curves = [], {}
     for name in args.settings:
         run_dir = args.output_dir / name
-        if not (run_dir / "done").exists():
+        if not (run_dir / "metrics.jsonl").exists():
             continue
         points = curve(run_dir)
         if not points:
             continue
         curves[name] = points
-        train = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        train = [r for r in train if r["split"] == "train"]
+        train = _train_records(run_dir)
         best = max(points, key=lambda p: p["mlm_accuracy_at_mask"])
         tok_s = sorted(r["tokens_per_s"] for r in train)[len(train) // 2]
         vocab, seq, warmup, options = SETTINGS[name]
+        label = name if (run_dir / "done").exists() else f"{name} (unfinished)"
         rows.append(
-            f"| {name} | {vocab} | {seq} | `{' '.join(options)}` | {points[-1]['step']:,} | "
+            f"| {label} | {vocab} | {seq} | `{' '.join(options)}` | {points[-1]['step']:,} | "
             f"{points[-1]['tokens_seen'] / 1e6:.1f}M | {tok_s:,.0f} | {best['mlm_accuracy_at_mask']:.3f} "
-            f"(min {best['minutes']:.0f}) | {points[-1]['mlm_accuracy_at_mask']:.3f} | "
+            f"(min {best['minutes']:.0f}{cpu_note(best)}) | {points[-1]['mlm_accuracy_at_mask']:.3f} | "
             f"{points[-1]['mlm_loss']:.2f} |"
         )
     header = (
@@ -258,6 +404,9 @@ def main() -> None:
     )
     table = header + "\n" + "\n".join(rows)
     print(table)
+    if args.at:
+        print()
+        print(curve_table(curves, args.at, args.x_axis))
     (args.output_dir / "curves.json").write_text(json.dumps(curves, indent=1))
     try:
         import matplotlib
@@ -267,9 +416,16 @@ def main() -> None:
 
         fig, ax = plt.subplots(figsize=(8, 5))
         for name, points in curves.items():
-            ax.plot([p["minutes"] for p in points], [p["mlm_accuracy_at_mask"] for p in points], marker=".", label=name)
+            xs = [p["tokens_seen"] / 1e6 if args.x_axis == "tokens" else p[args.x_axis] for p in points]
+            ax.plot(xs, [p["mlm_accuracy_at_mask"] for p in points], marker=".", label=name)
         ax.axhline(0.15, color="grey", ls="--", lw=0.8)
-        ax.set_xlabel("minutes of training (wall clock)")
+        ax.set_xlabel(
+            {
+                "minutes": "minutes of training (wall clock)",
+                "cpu_minutes": "CPU minutes of the training process (one torch thread)",
+                "tokens": "tokens seen (millions)",
+            }[args.x_axis]
+        )
         ax.set_ylabel("held-out mlm_accuracy_at_mask")
         ax.legend(fontsize=8)
         fig.tight_layout()

@@ -156,24 +156,34 @@ def collate_features(
 
 
 def collate_packed_numpy(
-    rows: list[dict[str, np.ndarray]], *, max_seq_length: int, pad_token_id: int = 0
+    rows: list[dict[str, np.ndarray]],
+    *,
+    max_seq_length: int,
+    pad_token_id: int = 0,
+    layout: list[list[int]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Pack shard rows into rows of ``max_seq_length`` tokens (``packing.pack_documents``, next-fit, in order).
+    """Pack shard rows into rows of ``max_seq_length`` tokens (``packing.pack_documents``: next-fit in order, or
+    the rows ``layout`` gives, as ``packing.TokenBudgetPacker`` fills a training step).
 
     Each row (instance) is one document: its positions restart at 0 and it attends only to itself (the model
     builds the block-diagonal mask from ``sequence_ids``). The batch holds the same instances, masked alike,
-    as ``collate_numpy`` of the same rows, in R <= len(rows) rows instead of len(rows) padded ones.
+    as ``collate_numpy`` of the same rows, in R rows instead of len(rows) padded ones (R <= len(rows) without
+    ``layout``; ``len(layout)`` with it, empty rows included).
 
     Args:
         rows: shard rows as ``collate_numpy`` takes them (each at most ``max_seq_length`` tokens).
         max_seq_length: length T of every packed row.
         pad_token_id: id written at padding positions.
+        layout: row ``b`` holds the instances ``rows[i]`` for ``i`` in ``layout[b]``, in that order (every
+            index once); None = next-fit in the order of ``rows``.
     Returns:
         int64 arrays: ``input_ids``, ``token_type_ids``, ``attention_mask`` (1 = real token), ``sequence_ids``
         (instance number within its row, -1 on padding), ``position_ids`` (restarting at 0 per instance),
         ``labels`` (the original id at the masked positions, -100 elsewhere): each (R, T); and
-        ``next_sentence_label`` (len(rows),), the instances' labels in row-major order (= the order of
-        ``rows``), when the rows have one.
+        ``next_sentence_label`` (len(rows),), the instances' labels in row-major order (the order of
+        ``rows`` without ``layout``), when the rows have one.
+    Raises:
+        ValueError: see ``packing.pack_documents``.
     """
     labels = []
     for r in rows:
@@ -185,6 +195,7 @@ def collate_packed_numpy(
         max_seq_length,
         pad_token_id=pad_token_id,
         aligned={"token_type_ids": ([r["token_type_ids"] for r in rows], 0), "labels": (labels, IGNORE_INDEX)},
+        layout=layout,
     )
     out = {
         "input_ids": packed["input_ids"],
@@ -195,5 +206,6 @@ def collate_packed_numpy(
         "labels": packed["labels"],
     }
     if "next_sentence_label" in rows[0]:
-        out["next_sentence_label"] = np.array([r["next_sentence_label"] for r in rows], dtype=np.int64)
+        order = range(len(rows)) if layout is None else [i for row in layout for i in row]  # row-major
+        out["next_sentence_label"] = np.array([rows[i]["next_sentence_label"] for i in order], dtype=np.int64)
     return out

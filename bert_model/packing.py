@@ -33,14 +33,18 @@ def pack_documents(
     max_seq_length: int,
     pad_token_id: int = 0,
     aligned: Mapping[str, tuple[Sequence[Sequence[int] | np.ndarray], int]] | None = None,
+    layout: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Pack token arrays into rows of ``max_seq_length`` tokens, in order, greedily (next-fit).
+    """Pack token arrays into rows of ``max_seq_length`` tokens, in order, greedily (next-fit), or as ``layout`` says.
 
-    Documents are taken in the order given. A document longer than ``max_seq_length`` is cut into pieces of
-    ``max_seq_length`` tokens (the last one shorter), each piece a document of its own (its positions restart
-    at 0). A piece goes into the current row if it fits in the room left, otherwise it starts a new row; rows
-    are never reordered and no piece is ever split further, so the output is a deterministic function of the
-    input and every token appears exactly once. Empty documents contribute nothing.
+    Without ``layout``, documents are taken in the order given. A document longer than ``max_seq_length`` is
+    cut into pieces of ``max_seq_length`` tokens (the last one shorter), each piece a document of its own (its
+    positions restart at 0). A piece goes into the current row if it fits in the room left, otherwise it starts
+    a new row; rows are never reordered and no piece is ever split further, so the output is a deterministic
+    function of the input and every token appears exactly once. Empty documents contribute nothing.
+
+    With ``layout`` (e.g. a step of :class:`TokenBudgetPacker`), row ``b`` holds the documents
+    ``layout[b]``, whole, in that order; the layout must name every document exactly once.
 
     Args:
         documents: 1-D sequences of token ids (lists or integer arrays).
@@ -48,6 +52,7 @@ def pack_documents(
         pad_token_id: id written at the padding positions.
         aligned: more per-token arrays to pack the same way, as ``{name: (arrays, fill_value)}`` with one
             array per document, of its length: e.g. ``{"token_type_ids": (types, 0), "labels": (labels, -100)}``.
+        layout: the rows as lists of indices into ``documents`` (None = next-fit in order).
     Returns:
         A dict of int64 arrays, each of shape (B, T):
         ``input_ids`` (tokens, ``pad_token_id`` on padding), ``position_ids`` (0, 1, ... restarting at each
@@ -55,8 +60,9 @@ def pack_documents(
         ``document_ids`` (index into ``documents`` of the token's source document; -1 on padding), and one
         array per ``aligned`` name (its fill value on padding).
     Raises:
-        ValueError: ``max_seq_length`` < 1, a document that is not 1-D, or an aligned array whose length
-            differs from its document's.
+        ValueError: ``max_seq_length`` < 1, a document that is not 1-D, an aligned array whose length
+            differs from its document's, or a ``layout`` that does not name each document once or overfills a
+            row.
     """
     if not isinstance(max_seq_length, (int, np.integer)) or max_seq_length < 1:
         raise ValueError(f"max_seq_length must be a positive integer, got {max_seq_length!r}")
@@ -71,8 +77,14 @@ def pack_documents(
             raise ValueError(f"aligned {name!r} must have one array per document, of the document's length")
     # Rows as lists of (document index, start, stop) pieces.
     rows: list[list[tuple[int, int, int]]] = []
+    if layout is not None:
+        if sorted(i for row in layout for i in row) != list(range(len(documents))):
+            raise ValueError("layout must name every document exactly once")
+        rows = [[(i, 0, len(documents[i])) for i in row] for row in layout]
+        if any(sum(len(documents[i]) for i in row) > T for row in layout):
+            raise ValueError(f"layout puts more than max_seq_length={T} tokens in a row")
     room = 0
-    for doc_index, tokens in enumerate(documents):
+    for doc_index, tokens in enumerate(documents if layout is None else ()):
         for start in range(0, len(tokens), T):
             stop = min(start + T, len(tokens))
             if stop - start > room:
@@ -103,6 +115,77 @@ def pack_documents(
                 out[name][b, span] = np.asarray(arrays[doc_index], dtype=np.int64)[start:stop]
             offset += stop - start
     return out
+
+
+class TokenBudgetPacker:
+    """Fills training steps of ``num_rows`` rows of ``max_seq_length`` tokens with whole instances, first-fit.
+
+    The rule (``bertprep train --packing``): instances arrive in loader order. Each goes into the first row
+    (lowest index) with room for it (first-fit, the bin-packing heuristic taken online). One that fits in no
+    row is set aside in the *carry*. When the carry holds ``num_rows`` instances the step is complete: it is
+    emitted, and the next step starts with the carried instances, placed first-fit in the order they were set
+    aside (``num_rows`` instances of at most ``max_seq_length`` tokens always fit in ``num_rows`` empty rows).
+    So every instance goes into the step being filled or the next one (it waits at most one step), each exactly
+    once, and the layout is a deterministic function of the arrival order and the lengths. At the end of the
+    data, ``flush`` emits the step being filled and then the carried instances' step.
+
+    Keys are opaque (a loader's row references); ``pending()`` lists the instances added but not yet emitted,
+    in an order that ``add`` replays into the same state (how a data cursor saves a half-filled step).
+    """
+
+    def __init__(self, num_rows: int, max_seq_length: int):
+        if num_rows < 1 or max_seq_length < 1:
+            raise ValueError(f"num_rows and max_seq_length must be >= 1, got {num_rows}, {max_seq_length}")
+        self.num_rows, self.max_seq_length = num_rows, max_seq_length
+        self._start([])
+
+    def _start(self, carried: list[tuple[object, int]]) -> None:
+        self.rows: list[list[object]] = [[] for _ in range(self.num_rows)]
+        self.room = [self.max_seq_length] * self.num_rows
+        self.placed: list[tuple[object, int]] = []  # (key, length) in the order they were placed
+        self.carry: list[tuple[object, int]] = []
+        for key, length in carried:
+            placed = self._place(key, length)
+            assert placed, "at most num_rows carried instances always fit in an empty step"
+
+    def _place(self, key: object, length: int) -> bool:
+        for b, room in enumerate(self.room):
+            if length <= room:
+                self.rows[b].append(key)
+                self.room[b] -= length
+                self.placed.append((key, length))
+                return True
+        return False
+
+    def add(self, key: object, length: int) -> list[list[object]] | None:
+        """Add one instance of ``length`` tokens; returns the step it completed, as ``num_rows`` rows of keys
+        (a row may be empty), or None.
+
+        Raises:
+            ValueError: ``length`` outside 1..``max_seq_length``.
+        """
+        if not 1 <= length <= self.max_seq_length:
+            raise ValueError(f"instance of {length} tokens does not fit rows of {self.max_seq_length}")
+        if self._place(key, length):
+            return None
+        self.carry.append((key, length))
+        if len(self.carry) < self.num_rows:
+            return None
+        step = self.rows
+        self._start(self.carry)
+        return step
+
+    def flush(self) -> list[list[list[object]]]:
+        """The steps still open at the end of the data: the one being filled, then the carried instances'."""
+        steps = []
+        while self.placed:
+            steps.append(self.rows)
+            self._start(self.carry)
+        return steps
+
+    def pending(self) -> list[tuple[object, int]]:
+        """``(key, length)`` of the instances added but not emitted: the placed ones, then the carry."""
+        return self.placed + self.carry
 
 
 def _as_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -253,6 +336,7 @@ def position_ids_from_cu_seqlens(cu_seqlens: torch.Tensor) -> torch.Tensor:
 
 __all__ = [
     "PADDING_SEQUENCE_ID",
+    "TokenBudgetPacker",
     "UnpaddedBatch",
     "block_diagonal_mask",
     "pack_documents",

@@ -201,9 +201,11 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option(
     "--packing/--no-packing",
     default=_default("packing"),
-    help="Pack each micro-batch's --batch-size instances into rows of max_seq_length tokens (positions "
-    "restart per instance, attention block-diagonal) instead of padding each: the same instances and masks, "
-    "less padding computed. The shards stay as they are.",
+    help="Token-budget batches: each micro-batch is --batch-size rows of max_seq_length tokens, filled with as "
+    "many whole instances as fit (first-fit in loader order; one that fits in no row waits for the next "
+    "micro-batch), positions restarting per instance, attention block-diagonal. A step holds more instances "
+    "when they are short, so an epoch takes fewer steps; --max-steps and the schedules count steps. The "
+    "shards stay as they are.",
 )
 @click.option(
     "--masked-lm-prob",

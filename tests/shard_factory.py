@@ -41,13 +41,21 @@ def make_rows(
     masked_lm_prob: float = 0.15,
     masking: str = "static",
     rng: np.random.Generator,
+    short_seq_prob: float | None = None,
 ) -> dict[str, list]:
-    """Column lists of ``num_rows`` synthetic instances (see the module docstring)."""
+    """Column lists of ``num_rows`` synthetic instances (see the module docstring).
+
+    Lengths (with [CLS]/[SEP]): uniform in ``max_seq_length // 2 .. max_seq_length`` by default; with
+    ``short_seq_prob``, make-shards' distribution: ``max_seq_length`` (a full instance), or with that
+    probability uniform in ``5 .. max_seq_length``."""
     cls_id, sep_id, mask_id, first_word = 2, 3, 4, len(SPECIAL_TOKENS)
     num_words = vocab_size - first_word
     cols: dict[str, list] = {c: [] for c in schema.COLUMNS}
     for _ in range(num_rows):
-        n = int(rng.integers(max(5, max_seq_length // 2), max_seq_length + 1))  # total length with specials
+        if short_seq_prob is None:
+            n = int(rng.integers(max(5, max_seq_length // 2), max_seq_length + 1))  # total length with specials
+        else:
+            n = int(rng.integers(5, max_seq_length + 1)) if rng.random() < short_seq_prob else max_seq_length
         len_a = int(rng.integers(1, n - 3))
         len_b = n - 3 - len_a
         step = int(rng.integers(1, 4))
@@ -94,11 +102,13 @@ def write_shard_dir(
     seed: int = 0,
     vocab: list[str] | None = None,
     record_batch_rows: int | None = None,
+    short_seq_prob: float | None = None,
 ) -> dict[str, Any]:
     """Write a finished shard directory (shards, ``vocab.txt``, then ``manifest.json``) and return the manifest.
 
     ``rows_per_shard`` is one count for every shard or a list of counts; ``record_batch_rows`` splits each
-    Arrow file into record batches of that many rows (one batch when None).
+    Arrow file into record batches of that many rows (one batch when None); ``short_seq_prob``: see
+    ``make_rows``.
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -117,6 +127,7 @@ def write_shard_dir(
             masked_lm_prob=masked_lm_prob,
             masking=masking,
             rng=rng,
+            short_seq_prob=short_seq_prob,
         )
         table = pa.Table.from_pydict(cols, schema=arrow_schema)
         name = schema.shard_name(index, len(counts))

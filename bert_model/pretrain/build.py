@@ -498,8 +498,8 @@ def log_run(
         )
     if config.packing:
         logger.info(
-            "packing: each batch's %d instances go into rows of %d tokens (positions restart per instance, "
-            "block-diagonal attention)",
+            "packing: each micro-batch is %d rows of %d tokens filled first-fit with whole instances "
+            "(positions restart per instance, block-diagonal attention)",
             config.batch_size,
             info.max_seq_length,
         )

@@ -14,17 +14,19 @@ A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded ins
   reference rule with a generator seeded from (seed, rank, worker, epoch), its state part of the cursor), at
   the manifest's ``masked_lm_prob`` or the trainer's (``masked_lm_prob``, e.g. ModernBERT's 0.3, with
   ``max_predictions_per_seq`` scaled alike; optionally a linear schedule to ``masked_lm_prob_final``),
-* and yields collated, padded batches (``collate.py``) together with the stream's state after that batch;
-  with ``packing``, each batch's ``batch_size`` instances are packed into rows of ``max_seq_length`` tokens
-  instead (``collate.collate_packed_numpy``, ``packing.pack_documents``: next-fit, in order, each instance a
-  document with positions restarting at 0; the model attends block-diagonally).
+* and yields collated, padded batches of ``batch_size`` instances (``collate.py``) together with the
+  stream's state after that batch; with ``packing``, batches of a token budget instead: ``batch_size`` rows
+  of ``max_seq_length`` tokens filled with as many whole instances as fit (``packing.TokenBudgetPacker``:
+  first-fit in loader order, an instance that fits in no row carried to the next batch; each instance a
+  document with positions restarting at 0, the model attends block-diagonally; ``collate.collate_packed_numpy``).
 
 Packing happens here, on the fly, not in ``make-shards``: the shards stay the 2018 format (one unpadded
 instance per row, ``pipeline/schema.py``), so the same shard directory serves the padded path (BERT as the
-original) and the packed one (BERT or ModernBERT), and a packed batch holds exactly the instances and masks
-of the padded batch it replaces: the cursor, the shuffle and exact resume do not change, and a packed run's
-loss equals the padded run's up to float rounding. Packing a fixed number of instances gives a variable
-number of rows per batch (fewer when instances are short); that is what saves the padding's compute.
+original) and the packed one (BERT or ModernBERT). The rows a stream reads are the same with and without
+packing (same shuffle); packing changes how many of them make a batch (more when instances are short, so an
+epoch takes fewer batches) and masks a batch's rows when it is complete, in row-major order. A packed
+stream's cursor also holds the references of the rows read into the batch being filled (``packed``), so
+exact resume holds for packed runs too.
 
 The stream state is the cursor: ``epoch``, ``shard`` (index into the stream's shards of that epoch), ``row``
 (next row of that shard), the buffered row references and the shuffle RNG state, all JSON values. Because a
@@ -53,6 +55,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
+from bertprep.bert_model.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
 from bertprep.pipeline import schema
 from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance
@@ -202,8 +205,9 @@ class ShardDataset(IterableDataset):
         num_workers: DataLoader workers per rank that will iterate this dataset (0 = in the main process).
         pad_to_multiple_of: see ``collate``.
         info: the directory's ``ShardInfo`` when already read.
-        packing: pack each batch's ``batch_size`` instances into rows of ``max_seq_length`` tokens
-            (``collate.collate_packed_numpy``) instead of padding each to the batch's longest.
+        packing: batches of ``batch_size`` rows of ``max_seq_length`` tokens, each filled with as many whole
+            instances as fit (``packing.TokenBudgetPacker``; ``collate.collate_packed_numpy``), instead of
+            ``batch_size`` instances padded to the batch's longest.
         masked_lm_prob: dynamic masking rate instead of the manifest's (shards made with ``--masking dynamic``
             only; ``max_predictions_per_seq`` scales with it, see ``scaled_max_predictions``).
         masked_lm_prob_final, schedule_batches: a linear schedule of the rate, from ``masked_lm_prob`` (or the
@@ -346,6 +350,9 @@ class ShardDataset(IterableDataset):
         st.buffer.clear()
         if st.pending:
             yield self._collate(st.pending), self._snapshot(st)
+        if st.packer is not None:
+            for layout in st.packer.flush():
+                yield self._packed_step(st, layout), self._snapshot(st)
 
     def _open_stream(self, logical: int, state: dict[str, Any]) -> _Stream:
         """The stream of logical worker ``logical`` at the cursor ``state`` (see ``_snapshot``)."""
@@ -356,7 +363,7 @@ class ShardDataset(IterableDataset):
             mask_rng.bit_generator.state = state["mask_rng"]
         else:  # a cursor saved before dynamic masking existed: the stream's generator for this epoch
             mask_rng = self._mask_rng(logical, state["epoch"])
-        return _Stream(
+        st = _Stream(
             logical=logical,
             stream=self.stream_index(logical),
             epoch=state["epoch"],
@@ -367,6 +374,12 @@ class ShardDataset(IterableDataset):
             mask_rng=mask_rng,
             batches=state.get("batches", 0),
         )
+        if self.packing:
+            st.packer = TokenBudgetPacker(self.batch_size, self.info.max_seq_length)
+            for ref in state.get("packed", []):  # the half-filled step, replayed (it completes no step)
+                completed = self._emit(st, ref)
+                assert completed is None, "a saved half-filled step replays without completing"
+        return st
 
     def _stream_shard(self, st: _Stream, shard: int) -> Iterator[tuple[dict[str, torch.Tensor], dict]]:
         """The batches completed while reading ``shard`` from row ``st.row`` on (through the shuffle buffer)."""
@@ -401,7 +414,17 @@ class ShardDataset(IterableDataset):
         return st.readers[shard].row(ref - self._offsets[shard])
 
     def _emit(self, st: _Stream, ref: int) -> dict[str, np.ndarray] | None:
-        """Add row ``ref`` (masked now, with dynamic masking) to the pending batch; returns the batch when full."""
+        """Add row ``ref`` (masked now, with dynamic masking) to the pending batch; returns the batch when full.
+
+        With ``packing``, the row goes to the stream's ``TokenBudgetPacker`` unmasked; the rows of a step are
+        masked when it completes, in row-major order (so a saved half-filled step is row references only)."""
+        if st.packer is not None:
+            row_data = self._read_row(st, ref)
+            key = st.received  # (not ref: a tiny epoch may bring a row back while its first read still waits)
+            st.received += 1
+            st.unmasked[key] = (ref, row_data)
+            layout = st.packer.add(key, len(row_data["input_ids"]))
+            return None if layout is None else self._packed_step(st, layout)
         row_data = self._read_row(st, ref)
         if self.masking is not None:
             ids, positions, labels = mask_instance(
@@ -416,6 +439,25 @@ class ShardDataset(IterableDataset):
             st.batches += 1
             return batch
         return None
+
+    def _packed_step(self, st: _Stream, layout: list[list[int]]) -> dict[str, np.ndarray]:
+        """The packed batch of a completed step (rows of references), its rows masked now in row-major order."""
+        rows, index = [], []
+        for keys in layout:
+            index.append(list(range(len(rows), len(rows) + len(keys))))
+            for key in keys:
+                _, row_data = st.unmasked.pop(key)
+                if self.masking is not None:
+                    ids, positions, labels = mask_instance(
+                        row_data["input_ids"], self._masking_now(st), st.mask_rng, word_ids=row_data.get("word_ids")
+                    )
+                    row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
+                row_data.pop("word_ids", None)
+                rows.append(row_data)
+        st.batches += 1
+        return collate_packed_numpy(
+            rows, max_seq_length=self.info.max_seq_length, pad_token_id=self.info.pad_token_id, layout=index
+        )
 
     def _masking_now(self, st: _Stream) -> MaskingConfig:
         """The masking config of the stream's next batch: the rate of the schedule at its batch count (the
@@ -434,7 +476,9 @@ class ShardDataset(IterableDataset):
         return collate_numpy(rows, pad_token_id=self.info.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of)
 
     def _snapshot(self, st: _Stream) -> dict[str, Any]:
-        """The data cursor of ``st`` now (JSON-able; ``_open_stream`` continues from it)."""
+        """The data cursor of ``st`` now (JSON-able; ``_open_stream`` continues from it). With ``packing`` it
+        also holds ``packed``: the references of the rows read into the step being filled (or carried)."""
+        packed = {} if st.packer is None else {"packed": [st.unmasked[key][0] for key, _ in st.packer.pending()]}
         return {
             "stream": st.logical,
             "epoch": st.epoch,
@@ -445,7 +489,7 @@ class ShardDataset(IterableDataset):
             "mask_rng": st.mask_rng.bit_generator.state,
             "batches": st.batches,
             "shards": self.stream_shards(st.stream, st.epoch),
-        }
+        } | packed
 
 
 @dataclass
@@ -467,6 +511,12 @@ class _Stream:
     """Batches this stream has emitted (all epochs): the clock of the masking-rate schedule."""
     readers: dict[int, _ShardReader] = field(default_factory=dict)
     pending: list[dict[str, Any]] = field(default_factory=list)
+    packer: TokenBudgetPacker | None = None
+    """With ``packing``: the step being filled (references of rows read, not yet emitted)."""
+    unmasked: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    """With ``packing``: the packer's rows by key, as (reference, row as read); masked when their step completes."""
+    received: int = 0
+    """With ``packing``: rows given to the packer (the next key)."""
 
 
 @dataclass(frozen=True)

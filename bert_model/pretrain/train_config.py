@@ -85,9 +85,12 @@ class TrainConfig:
     shards of objective ``sop`` the same head learns sentence order; with objective ``none`` the rows have no
     label and the loss is the masked LM's alone whatever this weight."""
     packing: bool = False
-    """Pack each micro-batch's ``batch_size`` instances into rows of ``max_seq_length`` tokens (several instances
-    per row, positions restarting at 0, block-diagonal attention) instead of padding each instance: the same
-    instances and masks as without packing, with less padding computed (see ``collate.collate_packed_numpy``)."""
+    """Micro-batches of a token budget: ``batch_size`` rows of ``max_seq_length`` tokens, each row filled with as
+    many whole instances as fit (first-fit in loader order; an instance that fits in no row waits for the next
+    micro-batch; positions restart at 0 per instance, attention block-diagonal), instead of ``batch_size``
+    instances padded to the longest. A step then holds a variable number of instances (more when they are
+    short) and an epoch takes fewer steps; ``max_steps``, the learning-rate schedule and the masking-rate
+    schedule still count optimizer steps (``packing.TokenBudgetPacker``, ``docs/pretraining.md``)."""
     masked_lm_prob: float | None = None
     """Dynamic masking rate instead of the shards' (e.g. 0.3, ModernBERT's); shards made with ``--masking
     dynamic`` only. ``max_predictions_per_seq`` scales with it."""

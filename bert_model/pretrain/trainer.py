@@ -255,6 +255,9 @@ def _log_train_metrics(
         "masked_fraction": m["masked_fraction"],
         "tokens_seen": int(m["tokens_seen"]),
         "elapsed_s": time.monotonic() - run.t_start,
+        # CPU seconds (user + system, all threads) of this process since it started: on a shared machine, the
+        # compute the run used (loader workers, --num-workers > 0, are other processes and not counted).
+        "process_cpu_s": time.process_time(),
     }
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)

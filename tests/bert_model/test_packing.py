@@ -9,6 +9,7 @@ import torch
 from bertprep.bert_model.model import BertConfig, BertForPreTraining
 from bertprep.bert_model.packed_attention import packed_bert_forward, packed_pretraining_forward
 from bertprep.bert_model.packing import (
+    TokenBudgetPacker,
     block_diagonal_mask,
     pack_documents,
     pad,
@@ -77,6 +78,72 @@ def test_pack_documents_aligned_arrays_and_errors():
     with pytest.raises(ValueError, match="document's length"):
         pack_documents(docs, 4, aligned={"labels": ([[1, 2], [3, 4]], -100)})
     assert pack_documents([], 8)["input_ids"].shape == (0, 8)
+
+
+def test_pack_documents_follows_a_given_layout():
+    docs = [np.array([11, 12, 13]), np.array([21, 22]), np.array([31, 32, 33, 34]), np.array([41])]
+    out = pack_documents(docs, max_seq_length=6, layout=[[2, 1], [0, 3], []])
+    assert out["input_ids"].tolist() == [[31, 32, 33, 34, 21, 22], [11, 12, 13, 41, 0, 0], [0] * 6]
+    assert out["document_ids"].tolist() == [[2, 2, 2, 2, 1, 1], [0, 0, 0, 3, -1, -1], [-1] * 6]
+    assert out["position_ids"][0].tolist() == [0, 1, 2, 3, 0, 1]
+    with pytest.raises(ValueError, match="every document exactly once"):
+        pack_documents(docs, max_seq_length=6, layout=[[0, 1], [2]])
+    with pytest.raises(ValueError, match="more than max_seq_length"):
+        pack_documents(docs, max_seq_length=6, layout=[[0, 2], [1, 3]])
+
+
+def _packer_steps(lengths, num_rows, max_seq_length, arrivals=None):
+    """The steps of a packer fed ``lengths`` (keys 0, 1, ...); ``arrivals[k]``: the index of the step being
+    filled when instance k came."""
+    packer, steps = TokenBudgetPacker(num_rows, max_seq_length), []
+    for key, length in enumerate(lengths):
+        if arrivals is not None:
+            arrivals.append(len(steps))
+        step = packer.add(key, length)
+        if step is not None:
+            steps.append(step)
+    return steps + packer.flush()
+
+
+def test_token_budget_packer_is_first_fit_with_a_carry_of_one_step():
+    # 2 rows of 10: 6 -> row 0, 7 -> row 1, 3 -> row 0 (first with room), 5 and 8 fit nowhere (carried), the
+    # second carried instance completes the step; the next starts with 5, 8, then 2 fills row 0 (5 + 2).
+    assert _packer_steps([6, 7, 3, 5, 8, 2], 2, 10) == [[[0, 2], [1]], [[3, 5], [4]]]
+
+
+@pytest.mark.parametrize("num_rows,max_seq_length", [(1, 8), (4, 16), (8, 64)])
+def test_token_budget_packer_uses_each_instance_once_within_the_budget(num_rows, max_seq_length):
+    rng = np.random.default_rng(num_rows)
+    lengths = [int(n) for n in rng.integers(1, max_seq_length + 1, size=500)]
+    arrivals = []
+    steps = _packer_steps(lengths, num_rows, max_seq_length, arrivals)
+    keys = [k for step in steps for row in step for k in row]
+    assert sorted(keys) == list(range(len(lengths)))  # every instance exactly once
+    assert all(len(step) == num_rows for step in steps)
+    assert all(sum(lengths[k] for k in row) <= max_seq_length for step in steps for row in step)
+    # An instance waits at most one step: it lands in the step being filled when it came, or the next.
+    step_of = {k: i for i, step in enumerate(steps) for row in step for k in row}
+    assert all(step_of[k] - arrivals[k] in (0, 1) for k in range(len(lengths)))
+    assert _packer_steps(lengths, num_rows, max_seq_length) == steps  # deterministic
+
+
+def test_token_budget_packer_pending_replays_into_the_same_state():
+    rng = np.random.default_rng(7)
+    lengths = [int(n) for n in rng.integers(1, 33, size=300)]
+    reference = _packer_steps(lengths, 4, 32)
+    for stop in (0, 5, 37, 150, 299):
+        packer, steps = TokenBudgetPacker(4, 32), []
+        for key in range(stop):
+            step = packer.add(key, lengths[key])
+            steps += [step] if step is not None else []
+        resumed = TokenBudgetPacker(4, 32)  # a new process, given the saved pending instances
+        assert all(resumed.add(key, length) is None for key, length in packer.pending())
+        for key in range(stop, len(lengths)):
+            step = resumed.add(key, lengths[key])
+            steps += [step] if step is not None else []
+        assert steps + resumed.flush() == reference
+    with pytest.raises(ValueError, match="does not fit"):
+        TokenBudgetPacker(4, 32).add(0, 33)
 
 
 def test_block_diagonal_mask():

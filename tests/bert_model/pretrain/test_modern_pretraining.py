@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
 from bertprep.bert_model.modernbert import ModernBertForMaskedLM
+from bertprep.bert_model.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model, model_config_from_preset
 from bertprep.bert_model.pretrain.data import ShardDataset, scaled_max_predictions
 from bertprep.bert_model.pretrain.shard_info import read_shard_info
@@ -94,8 +95,17 @@ def test_packed_rows_restart_positions_and_keep_every_target(shards):
     np.testing.assert_array_equal(packed["next_sentence_label"], [r["next_sentence_label"] for r in rows])
 
 
+def _first_fit_layout(rows, num_rows, max_seq_length):
+    """The rows of one token-budget step of ``rows`` (all of them), as the loader's packer places them."""
+    packer = TokenBudgetPacker(num_rows, max_seq_length)
+    assert all(packer.add(i, len(r["input_ids"])) is None for i, r in enumerate(rows))
+    (layout,) = packer.flush()
+    return layout
+
+
 @pytest.mark.parametrize("architecture", ["bert", "modernbert"])
-def test_packed_batch_gives_the_padded_batch_losses(shards, architecture):
+@pytest.mark.parametrize("first_fit", [False, True])
+def test_packed_batch_gives_the_padded_batch_losses(shards, architecture, first_fit):
     rows = _rows(shards / "static")
     config = model_config_from_preset(
         architecture, "tiny", vocab_size=64, special_token_ids=SPECIALS, overrides={"hidden_size": 32}
@@ -103,7 +113,12 @@ def test_packed_batch_gives_the_padded_batch_losses(shards, architecture):
     torch.manual_seed(0)
     model = PretrainingModel(build_model(config)).eval()
     padded = {k: torch.from_numpy(v) for k, v in collate_numpy(rows).items()}
-    packed = {k: torch.from_numpy(v) for k, v in collate_packed_numpy(rows, max_seq_length=64).items()}
+    # Next-fit in order, or the token-budget packer's first-fit rows (instances out of order: NSP labels follow).
+    layout = _first_fit_layout(rows, 5, 48) if first_fit else None  # [[0, 2], [1, 3], [4, 5], [6, 7], []]
+    if first_fit:
+        assert [i for row in layout for i in row] != list(range(len(rows)))
+    packed = collate_packed_numpy(rows, max_seq_length=48 if first_fit else 64, layout=layout)
+    packed = {k: torch.from_numpy(v) for k, v in packed.items()}
     with torch.no_grad():
         a, b = model(**padded), model(**packed)
     torch.testing.assert_close(a.mlm_loss, b.mlm_loss, rtol=1e-5, atol=1e-5)
@@ -113,6 +128,8 @@ def test_packed_batch_gives_the_padded_batch_losses(shards, architecture):
         assert a.nsp_loss is None and b.nsp_loss is None
     # The same predictions, slot for slot (padded BERT slots are (B, P), the others row-major (M,)).
     la, lb = a.mlm_labels[a.mlm_labels != -100], b.mlm_labels
+    if first_fit:  # the same slots, in the packed rows' order
+        la, lb = la.sort().values, lb.sort().values
     torch.testing.assert_close(la, lb)
 
 

@@ -138,22 +138,91 @@ def _take(it, n):
     return [next(it) for _ in range(n)]
 
 
-@pytest.mark.parametrize("num_workers,consumed", [(0, 23), (2, 23), (2, 24)])
-def test_cursor_resumes_the_exact_batch_sequence(shard_dir, num_workers, consumed):
+def _same_batches(a: list[dict[str, torch.Tensor]], b: list[dict[str, torch.Tensor]]) -> bool:
+    return len(a) == len(b) and all(
+        x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b)
+    )
+
+
+@pytest.mark.parametrize(
+    "num_workers,consumed,packing",
+    [(0, 23, False), (2, 23, False), (2, 24, False), (0, 23, True), (1, 22, True), (2, 23, True), (2, 24, True)],
+)
+def test_cursor_resumes_the_exact_batch_sequence(shard_dir, num_workers, consumed, packing):
     def make():
-        ds = ShardDataset(shard_dir, batch_size=6, seed=4, shuffle_buffer_size=20, num_workers=num_workers)
+        ds = ShardDataset(
+            shard_dir, batch_size=6, seed=4, shuffle_buffer_size=20, num_workers=num_workers, packing=packing
+        )
         return ShardLoader(ds, num_workers=num_workers)
 
-    reference = _keys(_take(iter(make()), consumed + 12))  # crosses epoch boundaries (98 rows / epoch)
+    reference = _take(iter(make()), consumed + 12)  # crosses epoch boundaries (98 rows / epoch)
     loader = make()
     first = _take(iter(loader), consumed)
     cursor = json.loads(json.dumps(loader.state_dict()))  # what a checkpoint stores
     assert cursor["batches"] == consumed
+    if packing:  # a half-filled packed batch rides in the cursor
+        assert any(s["packed"] for s in cursor["streams"])
     resumed = make()
     resumed.load_state_dict(cursor)
     rest = _take(iter(resumed), 12)
-    assert _keys(first) + _keys(rest) == reference
+    assert _same_batches(first + rest, reference)  # bitwise, every array
+    if not packing:
+        assert _keys(first) + _keys(rest) == _keys(reference)
     assert max(s["epoch"] for s in resumed.state_dict()["streams"]) >= 1
+
+
+def _packed_instances(batch: dict[str, torch.Tensor]) -> list[tuple]:
+    """The instances of a packed batch, row-major: each one's input_ids (a run of one sequence id in a row)."""
+    out = []
+    for ids, seq in zip(batch["input_ids"].tolist(), batch["sequence_ids"].tolist()):
+        for s in sorted(set(seq) - {-1}):
+            out.append(tuple(t for t, q in zip(ids, seq) if q == s))
+    return out
+
+
+@pytest.fixture(scope="module")
+def short_dir(tmp_path_factory):
+    """Shards with make-shards' --short-seq-prob 1.0 length distribution (every instance a random length)."""
+    path = tmp_path_factory.mktemp("short")
+    write_shard_dir(
+        path, num_shards=2, rows_per_shard=600, vocab_size=70, max_seq_length=64, seed=5, short_seq_prob=1.0
+    )
+    return str(path)
+
+
+def test_packing_fills_the_token_budget_with_every_instance_once(short_dir):
+    def one_pass(packing, seed=1, batch_size=16):
+        ds = ShardDataset(
+            short_dir, batch_size=batch_size, seed=seed, shuffle_buffer_size=100, infinite=False, packing=packing
+        )
+        return list(ShardLoader(ds))
+
+    def fill(batches):  # real tokens / token slots computed
+        return sum(int(b["attention_mask"].sum()) for b in batches) / sum(b["attention_mask"].numel() for b in batches)
+
+    padded, packed = one_pass(False), one_pass(True)
+    assert all(b["input_ids"].shape == (16, 64) for b in packed)  # batch_size rows of max_seq_length
+    # Every instance exactly once (the same shuffle), in fewer, fuller batches.
+    instances = [i for b in packed for i in _packed_instances(b)]
+    assert sorted(instances) == sorted(
+        tuple(b["input_ids"][i, : int(b["attention_mask"][i].sum())].tolist())
+        for b in padded
+        for i in range(len(b["input_ids"]))
+    )
+    assert fill(padded) < 0.7 and fill(packed[:-2]) >= 0.9, (fill(padded), fill(packed[:-2]))  # (the last two: the end)
+    assert len(packed) < 0.6 * len(padded)
+    assert len(instances) / len(packed) > 1.5 * 16  # instances per step
+    # Deterministic per seed; another seed, another order.
+    assert _same_batches(one_pass(True), packed) and not _same_batches(one_pass(True, seed=2), packed)
+
+
+def test_packing_on_full_instances_keeps_about_batch_size_instances(shard_dir):
+    # The default length distribution here (16..24 of 24 tokens): few pairs fit a row; a packed step holds
+    # about batch_size instances and the rows stay as full as the padded batches.
+    ds = ShardDataset(shard_dir, batch_size=6, seed=4, shuffle_buffer_size=20, infinite=False, packing=True)
+    batches = list(ShardLoader(ds))
+    assert sum(len(_packed_instances(b)) for b in batches) == 98
+    assert all(b["input_ids"].shape == (6, 24) for b in batches)
 
 
 def test_cursor_with_another_layout_restarts_the_epoch(shard_dir, caplog):
