@@ -69,22 +69,36 @@ def pack_documents(
     T = int(max_seq_length)
     aligned = dict(aligned or {})
     documents = [np.asarray(doc, dtype=np.int64) for doc in documents]
+    _check_documents(documents, aligned)
+    rows = _next_fit_rows(documents, T) if layout is None else _layout_rows(documents, layout, T)
+    return _fill_rows(rows, documents, aligned, T, pad_token_id)
+
+
+def _check_documents(documents: list[np.ndarray], aligned: dict) -> None:
+    """Raise ValueError for a document that is not 1-D or an aligned array not of its document's length."""
     for doc_index, tokens in enumerate(documents):
         if tokens.ndim != 1:
             raise ValueError(f"document {doc_index} must be 1-D, got shape {tokens.shape}")
     for name, (arrays, _) in aligned.items():
         if len(arrays) != len(documents) or any(len(a) != len(d) for a, d in zip(arrays, documents)):
             raise ValueError(f"aligned {name!r} must have one array per document, of the document's length")
-    # Rows as lists of (document index, start, stop) pieces.
+
+
+def _layout_rows(documents: list[np.ndarray], layout: Sequence[Sequence[int]], T: int) -> list[list[tuple]]:
+    """Rows as lists of (document index, start, stop) pieces: each document of ``layout`` whole."""
+    if sorted(i for row in layout for i in row) != list(range(len(documents))):
+        raise ValueError("layout must name every document exactly once")
+    if any(sum(len(documents[i]) for i in row) > T for row in layout):
+        raise ValueError(f"layout puts more than max_seq_length={T} tokens in a row")
+    return [[(i, 0, len(documents[i])) for i in row] for row in layout]
+
+
+def _next_fit_rows(documents: list[np.ndarray], T: int) -> list[list[tuple]]:
+    """Rows as lists of (document index, start, stop) pieces: documents in order, cut into pieces of at most
+    ``T`` tokens, each piece in the current row if it fits, else in a new one (next-fit)."""
     rows: list[list[tuple[int, int, int]]] = []
-    if layout is not None:
-        if sorted(i for row in layout for i in row) != list(range(len(documents))):
-            raise ValueError("layout must name every document exactly once")
-        rows = [[(i, 0, len(documents[i])) for i in row] for row in layout]
-        if any(sum(len(documents[i]) for i in row) > T for row in layout):
-            raise ValueError(f"layout puts more than max_seq_length={T} tokens in a row")
     room = 0
-    for doc_index, tokens in enumerate(documents if layout is None else ()):
+    for doc_index, tokens in enumerate(documents):
         for start in range(0, len(tokens), T):
             stop = min(start + T, len(tokens))
             if stop - start > room:
@@ -92,6 +106,11 @@ def pack_documents(
                 room = T
             rows[-1].append((doc_index, start, stop))
             room -= stop - start
+    return rows
+
+
+def _fill_rows(rows: list[list[tuple]], documents: list[np.ndarray], aligned: dict, T: int, pad_token_id: int):
+    """The (B, T) int64 arrays of :func:`pack_documents` for ``rows`` of (document index, start, stop)."""
     B = len(rows)
     out = {
         "input_ids": np.full((B, T), pad_token_id, dtype=np.int64),
