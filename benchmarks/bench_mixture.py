@@ -9,6 +9,7 @@ instances' word pieces (the manifest's ``"mixture"`` entry), and the largest gap
 
     python benchmarks/bench_mixture.py                     # weights 0.5 / 1.5 / 2 and --mixture-alpha 0.3
     python benchmarks/bench_mixture.py --seeds 12345,1,2   # the same for other --random-seed values
+    python benchmarks/bench_mixture.py --objective none    # no segment drawn from another document
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ MIXTURES = {
 }
 
 
-def run(data: Path, mixture: dict, seed: int, out: Path) -> dict:
+def run(data: Path, mixture: dict, seed: int, out: Path, objective: str = "nsp") -> dict:
     cmd = [sys.executable, "-m", "bertprep.cli.main", "make-shards", "-q", "--overwrite", "--dupe-factor", "1"]
+    cmd += ["--objective", objective]
     cmd += ["--vocab", str(data / "vocab" / "bert-base-uncased-vocab.txt"), "-o", str(out)]
     cmd += ["--random-seed", str(seed)]
     for k, (name, glob) in enumerate(SOURCES.items()):
@@ -54,6 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder ($DATA)")
     parser.add_argument("--seeds", default="12345", help="--random-seed values, comma-separated")
+    parser.add_argument("--objective", default="nsp", choices=("nsp", "sop", "none"), help="make-shards --objective")
     args = parser.parse_args()
     print("# reproduce:", shlex.join([sys.executable, *sys.argv]))
     work = Path(tempfile.mkdtemp(prefix="bench_mixture_"))
@@ -64,7 +67,7 @@ def main() -> None:
     worst = {"token_share": 0.0, "instance_share": 0.0, "instance_token_share": 0.0}
     for label, mixture in MIXTURES.items():
         for seed in (int(s) for s in args.seeds.split(",")):
-            section = run(args.data, mixture, seed, work / "out")
+            section = run(args.data, mixture, seed, work / "out", args.objective)
             for src in section["sources"]:
                 asked = src["asked_token_share"]
                 print(
