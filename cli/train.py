@@ -36,9 +36,13 @@ def _recorded_model_settings(resume: str) -> dict | None:
 
     try:
         state = ckpt.read_checkpoint_state(ckpt.resolve_checkpoint(resume))
-        return {"preset": state["train_config"]["preset"], **state["model_config"]}
+        recorded = {"preset": state["train_config"]["preset"], **state["model_config"]}
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if recorded.get("architecture") == "modernbert":  # the dropout options by the names they have on the command line
+        recorded.setdefault("hidden_dropout_prob", recorded.get("mlp_dropout"))  # (architectures.with_dropout)
+        recorded.setdefault("attention_probs_dropout_prob", recorded.get("attention_dropout"))
+    return recorded
 
 
 def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:

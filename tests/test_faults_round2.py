@@ -363,3 +363,24 @@ def test_finetune_names_where_the_model_lands_and_predict_loads_a_run_without_ev
     proc = bertprep("predict", "--model", out, "--input", data, "--output", tmp_path / "p.tsv", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert len((tmp_path / "p.tsv").read_text().splitlines()) == 5  # header + 4 predictions
+
+
+@pytest.mark.slow  # two real training runs (10-30 s on 2 shared cores)
+def test_a_modernbert_run_resumes_with_its_own_dropout_options(tiny_shards, tmp_path):
+    """ModernBERT records the dropout options as embedding/mlp/attention_dropout: repeating
+    `--hidden-dropout-prob 0 --attention-probs-dropout-prob 0` on --resume (the CPU recipe's options) was
+    refused as a change; another value still is."""
+    run = tmp_path / "run"
+    common = ["--shards", tiny_shards / "train", "--architecture", "modernbert", "--preset", "tiny",
+              "--hidden-dropout-prob", 0, "--attention-probs-dropout-prob", 0, "--batch-size", 4,
+              "--warmup-steps", 0, "--num-workers", 0, "--no-progress"]  # fmt: skip
+    proc = bertprep("train", *common, "-o", run, "--max-steps", 2, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    proc = bertprep("train", *common, "--resume", run, "-o", run, "--max-steps", 3, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (run / "checkpoints" / "step-000003").is_dir()
+    changed = list(common)
+    changed[changed.index("--hidden-dropout-prob") + 1] = 0.5
+    proc = bertprep("train", *changed, "--resume", run, "-o", run, "--max-steps", 4, timeout=300)
+    line = error_line(proc)
+    assert "--hidden-dropout-prob 0.5 cannot change when resuming (the checkpoint's is 0.0)" in line
