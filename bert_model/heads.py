@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
+from bertprep.bert_model.model import BertConfig, BertModel
 from bertprep.bert_model.modernbert import (
     ModernBertForMultipleChoice,
     ModernBertForQuestionAnswering,
@@ -41,6 +41,7 @@ from bertprep.bert_model.outputs import (  # re-exported (__all__)
     TokenClassifierOutput,
     question_answering_loss,
     sequence_classification_loss,
+    token_classification_loss,
 )
 
 
@@ -171,12 +172,7 @@ class BertForTokenClassification(nn.Module):
         """
         sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
         logits = self.classifier(self.dropout(sequence_output))  # (B, T, C)
-        out = TokenClassifierOutput(logits)
-        if labels is not None:
-            out.loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
-            )
-        return out
+        return TokenClassifierOutput(logits, token_classification_loss(logits, labels))
 
 
 class BertForMultipleChoice(nn.Module):

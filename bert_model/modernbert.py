@@ -67,6 +67,7 @@ from bertprep.bert_model.outputs import (
     TokenClassifierOutput,
     question_answering_loss,
     sequence_classification_loss,
+    token_classification_loss,
 )
 from bertprep.bert_model.packing import (
     PADDING_SEQUENCE_ID,
@@ -523,12 +524,7 @@ class ModernBertForTokenClassification(_ModernBertWithClassifier):
         """
         hidden_states = self.model(input_ids, attention_mask=attention_mask)  # (B, T, H)
         logits = self.scores(hidden_states)  # (B, T, C)
-        out = TokenClassifierOutput(logits)
-        if labels is not None:
-            out.loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
-            )
-        return out
+        return TokenClassifierOutput(logits, token_classification_loss(logits, labels))
 
 
 class ModernBertForQuestionAnswering(_ModernBertWithClassifier):

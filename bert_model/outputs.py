@@ -81,6 +81,15 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor | No
     return F.cross_entropy(logits.float(), labels.long())
 
 
+def token_classification_loss(logits: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor | None:
+    """Mean cross-entropy, in float32, of per-token scores ``logits`` (float [batch_size, seq_length,
+    num_labels]) against ``labels`` (int64 [batch_size, seq_length]; positions labelled -100, the
+    ``ignore_index`` of ``transformers``' token-classification loss, are left out); None without labels."""
+    if labels is None:
+        return None
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=-100)
+
+
 __all__ = [
     "MultipleChoiceModelOutput",
     "QuestionAnsweringOutput",
@@ -88,4 +97,5 @@ __all__ = [
     "TokenClassifierOutput",
     "question_answering_loss",
     "sequence_classification_loss",
+    "token_classification_loss",
 ]

@@ -26,13 +26,13 @@ gives them, the last one after the final LayerNorm). No ``transformers`` class h
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertprep.bert_model.inference.features import encoder_hidden_states
 from bertprep.bert_model.heads import HEADS, TokenClassifierOutput, _init_linear
-from bertprep.bert_model.model import IGNORE_INDEX, BertConfig, BertModel
+from bertprep.bert_model.outputs import token_classification_loss
+from bertprep.bert_model.model import BertConfig, BertModel
 from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertModel
 
 FEATURE_MODES = ("last4-concat", "last4-sum", "second-to-last", "last", "embeddings")
@@ -180,12 +180,7 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         output, _ = self.lstm(packed)
         output, _ = pad_packed_sequence(output, batch_first=True, total_length=T)  # (B, T, 2 * hidden)
         logits = self.classifier(self.dropout(output))  # (B, T, C)
-        out = TokenClassifierOutput(logits)
-        if labels is not None:
-            out.loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
-            )
-        return out
+        return TokenClassifierOutput(logits, token_classification_loss(logits, labels))
 
 
 class ModernBertFeatureBasedForTokenClassification(BertFeatureBasedForTokenClassification):
