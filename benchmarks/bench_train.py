@@ -29,7 +29,7 @@ import torch
 from bertprep.bert_model.collate import collate
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.loader import ShardLoader
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.precision import PRECISIONS, autocast_context
 

@@ -23,7 +23,7 @@ import time
 import torch
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.model import PRESETS, BertConfig, BertForPreTraining
+from bertprep.bert_model.models.bert import PRESETS, BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.pretrain.shard_info import read_shard_info, verify_shard_files
 

@@ -40,7 +40,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from bertprep.bert_model import model as bert, modernbert
+from bertprep.bert_model.models import bert, modernbert
 from bertprep.bert_model.runtime import fsync_file, set_default_permissions, write_text_synced
 from bertprep.pipeline.atomic import replace_directory
 

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertprep.bert_model.model import IGNORE_INDEX
-from bertprep.bert_model.packing import pack_documents
+from bertprep.bert_model.models.bert import IGNORE_INDEX
+from bertprep.bert_model.models.packing import pack_documents
 
 
 def _round_up(n: int, multiple: int) -> int:

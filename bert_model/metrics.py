@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from bertprep.bert_model.model import IGNORE_INDEX
+from bertprep.bert_model.models.bert import IGNORE_INDEX
 
 #: Dense (no sparsity) bf16 tensor-core peaks in FLOP/s, from the vendors' data sheets.
 GPU_BF16_PEAK_FLOPS: dict[str, float] = {

@@ -14,7 +14,7 @@ from bertprep.bert_model.tasks.finetune import FinetuneConfig
 from bertprep.bert_model.tasks.finetune import finetune as run_finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.bert_model.tasks.glue import GLUE_TASKS
-from bertprep.bert_model.model import PRESETS
+from bertprep.bert_model.models.bert import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
 
 GLUE_TASK_NAMES = tuple(GLUE_TASKS)

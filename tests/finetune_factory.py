@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
-from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMaskedLM
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.optim import create_optimizer
 
 VOCAB = Path(__file__).parent / "fixtures" / "finetune" / "vocab.txt"

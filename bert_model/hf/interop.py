@@ -22,11 +22,11 @@ from safetensors.torch import load_file
 from torch import nn
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.heads import HEADS, check_source_weights, load_full_weights
-from bertprep.bert_model.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
-from bertprep.bert_model import modernbert
-from bertprep.bert_model.modernbert_config import ModernBertConfig
-from bertprep.bert_model.model import (
+from bertprep.bert_model.models.heads import HEADS, check_source_weights, load_full_weights
+from bertprep.bert_model.models.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
+from bertprep.bert_model.models import modernbert
+from bertprep.bert_model.models.modernbert_config import ModernBertConfig
+from bertprep.bert_model.models.bert import (
     TIED_WEIGHTS_KEYS,
     BertConfig,
     BertForPreTraining,

@@ -57,8 +57,8 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
 from bertprep.bert_model.hf.interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
-from bertprep.bert_model.model import BertConfig, BertModel
-from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertModel
+from bertprep.bert_model.models.bert import BertConfig, BertModel
+from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import atomic_file
 from bertprep.pipeline.vocab_files import WordPieceTokenizer

@@ -26,7 +26,7 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
-from bertprep.bert_model.model import BertForPreTraining
+from bertprep.bert_model.models.bert import BertForPreTraining
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 MASK_TOKEN = "[MASK]"

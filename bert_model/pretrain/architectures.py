@@ -22,13 +22,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from bertprep.bert_model import modernbert_config
-from bertprep.bert_model.config import PRESETS as BERT_PRESETS
-from bertprep.bert_model.config import BertConfig
-from bertprep.bert_model.config import flops_per_token as bert_flops_per_token
-from bertprep.bert_model.model import IGNORE_INDEX
-from bertprep.bert_model.modernbert_config import PRESETS as MODERNBERT_PRESETS
-from bertprep.bert_model.modernbert_config import ModernBertConfig
+from bertprep.bert_model.models import modernbert_config
+from bertprep.bert_model.models.bert_config import PRESETS as BERT_PRESETS
+from bertprep.bert_model.models.bert_config import BertConfig
+from bertprep.bert_model.models.bert_config import flops_per_token as bert_flops_per_token
+from bertprep.bert_model.models.bert import IGNORE_INDEX
+from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
+from bertprep.bert_model.models.modernbert_config import ModernBertConfig
 
 logger = logging.getLogger("bertprep.train")
 
@@ -100,12 +100,12 @@ def with_dropout(model_config: ModelConfig, dropout: dict) -> ModelConfig:
 def build_model(model_config: ModelConfig) -> nn.Module:
     """``BertForPreTraining`` or ``ModernBertForMaskedLM`` (sparse prediction on), freshly initialised."""
     if isinstance(model_config, ModernBertConfig):
-        from bertprep.bert_model.modernbert import ModernBertForMaskedLM
+        from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM
 
         if not model_config.sparse_prediction:
             model_config = dataclasses.replace(model_config, sparse_prediction=True)
         return ModernBertForMaskedLM(model_config)
-    from bertprep.bert_model.model import BertForPreTraining
+    from bertprep.bert_model.models.bert import BertForPreTraining
 
     return BertForPreTraining(model_config)
 
@@ -193,7 +193,7 @@ class PretrainingModel(nn.Module):
             # The model's sparse head ran on the same positions, in the same (row-major) order.
             return PretrainingOutput(out.logits, labels[keep], input_ids[keep], out.loss)
         if packed:
-            from bertprep.bert_model.packed_attention import packed_pretraining_forward
+            from bertprep.bert_model.models.packed_attention import packed_pretraining_forward
 
             keep = (labels != IGNORE_INDEX) & (sequence_ids >= 0)  # (B, T)
             out = packed_pretraining_forward(

@@ -55,7 +55,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
-from bertprep.bert_model.packing import TokenBudgetPacker
+from bertprep.bert_model.models.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
 from bertprep.pipeline import schema
 from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance

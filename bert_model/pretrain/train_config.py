@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bertprep.bert_model.config import PRESETS
-from bertprep.bert_model.modernbert_config import PRESETS as MODERNBERT_PRESETS
+from bertprep.bert_model.models.bert_config import PRESETS
+from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.precision import check_precision
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).

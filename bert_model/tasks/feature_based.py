@@ -30,10 +30,10 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertprep.bert_model.inference.features import encoder_hidden_states
-from bertprep.bert_model.heads import HEADS, TokenClassifierOutput, _init_linear
-from bertprep.bert_model.outputs import token_classification_loss
-from bertprep.bert_model.model import BertConfig, BertModel
-from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertModel
+from bertprep.bert_model.models.heads import HEADS, TokenClassifierOutput, _init_linear
+from bertprep.bert_model.models.outputs import token_classification_loss
+from bertprep.bert_model.models.bert import BertConfig, BertModel
+from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 
 FEATURE_MODES = ("last4-concat", "last4-sum", "second-to-last", "last", "embeddings")
 

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
-from bertprep.bert_model.heads import load_encoder_weights
+from bertprep.bert_model.models.heads import load_encoder_weights
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     ModelSource,
@@ -51,7 +51,7 @@ from bertprep.bert_model.hf.interop import (
     resolve_strip_accents_setting,
 )
 from bertprep.bert_model.metrics import JsonlWriter
-from bertprep.bert_model.model import PRESETS, BertConfig
+from bertprep.bert_model.models.bert import PRESETS, BertConfig
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, check_precision
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions

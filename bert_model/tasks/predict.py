@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.tasks.glue import GlueTask
-from bertprep.bert_model.heads import load_full_weights
+from bertprep.bert_model.models.heads import load_full_weights
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     build_model,

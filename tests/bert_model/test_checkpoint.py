@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.model import TIED_WEIGHTS_KEYS, BertConfig, BertForPreTraining
+from bertprep.bert_model.models.bert import TIED_WEIGHTS_KEYS, BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 
 

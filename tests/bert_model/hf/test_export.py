@@ -15,13 +15,13 @@ from safetensors.torch import load_file
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.hf.export import write_hf_directory
 from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
-from bertprep.bert_model.heads import (
+from bertprep.bert_model.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
 from bertprep.bert_model.hf.interop import build_model, load_model_source, read_hf_state_dict
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli

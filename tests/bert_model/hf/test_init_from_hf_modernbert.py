@@ -14,9 +14,9 @@ import logging
 import pytest
 import torch
 
-from bertprep.bert_model import modernbert
+from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
-from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMaskedLM
+from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from conftest import need_module

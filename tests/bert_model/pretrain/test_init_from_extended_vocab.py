@@ -18,7 +18,7 @@ import torch
 from click.testing import CliRunner
 
 from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
-from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMaskedLM
+from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.bert_model.pretrain.vocab_extension import check_extension, extend_source_vocab, extension_ids

@@ -12,8 +12,8 @@ import torch
 from click.testing import CliRunner
 
 from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
-from bertprep.bert_model.modernbert import ModernBertForMaskedLM
-from bertprep.bert_model.packing import TokenBudgetPacker
+from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM
+from bertprep.bert_model.models.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model, model_config_from_preset
 from bertprep.bert_model.pretrain.data import ShardDataset, scaled_max_predictions
 from bertprep.bert_model.pretrain.shard_info import read_shard_info

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.loader import ShardLoader
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, param_groups, warmup_linear_decay
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli

@@ -19,7 +19,7 @@ from bertprep.bert_model.tasks.feature_based import (
 )
 from bertprep.bert_model.inference.features import encoder_hidden_states
 from bertprep.bert_model.tasks.registry import make_task
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.cli.main import cli
 from conftest import FIXTURES

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
-from bertprep.bert_model.heads import BertForMultipleChoice
-from bertprep.bert_model.model import BertConfig
+from bertprep.bert_model.models.heads import BertForMultipleChoice
+from bertprep.bert_model.models.bert import BertConfig
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file

@@ -387,7 +387,7 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     torch = need_module("torch")
     from bertprep.bert_model import checkpoint as ckpt
     from bertprep.bert_model.hf.interop import load_model_source
-    from bertprep.bert_model.model import BertConfig, BertForPreTraining
+    from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
     from bertprep.bert_model.optim import create_optimizer
     from bertprep.pipeline.vocab_files import WordPieceTokenizer
 

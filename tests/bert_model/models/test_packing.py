@@ -1,4 +1,5 @@
-"""bert_model/packing.py (packed / unpadded batches) and bert_model/packed_attention.py (BERT on packed rows)."""
+"""bert_model/models/packing.py (packed / unpadded batches) and models/packed_attention.py (BERT on packed
+rows)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
-from bertprep.bert_model.packed_attention import packed_bert_forward, packed_pretraining_forward
-from bertprep.bert_model.packing import (
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.packed_attention import packed_bert_forward, packed_pretraining_forward
+from bertprep.bert_model.models.packing import (
     TokenBudgetPacker,
     block_diagonal_mask,
     pack_documents,

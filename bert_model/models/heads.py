@@ -27,14 +27,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertprep.bert_model.model import BertConfig, BertModel
-from bertprep.bert_model.modernbert import (
+from bertprep.bert_model.models.bert import BertConfig, BertModel
+from bertprep.bert_model.models.modernbert import (
     ModernBertForMultipleChoice,
     ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
     ModernBertForTokenClassification,
 )
-from bertprep.bert_model.outputs import (  # re-exported (__all__)
+from bertprep.bert_model.models.outputs import (  # re-exported (__all__)
     MultipleChoiceModelOutput,
     QuestionAnsweringOutput,
     SequenceClassifierOutput,

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertprep.bert_model.model import IGNORE_INDEX, BertForPreTraining, BertModel
-from bertprep.bert_model.packing import block_diagonal_mask, position_ids_from_sequence_ids
+from bertprep.bert_model.models.bert import IGNORE_INDEX, BertForPreTraining, BertModel
+from bertprep.bert_model.models.packing import block_diagonal_mask, position_ids_from_sequence_ids
 
 
 def packed_bert_forward(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertprep.bert_model.heads import HEADS, load_encoder_weights
-from bertprep.bert_model.modernbert import (
+from bertprep.bert_model.models.heads import HEADS, load_encoder_weights
+from bertprep.bert_model.models.modernbert import (
     ModernBertConfig,
     ModernBertForMaskedLM,
     ModernBertForMultipleChoice,

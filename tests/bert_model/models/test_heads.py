@@ -1,4 +1,4 @@
-"""bert_model/heads.py: output shapes, losses, Hugging Face parameter names, encoder initialisation."""
+"""bert_model/models/heads.py: output shapes, losses, Hugging Face parameter names, encoder initialisation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertprep.bert_model.heads import (
+from bertprep.bert_model.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
@@ -14,7 +14,7 @@ from bertprep.bert_model.heads import (
     load_encoder_weights,
     load_full_weights,
 )
-from bertprep.bert_model.model import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 
 TINY = dict(
     vocab_size=80,

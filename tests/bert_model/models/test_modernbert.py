@@ -1,4 +1,5 @@
-"""bert_model/modernbert.py: parity with transformers.ModernBertForMaskedLM, state dicts, configs, packed batches."""
+"""bert_model/models/modernbert.py: parity with transformers.ModernBertForMaskedLM, state dicts, configs,
+packed batches."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 import transformers
 
-from bertprep.bert_model.modernbert import (
+from bertprep.bert_model.models.modernbert import (
     PRESETS,
     TIED_WEIGHTS_KEYS,
     ModernBertConfig,
@@ -15,7 +16,7 @@ from bertprep.bert_model.modernbert import (
     load_state_dict_strict,
     trainable_state_dict,
 )
-from bertprep.bert_model.packing import pack_documents, unpad
+from bertprep.bert_model.models.packing import pack_documents, unpad
 
 # 4 layers: 0 and 3 global, 1 and 2 local; a window of 8 (4 each side) so that 40-token sequences reach far
 # beyond it; RoPE bases other than the defaults, and different from each other, so a swap would show.

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertprep.bert_model.config import PRESETS, BertConfig, flops_per_token  # re-exported (__all__)
+from bertprep.bert_model.models.bert_config import PRESETS, BertConfig, flops_per_token  # re-exported (__all__)
 
 #: Label that the losses ignore (PyTorch's cross-entropy ``ignore_index``): padding entries of
 #: ``masked_lm_ids`` and positions without a label. The one definition.

@@ -2,7 +2,7 @@
 
 Entry points for the trainer::
 
-    from bertprep.bert_model.modernbert import ModernBertConfig, ModernBertForMaskedLM
+    from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
     config = ModernBertConfig.from_preset("tiny", vocab_size=V, pad_token_id=PAD, cls_token_id=CLS,
                                           sep_token_id=SEP, bos_token_id=CLS, eos_token_id=SEP,
                                           sparse_prediction=True)
@@ -14,7 +14,7 @@ Entry points for the trainer::
 
 ``labels`` has the shape of ``input_ids``: the original id at the masked positions, -100 elsewhere (no NSP:
 ModernBERT is trained on MLM alone). With ``config.sparse_prediction`` the head runs only on the labelled
-positions and ``out.logits`` is (M, V); otherwise it is (B, T, V). ``bertprep.bert_model.packing`` builds the
+positions and ``out.logits`` is (M, V); otherwise it is (B, T, V). ``bertprep.bert_model.models.packing`` builds the
 packed and unpadded inputs (``pack_documents``, ``unpad``). Weights: ``trainable_state_dict(model)`` is what
 ``model.safetensors`` holds; ``load_state_dict_strict`` reads it back with or without the tied decoder weight;
 ``config.to_hf_dict()`` is the ``config.json``.
@@ -54,13 +54,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertprep.bert_model.modernbert_config import (  # re-exported (__all__)
+from bertprep.bert_model.models.modernbert_config import (  # re-exported (__all__)
     MASKED_LM_ARCHITECTURE,
     PRESETS,
     ModernBertConfig,
     flops_per_token,
 )
-from bertprep.bert_model.outputs import (
+from bertprep.bert_model.models.outputs import (
     MultipleChoiceModelOutput,
     QuestionAnsweringOutput,
     SequenceClassifierOutput,
@@ -69,7 +69,7 @@ from bertprep.bert_model.outputs import (
     sequence_classification_loss,
     token_classification_loss,
 )
-from bertprep.bert_model.packing import (
+from bertprep.bert_model.models.packing import (
     PADDING_SEQUENCE_ID,
     block_diagonal_mask,
     position_ids_from_cu_seqlens,

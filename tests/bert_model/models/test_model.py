@@ -1,4 +1,4 @@
-"""bert_model/model.py: shapes, losses, presets and parity with transformers.BertForPreTraining."""
+"""bert_model/models/bert.py: shapes, losses, presets and parity with transformers.BertForPreTraining."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertprep.bert_model.model import (
+from bertprep.bert_model.models.bert import (
     PRESETS,
     TIED_WEIGHTS_KEYS,
     BertConfig,
