@@ -40,7 +40,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from bertprep.bert_model.models import bert, modernbert
+from bertprep.bert_model.models.weights import load_state_dict_strict, trainable_state_dict  # (re-exported)
 from bertprep.bert_model.runtime import fsync_file, set_default_permissions, write_text_synced
 from bertprep.pipeline.atomic import replace_directory
 
@@ -59,18 +59,6 @@ class CheckpointError(ValueError):
 class CheckpointWriteError(OSError):
     """A checkpoint could not be written (e.g. the disk is full); nothing of it was left behind and the
     earlier checkpoints are intact. The message names the checkpoint and says what to do."""
-
-
-def trainable_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The weights ``model.safetensors`` holds (tied aliases left out), for BERT or ModernBERT."""
-    arch = modernbert if isinstance(model, modernbert.ModernBertForMaskedLM) else bert
-    return arch.trainable_state_dict(model)
-
-
-def load_state_dict_strict(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
-    """Load ``state_dict`` into a BERT or ModernBERT model, strictly (the module's ``load_state_dict_strict``)."""
-    arch = modernbert if isinstance(model, modernbert.ModernBertForMaskedLM) else bert
-    arch.load_state_dict_strict(model, state_dict)
 
 
 def checkpoint_name(step: int) -> str:

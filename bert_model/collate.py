@@ -14,7 +14,11 @@ import numpy as np
 import torch
 
 from bertprep.bert_model.models.bert import IGNORE_INDEX
-from bertprep.bert_model.models.packing import pack_documents
+from bertprep.bert_model.models.packing import (
+    cu_seqlens_from_sequence_ids,
+    pack_documents,
+    sequence_starts_from_sequence_ids,
+)
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -61,7 +65,8 @@ def collate(
     Returns:
         ``input_ids``, ``token_type_ids``, ``attention_mask`` (1 = real token): [B, T];
         ``masked_lm_positions`` [B, P] (padding entries point at 0); ``masked_lm_ids`` [B, P] (padding
-        entries are -100, ignored by the loss); ``next_sentence_label`` [B] (1 = NotNext; objective sop: 1 =
+        entries are -100, ignored by the loss); ``cu_seqlens`` int32 [S + 1] and ``sequence_starts`` [B] (see
+        ``layout_indices``); ``next_sentence_label`` [B] (1 = NotNext; objective sop: 1 =
         swapped), only when the rows have it (not under objective ``none``); ``word_ids`` [B, T] (the word index
         of each piece, -1 at [CLS]/[SEP] and at padding), only when the rows have it (shards made with
         ``--word-ids`` or ``--word-segmenter``; ``ShardDataset`` uses it for dynamic masking and leaves it out
@@ -107,6 +112,7 @@ def collate_numpy(
             "attention_mask": attention_mask,
             "masked_lm_positions": masked_lm_positions,
             "masked_lm_ids": masked_lm_ids,
+            **layout_indices(attention_mask - 1),  # (sequence_ids: 0 on real tokens, -1 on padding)
         }
         | ({"next_sentence_label": next_sentence_label} if has_label else {})
         | ({"word_ids": word_ids} if has_word_ids else {})
@@ -161,14 +167,17 @@ def collate_packed_numpy(
     max_seq_length: int,
     pad_token_id: int = 0,
     layout: list[list[int]] | None = None,
+    pad_to_multiple_of: int = 8,
 ) -> dict[str, np.ndarray]:
     """Pack shard rows into rows of ``max_seq_length`` tokens (``packing.pack_documents``: next-fit in order, or
     the rows ``layout`` gives, as ``packing.TokenBudgetPacker`` fills a training step).
 
-    Each row (instance) is one document: its positions restart at 0 and it attends only to itself (the model
-    builds the block-diagonal mask from ``sequence_ids``). The batch holds the same instances, masked alike,
-    as ``collate_numpy`` of the same rows, in R rows instead of len(rows) padded ones (R <= len(rows) without
-    ``layout``; ``len(layout)`` with it, empty rows included).
+    Each row (instance) is one sequence: its positions restart at 0 and it attends only to itself. The batch
+    holds the same instances, masked alike, as ``collate_numpy`` of the same rows, in R rows instead of
+    len(rows) padded ones (R <= len(rows) without ``layout``; ``len(layout)`` with it, empty rows included), and
+    the same keys, so that one forward path serves both: ``masked_lm_positions`` index into the packed rows.
+    It also carries what the attention kernels and the pooler would otherwise find on the GPU (a host sync
+    each): the varlen segments and each instance's first token.
 
     Args:
         rows: shard rows as ``collate_numpy`` takes them (each at most ``max_seq_length`` tokens).
@@ -176,12 +185,16 @@ def collate_packed_numpy(
         pad_token_id: id written at padding positions.
         layout: row ``b`` holds the instances ``rows[i]`` for ``i`` in ``layout[b]``, in that order (every
             index once); None = next-fit in the order of ``rows``.
+        pad_to_multiple_of: P, the prediction slots per row, is rounded up to a multiple of this.
     Returns:
         int64 arrays: ``input_ids``, ``token_type_ids``, ``attention_mask`` (1 = real token), ``sequence_ids``
-        (instance number within its row, -1 on padding), ``position_ids`` (restarting at 0 per instance),
-        ``labels`` (the original id at the masked positions, -100 elsewhere): each (R, T); and
-        ``next_sentence_label`` (len(rows),), the instances' labels in row-major order (the order of
-        ``rows`` without ``layout``), when the rows have one.
+        (instance number within its row, -1 on padding), ``position_ids`` (restarting at 0 per instance): each
+        (R, T); ``masked_lm_positions`` (R, P), the masked positions of a row's instances, in order, and
+        ``masked_lm_ids`` (R, P), their original ids (-100 in empty slots, whose position is 0);
+        ``sequence_starts`` (D,), flat index (row * T + column) of each instance's first token, row-major;
+        ``cu_seqlens`` int32 (S + 1,), the segments of the flattened rows
+        (``packing.cu_seqlens_from_sequence_ids``); and ``next_sentence_label`` (D,), the instances' labels in
+        row-major order (the order of ``rows`` without ``layout``), when the rows have one.
     Raises:
         ValueError: see ``packing.pack_documents``.
     """
@@ -197,15 +210,40 @@ def collate_packed_numpy(
         aligned={"token_type_ids": ([r["token_type_ids"] for r in rows], 0), "labels": (labels, IGNORE_INDEX)},
         layout=layout,
     )
+    sequence_ids = packed["sequence_ids"]
     out = {
         "input_ids": packed["input_ids"],
         "token_type_ids": packed["token_type_ids"],
-        "attention_mask": (packed["sequence_ids"] >= 0).astype(np.int64),
-        "sequence_ids": packed["sequence_ids"],
+        "attention_mask": (sequence_ids >= 0).astype(np.int64),
+        "sequence_ids": sequence_ids,
         "position_ids": packed["position_ids"],
-        "labels": packed["labels"],
+        **_row_slots(packed["labels"], pad_to_multiple_of),
+        **layout_indices(sequence_ids),
     }
     if "next_sentence_label" in rows[0]:
         order = range(len(rows)) if layout is None else [i for row in layout for i in row]  # row-major
         out["next_sentence_label"] = np.array([rows[i]["next_sentence_label"] for i in order], dtype=np.int64)
     return out
+
+
+def _row_slots(labels: np.ndarray, pad_to_multiple_of: int) -> dict[str, np.ndarray]:
+    """``masked_lm_positions`` and ``masked_lm_ids`` (R, P) of per-token ``labels`` (R, T), -100 = no target."""
+    targets = [np.flatnonzero(row != IGNORE_INDEX) for row in labels]
+    P = _round_up(max((len(t) for t in targets), default=1), pad_to_multiple_of)
+    positions = np.zeros((len(labels), P), dtype=np.int64)
+    ids = np.full((len(labels), P), IGNORE_INDEX, dtype=np.int64)
+    for b, t in enumerate(targets):
+        positions[b, : len(t)] = t
+        ids[b, : len(t)] = labels[b, t]
+    return {"masked_lm_positions": positions, "masked_lm_ids": ids}
+
+
+def layout_indices(sequence_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """What a (B, T) batch's layout gives the model without a GPU search: ``cu_seqlens`` (int32 (S + 1,), the
+    varlen segments) and ``sequence_starts`` (int64 (D,), each sequence's first token, flat), from
+    ``sequence_ids`` (B, T) (-1 on padding; a padded batch's are 0 on its real tokens)."""
+    ids = torch.from_numpy(np.ascontiguousarray(sequence_ids))
+    return {
+        "cu_seqlens": cu_seqlens_from_sequence_ids(ids).numpy(),
+        "sequence_starts": sequence_starts_from_sequence_ids(ids).numpy(),
+    }

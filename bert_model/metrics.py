@@ -10,10 +10,12 @@ import torch
 
 from bertprep.bert_model.models.bert import IGNORE_INDEX
 
-#: Dense (no sparsity) bf16 tensor-core peaks in FLOP/s, from the vendors' data sheets.
+#: Dense (no sparsity) bf16 tensor-core peaks in FLOP/s, from the vendors' data sheets (the figure MFU is
+#: measured against; "with sparsity" figures are twice these).
 GPU_BF16_PEAK_FLOPS: dict[str, float] = {
     "H100 SXM": 989e12,
     "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
     "H200": 989e12,
     "A100": 312e12,
     "L40S": 362e12,
@@ -23,14 +25,24 @@ GPU_BF16_PEAK_FLOPS: dict[str, float] = {
 
 
 def gpu_peak_flops(device_name: str) -> float | None:
-    """Dense bf16 peak of the GPU called ``device_name`` (``torch.cuda.get_device_name()``), None if unknown."""
+    """Dense bf16 peak in FLOP/s of the GPU called ``device_name`` (``torch.cuda.get_device_name()``, e.g.
+    "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"), None if it is not in :data:`GPU_BF16_PEAK_FLOPS`."""
     words = device_name.replace("-", " ").split()
     if "H100" in words:
-        return GPU_BF16_PEAK_FLOPS["H100 PCIe" if "PCIe" in words else "H100 SXM"]
+        variant = "PCIe" if "PCIe" in words else "NVL" if "NVL" in words else "SXM"
+        return GPU_BF16_PEAK_FLOPS[f"H100 {variant}"]
     for key in ("H200", "A100", "L40S", "L4", "A10"):
         if key in words:
             return GPU_BF16_PEAK_FLOPS[key]
     return None
+
+
+def device_peak_flops(device) -> float | None:
+    """Dense bf16 peak in FLOP/s of ``device`` (a ``torch.device``): the GPU's from the table, None on a CPU or a
+    GPU not in it (then only tokens/s and the model FLOP rate are reported, no MFU)."""
+    if device.type != "cuda":
+        return None
+    return gpu_peak_flops(torch.cuda.get_device_name(device))
 
 
 class PretrainingMetrics:

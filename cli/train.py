@@ -10,6 +10,7 @@ import sys
 import click
 from click.core import ParameterSource
 
+from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
 from bertprep.cli.options import AliasedOption
@@ -298,8 +299,19 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option(
     "--compile/--no-compile",
     "compile_",
-    default=_default("compile"),
-    help="Compile the model with torch.compile (faster on GPU after a warm-up).",
+    default=None,
+    show_default="on for CUDA, off on CPU",
+    help="Compile the model with torch.compile (fused kernels; the first steps take longer while it compiles).",
+)
+@click.option(
+    "--attn-implementation",
+    type=click.Choice(ATTN_IMPLEMENTATIONS),
+    default=_default("attn_implementation"),
+    help="Attention kernel. auto: FlashAttention-2's varlen kernel on a CUDA GPU of compute capability 8.0+ "
+    "in bf16 (the flash_attn package where installed, else PyTorch's own), sdpa elsewhere. sdpa: "
+    "scaled_dot_product_attention with a dense mask, any device. varlen / flash_attention_2: the variable-length "
+    "kernel, packed rows attended per instance with no masked work. flex_attention: a document block mask "
+    "(no attention dropout). The kernel used is logged once.",
 )
 @click.option(
     "--num-workers",

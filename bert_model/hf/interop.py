@@ -26,12 +26,8 @@ from bertprep.bert_model.models.heads import HEADS, check_source_weights, load_f
 from bertprep.bert_model.models.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
 from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
-from bertprep.bert_model.models.bert import (
-    TIED_WEIGHTS_KEYS,
-    BertConfig,
-    BertForPreTraining,
-    load_state_dict_strict,
-)
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.weights import load_state_dict_strict, tied_weights_keys
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible
 from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
 from bertprep.pipeline.vocab_files import (
@@ -392,7 +388,7 @@ def build_model(source: ModelSource) -> nn.Module:
         return model
     if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
         model = modernbert.ModernBertForMaskedLM(source.config)
-        ckpt.load_state_dict_strict(model, source.state_dict)
+        load_state_dict_strict(model, source.state_dict)
         return model
     if source.architecture not in HEADS:
         raise ValueError(
@@ -469,7 +465,7 @@ def load_pretraining_weights(
             (another model size), or an untied decoder.
     """
     modern = isinstance(model, modernbert.ModernBertForMaskedLM)
-    tied = modernbert.TIED_WEIGHTS_KEYS if modern else TIED_WEIGHTS_KEYS
+    tied = tied_weights_keys(model)
     state_dict = dict(state_dict)
     for alias, target in tied.items():
         if alias in state_dict:

@@ -74,7 +74,7 @@ PAIR_SEPARATOR = " ||| "
 
 
 def encoder_hidden_states(
-    bert: BertModel,
+    encoder: BertModel | ModernBertModel,
     input_ids: torch.Tensor,
     token_type_ids: torch.Tensor | None = None,
     attention_mask: torch.Tensor | None = None,
@@ -82,47 +82,21 @@ def encoder_hidden_states(
     """Every hidden state of the encoder, as ``transformers`` ``output_hidden_states=True`` returns them.
 
     Args:
-        bert: the encoder.
-        input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel.forward``).
+        encoder: a ``BertModel`` or ``ModernBertModel``.
+        input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel.forward``;
+            ModernBERT has no segment embeddings and ignores ``token_type_ids``).
     Returns:
         L + 1 float tensors of shape [batch_size, seq_length, hidden_size]: the embedding output, then the
-        output of each of the L layers (the last equals ``bert(...)[0]``).
+        output of each of the L layers (the last equals the encoder's ``last_hidden_state``: for ModernBERT the
+        output after the final LayerNorm, what its MLM and classification heads read).
     """
-    if isinstance(bert, ModernBertModel):
-        return _modernbert_hidden_states(bert, input_ids, attention_mask)
-    if token_type_ids is None:
-        token_type_ids = torch.zeros_like(input_ids)
-    attn_mask = None
-    if attention_mask is not None:
-        attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-    hidden = bert.embeddings(input_ids, token_type_ids)  # (B, T, H)
-    states = [hidden]
-    for layer in bert.encoder.layer:
-        hidden = layer(hidden, attn_mask)  # (B, T, H)
-        states.append(hidden)
-    return states
+    out = encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, output_hidden_states=True)
+    return [*out.hidden_states[:-1], out.last_hidden_state]
 
 
 def default_layers(num_hidden_layers: int) -> tuple[int, ...]:
     """The layers written when none are given: the last ``min(4, num_hidden_layers)`` (``-1, -2, ...``)."""
     return tuple(-i for i in range(1, min(4, num_hidden_layers) + 1))
-
-
-def _modernbert_hidden_states(
-    model: ModernBertModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
-) -> list[torch.Tensor]:
-    """``encoder_hidden_states`` of a ModernBERT encoder (no segment embeddings: ``token_type_ids`` unused): the
-    embedding output, then each layer's output; the last one after the final LayerNorm (``model(...)``, what
-    the MLM and classification heads read)."""
-    states: list[torch.Tensor] = []
-    hooks = [model.embeddings.register_forward_hook(lambda _m, _i, out: states.append(out))]
-    hooks += [layer.register_forward_hook(lambda _m, _i, out: states.append(out)) for layer in model.layers]
-    try:
-        last = model(input_ids, attention_mask=attention_mask)  # (B, T, H)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return states[:-1] + [last]
 
 
 def resolve_layers(layers: Sequence[int], num_hidden_layers: int) -> list[int]:
@@ -171,11 +145,11 @@ def load_encoder(
 
 
 def _load_bert_encoder(source, model_dir: str) -> BertModel:
-    """The ``BertModel`` of a BERT source (any head's ``bert.*`` weights; the pooler may be missing)."""
-    bert = BertModel(source.config)
+    """The ``BertModel`` of a BERT source (any head's ``bert.*`` weights; the pooler is not used)."""
+    bert = BertModel(source.config, add_pooling_layer=False)
     own = bert.state_dict()
     weights = {k[len("bert.") :]: v for k, v in source.state_dict.items() if k.startswith("bert.")}
-    missing = [k for k in own if k not in weights and not k.startswith("pooler.")]
+    missing = [k for k in own if k not in weights]
     if missing:
         raise ValueError(f"{model_dir}: the weights lack encoder parameters {missing[:3]}; is it a BERT model?")
     bert.load_state_dict({k: v for k, v in weights.items() if k in own}, strict=False)

@@ -179,11 +179,8 @@ def _mlm_logits(
     cols: torch.Tensor,
 ) -> torch.Tensor:
     """MLM scores (M, V) at positions ``(rows, cols)`` of a padded batch, for BERT or ModernBERT."""
-    if isinstance(model, BertForPreTraining):
-        sequence_output, _ = model.bert(input_ids, torch.zeros_like(input_ids), attention_mask)  # (B, T, H)
-        return model.cls.predictions(sequence_output[rows, cols])  # (M, V)
-    hidden_states = model.model(input_ids, attention_mask=attention_mask)  # (B, T, H)  ModernBertForMaskedLM
-    return model.decoder(model.head(hidden_states[rows, cols]))  # (M, V)
+    hidden_states = model.base_model(input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+    return model.masked_lm_logits(hidden_states[rows, cols])  # (M, V)
 
 
 __all__ = ["MLM_ARCHITECTURES", "FillMaskResult", "MaskPrediction", "encode_with_masks", "fill_mask", "load_mlm_model"]

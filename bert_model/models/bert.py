@@ -3,13 +3,14 @@
 Architecture as in the paper and google-research/bert ``modeling.py``: word + position + token-type
 embeddings, a post-LayerNorm Transformer encoder with exact (erf) GELU, a tanh pooler on ``[CLS]``, a
 masked-LM head (dense + GELU + LayerNorm, decoder tied to the word embeddings, output bias) and a
-next-sentence head on the pooled output. Attention runs through
-``torch.nn.functional.scaled_dot_product_attention`` with the padding mask.
+next-sentence head on the pooled output. Every layer attends through the batch's ``AttentionPlan``
+(``attention.py``): the padding mask of a padded batch or the per-sequence mask of a packed one, with the kernel
+``attn_implementation`` names (``sdpa`` by default; FlashAttention's varlen kernel on a GPU).
 
 Parameter names are exactly those of Hugging Face ``transformers.BertForPreTraining``, so a state dict maps
 one to one in both directions (see ``TIED_WEIGHTS_KEYS`` for the two tied aliases). ``BertModel`` is the
-bare encoder that fine-tuning heads reuse under the name ``bert``. The configuration (``BertConfig``, the size
-presets, the FLOP count) is ``config.py``.
+bare encoder that the task heads (``heads.py``) reuse under the name ``bert``. The configuration (``BertConfig``,
+the size presets, the FLOP count) is ``bert_config.py``; state-dict helpers are ``weights.py``.
 
 Shapes in comments: B batch, T sequence length, H hidden size, nh heads, hs head size (H // nh),
 P masked positions per sequence, V vocab size.
@@ -23,11 +24,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertprep.bert_model.models.attention import AttentionPlan
 from bertprep.bert_model.models.bert_config import PRESETS, BertConfig, flops_per_token  # re-exported (__all__)
-
-#: Label that the losses ignore (PyTorch's cross-entropy ``ignore_index``): padding entries of
-#: ``masked_lm_ids`` and positions without a label. The one definition.
-IGNORE_INDEX = -100
+from bertprep.bert_model.models.outputs import (  # IGNORE_INDEX re-exported (__all__)
+    IGNORE_INDEX,
+    EncoderOutput,
+    gather_positions,
+    masked_lm_loss,
+)
+from bertprep.bert_model.models.weights import (  # re-exported (__all__)
+    count_parameters,
+    load_state_dict_strict,
+    trainable_state_dict,
+)
 
 #: Keys of a ``BertForPreTraining`` state dict that alias another parameter (Hugging Face ties them the
 #: same way): the MLM decoder weight is the word embedding matrix and the decoder bias is
@@ -49,19 +58,20 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        seq_length = input_ids.size(1)
-        position_ids = torch.arange(seq_length, device=input_ids.device)  # (T,)
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor
+    ) -> torch.Tensor:
         x = (
             self.word_embeddings(input_ids)  # (B, T, H)
             + self.token_type_embeddings(token_type_ids)  # (B, T, H)
-            + self.position_embeddings(position_ids)
-        )  # (T, H), broadcast over B
+            + self.position_embeddings(position_ids)  # (B, T, H)
+        )
         return self.dropout(self.LayerNorm(x))
 
 
 class BertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention (``query``/``key``/``value`` projections)."""
+    """Multi-head scaled dot-product attention (``query``/``key``/``value`` projections); the kernel and the
+    mask come from the batch's ``AttentionPlan`` (``attention.py``)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -72,16 +82,14 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, hidden_states: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, plan: AttentionPlan) -> torch.Tensor:
         B, T, H = hidden_states.shape
         nh, hs = self.num_attention_heads, self.head_size
-        q = self.query(hidden_states).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.key(hidden_states).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        v = self.value(hidden_states).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(  # (B, nh, T, hs)
-            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout_p if self.training else 0.0
-        )
-        return y.transpose(1, 2).reshape(B, T, H)  # (B, T, H)
+        q = self.query(hidden_states).view(B, T, nh, hs)  # (B, T, nh, hs)
+        k = self.key(hidden_states).view(B, T, nh, hs)  # (B, T, nh, hs)
+        v = self.value(hidden_states).view(B, T, nh, hs)  # (B, T, nh, hs)
+        y = plan.attend(q, k, v, None, self.dropout_p if self.training else 0.0)  # (B, T, nh, hs)
+        return y.reshape(B, T, H)  # (B, T, H)
 
 
 class BertSelfOutput(nn.Module):
@@ -103,8 +111,8 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden_states: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        return self.output(self.self(hidden_states, attn_mask), hidden_states)
+    def forward(self, hidden_states: torch.Tensor, plan: AttentionPlan) -> torch.Tensor:
+        return self.output(self.self(hidden_states, plan), hidden_states)
 
 
 class BertIntermediate(nn.Module):
@@ -140,8 +148,8 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, hidden_states: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        attention_output = self.attention(hidden_states, attn_mask)
+    def forward(self, hidden_states: torch.Tensor, plan: AttentionPlan) -> torch.Tensor:
+        attention_output = self.attention(hidden_states, plan)
         return self.output(self.intermediate(attention_output), attention_output)
 
 
@@ -150,10 +158,17 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, hidden_states: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, plan: AttentionPlan, output_hidden_states: bool = False
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        """The last layer's output (B, T, H) and, with ``output_hidden_states``, the input and every layer's
+        output (L + 1 tensors, as ``transformers``)."""
+        states = [hidden_states] if output_hidden_states else None
         for layer in self.layer:
-            hidden_states = layer(hidden_states, attn_mask)
-        return hidden_states
+            hidden_states = layer(hidden_states, plan)
+            if states is not None:
+                states.append(hidden_states)
+        return hidden_states, None if states is None else tuple(states)
 
 
 class BertPooler(nn.Module):
@@ -163,8 +178,8 @@ class BertPooler(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden_states[:, 0]))  # (B, H)
+    def forward(self, first_token_states: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(first_token_states))  # (B, H) or (D, H)
 
 
 def _init_weights(module: nn.Module, initializer_range: float) -> None:
@@ -182,18 +197,23 @@ def _init_weights(module: nn.Module, initializer_range: float) -> None:
 
 
 class BertModel(nn.Module):
-    """The bare encoder: embeddings, L encoder layers and the pooler.
+    """The bare encoder: embeddings, L encoder layers and the pooler (none with ``add_pooling_layer=False``, as
+    ``transformers``' question-answering and token-classification models).
 
-    Fine-tuning heads hold it as ``self.bert`` so their parameter names match Hugging Face
-    (``bert.embeddings...``, ``bert.encoder.layer.N...``, ``bert.pooler.dense...``).
+    Heads hold it as ``self.bert`` so their parameter names match Hugging Face (``bert.embeddings...``,
+    ``bert.encoder.layer.N...``, ``bert.pooler.dense...``). ``attn_implementation`` picks the attention kernel
+    (``attention.py``; ``sdpa`` unless set).
     """
 
-    def __init__(self, config: BertConfig):
+    base_model_prefix = "bert"
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
         self.config = config
+        self.attn_implementation = "sdpa"
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(lambda m: _init_weights(m, config.initializer_range))
 
     def forward(
@@ -201,17 +221,32 @@ class BertModel(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Encode a padded batch.
+        *,
+        sequence_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cu_seqlens: torch.Tensor | None = None,
+        sequence_starts: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+    ) -> EncoderOutput:
+        """Encode a padded or packed batch.
 
         Args:
             input_ids: int64 (or int32) tensor of shape [batch_size, seq_length], WordPiece ids.
             token_type_ids: same shape, 0 for [CLS] + sentence A + first [SEP], 1 for sentence B and the last
                 [SEP]; all zeros when omitted.
             attention_mask: same shape, 1 (or True) for real tokens, 0 for padding; no padding when omitted.
+            sequence_ids: same shape, a packed batch: the sequence (instance) number of each token within its
+                row, -1 on padding (``packing.pack_documents``); a token attends only within its sequence.
+            position_ids: same shape, positions; 0..T-1 by default, restarting at 0 at each sequence when packed.
+            cu_seqlens: int32 [num_segments + 1], the varlen kernels' segments (``packing``), when the loader
+                computed them; derived otherwise.
+            sequence_starts: int64 [num_sequences], flat index (row * seq_length + column) of each sequence's
+                [CLS], for the pooler of a packed batch; derived when omitted (one host sync).
+            output_hidden_states: also return the embedding output and every layer's output.
         Returns:
-            ``(sequence_output, pooled_output)``: float tensors of shapes [batch_size, seq_length, hidden_size]
-            and [batch_size, hidden_size] (tanh of a dense layer on [CLS]).
+            ``EncoderOutput``: ``last_hidden_state`` float [batch_size, seq_length, hidden_size];
+            ``pooler_output`` float [batch_size, hidden_size] (tanh of a dense layer on [CLS]), or [num_sequences,
+            hidden_size] for a packed batch, None without a pooler; ``hidden_states`` (L + 1 tensors) if asked.
         Raises:
             ValueError: the sequence is longer than ``max_position_embeddings``.
         """
@@ -220,14 +255,29 @@ class BertModel(nn.Module):
                 f"sequence length {input_ids.size(1)} exceeds max_position_embeddings "
                 f"{self.config.max_position_embeddings}"
             )
+        plan = AttentionPlan.build(self.attn_implementation, input_ids, attention_mask, sequence_ids, cu_seqlens)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        attn_mask = None
-        if attention_mask is not None:
-            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = attend to that key
-        hidden_states = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
-        sequence_output = self.encoder(hidden_states, attn_mask)  # (B, T, H)
-        return sequence_output, self.pooler(sequence_output)
+        if position_ids is None:
+            position_ids = plan.position_ids()  # (B, T)
+        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
+        sequence_output, all_states = self.encoder(hidden_states, plan, output_hidden_states)  # (B, T, H)
+        pooled_output = None
+        if self.pooler is not None:
+            pooled_output = self.pooler(first_token_states(sequence_output, plan, sequence_starts))  # (B or D, H)
+        return EncoderOutput(sequence_output, pooled_output, all_states)
+
+
+def first_token_states(
+    hidden_states: torch.Tensor, plan: AttentionPlan, sequence_starts: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The hidden state of each sequence's first token ([CLS]): (B, H) of a padded batch, (D, H) of a packed
+    one (at ``sequence_starts``, flat indices, or where each sequence starts)."""
+    if sequence_starts is None and not plan.packed:
+        return hidden_states[:, 0]  # (B, H)
+    if sequence_starts is None:
+        sequence_starts = plan.sequence_starts()
+    return hidden_states.reshape(-1, hidden_states.size(-1)).index_select(0, sequence_starts)  # (D, H)
 
 
 class BertPredictionHeadTransform(nn.Module):
@@ -269,7 +319,7 @@ class BertForPreTrainingOutput:
     prediction_logits: torch.Tensor
     """float [batch_size, num_positions, vocab_size]: MLM scores at ``masked_lm_positions`` (or every position)."""
     seq_relationship_logits: torch.Tensor
-    """float [batch_size, 2]: NSP scores, index 1 = NotNext (B is a random segment)."""
+    """float [batch_size, 2] (packed: [num_sequences, 2]): NSP scores, index 1 = NotNext (B is random)."""
     loss: torch.Tensor | None = None
     """Scalar ``mlm_loss + nsp_loss`` (the paper's objective)."""
     mlm_loss: torch.Tensor | None = None
@@ -283,7 +333,11 @@ class BertForPreTraining(nn.Module):
 
     The MLM head runs only on the gathered ``masked_lm_positions`` (as the original
     ``get_masked_lm_output``), not on every token, which saves the H x V decoder on ~85% of the tokens.
+    ``base_model`` / ``masked_lm_logits`` / ``sentence_logits`` are the parts the pre-training loop composes
+    (``pretrain.architectures.PretrainingModel``), the same for every encoder.
     """
+
+    tied_weights_keys = TIED_WEIGHTS_KEYS
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -294,6 +348,18 @@ class BertForPreTraining(nn.Module):
         for module in (self.cls.predictions.transform, self.cls.seq_relationship):
             module.apply(lambda m: _init_weights(m, config.initializer_range))
 
+    @property
+    def base_model(self) -> BertModel:
+        return self.bert
+
+    def masked_lm_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """MLM scores (..., V) of hidden states (..., H)."""
+        return self.cls.predictions(hidden_states)
+
+    def sentence_logits(self, pooled_output: torch.Tensor | None) -> torch.Tensor | None:
+        """NSP / SOP scores (N, 2) of pooled [CLS] states (N, H)."""
+        return None if pooled_output is None else self.cls.seq_relationship(pooled_output)
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -302,33 +368,32 @@ class BertForPreTraining(nn.Module):
         masked_lm_positions: torch.Tensor | None = None,
         masked_lm_ids: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
+        **layout: torch.Tensor | None,
     ) -> BertForPreTrainingOutput:
         """Scores and (given labels) losses of the two pre-training tasks.
 
         Args:
             input_ids, token_type_ids, attention_mask: int tensors [batch_size, seq_length] (see ``BertModel``).
-            masked_lm_positions: int64 [batch_size, num_positions], indices into the sequence of the tokens to
+            masked_lm_positions: int64 [batch_size, num_positions], indices into each row of the tokens to
                 predict (padding entries may point anywhere, e.g. 0, when their label is -100). When omitted,
                 scores are computed for every position (num_positions = seq_length).
             masked_lm_ids: int64 [batch_size, num_positions], original ids at those positions, -100 = ignore.
-            next_sentence_label: int64 [batch_size], 1 = NotNext, 0 = IsNext.
+            next_sentence_label: int64 [batch_size] (packed: [num_sequences]), 1 = NotNext, 0 = IsNext.
+            layout: ``sequence_ids``, ``position_ids``, ``cu_seqlens``, ``sequence_starts`` of a packed batch
+                (see ``BertModel.forward``).
         Returns:
             ``BertForPreTrainingOutput``; ``loss`` is set only when both label tensors are given, the MLM and
             NSP losses each when their labels are given.
         """
-        sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
+        encoded = self.bert(input_ids, token_type_ids, attention_mask, **layout)
+        sequence_output = encoded.last_hidden_state  # (B, T, H)
         if masked_lm_positions is not None:
-            index = masked_lm_positions.long().unsqueeze(-1).expand(-1, -1, sequence_output.size(-1))  # (B, P, H)
-            sequence_output = torch.gather(sequence_output, 1, index)  # (B, P, H)
-        prediction_logits = self.cls.predictions(sequence_output)  # (B, P, V)
-        seq_relationship_logits = self.cls.seq_relationship(pooled_output)  # (B, 2)
+            sequence_output = gather_positions(sequence_output, masked_lm_positions)  # (B, P, H)
+        prediction_logits = self.masked_lm_logits(sequence_output)  # (B, P, V)
+        seq_relationship_logits = self.sentence_logits(encoded.pooler_output)  # (B, 2) or (D, 2)
         out = BertForPreTrainingOutput(prediction_logits, seq_relationship_logits)
         if masked_lm_ids is not None:
-            out.mlm_loss = F.cross_entropy(
-                prediction_logits.reshape(-1, prediction_logits.size(-1)).float(),  # (B*P, V)
-                masked_lm_ids.reshape(-1).long(),  # (B*P,)
-                ignore_index=IGNORE_INDEX,
-            )
+            out.mlm_loss = masked_lm_loss(prediction_logits, masked_lm_ids)
         if next_sentence_label is not None:
             out.nsp_loss = F.cross_entropy(seq_relationship_logits.float(), next_sentence_label.reshape(-1).long())
         if out.mlm_loss is not None and out.nsp_loss is not None:
@@ -337,58 +402,20 @@ class BertForPreTraining(nn.Module):
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
         """Number of distinct parameters (tied ones counted once); optionally without the embedding tables."""
-        params = {id(p): p for p in self.parameters()}
-        total = sum(p.numel() for p in params.values())
-        if exclude_embeddings:
-            emb = self.bert.embeddings
-            total -= sum(
-                e.weight.numel() for e in (emb.word_embeddings, emb.position_embeddings, emb.token_type_embeddings)
-            )
-        return total
-
-
-def load_state_dict_strict(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
-    """Load a ``BertForPreTraining`` state dict with or without the tied alias keys (``TIED_WEIGHTS_KEYS``).
-
-    Every other key must match exactly (names and shapes), as ``load_state_dict(strict=True)``; a tied alias
-    present in ``state_dict`` must equal the tensor it aliases. Raises ``ValueError`` naming the keys (or the
-    shapes) otherwise.
-    """
-    state_dict = dict(state_dict)
-    for alias, target in TIED_WEIGHTS_KEYS.items():
-        if alias in state_dict:
-            if target in state_dict and not torch.equal(state_dict[alias], state_dict[target]):
-                raise ValueError(f"{alias} should be tied to {target} but holds different values")
-            state_dict.setdefault(target, state_dict[alias])
-            del state_dict[alias]
-    expected = set(model.state_dict()) - set(TIED_WEIGHTS_KEYS)
-    missing, unexpected = sorted(expected - set(state_dict)), sorted(set(state_dict) - expected)
-    if missing or unexpected:
-        raise ValueError(f"state dict does not match the model: missing {missing}, unexpected {unexpected}")
-    own = model.state_dict()
-    wrong = [
-        f"{k}: model {tuple(own[k].shape)}, given {tuple(v.shape)}"
-        for k, v in state_dict.items()
-        if own[k].shape != v.shape
-    ]
-    if wrong:
-        raise ValueError(f"state dict does not match the model's shapes: {'; '.join(wrong[:5])}")
-    result = model.load_state_dict(state_dict, strict=False)
-    assert set(result.missing_keys) <= set(TIED_WEIGHTS_KEYS) and not result.unexpected_keys, result
-
-
-def trainable_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """``model.state_dict()`` without the tied aliases: what ``model.safetensors`` holds (as Hugging Face)."""
-    return {k: v for k, v in model.state_dict().items() if k not in TIED_WEIGHTS_KEYS}
+        emb = self.bert.embeddings
+        tables = (emb.word_embeddings, emb.position_embeddings, emb.token_type_embeddings)
+        return count_parameters(self, tables if exclude_embeddings else ())
 
 
 __all__ = [
+    "IGNORE_INDEX",
     "PRESETS",
     "TIED_WEIGHTS_KEYS",
     "BertConfig",
     "BertModel",
     "BertForPreTraining",
     "BertForPreTrainingOutput",
+    "first_token_states",
     "flops_per_token",
     "load_state_dict_strict",
     "trainable_state_dict",

@@ -1,27 +1,41 @@
-"""Fine-tuning heads: one extra layer on the pre-trained encoder (BERT paper, section 4 and figure 4).
+"""Fine-tuning heads, written once for every encoder: one extra layer on the pre-trained encoder (BERT paper,
+section 4 and figure 4), with the names and behaviour of the Hugging Face ``transformers`` classes.
 
-* ``BertForSequenceClassification``: dropout + linear on the pooled ``[CLS]`` output (GLUE; one output =
+* :class:`SequenceClassifier`: one vector per sequence, dropout, a linear ``classifier`` (GLUE; one output =
   regression, as STS-B);
-* ``BertForQuestionAnswering``: a linear layer giving a start and an end score per token (SQuAD v1.1);
-* ``BertForTokenClassification``: dropout + linear on every token's hidden state (NER);
-* ``BertForMultipleChoice``: dropout + a linear layer with one output on the pooled ``[CLS]`` of every
-  ``[CLS] context [SEP] ending [SEP]`` pair, softmax over the N candidates (SWAG, paper section 4.4).
+* :class:`QuestionAnswerer`: a start and an end score per token (SQuAD);
+* :class:`TokenClassifier`: dropout and a linear ``classifier`` on every token's hidden state (NER);
+* :class:`MultipleChoiceScorer`: the sequence vector of every ``[CLS] context [SEP] ending [SEP]`` candidate scored
+  by a linear layer with one output, softmax over the N candidates (SWAG, paper section 4.4).
 
-Module and parameter names are those of the Hugging Face ``transformers`` classes of the same names
-(``bert.*`` encoder, ``classifier.weight/bias``, ``qa_outputs.weight/bias``), so their state dicts map one to
-one onto ``from_pretrained`` / ``save_pretrained`` files. As in ``transformers``, the question-answering and
-token-classification models have no pooler (``add_pooling_layer=False``): ``bert.pooler`` is an
-``nn.Identity`` without parameters there, so its ``pooled_output`` is unused.
+Each is generic over the encoder, as ``transformers``' ``GenericForSequenceClassification`` takes any backbone
+under its ``base_model_prefix``: the config's type picks the family (:data:`FAMILIES`), which says how the two
+encoders differ, and nothing else does:
 
-The ModernBERT forms of all four (``ModernBertForSequenceClassification``, ``ModernBertForQuestionAnswering``,
-``ModernBertForTokenClassification``, ``ModernBertForMultipleChoice``) live in ``modernbert.py`` with
-``transformers``' names and behaviour; ``HEADS`` maps every head's ``architectures`` name to its class. The
-output classes are in ``outputs.py``.
+=====================  =================================  ==============================================
+                       BERT (``bert.*``)                  ModernBERT (``model.*``)
+=====================  =================================  ==============================================
+sequence vector        the tanh pooler on [CLS]           ``classifier_pooling``: first real token or mean
+before the classifier  nothing                            ``head``: dense + GELU + LayerNorm
+dropout                ``classifier_dropout`` or          ``classifier_dropout`` (0)
+                       ``hidden_dropout_prob``; none
+                       before BERT's ``qa_outputs``
+QA output layer        ``qa_outputs``                     ``classifier``
+classifier init        normal(0, 0.02) cut at 2 sigma     normal(0, H ** -0.5) cut at the cutoff factor
+=====================  =================================  ==============================================
 
-Shapes: B batch, T sequence length, H hidden size, C number of labels.
+The named classes (``BertForSequenceClassification``, ``ModernBertForQuestionAnswering``, ...) are these heads
+under ``transformers``' ``architectures`` names, so that exported ``config.json`` files load there;
+``HEADS`` maps every name to its class. The output classes are ``outputs.py``'s; state-dict helpers
+(``load_encoder_weights`` ...) are ``weights.py``'s.
+
+Shapes: B batch, T sequence length, H hidden size, C number of labels, N candidates.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -29,10 +43,10 @@ from torch import nn
 
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import (
-    ModernBertForMultipleChoice,
-    ModernBertForQuestionAnswering,
-    ModernBertForSequenceClassification,
-    ModernBertForTokenClassification,
+    ModernBertConfig,
+    ModernBertModel,
+    ModernBertPredictionHead,
+    _init_weights as _modernbert_init_weights,
 )
 from bertprep.bert_model.models.outputs import (  # re-exported (__all__)
     MultipleChoiceModelOutput,
@@ -42,6 +56,13 @@ from bertprep.bert_model.models.outputs import (  # re-exported (__all__)
     question_answering_loss,
     sequence_classification_loss,
     token_classification_loss,
+)
+from bertprep.bert_model.models.weights import (  # re-exported (__all__): where the task code imports them
+    check_source_weights,
+    encoder_prefix,
+    has_pooler,
+    load_encoder_weights,
+    load_full_weights,
 )
 
 
@@ -53,26 +74,123 @@ def _init_linear(layer: nn.Linear, initializer_range: float) -> None:
     nn.init.zeros_(layer.bias)
 
 
-class BertForSequenceClassification(nn.Module):
-    """``[CLS]``-pooled classification or regression (``transformers.BertForSequenceClassification``).
+def _init_modernbert_classifier(layer: nn.Linear, config: ModernBertConfig) -> None:
+    """transformers ``ModernBertPreTrainedModel._init_weights``'s "final_out": std ``hidden_size ** -0.5`` cut at
+    ``initializer_cutoff_factor`` sigma, bias 0."""
+    std, c = config.hidden_size**-0.5, config.initializer_cutoff_factor
+    nn.init.trunc_normal_(layer.weight, mean=0.0, std=std, a=-c * std, b=c * std)
+    nn.init.zeros_(layer.bias)
 
-    ``num_labels == 1`` means regression (Hugging Face ``problem_type="regression"``, MSE loss).
-    """
 
-    architecture = "BertForSequenceClassification"
+@dataclass(frozen=True)
+class Family:
+    """How the task heads of one encoder family differ (see the module docstring's table)."""
+
+    encoder: Callable[..., nn.Module]
+    """Builds the encoder from the config (``add_pooling_layer`` where the family has a pooler)."""
+    has_pooler: bool
+    """Whether the sequence vector is the encoder's pooler output (BERT) rather than a pooling of the last
+    hidden states (ModernBERT's ``sentence_representation``)."""
+    transform: Callable[[object], nn.Module]
+    """The module between the encoder and dropout, registered as ``head`` (BERT: none, an ``nn.Identity``)."""
+    init_transform: Callable[[nn.Module, object], None]
+    default_dropout: Callable[[object], float]
+    init_output: Callable[[nn.Linear, object], None]
+    qa_output_name: str
+    qa_dropout: bool
+    """Whether dropout precedes the QA output layer (``transformers``' BERT: no)."""
+
+
+FAMILIES: dict[type, Family] = {
+    BertConfig: Family(
+        encoder=BertModel,
+        has_pooler=True,
+        transform=lambda config: nn.Identity(),
+        init_transform=lambda head, config: None,
+        default_dropout=lambda config: config.hidden_dropout_prob,
+        init_output=lambda layer, config: _init_linear(layer, config.initializer_range),
+        qa_output_name="qa_outputs",
+        qa_dropout=False,
+    ),
+    ModernBertConfig: Family(
+        encoder=lambda config, add_pooling_layer=False: ModernBertModel(config),
+        has_pooler=False,
+        transform=ModernBertPredictionHead,
+        init_transform=lambda head, config: head.apply(lambda m: _modernbert_init_weights(m, config)),
+        default_dropout=lambda config: config.classifier_dropout,
+        init_output=_init_modernbert_classifier,
+        qa_output_name="classifier",
+        qa_dropout=True,
+    ),
+}
+
+
+def family_of(config: BertConfig | ModernBertConfig) -> Family:
+    """The :class:`Family` of a config. Raises ``TypeError`` for another config type."""
+    for config_type, family in FAMILIES.items():
+        if isinstance(config, config_type):
+            return family
+    raise TypeError(f"no task heads for {type(config).__name__}")
+
+
+class TaskHead(nn.Module):
+    """The parts every task head has: the encoder under its family's ``base_model_prefix`` (``bert`` /
+    ``model``), the family's ``head`` transform, dropout, and a linear output layer (``classifier``, or
+    ``qa_outputs`` for BERT's QA) with ``num_outputs`` outputs, initialised as the family does."""
+
     #: Output fields that have one value per token (evaluation trims them to each sequence's length).
     per_token_outputs: tuple[str, ...] = ()
+    #: Whether BERT's pooler is part of this head (``transformers``' ``add_pooling_layer``).
+    uses_pooler = False
+    output_name = "classifier"
 
-    def __init__(self, config: BertConfig, num_labels: int, classifier_dropout: float | None = None):
+    def __init__(self, config, num_outputs: int, classifier_dropout: float | None = None, dropout: bool = True):
         super().__init__()
+        family = family_of(config)
+        self.config = config
+        self.family = family
+        self.base_model_prefix = "model" if isinstance(config, ModernBertConfig) else "bert"
+        setattr(self, self.base_model_prefix, family.encoder(config, add_pooling_layer=self.uses_pooler))
+        self.head = family.transform(config)
+        p = family.default_dropout(config) if classifier_dropout is None else classifier_dropout
+        self.dropout = nn.Dropout(p if dropout else 0.0)
+        output = nn.Linear(config.hidden_size, num_outputs)
+        family.init_transform(self.head, config)
+        family.init_output(output, config)
+        setattr(self, self.output_name, output)
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The encoder (``self.bert`` or ``self.model``)."""
+        return getattr(self, self.base_model_prefix)
+
+    def scores(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """``output(dropout(head(hidden_states)))``: (..., H) -> (..., num_outputs)."""
+        return getattr(self, self.output_name)(self.dropout(self.head(hidden_states)))
+
+    def sequence_vectors(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """One vector per sequence (B, H): BERT's pooler output, or ModernBERT's pooling of the last states."""
+        out = self.encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+        if self.family.has_pooler:
+            return out.pooler_output  # (B, H)
+        return self.encoder.sentence_representation(out.last_hidden_state, attention_mask)  # (B, H)
+
+    def token_states(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """The last hidden states (B, T, H)."""
+        return self.encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).last_hidden_state
+
+
+class SequenceClassifier(TaskHead):
+    """Sequence classification or regression (``transformers.*ForSequenceClassification``); ``num_labels == 1``
+    means regression (Hugging Face ``problem_type="regression"``, MSE loss)."""
+
+    uses_pooler = True
+
+    def __init__(self, config, num_labels: int, classifier_dropout: float | None = None):
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
-        self.config = config
+        super().__init__(config, num_labels, classifier_dropout)
         self.num_labels = num_labels
-        self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        _init_linear(self.classifier, config.initializer_range)
 
     @property
     def is_regression(self) -> bool:
@@ -88,30 +206,27 @@ class BertForSequenceClassification(nn.Module):
         """Scores of a padded batch.
 
         Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel``).
+            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see the encoder;
+                ModernBERT ignores ``token_type_ids``).
             labels: int64 [batch_size] class indices, or float [batch_size] targets for regression.
+        Returns:
+            ``SequenceClassifierOutput``: logits float [batch_size, num_labels], and the loss given labels.
         """
-        _, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)  # (B, H)
-        logits = self.classifier(self.dropout(pooled_output))  # (B, C)
+        logits = self.scores(self.sequence_vectors(input_ids, token_type_ids, attention_mask))  # (B, C)
         return SequenceClassifierOutput(logits, sequence_classification_loss(logits, labels))
 
 
-class BertForQuestionAnswering(nn.Module):
-    """Extractive QA: start / end scores per token (``transformers.BertForQuestionAnswering``; paper 4.2)."""
+class QuestionAnswerer(TaskHead):
+    """Extractive QA: start / end scores per token (``transformers.*ForQuestionAnswering``; paper 4.2)."""
 
-    architecture = "BertForQuestionAnswering"
-    per_token_outputs: tuple[str, ...] = ("start_logits", "end_logits")
+    per_token_outputs = ("start_logits", "end_logits")
 
-    def __init__(self, config: BertConfig, num_labels: int = 2):
-        super().__init__()
+    def __init__(self, config, num_labels: int = 2, classifier_dropout: float | None = None):
         if num_labels != 2:
             raise ValueError(f"a question-answering head has 2 outputs (start, end), got num_labels={num_labels}")
-        self.config = config
+        self.output_name = family_of(config).qa_output_name
+        super().__init__(config, 2, classifier_dropout, dropout=family_of(config).qa_dropout)
         self.num_labels = 2
-        self.bert = BertModel(config)
-        self.bert.pooler = nn.Identity()  # no pooler, as transformers' add_pooling_layer=False
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        _init_linear(self.qa_outputs, config.initializer_range)
 
     def forward(
         self,
@@ -124,13 +239,15 @@ class BertForQuestionAnswering(nn.Module):
         """Start / end scores of a padded batch.
 
         Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel``).
+            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length].
             start_positions, end_positions: int64 [batch_size], token indices of the answer's first and last
                 piece (0 = the ``[CLS]`` token, the original's target when the answer is not in the window).
                 Positions outside the sequence are ignored, as in ``transformers``.
+        Returns:
+            ``QuestionAnsweringOutput``: start_logits, end_logits float [batch_size, seq_length], and given both
+            positions the loss (start cross-entropy + end cross-entropy) / 2.
         """
-        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
-        logits = self.qa_outputs(sequence_output)  # (B, T, 2)
+        logits = self.scores(self.token_states(input_ids, token_type_ids, attention_mask))  # (B, T, 2)
         start_logits, end_logits = logits.unbind(-1)  # (B, T) each
         out = QuestionAnsweringOutput(start_logits, end_logits)
         if start_positions is not None and end_positions is not None:
@@ -138,23 +255,16 @@ class BertForQuestionAnswering(nn.Module):
         return out
 
 
-class BertForTokenClassification(nn.Module):
-    """Per-token tags (``transformers.BertForTokenClassification``; paper 5.3, labels on the first piece)."""
+class TokenClassifier(TaskHead):
+    """Per-token tags (``transformers.*ForTokenClassification``; paper 5.3, labels on each word's first piece)."""
 
-    architecture = "BertForTokenClassification"
-    per_token_outputs: tuple[str, ...] = ("logits",)
+    per_token_outputs = ("logits",)
 
-    def __init__(self, config: BertConfig, num_labels: int, classifier_dropout: float | None = None):
-        super().__init__()
+    def __init__(self, config, num_labels: int, classifier_dropout: float | None = None):
         if num_labels < 2:
             raise ValueError(f"token classification needs at least 2 labels, got {num_labels}")
-        self.config = config
+        super().__init__(config, num_labels, classifier_dropout)
         self.num_labels = num_labels
-        self.bert = BertModel(config)
-        self.bert.pooler = nn.Identity()  # no pooler, as transformers' add_pooling_layer=False
-        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        _init_linear(self.classifier, config.initializer_range)
 
     def forward(
         self,
@@ -166,36 +276,31 @@ class BertForTokenClassification(nn.Module):
         """Tag scores of a padded batch.
 
         Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel``).
+            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length].
             labels: int64 [batch_size, seq_length], tag index of each word's first piece, -100 elsewhere
                 (other pieces, special tokens, padding).
+        Returns:
+            ``TokenClassifierOutput``: logits float [batch_size, seq_length, num_labels], and given labels the
+            mean cross-entropy over the positions whose label is not -100.
         """
-        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, H)
-        logits = self.classifier(self.dropout(sequence_output))  # (B, T, C)
+        logits = self.scores(self.token_states(input_ids, token_type_ids, attention_mask))  # (B, T, C)
         return TokenClassifierOutput(logits, token_classification_loss(logits, labels))
 
 
-class BertForMultipleChoice(nn.Module):
-    """Multiple choice (``transformers.BertForMultipleChoice``; paper section 4.4, SWAG).
+class MultipleChoiceScorer(TaskHead):
+    """Multiple choice (``transformers.*ForMultipleChoice``; paper section 4.4, SWAG).
 
-    Each of the N candidates is encoded as its own ``[CLS] context [SEP] ending [SEP]`` sequence; the only new
-    parameters are a vector (``classifier``, a linear layer with one output) whose dot product with the pooled
-    ``[CLS]`` representation scores the candidate, and a softmax over the N scores chooses. The number of
-    choices is not a parameter: one model serves any N. ``num_labels`` is accepted for a uniform
-    constructor and ignored (Hugging Face writes 2 by default; the head has 1 output).
+    Each of the N candidates is encoded as its own ``[CLS] context [SEP] ending [SEP]`` sequence; its sequence
+    vector is scored by a linear layer with one output, and a softmax over the N scores chooses. The number of
+    choices is not a parameter: one model serves any N. ``num_labels`` is accepted for a uniform constructor
+    and ignored (Hugging Face writes 2 by default; the head has 1 output).
     """
 
-    architecture = "BertForMultipleChoice"
-    per_token_outputs: tuple[str, ...] = ()
+    uses_pooler = True
     num_labels = 1
 
-    def __init__(self, config: BertConfig, num_labels: int | None = None, classifier_dropout: float | None = None):
-        super().__init__()
-        self.config = config
-        self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, 1)
-        _init_linear(self.classifier, config.initializer_range)
+    def __init__(self, config, num_labels: int | None = None, classifier_dropout: float | None = None):
+        super().__init__(config, 1, classifier_dropout)
 
     def forward(
         self,
@@ -207,29 +312,44 @@ class BertForMultipleChoice(nn.Module):
         """Candidate scores of a padded batch.
 
         Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, num_choices, seq_length], one
-                ``[CLS] context [SEP] ending [SEP]`` sequence per candidate (see ``BertModel``).
+            input_ids, token_type_ids, attention_mask: int [batch_size, num_choices, seq_length].
             labels: int64 [batch_size], index of the right candidate.
+        Returns:
+            ``MultipleChoiceModelOutput``: logits float [batch_size, num_choices], and given labels the mean
+            cross-entropy.
         """
         B, N, T = input_ids.shape
         flat = [None if t is None else t.reshape(B * N, T) for t in (input_ids, token_type_ids, attention_mask)]
-        _, pooled_output = self.bert(*flat)  # (B*N, H)
-        logits = self.classifier(self.dropout(pooled_output)).view(B, N)  # (B, N)
+        logits = self.scores(self.sequence_vectors(*flat)).view(B, N)  # (B, N)
         out = MultipleChoiceModelOutput(logits)
         if labels is not None:
             out.loss = F.cross_entropy(logits.float(), labels.long())
         return out
 
 
+def _named(base: type[TaskHead], name: str) -> type[TaskHead]:
+    """``base`` under a ``transformers`` architecture name (what ``config.json``'s ``architectures`` holds)."""
+    return type(name, (base,), {"architecture": name, "__doc__": f"``transformers.{name}``: {base.__doc__}"})
+
+
+BertForSequenceClassification = _named(SequenceClassifier, "BertForSequenceClassification")
+BertForQuestionAnswering = _named(QuestionAnswerer, "BertForQuestionAnswering")
+BertForTokenClassification = _named(TokenClassifier, "BertForTokenClassification")
+BertForMultipleChoice = _named(MultipleChoiceScorer, "BertForMultipleChoice")
+ModernBertForSequenceClassification = _named(SequenceClassifier, "ModernBertForSequenceClassification")
+ModernBertForQuestionAnswering = _named(QuestionAnswerer, "ModernBertForQuestionAnswering")
+ModernBertForTokenClassification = _named(TokenClassifier, "ModernBertForTokenClassification")
+ModernBertForMultipleChoice = _named(MultipleChoiceScorer, "ModernBertForMultipleChoice")
+
 #: Hugging Face architecture name -> head class.
-HEADS: dict[str, type[nn.Module]] = {
+HEADS: dict[str, type[TaskHead]] = {
     cls.architecture: cls
     for cls in (
         BertForSequenceClassification,
         BertForQuestionAnswering,
         BertForTokenClassification,
         BertForMultipleChoice,
-        ModernBertForSequenceClassification,  # (modernbert.py, transformers' ModernBERT heads)
+        ModernBertForSequenceClassification,
         ModernBertForQuestionAnswering,
         ModernBertForTokenClassification,
         ModernBertForMultipleChoice,
@@ -237,96 +357,30 @@ HEADS: dict[str, type[nn.Module]] = {
 }
 
 
-def encoder_prefix(model: nn.Module) -> str:
-    """The key prefix of a head model's encoder weights: ``model.`` for ModernBERT, ``bert.`` for BERT."""
-    return "model." if getattr(model.config, "architecture", "bert") == "modernbert" else "bert."
-
-
-def has_pooler(model: nn.Module) -> bool:
-    """Whether ``model.bert`` has a pooler with parameters (sequence classification and pre-training do)."""
-    return not isinstance(model.bert.pooler, nn.Identity)
-
-
-def load_encoder_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
-    """Copy the encoder weights of a pre-training (or any BERT / ModernBERT) state dict into a head model.
-
-    BERT: the ``bert.*`` weights. Every encoder parameter of ``model`` must be present with the same shape,
-    except the pooler, which is left freshly initialised when the source has none (e.g. a
-    token-classification model). Keys outside ``bert.`` (``cls.*`` pre-training heads, another task's
-    ``classifier``) are not used.
-
-    ModernBERT: the ``model.*`` weights, and the prediction head ``head.*`` (dense + GELU + LayerNorm) where
-    the source has it (a ``ModernBertForMaskedLM``): ``transformers`` ``from_pretrained`` of a ModernBERT MLM
-    checkpoint into any ModernBERT task head loads ``head.*`` too, since the names match. ``decoder.bias`` is
-    not used.
-
-    Returns the names of ``model``'s parameters left at their initial values (the new head, maybe the
-    pooler). Raises ``ValueError`` naming the missing keys or mismatched shapes (another model size).
-    """
-    own = model.state_dict()
-    prefix = encoder_prefix(model)
-    taken = (prefix, "head.") if prefix == "model." else (prefix,)
-    wanted = [k for k in own if k.startswith(taken)]
-    check_source_weights(own, state_dict, wanted, prefix)
-    model.load_state_dict({k: state_dict[k] for k in wanted if k in state_dict}, strict=False)
-    return [k for k in own if k not in state_dict or not k.startswith(taken)]
-
-
-def check_source_weights(
-    own: dict[str, torch.Tensor], state_dict: dict[str, torch.Tensor], wanted: list[str], prefix: str = "bert."
-) -> None:
-    """Check that a source state dict can start a model whose state dict is ``own``: every encoder
-    parameter (``bert.embeddings.*``, ``bert.encoder.*``) present, and every key of ``wanted`` that the
-    source has of the model's shape. Raises ``ValueError`` naming the missing keys (not a BERT checkpoint)
-    or the mismatched shapes (another model size)."""
-    encoder = ("model.",) if prefix == "model." else ("bert.embeddings.", "bert.encoder.")
-    missing = [k for k in own if k.startswith(encoder) and k not in state_dict]
-    if missing:
-        raise ValueError(
-            f"the source weights lack encoder parameters {missing[:5]}"
-            f"{' ...' if len(missing) > 5 else ''}; is it a BERT checkpoint?"
-        )
-    wrong = [
-        f"{k}: model {tuple(own[k].shape)}, source {tuple(state_dict[k].shape)}"
-        for k in wanted
-        if k in state_dict and own[k].shape != state_dict[k].shape
-    ]
-    if wrong:
-        raise ValueError(f"the source weights have other shapes than this model: {'; '.join(wrong[:3])}")
-
-
-def load_full_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
-    """Load a head model's complete state dict (encoder and head) strictly.
-
-    Raises ``ValueError`` naming missing / unexpected keys or mismatched shapes (e.g. another label count).
-    """
-    own = model.state_dict()
-    missing, unexpected = sorted(set(own) - set(state_dict)), sorted(set(state_dict) - set(own))
-    if missing or unexpected:
-        raise ValueError(
-            f"weights do not match {type(model).__name__}: missing {missing[:5]}, unexpected {unexpected[:5]}"
-        )
-    wrong = [
-        f"{k}: model {tuple(own[k].shape)}, file {tuple(v.shape)}"
-        for k, v in state_dict.items()
-        if own[k].shape != v.shape
-    ]
-    if wrong:
-        raise ValueError(f"weights have other shapes than {type(model).__name__}: {'; '.join(wrong[:3])}")
-    model.load_state_dict(state_dict, strict=True)
-
-
 __all__ = [
+    "FAMILIES",
     "HEADS",
     "BertForMultipleChoice",
     "BertForQuestionAnswering",
-    "MultipleChoiceModelOutput",
     "BertForSequenceClassification",
     "BertForTokenClassification",
+    "Family",
+    "ModernBertForMultipleChoice",
+    "ModernBertForQuestionAnswering",
+    "ModernBertForSequenceClassification",
+    "ModernBertForTokenClassification",
+    "MultipleChoiceModelOutput",
+    "MultipleChoiceScorer",
+    "QuestionAnswerer",
     "QuestionAnsweringOutput",
+    "SequenceClassifier",
     "SequenceClassifierOutput",
+    "TaskHead",
+    "TokenClassifier",
     "TokenClassifierOutput",
     "check_source_weights",
+    "encoder_prefix",
+    "family_of",
     "has_pooler",
     "load_encoder_weights",
     "load_full_weights",

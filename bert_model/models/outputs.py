@@ -1,8 +1,8 @@
-"""What the fine-tuning heads return, for BERT (``heads.py``) and ModernBERT (``modernbert.py``) alike.
+"""What the encoders and heads return, and the losses they share, for BERT and ModernBERT alike.
 
 The field names are those of the Hugging Face ``transformers`` output classes of the same names, so the
-fine-tuning loop and ``predict`` read any head's output the same way. Shapes: B batch, T sequence length,
-C number of labels, N candidates.
+loops and ``predict`` read any model's output the same way. Shapes: B batch, T sequence length, H hidden size,
+P prediction slots per row, C number of labels, N candidates, V vocab size.
 """
 
 from __future__ import annotations
@@ -11,6 +11,47 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+#: Label that the losses ignore (PyTorch's cross-entropy ``ignore_index``): padding entries of
+#: ``masked_lm_ids``, positions without a label. The one definition.
+IGNORE_INDEX = -100
+
+
+@dataclass
+class EncoderOutput:
+    """What an encoder (``BertModel``, ``ModernBertModel``) returns (``transformers``'
+    ``BaseModelOutputWithPooling``)."""
+
+    last_hidden_state: torch.Tensor
+    """float (B, T, H): the final hidden states (those at padding positions are meaningless)."""
+    pooler_output: torch.Tensor | None = None
+    """float (B, H), or (D, H) for a packed batch of D sequences: BERT's tanh pooler on [CLS]; None for an
+    encoder without a pooler."""
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    """With ``output_hidden_states``: the embedding output and every layer's output, L + 1 tensors (B, T, H)."""
+
+    def __getitem__(self, index: int) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """``out[0]`` is ``last_hidden_state``, ``out[1]`` the next field that is not None, as ``transformers``'
+        ``ModelOutput.to_tuple()``."""
+        fields = (self.last_hidden_state, self.pooler_output, self.hidden_states)
+        return tuple(f for f in fields if f is not None)[index]
+
+
+def gather_positions(hidden_states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The hidden states (B, P, H) at ``positions`` (int (B, P), indices into each row of ``hidden_states``
+    (B, T, H)), as the original ``gather_indexes`` (google-research/bert ``run_pretraining.py``)."""
+    index = positions.long().unsqueeze(-1).expand(-1, -1, hidden_states.size(-1))  # (B, P, H)
+    return torch.gather(hidden_states, 1, index)  # (B, P, H)
+
+
+def masked_lm_loss(prediction_logits: torch.Tensor, masked_lm_ids: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy, in float32, of MLM scores (..., V) against the original ids (...) over the slots
+    whose id is not -100 (the original's ``masked_lm_weights``: empty slots weigh nothing)."""
+    return F.cross_entropy(
+        prediction_logits.reshape(-1, prediction_logits.size(-1)).float(),  # (B*P, V)
+        masked_lm_ids.reshape(-1).long(),  # (B*P,)
+        ignore_index=IGNORE_INDEX,
+    )
 
 
 @dataclass
@@ -87,10 +128,16 @@ def token_classification_loss(logits: torch.Tensor, labels: torch.Tensor | None)
     ``ignore_index`` of ``transformers``' token-classification loss, are left out); None without labels."""
     if labels is None:
         return None
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=-100)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1).long(), ignore_index=IGNORE_INDEX
+    )
 
 
 __all__ = [
+    "IGNORE_INDEX",
+    "EncoderOutput",
+    "gather_positions",
+    "masked_lm_loss",
     "MultipleChoiceModelOutput",
     "QuestionAnsweringOutput",
     "SequenceClassifierOutput",

@@ -237,8 +237,7 @@ def position_ids_from_sequence_ids(sequence_ids: torch.Tensor) -> torch.Tensor:
     sequence_ids = _as_tensor(sequence_ids).long()
     B, T = sequence_ids.shape
     index = torch.arange(T, device=sequence_ids.device).expand(B, T)  # (B, T)
-    starts = torch.ones_like(sequence_ids, dtype=torch.bool)  # (B, T)
-    starts[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+    starts = segment_starts(sequence_ids)  # (B, T)
     start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values  # (B, T)
     return torch.where(sequence_ids >= 0, index - start_index, torch.zeros_like(index))
 
@@ -273,6 +272,43 @@ def sliding_window_band(seq_length: int, window: int, device: torch.device | str
         raise ValueError(f"window must be >= 0, got {window}")
     index = torch.arange(seq_length, device=device)
     return (index[:, None] - index[None, :]).abs() <= window // 2  # (T, T)
+
+
+def segment_starts(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """bool (B, T): True where a segment of the flattened rows starts: at each row's first token and wherever
+    ``sequence_ids`` changes along the row (a run of padding, -1, is a segment of its own)."""
+    sequence_ids = _as_tensor(sequence_ids).long()
+    starts = torch.ones_like(sequence_ids, dtype=torch.bool)  # (B, T)
+    starts[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+    return starts
+
+
+def cu_seqlens_from_sequence_ids(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """The FlashAttention ``varlen`` segments of a (B, T) batch seen as one stream of B * T tokens.
+
+    Every sequence of every row is a segment, and so is every run of padding (-1), so that the segments tile
+    the stream without a gap: ``q.reshape(B * T, nh, hs)`` goes to the kernel as it is, no token attends
+    across a sequence (or row) boundary, and padding attends only to padding. A padded batch (one sequence and
+    then padding per row) gives two segments per padded row.
+
+    Args:
+        sequence_ids: int (B, T), sequence number within the row, -1 on padding (``pack_documents``; for a
+            padded batch, 0 on real tokens).
+    Returns:
+        int32 (S + 1,): 0, then the cumulative segment lengths; the last entry is B * T.
+    """
+    starts = segment_starts(sequence_ids).reshape(-1)  # (B*T,)
+    index = torch.nonzero(starts, as_tuple=False).flatten()  # (S,)
+    total = torch.tensor([starts.numel()], device=index.device)
+    return torch.cat([index, total]).to(torch.int32)
+
+
+def sequence_starts_from_sequence_ids(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """int64 (D,): flat index (row * T + column) of the first token of each sequence (not padding), in row-major
+    order, the order of a packed batch's ``next_sentence_label``."""
+    sequence_ids = _as_tensor(sequence_ids).long()
+    first = segment_starts(sequence_ids) & (sequence_ids >= 0)  # (B, T)
+    return torch.nonzero(first.reshape(-1), as_tuple=False).flatten()
 
 
 @dataclass
@@ -358,10 +394,13 @@ __all__ = [
     "TokenBudgetPacker",
     "UnpaddedBatch",
     "block_diagonal_mask",
+    "cu_seqlens_from_sequence_ids",
     "pack_documents",
     "pad",
     "position_ids_from_cu_seqlens",
     "position_ids_from_sequence_ids",
+    "segment_starts",
+    "sequence_starts_from_sequence_ids",
     "sequence_ids_from_attention_mask",
     "sequence_ids_from_cu_seqlens",
     "sliding_window_band",

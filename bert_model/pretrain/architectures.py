@@ -7,10 +7,10 @@ config (``model_config_from_preset`` / ``model_config_from_dict``), the model (`
 returns a ``PretrainingOutput``. The weights stay those of the wrapped model (Hugging Face names), so
 checkpoints and exports do not see the wrapper.
 
-Batch layouts (``pretrain/data.py``): padded rows (``collate.collate_numpy``: ``masked_lm_positions`` /
-``masked_lm_ids`` [B, P]) or packed rows (``collate.collate_packed_numpy``: ``sequence_ids``, ``position_ids``,
-``labels`` [R, T]). Shapes: B rows, T row length, P prediction slots per row, M predicted positions, V vocab,
-D instances (documents) of a packed batch.
+Batch layouts (``pretrain/data.py``): padded rows (``collate.collate_numpy``) or packed rows
+(``collate.collate_packed_numpy``, which adds ``sequence_ids`` and ``position_ids``); both give
+``masked_lm_positions`` / ``masked_lm_ids`` [B, P] and the layout indices the attention kernels use. Shapes:
+B rows, T row length, P prediction slots per row, V vocab, D instances (sequences) of a packed batch.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import logging
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bertprep.bert_model.models import modernbert_config
 from bertprep.bert_model.models.bert_config import PRESETS as BERT_PRESETS
 from bertprep.bert_model.models.bert_config import BertConfig
 from bertprep.bert_model.models.bert_config import flops_per_token as bert_flops_per_token
-from bertprep.bert_model.models.bert import IGNORE_INDEX
+from bertprep.bert_model.models.outputs import gather_positions, masked_lm_loss
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
 
@@ -123,11 +124,11 @@ class PretrainingOutput:
     reads it)."""
 
     prediction_logits: torch.Tensor
-    """float (..., V): MLM scores of the prediction slots: (B, P, V) for BERT on padded rows, (M, V) otherwise."""
+    """float (B, P, V): MLM scores of the prediction slots (``masked_lm_positions``)."""
     mlm_labels: torch.Tensor
-    """int64 of ``prediction_logits.shape[:-1]``: the original id of each slot, -100 for empty slots."""
+    """int64 (B, P): the original id of each slot, -100 for empty slots (``masked_lm_ids``)."""
     mlm_inputs: torch.Tensor
-    """int64, same shape: the input id at each slot ([MASK], a random id or the original)."""
+    """int64 (B, P): the input id at each slot ([MASK], a random id or the original)."""
     mlm_loss: torch.Tensor
     """Scalar mean cross-entropy over the slots whose label is not -100."""
     seq_relationship_logits: torch.Tensor | None = None
@@ -146,69 +147,55 @@ class PretrainingOutput:
 
 
 class PretrainingModel(nn.Module):
-    """``model(**batch)`` for the training loop: dispatches on the architecture (BERT or ModernBERT) and the
-    layout (packed when the batch has ``sequence_ids``). Holds the model as ``self.model``; checkpoint and
-    optimise ``self.model``, not this wrapper.
+    """``model(**batch)`` for the training loop, one path for every architecture and layout: the encoder
+    (``model.base_model``) on the batch, as padded or packed as it comes; the MLM head
+    (``model.masked_lm_logits``) on the hidden states at ``masked_lm_positions`` only; the sentence head
+    (``model.sentence_logits``) on the pooled [CLS] of each instance, where the model has one (BERT's NSP /
+    SOP; ModernBERT has none and ignores ``next_sentence_label``, so NSP / SOP shards serve it as they are).
 
-    ModernBERT ignores ``next_sentence_label`` (it is trained on the masked LM alone): NSP / SOP shards serve
-    it as they are.
+    Holds the model as ``self.model``; checkpoint and optimise ``self.model``, not this wrapper.
     """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
-        self.is_modernbert = isinstance(model.config, ModernBertConfig)
 
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
+        masked_lm_positions: torch.Tensor,
+        masked_lm_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
-        masked_lm_positions: torch.Tensor | None = None,
-        masked_lm_ids: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
-        sequence_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
+        **layout: torch.Tensor,
     ) -> PretrainingOutput:
-        """Losses and scores of one batch (see the module docstring for the two layouts).
+        """Losses and scores of one batch (``collate.collate_numpy`` or ``collate.collate_packed_numpy``).
 
         Args:
             input_ids, attention_mask, token_type_ids: int64 (B, T).
-            masked_lm_positions, masked_lm_ids: int64 (B, P), padded layout.
-            sequence_ids, position_ids, labels: int64 (B, T), packed layout (``labels`` -100 off the targets).
+            masked_lm_positions, masked_lm_ids: int64 (B, P), the prediction slots of each row.
             next_sentence_label: int64 (B,) padded, (D,) packed (one per instance, row-major); optional.
+            layout: ``sequence_ids``, ``position_ids`` (B, T) of a packed batch, ``cu_seqlens`` and
+                ``sequence_starts`` of either (see ``BertModel.forward``).
         """
-        packed = sequence_ids is not None
-        if self.is_modernbert:
-            if packed:
-                keep = (labels != IGNORE_INDEX) & (sequence_ids >= 0)  # (B, T)
-                out = self.model(input_ids, sequence_ids=sequence_ids, position_ids=position_ids, labels=labels)
-            else:
-                labels = torch.full_like(input_ids, IGNORE_INDEX)  # (B, T)
-                # Empty slots point at 0 ([CLS], never a target) with label -100: they leave labels as they are.
-                labels.scatter_(1, masked_lm_positions.long(), masked_lm_ids.long())
-                keep = (labels != IGNORE_INDEX) & attention_mask.bool()  # (B, T)
-                out = self.model(input_ids, attention_mask=attention_mask, labels=labels)
-            # The model's sparse head ran on the same positions, in the same (row-major) order.
-            return PretrainingOutput(out.logits, labels[keep], input_ids[keep], out.loss)
-        if packed:
-            from bertprep.bert_model.models.packed_attention import packed_pretraining_forward
-
-            keep = (labels != IGNORE_INDEX) & (sequence_ids >= 0)  # (B, T)
-            out = packed_pretraining_forward(
-                self.model, input_ids, sequence_ids, position_ids, token_type_ids, labels, next_sentence_label
-            )
-            return PretrainingOutput(
-                out.prediction_logits, labels[keep], input_ids[keep], out.mlm_loss, out.seq_relationship_logits,
-                out.nsp_loss,
-            )  # fmt: skip
-        out = self.model(
-            input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids, next_sentence_label
+        encoded = self.model.base_model(
+            input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, **layout
         )
+        slots = gather_positions(encoded.last_hidden_state, masked_lm_positions)  # (B, P, H)
+        prediction_logits = self.model.masked_lm_logits(slots)  # (B, P, V)
+        sentence_logits = self.model.sentence_logits(encoded.pooler_output)  # (B or D, 2) or None
+        nsp_loss = None
+        if sentence_logits is not None and next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(sentence_logits.float(), next_sentence_label.reshape(-1).long())
         inputs = torch.gather(input_ids, 1, masked_lm_positions.long())  # (B, P)
         return PretrainingOutput(
-            out.prediction_logits, masked_lm_ids, inputs, out.mlm_loss, out.seq_relationship_logits, out.nsp_loss
+            prediction_logits,
+            masked_lm_ids,
+            inputs,
+            masked_lm_loss(prediction_logits, masked_lm_ids),
+            sentence_logits,
+            nsp_loss,
         )
 
 

@@ -24,7 +24,8 @@ from bertprep.bert_model.hf.interop import (
     load_model_source,
     load_pretraining_weights,
 )
-from bertprep.bert_model.metrics import JsonlWriter, gpu_peak_flops, plotting_unavailable
+from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, plotting_unavailable
+from bertprep.bert_model.models.attention import configure_attention
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.pretrain import architectures
@@ -129,7 +130,7 @@ def build_run(
     cleanup.callback(batches.close)  # shuts the loader workers down
     autocast = autocast_context(device, config.precision)
     warn_if_bf16_is_emulated(config, device, d)
-    peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    peak = device_peak_flops(device)
     os.makedirs(config.output_dir, exist_ok=True)
     writer = JsonlWriter(metrics_path(config), truncate_after_step=step) if d.is_main else None
     log_run(config, start, model, info, device, d, step)
@@ -378,21 +379,32 @@ def restore_progress(
 
 
 def wrap_model(config: TrainConfig, model: nn.Module, d: DistInfo, device: torch.device) -> tuple[nn.Module, nn.Module]:
-    """``(train_model, eval_model)``: ``model`` in a ``PretrainingModel`` (``model(**batch)`` for either
-    architecture and layout), compiled (``compile``) and, to train, wrapped in DDP. Seeds dropout per rank
-    first."""
+    """``(train_model, eval_model)``: ``model`` with its attention kernel set (``attn_implementation``), in a
+    ``PretrainingModel`` (``model(**batch)`` for either architecture and layout), compiled (``compile``; None =
+    on CUDA) and, to train, wrapped in DDP. Seeds dropout per rank first."""
     # Dropout differs across ranks; initialisation was the same everywhere (and DDP broadcasts rank 0's).
     torch.manual_seed(config.seed + d.rank)
+    kernel = configure_attention(model, config.attn_implementation, device, uses_bf16(device, config.precision))
+    compiled = compile_enabled(config, device)
+    if d.is_main:
+        logger.info("attention: %s; torch.compile: %s", kernel, "on" if compiled else "off")
     model = PretrainingModel(model)
     train_model: nn.Module = model
-    if config.compile:
-        train_model = torch.compile(model)
+    if compiled:
+        # Shapes change from batch to batch (padding to the longest row, the number of prediction slots,
+        # the varlen segments): dynamic shapes from the start instead of a recompilation per new shape.
+        train_model = torch.compile(model, dynamic=True)
     if d.enabled:
         train_model = nn.parallel.DistributedDataParallel(
             train_model, device_ids=[device.index] if device.type == "cuda" else None
         )
-    eval_model = model if not config.compile else torch.compile(model)
+    eval_model = model if not compiled else torch.compile(model, dynamic=True)
     return train_model, eval_model
+
+
+def compile_enabled(config: TrainConfig, device: torch.device) -> bool:
+    """Whether to ``torch.compile`` the model: ``config.compile``, or on a CUDA device when it is None."""
+    return device.type == "cuda" if config.compile is None else config.compile
 
 
 def train_loader(config: TrainConfig, info: ShardInfo, start: Start, d: DistInfo, device: torch.device) -> ShardLoader:

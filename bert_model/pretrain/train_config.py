@@ -11,6 +11,7 @@ from typing import Any
 
 from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
+from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import check_precision
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
@@ -122,8 +123,14 @@ class TrainConfig:
     ``bertprep export``) for continued, domain-adaptive pre-training (Gururangan et al. 2020). Heads the
     source lacks start as the original initialises them; the shards must be made with the model's
     ``vocab.txt``."""
-    compile: bool = False
-    """Run the model through ``torch.compile``."""
+    compile: bool | None = None
+    """Run the model through ``torch.compile`` (inductor: fused element-wise kernels, fewer launches). None =
+    on a CUDA device, off on the CPU (where compiling takes longer than a short run saves)."""
+    attn_implementation: str = "auto"
+    """The attention kernel (``models/attention.py``): ``auto`` (FlashAttention-2's varlen kernel on a CUDA GPU
+    of compute capability 8.0+ with bf16, from the ``flash_attn`` package where installed, else PyTorch's;
+    ``sdpa`` elsewhere), ``sdpa`` (dense boolean mask, any device), ``varlen``, ``flash_attention_2`` or
+    ``flex_attention`` (a document block mask; no attention dropout)."""
     precision: str = "auto"
     """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast; on a CPU with
     AVX512-BF16/AMX about 1.6x as fast as fp32). Weights and optimizer state stay fp32."""
@@ -183,6 +190,11 @@ class TrainConfig:
         if self.resume and self.init_from:
             raise ValueError("give either resume (continue a run) or init_from (new run from weights), not both")
         check_precision(self.precision)
+        if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise ValueError(
+                f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, "
+                f"got {self.attn_implementation!r}"
+            )
         if self.max_time_minutes is not None and self.max_time_minutes <= 0:
             raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:

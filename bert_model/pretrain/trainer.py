@@ -261,18 +261,38 @@ def _log_train_metrics(
     }
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)
-    if run.peak_flops is not None:
-        seq = m["padded_tokens"] / m["sequences"]
-        fpt = flops_per_token(run.model_config, int(seq), m["prediction_slots"] / m["padded_tokens"])
-        record["mfu"] = fpt * m["padded_tokens"] / elapsed / (run.peak_flops * run.d.world_size)
+    record.update(model_flops(run, m, elapsed))
     state.last_record = record
     if run.writer:
         run.writer.write(record)
         nsp = {"nsp_acc": f"{m['nsp_accuracy']:.3f}"} if m["nsp_accuracy"] is not None else {}
+        mfu = {"mfu": f"{record['mfu']:.1%}"} if "mfu" in record else {}
         bar.set_postfix(
-            loss=f"{m['loss']:.3f}", mlm_acc=f"{m['mlm_accuracy']:.3f}", **nsp, tok_s=f"{record['tokens_per_s']:.0f}"
+            loss=f"{m['loss']:.3f}",
+            mlm_acc=f"{m['mlm_accuracy']:.3f}",
+            **nsp,
+            tok_s=f"{record['tokens_per_s']:.0f}",
+            **mfu,
         )
     state.window_start, state.paused = time.monotonic(), 0.0
+
+
+def model_flops(run: build.Run, m: dict[str, float], elapsed: float) -> dict[str, float]:
+    """``model_flops_per_s`` (all ranks) and, where the GPU's bf16 peak is known, ``mfu`` of a logging window.
+
+    Model FLOPs are ``flops_per_token`` of the model config (``bert_config.flops_per_token``: 6 N for the
+    weights plus 12 L T H for attention, PaLM appendix B / Megatron's accounting, the MLM head at the
+    predicted positions only) times the real (non-padding) tokens trained on: padding a kernel computes is
+    not useful work. T is the row length (``max_seq_length`` of a packed row). MFU divides by the peak
+    of ``world_size`` such GPUs (``metrics.GPU_BF16_PEAK_FLOPS``); on a CPU or an unknown GPU only the
+    FLOP rate and tokens/s are reported.
+    """
+    seq = m["padded_tokens"] / max(m["sequences"], 1)
+    fpt = flops_per_token(run.model_config, int(round(seq)), m["masked_fraction"])  # (predicted / real tokens)
+    out = {"model_flops_per_s": fpt * m["tokens"] / elapsed}
+    if run.peak_flops is not None:
+        out["mfu"] = out["model_flops_per_s"] / (run.peak_flops * run.d.world_size)
+    return out
 
 
 def _run_eval(run: build.Run, at_step: int) -> dict[str, Any]:

@@ -26,14 +26,13 @@ gives them, the last one after the final LayerNorm). No ``transformers`` class h
 from __future__ import annotations
 
 import torch
+from bertprep.bert_model.inference.features import encoder_hidden_states
+from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import HEADS, TokenClassifierOutput, _init_linear, family_of
+from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.models.outputs import token_classification_loss
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-from bertprep.bert_model.inference.features import encoder_hidden_states
-from bertprep.bert_model.models.heads import HEADS, TokenClassifierOutput, _init_linear
-from bertprep.bert_model.models.outputs import token_classification_loss
-from bertprep.bert_model.models.bert import BertConfig, BertModel
-from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 
 FEATURE_MODES = ("last4-concat", "last4-sum", "second-to-last", "last", "embeddings")
 
@@ -58,17 +57,17 @@ def combine_layers(states: list[torch.Tensor], mode: str) -> torch.Tensor:
     return torch.cat([states[-1], states[-2], states[-3], states[-4]], dim=-1)
 
 
-class BertFeatureBasedForTokenClassification(nn.Module):
-    """Frozen BERT features -> two-layer BiLSTM -> linear tag scores (see the module docstring)."""
+class FeatureBasedTokenClassifier(nn.Module):
+    """Frozen encoder features -> two-layer BiLSTM -> linear tag scores (see the module docstring), for BERT
+    (``bert.*``) or ModernBERT (``model.*``) as the config says (``heads.family_of``). The BiLSTM's dropout
+    defaults to the family's dropout of task heads (BERT ``hidden_dropout_prob``, ModernBERT
+    ``classifier_dropout``)."""
 
-    architecture = "BertFeatureBasedForTokenClassification"
     per_token_outputs: tuple[str, ...] = ("logits",)
-    #: Attribute (and parameter-name prefix) of the frozen encoder: Hugging Face's name for the family.
-    encoder_name = "bert"
 
     def __init__(
         self,
-        config: BertConfig,
+        config: BertConfig | ModernBertConfig,
         num_labels: int,
         feature_based: str = "last4-concat",
         lstm_hidden_size: int | None = None,
@@ -82,14 +81,16 @@ class BertFeatureBasedForTokenClassification(nn.Module):
             raise ValueError(f"{feature_based} needs at least 4 layers; the model has {config.num_hidden_layers}")
         if feature_based == "second-to-last" and config.num_hidden_layers < 2:
             raise ValueError("second-to-last needs at least 2 layers")
+        family = family_of(config)
         self.config = config
         self.num_labels = num_labels
         self.feature_based = feature_based
-        setattr(self, self.encoder_name, self._new_encoder(config))
+        self.base_model_prefix = "model" if isinstance(config, ModernBertConfig) else "bert"
+        setattr(self, self.base_model_prefix, family.encoder(config, add_pooling_layer=False))
         self.encoder.requires_grad_(False)
         hidden = lstm_hidden_size or config.hidden_size
         if dropout is None:
-            dropout = self._default_dropout(config)
+            dropout = family.default_dropout(config)
         self.lstm = nn.LSTM(
             feature_width(feature_based, config.hidden_size),
             hidden,
@@ -107,22 +108,12 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         self._cache: dict[bytes, torch.Tensor] = {}
         self._cache_bytes = 0
 
-    @staticmethod
-    def _new_encoder(config: BertConfig) -> nn.Module:
-        encoder = BertModel(config)
-        encoder.pooler = nn.Identity()
-        return encoder
-
-    @staticmethod
-    def _default_dropout(config: BertConfig) -> float:
-        return config.hidden_dropout_prob
-
     @property
     def encoder(self) -> nn.Module:
         """The frozen encoder (``self.bert``, or ``self.model`` for ModernBERT)."""
-        return getattr(self, self.encoder_name)
+        return getattr(self, self.base_model_prefix)
 
-    def train(self, mode: bool = True) -> BertFeatureBasedForTokenClassification:
+    def train(self, mode: bool = True) -> FeatureBasedTokenClassifier:
         """Train the BiLSTM and classifier; the frozen encoder always stays in eval mode (no dropout)."""
         super().train(mode)
         self.encoder.eval()
@@ -183,21 +174,13 @@ class BertFeatureBasedForTokenClassification(nn.Module):
         return TokenClassifierOutput(logits, token_classification_loss(logits, labels))
 
 
-class ModernBertFeatureBasedForTokenClassification(BertFeatureBasedForTokenClassification):
-    """Frozen ModernBERT features (``model.*``, a ``ModernBertModel``) -> two-layer BiLSTM -> linear tag scores;
-    the BiLSTM's dropout defaults to the config's ``classifier_dropout`` (ModernBERT's dropout of task heads).
-    No ``transformers`` class has this shape either."""
+def _named(name: str) -> type[FeatureBasedTokenClassifier]:
+    """The feature-based tagger under the architecture name a saved model's ``config.json`` records."""
+    return type(name, (FeatureBasedTokenClassifier,), {"architecture": name})
 
-    architecture = "ModernBertFeatureBasedForTokenClassification"
-    encoder_name = "model"
 
-    @staticmethod
-    def _new_encoder(config: ModernBertConfig) -> nn.Module:
-        return ModernBertModel(config)
-
-    @staticmethod
-    def _default_dropout(config: ModernBertConfig) -> float:
-        return config.classifier_dropout
+BertFeatureBasedForTokenClassification = _named("BertFeatureBasedForTokenClassification")
+ModernBertFeatureBasedForTokenClassification = _named("ModernBertFeatureBasedForTokenClassification")
 
 
 # Registered so that a fine-tuned model is saved as a Hugging Face style directory and recognised on loading.

@@ -53,7 +53,8 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.models.bert import PRESETS, BertConfig
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
-from bertprep.bert_model.precision import autocast_context, check_precision
+from bertprep.bert_model.models.attention import configure_attention
+from bertprep.bert_model.precision import autocast_context, check_precision, uses_bf16
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.pipeline.atomic import replace_entries, write_atomic
@@ -521,6 +522,8 @@ def _build_model(
         init = f"{source.kind} {source.path}"
         logger.info("encoder from %s; newly initialised: %s", source.path, ", ".join(fresh))
     model.to(device)
+    kernel = configure_attention(model, "auto", device, uses_bf16(device, config.precision))
+    logger.info("attention: %s", kernel)
     return model, init
 
 

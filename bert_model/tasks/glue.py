@@ -26,9 +26,9 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from bertprep.bert_model.models.heads import BertForSequenceClassification
+from bertprep.bert_model.models.heads import BertForSequenceClassification, ModernBertForSequenceClassification
 from bertprep.bert_model.models.bert import BertConfig
-from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForSequenceClassification
+from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)

@@ -26,9 +26,9 @@ import numpy as np
 from sklearn.metrics import accuracy_score
 
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
-from bertprep.bert_model.models.heads import BertForMultipleChoice
+from bertprep.bert_model.models.heads import BertForMultipleChoice, ModernBertForMultipleChoice
 from bertprep.bert_model.models.bert import BertConfig
-from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMultipleChoice
+from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)

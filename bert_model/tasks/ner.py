@@ -29,9 +29,9 @@ from bertprep.bert_model.tasks.feature_based import (
     BertFeatureBasedForTokenClassification,
     ModernBertFeatureBasedForTokenClassification,
 )
-from bertprep.bert_model.models.heads import BertForTokenClassification
+from bertprep.bert_model.models.heads import BertForTokenClassification, ModernBertForTokenClassification
 from bertprep.bert_model.models.bert import IGNORE_INDEX, BertConfig
-from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForTokenClassification
+from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)

@@ -34,9 +34,9 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from bertprep.bert_model.models.heads import BertForQuestionAnswering
+from bertprep.bert_model.models.heads import BertForQuestionAnswering, ModernBertForQuestionAnswering
 from bertprep.bert_model.models.bert import BertConfig
-from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForQuestionAnswering
+from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.bert_model.tasks.squad_data import (
     SQUAD_VERSIONS,
     SquadExample,

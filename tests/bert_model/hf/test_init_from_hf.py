@@ -87,8 +87,7 @@ def test_every_hf_layout_starts_a_pretraining_model_equal_to_transformers(tmp_pa
 
     input_ids, token_type_ids, attention_mask = _batch()
     with torch.no_grad():
-        ours = model.bert(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
-        ours_seq = ours[0] if isinstance(ours, tuple) else ours
+        ours_seq = model.bert(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).last_hidden_state
         base = hf if cls_name == "BertModel" else hf.bert
         theirs = base(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
         keep = attention_mask.bool()

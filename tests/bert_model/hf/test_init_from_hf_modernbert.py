@@ -87,7 +87,8 @@ def test_each_layout_starts_a_masked_lm_equal_to_transformers(tmp_path, cls_name
         else:  # the encoder is the source's; the MLM head starts as ModernBERT initialises it
             assert initialised == ["decoder.bias", "head.dense.weight", "head.norm.weight"]
             ref = hf(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            assert (model.model(input_ids, attention_mask=attention_mask) - ref)[real].abs().max().item() < 1e-4
+            ours_hidden = model.model(input_ids, attention_mask=attention_mask).last_hidden_state
+            assert (ours_hidden - ref)[real].abs().max().item() < 1e-4
 
 
 def test_a_fine_tuned_head_starts_a_run_with_its_classifier_unused(tmp_path):
@@ -137,26 +138,24 @@ def test_train_init_from_a_transformers_modernbert_directory_first_loss_equals_t
     (without --architecture) whose first step's loss is transformers' loss on that step's batch."""
     hf = _save_hf(tmp_path / "hf")
     first: dict = {}
-    build_model = build.architectures.build_model
+    forward = build.PretrainingModel.forward
 
-    def recording_build_model(model_config):
-        model = build_model(model_config)
+    def recording_forward(self, **batch):
+        output = forward(self, **batch)
+        if not first:
+            first.update(batch={k: v.detach().clone() for k, v in batch.items()}, loss=output.mlm_loss.item())
+        return output
 
-        def hook(_module, args, kwargs, output):
-            if not first:
-                first.update(args=[a.detach().clone() for a in args], kwargs=dict(kwargs), loss=output.loss.item())
-
-        model.register_forward_hook(hook, with_kwargs=True)
-        return model
-
-    monkeypatch.setattr(build.architectures, "build_model", recording_build_model)
+    monkeypatch.setattr(build.PretrainingModel, "forward", recording_forward)
     with caplog.at_level(logging.INFO, logger="bertprep.train"):
         result = train(_train_config(tmp_path, tmp_path / "hf"))
     assert result.step == 1 and isinstance(result.model, modernbert.ModernBertForMaskedLM)
     assert result.model.config.hidden_size == 32 and result.model.config.sparse_prediction
     assert "initialised as in the original (not in the source): none" in caplog.text
-    (input_ids,) = first["args"]
-    attention_mask, labels = first["kwargs"]["attention_mask"], first["kwargs"]["labels"]
+    batch = first["batch"]
+    input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
+    labels = torch.full_like(input_ids, -100).scatter(1, batch["masked_lm_positions"], batch["masked_lm_ids"])
+    labels[:, 0] = -100  # (empty slots point at [CLS] with label -100: never a target)
     assert (labels != -100).sum() > 0
     with torch.no_grad():
         ref = hf(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.item()

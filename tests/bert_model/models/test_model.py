@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-
 from bertprep.bert_model.models.bert import (
     PRESETS,
     TIED_WEIGHTS_KEYS,
@@ -62,7 +61,8 @@ def test_output_shapes_and_dtypes():
     # Without positions: scores at every token, no loss without labels.
     out_all = model.eval()(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
     assert out_all.prediction_logits.shape == (3, 16, 99) and out_all.loss is None
-    sequence_output, pooled = model.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    encoded = model.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    sequence_output, pooled = encoded.last_hidden_state, encoded.pooler_output
     assert sequence_output.shape == (3, 16, 32) and pooled.shape == (3, 32)
     assert sequence_output.dtype == torch.float32
 
@@ -93,8 +93,8 @@ def test_padding_does_not_change_real_tokens():
     short = {k: batch[k][:, :n] for k in ("input_ids", "token_type_ids", "attention_mask")}
     short["attention_mask"] = torch.ones_like(short["attention_mask"])
     padded = {k: F.pad(v, (0, 6)) for k, v in short.items()}  # 6 [PAD] tokens, attention_mask 0 there
-    a, _ = model.bert(**short)
-    b, _ = model.bert(**padded)
+    a = model.bert(**short).last_hidden_state
+    b = model.bert(**padded).last_hidden_state
     assert torch.allclose(a, b[:, :n], atol=1e-5)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-
 from bertprep.bert_model.models.modernbert import (
     PRESETS,
     TIED_WEIGHTS_KEYS,
@@ -289,8 +288,8 @@ def test_forward_rejects_bad_inputs():
     ours, _ = _pair()
     with pytest.raises(ValueError, match="need cu_seqlens"):
         ours(torch.ones(5, dtype=torch.long))
-    with pytest.raises(ValueError, match="1-D"):
-        ours(torch.ones(1, 5, dtype=torch.long), cu_seqlens=torch.tensor([0, 5]))
+    with pytest.raises(ValueError, match="not attention_mask"):
+        ours(torch.ones(5, dtype=torch.long), attention_mask=torch.ones(5), cu_seqlens=torch.tensor([0, 5]))
     with pytest.raises(ValueError, match="max_position_embeddings"):
         ours(torch.ones(1, 65, dtype=torch.long))
 

@@ -14,7 +14,8 @@ from bertprep.bert_model.hf.export import export_model
 from bertprep.bert_model.hf.interop import build_model, load_model_source
 from bertprep.bert_model.inference.features import FeatureConfig, extract_features, read_features
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
-from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM, ModernBertForSequenceClassification
+from bertprep.bert_model.models.heads import ModernBertForSequenceClassification
+from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task

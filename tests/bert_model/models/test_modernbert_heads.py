@@ -1,4 +1,4 @@
-"""The ModernBERT task heads of modernbert.py against transformers' classes of the same names: the same
+"""The ModernBERT task heads of heads.py against transformers' classes of the same names: the same
 parameter names, logits within 1e-4 and equal losses from the same weights, and the same start from a
 pre-trained ModernBertForMaskedLM (``head.*`` taken over, as from_pretrained does)."""
 
@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from bertprep.bert_model.models.heads import HEADS, load_encoder_weights
-from bertprep.bert_model.models.modernbert import (
-    ModernBertConfig,
-    ModernBertForMaskedLM,
+from bertprep.bert_model.models.heads import (
+    HEADS,
     ModernBertForMultipleChoice,
     ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
     ModernBertForTokenClassification,
-    trainable_state_dict,
+    load_encoder_weights,
 )
+from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM, trainable_state_dict
 from conftest import need_module
 
 transformers = need_module("transformers")

@@ -1,14 +1,11 @@
-"""bert_model/models/packing.py (packed / unpadded batches) and models/packed_attention.py (BERT on packed
-rows)."""
+"""bert_model/models/packing.py (packed / unpadded batches) and BERT on packed rows (one forward path)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
-from bertprep.bert_model.models.packed_attention import packed_bert_forward, packed_pretraining_forward
 from bertprep.bert_model.models.packing import (
     TokenBudgetPacker,
     block_diagonal_mask,
@@ -202,21 +199,25 @@ def test_packed_bert_equals_documents_one_by_one():
     model = BertForPreTraining(BertConfig(**TINY_BERT)).eval()
     docs, types, packed = _packed_bert_batch()
     with torch.no_grad():
-        seq_out, pooled = packed_bert_forward(
-            model.bert, packed["input_ids"], packed["sequence_ids"], packed["position_ids"], packed["token_type_ids"]
+        out = model.bert(
+            packed["input_ids"],
+            packed["token_type_ids"],
+            sequence_ids=packed["sequence_ids"],
+            position_ids=packed["position_ids"],
         )
+        seq_out, pooled = out.last_hidden_state, out.pooler_output
         assert pooled.shape == (len(docs), 32)
         for i, (doc, tt) in enumerate(zip(docs, types)):
-            alone, alone_pooled = model.bert(torch.from_numpy(doc)[None], torch.from_numpy(tt)[None])
-            assert (seq_out[packed["document_ids"] == i] - alone[0]).abs().max().item() < 1e-5, i
-            assert (pooled[i] - alone_pooled[0]).abs().max().item() < 1e-5, i
+            alone = model.bert(torch.from_numpy(doc)[None], torch.from_numpy(tt)[None])
+            assert (seq_out[packed["document_ids"] == i] - alone.last_hidden_state[0]).abs().max().item() < 1e-5, i
+            assert (pooled[i] - alone.pooler_output[0]).abs().max().item() < 1e-5, i
         # Perturbing one document (and the padding) changes no other document's outputs.
         perturbed = packed["input_ids"].clone()
         perturbed[packed["document_ids"] == 1] = 3
         perturbed[packed["sequence_ids"] < 0] = 7
-        seq_out2, _ = packed_bert_forward(
-            model.bert, perturbed, packed["sequence_ids"], packed["position_ids"], packed["token_type_ids"]
-        )
+        seq_out2 = model.bert(
+            perturbed, packed["token_type_ids"], sequence_ids=packed["sequence_ids"]
+        ).last_hidden_state  # (position_ids derived from sequence_ids)
         other = (packed["document_ids"] >= 0) & (packed["document_ids"] != 1)
         assert torch.equal(seq_out[other], seq_out2[other])
         assert not torch.allclose(seq_out[packed["document_ids"] == 1], seq_out2[packed["document_ids"] == 1])
@@ -229,9 +230,21 @@ def test_packed_pretraining_loss_equals_padded_batch():
     labels = torch.full_like(packed["input_ids"], -100)
     labels[:, 1::3] = packed["input_ids"][:, 1::3]  # padding positions get labels too: they must not count
     nsp = torch.tensor([0, 1, 1, 0, 1])
+    real = (labels != -100) & (packed["sequence_ids"] >= 0)  # padding positions' labels never count
+    P = int(real.sum(1).max())
+    positions = torch.zeros(len(labels), P, dtype=torch.long)
+    ids = torch.full((len(labels), P), -100)
+    for b in range(len(labels)):
+        where = torch.nonzero(real[b]).flatten()
+        positions[b, : len(where)], ids[b, : len(where)] = where, labels[b, where]
     with torch.no_grad():
-        out = packed_pretraining_forward(
-            model, packed["input_ids"], packed["sequence_ids"], None, packed["token_type_ids"], labels, nsp
+        out = model(
+            packed["input_ids"],
+            packed["token_type_ids"],
+            masked_lm_positions=positions,
+            masked_lm_ids=ids,
+            next_sentence_label=nsp,
+            sequence_ids=packed["sequence_ids"],
         )
         # Reference: the same documents as an ordinary padded batch, one per row.
         T = max(len(d) for d in docs)
@@ -242,8 +255,7 @@ def test_packed_pretraining_loss_equals_padded_batch():
             ids[i, : len(doc)], tts[i, : len(doc)], mask[i, : len(doc)] = torch.from_numpy(doc), torch.from_numpy(tt), 1
             lab[i, : len(doc)] = labels[where]
         ref = model(ids, tts, mask, masked_lm_ids=lab, next_sentence_label=nsp)
-    real_labels = ((labels != -100) & (packed["sequence_ids"] >= 0)).sum()
-    assert out.prediction_logits.shape == (int(real_labels), 99)
+    assert out.prediction_logits.shape == (len(labels), P, 99)
     assert abs(out.mlm_loss.item() - ref.mlm_loss.item()) < 1e-5
     assert abs(out.nsp_loss.item() - ref.nsp_loss.item()) < 1e-5
     assert torch.allclose(out.seq_relationship_logits, ref.seq_relationship_logits, atol=1e-5)

@@ -84,13 +84,26 @@ def test_packed_rows_restart_positions_and_keep_every_target(shards):
     starts = np.argwhere(packed["position_ids"] == 0)
     real_starts = [(b, t) for b, t in starts if packed["sequence_ids"][b, t] >= 0]
     assert len(real_starts) == len(rows)
+    T = packed["input_ids"].shape[1]
+    np.testing.assert_array_equal(packed["sequence_starts"], [b * T + t for b, t in real_starts])
     for (b, t), row in zip(real_starts, rows):
         n = len(row["input_ids"])
         np.testing.assert_array_equal(packed["input_ids"][b, t : t + n], row["input_ids"])
         np.testing.assert_array_equal(packed["position_ids"][b, t : t + n], np.arange(n))
-        labels = packed["labels"][b, t : t + n]
-        np.testing.assert_array_equal(np.flatnonzero(labels != -100), row["masked_lm_positions"])
-        np.testing.assert_array_equal(labels[labels != -100], row["masked_lm_ids"])
+        # The row's prediction slots hold this instance's targets, shifted to where it sits in the row.
+        slots = packed["masked_lm_positions"][b]
+        ids = packed["masked_lm_ids"][b]
+        mine = (slots >= t) & (slots < t + n) & (ids != -100)
+        np.testing.assert_array_equal(slots[mine] - t, row["masked_lm_positions"])
+        np.testing.assert_array_equal(ids[mine], row["masked_lm_ids"])
+    assert (packed["masked_lm_ids"] != -100).sum() == sum(len(r["masked_lm_ids"]) for r in rows)
+    # The varlen segments tile the flattened rows: every instance, and every run of padding, is one.
+    cu = packed["cu_seqlens"]
+    assert cu[0] == 0 and cu[-1] == packed["input_ids"].size and (np.diff(cu) > 0).all()
+    padding_runs = sum(
+        int(np.any(row < 0)) for row in packed["sequence_ids"]
+    )  # (padding is at the end of a row, one run per row that has any)
+    assert len(cu) - 1 == len(rows) + padding_runs
     assert packed["attention_mask"].sum() == sum(len(r["input_ids"]) for r in rows)
     np.testing.assert_array_equal(packed["next_sentence_label"], [r["next_sentence_label"] for r in rows])
 
@@ -126,8 +139,8 @@ def test_packed_batch_gives_the_padded_batch_losses(shards, architecture, first_
         torch.testing.assert_close(a.nsp_loss, b.nsp_loss, rtol=1e-5, atol=1e-5)
     else:  # ModernBERT: no NSP head; the labels are ignored
         assert a.nsp_loss is None and b.nsp_loss is None
-    # The same predictions, slot for slot (padded BERT slots are (B, P), the others row-major (M,)).
-    la, lb = a.mlm_labels[a.mlm_labels != -100], b.mlm_labels
+    # The same predictions, slot for slot (row-major over the real slots of each layout).
+    la, lb = a.mlm_labels[a.mlm_labels != -100], b.mlm_labels[b.mlm_labels != -100]
     if first_fit:  # the same slots, in the packed rows' order
         la, lb = la.sort().values, lb.sort().values
     torch.testing.assert_close(la, lb)

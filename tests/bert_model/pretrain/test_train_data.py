@@ -75,7 +75,10 @@ def test_collate_pads_to_multiple_of_8():
     ]
     batch = collate(rows, pad_token_id=7)
     assert batch["input_ids"].shape == (2, 16) and batch["masked_lm_positions"].shape == (2, 8)
-    assert all(v.dtype == torch.int64 for v in batch.values())
+    assert all(v.dtype == torch.int64 for k, v in batch.items() if k != "cu_seqlens")
+    # FlashAttention's varlen segments (int32): each row's tokens, then its padding run.
+    assert batch["cu_seqlens"].dtype == torch.int32 and batch["cu_seqlens"].tolist() == [0, 6, 16, 27, 32]
+    assert batch["sequence_starts"].tolist() == [0, 16]
     assert batch["input_ids"][0].tolist() == [2, 10, 11, 3, 12, 3] + [7] * 10
     assert batch["attention_mask"].sum(1).tolist() == [6, 11]
     assert batch["token_type_ids"][0].tolist() == [0, 0, 0, 0, 1, 1] + [0] * 10

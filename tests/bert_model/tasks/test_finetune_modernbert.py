@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import export_model
 from bertprep.bert_model.hf.interop import build_model, load_model_source
-from bertprep.bert_model.models.modernbert import (
+from bertprep.bert_model.models.heads import (
     ModernBertForMultipleChoice,
     ModernBertForQuestionAnswering,
     ModernBertForTokenClassification,

@@ -1,0 +1,100 @@
+"""``train --compile``: the model traced whole by ``torch.compile`` (no graph break in any layout), the same
+losses as eager, and an exact resume of a compiled run.
+
+These tests compile with the ``aot_eager`` backend: Dynamo's tracing (guards, dynamic shapes, graph breaks)
+and AOTAutograd's joint forward/backward graph, which is where a model goes wrong under ``torch.compile``,
+without the minute of C++ code generation that inductor's CPU backend takes on two cores.
+``benchmarks/gpu_check.sh`` compares inductor's compiled step with eager on the device it runs on (the CPU
+in its self-test).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+import torch
+from batch_factory import loader_batch, tiny_config
+
+from bertprep.bert_model.pretrain import build
+from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model
+from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.mark.parametrize("architecture,packing", [("bert", False), ("modernbert", True)])
+def test_the_compiled_step_traces_whole_and_gives_eager_losses_and_gradients(architecture, packing):
+    torch.manual_seed(0)
+    eager = PretrainingModel(build_model(tiny_config(architecture)))
+    torch.manual_seed(0)
+    twin = PretrainingModel(build_model(tiny_config(architecture)))
+    compiled = torch.compile(twin, dynamic=True, fullgraph=True, backend="aot_eager")  # fullgraph: no break
+    batch = loader_batch(packing)
+    torch.manual_seed(1)  # dropout on: the same draws in the same order
+    a = eager(**batch).training_loss(1.0)
+    torch.manual_seed(1)
+    b = compiled(**batch).training_loss(1.0)
+    a.backward()
+    b.backward()
+    assert abs(a.item() - b.item()) <= 1e-5, (a.item(), b.item())
+    for (name, p), q in zip(eager.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-5, rtol=1e-5, msg=name)
+
+
+def _train_config(root, out, **overrides) -> TrainConfig:
+    values = dict(
+        shards=str(root / "train"),
+        output_dir=str(out),
+        preset="tiny",
+        hidden_size=32,
+        num_attention_heads=2,
+        batch_size=8,
+        max_steps=4,
+        warmup_steps=1,
+        learning_rate=1e-3,
+        log_every=1,
+        save_every=0,
+        num_workers=0,
+        shuffle_buffer_size=32,
+        progress=False,
+    )
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def _losses(run_dir) -> list[float]:
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [x["loss"] for x in lines if x["split"] == "train"]
+
+
+def test_a_compiled_run_follows_eager_and_resumes_exactly(tiny_shards, tmp_path, monkeypatch):
+    compiled_with = []
+    real_compile = torch.compile
+
+    def compile_aot_eager(model, **kwargs):
+        compiled_with.append(kwargs)
+        return real_compile(model, backend="aot_eager", **kwargs)
+
+    monkeypatch.setattr(build.torch, "compile", compile_aot_eager)
+    eager = train(_train_config(tiny_shards, tmp_path / "eager", compile=False))
+    assert not compiled_with
+    full = train(_train_config(tiny_shards, tmp_path / "full", compile=True))
+    assert compiled_with and all(kw.get("dynamic") for kw in compiled_with)
+    for a, b in zip(_losses(tmp_path / "eager"), _losses(tmp_path / "full")):
+        assert abs(a - b) <= 1e-5
+    train(_train_config(tiny_shards, tmp_path / "parts", compile=True, stop_after_steps=2))
+    second = train(_train_config(tiny_shards, tmp_path / "parts", compile=True, resume=str(tmp_path / "parts")))
+    assert second.step == 4 and full.step == 4 and eager.step == 4
+    a, b = full.model.state_dict(), second.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
+    assert _losses(tmp_path / "parts") == _losses(tmp_path / "full")
+
+
+def test_compile_is_on_for_cuda_and_off_on_the_cpu_unless_asked():
+    config = functools.partial(TrainConfig, shards="s", output_dir="o")
+    assert build.compile_enabled(config(), torch.device("cuda")) is True
+    assert build.compile_enabled(config(), torch.device("cpu")) is False
+    assert build.compile_enabled(config(compile=True), torch.device("cpu")) is True
+    assert build.compile_enabled(config(compile=False), torch.device("cuda")) is False
