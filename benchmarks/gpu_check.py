@@ -1,0 +1,596 @@
+"""The GPU check: is bertprep's trainer correct on this GPU, and how fast is it against ``transformers``?
+
+Run it through ``benchmarks/gpu_check.sh`` (one command, under 8 minutes on one GPU). Sections, in this order,
+each timed against a budget so that the run ends on time (a section that no longer fits says so):
+
+a. correctness: the same weights on the CPU (fp32, the dense-mask reference) and on the GPU (bf16 autocast, the
+   attention kernel ``auto`` picks, FlashAttention-2's varlen kernel), BERT and ModernBERT, padded and packed:
+   MLM logits within bf16 tolerance (relative Frobenius error < 2e-2), the GPU's fp32 ``sdpa`` path within
+   1e-4 of the CPU's; the varlen kernel with attention dropout: reproducible under one seed, different under
+   another, finite gradients;
+b. ``bertprep train`` for 200 steps of ``mini`` (packed, the defaults otherwise: bf16, the ``auto`` kernel,
+   ``torch.compile``) on the shards: the loss falls, no NaN;
+c. BERT-Base at 128 and 512 tokens: real tokens/s, MFU and peak memory of bertprep (padded and packed) and of
+   ``transformers.BertForMaskedLM`` (``sdpa``) on the same instances, eager and compiled, a full training step
+   (forward, backward, fused AdamW) in bf16 autocast;
+d. the same for ModernBERT-base against ``transformers.ModernBertForMaskedLM`` (``sdpa``, sparse prediction);
+e. with more than one GPU: 2 steps of ``torchrun --nproc_per_node=N``.
+
+The exit status is 1 when a correctness check fails (a, b, e), else 0. Every figure is printed and written to
+``--out`` (``results.jsonl``, one JSON object a measurement, and ``summary.md``, the table). Tokens/s count real
+(non-padding) tokens; step times are medians over the timed steps (CUDA events). MFU = model FLOPs per token
+(``flops_per_token``: 6 N + 12 L T H, PaLM appendix B) x real tokens/s / the GPU's dense bf16 peak
+(``metrics.GPU_BF16_PEAK_FLOPS``); ``transformers``' masked-LM head runs on every token, so its FLOPs per token
+count the head at every position (bertprep's at the masked ones): MFU says how busy each keeps the GPU,
+tokens/s which trains faster.
+
+Without a GPU (``--self-test``): the same sections on the CPU with tiny models and a few steps, to check this
+script's own plumbing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
+from bertprep.bert_model.metrics import device_peak_flops
+from bertprep.bert_model.models.attention import configure_attention
+from bertprep.bert_model.models.packing import TokenBudgetPacker
+from bertprep.bert_model.optim import create_optimizer
+from bertprep.bert_model.pretrain.architectures import (
+    PretrainingModel,
+    build_model,
+    flops_per_token,
+    model_config_from_preset,
+)
+from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.shard_info import read_shard_info
+
+#: Vocab sizes of the published models whose step time is measured (their decoders' cost).
+BERT_VOCAB, MODERNBERT_VOCAB = 30522, 50368
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+@dataclass
+class Report:
+    """Prints each result as it comes, keeps the rows of the final table, and remembers failures."""
+
+    out_dir: str
+    deadline: float
+    failures: list[str] = field(default_factory=list)
+    table: list[str] = field(default_factory=list)
+    rates: dict[str, float] = field(default_factory=dict)
+
+    def log(self, record: dict) -> None:
+        print(json.dumps(record), flush=True)
+        with open(os.path.join(self.out_dir, "results.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        detail = " / ".join(line.strip() for line in detail.strip().splitlines()[-2:])
+        self.log({"check": name, "ok": bool(ok), "detail": detail})
+        self.table.append(f"| check: {name} | {'ok' if ok else 'FAILED'} | {detail} | | |")
+        if not ok:
+            self.failures.append(f"{name}: {detail}")
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    @contextlib.contextmanager
+    def section(self, name: str, needs_s: float, correctness: bool = False):
+        """Run a section if ``needs_s`` seconds are left; an exception inside is reported, not raised (and counts
+        as a failure for a correctness section)."""
+        if self.left() < needs_s:
+            self.log({"section": name, "skipped": f"{self.left():.0f} s left of the budget, needs ~{needs_s:.0f} s"})
+            self.table.append(f"| {name} | skipped: time budget | | | |")
+            yield False
+            return
+        t0 = time.monotonic()
+        print(f"== {name}", flush=True)
+        try:
+            yield True
+        except Exception as err:  # noqa: BLE001 (one section's error must not end the others)
+            traceback.print_exc()
+            self.log({"section": name, "error": f"{type(err).__name__}: {err}"})
+            self.table.append(f"| {name} | error | {type(err).__name__}: {str(err)[:160]} | | |")
+            if correctness:
+                self.failures.append(f"{name}: {type(err).__name__}: {err}")
+        self.log({"section": name, "seconds": round(time.monotonic() - t0, 1)})
+
+
+# ----------------------------------------------------------------------------------------------- batches
+
+
+def read_rows(shards: str, limit: int) -> list[dict]:
+    """Up to ``limit`` instances of ``shards``, in file order (masked as make-shards masked them)."""
+    ds = ShardDataset(shards, batch_size=1, shuffle=False, infinite=False)
+    state = ds._open_stream(0, ds._fresh_state(0))
+    rows = []
+    for ref in range(min(limit, read_shard_info(shards).num_rows)):
+        row = ds._read_row(state, ref)
+        rows.append({k: (np.asarray(v) if not isinstance(v, int) else v) for k, v in row.items()})
+    return rows
+
+
+def to_tensors(arrays: dict) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+
+
+def step_batches(rows: list[dict], num_rows: int, seq_length: int, steps: int) -> list[dict]:
+    """``steps`` pairs of batches of the same instances: bertprep's packed rows (``TokenBudgetPacker``:
+    ``num_rows`` rows of ``seq_length`` tokens) and the same instances padded (``collate_numpy``); and the
+    padded layout with ``num_rows`` instances a step. Instances are reused cyclically when ``rows`` runs out."""
+    packer, packed, padded, i = TokenBudgetPacker(num_rows, seq_length), [], [], 0
+    while len(packed) < steps:
+        row = rows[i % len(rows)]
+        i += 1
+        step = packer.add(i - 1, len(row["input_ids"]))
+        if step is None:
+            continue
+        keys = [k for r in step for k in r]
+        subset = [rows[k % len(rows)] for k in keys]
+        position = {k: j for j, k in enumerate(keys)}
+        layout = [[position[k] for k in r] for r in step]
+        packed.append(
+            {
+                "bertprep": to_tensors(collate_packed_numpy(subset, max_seq_length=seq_length, layout=layout)),
+                "same instances padded": to_tensors(collate_numpy(subset)),
+            }
+        )
+    for s in range(steps):
+        chunk = [rows[(s * num_rows + j) % len(rows)] for j in range(num_rows)]
+        padded.append(to_tensors(collate_numpy(chunk)))
+    return packed, padded
+
+
+def hf_labels(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B, T) labels of a padded batch for ``transformers``' MLM loss: the original ids at the masked positions."""
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels.scatter_(1, batch["masked_lm_positions"], batch["masked_lm_ids"])
+    labels[:, 0] = -100  # (empty slots point at [CLS] with id -100)
+    return labels
+
+
+# ----------------------------------------------------------------------------------------------- models
+
+
+def bertprep_model(architecture: str, preset: str, vocab_size: int, specials: dict, dropout: float | None = None):
+    overrides = {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    config = model_config_from_preset(
+        architecture, preset, vocab_size=vocab_size, special_token_ids=specials, overrides=overrides
+    )
+    return config, build_model(config)
+
+
+def hf_model(config):
+    """The ``transformers`` twin of a bertprep config (same sizes): ``BertForMaskedLM`` or
+    ``ModernBertForMaskedLM`` with sparse prediction, ``sdpa`` attention."""
+    import transformers
+
+    if getattr(config, "architecture", "bert") == "modernbert":
+        values = {k: v for k, v in config.to_hf_dict().items() if k not in ("architectures", "model_type")}
+        hf_config = transformers.ModernBertConfig(**{**values, "sparse_prediction": True})
+        return transformers.ModernBertForMaskedLM._from_config(hf_config, attn_implementation="sdpa")
+    values = {k: v for k, v in config.to_dict().items()}
+    hf_config = transformers.BertConfig(**values)
+    return transformers.BertForMaskedLM._from_config(hf_config, attn_implementation="sdpa")
+
+
+# ------------------------------------------------------------------------------------------------ timing
+
+
+class Timer:
+    """Median step time by CUDA events on a GPU (host clock on the CPU), and the peak memory."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def time(self, fn) -> float:
+        if self.device.type != "cuda":
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize(self.device)
+        return start.elapsed_time(end) / 1000
+
+    def peak_gib(self) -> float | None:
+        return torch.cuda.max_memory_allocated(self.device) / 2**30 if self.device.type == "cuda" else None
+
+
+def measure(model, batches, make_inputs, loss_of, device, warmup: int, steps: int, compile_backend: str | None):
+    """Real tokens/s (median over ``steps`` timed steps after ``warmup``) of training steps of ``model`` (forward,
+    backward, fused AdamW on CUDA) on ``batches``, in bf16 autocast on CUDA; and the peak memory in GiB."""
+    model.train()
+    optimizer = create_optimizer(model, learning_rate=1e-5)
+    runner = torch.compile(model, dynamic=True, backend=compile_backend) if compile_backend else model
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    timer = Timer(device)
+    rates, losses = [], []
+    for i in range(warmup + steps):
+        batch = {k: v.to(device, non_blocking=True) for k, v in batches[i % len(batches)].items()}
+        tokens = int(batch["attention_mask"].sum())
+        inputs = make_inputs(batch)
+
+        def step():
+            with autocast:
+                loss = loss_of(runner(**inputs))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.detach())
+
+        seconds = timer.time(step)
+        if i >= warmup:
+            rates.append(tokens / seconds)
+    finite = all(torch.isfinite(x).item() for x in losses)
+    return statistics.median(rates), timer.peak_gib(), finite
+
+
+# -------------------------------------------------------------------------------------------- sections
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double().cpu(), b.double().cpu()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def check_correctness(report: Report, args, device: torch.device, rows: list[dict], specials: dict) -> None:
+    """Section a (see the module docstring)."""
+    preset = "tiny" if args.self_test else "mini"
+    for architecture in ("bert", "modernbert"):
+        torch.manual_seed(0)
+        _, inner = bertprep_model(architecture, preset, max(BERT_VOCAB, args.vocab_size), specials, 0.0)
+        reference = PretrainingModel(inner).eval()
+        on_device = copy.deepcopy(reference).to(device)
+        kernel = configure_attention(on_device, "auto", device, device.type == "cuda")
+        for layout in ("padded", "packed"):
+            arrays = (
+                collate_packed_numpy(rows[:48], max_seq_length=args.seq)
+                if layout == "packed"
+                else collate_numpy(rows[:24])
+            )
+            batch = to_tensors(arrays)
+            real = batch["masked_lm_ids"] != -100
+            with torch.no_grad():
+                ref = reference(**batch).prediction_logits[real]
+                gpu_batch = {k: v.to(device) for k, v in batch.items()}
+                with torch.autocast(device.type, dtype=torch.bfloat16):
+                    out = on_device(**gpu_batch).prediction_logits[real.to(device)]
+                err = relative_error(out, ref)
+                report.check(
+                    f"{architecture} {layout}: {device.type} bf16 ({kernel}) vs CPU fp32",
+                    err < 2e-2,
+                    f"relative error {err:.2e} (< 2e-2)",
+                )
+                if device.type == "cuda":
+                    configure_attention(on_device, "sdpa", device, False)
+                    fp32 = on_device(**gpu_batch).prediction_logits[real.to(device)]
+                    err32 = relative_error(fp32, ref)
+                    report.check(
+                        f"{architecture} {layout}: cuda fp32 sdpa vs CPU fp32",
+                        err32 < 1e-4,
+                        f"relative error {err32:.2e} (< 1e-4)",
+                    )
+                    configure_attention(on_device, "auto", device, True)
+    if device.type == "cuda":
+        check_attention_dropout(report, device, rows, specials, args)
+
+
+def check_attention_dropout(report: Report, device: torch.device, rows: list[dict], specials: dict, args) -> None:
+    """The varlen kernel with attention dropout: the same draws under one seed, others under another, finite
+    gradients."""
+    _, inner = bertprep_model("bert", "mini", max(BERT_VOCAB, args.vocab_size), specials, 0.1)
+    model = PretrainingModel(inner).to(device).train()
+    kernel = configure_attention(model, "auto", device, True)
+    batch = {k: v.to(device) for k, v in to_tensors(collate_packed_numpy(rows[:48], max_seq_length=args.seq)).items()}
+    losses = []
+    for seed in (1, 1, 2):
+        torch.manual_seed(seed)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(**batch).training_loss(1.0)
+        losses.append(loss.item())
+    torch.manual_seed(1)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(**batch).training_loss(1.0)
+    loss.backward()
+    grads_finite = all(torch.isfinite(p.grad).all().item() for p in model.parameters() if p.grad is not None)
+    ok = losses[0] == losses[1] and losses[0] != losses[2] and grads_finite and math.isfinite(losses[0])
+    report.check(
+        f"{kernel} with attention dropout 0.1", ok, f"losses seed 1, 1, 2: {losses}; gradients finite: {grads_finite}"
+    )
+
+
+def check_training(report: Report, args, shards: str, architecture: str, steps: int) -> None:
+    """Section b: ``bertprep train`` for ``steps`` steps; the loss falls and stays finite."""
+    out = os.path.join(args.out, f"train-{architecture}")
+    preset = "tiny" if args.self_test else "mini"
+    cmd = [sys.executable, "-m", "bertprep.cli.main", "train", "--shards", shards, "-o", out, "--preset", preset]
+    cmd += ["--architecture", architecture, "--max-steps", str(steps), "--warmup-steps", str(max(1, steps // 10))]
+    cmd += ["--learning-rate", "1e-3", "--batch-size", "64" if not args.self_test else "8", "--packing"]
+    cmd += ["--log-every", str(max(1, steps // 10)), "--save-every", "0", "--no-progress"]
+    if args.self_test:
+        cmd += ["--no-compile"]
+    print("$", " ".join(cmd), flush=True)
+    t0 = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - t0
+    with open(os.path.join(args.out, f"train-{architecture}.log"), "w", encoding="utf-8") as f:
+        f.write(result.stdout + result.stderr)
+    if result.returncode != 0:
+        report.check(
+            f"train {architecture} {preset} {steps} steps", False, f"exit {result.returncode}: {result.stderr[-400:]}"
+        )
+        return
+    lines = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl"), encoding="utf-8")]
+    train_lines = [x for x in lines if x["split"] == "train"]
+    losses = [x["loss"] for x in train_lines]
+    ok = all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+    last = train_lines[-1]
+    kernel = next((line.split("attention: ")[1] for line in result.stderr.splitlines() if "attention: " in line), "?")
+    detail = (
+        f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; {last['tokens_per_s']:,.0f} tokens/s"
+        + (f", MFU {last['mfu']:.1%}" if "mfu" in last else "")
+        + f"; {kernel}; {seconds:.0f} s with start-up"
+    )
+    report.check(f"train {architecture} {preset} {steps} steps (packed)", ok, detail)
+
+
+@dataclass
+class Workload:
+    """The batches of one architecture and sequence length, made once and measured several ways."""
+
+    architecture: str
+    seq: int
+    packed: list[dict]
+    """Per step: ``{"bertprep": packed batch, "same instances padded": padded batch}``."""
+    padded: list[dict]
+    """Per step: ``tokens_per_step // seq`` instances padded (bertprep's padded layout)."""
+
+
+def workload(args, architecture: str, shards: str, rows: list[dict]) -> Workload:
+    seq = read_shard_info(shards).max_seq_length
+    packed, padded = step_batches(rows, max(1, args.tokens_per_step // seq), seq, args.warmup + args.steps)
+    return Workload(architecture, seq, packed, padded)
+
+
+def masked_fraction(batches: list[dict]) -> float:
+    """Predicted positions per real token of ``batches`` (what the MLM head's FLOPs scale with)."""
+    masked = sum(int((b["masked_lm_ids"] != -100).sum()) for b in batches)
+    return masked / sum(int(b["attention_mask"].sum()) for b in batches)
+
+
+def measure_one(report: Report, args, device, w: Workload, specials: dict, who: str, packed: bool, compiled: bool):
+    """One line of sections c / d: ``who`` (bertprep or transformers) on ``w``'s packed instances (``packed``;
+    transformers gets the same instances padded) or bertprep's padded batches, eager or compiled."""
+    preset = "tiny" if args.self_test else "base"
+    vocab = max(args.vocab_size, MODERNBERT_VOCAB if w.architecture == "modernbert" else BERT_VOCAB)
+    if who == "bertprep":
+        batches = [p["bertprep"] for p in w.packed] if packed else w.padded
+        layout = "packed" if packed else "padded"
+    else:
+        batches, layout = [p["same instances padded"] for p in w.packed], "padded (the packed steps' instances)"
+    name = f"{w.architecture} {preset} {w.seq} | {who} | {layout} | {'compiled' if compiled else 'eager'}"
+    if report.left() < (90 if compiled else 20):
+        report.table.append(f"| {name} | skipped: time budget | | |")
+        return
+    torch.manual_seed(0)
+    with torch.device(device):  # (initialised on the device: seconds less per model)
+        config, inner = bertprep_model(w.architecture, preset, vocab, specials)
+    backend = ("inductor" if device.type == "cuda" else "aot_eager") if compiled else None
+    fraction = masked_fraction(batches)
+    try:
+        if who == "bertprep":
+            model = PretrainingModel(inner)
+            kernel = configure_attention(model, "auto", device, device.type == "cuda")
+            rate, mem, finite = measure(
+                model, batches, lambda b: b, lambda o: o.training_loss(1.0), device, args.warmup, args.steps, backend
+            )
+            fpt = flops_per_token(config, w.seq, fraction)
+        else:
+            model, kernel = hf_model(config).to(device), "sdpa"
+            rate, mem, finite = measure(
+                model, batches, hf_inputs, lambda o: o.loss, device, args.warmup, args.steps, backend
+            )
+            # transformers' BERT head scores every token; its ModernBERT's (sparse prediction) the masked ones
+            fpt = flops_per_token(config, w.seq, 1.0 if w.architecture == "bert" else fraction)
+    except Exception as err:  # noqa: BLE001 (out of memory, a missing package: the next measurement still runs)
+        traceback.print_exc()
+        report.log({"throughput": name, "error": f"{type(err).__name__}: {err}"})
+        report.table.append(f"| {name} | error | {type(err).__name__}: {str(err).splitlines()[0][:120]} | | |")
+        return
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    peak = device_peak_flops(device)
+    mfu = fpt * rate / peak if peak else None
+    report.log(
+        {
+            "throughput": name,
+            "kernel": kernel,
+            "tokens_per_s": round(rate),
+            "mfu": mfu,
+            "flops_per_token": fpt,
+            "peak_memory_gib": mem,
+            "finite": finite,
+            "seconds_left": round(report.left()),
+        }  # fmt: skip
+    )
+    mfu_text = "" if mfu is None else f"{mfu:.1%}"
+    mem_text = "" if mem is None else f"{mem:.1f}"
+    report.table.append(f"| {name} | {kernel} | {rate:,.0f} | {mfu_text} | {mem_text} |")
+    report.rates[name] = rate
+    if not finite:
+        report.failures.append(f"{name}: non-finite loss")
+
+
+def hf_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], "labels": hf_labels(batch)}
+
+
+def check_torchrun(report: Report, args, shards: str) -> None:
+    """Section e: 2 steps of ``torchrun --nproc_per_node=N`` (N GPUs)."""
+    n = torch.cuda.device_count()
+    out = os.path.join(args.out, "torchrun")
+    cmd = ["torchrun", "--standalone", f"--nproc_per_node={n}", "-m", "bertprep.cli.main", "train"]
+    cmd += ["--shards", shards, "-o", out, "--preset", "mini", "--max-steps", "2", "--warmup-steps", "1"]
+    cmd += ["--batch-size", "32", "--no-progress", "--save-every", "0"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    report.check(
+        f"torchrun on {n} GPUs, 2 steps", result.returncode == 0, f"exit {result.returncode}; {result.stderr[-300:]}"
+    )
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shards-128", required=True, help="shards of max_seq_length 128 (make-shards output)")
+    parser.add_argument("--shards-512", help="shards of max_seq_length 512 (the 512-token measurements)")
+    parser.add_argument("--out", required=True, help="folder for results.jsonl, summary.md and the train logs")
+    parser.add_argument("--budget-minutes", type=float, default=7.5, help="stop starting sections after this")
+    parser.add_argument("--tokens-per-step", type=int, default=65536, help="rows x sequence length of a step")
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per measurement (median)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens there)")
+    parser.add_argument("--train-steps", type=int, default=200, help="steps of the bertprep train check")
+    parser.add_argument("--self-test", action="store_true", help="tiny models on the CPU: check this script")
+    return parser.parse_args(argv)
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type != "cuda":
+        return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}"
+    p = torch.cuda.get_device_properties(device)
+    peak = device_peak_flops(device)
+    return (
+        f"{p.name} (compute capability {p.major}.{p.minor}, {p.total_memory / 2**30:.0f} GiB, "
+        f"{p.multi_processor_count} SMs; dense bf16 peak "
+        f"{'unknown' if peak is None else f'{peak / 1e12:.0f} TFLOP/s'}), "
+        f"{torch.cuda.device_count()} GPU(s), torch {torch.__version__}, CUDA {torch.version.cuda}"
+    )
+
+
+def schedule(self_test: bool) -> list[tuple[str, int, str, bool, bool]]:
+    """(architecture, seq, who, packed, compiled) in the order they run: every eager measurement, then the
+    compiled ones that answer the goals first (BERT-Base packed at 128 and 512, ModernBERT-base), while the
+    time budget lasts. The self-test compiles one (its plumbing is the same for all)."""
+    eager = [
+        (arch, seq, who, packed, False)
+        for arch in ("bert", "modernbert")
+        for seq in (128, 512)
+        for who, packed in (("bertprep", True), ("transformers", True), ("bertprep", False))
+    ]
+    if self_test:
+        return [e for e in eager if e[1] == 128 and e[3]] + [("bert", 128, "bertprep", True, True)]
+    compiled = [
+        ("bert", 128, "bertprep", True, True),
+        ("bert", 128, "transformers", True, True),
+        ("bert", 512, "bertprep", True, True),
+        ("modernbert", 512, "bertprep", True, True),
+        ("modernbert", 512, "transformers", True, True),
+        ("bert", 512, "transformers", True, True),
+        ("modernbert", 128, "bertprep", True, True),
+        ("modernbert", 128, "transformers", True, True),
+        ("bert", 128, "bertprep", False, True),
+    ]
+    return eager + compiled
+
+
+def goals(report: Report) -> list[str]:
+    """The issue's goals as sentences, from the measured rates (those measured)."""
+    out = []
+    pairs = [
+        (arch, seq, mode) for arch in ("bert", "modernbert") for seq in (128, 512) for mode in ("compiled", "eager")
+    ]
+    for arch, seq, mode in pairs:
+        ours = report.rates.get(f"{arch} base {seq} | bertprep | packed | {mode}")
+        theirs = report.rates.get(f"{arch} base {seq} | transformers | padded (the packed steps' instances) | {mode}")
+        if ours and theirs:
+            out.append(f"{arch}-base {seq} {mode}: bertprep packed / transformers = {ours / theirs:.2f}x tokens/s")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    os.makedirs(args.out, exist_ok=True)
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.self_test else "cpu")
+    if args.self_test:
+        args.tokens_per_step, args.steps, args.warmup, args.train_steps = 512, 2, 1, 6
+    report = Report(args.out, time.monotonic() + 60 * args.budget_minutes)
+    info = read_shard_info(args.shards_128)
+    args.seq, args.vocab_size = info.max_seq_length, info.vocab_size
+    specials = info.special_token_ids
+    report.log({"device": describe_device(device), "command": " ".join([sys.executable, *sys.argv])})
+    print("device:", describe_device(device), flush=True)
+    rows = {128: read_rows(args.shards_128, 4096)}
+    if args.shards_512:
+        rows[512] = read_rows(args.shards_512, 2048)
+    with report.section("a. correctness", 20, correctness=True) as go:
+        if go:
+            check_correctness(report, args, device, rows[128], specials)
+    with report.section("b. train", 40, correctness=True) as go:
+        if go:
+            check_training(report, args, args.shards_128, "bert", args.train_steps)
+    shards = {128: args.shards_128, 512: args.shards_512}
+    workloads: dict[tuple[str, int], Workload] = {}
+    with report.section("c/d. throughput", 20) as go:
+        for arch, seq, who, packed, compiled in schedule(args.self_test) if go else []:
+            if seq not in rows:
+                continue
+            if (arch, seq) not in workloads:
+                workloads[arch, seq] = workload(args, arch, shards[seq], rows[seq])
+            measure_one(report, args, device, workloads[arch, seq], specials, who, packed, compiled)
+    if device.type == "cuda" and torch.cuda.device_count() > 1:
+        with report.section("e. torchrun", 60, correctness=True) as go:
+            if go:
+                check_torchrun(report, args, args.shards_128)
+    else:
+        report.table.append(f"| e. torchrun | skipped: {'one GPU' if device.type == 'cuda' else 'no GPU'} | | | |")
+    with report.section("b. train (ModernBERT)", 90, correctness=True) as go:
+        if go and not args.self_test:
+            check_training(report, args, args.shards_128, "modernbert", args.train_steps)
+    summary = [
+        f"device: {describe_device(device)}",
+        "",
+        "| model and length | who | layout | mode | kernel | real tokens/s | MFU | peak GiB |",
+        "|---|---|---|---|---|---:|---:|---:|",
+        *report.table,
+        "",
+        *goals(report),
+    ]
+    with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(summary) + "\n")
+    print("\n".join(summary), flush=True)
+    if report.failures:
+        print("FAILED:", *report.failures, sep="\n  ", flush=True)
+        return 1
+    print("all correctness checks passed", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
