@@ -221,18 +221,21 @@ class Timer:
         return torch.cuda.max_memory_allocated(self.device) / 2**30 if self.device.type == "cuda" else None
 
 
-def measure(model, batches, make_inputs, loss_of, device, warmup: int, steps: int, compile_backend: str | None):
+def measure(
+    model, batches, make_inputs, loss_of, device, warmup: int, steps: int, compile_backend: str | None, profile_to=None
+):
     """Real tokens/s (median over ``steps`` timed steps after ``warmup``) of training steps of ``model`` (forward,
-    backward, fused AdamW on CUDA) on ``batches``, in bf16 autocast on CUDA; and the peak memory in GiB."""
+    backward, fused AdamW on CUDA) on ``batches``, in bf16 autocast on CUDA; and the peak memory in GiB. With
+    ``profile_to``, three more steps under ``torch.profiler`` write the kernels that took the time there."""
     model.train()
     optimizer = create_optimizer(model, learning_rate=1e-5)
     runner = torch.compile(model, dynamic=True, backend=compile_backend) if compile_backend else model
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     timer = Timer(device)
     rates, losses = [], []
-    for i in range(warmup + steps):
+
+    def step_of(i: int):
         batch = {k: v.to(device, non_blocking=True) for k, v in batches[i % len(batches)].items()}
-        tokens = int(batch["attention_mask"].sum())
         inputs = make_inputs(batch)
 
         def step():
@@ -243,11 +246,35 @@ def measure(model, batches, make_inputs, loss_of, device, warmup: int, steps: in
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.detach())
 
+        return step, int(batch["attention_mask"].sum())
+
+    for i in range(warmup + steps):
+        step, tokens = step_of(i)
         seconds = timer.time(step)
         if i >= warmup:
             rates.append(tokens / seconds)
     finite = all(torch.isfinite(x).item() for x in losses)
+    if profile_to:
+        profile_steps(profile_to, step_of, device)
     return statistics.median(rates), timer.peak_gib(), finite
+
+
+def profile_steps(path: str, step_of, device: torch.device, steps: int = 3) -> None:
+    """Run ``steps`` steps under ``torch.profiler`` and write the 30 operators and kernels with the most device
+    time to ``path`` (and the first rows to stdout)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for i in range(steps):
+            step_of(i)[0]()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=70)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(table)
+    print("\n".join(table.splitlines()[:16]), flush=True)
 
 
 # -------------------------------------------------------------------------------------------- sections
@@ -407,14 +434,16 @@ def measure_one(report: Report, args, device, w: Workload, specials: dict, who: 
             model = PretrainingModel(inner)
             kernel = configure_attention(model, "auto", device, device.type == "cuda")
             rate, mem, finite = measure(
-                model, batches, lambda b: b, lambda o: o.training_loss(1.0), device, args.warmup, args.steps, backend
-            )
+                model, batches, lambda b: b, lambda o: o.training_loss(1.0), device, args.warmup, args.steps, backend,
+                profile_path(args, name),
+            )  # fmt: skip
             fpt = flops_per_token(config, w.seq, fraction)
         else:
             model, kernel = hf_model(config).to(device), "sdpa"
             rate, mem, finite = measure(
-                model, batches, hf_inputs, lambda o: o.loss, device, args.warmup, args.steps, backend
-            )
+                model, batches, hf_inputs, lambda o: o.loss, device, args.warmup, args.steps, backend,
+                profile_path(args, name),
+            )  # fmt: skip
             # transformers' BERT head scores every token; its ModernBERT's (sparse prediction) the masked ones
             fpt = flops_per_token(config, w.seq, 1.0 if w.architecture == "bert" else fraction)
     except Exception as err:  # noqa: BLE001 (out of memory, a missing package: the next measurement still runs)
@@ -445,6 +474,14 @@ def measure_one(report: Report, args, device, w: Workload, specials: dict, who: 
     report.rates[name] = rate
     if not finite:
         report.failures.append(f"{name}: non-finite loss")
+
+
+def profile_path(args, name: str) -> str | None:
+    """Where ``--profile`` writes the kernel table of measurement ``name`` (None without ``--profile``)."""
+    if not args.profile:
+        return None
+    slug = "-".join(part.strip().split()[0] for part in name.split("|")) + "-" + name.split()[2]
+    return os.path.join(args.out, f"profile-{slug}.txt")
 
 
 def hf_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -478,6 +515,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens there)")
     parser.add_argument("--train-steps", type=int, default=200, help="steps of the bertprep train check")
     parser.add_argument("--self-test", action="store_true", help="tiny models on the CPU: check this script")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated starts of measurement names (e.g. 'bert base 128 | bertprep | packed | compiled'), "
+        "and 'train modernbert': run those alone, no correctness or other training sections",
+    )
+    parser.add_argument("--profile", action="store_true", help="also write each measurement's top kernels")
     return parser.parse_args(argv)
 
 
@@ -492,6 +536,13 @@ def describe_device(device: torch.device) -> str:
         f"{'unknown' if peak is None else f'{peak / 1e12:.0f} TFLOP/s'}), "
         f"{torch.cuda.device_count()} GPU(s), torch {torch.__version__}, CUDA {torch.version.cuda}"
     )
+
+
+def measurement_name(arch: str, seq: int, who: str, packed: bool, compiled: bool, args) -> str:
+    """The name ``measure_one`` gives a measurement (what ``--only`` matches)."""
+    preset = "tiny" if args.self_test else "base"
+    layout = ("packed" if packed else "padded") if who == "bertprep" else "padded (the packed steps' instances)"
+    return f"{arch} {preset} {seq} | {who} | {layout} | {'compiled' if compiled else 'eager'}"
 
 
 def schedule(self_test: bool) -> list[tuple[str, int, str, bool, bool]]:
@@ -549,17 +600,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = {128: read_rows(args.shards_128, 4096)}
     if args.shards_512:
         rows[512] = read_rows(args.shards_512, 2048)
+    only = [part.strip() for part in args.only.split(",")] if args.only else None
     with report.section("a. correctness", 20, correctness=True) as go:
-        if go:
+        if go and not only:
             check_correctness(report, args, device, rows[128], specials)
     with report.section("b. train", 40, correctness=True) as go:
-        if go:
+        if go and not only:
             check_training(report, args, args.shards_128, "bert", args.train_steps)
     shards = {128: args.shards_128, 512: args.shards_512}
     workloads: dict[tuple[str, int], Workload] = {}
     with report.section("c/d. throughput", 20) as go:
         for arch, seq, who, packed, compiled in schedule(args.self_test) if go else []:
-            if seq not in rows:
+            name = measurement_name(arch, seq, who, packed, compiled, args)
+            if seq not in rows or (only and not any(name.startswith(part) for part in only)):
                 continue
             if (arch, seq) not in workloads:
                 workloads[arch, seq] = workload(args, arch, shards[seq], rows[seq])
@@ -571,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         report.table.append(f"| e. torchrun | skipped: {'one GPU' if device.type == 'cuda' else 'no GPU'} | | | |")
     with report.section("b. train (ModernBERT)", 90, correctness=True) as go:
-        if go and not args.self_test:
+        if go and not args.self_test and (not only or "train modernbert" in only):
             check_training(report, args, args.shards_128, "modernbert", args.train_steps)
     summary = [
         f"device: {describe_device(device)}",
