@@ -18,7 +18,8 @@ not measured); padded and packed alternate within each repeat.
 
 Both architectures use their ``--preset`` (default ``mini``: BERT L4/H256/I1024, ModernBERT L7/H256/I384 GeGLU,
 the same width; the parameter counts are printed). ModernBERT runs its exact SDPA path with a dense boolean
-mask (``modernbert.py``: local layers do the full T x T work; a FlashAttention varlen kernel would not).
+mask on the CPU (``attention.py``'s ``sdpa``: local layers do the full T x T work; on a GPU the varlen kernel would
+not, see ``gpu_check.sh``).
 
     python benchmarks/bench_encoder_throughput.py                       # CPU, seq 128 and 512
     python benchmarks/bench_encoder_throughput.py --device cuda --tokens-per-step 32768 --steps 20 --precision bf16

@@ -419,7 +419,7 @@ def measure_one(report: Report, args, device, w: Workload, specials: dict, who: 
         batches = [p["bertprep"] for p in w.packed] if packed else w.padded
         layout = "packed" if packed else "padded"
     else:
-        batches, layout = [p["same instances padded"] for p in w.packed], "padded (the packed steps' instances)"
+        batches, layout = [p["same instances padded"] for p in w.packed], "padded, same instances as packed"
     name = f"{w.architecture} {preset} {w.seq} | {who} | {layout} | {'compiled' if compiled else 'eager'}"
     if report.left() < (90 if compiled else 20):
         report.table.append(f"| {name} | skipped: time budget | | |")
@@ -541,7 +541,7 @@ def describe_device(device: torch.device) -> str:
 def measurement_name(arch: str, seq: int, who: str, packed: bool, compiled: bool, args) -> str:
     """The name ``measure_one`` gives a measurement (what ``--only`` matches)."""
     preset = "tiny" if args.self_test else "base"
-    layout = ("packed" if packed else "padded") if who == "bertprep" else "padded (the packed steps' instances)"
+    layout = ("packed" if packed else "padded") if who == "bertprep" else "padded, same instances as packed"
     return f"{arch} {preset} {seq} | {who} | {layout} | {'compiled' if compiled else 'eager'}"
 
 
@@ -579,7 +579,7 @@ def goals(report: Report) -> list[str]:
     ]
     for arch, seq, mode in pairs:
         ours = report.rates.get(f"{arch} base {seq} | bertprep | packed | {mode}")
-        theirs = report.rates.get(f"{arch} base {seq} | transformers | padded (the packed steps' instances) | {mode}")
+        theirs = report.rates.get(f"{arch} base {seq} | transformers | padded, same instances as packed | {mode}")
         if ours and theirs:
             out.append(f"{arch}-base {seq} {mode}: bertprep packed / transformers = {ours / theirs:.2f}x tokens/s")
     return out

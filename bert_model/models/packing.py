@@ -5,8 +5,10 @@ The representation is the one of Hugging Face ``DataCollatorWithFlattening`` and
 
 * padded-packed: ``input_ids`` (B, T) holding several documents one after another in each row, a per-token
   document number ``sequence_ids`` (B, T) (0, 1, 2... within a row, -1 on padding) and ``position_ids``
-  (B, T) that restart at 0 at each document. Attention is a block-diagonal mask
-  (:func:`block_diagonal_mask`), optionally intersected with a sliding window;
+  (B, T) that restart at 0 at each document. A token attends only within its document: a block-diagonal mask
+  (:func:`block_diagonal_mask`, optionally intersected with a sliding window) for the dense kernel, or the
+  segments of the flattened rows (:func:`cu_seqlens_from_sequence_ids`) for FlashAttention's varlen kernel
+  (``attention.py`` chooses);
 * unpadded: the real tokens only, 1-D (N,), with ``cu_seqlens`` (D + 1,) the cumulative document lengths
   (:func:`unpad`, undone by :func:`pad`).
 

@@ -511,7 +511,7 @@ def log_run(
     if config.packing:
         logger.info(
             "packing: each micro-batch is %d rows of %d tokens filled first-fit with whole instances "
-            "(positions restart per instance, block-diagonal attention)",
+            "(positions restart per instance, each instance attends to itself alone)",
             config.batch_size,
             info.max_seq_length,
         )
