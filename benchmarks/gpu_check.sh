@@ -5,6 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh                     # builds demo shards with bertprep make-shards, then runs
 #   bash benchmarks/gpu_check.sh --shards-128 S128 --shards-512 S512 --out OUT   # shards made elsewhere
+#                                                    (--shards-128 alone: no 512-token measurements)
 #
 # Other options go to gpu_check.py (--budget-minutes, --tokens-per-step, --steps...). Without a CUDA GPU it says
 # so and runs a CPU self-test of its own plumbing (tiny models, a few steps). Exit status: 1 when a correctness
@@ -51,15 +52,13 @@ make_shards() {  # $1 = max_seq_length, $2 = max_predictions_per_seq
   echo "$dir"
 }
 
-if [ -z "$shards_128" ]; then
+if [ -z "$shards_128" ]; then  # no shards given: the demo corpus at 128 and 512 tokens
   shards_128=$(make_shards 128 20) || {
     echo "could not make the demo shards (bertprep make-shards needs apache-beam): make them where bertprep is" \
       "installed and pass --shards-128 DIR --shards-512 DIR" >&2
     exit 2
   }
-fi
-if [ -z "$shards_512" ]; then
-  shards_512=$(make_shards 512 76) || shards_512=""
+  [ -n "$shards_512" ] || shards_512=$(make_shards 512 76) || shards_512=""
 fi
 
 self_test=()
