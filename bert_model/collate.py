@@ -175,7 +175,7 @@ def collate_packed_numpy(
     Each row (instance) is one sequence: its positions restart at 0 and it attends only to itself. The batch
     holds the same instances, masked alike, as ``collate_numpy`` of the same rows, in R rows instead of
     len(rows) padded ones (R <= len(rows) without ``layout``; ``len(layout)`` with it, empty rows included), and
-    the same keys, so that one forward path serves both: ``masked_lm_positions`` index into the packed rows.
+    the same keys, so that one forward path serves both (``outputs.gather_positions`` reads the slots of either).
     It also carries what the attention kernels and the pooler would otherwise find on the GPU (a host sync
     each): the varlen segments and each instance's first token.
 
@@ -189,8 +189,9 @@ def collate_packed_numpy(
     Returns:
         int64 arrays: ``input_ids``, ``token_type_ids``, ``attention_mask`` (1 = real token), ``sequence_ids``
         (instance number within its row, -1 on padding), ``position_ids`` (restarting at 0 per instance): each
-        (R, T); ``masked_lm_positions`` (R, P), the masked positions of a row's instances, in order, and
-        ``masked_lm_ids`` (R, P), their original ids (-100 in empty slots, whose position is 0);
+        (R, T); ``masked_lm_positions`` (1, M), the masked positions of every instance as indices into the R
+        rows seen as one stream (row * T + column), row-major, and ``masked_lm_ids`` (1, M), their original ids
+        (-100 in empty slots, whose position is 0);
         ``sequence_starts`` (D,), flat index (row * T + column) of each instance's first token, row-major;
         ``cu_seqlens`` int32 (S + 1,), the segments of the flattened rows
         (``packing.cu_seqlens_from_sequence_ids``); and ``next_sentence_label`` (D,), the instances' labels in
@@ -217,7 +218,7 @@ def collate_packed_numpy(
         "attention_mask": (sequence_ids >= 0).astype(np.int64),
         "sequence_ids": sequence_ids,
         "position_ids": packed["position_ids"],
-        **_row_slots(packed["labels"], pad_to_multiple_of),
+        **_stream_slots(packed["labels"], pad_to_multiple_of),
         **layout_indices(sequence_ids),
     }
     if "next_sentence_label" in rows[0]:
@@ -226,15 +227,19 @@ def collate_packed_numpy(
     return out
 
 
-def _row_slots(labels: np.ndarray, pad_to_multiple_of: int) -> dict[str, np.ndarray]:
-    """``masked_lm_positions`` and ``masked_lm_ids`` (R, P) of per-token ``labels`` (R, T), -100 = no target."""
-    targets = [np.flatnonzero(row != IGNORE_INDEX) for row in labels]
-    P = _round_up(max((len(t) for t in targets), default=1), pad_to_multiple_of)
-    positions = np.zeros((len(labels), P), dtype=np.int64)
-    ids = np.full((len(labels), P), IGNORE_INDEX, dtype=np.int64)
-    for b, t in enumerate(targets):
-        positions[b, : len(t)] = t
-        ids[b, : len(t)] = labels[b, t]
+def _stream_slots(labels: np.ndarray, pad_to_multiple_of: int) -> dict[str, np.ndarray]:
+    """``masked_lm_positions`` and ``masked_lm_ids`` (1, M) of per-token ``labels`` (R, T) (-100 = no target):
+    the targets' indices into the R rows seen as one stream (row * T + column), M rounded up to a multiple of
+    ``pad_to_multiple_of`` with empty slots (position 0, id -100). One stream rather than (R, P) slots per row:
+    rows of several instances hold unequal numbers of targets, and the MLM head would score every row's
+    padding up to the fullest."""
+    flat = labels.reshape(-1)
+    targets = np.flatnonzero(flat != IGNORE_INDEX)
+    M = _round_up(len(targets), pad_to_multiple_of)
+    positions = np.zeros((1, M), dtype=np.int64)
+    ids = np.full((1, M), IGNORE_INDEX, dtype=np.int64)
+    positions[0, : len(targets)] = targets
+    ids[0, : len(targets)] = flat[targets]
     return {"masked_lm_positions": positions, "masked_lm_ids": ids}
 
 

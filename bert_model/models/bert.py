@@ -375,8 +375,9 @@ class BertForPreTraining(nn.Module):
         Args:
             input_ids, token_type_ids, attention_mask: int tensors [batch_size, seq_length] (see ``BertModel``).
             masked_lm_positions: int64 [batch_size, num_positions], indices into each row of the tokens to
-                predict (padding entries may point anywhere, e.g. 0, when their label is -100). When omitted,
-                scores are computed for every position (num_positions = seq_length).
+                predict (padding entries may point anywhere, e.g. 0, when their label is -100); or [1,
+                num_positions] into the rows seen as one stream (a packed batch's). When omitted, scores are
+                computed for every position (num_positions = seq_length).
             masked_lm_ids: int64 [batch_size, num_positions], original ids at those positions, -100 = ignore.
             next_sentence_label: int64 [batch_size] (packed: [num_sequences]), 1 = NotNext, 0 = IsNext.
             layout: ``sequence_ids``, ``position_ids``, ``cu_seqlens``, ``sequence_starts`` of a packed batch

@@ -38,10 +38,22 @@ class EncoderOutput:
 
 
 def gather_positions(hidden_states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """The hidden states (B, P, H) at ``positions`` (int (B, P), indices into each row of ``hidden_states``
-    (B, T, H)), as the original ``gather_indexes`` (google-research/bert ``run_pretraining.py``)."""
-    index = positions.long().unsqueeze(-1).expand(-1, -1, hidden_states.size(-1))  # (B, P, H)
-    return torch.gather(hidden_states, 1, index)  # (B, P, H)
+    """The hidden states at the prediction slots ``positions``, as the original ``gather_indexes``
+    (google-research/bert ``run_pretraining.py``).
+
+    Args:
+        hidden_states: (B, T, H), or any (B, T) tensor (e.g. ``input_ids``) when ``positions`` index it alone.
+        positions: int (B, P), indices into each row of ``hidden_states``; or (1, M), indices into the B rows
+            seen as one stream (row * T + column: a packed batch's slots, no row padded to the fullest).
+    Returns:
+        (B, P, H) or (1, M, H) (without the H dimension for a (B, T) input).
+    """
+    rows = positions.size(0)  # B, or 1 for slots over the flattened rows
+    flat = hidden_states.reshape(rows, -1, *hidden_states.shape[2:])  # (rows, B*T/rows, ...)
+    if flat.dim() == 2:
+        return torch.gather(flat, 1, positions.long())  # (rows, P)
+    index = positions.long().unsqueeze(-1).expand(-1, -1, flat.size(-1))  # (rows, P, H)
+    return torch.gather(flat, 1, index)  # (rows, P, H)
 
 
 def masked_lm_loss(prediction_logits: torch.Tensor, masked_lm_ids: torch.Tensor) -> torch.Tensor:

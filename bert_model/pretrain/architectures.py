@@ -124,11 +124,11 @@ class PretrainingOutput:
     reads it)."""
 
     prediction_logits: torch.Tensor
-    """float (B, P, V): MLM scores of the prediction slots (``masked_lm_positions``)."""
+    """float (B, P, V) or (1, M, V): MLM scores of the prediction slots (``masked_lm_positions``)."""
     mlm_labels: torch.Tensor
-    """int64 (B, P): the original id of each slot, -100 for empty slots (``masked_lm_ids``)."""
+    """int64 (B, P) or (1, M): the original id of each slot, -100 for empty slots (``masked_lm_ids``)."""
     mlm_inputs: torch.Tensor
-    """int64 (B, P): the input id at each slot ([MASK], a random id or the original)."""
+    """int64, the same shape: the input id at each slot ([MASK], a random id or the original)."""
     mlm_loss: torch.Tensor
     """Scalar mean cross-entropy over the slots whose label is not -100."""
     seq_relationship_logits: torch.Tensor | None = None
@@ -174,7 +174,8 @@ class PretrainingModel(nn.Module):
 
         Args:
             input_ids, attention_mask, token_type_ids: int64 (B, T).
-            masked_lm_positions, masked_lm_ids: int64 (B, P), the prediction slots of each row.
+            masked_lm_positions, masked_lm_ids: int64 (B, P), the prediction slots of each row; or (1, M) over the
+                flattened rows (a packed batch, ``collate.collate_packed_numpy``).
             next_sentence_label: int64 (B,) padded, (D,) packed (one per instance, row-major); optional.
             layout: ``sequence_ids``, ``position_ids`` (B, T) of a packed batch, ``cu_seqlens`` and
                 ``sequence_starts`` of either (see ``BertModel.forward``).
@@ -182,13 +183,13 @@ class PretrainingModel(nn.Module):
         encoded = self.model.base_model(
             input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, **layout
         )
-        slots = gather_positions(encoded.last_hidden_state, masked_lm_positions)  # (B, P, H)
-        prediction_logits = self.model.masked_lm_logits(slots)  # (B, P, V)
+        slots = gather_positions(encoded.last_hidden_state, masked_lm_positions)  # (B, P, H) or (1, M, H)
+        prediction_logits = self.model.masked_lm_logits(slots)  # (B, P, V) or (1, M, V)
         sentence_logits = self.model.sentence_logits(encoded.pooler_output)  # (B or D, 2) or None
         nsp_loss = None
         if sentence_logits is not None and next_sentence_label is not None:
             nsp_loss = F.cross_entropy(sentence_logits.float(), next_sentence_label.reshape(-1).long())
-        inputs = torch.gather(input_ids, 1, masked_lm_positions.long())  # (B, P)
+        inputs = gather_positions(input_ids, masked_lm_positions)  # (B, P) or (1, M)
         return PretrainingOutput(
             prediction_logits,
             masked_lm_ids,

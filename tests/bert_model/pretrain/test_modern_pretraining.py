@@ -90,13 +90,17 @@ def test_packed_rows_restart_positions_and_keep_every_target(shards):
         n = len(row["input_ids"])
         np.testing.assert_array_equal(packed["input_ids"][b, t : t + n], row["input_ids"])
         np.testing.assert_array_equal(packed["position_ids"][b, t : t + n], np.arange(n))
-        # The row's prediction slots hold this instance's targets, shifted to where it sits in the row.
-        slots = packed["masked_lm_positions"][b]
-        ids = packed["masked_lm_ids"][b]
-        mine = (slots >= t) & (slots < t + n) & (ids != -100)
-        np.testing.assert_array_equal(slots[mine] - t, row["masked_lm_positions"])
+        # The prediction slots (over the rows seen as one stream) hold this instance's targets where it sits.
+        slots, ids = packed["masked_lm_positions"][0], packed["masked_lm_ids"][0]
+        mine = (slots >= b * T + t) & (slots < b * T + t + n) & (ids != -100)
+        np.testing.assert_array_equal(slots[mine] - b * T - t, row["masked_lm_positions"])
         np.testing.assert_array_equal(ids[mine], row["masked_lm_ids"])
-    assert (packed["masked_lm_ids"] != -100).sum() == sum(len(r["masked_lm_ids"]) for r in rows)
+    # Every target once, in row-major order, and fewer than 8 empty slots (no row padded to the fullest).
+    targets = sum(len(r["masked_lm_ids"]) for r in rows)
+    assert packed["masked_lm_positions"].shape[0] == 1 and (packed["masked_lm_ids"] != -100).sum() == targets
+    assert packed["masked_lm_ids"].shape[1] - targets < 8
+    real_slots = packed["masked_lm_positions"][0][packed["masked_lm_ids"][0] != -100]
+    assert (np.diff(real_slots) > 0).all()
     # The varlen segments tile the flattened rows: every instance, and every run of padding, is one.
     cu = packed["cu_seqlens"]
     assert cu[0] == 0 and cu[-1] == packed["input_ids"].size and (np.diff(cu) > 0).all()
