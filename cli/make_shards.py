@@ -96,7 +96,11 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     "vocab",
     required=True,
     metavar="PATH",
-    help="WordPiece vocab: a vocab.txt (one token per line, ours or Google's) or a tokenizer.json.",
+    help="The tokenizer: a WordPiece vocab.txt (one token per line, ours or Google's), a Hugging Face "
+    "tokenizer.json of any model type (WordPiece; BPE as RoBERTa and ModernBERT; Unigram as XLM-R), or a local "
+    "model or build-vocab directory holding one (its tokenizer_config.json names the special tokens: <s> for "
+    "[CLS], </s> for [SEP], <mask> for [MASK]). A BPE / Unigram tokenizer normalises text itself: "
+    "--do-lower-case and --strip-accents do not apply.",
 )
 @click.option(
     "-o",

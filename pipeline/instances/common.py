@@ -30,18 +30,21 @@ class VocabIds:
     """What the algorithm needs from the vocab, as ids.
 
     Attributes:
-        cls_id, sep_id, mask_id: ids of [CLS], [SEP], [MASK].
+        cls_id, sep_id, mask_id: ids of the tokens of the roles [CLS], [SEP], [MASK] (RoBERTa: ``<s>``,
+            ``</s>``, ``<mask>``).
         random_ids: id of each entry of the original's ``vocab_words`` (distinct entries in first-seen
             order), so ``random_ids[rng.randint(0, len - 1)]`` is the original's random replacement.
-        is_continuation: ``is_continuation[id]`` is True for ``##`` pieces (whole-word masking).
+        is_continuation: ``is_continuation[id]`` is True for a piece that continues a word (whole-word masking):
+            WordPiece's ``##`` pieces, a byte-level BPE's pieces without ``Ġ`` (``Vocab.is_continuation``).
     """
 
     def __init__(self, vocab: "Vocab"):
-        self.cls_id = vocab.token_to_id["[CLS]"]
-        self.sep_id = vocab.token_to_id["[SEP]"]
-        self.mask_id = vocab.token_to_id["[MASK]"]
+        specials = vocab.special_token_ids()
+        self.cls_id = specials["[CLS]"]
+        self.sep_id = specials["[SEP]"]
+        self.mask_id = specials["[MASK]"]
         self.random_ids = [vocab.token_to_id[w] for w in vocab.vocab_words]
-        self.is_continuation = [t.startswith("##") for t in vocab.tokens]
+        self.is_continuation = vocab.is_continuation()
 
 
 @dataclass
