@@ -48,10 +48,11 @@ class BertEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.position_offset = config.position_offset  # RoBERTa: 2 (its positions start after padding_idx 1)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
         seq_length = input_ids.size(1)
-        position_ids = torch.arange(seq_length, device=input_ids.device)  # (T,)
+        position_ids = torch.arange(seq_length, device=input_ids.device) + self.position_offset  # (T,)
         x = (
             self.word_embeddings(input_ids)  # (B, T, H)
             + self.token_type_embeddings(token_type_ids)  # (B, T, H)
@@ -215,10 +216,11 @@ class BertModel(nn.Module):
         Raises:
             ValueError: the sequence is longer than ``max_position_embeddings``.
         """
-        if input_ids.size(1) > self.config.max_position_embeddings:
+        if input_ids.size(1) > self.config.max_sequence_length:
             raise ValueError(
                 f"sequence length {input_ids.size(1)} exceeds max_position_embeddings "
                 f"{self.config.max_position_embeddings}"
+                + (f" less position_offset {self.config.position_offset}" if self.config.position_offset else "")
             )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
