@@ -44,6 +44,8 @@ from bertprep.pipeline.vocab_files import (
     TOKENIZER_CONFIG_FILE,
     TOKENIZER_FILE,
     VocabError,
+    parse_tokenizer_json,
+    read_vocab_file,
 )
 
 #: The roles of special tokens, named as BERT spells its tokens (``vocab_files.SPECIAL_TOKENS``); a shard
@@ -442,6 +444,21 @@ def load_pretrained_tokenizer(path: str) -> PretrainedTokenizer:
     return PretrainedTokenizer.from_texts(files, source=file)
 
 
+def read_vocab_tokens(path: str) -> list[str]:
+    """The tokens in id order of a local vocab file: a ``vocab.txt`` (``vocab_files.read_vocab_file``), a
+    WordPiece ``tokenizer.json`` (its vocab) or a BPE / Unigram one (every id, added tokens included).
+
+    Raises:
+        FileNotFoundError, VocabError: as the readers named.
+    """
+    if not path.endswith(".json"):
+        return read_vocab_file(path)
+    if tokenizer_json_model_type(path) == "WordPiece":
+        with open(path, encoding="utf-8") as f:
+            return parse_tokenizer_json(f.read(), path)[0]
+    return load_pretrained_tokenizer(path).tokens
+
+
 #: The files read beside a ``tokenizer.json``.
 _CONFIG_FILES = (TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
 
@@ -454,6 +471,7 @@ __all__ = [
     "ROLES",
     "PretrainedTokenizer",
     "load_pretrained_tokenizer",
+    "read_vocab_tokens",
     "resolve_special_tokens",
     "tokenizer_json_model_type",
 ]

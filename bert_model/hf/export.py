@@ -13,6 +13,12 @@ An exported directory (:func:`write_hf_directory`, also how ``finetune`` keeps i
 ``special_tokens_map.json``: the same ones ``build-vocab`` writes). It is written without importing
 ``transformers``, into a temporary directory renamed into place at the end, so a directory that exists is
 complete.
+
+A model with a BPE / Unigram tokenizer (RoBERTa's, ModernBERT's: ``ModelSource.tokenizer``) keeps it: its
+``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` are copied as they are. A RoBERTa
+(``BertConfig.position_offset``) is written back as ``RobertaForMaskedLM``: ``config.json`` of ``model_type``
+``roberta`` and the weights under RoBERTa's names (``interop.ROBERTA_KEYS`` read backwards), without the pooler
+and next-sentence head RoBERTa does not have.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from bertprep.bert_model.models.heads import HEADS
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     PRETRAINING_ARCHITECTURE,
+    ROBERTA_KEYS,
     ModelSource,
     build_model,
     load_model_source,
@@ -44,6 +51,7 @@ from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertFo
 from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
 from bertprep.pipeline.atomic import replace_directory
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import (
     SPECIAL_TOKENS,
     SPECIAL_TOKENS_MAP_FILE,
@@ -125,7 +133,8 @@ def export_model(
         raise ExportError(str(err), err.option) from None
     tokens = read_vocab_file(vocab_file) if vocab_file else source.vocab_tokens
     if tokens is None:
-        raise ExportError(f"{model_dir} has no vocab.txt; pass --vocab", "--vocab")
+        raise ExportError(f"{model_dir} has no vocab.txt or tokenizer.json; pass --vocab", "--vocab")
+    tokenizer = None if vocab_file else source.tokenizer
     recorded = source.do_lower_case
     if recorded is None and source.finetune is not None:
         recorded = source.finetune.get("do_lower_case")
@@ -150,13 +159,23 @@ def export_model(
         finetuning_task=source.hf_config.get("finetuning_task"),
         extra_json=extra,
         overwrite=overwrite,
+        tokenizer=tokenizer,
     )
     return ExportResult(path, source, model)
 
 
+def _is_roberta(model: nn.Module) -> bool:
+    return bool(getattr(model.config, "position_offset", 0))
+
+
 def _architecture_of(model: nn.Module) -> str:
     if isinstance(model, BertForPreTraining):
-        return PRETRAINING_ARCHITECTURE
+        return "RobertaForMaskedLM" if _is_roberta(model) else PRETRAINING_ARCHITECTURE
+    if _is_roberta(model):
+        raise ValueError(
+            "a fine-tuned RoBERTa cannot be exported as a transformers class: RoBERTa's heads (classifier.dense, "
+            "out_proj on <s>) are not BERT's (pooler + classifier) that bertprep trains; use it with bertprep predict"
+        )
     if isinstance(model, ModernBertForMaskedLM):
         return MODERNBERT_MLM_ARCHITECTURE
     architecture = getattr(model, "architecture", None)
@@ -174,7 +193,7 @@ def hf_config_dict(
     config: BertConfig = model.config
     out = config.to_hf_dict()
     out["architectures"] = [architecture]
-    if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE):
+    if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE, "RobertaForMaskedLM"):
         return out
     out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
     if not isinstance(model.config, ModernBertConfig):  # (ModernBERT's is a float its heads use: kept)
@@ -204,6 +223,7 @@ def write_hf_directory(
     finetuning_task: str | None = None,
     extra_json: dict[str, dict[str, Any]] | None = None,
     overwrite: bool = False,
+    tokenizer: PretrainedTokenizer | None = None,
 ) -> str:
     """Write ``model`` as a Hugging Face directory (see the module docstring) and return its path.
 
@@ -217,6 +237,8 @@ def write_hf_directory(
         id2label: label names of a classification head (default ``LABEL_i``).
         finetuning_task: written to ``config.json`` as Hugging Face does (e.g. ``"sst2"``).
         extra_json: more JSON files to write beside (name -> content), e.g. ``finetune.json``.
+        tokenizer: a BPE / Unigram tokenizer whose files are written instead of BERT's (``vocab_tokens`` is then
+            its tokens; ``do_lower_case`` / ``strip_accents`` are not used).
         overwrite: replace what an earlier export wrote there (:data:`EXPORT_FILES`); the user's other files
             stay. A directory holding only export files is swapped whole (the old one is removed only after the
             new one is complete); one with other files gets the new files moved in, the old ones moved aside
@@ -232,7 +254,7 @@ def write_hf_directory(
             f"{config.vocab_size}; pass the vocab the model was trained with"
         )
     missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
-    if missing:
+    if missing and tokenizer is None:
         raise ValueError(f"the vocab lacks {', '.join(missing)}")
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
@@ -245,14 +267,24 @@ def write_hf_directory(
     os.makedirs(tmp)
     try:
         weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
+        if _is_roberta(model):
+            weights = roberta_state_dict(weights)
         save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         fsync_file(os.path.join(tmp, "model.safetensors"))
         set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
         write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
-        for name, text in tokenizer_files(
-            vocab_tokens, do_lower_case, strip_accents=strip_accents, model_max_length=config.max_position_embeddings
-        ).items():
+        files = (
+            tokenizer.files
+            if tokenizer is not None
+            else tokenizer_files(
+                vocab_tokens,
+                do_lower_case,
+                strip_accents=strip_accents,
+                model_max_length=config.max_position_embeddings,
+            )
+        )
+        for name, text in files.items():
             write_text_synced(os.path.join(tmp, name), text)
         for name, content in (extra_json or {}).items():
             write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
@@ -265,6 +297,23 @@ def write_hf_directory(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
+
+
+def roberta_state_dict(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A ``BertForPreTraining`` state dict of a RoBERTa under ``RobertaForMaskedLM``'s names (``roberta.*``,
+    ``lm_head.*``; the decoder weight stays tied to the word embeddings), without the pooler and the
+    next-sentence head, which RoBERTa does not have."""
+    back = {bert: roberta for roberta, bert in ROBERTA_KEYS.items() if roberta.startswith(("roberta", "lm_head"))}
+    out = {}
+    for key, value in weights.items():
+        if key.startswith(("bert.pooler.", "cls.seq_relationship.")):
+            continue
+        for prefix, roberta in back.items():
+            if key.startswith(prefix):
+                key = roberta + key[len(prefix) :]
+                break
+        out[key] = value
+    return out
 
 
 def _swap_in_files(tmp: str, output_dir: str) -> None:
