@@ -16,9 +16,9 @@ complete.
 
 A model with a BPE / Unigram tokenizer (RoBERTa's, ModernBERT's: ``ModelSource.tokenizer``) keeps it: its
 ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` are copied as they are. A RoBERTa
-(``BertConfig.position_offset``) is written back as ``RobertaForMaskedLM``: ``config.json`` of ``model_type``
-``roberta`` and the weights under RoBERTa's names (``interop.ROBERTA_KEYS`` read backwards), without the pooler
-and next-sentence head RoBERTa does not have.
+(``BertConfig.position_offset``) is written back as ``RobertaForMaskedLM`` or the ``RobertaFor...`` class of its
+head: ``config.json`` of ``model_type`` ``roberta`` and the weights under RoBERTa's names (``interop.ROBERTA_KEYS``
+read backwards), without the pooler and next-sentence head RoBERTa's class does not have.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from bertprep.bert_model.models.heads import HEADS
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     PRETRAINING_ARCHITECTURE,
+    ROBERTA_CLASSIFIER_KEYS,
     ROBERTA_KEYS,
     ModelSource,
     build_model,
@@ -171,16 +172,13 @@ def _is_roberta(model: nn.Module) -> bool:
 def _architecture_of(model: nn.Module) -> str:
     if isinstance(model, BertForPreTraining):
         return "RobertaForMaskedLM" if _is_roberta(model) else PRETRAINING_ARCHITECTURE
-    if _is_roberta(model):
-        raise ValueError(
-            "a fine-tuned RoBERTa cannot be exported as a transformers class: RoBERTa's heads (classifier.dense, "
-            "out_proj on <s>) are not BERT's (pooler + classifier) that bertprep trains; use it with bertprep predict"
-        )
     if isinstance(model, ModernBertForMaskedLM):
         return MODERNBERT_MLM_ARCHITECTURE
     architecture = getattr(model, "architecture", None)
     if architecture not in HEADS:
         raise ValueError(f"cannot export a {type(model).__name__}; export BertForPreTraining or a head")
+    if _is_roberta(model):  # RobertaForSequenceClassification... (their heads are BERT's, renamed)
+        return "Roberta" + architecture[len("Bert") :]
     return architecture
 
 
@@ -205,7 +203,11 @@ def hf_config_dict(
         raise ValueError(f"id2label has {len(id2label)} entries but the model has {num_labels} outputs")
     out["id2label"] = {str(i): label for i, label in sorted(id2label.items())}
     out["label2id"] = {label: i for i, label in sorted(id2label.items())}
-    if architecture in ("BertForSequenceClassification", "ModernBertForSequenceClassification"):
+    if architecture in (
+        "BertForSequenceClassification",
+        "ModernBertForSequenceClassification",
+        "RobertaForSequenceClassification",
+    ):
         out["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
     if finetuning_task:
         out["finetuning_task"] = finetuning_task
@@ -268,7 +270,7 @@ def write_hf_directory(
     try:
         weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
         if _is_roberta(model):
-            weights = roberta_state_dict(weights)
+            weights = roberta_state_dict(weights, hf_config["architectures"][0])
         save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         fsync_file(os.path.join(tmp, "model.safetensors"))
         set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
@@ -299,14 +301,19 @@ def write_hf_directory(
     return output_dir
 
 
-def roberta_state_dict(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A ``BertForPreTraining`` state dict of a RoBERTa under ``RobertaForMaskedLM``'s names (``roberta.*``,
-    ``lm_head.*``; the decoder weight stays tied to the word embeddings), without the pooler and the
-    next-sentence head, which RoBERTa does not have."""
-    back = {bert: roberta for roberta, bert in ROBERTA_KEYS.items() if roberta.startswith(("roberta", "lm_head"))}
+def roberta_state_dict(weights: dict[str, torch.Tensor], architecture: str) -> dict[str, torch.Tensor]:
+    """A RoBERTa's state dict under the names of ``architecture`` (``RobertaForMaskedLM``,
+    ``RobertaForSequenceClassification``...): ``roberta.*``, ``lm_head.*`` (the decoder weight stays tied to the
+    word embeddings); the sequence classifier's pooler and classifier as ``classifier.dense`` /
+    ``classifier.out_proj``; without the pooler where RoBERTa's class has none (all but multiple choice) and
+    without the next-sentence head."""
+    back = {bert: roberta for roberta, bert in ROBERTA_KEYS.items()}
+    if architecture == "RobertaForSequenceClassification":
+        back = {bert: roberta for roberta, bert in ROBERTA_CLASSIFIER_KEYS.items()} | back
+    keep_pooler = architecture in ("RobertaForMultipleChoice", "RobertaForSequenceClassification")
     out = {}
     for key, value in weights.items():
-        if key.startswith(("bert.pooler.", "cls.seq_relationship.")):
+        if key.startswith("cls.seq_relationship.") or (key.startswith("bert.pooler.") and not keep_pooler):
             continue
         for prefix, roberta in back.items():
             if key.startswith(prefix):

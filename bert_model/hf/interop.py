@@ -74,6 +74,9 @@ ROBERTA_KEYS = {
     "lm_head.decoder.weight": "cls.predictions.decoder.weight",
     "lm_head.bias": "cls.predictions.bias",
 }
+#: ``RobertaForSequenceClassification``'s head as BERT's: its dense + tanh on ``<s>`` is BERT's pooler, its
+#: ``out_proj`` BERT's classifier (the same function in eval mode; RoBERTa adds one more dropout in training).
+ROBERTA_CLASSIFIER_KEYS = {"classifier.dense.": "bert.pooler.dense.", "classifier.out_proj.": "classifier."}
 
 
 @dataclass
@@ -147,13 +150,13 @@ def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor], model_type: str
 
 
 def _roberta_to_bert_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """RoBERTa's weight names as BERT's (:data:`ROBERTA_KEYS`); ``lm_head.decoder.bias`` (``lm_head.bias`` tied)
-    and the persisted ``token_type_ids`` buffer are dropped."""
+    """RoBERTa's weight names as BERT's (:data:`ROBERTA_KEYS`, :data:`ROBERTA_CLASSIFIER_KEYS`);
+    ``lm_head.decoder.bias`` (``lm_head.bias`` tied) and the persisted ``token_type_ids`` buffer are dropped."""
     out = {}
     for key, value in state_dict.items():
         if key == "lm_head.decoder.bias" or key.endswith("embeddings.token_type_ids"):
             continue
-        for prefix, bert in ROBERTA_KEYS.items():
+        for prefix, bert in {**ROBERTA_KEYS, **ROBERTA_CLASSIFIER_KEYS}.items():
             if key.startswith(prefix):
                 key = bert + key[len(prefix) :]
                 break
@@ -360,6 +363,8 @@ def load_model_source(path: str) -> ModelSource:
         config = bert_config_from_hf(hf_config, config_path)
     state_dict = read_hf_state_dict(path, hf_config.get("model_type", "bert"))
     architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
+    if hf_config.get("model_type") in ROBERTA_MODEL_TYPES and architectures[0] not in ROBERTA_MLM_ARCHITECTURES:
+        architectures = ["Bert" + architectures[0].split("Roberta", 1)[-1]]  # its BERT head (RobertaModel: BertModel)
     tokens, tokenizer = tokenizer_beside(path)
     finetune_file = os.path.join(path, FINETUNE_FILE)
     finetune = _read_json(finetune_file) if os.path.exists(finetune_file) else None
