@@ -268,12 +268,7 @@ def write_hf_directory(
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
-        if _is_roberta(model):
-            weights = roberta_state_dict(weights, hf_config["architectures"][0])
-        save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        fsync_file(os.path.join(tmp, "model.safetensors"))
-        set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
+        _write_weights(os.path.join(tmp, "model.safetensors"), model, hf_config["architectures"][0])
         write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
         files = (
@@ -299,6 +294,16 @@ def write_hf_directory(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
+
+
+def _write_weights(path: str, model: nn.Module, architecture: str) -> None:
+    """``model.safetensors`` of ``model`` (float32; a RoBERTa under ``architecture``'s names), synced."""
+    weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
+    if _is_roberta(model):
+        weights = roberta_state_dict(weights, architecture)
+    save_file(weights, path, metadata={"format": "pt"})
+    fsync_file(path)
+    set_default_permissions(path)  # safetensors writes 0600
 
 
 def roberta_state_dict(weights: dict[str, torch.Tensor], architecture: str) -> dict[str, torch.Tensor]:
