@@ -29,18 +29,27 @@ TRAIN = FIXTURES / "vocab" / "train.txt"
 BERTPREP = str(Path(sys.executable).parent / "bertprep")
 
 
-def _build(out: Path, model: str, seed: int) -> dict[str, str]:
-    """sha256 of every file one ``bertprep build-vocab`` process writes (its own PYTHONHASHSEED)."""
-    command = [BERTPREP, "build-vocab", str(TRAIN), "-o", str(out), "--vocab-size", "1000", "--model", model, "-q"]
-    subprocess.run(command, check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": str(seed)})
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir())}
+def _build_twice(tmp_path: Path, model: str) -> list[dict[str, str]]:
+    """sha256 of every file of two ``bertprep build-vocab`` processes run side by side (PYTHONHASHSEED 0 and 1)
+    on the first 300 lines of the fixture."""
+    text = tmp_path / "train.txt"
+    text.write_text("\n".join(TRAIN.read_text(encoding="utf-8").splitlines()[:300]) + "\n", encoding="utf-8")
+    runs = []
+    for seed in (0, 1):
+        command = [BERTPREP, "build-vocab", str(text), "-o", str(tmp_path / str(seed)), "--vocab-size", "600"]
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        runs.append(subprocess.Popen([*command, "--model", model, "-q"], env=env, stdout=subprocess.DEVNULL))
+    assert [run.wait(timeout=300) for run in runs] == [0, 0]
+    return [
+        {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((tmp_path / str(seed)).iterdir())}
+        for seed in (0, 1)
+    ]
 
 
 @pytest.mark.parametrize("model", ["wordpiece", "bpe", "unigram"])
 def test_two_processes_write_byte_identical_files(tmp_path, model):
-    # (the trainer alone gives another vocab.txt in nearly every process on this text: ~40 ## forms in hash order)
-    first = _build(tmp_path / "a", model, seed=0)
-    second = _build(tmp_path / "b", model, seed=1)
+    # (the trainer alone gives another vocab.txt in nearly every process on this text: its ## forms in hash order)
+    first, second = _build_twice(tmp_path, model)
     expected = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
     assert set(first) == expected | ({"vocab.txt"} if model == "wordpiece" else set())
     assert first == second
