@@ -7,7 +7,8 @@ A checkpoint is a directory ``<run_dir>/checkpoints/step-000123/`` holding
   (the file ``transformers.BertForPreTraining.from_pretrained`` reads, with ``config.json`` beside it);
 * ``optimizer.safetensors``: the optimizer state tensors named ``<parameter name>/<state key>``
   (``bert.pooler.dense.weight/exp_avg``), so they map back by parameter name, not position;
-* ``config.json``: the model config in Hugging Face form; ``vocab.txt``: the vocab of the training shards;
+* ``config.json``: the model config in Hugging Face form; ``vocab.txt``: the vocab of the training shards (a BPE
+  or Unigram tokenizer: its ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``);
 * ``state.json``: step, scheduler state, optimizer hyper-parameters, model / training / data configs, and per
   rank the data cursor and the RNG states (torch CPU and CUDA as base64, Python and numpy as lists).
 
@@ -211,6 +212,21 @@ def checkpoints_dir_problem(run_dir: str) -> str | None:
     return None
 
 
+#: A BPE / Unigram tokenizer's files, copied from the shards with its ``tokenizer.json``.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def vocab_files_to_copy(vocab_file: str | None) -> list[tuple[str, str]]:
+    """``(source, name in the checkpoint)`` of the shards' vocab: their ``vocab.txt`` as ``vocab.txt``, or a
+    BPE / Unigram ``tokenizer.json`` with the config files beside it under their own names."""
+    if vocab_file is None or not os.path.exists(vocab_file):
+        return []
+    if os.path.basename(vocab_file) != "tokenizer.json":
+        return [(vocab_file, "vocab.txt")]
+    folder = os.path.dirname(vocab_file)
+    return [(os.path.join(folder, n), n) for n in _TOKENIZER_FILES if os.path.exists(os.path.join(folder, n))]
+
+
 def save_checkpoint(
     run_dir: str,
     step: int,
@@ -248,9 +264,9 @@ def save_checkpoint(
             set_default_permissions(os.path.join(tmp, name))
         if hf_config is not None:
             _write_json(os.path.join(tmp, "config.json"), hf_config)
-        if vocab_file is not None and os.path.exists(vocab_file):
-            shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
-            fsync_file(os.path.join(tmp, "vocab.txt"))
+        for source, name in vocab_files_to_copy(vocab_file):
+            shutil.copyfile(source, os.path.join(tmp, name))
+            fsync_file(os.path.join(tmp, name))
         files = {name: file_digest(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
         _write_json(
             os.path.join(tmp, "state.json"),

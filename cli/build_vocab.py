@@ -11,7 +11,7 @@ from bertprep.cli.options import AliasedOption
 
 from bertprep.pipeline.readers import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
-from bertprep.pipeline.text.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
+from bertprep.pipeline.text.vocab import MODELS, VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
 
 #: Defaults shown in --help come from the dataclass, never restated here.
 _VOCAB = VocabConfig.__dataclass_fields__
@@ -46,6 +46,17 @@ def _default(name: str):
     "special_tokens_map.json (created if needed).",
 )
 @click.option(
+    "--model",
+    type=click.Choice(MODELS),
+    default=_default("model"),
+    show_default=True,
+    help="wordpiece: BERT's (vocab.txt too). bpe: byte-level BPE as RoBERTa and ModernBERT (cased unless "
+    "--lowercase; <s> <pad> </s> <unk> <mask>). unigram: SentencePiece Unigram as XLM-R and DeBERTa-v3 "
+    "(the same special tokens). bpe and unigram write tokenizer.json, tokenizer_config.json and "
+    "special_tokens_map.json, which make-shards --vocab DIR and transformers' AutoTokenizer read; they have no "
+    "[unusedN] slots, accent stripping or alphabet limit.",
+)
+@click.option(
     "--vocab-size",
     type=int,
     default=_default("vocab_size"),
@@ -61,7 +72,8 @@ def _default(name: str):
     default=_default("do_lower_case"),
     show_default=True,
     help="Uncased (lower-case and strip accents, the original do_lower_case) or cased vocab. "
-    "make-shards must then use the same setting.",
+    "make-shards must then use the same setting. --model bpe/unigram: cased unless --lowercase is given "
+    "(which lower-cases and keeps accents).",
 )
 @click.option(
     "--strip-accents/--no-strip-accents",
@@ -155,27 +167,28 @@ def _default(name: str):
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars; only the summary, warnings and errors.")
 @click.pass_context
 def build_vocab(ctx, inputs, input_files, output_dir, overwrite, quiet, extend, extend_size, **options):
-    """Train a WordPiece vocabulary on INPUTS (files, globs or directories; local or gs://...).
+    """Train a WordPiece (BERT), byte-level BPE (RoBERTa, ModernBERT) or Unigram (XLM-R) vocabulary on INPUTS
+    (files, globs or directories; local or gs://...).
 
     Without INPUTS it trains on the bundled demo corpus (three public-domain books), as make-shards does.
 
-    Uses Hugging Face tokenizers (BertNormalizer + BertPreTokenizer + WordPieceTrainer) and streams the
-    input once: memory grows with the number of distinct words, not with the corpus.
+    Uses Hugging Face tokenizers (WordPiece: BertNormalizer + BertPreTokenizer + WordPieceTrainer) and reads
+    the input once: memory grows with the number of distinct words, not with the corpus.
 
     \b
       bertprep build-vocab corpus/ -o vocab/ --vocab-size 30522
       bertprep build-vocab 'wiki/*/wiki_*' books/ -o vocab-cased/ --cased
+      bertprep build-vocab corpus/ -o vocab-bpe/ --model bpe --vocab-size 50265
       bertprep build-vocab med/ --extend bert/vocab.txt --extend-size 500 -o vocab-med/
 
-    Writes vocab.txt ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0-4, then [unused0]..., then the learned
+    WordPiece writes vocab.txt ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0-4, then [unused0]..., then the learned
     alphabet and word pieces; one token per line) and tokenizer.json with tokenizer_config.json and
     special_tokens_map.json, so that the directory loads with
-    transformers.BertTokenizerFast.from_pretrained(DIR). Files are written only when training succeeded.
+    transformers.BertTokenizerFast.from_pretrained(DIR); bpe and unigram the last three (AutoTokenizer). Files
+    are written only when training succeeded.
 
-    NOT DETERMINISTIC: the tokenizers trainer breaks ties between equally frequent pairs, and orders the
-    ## characters, in hash-map order, so two runs on the same input give vocabs whose ids differ (on 16 MB
-    of English text about a quarter of the ids moved) and, where pairs tie at the cut-off, a few entries.
-    Keep the vocab.txt you made shards with; do not expect to re-create it byte for byte.
+    Deterministic: the same input and options give byte-identical files in every run and process (the
+    tokenizers trainer orders the ## characters in hash-map order; build-vocab fixes them first).
     """
     from bertprep.pipeline.readers import InputError
     from bertprep.pipeline.text.vocab import VocabSizeError
@@ -188,9 +201,12 @@ def build_vocab(ctx, inputs, input_files, output_dir, overwrite, quiet, extend, 
     read_keys = ("input_format", "text_field", "segmenter", "encoding", "max_line_chars")
     read_options = {k: options.pop(k) for k in read_keys}
     if extend is not None:
+        if options["model"] != "wordpiece":
+            raise click.BadParameter("--extend keeps the base vocab's model; drop --model", param_hint="--model")
+        options.pop("model")
         _extend(ctx, extend, extend_size, all_inputs, output_dir, overwrite, quiet, options, read_options)
         return
-    config = _vocab_config(options, quiet)
+    config = _vocab_config(ctx, options, quiet)
     try:
         result = run_build_vocab(all_inputs, output_dir, config, **read_options, overwrite=overwrite)
     except VocabSizeError as err:
@@ -265,11 +281,31 @@ def _input_paths(inputs: tuple[str, ...], input_files: tuple[str, ...]) -> list[
     return all_inputs
 
 
-def _vocab_config(options: dict, quiet: bool) -> VocabConfig:
+#: Options of BERT's WordPiece that ``--model bpe|unigram`` do not have (and unigram's trainer has no
+#: ``--min-frequency``).
+_WORDPIECE_ONLY = ("strip_accents", "num_unused", "limit_alphabet")
+
+
+def _vocab_config(ctx, options: dict, quiet: bool) -> VocabConfig:
     """The ``VocabConfig`` of the vocab options (``--limit-alphabet 0``: no limit); bad values are
-    ``click.BadParameter``."""
+    ``click.BadParameter``. Under ``--model bpe|unigram`` a WordPiece-only option given is refused, the others
+    take the model's values (cased unless ``--lowercase`` is given, no ``[unusedN]`` slots)."""
+    from click.core import ParameterSource
+
     from bertprep.pipeline.text.vocab import VocabSizeError
 
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
+    model = options["model"]
+    if model != "wordpiece":
+        refused = [n for n in _WORDPIECE_ONLY + (("min_frequency",) if model == "unigram" else ()) if given(n)]
+        if refused:
+            flag = "--" + refused[0].replace("_", "-")
+            raise click.BadParameter(f"not used with --model {model} (a WordPiece setting); drop it", param_hint=flag)
+        options = {**options, "strip_accents": None, "num_unused": 0, "limit_alphabet": None}
+        if not given("do_lower_case"):
+            options["do_lower_case"] = False  # RoBERTa, ModernBERT and XLM-R are cased
     try:
         return VocabConfig(**{**options, "limit_alphabet": options["limit_alphabet"] or None}, show_progress=not quiet)
     except VocabSizeError as err:

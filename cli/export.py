@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
-from bertprep.cli.options import LocalPath
+from bertprep.cli.options import LocalPath, ModelPath
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.argument("model_dir", required=False, metavar="[MODEL_DIR]", type=click.Path(exists=True, file_okay=False))
+@click.argument("model_dir", required=False, metavar="[MODEL_DIR]", type=ModelPath())
 @click.option(
     "-m",
     "--model",
     "model_option",
-    type=click.Path(exists=True, file_okay=False),
+    type=ModelPath(),
     default=None,
     help="The model to export, named as in the other commands (the same as MODEL_DIR; give one of the two).",
 )

@@ -7,6 +7,8 @@ import logging
 
 import click
 
+from bertprep.cli.options import ModelPath
+
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
@@ -31,7 +33,7 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "-m",
     "--model",
     required=True,
-    type=click.Path(exists=True, file_okay=False),
+    type=ModelPath(),
     help="A bertprep checkpoint or run directory, a 'bertprep finetune' output, or a Hugging Face BERT "
     "directory (its encoder is used; heads are ignored).",
 )

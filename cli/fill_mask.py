@@ -7,6 +7,8 @@ import logging
 
 import click
 
+from bertprep.cli.options import ModelPath
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("texts", nargs=-1)
@@ -15,9 +17,11 @@ import click
     "--model",
     "model_dir",
     required=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="A 'bertprep train' checkpoint or run directory (its latest checkpoint), or a Hugging Face "
-    "BertForPreTraining / BertForMaskedLM directory (e.g. from 'bertprep export').",
+    type=ModelPath(),
+    help="A 'bertprep train' checkpoint or run directory (its latest checkpoint), a Hugging Face "
+    "BertForPreTraining / BertForMaskedLM / RobertaForMaskedLM / ModernBertForMaskedLM directory (e.g. from "
+    "'bertprep export'), or a Hub id (roberta-base; huggingface_hub's cache). A RoBERTa takes <mask> (or [MASK]) "
+    "in the text.",
 )
 @click.option(
     "-i",

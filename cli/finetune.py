@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from bertprep.cli.options import AliasedOption, LocalPath
+from bertprep.cli.options import AliasedOption, LocalPath, ModelPath
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
@@ -69,7 +69,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     "init_from",
     cls=AliasedOption,
     aliases=("--init-from",),
-    type=click.Path(exists=True, file_okay=False),
+    type=ModelPath(),
     default=None,
     help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT or ModernBERT "
     "directory (config.json + model.safetensors / pytorch_model.bin + vocab.txt). Its architecture picks the "

@@ -69,6 +69,16 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     )
 
 
+def _local_vocab(value: str | None) -> str | None:
+    """``--vocab``: a Hugging Face Hub id becomes its cached snapshot directory (``pipeline.hub``)."""
+    from bertprep.pipeline.hub import HubError, resolve_model_dir
+
+    try:
+        return resolve_model_dir(value) if value else value
+    except HubError as err:
+        raise click.BadParameter(str(err), param_hint="--vocab") from None
+
+
 @click.command(
     "make-shards",
     context_settings={
@@ -96,7 +106,13 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     "vocab",
     required=True,
     metavar="PATH",
-    help="WordPiece vocab: a vocab.txt (one token per line, ours or Google's) or a tokenizer.json.",
+    help="The tokenizer: a WordPiece vocab.txt (one token per line, ours or Google's), a Hugging Face "
+    "tokenizer.json of any model type (WordPiece; BPE as RoBERTa and ModernBERT; Unigram as XLM-R), or a local "
+    "model or build-vocab directory holding one (its tokenizer_config.json names the special tokens: <s> for "
+    "[CLS], </s> for [SEP], <mask> for [MASK]), or a Hugging Face Hub id (answerdotai/ModernBERT-base, "
+    "roberta-base: its tokenizer from huggingface_hub's cache; HF_HUB_OFFLINE=1 reads the cache only). A BPE / "
+    "Unigram tokenizer normalises text itself: --do-lower-case and --strip-accents do not apply.",
+    callback=lambda ctx, param, value: _local_vocab(value),
 )
 @click.option(
     "-o",

@@ -4,7 +4,8 @@ The same idea has the same name in every command (``--help`` and the CLI referen
 
 - ``-i, --input``: what the command reads (files, globs or directories);
 - ``-o, --output-dir``: the directory it writes, or ``-o, --output`` where it writes one file;
-- ``-m, --model``: a model it reads (a bertprep checkpoint or run directory, or a Hugging Face directory).
+- ``-m, --model``: a model it reads (a bertprep checkpoint or run directory, a Hugging Face directory, or a
+  Hugging Face Hub id such as ``answerdotai/ModernBERT-base``: :class:`ModelPath`).
 
 Earlier spellings (``--input-file``, ``--init-from``, ...) still parse as hidden aliases
 (:class:`AliasedOption`); docs/cli.md lists them.
@@ -25,6 +26,28 @@ class LocalPath(click.Path):
         if message:
             self.fail(message.lstrip(), param, ctx)
         return super().convert(value, param, ctx)
+
+
+class ModelPath(click.ParamType):
+    """A model directory that exists, or a Hugging Face Hub id resolved to its cached snapshot
+    (``pipeline.hub.resolve_model_dir``: downloaded unless ``HF_HUB_OFFLINE=1``); the value is the local path."""
+
+    name = "path"
+
+    def __init__(self, dir_okay_only: bool = True):
+        self.dir_okay_only = dir_okay_only
+
+    def convert(self, value, param, ctx):
+        from bertprep.pipeline.hub import HubError, is_hub_id, resolve_model_dir
+
+        value = str(value)
+        if is_hub_id(value):
+            try:
+                return resolve_model_dir(value)
+            except HubError as err:
+                self.fail(str(err), param, ctx)
+        path = click.Path(exists=True, file_okay=not self.dir_okay_only)
+        return path.convert(value, param, ctx)
 
 
 class AliasedOption(click.Option):

@@ -6,6 +6,8 @@ import logging
 
 import click
 
+from bertprep.cli.options import ModelPath
+
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.tasks.predict import predict as run_predict
 
@@ -16,7 +18,7 @@ from bertprep.bert_model.tasks.predict import predict as run_predict
     "--model",
     "model_dir",
     required=True,
-    type=click.Path(exists=True, file_okay=False),
+    type=ModelPath(),
     help="A 'bertprep finetune' run directory or its best/ directory (or an exported / Hugging Face "
     "fine-tuned BERT directory).",
 )

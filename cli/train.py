@@ -13,7 +13,7 @@ from click.core import ParameterSource
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
-from bertprep.cli.options import AliasedOption
+from bertprep.cli.options import AliasedOption, ModelPath
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
@@ -277,15 +277,16 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "init_from",
     cls=AliasedOption,
     aliases=("--init-from",),
-    type=click.Path(exists=True),
+    type=ModelPath(dir_okay_only=False),
     default=None,
     help="Start a new run from a model's weights only (new optimizer, schedule, data order). A "
     "bertprep checkpoint or run directory (e.g. phase 2 at 512 tokens after phase 1 at 128), or a "
-    "Hugging Face BERT or ModernBERT directory (config.json + model.safetensors or pytorch_model.bin + "
-    "vocab.txt; BertModel, BertForMaskedLM, BertForPreTraining, ModernBertModel or ModernBertForMaskedLM) for "
-    "continued pre-training on your corpus: "
-    "make the shards with that directory's vocab.txt. Heads it lacks are initialised as in the "
-    "original. The architecture comes from the source; the dropout options still apply.",
+    "Hugging Face BERT, RoBERTa or ModernBERT directory (config.json + model.safetensors or pytorch_model.bin + "
+    "vocab.txt or tokenizer.json; BertModel, BertForMaskedLM, BertForPreTraining, RobertaForMaskedLM, "
+    "ModernBertModel or ModernBertForMaskedLM) or Hub id (answerdotai/ModernBERT-base, roberta-base: "
+    "huggingface_hub's cache; HF_HUB_OFFLINE=1 reads the cache only) for continued pre-training on your corpus: "
+    "make the shards with --vocab set to the same directory or id (RoBERTa: --objective none). Heads it lacks "
+    "are initialised as in the original. The architecture comes from the source; the dropout options still apply.",
 )
 @click.option(
     "--precision",

@@ -22,6 +22,12 @@ column                        Arrow type          meaning
                                                   ``--word-ids`` or a ``--word-segmenter`` (``word_segmentation.py``)
 ============================  ==================  ==========================================================
 
+The tokenizer travels with the shards: BERT's WordPiece as ``vocab.txt`` (the manifest's ``vocab.file``); a BPE
+or Unigram tokenizer (RoBERTa's, ModernBERT's, ``build-vocab --model bpe``'s) as its ``tokenizer.json`` with
+the ``tokenizer_config.json`` / ``special_tokens_map.json`` it came with (``vocab.files``; ``vocab.model`` names
+the model type, ``vocab.special_tokens`` the token of each role: :func:`vocab_entry`). ``vocab.special_token_ids``
+is keyed by role, spelled as BERT's tokens (``[CLS]`` is RoBERTa's ``<s>``), whatever the tokens are.
+
 Objective ``none`` (RoBERTa-style packing, ``config.objective`` in the manifest) writes rows
 ``[CLS] tokens [SEP]`` whose tokens may hold further ``[SEP]`` (one between two documents), with
 ``token_type_ids`` all 0 and no ``next_sentence_label`` column (:func:`columns`).
@@ -191,6 +197,35 @@ def shard_paths(shard_dir: str, manifest: dict[str, Any] | None = None) -> list[
     """Local paths of the shards of a finished directory, in shard order."""
     manifest = manifest if manifest is not None else read_manifest(shard_dir)
     return [os.path.join(shard_dir, s["file"]) for s in manifest["shards"]]
+
+
+#: The vocab file of a WordPiece shard directory (the manifest's ``vocab.file`` when it has no ``vocab.files``).
+VOCAB_TXT = "vocab.txt"
+
+
+def vocab_entry(tokenizer: Any, source: str, size: int, sha256: str) -> dict[str, Any]:
+    """The manifest's ``vocab`` entry of a BPE / Unigram tokenizer (a ``pretrained_tokenizer.PretrainedTokenizer``):
+    ``file`` (its ``tokenizer.json``), ``files`` (every tokenizer file copied beside the shards), ``model``,
+    ``special_tokens`` (role -> token), ``special_token_ids`` (role -> id); ``do_lower_case`` is null (the
+    tokenizer's own normaliser decides)."""
+    return {
+        "file": "tokenizer.json",
+        "files": sorted(tokenizer.files),
+        "source": source,
+        "model": tokenizer.model_type,
+        "size": size,
+        "sha256": sha256,
+        "do_lower_case": None,
+        "special_tokens": dict(tokenizer.special_tokens),
+        "special_token_ids": tokenizer.special_token_ids(),
+    }
+
+
+def vocab_file_names(manifest: dict[str, Any]) -> list[str]:
+    """The tokenizer files of a shard directory, by its manifest: ``vocab.txt``, or a BPE / Unigram
+    tokenizer's ``tokenizer.json`` and the config files beside it."""
+    vocab = manifest.get("vocab") or {}
+    return list(vocab.get("files") or [vocab.get("file") or VOCAB_TXT])
 
 
 def vocab_sha256(tokens: list[str]) -> str:

@@ -422,6 +422,34 @@ class WordPieceTokenizer:
     def pad_token_id(self) -> int:
         return self.token_id("[PAD]")
 
+    @property
+    def mask_token_id(self) -> int:
+        return self.token_id("[MASK]")
+
+    #: The text of the mask token, as written in fill-mask input (``pretrained_tokenizer``'s may be ``<mask>``).
+    mask_token = "[MASK]"
+
+    def special_token_ids(self) -> dict[str, int]:
+        """Role -> id (the roles are BERT's tokens themselves)."""
+        return special_token_ids(
+            {t: self.token_id(t) for t in SPECIAL_TOKENS if self.tokenizer.token_to_id(t) is not None}
+        )
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """``[CLS] A [SEP]``: 2; ``[CLS] A [SEP] B [SEP]``: 3 (the ``transformers`` name)."""
+        return 3 if pair else 2
+
+    def build_inputs_with_special_tokens(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None) -> list[int]:
+        """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``."""
+        out = [self.cls_token_id, *ids_a, self.sep_token_id]
+        return out if ids_b is None else out + [*ids_b, self.sep_token_id]
+
+    def create_token_type_ids_from_sequences(
+        self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None
+    ) -> list[int]:
+        """0 for ``[CLS] A [SEP]``, 1 for ``B [SEP]``."""
+        return [0] * (len(ids_a) + 2) + ([] if ids_b is None else [1] * (len(ids_b) + 1))
+
     def encode_batch(self, texts: Sequence[str]) -> list[Encoding]:
         """Encodings (``ids``, ``tokens``, ``offsets`` into each original text) of plain strings."""
         return self.tokenizer.encode_batch(list(texts), add_special_tokens=False) if texts else []

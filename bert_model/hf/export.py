@@ -13,6 +13,12 @@ An exported directory (:func:`write_hf_directory`, also how ``finetune`` keeps i
 ``special_tokens_map.json``: the same ones ``build-vocab`` writes). It is written without importing
 ``transformers``, into a temporary directory renamed into place at the end, so a directory that exists is
 complete.
+
+A model with a BPE / Unigram tokenizer (RoBERTa's, ModernBERT's: ``ModelSource.tokenizer``) keeps it: its
+``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` are copied as they are. A RoBERTa
+(``BertConfig.position_offset``) is written back as ``RobertaForMaskedLM`` or the ``RobertaFor...`` class of its
+head: ``config.json`` of ``model_type`` ``roberta`` and the weights under RoBERTa's names (``interop.ROBERTA_KEYS``
+read backwards), without the pooler and next-sentence head RoBERTa's class does not have.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from bertprep.bert_model.models.heads import HEADS
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     PRETRAINING_ARCHITECTURE,
+    ROBERTA_CLASSIFIER_KEYS,
+    ROBERTA_KEYS,
     ModelSource,
     build_model,
     load_model_source,
@@ -44,6 +52,7 @@ from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertFo
 from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
 from bertprep.pipeline.atomic import replace_directory
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import (
     SPECIAL_TOKENS,
     SPECIAL_TOKENS_MAP_FILE,
@@ -125,7 +134,8 @@ def export_model(
         raise ExportError(str(err), err.option) from None
     tokens = read_vocab_file(vocab_file) if vocab_file else source.vocab_tokens
     if tokens is None:
-        raise ExportError(f"{model_dir} has no vocab.txt; pass --vocab", "--vocab")
+        raise ExportError(f"{model_dir} has no vocab.txt or tokenizer.json; pass --vocab", "--vocab")
+    tokenizer = None if vocab_file else source.tokenizer
     recorded = source.do_lower_case
     if recorded is None and source.finetune is not None:
         recorded = source.finetune.get("do_lower_case")
@@ -150,18 +160,25 @@ def export_model(
         finetuning_task=source.hf_config.get("finetuning_task"),
         extra_json=extra,
         overwrite=overwrite,
+        tokenizer=tokenizer,
     )
     return ExportResult(path, source, model)
 
 
+def _is_roberta(model: nn.Module) -> bool:
+    return bool(getattr(model.config, "position_offset", 0))
+
+
 def _architecture_of(model: nn.Module) -> str:
     if isinstance(model, BertForPreTraining):
-        return PRETRAINING_ARCHITECTURE
+        return "RobertaForMaskedLM" if _is_roberta(model) else PRETRAINING_ARCHITECTURE
     if isinstance(model, ModernBertForMaskedLM):
         return MODERNBERT_MLM_ARCHITECTURE
     architecture = getattr(model, "architecture", None)
     if architecture not in HEADS:
         raise ValueError(f"cannot export a {type(model).__name__}; export BertForPreTraining or a head")
+    if _is_roberta(model):  # RobertaForSequenceClassification... (their heads are BERT's, renamed)
+        return "Roberta" + architecture[len("Bert") :]
     return architecture
 
 
@@ -174,7 +191,7 @@ def hf_config_dict(
     config: BertConfig = model.config
     out = config.to_hf_dict()
     out["architectures"] = [architecture]
-    if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE):
+    if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE, "RobertaForMaskedLM"):
         return out
     out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
     if not isinstance(model.config, ModernBertConfig):  # (ModernBERT's is a float its heads use: kept)
@@ -186,7 +203,11 @@ def hf_config_dict(
         raise ValueError(f"id2label has {len(id2label)} entries but the model has {num_labels} outputs")
     out["id2label"] = {str(i): label for i, label in sorted(id2label.items())}
     out["label2id"] = {label: i for i, label in sorted(id2label.items())}
-    if architecture in ("BertForSequenceClassification", "ModernBertForSequenceClassification"):
+    if architecture in (
+        "BertForSequenceClassification",
+        "ModernBertForSequenceClassification",
+        "RobertaForSequenceClassification",
+    ):
         out["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
     if finetuning_task:
         out["finetuning_task"] = finetuning_task
@@ -204,6 +225,7 @@ def write_hf_directory(
     finetuning_task: str | None = None,
     extra_json: dict[str, dict[str, Any]] | None = None,
     overwrite: bool = False,
+    tokenizer: PretrainedTokenizer | None = None,
 ) -> str:
     """Write ``model`` as a Hugging Face directory (see the module docstring) and return its path.
 
@@ -217,6 +239,8 @@ def write_hf_directory(
         id2label: label names of a classification head (default ``LABEL_i``).
         finetuning_task: written to ``config.json`` as Hugging Face does (e.g. ``"sst2"``).
         extra_json: more JSON files to write beside (name -> content), e.g. ``finetune.json``.
+        tokenizer: a BPE / Unigram tokenizer whose files are written instead of BERT's (``vocab_tokens`` is then
+            its tokens; ``do_lower_case`` / ``strip_accents`` are not used).
         overwrite: replace what an earlier export wrote there (:data:`EXPORT_FILES`); the user's other files
             stay. A directory holding only export files is swapped whole (the old one is removed only after the
             new one is complete); one with other files gets the new files moved in, the old ones moved aside
@@ -232,7 +256,7 @@ def write_hf_directory(
             f"{config.vocab_size}; pass the vocab the model was trained with"
         )
     missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
-    if missing:
+    if missing and tokenizer is None:
         raise ValueError(f"the vocab lacks {', '.join(missing)}")
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
@@ -244,15 +268,20 @@ def write_hf_directory(
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
-        save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        fsync_file(os.path.join(tmp, "model.safetensors"))
-        set_default_permissions(os.path.join(tmp, "model.safetensors"))  # safetensors writes 0600
+        _write_weights(os.path.join(tmp, "model.safetensors"), model, hf_config["architectures"][0])
         write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
         # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
-        for name, text in tokenizer_files(
-            vocab_tokens, do_lower_case, strip_accents=strip_accents, model_max_length=config.max_position_embeddings
-        ).items():
+        files = (
+            tokenizer.files
+            if tokenizer is not None
+            else tokenizer_files(
+                vocab_tokens,
+                do_lower_case,
+                strip_accents=strip_accents,
+                model_max_length=config.max_position_embeddings,
+            )
+        )
+        for name, text in files.items():
             write_text_synced(os.path.join(tmp, name), text)
         for name, content in (extra_json or {}).items():
             write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
@@ -265,6 +294,38 @@ def write_hf_directory(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
+
+
+def _write_weights(path: str, model: nn.Module, architecture: str) -> None:
+    """``model.safetensors`` of ``model`` (float32; a RoBERTa under ``architecture``'s names), synced."""
+    weights = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in trainable_state_dict(model).items()}
+    if _is_roberta(model):
+        weights = roberta_state_dict(weights, architecture)
+    save_file(weights, path, metadata={"format": "pt"})
+    fsync_file(path)
+    set_default_permissions(path)  # safetensors writes 0600
+
+
+def roberta_state_dict(weights: dict[str, torch.Tensor], architecture: str) -> dict[str, torch.Tensor]:
+    """A RoBERTa's state dict under the names of ``architecture`` (``RobertaForMaskedLM``,
+    ``RobertaForSequenceClassification``...): ``roberta.*``, ``lm_head.*`` (the decoder weight stays tied to the
+    word embeddings); the sequence classifier's pooler and classifier as ``classifier.dense`` /
+    ``classifier.out_proj``; without the pooler where RoBERTa's class has none (all but multiple choice) and
+    without the next-sentence head."""
+    back = {bert: roberta for roberta, bert in ROBERTA_KEYS.items()}
+    if architecture == "RobertaForSequenceClassification":
+        back = {bert: roberta for roberta, bert in ROBERTA_CLASSIFIER_KEYS.items()} | back
+    keep_pooler = architecture in ("RobertaForMultipleChoice", "RobertaForSequenceClassification")
+    out = {}
+    for key, value in weights.items():
+        if key.startswith("cls.seq_relationship.") or (key.startswith("bert.pooler.") and not keep_pooler):
+            continue
+        for prefix, roberta in back.items():
+            if key.startswith(prefix):
+                key = roberta + key[len(prefix) :]
+                break
+        out[key] = value
+    return out
 
 
 def _swap_in_files(tmp: str, output_dir: str) -> None:

@@ -6,6 +6,15 @@ Reading never executes anything from disk: weights come from ``model.safetensors
 conversion (bertprep uses Hugging Face's), except three spellings older BERT checkpoints carry
 (``LayerNorm.gamma/beta``, a persisted ``position_ids`` buffer, a bare ``BertModel`` without the ``bert.``
 prefix), which ``normalize_hf_state_dict`` maps.
+
+**RoBERTa** (``model_type`` ``roberta`` / ``xlm-roberta``: ``RobertaForMaskedLM``, ``RobertaModel``) arrives as
+BERT weights with RoBERTa's embeddings: ``roberta.*`` -> ``bert.*``, ``lm_head.dense`` / ``lm_head.layer_norm`` /
+``lm_head.bias`` -> ``cls.predictions.transform.dense`` / ``.transform.LayerNorm`` / ``.bias``
+(:data:`ROBERTA_KEYS`), ``BertConfig.position_offset`` = ``pad_token_id + 1`` and one token type; it has no
+next-sentence head (shards with ``--objective none``). ``export`` writes it back as ``RobertaForMaskedLM``.
+
+The tokenizer beside the weights: ``vocab.txt`` (BERT), else ``tokenizer.json``: a WordPiece one gives the vocab,
+a BPE / Unigram one (RoBERTa's, ModernBERT's) a ``PretrainedTokenizer`` (``ModelSource.tokenizer``).
 """
 
 from __future__ import annotations
@@ -30,9 +39,16 @@ from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.weights import load_state_dict_strict, tied_weights_keys
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible
 from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
+from bertprep.pipeline.pretrained_tokenizer import (
+    PretrainedTokenizer,
+    load_pretrained_tokenizer,
+    read_vocab_tokens,
+    tokenizer_json_model_type,
+)
 from bertprep.pipeline.vocab_files import (
     do_lower_case_of_tokenizer_json,
     looks_cased,
+    parse_tokenizer_json,
     read_vocab_file,
     strip_accents_of_tokenizer_json,
 )
@@ -42,6 +58,21 @@ logger = logging.getLogger(__name__)
 #: Written beside the Hugging Face files by ``bertprep finetune``: the task settings ``predict`` needs.
 FINETUNE_FILE = "finetune.json"
 PRETRAINING_ARCHITECTURE = "BertForPreTraining"
+#: The Hugging Face ``model_type`` values read as RoBERTa (BERT weights, RoBERTa's embeddings).
+ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta")
+#: RoBERTa's and XLM-R's masked-LM classes: built as ``BertForPreTraining`` (no next-sentence head weights).
+ROBERTA_MLM_ARCHITECTURES = ("RobertaForMaskedLM", "XLMRobertaForMaskedLM")
+#: RoBERTa's weight-name prefixes and their BERT names (``lm_head.decoder.bias`` is ``lm_head.bias`` again).
+ROBERTA_KEYS = {
+    "roberta.": "bert.",
+    "lm_head.dense.": "cls.predictions.transform.dense.",
+    "lm_head.layer_norm.": "cls.predictions.transform.LayerNorm.",
+    "lm_head.decoder.weight": "cls.predictions.decoder.weight",
+    "lm_head.bias": "cls.predictions.bias",
+}
+#: ``RobertaForSequenceClassification``'s head as BERT's: its dense + tanh on ``<s>`` is BERT's pooler, its
+#: ``out_proj`` BERT's classifier (the same function in eval mode; RoBERTa adds one more dropout in training).
+ROBERTA_CLASSIFIER_KEYS = {"classifier.dense.": "bert.pooler.dense.", "classifier.out_proj.": "classifier."}
 
 
 @dataclass
@@ -59,7 +90,7 @@ class ModelSource:
     architecture: str
     """``BertForPreTraining`` for pre-training checkpoints, else ``config.json``'s ``architectures[0]``."""
     vocab_tokens: list[str] | None = None
-    """``vocab.txt`` beside the weights, when there is one."""
+    """The vocab beside the weights in id order (``vocab.txt``, else the ``tokenizer.json``'s), when there is one."""
     do_lower_case: bool | None = None
     """Casing recorded with the model (tokenizer files, shard manifest or finetune.json); None if unknown."""
     strip_accents: bool | None = None
@@ -69,6 +100,8 @@ class ModelSource:
     """The raw ``config.json`` (``id2label``, ``problem_type``...); empty for bertprep checkpoints."""
     finetune: dict[str, Any] | None = None
     """``finetune.json`` of a ``bertprep finetune`` output, else None."""
+    tokenizer: PretrainedTokenizer | None = None
+    """The BPE / Unigram tokenizer beside the weights (RoBERTa's, ModernBERT's), else None (BERT WordPiece)."""
 
     @property
     def id2label(self) -> dict[int, str] | None:
@@ -93,6 +126,8 @@ def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor], model_type: str
             k.startswith(("embeddings.", "layers.")) for k in state_dict
         )
         return {("model." + k if bare else k): v for k, v in state_dict.items()}
+    if model_type in ROBERTA_MODEL_TYPES:
+        state_dict = _roberta_to_bert_names(state_dict)
     out: dict[str, torch.Tensor] = {}
     bare = not any(k.startswith("bert.") for k in state_dict) and any(
         k.startswith(("embeddings.", "encoder.")) for k in state_dict
@@ -106,6 +141,21 @@ def normalize_hf_state_dict(state_dict: dict[str, torch.Tensor], model_type: str
             key = key[: -len("beta")] + "bias"
         if bare and key.startswith(("embeddings.", "encoder.", "pooler.")):
             key = "bert." + key
+        out[key] = value
+    return out
+
+
+def _roberta_to_bert_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """RoBERTa's weight names as BERT's (:data:`ROBERTA_KEYS`, :data:`ROBERTA_CLASSIFIER_KEYS`);
+    ``lm_head.decoder.bias`` (``lm_head.bias`` tied) and the persisted ``token_type_ids`` buffer are dropped."""
+    out = {}
+    for key, value in state_dict.items():
+        if key == "lm_head.decoder.bias" or key.endswith("embeddings.token_type_ids"):
+            continue
+        for prefix, bert in {**ROBERTA_KEYS, **ROBERTA_CLASSIFIER_KEYS}.items():
+            if key.startswith(prefix):
+                key = bert + key[len(prefix) :]
+                break
         out[key] = value
     return out
 
@@ -161,14 +211,20 @@ def bert_config_from_hf(hf_config: dict[str, Any], where: str = "config.json") -
     than exact GELU (this model implements the paper's architecture only).
     """
     model_type = hf_config.get("model_type", "bert")
-    if model_type != "bert":
-        raise ValueError(f"{where}: model_type is {model_type!r}; only BERT models ('bert') can be loaded")
+    if model_type not in ("bert", *ROBERTA_MODEL_TYPES):
+        raise ValueError(
+            f"{where}: model_type is {model_type!r}; bertprep loads BERT ('bert'), RoBERTa ('roberta', "
+            "'xlm-roberta') and ModernBERT ('modernbert') models"
+        )
     position = hf_config.get("position_embedding_type", "absolute")
     if position != "absolute":
         raise ValueError(f"{where}: position_embedding_type {position!r} is not supported (only 'absolute')")
-    names = set(BertConfig.__dataclass_fields__)
+    names = set(BertConfig.__dataclass_fields__) - {"position_offset"}
+    values = {k: v for k, v in hf_config.items() if k in names}
+    if model_type in ROBERTA_MODEL_TYPES:  # positions numbered from padding_idx + 1 (RobertaEmbeddings)
+        values["position_offset"] = int(hf_config.get("pad_token_id", 1)) + 1
     try:
-        return BertConfig(**{k: v for k, v in hf_config.items() if k in names})
+        return BertConfig(**values)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{where}: {err}") from None
 
@@ -274,16 +330,17 @@ def load_model_source(path: str) -> ModelSource:
         modern = state["model_config"].get("architecture") == "modernbert"
         config = (ModernBertConfig if modern else BertConfig).from_dict(state["model_config"])
         weights = load_safetensors(os.path.join(checkpoint_dir, "model.safetensors"))
-        vocab_file = os.path.join(checkpoint_dir, "vocab.txt")
+        tokens, tokenizer = tokenizer_beside(checkpoint_dir)
         return ModelSource(
             path=checkpoint_dir,
             kind="bertprep-checkpoint",
             config=config,
             state_dict=weights,
             architecture=MODERNBERT_MLM_ARCHITECTURE if modern else PRETRAINING_ARCHITECTURE,
-            vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
+            vocab_tokens=tokens,
             do_lower_case=_do_lower_case_from_checkpoint(state),
             strip_accents=shards_strip_accents((state.get("data") or {}).get("shards")),
+            tokenizer=tokenizer,
         )
     config_path = os.path.join(path, "config.json")
     if not os.path.exists(config_path):
@@ -300,9 +357,11 @@ def load_model_source(path: str) -> ModelSource:
             raise ValueError(f"{config_path}: {err}") from None
     else:
         config = bert_config_from_hf(hf_config, config_path)
-    state_dict = read_hf_state_dict(path, "modernbert" if isinstance(config, ModernBertConfig) else "bert")
+    state_dict = read_hf_state_dict(path, hf_config.get("model_type", "bert"))
     architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
-    vocab_file = os.path.join(path, "vocab.txt")
+    if hf_config.get("model_type") in ROBERTA_MODEL_TYPES and architectures[0] not in ROBERTA_MLM_ARCHITECTURES:
+        architectures = ["Bert" + architectures[0].split("Roberta", 1)[-1]]  # its BERT head (RobertaModel: BertModel)
+    tokens, tokenizer = tokenizer_beside(path)
     finetune_file = os.path.join(path, FINETUNE_FILE)
     finetune = _read_json(finetune_file) if os.path.exists(finetune_file) else None
     do_lower_case = _do_lower_case_from_dir(path)
@@ -317,12 +376,34 @@ def load_model_source(path: str) -> ModelSource:
         config=config,
         state_dict=state_dict,
         architecture=architectures[0],
-        vocab_tokens=read_vocab_file(vocab_file) if os.path.exists(vocab_file) else None,
+        vocab_tokens=tokens,
         do_lower_case=do_lower_case,
         strip_accents=strip_accents,
         hf_config=hf_config,
         finetune=finetune,
+        tokenizer=tokenizer,
     )
+
+
+def tokenizer_beside(model_dir: str) -> tuple[list[str] | None, PretrainedTokenizer | None]:
+    """``(vocab tokens in id order, BPE / Unigram tokenizer)`` of the files beside a model's weights:
+    ``vocab.txt`` (BERT; no tokenizer), else ``tokenizer.json`` (WordPiece: its vocab; BPE / Unigram: its
+    :class:`PretrainedTokenizer`), else ``(None, None)``.
+
+    Raises:
+        ValueError: a vocab file that cannot be read (``vocab_files.VocabError``, naming it).
+    """
+    vocab_file = os.path.join(model_dir, "vocab.txt")
+    tokenizer_file = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(vocab_file):
+        return read_vocab_file(vocab_file), None
+    if not os.path.exists(tokenizer_file):
+        return None, None
+    if tokenizer_json_model_type(tokenizer_file) == "WordPiece":
+        with open(tokenizer_file, encoding="utf-8") as f:
+            return parse_tokenizer_json(f.read(), tokenizer_file)[0], None
+    tokenizer = load_pretrained_tokenizer(model_dir)
+    return tokenizer.tokens, tokenizer
 
 
 def infer_architecture(state_dict: dict[str, torch.Tensor]) -> str:
@@ -386,6 +467,10 @@ def build_model(source: ModelSource) -> nn.Module:
         model = BertForPreTraining(source.config)
         load_state_dict_strict(model, source.state_dict)
         return model
+    if source.architecture in ROBERTA_MLM_ARCHITECTURES:  # its next-sentence head starts as BERT's initialises it
+        model = BertForPreTraining(source.config)
+        load_pretraining_weights(model, source.state_dict)
+        return model
     if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
         model = modernbert.ModernBertForMaskedLM(source.config)
         load_state_dict_strict(model, source.state_dict)
@@ -421,22 +506,25 @@ def check_same_vocab(shard_tokens: list[str], model_tokens: list[str] | None, *,
         ValueError: no model vocab, or the first id where the two differ (token in each, or the shorter end),
             with the fix (``make-shards --vocab MODEL/vocab.txt``).
     """
-    fix = f"make the shards with the model's vocab: bertprep make-shards --vocab {os.path.join(model, 'vocab.txt')}"
+    vocab_txt, tokenizer_json = os.path.join(model, "vocab.txt"), os.path.join(model, "tokenizer.json")
+    by_tokenizer = os.path.exists(tokenizer_json) and not os.path.exists(vocab_txt)
+    named = tokenizer_json if by_tokenizer else vocab_txt  # the file the model's vocab was read from
+    fix = f"make the shards with the model's vocab: bertprep make-shards --vocab {model if by_tokenizer else vocab_txt}"
     if model_tokens is None:
         raise ValueError(
-            f"{model} has no vocab.txt beside its weights, so the shards' vocab cannot be checked "
-            f"against it; put the model's vocab.txt there ({fix})"
+            f"{model} has no vocab.txt or tokenizer.json beside its weights, so the shards' vocab cannot be "
+            f"checked against it; put the model's tokenizer files there ({fix})"
         )
     for i, (a, b) in enumerate(zip(shard_tokens, model_tokens)):
         if a != b:
             raise ValueError(
-                f"the vocab of shards {shards} differs from {model}/vocab.txt at id {i}: {a!r} in the "
+                f"the vocab of shards {shards} differs from {named} at id {i}: {a!r} in the "
                 f"shards, {b!r} in the model; {fix}"
             )
     if len(shard_tokens) != len(model_tokens):
         i = min(len(shard_tokens), len(model_tokens))
         raise ValueError(
-            f"the vocab of shards {shards} has {len(shard_tokens)} entries and {model}/vocab.txt "
+            f"the vocab of shards {shards} has {len(shard_tokens)} entries and {named} "
             f"{len(model_tokens)}: they differ from id {i} on; {fix}"
         )
 
@@ -510,19 +598,29 @@ def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -
         logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
     if info.vocab_file is None:
         raise ValueError(
-            f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
+            f"shards {info.shard_dir} have no vocab file to check against {source.path}'s; "
             "make them again with bertprep make-shards"
         )
-    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
+    check_same_vocab(read_vocab_tokens(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
     _check_same_text_setting(info.shard_dir, source, "do_lower_case", shards_do_lower_case(info.shard_dir))
     _check_same_text_setting(info.shard_dir, source, "strip_accents", shards_strip_accents(info.shard_dir))
+    if getattr(model_config, "type_vocab_size", 2) == 1 and info.has_sentence_label:
+        raise ValueError(
+            f"{source.path} has one token type and no next-sentence head (RoBERTa), but shards {info.shard_dir} "
+            f"were made for --objective {info.objective}; make them with --objective none"
+        )
     check_compatible(
         info,
         vocab_size=model_config.vocab_size,
-        max_position_embeddings=model_config.max_position_embeddings,
+        max_position_embeddings=max_sequence_length(model_config),
         what=source.path,
     )
     return model_config
+
+
+def max_sequence_length(config: BertConfig | ModernBertConfig) -> int:
+    """The longest sequence a model takes: ``max_position_embeddings`` less RoBERTa's ``position_offset``."""
+    return config.max_position_embeddings - getattr(config, "position_offset", 0)
 
 
 __all__ = [
@@ -537,6 +635,8 @@ __all__ = [
     "is_model_source",
     "load_model_source",
     "load_pretraining_weights",
+    "max_sequence_length",
+    "tokenizer_beside",
     "normalize_hf_state_dict",
     "read_hf_state_dict",
     "resolve_do_lower_case",

@@ -56,11 +56,17 @@ import torch
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
-from bertprep.bert_model.hf.interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
+from bertprep.bert_model.hf.interop import (
+    load_model_source,
+    max_sequence_length,
+    resolve_do_lower_case,
+    resolve_strip_accents_setting,
+)
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import atomic_file
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -119,7 +125,7 @@ def resolve_layers(layers: Sequence[int], num_hidden_layers: int) -> list[int]:
 
 def load_encoder(
     model_dir: str, *, do_lower_case: bool | None = None
-) -> tuple[BertModel, WordPieceTokenizer, BertConfig]:
+) -> tuple[BertModel, WordPieceTokenizer | PretrainedTokenizer, BertConfig]:
     """The bare encoder (weights of any bertprep checkpoint, fine-tuned head or Hugging Face BERT directory)
     and its tokenizer, in eval mode.
 
@@ -127,7 +133,7 @@ def load_encoder(
     """
     source = load_model_source(model_dir)
     if source.vocab_tokens is None:
-        raise ValueError(f"{model_dir} has no vocab.txt beside its weights")
+        raise ValueError(f"{model_dir} has no vocab.txt or tokenizer.json beside its weights")
     if isinstance(source.config, ModernBertConfig):
         bert = ModernBertModel(source.config)
         weights = {k[len("model.") :]: v for k, v in source.state_dict.items() if k.startswith("model.")}
@@ -137,6 +143,8 @@ def load_encoder(
             raise ValueError(f"{model_dir}: the weights do not fit a ModernBERT encoder ({err})") from None
     else:
         bert = _load_bert_encoder(source, model_dir)
+    if source.tokenizer is not None:  # a BPE / Unigram tokenizer (RoBERTa's, ModernBERT's) normalises text itself
+        return bert.eval(), source.tokenizer, source.config
     lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
     # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
     strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
@@ -310,11 +318,11 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     device = resolve_device(config.device)
     bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
     if config.max_seq_length is None:
-        config = dataclasses.replace(config, max_seq_length=min(128, bert_config.max_position_embeddings))
-    if config.max_seq_length > bert_config.max_position_embeddings:
+        config = dataclasses.replace(config, max_seq_length=min(128, max_sequence_length(bert_config)))
+    if config.max_seq_length > max_sequence_length(bert_config):
         raise ValueError(
             f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "
-            f"{bert_config.max_position_embeddings}"
+            f"{max_sequence_length(bert_config)}"
         )
     if config.layers is None:
         config = dataclasses.replace(config, layers=default_layers(bert_config.num_hidden_layers))
@@ -366,10 +374,13 @@ def _check_paths(config: FeatureConfig) -> None:
 
 
 def _encode_batch(
-    tokenizer: WordPieceTokenizer, batch: list[tuple[int, str, str | None]], max_seq_length: int
+    tokenizer: WordPieceTokenizer | PretrainedTokenizer, batch: list[tuple[int, str, str | None]], max_seq_length: int
 ) -> tuple[list[_Row], int]:
     """Encode a batch of ``read_lines`` items, pairs truncated as the original (``truncate_seq_pair``); returns
-    the rows and how many lines were cut to ``max_seq_length``."""
+    the rows and how many lines were cut to ``max_seq_length``. Segment B gets the tokenizer's second token type
+    (0 for RoBERTa, which has one)."""
+    pair_type = tokenizer.create_token_type_ids_from_sequences([], [0])[-1]
+    cls_token, sep_token = tokenizer.tokens[tokenizer.cls_token_id], tokenizer.tokens[tokenizer.sep_token_id]
     enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
     enc_b = tokenizer.encode_batch([b or "" for _, _, b in batch])
     rows, truncated = [], 0
@@ -382,15 +393,15 @@ def _encode_batch(
             truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
             keep_a, keep_b = len(ids_a), len(ids_b)
         truncated += (keep_a < n_a) or (keep_b < n_b)
-        row = _Row(number, [tokenizer.cls_token_id], [0], ["[CLS]"], [(-1, -1)], [-1], [], [], [])
-        _append_segment(row, a, keep_a, 0, text_a, tokenizer.sep_token_id)
+        row = _Row(number, [tokenizer.cls_token_id], [0], [cls_token], [(-1, -1)], [-1], [], [], [])
+        _append_segment(row, a, keep_a, 0, text_a, tokenizer.sep_token_id, sep_token)
         if text_b is not None:
-            _append_segment(row, b, keep_b, 1, text_b, tokenizer.sep_token_id)
+            _append_segment(row, b, keep_b, pair_type, text_b, tokenizer.sep_token_id, sep_token)
         rows.append(row)
     return rows, truncated
 
 
-def _append_segment(row: _Row, enc: Any, keep: int, seg: int, text: str, sep_id: int) -> None:
+def _append_segment(row: _Row, enc: Any, keep: int, seg: int, text: str, sep_id: int, sep_token: str = "[SEP]") -> None:
     """Append the first ``keep`` pieces of the encoding ``enc`` of ``text`` (segment ``seg``), then ``[SEP]``,
     to ``row``; a word's span runs from its first kept piece to its last."""
     first_word = len(row.words)
@@ -414,7 +425,7 @@ def _append_segment(row: _Row, enc: Any, keep: int, seg: int, text: str, sep_id:
         row.words[k] = text[row.word_offsets[k][0] : row.word_offsets[k][1]]
     row.ids.append(sep_id)
     row.types.append(seg)
-    row.tokens.append("[SEP]")
+    row.tokens.append(sep_token)
     row.offsets.append((-1, -1))
     row.word_of.append(-1)
 

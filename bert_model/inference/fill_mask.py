@@ -7,7 +7,10 @@ decoder tied to the word embeddings) softmaxed over the vocab at each masked pos
 ``fill-mask`` pipeline computes them.
 
 A literal ``[MASK]`` in the text is the mask token; the rest is tokenized as everywhere in bertprep (the
-original's rules: a ``[SEP]`` or other bracketed text inside a sentence is split like any other word).
+original's rules: a ``[SEP]`` or other bracketed text inside a sentence is split like any other word). A model
+with a BPE / Unigram tokenizer (RoBERTa's ``<mask>``, ModernBERT's ``[MASK]``) gets its text encoded whole by that
+tokenizer, special tokens and template included, as ``transformers``' ``fill-mask`` pipeline encodes it; there
+``[MASK]`` also stands for the tokenizer's own mask token (``<mask>``).
 """
 
 from __future__ import annotations
@@ -20,19 +23,27 @@ import torch
 from bertprep.bert_model.hf.interop import (
     MODERNBERT_MLM_ARCHITECTURE,
     PRETRAINING_ARCHITECTURE,
+    ROBERTA_MLM_ARCHITECTURES,
     build_model,
     load_model_source,
     load_pretraining_weights,
+    max_sequence_length,
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
 from bertprep.bert_model.models.bert import BertForPreTraining
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 MASK_TOKEN = "[MASK]"
 
 #: Source architectures that carry a trained MLM head.
-MLM_ARCHITECTURES = (PRETRAINING_ARCHITECTURE, "BertForMaskedLM", MODERNBERT_MLM_ARCHITECTURE)
+MLM_ARCHITECTURES = (
+    PRETRAINING_ARCHITECTURE,
+    "BertForMaskedLM",
+    MODERNBERT_MLM_ARCHITECTURE,
+    *ROBERTA_MLM_ARCHITECTURES,
+)
 
 
 @dataclass
@@ -62,7 +73,9 @@ class FillMaskResult:
         return " ".join(pieces).replace(" ##", "")
 
 
-def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[BertForPreTraining, WordPieceTokenizer]:
+def load_mlm_model(
+    path: str, *, do_lower_case: bool | None = None
+) -> tuple[BertForPreTraining, WordPieceTokenizer | PretrainedTokenizer]:
     """A model with a trained MLM head and its tokenizer, from a bertprep checkpoint or run directory (BERT or
     ModernBERT), or a Hugging Face ``BertForPreTraining`` / ``BertForMaskedLM`` / ``ModernBertForMaskedLM``
     directory (``bertprep export`` writes one).
@@ -80,7 +93,7 @@ def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[Ber
             "pre-training checkpoint: continue pre-training it with bertprep train --model)"
         )
     if source.vocab_tokens is None:
-        raise ValueError(f"{source.path} has no vocab.txt beside its weights")
+        raise ValueError(f"{source.path} has no vocab.txt or tokenizer.json beside its weights")
     if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
         model = build_model(source)  # a ModernBertForMaskedLM, weights loaded strictly
     else:
@@ -89,17 +102,29 @@ def load_mlm_model(path: str, *, do_lower_case: bool | None = None) -> tuple[Ber
         head = [k for k in initialised if k.startswith("cls.predictions.")]
         if head:
             raise ValueError(f"{source.path} lacks the masked-LM head weights {head}")
+    if source.tokenizer is not None:  # a BPE / Unigram tokenizer normalises text itself
+        return model.eval(), source.tokenizer
     lower = resolve_do_lower_case(do_lower_case, source.do_lower_case, source.vocab_tokens)
     # accent stripping as recorded with the model (a Korean model built with --no-strip-accents keeps it)
     strip = resolve_strip_accents_setting(None, source.strip_accents, source.do_lower_case, lower)
     return model.eval(), WordPieceTokenizer.from_tokens(source.vocab_tokens, lower, strip)
 
 
-def encode_with_masks(tokenizer: WordPieceTokenizer, text: str) -> tuple[list[int], list[str]]:
-    """``[CLS] text [SEP]`` as ids and pieces, each literal ``[MASK]`` in ``text`` one mask token.
+def encode_with_masks(tokenizer: WordPieceTokenizer | PretrainedTokenizer, text: str) -> tuple[list[int], list[str]]:
+    """``[CLS] text [SEP]`` as ids and pieces, each literal ``[MASK]`` in ``text`` one mask token; a BPE / Unigram
+    tokenizer encodes ``text`` whole with its own template (``<s> text </s>``), its mask token written as it
+    spells it (``<mask>``) or as ``[MASK]``.
 
-    Raises ``ValueError`` when ``text`` holds no ``[MASK]``.
+    Raises ``ValueError`` when ``text`` holds no mask token.
     """
+    if isinstance(tokenizer, PretrainedTokenizer):
+        mask = tokenizer.mask_token
+        if mask not in text:
+            text = text.replace(MASK_TOKEN, mask)
+        encoding = tokenizer.full.encode(text)
+        if tokenizer.mask_token_id not in encoding.ids:
+            raise ValueError(f"no {mask} in {text!r}; write {mask} where the model should fill in a piece")
+        return list(encoding.ids), list(encoding.tokens)
     parts = text.split(MASK_TOKEN)
     if len(parts) < 2:
         raise ValueError(f"no {MASK_TOKEN} in {text!r}; write {MASK_TOKEN} where the model should fill in a piece")
@@ -119,7 +144,7 @@ def encode_with_masks(tokenizer: WordPieceTokenizer, text: str) -> tuple[list[in
 @torch.no_grad()
 def fill_mask(
     model: BertForPreTraining,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: WordPieceTokenizer | PretrainedTokenizer,
     texts: Sequence[str],
     *,
     top_k: int = 5,
@@ -142,9 +167,9 @@ def fill_mask(
     vocab_size = model.config.vocab_size
     if not 1 <= top_k <= vocab_size:
         raise ValueError(f"top_k must be between 1 and the vocab size {vocab_size}, got {top_k}")
-    mask_id = tokenizer.token_id(MASK_TOKEN)
+    mask_id = tokenizer.mask_token_id
     encoded = [encode_with_masks(tokenizer, t) for t in texts]
-    limit = model.config.max_position_embeddings
+    limit = max_sequence_length(model.config)
     for text, (ids, _) in zip(texts, encoded):
         if len(ids) > limit:
             raise ValueError(f"{text[:60]!r}... is {len(ids)} pieces with [CLS]/[SEP]; the model takes at most {limit}")

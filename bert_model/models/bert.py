@@ -57,10 +57,12 @@ class BertEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.position_offset = config.position_offset  # RoBERTa: 2 (its positions start after padding_idx 1)
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor
     ) -> torch.Tensor:
+        position_ids = position_ids + self.position_offset  # (B, T); RoBERTa's table starts at 2
         x = (
             self.word_embeddings(input_ids)  # (B, T, H)
             + self.token_type_embeddings(token_type_ids)  # (B, T, H)
@@ -250,10 +252,11 @@ class BertModel(nn.Module):
         Raises:
             ValueError: the sequence is longer than ``max_position_embeddings``.
         """
-        if input_ids.size(1) > self.config.max_position_embeddings:
+        if input_ids.size(1) > self.config.max_sequence_length:
             raise ValueError(
                 f"sequence length {input_ids.size(1)} exceeds max_position_embeddings "
                 f"{self.config.max_position_embeddings}"
+                + (f" less position_offset {self.config.position_offset}" if self.config.position_offset else "")
             )
         plan = AttentionPlan.build(self.attn_implementation, input_ids, attention_mask, sequence_ids, cu_seqlens)
         if token_type_ids is None:

@@ -52,6 +52,11 @@ class BertConfig:
     """Epsilon of every LayerNorm (1e-12 as in the original code)."""
     pad_token_id: int = 0
     """Id of [PAD] (0 in Google's and bertprep's vocabs); the trainer takes it from the shard manifest."""
+    position_offset: int = 0
+    """Added to every position id before the position-embedding look-up: 0 for BERT. RoBERTa (Hugging Face
+    ``model_type`` ``roberta``) numbers its positions from ``pad_token_id + 1`` = 2 (``padding_idx`` 1 and the
+    unused row 0 come first), so it loads as BERT weights with ``position_offset`` 2, ``type_vocab_size`` 1
+    and ``max_position_embeddings`` 514 (512 tokens); ``to_hf_dict`` then writes RoBERTa's config."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -79,6 +84,10 @@ class BertConfig:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
         if self.initializer_range <= 0:
             raise ValueError(f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
+        if not 0 <= self.position_offset < self.max_position_embeddings:
+            raise ValueError(
+                f"BertConfig.position_offset {self.position_offset} must be in [0, max_position_embeddings)"
+            )
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
                 f"BertConfig.pad_token_id {self.pad_token_id} is outside the vocab (size {self.vocab_size})"
@@ -113,12 +122,30 @@ class BertConfig:
         return cls(**{k: v for k, v in values.items() if k in names})
 
     def to_dict(self) -> dict:
-        """Plain dict of the fields (JSON-serialisable)."""
-        return asdict(self)
+        """Plain dict of the fields (JSON-serialisable); ``position_offset`` only when set (a RoBERTa)."""
+        values = asdict(self)
+        if not values["position_offset"]:
+            del values["position_offset"]
+        return values
+
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest sequence the position embeddings cover: ``max_position_embeddings - position_offset``."""
+        return self.max_position_embeddings - self.position_offset
 
     def to_hf_dict(self) -> dict:
         """A Hugging Face ``config.json`` for ``BertForPreTraining`` with these values, so a checkpoint
-        directory holding it and ``model.safetensors`` loads with ``from_pretrained``."""
+        directory holding it and ``model.safetensors`` loads with ``from_pretrained``; with a
+        ``position_offset`` RoBERTa's (``RobertaForMaskedLM``, whose weights ``hf.export`` renames)."""
+        if self.position_offset:
+            values = self.to_dict()
+            del values["position_offset"]
+            return {
+                "architectures": ["RobertaForMaskedLM"],
+                "model_type": "roberta",
+                **values,
+                "tie_word_embeddings": True,
+            }
         return {
             "architectures": ["BertForPreTraining"],
             "model_type": "bert",

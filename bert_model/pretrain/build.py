@@ -22,6 +22,7 @@ from bertprep.bert_model.hf.interop import (
     ModelSource,
     hf_model_config,
     load_model_source,
+    max_sequence_length,
     load_pretraining_weights,
 )
 from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, plotting_unavailable
@@ -38,7 +39,7 @@ from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConf
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.pipeline import schema
-from bertprep.pipeline.vocab_files import read_vocab_file
+from bertprep.pipeline.pretrained_tokenizer import read_vocab_tokens
 
 logger = logging.getLogger("bertprep.train")
 
@@ -204,7 +205,7 @@ def extend_start_vocab(config: TrainConfig, info: ShardInfo, start: Start) -> St
     if start.saved is not None and start.saved["data"]["vocab_sha256"] == info.vocab_sha256:
         return start
     source = start.hf_source if start.hf_source is not None else load_model_source(start.checkpoint)
-    grown = extend_source_vocab(source, read_vocab_file(info.vocab_file), shards=info.shard_dir)
+    grown = extend_source_vocab(source, read_vocab_tokens(info.vocab_file), shards=info.shard_dir)
     return start if grown is source else Start(hf_source=grown)
 
 
@@ -232,7 +233,7 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Mode
             vocab_sha256=saved["data"]["vocab_sha256"],
             vocab_size=model_config.vocab_size,
             max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
-            max_position_embeddings=model_config.max_position_embeddings,
+            max_position_embeddings=max_sequence_length(model_config),
             what=f"checkpoint {start.checkpoint}",
         )
         return model_config

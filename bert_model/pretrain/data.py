@@ -59,6 +59,7 @@ from bertprep.bert_model.models.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
 from bertprep.pipeline import schema
 from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance
+from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,17 @@ CURSOR_FORMAT = 1
 
 
 # ------------------------------------------------------------------------------------------ dynamic masking
+
+
+def continuation_pieces(vocab_file: str) -> list[bool]:
+    """Per id, whether the piece continues a word: ``##`` pieces of a ``vocab.txt``; a BPE / Unigram
+    ``tokenizer.json``'s pieces without its word mark (``PretrainedTokenizer.is_continuation``; all False
+    when it has none: make-shards then refused word-level masking)."""
+    if vocab_file.endswith(".json"):
+        tokenizer = load_pretrained_tokenizer(vocab_file)
+        return tokenizer.is_continuation() or [False] * len(tokenizer.tokens)
+    with open(vocab_file, encoding="utf-8") as f:
+        return [line.rstrip("\n").strip().startswith("##") for line in f]
 
 
 def masking_config(info: ShardInfo, masked_lm_prob: float | None = None) -> MaskingConfig:
@@ -81,9 +93,7 @@ def masking_config(info: ShardInfo, masked_lm_prob: float | None = None) -> Mask
                 f"shards {info.shard_dir}: dynamic whole-word masking needs the vocab file "
                 f"{info.vocab_file or 'vocab.txt'} beside the manifest"
             )
-        with open(info.vocab_file, encoding="utf-8") as f:
-            tokens = [line.rstrip("\n") for line in f]
-        is_subword = np.array([t.strip().startswith("##") for t in tokens[: info.vocab_size]], dtype=bool)
+        is_subword = np.array(continuation_pieces(info.vocab_file)[: info.vocab_size], dtype=bool)
     ids = info.special_token_ids
     return MaskingConfig(
         vocab_size=info.vocab_size,

@@ -9,7 +9,7 @@ share; this module reads no Arrow data.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
@@ -43,6 +43,11 @@ class ShardInfo:
     max_ngram_size: int = 3
     span_geometric_p: float = 0.2
     max_span_length: int = 10
+    vocab_model: str = "WordPiece"
+    """The tokenizer's model type (the manifest's ``vocab.model``: ``BPE``, ``Unigram``; absent: ``WordPiece``);
+    its files are ``vocab_file`` (a ``tokenizer.json`` then) and the config files beside it."""
+    special_tokens: dict[str, str] = field(default_factory=dict)
+    """Role -> token text (``[CLS]`` -> ``<s>`` for RoBERTa's); a WordPiece manifest's roles are its tokens."""
     has_word_ids: bool = False
     """The shards have a ``word_ids`` column (the manifest's ``schema.columns``): dynamic masking takes its
     words from it (a word segmenter's words) instead of the vocab's ``##`` pieces."""
@@ -99,6 +104,8 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             span_geometric_p=float(config.get("span_geometric_p", 0.2)),
             max_span_length=int(config.get("max_span_length", 10)),
             has_word_ids="word_ids" in manifest.get("schema", {}).get("columns", ()),
+            vocab_model=str(vocab.get("model", "WordPiece")),
+            special_tokens=dict(vocab.get("special_tokens") or {r: r for r in vocab["special_token_ids"]}),
         )
     except KeyError as err:
         raise ValueError(f"{path}: missing field {err}; re-create the shards with bertprep make-shards") from None

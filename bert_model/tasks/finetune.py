@@ -47,6 +47,7 @@ from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     ModelSource,
     load_model_source,
+    max_sequence_length,
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
@@ -59,7 +60,11 @@ from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.pipeline.atomic import replace_entries, write_atomic
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+
+#: The tokenizer of a run: BERT's WordPiece, or a published model's BPE / Unigram tokenizer (same interface).
+AnyTokenizer = WordPieceTokenizer | PretrainedTokenizer
 
 logger = logging.getLogger("bertprep.finetune")
 
@@ -170,9 +175,26 @@ class FinetuneResult:
 # -------------------------------------------------------------------------------------------- the model
 
 
-def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | None, WordPieceTokenizer]:
-    """Encoder config, weight source (None for a preset) and tokenizer of a run."""
+def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | None, AnyTokenizer]:
+    """Encoder config, weight source (None for a preset) and tokenizer of a run: the source's BPE / Unigram
+    tokenizer when it has one (RoBERTa's, ModernBERT's), else a WordPiece one of its vocab."""
     source = load_model_source(config.init_from) if config.init_from else None
+    if source is not None and source.tokenizer is not None and not config.vocab:
+        given = [
+            f
+            for f, v in (("--do-lower-case", config.do_lower_case), ("--strip-accents", config.strip_accents))
+            if v is not None
+        ]
+        if given:
+            raise ValueError(
+                f"{given[0]} applies to BERT WordPiece vocabs; {source.path}'s tokenizer.json normalises text itself"
+            )
+        if len(source.tokenizer.tokens) != source.config.vocab_size:
+            raise ValueError(
+                f"{source.path}: its tokenizer has {len(source.tokenizer.tokens)} entries but its vocab_size is "
+                f"{source.config.vocab_size}"
+            )
+        return source.config, source, source.tokenizer
     if source is not None:
         bert_config = source.config
         tokens = read_vocab_file(config.vocab) if config.vocab else source.vocab_tokens
@@ -204,7 +226,7 @@ def _model_inputs(config: FinetuneConfig) -> tuple[BertConfig, ModelSource | Non
     return bert_config, source, WordPieceTokenizer.from_tokens(tokens, do_lower_case, strip_accents)
 
 
-def _finetune_json(task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> dict[str, Any]:
+def _finetune_json(task: Task, tokenizer: AnyTokenizer, extra: dict[str, Any]) -> dict[str, Any]:
     """``finetune.json``: the task's settings (what ``predict`` rebuilds the task from), the tokenizer's, and
     ``extra`` run facts, which must not shadow a task setting (the run's metric values once replaced the GLUE
     task's metric names, so a model fine-tuned without --eval-file could not be loaded by predict)."""
@@ -218,17 +240,18 @@ def _finetune_json(task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, A
     }
 
 
-def _save_model(path: str, model: nn.Module, task: Task, tokenizer: WordPieceTokenizer, extra: dict[str, Any]) -> str:
+def _save_model(path: str, model: nn.Module, task: Task, tokenizer: AnyTokenizer, extra: dict[str, Any]) -> str:
     return write_hf_directory(
         path,
         model,
         vocab_tokens=tokenizer.tokens,
-        do_lower_case=tokenizer.do_lower_case,
+        do_lower_case=bool(tokenizer.do_lower_case),
         strip_accents=tokenizer.strip_accents,
         id2label=task.id2label,
         finetuning_task=getattr(task, "glue_task", None) or task.name,
         extra_json={FINETUNE_FILE: _finetune_json(task, tokenizer, extra)},
         overwrite=True,
+        tokenizer=tokenizer if isinstance(tokenizer, PretrainedTokenizer) else None,
     )
 
 
@@ -334,7 +357,7 @@ class _Run:
     task: Task
     run_dir: str
     device: torch.device
-    tokenizer: WordPieceTokenizer
+    tokenizer: AnyTokenizer
     data: _Data
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -413,10 +436,10 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     for name in _run_files(run_dir):
         path = os.path.join(run_dir, name)
         shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    if task.max_seq_length > bert_config.max_position_embeddings:
+    if task.max_seq_length > max_sequence_length(bert_config):
         raise ValueError(
             f"max_seq_length {task.max_seq_length} exceeds the model's max_position_embeddings "
-            f"{bert_config.max_position_embeddings}"
+            f"{max_sequence_length(bert_config)}"
         )
     data = _read_data(config, task, tokenizer)
     model, init = _build_model(config, task, bert_config, source, device)
@@ -491,7 +514,7 @@ def _run_info(
     }
 
 
-def _read_data(config: FinetuneConfig, task: Task, tokenizer: WordPieceTokenizer) -> _Data:
+def _read_data(config: FinetuneConfig, task: Task, tokenizer: AnyTokenizer) -> _Data:
     """Read and featurize the training (and eval) files; the task learns its labels from the training set.
 
     Raises:

@@ -291,20 +291,20 @@ class GlueTask:
             if self.text_b_column is not None
             else [None] * len(examples)
         )
-        cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+        # the tokenizer's layout: BERT's [CLS] A [SEP] B [SEP] (types 0/1), RoBERTa's <s> A </s></s> B </s>
         label_index = {label: i for i, label in enumerate(self.labels or [])}
         features = []
         for i, (e, a, b) in enumerate(zip(examples, enc_a, enc_b)):
             tokens_a = list(a.ids)
             tokens_b = list(b.ids) if b is not None else None
             if tokens_b is None:
-                tokens_a = tokens_a[: self.max_seq_length - 2]
-                input_ids = [cls_id, *tokens_a, sep_id]
-                token_type_ids = [0] * len(input_ids)
+                tokens_a = tokens_a[: self.max_seq_length - tokenizer.num_special_tokens_to_add()]
             else:
-                truncate_seq_pair(tokens_a, tokens_b, self.max_seq_length - 3)
-                input_ids = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
-                token_type_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                truncate_seq_pair(
+                    tokens_a, tokens_b, self.max_seq_length - tokenizer.num_special_tokens_to_add(pair=True)
+                )
+            input_ids = tokenizer.build_inputs_with_special_tokens(tokens_a, tokens_b)
+            token_type_ids = tokenizer.create_token_type_ids_from_sequences(tokens_a, tokens_b)
             feature: dict[str, Any] = {"input_ids": input_ids, "token_type_ids": token_type_ids, "example_index": i}
             if with_labels:
                 if e.label is None:

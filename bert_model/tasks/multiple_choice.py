@@ -210,7 +210,7 @@ class MultipleChoiceTask:
         """One feature per example: ``input_ids`` and ``token_type_ids`` as N lists of int (one
         ``[CLS] context [SEP] ending [SEP]`` per candidate), ``example_index``, and with labels ``labels``
         (the right candidate's index). Raises ``ValueError`` for an unlabelled example when labels are needed."""
-        cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+        budget = self.max_seq_length - tokenizer.num_special_tokens_to_add(pair=True)
         contexts = tokenizer.encode_batch([e.context for e in examples])
         flat_endings = tokenizer.encode_batch([ending for e in examples for ending in e.endings])
         features = []
@@ -221,11 +221,11 @@ class MultipleChoiceTask:
             for _ in e.endings:
                 tokens_a, tokens_b = list(a.ids), list(flat_endings[k].ids)
                 k += 1
-                if len(tokens_a) + len(tokens_b) > self.max_seq_length - 3:
+                if len(tokens_a) + len(tokens_b) > budget:
                     truncated += 1
-                truncate_seq_pair(tokens_a, tokens_b, self.max_seq_length - 3)
-                input_ids.append([cls_id, *tokens_a, sep_id, *tokens_b, sep_id])
-                token_type_ids.append([0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1))
+                truncate_seq_pair(tokens_a, tokens_b, budget)
+                input_ids.append(tokenizer.build_inputs_with_special_tokens(tokens_a, tokens_b))
+                token_type_ids.append(tokenizer.create_token_type_ids_from_sequences(tokens_a, tokens_b))
             feature: dict[str, Any] = {"input_ids": input_ids, "token_type_ids": token_type_ids, "example_index": i}
             if with_labels:
                 if e.label is None:

@@ -31,6 +31,7 @@ from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import write_atomic
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_architectures, task_from_json
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 from bertprep.pipeline.paths import check_writes_apart
 
@@ -106,7 +107,7 @@ def load_finetuned(
     task_overrides: dict[str, Any] | None = None,
     do_lower_case: bool | None = None,
     strip_accents: bool | None = None,
-) -> tuple[nn.Module, Task, WordPieceTokenizer]:
+) -> tuple[nn.Module, Task, WordPieceTokenizer | PretrainedTokenizer]:
     """A fine-tuned model, its task and tokenizer, from a ``bertprep finetune`` output (``best/`` or the run
     directory) or a Hugging Face directory of a head.
 
@@ -164,12 +165,14 @@ def load_finetuned(
             f"{model_dir}: {FINETUNE_FILE} says task {task.name} but the weights are a {source.architecture}"
         )
     if source.vocab_tokens is None:
-        raise ValueError(f"{model_dir} has no vocab.txt")
+        raise ValueError(f"{model_dir} has no vocab.txt or tokenizer.json")
     if getattr(task, "feature_based", None):  # the frozen encoder + BiLSTM: its shape is in finetune.json
         model = task.build_model(source.config)
         load_full_weights(model, source.state_dict)
     else:
         model = build_model(source)
+    if source.tokenizer is not None:  # a BPE / Unigram tokenizer (RoBERTa's, ModernBERT's) normalises text itself
+        return model, task, source.tokenizer
     lower = resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens)
     tokenizer = WordPieceTokenizer.from_tokens(
         source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower)

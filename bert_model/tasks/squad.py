@@ -222,7 +222,6 @@ class SquadTask:
         not contain the whole answer). Training examples whose answer text is not at ``answer_start`` are
         skipped (as ``run_squad.py`` does), with a count in the log.
         """
-        cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         questions = tokenizer.encode_batch([e.question for e in examples])
         contexts: dict[int, Any] = {}
         unique = {e.context_index: e.context for e in examples}
@@ -248,7 +247,7 @@ class SquadTask:
                 if answer_span is None:
                     skipped += 1
                     continue
-            max_tokens_for_doc = self.max_seq_length - len(query_ids) - 3
+            max_tokens_for_doc = self.max_seq_length - len(query_ids) - tokenizer.num_special_tokens_to_add(pair=True)
             doc_spans: list[tuple[int, int]] = []
             start_offset = 0
             while start_offset < len(doc_ids) or not doc_spans:
@@ -257,10 +256,12 @@ class SquadTask:
                 if start_offset + length >= len(doc_ids):
                     break
                 start_offset += min(length, self.doc_stride)
-            prefix = len(query_ids) + 2
+            # the tokenizer's layout: [CLS] Q [SEP] D [SEP] (BERT), <s> Q </s></s> D </s> (RoBERTa)
+            prefix = len(tokenizer.build_inputs_with_special_tokens(query_ids, [])) - 1  # (D starts there)
             for span_index, (span_start, span_length) in enumerate(doc_spans):
-                input_ids = [cls_id, *query_ids, sep_id, *doc_ids[span_start : span_start + span_length], sep_id]
-                token_type_ids = [0] * prefix + [1] * (span_length + 1)
+                window = doc_ids[span_start : span_start + span_length]
+                input_ids = tokenizer.build_inputs_with_special_tokens(query_ids, window)
+                token_type_ids = tokenizer.create_token_type_ids_from_sequences(query_ids, window)
                 offsets: list[tuple[int, int] | None] = [None] * prefix
                 offsets += [tuple(o) for o in doc_offsets[span_start : span_start + span_length]]
                 offsets.append(None)

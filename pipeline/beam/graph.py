@@ -21,6 +21,7 @@ from typing import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from bertprep.pipeline import schema
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
 from bertprep.pipeline.config import ShardsConfig
@@ -93,11 +94,14 @@ def build_pipeline(
             list(vocab.tokens),
             tmp_dir if train else eval_dir,
             role=side,
+            vocab_files=vocab.files(),
         )
 
 
 def _vocab_info(config: ShardsConfig, vocab: Vocab) -> dict:
-    """The manifest's ``vocab`` entry."""
+    """The manifest's ``vocab`` entry (``schema.vocab_entry`` for a BPE / Unigram tokenizer)."""
+    if vocab.pretrained is not None:
+        return schema.vocab_entry(vocab.pretrained, config.vocab, vocab.size, vocab.sha256)
     vocab_info = {
         "file": "vocab.txt",
         "source": config.vocab,

@@ -237,7 +237,12 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
         OptionError: a value the configs refuse, a word segmenter that cannot be loaded, a vocab that
             cannot be used or that contradicts ``--do-lower-case`` / ``--strip-accents``.
     """
-    from bertprep.pipeline.text.tokenization import VocabError, load_vocab, resolve_text_settings
+    from bertprep.pipeline.text.tokenization import (
+        VocabError,
+        check_tokenizer_options,
+        load_vocab,
+        resolve_text_settings,
+    )
 
     try:
         instance = InstanceConfig(**{k: v for k, v in options.items() if k in _INSTANCE_FIELDS})
@@ -258,6 +263,7 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
         do_lower_case, strip_accents, warnings = resolve_text_settings(
             vocab, options.get("do_lower_case"), options.get("strip_accents")
         )
+        check_tokenizer_options(vocab, instance.effective_masking_scheme, options.get("word_segmenter"))
     except VocabError as err:  # an option contradicts what the tokenizer.json records
         raise OptionError(str(err), err.option or "--vocab") from err
     warnings = list(warnings)

@@ -257,7 +257,7 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     sets, remove = [], []
     if config.eval_fraction > 0:
         eval_manifest = _read_manifest(FileSystems.join(staging_dir, heldout.EVAL_DIR))
-        eval_files = [entry["file"] for entry in eval_manifest["shards"]] + [shards.VOCAB_NAME]
+        eval_files = [entry["file"] for entry in eval_manifest["shards"]] + schema.vocab_file_names(eval_manifest)
         sets.append((heldout.EVAL_DIR, heldout.EVAL_DIR, eval_files))
         log.info(
             "held-out set: %d instances from %d documents in %s",
@@ -268,7 +268,7 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     elif shards.existing_outputs(FileSystems.join(output_dir, heldout.EVAL_DIR)):
         remove.append(heldout.EVAL_DIR)
         log.info("removing the held-out set of an earlier run (this run has no --eval-fraction)")
-    sets.append(("", "", [entry["file"] for entry in manifest["shards"]] + [shards.VOCAB_NAME]))
+    sets.append(("", "", [entry["file"] for entry in manifest["shards"]] + schema.vocab_file_names(manifest)))
     publish.publish(output_dir, staging_dir, sets, remove)
 
 

@@ -48,7 +48,7 @@ from bertprep.pipeline.instances.bucket_files import (
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, records_errors
 from bertprep.pipeline.instances.common import VocabIds
-from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab, load_vocab
+from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab, load_vocab, sentence_encoder
 from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, load_word_segmenter
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class _VocabResource:
 
     def load(self) -> None:
         self.vocab = load_vocab(self.vocab_path)
-        self.encoder = SentenceEncoder(self.vocab, self.do_lower_case, strip_accents=self.strip_accents)
+        self.encoder = sentence_encoder(self.vocab, self.do_lower_case, strip_accents=self.strip_accents)
         self.ids = VocabIds(self.vocab)
         if self.word_segmenter:
             try:
@@ -256,7 +256,7 @@ class CreateInstancesFn(beam.DoFn):
         bucket, tokenized = element
         tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
         docs = bucket_documents(tokenized)
-        counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.vocab.token_to_id["[UNK]"])
+        counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.encoder.unk_id)
         per_source: dict = {}  # a mixture's instances per source
         on_described = None
         if self.sources is not None:
@@ -315,7 +315,7 @@ class ProcessFileStreamingFn(beam.DoFn):
             state = runs[side]
             run = state["run"]
             docs = bucket_documents(run)
-            counts = document_counts(docs, sum(d[4] for d in run), self.resource.vocab.token_to_id["[UNK]"])
+            counts = document_counts(docs, sum(d[4] for d in run), self.resource.encoder.unk_id)
             bucket = (file_index << 24) | state["index"]
             meta, stats = make_bucket_instances(
                 bucket,

@@ -30,18 +30,26 @@ class VocabIds:
     """What the algorithm needs from the vocab, as ids.
 
     Attributes:
-        cls_id, sep_id, mask_id: ids of [CLS], [SEP], [MASK].
+        cls_id, sep_id, mask_id: ids of the tokens of the roles [CLS], [SEP], [MASK] (RoBERTa: ``<s>``,
+            ``</s>``, ``<mask>``).
         random_ids: id of each entry of the original's ``vocab_words`` (distinct entries in first-seen
-            order), so ``random_ids[rng.randint(0, len - 1)]`` is the original's random replacement.
-        is_continuation: ``is_continuation[id]`` is True for ``##`` pieces (whole-word masking).
+            order), so ``random_ids[rng.randint(0, len - 1)]`` is the original's random replacement. A BPE /
+            Unigram tokenizer's added tokens (its special tokens among them) are left out, as fairseq's RoBERTa
+            masking leaves out its special tokens: a random ``<pad>`` would move RoBERTa's positions.
+        is_continuation: ``is_continuation[id]`` is True for a piece that continues a word (whole-word masking):
+            WordPiece's ``##`` pieces, a byte-level BPE's pieces without ``Ġ`` (``Vocab.is_continuation``).
     """
 
     def __init__(self, vocab: "Vocab"):
-        self.cls_id = vocab.token_to_id["[CLS]"]
-        self.sep_id = vocab.token_to_id["[SEP]"]
-        self.mask_id = vocab.token_to_id["[MASK]"]
+        specials = vocab.special_token_ids()
+        self.cls_id = specials["[CLS]"]
+        self.sep_id = specials["[SEP]"]
+        self.mask_id = specials["[MASK]"]
         self.random_ids = [vocab.token_to_id[w] for w in vocab.vocab_words]
-        self.is_continuation = [t.startswith("##") for t in vocab.tokens]
+        if vocab.pretrained is not None:
+            added = set(vocab.pretrained.full.get_added_tokens_decoder())
+            self.random_ids = [i for i in self.random_ids if i not in added]
+        self.is_continuation = vocab.is_continuation()
 
 
 @dataclass

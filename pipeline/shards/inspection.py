@@ -236,8 +236,15 @@ def format_histogram(hist: dict[str, int], max_seq_length: int, bins: int = 8) -
 
 
 def load_vocab_tokens(shard_dir: str) -> list[str]:
-    path = os.path.join(shard_dir, "vocab.txt")
-    with open(path, encoding="utf-8") as f:
+    """The tokens in id order of a local shard directory's vocab (``vocab.txt``, or a BPE / Unigram
+    ``tokenizer.json`` as the manifest names it)."""
+    manifest = schema.read_manifest(shard_dir)
+    name = (manifest.get("vocab") or {}).get("file") or schema.VOCAB_TXT
+    if name != schema.VOCAB_TXT:
+        from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
+
+        return load_pretrained_tokenizer(os.path.join(shard_dir, name)).tokens
+    with open(os.path.join(shard_dir, name), encoding="utf-8") as f:
         return f.read().split("\n")[:-1]
 
 

@@ -44,6 +44,8 @@ DEFAULT_INSTANCES_PER_SHARD = 50_000
 ROWS_PER_RECORD_BATCH = 4096
 TMP_PREFIX = ".bertprep-tmp-"
 VOCAB_NAME = "vocab.txt"
+#: Every vocab file a shard directory may hold (``schema.vocab_file_names``: a BPE / Unigram tokenizer's).
+VOCAB_NAMES = (VOCAB_NAME, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 class _HashingWriter(io.RawIOBase):
@@ -302,19 +304,21 @@ def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:
     return path
 
 
-def copy_vocab(output_dir: str, tokens: Sequence[str]) -> None:
-    """Write the vocab as ``vocab.txt`` beside the shards (one token per line, line number = id)."""
-    with FileSystems.create(FileSystems.join(output_dir, "vocab.txt")) as f:
-        f.write(("\n".join(tokens) + "\n").encode("utf-8"))
+def copy_vocab(output_dir: str, tokens: Sequence[str], files: dict[str, str] | None = None) -> None:
+    """Write the vocab beside the shards: ``files`` (name -> text: a BPE / Unigram tokenizer's ``tokenizer.json``
+    and config files) when given, else ``vocab.txt`` (one token per line, line number = id)."""
+    for name, text in (files or {"vocab.txt": "\n".join(tokens) + "\n"}).items():
+        with FileSystems.create(FileSystems.join(output_dir, name)) as f:
+            f.write(text.encode("utf-8"))
 
 
 def is_output_name(name: str) -> bool:
     """Whether a file name is one make-shards writes (and ``--overwrite`` replaces) in its output directory:
-    ``shard-NNNNN-of-MMMMM.arrow``, ``manifest.json`` (or its ``.tmp``) or ``vocab.txt``."""
+    ``shard-NNNNN-of-MMMMM.arrow``, ``manifest.json`` (or its ``.tmp``) or a vocab file (:data:`VOCAB_NAMES`)."""
     return bool(schema.SHARD_RE.match(name)) or name in (
         schema.MANIFEST_NAME,
         schema.MANIFEST_NAME + ".tmp",
-        VOCAB_NAME,
+        *VOCAB_NAMES,
     )
 
 
@@ -327,7 +331,7 @@ def existing_outputs(output_dir: str) -> list[str]:
             base = os.path.basename(meta.path.rstrip("/"))
             if (
                 schema.SHARD_RE.match(base)
-                or base in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp", "vocab.txt")
+                or base in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp", *VOCAB_NAMES)
                 or base.startswith(TMP_PREFIX)
             ):
                 found.append(meta.path)

@@ -107,13 +107,20 @@ class WriteManifestFn(beam.DoFn):
     ``train``, or ``eval`` for the held-out set (``heldout.manifest_sections``)."""
 
     def __init__(
-        self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str, role: str = "train"
+        self,
+        config: ShardsConfig,
+        vocab_info: dict,
+        vocab_tokens: list[str],
+        tmp_dir: str,
+        role: str = "train",
+        vocab_files: dict[str, str] | None = None,
     ):
         self.config = config
         self.vocab_info = vocab_info
         self.vocab_tokens = vocab_tokens
         self.tmp_dir = tmp_dir
         self.role = role
+        self.vocab_files = vocab_files
 
     @records_errors("tmp_dir")
     def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
@@ -129,9 +136,9 @@ class WriteManifestFn(beam.DoFn):
                 f"bertprep: internal error: shards hold {rows} rows, buckets made {statistics['instances']}"
             )
         try:
-            shards.copy_vocab(self.tmp_dir, self.vocab_tokens)
+            shards.copy_vocab(self.tmp_dir, self.vocab_tokens, self.vocab_files)
         except OSError as err:
-            raise MakeShardsError(shards.os_error_message(err, f"writing vocab.txt (in {self.tmp_dir})")) from err
+            raise MakeShardsError(shards.os_error_message(err, f"writing the vocab (in {self.tmp_dir})")) from err
         shards.remove_tree(FileSystems.join(self.tmp_dir, BUCKETS_DIR))
         vocab_size = len(self.vocab_tokens)
         manifest = {
@@ -157,14 +164,23 @@ class WriteArrowShards(beam.PTransform):
     folder ``tmp_dir``. ``role``: ``train``, or ``eval`` for the held-out set."""
 
     def __init__(
-        self, config: ShardsConfig, vocab_info: dict, vocab_tokens: list[str], tmp_dir: str, role: str = "train"
+        self,
+        config: ShardsConfig,
+        vocab_info: dict,
+        vocab_tokens: list[str],
+        tmp_dir: str,
+        role: str = "train",
+        vocab_files: dict[str, str] | None = None,
     ):
+        """``vocab_files``: the tokenizer files to copy beside the shards (a BPE / Unigram tokenizer's); None:
+        ``vocab.txt`` of ``vocab_tokens``."""
         super().__init__()
         self.config = config
         self.vocab_info = vocab_info
         self.vocab_tokens = vocab_tokens
         self.tmp_dir = tmp_dir
         self.role = role
+        self.vocab_files = vocab_files
 
     def expand(self, pcolls):
         bucket_metas, counts = pcolls
@@ -189,6 +205,6 @@ class WriteArrowShards(beam.PTransform):
             | "CollectShards" >> beam.combiners.ToList()
         )
         return entries | "WriteManifestFn" >> beam.ParDo(
-            WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir, self.role),
+            WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir, self.role, self.vocab_files),
             counts=beam.pvalue.AsSingleton(merged_counts),
         )

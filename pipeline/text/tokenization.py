@@ -11,6 +11,7 @@ too; Beam is imported only there), the casing / accent checks against the vocab 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from bertprep.pipeline import vocab_files
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer, tokenizer_json_model_type
 from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
 from bertprep.pipeline.paths import web_url_message
 from bertprep.pipeline.remote import RemotePathError, check_remote_path
@@ -62,6 +64,18 @@ class Vocab:
     settings_source: str | None = None
     """The file ``do_lower_case`` / ``strip_accents`` come from when it is not ``source`` (the tokenizer.json
     beside a vocab.txt), for messages."""
+    pretrained: PretrainedTokenizer | None = None
+    """A BPE or Unigram ``tokenizer.json`` (a published model's, ``build-vocab --model bpe|unigram``): it
+    tokenizes, names the special tokens and marks the word boundaries; None for BERT's WordPiece (the original
+    tokenizer, :func:`build_tokenizer`)."""
+
+    @classmethod
+    def from_pretrained(cls, tokenizer: PretrainedTokenizer) -> "Vocab":
+        """The vocab of a BPE / Unigram tokenizer (every id, added tokens included)."""
+        token_to_id = {t: i for i, t in enumerate(tokenizer.tokens)}
+        return cls(
+            list(tokenizer.tokens), token_to_id, list(token_to_id), source=tokenizer.source, pretrained=tokenizer
+        )
 
     @classmethod
     def from_tokens(
@@ -108,7 +122,25 @@ class Vocab:
         return self._sha256
 
     def special_token_ids(self) -> dict[str, int]:
+        """Role (``[CLS]``, ``[SEP]``, ``[MASK]``, ``[PAD]``, ``[UNK]``, BERT's spelling) -> id: the shard
+        manifest's ``special_token_ids``. RoBERTa's ``<s>`` has the role ``[CLS]``."""
+        if self.pretrained is not None:
+            return self.pretrained.special_token_ids()
         return vocab_files.special_token_ids(self.token_to_id)
+
+    def is_continuation(self) -> list[bool]:
+        """Per id, whether the piece continues the word before it (whole-word masking): WordPiece's ``##``
+        pieces; a BPE / Unigram tokenizer's by its word marks (``PretrainedTokenizer.is_continuation``; all
+        False when it has none, see :func:`check_tokenizer_options`)."""
+        if self.pretrained is not None:
+            return self.pretrained.is_continuation() or [False] * self.size
+        return [t.startswith(vocab_files.CONTINUING_SUBWORD_PREFIX) for t in self.tokens]
+
+    def files(self) -> dict[str, str] | None:
+        """The tokenizer files make-shards copies beside the shards: a BPE / Unigram tokenizer's
+        ``tokenizer.json`` (and its config files); None for WordPiece (its ``vocab.txt`` is written from
+        :attr:`tokens`)."""
+        return dict(self.pretrained.files) if self.pretrained is not None else None
 
     def looks_cased(self) -> bool:
         """True when the vocab has upper-case word pieces outside the bracketed special entries."""
@@ -126,9 +158,7 @@ def _read_text(path: str) -> str:
     except RemotePathError as err:
         raise VocabError(str(err)) from None
     if "://" not in path and os.path.isdir(path):
-        inside = [n for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, n))]
-        hint = f"pass {os.path.join(path, inside[0])}" if inside else "pass the vocab.txt or tokenizer.json inside it"
-        raise VocabError(f"{path} is a directory, not a vocab file; {hint}")
+        raise VocabError(f"{path} is a directory without a vocab.txt or tokenizer.json; pass the vocab file itself")
     if not FileSystems.exists(path):  # a missing gs:// object raises google's NotFound (not an OSError) on open
         raise VocabError(f"{path}: vocab file not found")
     try:
@@ -145,23 +175,32 @@ def _read_text(path: str) -> str:
 
 
 def load_vocab(path: str) -> Vocab:
-    """Load a ``vocab.txt`` (one token per line, line number = id) or a Hugging Face ``tokenizer.json``.
+    """Load a ``vocab.txt`` (one token per line, line number = id), a Hugging Face ``tokenizer.json`` of any model
+    type, or a local directory holding one (a model's or ``build-vocab``'s).
 
     A ``vocab.txt`` is read as the original ``tokenization.load_vocab`` does: each line stripped with
-    ``str.strip()``, ids counted by line. From a ``tokenizer.json`` the WordPiece model's vocab is taken
-    (ids must be 0..n-1), ``do_lower_case`` and ``strip_accents`` from its ``BertNormalizer``. A vocab.txt
+    ``str.strip()``, ids counted by line. From a WordPiece ``tokenizer.json`` the WordPiece model's vocab is
+    taken (ids must be 0..n-1), ``do_lower_case`` and ``strip_accents`` from its ``BertNormalizer``. A vocab.txt
     with a ``tokenizer.json`` beside it (what build-vocab and export write) takes the two settings from that
     tokenizer.json, which must hold the same vocab: the vocab carries its own normalisation, so make-shards
-    follows it (:func:`resolve_text_settings`). Google's vocab.txt alone records nothing.
+    follows it (:func:`resolve_text_settings`). Google's vocab.txt alone records nothing. A BPE or Unigram
+    ``tokenizer.json`` (RoBERTa's, ModernBERT's, ``build-vocab --model bpe``'s) is read with the
+    ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it (:class:`PretrainedTokenizer`: it
+    tokenizes, names the special tokens, marks the word boundaries). A directory gives its BPE / Unigram
+    ``tokenizer.json``, else its ``vocab.txt``, else its WordPiece ``tokenizer.json``.
 
     Raises:
-        VocabError: the file is missing or a directory, empty, not UTF-8, not a WordPiece tokenizer.json,
-            lacks [UNK]/[CLS]/[SEP]/[MASK], or (vocab.txt) lists a token twice: the original silently gives
-            the token its last line's id, which moves ids (a second ``[MASK]`` on line 201 makes [MASK] 200);
-            or the tokenizer.json beside a vocab.txt holds another vocab.
+        VocabError: the file is missing (or a directory without either), empty, not UTF-8, not a tokenizer.json,
+            lacks [UNK]/[CLS]/[SEP]/[MASK] (a BPE / Unigram tokenizer: names no [CLS]/[SEP]/[MASK]/[PAD] token),
+            or (vocab.txt) lists a token twice: the original silently gives the token its last line's id, which
+            moves ids (a second ``[MASK]`` on line 201 makes [MASK] 200); or the tokenizer.json beside a
+            vocab.txt holds another vocab.
     """
+    path = _vocab_file_in(path)
     text = _read_text(path)
     if path.endswith(".json") or text.lstrip().startswith("{"):
+        if _json_model_type(text) not in (None, "WordPiece"):
+            return Vocab.from_pretrained(_load_pretrained(path, text))
         tokens, do_lower_case, strip_accents = vocab_files.parse_tokenizer_json(text, path)
         return Vocab.from_tokens(tokens, do_lower_case=do_lower_case, source=path, strip_accents=strip_accents)
     tokens = vocab_files.parse_vocab_txt(text, path)
@@ -172,6 +211,40 @@ def load_vocab(path: str) -> Vocab:
     vocab = Vocab.from_tokens(tokens, do_lower_case=do_lower_case, source=path, strip_accents=strip_accents)
     vocab.settings_source = beside
     return vocab
+
+
+def _vocab_file_in(path: str) -> str:
+    """``path``, or for a local directory the vocab file in it: a BPE / Unigram ``tokenizer.json``, else
+    ``vocab.txt``, else a ``tokenizer.json`` (an absent one is refused by :func:`_read_text`)."""
+    if "://" in path or not os.path.isdir(path):
+        return path
+    tokenizer_json = os.path.join(path, vocab_files.TOKENIZER_FILE)
+    vocab_txt = os.path.join(path, vocab_files.VOCAB_FILE)
+    if os.path.isfile(tokenizer_json) and tokenizer_json_model_type(tokenizer_json) not in ("WordPiece", None):
+        return tokenizer_json
+    for candidate in (vocab_txt, tokenizer_json):
+        if os.path.isfile(candidate):
+            return candidate
+    return path
+
+
+def _json_model_type(text: str) -> str | None:
+    try:
+        return (json.loads(text).get("model") or {}).get("type")
+    except (ValueError, AttributeError):
+        return None  # parse_tokenizer_json says what is wrong
+
+
+def _load_pretrained(path: str, text: str) -> PretrainedTokenizer:
+    """The BPE / Unigram tokenizer of ``path`` (text ``text``), with the config files beside it (any filesystem)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    files = {vocab_files.TOKENIZER_FILE: text}
+    for name in (vocab_files.TOKENIZER_CONFIG_FILE, vocab_files.SPECIAL_TOKENS_MAP_FILE):
+        other = path.rsplit("/", 1)[0] + "/" + name if "://" in path else os.path.join(os.path.dirname(path), name)
+        if FileSystems.exists(other):
+            files[name] = _read_text(other)
+    return PretrainedTokenizer.from_texts(files, source=path)
 
 
 def _tokenizer_json_beside(path: str) -> str | None:
@@ -283,6 +356,8 @@ def resolve_text_settings(
         VocabError: ``do_lower_case`` or ``strip_accents`` was given and contradicts the tokenizer.json's (the
             message names both settings and the fix; ``option`` is the flag given).
     """
+    if vocab.pretrained is not None:
+        return _pretrained_text_settings(vocab, do_lower_case, strip_accents)
     if do_lower_case is None:
         do_lower_case = vocab.do_lower_case if vocab.do_lower_case is not None else True
     warnings = [w for w in (check_casing(vocab, do_lower_case),) if w]
@@ -293,6 +368,83 @@ def resolve_text_settings(
     if warning:
         warnings.append(warning)
     return do_lower_case, strip_accents, warnings
+
+
+def _pretrained_text_settings(
+    vocab: Vocab, do_lower_case: bool | None, strip_accents: bool | None
+) -> tuple[bool, bool, list[str]]:
+    """:func:`resolve_text_settings` for a BPE / Unigram tokenizer: its own normaliser decides, so
+    ``--do-lower-case`` and ``--strip-accents`` (either way) are refused; ``(False, False, [])`` (bertprep changes
+    no text before the tokenizer)."""
+    for value, flag in ((do_lower_case, "do-lower-case"), (strip_accents, "strip-accents")):
+        if value is not None:
+            given = f"--{'' if value else 'no-'}{flag}"
+            raise VocabError(
+                f"{vocab.source}: a {vocab.pretrained.model_type} tokenizer.json normalises text itself (its "
+                f"normalizer); {given} applies to BERT WordPiece vocabs only: drop it",
+                option=given,
+            )
+    return False, False, []
+
+
+def check_tokenizer_options(vocab: Vocab, masking_scheme: str, word_segmenter: str | None) -> None:
+    """Refuse make-shards options a BPE / Unigram tokenizer cannot serve (WordPiece: nothing to check).
+
+    Raises:
+        VocabError: ``--word-segmenter`` (it groups WordPiece pieces; these tokenizers mark their own word
+            starts), or a word-level ``--masking-scheme`` with a tokenizer whose pieces carry no word marks.
+    """
+    if vocab.pretrained is None:
+        return
+    if word_segmenter:
+        raise VocabError(
+            f"--word-segmenter groups BERT WordPiece pieces into words; {vocab.source} is a "
+            f"{vocab.pretrained.model_type} tokenizer, whose pieces mark their own word starts: drop --word-segmenter",
+            option="--word-segmenter",
+        )
+    if masking_scheme != "token" and vocab.pretrained.is_continuation() is None:
+        raise VocabError(
+            f"{vocab.source}: its pieces carry no word marks (Ġ, ▁ or ##), so --masking-scheme {masking_scheme} "
+            "has no words to mask; use --masking-scheme token",
+            option="--masking-scheme",
+        )
+
+
+def sentence_encoder(
+    vocab: Vocab, do_lower_case: bool, *, strip_accents: bool | None = None
+) -> "SentenceEncoder | PretrainedSentenceEncoder":
+    """make-shards' encoder for ``vocab``: :class:`SentenceEncoder` (WordPiece, the original's ids) or
+    :class:`PretrainedSentenceEncoder` (a BPE / Unigram tokenizer)."""
+    if vocab.pretrained is not None:
+        return PretrainedSentenceEncoder(vocab)
+    return SentenceEncoder(vocab, do_lower_case, strip_accents=strip_accents)
+
+
+class PretrainedSentenceEncoder:
+    """:class:`SentenceEncoder`'s interface for a BPE / Unigram tokenizer
+    (``PretrainedTokenizer.encode_sentences``: each sentence encoded as it reads after a space where the
+    tokenizer marks words so, no special tokens recognised in the text)."""
+
+    def __init__(self, vocab: Vocab):
+        self.vocab = vocab
+        self.pretrained = vocab.pretrained
+        unk = self.pretrained.unk_token_id
+        self.unk_id = -1 if unk is None else unk  # (a byte-level BPE has none: every byte is a piece)
+
+    def encode(self, sentences: Sequence[str]) -> list[list[int]]:
+        """Piece ids of each sentence (an empty list for a sentence that tokenizes to nothing)."""
+        return self.pretrained.encode_sentences(list(sentences))
+
+    def encode_flat(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``encode`` concatenated: (ids ``uint32``, each sentence's length ``int64``)."""
+        ids = self.encode(sentences)
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter((i for row in ids for i in row), dtype=np.uint32, count=int(lengths.sum()))
+        return flat, lengths
+
+    def encode_documents(self, documents: Iterable[Sequence[str]]) -> list[list[list[int]]]:
+        """Per document the non-empty sentences' ids."""
+        return [[ids for ids in self.encode(doc) if ids] for doc in documents]
 
 
 def build_tokenizer(vocab: Vocab, do_lower_case: bool, strip_accents: bool | None = None) -> Tokenizer:

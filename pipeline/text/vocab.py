@@ -14,13 +14,15 @@ Vocabulary layout (ids): ``[PAD]``, ``[UNK]``, ``[CLS]``, ``[SEP]``, ``[MASK]`` 
 point), their ``##`` continuation forms and the merged word pieces. ``vocab_size`` counts all of it.
 Code that needs a special id looks it up (``Tokenizer.token_to_id``); nothing here relies on the numbers.
 
-The trainer reads its input once, as a stream: it keeps a count per distinct (normalized, pre-tokenized)
-word, so memory grows with the number of distinct words, not with the corpus size. It is **not
-deterministic run to run**: the merge order among pairs of equal count and the order of the ``##``
-characters follow Rust hash-map iteration, so two runs on the same input give different ids (measured
-on 16 MB of Gutenberg + Wikipedia text, 16k vocab: same token set, 3,652 of 16,000 ids moved) and, where
-pairs tie at the ``vocab_size`` cut-off, a few different entries. Pin a vocab by keeping its
-``vocab.txt``; never expect to re-create it.
+The input is read once, as a stream: its words are counted (memory grows with the number of distinct words,
+not with the corpus size) and the trainer is fed the counts. The result is **deterministic**: the
+``tokenizers`` trainer would give the ``##`` characters their ids in hash-map order, random per process, and
+those ids break ties between pairs of equal count (huggingface/tokenizers#1794: measured on 16 MB of
+Gutenberg + Wikipedia text, 16k vocab, 3,652 of 16,000 ids moved between two runs); ``trainer_determinism``
+fixes them before the first merge, so the same texts and settings give byte-identical files in every run.
+
+``--model bpe`` and ``--model unigram`` (byte-level BPE as RoBERTa and ModernBERT, Unigram as XLM-R) are
+``vocab_models``'; :func:`train_vocab` picks the trainer, :func:`save_vocab` writes either's files.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from tokenizers import Tokenizer, trainers
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bertprep.pipeline import interrupts
 from bertprep.pipeline.atomic import finish_replace, replace_directory
@@ -46,7 +48,9 @@ from bertprep.pipeline.normalization import (
     accent_stripping_warning,
     resolve_strip_accents,
 )
+from bertprep.pipeline.text import vocab_models
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER
+from bertprep.pipeline.text.trainer_determinism import count_words, fixed_alphabet, texts_of_counts
 
 # The tokenizer and its files are vocab_files.py's (one builder for make-shards, build-vocab and export).
 # SPECIAL_TOKENS ([PAD], [UNK], [CLS], [SEP], [MASK]) is also the id order of a trained vocab ([PAD] first, as
@@ -71,6 +75,8 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from bertprep.pipeline.readers import ReaderStats
 
+#: ``build-vocab --model``: BERT's WordPiece, byte-level BPE (RoBERTa, ModernBERT), Unigram (XLM-R, DeBERTa-v3).
+MODELS = ("wordpiece", "bpe", "unigram")
 DEFAULT_VOCAB_SIZE = 30522  # bert-base-uncased
 DEFAULT_NUM_UNUSED = 100  # bert-base-cased has 100 ([unused1]..[unused99], [unused100], [unused101] aside)
 DEFAULT_MIN_FREQUENCY = 2  # as tokenizers' BertWordPieceTokenizer.train
@@ -100,7 +106,7 @@ class VocabSizeError(ValueError):
 
 @dataclass
 class VocabConfig:
-    """Settings of a WordPiece vocabulary training run."""
+    """Settings of a vocabulary training run (WordPiece, or ``vocab_models``' byte-level BPE / Unigram)."""
 
     vocab_size: int = DEFAULT_VOCAB_SIZE
     """Entries in the final vocab, counting specials, ``[unusedN]`` slots, the alphabet and learned pieces.
@@ -120,8 +126,17 @@ class VocabConfig:
     fine-tuning without resizing the embedding matrix."""
     show_progress: bool = True
     """Show the ``tokenizers`` trainer's own progress bars (on stderr)."""
+    model: str = "wordpiece"
+    """One of :data:`MODELS`: BERT's ``wordpiece``, byte-level ``bpe`` (RoBERTa, ModernBERT) or ``unigram``
+    (XLM-R, DeBERTa-v3). The last two have their own special tokens and no ``[unusedN]`` slots, accent
+    stripping or alphabet limit (``num_unused`` 0, ``strip_accents`` None); ``do_lower_case`` adds a
+    ``Lowercase`` normaliser."""
 
     def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
+        if self.model != "wordpiece" and (self.num_unused or self.strip_accents is not None):
+            raise ValueError(f"the {self.model} model has no [unusedN] slots or accent stripping (num_unused=0)")
         if self.num_unused < 0:
             raise ValueError(f"num_unused must be >= 0, got {self.num_unused}")
         if self.min_frequency < 0:
@@ -131,10 +146,16 @@ class VocabConfig:
         if self.limit_alphabet is not None and self.limit_alphabet < 1:
             raise ValueError(f"limit_alphabet must be >= 1 (or None for no limit), got {self.limit_alphabet}")
         minimum = self.min_vocab_size
+        if self.vocab_size < minimum and self.model == "bpe":
+            raise VocabSizeError(
+                f"vocab_size {self.vocab_size} cannot hold the {len(self.reserved_tokens)} special tokens and the "
+                f"256 byte symbols of a byte-level BPE: the minimum is {minimum}",
+                minimum,
+            )
         if self.vocab_size < minimum:
             raise VocabSizeError(
-                f"vocab_size {self.vocab_size} cannot hold the {len(SPECIAL_TOKENS)} special tokens, "
-                f"{self.num_unused} [unusedN] slots and an alphabet: the minimum is {minimum} "
+                f"vocab_size {self.vocab_size} cannot hold the {len(self.reserved_tokens) - self.num_unused} special "
+                f"tokens, {self.num_unused} [unusedN] slots and an alphabet: the minimum is {minimum} "
                 "(more in practice: every distinct character kept takes two entries, c and ##c)",
                 minimum,
             )
@@ -147,12 +168,17 @@ class VocabConfig:
     @property
     def reserved_tokens(self) -> list[str]:
         """The special tokens then the ``[unusedN]`` slots: ids ``0 .. len-1`` of the trained vocab."""
+        if self.model != "wordpiece":
+            return list(vocab_models.SPECIAL_TOKENS)
         return list(SPECIAL_TOKENS) + unused_tokens(self.num_unused)
 
     @property
     def min_vocab_size(self) -> int:
-        """Lower bound on ``vocab_size`` known before reading the corpus: reserved tokens + 2 (a, ##a)."""
-        return len(SPECIAL_TOKENS) + self.num_unused + 2
+        """Lower bound on ``vocab_size`` known before reading the corpus: reserved tokens + 2 (a, ##a); a
+        byte-level BPE needs its 256 byte symbols."""
+        if self.model == "bpe":
+            return vocab_models.MIN_BPE_VOCAB_SIZE
+        return len(self.reserved_tokens) + 2
 
 
 @dataclass
@@ -200,11 +226,22 @@ class TrainedVocab:
 
     @property
     def continuation_share(self) -> float:
-        """Share of :attr:`learned_tokens` that are ``##`` continuation pieces (0..1)."""
+        """Share of :attr:`learned_tokens` that continue a word (0..1): WordPiece's ``##`` pieces; for a
+        byte-level BPE / Unigram those without the ``Ġ`` / ``▁`` of a word's first piece."""
         learned = self.learned_tokens
         if not learned:
             return 0.0
-        return sum(t.startswith(CONTINUING_SUBWORD_PREFIX) for t in learned) / len(learned)
+        if self.config.model == "wordpiece":
+            return sum(t.startswith(CONTINUING_SUBWORD_PREFIX) for t in learned) / len(learned)
+        mark = "\u0120" if self.config.model == "bpe" else "\u2581"
+        return sum(not t.startswith(mark) for t in learned) / len(learned)
+
+    def files(self) -> dict[str, str]:
+        """Name -> text of the files :func:`save_vocab` writes: WordPiece's ``vocab_files.tokenizer_files``
+        (``vocab.txt`` among them), else ``vocab_models.model_files``."""
+        if self.config.model == "wordpiece":
+            return tokenizer_files(self.tokens, self.config.do_lower_case, strip_accents=self.config.strip_accents)
+        return vocab_models.model_files(self.tokenizer, self.config.model)
 
     def accent_warning(self, cased_flag: str = "--cased") -> str | None:
         """The warning for a corpus that accent stripping damages (a share of its letters of
@@ -216,13 +253,14 @@ class TrainedVocab:
 
     def summary(self) -> str:
         """Human-readable one-paragraph summary (vocab size, input read, ``##`` share, time)."""
+        pieces = "## pieces" if self.config.model == "wordpiece" else "pieces continuing a word"
         lines = [
-            f"vocab size: {self.vocab_size:,} ({len(self.config.reserved_tokens)} special/unused, "
-            f"{len(self.learned_tokens):,} learned, {self.continuation_share:.1%} of them ## pieces)",
+            f"{self.config.model} vocab size: {self.vocab_size:,} ({len(self.config.reserved_tokens)} special/unused, "
+            f"{len(self.learned_tokens):,} learned, {self.continuation_share:.1%} of them {pieces})",
             f"read: {self.stats.sentences:,} sentences, {self.stats.characters:,} characters",
             f"time: {self.seconds:.1f} s",
         ]
-        if self.vocab_size < self.config.vocab_size:
+        if self.vocab_size < self.config.vocab_size and self.config.model != "unigram":
             lines.append(
                 f"note: {self.config.vocab_size:,} entries were asked for, but the corpus has no more pairs "
                 f"occurring at least {self.config.min_frequency} times; use more text or a lower --min-frequency"
@@ -245,11 +283,13 @@ def _counted(texts: Iterable[str], stats: CorpusStats) -> Iterator[str]:
 
 
 def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | None = None) -> TrainedVocab:
-    """Train a WordPiece vocab on ``texts`` (any iterable of strings, e.g. one sentence each), streaming.
+    """Train a WordPiece vocab on ``texts`` (any iterable of strings, e.g. one sentence each), deterministically.
 
-    ``texts`` is consumed once, lazily, by ``Tokenizer.train_from_iterator`` (memory: one count per
-    distinct word). ``length``, if known, is the number of strings, for the trainer's progress bar.
-    The result is not deterministic run to run (see the module docstring).
+    ``texts`` is consumed once, lazily: its words are counted (memory: one count per distinct word), then the
+    trainer is fed the counted words with its alphabet and ``##`` forms fixed in code-point order
+    (``trainer_determinism``: the workaround for huggingface/tokenizers#1794), so the same texts and settings
+    give the same vocab in every run and process. ``length``, if known, is the number of strings (unused since
+    the words are counted first; kept for callers).
 
     Returns:
         a :class:`TrainedVocab`; its vocab has exactly ``config.vocab_size`` entries unless the corpus
@@ -261,30 +301,39 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
             alphabet (each kept character ``c`` and its continuation ``##c``); ``.minimum`` says how many
             entries this corpus needs at least.
     """
+    del length
     reserved = config.reserved_tokens
-    limit = {} if config.limit_alphabet is None else {"limit_alphabet": config.limit_alphabet}  # no None accepted
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=config.vocab_size,
-        min_frequency=config.min_frequency,
-        show_progress=config.show_progress,
-        special_tokens=reserved,
-        continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
-        **limit,
-    )
-    # Train with the same normalizer and pre-tokenizer that the saved tokenizer uses: the trainer counts
-    # the words exactly as they will be tokenized.
-    training = build_tokenizer({}, config.do_lower_case, config.strip_accents)
-
+    # The words counted with the normalizer and pre-tokenizer that the saved tokenizer uses: the trainer sees the
+    # words exactly as they will be tokenized.
+    bert = build_tokenizer({}, config.do_lower_case, config.strip_accents)
     stats = CorpusStats()
     start = time.perf_counter()
-    interrupts.listen()  # the trainer pulls the texts from its own thread: Ctrl-C must stop the feeding
+    interrupts.listen()  # the trainer pulls the words from its own thread: Ctrl-C must stop the feeding
     try:
-        training.train_from_iterator(_counted(texts, stats), trainer=trainer, length=length)
+        words = count_words(
+            _counted(texts, stats),
+            bert.normalizer,
+            bert.pre_tokenizer,
+            bert_ascii_lowercase=config.do_lower_case,
+        )
+        if stats.sentences == 0:
+            raise ValueError("no text to train on: the input held no non-blank sentence")
+        alphabet, _, fixed = fixed_alphabet(words, config.limit_alphabet, CONTINUING_SUBWORD_PREFIX)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=config.vocab_size,
+            min_frequency=config.min_frequency,
+            show_progress=config.show_progress,
+            special_tokens=reserved + fixed,
+            continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+            initial_alphabet=alphabet,  # (with limit_alphabet = its size: exactly these characters are kept)
+            limit_alphabet=len(alphabet),
+        )
+        training = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX))
+        training.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # (the words are normalised already)
+        training.train_from_iterator(texts_of_counts(words), trainer=trainer, length=len(words))
     finally:
         interrupts.stop_listening()
     seconds = time.perf_counter() - start
-    if stats.sentences == 0:
-        raise ValueError("no text to train on: the input held no non-blank sentence")
 
     vocab = training.get_vocab(with_added_tokens=False)
     tokens = sorted(vocab, key=vocab.__getitem__)
@@ -304,6 +353,40 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
         )
     tokenizer = hf_tokenizer(tokens, config.do_lower_case, config.strip_accents)
     return TrainedVocab(tokenizer=tokenizer, tokens=tokens, config=config, stats=stats, seconds=seconds)
+
+
+def train_vocab(texts: Iterable[str], config: VocabConfig) -> TrainedVocab:
+    """Train the vocab ``config.model`` names on ``texts`` (consumed once): :func:`train_wordpiece`, or
+    ``vocab_models.train_model`` for ``bpe`` / ``unigram`` (deterministic too: ``trainer_determinism``).
+
+    Raises:
+        ValueError: ``texts`` held no non-blank string; VocabSizeError: ``vocab_size`` too small.
+    """
+    if config.model == "wordpiece":
+        return train_wordpiece(texts, config)
+    stats = CorpusStats()
+    start = time.perf_counter()
+    interrupts.listen()  # the trainer pulls the texts from its own thread: Ctrl-C must stop the feeding
+    try:
+        tokenizer = vocab_models.train_model(
+            _counted(texts, stats),
+            config.model,
+            config.vocab_size,
+            config.do_lower_case,
+            config.min_frequency,
+            config.show_progress,
+        )
+    except ValueError as err:
+        raise VocabSizeError(str(err), config.min_vocab_size) from None
+    finally:
+        interrupts.stop_listening()
+    if stats.sentences == 0:
+        raise ValueError("no text to train on: the input held no non-blank sentence")
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    assert [vocab[t] for t in tokens] == list(range(len(tokens))), "trainer produced non-contiguous ids"
+    assert tokens[: len(config.reserved_tokens)] == config.reserved_tokens, "special tokens not first"
+    return TrainedVocab(tokenizer, tokens, config, stats, time.perf_counter() - start)
 
 
 def existing_outputs(output_dir: str) -> list[str]:
@@ -387,8 +470,8 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     found = existing_outputs(output_dir)
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
-    # vocab_files.tokenizer_files: the tokenizer.json of hf_tokenizer(trained.tokens) is trained.tokenizer's
-    contents = tokenizer_files(trained.tokens, trained.config.do_lower_case, strip_accents=trained.config.strip_accents)
+    # WordPiece: vocab_files.tokenizer_files, whose tokenizer.json (hf_tokenizer(trained.tokens)) is trained.tokenizer's
+    contents = trained.files()
     parent, base = os.path.split(os.path.abspath(output_dir))
     os.makedirs(parent, exist_ok=True)
     staging = os.path.join(parent, f"{_STAGING_PREFIX.format(base)}{os.getpid()}")
@@ -521,7 +604,7 @@ def build_vocab(
     read_options = dict(
         input_format=input_format, text_field=text_field, segmenter=segmenter, encoding=encoding, **line_limit
     )
-    trained = train_wordpiece(_sentences_with_progress(files, read_options, stats, config.show_progress), config)
+    trained = train_vocab(_sentences_with_progress(files, read_options, stats, config.show_progress), config)
     written = save_vocab(trained, output_dir, overwrite=overwrite)
     return VocabBuild(trained, written, stats)
 

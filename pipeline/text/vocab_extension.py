@@ -91,6 +91,23 @@ class BaseVocab:
         return [i for i, t in enumerate(self.tokens) if is_unused_slot(t)]
 
 
+def _refuse_other_models(text: str, path: str) -> None:
+    """Raise :class:`VocabError` for a BPE / Unigram ``tokenizer.json``: ``--extend`` extends WordPiece vocabs."""
+    import json
+
+    try:
+        model = (json.loads(text).get("model") or {}).get("type")
+    except (ValueError, AttributeError):
+        return  # parse_tokenizer_json says what is wrong
+    if model in ("BPE", "Unigram"):
+        how = "merges ranked against the old ones" if model == "BPE" else "scores fitted with the old pieces"
+        raise VocabError(
+            f"{path} is a {model} tokenizer; --extend extends WordPiece vocabs only (a new {model} piece is reached "
+            f"only through {how}, which adding entries does not give): continue pre-training with the tokenizer as "
+            "it is (make-shards --vocab with its directory)"
+        )
+
+
 def read_base_vocab(path: str, do_lower_case: bool | None = None, strip_accents: bool | None = None) -> BaseVocab:
     """The vocab to extend: a ``vocab.txt``, a ``tokenizer.json`` or a directory holding one (tokenizer.json
     preferred, as it records the normalisation).
@@ -119,6 +136,7 @@ def read_base_vocab(path: str, do_lower_case: bool | None = None, strip_accents:
         except UnicodeDecodeError as err:
             raise VocabError(f"{path}: not UTF-8 text ({err}); pass a vocab.txt or tokenizer.json") from None
     if text.lstrip().startswith("{"):
+        _refuse_other_models(text, path)
         tokens, recorded_lower, recorded_strip = parse_tokenizer_json(text, path)
         source = "its tokenizer.json normalizer"
     else:

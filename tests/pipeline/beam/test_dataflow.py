@@ -59,7 +59,8 @@ DATAFLOW_ARGS = [
 #: blingfire backs ``--segmenter blingfire`` (see segmentation.py).
 # Imported only when asked for (--segmenter blingfire, --word-segmenter jieba / kiwi), with an error naming the
 # package to install when it is missing.
-OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy", "dask", "distributed"}
+# (extras, imported where used: huggingface_hub resolves a Hub id given as --vocab, on the launching machine)
+OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy", "dask", "distributed", "huggingface_hub"}
 
 
 def _config(**kw) -> ShardsConfig:

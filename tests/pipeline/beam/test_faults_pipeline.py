@@ -261,10 +261,16 @@ def test_build_vocab_refuses_an_input_it_would_replace(tmp_path):
 
 
 def test_vocab_that_is_a_directory(tmp_path):
-    result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--vocab", str(FIXTURES))
+    # a directory is the tokenizer it holds (a model's or build-vocab's directory): here its vocab.txt
+    made = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--vocab", str(FIXTURES))
+    assert made.exit_code == 0, made.output
+    assert (tmp_path / "shards" / "vocab.txt").read_bytes() == (FIXTURES / "vocab.txt").read_bytes()
+    empty = tmp_path / "no-vocab"
+    empty.mkdir()
+    result = _make([FIXTURES / "a.txt"], tmp_path / "shards2", "--vocab", str(empty))
     assert result.exit_code == 2
-    assert f"{FIXTURES} is a directory, not a vocab file; pass {FIXTURES}/vocab.txt" in result.output
-    assert "Traceback" not in result.output and not (tmp_path / "shards").exists()
+    assert f"{empty} is a directory without a vocab.txt or tokenizer.json" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "shards2").exists()
 
 
 def test_output_that_is_a_file_is_refused_before_any_work(tmp_path):

@@ -1,7 +1,7 @@
 """bertprep build-vocab: WordPiece vocab training (pipeline/text/vocab.py) and its command (cli/build_vocab.py).
 
-The ``tokenizers`` trainer is not deterministic run to run, so these tests check properties of the result
-(size, layout, agreement between files, round trips, [UNK] rate), never exact bytes.
+These tests check properties of the result (size, layout, agreement between files, round trips, [UNK] rate);
+that the bytes are the same in every process is ``test_vocab_determinism.py``'s.
 Fixtures: ``tests/fixtures/vocab/train.txt`` and ``heldout.txt``, excerpts of four public-domain books
 (Project Gutenberg via the NLTK corpus: Austen, Chesterton, Melville, Whitman); see the README there.
 """
@@ -469,7 +469,8 @@ def test_cli_help_says_what_users_must_know(runner):
     result = _invoke(runner, "--help")
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    assert "NOT DETERMINISTIC" in text
+    assert "Deterministic: the same input and options give byte-identical files" in text
+    assert "--model [wordpiece|bpe|unigram]" in text
     assert "without resizing the embedding matrix" in text  # what --num-unused slots are for
     assert "BertTokenizerFast" in text
 

@@ -168,3 +168,15 @@ def test_a_cased_tokenizer_json_with_lowercase_is_refused(tmp_path):
     with pytest.raises(VocabError, match="is cased .* but --lowercase was given"):
         read_base_vocab(str(tmp_path / "tokenizer.json"), do_lower_case=True)
     assert read_base_vocab(str(tmp_path)).do_lower_case is False
+
+
+@pytest.mark.parametrize("model", ["bpe", "unigram"])
+def test_extending_a_bpe_or_unigram_tokenizer_is_refused_in_one_line(tmp_path, model):
+    from tokenizer_factory import roberta_tokenizer_dir, unigram_tokenizer_dir
+
+    base = (roberta_tokenizer_dir if model == "bpe" else unigram_tokenizer_dir)(tmp_path / "base")
+    result = _extend(str(TRAIN), "--extend", str(base), "--extend-size", "5", "-o", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    kind = "BPE" if model == "bpe" else "Unigram"
+    assert f"is a {kind} tokenizer; --extend extends WordPiece vocabs only" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "out").exists()
