@@ -12,7 +12,7 @@ from click.core import ParameterSource
 
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
-from bertprep.cli.options import AliasedOption
+from bertprep.cli.options import AliasedOption, report_to_option
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
@@ -23,7 +23,7 @@ def _default(name: str):
 
 
 #: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).
-_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png")
+_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png", "tensorboard", "wandb")
 
 #: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
 _FIXED_ON_RESUME = ("preset", *MODEL_OPTIONS)
@@ -342,6 +342,7 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     help="Stop cleanly, writing a checkpoint, after this many steps in this invocation "
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
+@report_to_option
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.pass_context
 def train(ctx: click.Context, compile_: bool, **options) -> None:

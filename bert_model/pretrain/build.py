@@ -7,6 +7,7 @@ for an exact resume (each step may draw from the RNGs that ``restore_rng`` sets 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -27,6 +28,7 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.metrics import JsonlWriter, gpu_peak_flops, plotting_unavailable
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
+from bertprep.bert_model.reporting import MetricsLog, open_reporter
 from bertprep.bert_model.pretrain import architectures
 from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingModel
 from bertprep.bert_model.pretrain.data import ShardDataset
@@ -90,8 +92,8 @@ class Run:
     autocast: contextlib.AbstractContextManager
     peak_flops: float | None
     """Peak bf16 FLOP/s of one GPU (for ``mfu``); None on CPU or an unknown GPU."""
-    writer: JsonlWriter | None
-    """``metrics.jsonl`` (main rank only)."""
+    writer: MetricsLog | None
+    """``metrics.jsonl`` and the ``report_to`` reporter (main rank only; ``open_metrics_log``)."""
     no_plot: str | None
     """Why ``metrics.png`` cannot be drawn (None: it can, or not the main rank)."""
     t_start: float
@@ -131,7 +133,7 @@ def build_run(
     warn_if_bf16_is_emulated(config, device, d)
     peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     os.makedirs(config.output_dir, exist_ok=True)
-    writer = JsonlWriter(metrics_path(config), truncate_after_step=step) if d.is_main else None
+    writer = open_metrics_log(config, step, cleanup) if d.is_main else None
     log_run(config, start, model, info, device, d, step)
     restore_rng(config, start, d)
     run = Run(
@@ -159,6 +161,21 @@ def build_run(
 
 def metrics_path(config: TrainConfig) -> str:
     return os.path.join(config.output_dir, "metrics.jsonl")
+
+
+def open_metrics_log(config: TrainConfig, step: int, cleanup: contextlib.ExitStack) -> MetricsLog:
+    """``metrics.jsonl`` (on ``resume``, without the lines logged after the checkpoint's ``step``) and the
+    ``report_to`` reporter (``reporting.open_reporter``); ``cleanup`` closes both however the run ends."""
+    reporter = open_reporter(
+        config.report_to,
+        config.output_dir,
+        job_type="pretrain",
+        config=dataclasses.asdict(config),
+        resume_step=step if config.resume else None,
+    )
+    log = MetricsLog(JsonlWriter(metrics_path(config), truncate_after_step=step), reporter)
+    cleanup.push(log.__exit__)
+    return log
 
 
 def check_output_dir(config: TrainConfig) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.precision import check_precision
+from bertprep.bert_model.reporting import REPORT_TO
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
 ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
@@ -143,6 +144,10 @@ class TrainConfig:
     schedule unchanged (for time-sliced or pre-emptible jobs)."""
     progress: bool = True
     """Show a tqdm progress bar (rank 0)."""
+    report_to: str = "none"
+    """Where the metrics go besides ``metrics.jsonl``: ``none``, ``tensorboard`` (event files in
+    ``output_dir/tensorboard/``) or ``wandb`` (a Weights & Biases run; ``WANDB_MODE=offline`` writes it in
+    ``output_dir/wandb/``); the scalars are named ``train/<field>`` and ``eval/<field>`` (``reporting.py``)."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -183,6 +188,8 @@ class TrainConfig:
         if self.resume and self.init_from:
             raise ValueError("give either resume (continue a run) or init_from (new run from weights), not both")
         check_precision(self.precision)
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
         if self.max_time_minutes is not None and self.max_time_minutes <= 0:
             raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
