@@ -23,6 +23,7 @@ _COMMANDS = {
     "predict": "bertprep.cli.predict:predict",
     "fill-mask": "bertprep.cli.fill_mask:fill_mask",
     "extract-features": "bertprep.cli.extract_features:extract_features_cmd",
+    "plot": "bertprep.cli.plot:plot",
 }
 
 _HELP = {
@@ -35,6 +36,7 @@ _HELP = {
     "predict": "Run a fine-tuned model on a file and write its predictions.",
     "fill-mask": "Show the top-k word pieces a pre-trained model predicts at each [MASK].",
     "extract-features": "Write frozen BERT activations of chosen layers per word piece (Arrow, streamed).",
+    "plot": "Draw the learning curves of pre-training runs (held-out accuracy, loss) in one picture.",
 }
 
 
@@ -46,6 +48,7 @@ _EXTRAS = {
     "predict": "finetune",
     "fill-mask": "finetune",
     "extract-features": "finetune",
+    "plot": "train",
 }
 
 
