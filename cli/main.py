@@ -71,7 +71,9 @@ class LazyGroup(click.Group):
                 raise click.ClickException(
                     f"'{cmd_name}' needs the package {err.name!r}, which is not installed{hint}"
                 ) from err
-            return getattr(module, attr)
+            command = getattr(module, attr)
+            command.short_help = command.short_help or _HELP.get(cmd_name)  # listings say what `bertprep --help` does
+            return command
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -256,7 +256,7 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Mode
         found = architectures.architecture_of(start.hf_source.config)
         if config.architecture != "bert" and config.architecture != found:  # (bert is the default: not a choice)
             raise ValueError(
-                f"--init-from {config.init_from} is a {found} model (config.json model_type), not "
+                f"--model {config.init_from} is a {found} model (config.json model_type), not "
                 f"--architecture {config.architecture}; leave --architecture out (the directory's is used)"
             )
         return hf_model_config(config, info, start.hf_source)
