@@ -19,6 +19,7 @@ record's ``step``; every numeric field is reported, so a field the loop adds rea
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Protocol
 
 #: ``--report-to`` values.
@@ -129,28 +130,56 @@ def open_reporter(
     return None
 
 
+class ConsoleReporter:
+    """One line per training record on stderr (``step 10/40: loss 4.1234, mlm_accuracy 0.1234, ...``), for runs
+    without a progress bar (``--no-progress``), which would otherwise print nothing until their first
+    evaluation. Evaluation records are left to the loop, which prints them itself."""
+
+    FIELDS = ("loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_accuracy", "lr", "tokens_per_s")
+
+    def __init__(self, max_steps: int | None = None, stream: Any = None):
+        self.max_steps = max_steps
+        self.stream = stream
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        shown = [(f, values[f"train/{f}"]) for f in self.FIELDS if f"train/{f}" in values]
+        if not shown:
+            return
+        of = f"/{self.max_steps}" if self.max_steps else ""
+        text = ", ".join(
+            f"{f} {v:.3g}" if f == "lr" else f"{f} {v:,.0f}" if f == "tokens_per_s" else f"{f} {v:.4f}"
+            for f, v in shown
+        )
+        print(f"step {step}{of}: {text}", file=self.stream or sys.stderr, flush=True)
+
+    def close(self, failed: bool = False) -> None:
+        pass
+
+
 class MetricsLog:
     """What a loop writes its metrics records to: ``metrics.jsonl`` (a ``metrics.JsonlWriter``) and the
-    reporter, if any. ``close`` closes both, once; as a context manager it closes on an exception too (a
-    W&B run is then marked failed)."""
+    reporters (``None`` entries are skipped). ``close`` closes them all, once; as a context manager it closes on
+    an exception too (a W&B run is then marked failed)."""
 
-    def __init__(self, jsonl: Any, reporter: Reporter | None = None):
+    def __init__(self, jsonl: Any, *reporters: Reporter | None):
         self.jsonl = jsonl
-        self.reporter = reporter
+        self.reporters = [r for r in reporters if r is not None]
         self._closed = False
 
     def write(self, record: dict[str, Any]) -> None:
         self.jsonl.write(record)
-        if self.reporter is not None:
-            self.reporter.log(*scalars(record))
+        if self.reporters:
+            step, values = scalars(record)
+            for reporter in self.reporters:
+                reporter.log(step, values)
 
     def close(self, failed: bool = False) -> None:
         if self._closed:
             return
         self._closed = True
         self.jsonl.close()
-        if self.reporter is not None:
-            self.reporter.close(failed=failed)
+        for reporter in self.reporters:
+            reporter.close(failed=failed)
 
     def __enter__(self) -> MetricsLog:
         return self

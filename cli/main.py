@@ -94,7 +94,7 @@ def cli() -> None:
       bertprep build-vocab corpus/ -o vocab/
       bertprep make-shards -i 'corpus/*.txt' --vocab vocab/vocab.txt -o shards/
       bertprep inspect shards/
-      bertprep train --shards shards/ --preset mini -o runs/mini
+      bertprep train --shards shards/ --preset mini --max-steps 10000 --warmup-steps 1000 --lr 1e-3 -o runs/mini
     """
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 _BLOCK = 32 * 1024
@@ -41,16 +42,38 @@ def _payloads(data: bytes):
             pending = b""
 
 
-def history(run_file: Path) -> list[dict]:
-    """Every row ``run.log`` wrote to the ``.wandb`` file, as dicts (``_step`` is the step given to ``log``)."""
+def records(run_file: Path) -> list:
+    """The ``wandb_internal_pb2.Record``s of a ``.wandb`` file, in order."""
     from wandb.proto import wandb_internal_pb2
 
     data = Path(run_file).read_bytes()
     assert data[: len(_FILE_HEADER)] == _FILE_HEADER, f"{run_file} is not a W&B transaction log"
-    rows = []
+    out = []
     for payload in _payloads(data):
         record = wandb_internal_pb2.Record()
         record.ParseFromString(payload)
+        out.append(record)
+    return out
+
+
+def history(run_file: Path, timeout_s: float = 30.0) -> list[dict]:
+    """Every row ``run.log`` wrote to the ``.wandb`` file, as dicts (``_step`` is the step given to ``log``).
+
+    wandb's service process writes the file; ``run.finish()`` can return before the last records are on disk,
+    so this waits (up to ``timeout_s``) for the run's ``exit`` record, which comes after all its rows.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = records(run_file)
+        except Exception:  # a record half-written as we read: read again
+            found = []
+        if any(r.WhichOneof("record_type") == "exit" for r in found) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert any(r.WhichOneof("record_type") == "exit" for r in found), f"{run_file}: the run never finished"
+    rows = []
+    for record in found:
         if record.WhichOneof("record_type") == "history":
             items = record.history.item
             rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in items})

@@ -28,7 +28,7 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.metrics import JsonlWriter, gpu_peak_flops, plotting_unavailable
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
-from bertprep.bert_model.reporting import MetricsLog, open_reporter
+from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.pretrain import architectures
 from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingModel
 from bertprep.bert_model.pretrain.data import ShardDataset
@@ -165,7 +165,9 @@ def metrics_path(config: TrainConfig) -> str:
 
 def open_metrics_log(config: TrainConfig, step: int, cleanup: contextlib.ExitStack) -> MetricsLog:
     """``metrics.jsonl`` (on ``resume``, without the lines logged after the checkpoint's ``step``) and the
-    ``report_to`` reporter (``reporting.open_reporter``); ``cleanup`` closes both however the run ends."""
+    ``report_to`` reporter (``reporting.open_reporter``), and without a progress bar a line per training record
+    on stderr; ``cleanup`` closes them however the run ends."""
+    console = None if config.progress else ConsoleReporter(config.max_steps)
     reporter = open_reporter(
         config.report_to,
         config.output_dir,
@@ -173,7 +175,7 @@ def open_metrics_log(config: TrainConfig, step: int, cleanup: contextlib.ExitSta
         config=dataclasses.asdict(config),
         resume_step=step if config.resume else None,
     )
-    log = MetricsLog(JsonlWriter(metrics_path(config), truncate_after_step=step), reporter)
+    log = MetricsLog(JsonlWriter(metrics_path(config), truncate_after_step=step), console, reporter)
     cleanup.push(log.__exit__)
     return log
 

@@ -104,7 +104,7 @@ class TrainConfig:
     seed: int = 12345
     """Seeds model initialisation, dropout and the data order."""
     log_every: int = 50
-    """Optimizer steps between metric lines."""
+    """Optimizer steps between metric lines (every step in a run of fewer steps: ``log_interval``)."""
     eval_every: int = 1000
     """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
     eval_batches: int = 0
@@ -194,6 +194,12 @@ class TrainConfig:
             raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
             raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
+
+    @property
+    def log_interval(self) -> int:
+        """Steps between metric lines: ``log_every``, or every step in a run shorter than that (so that a short
+        first run reports before its end)."""
+        return self.log_every if self.max_steps >= self.log_every else 1
 
     def model_overrides(self) -> dict[str, Any]:
         """The model options given (preset overrides); with ``init_from`` only the dropout ones apply."""

@@ -54,7 +54,7 @@ from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.models.bert import PRESETS, BertConfig
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, check_precision
-from bertprep.bert_model.reporting import REPORT_DIRS, REPORT_TO, MetricsLog, open_reporter
+from bertprep.bert_model.reporting import REPORT_DIRS, REPORT_TO, ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.pipeline.atomic import replace_entries, write_atomic
@@ -448,7 +448,8 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     )
     os.makedirs(run_dir, exist_ok=True)
     reporter = open_reporter(config.report_to, run_dir, job_type="finetune", config=dataclasses.asdict(config))
-    writer = MetricsLog(JsonlWriter(os.path.join(run_dir, "metrics.jsonl")), reporter)
+    console = None if config.progress else ConsoleReporter(num_train_steps)  # --no-progress: a line per log step
+    writer = MetricsLog(JsonlWriter(os.path.join(run_dir, "metrics.jsonl")), console, reporter)
     logger.info(
         "%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
         "lr %g, batch %d, device %s, init %s",
