@@ -12,8 +12,9 @@ record's ``step``; every numeric field is reported, so a field the loop adds rea
   run under ``runs/``. A resumed run drops the events logged after its checkpoint, as ``metrics.jsonl`` does.
 - ``wandb``: a Weights & Biases run (``pip install 'bertprep[wandb]'``) named after the output directory, in
   project ``bertprep`` unless ``WANDB_PROJECT`` says otherwise, files in ``OUTPUT/wandb/``, the run's settings
-  as its config. W&B's own variables apply: ``WANDB_MODE=offline`` writes the run locally (``wandb sync`` uploads
-  it later), ``WANDB_RUN_ID`` + ``WANDB_RESUME=allow`` continue one W&B run across ``--resume``.
+  as its config. W&B's own variables apply (``WANDB_MODE=offline`` writes the run locally and ``wandb sync``
+  uploads it later; ``WANDB_ENTITY``, ``WANDB_NAME``, ...). Each invocation is a W&B run of its own, a
+  ``--resume`` too (W&B refuses steps lower than a run's last, which a resumed run logs again).
 """
 
 from __future__ import annotations
