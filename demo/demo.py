@@ -1,6 +1,6 @@
 """``make demo``: from the bundled demo books to a fine-tuned, exported model, one ``bertprep`` command at a time.
 
-    python demo/demo.py [--out demo-out] [--steps 300] [--cpt-steps 40] [--vocab-size 2000] ...
+    python demo/demo.py [--out demo-out] [--steps 300] [--cpt-steps 50] [--vocab-size 2000] ...
 
 Each step runs the CLI in a subprocess (as a user would type it; its output goes to OUT/logs/STEP.log), prints
 one line with its wall time and headline figure, and the run ends with a summary table. The steps:
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seq-length", type=int, default=64, help="Tokens per sequence (shards, finetune).")
     parser.add_argument("--steps", type=int, default=300, help="Pre-training steps from scratch (batch 32).")
     parser.add_argument(
-        "--cpt-steps", type=int, default=40, help="Continued pre-training steps of all-MiniLM-L6-v2 (batch 32)."
+        "--cpt-steps", type=int, default=50, help="Continued pre-training steps of all-MiniLM-L6-v2 (batch 32)."
     )
     parser.add_argument("--sentences-per-book", type=int, default=1000, help="Book task: sentences per book.")
     parser.add_argument("--finetune-epochs", type=int, default=3, help="Fine-tuning epochs.")
