@@ -12,14 +12,15 @@ PYTEST_ARGS ?=
 $(BIN)/bertprep: setup.cfg setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train,finetune,dev,gcp,fast,bench,cjk,dask]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train,finetune,dev,gcp,fast,bench,cjk,dask,tensorboard,wandb]'
 	touch $(BIN)/bertprep
 
 venv: $(BIN)/bertprep
 
-# From the bundled demo books (~460 KB of Project Gutenberg text) to a fine-tuned, exported model in about a
-# minute and a half on 2 cores: build-vocab, make-shards with a held-out book, train a tiny model, fill-mask,
-# finetune on a book-classification task, export and check with transformers (demo/demo.py; DEMO_ARGS=--help).
+# From the bundled demo books (~460 KB of Project Gutenberg text) to a fine-tuned, exported model: build-vocab,
+# make-shards with a held-out book, train a tiny model, fill-mask, continue all-MiniLM-L6-v2 (bench extra) on the
+# same books and fill-mask with it, plot both runs, finetune on a book-classification task, export and check with
+# transformers (demo/demo.py; DEMO_ARGS=--help). About 8.5 CPU-minutes (README, Install).
 DEMO_ARGS ?=
 demo: venv
 	$(BIN)/python demo/demo.py --out $(DEMO) $(DEMO_ARGS)

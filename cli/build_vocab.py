@@ -26,7 +26,7 @@ def _default(name: str):
     "build-vocab",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.argument("inputs", nargs=-1, metavar="INPUTS...")
+@click.argument("inputs", nargs=-1, metavar="[INPUTS]...")
 @click.option(
     "-i",
     "--input",

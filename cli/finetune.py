@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from bertprep.cli.options import AliasedOption, LocalPath, ModelPath
+from bertprep.cli.options import AliasedOption, LocalPath, ModelPath, report_to_option
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
@@ -337,6 +337,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Replace a previous run in --output-dir. The new run is written beside it and swapped in only "
     "when complete: a failed or killed run leaves the previous one as it was.",
 )
+@report_to_option
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
     """Fine-tune a pre-trained BERT or ModernBERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice

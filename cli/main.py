@@ -23,6 +23,7 @@ _COMMANDS = {
     "predict": "bertprep.cli.predict:predict",
     "fill-mask": "bertprep.cli.fill_mask:fill_mask",
     "extract-features": "bertprep.cli.extract_features:extract_features_cmd",
+    "plot": "bertprep.cli.plot:plot",
 }
 
 _HELP = {
@@ -35,6 +36,7 @@ _HELP = {
     "predict": "Run a fine-tuned model on a file and write its predictions.",
     "fill-mask": "Show the top-k word pieces a pre-trained model predicts at each [MASK].",
     "extract-features": "Write frozen BERT activations of chosen layers per word piece (Arrow, streamed).",
+    "plot": "Draw the learning curves of pre-training runs (held-out accuracy, loss) in one picture.",
 }
 
 
@@ -46,6 +48,7 @@ _EXTRAS = {
     "predict": "finetune",
     "fill-mask": "finetune",
     "extract-features": "finetune",
+    "plot": "train",
 }
 
 
@@ -68,7 +71,9 @@ class LazyGroup(click.Group):
                 raise click.ClickException(
                     f"'{cmd_name}' needs the package {err.name!r}, which is not installed{hint}"
                 ) from err
-            return getattr(module, attr)
+            command = getattr(module, attr)
+            command.short_help = command.short_help or _HELP.get(cmd_name)  # listings say what `bertprep --help` does
+            return command
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -89,7 +94,7 @@ def cli() -> None:
       bertprep build-vocab corpus/ -o vocab/
       bertprep make-shards -i 'corpus/*.txt' --vocab vocab/vocab.txt -o shards/
       bertprep inspect shards/
-      bertprep train --shards shards/ --preset mini -o runs/mini
+      bertprep train --shards shards/ --preset mini --max-steps 10000 --warmup-steps 1000 --lr 1e-3 -o runs/mini
     """
 
 

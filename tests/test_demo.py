@@ -12,27 +12,35 @@ import pytest
 from conftest import REPO_ROOT
 
 DEMO = REPO_ROOT / "demo"
-STEPS = ["build-vocab", "make-shards", "train", "fill-mask", "book task", "finetune", "export"]
+STEPS = [
+    "build-vocab", "make-shards", "train", "fill-mask", "make-shards (MiniLM)", "train (MiniLM)", "fill-mask (MiniLM)",
+    "plot", "book task", "finetune", "export",
+]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_demo_runs_every_step_and_prints_the_summary(tmp_path):
+def test_demo_runs_every_step_and_prints_the_summary(tmp_path, minilm_dir):
     out = tmp_path / "demo-out"
     proc = subprocess.run(
         [sys.executable, DEMO / "demo.py", "--out", out, "--steps", "20", "--vocab-size", "600",
-         "--sentences-per-book", "60", "--finetune-epochs", "1"],
+         "--sentences-per-book", "60", "--finetune-epochs", "1", "--cpt-steps", "2"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     for i, step in enumerate(STEPS, 1):  # one line per step, with its time
-        assert any(re.match(rf"\[{i}/7\] {step}\s+\d+\.\d s  \S", line) for line in lines), (step, proc.stdout)
+        pattern = rf"\[{i}/{len(STEPS)}\] {re.escape(step)}\s+\d+\.\d s  \S"
+        assert any(re.match(pattern, line) for line in lines), (step, proc.stdout)
     summary = proc.stdout[proc.stdout.index("Summary") :]
     assert all(step in summary for step in STEPS) and re.search(r"total\s+\d+\.\d s", summary)
     assert "vocab of 600 word pieces" in proc.stdout and "held-out MLM accuracy at [MASK]" in proc.stdout
     assert re.search(r"dev accuracy \d\.\d+ \(majority-class baseline \d\.\d+", proc.stdout)
     assert "max |logit diff|" in proc.stdout and ": OK" in proc.stdout and "docs/pretraining.md" in summary
     assert (out / "hf" / "config.json").is_file() and (out / "logs" / "finetune.log").is_file()
+    # The continued pre-training started from all-MiniLM-L6-v2 (its 30,522-piece vocab), and both runs are drawn.
+    assert "all-MiniLM-L6-v2's 30,522-piece vocab" in proc.stdout and "skipped" not in proc.stdout
+    assert (out / "continued" / "metrics.jsonl").is_file()
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "pretrain and continued" in proc.stdout
     # A rerun replaces its own earlier output; a folder that is not a demo's is refused.
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "keep.txt").write_text("x")

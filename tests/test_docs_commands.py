@@ -31,7 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"bash", "sh", "console"}
 SKIP_MARKER = re.compile(r"<!--\s*doc-test:\s*skip\s*\((?P<reason>.*)\)\s*-->")
-PAGE_TIMEOUT_S = 300
+PAGE_TIMEOUT_S = 600  # a page runs its blocks in turn; pretraining.md trains five tiny runs, slow on a shared CPU
 PARALLEL_PAGES = 2  # pages run two at a time: most commands use one core (OMP_NUM_THREADS=1)
 
 pytestmark = pytest.mark.slow

@@ -7,6 +7,7 @@ for an exact resume (each step may draw from the RNGs that ``restore_rng`` sets 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -29,6 +30,7 @@ from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, plotting
 from bertprep.bert_model.models.attention import configure_attention
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
+from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.pretrain import architectures
 from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingModel
 from bertprep.bert_model.pretrain.data import ShardDataset
@@ -92,8 +94,8 @@ class Run:
     autocast: contextlib.AbstractContextManager
     peak_flops: float | None
     """Peak bf16 FLOP/s of one GPU (for ``mfu``); None on CPU or an unknown GPU."""
-    writer: JsonlWriter | None
-    """``metrics.jsonl`` (main rank only)."""
+    writer: MetricsLog | None
+    """``metrics.jsonl`` and the ``report_to`` reporter (main rank only; ``open_metrics_log``)."""
     no_plot: str | None
     """Why ``metrics.png`` cannot be drawn (None: it can, or not the main rank)."""
     t_start: float
@@ -133,7 +135,7 @@ def build_run(
     warn_if_bf16_is_emulated(config, device, d)
     peak = device_peak_flops(device)
     os.makedirs(config.output_dir, exist_ok=True)
-    writer = JsonlWriter(metrics_path(config), truncate_after_step=step) if d.is_main else None
+    writer = open_metrics_log(config, step, cleanup) if d.is_main else None
     log_run(config, start, model, info, device, d, step)
     restore_rng(config, start, d)
     run = Run(
@@ -161,6 +163,23 @@ def build_run(
 
 def metrics_path(config: TrainConfig) -> str:
     return os.path.join(config.output_dir, "metrics.jsonl")
+
+
+def open_metrics_log(config: TrainConfig, step: int, cleanup: contextlib.ExitStack) -> MetricsLog:
+    """``metrics.jsonl`` (on ``resume``, without the lines logged after the checkpoint's ``step``) and the
+    ``report_to`` reporter (``reporting.open_reporter``), and without a progress bar a line per training record
+    on stderr; ``cleanup`` closes them however the run ends."""
+    console = None if config.progress else ConsoleReporter(config.max_steps)
+    reporter = open_reporter(
+        config.report_to,
+        config.output_dir,
+        job_type="pretrain",
+        config=dataclasses.asdict(config),
+        resume_step=step if config.resume else None,
+    )
+    log = MetricsLog(JsonlWriter(metrics_path(config), truncate_after_step=step), console, reporter)
+    cleanup.push(log.__exit__)
+    return log
 
 
 def check_output_dir(config: TrainConfig) -> None:
@@ -241,7 +260,7 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Mode
         found = architectures.architecture_of(start.hf_source.config)
         if config.architecture != "bert" and config.architecture != found:  # (bert is the default: not a choice)
             raise ValueError(
-                f"--init-from {config.init_from} is a {found} model (config.json model_type), not "
+                f"--model {config.init_from} is a {found} model (config.json model_type), not "
                 f"--architecture {config.architecture}; leave --architecture out (the directory's is used)"
             )
         return hf_model_config(config, info, start.hf_source)

@@ -13,6 +13,7 @@ from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import check_precision
+from bertprep.bert_model.reporting import REPORT_TO
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
 ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
@@ -104,7 +105,7 @@ class TrainConfig:
     seed: int = 12345
     """Seeds model initialisation, dropout and the data order."""
     log_every: int = 50
-    """Optimizer steps between metric lines."""
+    """Optimizer steps between metric lines (every step in a run of fewer steps: ``log_interval``)."""
     eval_every: int = 1000
     """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
     eval_batches: int = 0
@@ -150,6 +151,10 @@ class TrainConfig:
     schedule unchanged (for time-sliced or pre-emptible jobs)."""
     progress: bool = True
     """Show a tqdm progress bar (rank 0)."""
+    report_to: str = "none"
+    """Where the metrics go besides ``metrics.jsonl``: ``none``, ``tensorboard`` (event files in
+    ``output_dir/tensorboard/``) or ``wandb`` (a Weights & Biases run; ``WANDB_MODE=offline`` writes it in
+    ``output_dir/wandb/``); the scalars are named ``train/<field>`` and ``eval/<field>`` (``reporting.py``)."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -195,10 +200,18 @@ class TrainConfig:
                 f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, "
                 f"got {self.attn_implementation!r}"
             )
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
         if self.max_time_minutes is not None and self.max_time_minutes <= 0:
             raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
             raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
+
+    @property
+    def log_interval(self) -> int:
+        """Steps between metric lines: ``log_every``, or every step in a run shorter than that (so that a short
+        first run reports before its end)."""
+        return self.log_every if self.max_steps >= self.log_every else 1
 
     def model_overrides(self) -> dict[str, Any]:
         """The model options given (preset overrides); with ``init_from`` only the dropout ones apply."""

@@ -193,7 +193,7 @@ def _train(
     while state.step < config.max_steps:
         lr, grad_norm = _train_step(run, state, metrics)
         bar.update(1)
-        if state.step % config.log_every == 0 or state.step == config.max_steps:
+        if state.step % config.log_interval == 0 or state.step == config.max_steps:
             _log_train_metrics(run, state, metrics, lr, grad_norm, bar)
         t_pause = time.monotonic()
         if config.eval_shards and config.eval_every and state.step % config.eval_every == 0:

@@ -56,6 +56,7 @@ from bertprep.bert_model.models.bert import PRESETS, BertConfig
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.models.attention import configure_attention
 from bertprep.bert_model.precision import autocast_context, check_precision, uses_bf16
+from bertprep.bert_model.reporting import REPORT_DIRS, REPORT_TO, ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.pipeline.atomic import replace_entries, write_atomic
@@ -129,6 +130,8 @@ class FinetuneConfig:
     """Replace an existing run in ``output_dir``."""
     progress: bool = True
     """Show a tqdm progress bar."""
+    report_to: str = "none"
+    """Where the metrics go besides ``metrics.jsonl``: ``none``, ``tensorboard`` or ``wandb`` (``reporting.py``)."""
 
     def __post_init__(self) -> None:
         if self.init_from is None and (self.preset is None or self.vocab is None):
@@ -153,6 +156,8 @@ class FinetuneConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_precision(self.precision)
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
 
 
 @dataclass
@@ -309,7 +314,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
 
 
 #: What a fine-tuning run writes in its output directory (besides ``eval_predictions.*``).
-_RUN_FILES = ("best", "results.json", "metrics.jsonl")
+_RUN_FILES = ("best", "results.json", "metrics.jsonl", *REPORT_DIRS.values())
 
 
 def _run_files(directory: str) -> list[str]:
@@ -363,7 +368,8 @@ class _Run:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     loader: torch.utils.data.DataLoader
-    writer: JsonlWriter
+    writer: MetricsLog
+    """``metrics.jsonl`` and the ``report_to`` reporter."""
     steps_per_epoch: int
     num_train_steps: int
     run_info: dict[str, Any]
@@ -396,8 +402,29 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
     epoch by epoch (evaluating after each), evaluate the last step, keep a model, write ``results.json``."""
     run = _build(config, task, run_dir, t_start)
     state = _LoopState()
-    bar = tqdm(total=run.num_train_steps, disable=not config.progress, dynamic_ncols=True, unit="step")
-    autocast = autocast_context(run.device, config.precision)
+    with run.writer:  # closed however the loop ends (a W&B run that raised is marked failed)
+        train_seconds = _train_and_evaluate(run, state)
+        if run.data.eval_features is None:
+            extra = {"selected_step": state.step, "selected_metrics": None, **run.run_info}
+            _save_model(run.best_dir, run.model, task, run.tokenizer, extra)
+            run.best["step"] = state.step
+    _write_results(run, state, train_seconds)
+    return FinetuneResult(
+        best_dir=run.best_dir,
+        best_metrics=run.best["metrics"],
+        best_step=run.best["step"],
+        steps=state.step,
+        train_seconds=train_seconds,
+        stop_reason=state.stop_reason,
+        model=run.model,
+    )
+
+
+def _train_and_evaluate(run: _Run, state: _LoopState) -> float:
+    """Train epoch by epoch, evaluating after each (with an eval file) and after the last step; returns the
+    seconds of training."""
+    bar = tqdm(total=run.num_train_steps, disable=not run.config.progress, dynamic_ncols=True, unit="step")
+    autocast = autocast_context(run.device, run.config.precision)
     t_train = time.monotonic()
     while state.step < run.num_train_steps:
         if _train_epoch(run, state, bar, autocast, t_train):
@@ -410,21 +437,7 @@ def _finetune(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) 
     train_seconds = time.monotonic() - t_train
     if run.data.eval_features is not None and state.last_eval != state.step:
         _evaluate(run, state.step, state.step / run.steps_per_epoch)
-    if run.data.eval_features is None:
-        extra = {"selected_step": state.step, "selected_metrics": None, **run.run_info}
-        _save_model(run.best_dir, run.model, task, run.tokenizer, extra)
-        run.best["step"] = state.step
-    run.writer.close()
-    _write_results(run, state, train_seconds)
-    return FinetuneResult(
-        best_dir=run.best_dir,
-        best_metrics=run.best["metrics"],
-        best_step=run.best["step"],
-        steps=state.step,
-        train_seconds=train_seconds,
-        stop_reason=state.stop_reason,
-        model=run.model,
-    )
+    return train_seconds
 
 
 def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> _Run:
@@ -458,7 +471,9 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
         collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id),
     )
     os.makedirs(run_dir, exist_ok=True)
-    writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
+    reporter = open_reporter(config.report_to, run_dir, job_type="finetune", config=dataclasses.asdict(config))
+    console = None if config.progress else ConsoleReporter(num_train_steps)  # --no-progress: a line per log step
+    writer = MetricsLog(JsonlWriter(os.path.join(run_dir, "metrics.jsonl")), console, reporter)
     logger.info(
         "%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
         "lr %g, batch %d, device %s, init %s",

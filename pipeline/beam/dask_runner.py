@@ -547,6 +547,9 @@ class BertprepDaskRunner(DaskRunner):
                 if opts.address or opts.scheduler_file:
                     client = connect_or_explain(opts.address, opts.scheduler_file, timeout=timeout)
                 else:
+                    # distributed logs each scheduler / nanny / worker event at INFO (its own logging config):
+                    # a local run keeps the local runner's level, warnings and errors only.
+                    logging.getLogger("distributed").setLevel(logging.WARNING)
                     cluster = distributed.LocalCluster(processes=True, dashboard_address=":0")
                     client = distributed.Client(cluster)
             npartitions = choose_npartitions(client, opts.npartitions)

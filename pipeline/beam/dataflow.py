@@ -132,9 +132,10 @@ def check_dataflow_options(options: PipelineOptions, config: ShardsConfig) -> No
     staging_errors = validator.validate_gcs_path(cloud, "staging_location")
     if temp_errors and staging_errors:
         shown = f" (got {cloud.temp_location!r})" if cloud.temp_location else ""
+        beam_says = f"; Beam: {temp_errors[0]}" if cloud.temp_location else ""  # e.g. its bucket-naming rule
         problems.append(
             f"--temp_location must be a gs://bucket/path where Dataflow stages code and writes temporary "
-            f"files{shown}, e.g. --temp_location=gs://my-bucket/tmp"
+            f"files{shown}, e.g. --temp_location=gs://my-bucket/tmp{beam_says}"
         )
     local_inputs = [p for p in config.inputs if not _is_remote(p)]
     if local_inputs:

@@ -23,6 +23,20 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def _masking_shown(manifest: dict[str, Any]) -> str:
+    """The masked positions as the summary and ``inspect`` show them: counts of static masking, or that the
+    trainer masks dynamic shards (they hold no masks, so their counts are zeros)."""
+    m = manifest["statistics"]["masked"]
+    if manifest["config"].get("masking") == "dynamic":
+        rate = manifest["config"].get("masked_lm_prob")
+        return "masked at training time (--masking dynamic" + (f", masked_lm_prob {rate})" if rate else ")")
+    per_token = "n/a" if m["per_token"] is None else f"{m['per_token']:.3f}"
+    return (
+        f"{m['positions']:,} ({per_token} per token, {m['per_instance']:.1f} per instance); "
+        f"[MASK] {_pct(m['mask_share'])}, random {_pct(m['random_share'])}, kept {_pct(m['kept_share'])}"
+    )
+
+
 def objective_of(manifest: dict[str, Any]) -> str:
     """The pre-training objective the shards were made for (``config.objective``; older manifests: nsp)."""
     return str(manifest.get("config", {}).get("objective", "nsp"))
@@ -131,8 +145,12 @@ def format_summary(manifest: dict[str, Any], shard_dir: str = "") -> str:
         f"Wrote {s['instances']:,} instances in {len(manifest['shards'])} shards to {shard_dir or '.'}",
         f"  documents {s['documents']['used']:,} used / {s['documents']['read']:,} read, "
         f"sentences {s['sentences']:,}, {' '.join(_sentence_task(s, objective_of(manifest), short=True))}, "
-        f"masked/token {m['per_token'] if m['per_token'] is not None else 'n/a'}, "
-        f"[MASK]/random/kept {_pct(m['mask_share'])}/{_pct(m['random_share'])}/{_pct(m['kept_share'])}",
+        + (
+            "masked at training time (--masking dynamic)"
+            if manifest["config"].get("masking") == "dynamic"
+            else f"masked/token {'n/a' if m['per_token'] is None else format(m['per_token'], '.3f')}, "
+            f"[MASK]/random/kept {_pct(m['mask_share'])}/{_pct(m['random_share'])}/{_pct(m['kept_share'])}"
+        ),
         *(f"  {name}: {text}" for name, text in _split_and_dedup(manifest)),
         f"  run `bertprep inspect {shard_dir or '.'}` for details",
     ]
@@ -144,7 +162,6 @@ def format_statistics(manifest: dict[str, Any]) -> str:
     s = manifest["statistics"]
     c = manifest["config"]
     v = manifest["vocab"]
-    m = s["masked"]
     total_rows = sum(x["rows"] for x in manifest["shards"])
     rows = [
         ("made by", manifest.get("created_by", "?")),
@@ -175,7 +192,7 @@ def format_statistics(manifest: dict[str, Any]) -> str:
                     "bucket_size",
                     "bucket_tokens",
                 )
-                if k in c
+                if c.get(k) is not None  # (bucket_size None: buckets cut by bucket_tokens)
             ),
         ),
         ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),
@@ -205,15 +222,10 @@ def format_statistics(manifest: dict[str, Any]) -> str:
         _sentence_task(s, objective_of(manifest)),
         (
             "tokens",
-            f"{s['tokens']:,} (mean length {s['mean_length']}), full length {_pct(s['full_length_share'])}, "
+            f"{s['tokens']:,} (mean length {s['mean_length']:.1f}), full length {_pct(s['full_length_share'])}, "
             f"truncated {_pct(s['truncated_share'])}",
         ),
-        (
-            "masked positions",
-            f"{m['positions']:,} ({m['per_token']} per token, {m['per_instance']} per instance); "
-            f"[MASK] {_pct(m['mask_share'])}, random {_pct(m['random_share'])}, "
-            f"kept {_pct(m['kept_share'])}",
-        ),
+        ("masked positions", _masking_shown(manifest)),
     ]
     width = max(len(k) for k, _ in rows)
     out = [f"{k.rjust(width)}  {val}" for k, val in rows]

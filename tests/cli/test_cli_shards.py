@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,20 @@ def test_make_shards_then_inspect(tmp_path):
         assert line.count("[SEP]") >= 2 and "[CLS]" in line
         assert line.rstrip().endswith("tokens)") and ("(IsNext" in line or "(NotNext" in line)
         assert "→" in line  # masked positions are shown with their labels
+
+
+def test_summary_and_inspect_show_numbers_formatted_and_dynamic_masking_said(tmp_path):
+    """Figures rounded for reading (no 'mean length 83.782089', no 'bucket_size=None'); dynamic shards, which
+    hold no masks, say they are masked at training time instead of 'masked/token 0.0, n/a'."""
+    static = _make(tmp_path / "static")
+    assert re.search(r"masked/token 0\.\d{3}, \[MASK\]/random/kept \d+\.\d%/", static.output), static.output
+    shown = _run(["inspect", str(tmp_path / "static"), "-n", "0"]).output
+    assert re.search(r"\(mean length \d+\.\d\),", shown) and "=None" not in shown and "bucket_tokens=" in shown
+    assert re.search(r"masked positions  [\d,]+ \(0\.\d{3} per token, \d+\.\d per instance\)", shown), shown
+    dynamic = _make(tmp_path / "dynamic", "--masking", "dynamic")
+    assert "masked at training time (--masking dynamic)" in dynamic.output and "n/a" not in dynamic.output
+    shown = _run(["inspect", str(tmp_path / "dynamic"), "-n", "0"]).output
+    assert "masked positions  masked at training time (--masking dynamic, masked_lm_prob 0.15)" in shown
 
 
 def test_options_and_pass_through_reach_the_manifest(tmp_path):

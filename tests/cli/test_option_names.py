@@ -26,6 +26,7 @@ CANONICAL = {
         ("-o", "--output", "output_file"),
     ],
     "export": [("-m", "--model", "model_option"), ("-o", "--output-dir", "output_dir")],
+    "plot": [("-o", "--output", "output")],
 }
 
 # command -> (old spelling, its current long name); docs/cli.md lists the same table.

@@ -316,6 +316,11 @@ def test_workers_get_bertprep_from_the_staged_sdist(job, tmp_path):
             {},
             r"--temp_location must be a gs://bucket/path .*got '/tmp/beam'",
         ),
+        (  # Beam's bucket-naming rule (no capitals), with Beam's own reason
+            ["--project=bertprep-test", "--region=us-central1", "--temp_location=gs://MY_BUCKET/tmp"],
+            {},
+            r"got 'gs://MY_BUCKET/tmp'.*Beam: Invalid GCS bucket \(gs://MY_BUCKET/tmp\).*bucketnaming",
+        ),
         ([], {"output_dir": "/data/shards"}, r"--output-dir '/data/shards' is a local path"),
         ([], {"vocab": "vocab.txt"}, r"--vocab 'vocab.txt' is a local path"),
         ([], {"inputs": ("corpus/*.txt",)}, r"input 'corpus/\*\.txt' is a local path"),
