@@ -26,42 +26,55 @@ def _default(name: str):
 _RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png")
 
 #: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
-_FIXED_ON_RESUME = ("preset", *MODEL_OPTIONS)
+_FIXED_ON_RESUME = ("architecture", "preset", *MODEL_OPTIONS)
 
 
-def _recorded_model_settings(resume: str) -> dict | None:
-    """The preset and model config recorded in the checkpoint ``--resume`` names (None: unreadable; the
+def _recorded_model_settings(resume: str) -> tuple[dict, dict] | None:
+    """``(trained, given)`` for the checkpoint ``--resume`` names: ``trained`` the architecture, preset and model
+    config it trained (what a given option is compared with), ``given`` the architecture, preset and model
+    options its run was given (what a resumed run records when they are not given again). None: unreadable (the
     trainer then reports the damage or falls back to an earlier checkpoint)."""
     from bertprep.bert_model import checkpoint as ckpt
 
     try:
         state = ckpt.read_checkpoint_state(ckpt.resolve_checkpoint(resume))
-        recorded = {"preset": state["train_config"]["preset"], **state["model_config"]}
-    except (OSError, ValueError, KeyError, TypeError):
+        model, run = dict(state["model_config"]), state["train_config"]
+        architecture = model.get("architecture", "bert")  # (BERT's config has no such field)
+        trained = {**model, "architecture": architecture, "preset": run["preset"]}
+        given = {"architecture": architecture, "preset": run["preset"], **{n: run.get(n) for n in MODEL_OPTIONS}}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if recorded.get("architecture") == "modernbert":  # the dropout options by the names they have on the command line
-        recorded.setdefault("hidden_dropout_prob", recorded.get("mlp_dropout"))  # (architectures.with_dropout)
-        recorded.setdefault("attention_probs_dropout_prob", recorded.get("attention_dropout"))
-    return recorded
+    if architecture == "modernbert":  # the dropout options by the names they have on the command line
+        trained.setdefault("hidden_dropout_prob", model.get("mlp_dropout"))  # (architectures.with_dropout)
+        trained.setdefault("attention_probs_dropout_prob", model.get("attention_dropout"))
+    return trained, given
 
 
-def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:
-    """With --resume, refuse a model option given on the command line with another value than the checkpoint's
-    (it used to be ignored silently: `--resume RUN --preset mini` went on with RUN's model)."""
+def _settle_model_options_on_resume(ctx: click.Context, options: dict) -> None:
+    """With --resume, take every model option not given from the checkpoint (so the new checkpoint records
+    what was trained, not the defaults) and refuse one given with another value than the checkpoint's.
+
+    Before, `--resume RUN` of a ModernBERT tiny run recorded the defaults (bert, base), and `--resume RUN
+    --architecture modernbert` of a BERT run trained BERT while recording modernbert.
+    """
     if not options.get("resume"):
         return
-    given = [n for n in _FIXED_ON_RESUME if ctx.get_parameter_source(n) in _GIVEN]
-    recorded = _recorded_model_settings(options["resume"]) if given else None
-    for name in given:
-        if recorded is None or recorded.get(name) == options[name]:
-            continue  # unreadable (the trainer names the damage) or the checkpoint's own value: nothing ignored
-        option = "--" + name.replace("_", "-")
-        was = f" (the checkpoint's is {recorded[name]!r})" if name in recorded else ""
-        raise click.BadParameter(
-            f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} continues "
-            f"that checkpoint's model; drop {option}, or start a new run from its weights with -m/--model",
-            param_hint=option,
-        )
+    recorded = _recorded_model_settings(options["resume"])
+    if recorded is None:
+        return  # unreadable: the trainer names the damage
+    trained, given_before = recorded
+    for name in _FIXED_ON_RESUME:
+        if ctx.get_parameter_source(name) not in _GIVEN:
+            options[name] = given_before[name]
+        elif trained.get(name) != options[name]:
+            option = "--" + name.replace("_", "-")
+            was = f" (the checkpoint's is {trained[name]!r})" if name in trained else ""
+            raise click.BadParameter(
+                f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} "
+                f"continues that checkpoint's model; drop {option}, or start a new run from its weights with "
+                "-m/--model",
+                param_hint=option,
+            )
 
 
 _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -107,7 +120,7 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     default=_default("preset"),
     help="Model size (vocab size comes from the shards). bert: tiny L2/H128, mini L4/H256, small L4/H512, "
     "medium L8/H512, base L12/H768, large L24/H1024. modernbert: tiny L4/H128, mini L7/H256, small L10/H512, "
-    "base L22/H768, large L28/H1024.",
+    "base L22/H768, large L28/H1024. Resuming takes the checkpoint's (as for every model option).",
 )
 @click.option("--num-hidden-layers", type=click.IntRange(min=1), default=None, help="Override the preset's layers.")
 @click.option(
@@ -361,19 +374,20 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     from bertprep.bert_model.pretrain.trainer import train as run_training
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _settle_model_options_on_resume(ctx, options)
     try:
         config = TrainConfig(compile=compile_, **options)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
-    _refuse_fixed_on_resume(ctx, options)
     from bertprep.bert_model.checkpoint import checkpoints_dir_problem
 
     problem = checkpoints_dir_problem(config.output_dir)
     if problem:
         raise click.BadParameter(problem, param_hint="--output-dir")
     try:
+        written = [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS]
         check_writes_apart(
-            [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS],
+            written,
             [("--shards", config.shards), ("--eval-shards", config.eval_shards), ("--model", config.init_from)],
             command="train",
         )

@@ -7,6 +7,7 @@ for an exact resume (each step may draw from the RNGs that ``restore_rng`` sets 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -33,7 +34,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
-from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
+from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, MODEL_OPTIONS, TrainConfig
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.pipeline import schema
@@ -78,6 +79,8 @@ class Run:
     info: ShardInfo
     eval_info: ShardInfo | None
     model_config: ModelConfig
+    recorded_config: dict[str, Any]
+    """``config`` as a checkpoint records it (``recorded_train_config``): the model settings trained."""
     model: nn.Module
     """``BertForPreTraining`` or ``ModernBertForMaskedLM`` (``architectures.build_model``)."""
     train_model: nn.Module
@@ -141,6 +144,7 @@ def build_run(
         info=info,
         eval_info=eval_info,
         model_config=model_config,
+        recorded_config=recorded_train_config(config, start, model_config),
         model=model,
         train_model=train_model,
         eval_model=eval_model,
@@ -254,6 +258,27 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Mode
         info, vocab_size=model_config.vocab_size, max_position_embeddings=model_config.max_position_embeddings
     )
     return model_config
+
+
+def recorded_train_config(config: TrainConfig, start: Start, model_config: ModelConfig) -> dict[str, Any]:
+    """``config`` as the checkpoint's ``state.json`` records it (``train_config``): with the model settings that
+    were trained rather than the ones asked for where the model came from elsewhere. The architecture is the
+    model's; on ``resume`` the preset and model options are the checkpoint's own (a resume cannot change the
+    model: the CLI refuses a different one); on ``init_from`` the size options, which did not apply, are None.
+
+    Before, ``train --resume`` of a ModernBERT tiny run without the model options recorded the defaults
+    (``bert``, ``base``), so that the next resume with the true options was refused.
+    """
+    recorded = dataclasses.asdict(config)
+    recorded["architecture"] = architectures.architecture_of(model_config)
+    if config.resume and start.saved is not None:
+        before = start.saved.get("train_config") or {}
+        for name in ("preset", *MODEL_OPTIONS):
+            recorded[name] = before.get(name, recorded[name])
+    elif config.init_from:
+        for name in set(MODEL_OPTIONS) - set(DROPOUT_OPTIONS):
+            recorded[name] = None  # (model_config_for: the model config comes from the source)
+    return recorded
 
 
 def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:

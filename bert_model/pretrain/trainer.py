@@ -17,7 +17,6 @@ the paper's recipe at 512 tokens after phase 1 at 128). The settings are ``train
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import math
 import os
@@ -330,7 +329,7 @@ def _save(run: build.Run, state: _LoopState) -> str | None:
             "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
             "scheduler": run.scheduler.state_dict(),
             "model_config": run.model_config.to_dict(),
-            "train_config": dataclasses.asdict(config),
+            "train_config": run.recorded_config,
             "data": {
                 "vocab_sha256": info.vocab_sha256,
                 "vocab_size": info.vocab_size,

@@ -1,0 +1,126 @@
+"""Fault injection, round three ("nothing lost, nothing hangs"): the real ``bertprep`` CLI in subprocesses.
+
+As round two (tests/test_faults_round2.py): each test puts a command where it used to record a falsehood, die
+of a signal, write over a run's record, hang or end in a traceback, and asserts the bound in time, the exit
+status, the one ``Error:`` line naming the file or option, and that what the user had is intact. The pipeline's
+items are in tests/pipeline/beam/test_faults_round3_pipeline.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import need_module
+
+need_module("torch")
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def bertprep(*args, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:
+    """Run ``bertprep ARGS`` in a subprocess (bounded in time); returns the completed process."""
+    return subprocess.run(
+        [sys.executable, "-m", "bertprep.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=ENV,
+    )
+
+
+def error_line(proc: subprocess.CompletedProcess | tuple[int, str], status: int = 2) -> str:
+    """The one ``Error:`` line of a failed run (asserting its exit status and that no traceback was printed)."""
+    returncode, stderr = proc if isinstance(proc, tuple) else (proc.returncode, proc.stderr)
+    assert returncode == status, (returncode, stderr)
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def train_args(shards: Path, *extra) -> list:
+    """A tiny, quick ``train`` (one thread, no loader worker unless ``extra`` says so)."""
+    return ["train", "--shards", shards, "--batch-size", 4, "--warmup-steps", 0, "--num-workers", 0, "--no-progress",
+            *extra]  # fmt: skip
+
+
+def recorded(run: Path, step: int) -> dict:
+    state = json.loads((run / "checkpoints" / f"step-{step:06d}" / "state.json").read_text())
+    return {"architecture": state["train_config"]["architecture"], "preset": state["train_config"]["preset"],
+            "model": state["model_config"]}  # fmt: skip
+
+
+# ------------------------------------------------------------------------ item 1: resume records the truth
+
+
+@pytest.fixture(scope="module")
+def modernbert_run(tiny_shards, tmp_path_factory) -> Path:
+    """A 2-step ModernBERT tiny run, packed (the issue's MB1)."""
+    out = tmp_path_factory.mktemp("mb") / "MB1"
+    proc = bertprep(*train_args(tiny_shards / "train", "--architecture", "modernbert", "--preset", "tiny",
+                                "--packing", "-o", out, "--max-steps", 6, "--stop-after-steps", 2))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.slow  # three real training runs (5-15 s each on 2 shared cores)
+def test_resume_without_model_options_records_the_checkpoints_model(modernbert_run, tiny_shards, tmp_path):
+    """Before: `--resume MB1 --no-packing` (no --architecture / --preset) recorded {bert, base} in the new
+    checkpoint, and the next resume with the true `--architecture modernbert --preset tiny` was refused."""
+    run = tmp_path / "MB1"
+    shutil.copytree(modernbert_run, run)
+    proc = bertprep(*train_args(tiny_shards / "train", "--resume", run, "-o", run, "--no-packing", "--max-steps", 6,
+                                "--stop-after-steps", 1))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    first, second = recorded(run, 2), recorded(run, 3)
+    assert second == first and second["architecture"] == "modernbert" and second["preset"] == "tiny"
+    proc = bertprep(*train_args(tiny_shards / "train", "--resume", run, "-o", run, "--architecture", "modernbert",
+                                "--preset", "tiny", "--max-steps", 6, "--stop-after-steps", 1))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert recorded(run, 4) == first
+
+
+def test_resume_refuses_another_architecture(modernbert_run, tiny_shards):
+    """Before: `--resume <a BERT run> --architecture modernbert` exited 0, trained BERT and recorded modernbert
+    (here the other way round: the architecture is compared whichever it is)."""
+    before = snapshot(modernbert_run)
+    start = time.monotonic()
+    proc = bertprep(*train_args(tiny_shards / "train", "--resume", modernbert_run, "-o", modernbert_run,
+                                "--architecture", "bert", "--max-steps", 6))  # fmt: skip
+    line = error_line(proc)
+    assert "Invalid value for --architecture: --architecture bert cannot change when resuming" in line
+    assert "(the checkpoint's is 'modernbert')" in line and "drop --architecture" in line
+    assert time.monotonic() - start < 60  # refused before any model is built
+    assert snapshot(modernbert_run) == before
+
+
+def test_recorded_train_config_is_the_trained_model():
+    """The checkpoint's train_config takes the architecture from the model, and on resume the preset and model
+    options from the checkpoint resumed, whatever the TrainConfig says (a library caller's defaults)."""
+    from bertprep.bert_model.models.modernbert_config import ModernBertConfig
+    from bertprep.bert_model.pretrain.build import Start, recorded_train_config
+    from bertprep.bert_model.pretrain.train_config import TrainConfig
+
+    model_config = ModernBertConfig.from_preset("tiny", vocab_size=64, pad_token_id=0, cls_token_id=2, sep_token_id=3,
+                                                bos_token_id=2, eos_token_id=3)  # fmt: skip
+    saved = {"train_config": {"architecture": "modernbert", "preset": "tiny", "hidden_size": None,
+                              "hidden_dropout_prob": 0.0}}  # fmt: skip
+    config = TrainConfig(shards="s", output_dir="o", resume="o")  # defaults: bert, base
+    got = recorded_train_config(config, Start(checkpoint="o/checkpoints/step-000002", saved=saved), model_config)
+    assert (got["architecture"], got["preset"], got["hidden_dropout_prob"]) == ("modernbert", "tiny", 0.0)
+    config = TrainConfig(shards="s", output_dir="o", init_from="hf", num_hidden_layers=9, hidden_dropout_prob=0.0)
+    got = recorded_train_config(config, Start(), model_config)
+    assert (got["architecture"], got["num_hidden_layers"], got["hidden_dropout_prob"]) == ("modernbert", None, 0.0)
