@@ -17,6 +17,7 @@ the paper's recipe at 512 tokens after phase 1 at 128). The settings are ``train
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -36,6 +37,7 @@ from bertprep.bert_model.optim import optimizer_step
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
+from bertprep.bert_model.pretrain.data import ShardReadError
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
@@ -171,6 +173,11 @@ class _LoopState:
     """When the current logging window started (``time.monotonic``)."""
     paused: float = 0.0
     """Seconds of the window spent evaluating and checkpointing (not training)."""
+    step_cursor: dict[str, Any] | None = None
+    """The data cursor when the step under way began (``loader.state_dict()``), what a checkpoint of the
+    last finished step saves when a shard fails mid-step (``_checkpoint_after_shard_error``)."""
+    step_tokens_seen: int = 0
+    """``tokens_seen`` when the step under way began."""
 
 
 def _train(
@@ -190,7 +197,11 @@ def _train(
     state.window_start = time.monotonic()
     run.train_model.train()
     while state.step < config.max_steps:
-        lr, grad_norm = _train_step(run, state, metrics)
+        try:
+            lr, grad_norm = _train_step(run, state, metrics)
+        except ShardReadError as err:
+            bar.close()
+            raise _checkpoint_after_shard_error(run, state, err) from None
         bar.update(1)
         if state.step % config.log_every == 0 or state.step == config.max_steps:
             _log_train_metrics(run, state, metrics, lr, grad_norm, bar)
@@ -211,6 +222,7 @@ def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) 
     """One optimizer step over ``gradient_accumulation_steps`` micro-batches (DDP syncs gradients on the last
     only); returns the learning rate and the gradient norm before clipping (see ``optim.optimizer_step``)."""
     config, train_model = run.config, run.train_model
+    state.step_cursor, state.step_tokens_seen = run.loader.state_dict(), state.tokens_seen
     for micro in range(config.gradient_accumulation_steps):
         batch = next(run.batches)
         state.tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
@@ -315,13 +327,32 @@ def _check_stop(run: build.Run, state: _LoopState, signals: StopSignals) -> bool
     return reason is not None
 
 
-def _save(run: build.Run, state: _LoopState) -> str | None:
+def _checkpoint_after_shard_error(run: build.Run, state: _LoopState, err: ShardReadError) -> ShardReadError:
+    """A shard failed mid-run (truncated or replaced under the trainer): write a checkpoint of the last finished
+    step, unless one exists, and return the error to raise, saying where to continue from.
+
+    The checkpoint has the weights, optimizer and schedule of that step and the data cursor from its end
+    (``state.step_cursor``), so no batch is skipped; the RNG streams are the current ones (a step cut short
+    by ``gradient_accumulation_steps`` > 1 drew dropout for its first micro-batches). Under DDP the other ranks
+    cannot join a checkpoint, so none is written there.
+    """
+    resume = f"continue with --resume {run.config.output_dir} once the shards are whole again"
+    if state.step == 0 or run.d.enabled:
+        return ShardReadError(f"{err}; no checkpoint written (no step finished)" if state.step == 0 else str(err))
+    if state.last_saved != state.step:
+        at_step = dataclasses.replace(state, tokens_seen=state.step_tokens_seen)
+        path = _save(run, at_step, cursor=state.step_cursor)
+        return ShardReadError(f"{err}; step {state.step}, the last finished, is checkpointed in {path}: {resume}")
+    return ShardReadError(f"{err}; step {state.step}, the last finished, has its checkpoint: {resume}")
+
+
+def _save(run: build.Run, state: _LoopState, cursor: dict[str, Any] | None = None) -> str | None:
     """Write a checkpoint at ``state.step`` (every rank's RNG, data cursor and token count; the main rank
-    writes); returns its path on the main rank, None elsewhere."""
+    writes); returns its path on the main rank, None elsewhere. ``cursor``: the data cursor to save instead of
+    the loader's (see ``_checkpoint_after_shard_error``)."""
     config, d, info = run.config, run.d, run.info
-    per_rank = gather(
-        {"rng": ckpt.capture_rng_state(), "data_cursor": run.loader.state_dict(), "tokens_seen": state.tokens_seen}, d
-    )
+    cursor = cursor if cursor is not None else run.loader.state_dict()
+    per_rank = gather({"rng": ckpt.capture_rng_state(), "data_cursor": cursor, "tokens_seen": state.tokens_seen}, d)
     path = None
     if d.is_main:
         state_json = {
