@@ -13,7 +13,7 @@ from click.core import ParameterSource
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
 from bertprep.cli.options import AliasedOption
-from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
+from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
 
@@ -391,6 +391,7 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
             [("--shards", config.shards), ("--eval-shards", config.eval_shards), ("--model", config.init_from)],
             command="train",
         )
+        check_not_run_record(written, "--model", config.init_from, command="train")
     except WriteOverReadError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
     try:

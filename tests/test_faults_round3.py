@@ -215,3 +215,68 @@ def test_a_shard_truncated_while_train_reads_it(tiny_shards, tmp_path, num_worke
     assert proc.returncode == 0, proc.stderr
     name = f"checkpoints/step-{last_step + 2:06d}/model.safetensors"
     assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+
+
+# ------------------------------------------------------------- item 3: predict over the record of the run
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory) -> Path:
+    """A real fine-tuning run FT1 (SST-2 format, 4 rows, from a tiny random checkpoint): FT1/best, results.json,
+    metrics.jsonl, eval_predictions.tsv."""
+    from finetune_factory import write_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("ft")
+    write_tiny_checkpoint(root / "pretrained")
+    data = root / "t.tsv"
+    data.write_text("sentence\tlabel\nthe city is good\t1\nthe river was bad\t0\nthe a good\t1\nbad the\t0\n")
+    proc = bertprep("finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", root / "pretrained",
+                    "--train-file", data, "--eval-file", data, "-o", root / "FT1", "--max-seq-length", 16,
+                    "--num-train-epochs", 1, "--no-progress")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return root / "FT1"
+
+
+def test_predict_refuses_to_write_over_the_record_of_the_models_run(finetuned):
+    """Before: `predict -m FT1/best -o FT1/results.json` replaced the fine-tuning run's record with predictions
+    (the guard covered files inside --model only). extract-features and train --model are held alike."""
+    data = finetuned.parent / "t.tsv"
+    before = snapshot(finetuned)
+    for target in ("results.json", "metrics.jsonl", "eval_predictions.tsv"):
+        line = error_line(bertprep("predict", "-m", finetuned / "best", "-i", data, "-o", finetuned / target,
+                                   "--no-progress"), status=1)  # fmt: skip
+        assert f"predict would write {finetuned / target}, part of the record of the run {finetuned}" in line
+        assert f"--model {finetuned / 'best'} comes from" in line and "choose a --output" in line
+    line = error_line(bertprep("extract-features", "-m", finetuned / "best", "--input", data, "--output",
+                               finetuned / "results.json"))  # fmt: skip
+    assert "extract-features would write" in line and "part of the record of the run" in line
+    assert snapshot(finetuned) == before
+
+
+@pytest.mark.slow  # a real prediction (5-15 s on 2 shared cores)
+def test_predict_writes_a_new_file_beside_the_runs_record(finetuned, tmp_path):
+    """A new file in the run directory is not the run's record: accepted (and the record untouched)."""
+    run = tmp_path / "FT1"
+    shutil.copytree(finetuned, run)
+    before = snapshot(run)
+    proc = bertprep("predict", "-m", run / "best", "-i", finetuned.parent / "t.tsv", "-o", run / "test_preds.tsv",
+                    "--no-progress")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    after = snapshot(run)
+    assert after.pop("test_preds.tsv").decode().splitlines()[0] == "index\tprediction"
+    assert after == before
+
+
+def test_run_directory_of_a_model(tmp_path):
+    """RUN/best (finetune), RUN/checkpoints/step-N and RUN/checkpoints (train) belong to RUN when RUN holds a
+    run's record; a directory that is no run's (an export) belongs to none."""
+    from bertprep.pipeline.paths import run_directory_of
+
+    root = tmp_path.resolve()
+    for d in ("FT/best", "PT/checkpoints/step-000002", "HF"):
+        (root / d).mkdir(parents=True)
+    (root / "FT" / "results.json").write_text("{}")
+    assert run_directory_of(str(root / "FT" / "best")) == str(root / "FT")
+    assert run_directory_of(str(root / "PT" / "checkpoints" / "step-000002")) == str(root / "PT")
+    assert run_directory_of(str(root / "PT" / "checkpoints")) == str(root / "PT")
+    assert run_directory_of(str(root / "HF")) is None
