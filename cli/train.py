@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import sys
+from typing import NoReturn
 
 import click
 from click.core import ParameterSource
@@ -78,6 +79,17 @@ def _settle_model_options_on_resume(ctx: click.Context, options: dict) -> None:
 
 
 _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def _aborted(output_dir: str) -> NoReturn:
+    """End the command after a second Ctrl-C: one line saying what is left, exit 130 (128 + SIGINT) as a
+    command killed by Ctrl-C, not click's "Aborted!" and status 1 (the loader workers are already stopped)."""
+    from bertprep.bert_model import checkpoint as ckpt
+
+    found = ckpt.list_checkpoints(os.path.join(output_dir, ckpt.CHECKPOINTS_DIR))
+    left = f"continue with --resume {output_dir} (step {found[-1][0]})" if found else "no checkpoint was written"
+    sys.stderr.write(f"bertprep: aborted by a second SIGINT without a checkpoint of the step under way; {left}\n")
+    sys.exit(128 + int(signal.SIGINT))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -396,6 +408,8 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
         raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
         result = run_training(config)
+    except KeyboardInterrupt:  # the second Ctrl-C (StopSignals): click would print "Aborted!" and exit 1
+        _aborted(config.output_dir)
     except (ValueError, OSError, FloatingPointError) as err:
         # OSError: an environment fault (disk full, permissions), e.g. a checkpoint that could not be written;
         # its message names the file. The loader workers are already stopped (trainer.train).

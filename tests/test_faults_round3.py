@@ -280,3 +280,63 @@ def test_run_directory_of_a_model(tmp_path):
     assert run_directory_of(str(root / "PT" / "checkpoints" / "step-000002")) == str(root / "PT")
     assert run_directory_of(str(root / "PT" / "checkpoints")) == str(root / "PT")
     assert run_directory_of(str(root / "HF")) is None
+
+
+# ---------------------------------------------------------------------- item 8 (train): Ctrl-C at the edges
+
+#: Runs `bertprep ARGS...` with a SIGINT sent by the process to itself at a fixed point (argv[1]): "start-up"
+#: while the model is being built, "twice" two SIGINTs at the 3rd batch (a user pressing Ctrl-C twice).
+_SIGINT_RUNNER = r"""
+import os, signal, sys
+fault, args = sys.argv[1], sys.argv[2:]
+import bertprep.bert_model.pretrain.build as build
+import bertprep.bert_model.pretrain.trainer as trainer
+if fault == "start-up":
+    build_model = build.build_model
+    def interrupted_build(*a, **k):
+        os.kill(os.getpid(), signal.SIGINT)
+        return build_model(*a, **k)
+    build.build_model = interrupted_build
+elif fault == "twice":
+    calls, move = [0], trainer._move
+    def interrupted_move(batch, device):
+        calls[0] += 1
+        if calls[0] == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return move(batch, device)
+    trainer._move = interrupted_move
+from bertprep.cli.main import main
+sys.argv = ["bertprep", *args]
+main()
+"""
+
+
+def _interrupted_train(fault: str, shards: Path, out: Path) -> subprocess.CompletedProcess:
+    args = train_args(shards, "-o", out, "--preset", "tiny", "--hidden-size", 32, "--num-attention-heads", 2,
+                      "--max-steps", 50, "--log-every", 1, "--save-every", 0)  # fmt: skip
+    return subprocess.run([sys.executable, "-c", _SIGINT_RUNNER, fault, *map(str, args)], capture_output=True,
+                          text=True, timeout=120, env=ENV)  # fmt: skip
+
+
+def test_ctrl_c_during_start_up_stops_before_the_first_step(tiny_shards, tmp_path):
+    """Before: a Ctrl-C while the model was being built went on to build the loader, train a step and write a
+    checkpoint of it. Now the run stops before the first step: nothing trained, nothing saved, exit 130."""
+    proc = _interrupted_train("start-up", tiny_shards / "train", tmp_path / "run")
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "stopped by SIGINT before the first step" in proc.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_a_second_ctrl_c_exits_130_with_one_line(tiny_shards, tmp_path):
+    """Before: the second Ctrl-C (abort without a checkpoint) printed click's "Aborted!" and exited 1, as a
+    failed command does. Now one line says what is left, and the status is 130 as for any command ended by
+    Ctrl-C."""
+    proc = _interrupted_train("twice", tiny_shards / "train", tmp_path / "run")
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "Aborted!" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("bertprep: ")]
+    assert lines == ["bertprep: aborted by a second SIGINT without a checkpoint of the step under way; no checkpoint "
+                     "was written"]  # fmt: skip
+    assert not (tmp_path / "run" / "checkpoints").exists()

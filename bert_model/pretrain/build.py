@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,14 +104,26 @@ class Run:
         return self.info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
 
 
+class StoppedBeforeTraining(Exception):
+    """A stop signal (``StopSignals``) arrived while the run was being built: nothing was trained, so the run
+    stops before its first step, without a checkpoint. ``args[0]`` is the signal's name."""
+
+
 def build_run(
-    config: TrainConfig, d: DistInfo, device: torch.device, cleanup: contextlib.ExitStack, t_start: float
+    config: TrainConfig,
+    d: DistInfo,
+    device: torch.device,
+    cleanup: contextlib.ExitStack,
+    t_start: float,
+    stop_requested: Callable[[], str | None] = lambda: None,
 ) -> tuple[Run, int, int]:
     """Check the settings and data, build the model, optimizer and loader (restoring them on ``resume``) and
     open ``metrics.jsonl`` (main rank); returns the run and this rank's ``(step, tokens_seen)``.
 
     The order is fixed: each step may draw from the RNGs that ``restore_rng`` sets last, and an exact resume
-    needs them to be where the uninterrupted run had them. Raises what ``trainer.train`` documents.
+    needs them to be where the uninterrupted run had them. Raises what ``trainer.train`` documents, and
+    ``StoppedBeforeTraining`` when ``stop_requested()`` names a signal after the slow parts (the shards'
+    check, the model), before the loader starts (one process only: under DDP the loop decides, on every rank).
     """
     check_output_dir(config)
     info = read_shard_info(config.shards)
@@ -123,8 +135,10 @@ def build_run(
     model_config = model_config_for(config, info, start)
     eval_info = read_eval_shards(config, info, model_config, d)
     verify_shards(config, (info, eval_info), d)
+    _stop_if_requested(stop_requested, d)
     model = build_model(config, model_config, start, d, device)
     optimizer, scheduler = build_optimizer(config, model)
+    _stop_if_requested(stop_requested, d)
     step, tokens_seen = restore_progress(config, start, optimizer, scheduler, d)
     train_model, eval_model = wrap_model(config, model, d, device)
     loader = train_loader(config, info, start, d, device)
@@ -159,6 +173,13 @@ def build_run(
         t_start=t_start,
     )
     return run, step, tokens_seen
+
+
+def _stop_if_requested(stop_requested: Callable[[], str | None], d: DistInfo) -> None:
+    """Raise ``StoppedBeforeTraining`` when a stop signal arrived (without DDP; see ``build_run``)."""
+    received = stop_requested()
+    if received and not d.enabled:
+        raise StoppedBeforeTraining(received)
 
 
 def metrics_path(config: TrainConfig) -> str:

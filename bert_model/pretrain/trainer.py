@@ -54,8 +54,9 @@ class TrainResult:
 
     step: int
     """Optimizer steps done in total (resumed ones included)."""
-    model: nn.Module
-    """The trained model, ``BertForPreTraining`` or ``ModernBertForMaskedLM`` (not wrapped in DDP / compile)."""
+    model: nn.Module | None
+    """The trained model, ``BertForPreTraining`` or ``ModernBertForMaskedLM`` (not wrapped in DDP / compile); None
+    when a signal stopped the run before its first step."""
     checkpoint: str | None
     """Path of the last checkpoint written (None on ranks other than 0)."""
     metrics: dict[str, Any] | None
@@ -129,7 +130,9 @@ def train(config: TrainConfig) -> TrainResult:
 
     A SIGTERM or SIGINT (first one) makes every rank stop after the current optimizer step, evaluate (when
     ``eval_shards`` is set) and write a checkpoint, and return with ``stop_reason`` set to the signal's name;
-    ``resume`` continues from there as from any checkpoint.
+    ``resume`` continues from there as from any checkpoint. One that arrives before the first step stops the
+    run there (after the part being built: the shards' check, the model), with nothing trained and no new
+    checkpoint.
 
     Raises:
         ValueError: bad settings, an output directory that already holds checkpoints (without ``resume``), or
@@ -148,6 +151,8 @@ def train(config: TrainConfig) -> TrainResult:
         # running would keep the process from exiting (see data.ShardLoader).
         with StopSignals() as signals, contextlib.ExitStack() as cleanup:
             return _train(config, d, device, signals, cleanup)
+    except build.StoppedBeforeTraining as stopped:
+        return _stopped_before_training(config, stopped.args[0])
     finally:
         if d.owns_group:
             dist.destroy_process_group()
@@ -184,7 +189,11 @@ def _train(
     config: TrainConfig, d: DistInfo, device: torch.device, signals: StopSignals, cleanup: contextlib.ExitStack
 ) -> TrainResult:
     """``train``'s recipe: build, then step, log, evaluate, stop or checkpoint until done; finish."""
-    run, step, tokens_seen = build.build_run(config, d, device, cleanup, t_start=time.monotonic())
+    run, step, tokens_seen = build.build_run(
+        config, d, device, cleanup, t_start=time.monotonic(), stop_requested=lambda: signals.received
+    )
+    if any_rank((signals.received is not None,), d, device)[0]:  # (every rank: under DDP none may go on alone)
+        raise build.StoppedBeforeTraining(signals.received or "signal on another rank")
     state = _LoopState(step=step, tokens_seen=tokens_seen, first_step=step, last_saved=step if config.resume else -1)
     metrics = PretrainingMetrics(device, run.mask_token_id, run.config.nsp_loss_weight)  # logs the optimised loss
     bar = tqdm(
@@ -216,6 +225,19 @@ def _train(
             break
     bar.close()
     return _finish(run, state)
+
+
+def _stopped_before_training(config: TrainConfig, signal_name: str) -> TrainResult:
+    """What ``train`` returns when a signal stopped it before its first step: nothing trained and no model;
+    on ``resume`` the checkpoint it started from is still the run's latest."""
+    checkpoint, step = None, 0
+    if config.resume:
+        checkpoint = ckpt.resolve_checkpoint(config.resume)
+        step = ckpt.read_checkpoint_state(checkpoint)["step"]
+    logger.info("stopped by %s before the first step: nothing trained%s", signal_name, "" if checkpoint else
+                ", no checkpoint written")  # fmt: skip
+    return TrainResult(step=step, model=None, checkpoint=checkpoint, metrics=None, eval_metrics=None,
+                       data_cursor={}, stop_reason=signal_name)  # fmt: skip
 
 
 def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) -> tuple[float, torch.Tensor | None]:
