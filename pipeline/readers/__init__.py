@@ -145,13 +145,22 @@ def check_options(
     encoding: str = "utf-8",
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
 ) -> None:
-    """Validate reader options before a pipeline starts; raise :class:`InputError` naming the bad option."""
+    """Validate reader options before a pipeline starts (the segmenter's package included); raise
+    :class:`InputError` naming the bad option."""
     if input_format not in INPUT_FORMATS:
         raise InputError(
             f"unknown input format {input_format!r} (--input-format); choose one of: {', '.join(INPUT_FORMATS)}"
         )
     if segmenter not in SEGMENTERS:
         raise InputError(f"unknown segmenter {segmenter!r} (--segmenter); choose one of: {', '.join(SEGMENTERS)}")
+    try:  # its package: checked here, not by every worker (a 639-line traceback without blingfire)
+        get_segmenter(segmenter)
+    except ImportError as err:
+        package = getattr(err.__cause__, "name", None) or segmenter
+        raise InputError(
+            f"segmenter {segmenter!r} (--segmenter) needs the package {package!r}, which is not installed: pip "
+            f"install 'bertprep[fast]' (or pip install {package}), or leave --segmenter out for {DEFAULT_SEGMENTER}"
+        ) from None
     _check_encoding(encoding)
     if not isinstance(max_line_chars, int) or max_line_chars < 1:
         raise InputError(f"max_line_chars (--max-line-chars) must be a positive integer, got {max_line_chars!r}")
