@@ -69,10 +69,14 @@ def _children(pid: int) -> list[int]:
 
 
 def _kill_children() -> None:
-    """SIGKILL every descendant of this process (Beam's worker processes, the pool's, their helpers)."""
+    """SIGKILL every descendant of this process (Beam's worker processes, the pool's, their helpers), except
+    multiprocessing's resource tracker: killed, it is started again by the next shared-memory release (a local
+    Dask cluster's), which then prints a KeyError traceback for each name the new one never saw."""
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    spared = getattr(getattr(tracker, "_resource_tracker", None), "_pid", None)
     pending, seen = [os.getpid()], []
     while pending:
-        kids = _children(pending.pop())
+        kids = [pid for pid in _children(pending.pop()) if pid != spared]
         seen.extend(kids)
         pending.extend(kids)
     for pid in seen:
@@ -84,6 +88,18 @@ def _silence() -> None:
     """What Beam's threads log and raise while a stopped run's workers go is not for users."""
     logging.disable(logging.CRITICAL)
     threading.excepthook = lambda args: None
+
+
+def _in_gc_callback(frame) -> bool:
+    """Whether ``frame`` runs in a garbage-collector callback (distributed's ``GCDiagnosis`` has one: a local Dask
+    cluster's scheduler runs in this process). Python prints an exception raised there as "Exception ignored"
+    with its traceback, and goes on: the run then ended only by the watchdog, 10 s later."""
+    codes = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _StopOnSignal:
@@ -133,6 +149,9 @@ class _StopOnSignal:
         # package, fails inside that import and leaves it half-initialised
         publish = sys.modules.get("bertprep.pipeline.shards.publish")
         name = signal.Signals(signum).name
+        if _in_gc_callback(frame) and self.received is None:  # an exception there is printed and dropped
+            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()  # so: the same signal again, soon
+            return
         if self.received is not None or interrupts.in_import(frame):  # second signal; or raising in an import
             self._abort(name)
         self.received = name
