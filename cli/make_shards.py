@@ -12,6 +12,7 @@ from bertprep.pipeline.config import (
     DECONTAMINATE_MODES,
     DEDUP_MODES,
     MASKING_MODES,
+    MIN_SPLIT_BYTES,
     OBJECTIVES,
     PAIRING_SCOPES,
     SAMPLING_MODES,
@@ -67,6 +68,19 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     raise click.UsageError(
         f"no such option: {name}{more}: neither a make-shards option nor a Beam pipeline option{hint}", ctx
     )
+
+
+def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    """Refuse a --split-bytes below ``MIN_SPLIT_BYTES`` (but 0): a range per byte or per KB never ends."""
+    if 0 < value < MIN_SPLIT_BYTES:
+        raise click.BadParameter(
+            f"{value:,} bytes per range is below the floor of {MIN_SPLIT_BYTES:,} (1 MiB): each range is a task "
+            "that opens and seeks the file, so smaller ranges cost more than they spread; give at least 1 MiB, "
+            "or 0 to read every file whole",
+            ctx,
+            param,
+        )
+    return value
 
 
 @click.command(
@@ -366,10 +380,12 @@ def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
     type=click.IntRange(min=0),
     default=_default("split_bytes"),
     show_default=True,
+    callback=_check_split_bytes,
     help="Bytes per range when one large input file is read by several workers: an uncompressed file of the "
     "bert, jsonl or wikiextractor formats is cut at document boundaries (Parquet at row groups, an indexed bz2 "
-    "multistream Wikipedia dump at its streams), so one big file is not read by one worker alone. 0: every file "
-    "read whole. --pairing-scope global only. The shards are the same for any value.",
+    "multistream Wikipedia dump at its streams), so one big file is not read by one worker alone. At least "
+    f"{MIN_SPLIT_BYTES:,} (1 MiB); 0: every file read whole. --pairing-scope global only. The shards are the "
+    "same for any value.",
 )
 @click.option(
     "--dedup",
