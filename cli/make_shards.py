@@ -9,6 +9,7 @@ import click
 from bertprep.cli.options import AliasedOption
 
 from bertprep.pipeline.config import (
+    DECONTAMINATE_MIN_WORDS,
     DECONTAMINATE_MODES,
     DEDUP_MODES,
     MASKING_MODES,
@@ -461,7 +462,9 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     type=click.IntRange(min=1),
     default=_default("decontaminate_ngram"),
     show_default=True,
-    help="Words per n-gram of --decontaminate (GPT-3: 13); evaluation texts shorter than this are not matched.",
+    help="Words per n-gram of --decontaminate (GPT-3: 13). An evaluation text shorter than this is matched "
+    f"whole when it has at least {DECONTAMINATE_MIN_WORDS} words; shorter ones are only counted (too common to "
+    "mark a document).",
 )
 @click.option(
     "--decontaminate-mode",

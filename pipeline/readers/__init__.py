@@ -92,7 +92,7 @@ from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
 from bertprep.pipeline.readers.context import FormatReader, ReadContext
 from bertprep.pipeline.readers.detect import detect_format, looks_like_sentence_per_line, warn_if_structured
 from bertprep.pipeline.readers.files import _check_encoding, _compression_of, expand_inputs, open_input
-from bertprep.pipeline.readers.hf import read_hf
+from bertprep.pipeline.readers.hf import is_hf_metadata, read_hf
 from bertprep.pipeline.readers.parquet import read_parquet
 from bertprep.pipeline.readers.text import (
     LINE_SYNC,
@@ -254,7 +254,7 @@ def _read_documents(
         if not first:
             return  # the first range reads the whole file
         start, end = 0, None
-    if first:
+    if first and not (fmt == "hf" and is_hf_metadata(path)):  # (a dataset's dataset_info.json: no documents)
         stats.files += 1
         stats._count(stats.formats, fmt)
     ctx = ReadContext(

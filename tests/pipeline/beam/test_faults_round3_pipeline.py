@@ -8,6 +8,7 @@ the real CLI as a user's shell would (the default local runner forks its warm wo
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -180,7 +181,7 @@ def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_p
     """Before: a scheduler no worker joined took the tasks and the run waited for ever, without a word (here
     the subprocess's timeout would end it)."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as cluster:
         address = cluster.scheduler_address
         start = time.monotonic()
         done = bertprep("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out", "-q",
@@ -193,11 +194,6 @@ def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_p
     assert f"`dask worker {address}`" in line
     assert took < 40
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-
-
-def _slow(x):
-    time.sleep(0.5)
-    return x
 
 
 @pytest.mark.slow  # a scheduler and a worker process (about 10 s)
@@ -222,7 +218,8 @@ def test_a_scheduler_killed_mid_run_is_named(tmp_path):
         threading.Timer(6, scheduler.kill).start()  # the worker has joined and the tasks run (16 x 0.5 s)
         pipeline = beam.Pipeline(runner=dr.BertprepDaskRunner(), options=PipelineOptions([
             "--dask_client_address", address, "--dask_connection_timeout", "10"]))  # fmt: skip
-        _ = pipeline | beam.Create(list(range(16))) | beam.Map(_slow) | beam.Map(print)
+        # (a lambda: pickled by value, as the Dask worker cannot import this test module)
+        _ = pipeline | beam.Create(list(range(16))) | beam.Map(lambda x: time.sleep(0.5) or x) | beam.Map(print)
         start = time.monotonic()
         with pytest.raises(dr.DaskSchedulerLost) as lost:
             pipeline.run().wait_until_finish(duration=90_000)
@@ -271,6 +268,41 @@ def test_a_stop_signal_inside_a_gc_callback_still_stops_the_run():
     assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
 
 
+_AT_FORK_SIGINT = r"""
+import os, signal, sys, time
+from bertprep.pipeline.beam import launch
+stop = launch._StopOnSignal()
+stop.install()
+fired = []
+def after_fork():
+    if not fired:
+        fired.append(True)
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the next line: inside this at-fork hook
+        fired.append(True)
+os.register_at_fork(after_in_parent=after_fork)
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    time.sleep(2)
+    print("not interrupted", flush=True)
+except launch.Interrupted as err:
+    print("interrupted:", err, flush=True)
+os._exit(0)
+"""
+
+
+def test_a_stop_signal_inside_an_at_fork_hook_still_stops_the_run():
+    """Before: a Ctrl-C that arrived while logging's at-fork hook ran in the parent (``_releaseLock``, as Beam
+    forks its workers) was printed as "Exception ignored in: <function _releaseLock>" with its traceback,
+    above the one line."""
+    done = subprocess.run([sys.executable, "-c", _AT_FORK_SIGINT], capture_output=True, text=True, timeout=60,
+                          env=ENV)  # fmt: skip
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
+
+
 _KILL_CHILDREN = r"""
 import multiprocessing.resource_tracker as rt, os, subprocess, sys, time
 rt.ensure_running()
@@ -304,3 +336,238 @@ def test_split_bytes_below_the_floor_is_refused(tmp_path):
     assert "or 0 to read every file whole" in line
     assert not (tmp_path / "out").exists()
     assert make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "ok", "--split-bytes", "0").exit_code == 0
+
+
+# ------------------------------------------------------------------------------ items 5, 7: a wiki index
+
+
+@pytest.fixture
+def dump(shared_data, tmp_path) -> tuple[Path, Path]:
+    """A multistream dump of a few streams and its index (tests/pipeline/readers/test_ranges.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readers"))
+    from test_ranges import multistream_dump
+
+    return multistream_dump(shared_data / "wikipedia" / "enwiki-table-markup.xml.bz2", tmp_path, copies=3)
+
+
+def test_an_index_holding_garbage_is_named(dump):
+    """Before: a ValueError traceback (`invalid literal for int() with base 10: b'this is not an index'`)."""
+    import bz2
+
+    from bertprep.pipeline.readers import InputError
+    from bertprep.pipeline.readers.ranges import file_ranges
+
+    path, index = dump
+    index.write_bytes(bz2.compress(b"this is not an index\n"))
+    with pytest.raises(InputError) as err:
+        file_ranges(str(path), path.stat().st_size, 4096)
+    assert f"{index}:1: 'this is not an index' is not a multistream index line (offset:page_id:title)" in str(err.value)
+    assert "move it away to read the dump whole" in str(err.value)
+
+
+def test_an_index_of_another_dump_is_named_not_the_dump(dump):
+    """Before: offsets shifted by 7 bytes (the dump intact) failed in a worker as "truncated or corrupt ...
+    re-download it", blaming the dump."""
+    import bz2
+
+    from bertprep.pipeline.readers import InputError
+    from bertprep.pipeline.readers.ranges import file_ranges
+
+    path, index = dump
+    lines = bz2.decompress(index.read_bytes()).decode().splitlines()
+    shifted = [f"{int(o) + 7}:{rest}" for o, rest in (line.split(":", 1) for line in lines)]
+    index.write_bytes(bz2.compress(("\n".join(shifted) + "\n").encode()))
+    with pytest.raises(InputError) as err:
+        file_ranges(str(path), path.stat().st_size, 4096)
+    message = str(err.value)
+    assert f"{index}: offset " in message and f"is not the start of a bz2 stream of {path}" in message
+    assert "this index does not belong to that dump" in message and "re-download" not in message
+
+
+# ---------------------------------------------------------------------------- items 5, 6, 8: decontamination
+
+
+@pytest.mark.parametrize("case", ["missing", "folder", "binary"])
+def test_a_decontaminate_file_that_is_no_text_file_is_refused(tmp_path, case):
+    """Before: a missing file or a folder failed in a worker (87 lines, 3 tracebacks without -q); a binary file
+    was read as "120 texts" of replacement characters."""
+    target = {"missing": tmp_path / "dev.tsv", "folder": tmp_path, "binary": tmp_path / "eval.bin"}[case]
+    if case == "binary":
+        target.write_bytes(bytes(range(256)) * 12)
+    result = make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "out", "--decontaminate", target, quiet=False)
+    assert result.exit_code == 1, result.output
+    line = one_line(result.output)
+    expected = {
+        "missing": f"--decontaminate {target}: no such file; check the path",
+        "folder": f"--decontaminate {target} is a directory; give the evaluation files themselves",
+        "binary": f"--decontaminate {target}: looks like a binary file (NUL byte at offset 0), not evaluation texts",
+    }[case]
+    assert expected in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_headerless_cola_tsv_counts_its_sentences_only(tmp_path):
+    """Before: without a header every column was a text column: CoLA's source, label and mark columns counted
+    as 1,743 "texts" for 527 rows (here 7 for 2)."""
+    cola = tmp_path / "in_domain_dev.tsv"
+    cola.write_text("gj04\t1\t\tOur friends will not buy this analysis, let alone the next one we propose.\n"
+                    "gj04\t0\t*\tThey drank the pub dry and then they drank the next one too.\n")  # fmt: skip
+    from bertprep.pipeline.beam.decontamination import evaluation_texts
+
+    fmt, texts = evaluation_texts(str(cola))
+    assert fmt == "glue-tsv" and texts == [
+        "Our friends will not buy this analysis, let alone the next one we propose.",
+        "They drank the pub dry and then they drank the next one too.",
+    ]
+
+
+def test_the_decontaminate_ngram_help_says_short_texts_match_whole():
+    """Before: the help said texts shorter than n words "are not matched"; they are matched whole from 8 words
+    (decontamination.MIN_WORDS, as docs/make-shards.md says)."""
+    from bertprep.pipeline.beam.decontamination import MIN_WORDS
+
+    result = CliRunner().invoke(cli, ["make-shards", "--help"])
+    text = " ".join(result.output.split())
+    assert "are not matched" not in text
+    assert f"An evaluation text shorter than this is matched whole when it has at least {MIN_WORDS} words" in text
+
+
+# --------------------------------------------------------------------------- items 5, 6: options and a split
+
+
+def test_every_document_held_out_names_the_eval_fraction(tmp_path):
+    """Before: "no instances were made: every document was empty or skipped" (and a traceback without -q)."""
+    done = bertprep("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out",
+                    "--dupe-factor", 1, "--eval-fraction", 0.99)  # fmt: skip
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert "no training instances were made: --eval-fraction 0.99 held out every document that makes one" in line
+    assert "empty or skipped" not in line and "lower --eval-fraction" in line
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize(
+    "spec,expected",
+    [
+        ({"sources": [{"name": "a", "inputs": "A"}], "weights": {"a": 3}}, "unknown key 'weights' at the top level"),
+        ({"sources": [{"name": "a", "inputs": "A", "wieght": 2}]},
+         "unknown key 'wieght' in source 1 ('a'); did you mean 'weight'?"),
+        ({"sources": []}, '"sources" is empty; list at least one source'),
+    ],
+)  # fmt: skip
+def test_a_mixture_file_with_unknown_keys_or_no_source_is_refused(tmp_path, spec, expected):
+    """Before: unknown keys were ignored (a typo's weight silently 1), and no source made shards of the bundled
+    demo corpus."""
+    spec = json.loads(json.dumps(spec).replace('"A"', json.dumps(str(PIPELINE / "a.txt"))))
+    mixture = tmp_path / "mixture.json"
+    mixture.write_text(json.dumps(spec))
+    result = make_shards("--mixture", mixture, "-o", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    line = one_line(result.output)
+    assert f"Invalid value for --mixture: {mixture}: {expected}" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "options,expected",
+    [
+        (["--dedup", "exact", "--dedup-threshold", "0.5"],
+         "Warning: --dedup-threshold is used by --dedup minhash only; with --dedup exact it has no effect"),
+        (["--masked-lm-prob", "0.3"],
+         "Warning: --max-predictions-per-seq 20 caps the masked word pieces of a full instance at 16.0%, below "
+         "--masked-lm-prob 0.3; raise it to about 38"),
+    ],
+)  # fmt: skip
+def test_an_option_that_does_nothing_or_is_capped_is_warned_about(tmp_path, options, expected):
+    """Before: both ran without a word (0.3 at 128 tokens under the default cap of 20 masked 15.8%)."""
+    result = make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "out", *options, quiet=False)
+    assert result.exit_code == 0, result.output
+    assert expected in result.output
+    assert (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_the_default_options_warn_about_nothing(tmp_path):
+    """The same checks stay silent at the defaults (128 tokens, 0.15, a cap of 20: 19 masked)."""
+    result = make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "out", quiet=False)
+    assert result.exit_code == 0 and "Warning" not in result.output, result.output
+
+
+def test_a_cased_vocab_txt_alone_is_refused_under_the_default_lower_casing(tmp_path):
+    """Before: a cased vocab.txt without its tokenizer.json (nothing records how it was built) got a warning and
+    lower-cased text anyway. Now the run needs the casing given; either flag is taken."""
+    cased = tmp_path / "vocab.txt"
+    tokens = VOCAB.read_text(encoding="utf-8").splitlines()
+    cased.write_text("\n".join(tokens + [t.capitalize() for t in tokens if t.isalpha() and t.islower()][:40]) + "\n")
+    result = make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "out", "--vocab", cased)
+    assert result.exit_code == 2, result.output
+    line = one_line(result.output)
+    assert "Invalid value for --vocab" in line and "a cased vocab" in line and "pass --no-do-lower-case" in line
+    assert f"{cased} alone does not record how it was built" in line
+    assert not (tmp_path / "out").exists()
+    for flag in ("--no-do-lower-case", "--do-lower-case"):
+        result = make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / flag, "--vocab", cased, flag)
+        assert result.exit_code == 0, result.output
+
+
+# ------------------------------------------------------------------------------- item 7: bytes and paths
+
+
+def test_reader_counters_are_written_sorted_whatever_the_merge_order():
+    """Before: statistics.formats (and the skip counters) kept the order in which the workers' counts were
+    merged, so identical runs on inputs of mixed formats wrote different manifest bytes."""
+    from bertprep.pipeline.shards.store import merge_counts, summarize_statistics
+
+    kinds = (("text", "empty"), ("bert", "too_long"))
+    parts = [{"reader": {"formats": {f: 1}, "skipped_documents": {w: 1}, "skipped_lines": {w: 2}}} for f, w in kinds]
+    one = summarize_statistics(merge_counts(parts[0], parts[1]))
+    other = summarize_statistics(merge_counts(parts[1], parts[0]))
+    assert json.dumps(one) == json.dumps(other)
+    assert list(one["formats"]) == ["bert", "text"] and list(one["documents"]["skipped"]) == ["empty", "too_long"]
+
+
+@pytest.mark.slow  # a scheduler and a worker process, and a run on them (about 20 s)
+def test_relative_paths_on_dask_are_the_launching_folders(tmp_path):
+    """Before: with workers started in another folder, a relative -o was written into the workers' folder (a
+    staging folder left there) and a relative -i was "not found" by them; the local runner accepted both."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = str(Path(sys.executable).parent / "dask")
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "a.txt").write_bytes((PIPELINE / "a.txt").read_bytes())
+    log = open(tmp_path / "cluster.log", "w")
+    procs = [subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)]
+    try:
+        time.sleep(2)
+        procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"], stdout=log,
+                                      stderr=log, cwd=tmp_path / "workers"))  # fmt: skip
+        done = bertprep("make-shards", "-i", "a.txt", "--vocab", VOCAB, "-o", "out", "--dupe-factor", 1, "-q",
+                        "--runner=DaskRunner", f"--dask_client_address={address}", cwd=tmp_path / "here",
+                        timeout=150)  # fmt: skip
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "here" / "out" / "manifest.json").exists()
+    assert list((tmp_path / "workers").iterdir()) == []
+
+
+def test_a_datasets_metadata_files_are_not_input_files(tmp_path):
+    """Before: `--input-format hf` on a save_to_disk folder counted dataset_info.json and state.json as input
+    files (3 files for 1 data file)."""
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    import pyarrow as pa
+
+    table = pa.table({"text": ["The river rose after the rain. The bridge was closed.", "One more sentence here."]})
+    with pa.OSFile(str(ds / "data-00000-of-00001.arrow"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    (ds / "dataset_info.json").write_text("{}")
+    (ds / "state.json").write_text('{"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}')
+    result = make_shards("-i", ds, "--input-format", "hf", "-o", tmp_path / "out", "--max-seq-length", "32",
+                         "--max-predictions-per-seq", "5")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    statistics = json.loads((tmp_path / "out" / "manifest.json").read_text())["statistics"]
+    assert statistics["files"] == 1 and statistics["formats"] == {"hf": 1}
