@@ -11,7 +11,7 @@ from bertprep.cli.options import ModelPath
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
-from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
+from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _D = FeatureConfig.__dataclass_fields__
 
@@ -119,6 +119,7 @@ def extract_features_cmd(**options) -> None:
             [("--model", config.model), ("--input", config.input_file)],
             command="extract-features",
         )
+        check_not_run_record([("--output", config.output_file)], "--model", config.model, command="extract-features")
     except WriteOverReadError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
     try:

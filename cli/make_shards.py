@@ -9,9 +9,11 @@ import click
 from bertprep.cli.options import AliasedOption
 
 from bertprep.pipeline.config import (
+    DECONTAMINATE_MIN_WORDS,
     DECONTAMINATE_MODES,
     DEDUP_MODES,
     MASKING_MODES,
+    MIN_SPLIT_BYTES,
     OBJECTIVES,
     PAIRING_SCOPES,
     SAMPLING_MODES,
@@ -77,6 +79,19 @@ def _local_vocab(value: str | None) -> str | None:
         return resolve_model_dir(value) if value else value
     except HubError as err:
         raise click.BadParameter(str(err), param_hint="--vocab") from None
+
+
+def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    """Refuse a --split-bytes below ``MIN_SPLIT_BYTES`` (but 0): a range per byte or per KB never ends."""
+    if 0 < value < MIN_SPLIT_BYTES:
+        raise click.BadParameter(
+            f"{value:,} bytes per range is below the floor of {MIN_SPLIT_BYTES:,} (1 MiB): each range is a task "
+            "that opens and seeks the file, so smaller ranges cost more than they spread; give at least 1 MiB, "
+            "or 0 to read every file whole",
+            ctx,
+            param,
+        )
+    return value
 
 
 @click.command(
@@ -382,10 +397,12 @@ def _local_vocab(value: str | None) -> str | None:
     type=click.IntRange(min=0),
     default=_default("split_bytes"),
     show_default=True,
+    callback=_check_split_bytes,
     help="Bytes per range when one large input file is read by several workers: an uncompressed file of the "
     "bert, jsonl or wikiextractor formats is cut at document boundaries (Parquet at row groups, an indexed bz2 "
-    "multistream Wikipedia dump at its streams), so one big file is not read by one worker alone. 0: every file "
-    "read whole. --pairing-scope global only. The shards are the same for any value.",
+    "multistream Wikipedia dump at its streams), so one big file is not read by one worker alone. At least "
+    f"{MIN_SPLIT_BYTES:,} (1 MiB); 0: every file read whole. --pairing-scope global only. The shards are the "
+    "same for any value.",
 )
 @click.option(
     "--dedup",
@@ -461,7 +478,9 @@ def _local_vocab(value: str | None) -> str | None:
     type=click.IntRange(min=1),
     default=_default("decontaminate_ngram"),
     show_default=True,
-    help="Words per n-gram of --decontaminate (GPT-3: 13); evaluation texts shorter than this are not matched.",
+    help="Words per n-gram of --decontaminate (GPT-3: 13). An evaluation text shorter than this is matched "
+    f"whole when it has at least {DECONTAMINATE_MIN_WORDS} words; shorter ones are only counted (too common to "
+    "mark a document).",
 )
 @click.option(
     "--decontaminate-mode",

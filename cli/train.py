@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import sys
+from typing import NoReturn
 
 import click
 from click.core import ParameterSource
@@ -14,7 +15,7 @@ from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
 from bertprep.cli.options import AliasedOption, ModelPath, report_to_option
-from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
+from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
 
@@ -27,42 +28,55 @@ def _default(name: str):
 _RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png", "tensorboard", "wandb")
 
 #: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
-_FIXED_ON_RESUME = ("preset", *MODEL_OPTIONS)
+_FIXED_ON_RESUME = ("architecture", "preset", *MODEL_OPTIONS)
 
 
-def _recorded_model_settings(resume: str) -> dict | None:
-    """The preset and model config recorded in the checkpoint ``--resume`` names (None: unreadable; the
+def _recorded_model_settings(resume: str) -> tuple[dict, dict] | None:
+    """``(trained, given)`` for the checkpoint ``--resume`` names: ``trained`` the architecture, preset and model
+    config it trained (what a given option is compared with), ``given`` the architecture, preset and model
+    options its run was given (what a resumed run records when they are not given again). None: unreadable (the
     trainer then reports the damage or falls back to an earlier checkpoint)."""
     from bertprep.bert_model import checkpoint as ckpt
 
     try:
         state = ckpt.read_checkpoint_state(ckpt.resolve_checkpoint(resume))
-        recorded = {"preset": state["train_config"]["preset"], **state["model_config"]}
-    except (OSError, ValueError, KeyError, TypeError):
+        model, run = dict(state["model_config"]), state["train_config"]
+        architecture = model.get("architecture", "bert")  # (BERT's config has no such field)
+        trained = {**model, "architecture": architecture, "preset": run["preset"]}
+        given = {"architecture": architecture, "preset": run["preset"], **{n: run.get(n) for n in MODEL_OPTIONS}}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if recorded.get("architecture") == "modernbert":  # the dropout options by the names they have on the command line
-        recorded.setdefault("hidden_dropout_prob", recorded.get("mlp_dropout"))  # (architectures.with_dropout)
-        recorded.setdefault("attention_probs_dropout_prob", recorded.get("attention_dropout"))
-    return recorded
+    if architecture == "modernbert":  # the dropout options by the names they have on the command line
+        trained.setdefault("hidden_dropout_prob", model.get("mlp_dropout"))  # (architectures.with_dropout)
+        trained.setdefault("attention_probs_dropout_prob", model.get("attention_dropout"))
+    return trained, given
 
 
-def _refuse_fixed_on_resume(ctx: click.Context, options: dict) -> None:
-    """With --resume, refuse a model option given on the command line with another value than the checkpoint's
-    (it used to be ignored silently: `--resume RUN --preset mini` went on with RUN's model)."""
+def _settle_model_options_on_resume(ctx: click.Context, options: dict) -> None:
+    """With --resume, take every model option not given from the checkpoint (so the new checkpoint records
+    what was trained, not the defaults) and refuse one given with another value than the checkpoint's.
+
+    Before, `--resume RUN` of a ModernBERT tiny run recorded the defaults (bert, base), and `--resume RUN
+    --architecture modernbert` of a BERT run trained BERT while recording modernbert.
+    """
     if not options.get("resume"):
         return
-    given = [n for n in _FIXED_ON_RESUME if ctx.get_parameter_source(n) in _GIVEN]
-    recorded = _recorded_model_settings(options["resume"]) if given else None
-    for name in given:
-        if recorded is None or recorded.get(name) == options[name]:
-            continue  # unreadable (the trainer names the damage) or the checkpoint's own value: nothing ignored
-        option = "--" + name.replace("_", "-")
-        was = f" (the checkpoint's is {recorded[name]!r})" if name in recorded else ""
-        raise click.BadParameter(
-            f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} continues "
-            f"that checkpoint's model; drop {option}, or start a new run from its weights with -m/--model",
-            param_hint=option,
-        )
+    recorded = _recorded_model_settings(options["resume"])
+    if recorded is None:
+        return  # unreadable: the trainer names the damage
+    trained, given_before = recorded
+    for name in _FIXED_ON_RESUME:
+        if ctx.get_parameter_source(name) not in _GIVEN:
+            options[name] = given_before[name]
+        elif trained.get(name) != options[name]:
+            option = "--" + name.replace("_", "-")
+            was = f" (the checkpoint's is {trained[name]!r})" if name in trained else ""
+            raise click.BadParameter(
+                f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} "
+                f"continues that checkpoint's model; drop {option}, or start a new run from its weights with "
+                "-m/--model",
+                param_hint=option,
+            )
 
 
 _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -90,6 +104,17 @@ def _warn_if_paper_scale_on_cpu(ctx: click.Context, config: TrainConfig) -> None
             f"on a CPU; for a first run use {CPU_RECIPE} (docs: Pre-training on a laptop)",
             err=True,
         )
+
+
+def _aborted(output_dir: str) -> NoReturn:
+    """End the command after a second Ctrl-C: one line saying what is left, exit 130 (128 + SIGINT) as a
+    command killed by Ctrl-C, not click's "Aborted!" and status 1 (the loader workers are already stopped)."""
+    from bertprep.bert_model import checkpoint as ckpt
+
+    found = ckpt.list_checkpoints(os.path.join(output_dir, ckpt.CHECKPOINTS_DIR))
+    left = f"continue with --resume {output_dir} (step {found[-1][0]})" if found else "no checkpoint was written"
+    sys.stderr.write(f"bertprep: aborted by a second SIGINT without a checkpoint of the step under way; {left}\n")
+    sys.exit(128 + int(signal.SIGINT))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -132,7 +157,7 @@ def _warn_if_paper_scale_on_cpu(ctx: click.Context, config: TrainConfig) -> None
     default=_default("preset"),
     help="Model size (vocab size comes from the shards). bert: tiny L2/H128, mini L4/H256, small L4/H512, "
     "medium L8/H512, base L12/H768, large L24/H1024. modernbert: tiny L4/H128, mini L7/H256, small L10/H512, "
-    "base L22/H768, large L28/H1024.",
+    "base L22/H768, large L28/H1024. Resuming takes the checkpoint's (as for every model option).",
 )
 @click.option("--num-hidden-layers", type=click.IntRange(min=1), default=None, help="Override the preset's layers.")
 @click.option(
@@ -400,11 +425,11 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     from bertprep.bert_model.pretrain.trainer import train as run_training
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _settle_model_options_on_resume(ctx, options)
     try:
         config = TrainConfig(compile=compile_, **options)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
-    _refuse_fixed_on_resume(ctx, options)
     _warn_if_paper_scale_on_cpu(ctx, config)
     from bertprep.bert_model.checkpoint import checkpoints_dir_problem
 
@@ -412,15 +437,19 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     if problem:
         raise click.BadParameter(problem, param_hint="--output-dir")
     try:
+        written = [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS]
         check_writes_apart(
-            [("--output-dir", os.path.join(config.output_dir, name)) for name in _RUN_OUTPUTS],
+            written,
             [("--shards", config.shards), ("--eval-shards", config.eval_shards), ("--model", config.init_from)],
             command="train",
         )
+        check_not_run_record(written, "--model", config.init_from, command="train")
     except WriteOverReadError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
         result = run_training(config)
+    except KeyboardInterrupt:  # the second Ctrl-C (StopSignals): click would print "Aborted!" and exit 1
+        _aborted(config.output_dir)
     except (ValueError, OSError, FloatingPointError) as err:
         # OSError: an environment fault (disk full, permissions), e.g. a checkpoint that could not be written;
         # its message names the file. The loader workers are already stopped (trainer.train).

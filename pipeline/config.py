@@ -145,6 +145,15 @@ class Source:
             )
 
 
+#: Evaluation texts of ``--decontaminate`` with fewer words are not matched (GPT-3's shortest n-gram, appendix C).
+DECONTAMINATE_MIN_WORDS = 8
+
+#: The smallest ``--split-bytes`` the command line takes (besides 0): each range is a Beam element whose reader
+#: opens the file and seeks, so tiny ranges cost more than they spread (``--split-bytes 1`` on a 400 KB file
+#: planned 400,000 ranges and ran on). Library callers (tests) may go lower; the output is the same.
+MIN_SPLIT_BYTES = 1 << 20
+
+
 @dataclass(frozen=True)
 class ShardsConfig:
     """Everything ``make-shards`` needs besides Beam's own options."""

@@ -78,4 +78,62 @@ def check_writes_apart(
             )
 
 
-__all__ = ["WriteOverReadError", "check_writes_apart", "path_is_within", "web_url_message"]
+#: What ``bertprep train`` and ``bertprep finetune`` write in a run directory: the record of the run (with the
+#: names starting with ``_RUN_RECORD_PREFIXES``).
+RUN_RECORD_NAMES = ("best", "checkpoints", "metrics.jsonl", "metrics.png", "results.json")
+_RUN_RECORD_PREFIXES = ("eval_predictions.", ".tmp-run-", ".old-run-")
+
+
+def run_directory_of(model_dir: str) -> str | None:
+    """The run directory a model directory belongs to: ``RUN`` for ``RUN/best`` (``finetune``),
+    ``RUN/checkpoints/step-N`` or ``RUN/checkpoints`` (``train``) and for ``RUN`` itself, when ``RUN`` holds a
+    run's record (``results.json``, ``metrics.jsonl`` or ``checkpoints/``); None for any other directory (an
+    export, a Hugging Face download)."""
+    path = os.path.realpath(model_dir)
+    parent = os.path.dirname(path)
+    if os.path.basename(path) in ("best", "checkpoints"):
+        path = parent
+    elif os.path.basename(parent) == "checkpoints" and os.path.basename(path).startswith("step-"):
+        path = os.path.dirname(parent)
+    if any(os.path.exists(os.path.join(path, name)) for name in ("results.json", "metrics.jsonl", "checkpoints")):
+        return path
+    return None
+
+
+def check_not_run_record(
+    writes: Iterable[tuple[str, str | None]], model_option: str, model_dir: str | None, *, command: str
+) -> None:
+    """Refuse a run that would write over the record of the run its model comes from: ``predict -m FT1/best -o
+    FT1/results.json`` replaced the fine-tuning run's results with predictions, a file the user did not write
+    and that ``check_writes_apart`` (the model directory ``FT1/best`` only) let through. A new file in the run
+    directory is accepted.
+
+    Raises:
+        WriteOverReadError: a written path is, or lies inside, one of the run's files (``RUN_RECORD_NAMES``,
+            ``eval_predictions.*``).
+    """
+    run = run_directory_of(model_dir) if model_dir and "://" not in model_dir else None
+    if run is None:
+        return
+    for option, written in writes:
+        if not written or "://" in written or not path_is_within(written, run):
+            continue
+        name = os.path.relpath(os.path.realpath(written), run).split(os.sep)[0]
+        if name in RUN_RECORD_NAMES or name.startswith(_RUN_RECORD_PREFIXES):
+            raise WriteOverReadError(
+                f"{command} would write {written}, part of the record of the run {run} that {model_option} "
+                f"{model_dir} comes from: that would replace it; choose a {option} that is none of the run's "
+                "files (best/, checkpoints/, results.json, metrics.jsonl, metrics.png, eval_predictions.*)",
+                option,
+            )
+
+
+__all__ = [
+    "RUN_RECORD_NAMES",
+    "WriteOverReadError",
+    "check_not_run_record",
+    "check_writes_apart",
+    "path_is_within",
+    "run_directory_of",
+    "web_url_message",
+]

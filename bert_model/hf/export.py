@@ -51,7 +51,7 @@ from bertprep.bert_model.models.modernbert import MASKED_LM_ARCHITECTURE as MODE
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
 from bertprep.pipeline.atomic import replace_directory
-from bertprep.pipeline.paths import WriteOverReadError, check_writes_apart
+from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import (
     SPECIAL_TOKENS,
@@ -130,6 +130,7 @@ def export_model(
         check_writes_apart(
             written, [("MODEL_DIR", model_dir), ("MODEL_DIR", source.path), ("--vocab", vocab_file)], command="export"
         )
+        check_not_run_record(written, "MODEL_DIR", model_dir, command="export")
     except WriteOverReadError as err:
         raise ExportError(str(err), err.option) from None
     tokens = read_vocab_file(vocab_file) if vocab_file else source.vocab_tokens

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
-from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
+from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, MODEL_OPTIONS, TrainConfig
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.pipeline import schema
@@ -82,6 +82,8 @@ class Run:
     info: ShardInfo
     eval_info: ShardInfo | None
     model_config: ModelConfig
+    recorded_config: dict[str, Any]
+    """``config`` as a checkpoint records it (``recorded_train_config``): the model settings trained."""
     model: nn.Module
     """``BertForPreTraining`` or ``ModernBertForMaskedLM`` (``architectures.build_model``)."""
     train_model: nn.Module
@@ -105,14 +107,26 @@ class Run:
         return self.info.special_token_ids["[MASK]"]  # read_shard_info checked it is there
 
 
+class StoppedBeforeTraining(Exception):
+    """A stop signal (``StopSignals``) arrived while the run was being built: nothing was trained, so the run
+    stops before its first step, without a checkpoint. ``args[0]`` is the signal's name."""
+
+
 def build_run(
-    config: TrainConfig, d: DistInfo, device: torch.device, cleanup: contextlib.ExitStack, t_start: float
+    config: TrainConfig,
+    d: DistInfo,
+    device: torch.device,
+    cleanup: contextlib.ExitStack,
+    t_start: float,
+    stop_requested: Callable[[], str | None] = lambda: None,
 ) -> tuple[Run, int, int]:
     """Check the settings and data, build the model, optimizer and loader (restoring them on ``resume``) and
     open ``metrics.jsonl`` (main rank); returns the run and this rank's ``(step, tokens_seen)``.
 
     The order is fixed: each step may draw from the RNGs that ``restore_rng`` sets last, and an exact resume
-    needs them to be where the uninterrupted run had them. Raises what ``trainer.train`` documents.
+    needs them to be where the uninterrupted run had them. Raises what ``trainer.train`` documents, and
+    ``StoppedBeforeTraining`` when ``stop_requested()`` names a signal after the slow parts (the shards'
+    check, the model), before the loader starts (one process only: under DDP the loop decides, on every rank).
     """
     check_output_dir(config)
     info = read_shard_info(config.shards)
@@ -124,8 +138,10 @@ def build_run(
     model_config = model_config_for(config, info, start)
     eval_info = read_eval_shards(config, info, model_config, d)
     verify_shards(config, (info, eval_info), d)
+    _stop_if_requested(stop_requested, d)
     model = build_model(config, model_config, start, d, device)
     optimizer, scheduler = build_optimizer(config, model)
+    _stop_if_requested(stop_requested, d)
     step, tokens_seen = restore_progress(config, start, optimizer, scheduler, d)
     train_model, eval_model = wrap_model(config, model, d, device)
     loader = train_loader(config, info, start, d, device)
@@ -145,6 +161,7 @@ def build_run(
         info=info,
         eval_info=eval_info,
         model_config=model_config,
+        recorded_config=recorded_train_config(config, start, model_config),
         model=model,
         train_model=train_model,
         eval_model=eval_model,
@@ -159,6 +176,13 @@ def build_run(
         t_start=t_start,
     )
     return run, step, tokens_seen
+
+
+def _stop_if_requested(stop_requested: Callable[[], str | None], d: DistInfo) -> None:
+    """Raise ``StoppedBeforeTraining`` when a stop signal arrived (without DDP; see ``build_run``)."""
+    received = stop_requested()
+    if received and not d.enabled:
+        raise StoppedBeforeTraining(received)
 
 
 def metrics_path(config: TrainConfig) -> str:
@@ -275,6 +299,27 @@ def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> Mode
         info, vocab_size=model_config.vocab_size, max_position_embeddings=model_config.max_position_embeddings
     )
     return model_config
+
+
+def recorded_train_config(config: TrainConfig, start: Start, model_config: ModelConfig) -> dict[str, Any]:
+    """``config`` as the checkpoint's ``state.json`` records it (``train_config``): with the model settings that
+    were trained rather than the ones asked for where the model came from elsewhere. The architecture is the
+    model's; on ``resume`` the preset and model options are the checkpoint's own (a resume cannot change the
+    model: the CLI refuses a different one); on ``init_from`` the size options, which did not apply, are None.
+
+    Before, ``train --resume`` of a ModernBERT tiny run without the model options recorded the defaults
+    (``bert``, ``base``), so that the next resume with the true options was refused.
+    """
+    recorded = dataclasses.asdict(config)
+    recorded["architecture"] = architectures.architecture_of(model_config)
+    if config.resume and start.saved is not None:
+        before = start.saved.get("train_config") or {}
+        for name in ("preset", *MODEL_OPTIONS):
+            recorded[name] = before.get(name, recorded[name])
+    elif config.init_from:
+        for name in set(MODEL_OPTIONS) - set(DROPOUT_OPTIONS):
+            recorded[name] = None  # (model_config_for: the model config comes from the source)
+    return recorded
 
 
 def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:

@@ -131,51 +131,73 @@ def masked_lm_prob_at(start: float, final: float | None, progress: float) -> flo
 
 _LIST_COLUMNS = ("input_ids", "token_type_ids", "masked_lm_positions", "masked_lm_ids")
 
+_DAMAGED = "the shard is damaged; re-create the shards with bertprep make-shards"
+
+
+class ShardReadError(ValueError):
+    """A shard file cannot be read as its manifest describes it (truncated, overwritten, wrong row count, ids
+    outside the vocab): the message names the file and says to re-create the shards. The trainer checkpoints
+    the last finished step before it reports one met mid-run."""
+
+
+def _read_whole_file(path: str) -> pa.Buffer:
+    """The bytes of ``path`` in this process's memory.
+
+    Not ``pa.memory_map``: a mapped file that is truncated while it is read (a copy or an ``rsync --inplace``
+    over the shard directory, a full disk...) kills the process with SIGBUS on the next access to a page past
+    the new end, with no message and no checkpoint (in a loader worker PyTorch blames shared memory). Read
+    once, the shard stays valid whatever happens to the file; a file truncated before or during the read
+    fails to parse and is named. A shard is tens of MB (make-shards writes ~50,000 instances per file).
+    """
+    with open(path, "rb") as f:
+        return pa.py_buffer(f.read())
+
 
 class _ShardReader:
-    """Random access to the rows of one memory-mapped Arrow IPC file (zero-copy numpy views).
+    """Random access to the rows of one Arrow IPC file read into memory (zero-copy numpy views of it;
+    ``_read_whole_file`` says why not memory-mapped).
 
-    With ``vocab_size``, token ids (``input_ids``, ``masked_lm_ids``) must be below it. Raises ``ValueError``
-    naming the file when it is not a readable Arrow file (truncated, overwritten), lacks a column of its
-    ``objective`` (``schema.columns``) or holds ids out of range. Rows carry ``next_sentence_label`` unless the
-    objective is ``none``.
+    With ``vocab_size``, token ids (``input_ids``, ``masked_lm_ids``) must be below it. Raises
+    ``ShardReadError`` naming the file when it is not a readable Arrow file (truncated, overwritten), lacks a
+    column of its ``objective`` (``schema.columns``) or holds ids out of range. Rows carry
+    ``next_sentence_label`` unless the objective is ``none``.
     """
 
     def __init__(self, path: str, vocab_size: int | None = None, objective: str = "nsp"):
         self.path = path
-        damaged = "the shard is damaged; re-create the shards with bertprep make-shards"
         try:
-            source = pa.memory_map(path, "r")
-            reader = pa.ipc.open_file(source)
+            reader = pa.ipc.open_file(_read_whole_file(path))
             missing = set(schema.columns(objective)) - set(reader.schema.names)
             if missing:
-                raise ValueError(f"{path}: columns {sorted(missing)} are missing; not a bertprep shard")
-            self._batches = []
+                raise ShardReadError(f"{path}: columns {sorted(missing)} are missing; not a bertprep shard")
             # (word_ids, where the shards have it: the words of dynamic word-level masking)
             self._list_columns = _LIST_COLUMNS + (("word_ids",) if "word_ids" in reader.schema.names else ())
-            starts = [0]
-            for i in range(reader.num_record_batches):
-                batch = reader.get_batch(i)
-                cols = {}
-                for name in self._list_columns:
-                    arr = batch.column(name)
-                    cols[name] = (arr.offsets.to_numpy(), arr.values.to_numpy())
-                if objective != "none":
-                    cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
-                if vocab_size is not None:
-                    for name in ("input_ids", "masked_lm_ids"):
-                        values = cols[name][1]
-                        if len(values) and int(values.max()) >= vocab_size:
-                            raise ValueError(
-                                f"{path}: {name} holds id {int(values.max())}, outside the vocab of "
-                                f"{vocab_size} entries; {damaged}"
-                            )
-                self._batches.append(cols)
-                starts.append(starts[-1] + batch.num_rows)
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+            self._batches = [self._columns(batch, vocab_size, objective) for batch in batches]
         except (pa.ArrowException, OSError) as err:
-            raise ValueError(f"{path}: not a readable Arrow shard ({err}); {damaged}") from None
+            raise ShardReadError(f"{path}: not a readable Arrow shard ({err}); {_DAMAGED}") from None
+        starts = [0]
+        for batch in batches:
+            starts.append(starts[-1] + batch.num_rows)
         self._starts = starts
         self.num_rows = starts[-1]
+
+    def _columns(self, batch: pa.RecordBatch, vocab_size: int | None, objective: str) -> dict[str, Any]:
+        """One record batch's columns as numpy views: ``(offsets, values)`` per list column, and the labels."""
+        cols: dict[str, Any] = {}
+        for name in self._list_columns:
+            arr = batch.column(name)
+            cols[name] = (arr.offsets.to_numpy(), arr.values.to_numpy())
+        if objective != "none":
+            cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
+        for name in ("input_ids", "masked_lm_ids") if vocab_size is not None else ():
+            values = cols[name][1]
+            if len(values) and int(values.max()) >= vocab_size:
+                raise ShardReadError(
+                    f"{self.path}: {name} holds id {int(values.max())}, outside the vocab of {vocab_size} "
+                    f"entries; {_DAMAGED}"
+                )
+        return cols
 
     def row(self, index: int) -> dict[str, Any]:
         b = bisect.bisect_right(self._starts, index) - 1
@@ -335,7 +357,7 @@ class ShardDataset(IterableDataset):
         try:
             yield from self._stream(logical, state)
         except ValueError as err:  # a damaged shard: the message alone, without the worker's traceback
-            yield _StreamError(str(err)), None
+            yield _StreamError(str(err), isinstance(err, ShardReadError)), None
 
     def _stream(self, logical: int, state: dict[str, Any]) -> Iterator[tuple[dict[str, torch.Tensor], dict]]:
         """Batches of one logical worker's stream from the cursor ``state`` on, each with the cursor after it:
@@ -411,13 +433,13 @@ class ShardDataset(IterableDataset):
         """Row ``ref`` (numbered over all shards), opening its shard when needed.
 
         Raises:
-            ValueError: the shard holds another number of rows than its manifest says.
+            ShardReadError: the shard cannot be read, or holds another number of rows than its manifest says.
         """
         shard = bisect.bisect_right(self._offsets, ref) - 1
         if shard not in st.readers:
             st.readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size, self.info.objective)
             if st.readers[shard].num_rows != self.info.shard_rows[shard]:
-                raise ValueError(
+                raise ShardReadError(
                     f"{self.info.shard_files[shard]} holds {st.readers[shard].num_rows} rows, the "
                     f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt"
                 )
@@ -536,6 +558,8 @@ class _StreamError:
     re-raise it with the worker's whole traceback in the message.)"""
 
     message: str
+    shard_read: bool = True
+    """The error was a ``ShardReadError`` (raised again as one), else another ``ValueError``."""
 
 
 def _rng_to_json(state: tuple) -> list:
@@ -556,6 +580,7 @@ def num_batches_per_epoch(info: ShardInfo, batch_size: int, world_size: int = 1)
 __all__ = [
     "CURSOR_FORMAT",
     "ShardDataset",
+    "ShardReadError",
     "epoch_shard_order",
     "masked_lm_prob_at",
     "masking_config",

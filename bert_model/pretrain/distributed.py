@@ -105,7 +105,8 @@ class StopSignals:
         if self.received is None:
             self.received = signal.Signals(signum).name
             logger.warning(
-                "%s received: stopping after this step with a checkpoint (send SIGINT again to abort without one)",
+                "%s received: stopping after this step with a checkpoint, or before the first one if training has "
+                "not started (send SIGINT again to abort without one)",
                 self.received,
             )
         if signum == signal.SIGINT:

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import torch
 from torch.utils.data import DataLoader
 
-from bertprep.bert_model.pretrain.data import CURSOR_FORMAT, ShardDataset, _StreamError
+from bertprep.bert_model.pretrain.data import CURSOR_FORMAT, ShardDataset, ShardReadError, _StreamError
 
 logger = logging.getLogger("bertprep.bert_model.pretrain.data")
 
@@ -162,7 +162,7 @@ class ShardLoader:
         try:
             for arrays, state in iterator:
                 if isinstance(arrays, _StreamError):
-                    raise ValueError(arrays.message)
+                    raise (ShardReadError if arrays.shard_read else ValueError)(arrays.message)
                 self._streams[state["stream"]] = state
                 self._batches += 1
                 batch = {k: torch.from_numpy(v) for k, v in arrays.items()}

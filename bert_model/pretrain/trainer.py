@@ -37,6 +37,7 @@ from bertprep.bert_model.optim import optimizer_step
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
+from bertprep.bert_model.pretrain.data import ShardReadError
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
@@ -53,8 +54,9 @@ class TrainResult:
 
     step: int
     """Optimizer steps done in total (resumed ones included)."""
-    model: nn.Module
-    """The trained model, ``BertForPreTraining`` or ``ModernBertForMaskedLM`` (not wrapped in DDP / compile)."""
+    model: nn.Module | None
+    """The trained model, ``BertForPreTraining`` or ``ModernBertForMaskedLM`` (not wrapped in DDP / compile); None
+    when a signal stopped the run before its first step."""
     checkpoint: str | None
     """Path of the last checkpoint written (None on ranks other than 0)."""
     metrics: dict[str, Any] | None
@@ -128,7 +130,9 @@ def train(config: TrainConfig) -> TrainResult:
 
     A SIGTERM or SIGINT (first one) makes every rank stop after the current optimizer step, evaluate (when
     ``eval_shards`` is set) and write a checkpoint, and return with ``stop_reason`` set to the signal's name;
-    ``resume`` continues from there as from any checkpoint.
+    ``resume`` continues from there as from any checkpoint. One that arrives before the first step stops the
+    run there (after the part being built: the shards' check, the model), with nothing trained and no new
+    checkpoint.
 
     Raises:
         ValueError: bad settings, an output directory that already holds checkpoints (without ``resume``), or
@@ -147,6 +151,8 @@ def train(config: TrainConfig) -> TrainResult:
         # running would keep the process from exiting (see data.ShardLoader).
         with StopSignals() as signals, contextlib.ExitStack() as cleanup:
             return _train(config, d, device, signals, cleanup)
+    except build.StoppedBeforeTraining as stopped:
+        return _stopped_before_training(config, stopped.args[0])
     finally:
         if d.owns_group:
             dist.destroy_process_group()
@@ -172,13 +178,22 @@ class _LoopState:
     """When the current logging window started (``time.monotonic``)."""
     paused: float = 0.0
     """Seconds of the window spent evaluating and checkpointing (not training)."""
+    step_cursor: dict[str, Any] | None = None
+    """The data cursor when the step under way began (``loader.state_dict()``), what a checkpoint of the
+    last finished step saves when a shard fails mid-step (``_checkpoint_after_shard_error``)."""
+    step_tokens_seen: int = 0
+    """``tokens_seen`` when the step under way began."""
 
 
 def _train(
     config: TrainConfig, d: DistInfo, device: torch.device, signals: StopSignals, cleanup: contextlib.ExitStack
 ) -> TrainResult:
     """``train``'s recipe: build, then step, log, evaluate, stop or checkpoint until done; finish."""
-    run, step, tokens_seen = build.build_run(config, d, device, cleanup, t_start=time.monotonic())
+    run, step, tokens_seen = build.build_run(
+        config, d, device, cleanup, t_start=time.monotonic(), stop_requested=lambda: signals.received
+    )
+    if any_rank((signals.received is not None,), d, device)[0]:  # (every rank: under DDP none may go on alone)
+        raise build.StoppedBeforeTraining(signals.received or "signal on another rank")
     state = _LoopState(step=step, tokens_seen=tokens_seen, first_step=step, last_saved=step if config.resume else -1)
     metrics = PretrainingMetrics(device, run.mask_token_id, run.config.nsp_loss_weight)  # logs the optimised loss
     bar = tqdm(
@@ -191,7 +206,11 @@ def _train(
     state.window_start = time.monotonic()
     run.train_model.train()
     while state.step < config.max_steps:
-        lr, grad_norm = _train_step(run, state, metrics)
+        try:
+            lr, grad_norm = _train_step(run, state, metrics)
+        except ShardReadError as err:
+            bar.close()
+            raise _checkpoint_after_shard_error(run, state, err) from None
         bar.update(1)
         if state.step % config.log_interval == 0 or state.step == config.max_steps:
             _log_train_metrics(run, state, metrics, lr, grad_norm, bar)
@@ -208,10 +227,24 @@ def _train(
     return _finish(run, state)
 
 
+def _stopped_before_training(config: TrainConfig, signal_name: str) -> TrainResult:
+    """What ``train`` returns when a signal stopped it before its first step: nothing trained and no model;
+    on ``resume`` the checkpoint it started from is still the run's latest."""
+    checkpoint, step = None, 0
+    if config.resume:
+        checkpoint = ckpt.resolve_checkpoint(config.resume)
+        step = ckpt.read_checkpoint_state(checkpoint)["step"]
+    logger.info("stopped by %s before the first step: nothing trained%s", signal_name, "" if checkpoint else
+                ", no checkpoint written")  # fmt: skip
+    return TrainResult(step=step, model=None, checkpoint=checkpoint, metrics=None, eval_metrics=None,
+                       data_cursor={}, stop_reason=signal_name)  # fmt: skip
+
+
 def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) -> tuple[float, torch.Tensor | None]:
     """One optimizer step over ``gradient_accumulation_steps`` micro-batches (DDP syncs gradients on the last
     only); returns the learning rate and the gradient norm before clipping (see ``optim.optimizer_step``)."""
     config, train_model = run.config, run.train_model
+    state.step_cursor, state.step_tokens_seen = run.loader.state_dict(), state.tokens_seen
     for micro in range(config.gradient_accumulation_steps):
         batch = next(run.batches)
         state.tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
@@ -336,13 +369,32 @@ def _check_stop(run: build.Run, state: _LoopState, signals: StopSignals) -> bool
     return reason is not None
 
 
-def _save(run: build.Run, state: _LoopState) -> str | None:
+def _checkpoint_after_shard_error(run: build.Run, state: _LoopState, err: ShardReadError) -> ShardReadError:
+    """A shard failed mid-run (truncated or replaced under the trainer): write a checkpoint of the last finished
+    step, unless one exists, and return the error to raise, saying where to continue from.
+
+    The checkpoint has the weights, optimizer and schedule of that step and the data cursor from its end
+    (``state.step_cursor``), so no batch is skipped; the RNG streams are the current ones (a step cut short
+    by ``gradient_accumulation_steps`` > 1 drew dropout for its first micro-batches). Under DDP the other ranks
+    cannot join a checkpoint, so none is written there.
+    """
+    resume = f"continue with --resume {run.config.output_dir} once the shards are whole again"
+    if state.step == 0 or run.d.enabled:
+        return ShardReadError(f"{err}; no checkpoint written (no step finished)" if state.step == 0 else str(err))
+    if state.last_saved != state.step:
+        at_step = dataclasses.replace(state, tokens_seen=state.step_tokens_seen)
+        path = _save(run, at_step, cursor=state.step_cursor)
+        return ShardReadError(f"{err}; step {state.step}, the last finished, is checkpointed in {path}: {resume}")
+    return ShardReadError(f"{err}; step {state.step}, the last finished, has its checkpoint: {resume}")
+
+
+def _save(run: build.Run, state: _LoopState, cursor: dict[str, Any] | None = None) -> str | None:
     """Write a checkpoint at ``state.step`` (every rank's RNG, data cursor and token count; the main rank
-    writes); returns its path on the main rank, None elsewhere."""
+    writes); returns its path on the main rank, None elsewhere. ``cursor``: the data cursor to save instead of
+    the loader's (see ``_checkpoint_after_shard_error``)."""
     config, d, info = run.config, run.d, run.info
-    per_rank = gather(
-        {"rng": ckpt.capture_rng_state(), "data_cursor": run.loader.state_dict(), "tokens_seen": state.tokens_seen}, d
-    )
+    cursor = cursor if cursor is not None else run.loader.state_dict()
+    per_rank = gather({"rng": ckpt.capture_rng_state(), "data_cursor": cursor, "tokens_seen": state.tokens_seen}, d)
     path = None
     if d.is_main:
         state_json = {
@@ -350,7 +402,7 @@ def _save(run: build.Run, state: _LoopState) -> str | None:
             "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
             "scheduler": run.scheduler.state_dict(),
             "model_config": run.model_config.to_dict(),
-            "train_config": dataclasses.asdict(config),
+            "train_config": run.recorded_config,
             "data": {
                 "vocab_sha256": info.vocab_sha256,
                 "vocab_size": info.vocab_size,

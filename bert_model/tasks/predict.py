@@ -33,7 +33,7 @@ from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_architectures, task_from_json
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
-from bertprep.pipeline.paths import check_writes_apart
+from bertprep.pipeline.paths import check_not_run_record, check_writes_apart
 
 
 @torch.no_grad()
@@ -200,8 +200,8 @@ def predict(
     is written to a temporary name and renamed, so an existing ``output_file`` is complete.
 
     Raises:
-        ValueError: ``output_file`` is ``input_file`` or an existing file of ``model_dir`` (checked before
-            anything is read or written), or the model / input is not usable.
+        ValueError: ``output_file`` is ``input_file``, an existing file of ``model_dir`` or of the run it belongs
+            to (checked before anything is read or written), or the model / input is not usable.
     """
     _check_predict_output(model_dir, input_file, output_file)
     model, task, tokenizer = load_finetuned(
@@ -250,10 +250,12 @@ def _read_input(task: Task, input_file: str, max_examples: int | None) -> Any:
 
 def _check_predict_output(model_dir: str, input_file: str, output_file: str, task: Task | None = None) -> None:
     """Refuse an ``output_file`` (or, once ``task`` is known, one of its side files such as SQuAD v2.0's
-    ``NAME.null_odds.json``) that is, or lies inside, the input or the model directory."""
+    ``NAME.null_odds.json``) that is, or lies inside, the input or the model directory, or is a file of the run
+    the model belongs to (``RUN/results.json`` for ``--model RUN/best``)."""
     side_files = getattr(task, "side_files", None)
     writes = [("--output", output_file), *(("--output", p) for p in (side_files(output_file) if side_files else []))]
     check_writes_apart(writes, [("--input", input_file), ("--model", model_dir)], command="predict")
+    check_not_run_record(writes, "--model", model_dir, command="predict")
 
 
 def write_extra_predictions(task: Task, predictions_path: str, examples: Any, predictions: Any) -> None:

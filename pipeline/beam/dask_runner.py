@@ -48,9 +48,11 @@ call it.
 
 What it guarantees: every sink is written; outputs go to the consumers of their tag only; side inputs
 are computed once per run; an unreachable scheduler is one clear line (:class:`DaskSchedulerUnreachable`)
-within the connection timeout; a worker that dies mid-run has its tasks rerun by Dask elsewhere (Dask's
-own resilience; ``distributed.scheduler.allowed-failures`` bounds the retries, then the run fails with
-the error). Element *content* is never changed by these fixes: Reshuffle deals elements by position
+within the connection timeout, and so are a scheduler no worker joins within it (:class:`DaskNoWorkers`) and a
+scheduler that goes away mid-run (:class:`DaskSchedulerLost`); a worker that dies mid-run has its tasks
+rerun by Dask elsewhere (Dask's own resilience; ``distributed.scheduler.allowed-failures`` bounds the
+retries, then the run fails with the error). Element *content* is never changed by these fixes: Reshuffle
+deals elements by position
 (no hash of any kind, salted or not), side inputs are the same values in partition order, and partition
 counts only regroup elements. Element *order* within a partition may differ from other runners with
 other partition counts, as Beam allows; bertprep's shard writer sorts by stable keys, so its shards are
@@ -61,6 +63,8 @@ beyond the global window, element timestamps, ``beam.io.Read`` of a BoundedSourc
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import itertools
 import json
@@ -150,6 +154,7 @@ def connect_or_explain(
     """
     if bool(address) == bool(scheduler_file):
         raise ValueError("give exactly one of a Dask scheduler address or a scheduler file")
+    given = f"--dask_client_address {address}" if address else f"--dask_scheduler_file {scheduler_file}"
     if scheduler_file:
         if not os.path.exists(scheduler_file):
             raise DaskSchedulerUnreachable(
@@ -173,6 +178,57 @@ def connect_or_explain(
         return distributed.Client(**target, timeout=timeout, **client_kwargs)
     except (OSError, TimeoutError) as e:  # distributed raises OSError("Timed out trying to connect ...")
         raise DaskSchedulerUnreachable(_unreachable_message(shown)) from e
+    except (ValueError, TypeError) as e:  # e.g. "missing port number in address 'not-an-address'"
+        raise DaskSchedulerUnreachable(
+            f"{given}: not a Dask scheduler address ({e}); give the tcp://HOST:PORT that "
+            "`dask scheduler` prints, or leave --dask_client_address out to start a local cluster"
+        ) from None
+
+
+class DaskNoWorkers(DaskSchedulerUnreachable):
+    """The scheduler answered but no worker joined it within the connection timeout."""
+
+
+def wait_for_a_worker(client: distributed.Client, timeout: float) -> None:
+    """Return once the scheduler has a worker; raise :class:`DaskNoWorkers` (one line) after ``timeout`` seconds
+    (``--dask_connection_timeout``) without one. A scheduler without workers accepts the tasks and holds them
+    for ever, without a word (the run hung)."""
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except (TimeoutError, OSError) as e:
+        address = client.scheduler.address
+        raise DaskNoWorkers(
+            f"no Dask worker joined the scheduler at {address} within {timeout:g} s (--dask_connection_timeout): "
+            f"start one with `dask worker {address}` on each machine, then run make-shards again"
+        ) from e
+
+
+class DaskSchedulerLost(DaskSchedulerUnreachable):
+    """The scheduler went away (killed, its machine lost) while the run was computing."""
+
+
+#: What distributed raises or logs when the scheduler's connection is gone.
+_CONNECTION_LOST = (
+    asyncio.CancelledError,
+    concurrent.futures.CancelledError,
+    distributed.comm.CommClosedError,
+    OSError,
+)
+
+
+def _lost_message(address: str, unfinished: int, total: int) -> str:
+    return (
+        f"the Dask scheduler at {address} went away during the run ({unfinished} of {total} results never came "
+        "back); nothing was published: start the scheduler and its workers again, then run make-shards again"
+    )
+
+
+class _LostConnectionRecords(logging.Filter):
+    """Drops distributed's ERROR records of a lost scheduler connection: the run reports it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.name.startswith("distributed") and isinstance(error, _CONNECTION_LOST))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -505,11 +561,34 @@ class BertprepDaskResult(DaskRunnerResult):
     npartitions: int = 0
 
     def wait_until_finish(self, duration=None) -> str:
+        """Beam's wait, and :class:`DaskSchedulerLost` (one line) when the scheduler went away meanwhile: the
+        futures then end cancelled (``CancelledError``) or, in some versions, unfinished without an error, and
+        the run went on to read a manifest that was never written."""
+        quiet = _LostConnectionRecords()
+        handlers = logging.getLogger().handlers
+        for handler in handlers:
+            handler.addFilter(quiet)
         try:
-            return super().wait_until_finish(duration)
+            state = super().wait_until_finish(duration)
+            unfinished = sum(1 for f in self.futures if f.status != "finished")
+            if unfinished:
+                self._state = PipelineState.FAILED
+                raise DaskSchedulerLost(_lost_message(self._address(), unfinished, len(self.futures)))
+            return state
+        except _CONNECTION_LOST as e:
+            unfinished = sum(1 for f in self.futures if f.status != "finished")
+            raise DaskSchedulerLost(_lost_message(self._address(), unfinished, len(self.futures))) from e
         finally:
+            for handler in handlers:
+                handler.removeFilter(quiet)
             if self._state in (PipelineState.DONE, PipelineState.FAILED):
                 self.close()
+
+    def _address(self) -> str:
+        try:
+            return self.client.scheduler.address
+        except AttributeError:
+            return "its address"
 
     def cancel(self) -> str:
         try:
@@ -552,6 +631,8 @@ class BertprepDaskRunner(DaskRunner):
                     logging.getLogger("distributed").setLevel(logging.WARNING)
                     cluster = distributed.LocalCluster(processes=True, dashboard_address=":0")
                     client = distributed.Client(cluster)
+            if cluster is None:  # (a local cluster has started its workers)
+                wait_for_a_worker(client, timeout)
             npartitions = choose_npartitions(client, opts.npartitions)
             _LOG.info("Dask runner: %d partitions per collection (%s)", npartitions, client.scheduler.address)
             pipeline.replace_all(dask_overrides())

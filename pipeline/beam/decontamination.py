@@ -34,6 +34,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import unicodedata
 from typing import Any, Iterator, Sequence
 
@@ -42,11 +43,11 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.config import DECONTAMINATE_MIN_WORDS, ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, record_error
 
 #: Evaluation texts with fewer words are not matched (GPT-3's shortest n-gram, appendix C).
-MIN_WORDS = 8
+MIN_WORDS = DECONTAMINATE_MIN_WORDS
 NORMALIZATION = "lower-cased, Unicode punctuation and symbols (P*, S*) -> space, split on whitespace"
 TSV_TEXT_COLUMNS = {
     "sentence",
@@ -118,10 +119,10 @@ def evaluation_texts(path: str) -> tuple[str, list[str]]:
             return "glue-tsv", []
         header = [h.strip().lower() for h in rows[0]]
         columns = [i for i, h in enumerate(header) if h in TSV_TEXT_COLUMNS]
-        if not columns:  # no header: every column that holds words
-            columns, rows = list(range(len(header))), [header] + rows[1:]
-        else:
+        if columns:
             rows = rows[1:]
+        else:  # no header (CoLA's files): the columns that hold sentences, not ids, labels or marks
+            columns = sentence_columns(rows)
         texts = [row[i] for row in rows for i in columns if i < len(row) and row[i].strip()]
         return "glue-tsv", texts
     if lower.endswith(".csv"):
@@ -141,6 +142,49 @@ def evaluation_texts(path: str) -> tuple[str, list[str]]:
             f"bertprep: --decontaminate {path}: a .csv file must have SWAG's columns (sent1, sent2, ending0..3)"
         )
     return "text", [line for line in data.splitlines() if line.strip()]
+
+
+def sentence_columns(rows: Sequence[Sequence[str]]) -> list[int]:
+    """The columns of a headerless TSV whose values are mostly sentences (two words or more in at least half of
+    the rows). A headerless CoLA file (source, label, mark, sentence) counted its source and label columns as
+    1,743 "texts" for 527 rows; its sentence column alone is what a model is evaluated on."""
+    width = max((len(row) for row in rows), default=0)
+    return [
+        i
+        for i in range(width)
+        if 2 * sum(1 for row in rows if i < len(row) and len(normalized_words(row[i])) >= 2) >= len(rows)
+    ]
+
+
+def check_evaluation_files(paths: Sequence[str]) -> None:
+    """Check the ``--decontaminate`` files before the pipeline runs: each exists, is a file and is text.
+
+    Raises:
+        MakeShardsError: a missing file, a directory, or a binary file (one was taken as "120 texts" of
+            replacement characters; a missing one or a directory failed in a worker with a traceback).
+    """
+    from bertprep.pipeline.readers import InputError
+    from bertprep.pipeline.readers.files import _check_not_binary, _read_blocks
+
+    for path in paths:
+        if "://" not in path and os.path.isdir(path):
+            raise MakeShardsError(
+                f"--decontaminate {path} is a directory; give the evaluation files themselves, comma-separated "
+                f"(e.g. {os.path.join(path, 'dev.tsv')})"
+            )
+        if not FileSystems.exists(path):
+            raise MakeShardsError(f"--decontaminate {path}: no such file; check the path")
+        blocks = _read_blocks(path, check_binary=False)
+        try:
+            _check_not_binary(path, next(blocks, b""))
+        except InputError as err:
+            reason = str(err).split("(", 1)[1].split(")", 1)[0]
+            raise MakeShardsError(
+                f"--decontaminate {path}: looks like a binary file ({reason}), not evaluation texts; give GLUE "
+                ".tsv, SQuAD .json, SWAG .csv or plain-text files (one text per line)"
+            ) from None
+        finally:
+            blocks.close()
 
 
 def ngram_table(path: str, n: int) -> tuple[dict[int, np.ndarray], dict]:

@@ -69,10 +69,14 @@ def _children(pid: int) -> list[int]:
 
 
 def _kill_children() -> None:
-    """SIGKILL every descendant of this process (Beam's worker processes, the pool's, their helpers)."""
+    """SIGKILL every descendant of this process (Beam's worker processes, the pool's, their helpers), except
+    multiprocessing's resource tracker: killed, it is started again by the next shared-memory release (a local
+    Dask cluster's), which then prints a KeyError traceback for each name the new one never saw."""
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    spared = getattr(getattr(tracker, "_resource_tracker", None), "_pid", None)
     pending, seen = [os.getpid()], []
     while pending:
-        kids = _children(pending.pop())
+        kids = [pid for pid in _children(pending.pop()) if pid != spared]
         seen.extend(kids)
         pending.extend(kids)
     for pid in seen:
@@ -84,6 +88,18 @@ def _silence() -> None:
     """What Beam's threads log and raise while a stopped run's workers go is not for users."""
     logging.disable(logging.CRITICAL)
     threading.excepthook = lambda args: None
+
+
+def _in_gc_callback(frame) -> bool:
+    """Whether ``frame`` runs in a garbage-collector callback (distributed's ``GCDiagnosis`` has one: a local Dask
+    cluster's scheduler runs in this process). Python prints an exception raised there as "Exception ignored"
+    with its traceback, and goes on: the run then ended only by the watchdog, 10 s later."""
+    codes = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _StopOnSignal:
@@ -104,6 +120,18 @@ class _StopOnSignal:
 
     def install(self) -> None:
         self._previous = interrupts.install(self._handle)
+        if self._previous:
+            self._unraisablehook, sys.unraisablehook = sys.unraisablehook, self._dropped
+
+    def _dropped(self, unraisable) -> None:
+        """``sys.unraisablehook`` while installed: the stop was raised where Python prints an exception as
+        "Exception ignored" and goes on (an at-fork hook such as logging's ``_releaseLock``, a ``__del__``, a
+        weakref or garbage-collector callback): deliver the same signal again, soon, instead of printing it."""
+        if isinstance(unraisable.exc_value, Interrupted) and self.received is not None:
+            signum, self.received = signal.Signals[self.received], None
+            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+            return
+        self._unraisablehook(unraisable)
 
     def listen(self) -> None:
         """Also hear the signal the moment it arrives, not only when the main thread next runs Python code
@@ -125,6 +153,8 @@ class _StopOnSignal:
     def uninstall(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
+        if self._previous and sys.unraisablehook == self._dropped:
+            sys.unraisablehook = self._unraisablehook
         self._previous = {}
         interrupts.stop_listening()
 
@@ -133,6 +163,9 @@ class _StopOnSignal:
         # package, fails inside that import and leaves it half-initialised
         publish = sys.modules.get("bertprep.pipeline.shards.publish")
         name = signal.Signals(signum).name
+        if _in_gc_callback(frame) and self.received is None:  # an exception there is printed and dropped
+            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()  # so: the same signal again, soon
+            return
         if self.received is not None or interrupts.in_import(frame):  # second signal; or raising in an import
             self._abort(name)
         self.received = name
@@ -197,6 +230,33 @@ def parse_source(value: str) -> Source:
         raise OptionError(str(err), "--source") from err
 
 
+_MIXTURE_KEYS = ("sources", "temperature_alpha")
+_SOURCE_KEYS = ("name", "inputs", "weight")
+
+
+def _check_mixture_keys(path: str, spec) -> None:
+    """Refuse a --mixture file with a key it does not define (a top-level "weights", a "wieght" typo were
+    ignored) or no source (``{"sources": []}`` made shards of the bundled demo corpus)."""
+    import difflib
+
+    def refuse(where: str, key: str, allowed: tuple) -> None:
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise OptionError(f"{path}: unknown key {key!r} {where}; {hint}the keys are {', '.join(allowed)}", "--mixture")
+
+    if not isinstance(spec, dict):
+        return  # (the caller's message: expected {"sources": [...]})
+    for key in spec:
+        if key not in _MIXTURE_KEYS:
+            refuse("at the top level", key, _MIXTURE_KEYS)
+    if isinstance(spec.get("sources"), list) and not spec["sources"]:
+        raise OptionError(f'{path}: "sources" is empty; list at least one source (name, inputs, weight)', "--mixture")
+    for i, item in enumerate(spec.get("sources") or ()):
+        for key in item if isinstance(item, dict) else ():
+            if key not in _SOURCE_KEYS:
+                refuse(f"in source {i + 1} ({item.get('name', '?')!r})", key, _SOURCE_KEYS)
+
+
 def mixture_sources(options: Mapping) -> tuple[tuple, float | None]:
     """The sources and temperature of ``--source`` / ``--mixture`` / ``--mixture-alpha`` (``((), None)`` without)."""
     alpha = options.get("mixture_alpha")
@@ -209,11 +269,14 @@ def mixture_sources(options: Mapping) -> tuple[tuple, float | None]:
         try:
             with open(path, encoding="utf-8") as f:
                 spec = json.load(f)
+            _check_mixture_keys(path, spec)
             sources = []
             for item in spec["sources"]:
                 inputs = item["inputs"]
                 inputs = split_inputs([inputs] if isinstance(inputs, str) else inputs)
                 sources.append(Source(str(item["name"]), inputs, float(item.get("weight", 1.0))))
+        except OptionError:
+            raise
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise OptionError(
                 f'{path}: expected {{"sources": [{{"name", "inputs", "weight"}}], '
@@ -267,8 +330,10 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
     except VocabError as err:  # an option contradicts what the tokenizer.json records
         raise OptionError(str(err), err.option or "--vocab") from err
     warnings = list(warnings)
+    _refuse_a_guessed_normalization(vocab, do_lower_case, strip_accents, warnings, explicit)
     if instance.objective == "none" and "short_seq_prob" in explicit:
         warnings.append("--short-seq-prob is not used with --objective none (every row is filled to --max-seq-length)")
+    warnings += _options_without_effect(instance, options, explicit)
     inputs = split_inputs(options.get("input_files") or ())
     sources, mixture_alpha = mixture_sources(options)
     if sources and inputs:
@@ -288,6 +353,47 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
     except ValueError as err:
         raise OptionError(str(err)) from err
     return config, vocab, warnings
+
+
+def _refuse_a_guessed_normalization(vocab, do_lower_case: bool, strip_accents, warnings: list, explicit) -> None:
+    """Refuse a vocab.txt alone (no tokenizer.json records how it was built) whose entries contradict the
+    default casing or accent stripping, unless the user gave them: a syllable vocab copied without its
+    tokenizer.json was warned about and then made shards of 77% [UNK]. (A consistent setting that is only
+    poor for a script, a jamo vocab with stripping, stays a warning.)"""
+    from bertprep.pipeline.normalization import resolve_strip_accents, vocab_strip_accents
+
+    if vocab.do_lower_case is not None or explicit & {"do_lower_case", "strip_accents"}:
+        return
+    built_stripped = vocab_strip_accents(vocab.tokens)
+    casing = vocab.looks_cased() and do_lower_case
+    stripping = built_stripped is not None and built_stripped != resolve_strip_accents(strip_accents, do_lower_case)
+    if casing or stripping:
+        raise OptionError(
+            f"{'; '.join(warnings)}. {vocab.source} alone does not record how it was built (no tokenizer.json "
+            "beside it), so make-shards does not run on a guess: give the option (or the default's own flag to "
+            "keep it)",
+            "--vocab",
+        )
+
+
+def _options_without_effect(instance: InstanceConfig, options: Mapping, explicit: frozenset[str]) -> list[str]:
+    """Warnings for options given that change nothing here, and for a --max-predictions-per-seq that caps the
+    masking below --masked-lm-prob (0.3 at 128 tokens with the default 20 masked 15.8%, without a word)."""
+    out = []
+    if options.get("dedup") != "minhash":
+        for name in sorted(explicit & {"dedup_threshold", "dedup_ngram"}):
+            flag = "--" + name.replace("_", "-")
+            out.append(f"{flag} is used by --dedup minhash only; with --dedup {options.get('dedup')} it has no effect")
+    pieces = instance.max_seq_length - 3  # a full instance's word pieces ([CLS] and two [SEP] are never masked)
+    wanted = round(pieces * instance.masked_lm_prob)
+    if wanted > instance.max_predictions_per_seq:
+        out.append(
+            f"--max-predictions-per-seq {instance.max_predictions_per_seq} caps the masked word pieces of a full "
+            f"instance at {instance.max_predictions_per_seq / pieces:.1%}, below --masked-lm-prob "
+            f"{instance.masked_lm_prob}; raise it to about {wanted} (max_seq_length x masked_lm_prob: the original "
+            "uses 20 at 128 tokens, 76-80 at 512)"
+        )
+    return out
 
 
 @dataclasses.dataclass

@@ -52,6 +52,12 @@ def is_user_error(error: BaseException | None) -> bool:
     return False
 
 
+def is_user_error_traceback(text: str) -> bool:
+    """Whether ``text`` is a printed Python traceback of one of :data:`USER_ERRORS` of ``bertprep.pipeline``
+    (which make-shards reports in one line)."""
+    return text.startswith("Traceback (most recent call last)") and bool(_USER_ERROR_LINE.search(text))
+
+
 def worker_log_entry(record: logging.LogRecord) -> dict[str, str] | None:
     """The string fields (``message``, ``trace``, ``log_location``, ...) of the ``LogEntry`` a worker's record
     carries (see the module docstring), unescaped; None for a record of this process or one without a
@@ -162,6 +168,7 @@ __all__ = [
     "USER_ERRORS",
     "install_log_filter",
     "is_user_error",
+    "is_user_error_traceback",
     "keep_record",
     "worker_log_entry",
     "worker_stderr_captured",

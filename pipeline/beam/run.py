@@ -15,6 +15,7 @@ as the worker's one-line message (``errors.recorded_error``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -28,8 +29,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
 from bertprep.pipeline import readers, schema
+from bertprep.pipeline.beam import dask_runner_name
 from bertprep.pipeline.beam import dataflow
 from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
@@ -89,6 +92,27 @@ def _local_runner(options: PipelineOptions, workers: "warm_workers.WarmWorkerPoo
                 view.direct_running_mode = "multi_processing"
 
     return WarmWorkersRunner(default_environment=SubprocessSDKEnvironment.from_command_string(workers.command))
+
+
+def absolute_paths(config: ShardsConfig) -> ShardsConfig:
+    """``config`` with its local paths (inputs, sources, vocab, output, --decontaminate files) made absolute.
+
+    For runners whose workers are other processes started elsewhere (Dask's ``dask worker``): a relative
+    ``-o`` was written into the workers' working folder (with a staging folder left there) and a relative
+    ``-i`` was "not found" by them, while the local runner (whose workers share this process's folder)
+    accepted both. The local runner keeps the paths as given (its manifest records them so)."""
+
+    def absolute(path: str) -> str:
+        return path if "://" in path else os.path.abspath(path)
+
+    return dataclasses.replace(
+        config,
+        inputs=tuple(map(absolute, config.inputs)),
+        sources=tuple(dataclasses.replace(s, inputs=tuple(map(absolute, s.inputs))) for s in config.sources),
+        vocab=absolute(config.vocab),
+        output_dir=absolute(config.output_dir),
+        decontaminate=tuple(map(absolute, config.decontaminate)),
+    )
 
 
 def _named_runner(options: PipelineOptions):
@@ -157,7 +181,10 @@ def run_make_shards(
         **({"segmenter": config.segmenter} if config.segmenter else {}),
     )
     vocab = vocab if vocab is not None else load_vocab(config.vocab)
+    if dask_runner_name(PipelineOptions(list(beam_args)).view_as(StandardOptions).runner):
+        config = absolute_paths(config)  # the workers run in folders (and on machines) of their own
     files = readers.expand_inputs(list(config.inputs))
+    check_evaluation_files(config.decontaminate)
     if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):
         beam_args = dataflow.with_default_setup_file(beam_args)
         try:
@@ -225,7 +252,8 @@ def _run_and_publish(config, beam_args, vocab, workers, files, staging_dir: str)
     output_dir = config.output_dir
     options = default_pipeline_options(beam_args)
     start = time.time()
-    log.info("make-shards: %d input files -> %s", len(files), output_dir)
+    metadata = sum(1 for f in files if readers.is_hf_metadata(f)) if config.input_format in ("hf", "auto") else 0
+    log.info("make-shards: %d input files -> %s", len(files) - metadata, output_dir)
     try:
         with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
             build_pipeline(pipeline, config, files, vocab, staging_dir)

@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 CLAIM_TIMEOUT_S = 120.0
 
 _LAUNCHER = r"""
-import json, os, socket, sys
+import json, os, signal, socket, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C to the process group: end quietly (make-shards reports)
 path, timeout = sys.argv[1], float(sys.argv[2])
 if path.startswith("@"):
     path = "\0" + path[1:]  # Linux's abstract socket namespace: no file
@@ -236,6 +237,35 @@ def _import_worker_modules():
     return sdk_worker_main
 
 
+class _WithoutUserErrorTracebacks:
+    """A pool worker's ``sys.stderr`` without the tracebacks of make-shards' user errors.
+
+    Beam's harness prints the traceback of every failed bundle to its stderr (``sdk_worker.SdkHarness._execute``:
+    ``print(traceback_string, file=sys.stderr)``, about 70 lines), which without ``-q`` reaches the terminal
+    before make-shards' one-line error about the same thing (a binary input, a missing text column...). A
+    traceback that ends in one of the user errors make-shards reports itself (``output.USER_ERRORS``) is
+    dropped here, with the newline ``print`` writes after it; everything else passes unchanged.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._dropped = False
+
+    def write(self, text: str) -> int:
+        from bertprep.pipeline.beam.output import is_user_error_traceback
+
+        dropped, self._dropped = self._dropped, False
+        if is_user_error_traceback(text):
+            self._dropped = True
+            return len(text)
+        if dropped and text == "\n":
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def _serve(listen_fd: int) -> int:
     """A pool worker: import, wait for a launcher, adopt its stdio and environment, run Beam's harness."""
     listener = socket.socket(fileno=listen_fd)
@@ -266,6 +296,7 @@ def _serve(listen_fd: int) -> int:
         os.close(fd)
     os.environ.clear()
     os.environ.update(json.loads(payload.decode("utf-8")))
+    sys.stderr = _WithoutUserErrorTracebacks(sys.stderr)
     status = 1
     try:
         sdk_worker_main.main([])

@@ -92,7 +92,7 @@ from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
 from bertprep.pipeline.readers.context import FormatReader, ReadContext
 from bertprep.pipeline.readers.detect import detect_format, looks_like_sentence_per_line, warn_if_structured
 from bertprep.pipeline.readers.files import _check_encoding, _compression_of, expand_inputs, open_input
-from bertprep.pipeline.readers.hf import read_hf
+from bertprep.pipeline.readers.hf import is_hf_metadata, read_hf
 from bertprep.pipeline.readers.parquet import read_parquet
 from bertprep.pipeline.readers.text import (
     LINE_SYNC,
@@ -145,13 +145,22 @@ def check_options(
     encoding: str = "utf-8",
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
 ) -> None:
-    """Validate reader options before a pipeline starts; raise :class:`InputError` naming the bad option."""
+    """Validate reader options before a pipeline starts (the segmenter's package included); raise
+    :class:`InputError` naming the bad option."""
     if input_format not in INPUT_FORMATS:
         raise InputError(
             f"unknown input format {input_format!r} (--input-format); choose one of: {', '.join(INPUT_FORMATS)}"
         )
     if segmenter not in SEGMENTERS:
         raise InputError(f"unknown segmenter {segmenter!r} (--segmenter); choose one of: {', '.join(SEGMENTERS)}")
+    try:  # its package: checked here, not by every worker (a 639-line traceback without blingfire)
+        get_segmenter(segmenter)
+    except ImportError as err:
+        package = getattr(err.__cause__, "name", None) or segmenter
+        raise InputError(
+            f"segmenter {segmenter!r} (--segmenter) needs the package {package!r}, which is not installed: pip "
+            f"install 'bertprep[fast]' (or pip install {package}), or leave --segmenter out for {DEFAULT_SEGMENTER}"
+        ) from None
     _check_encoding(encoding)
     if not isinstance(max_line_chars, int) or max_line_chars < 1:
         raise InputError(f"max_line_chars (--max-line-chars) must be a positive integer, got {max_line_chars!r}")
@@ -245,7 +254,7 @@ def _read_documents(
         if not first:
             return  # the first range reads the whole file
         start, end = 0, None
-    if first:
+    if first and not (fmt == "hf" and is_hf_metadata(path)):  # (a dataset's dataset_info.json: no documents)
         stats.files += 1
         stats._count(stats.formats, fmt)
     ctx = ReadContext(

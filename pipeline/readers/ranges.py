@@ -31,8 +31,8 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from bertprep.pipeline.readers.base import Document, ReaderStats
-from bertprep.pipeline.readers.files import _compression_of, _filesystems, _read_blocks
+from bertprep.pipeline.readers.base import Document, InputError, ReaderStats
+from bertprep.pipeline.readers.files import _compression_of, _filesystems, _open, _read_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -70,17 +70,63 @@ def wiki_index_of(path: str) -> str | None:
     return None
 
 
+_NOT_THE_INDEX = "download the index of the same dump, or move it away to read the dump whole (by one worker)"
+
+
 def stream_offsets(index_path: str) -> list[int]:
-    """The sorted distinct stream offsets an index (``offset:page_id:title`` per line) lists."""
+    """The sorted distinct stream offsets an index (``offset:page_id:title`` per line) lists.
+
+    Raises:
+        InputError: a line that does not start with an offset (not an index: it was a 54-line ValueError).
+    """
     offsets: set[int] = set()
-    carry = b""
+    carry, number = b"", 0
     for block in _read_blocks(index_path, check_binary=False):
         lines = (carry + block).split(b"\n")
         carry = lines.pop()
-        offsets.update(int(line.split(b":", 1)[0]) for line in lines if line.strip())
+        for line in lines:
+            number += 1
+            offsets.add(_offset_of(index_path, number, line))
     if carry.strip():
-        offsets.add(int(carry.split(b":", 1)[0]))
+        offsets.add(_offset_of(index_path, number + 1, carry))
+    offsets.discard(-1)
     return sorted(offsets)
+
+
+def _offset_of(index_path: str, number: int, line: bytes) -> int:
+    """The offset of index line ``number`` (-1 for a blank line)."""
+    if not line.strip():
+        return -1
+    head = line.split(b":", 1)[0]
+    if not head.isdigit():
+        shown = line[:60].decode("utf-8", "replace")
+        raise InputError(
+            f"{index_path}:{number}: {shown!r} is not a multistream index line (offset:page_id:title); {_NOT_THE_INDEX}"
+        )
+    return int(head)
+
+
+#: How a bz2 stream starts: ``BZh``, the block size 1-9, then a block's magic (pi) or the end-of-stream one.
+_BZ2_STREAM_STARTS = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")
+
+
+def check_stream_starts(path: str, index_path: str, offsets: Sequence[int]) -> None:
+    """Check that a bz2 stream starts at each of ``offsets`` (where ranges of ``path`` start reading;
+    ``file_ranges`` checks the first, middle and last: a read each, which on gs:// is a request).
+
+    Raises:
+        InputError: one does not, so the index is not this dump's (offsets shifted, another date's index): a
+            range read from there failed as "truncated or corrupt ... re-download it" though the dump was intact.
+    """
+    with _open(path, "uncompressed") as fh:
+        for offset in offsets:
+            fh.seek(offset)
+            head = fh.read(10)
+            if not (head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] in _BZ2_STREAM_STARTS):
+                raise InputError(
+                    f"{index_path}: offset {offset} is not the start of a bz2 stream of {path}, so this index does "
+                    f"not belong to that dump (another date's, or edited); {_NOT_THE_INDEX}"
+                )
 
 
 def _cut(boundaries: Sequence[int], split_bytes: int) -> list[ByteRange]:
@@ -108,7 +154,10 @@ def file_ranges(path: str, size: int, split_bytes: int, notes: dict[str, list[st
                     path
                 )
             return whole
-        return _cut([0] + [o for o in stream_offsets(index) if 0 < o < size], split_bytes)
+        ranges = _cut([0] + [o for o in stream_offsets(index) if 0 < o < size], split_bytes)
+        starts = [start for _, start, _ in ranges if start]
+        check_stream_starts(path, index, sorted({*starts[:1], *starts[len(starts) // 2 :][:1], *starts[-1:]}))
+        return ranges
     if notes is not None:
         notes.setdefault(f"{compression}-compressed", []).append(path)
     return whole

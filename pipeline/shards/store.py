@@ -238,6 +238,9 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
     skipped = dict(reader.get("skipped_documents", {}) or {})
     if tok.get("empty_documents"):
         skipped["empty_after_tokenization"] = skipped.get("empty_after_tokenization", 0) + tok["empty_documents"]
+    # The reader's counters are merged in the order the workers finish (merge_counts): sorted, so that the
+    # manifest's bytes do not depend on timing (statistics.formats of inputs in mixed formats did).
+    skipped = dict(sorted(skipped.items()))
     objective = counts.get("objective", "nsp")
     out = {
         "files": reader.get("files", 0),
@@ -248,7 +251,7 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
             "one_sentence": tok.get("one_sentence_documents", 0),
         },
         "sentences": tok.get("sentences", 0),
-        "lines_skipped": reader.get("skipped_lines", {}) or {},
+        "lines_skipped": dict(sorted((reader.get("skipped_lines", {}) or {}).items())),
         "undecodable_lines": reader.get("undecodable_lines", 0),
         "sentences_dropped_empty_after_tokenization": tok.get("empty_sentences", 0),
         "corpus_word_pieces": tok.get("tokens", 0),
@@ -270,7 +273,7 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
         "full_length_share": _share(hist.get(max_len, 0), n_inst) if max_len else None,
         "length_histogram": {str(k): hist[k] for k in sorted(hist)},
         "buckets": counts.get("buckets", 0),
-        "formats": reader.get("formats", {}) or {},
+        "formats": dict(sorted((reader.get("formats", {}) or {}).items())),
     }
     if objective != "nsp":  # the sentence-task figures of the objective, where the NotNext ones were
         figures = list(out.items())

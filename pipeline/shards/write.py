@@ -55,12 +55,22 @@ def _plan(
     num_shards: int,
     error_dir: str | None = None,
     eval_fraction: float | None = None,
+    train_beside_eval_fraction: float | None = None,
 ) -> list[shards.ShardPlan]:
+    """The shards' plan of one set; ``eval_fraction``: this is the held-out set of that fraction;
+    ``train_beside_eval_fraction``: this is the training set of a run that holds that fraction out."""
     try:
-        if eval_fraction is not None and not sum(rows for _, _, rows in bucket_metas):
+        empty = not sum(rows for _, _, rows in bucket_metas)
+        if eval_fraction is not None and empty:
             raise MakeShardsError(
                 f"bertprep: --eval-fraction {eval_fraction} held out no document that makes an instance, so "
                 f"{heldout.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)"
+            )
+        if train_beside_eval_fraction and empty:  # it said "every document was empty or skipped"
+            raise MakeShardsError(
+                f"bertprep: no training instances were made: --eval-fraction {train_beside_eval_fraction} held out "
+                "every document that makes one (the split is by whole documents; see the counts logged above); "
+                "lower --eval-fraction, or add input"
             )
         return _plan_shards(bucket_metas, num_shards)
     except MakeShardsError as err:
@@ -190,7 +200,11 @@ class WriteArrowShards(beam.PTransform):
             | "CollectBuckets" >> beam.combiners.ToList()
             | "PlanShards"
             >> beam.FlatMap(
-                _plan, self.config.num_shards, self.tmp_dir, self.config.eval_fraction if self.role == "eval" else None
+                _plan,
+                self.config.num_shards,
+                self.tmp_dir,
+                self.config.eval_fraction if self.role == "eval" else None,
+                self.config.eval_fraction if self.role == "train" else None,
             )
             | "SpreadShards" >> beam.Reshuffle()
         )

@@ -73,7 +73,7 @@ def test_a_save_to_disk_directory_reads_as_the_same_documents_as_jsonl(tmp_path)
     # auto picks hf for the .arrow files and passes the metadata files over.
     auto_docs, auto_stats = _read(str(tmp_path / "ds"), "auto")
     assert [d.sentences for d in auto_docs] == [d.sentences for d in docs]
-    assert auto_stats.formats == {"hf": 4}  # 2 data files, dataset_info.json, state.json
+    assert auto_stats.formats == {"hf": 2} and auto_stats.files == 2  # the data files (not the metadata files)
     assert detect_format(str(tmp_path / "ds" / "state.json")) == "hf"
 
 
@@ -128,6 +128,6 @@ def test_build_vocab_reads_a_dataset_and_names_a_missing_field(tmp_path):
     args = ["build-vocab", str(tmp_path / "ds"), "--input-format", "hf", "--vocab-size", "200", "-q"]
     result = CliRunner().invoke(cli, [*args, "--text-field", "content", "-o", str(tmp_path / "v")])
     assert result.exit_code == 0, result.output
-    assert "input: 3 files, 5 documents" in result.output
+    assert "input: 1 files, 5 documents" in result.output  # (dataset_info.json and state.json are no input)
     missing = CliRunner().invoke(cli, [*args, "-o", str(tmp_path / "v2")])
     assert missing.exit_code != 0 and "(its columns: id, content)" in missing.output

@@ -328,20 +328,29 @@ def test_make_shards_follows_the_tokenizer_json_beside_a_vocab_txt(korean_vocab,
 
 
 def test_make_shards_warns_once_about_a_plain_vocab_txt(korean_vocab, ko_dir, tmp_path):
-    """A vocab.txt alone (as Google's) records nothing: today's defaults, and the Korean entries warn."""
+    """A vocab.txt alone (as Google's) records nothing: today's defaults, and the Korean entries warn; a
+    syllable vocab.txt that the default stripping would turn into [UNK]s is refused unless the option is given
+    (it made shards of 86% [UNK] after a warning)."""
     strip, _, outdir = korean_vocab
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "vocab.txt").write_bytes((outdir / "vocab.txt").read_bytes())
     result = _make_shards(str(tmp_path / "plain" / "vocab.txt"), tmp_path / "shards", ko_dir=ko_dir)
+    if not strip:  # a syllable vocab.txt with the default stripping: every Korean word would be [UNK]
+        assert result.exit_code == 2, result.output
+        assert "Invalid value for --vocab" in result.output and "Hangul syllables" in result.output
+        assert "[UNK]" in result.output
+        assert "does not record how it was built" in result.output
+        assert not (tmp_path / "shards" / "manifest.json").exists()
+        result = _make_shards(str(tmp_path / "plain" / "vocab.txt"), tmp_path / "shards", "--no-strip-accents",
+                              ko_dir=ko_dir)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert json.loads((tmp_path / "shards" / "manifest.json").read_text())["statistics"]["unk_rate"] < 0.01
+        return
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "shards" / "manifest.json").read_text())
-    if strip:  # a vocab built with the defaults, used with the defaults: consistent but bad for Korean
-        assert result.output.count("Warning:") == 1
-        assert "conjoining Hangul jamo" in result.output and "--no-strip-accents" in result.output
-    else:  # a syllable vocab.txt with the default stripping: every Korean word would be [UNK]
-        assert result.output.count("Warning:") == 1
-        assert "Hangul syllables" in result.output and "[UNK]" in result.output
-        assert manifest["statistics"]["unk_rate"] > 0.5
+    # a vocab built with the defaults, used with the defaults: consistent but bad for Korean
+    assert result.output.count("Warning:") == 1
+    assert "conjoining Hangul jamo" in result.output and "--no-strip-accents" in result.output
     # the default run records nothing new: strip_accents follows do_lower_case
     assert "strip_accents" not in manifest["config"] and "strip_accents" not in manifest["vocab"]
 
