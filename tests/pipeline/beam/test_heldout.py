@@ -453,6 +453,8 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
     need_module("apache_beam.runners.dataflow.internal.apiclient")
     import socket
 
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     from bertprep.pipeline.beam import dataflow
     from bertprep.pipeline.text.tokenization import load_vocab
 
@@ -474,13 +476,15 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
     fixtures = FIXTURES / "pipeline"
     result = dataflow.dry_run(
         config,
-        [
-            "--runner=DataflowRunner",
-            "--project=bertprep-test",
-            "--region=us-central1",
-            f"--temp_location={bucket}/tmp",
-            "--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest",
-        ],
+        PipelineOptions(
+            [
+                "--runner=DataflowRunner",
+                "--project=bertprep-test",
+                "--region=us-central1",
+                f"--temp_location={bucket}/tmp",
+                "--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest",
+            ]
+        ),
         files=[f"{bucket}/corpus/a.txt", f"{bucket}/corpus/b.txt"],
         vocab=load_vocab(str(fixtures / "vocab.txt")),
     )

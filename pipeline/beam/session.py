@@ -1,17 +1,16 @@
-"""Start ``make-shards`` from a command line: options -> :class:`ShardsConfig`, processes, logs, then run.
+"""One ``make-shards`` run's session: worker processes, logs and Ctrl-C around :func:`run.run_make_shards`.
 
-``cli/make_shards.py`` parses options and calls two functions here:
+:func:`session` starts what a local run needs before Beam is imported (the local runner's worker processes,
+``warm_workers.py``), sets up logging (Beam's local-runner records made readable, ``output.py``) and the
+handling of SIGINT / SIGTERM (:class:`Interrupted`, exit status :data:`INTERRUPTED_STATUS`), and yields a
+:class:`Session` whose :meth:`Session.run` runs ``run.run_make_shards`` with the workers' stderr captured
+under ``-q``. Leaving the ``with`` block stops the workers, on success and on error.
 
-- :func:`shards_config` turns the command's options (a dict keyed by ``InstanceConfig`` / ``ShardsConfig``
-  field names, plus ``input_files``) into the config, loading the vocab once to settle the casing. Bad
-  values raise :class:`OptionError`, which names the option.
-- :func:`session` starts what a local run needs before Beam is imported (the local runner's worker
-  processes, ``warm_workers.py``), sets up logging (Beam's local-runner records made readable, ``output.py``),
-  and yields a :class:`Session` whose :meth:`Session.run` runs ``run.run_make_shards`` with the workers'
-  stderr captured under ``-q``. Leaving the ``with`` block stops the workers, on success and on error.
-
-This module imports neither Beam nor the pipeline graph at import time: worker processes forked before
-Beam's ~2,000 modules are loaded start in milliseconds.
+The command line (options -> ``ShardsConfig``, checks of the Beam arguments, messages) is ``cli/make_shards.py``'s
+and ``cli/shards_options.py``'s; this module knows no option names. It imports neither Beam nor the pipeline
+graph at import time: worker processes forked before Beam's ~2,000 modules are loaded start in milliseconds.
+``run.py`` never imports it (the staging folders an abort deletes are ``run.ACTIVE_STAGING``, read here
+through ``sys.modules`` like ``publish``'s state).
 """
 
 from __future__ import annotations
@@ -27,11 +26,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 from bertprep.pipeline import interrupts
 from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.config import ShardsConfig
 
 log = logging.getLogger("bertprep")
 
@@ -39,9 +38,6 @@ log = logging.getLogger("bertprep")
 STOP_GRACE_S = 10.0
 #: Exit status of a run stopped by SIGINT or SIGTERM (128 + SIGINT, as shells report Ctrl-C).
 INTERRUPTED_STATUS = 130
-
-#: Staging folders of runs under way in this process (``run.py`` adds and removes them): what an abort deletes.
-ACTIVE_STAGING: set[str] = set()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -152,136 +148,13 @@ class _StopOnSignal:
 
     def _abort(self, name: str | None) -> None:
         publish = sys.modules.get("bertprep.pipeline.shards.publish")
+        run = sys.modules.get("bertprep.pipeline.beam.run")
         if not getattr(publish, "publishing", lambda: False)():
-            for path in list(ACTIVE_STAGING):
+            for path in list(getattr(run, "ACTIVE_STAGING", ())):
                 shutil.rmtree(path, ignore_errors=True)
         getattr(publish, "release_locks", lambda: None)()
         _kill_children()
         interrupts.exit_now(f"make-shards stopped by {name}: nothing was published", INTERRUPTED_STATUS)
-
-
-_INSTANCE_FIELDS = {f.name for f in dataclasses.fields(InstanceConfig)}
-_SHARDS_FIELDS = {f.name for f in dataclasses.fields(ShardsConfig)} - {"instance", "inputs"}
-
-
-class OptionError(ValueError):
-    """A bad option value. ``option`` is the option it is about (``--vocab``), or None for several."""
-
-    def __init__(self, message: str, option: str | None = None):
-        super().__init__(message)
-        self.option = option
-
-
-def split_inputs(values: Sequence[str]) -> tuple[str, ...]:
-    """``-i`` values -> input patterns: each value may hold several, comma-separated."""
-    return tuple(p.strip() for value in values for p in value.split(",") if p.strip())
-
-
-def parse_source(value: str) -> Source:
-    """``NAME=GLOBS[:WEIGHT]`` -> :class:`Source` (a trailing ``:number`` is the weight; globs may hold ``:``,
-    as in ``gs://``)."""
-    name, sep, rest = value.partition("=")
-    if not sep or not name.strip() or not rest.strip():
-        raise OptionError(f"expected NAME=GLOBS[:WEIGHT], e.g. wiki='wiki/*':2.0, got {value!r}", "--source")
-    weight = 1.0
-    head, colon, tail = rest.rpartition(":")
-    if colon:
-        try:
-            weight = float(tail)
-            rest = head
-        except ValueError:
-            pass  # a ':' of the globs
-    try:
-        return Source(name.strip(), split_inputs([rest]), weight)
-    except ValueError as err:
-        raise OptionError(str(err), "--source") from err
-
-
-def mixture_sources(options: Mapping) -> tuple[tuple, float | None]:
-    """The sources and temperature of ``--source`` / ``--mixture`` / ``--mixture-alpha`` (``((), None)`` without)."""
-    alpha = options.get("mixture_alpha")
-    if options.get("mixture") and options.get("sources"):
-        raise OptionError("give sources with --source or --mixture, not both", "--mixture")
-    if options.get("mixture"):
-        import json
-
-        path = options["mixture"]
-        try:
-            with open(path, encoding="utf-8") as f:
-                spec = json.load(f)
-            sources = []
-            for item in spec["sources"]:
-                inputs = item["inputs"]
-                inputs = split_inputs([inputs] if isinstance(inputs, str) else inputs)
-                sources.append(Source(str(item["name"]), inputs, float(item.get("weight", 1.0))))
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise OptionError(
-                f'{path}: expected {{"sources": [{{"name", "inputs", "weight"}}], '
-                f'"temperature_alpha": optional}}: {err}',
-                "--mixture",
-            ) from err
-        if alpha is None and spec.get("temperature_alpha") is not None:
-            alpha = float(spec["temperature_alpha"])
-        return tuple(sources), alpha
-    return tuple(parse_source(v) for v in options.get("sources") or ()), alpha
-
-
-def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> tuple[ShardsConfig, object, list]:
-    """The ``ShardsConfig`` of a command line, the loaded vocab, and the warnings to show.
-
-    ``options``: ``input_files`` (the ``-i`` values) and any ``InstanceConfig`` / ``ShardsConfig`` field by
-    name. ``explicit``: the names of the options the user gave (the others are defaults), for warnings
-    about options that have no effect. With no input the bundled demo corpus is read (a warning says so).
-
-    Raises:
-        OptionError: a value the configs refuse, a word segmenter that cannot be loaded, a vocab that
-            cannot be used or that contradicts ``--do-lower-case`` / ``--strip-accents``.
-    """
-    from bertprep.pipeline.text.tokenization import VocabError, load_vocab, resolve_text_settings
-
-    try:
-        instance = InstanceConfig(**{k: v for k, v in options.items() if k in _INSTANCE_FIELDS})
-    except ValueError as err:
-        raise OptionError(str(err)) from err
-    if options.get("word_segmenter"):
-        from bertprep.pipeline.text.word_segmentation import WordSegmenterError, load_word_segmenter
-
-        try:
-            load_word_segmenter(options["word_segmenter"])  # fail here, before any worker starts
-        except WordSegmenterError as err:
-            raise OptionError(str(err), "--word-segmenter") from err
-    try:
-        vocab = load_vocab(options["vocab"])
-    except VocabError as err:
-        raise OptionError(str(err), "--vocab") from err
-    try:
-        do_lower_case, strip_accents, warnings = resolve_text_settings(
-            vocab, options.get("do_lower_case"), options.get("strip_accents")
-        )
-    except VocabError as err:  # an option contradicts what the tokenizer.json records
-        raise OptionError(str(err), err.option or "--vocab") from err
-    warnings = list(warnings)
-    if instance.objective == "none" and "short_seq_prob" in explicit:
-        warnings.append("--short-seq-prob is not used with --objective none (every row is filled to --max-seq-length)")
-    inputs = split_inputs(options.get("input_files") or ())
-    sources, mixture_alpha = mixture_sources(options)
-    if sources and inputs:
-        raise OptionError("give inputs with -i or with --source/--mixture, not both (a source names its own globs)")
-    inputs = inputs or tuple(p for source in sources for p in source.inputs)
-    if not inputs:
-        from bertprep.pipeline import demo_corpus_dir
-
-        inputs = (demo_corpus_dir(),)
-        warnings.append(f"No -i/--input given: using the bundled demo corpus {inputs[0]}")
-    settings = {k: v for k, v in options.items() if k in _SHARDS_FIELDS}
-    settings.update(do_lower_case=do_lower_case, strip_accents=strip_accents)
-    settings.update(sources=sources, mixture_alpha=mixture_alpha)
-    settings["decontaminate"] = split_inputs(options.get("decontaminate") or ())
-    try:
-        config = ShardsConfig(inputs=inputs, instance=instance, **settings)
-    except ValueError as err:
-        raise OptionError(str(err)) from err
-    return config, vocab, warnings
 
 
 @dataclasses.dataclass
