@@ -31,7 +31,6 @@ import logging
 import math
 import os
 import shutil
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +55,7 @@ from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimi
 from bertprep.bert_model.precision import autocast_context, check_precision
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
-from bertprep.pipeline.atomic import replace_entries, write_atomic
+from bertprep.pipeline.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
@@ -239,7 +238,8 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
     docstring for what is written).
 
     With ``overwrite``, a previous run in ``output_dir`` stays whole until this one completes (this run is
-    written to ``output_dir/.tmp-run-<host>-<pid>/`` and then swapped in); a failed run leaves it as it was,
+    written to a staging folder ``output_dir/.bertprep-run-<host>-<pid>-<8 hex>/`` and then swapped in); a failed
+    run leaves it as it was,
     and the folders of killed runs are removed by the next run that completes there.
 
     Raises:
@@ -264,8 +264,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
                 f"{config.output_dir} already holds a fine-tuning run; choose another --output-dir or pass --overwrite"
             )
         # Write beside, then swap: the previous run stays whole until this one has completed.
-        staging = os.path.join(config.output_dir, f"{_STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
+        staging = os.path.join(config.output_dir, staging_name(_STAGING_KIND))
         logger.info(
             "the previous run in %s is replaced only when this one completes; until then this run is written to %s",
             config.output_dir,
@@ -277,9 +276,9 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         # results.json, the completion marker, moves in last; the old run is deleted only after that.
-        aside = os.path.join(config.output_dir, f".old-run-{os.getpid()}")
-        replace_entries(staging, config.output_dir, _run_files(config.output_dir), aside=aside, last="results.json")
-        _remove_stale_staging(config.output_dir)
+        replace_entries(staging, config.output_dir, _run_files(config.output_dir), last="results.json")
+        for path in remove_stale_staging(config.output_dir, _STAGING_KIND):
+            logger.info("removing %s, left by a run that was killed", path)
         return dataclasses.replace(result, best_dir=os.path.join(config.output_dir, "best"))
     return _finetune(config, task, config.output_dir, t_start)
 
@@ -295,24 +294,9 @@ def _run_files(directory: str) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n in _RUN_FILES or n.startswith("eval_predictions."))
 
 
-_STAGING_PREFIX = ".tmp-run-"
-
-
-def _remove_stale_staging(output_dir: str) -> None:
-    """Remove the staging folders (``.tmp-run-<host>-<pid>``) that killed runs on this host left in
-    ``output_dir``; those of live processes, and of other hosts, are kept."""
-    prefix = f"{_STAGING_PREFIX}{socket.gethostname()}-"
-    for name in os.listdir(output_dir):
-        pid = name[len(prefix) :]
-        if not name.startswith(prefix) or not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            logger.info("removing %s, left by a run that was killed", os.path.join(output_dir, name))
-            shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
-        except PermissionError:  # a live process of another user
-            pass
+#: The kind of a fine-tuning run's staging folder (``atomic.staging_name``): killed runs' are removed by the
+#: next run that completes in the same output directory (same host, dead pid).
+_STAGING_KIND = "run"
 
 
 @dataclass
