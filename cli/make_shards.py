@@ -4,30 +4,25 @@ from __future__ import annotations
 
 import click
 
-from bertprep.cli.options import AliasedOption
+from bertprep.cli.options import AliasedOption, dataclass_default
 
 from bertprep.pipeline.config import (
     DECONTAMINATE_MODES,
     DEDUP_MODES,
     MASKING_MODES,
+    MASKING_SCHEMES,
     OBJECTIVES,
     PAIRING_SCOPES,
     SAMPLING_MODES,
     InstanceConfig,
+    MaskingConfig,
     ShardsConfig,
 )
-from bertprep.pipeline.masking.schemes import MASKING_SCHEMES
 from bertprep.pipeline.instances.buckets import MIN_DOCUMENTS_PER_BUCKET
 from bertprep.pipeline.readers import INPUT_FORMATS
 
 # Defaults and choices shown in --help come from the library's dataclasses and constants, never restated here.
-_INSTANCE = InstanceConfig.__dataclass_fields__
-_SHARDS = ShardsConfig.__dataclass_fields__
-
-
-def _default(name: str):
-    """Default of an ``InstanceConfig`` or ``ShardsConfig`` field."""
-    return (_INSTANCE[name] if name in _INSTANCE else _SHARDS[name]).default
+_default = dataclass_default(InstanceConfig, MaskingConfig, ShardsConfig)
 
 
 @click.command(

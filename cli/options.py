@@ -1,4 +1,4 @@
-"""Option types the commands share, and the option vocabulary every command uses.
+"""Option types the commands share, the option vocabulary every command uses, and where defaults come from.
 
 The same idea has the same name in every command (``--help`` and the CLI reference show only these):
 
@@ -7,10 +7,15 @@ The same idea has the same name in every command (``--help`` and the CLI referen
 - ``-m, --model``: a model it reads (a bertprep checkpoint or run directory, or a Hugging Face directory).
 
 Earlier spellings (``--input-file``, ``--init-from``, ...) still parse as hidden aliases
-(:class:`AliasedOption`); docs/cli.md lists them.
+(:class:`AliasedOption`); docs/cli.md lists them. An option's default is its library dataclass field's, read by
+:func:`dataclass_default`, never restated in ``cli/``.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -50,3 +55,24 @@ class AliasedOption(click.Option):
                 super().add_to_parser(parser, ctx)
             finally:
                 self.opts = opts
+
+
+def dataclass_default(*classes: type) -> Callable[[str], Any]:
+    """``default(name)``: the default of field ``name`` of the first of ``classes`` (library dataclasses) that
+    declares it, for an option's ``default=`` and its ``--help``.
+
+    Raises:
+        KeyError: (when the command is defined, so every test of it fails) no class declares ``name`` with a
+            plain default (a required field, or one with a ``default_factory``).
+    """
+    fields = {}
+    for cls in reversed(classes):
+        fields.update({f.name: f for f in dataclasses.fields(cls)})
+
+    def default(name: str) -> Any:
+        field = fields[name]
+        if field.default is dataclasses.MISSING:
+            raise KeyError(f"{name} has no plain default in {', '.join(c.__name__ for c in classes)}")
+        return field.default
+
+    return default

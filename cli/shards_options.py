@@ -1,10 +1,10 @@
 """``make-shards``' command line turned into the library's objects: its options into a :class:`ShardsConfig`,
 its pass-through arguments checked against Beam's own parser.
 
-- :func:`shards_config`: the command's options (a dict keyed by ``InstanceConfig`` / ``ShardsConfig`` field
-  names, plus ``input_files``) -> the config, loading the vocab once to settle the casing; ``-i`` values,
-  ``--source`` and ``--mixture`` are parsed here (:func:`split_inputs`, :func:`parse_source`,
-  :func:`mixture_sources`). A bad value raises ``click.BadParameter`` naming the option.
+- :func:`shards_config`: the command's options (a dict keyed by ``MaskingConfig`` / ``InstanceConfig`` /
+  ``ShardsConfig`` field names, plus ``input_files``) -> the config, loading the vocab once to settle the
+  casing; ``-i`` values, ``--source`` and ``--mixture`` are parsed here (:func:`split_inputs`,
+  :func:`parse_source`, :func:`mixture_sources`). A bad value raises ``click.BadParameter`` naming the option.
 - :func:`check_beam_args`: arguments that neither make-shards nor Beam parses are refused before anything
   runs, with the nearest option named (Beam itself would only log a warning and drop them).
 
@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 
 import click
 
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig, Source
 
-_INSTANCE_FIELDS = {f.name for f in dataclasses.fields(InstanceConfig)}
+_INSTANCE_FIELDS = {f.name for f in dataclasses.fields(InstanceConfig)} - {"mlm"}
+_INSTANCE_FIELDS |= {f.name for f in dataclasses.fields(MaskingConfig)}
 _SHARDS_FIELDS = {f.name for f in dataclasses.fields(ShardsConfig)} - {"instance", "inputs"}
 
 
@@ -96,9 +97,10 @@ def mixture_sources(options: Mapping) -> tuple[tuple, float | None]:
 def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> tuple[ShardsConfig, object, list]:
     """The ``ShardsConfig`` of a command line, the loaded vocab, and the warnings to show.
 
-    ``options``: ``input_files`` (the ``-i`` values) and any ``InstanceConfig`` / ``ShardsConfig`` field by
-    name. ``explicit``: the names of the options the user gave (the others are defaults), for warnings
-    about options that have no effect. With no input the bundled demo corpus is read (a warning says so).
+    ``options``: ``input_files`` (the ``-i`` values) and any ``MaskingConfig`` / ``InstanceConfig`` /
+    ``ShardsConfig`` field by name. ``explicit``: the names of the options the user gave (the others are
+    defaults), for warnings about options that have no effect. With no input the bundled demo corpus is read (a
+    warning says so).
 
     Raises:
         click.BadParameter: a value the configs refuse, a word segmenter that cannot be loaded, a vocab that
@@ -107,7 +109,7 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
     from bertprep.pipeline.text.tokenization import VocabError, load_vocab, resolve_text_settings
 
     try:
-        instance = InstanceConfig(**{k: v for k, v in options.items() if k in _INSTANCE_FIELDS})
+        instance = InstanceConfig.from_flat(**{k: v for k, v in options.items() if k in _INSTANCE_FIELDS})
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
     if options.get("word_segmenter"):

@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
+from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
 from bertprep.bert_model.models.heads import load_encoder_weights
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
@@ -52,7 +53,7 @@ from bertprep.bert_model.hf.interop import (
 from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.models.bert import PRESETS, BertConfig
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
-from bertprep.bert_model.precision import autocast_context, check_precision
+from bertprep.bert_model.precision import autocast_context
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.pipeline.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
@@ -63,8 +64,9 @@ logger = logging.getLogger("bertprep.finetune")
 
 
 @dataclass
-class FinetuneConfig:
-    """Training settings of ``bertprep finetune`` (the task's own settings live in the task object)."""
+class FinetuneConfig(LoopConfig, OptimConfig):
+    """Training settings of ``bertprep finetune`` (the task's own settings live in the task object; the loop's
+    and the optimizer's that pre-training shares are :class:`LoopConfig`'s and :class:`OptimConfig`'s)."""
 
     train_file: str
     """Training data (GLUE TSV, SQuAD JSON or CoNLL)."""
@@ -100,30 +102,18 @@ class FinetuneConfig:
     """Stop training after this many minutes (schedule unchanged), then evaluate and save."""
     warmup_proportion: float = 0.1
     """Share of the steps with linear learning-rate warm-up."""
-    weight_decay: float = 0.01
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (0 = off)."""
     eval_every: int = 0
     """Also evaluate every this many steps (0 = after each epoch only)."""
-    log_every: int = 50
-    """Steps between training-loss lines in metrics.jsonl."""
     max_train_examples: int | None = None
     """Use only the first this many training examples (questions for SQuAD, sentences for NER)."""
     max_eval_examples: int | None = None
     """Evaluate on only the first this many examples."""
-    seed: int = 12345
-    """Seeds head initialisation, dropout and data order."""
-    device: str = "auto"
-    """``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:N``."""
-    precision: str = "auto"
-    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (see ``precision.py``)."""
     overwrite: bool = False
     """Replace an existing run in ``output_dir``."""
-    progress: bool = True
-    """Show a tqdm progress bar."""
 
     def __post_init__(self) -> None:
+        LoopConfig.__post_init__(self)
+        OptimConfig.__post_init__(self)
         if self.init_from is None and (self.preset is None or self.vocab is None):
             raise ValueError(
                 "give init_from (a pre-trained checkpoint or Hugging Face directory), or preset and "
@@ -133,7 +123,7 @@ class FinetuneConfig:
             raise ValueError("random_init takes the config from init_from; give init_from (or preset + vocab)")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        for name in ("learning_rate", "batch_size", "eval_batch_size", "num_train_epochs", "log_every"):
+        for name in ("learning_rate", "batch_size", "eval_batch_size", "num_train_epochs"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("max_steps", "max_time_minutes", "max_train_examples", "max_eval_examples"):
@@ -142,10 +132,8 @@ class FinetuneConfig:
                 raise ValueError(f"{name} must be positive, got {value}")
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
-        for name in ("weight_decay", "max_grad_norm", "eval_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        check_precision(self.precision)
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be >= 0, got {self.eval_every}")
 
 
 @dataclass
@@ -407,7 +395,11 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
     warmup_steps = int(config.warmup_proportion * num_train_steps)
     optimizer = create_optimizer(
-        model, learning_rate=config.learning_rate, weight_decay=config.weight_decay, eps=config.adam_epsilon
+        model,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
     )
     scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
     loader = torch.utils.data.DataLoader(

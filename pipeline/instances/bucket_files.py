@@ -140,7 +140,7 @@ def make_bucket_instances(
     if config.masking == "dynamic":
         instance_config = dataclasses.replace(instance_config, dupe_factor=1)
     fast = config.effective_sampling == "fast"  # --sampling auto: fast unless --bucket-size 0
-    vectorized_masking = fast and config.masking == "static" and instance_config.effective_masking_scheme == "token"
+    vectorized_masking = fast and config.masking == "static" and instance_config.mlm.effective_masking_scheme == "token"
     python_masking = config.masking == "static" and not vectorized_masking
     described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking, fast_truncation=fast)
     if on_described is not None:
@@ -157,7 +157,7 @@ def make_bucket_instances(
         np_rng = np.random.default_rng([instance_config.random_seed, bucket])
         table, counts = mask_table(
             table,
-            instance_config,
+            instance_config.mlm,
             ids.mask_id,
             np.asarray(ids.random_ids, dtype=np.int64),
             np_rng,

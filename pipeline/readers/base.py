@@ -6,14 +6,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from bertprep.pipeline.config import ReadOptions
+
 #: Accepted values of ``input_format`` (``--input-format``).
 INPUT_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet", "hf")
 
-#: Default limit on the characters of one line (``--max-line-chars``). One JSON line holds a whole
-#: document; the longest English Wikipedia articles have a few hundred thousand characters of text (the
-#: longest line of the shared WikiExtractor JSON sample: 36 K), so 1 M keeps real documents while a corrupt
-#: file without newlines cannot exhaust memory (at most 4 MB of a line is buffered).
-DEFAULT_MAX_LINE_CHARS = 1_000_000
+#: Default limit on the characters of one line (``--max-line-chars``; ``ReadOptions.max_line_chars`` says why).
+DEFAULT_MAX_LINE_CHARS = ReadOptions.max_line_chars
 
 
 class InputError(ValueError):

@@ -47,6 +47,7 @@ from bertprep.pipeline.normalization import (
     resolve_strip_accents,
 )
 from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER
+from bertprep.pipeline.config import ReadOptions
 
 # The tokenizer and its files are vocab_files.py's (one builder for make-shards, build-vocab and export).
 # SPECIAL_TOKENS ([PAD], [UNK], [CLS], [SEP], [MASK]) is also the id order of a trained vocab ([PAD] first, as
@@ -475,10 +476,10 @@ def build_vocab(
     output_dir: str,
     config: VocabConfig,
     *,
-    input_format: str = "auto",
-    text_field: str = "text",
+    input_format: str = ReadOptions.input_format,
+    text_field: str = ReadOptions.text_field,
     segmenter: str = DEFAULT_SEGMENTER,
-    encoding: str = "utf-8",
+    encoding: str = ReadOptions.encoding,
     max_line_chars: int | None = None,
     overwrite: bool = False,
 ) -> VocabBuild:

@@ -24,7 +24,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.beam.run import run_make_shards
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig, Source
 from bertprep.pipeline.shards.inspection import format_statistics
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
@@ -57,7 +57,7 @@ def _config(corpus, out, **kw) -> ShardsConfig:
         vocab=corpus["vocab"],
         output_dir=str(out),
         input_format="bert",
-        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
+        instance=InstanceConfig(max_seq_length=32, dupe_factor=1, mlm=MaskingConfig(max_predictions_per_seq=5)),
         bucket_size=30,
         num_shards=1,
     )
@@ -193,7 +193,9 @@ def test_instances_are_counted_per_source_under_every_objective(corpus, tmp_path
         corpus,
         tmp_path / "out",
         sources=(Source("a", (a,), 1.0), Source("b", (b,), 0.25)),
-        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, objective=objective),
+        instance=InstanceConfig(
+            max_seq_length=32, dupe_factor=2, objective=objective, mlm=MaskingConfig(max_predictions_per_seq=5)
+        ),
     )
     manifest = run_make_shards(config, ONE_WORKER)
     rows, stats = manifest["mixture"]["sources"], manifest["statistics"]

@@ -41,7 +41,7 @@ from apache_beam.portability.api import beam_runner_api_pb2  # noqa: E402
 from apache_beam.runners import pipeline_context  # noqa: E402
 
 from bertprep.pipeline.beam import dataflow  # noqa: E402
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
 from bertprep.pipeline.text.tokenization import load_vocab  # noqa: E402
 from conftest import FIXTURES, REPO_ROOT  # noqa: E402
 
@@ -75,7 +75,7 @@ def _config(**kw) -> ShardsConfig:
         vocab=f"{BUCKET}/vocab.txt",
         output_dir=f"{BUCKET}/shards",
         input_format="bert",
-        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10),
+        instance=InstanceConfig(max_seq_length=64, mlm=MaskingConfig(max_predictions_per_seq=10)),
     )
     base.update(kw)
     return ShardsConfig(**base)
