@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 1
 CHECKPOINTS_DIR = "checkpoints"
+#: Checkpoints a run keeps by default (the newest; ``--keep-last``).
+KEEP_LAST = 3
 _STEP_RE = re.compile(r"^step-(\d+)$")
 
 
@@ -233,7 +235,7 @@ def save_checkpoint(
     state: dict[str, Any],
     hf_config: dict | None = None,
     vocab_file: str | None = None,
-    keep_last: int = 3,
+    keep_last: int = KEEP_LAST,
 ) -> str:
     """Write ``run_dir/checkpoints/step-<step>/`` atomically and delete all but the last ``keep_last``.
 

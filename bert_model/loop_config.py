@@ -61,6 +61,14 @@ class OptimConfig:
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
 
+    def adamw_settings(self) -> dict[str, float | tuple[float, float]]:
+        """The keywords of ``optim.create_optimizer`` these settings give (all but the learning rate)."""
+        return {
+            "weight_decay": self.weight_decay,
+            "betas": (self.adam_beta1, self.adam_beta2),
+            "eps": self.adam_epsilon,
+        }
+
     def __post_init__(self) -> None:
         for name in ("weight_decay", "max_grad_norm"):
             if getattr(self, name) < 0:

@@ -343,13 +343,7 @@ def build_model(
 
 def build_optimizer(config: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
     """AdamW over ``optim.param_groups`` and its warm-up / linear-decay schedule."""
-    optimizer = create_optimizer(
-        model,
-        learning_rate=config.learning_rate,
-        weight_decay=config.weight_decay,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-    )
+    optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
     scheduler = create_scheduler(optimizer, warmup_steps=config.warmup_steps, max_steps=config.max_steps)
     return optimizer, scheduler
 

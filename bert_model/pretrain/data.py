@@ -57,6 +57,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
 from bertprep.bert_model.models.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
+from bertprep.bert_model.pretrain.train_config import TrainConfig
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import MaskingConfig
 from bertprep.pipeline.masking.rule import MaskingVocab, mask_instance
@@ -237,7 +238,7 @@ class ShardDataset(IterableDataset):
         batch_size: int,
         seed: int = 0,
         shuffle: bool = True,
-        shuffle_buffer_size: int = 10_000,
+        shuffle_buffer_size: int = TrainConfig.shuffle_buffer_size,
         infinite: bool = True,
         rank: int = 0,
         world_size: int = 1,
@@ -437,17 +438,7 @@ class ShardDataset(IterableDataset):
             st.unmasked[key] = (ref, row_data)
             layout = st.packer.add(key, len(row_data["input_ids"]))
             return None if layout is None else self._packed_step(st, layout)
-        row_data = self._read_row(st, ref)
-        if self.masking is not None:
-            ids, positions, labels = mask_instance(
-                row_data["input_ids"],
-                self._masking_now(st),
-                self.masking_vocab,
-                st.mask_rng,
-                word_ids=row_data.get("word_ids"),
-            )
-            row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
-        row_data.pop("word_ids", None)  # (used for masking; not a model input)
+        row_data = self._masked_row(st, self._read_row(st, ref))
         st.pending.append(row_data)
         if len(st.pending) == self.batch_size:
             batch = self._collate(st.pending)
@@ -463,21 +454,26 @@ class ShardDataset(IterableDataset):
             index.append(list(range(len(rows), len(rows) + len(keys))))
             for key in keys:
                 _, row_data = st.unmasked.pop(key)
-                if self.masking is not None:
-                    ids, positions, labels = mask_instance(
-                        row_data["input_ids"],
-                        self._masking_now(st),
-                        self.masking_vocab,
-                        st.mask_rng,
-                        word_ids=row_data.get("word_ids"),
-                    )
-                    row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
-                row_data.pop("word_ids", None)
-                rows.append(row_data)
+                rows.append(self._masked_row(st, row_data))
         st.batches += 1
         return collate_packed_numpy(
             rows, max_seq_length=self.info.max_seq_length, pad_token_id=self.info.pad_token_id, layout=index
         )
+
+    def _masked_row(self, st: _Stream, row_data: dict[str, Any]) -> dict[str, Any]:
+        """``row_data`` masked now (dynamic masking; static rows as they are), without its ``word_ids`` (used for
+        masking; not a model input)."""
+        if self.masking is not None:
+            ids, positions, labels = mask_instance(
+                row_data["input_ids"],
+                self._masking_now(st),
+                self.masking_vocab,
+                st.mask_rng,
+                word_ids=row_data.get("word_ids"),
+            )
+            row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
+        row_data.pop("word_ids", None)
+        return row_data
 
     def _masking_now(self, st: _Stream) -> MaskingConfig:
         """The masking config of the stream's next batch: the rate of the schedule at its batch count (the

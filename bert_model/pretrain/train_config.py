@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bertprep.bert_model.checkpoint import KEEP_LAST
 from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
+from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 
@@ -74,7 +76,7 @@ class TrainConfig(LoopConfig, OptimConfig):
     """Optimizer steps of linear warm-up from 0."""
     max_steps: int = 1_000_000
     """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops."""
-    nsp_loss_weight: float = 1.0
+    nsp_loss_weight: float = NSP_LOSS_WEIGHT
     """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
     (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
     shards of objective ``sop`` the same head learns sentence order; with objective ``none`` the rows have no
@@ -101,7 +103,7 @@ class TrainConfig(LoopConfig, OptimConfig):
     """Batches per evaluation on each rank (0 = the whole eval directory)."""
     save_every: int = 1000
     """Optimizer steps between checkpoints (0 = only at the end); a checkpoint is always written on exit."""
-    keep_last: int = 3
+    keep_last: int = KEEP_LAST
     """Checkpoints to keep (older ones are deleted; 0 = keep all)."""
     resume: str | None = None
     """Checkpoint directory, or run directory (its latest checkpoint), to continue exactly."""

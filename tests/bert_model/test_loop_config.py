@@ -39,3 +39,14 @@ def test_both_commands_refuse_bad_shared_settings(make):
         make(log_every=0)
     with pytest.raises(ValueError, match="precision must be one of"):
         make(precision="fp8")
+
+
+def test_the_optimizer_gets_the_shared_settings():
+    from bertprep.bert_model.optim import create_optimizer
+    from torch import nn
+
+    config = _finetune(weight_decay=0.02, adam_beta1=0.8, adam_epsilon=1e-8)
+    optimizer = create_optimizer(nn.Linear(2, 2), learning_rate=config.learning_rate, **config.adamw_settings())
+    decayed = [g for g in optimizer.param_groups if g["weight_decay"] > 0]
+    assert decayed and decayed[0]["weight_decay"] == 0.02
+    assert optimizer.param_groups[0]["betas"] == (0.8, 0.999) and optimizer.param_groups[0]["eps"] == 1e-8
