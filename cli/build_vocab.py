@@ -11,7 +11,7 @@ from bertprep.cli.options import AliasedOption, dataclass_default
 
 from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers import INPUT_FORMATS
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
 from bertprep.pipeline.text.vocab import VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
 
 #: Defaults shown in --help come from the dataclasses, never restated here.

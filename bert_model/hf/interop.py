@@ -1,5 +1,7 @@
 """Models in: bertprep checkpoints and Hugging Face BERT directories (export to ``transformers`` is ``export.py``),
-and the model config of a run started from one (:func:`hf_model_config`, which checks the shards against it).
+and the checks of shards against one (:func:`check_same_vocab`, the shards' casing); the model config of a
+pre-training run started from one is ``pretrain/build.hf_model_config``'s (this package imports nothing of
+``pretrain/``).
 
 Reading never executes anything from disk: weights come from ``model.safetensors`` (``safetensors``) or
 ``pytorch_model.bin`` through ``torch.load(weights_only=True)``; configs are JSON. Parameter names need no
@@ -32,8 +34,6 @@ from bertprep.bert_model.models.bert import (
     BertForPreTraining,
     load_state_dict_strict,
 )
-from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible
-from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
 from bertprep.pipeline.vocab_files import (
     do_lower_case_of_tokenizer_json,
     looks_cased,
@@ -486,49 +486,6 @@ def load_pretraining_weights(
     return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
 
-def _check_same_text_setting(shard_dir: str, source, name: str, shards_value: bool | None) -> None:
-    """Raise ``ValueError`` (saying which make-shards option to give) when the shards were made with the text
-    setting ``name`` (``do_lower_case``, ``strip_accents``) other than the model ``source`` was trained with;
-    None on either side: not recorded, nothing to check."""
-    trained = getattr(source, name)
-    if trained is not None and shards_value is not None and shards_value != trained:
-        option = "--" + ("" if trained else "no-") + name.replace("_", "-")
-        raise ValueError(
-            f"shards {shard_dir} were made with {name}={shards_value} but {source.path} "
-            f"was trained with {name}={trained}; make the shards with {option}"
-        )
-
-
-def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig | ModernBertConfig:
-    """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
-    ``config.json`` (BERT or ModernBERT: the directory's architecture is the run's) with the dropout options of
-    the command line; the shards must use the model's vocab token for token and its casing. Raises
-    ``ValueError`` naming the first differing id (or the casing)."""
-    from bertprep.bert_model.pretrain.architectures import with_dropout
-
-    overrides = config.model_overrides()
-    dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
-    model_config = with_dropout(source.config, dropout)
-    ignored = sorted(set(overrides) - set(dropout))
-    if ignored:
-        logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
-    if info.vocab_file is None:
-        raise ValueError(
-            f"shards {info.shard_dir} have no vocab.txt to check against {source.path}/vocab.txt; "
-            "make them again with bertprep make-shards"
-        )
-    check_same_vocab(read_vocab_file(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
-    _check_same_text_setting(info.shard_dir, source, "do_lower_case", shards_do_lower_case(info.shard_dir))
-    _check_same_text_setting(info.shard_dir, source, "strip_accents", shards_strip_accents(info.shard_dir))
-    check_compatible(
-        info,
-        vocab_size=model_config.vocab_size,
-        max_position_embeddings=model_config.max_position_embeddings,
-        what=source.path,
-    )
-    return model_config
-
-
 __all__ = [
     "FINETUNE_FILE",
     "PRETRAINING_ARCHITECTURE",
@@ -536,7 +493,6 @@ __all__ = [
     "bert_config_from_hf",
     "build_model",
     "check_same_vocab",
-    "hf_model_config",
     "infer_architecture",
     "is_model_source",
     "load_model_source",

@@ -55,7 +55,7 @@ import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
-from bertprep.bert_model.tasks.glue import truncate_seq_pair
+from bertprep.bert_model.collate import truncate_seq_pair
 from bertprep.bert_model.hf.interop import load_model_source, resolve_do_lower_case, resolve_strip_accents_setting
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel

@@ -13,7 +13,7 @@ composites use them as their oracle:
   with ``random.Random(bucket_seed(seed, bucket))``, the same draws and instances as the list-based
   reference ``create_training_instances`` of ``tests/reference/instances.py``, on arrays instead of token
   lists); the bucket's instances go to a temporary ``bucket-<key>.arrows`` (in the staging folder's
-  :data:`BUCKETS_DIR`), which ``write_shards.py`` cuts into shards.
+  ``store.BUCKETS_DIR``), which ``shards/write.py`` cuts into shards.
 
 Files are reached through Beam's ``FileSystems`` (so ``gs://`` works), as in ``shards.py``.
 """
@@ -43,9 +43,6 @@ from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmente
 
 # (file_index, ordinal, ids as uint32 bytes, sentence lengths as int32 bytes, sentences dropped as empty)
 TokenizedDocument = tuple
-
-#: The staging folder's subfolder for the temporary bucket files.
-BUCKETS_DIR = "buckets"
 
 
 def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:

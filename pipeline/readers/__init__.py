@@ -56,7 +56,7 @@ Formats (``input_format``; :data:`INPUT_FORMATS`):
 ``auto``
     :func:`detect_format` per file, logged at INFO.
 
-Sentence segmentation (all formats but ``bert``): ``bertprep.pipeline.text.segmentation``; the default is
+Sentence segmentation (all formats but ``bert``): ``bertprep.pipeline.readers.segmentation``; the default is
 ``syntok`` (the module docstring there gives the measurement behind the choice).
 
 Bad input. Errors raise :class:`InputError` (a ``ValueError``) naming the file (and line) and what to do:
@@ -103,7 +103,7 @@ from bertprep.pipeline.readers.text import (
     read_wikiextractor_json,
 )
 from bertprep.pipeline.readers.wiki import read_wiki_xml, wikitext_paragraphs
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
 from bertprep.pipeline.config import ReadOptions
 
 __all__ = [

@@ -43,6 +43,9 @@ ROWS_PER_RECORD_BATCH = 4096
 #: The kind of a make-shards staging folder (``atomic.staging_name``), and the start of its name.
 STAGING_KIND = "tmp"
 TMP_PREFIX = f"{atomic.STAGING_PREFIX}{STAGING_KIND}-"
+#: The staging folder's subfolder for the temporary bucket files (``instances/bucket_files.py`` writes them,
+#: ``write.py`` cuts them into shards and deletes them).
+BUCKETS_DIR = "buckets"
 VOCAB_NAME = "vocab.txt"
 
 

@@ -46,7 +46,7 @@ from bertprep.pipeline.normalization import (
     accent_stripping_warning,
     resolve_strip_accents,
 )
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.config import ReadOptions
 
 # The tokenizer and its files are vocab_files.py's (one builder for make-shards, build-vocab and export).

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from bertprep.pipeline.atomic import atomic_files
 from bertprep.pipeline.normalization import resolve_strip_accents
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text.vocab import (
     DEFAULT_LIMIT_ALPHABET,
     DEFAULT_MIN_FREQUENCY,
