@@ -28,10 +28,9 @@ from bertprep.pipeline import readers
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
-from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.config import MASKING_SCHEMES, InstanceConfig, MaskingConfig
 from bertprep.pipeline.instances.common import VocabIds
-from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance
-from bertprep.pipeline.masking.schemes import MASKING_SCHEMES
+from bertprep.pipeline.masking.rule import MaskingVocab, mask_instance
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 from bertprep.pipeline.text.word_segmentation import load_word_segmenter, word_starts
 
@@ -75,7 +74,7 @@ def main() -> None:
     print("\n1. static masking (make-shards, per bucket):")
     rows_by_scheme = {}
     for scheme in MASKING_SCHEMES:
-        config = InstanceConfig(dupe_factor=args.dupe_factor, masking_scheme=scheme)
+        config = InstanceConfig(dupe_factor=args.dupe_factor, mlm=MaskingConfig(masking_scheme=scheme))
 
         def run():
             described = describe_instances(bucket, config, ids, random.Random(1))
@@ -90,19 +89,19 @@ def main() -> None:
     is_subword = np.array([t.startswith("##") for t in vocab.tokens])
     unmasked = [np.asarray(r, dtype=np.int64) for r in rows_by_scheme["token"][:3000]]
     for scheme in MASKING_SCHEMES:
-        config = MaskingConfig(
+        config = MaskingConfig(masking_scheme=scheme)
+        masking_vocab = MaskingVocab(
             vocab_size=vocab.size,
             cls_token_id=ids.cls_id,
             sep_token_id=ids.sep_id,
             mask_token_id=ids.mask_id,
-            masking_scheme=scheme,
             is_subword=None if scheme == "token" else is_subword,
         )
 
         def run():
             rng = np.random.default_rng(0)
             for row in unmasked:
-                mask_instance(row, config, rng)
+                mask_instance(row, config, masking_vocab, rng)
 
         seconds = median_time(run, args.repeats)
         print(

@@ -1,4 +1,4 @@
-"""Speed and quality of the sentence segmenters offered by ``bertprep.pipeline.text.segmentation``.
+"""Speed and quality of the sentence segmenters offered by ``bertprep.pipeline.readers.segmentation``.
 
 Speed: segments about ``--mb`` MB of real prose paragraphs from the shared data (Gutenberg books with
 their hard-wrapped lines joined, and WikiExtractor Wikipedia paragraphs, half each) with each segmenter,
@@ -12,7 +12,7 @@ Run::
     python benchmarks/bench_segmenters.py [--data /work/shared/data] [--mb 4] [--repeats 3]
 
 Measured on the development machine (2 shared cores), ``python benchmarks/bench_segmenters.py``:
-see the module docstring of ``pipeline/text/segmentation.py`` for the figures and the choice they support.
+see the module docstring of ``pipeline/readers/segmentation.py`` for the figures and the choice they support.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from bertprep.pipeline.text.segmentation import SEGMENTERS, get_segmenter
+from bertprep.pipeline.readers.segmentation import SEGMENTERS, get_segmenter
 
 # (paragraph, expected sentences). Written for this benchmark; the expected split is what a careful
 # human reader would mark.

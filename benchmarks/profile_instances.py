@@ -82,7 +82,7 @@ def main() -> None:
             bucket, config, ids, random.Random(12345), InstanceStats(), mask=False, fast_truncation=True
         )
         table = pa.Table.from_batches(list(assemble_batches(bucket, described, ids, vocab.size)))
-        mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
+        mask_table(table, config.mlm, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
         return table.num_rows
 
     described = describe_instances(bucket, config, ids, random.Random(12345))

@@ -12,9 +12,10 @@ A checkpoint is a directory ``<run_dir>/checkpoints/step-000123/`` holding
 * ``state.json``: step, scheduler state, optimizer hyper-parameters, model / training / data configs, and per
   rank the data cursor and the RNG states (torch CPU and CUDA as base64, Python and numpy as lists).
 
-It is written into ``checkpoints/.tmp-step-000123-<pid>/`` (each file flushed and fsync'ed) and then renamed
-with ``os.replace``, so a directory named ``step-*`` is always complete; a write that fails (a full disk)
-removes the temporary directory and leaves the earlier checkpoints as they were. Files get the permissions of
+It is written into a staging folder ``checkpoints/.bertprep-checkpoint-<host>-<pid>-<8 hex>/`` (each file flushed
+and fsync'ed; ``pipeline.atomic``) and then renamed with ``os.replace``, so a directory named ``step-*`` is always
+complete; a write that fails (a full disk) removes the temporary directory and leaves the earlier checkpoints as
+they were. Files get the permissions of
 any file the user creates (the umask), not safetensors' 0600. ``state.json`` records the sha256 and size of
 every other file (``files``); ``load_intact_checkpoint`` checks them, so a truncated or bit-flipped checkpoint is
 named and refused (or, for a run directory, skipped for the previous intact one) instead of being trained on.
@@ -42,13 +43,15 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bertprep.bert_model.models.weights import load_state_dict_strict, trainable_state_dict  # (re-exported)
-from bertprep.bert_model.runtime import fsync_file, set_default_permissions, write_text_synced
-from bertprep.pipeline.atomic import replace_directory
+from bertprep.bert_model.runtime import set_default_permissions
+from bertprep.pipeline.atomic import fsync_file, replace_directory, staging_name, write_text_synced
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 1
 CHECKPOINTS_DIR = "checkpoints"
+#: Checkpoints a run keeps by default (the newest; ``--keep-last``).
+KEEP_LAST = 3
 _STEP_RE = re.compile(r"^step-(\d+)$")
 
 
@@ -236,7 +239,7 @@ def save_checkpoint(
     state: dict[str, Any],
     hf_config: dict | None = None,
     vocab_file: str | None = None,
-    keep_last: int = 3,
+    keep_last: int = KEEP_LAST,
 ) -> str:
     """Write ``run_dir/checkpoints/step-<step>/`` atomically and delete all but the last ``keep_last``.
 
@@ -250,10 +253,9 @@ def save_checkpoint(
     """
     root = os.path.join(run_dir, CHECKPOINTS_DIR)
     final = os.path.join(root, checkpoint_name(step))
-    tmp = os.path.join(root, f".tmp-{checkpoint_name(step)}-{os.getpid()}")
+    tmp = os.path.join(root, staging_name("checkpoint"))
     try:
         os.makedirs(root, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         weights = {k: v.detach().to("cpu").contiguous() for k, v in trainable_state_dict(model).items()}
         save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})

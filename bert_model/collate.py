@@ -1,5 +1,6 @@
 """Batches padded per batch: pre-training shard rows (:func:`collate`) and fine-tuning task features
-(:func:`collate_features`), both through one padding rule (:func:`pad_sequences`).
+(:func:`collate_features`), both through one padding rule (:func:`pad_sequences`); and the original's pair
+truncation (:func:`truncate_seq_pair`), which fine-tuning (GLUE) and feature extraction both apply before.
 
 Padding per batch (to a multiple of 8 by default), not to ``max_seq_length``: the rows of a shard are
 unpadded (``pipeline/schema.py``), and so are the features of a task.
@@ -19,6 +20,13 @@ from bertprep.bert_model.models.packing import (
     pack_documents,
     sequence_starts_from_sequence_ids,
 )
+
+
+def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_length: int) -> None:
+    """Shorten the longer list by one from its end until the total fits, in place (google-research/bert
+    ``run_classifier.py`` and ``extract_features.py`` ``_truncate_seq_pair``)."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
 
 
 def _round_up(n: int, multiple: int) -> int:

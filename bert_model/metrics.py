@@ -10,6 +10,9 @@ import torch
 
 from bertprep.bert_model.models.bert import IGNORE_INDEX
 
+#: The weight of the next-sentence loss in the training loss ``mlm_loss + weight * nsp_loss`` (BERT: 1).
+NSP_LOSS_WEIGHT = 1.0
+
 #: Dense (no sparsity) bf16 tensor-core peaks in FLOP/s, from the vendors' data sheets (the figure MFU is
 #: measured against; "with sparsity" figures are twice these).
 GPU_BF16_PEAK_FLOPS: dict[str, float] = {
@@ -80,7 +83,9 @@ class PretrainingMetrics:
         "nsp_sequences",
     )
 
-    def __init__(self, device: torch.device | str, mask_token_id: int | None = None, nsp_loss_weight: float = 1.0):
+    def __init__(
+        self, device: torch.device | str, mask_token_id: int | None = None, nsp_loss_weight: float = NSP_LOSS_WEIGHT
+    ):
         self.device = torch.device(device)
         self.mask_token_id = mask_token_id
         self.nsp_loss_weight = nsp_loss_weight

@@ -1,14 +1,12 @@
-"""What every command of ``bert_model`` needs around the model: the device, seeding, and files written so that
-a reader never sees half of them.
+"""What every command of ``bert_model`` needs around the model: the device, seeding, and file permissions.
 
 * :func:`resolve_device`: ``--device auto|cpu|cuda|cuda:N`` -> ``torch.device``, refusing CUDA where there is none;
 * :func:`seed_everything`: Python's ``random``, numpy's global generator and torch from one seed;
 * :func:`path_is_within`: whether an output would land in (and so replace) an input;
-* :func:`fsync_file`, :func:`write_text_synced`, :func:`set_default_permissions`: the durability and mode details
-  checkpoints and exported model directories share.
+* :func:`set_default_permissions`: the mode of files safetensors writes (checkpoints, exported models).
 
-Files and directories swapped in whole (``atomic_file``, ``write_atomic``, ``replace_directory``...) live in
-``bertprep.pipeline.atomic`` (standard library only), which the vocab files of ``pipeline/`` use too.
+Durable writes (fsync, files and directories swapped in whole, staging folders) are
+``bertprep.pipeline.atomic``'s (standard library only), which both halls use.
 """
 
 from __future__ import annotations
@@ -45,23 +43,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def fsync_file(path: str) -> None:
-    """Flush a written file's data to the disk (``os.fsync``), e.g. before renaming its directory into place."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_text_synced(path: str, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path``, flushed and fsync'ed before returning."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _umask() -> int:
     try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
         with open("/proc/self/status", encoding="ascii") as f:
@@ -82,10 +63,8 @@ def set_default_permissions(path: str) -> None:
 
 
 __all__ = [
-    "fsync_file",
     "path_is_within",
     "resolve_device",
     "seed_everything",
     "set_default_permissions",
-    "write_text_synced",
 ]

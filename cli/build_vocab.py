@@ -7,19 +7,15 @@ import sys
 
 import click
 
-from bertprep.cli.options import AliasedOption
+from bertprep.cli.options import AliasedOption, dataclass_default
 
-from bertprep.pipeline.readers import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
+from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.readers import INPUT_FORMATS
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
 from bertprep.pipeline.text.vocab import MODELS, VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
 
-#: Defaults shown in --help come from the dataclass, never restated here.
-_VOCAB = VocabConfig.__dataclass_fields__
-
-
-def _default(name: str):
-    """Default of a ``VocabConfig`` field."""
-    return _VOCAB[name].default
+#: Defaults shown in --help come from the dataclasses, never restated here.
+_default = dataclass_default(VocabConfig, ReadOptions)
 
 
 @click.command(
@@ -111,7 +107,7 @@ def _default(name: str):
 @click.option(
     "--input-format",
     type=click.Choice(INPUT_FORMATS),
-    default="auto",
+    default=_default("input_format"),
     show_default=True,
     help="bert: one sentence per line, blank line between documents; jsonl: one JSON document per "
     "line (--text-field); text: one prose document per file (books); wikiextractor / "
@@ -120,7 +116,10 @@ def _default(name: str):
     "dataset files (.arrow/.parquet, --text-field). auto: detected per file. As in make-shards.",
 )
 @click.option(
-    "--text-field", default="text", show_default=True, help="Field holding the document text in jsonl/parquet/hf input."
+    "--text-field",
+    default=_default("text_field"),
+    show_default=True,
+    help="Field holding the document text in jsonl/parquet/hf input.",
 )
 @click.option(
     "--segmenter",
@@ -132,14 +131,14 @@ def _default(name: str):
 )
 @click.option(
     "--encoding",
-    default="utf-8",
+    default=_default("encoding"),
     show_default=True,
     help="Text encoding of the inputs; undecodable bytes are replaced (and dropped by the tokenizer).",
 )
 @click.option(
     "--max-line-chars",
     type=click.IntRange(min=1),
-    default=DEFAULT_MAX_LINE_CHARS,
+    default=_default("max_line_chars"),
     show_default=True,
     help="Lines longer than this are skipped and counted (never read whole into memory). As in make-shards.",
 )

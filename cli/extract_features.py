@@ -11,9 +11,10 @@ from bertprep.cli.options import ModelPath
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
+from bertprep.cli.options import dataclass_default
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
-_D = FeatureConfig.__dataclass_fields__
+_default = dataclass_default(FeatureConfig)  # defaults shown in --help come from the dataclass
 
 
 def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -66,7 +67,7 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option(
     "--pooling",
     type=click.Choice(POOLINGS),
-    default=_D["pooling"].default,
+    default=_default("pooling"),
     help="none: a vector per word piece; first-piece / mean-word: a vector per word (its first piece, "
     "or the mean of its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces "
     "([CLS]/[SEP] included).",
@@ -81,19 +82,19 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
-    default=_D["batch_size"].default,
+    default=_default("batch_size"),
     help="Lines per forward pass and per Arrow record batch: what is in memory at a time.",
 )
 @click.option(
     "--dtype",
     type=click.Choice(DTYPES),
-    default=_D["dtype"].default,
+    default=_default("dtype"),
     help="Stored activation type (float16 halves the file).",
 )
 @click.option(
     "--do-lower-case/--no-do-lower-case", default=None, help="Override the tokenizer casing recorded with the model."
 )
-@click.option("--device", default=_D["device"].default, help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
 @click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --output.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 def extract_features_cmd(**options) -> None:

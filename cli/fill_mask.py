@@ -7,7 +7,11 @@ import logging
 
 import click
 
-from bertprep.cli.options import ModelPath
+# Imported at load time so that a missing dependency is reported by the command group's message.
+from bertprep.bert_model.inference.fill_mask import FillMaskConfig, fill_mask_texts
+from bertprep.cli.options import ModelPath, dataclass_default
+
+_default = dataclass_default(FillMaskConfig)  # defaults shown in --help come from the dataclass
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -32,7 +36,7 @@ from bertprep.cli.options import ModelPath
     help="A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; "
     "read after the TEXTS given on the command line.",
 )
-@click.option("--top-k", type=click.IntRange(min=1), default=5, help="Candidates shown per [MASK].")
+@click.option("--top-k", type=click.IntRange(min=1), default=_default("top_k"), help="Candidates shown per [MASK].")
 @click.option(
     "--json",
     "as_json",
@@ -46,8 +50,10 @@ from bertprep.cli.options import ModelPath
     default=None,
     help="Tokenizer casing. Default: as recorded with the model, else guessed from its vocab.",
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, help="Sentences per forward pass.")
-@click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Sentences per forward pass."
+)
+@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
 def fill_mask(
     texts: tuple[str, ...],
     model_dir: str,
@@ -66,10 +72,6 @@ def fill_mask(
       bertprep fill-mask --model runs/mini "the capital of france is [MASK] ."
       bertprep fill-mask --model hf/my-bert --input probes.txt --top-k 10 --json
     """
-    from bertprep.bert_model.inference.fill_mask import fill_mask as run_fill_mask
-    from bertprep.bert_model.inference.fill_mask import load_mlm_model
-    from bertprep.bert_model.runtime import resolve_device
-
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sentences = list(texts)
     if input_file:
@@ -80,11 +82,11 @@ def fill_mask(
             raise click.ClickException(f"{input_file}: not UTF-8 text ({err})") from None
     if not sentences:
         raise click.UsageError("give sentences with [MASK] as arguments or with --input FILE")
+    config = FillMaskConfig(
+        model_dir=model_dir, top_k=top_k, batch_size=batch_size, device=device, do_lower_case=do_lower_case
+    )
     try:
-        torch_device = resolve_device(device)
-        model, tokenizer = load_mlm_model(model_dir, do_lower_case=do_lower_case)
-        model.to(torch_device)
-        results = run_fill_mask(model, tokenizer, sentences, top_k=top_k, batch_size=batch_size, device=torch_device)
+        results = fill_mask_texts(config, sentences)
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     for result in results:

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from bertprep.cli.options import AliasedOption, LocalPath, ModelPath, report_to_option
+from bertprep.cli.options import AliasedOption, LocalPath, ModelPath, dataclass_default, report_to_option
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
@@ -18,11 +18,7 @@ from bertprep.bert_model.models.bert import PRESETS
 from bertprep.bert_model.precision import PRECISIONS
 
 GLUE_TASK_NAMES = tuple(GLUE_TASKS)
-_D = FinetuneConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
-
-
-def _default(name: str):
-    return _D[name].default
+_default = dataclass_default(FinetuneConfig)  # defaults shown in --help come from the dataclass
 
 
 def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
-
 import click
 
-from bertprep.cli.options import AliasedOption
+from bertprep.cli.options import AliasedOption, dataclass_default
 
 from bertprep.pipeline.config import (
     DECONTAMINATE_MIN_WORDS,
@@ -14,61 +12,19 @@ from bertprep.pipeline.config import (
     DEDUP_MODES,
     MASKING_MODES,
     MIN_SPLIT_BYTES,
+    MASKING_SCHEMES,
     OBJECTIVES,
     PAIRING_SCOPES,
     SAMPLING_MODES,
     InstanceConfig,
+    MaskingConfig,
     ShardsConfig,
 )
-from bertprep.pipeline.masking.schemes import MASKING_SCHEMES
 from bertprep.pipeline.instances.buckets import MIN_DOCUMENTS_PER_BUCKET
 from bertprep.pipeline.readers import INPUT_FORMATS
 
 # Defaults and choices shown in --help come from the library's dataclasses and constants, never restated here.
-_INSTANCE = InstanceConfig.__dataclass_fields__
-_SHARDS = ShardsConfig.__dataclass_fields__
-
-
-def _default(name: str):
-    """Default of an ``InstanceConfig`` or ``ShardsConfig`` field."""
-    return (_INSTANCE[name] if name in _INSTANCE else _SHARDS[name]).default
-
-
-def _check_beam_args(ctx: click.Context, beam_args: tuple[str, ...]) -> None:
-    """Refuse arguments that neither make-shards nor Beam's ``PipelineOptions`` parses, before anything runs
-    (Beam itself would only log a warning and drop them, so ``--dupe-factr 3`` would run with the default).
-
-    Raises:
-        click.UsageError: naming the first unknown option and the nearest make-shards (or Beam) option.
-    """
-    from bertprep.pipeline.beam.run import beam_option_names, unknown_beam_args
-
-    from bertprep.pipeline.errors import MakeShardsError
-
-    try:
-        unknown = unknown_beam_args(beam_args)
-    except MakeShardsError as err:  # a --runner Beam cannot create: Beam's reason
-        raise click.UsageError(str(err), ctx) from err
-    if not unknown:
-        return
-    options = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
-    if not options:
-        raise click.UsageError(
-            f"unexpected argument {unknown[0]!r}; input files are given with -i/--input (comma-separated or repeated)",
-            ctx,
-        )
-    name = options[0]
-    ours = sorted(
-        {opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")}
-    )
-    close = difflib.get_close_matches(name, ours, n=1, cutoff=0.6) or difflib.get_close_matches(
-        name, beam_option_names(), n=1, cutoff=0.75
-    )
-    hint = f"; did you mean {close[0]}?" if close else "; see bertprep make-shards --help"
-    more = f" (and {', '.join(options[1:])})" if len(options) > 1 else ""
-    raise click.UsageError(
-        f"no such option: {name}{more}: neither a make-shards option nor a Beam pipeline option{hint}", ctx
-    )
+_default = dataclass_default(InstanceConfig, MaskingConfig, ShardsConfig)
 
 
 def _local_vocab(value: str | None) -> str | None:
@@ -518,23 +474,21 @@ def make_shards(beam_args, quiet, **options):
     Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt
     and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
     """
-    from bertprep.pipeline.beam import launch
+    from bertprep.cli.shards_options import check_beam_args, shards_config
+    from bertprep.pipeline.beam.session import INTERRUPTED_STATUS, Interrupted, session
 
     ctx = click.get_current_context()
     explicit = frozenset(
         name for name in options if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     )
     try:
-        with launch.session(beam_args, quiet=quiet) as session:
-            _check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root
-            try:
-                config, vocab, warnings = launch.shards_config(options, explicit)
-            except launch.OptionError as err:
-                raise click.BadParameter(str(err), param_hint=err.option) from err
+        with session(beam_args, quiet=quiet) as run_session:
+            check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root
+            config, vocab, warnings = shards_config(options, explicit)
             for warning in warnings:
                 click.echo(warning if warning.startswith("No -i/--input") else f"Warning: {warning}", err=True)
             try:
-                manifest = session.run(config, beam_args, vocab=vocab)
+                manifest = run_session.run(config, beam_args, vocab=vocab)
             except Exception as err:
                 from bertprep.pipeline.beam.output import is_user_error
 
@@ -542,11 +496,11 @@ def make_shards(beam_args, quiet, **options):
                     raise click.ClickException(str(err)) from err
                 raise
             finally:
-                if session.kept_log:
-                    click.echo(f"(the worker processes' output is in {session.kept_log})", err=True)
-    except launch.Interrupted as err:  # SIGINT / SIGTERM: one line, exit status 130
+                if run_session.kept_log:
+                    click.echo(f"(the worker processes' output is in {run_session.kept_log})", err=True)
+    except Interrupted as err:  # SIGINT / SIGTERM: one line, exit status 130
         click.echo(str(err), err=True)
-        raise SystemExit(launch.INTERRUPTED_STATUS) from None
+        raise SystemExit(INTERRUPTED_STATUS) from None
     if "dry_run" in manifest:
         click.echo(manifest["dry_run"])
     elif manifest:

@@ -1,4 +1,4 @@
-"""Option types the commands share, and the option vocabulary every command uses.
+"""Option types the commands share, the option vocabulary every command uses, and where defaults come from.
 
 The same idea has the same name in every command (``--help`` and the CLI reference show only these):
 
@@ -8,10 +8,15 @@ The same idea has the same name in every command (``--help`` and the CLI referen
   Hugging Face Hub id such as ``answerdotai/ModernBERT-base``: :class:`ModelPath`).
 
 Earlier spellings (``--input-file``, ``--init-from``, ...) still parse as hidden aliases
-(:class:`AliasedOption`); docs/cli.md lists them.
+(:class:`AliasedOption`); docs/cli.md lists them. An option's default is its library dataclass field's, read by
+:func:`dataclass_default`, never restated in ``cli/``.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -98,3 +103,24 @@ def report_to_option(command):
         "pip install 'bertprep[tensorboard]') or Weights & Biases (a run named after OUTPUT; WANDB_MODE=offline "
         "keeps it in OUTPUT/wandb/; pip install 'bertprep[wandb]'), as train/<field> and eval/<field> at each step.",
     )(command)
+
+
+def dataclass_default(*classes: type) -> Callable[[str], Any]:
+    """``default(name)``: the default of field ``name`` of the first of ``classes`` (library dataclasses) that
+    declares it, for an option's ``default=`` and its ``--help``.
+
+    Raises:
+        KeyError: (when the command is defined, so every test of it fails) no class declares ``name`` with a
+            plain default (a required field, or one with a ``default_factory``).
+    """
+    fields = {}
+    for cls in reversed(classes):
+        fields.update({f.name: f for f in dataclasses.fields(cls)})
+
+    def default(name: str) -> Any:
+        field = fields[name]
+        if field.default is dataclasses.MISSING:
+            raise KeyError(f"{name} has no plain default in {', '.join(c.__name__ for c in classes)}")
+        return field.default
+
+    return default

@@ -9,7 +9,11 @@ import click
 from bertprep.cli.options import ModelPath
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
+from bertprep.bert_model.tasks.predict import PredictConfig
 from bertprep.bert_model.tasks.predict import predict as run_predict
+from bertprep.cli.options import dataclass_default
+
+_default = dataclass_default(PredictConfig)  # defaults shown in --help come from the dataclass
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -68,7 +72,9 @@ from bertprep.bert_model.tasks.predict import predict as run_predict
     "written beside --output as NAME.null_odds.json.",
 )
 @click.option("--max-examples", type=click.IntRange(min=1), default=None, help="Predict only the first N examples.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, help="Inputs per forward pass.")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Inputs per forward pass."
+)
 @click.option(
     "--do-lower-case/--no-do-lower-case", default=None, help="Override the tokenizer casing recorded with the model."
 )
@@ -77,8 +83,8 @@ from bertprep.bert_model.tasks.predict import predict as run_predict
     default=None,
     help="Override the accent stripping recorded with the model (default: as recorded, else the same as the casing).",
 )
-@click.option("--device", default="auto", help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+@click.option("--progress/--no-progress", default=_default("progress"), help="Show a progress bar.")
 def predict(
     model_dir: str,
     input_file: str,
@@ -101,16 +107,18 @@ def predict(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         result = run_predict(
-            model_dir,
-            input_file,
-            output_file,
-            task_overrides=task_overrides,
-            batch_size=batch_size,
-            device=device,
-            max_examples=max_examples,
-            do_lower_case=do_lower_case,
-            strip_accents=strip_accents,
-            progress=progress,
+            PredictConfig(
+                model_dir=model_dir,
+                input_file=input_file,
+                output_file=output_file,
+                task_overrides=task_overrides,
+                batch_size=batch_size,
+                device=device,
+                max_examples=max_examples,
+                do_lower_case=do_lower_case,
+                strip_accents=strip_accents,
+                progress=progress,
+            )
         )
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None

@@ -14,14 +14,10 @@ from click.core import ParameterSource
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
-from bertprep.cli.options import AliasedOption, ModelPath, report_to_option
+from bertprep.cli.options import AliasedOption, ModelPath, dataclass_default, report_to_option
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
-_D = TrainConfig.__dataclass_fields__  # defaults shown in --help come from the dataclass
-
-
-def _default(name: str):
-    return _D[name].default
+_default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
 
 
 #: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).

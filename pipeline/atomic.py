@@ -1,28 +1,71 @@
-"""Local files and directories written so that a reader never sees half of them (standard library only).
+"""Durable writes, written once: files and directories that a reader never sees half of (standard library only).
 
-Both halls use this module: ``pipeline/`` (``text/vocab.py``: the vocab files) and ``bert_model/`` (features,
-predictions, fine-tuning runs, checkpoints, exported models). It imports neither torch nor Beam, so either
-side may import it without crossing the boundary.
+Every write of bertprep that must be all or nothing goes through this module, in both halls: ``pipeline/``
+(the vocab files, the shard store's manifest and staging folders, the publish journal) and ``bert_model/``
+(checkpoints, exported models, fine-tuning runs, features, predictions). It imports neither torch nor Beam,
+so either side may import it without crossing the boundary.
 
-* :func:`atomic_file` / :func:`write_atomic`: one file written under a temporary name and renamed into place
-  (``os.replace`` is atomic on POSIX), removed again if writing fails;
-* :func:`atomic_files`: several files written first, then renamed into place in order, the last one being
-  the commit marker;
-* :func:`replace_directory`: a complete temporary directory swapped in for an existing one (optionally
-  keeping the old one's other entries), :func:`finish_replace` its last step;
-* :func:`replace_entries`: some entries of a directory replaced by those of a staging directory.
+* **fsync**: :func:`fsync_file`, :func:`write_text_synced`;
+* **names**: :func:`temporary_path` (a file written beside its target, ``.<name>.<pid>.<8 hex>.tmp``) and
+  :func:`staging_name` (a staging folder, ``.bertprep-<kind>-<host>-<pid>-<8 hex>``: host and process id say
+  whether the run that made it is alive; hidden, so globs and directory inputs skip it);
+* **replace a file**: :func:`atomic_file`, :func:`write_atomic`, :func:`write_bytes` (one file renamed into
+  place), :func:`atomic_files` (several, the last one a commit marker);
+* **replace a directory**: :func:`replace_directory` (a complete directory swapped in), :func:`finish_replace`
+  (its last step, for a repair);
+* **replace entries**: :func:`replace_entries` (some entries of a directory replaced by a staging folder's);
+* **stale staging**: :func:`pid_alive`, :func:`is_stale_staging`, :func:`remove_stale_staging` (the folders
+  of runs that were killed).
 
-The shard store (``pipeline/shards/store.py``) writes through Beam's ``FileSystems`` instead (``gs://``, where
-``os.replace`` does not exist); that is why it has its own commit.
+A write through :func:`write_bytes` or :func:`remove_stale_staging` goes to the local disk by default; the
+shard store hands in Beam's ``FileSystems`` instead (``gs://``, where ``os.replace`` does not exist and a
+rename is a copy: atomic per object, not POSIX), as an object with the methods of :class:`LocalFiles`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import shutil
+import socket
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO
+
+log = logging.getLogger("bertprep")
+
+#: First characters of every staging folder's name (hidden: globs and directory inputs skip it).
+STAGING_PREFIX = ".bertprep-"
+
+
+# ------------------------------------------------------------------------------------------------ fsync
+
+
+def fsync_file(path: str) -> None:
+    """Flush a written file's data to the disk (``os.fsync``), e.g. before renaming its directory into place."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text_synced(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``, flushed and fsync'ed before returning."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# ------------------------------------------------------------------------------------------------ names
+
+
+def host_name() -> str:
+    """This host's name as staging folders carry it (letters, digits and ``_``; other characters become ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"
 
 
 def temporary_path(path: str) -> str:
@@ -30,6 +73,23 @@ def temporary_path(path: str) -> str:
     ``.<name>.<pid>.<random>.tmp``."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def staging_name(kind: str) -> str:
+    """A new staging folder name, ``.bertprep-<kind>-<host>-<pid>-<8 hex>``: ``kind`` says which command's it is
+    (``tmp`` for make-shards, ``vocab``, ``run``, ``export``, ``checkpoint``), host and process id whether the
+    run that made it is still alive (:func:`is_stale_staging`)."""
+    if not re.fullmatch(r"[a-z]+", kind):
+        raise ValueError(f"a staging kind is lower-case letters, got {kind!r}")
+    return f"{STAGING_PREFIX}{kind}-{host_name()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _staging_re(kind: str) -> re.Pattern:
+    # the host and pid are absent from the staging folders of make-shards before it recorded them
+    return re.compile(rf"^{re.escape(STAGING_PREFIX + kind)}-(?:(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-)?[0-9a-f]+$")
+
+
+# ------------------------------------------------------------------------------------------ replace a file
 
 
 @contextlib.contextmanager
@@ -62,6 +122,61 @@ def atomic_files(paths: Sequence[str]) -> Iterator[list[str]]:
         for tmp in temps:
             if os.path.exists(tmp):
                 os.remove(tmp)
+
+
+class LocalFiles:
+    """The file operations :func:`write_bytes` and :func:`remove_stale_staging` use, on the local disk. The shard
+    store passes an object with the same methods over Beam's ``FileSystems``."""
+
+    @staticmethod
+    def create(path: str) -> IO[bytes]:
+        return open(path, "wb")
+
+    @staticmethod
+    def rename(src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    @staticmethod
+    def delete(path: str) -> None:
+        os.remove(path)
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        return os.path.lexists(path)
+
+    @staticmethod
+    def join(directory: str, name: str) -> str:
+        return os.path.join(directory, name)
+
+    @staticmethod
+    def names(directory: str, prefix: str) -> list[str]:
+        """The entries of ``directory`` whose names start with ``prefix`` (empty when it cannot be listed)."""
+        try:
+            return [n for n in os.listdir(directory) if n.startswith(prefix)]
+        except OSError:
+            return []
+
+    @staticmethod
+    def remove_tree(path: str) -> None:
+        shutil.rmtree(path)
+
+
+def write_bytes(path: str, data: bytes, files=LocalFiles) -> None:
+    """Write ``data`` to a temporary name beside ``path`` (:func:`temporary_path`) and rename it to ``path``;
+    on failure the temporary file is removed and ``path`` is left as it was. ``files``: the file system
+    (:class:`LocalFiles`, or the shard store's over Beam's ``FileSystems``)."""
+    tmp = temporary_path(path)
+    try:
+        with files.create(tmp) as f:
+            f.write(data)
+        files.rename(tmp, path)
+    finally:
+        with contextlib.suppress(Exception):  # the error that got here is the one to see
+            if files.exists(tmp):
+                files.delete(tmp)
+
+
+# ------------------------------------------------------------------------------------- replace a directory
 
 
 def replace_directory(
@@ -97,12 +212,16 @@ def finish_replace(old: str, final: str, keep: Callable[[str], bool] | None = No
     shutil.rmtree(old)
 
 
-def replace_entries(staging: str, directory: str, old: Iterable[str], *, aside: str, last: str | None = None) -> None:
+def replace_entries(
+    staging: str, directory: str, old: Iterable[str], *, aside: str | None = None, last: str | None = None
+) -> None:
     """Replace the entries ``old`` (names) of ``directory`` by every entry of the directory ``staging``.
 
-    The old entries are first moved into the new folder ``aside`` (on the same file system) and deleted last;
-    the entry named ``last`` (a completion marker) moves in after the others; ``staging`` is removed.
+    The old entries are first moved into the new folder ``aside`` (on the same file system; by default
+    ``<staging>.old``) and deleted last; the entry named ``last`` (a completion marker) moves in after the
+    others; ``staging`` is removed. Every other entry of ``directory`` (the user's own files) stays.
     """
+    aside = aside or f"{staging}.old"
     os.makedirs(aside)
     for name in old:
         os.replace(os.path.join(directory, name), os.path.join(aside, name))
@@ -112,12 +231,66 @@ def replace_entries(staging: str, directory: str, old: Iterable[str], *, aside: 
     shutil.rmtree(aside)
 
 
+# ------------------------------------------------------------------------------------------ stale staging
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (someone else's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def is_stale_staging(name: str, kind: str) -> bool:
+    """Whether the staging folder ``name`` (:func:`staging_name` of ``kind``) belongs to a run that is no longer
+    alive: made on this host by a process that no longer exists, or named without a process id (make-shards
+    before it recorded one). Folders of live processes and of other hosts are never stale."""
+    match = _staging_re(kind).match(name)
+    if not match:
+        return False
+    if match["pid"] is None:
+        return True
+    return match["host"] == host_name() and not pid_alive(int(match["pid"]))
+
+
+def remove_stale_staging(directory: str, kind: str, *, keep: str = "", files=LocalFiles) -> list[str]:
+    """Delete the staging folders of ``kind`` in ``directory`` whose runs are dead (:func:`is_stale_staging`),
+    except ``keep`` (a path or name); returns their paths. Failures are logged, not raised: cleaning up must
+    not fail a finished run. ``files``: as for :func:`write_bytes`."""
+    removed = []
+    for name in sorted(files.names(directory, STAGING_PREFIX + kind)):
+        if name == os.path.basename(keep.rstrip("/")) or not is_stale_staging(name, kind):
+            continue
+        path = files.join(directory, name)
+        try:
+            files.remove_tree(path)
+        except Exception as err:
+            log.warning("could not remove %s, left by an earlier run that was stopped: %s", path, err)
+            continue
+        removed.append(path)
+    return removed
+
+
 __all__ = [
+    "STAGING_PREFIX",
+    "LocalFiles",
     "atomic_file",
     "atomic_files",
     "finish_replace",
+    "fsync_file",
+    "host_name",
+    "is_stale_staging",
+    "pid_alive",
+    "remove_stale_staging",
     "replace_directory",
     "replace_entries",
+    "staging_name",
     "temporary_path",
     "write_atomic",
+    "write_bytes",
+    "write_text_synced",
 ]

@@ -1,16 +1,16 @@
-"""Settings of ``make-shards`` as dataclasses (validated in ``__post_init__``).
+"""Settings of ``make-shards`` as dataclasses (validated in ``__post_init__``), each declared once.
 
 Field names are the original generator's flag names (google-research/bert ``create_pretraining_data.py``)
-with the same defaults; see ``design/reference-algorithm.md`` "Flags and defaults".
+with the same defaults; see ``design/reference-algorithm.md`` "Flags and defaults". :class:`ShardsConfig` holds an
+:class:`InstanceConfig`, which holds a :class:`MaskingConfig` (the masked-LM rule's settings, which the trainer's
+dynamic masking reads back from a manifest too). Standard library only: every stage, and ``bert_model``, imports
+it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-
-from bertprep.pipeline.masking.rule import MaskingConfig
-from bertprep.pipeline.masking.schemes import MASKING_SCHEMES, MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
 
 PAIRING_SCOPES = ("global", "file")
 MASKING_MODES = ("static", "dynamic")
@@ -24,26 +24,100 @@ DEDUP_MODES = ("none", "exact", "minhash")
 DECONTAMINATE_MODES = ("drop", "cut")
 #: Pre-training objectives (``--objective``): what a row holds besides the masked LM (see InstanceConfig.objective).
 OBJECTIVES = ("nsp", "sop", "none")
+#: ``--masking-scheme`` choices: what one masking decision covers (``masking/schemes.py``).
+MASKING_SCHEMES = ("token", "whole-word", "ngram", "span")
+#: SpanBERT's span lengths (Joshi et al. 2020, section 3.1): Geo(p = 0.2) words, clipped at 10 (mean 3.8).
+SPAN_GEOMETRIC_P = 0.2
+MAX_SPAN_LENGTH = 10
+#: The ERNIE / Megatron-LM n-gram variant: n words with probability proportional to 1/n, n <= 3.
+MAX_NGRAM_SIZE = 3
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How input files are read: the readers' settings and their defaults, declared once. ``ShardsConfig``
+    carries them as fields of the same names (make-shards); build-vocab and the readers' functions take them as
+    keywords with these defaults."""
+
+    input_format: str = "auto"
+    """One of ``readers.INPUT_FORMATS``; ``auto``: detected per file from its extension and content."""
+    text_field: str = "text"
+    """Field holding the document text in jsonl / parquet / hf input."""
+    encoding: str = "utf-8"
+    """Text encoding of the inputs; undecodable bytes are replaced and counted."""
+    max_line_chars: int = 1_000_000
+    """Lines longer than this are skipped (and counted) without being read whole. One JSON line holds a whole
+    document; the longest English Wikipedia articles have a few hundred thousand characters of text (the
+    longest line of the shared WikiExtractor JSON sample: 36 K), so 1 M keeps real documents while a corrupt
+    file without newlines cannot exhaust memory (at most 4 MB of a line is buffered)."""
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    """The masked-LM rule's settings (BERT paper section 3.1 and the masking schemes): make-shards' static
+    masking (``InstanceConfig.mlm``) and the trainer's dynamic masking (read back from a manifest) use the
+    same one; the rule itself is ``masking/rule.py``."""
+
+    max_predictions_per_seq: int = 20
+    """Cap on masked positions per instance (about max_seq_length * masked_lm_prob; 76-80 at 512)."""
+    masked_lm_prob: float = 0.15
+    """Fraction of tokens to predict (paper section 3.1)."""
+    do_whole_word_mask: bool = False
+    """Mask whole words (a piece plus its following ``##`` pieces) instead of single pieces."""
+    masking_scheme: str = "token"
+    """What one masking decision covers, one of :data:`MASKING_SCHEMES`: ``token`` (single pieces, the original's
+    default), ``whole-word`` (the same as ``do_whole_word_mask``), ``ngram`` (n consecutive words, P(n)
+    proportional to 1/n, n <= ``max_ngram_size``; ERNIE / Megatron-LM) or ``span`` (SpanBERT: span lengths in
+    words from a geometric distribution, ``span_geometric_p``, at most ``max_span_length``). Word boundaries:
+    whitespace + punctuation (a piece and its ``##`` pieces), or the word segmenter's
+    (``ShardsConfig.word_segmenter``). See ``masking/schemes.choose_word_spans``."""
+    max_ngram_size: int = MAX_NGRAM_SIZE
+    """Longest n-gram, in words, of ``masking_scheme="ngram"``."""
+    span_geometric_p: float = SPAN_GEOMETRIC_P
+    """p of the geometric span length (in words) of ``masking_scheme="span"`` (SpanBERT: 0.2)."""
+    max_span_length: int = MAX_SPAN_LENGTH
+    """Longest span, in words, of ``masking_scheme="span"`` (SpanBERT: 10)."""
+
+    @property
+    def effective_masking_scheme(self) -> str:
+        """``masking_scheme``, with ``do_whole_word_mask`` meaning ``whole-word``."""
+        return "whole-word" if self.do_whole_word_mask else self.masking_scheme
+
+    def __post_init__(self) -> None:
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be at least 1, got {self.max_predictions_per_seq}")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+        if self.masking_scheme not in MASKING_SCHEMES:
+            raise ValueError(f"masking_scheme must be one of {', '.join(MASKING_SCHEMES)}, got {self.masking_scheme!r}")
+        if self.do_whole_word_mask and self.masking_scheme not in ("token", "whole-word"):
+            raise ValueError(
+                f"--do-whole-word-mask is --masking-scheme whole-word; it cannot be combined with "
+                f"--masking-scheme {self.masking_scheme} (which masks whole words already): drop one"
+            )
+        if self.max_ngram_size < 1:
+            raise ValueError(f"max_ngram_size must be at least 1, got {self.max_ngram_size}")
+        if not 0.0 < self.span_geometric_p <= 1.0:
+            raise ValueError(f"span_geometric_p must be in (0, 1], got {self.span_geometric_p}")
+        if self.max_span_length < 1:
+            raise ValueError(f"max_span_length must be at least 1, got {self.max_span_length}")
 
 
 @dataclass(frozen=True)
 class InstanceConfig:
-    """How instances are made (the reference algorithm's settings)."""
+    """How instances are made (the reference algorithm's settings); the masking ones are :attr:`mlm`'s."""
 
     max_seq_length: int = 128
     """Tokens per instance including [CLS] and both [SEP] (the paper uses 128 for 90% of steps, then 512)."""
-    max_predictions_per_seq: int = MaskingConfig.max_predictions_per_seq  # one default: the masking rule's (20)
-    """Cap on masked positions per instance (about max_seq_length * masked_lm_prob; 76-80 at 512)."""
-    masked_lm_prob: float = MaskingConfig.masked_lm_prob  # (0.15)
-    """Fraction of tokens to predict (paper section 3.1)."""
+    mlm: MaskingConfig = field(default_factory=MaskingConfig)
+    """The masked-LM rule's settings (``max_predictions_per_seq``, ``masked_lm_prob``, the scheme); ``masking``
+    (static or dynamic) is :class:`ShardsConfig`'s."""
     short_seq_prob: float = 0.1
     """Probability that a pass over a document uses a shorter random target length."""
     dupe_factor: int = 10
     """Passes over the corpus, each with fresh pairing and masking."""
     random_seed: int = 12345
     """Seed of ``random.Random`` (per bucket: see ``instances.bucket_seed``)."""
-    do_whole_word_mask: bool = False
-    """Mask whole words (a piece plus its following ``##`` pieces) instead of single pieces."""
     objective: str = "nsp"
     """The sentence-level task besides the masked LM, one of :data:`OBJECTIVES`:
 
@@ -58,24 +132,6 @@ class InstanceConfig:
       tokens (``[CLS] ... [SEP]``); no ``next_sentence_label`` column, ``token_type_ids`` all 0;
       ``short_seq_prob`` is not used.
     """
-    masking_scheme: str = "token"
-    """What one masking decision covers, one of :data:`~bertprep.pipeline.masking.schemes.MASKING_SCHEMES`: ``token``
-    (single pieces, the original's default), ``whole-word`` (the same as ``do_whole_word_mask``), ``ngram``
-    (n consecutive words, P(n) proportional to 1/n, n <= ``max_ngram_size``; ERNIE / Megatron-LM) or ``span``
-    (SpanBERT: span lengths in words from a geometric distribution, ``span_geometric_p``, at most
-    ``max_span_length``). Word boundaries: whitespace + punctuation (a piece and its ``##`` pieces), or the
-    word segmenter's (``ShardsConfig.word_segmenter``). See ``masking_schemes.choose_word_spans``."""
-    max_ngram_size: int = MAX_NGRAM_SIZE
-    """Longest n-gram, in words, of ``masking_scheme="ngram"``."""
-    span_geometric_p: float = SPAN_GEOMETRIC_P
-    """p of the geometric span length (in words) of ``masking_scheme="span"`` (SpanBERT: 0.2)."""
-    max_span_length: int = MAX_SPAN_LENGTH
-    """Longest span, in words, of ``masking_scheme="span"`` (SpanBERT: 10)."""
-
-    @property
-    def effective_masking_scheme(self) -> str:
-        """``masking_scheme``, with ``do_whole_word_mask`` meaning ``whole-word``."""
-        return "whole-word" if self.do_whole_word_mask else self.masking_scheme
 
     def __post_init__(self) -> None:
         if self.max_seq_length < 5:
@@ -87,16 +143,12 @@ class InstanceConfig:
             raise ValueError(
                 f"max_seq_length must be at most 65535 (positions are stored as uint16), got {self.max_seq_length}"
             )
-        if self.max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq must be at least 1, got {self.max_predictions_per_seq}")
-        if self.max_predictions_per_seq >= self.max_seq_length:
+        if self.mlm.max_predictions_per_seq >= self.max_seq_length:
             raise ValueError(
-                f"max_predictions_per_seq ({self.max_predictions_per_seq}) must be smaller than max_seq_length "
-                f"({self.max_seq_length}); the usual choice is about max_seq_length * masked_lm_prob "
+                f"max_predictions_per_seq ({self.mlm.max_predictions_per_seq}) must be smaller than "
+                f"max_seq_length ({self.max_seq_length}); the usual choice is about max_seq_length * masked_lm_prob "
                 f"(20 for 128, 76-80 for 512)"
             )
-        if not 0.0 < self.masked_lm_prob <= 1.0:
-            raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
         if self.dupe_factor < 1:
@@ -105,19 +157,39 @@ class InstanceConfig:
             raise ValueError(f"random_seed must be in [0, 2**32), got {self.random_seed}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if self.masking_scheme not in MASKING_SCHEMES:
-            raise ValueError(f"masking_scheme must be one of {', '.join(MASKING_SCHEMES)}, got {self.masking_scheme!r}")
-        if self.do_whole_word_mask and self.masking_scheme not in ("token", "whole-word"):
-            raise ValueError(
-                f"--do-whole-word-mask is --masking-scheme whole-word; it cannot be combined with "
-                f"--masking-scheme {self.masking_scheme} (which masks whole words already): drop one"
-            )
-        if self.max_ngram_size < 1:
-            raise ValueError(f"max_ngram_size must be at least 1, got {self.max_ngram_size}")
-        if not 0.0 < self.span_geometric_p <= 1.0:
-            raise ValueError(f"span_geometric_p must be in (0, 1], got {self.span_geometric_p}")
-        if self.max_span_length < 1:
-            raise ValueError(f"max_span_length must be at least 1, got {self.max_span_length}")
+
+    @classmethod
+    def from_flat(cls, **settings) -> "InstanceConfig":
+        """The config of flat settings, as the command line and the manifest name them (:meth:`to_dict`'s
+        keys): the masking ones go to :attr:`mlm`. Raises ``ValueError`` as the two classes do, ``TypeError``
+        for a name that is neither's."""
+        masking = {k: settings.pop(k) for k in list(settings) if k in _MASKING_FIELDS}
+        return cls(mlm=MaskingConfig(**masking), **settings)
+
+    def to_dict(self) -> dict:
+        """The settings flat, in the order the manifest's ``config`` has always listed them (the original's
+        flags first, then ours)."""
+        flat = {**dataclasses.asdict(self.mlm), **dataclasses.asdict(self)}
+        del flat["mlm"]
+        return {name: flat[name] for name in _MANIFEST_ORDER}
+
+
+_MASKING_FIELDS = frozenset(f.name for f in dataclasses.fields(MaskingConfig))
+#: The order of :meth:`InstanceConfig.to_dict` (every field of InstanceConfig and MaskingConfig).
+_MANIFEST_ORDER = (
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "masked_lm_prob",
+    "short_seq_prob",
+    "dupe_factor",
+    "random_seed",
+    "do_whole_word_mask",
+    "objective",
+    "masking_scheme",
+    "max_ngram_size",
+    "span_geometric_p",
+    "max_span_length",
+)
 
 
 @dataclass(frozen=True)
@@ -169,11 +241,12 @@ class ShardsConfig:
     ``do_lower_case`` (the original). Recorded in the manifest (``config`` and ``vocab``) only where it differs
     from ``do_lower_case``, so the manifest of a run with the original's behaviour is unchanged."""
     instance: InstanceConfig = field(default_factory=InstanceConfig)
-    input_format: str = "auto"
-    text_field: str = "text"
+    input_format: str = ReadOptions.input_format
+    text_field: str = ReadOptions.text_field
     segmenter: str | None = None
-    encoding: str = "utf-8"
-    max_line_chars: int = 1_000_000
+    """Sentence segmenter for prose formats; ``None``: the readers' default (``segmentation.DEFAULT_SEGMENTER``)."""
+    encoding: str = ReadOptions.encoding
+    max_line_chars: int = ReadOptions.max_line_chars
     """Lines longer than this are skipped (and counted) without being read whole."""
     pairing_scope: str = "global"
     """``global``: documents go to seeded random buckets across the whole corpus (a GroupByKey);
@@ -333,7 +406,8 @@ class ShardsConfig:
         where it differs from ``do_lower_case`` (absent = the same, as in the original); ``sampling`` the mode
         used (:attr:`effective_sampling`), with ``sampling_requested: "auto"`` beside it where auto chose it."""
         d = dataclasses.asdict(self)
-        d.update(d.pop("instance"))
+        del d["instance"]
+        d.update(self.instance.to_dict())
         d["inputs"] = list(self.inputs)
         if self.effective_strip_accents == self.do_lower_case:
             del d["strip_accents"]
@@ -360,8 +434,8 @@ class ShardsConfig:
             d["sampling_requested"] = self.sampling
         # word-level masking: recorded where used, so the manifest of a run without it is unchanged
         # (--do-whole-word-mask alone is recorded as before, by do_whole_word_mask)
-        scheme = self.instance.effective_masking_scheme
-        if self.instance.masking_scheme == "token":
+        scheme = self.instance.mlm.effective_masking_scheme
+        if self.instance.mlm.masking_scheme == "token":
             del d["masking_scheme"]
         if scheme != "ngram":
             del d["max_ngram_size"]

@@ -1,4 +1,9 @@
-"""make-shards' user-facing errors and how workers hand them back to the launching process.
+"""The user-facing errors of ``pipeline`` and how make-shards' workers hand them back to the launching process.
+
+The errors are defined here, at the top, so that every stage raises them and this module imports none of the
+stages: :class:`MakeShardsError`, :class:`InputError` (``readers`` raise it: bad input files) and
+:class:`VocabError` (``vocab_files`` raises it: a vocab that cannot be used; both halls). Standard library only
+at import (Beam's ``FileSystems`` is imported where an error is recorded or read back).
 
 A worker's exception reaches the launching process as text only on some runners (other processes, remote
 workers); so a DoFn that raises one of :data:`USER_ERRORS` first leaves its message as a small file in the run's
@@ -15,11 +20,6 @@ import logging
 import os
 import uuid
 
-from apache_beam.io.filesystems import FileSystems
-
-from bertprep.pipeline import readers
-from bertprep.pipeline.text.tokenization import VocabError
-
 log = logging.getLogger(__name__)
 
 
@@ -27,8 +27,22 @@ class MakeShardsError(RuntimeError):
     """make-shards could not produce shards; the message says why and what to do."""
 
 
+class InputError(ValueError):
+    """Bad input; the message names the file (and line) and says what to do."""
+
+
+class VocabError(ValueError):
+    """A vocab file that cannot be used; the message names the file and what to do. ``option`` is the
+    command-line option at fault when the vocab is fine but an option contradicts it (``--no-do-lower-case``
+    for an uncased tokenizer.json), else None."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
+
+
 #: Errors whose message is for the user (one line naming the file or option and what to do).
-USER_ERRORS = (MakeShardsError, readers.InputError, VocabError)
+USER_ERRORS = (MakeShardsError, InputError, VocabError)
 
 #: Name prefix of the error records workers leave in the staging folder.
 ERROR_RECORD_PREFIX = "error-"
@@ -38,6 +52,8 @@ def record_error(folder: str | None, err: BaseException) -> None:
     """Leave ``err``'s message as ``<folder>/error-<id>.txt`` for :func:`recorded_error` (best effort)."""
     if not folder:
         return
+    from apache_beam.io.filesystems import FileSystems
+
     try:
         path = FileSystems.join(folder, f"{ERROR_RECORD_PREFIX}{uuid.uuid4().hex}.txt")
         with FileSystems.create(path) as f:
@@ -66,6 +82,8 @@ def records_errors(folder_attribute: str):
 
 def recorded_error(staging_dir: str) -> str | None:
     """The message of an error record left under ``staging_dir`` by a worker, if any."""
+    from apache_beam.io.filesystems import FileSystems
+
     try:
         matched = FileSystems.match([FileSystems.join(staging_dir, "**")])[0].metadata_list
         records = sorted(m.path for m in matched if os.path.basename(m.path).startswith(ERROR_RECORD_PREFIX))

@@ -37,6 +37,7 @@ from typing import Mapping, Sequence
 
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, models, pre_tokenizers, processors
 
+from bertprep.pipeline.errors import VocabError  # re-exported: the errors are errors.py's
 from bertprep.pipeline.normalization import bert_normalizer, normalizer_settings, resolve_strip_accents
 
 #: The special entries of a BERT vocab, in the id order of a trained vocab ([PAD] first, as Hugging Face
@@ -54,16 +55,6 @@ VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-
-
-class VocabError(ValueError):
-    """A vocab file that cannot be used; the message names the file and what to do. ``option`` is the
-    command-line option at fault when the vocab is fine but an option contradicts it (``--no-do-lower-case``
-    for an uncased tokenizer.json), else None."""
-
-    def __init__(self, message: str, option: str | None = None):
-        super().__init__(message)
-        self.option = option
 
 
 # ------------------------------------------------------------------------------------------------ reading

@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.instances.bucket_files import encode_document
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
@@ -33,7 +33,7 @@ def shards_config(**kw) -> ShardsConfig:
         output_dir="unused",
         input_format="bert",
         bucket_size=7,
-        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2),
+        instance=InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10)),
         num_shards=3,
     )
     base.update(kw)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bertprep.pipeline import atomic
 from conftest import FIXTURES, need_module
 
 need_module("torch")
@@ -358,7 +359,7 @@ def test_finetune_names_where_the_model_lands_and_predict_loads_a_run_without_ev
     proc = bertprep(*args, "--overwrite")
     assert proc.returncode == 0, proc.stderr
     done = [line for line in proc.stderr.splitlines() if " done: " in line]
-    assert done and done[-1].endswith(f"model {out / 'best'}") and ".tmp-run" not in done[-1]
+    assert done and done[-1].endswith(f"model {out / 'best'}") and atomic.STAGING_PREFIX not in done[-1]
     assert (out / "notes.md").read_text() == "mine"
     proc = bertprep("predict", "--model", out, "--input", data, "--output", tmp_path / "p.tsv", "--no-progress")
     assert proc.returncode == 0, proc.stderr

@@ -1,20 +1,31 @@
-"""The code's layout: no library function so long that it hides its own order of events.
+"""The code's layout: no library function so long that it hides its own order of events, and no import that runs
+against the floors.
 
 Every function and method under ``pipeline/``, ``bert_model/`` and ``cli/`` is at most
 :data:`MAX_FUNCTION_LINES` lines long, docstring and decorators' ``def`` line included (``ast``'s
 ``end_lineno - lineno + 1``). A longer one is split into named helpers that read like the steps of its
 algorithm.
+
+Every import between sub-packages is one that the table "Allowed imports" of ``docs/architecture.md`` lists,
+whether it stands at the top of a file, inside a function or under ``TYPE_CHECKING``; and no files import each
+other in a loop (directly or through others), for an import hidden in a function is an import all the same.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+from pathlib import Path
 
 from conftest import REPO_ROOT
 
 #: The longest a function may be, in lines.
 MAX_FUNCTION_LINES = 80
 LIBRARY_FOLDERS = ("pipeline", "bert_model", "cli")
+#: The page whose table of allowed imports the library follows, and the heading of that table.
+ARCHITECTURE_PAGE = REPO_ROOT / "docs" / "architecture.md"
+ALLOWED_IMPORTS_HEADING = "## Allowed imports"
+PACKAGE = "bertprep"
 
 
 def _long_functions() -> list[str]:
@@ -38,3 +49,163 @@ def test_library_folders_hold_python_files():
 def test_no_library_function_over_the_limit():
     long = _long_functions()
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them into named steps):\n" + "\n".join(long)
+
+
+# ------------------------------------------------------------------------------------------- import floors
+
+
+def library_modules(root: Path) -> dict[str, Path]:
+    """``bertprep.<hall>.<...>`` -> file, for every module of the library folders under ``root``."""
+    modules = {}
+    for hall in LIBRARY_FOLDERS:
+        for path in sorted((root / hall).rglob("*.py")):
+            parts = [p for p in path.relative_to(root / hall).with_suffix("").parts if p != "__init__"]
+            modules[".".join([PACKAGE, hall, *parts])] = path
+    return modules
+
+
+def unit_of(module: str, modules: dict[str, Path]) -> str:
+    """The row of the table a module belongs to: ``hall/sub`` for a sub-package's modules, ``hall`` for the
+    modules at a hall's top (``pipeline/config.py``, ``pipeline/__init__.py``)."""
+    parts = module.split(".")[1:]
+    in_package = modules[module].name == "__init__.py"
+    return "/".join(parts[:2]) if len(parts) > 2 or (len(parts) == 2 and in_package) else parts[0]
+
+
+def imported_modules(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
+    """``(line, module)`` of every library module ``path`` imports: at its top, in functions, under
+    ``TYPE_CHECKING``; ``from package import name`` counts as the submodule ``name`` where there is one."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's package
+                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:  # ``import bertprep.pipeline.x.y`` of a name inside a module
+                name = name.rpartition(".")[0]
+            if name and name != module and (node.lineno, name) not in found:
+                found.append((node.lineno, name))
+    return found
+
+
+def allowed_imports(page: Path) -> dict[str, set[str]]:
+    """The table under :data:`ALLOWED_IMPORTS_HEADING`: sub-package -> the entries it may import."""
+    text = page.read_text(encoding="utf-8")
+    assert ALLOWED_IMPORTS_HEADING in text, f"{page} has no section {ALLOWED_IMPORTS_HEADING!r}"
+    section = text.split(ALLOWED_IMPORTS_HEADING, 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) == 2 and re.fullmatch(r"`[^`]+`", cells[0]):
+            table[cells[0].strip("`")] = set(re.findall(r"`([^`]+)`", cells[1]))
+    return table
+
+
+def _is_allowed(target: str, target_unit: str, entries: set[str]) -> bool:
+    hall = target_unit.split("/")[0]
+    top_module = f"{hall}:{target.split('.')[2]}" if target_unit == hall and len(target.split(".")) > 2 else None
+    return target_unit in entries or f"{hall}/*" in entries or (top_module is not None and top_module in entries)
+
+
+def floor_violations(root: Path, table: dict[str, set[str]]) -> list[str]:
+    """Every import from one sub-package into another that ``table`` does not allow, and every sub-package
+    the table lacks, as ``file:line`` lines."""
+    modules = library_modules(root)
+    found = sorted(
+        {f"{unit_of(m, modules)}: no row in the table" for m in modules} - {f"{u}: no row in the table" for u in table}
+    )
+    for module, path in modules.items():
+        unit = unit_of(module, modules)
+        for line, target in imported_modules(module, path, modules):
+            target_unit = unit_of(target, modules)
+            if target_unit != unit and not _is_allowed(target, target_unit, table.get(unit, set())):
+                found.append(f"{path.relative_to(root)}:{line} imports {target} ({unit} -> {target_unit})")
+    return found
+
+
+def import_loops(root: Path) -> list[list[str]]:
+    """The groups of modules that import each other in a loop (strongly connected components of more than one
+    module, Tarjan's algorithm), every import counted."""
+    modules = library_modules(root)
+    graph = {m: sorted({t for _, t in imported_modules(m, p, modules)}) for m, p in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return loops
+
+
+def test_every_import_follows_the_allowed_floors():
+    table = allowed_imports(ARCHITECTURE_PAGE)
+    assert {"pipeline", "bert_model/models", "cli"} <= set(table), sorted(table)
+    violations = floor_violations(REPO_ROOT, table)
+    assert not violations, (
+        "imports against the table 'Allowed imports' of docs/architecture.md (move the shared piece to the floor "
+        "both use, or add the arrow to the table if it belongs there):\n" + "\n".join(violations)
+    )
+
+
+def test_no_files_import_each_other_in_a_loop():
+    loops = import_loops(REPO_ROOT)
+    assert not loops, "files that import each other (directly or through others):\n" + "\n".join(map(str, loops))
+
+
+def test_the_floor_check_sees_hidden_imports_and_loops(tmp_path):
+    """The checks above catch what they exist for: an import inside a function or under TYPE_CHECKING against
+    the table, a sub-package missing from it, and a loop made of a file-level and a function-level import."""
+    files = {
+        "pipeline/__init__.py": "",
+        "pipeline/config.py": "",
+        "pipeline/readers/__init__.py": "from bertprep.pipeline import config\n",
+        "pipeline/readers/files.py": "def f():\n    from bertprep.pipeline.text import tok\n",
+        "pipeline/text/__init__.py": "",
+        "pipeline/text/tok.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertprep.pipeline.readers.files import f\n"
+        ),
+        "pipeline/beam/__init__.py": "",
+        "bert_model/__init__.py": "",
+        "cli/__init__.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    table = {"pipeline": set(), "pipeline/readers": {"pipeline"}, "pipeline/text": {"pipeline"}, "bert_model": set()}
+    found = floor_violations(tmp_path, table)
+    assert "pipeline/readers/files.py:2 imports bertprep.pipeline.text.tok (pipeline/readers -> pipeline/text)" in found
+    assert "pipeline/text/tok.py:3 imports bertprep.pipeline.readers.files (pipeline/text -> pipeline/readers)" in found
+    assert {"pipeline/beam: no row in the table", "cli: no row in the table"} <= set(found)
+    assert not any("readers/__init__.py" in v for v in found)  # pipeline/readers -> pipeline is allowed
+    assert import_loops(tmp_path) == [["bertprep.pipeline.readers.files", "bertprep.pipeline.text.tok"]]
+    table["pipeline/readers"].add("pipeline/text")
+    table["pipeline/text"].add("pipeline/readers")
+    assert not [v for v in floor_violations(tmp_path, table) if " imports " in v]  # allowed once listed

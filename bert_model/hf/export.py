@@ -49,8 +49,8 @@ from bertprep.bert_model.checkpoint import trainable_state_dict
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.modernbert import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
-from bertprep.bert_model.runtime import fsync_file, path_is_within, set_default_permissions, write_text_synced
-from bertprep.pipeline.atomic import replace_directory
+from bertprep.bert_model.runtime import path_is_within, set_default_permissions
+from bertprep.pipeline.atomic import fsync_file, replace_directory, replace_entries, staging_name, write_text_synced
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import (
@@ -265,8 +265,7 @@ def write_hf_directory(
     hf_config = hf_config_dict(model, id2label=id2label, finetuning_task=finetuning_task)
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".tmp-{os.path.basename(output_dir)}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = os.path.join(parent, staging_name("export"))
     os.makedirs(tmp)
     try:
         _write_weights(os.path.join(tmp, "model.safetensors"), model, hf_config["architectures"][0])
@@ -287,8 +286,9 @@ def write_hf_directory(
         for name, content in (extra_json or {}).items():
             write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
         others = [n for n in os.listdir(output_dir) if n not in EXPORT_FILES] if os.path.isdir(output_dir) else []
-        if others:
-            _swap_in_files(tmp, output_dir)
+        if others:  # the export files are replaced, the others kept; config.json moves in last
+            old = [name for name in EXPORT_FILES if os.path.lexists(os.path.join(output_dir, name))]
+            replace_entries(tmp, output_dir, old, last="config.json")
         else:
             replace_directory(tmp, output_dir)
     except BaseException:
@@ -327,20 +327,6 @@ def roberta_state_dict(weights: dict[str, torch.Tensor], architecture: str) -> d
                 break
         out[key] = value
     return out
-
-
-def _swap_in_files(tmp: str, output_dir: str) -> None:
-    """Replace the export files in ``output_dir`` by those in ``tmp`` and keep every other file: the old export
-    files are moved aside (``<tmp>.old``) first and deleted last; ``config.json`` moves in last."""
-    old = f"{tmp}.old"
-    os.makedirs(old)
-    for name in EXPORT_FILES:
-        if os.path.lexists(os.path.join(output_dir, name)):
-            os.replace(os.path.join(output_dir, name), os.path.join(old, name))
-    for name in sorted(os.listdir(tmp), key=lambda n: n == "config.json"):
-        os.replace(os.path.join(tmp, name), os.path.join(output_dir, name))
-    os.rmdir(tmp)
-    shutil.rmtree(old)
 
 
 __all__ = ["EXPORT_FILES", "ExportError", "ExportResult", "export_model", "hf_config_dict", "write_hf_directory"]

@@ -1,5 +1,7 @@
 """Models in: bertprep checkpoints and Hugging Face BERT directories (export to ``transformers`` is ``export.py``),
-and the model config of a run started from one (:func:`hf_model_config`, which checks the shards against it).
+and the checks of shards against one (:func:`check_same_vocab`, the shards' casing); the model config of a
+pre-training run started from one is ``pretrain/build.hf_model_config``'s (this package imports nothing of
+``pretrain/``).
 
 Reading never executes anything from disk: weights come from ``model.safetensors`` (``safetensors``) or
 ``pytorch_model.bin`` through ``torch.load(weights_only=True)``; configs are JSON. Parameter names need no
@@ -37,12 +39,9 @@ from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.weights import load_state_dict_strict, tied_weights_keys
-from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible
-from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, TrainConfig
 from bertprep.pipeline.pretrained_tokenizer import (
     PretrainedTokenizer,
     load_pretrained_tokenizer,
-    read_vocab_tokens,
     tokenizer_json_model_type,
 )
 from bertprep.pipeline.vocab_files import (
@@ -570,54 +569,6 @@ def load_pretraining_weights(
     return sorted(k for k in own if k not in state_dict), sorted(k for k in state_dict if k not in own)
 
 
-def _check_same_text_setting(shard_dir: str, source, name: str, shards_value: bool | None) -> None:
-    """Raise ``ValueError`` (saying which make-shards option to give) when the shards were made with the text
-    setting ``name`` (``do_lower_case``, ``strip_accents``) other than the model ``source`` was trained with;
-    None on either side: not recorded, nothing to check."""
-    trained = getattr(source, name)
-    if trained is not None and shards_value is not None and shards_value != trained:
-        option = "--" + ("" if trained else "no-") + name.replace("_", "-")
-        raise ValueError(
-            f"shards {shard_dir} were made with {name}={shards_value} but {source.path} "
-            f"was trained with {name}={trained}; make the shards with {option}"
-        )
-
-
-def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> BertConfig | ModernBertConfig:
-    """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
-    ``config.json`` (BERT or ModernBERT: the directory's architecture is the run's) with the dropout options of
-    the command line; the shards must use the model's vocab token for token and its casing. Raises
-    ``ValueError`` naming the first differing id (or the casing)."""
-    from bertprep.bert_model.pretrain.architectures import with_dropout
-
-    overrides = config.model_overrides()
-    dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
-    model_config = with_dropout(source.config, dropout)
-    ignored = sorted(set(overrides) - set(dropout))
-    if ignored:
-        logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
-    if info.vocab_file is None:
-        raise ValueError(
-            f"shards {info.shard_dir} have no vocab file to check against {source.path}'s; "
-            "make them again with bertprep make-shards"
-        )
-    check_same_vocab(read_vocab_tokens(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
-    _check_same_text_setting(info.shard_dir, source, "do_lower_case", shards_do_lower_case(info.shard_dir))
-    _check_same_text_setting(info.shard_dir, source, "strip_accents", shards_strip_accents(info.shard_dir))
-    if getattr(model_config, "type_vocab_size", 2) == 1 and info.has_sentence_label:
-        raise ValueError(
-            f"{source.path} has one token type and no next-sentence head (RoBERTa), but shards {info.shard_dir} "
-            f"were made for --objective {info.objective}; make them with --objective none"
-        )
-    check_compatible(
-        info,
-        vocab_size=model_config.vocab_size,
-        max_position_embeddings=max_sequence_length(model_config),
-        what=source.path,
-    )
-    return model_config
-
-
 def max_sequence_length(config: BertConfig | ModernBertConfig) -> int:
     """The longest sequence a model takes: ``max_position_embeddings`` less RoBERTa's ``position_offset``."""
     return config.max_position_embeddings - getattr(config, "position_offset", 0)
@@ -630,7 +581,6 @@ __all__ = [
     "bert_config_from_hf",
     "build_model",
     "check_same_vocab",
-    "hf_model_config",
     "infer_architecture",
     "is_model_source",
     "load_model_source",

@@ -55,7 +55,7 @@ import pyarrow as pa
 import torch
 from tqdm.auto import tqdm
 
-from bertprep.bert_model.tasks.glue import truncate_seq_pair
+from bertprep.bert_model.collate import truncate_seq_pair
 from bertprep.bert_model.hf.interop import (
     load_model_source,
     max_sequence_length,
@@ -64,6 +64,7 @@ from bertprep.bert_model.hf.interop import (
 )
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
+from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import atomic_file
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
@@ -168,8 +169,8 @@ def _load_bert_encoder(source, model_dir: str) -> BertModel:
 
 
 @dataclass
-class FeatureConfig:
-    """Settings of ``bertprep extract-features``."""
+class FeatureConfig(DeviceConfig):
+    """Settings of ``bertprep extract-features`` (``device`` is :class:`DeviceConfig`'s)."""
 
     model: str
     """bertprep checkpoint / run directory, fine-tuned model or Hugging Face BERT directory."""
@@ -191,8 +192,6 @@ class FeatureConfig:
     """Stored activation type: ``float32`` or ``float16`` (half the size)."""
     do_lower_case: bool | None = None
     """Lower-case input; None = as recorded with the model."""
-    device: str = "auto"
-    """``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:N``."""
     overwrite: bool = False
     """Replace an existing output file."""
     progress: bool = True

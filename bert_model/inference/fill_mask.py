@@ -31,7 +31,9 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
+from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.models.bert import BertForPreTraining
+from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
@@ -141,14 +143,41 @@ def encode_with_masks(tokenizer: WordPieceTokenizer | PretrainedTokenizer, text:
     return ids, pieces
 
 
+@dataclass
+class FillMaskConfig(DeviceConfig):
+    """The settings of ``bertprep fill-mask`` (:func:`fill_mask_texts`; the CLI reads its defaults here)."""
+
+    model_dir: str
+    """A bertprep checkpoint or run directory, or a Hugging Face directory with an MLM head (:func:`load_mlm_model`)."""
+    top_k: int = 5
+    """Candidates shown per ``[MASK]``."""
+    batch_size: int = 32
+    """Sentences per forward pass."""
+    do_lower_case: bool | None = None
+    """Tokenizer casing; None: as recorded with the model, else guessed from its vocab."""
+
+
+def fill_mask_texts(config: FillMaskConfig, texts: Sequence[str]) -> list[FillMaskResult]:
+    """``bertprep fill-mask``: the model of ``config.model_dir`` on ``config.device``, then :func:`fill_mask`.
+
+    Raises:
+        ValueError, FileNotFoundError: as :func:`load_mlm_model` and :func:`fill_mask`; a CUDA device where
+            there is none (``runtime.resolve_device``).
+    """
+    device = resolve_device(config.device)
+    model, tokenizer = load_mlm_model(config.model_dir, do_lower_case=config.do_lower_case)
+    model.to(device)
+    return fill_mask(model, tokenizer, texts, top_k=config.top_k, batch_size=config.batch_size, device=device)
+
+
 @torch.no_grad()
 def fill_mask(
     model: BertForPreTraining,
     tokenizer: WordPieceTokenizer | PretrainedTokenizer,
     texts: Sequence[str],
     *,
-    top_k: int = 5,
-    batch_size: int = 32,
+    top_k: int = FillMaskConfig.top_k,
+    batch_size: int = FillMaskConfig.batch_size,
     device: torch.device | str = "cpu",
 ) -> list[FillMaskResult]:
     """Top-``top_k`` pieces at every ``[MASK]`` of each text.

@@ -21,10 +21,12 @@ from torch import nn
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.hf.interop import (
     ModelSource,
-    hf_model_config,
+    check_same_vocab,
     load_model_source,
     max_sequence_length,
     load_pretraining_weights,
+    shards_do_lower_case,
+    shards_strip_accents,
 )
 from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, plotting_unavailable
 from bertprep.bert_model.models.attention import configure_attention
@@ -322,6 +324,52 @@ def recorded_train_config(config: TrainConfig, start: Start, model_config: Model
     return recorded
 
 
+def _check_same_text_setting(shard_dir: str, source, name: str, shards_value: bool | None) -> None:
+    """Raise ``ValueError`` (saying which make-shards option to give) when the shards were made with the text
+    setting ``name`` (``do_lower_case``, ``strip_accents``) other than the model ``source`` was trained with;
+    None on either side: not recorded, nothing to check."""
+    trained = getattr(source, name)
+    if trained is not None and shards_value is not None and shards_value != trained:
+        option = "--" + ("" if trained else "no-") + name.replace("_", "-")
+        raise ValueError(
+            f"shards {shard_dir} were made with {name}={shards_value} but {source.path} "
+            f"was trained with {name}={trained}; make the shards with {option}"
+        )
+
+
+def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -> ModelConfig:
+    """The model config of a run started from a Hugging Face directory (``init_from``): the directory's
+    ``config.json`` (BERT or ModernBERT: the directory's architecture is the run's) with the dropout options of
+    the command line; the shards must use the model's vocab token for token and its casing. Raises
+    ``ValueError`` naming the first differing id (or the casing)."""
+    overrides = config.model_overrides()
+    dropout = {k: v for k, v in overrides.items() if k in DROPOUT_OPTIONS}
+    model_config = architectures.with_dropout(source.config, dropout)
+    ignored = sorted(set(overrides) - set(dropout))
+    if ignored:
+        logger.warning("model options %s ignored: the model config comes from %s", ignored, source.path)
+    if info.vocab_file is None:
+        raise ValueError(
+            f"shards {info.shard_dir} have no vocab file to check against {source.path}'s; "
+            "make them again with bertprep make-shards"
+        )
+    check_same_vocab(read_vocab_tokens(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
+    _check_same_text_setting(info.shard_dir, source, "do_lower_case", shards_do_lower_case(info.shard_dir))
+    _check_same_text_setting(info.shard_dir, source, "strip_accents", shards_strip_accents(info.shard_dir))
+    if getattr(model_config, "type_vocab_size", 2) == 1 and info.has_sentence_label:
+        raise ValueError(
+            f"{source.path} has one token type and no next-sentence head (RoBERTa), but shards {info.shard_dir} "
+            f"were made for --objective {info.objective}; make them with --objective none"
+        )
+    check_compatible(
+        info,
+        vocab_size=model_config.vocab_size,
+        max_position_embeddings=max_sequence_length(model_config),
+        what=source.path,
+    )
+    return model_config
+
+
 def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
     """Warn (main rank) when ``eval_shards`` may share documents with ``shards``: the same directory, or not
     the held-out set make-shards made with them (``schema.held_out_mismatch``)."""
@@ -409,13 +457,7 @@ def build_model(
 
 def build_optimizer(config: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
     """AdamW over ``optim.param_groups`` and its warm-up / linear-decay schedule."""
-    optimizer = create_optimizer(
-        model,
-        learning_rate=config.learning_rate,
-        weight_decay=config.weight_decay,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-    )
+    optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
     scheduler = create_scheduler(optimizer, warmup_steps=config.warmup_steps, max_steps=config.max_steps)
     return optimizer, scheduler
 

@@ -57,8 +57,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
 from bertprep.bert_model.models.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
+from bertprep.bert_model.pretrain.train_config import TrainConfig
 from bertprep.pipeline import schema
-from bertprep.pipeline.masking.rule import MaskingConfig, mask_instance
+from bertprep.pipeline.config import MaskingConfig
+from bertprep.pipeline.masking.rule import MaskingVocab, mask_instance
 from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -81,11 +83,27 @@ def continuation_pieces(vocab_file: str) -> list[bool]:
 
 
 def masking_config(info: ShardInfo, masked_lm_prob: float | None = None) -> MaskingConfig:
-    """The ``MaskingConfig`` of a shard directory (its manifest config, special ids, and for whole-word masking
-    its ``vocab.txt``). Raises ``ValueError`` when whole-word masking is asked for without a vocab file.
+    """The ``MaskingConfig`` of a shard directory (its manifest config: make-shards' masking settings).
 
     ``masked_lm_prob`` replaces the manifest's rate (e.g. ModernBERT's 0.3); ``max_predictions_per_seq`` then
     scales with it (:func:`scaled_max_predictions`), so that the cap does not undo the higher rate."""
+    return MaskingConfig(
+        masked_lm_prob=info.masked_lm_prob if masked_lm_prob is None else masked_lm_prob,
+        max_predictions_per_seq=scaled_max_predictions(info, masked_lm_prob),
+        masking_scheme=info.masking_scheme,
+        max_ngram_size=info.max_ngram_size,
+        span_geometric_p=info.span_geometric_p,
+        max_span_length=info.max_span_length,
+    )
+
+
+def masking_vocab(info: ShardInfo) -> MaskingVocab:
+    """What dynamic masking needs of a shard directory's vocab: its size, the special ids, and for word-level
+    masking without a ``word_ids`` column which pieces are ``##`` pieces (from its ``vocab.txt``).
+
+    Raises:
+        ValueError: word-level masking without ``word_ids`` and without the vocab file beside the manifest.
+    """
     is_subword = None
     if info.masking_scheme != "token" and not info.has_word_ids:
         if not info.vocab_file or not os.path.exists(info.vocab_file):
@@ -95,18 +113,12 @@ def masking_config(info: ShardInfo, masked_lm_prob: float | None = None) -> Mask
             )
         is_subword = np.array(continuation_pieces(info.vocab_file)[: info.vocab_size], dtype=bool)
     ids = info.special_token_ids
-    return MaskingConfig(
+    return MaskingVocab(
         vocab_size=info.vocab_size,
         cls_token_id=ids["[CLS]"],
         sep_token_id=ids["[SEP]"],
         mask_token_id=ids["[MASK]"],
-        masked_lm_prob=info.masked_lm_prob if masked_lm_prob is None else masked_lm_prob,
-        max_predictions_per_seq=scaled_max_predictions(info, masked_lm_prob),
         is_subword=is_subword,
-        masking_scheme=info.masking_scheme,
-        max_ngram_size=info.max_ngram_size,
-        span_geometric_p=info.span_geometric_p,
-        max_span_length=info.max_span_length,
     )
 
 
@@ -258,7 +270,7 @@ class ShardDataset(IterableDataset):
         batch_size: int,
         seed: int = 0,
         shuffle: bool = True,
-        shuffle_buffer_size: int = 10_000,
+        shuffle_buffer_size: int = TrainConfig.shuffle_buffer_size,
         infinite: bool = True,
         rank: int = 0,
         world_size: int = 1,
@@ -310,6 +322,7 @@ class ShardDataset(IterableDataset):
         self.schedule_batches = max(1, schedule_batches)
         final = self.masked_lm_prob if masked_lm_prob_final is None else max(self.masked_lm_prob, masked_lm_prob_final)
         self.masking = masking_config(self.info, final) if self.info.masking == "dynamic" else None
+        self.masking_vocab = masking_vocab(self.info) if self.info.masking == "dynamic" else None
         # Set by ShardLoader before each iteration.
         self.start_states: dict[int, dict[str, Any]] = {}
         self.worker_offset = 0
@@ -457,13 +470,7 @@ class ShardDataset(IterableDataset):
             st.unmasked[key] = (ref, row_data)
             layout = st.packer.add(key, len(row_data["input_ids"]))
             return None if layout is None else self._packed_step(st, layout)
-        row_data = self._read_row(st, ref)
-        if self.masking is not None:
-            ids, positions, labels = mask_instance(
-                row_data["input_ids"], self._masking_now(st), st.mask_rng, word_ids=row_data.get("word_ids")
-            )
-            row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
-        row_data.pop("word_ids", None)  # (used for masking; not a model input)
+        row_data = self._masked_row(st, self._read_row(st, ref))
         st.pending.append(row_data)
         if len(st.pending) == self.batch_size:
             batch = self._collate(st.pending)
@@ -479,17 +486,26 @@ class ShardDataset(IterableDataset):
             index.append(list(range(len(rows), len(rows) + len(keys))))
             for key in keys:
                 _, row_data = st.unmasked.pop(key)
-                if self.masking is not None:
-                    ids, positions, labels = mask_instance(
-                        row_data["input_ids"], self._masking_now(st), st.mask_rng, word_ids=row_data.get("word_ids")
-                    )
-                    row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
-                row_data.pop("word_ids", None)
-                rows.append(row_data)
+                rows.append(self._masked_row(st, row_data))
         st.batches += 1
         return collate_packed_numpy(
             rows, max_seq_length=self.info.max_seq_length, pad_token_id=self.info.pad_token_id, layout=index
         )
+
+    def _masked_row(self, st: _Stream, row_data: dict[str, Any]) -> dict[str, Any]:
+        """``row_data`` masked now (dynamic masking; static rows as they are), without its ``word_ids`` (used for
+        masking; not a model input)."""
+        if self.masking is not None:
+            ids, positions, labels = mask_instance(
+                row_data["input_ids"],
+                self._masking_now(st),
+                self.masking_vocab,
+                st.mask_rng,
+                word_ids=row_data.get("word_ids"),
+            )
+            row_data = dict(row_data, input_ids=ids, masked_lm_positions=positions, masked_lm_ids=labels)
+        row_data.pop("word_ids", None)
+        return row_data
 
     def _masking_now(self, st: _Stream) -> MaskingConfig:
         """The masking config of the stream's next batch: the rate of the schedule at its batch count (the
@@ -584,6 +600,7 @@ __all__ = [
     "epoch_shard_order",
     "masked_lm_prob_at",
     "masking_config",
+    "masking_vocab",
     "num_batches_per_epoch",
     "scaled_max_predictions",
 ]

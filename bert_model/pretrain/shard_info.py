@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.config import MaskingConfig
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,12 @@ class ShardInfo:
     """``config.objective`` of the manifest (older manifests: ``nsp``): ``nsp`` and ``sop`` rows carry a
     ``next_sentence_label``, ``none`` rows do not (the trainer then uses the masked-LM loss alone)."""
 
-    masking_scheme: str = "token"
+    masking_scheme: str = MaskingConfig.masking_scheme
     """The manifest's ``config.masking_scheme`` (absent: ``whole-word`` with ``do_whole_word_mask``, else
-    ``token``); dynamic masking uses it, with the n-gram / span settings below."""
-    max_ngram_size: int = 3
-    span_geometric_p: float = 0.2
-    max_span_length: int = 10
+    ``token``); dynamic masking uses it, with the n-gram / span settings below (absent: make-shards' defaults)."""
+    max_ngram_size: int = MaskingConfig.max_ngram_size
+    span_geometric_p: float = MaskingConfig.span_geometric_p
+    max_span_length: int = MaskingConfig.max_span_length
     vocab_model: str = "WordPiece"
     """The tokenizer's model type (the manifest's ``vocab.model``: ``BPE``, ``Unigram``; absent: ``WordPiece``);
     its files are ``vocab_file`` (a ``tokenizer.json`` then) and the config files beside it."""
@@ -88,7 +88,7 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             vocab_sha256=str(vocab["sha256"]),
             max_seq_length=int(config["max_seq_length"]),
             max_predictions_per_seq=int(config["max_predictions_per_seq"]),
-            masked_lm_prob=float(config.get("masked_lm_prob", InstanceConfig.masked_lm_prob)),
+            masked_lm_prob=float(config.get("masked_lm_prob", MaskingConfig.masked_lm_prob)),
             masking=str(config.get("masking", "static")),
             do_whole_word_mask=bool(config.get("do_whole_word_mask", False)),
             special_token_ids=dict(vocab["special_token_ids"]),
@@ -100,9 +100,9 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             masking_scheme=str(
                 config.get("masking_scheme", "whole-word" if config.get("do_whole_word_mask") else "token")
             ),
-            max_ngram_size=int(config.get("max_ngram_size", 3)),
-            span_geometric_p=float(config.get("span_geometric_p", 0.2)),
-            max_span_length=int(config.get("max_span_length", 10)),
+            max_ngram_size=int(config.get("max_ngram_size", MaskingConfig.max_ngram_size)),
+            span_geometric_p=float(config.get("span_geometric_p", MaskingConfig.span_geometric_p)),
+            max_span_length=int(config.get("max_span_length", MaskingConfig.max_span_length)),
             has_word_ids="word_ids" in manifest.get("schema", {}).get("columns", ()),
             vocab_model=str(vocab.get("model", "WordPiece")),
             special_tokens=dict(vocab.get("special_tokens") or {r: r for r in vocab["special_token_ids"]}),

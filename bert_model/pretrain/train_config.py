@@ -1,5 +1,6 @@
 """The settings of ``bertprep train`` (:class:`TrainConfig`): one dataclass, one field per CLI option (the CLI
-reads its defaults and help from it), checked in ``__post_init__``.
+reads its defaults and help from it), checked in ``__post_init__``. The optimizer's and the loop's settings that
+fine-tuning shares are declared once in ``loop_config`` (:class:`OptimConfig`, :class:`LoopConfig`).
 
 Defaults are the paper's (section A.2) and google-research/bert ``run_pretraining.py``; ``trainer.py`` runs them.
 """
@@ -9,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bertprep.bert_model.checkpoint import KEEP_LAST
+from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
+from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
-from bertprep.bert_model.precision import check_precision
-from bertprep.bert_model.reporting import REPORT_TO
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
 ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
@@ -34,8 +36,9 @@ MODEL_OPTIONS = (
 
 
 @dataclass
-class TrainConfig:
-    """Everything ``bertprep train --task pretrain`` takes (CLI options map 1:1 onto these fields)."""
+class TrainConfig(LoopConfig, OptimConfig):
+    """Everything ``bertprep train --task pretrain`` takes (CLI options map 1:1 onto these fields, those of
+    :class:`LoopConfig` and :class:`OptimConfig` included)."""
 
     shards: str
     """Training shard directory (``make-shards`` output, with ``manifest.json``)."""
@@ -74,14 +77,7 @@ class TrainConfig:
     """Optimizer steps of linear warm-up from 0."""
     max_steps: int = 1_000_000
     """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops."""
-    weight_decay: float = 0.01
-    """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (0 = no clipping)."""
-    nsp_loss_weight: float = 1.0
+    nsp_loss_weight: float = NSP_LOSS_WEIGHT
     """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
     (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
     shards of objective ``sop`` the same head learns sentence order; with objective ``none`` the rows have no
@@ -102,17 +98,13 @@ class TrainConfig:
     eval_masked_lm_prob: float | None = None
     """Masking rate of dynamic ``eval_shards`` (default: their manifest's, make-shards' 0.15): fixed for the
     whole run whatever the training rate, so evaluations compare. Static eval shards keep their masks."""
-    seed: int = 12345
-    """Seeds model initialisation, dropout and the data order."""
-    log_every: int = 50
-    """Optimizer steps between metric lines (every step in a run of fewer steps: ``log_interval``)."""
     eval_every: int = 1000
     """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
     eval_batches: int = 0
     """Batches per evaluation on each rank (0 = the whole eval directory)."""
     save_every: int = 1000
     """Optimizer steps between checkpoints (0 = only at the end); a checkpoint is always written on exit."""
-    keep_last: int = 3
+    keep_last: int = KEEP_LAST
     """Checkpoints to keep (older ones are deleted; 0 = keep all)."""
     resume: str | None = None
     """Checkpoint directory, or run directory (its latest checkpoint), to continue exactly."""
@@ -132,31 +124,21 @@ class TrainConfig:
     of compute capability 8.0+ with bf16, from the ``flash_attn`` package where installed, else PyTorch's;
     ``sdpa`` elsewhere), ``sdpa`` (dense boolean mask, any device), ``varlen``, ``flash_attention_2`` or
     ``flex_attention`` (a document block mask; no attention dropout)."""
-    precision: str = "auto"
-    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast; on a CPU with
-    AVX512-BF16/AMX about 1.6x as fast as fp32). Weights and optimizer state stay fp32."""
     num_workers: int = 1
     """DataLoader worker processes per rank (0 = load in the training process)."""
     shuffle_buffer_size: int = 10_000
     """Rows in each data stream's shuffle buffer."""
     verify_shards: bool = True
     """Check every shard file against the sha256 in its manifest before training (one read of the shards)."""
-    device: str = "auto"
-    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda`` or ``cuda:N``; under torchrun each rank
-    uses ``cuda:LOCAL_RANK``."""
     max_time_minutes: float | None = None
     """Stop cleanly (with a checkpoint) after this many minutes of training."""
     stop_after_steps: int | None = None
     """Stop cleanly (with a checkpoint) after this many optimizer steps in this invocation, leaving the
     schedule unchanged (for time-sliced or pre-emptible jobs)."""
-    progress: bool = True
-    """Show a tqdm progress bar (rank 0)."""
-    report_to: str = "none"
-    """Where the metrics go besides ``metrics.jsonl``: ``none``, ``tensorboard`` (event files in
-    ``output_dir/tensorboard/``) or ``wandb`` (a Weights & Biases run; ``WANDB_MODE=offline`` writes it in
-    ``output_dir/wandb/``); the scalars are named ``train/<field>`` and ``eval/<field>`` (``reporting.py``)."""
 
     def __post_init__(self) -> None:
+        LoopConfig.__post_init__(self)
+        OptimConfig.__post_init__(self)
         if self.task not in TASKS:
             raise ValueError(f"task {self.task!r} is not supported; choose one of {', '.join(TASKS)}")
         if self.architecture not in ARCHITECTURE_PRESETS:
@@ -172,7 +154,7 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and not 0.0 < value < 1.0:
                 raise ValueError(f"{name} must be in (0, 1), got {value}")
-        for name in ("batch_size", "gradient_accumulation_steps", "max_steps", "log_every"):
+        for name in ("batch_size", "gradient_accumulation_steps", "max_steps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         for name in (
@@ -182,8 +164,6 @@ class TrainConfig:
             "save_every",
             "keep_last",
             "num_workers",
-            "max_grad_norm",
-            "weight_decay",
             "nsp_loss_weight",
         ):
             if getattr(self, name) < 0:
@@ -194,14 +174,11 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if self.resume and self.init_from:
             raise ValueError("give either resume (continue a run) or init_from (new run from weights), not both")
-        check_precision(self.precision)
         if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
             raise ValueError(
                 f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, "
                 f"got {self.attn_implementation!r}"
             )
-        if self.report_to not in REPORT_TO:
-            raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
         if self.max_time_minutes is not None and self.max_time_minutes <= 0:
             raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:

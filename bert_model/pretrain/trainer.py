@@ -31,7 +31,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.metrics import PretrainingMetrics, plot_metrics
+from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT, PretrainingMetrics, plot_metrics
 from bertprep.bert_model.pretrain.architectures import flops_per_token
 from bertprep.bert_model.optim import optimizer_step
 from bertprep.bert_model.pretrain import build
@@ -91,7 +91,7 @@ def evaluate(
     max_batches: int = 0,
     autocast: contextlib.AbstractContextManager | None = None,
     mask_token_id: int | None = None,
-    nsp_loss_weight: float = 1.0,
+    nsp_loss_weight: float = NSP_LOSS_WEIGHT,
 ) -> dict[str, float]:
     """Mean MLM / NSP loss and accuracy of ``model`` over ``loader`` (the first ``max_batches``; 0 = all),
     summed over DDP ranks; with ``mask_token_id``, also ``mlm_accuracy_at_mask`` (see ``PretrainingMetrics``).

@@ -31,7 +31,6 @@ import logging
 import math
 import os
 import shutil
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
+from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
 from bertprep.bert_model.models.heads import load_encoder_weights
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
@@ -55,11 +55,11 @@ from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.models.bert import PRESETS, BertConfig
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.models.attention import configure_attention
-from bertprep.bert_model.precision import autocast_context, check_precision, uses_bf16
-from bertprep.bert_model.reporting import REPORT_DIRS, REPORT_TO, ConsoleReporter, MetricsLog, open_reporter
+from bertprep.bert_model.precision import autocast_context, uses_bf16
+from bertprep.bert_model.reporting import REPORT_DIRS, ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
-from bertprep.pipeline.atomic import replace_entries, write_atomic
+from bertprep.pipeline.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
@@ -71,8 +71,9 @@ logger = logging.getLogger("bertprep.finetune")
 
 
 @dataclass
-class FinetuneConfig:
-    """Training settings of ``bertprep finetune`` (the task's own settings live in the task object)."""
+class FinetuneConfig(LoopConfig, OptimConfig):
+    """Training settings of ``bertprep finetune`` (the task's own settings live in the task object; the loop's
+    and the optimizer's that pre-training shares are :class:`LoopConfig`'s and :class:`OptimConfig`'s)."""
 
     train_file: str
     """Training data (GLUE TSV, SQuAD JSON or CoNLL)."""
@@ -108,32 +109,18 @@ class FinetuneConfig:
     """Stop training after this many minutes (schedule unchanged), then evaluate and save."""
     warmup_proportion: float = 0.1
     """Share of the steps with linear learning-rate warm-up."""
-    weight_decay: float = 0.01
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (0 = off)."""
     eval_every: int = 0
     """Also evaluate every this many steps (0 = after each epoch only)."""
-    log_every: int = 50
-    """Steps between training-loss lines in metrics.jsonl."""
     max_train_examples: int | None = None
     """Use only the first this many training examples (questions for SQuAD, sentences for NER)."""
     max_eval_examples: int | None = None
     """Evaluate on only the first this many examples."""
-    seed: int = 12345
-    """Seeds head initialisation, dropout and data order."""
-    device: str = "auto"
-    """``auto`` (CUDA if available), ``cpu``, ``cuda`` or ``cuda:N``."""
-    precision: str = "auto"
-    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (see ``precision.py``)."""
     overwrite: bool = False
     """Replace an existing run in ``output_dir``."""
-    progress: bool = True
-    """Show a tqdm progress bar."""
-    report_to: str = "none"
-    """Where the metrics go besides ``metrics.jsonl``: ``none``, ``tensorboard`` or ``wandb`` (``reporting.py``)."""
 
     def __post_init__(self) -> None:
+        LoopConfig.__post_init__(self)
+        OptimConfig.__post_init__(self)
         if self.init_from is None and (self.preset is None or self.vocab is None):
             raise ValueError(
                 "give init_from (a pre-trained checkpoint or Hugging Face directory), or preset and "
@@ -143,7 +130,7 @@ class FinetuneConfig:
             raise ValueError("random_init takes the config from init_from; give init_from (or preset + vocab)")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        for name in ("learning_rate", "batch_size", "eval_batch_size", "num_train_epochs", "log_every"):
+        for name in ("learning_rate", "batch_size", "eval_batch_size", "num_train_epochs"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("max_steps", "max_time_minutes", "max_train_examples", "max_eval_examples"):
@@ -152,12 +139,8 @@ class FinetuneConfig:
                 raise ValueError(f"{name} must be positive, got {value}")
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
-        for name in ("weight_decay", "max_grad_norm", "eval_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        check_precision(self.precision)
-        if self.report_to not in REPORT_TO:
-            raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be >= 0, got {self.eval_every}")
 
 
 @dataclass
@@ -268,7 +251,8 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
     docstring for what is written).
 
     With ``overwrite``, a previous run in ``output_dir`` stays whole until this one completes (this run is
-    written to ``output_dir/.tmp-run-<host>-<pid>/`` and then swapped in); a failed run leaves it as it was,
+    written to a staging folder ``output_dir/.bertprep-run-<host>-<pid>-<8 hex>/`` and then swapped in); a failed
+    run leaves it as it was,
     and the folders of killed runs are removed by the next run that completes there.
 
     Raises:
@@ -293,8 +277,7 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
                 f"{config.output_dir} already holds a fine-tuning run; choose another --output-dir or pass --overwrite"
             )
         # Write beside, then swap: the previous run stays whole until this one has completed.
-        staging = os.path.join(config.output_dir, f"{_STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
+        staging = os.path.join(config.output_dir, staging_name(_STAGING_KIND))
         logger.info(
             "the previous run in %s is replaced only when this one completes; until then this run is written to %s",
             config.output_dir,
@@ -306,9 +289,9 @@ def finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         # results.json, the completion marker, moves in last; the old run is deleted only after that.
-        aside = os.path.join(config.output_dir, f".old-run-{os.getpid()}")
-        replace_entries(staging, config.output_dir, _run_files(config.output_dir), aside=aside, last="results.json")
-        _remove_stale_staging(config.output_dir)
+        replace_entries(staging, config.output_dir, _run_files(config.output_dir), last="results.json")
+        for path in remove_stale_staging(config.output_dir, _STAGING_KIND):
+            logger.info("removing %s, left by a run that was killed", path)
         return dataclasses.replace(result, best_dir=os.path.join(config.output_dir, "best"))
     return _finetune(config, task, config.output_dir, t_start)
 
@@ -324,24 +307,9 @@ def _run_files(directory: str) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n in _RUN_FILES or n.startswith("eval_predictions."))
 
 
-_STAGING_PREFIX = ".tmp-run-"
-
-
-def _remove_stale_staging(output_dir: str) -> None:
-    """Remove the staging folders (``.tmp-run-<host>-<pid>``) that killed runs on this host left in
-    ``output_dir``; those of live processes, and of other hosts, are kept."""
-    prefix = f"{_STAGING_PREFIX}{socket.gethostname()}-"
-    for name in os.listdir(output_dir):
-        pid = name[len(prefix) :]
-        if not name.startswith(prefix) or not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            logger.info("removing %s, left by a run that was killed", os.path.join(output_dir, name))
-            shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
-        except PermissionError:  # a live process of another user
-            pass
+#: The kind of a fine-tuning run's staging folder (``atomic.staging_name``): killed runs' are removed by the
+#: next run that completes in the same output directory (same host, dead pid).
+_STAGING_KIND = "run"
 
 
 @dataclass
@@ -459,9 +427,7 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     steps_per_epoch = math.ceil(len(data.train_features) / config.batch_size)
     num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
     warmup_steps = int(config.warmup_proportion * num_train_steps)
-    optimizer = create_optimizer(
-        model, learning_rate=config.learning_rate, weight_decay=config.weight_decay, eps=config.adam_epsilon
-    )
+    optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
     scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
     loader = torch.utils.data.DataLoader(
         data.train_features,

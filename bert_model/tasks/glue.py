@@ -26,6 +26,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
+from bertprep.bert_model.collate import truncate_seq_pair
 from bertprep.bert_model.models.heads import BertForSequenceClassification, ModernBertForSequenceClassification
 from bertprep.bert_model.models.bert import BertConfig
 from bertprep.bert_model.models.modernbert import ModernBertConfig
@@ -357,12 +358,6 @@ class GlueTask:
             f.write("index\tprediction\n")
             for e, p in zip(examples, predictions):
                 f.write(f"{e.index}\t{p:.6g}\n" if self.is_regression else f"{e.index}\t{p}\n")
-
-
-def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_length: int) -> None:
-    """Shorten the longer list by one from its end until the total fits (run_classifier.py, in place)."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
 
 
 def glue_metrics(names: Sequence[str], predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.tasks.glue import GlueTask
 from bertprep.bert_model.models.heads import load_full_weights
+from bertprep.bert_model.loop_config import DeviceConfig, LoopConfig
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     build_model,
@@ -45,7 +46,7 @@ def run_model(
     device: torch.device,
     pad_token_id: int = 0,
     progress: bool = False,
-    precision: str = "auto",
+    precision: str = LoopConfig.precision,
 ) -> list[dict[str, np.ndarray]]:
     """Outputs of ``model`` for every feature (eval mode, no gradients), as float32 numpy arrays.
 
@@ -91,6 +92,30 @@ _TASK_OF_HEAD = {
     )
     for name in names
 }
+
+
+@dataclass
+class PredictConfig(DeviceConfig):
+    """The settings of ``bertprep predict`` (:func:`predict`; the CLI reads its defaults here)."""
+
+    model_dir: str
+    """A ``bertprep finetune`` run or its ``best/`` directory (or an exported / Hugging Face fine-tuned one)."""
+    input_file: str
+    """The file to predict, in the task's format (labels optional)."""
+    output_file: str
+    """Where the predictions go (the task's format; written atomically)."""
+    task_overrides: dict[str, Any] = field(default_factory=dict)
+    """Task settings that replace those recorded with the model (glue columns, ``max_seq_length``, ...)."""
+    batch_size: int = 64
+    """Inputs per forward pass."""
+    max_examples: int | None = None
+    """Predict only the first this many examples."""
+    do_lower_case: bool | None = None
+    """Tokenizer casing instead of the one recorded with the model."""
+    strip_accents: bool | None = None
+    """Accent stripping instead of the one recorded with the model (None: as recorded, else as the casing)."""
+    progress: bool = True
+    """Show a progress bar."""
 
 
 @dataclass
@@ -180,19 +205,7 @@ def load_finetuned(
     return model, task, tokenizer
 
 
-def predict(
-    model_dir: str,
-    input_file: str,
-    output_file: str,
-    *,
-    task_overrides: dict[str, Any] | None = None,
-    batch_size: int = 64,
-    device: str = "auto",
-    max_examples: int | None = None,
-    do_lower_case: bool | None = None,
-    strip_accents: bool | None = None,
-    progress: bool = True,
-) -> PredictResult:
+def predict(config: PredictConfig) -> PredictResult:
     """Run a fine-tuned model on ``input_file`` and write ``output_file``: GLUE ``index<TAB>prediction`` TSV,
     SQuAD ``{id: answer}`` JSON, or CoNLL ``TOKEN<TAB>TAG`` (see each task's ``write_predictions``).
 
@@ -203,22 +216,26 @@ def predict(
         ValueError: ``output_file`` is ``input_file``, an existing file of ``model_dir`` or of the run it belongs
             to (checked before anything is read or written), or the model / input is not usable.
     """
+    model_dir, input_file, output_file = config.model_dir, config.input_file, config.output_file
     _check_predict_output(model_dir, input_file, output_file)
     model, task, tokenizer = load_finetuned(
-        model_dir, task_overrides=task_overrides, do_lower_case=do_lower_case, strip_accents=strip_accents
+        model_dir,
+        task_overrides=config.task_overrides,
+        do_lower_case=config.do_lower_case,
+        strip_accents=config.strip_accents,
     )
     _check_predict_output(model_dir, input_file, output_file, task)
-    torch_device = resolve_device(device)
+    torch_device = resolve_device(config.device)
     model.to(torch_device)
-    examples = _read_input(task, input_file, max_examples)
+    examples = _read_input(task, input_file, config.max_examples)
     features = task.featurize(examples, tokenizer, with_labels=False)
     outputs = run_model(
         model,
         features,
-        batch_size=batch_size,
+        batch_size=config.batch_size,
         device=torch_device,
         pad_token_id=tokenizer.pad_token_id,
-        progress=progress,
+        progress=config.progress,
     )
     predictions = task.predictions(examples, features, outputs)
     directory = os.path.dirname(os.path.abspath(output_file))

@@ -3,8 +3,10 @@
 In: a ``ShardsConfig`` and Beam pipeline options. Out: a published shard directory.
 
 Entry points:
-- ``run.run_make_shards``: validates options, starts the runner (local workers, Dataflow, Dask), runs
-  the graph and publishes the result; the one call ``cli/make_shards.py`` makes.
+- ``session.session``: the run's worker processes, logging and Ctrl-C; its ``Session.run`` calls
+  ``run.run_make_shards``, which turns the Beam arguments into the run's one ``PipelineOptions``, starts the
+  runner (local workers, Dataflow, Dask), runs the graph and publishes the result. ``cli/make_shards.py``
+  (with ``cli/shards_options.py`` for its options) makes these two calls.
 - ``graph.build_pipeline``: the steps read -> tokenize -> bucket -> instances -> shards, with stable labels.
 - ``transforms``: the DoFns and composites from input files to bucket files.
 - ``heldout``: the evaluation split (whole documents) and exact dedup.

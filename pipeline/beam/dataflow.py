@@ -81,21 +81,20 @@ def _ships_bertprep(options: PipelineOptions) -> bool:
     return bool(setup.setup_file or setup.extra_packages or options.view_as(WorkerOptions).sdk_container_image)
 
 
-def with_default_setup_file(beam_args: Sequence[str]) -> list[str]:
-    """``beam_args`` plus ``--setup_file=<checkout>/setup.py`` for a Dataflow run that ships no bertprep.
+def with_default_setup_file(options: PipelineOptions) -> PipelineOptions:
+    """``options`` (changed in place, and returned) with ``--setup_file=<checkout>/setup.py`` for a Dataflow run
+    that ships no bertprep.
 
-    Added only when the runner is Dataflow, none of ``--setup_file``, ``--extra_package(s)``,
+    Set only when the runner is Dataflow, none of ``--setup_file``, ``--extra_package(s)``,
     ``--sdk_container_image`` is given, and bertprep runs from a source checkout
-    (:func:`source_setup_file`); otherwise ``beam_args`` is returned unchanged.
+    (:func:`source_setup_file`); otherwise ``options`` is left as it is.
     """
-    args = list(beam_args)
-    options = PipelineOptions(args)
     if is_dataflow_runner(options) and not _ships_bertprep(options):
         setup_file = source_setup_file()
         if setup_file:
             log.info("Dataflow: shipping bertprep to the workers with --setup_file=%s", setup_file)
-            args.append(f"--setup_file={setup_file}")
-    return args
+            options.view_as(SetupOptions).setup_file = setup_file
+    return options
 
 
 def _is_remote(path: str) -> bool:
@@ -256,16 +255,15 @@ def _local_staging_dir(pipeline_proto) -> str | None:
 
 
 def dry_run(
-    config: ShardsConfig, beam_args: Sequence[str], *, files: Sequence[str] | None = None, vocab: Vocab | None = None
+    config: ShardsConfig, options: PipelineOptions, *, files: Sequence[str] | None = None, vocab: Vocab | None = None
 ) -> DataflowDryRun:
-    """Build the make-shards Dataflow job for ``config`` and ``beam_args`` without submitting it.
+    """Build the make-shards Dataflow job for ``config`` and ``options`` without submitting it.
 
     Args:
         config: the make-shards settings; inputs, vocab and output must be ``gs://`` (see
             :func:`check_dataflow_options`).
-        beam_args: Beam options as on the command line (``--runner=DataflowRunner --project=...
-            --region=... --temp_location=gs://... --setup_file=./setup.py ...``); ``--dry_run=True`` is
-            implied.
+        options: the run's Beam options (from ``--runner=DataflowRunner --project=... --region=...
+            --temp_location=gs://... --setup_file=./setup.py ...``); ``dry_run`` is set on them.
         files: the input files in reading order; default: ``readers.expand_inputs(config.inputs)``, which
             lists ``gs://`` inputs (needs read access). Give them to build the job with no access at all.
         vocab: the loaded vocab; default: ``load_vocab(config.vocab)`` (reads it from ``gs://``).
@@ -285,7 +283,6 @@ def dry_run(
     from bertprep.pipeline.text.tokenization import load_vocab
     from bertprep.pipeline.beam.graph import build_pipeline
 
-    options = PipelineOptions(list(beam_args))
     if not is_dataflow_runner(options):
         raise ValueError(
             f"a Dataflow dry run needs --runner=DataflowRunner (got --runner={options.view_as(StandardOptions).runner})"

@@ -1,5 +1,6 @@
 """The make-shards pipeline graph: :func:`build_pipeline` wires the composites of ``transforms.py``,
-``heldout.py`` (``--dedup``, ``--eval-fraction``) and ``write_shards.py`` into a pipeline; ``run.py`` runs it
+``heldout.py`` (``--dedup``, ``--eval-fraction``) and ``shards/write.py`` into a pipeline (with the manifest
+sections of the corpus controls, :func:`manifest_sections`); ``run.py`` runs it
 (runner choice, staging, Dataflow) and ``dataflow.py`` builds it for a dry run. Step labels are unique and
 stable (a Dataflow job and the tests name them).
 
@@ -23,7 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
-from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
+from bertprep.pipeline.shards.store import BUCKETS_DIR
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.readers.ranges import plan_ranges
 from bertprep.pipeline.text.tokenization import Vocab
@@ -95,7 +96,21 @@ def build_pipeline(
             tmp_dir if train else eval_dir,
             role=side,
             vocab_files=vocab.files(),
+            manifest_sections=manifest_sections,
         )
+
+
+def manifest_sections(config: ShardsConfig, counts: dict, role: str) -> dict:
+    """The manifest's sections of the corpus controls, in this order: ``split`` and ``dedup``
+    (``heldout.manifest_sections``, with MinHash's settings from ``near_dedup`` under ``--dedup minhash``), the
+    mixture's (``mixture.manifest_section``) and decontamination's; each absent where its option is not used.
+    ``WriteArrowShards`` adds them to each shard set's manifest (``role``: ``train`` or ``eval``)."""
+    sections = heldout.manifest_sections(config, counts, role)
+    if "dedup" in sections and config.dedup == "minhash":
+        sections["dedup"].update(near_dedup.manifest_details(config))
+    sections.update(mixture.manifest_section(config, counts))
+    sections.update(decontamination.manifest_section(config, counts))
+    return sections
 
 
 def _vocab_info(config: ShardsConfig, vocab: Vocab) -> dict:

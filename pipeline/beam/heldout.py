@@ -315,20 +315,4 @@ def manifest_sections(config: ShardsConfig, counts: dict, role: str = "train") -
             "duplicate_groups": int(dedup.get("duplicate_groups", 0)),
             "documents_dropped": int(dedup.get("documents_dropped", 0)),
         }
-        if config.dedup == "minhash":
-            from bertprep.pipeline.beam import near_dedup
-
-            bands, rows = near_dedup.lsh_bands(config.dedup_threshold)
-            out["dedup"].update(
-                normalization=NORMALIZATION.replace("; blake2b-128", "")
-                + f"; word {config.dedup_ngram}-grams (shorter documents: one shingle)",
-                kept="a document is dropped when an earlier one in input order (file order, then document "
-                "order) is a near-copy; duplicate_groups counts the earliest near-copies found",
-                threshold=config.dedup_threshold,
-                ngram=config.dedup_ngram,
-                num_perm=near_dedup.NUM_PERM,
-                minhash_seed=near_dedup.MINHASH_SEED,
-                lsh_bands=bands,
-                lsh_rows=rows,
-            )
     return out

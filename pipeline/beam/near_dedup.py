@@ -217,3 +217,22 @@ class NearDedup(beam.PTransform):
             | "AttachSkips" >> beam.Map(heldout._attach_skips)
         )
         return {"files": joined, "counts": counts}
+
+
+def manifest_details(config: ShardsConfig) -> dict[str, Any]:
+    """What the manifest's ``dedup`` section says under ``--dedup minhash`` besides exact dedup's
+    (``heldout.manifest_sections``): the normalisation and the kept copy restated, the threshold, the n-gram
+    size, the MinHash permutations and seed, and the LSH bands and rows."""
+    bands, rows = lsh_bands(config.dedup_threshold)
+    return {
+        "normalization": heldout.NORMALIZATION.replace("; blake2b-128", "")
+        + f"; word {config.dedup_ngram}-grams (shorter documents: one shingle)",
+        "kept": "a document is dropped when an earlier one in input order (file order, then document "
+        "order) is a near-copy; duplicate_groups counts the earliest near-copies found",
+        "threshold": config.dedup_threshold,
+        "ngram": config.dedup_ngram,
+        "num_perm": NUM_PERM,
+        "minhash_seed": MINHASH_SEED,
+        "lsh_bands": bands,
+        "lsh_rows": rows,
+    }

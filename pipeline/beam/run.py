@@ -2,8 +2,9 @@
 
 :func:`run_make_shards` builds the pipeline of ``graph.py`` on the runner the Beam options name (with
 none, Beam's in-process ``FnApiRunner`` on every core), or validates a Dataflow job without submitting it
-(``dataflow.py``). Nothing imports this module back (``graph.py`` and ``dataflow.py`` do not), so there
-is no import cycle.
+(``dataflow.py``). The Beam arguments become one ``PipelineOptions`` here (:func:`default_pipeline_options`),
+which every later step is handed. Nothing imports this module back (``graph.py``, ``dataflow.py`` and
+``session.py`` do not), so there is no import cycle.
 
 Nothing is written into the output directory until the pipeline has succeeded: every file goes to a
 staging folder ``<output>/.bertprep-tmp-<host>-<pid>-<run>/`` (bucket files under ``buckets/``, then the
@@ -44,12 +45,19 @@ from bertprep.pipeline.beam.graph import build_pipeline
 
 log = logging.getLogger(__name__)
 
+#: Staging folders of runs under way in this process (added and removed here): what an abort deletes
+#: (``session.py`` reads it through ``sys.modules``, without importing this module).
+ACTIVE_STAGING: set[str] = set()
+
 
 def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
-    """Beam options from pass-through arguments; with no ``--runner``, the in-process local runner on
-    every core (``FnApiRunner`` in multi-processing mode, no Prism download)."""
+    """The one ``PipelineOptions`` of a run, from the pass-through arguments: with no ``--runner``, the
+    in-process local runner on every core (``FnApiRunner`` in multi-processing mode, no Prism download); on
+    Dataflow, ``--setup_file`` defaults to the checkout's setup.py (``dataflow.with_default_setup_file``)."""
     options = PipelineOptions(list(beam_args))
     standard = options.view_as(StandardOptions)
+    if dataflow.is_dataflow_runner(options):
+        dataflow.with_default_setup_file(options)
     if not standard.runner:
         given = {arg.split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
         direct = options.view_as(DirectOptions)
@@ -141,6 +149,22 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
+def _checked_inputs(config: ShardsConfig, beam_args: Sequence[str]) -> tuple[ShardsConfig, list[str]]:
+    """``config`` (its paths absolute for Dask's workers) and its input files, after the reading options and the
+    ``--decontaminate`` files are checked; raises as :func:`run_make_shards` does for them."""
+    readers.check_options(
+        config.input_format,
+        encoding=config.encoding,
+        max_line_chars=config.max_line_chars,
+        **({"segmenter": config.segmenter} if config.segmenter else {}),
+    )
+    if dask_runner_name(PipelineOptions(list(beam_args)).view_as(StandardOptions).runner):
+        config = absolute_paths(config)  # the workers run in folders (and on machines) of their own
+    files = readers.expand_inputs(list(config.inputs))
+    check_evaluation_files(config.decontaminate)
+    return config, files
+
+
 def run_make_shards(
     config: ShardsConfig,
     beam_args: Sequence[str] = (),
@@ -161,7 +185,8 @@ def run_make_shards(
     pipeline has succeeded (``publish.publish``, journalled): a failed, interrupted or killed run leaves an
     earlier output exactly as it was, and one killed while it moves its files is finished by the next run.
     After a successful run, staging folders of dead runs are removed
-    (``shards.remove_stale_staging``). Beam options are not checked here; see :func:`unknown_beam_args`.
+    (``shards.remove_stale_staging``). Beam options are not checked here (the command line's are, by
+    ``cli/shards_options.check_beam_args``).
     With ``config.eval_fraction`` the held-out set is moved into ``<output_dir>/eval/`` first, then the training
     set (its manifest last); without it, an ``eval/`` set an earlier run left there is deleted
     (``heldout.py``, :func:`_publish`). The output directory is locked for the run (``publish.output_lock``):
@@ -174,24 +199,15 @@ def run_make_shards(
     ``workers``: Beam worker processes already started (``warm_workers.start``, by the CLI before it imports
     Beam), used when the local runner runs multi-processing with as many workers; the caller closes them.
     """
-    readers.check_options(
-        config.input_format,
-        encoding=config.encoding,
-        max_line_chars=config.max_line_chars,
-        **({"segmenter": config.segmenter} if config.segmenter else {}),
-    )
+    config, files = _checked_inputs(config, beam_args)
     vocab = vocab if vocab is not None else load_vocab(config.vocab)
-    if dask_runner_name(PipelineOptions(list(beam_args)).view_as(StandardOptions).runner):
-        config = absolute_paths(config)  # the workers run in folders (and on machines) of their own
-    files = readers.expand_inputs(list(config.inputs))
-    check_evaluation_files(config.decontaminate)
-    if dataflow.is_dataflow_runner(PipelineOptions(list(beam_args))):
-        beam_args = dataflow.with_default_setup_file(beam_args)
+    options = default_pipeline_options(beam_args)
+    if dataflow.is_dataflow_runner(options):
         try:
-            if PipelineOptions(list(beam_args)).view_as(TestOptions).dry_run:
-                report = dataflow.dry_run(config, beam_args, files=files, vocab=vocab)
+            if options.view_as(TestOptions).dry_run:
+                report = dataflow.dry_run(config, options, files=files, vocab=vocab)
                 return {"dry_run": report.summary(), "job": report.job}
-            dataflow.check_dataflow_options(PipelineOptions(list(beam_args)), config)
+            dataflow.check_dataflow_options(options, config)
         except (ValueError, ImportError) as err:
             raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
@@ -206,7 +222,7 @@ def run_make_shards(
     created = "://" not in output_dir and not os.path.exists(output_dir)
     try:
         with publish.output_lock(output_dir):
-            manifest = _make_and_publish(config, beam_args, vocab, workers, files)
+            manifest = _make_and_publish(config, options, vocab, workers, files)
     except publish.LockError as err:
         raise MakeShardsError(str(err)) from err
     finally:
@@ -223,7 +239,9 @@ def run_make_shards(
     return manifest
 
 
-def _make_and_publish(config: ShardsConfig, beam_args, vocab: Vocab, workers, files: Sequence[str]) -> dict:
+def _make_and_publish(
+    config: ShardsConfig, options: PipelineOptions, vocab: Vocab, workers, files: Sequence[str]
+) -> dict:
     """With the output directory locked: finish an earlier run's cut-short publish, refuse existing shards
     without ``overwrite``, run the pipeline into a staging folder and publish it (``publish.py``)."""
     output_dir = config.output_dir
@@ -239,18 +257,15 @@ def _make_and_publish(config: ShardsConfig, beam_args, vocab: Vocab, workers, fi
             f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
         )
     staging_dir, _ = _make_staging_dir(output_dir)
-    from bertprep.pipeline.beam.launch import ACTIVE_STAGING
-
     ACTIVE_STAGING.add(staging_dir)
     try:
-        return _run_and_publish(config, beam_args, vocab, workers, files, staging_dir)
+        return _run_and_publish(config, options, vocab, workers, files, staging_dir)
     finally:
         ACTIVE_STAGING.discard(staging_dir)
 
 
-def _run_and_publish(config, beam_args, vocab, workers, files, staging_dir: str) -> dict:
+def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, staging_dir: str) -> dict:
     output_dir = config.output_dir
-    options = default_pipeline_options(beam_args)
     start = time.time()
     metadata = sum(1 for f in files if readers.is_hf_metadata(f)) if config.input_format in ("hf", "auto") else 0
     log.info("make-shards: %d input files -> %s", len(files) - metadata, output_dir)
@@ -364,49 +379,6 @@ def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) 
             os.rmdir(created_output_dir)
         except OSError:
             pass
-
-
-def unknown_beam_args(beam_args: Sequence[str]) -> list[str]:
-    """The arguments in ``beam_args`` that no Beam ``PipelineOptions`` class parses (a mistyped option,
-    a stray value), in order; empty when Beam knows them all.
-
-    Beam itself only logs "Discarding unparseable args" and drops them, so ``--dupe-factr 3`` would run a
-    whole job with the default. The parser is Beam's own (``PipelineOptions.get_all_options``, every
-    options class known at that moment, with the runner named by ``--runner`` imported first so that its
-    options count too).
-    """
-    args = list(beam_args)
-    if not args:
-        return []
-    runner = PipelineOptions(args).view_as(StandardOptions).runner
-    if runner:
-        from bertprep.pipeline.beam import dask_runner_name
-
-        if dask_runner_name(runner):  # Beam's table of short names lacks it; its options are Beam's DaskOptions
-            runner = "apache_beam.runners.dask.dask_runner.DaskRunner"
-        try:
-            from apache_beam.runners.runner import create_runner
-
-            create_runner(runner)  # imports the runner's module, which defines its options classes
-        except Exception as err:  # Beam's own reason, not "no such option" for the runner's options
-            raise MakeShardsError(f"--runner={runner}: Beam cannot create this runner: {err}") from err
-    parsers = []
-    beam_log = logging.getLogger("apache_beam.options.pipeline_options")
-    level = beam_log.level
-    beam_log.setLevel(logging.ERROR)  # its "Discarding unparseable args" warning: reported here instead
-    try:
-        PipelineOptions(args).get_all_options(add_extra_args_fn=parsers.append)
-    finally:
-        beam_log.setLevel(level)
-    _, unknown = parsers[0].parse_known_args(args)
-    return list(unknown)
-
-
-def beam_option_names() -> list[str]:
-    """Every ``--option`` that Beam's ``PipelineOptions`` classes define (for suggestions)."""
-    parsers = []
-    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
-    return sorted({s for action in parsers[0]._actions for s in action.option_strings if s.startswith("--")})
 
 
 _EXCEPTION_LINE = re.compile(

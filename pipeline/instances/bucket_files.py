@@ -13,7 +13,7 @@ composites use them as their oracle:
   with ``random.Random(bucket_seed(seed, bucket))``, the same draws and instances as the list-based
   reference ``create_training_instances`` of ``tests/reference/instances.py``, on arrays instead of token
   lists); the bucket's instances go to a temporary ``bucket-<key>.arrows`` (in the staging folder's
-  :data:`BUCKETS_DIR`), which ``write_shards.py`` cuts into shards.
+  ``store.BUCKETS_DIR``), which ``shards/write.py`` cuts into shards.
 
 Files are reached through Beam's ``FileSystems`` (so ``gs://`` works), as in ``shards.py``.
 """
@@ -43,9 +43,6 @@ from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmente
 
 # (file_index, ordinal, ids as uint32 bytes, sentence lengths as int32 bytes, sentences dropped as empty)
 TokenizedDocument = tuple
-
-#: The staging folder's subfolder for the temporary bucket files.
-BUCKETS_DIR = "buckets"
 
 
 def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:
@@ -140,7 +137,7 @@ def make_bucket_instances(
     if config.masking == "dynamic":
         instance_config = dataclasses.replace(instance_config, dupe_factor=1)
     fast = config.effective_sampling == "fast"  # --sampling auto: fast unless --bucket-size 0
-    vectorized_masking = fast and config.masking == "static" and instance_config.effective_masking_scheme == "token"
+    vectorized_masking = fast and config.masking == "static" and instance_config.mlm.effective_masking_scheme == "token"
     python_masking = config.masking == "static" and not vectorized_masking
     described = describe_instances(docs, instance_config, ids, rng, stats, mask=python_masking, fast_truncation=fast)
     if on_described is not None:
@@ -157,7 +154,7 @@ def make_bucket_instances(
         np_rng = np.random.default_rng([instance_config.random_seed, bucket])
         table, counts = mask_table(
             table,
-            instance_config,
+            instance_config.mlm,
             ids.mask_id,
             np.asarray(ids.random_ids, dtype=np.int64),
             np_rng,

@@ -87,7 +87,7 @@ def describe_instances(
     if not used:
         return out
     # word-level schemes (whole-word, ngram, span) mask through create_masked_lm_predictions, on the tokens
-    whole_word = mask and config.effective_masking_scheme != "token"
+    whole_word = mask and config.mlm.effective_masking_scheme != "token"
     if whole_word and docs.word_starts is not None:
         out.word_starts = docs.word_starts.tolist()
     # truncated instances, NotNext from the document itself, (sop) one-segment chunks merged / skipped and
@@ -359,7 +359,9 @@ def _pair_masks(work: _Pass, a_start: int, a_len: int, b_start: int, b_len: int)
     config, ids, rng, out, token_lists = work.config, work.ids, work.rng, work.out, work.token_lists
     if token_lists is None:
         chosen = shuffle_first(
-            a_len + b_len, num_to_predict(a_len + b_len + 3, config.masked_lm_prob, config.max_predictions_per_seq), rng
+            a_len + b_len,
+            num_to_predict(a_len + b_len + 3, config.mlm.masked_lm_prob, config.mlm.max_predictions_per_seq),
+            rng,
         )
         out.m_pos.extend(chosen)
         out.m_rep.extend(draw_replacements(len(chosen), rng, ids.random_ids))
@@ -375,7 +377,7 @@ def _pair_masks(work: _Pass, a_start: int, a_len: int, b_start: int, b_len: int)
     if out.word_starts is not None:
         ws = out.word_starts
         word_starts = [0, *ws[a_start : a_start + a_len], 0, *ws[b_start : b_start + b_len], 0]
-    output, positions, _ = create_masked_lm_predictions(tokens, config, ids, rng, work.stats, a_len, word_starts)
+    output, positions, _ = create_masked_lm_predictions(tokens, config.mlm, ids, rng, work.stats, a_len, word_starts)
     for p in positions:
         out.m_pos.append(p)
         out.m_rep.append(output[p])
@@ -437,7 +439,7 @@ def _describe_stream(
                 tokens = [cls_id, *token_list[start : start + length], sep_id]
                 row_starts = None if word_starts is None else [0, *word_starts[start : start + length], 0]
                 output, positions, _ = create_masked_lm_predictions(
-                    tokens, config, ids, rng, stats, word_starts=row_starts
+                    tokens, config.mlm, ids, rng, stats, word_starts=row_starts
                 )
                 for p in positions:
                     out.m_pos.append(p)

@@ -10,22 +10,19 @@ pyarrow and numpy only (no Beam, no torch).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+from bertprep.pipeline.config import MaskingConfig
 from bertprep.pipeline.masking.rule import replace_positions
-
-if TYPE_CHECKING:  # (the type is only an annotation here)
-    from bertprep.pipeline.config import InstanceConfig
 
 _CHUNK_ROWS = 8192
 
 
 def mask_table(
     table: pa.Table,
-    config: "InstanceConfig",
+    config: MaskingConfig,
     mask_id: int,
     random_ids: np.ndarray,
     rng: np.random.Generator,
@@ -90,7 +87,7 @@ def mask_table(
 
 
 def _predictions_per_row(
-    config: "InstanceConfig", offsets: np.ndarray, values: np.ndarray, sep_id: int | None
+    config: MaskingConfig, offsets: np.ndarray, values: np.ndarray, sep_id: int | None
 ) -> np.ndarray:
     """Per row, the number of positions to predict (int64): as
     :func:`~bertprep.pipeline.masking.rule.num_to_predict`, round half to even of ``length * masked_lm_prob``

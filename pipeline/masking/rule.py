@@ -27,6 +27,10 @@ word-level schemes (``whole-word``, ``ngram``, ``span``) choose whole words in
 :func:`word_masked_lm_predictions` applies the rule to them, one code path for the static form
 (:func:`create_masked_lm_predictions`, ``random.Random``) and the dynamic one (:func:`mask_instance`, numpy).
 
+The settings are ``config.MaskingConfig``'s (one declaration for both forms); what the rule needs of the vocab
+and where it adds its counts are the protocols :class:`MaskIds` and :class:`MaskCounts` (the instance code's
+``VocabIds`` and ``InstanceStats`` are such objects), and :class:`MaskingVocab` for the dynamic form.
+
 numpy only (no Beam, no torch): ``bertprep.bert_model`` imports it for dynamic masking.
 """
 
@@ -34,24 +38,35 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
+from bertprep.pipeline.config import MaskingConfig
 from bertprep.pipeline.masking.exact_draws import shuffle
-from bertprep.pipeline.masking.schemes import (
-    MASKING_SCHEMES,
-    MAX_NGRAM_SIZE,
-    MAX_SPAN_LENGTH,
-    SPAN_GEOMETRIC_P,
-    Draws,
-    choose_word_spans,
-    words_from_starts,
-)
+from bertprep.pipeline.masking.schemes import Draws, choose_word_spans, words_from_starts
 
-if TYPE_CHECKING:  # (instances.py imports this module; the types are only annotations here)
-    from bertprep.pipeline.config import InstanceConfig
-    from bertprep.pipeline.instances.common import InstanceStats, VocabIds
+
+class MaskIds(Protocol):
+    """What the exact form needs of the vocab, as ids (``instances.common.VocabIds`` is one)."""
+
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    random_ids: Sequence[int]
+    """Id of each entry of the original's ``vocab_words``: what a random replacement is drawn from."""
+    is_continuation: Sequence[bool]
+    """Per id, whether it is a ``##`` piece (the default word boundaries)."""
+
+
+class MaskCounts(Protocol):
+    """Where the exact form adds what it masked (``instances.common.InstanceStats`` is one)."""
+
+    masked: int
+    masked_as_mask: int
+    masked_as_random: int
+    masked_as_kept: int
+
 
 #: Probability that a chosen piece becomes [MASK].
 MASK_PROB = 0.8
@@ -100,10 +115,10 @@ def draw_replacements(count: int, rng: random.Random, random_ids: Sequence[int])
 
 def create_masked_lm_predictions(
     tokens: list[int],
-    config: "InstanceConfig",
-    ids: "VocabIds",
+    config: MaskingConfig,
+    ids: MaskIds,
     rng: random.Random,
-    stats: "InstanceStats | None" = None,
+    stats: MaskCounts | None = None,
     num_tokens_a: int | None = None,
     word_starts: Sequence[int] | None = None,
 ) -> tuple[list[int], list[int], list[int]]:
@@ -181,10 +196,10 @@ def create_masked_lm_predictions(
 
 def _word_level(
     tokens: list[int],
-    config: "InstanceConfig",
-    ids: "VocabIds",
+    config: MaskingConfig,
+    ids: MaskIds,
     rng: random.Random,
-    stats: "InstanceStats | None",
+    stats: MaskCounts | None,
     word_starts: Sequence[int] | None,
 ) -> tuple[list[int], list[int], list[int]]:
     """:func:`create_masked_lm_predictions` under a word-level scheme (see there)."""
@@ -224,7 +239,7 @@ def word_masked_lm_predictions(
     tokens: Sequence[int],
     words: Sequence[Sequence[int]],
     word_segment: Sequence[int] | None,
-    config: "InstanceConfig | MaskingConfig",
+    config: MaskingConfig,
     mask_id: int,
     random_ids: Sequence[int] | int,
     draws: Draws,
@@ -336,39 +351,53 @@ def replace_positions(
 
 
 @dataclass(frozen=True)
-class MaskingConfig:
-    """The settings of the masking rule for :func:`mask_instance` (the trainer's dynamic masking)."""
+class MaskingVocab:
+    """What the dynamic form (:func:`mask_instance`) needs of the vocab: its size, the special ids, and which
+    pieces continue a word."""
 
     vocab_size: int
     cls_token_id: int
     sep_token_id: int
     mask_token_id: int
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
     is_subword: np.ndarray | None = None
     """bool [vocab_size], True for ``##`` continuation pieces: the default word boundaries (a word is a piece and
     its following ``##`` pieces). Given with ``masking_scheme="token"`` it asks for whole-word masking (as
     before the schemes existed)."""
-    masking_scheme: str = "token"
-    """One of :data:`MASKING_SCHEMES`; the word-level ones take their words from the row's ``word_ids`` when
-    :func:`mask_instance` is given them, else from ``is_subword``."""
-    max_ngram_size: int = MAX_NGRAM_SIZE
-    span_geometric_p: float = SPAN_GEOMETRIC_P
-    max_span_length: int = MAX_SPAN_LENGTH
 
-    def __post_init__(self) -> None:
-        if self.masking_scheme not in MASKING_SCHEMES:
-            raise ValueError(f"masking_scheme must be one of {', '.join(MASKING_SCHEMES)}, got {self.masking_scheme!r}")
+
+def _word_starts(
+    ids: np.ndarray, cand: np.ndarray, word_ids: np.ndarray | None, vocab: MaskingVocab, scheme: str
+) -> np.ndarray:
+    """Per candidate position of :func:`mask_instance`, whether it starts a word: from the row's ``word_ids``,
+    else from the vocab's ``##`` pieces. Raises ``ValueError`` with neither, or ``word_ids`` of another length."""
+    if word_ids is not None:
+        word_ids = np.asarray(word_ids, dtype=np.int64)
+        if len(word_ids) != len(ids):
+            raise ValueError(f"word_ids has {len(word_ids)} entries for {len(ids)} input_ids")
+        cand_words = word_ids[cand]
+        starts = np.ones(len(cand), dtype=bool)
+        starts[1:] = cand_words[1:] != cand_words[:-1]
+        return starts
+    if vocab.is_subword is not None:
+        return ~vocab.is_subword[ids[cand]]
+    raise ValueError(
+        f"masking scheme {scheme!r} needs word boundaries: shards with a word_ids column, or "
+        "the vocab's ## pieces (is_subword)"
+    )
 
 
 def mask_instance(
-    input_ids: np.ndarray, config: MaskingConfig, rng: np.random.Generator, word_ids: np.ndarray | None = None
+    input_ids: np.ndarray,
+    config: MaskingConfig,
+    vocab: MaskingVocab,
+    rng: np.random.Generator,
+    word_ids: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Choose and corrupt the positions to predict in one unmasked instance (dynamic masking, numpy form).
 
     :func:`num_to_predict` positions among the tokens that are not [CLS] / [SEP]: under ``token`` the first of
     a random permutation of them; under a word-level scheme (``whole-word``, ``ngram``, ``span``, or
-    ``is_subword`` given with ``token``) the words :func:`choose_word_spans` picks, drawn from ``rng``. Then
+    ``vocab.is_subword`` given with ``token``) the words :func:`choose_word_spans` picks, drawn from ``rng``. Then
     :func:`replace_positions` (80/10/10) with the random entry drawn from ``range(vocab_size)``; under
     ``span`` one fate per span.
 
@@ -376,7 +405,7 @@ def mask_instance(
         input_ids: 1-D integer array, ``[CLS] A [SEP] B [SEP]``, not masked.
         word_ids: optional 1-D integer array of the same length (the shard's ``word_ids`` column: the word
             index of each piece, -1 at [CLS]/[SEP]): the word boundaries. Without it the words are a piece and
-            its following ``##`` pieces (``config.is_subword``). A word never crosses a [SEP].
+            its following ``##`` pieces (``vocab.is_subword``). A word never crosses a [SEP].
     Returns:
         ``(masked_input_ids, masked_lm_positions, masked_lm_ids)``: int64 arrays, positions ascending,
         ids = the original tokens there. Same numbers from the same ``rng`` state.
@@ -386,30 +415,17 @@ def mask_instance(
     """
     ids = np.asarray(input_ids, dtype=np.int64)
     n = len(ids)
-    is_special = (ids == config.cls_token_id) | (ids == config.sep_token_id)
+    is_special = (ids == vocab.cls_token_id) | (ids == vocab.sep_token_id)
     cand = np.flatnonzero(~is_special)
     wanted = num_to_predict(n, config.masked_lm_prob, config.max_predictions_per_seq)
-    scheme = config.masking_scheme
-    if scheme == "token" and config.is_subword is not None:
+    scheme = config.effective_masking_scheme
+    if scheme == "token" and vocab.is_subword is not None:
         scheme = "whole-word"
     groups = None
     if scheme == "token":
         positions = cand[rng.permutation(len(cand))[:wanted]]
     else:
-        if word_ids is not None:
-            word_ids = np.asarray(word_ids, dtype=np.int64)
-            if len(word_ids) != n:
-                raise ValueError(f"word_ids has {len(word_ids)} entries for {n} input_ids")
-            cand_words = word_ids[cand]
-            starts = np.ones(len(cand), dtype=bool)
-            starts[1:] = cand_words[1:] != cand_words[:-1]
-        elif config.is_subword is not None:
-            starts = ~config.is_subword[ids[cand]]
-        else:
-            raise ValueError(
-                f"masking scheme {scheme!r} needs word boundaries: shards with a word_ids column, or "
-                "the vocab's ## pieces (is_subword)"
-            )
+        starts = _word_starts(ids, cand, word_ids, vocab, scheme)
         # a word never crosses [SEP]: the first piece after a special token starts one
         segment_of = np.cumsum(is_special)[cand]  # (A after one special, B after two)
         if len(starts):
@@ -439,7 +455,7 @@ def mask_instance(
         groups = groups[order]
     labels = ids[positions]
     out = ids.copy()
-    replace_positions(out, positions, config.mask_token_id, config.vocab_size, rng, groups=groups)
+    replace_positions(out, positions, vocab.mask_token_id, vocab.vocab_size, rng, groups=groups)
     return out, positions, labels
 
 
@@ -449,7 +465,9 @@ __all__ = [
     "MASK",
     "MASK_OR_RANDOM_PROB",
     "MASK_PROB",
-    "MaskingConfig",
+    "MaskCounts",
+    "MaskIds",
+    "MaskingVocab",
     "create_masked_lm_predictions",
     "draw_replacements",
     "mask_instance",

@@ -1,4 +1,4 @@
-"""Masking schemes (``--masking-scheme``, :data:`MASKING_SCHEMES`): which words one masking decision covers.
+"""Masking schemes (``--masking-scheme``, ``config.MASKING_SCHEMES``): which words one masking decision covers.
 
 ``token`` has no words: a piece at a time, chosen in :mod:`bertprep.pipeline.masking.rule`. The word-level schemes
 choose whole words, in one code path (:func:`choose_word_spans`) for the static form (``random.Random``,
@@ -27,15 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
+# the scheme names and their defaults are settings (config.py, with MaskingConfig)
+from bertprep.pipeline.config import MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
 from bertprep.pipeline.masking.exact_draws import shuffle
-
-#: ``--masking-scheme`` choices: what one masking decision covers.
-MASKING_SCHEMES = ("token", "whole-word", "ngram", "span")
-#: SpanBERT's span lengths (Joshi et al. 2020, section 3.1): Geo(p = 0.2) words, clipped at 10 (mean 3.8).
-SPAN_GEOMETRIC_P = 0.2
-MAX_SPAN_LENGTH = 10
-#: The ERNIE / Megatron-LM n-gram variant: n words with probability proportional to 1/n, n <= 3.
-MAX_NGRAM_SIZE = 3
 
 
 def span_length_probabilities(p: float = SPAN_GEOMETRIC_P, max_length: int = MAX_SPAN_LENGTH) -> list[float]:
@@ -289,10 +283,6 @@ def _geometric_spans(
 
 
 __all__ = [
-    "MASKING_SCHEMES",
-    "MAX_NGRAM_SIZE",
-    "MAX_SPAN_LENGTH",
-    "SPAN_GEOMETRIC_P",
     "Draws",
     "choose_word_spans",
     "ngram_probabilities",

@@ -56,7 +56,7 @@ Formats (``input_format``; :data:`INPUT_FORMATS`):
 ``auto``
     :func:`detect_format` per file, logged at INFO.
 
-Sentence segmentation (all formats but ``bert``): ``bertprep.pipeline.text.segmentation``; the default is
+Sentence segmentation (all formats but ``bert``): ``bertprep.pipeline.readers.segmentation``; the default is
 ``syntok`` (the module docstring there gives the measurement behind the choice).
 
 Bad input. Errors raise :class:`InputError` (a ``ValueError``) naming the file (and line) and what to do:
@@ -103,7 +103,8 @@ from bertprep.pipeline.readers.text import (
     read_wikiextractor_json,
 )
 from bertprep.pipeline.readers.wiki import read_wiki_xml, wikitext_paragraphs
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
+from bertprep.pipeline.config import ReadOptions
 
 __all__ = [
     "DEFAULT_MAX_LINE_CHARS",
@@ -139,10 +140,10 @@ assert set(_READERS) == set(INPUT_FORMATS) - {"auto"}, "every input format has a
 
 
 def check_options(
-    input_format: str = "auto",
+    input_format: str = ReadOptions.input_format,
     *,
     segmenter: str = DEFAULT_SEGMENTER,
-    encoding: str = "utf-8",
+    encoding: str = ReadOptions.encoding,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
 ) -> None:
     """Validate reader options before a pipeline starts (the segmenter's package included); raise
@@ -168,11 +169,11 @@ def check_options(
 
 def read_documents(
     path: str,
-    input_format: str = "auto",
+    input_format: str = ReadOptions.input_format,
     *,
-    text_field: str = "text",
+    text_field: str = ReadOptions.text_field,
     segmenter: str = DEFAULT_SEGMENTER,
-    encoding: str = "utf-8",
+    encoding: str = ReadOptions.encoding,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     stats: ReaderStats | None = None,
     byte_range: tuple[int, int, int | None] | None = None,
@@ -282,7 +283,9 @@ def _read_documents(
         ordinal += 1
 
 
-def iter_corpus_texts(patterns: str | Sequence[str], input_format: str = "auto", **kw: Any) -> Iterator[str]:
+def iter_corpus_texts(
+    patterns: str | Sequence[str], input_format: str = ReadOptions.input_format, **kw: Any
+) -> Iterator[str]:
     """Every sentence of every document of the inputs, in reading order (for ``build-vocab``).
 
     ``patterns`` as for :func:`expand_inputs`; ``kw`` are :func:`read_documents`' keyword options

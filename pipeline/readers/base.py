@@ -6,18 +6,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.errors import InputError  # noqa: F401  (re-exported as readers.InputError)
+
 #: Accepted values of ``input_format`` (``--input-format``).
 INPUT_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet", "hf")
 
-#: Default limit on the characters of one line (``--max-line-chars``). One JSON line holds a whole
-#: document; the longest English Wikipedia articles have a few hundred thousand characters of text (the
-#: longest line of the shared WikiExtractor JSON sample: 36 K), so 1 M keeps real documents while a corrupt
-#: file without newlines cannot exhaust memory (at most 4 MB of a line is buffered).
-DEFAULT_MAX_LINE_CHARS = 1_000_000
-
-
-class InputError(ValueError):
-    """Bad input; the message names the file (and line) and says what to do."""
+#: Default limit on the characters of one line (``--max-line-chars``; ``ReadOptions.max_line_chars`` says why).
+DEFAULT_MAX_LINE_CHARS = ReadOptions.max_line_chars
 
 
 @dataclass(frozen=True)

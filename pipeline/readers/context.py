@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bertprep.pipeline.readers.base import ReaderStats
 from bertprep.pipeline.readers.files import _iter_lines, lines_before
-from bertprep.pipeline.text.segmentation import Segmenter
+from bertprep.pipeline.readers.segmentation import Segmenter
 
 #: A format reader: yields ``(line, sentences)`` per document; empty documents are counted, not yielded.
 FormatReader = Callable[["ReadContext"], Iterator[tuple[int, list[str]]]]

@@ -13,6 +13,7 @@ import bertprep.pipeline.readers.files as files
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _check_not_binary, _iter_lines, _read_blocks
 from bertprep.pipeline.readers.hf import is_hf_metadata
+from bertprep.pipeline.config import ReadOptions
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers.context import ReadContext
@@ -84,7 +85,9 @@ def looks_like_sentence_per_line(lines: Sequence[str]) -> bool:
     return final >= 0.6 and lower_next <= 0.3 and not hard_wrapped
 
 
-def detect_format(path: str, *, encoding: str = "utf-8", max_line_chars: int = DEFAULT_MAX_LINE_CHARS) -> str:
+def detect_format(
+    path: str, *, encoding: str = ReadOptions.encoding, max_line_chars: int = DEFAULT_MAX_LINE_CHARS
+) -> str:
     """Guess the input format of ``path`` from its extension and its first :data:`DETECT_BYTES` bytes.
 
     Rules, in order: a ``.parquet`` name or the Parquet magic ``PAR1`` -> ``parquet``; a ``.arrow`` name or a

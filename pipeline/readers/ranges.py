@@ -33,6 +33,7 @@ from typing import Any
 
 from bertprep.pipeline.readers.base import Document, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _compression_of, _filesystems, _open, _read_blocks
+from bertprep.pipeline.config import ReadOptions
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +193,11 @@ def plan_ranges(files: Sequence[str], split_bytes: int) -> list[tuple[int, str, 
 
 
 def read_ranges(
-    path: str, ranges: Sequence[ByteRange], input_format: str = "auto", stats: ReaderStats | None = None, **kw: Any
+    path: str,
+    ranges: Sequence[ByteRange],
+    input_format: str = ReadOptions.input_format,
+    stats: ReaderStats | None = None,
+    **kw: Any,
 ) -> Iterator[Document]:
     """The documents of ``path`` read range by range, numbered as a whole-file read numbers them (the
     ordinals of each range shifted by the documents of the ranges before it). ``kw``: ``read_documents``'s."""

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline import schema
+from bertprep.pipeline import atomic, schema
 from bertprep.pipeline.shards import store
 
 log = logging.getLogger("bertprep")
@@ -77,11 +77,7 @@ def _write_journal(output_dir: str, journal: dict) -> None:
         with FileSystems.create(path) as f:
             f.write(data)
         return
-    from pathlib import Path
-
-    from bertprep.pipeline.atomic import write_atomic
-
-    write_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+    atomic.write_bytes(path, data)
 
 
 def _read_journal(output_dir: str) -> dict | None:
@@ -228,7 +224,7 @@ def output_lock(output_dir: str) -> Iterator[None]:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             owner = _lock_owner(path)
-            if owner and owner.get("host") == me["host"] and not store.pid_alive(int(owner.get("pid", 0))):
+            if owner and owner.get("host") == me["host"] and not atomic.pid_alive(int(owner.get("pid", 0))):
                 os.unlink(path)  # left by a run that was killed
                 continue
             who = (

@@ -1,7 +1,8 @@
 """Arrow shards and the manifest: instances -> Arrow, bucket files -> balanced shards, statistics.
 
-Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works; hence its own staging
-and commit, not the local ``pipeline.atomic`` helpers); the bucket files
+Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works): the staging names, the
+manifest's write-then-rename and the removal of stale staging folders are ``pipeline.atomic``'s, handed Beam's
+file operations (:data:`BEAM_FILES`); the bucket files
 are written by ``bucket_files.make_bucket_instances``, the shards and the manifest by the DoFns of
 ``write_shards.py``.
 
@@ -26,9 +27,6 @@ import json
 import logging
 import math
 import os
-import re
-import socket
-import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -36,13 +34,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline import schema
+from bertprep.pipeline import atomic, schema
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INSTANCES_PER_SHARD = 50_000
 ROWS_PER_RECORD_BATCH = 4096
-TMP_PREFIX = ".bertprep-tmp-"
+#: The kind of a make-shards staging folder (``atomic.staging_name``), and the start of its name.
+STAGING_KIND = "tmp"
+TMP_PREFIX = f"{atomic.STAGING_PREFIX}{STAGING_KIND}-"
+#: The staging folder's subfolder for the temporary bucket files (``instances/bucket_files.py`` writes them,
+#: ``write.py`` cuts them into shards and deletes them).
+BUCKETS_DIR = "buckets"
 VOCAB_NAME = "vocab.txt"
 #: Every vocab file a shard directory may hold (``schema.vocab_file_names``: a BPE / Unigram tokenizer's).
 VOCAB_NAMES = (VOCAB_NAME, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -294,16 +297,10 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:
-    """Write ``manifest.json`` (the commit marker) atomically where the filesystem allows it.
-
-    Not ``pipeline.atomic.write_atomic`` (the local helper both halls use): the output may be ``gs://``, where
-    only Beam's ``FileSystems`` can write and rename, and a rename is a copy (atomic per object, not POSIX)."""
+    """Write ``manifest.json`` (the commit marker) through a temporary name and a rename (``atomic.write_bytes``
+    over Beam's ``FileSystems``: on ``gs://`` a rename is a copy, atomic per object, not POSIX)."""
     path = FileSystems.join(output_dir, schema.MANIFEST_NAME)
-    data = (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8")
-    tmp = FileSystems.join(output_dir, schema.MANIFEST_NAME + ".tmp")
-    with FileSystems.create(tmp) as f:
-        f.write(data)
-    FileSystems.rename([tmp], [path])
+    atomic.write_bytes(path, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"), BEAM_FILES)
     return path
 
 
@@ -364,66 +361,62 @@ def remove_tree(path: str) -> None:
 # so a failed or killed run never touches an earlier run's output; a killed run's staging folder is
 # removed by the next successful run in the same directory (:func:`remove_stale_staging`).
 
-_STAGING_RE = re.compile(r"^" + re.escape(TMP_PREFIX) + r"(?:(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-)?[0-9a-f]+$")
+
+class _BeamFiles(atomic.LocalFiles):
+    """``atomic``'s file operations over Beam's ``FileSystems`` (local disks, ``gs://`` and the other Beam file
+    systems): what :func:`write_manifest` and :func:`remove_stale_staging` hand it."""
+
+    @staticmethod
+    def create(path: str):
+        return FileSystems.create(path)
+
+    @staticmethod
+    def rename(src: str, dst: str) -> None:
+        FileSystems.rename([src], [dst])
+
+    @staticmethod
+    def delete(path: str) -> None:
+        FileSystems.delete([path])
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        return FileSystems.exists(path)
+
+    @staticmethod
+    def join(directory: str, name: str) -> str:
+        return FileSystems.join(directory, name)
+
+    @staticmethod
+    def names(directory: str, prefix: str) -> list[str]:
+        """Names under ``directory`` starting with ``prefix``; on an object store, where a folder is a name
+        prefix, the first path component of the objects found under ``<directory>/<prefix>*``."""
+        if "://" not in directory:
+            return atomic.LocalFiles.names(directory, prefix)
+        matched = FileSystems.match([FileSystems.join(directory, prefix + "*/**")])[0].metadata_list
+        base = directory.rstrip("/") + "/"
+        return sorted({m.path[len(base) :].split("/", 1)[0] for m in matched if m.path.startswith(base)})
+
+    @staticmethod
+    def remove_tree(path: str) -> None:
+        remove_tree(path)
 
 
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"
+#: The file operations of the shard store, for ``pipeline.atomic``.
+BEAM_FILES = _BeamFiles
 
 
 def staging_dir_name() -> str:
-    """A new staging folder name, ``.bertprep-tmp-<host>-<pid>-<8 hex>``: host and process id say whether
-    the run that made it is still alive (:func:`is_stale_staging`)."""
-    return f"{TMP_PREFIX}{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (someone else's counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def is_stale_staging(name: str) -> bool:
-    """Whether the staging folder ``name`` belongs to a run that is no longer alive: made on this host by a
-    process that no longer exists, or named without a process id (bertprep before it recorded one).
-    Folders of live processes and of other hosts are never stale."""
-    match = _STAGING_RE.match(name)
-    if not match:
-        return False
-    if match["pid"] is None:
-        return True
-    return match["host"] == _host() and not pid_alive(int(match["pid"]))
+    """A new staging folder name, ``.bertprep-tmp-<host>-<pid>-<8 hex>`` (``atomic.staging_name``): host and
+    process id say whether the run that made it is still alive (``atomic.is_stale_staging``)."""
+    return atomic.staging_name(STAGING_KIND)
 
 
 def remove_stale_staging(output_dir: str, keep: str = "") -> list[str]:
-    """Delete the staging folders of dead runs (:func:`is_stale_staging`) in ``output_dir``, except ``keep``;
-    returns their paths. Failures are logged, not raised."""
-    if "://" in output_dir:  # an object store folder is a name prefix: list what lies under the staging names
-        matched = FileSystems.match([FileSystems.join(output_dir, TMP_PREFIX + "*/**")])[0].metadata_list
-        base = output_dir.rstrip("/") + "/"
-        names = {m.path[len(base) :].split("/", 1)[0] for m in matched if m.path.startswith(base)}
-    else:
-        try:
-            names = {n for n in os.listdir(output_dir) if n.startswith(TMP_PREFIX)}
-        except OSError:
-            return []
-    removed = []
-    for name in sorted(names):
-        path = FileSystems.join(output_dir, name)
-        if name == os.path.basename(keep.rstrip("/")) or not is_stale_staging(name):
-            continue
-        try:
-            remove_tree(path)
-        except Exception as err:  # cleaning up must not fail a finished run
-            log.warning("could not remove %s, left by an earlier run that was stopped: %s", path, err)
-            continue
+    """Delete the staging folders of dead runs in ``output_dir`` (``atomic.remove_stale_staging``, on any Beam
+    file system), except ``keep``; returns their paths. Failures are logged, not raised."""
+    removed = atomic.remove_stale_staging(output_dir, STAGING_KIND, keep=keep, files=BEAM_FILES)
+    for path in removed:
         log.info("removed %s, left by an earlier run that was stopped", path)
-        removed.append(path)
     return removed
 
 

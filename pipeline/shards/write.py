@@ -7,21 +7,22 @@ sha256 go into the manifest, which ``WriteToFiles``' sharding does not give. The
 are plain functions of ``shards.py``; here are the DoFns that call them (:class:`WriteShardFn`, one per
 shard, and :class:`WriteManifestFn`, which deletes the bucket files and writes vocab.txt, then the manifest
 last), :class:`MergeCountsFn` (the counts every step emits, summed for the manifest's statistics) and the
-composite.
+composite. The manifest's sections of the corpus controls (split, dedup, mixture, decontamination) are handed in
+by ``beam/graph.py`` (``manifest_sections``): this module imports nothing of ``beam/``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.beam import decontamination, heldout, mixture
 from bertprep.pipeline.shards import store as shards
-from bertprep.pipeline.instances.bucket_files import BUCKETS_DIR
+from bertprep.pipeline.shards.store import BUCKETS_DIR
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, record_error, records_errors
 
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 
 #: bertprep's version, recorded in the manifest (``created_by``).
 __version__ = "0.1.0"
+
+#: ``(config, merged counts, role) -> manifest sections``: what a run adds to its manifest besides the shards
+#: (``beam/graph.manifest_sections``); None adds nothing.
+ManifestSections = Callable[[ShardsConfig, dict, str], dict]
 
 
 class MergeCountsFn(beam.CombineFn):
@@ -64,7 +69,7 @@ def _plan(
         if eval_fraction is not None and empty:
             raise MakeShardsError(
                 f"bertprep: --eval-fraction {eval_fraction} held out no document that makes an instance, so "
-                f"{heldout.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)"
+                f"{schema.EVAL_DIR}/ would be empty; raise --eval-fraction (or add input)"
             )
         if train_beside_eval_fraction and empty:  # it said "every document was empty or skipped"
             raise MakeShardsError(
@@ -114,7 +119,7 @@ class WriteShardFn(beam.DoFn):
 class WriteManifestFn(beam.DoFn):
     """Last step: delete the temporary bucket files, write vocab.txt and then manifest.json into the
     staging folder ``tmp_dir`` (:func:`run_make_shards` moves them into the output directory). ``role``:
-    ``train``, or ``eval`` for the held-out set (``heldout.manifest_sections``)."""
+    ``train``, or ``eval`` for the held-out set; ``manifest_sections`` adds the run's other sections."""
 
     def __init__(
         self,
@@ -124,6 +129,7 @@ class WriteManifestFn(beam.DoFn):
         tmp_dir: str,
         role: str = "train",
         vocab_files: dict[str, str] | None = None,
+        manifest_sections: ManifestSections | None = None,
     ):
         self.config = config
         self.vocab_info = vocab_info
@@ -131,6 +137,7 @@ class WriteManifestFn(beam.DoFn):
         self.tmp_dir = tmp_dir
         self.role = role
         self.vocab_files = vocab_files
+        self.manifest_sections = manifest_sections
 
     @records_errors("tmp_dir")
     def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
@@ -160,9 +167,8 @@ class WriteManifestFn(beam.DoFn):
             "shards": entries,
             "statistics": statistics,
         }
-        manifest.update(heldout.manifest_sections(self.config, counts, self.role))  # {} without split or dedup
-        manifest.update(mixture.manifest_section(self.config, counts))  # {} without sources
-        manifest.update(decontamination.manifest_section(self.config, counts))  # {} without --decontaminate
+        if self.manifest_sections is not None:
+            manifest.update(self.manifest_sections(self.config, counts, self.role))
         try:
             yield shards.write_manifest(self.tmp_dir, manifest)
         except OSError as err:
@@ -171,7 +177,8 @@ class WriteManifestFn(beam.DoFn):
 
 class WriteArrowShards(beam.PTransform):
     """Bucket file metas -> balanced Arrow shards -> manifest.json (written last), all in the staging
-    folder ``tmp_dir``. ``role``: ``train``, or ``eval`` for the held-out set."""
+    folder ``tmp_dir``. ``role``: ``train``, or ``eval`` for the held-out set; ``manifest_sections``: the
+    run's sections besides the shards' (:data:`ManifestSections`)."""
 
     def __init__(
         self,
@@ -181,6 +188,7 @@ class WriteArrowShards(beam.PTransform):
         tmp_dir: str,
         role: str = "train",
         vocab_files: dict[str, str] | None = None,
+        manifest_sections: ManifestSections | None = None,
     ):
         """``vocab_files``: the tokenizer files to copy beside the shards (a BPE / Unigram tokenizer's); None:
         ``vocab.txt`` of ``vocab_tokens``."""
@@ -191,6 +199,7 @@ class WriteArrowShards(beam.PTransform):
         self.tmp_dir = tmp_dir
         self.role = role
         self.vocab_files = vocab_files
+        self.manifest_sections = manifest_sections
 
     def expand(self, pcolls):
         bucket_metas, counts = pcolls
@@ -219,6 +228,14 @@ class WriteArrowShards(beam.PTransform):
             | "CollectShards" >> beam.combiners.ToList()
         )
         return entries | "WriteManifestFn" >> beam.ParDo(
-            WriteManifestFn(self.config, self.vocab_info, self.vocab_tokens, self.tmp_dir, self.role, self.vocab_files),
+            WriteManifestFn(
+                self.config,
+                self.vocab_info,
+                self.vocab_tokens,
+                self.tmp_dir,
+                self.role,
+                self.vocab_files,
+                self.manifest_sections,
+            ),
             counts=beam.pvalue.AsSingleton(merged_counts),
         )

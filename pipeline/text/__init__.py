@@ -3,8 +3,7 @@
 In: the sentences of a document (``readers``). Out: ``int32`` word-piece ids per sentence, optionally with
 word starts for the word-level masking schemes.
 
-Entry points:
-- ``segmentation``: sentence segmenters (``syntok``, ``blingfire``) for prose inputs.
+Entry points (the sentence segmenters are the readers': ``readers/segmentation.py``):
 - ``tokenization``: ``TokenizerFn`` side of ``make-shards``: the original generator's ``FullTokenizer``
   (google-research/bert ``tokenization.py``) through Hugging Face ``tokenizers``.
 - ``word_segmentation``: word boundaries for scripts without spaces (jieba, Kiwi, a user callable).

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bertprep.pipeline import interrupts
-from bertprep.pipeline.atomic import finish_replace, replace_directory
+from bertprep.pipeline.atomic import finish_replace, remove_stale_staging, replace_directory, staging_name
 from bertprep.pipeline.paths import check_writes_apart
 from bertprep.pipeline.normalization import (
     AccentStats,
@@ -48,8 +48,9 @@ from bertprep.pipeline.normalization import (
     accent_stripping_warning,
     resolve_strip_accents,
 )
+from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text import vocab_models
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text.trainer_determinism import count_words, fixed_alphabet, texts_of_counts
 
 # The tokenizer and its files are vocab_files.py's (one builder for make-shards, build-vocab and export).
@@ -454,7 +455,8 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
 
     ``output_dir`` then works as a Hugging Face tokenizer directory (``BertTokenizerFast.from_pretrained``).
     ``vocab.txt`` has one token per line, UTF-8, LF, line number = id. The four files are written into a
-    staging directory beside ``output_dir`` (``.<name>.staging-<pid>``, same file system), which then takes
+    staging directory beside ``output_dir`` (``atomic.staging_name``: ``.bertprep-vocab-<host>-<pid>-<8 hex>``, same
+    file system), which then takes
     ``output_dir``'s place by renames (:func:`_publish`): ``output_dir`` holds the old complete set or the new
     one, never a mix, and the user's other files in it are kept. A run killed in the middle of the swap is
     repaired by the next one (:func:`repair_interrupted_publish`).
@@ -472,10 +474,9 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
     # WordPiece: vocab_files.tokenizer_files, whose tokenizer.json (hf_tokenizer(trained.tokens)) is trained.tokenizer's
     contents = trained.files()
-    parent, base = os.path.split(os.path.abspath(output_dir))
+    parent = os.path.dirname(os.path.abspath(output_dir))
     os.makedirs(parent, exist_ok=True)
-    staging = os.path.join(parent, f"{_STAGING_PREFIX.format(base)}{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = os.path.join(parent, staging_name(_STAGING_KIND))
     os.mkdir(staging)
     try:
         for name, text in contents.items():
@@ -489,9 +490,9 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
     return {name: os.path.join(output_dir, name) for name in contents}
 
 
-#: Beside ``output_dir`` (``{}`` = its name): a run's staging directory (its pid appended), and where the old
-#: directory waits during the swap.
-_STAGING_PREFIX = ".{}.staging-"
+#: The kind of a run's staging directory beside ``output_dir`` (``atomic.staging_name``); and where the old
+#: directory waits during the swap (``{}`` = its name: found from the output directory's name by a repair).
+_STAGING_KIND = "vocab"
 _OLD = ".{}.old"
 
 
@@ -517,7 +518,7 @@ def _not_written(name: str) -> bool:
 def repair_interrupted_publish(output_dir: str) -> str | None:
     """Finish or roll back a :func:`save_vocab` killed while swapping directories, and remove the staging
     directories of dead runs. Returns what was done (None: nothing to repair)."""
-    parent, base = os.path.split(os.path.abspath(output_dir))
+    parent = os.path.dirname(os.path.abspath(output_dir))
     if not os.path.isdir(parent):
         return None
     done = None
@@ -530,13 +531,7 @@ def repair_interrupted_publish(output_dir: str) -> str | None:
             os.replace(old, output_dir)
             done = f"restored the previous vocab in {output_dir} (a build-vocab run was killed while replacing it)"
         log.warning(done)
-    from bertprep.pipeline.shards.store import pid_alive
-
-    prefix = _STAGING_PREFIX.format(base)
-    for name in os.listdir(parent):
-        pid = name[len(prefix) :]
-        if name.startswith(prefix) and pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    remove_stale_staging(parent, _STAGING_KIND)
     return done
     return True
 
@@ -564,10 +559,10 @@ def build_vocab(
     output_dir: str,
     config: VocabConfig,
     *,
-    input_format: str = "auto",
-    text_field: str = "text",
+    input_format: str = ReadOptions.input_format,
+    text_field: str = ReadOptions.text_field,
     segmenter: str = DEFAULT_SEGMENTER,
-    encoding: str = "utf-8",
+    encoding: str = ReadOptions.encoding,
     max_line_chars: int | None = None,
     overwrite: bool = False,
 ) -> VocabBuild:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from bertprep.pipeline.atomic import atomic_files
 from bertprep.pipeline.normalization import resolve_strip_accents
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text.vocab import (
     DEFAULT_LIMIT_ALPHABET,
     DEFAULT_MIN_FREQUENCY,
@@ -64,6 +64,7 @@ from bertprep.pipeline.vocab_files import (
     wordpiece_split,
 )
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS
+from bertprep.pipeline.config import ReadOptions
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers import ReaderStats
@@ -484,10 +485,10 @@ def extend_vocab_files(
     min_frequency: int = DEFAULT_MIN_FREQUENCY,
     limit_alphabet: int | None = DEFAULT_LIMIT_ALPHABET,
     show_progress: bool = True,
-    input_format: str = "auto",
-    text_field: str = "text",
+    input_format: str = ReadOptions.input_format,
+    text_field: str = ReadOptions.text_field,
     segmenter: str = DEFAULT_SEGMENTER,
-    encoding: str = "utf-8",
+    encoding: str = ReadOptions.encoding,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     overwrite: bool = False,
 ) -> VocabExtension:

@@ -1,7 +1,7 @@
 """Word boundaries for word-level masking (``--masking-scheme whole-word|ngram|span``): which word each
 word piece belongs to.
 
-Not to be confused with :mod:`bertprep.pipeline.text.segmentation`, which splits prose into *sentences*.
+Not to be confused with :mod:`bertprep.pipeline.readers.segmentation`, which splits prose into *sentences*.
 
 Two sources of word boundaries:
 

@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.models.bert import TIED_WEIGHTS_KEYS, BertConfig, BertForPreTraining
+from bertprep.pipeline.atomic import staging_name
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 
 
@@ -115,8 +116,9 @@ def test_interrupted_save_leaves_nothing_that_looks_complete(tmp_path, monkeypat
     assert os.listdir(tmp_path / "checkpoints") == ["step-000001"]
     assert ckpt.resolve_checkpoint(str(tmp_path)).endswith("step-000001")
     # A leftover temporary directory of a killed process is never taken for a checkpoint.
-    os.makedirs(tmp_path / "checkpoints" / ".tmp-step-000009-1234")
-    (tmp_path / "checkpoints" / ".tmp-step-000009-1234" / "state.json").write_text("{}")
+    leftover = tmp_path / "checkpoints" / staging_name("checkpoint")
+    os.makedirs(leftover)
+    (leftover / "state.json").write_text("{}")
     assert ckpt.resolve_checkpoint(str(tmp_path)).endswith("step-000001")
 
 

@@ -267,11 +267,22 @@ def test_defaults_and_choices_come_from_the_library():
 
     from bertprep.cli.build_vocab import build_vocab
     from bertprep.cli.make_shards import make_shards
-    from bertprep.pipeline.config import MASKING_MODES, PAIRING_SCOPES, SAMPLING_MODES, InstanceConfig, ShardsConfig
+    from bertprep.pipeline.config import (
+        MASKING_MODES,
+        PAIRING_SCOPES,
+        SAMPLING_MODES,
+        InstanceConfig,
+        MaskingConfig,
+        ReadOptions,
+        ShardsConfig,
+    )
     from bertprep.pipeline.readers import INPUT_FORMATS
     from bertprep.pipeline.text.vocab import VocabConfig
 
-    commands = ((make_shards, (InstanceConfig, ShardsConfig), 16), (build_vocab, (VocabConfig,), 5))
+    commands = (
+        (make_shards, (InstanceConfig, MaskingConfig, ShardsConfig), 16),
+        (build_vocab, (VocabConfig, ReadOptions), 9),
+    )
     for command, classes, expected in commands:
         params = {p.name: p for p in command.params}
         fields = {f.name: f for cls in classes for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}

@@ -1,8 +1,11 @@
-"""pipeline/atomic.py: local writes that never leave half a file or directory (used by both halls)."""
+"""pipeline/atomic.py: the one module of durable writes (both halls): files and directories never left half
+written, staging folders named by command, host and process, and only dead runs' folders removed."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -111,3 +114,62 @@ def _make_dir(path, name) -> str:
     path.mkdir()
     (path / name).write_text(name)
     return str(path)
+
+
+def test_staging_names_say_whose_they_are_and_only_dead_runs_are_stale(tmp_path):
+    name = atomic.staging_name("run")
+    prefix = f"{atomic.STAGING_PREFIX}run-{atomic.host_name()}-{os.getpid()}-"
+    assert name.startswith(prefix) and len(name) == len(prefix) + 8  # hidden, host, pid, 8 hex
+    assert atomic.staging_name("run") != name  # a second one of the same process is another folder
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = f"{atomic.STAGING_PREFIX}run-{atomic.host_name()}-{dead.pid}-0123abcd"
+    other_host = f"{atomic.STAGING_PREFIX}run-elsewhere_{atomic.host_name()}-{dead.pid}-0123abcd"
+    assert atomic.is_stale_staging(stale, "run") and not atomic.is_stale_staging(name, "run")
+    assert not atomic.is_stale_staging(other_host, "run")  # another host's process cannot be checked from here
+    assert not atomic.is_stale_staging(stale, "vocab")  # another command's folder is never this one's to remove
+    assert atomic.is_stale_staging(f"{atomic.STAGING_PREFIX}tmp-0123abcd", "tmp")  # make-shards before pids
+    for folder in (stale, name, other_host, f"{atomic.STAGING_PREFIX}vocab-{atomic.host_name()}-{dead.pid}-0a"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "best").write_text("x")
+    assert atomic.remove_stale_staging(str(tmp_path), "run") == [str(tmp_path / stale)]
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        {name, other_host} | {f for f in os.listdir(tmp_path) if "vocab" in f}
+    )
+    with pytest.raises(ValueError, match="lower-case letters"):
+        atomic.staging_name("run-1")
+
+
+def test_write_bytes_replaces_in_one_step_through_any_file_operations(tmp_path, monkeypatch):
+    path = tmp_path / "manifest.json"
+    path.write_bytes(b"old")
+    atomic.write_bytes(str(path), b"new")
+    assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["manifest.json"]
+    calls = []
+
+    class Recording(atomic.LocalFiles):  # what the shard store does over Beam's FileSystems
+        @staticmethod
+        def rename(src, dst):
+            calls.append((os.path.basename(src), os.path.basename(dst)))
+            raise OSError("no space left on device")
+
+    with pytest.raises(OSError, match="no space"):
+        atomic.write_bytes(str(path), b"newer", Recording)
+    ((tmp, final),) = calls
+    assert tmp.startswith(".manifest.json.") and tmp.endswith(".tmp") and final == "manifest.json"
+    assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["manifest.json"]  # the temporary file is gone
+
+
+def test_write_text_synced_and_fsync_file_leave_the_text_on_disk(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    atomic.write_text_synced(str(tmp_path / "config.json"), "{}\n")
+    atomic.fsync_file(str(tmp_path / "config.json"))
+    assert (tmp_path / "config.json").read_text(encoding="utf-8") == "{}\n" and len(synced) == 2
+
+
+def test_pid_alive():
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert atomic.pid_alive(os.getpid()) and not atomic.pid_alive(dead.pid)

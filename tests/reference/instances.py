@@ -155,7 +155,7 @@ def create_instances_from_document(
                 tokens = [cls_id, *tokens_a, sep_id, *tokens_b, sep_id]
                 if mask:
                     output, positions, labels = create_masked_lm_predictions(
-                        tokens, config, ids, rng, stats, len(tokens_a)
+                        tokens, config.mlm, ids, rng, stats, len(tokens_a)
                     )
                 else:
                     output, positions, labels = tokens, [], []

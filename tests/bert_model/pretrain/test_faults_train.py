@@ -384,16 +384,20 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one(tiny_shards, tmp_p
 
     from bertprep.bert_model import checkpoint as ckpt
 
-    real_save_file, calls = ckpt.save_file, []
+    real_save_file, real_save_checkpoint, saving = ckpt.save_file, ckpt.save_checkpoint, []
+
+    def save_checkpoint(run_dir, step, **kwargs):  # which step is being written (its folder is a staging one)
+        saving.append(step)
+        return real_save_checkpoint(run_dir, step, **kwargs)
 
     def save_file_on_a_full_disk(tensors, filename, metadata=None):
-        calls.append(filename)
-        if "step-000004" in filename:
+        if saving[-1] == 4:
             real_save_file(tensors, filename, metadata=metadata)
             os.truncate(filename, os.path.getsize(filename) // 3)
             raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
         return real_save_file(tensors, filename, metadata=metadata)
 
+    monkeypatch.setattr(ckpt, "save_checkpoint", save_checkpoint)
     monkeypatch.setattr(ckpt, "save_file", save_file_on_a_full_disk)
     out = tmp_path / "run"
     result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "6", "--save-every", "2"))

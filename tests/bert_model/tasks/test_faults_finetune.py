@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
+from bertprep.pipeline import atomic
 from finetune_factory import write_tiny_checkpoint
 from conftest import FIXTURES
 
@@ -207,8 +207,8 @@ def test_overwrite_keeps_the_previous_run_until_the_new_one_completes(pretrain_r
     # process's is kept.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = run / f".tmp-run-{socket.gethostname()}-{dead.pid}"
-    live = run / f".tmp-run-{socket.gethostname()}-{os.getppid()}"  # alive: pytest's parent
+    stale = run / f"{atomic.STAGING_PREFIX}run-{atomic.host_name()}-{dead.pid}-0123abcd"
+    live = run / f"{atomic.STAGING_PREFIX}run-{atomic.host_name()}-{os.getppid()}-0123abcd"  # alive: pytest's parent
     for folder in (stale, live):
         (folder / "best").mkdir(parents=True)
 

@@ -22,9 +22,9 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 from apache_beam.testing.util import assert_that, equal_to
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.beam import decontamination, heldout, launch, mixture, near_dedup
+from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.beam.run import run_make_shards
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig, Source
 from bertprep.pipeline.shards.inspection import format_statistics
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
@@ -57,7 +57,7 @@ def _config(corpus, out, **kw) -> ShardsConfig:
         vocab=corpus["vocab"],
         output_dir=str(out),
         input_format="bert",
-        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
+        instance=InstanceConfig(max_seq_length=32, dupe_factor=1, mlm=MaskingConfig(max_predictions_per_seq=5)),
         bucket_size=30,
         num_shards=1,
     )
@@ -144,24 +144,12 @@ def test_copies_are_distinct_ids_on_their_documents_side():
         assert mixture.copy_ordinal(ordinal, 1) != ordinal
 
 
-def test_source_options_parse_and_refuse_bad_values(tmp_path):
-    s = launch.parse_source("wiki=a/*.txt,b/*.txt:2.5")
-    assert s == Source("wiki", ("a/*.txt", "b/*.txt"), 2.5)
-    assert launch.parse_source("web=gs://bucket/x*").inputs == ("gs://bucket/x*",)  # a ':' of the glob
-    with pytest.raises(launch.OptionError, match="weight must be a finite number > 0"):
-        launch.parse_source("wiki=a.txt:0")
-    with pytest.raises(launch.OptionError, match="NAME=GLOBS"):
-        launch.parse_source("a.txt")
+def test_source_settings_refuse_bad_values(tmp_path):
+    # (the --source / --mixture parsing is tests/cli/test_shards_options.py's)
     with pytest.raises(ValueError, match="unique; given more than once: wiki"):
         ShardsConfig(inputs=("a",), vocab="v", output_dir="o", sources=(Source("wiki", ("a",)), Source("wiki", ("b",))))
     with pytest.raises(ValueError, match="pairing-scope global"):
         ShardsConfig(inputs=("a",), vocab="v", output_dir="o", sources=(Source("w", ("a",)),), pairing_scope="file")
-    spec = tmp_path / "mix.json"
-    spec.write_text(
-        json.dumps({"sources": [{"name": "a", "inputs": "x.txt", "weight": 0.5}], "temperature_alpha": 0.3})
-    )
-    sources, alpha = launch.mixture_sources({"mixture": str(spec)})
-    assert sources == (Source("a", ("x.txt",), 0.5),) and alpha == 0.3
     with pytest.raises(readers.InputError, match="source 'ghost'"):
         mixture.source_of_files([Source("ghost", (str(tmp_path / "nothing*.txt"),))], [])
 
@@ -205,7 +193,9 @@ def test_instances_are_counted_per_source_under_every_objective(corpus, tmp_path
         corpus,
         tmp_path / "out",
         sources=(Source("a", (a,), 1.0), Source("b", (b,), 0.25)),
-        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, objective=objective),
+        instance=InstanceConfig(
+            max_seq_length=32, dupe_factor=2, objective=objective, mlm=MaskingConfig(max_predictions_per_seq=5)
+        ),
     )
     manifest = run_make_shards(config, ONE_WORKER)
     rows, stats = manifest["mixture"]["sources"], manifest["statistics"]

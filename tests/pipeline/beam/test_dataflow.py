@@ -41,7 +41,7 @@ from apache_beam.portability.api import beam_runner_api_pb2  # noqa: E402
 from apache_beam.runners import pipeline_context  # noqa: E402
 
 from bertprep.pipeline.beam import dataflow  # noqa: E402
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
 from bertprep.pipeline.text.tokenization import load_vocab  # noqa: E402
 from conftest import FIXTURES, REPO_ROOT  # noqa: E402
 
@@ -49,6 +49,13 @@ REPO_ROOT = REPO_ROOT
 FIXTURES = FIXTURES / "pipeline"
 BUCKET = "gs://bertprep-test"
 FILES = [f"{BUCKET}/corpus/a.txt", f"{BUCKET}/corpus/b.txt"]
+
+
+def _options(args: list[str]) -> beam.options.pipeline_options.PipelineOptions:
+    """The run's Beam options, as ``run.run_make_shards`` hands them to ``dataflow``."""
+    return beam.options.pipeline_options.PipelineOptions(args)
+
+
 DATAFLOW_ARGS = [
     "--runner=DataflowRunner",
     "--project=bertprep-test",
@@ -69,7 +76,7 @@ def _config(**kw) -> ShardsConfig:
         vocab=f"{BUCKET}/vocab.txt",
         output_dir=f"{BUCKET}/shards",
         input_format="bert",
-        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10),
+        instance=InstanceConfig(max_seq_length=64, mlm=MaskingConfig(max_predictions_per_seq=10)),
     )
     base.update(kw)
     return ShardsConfig(**base)
@@ -110,13 +117,15 @@ def job(project_copy, no_network) -> dataflow.DataflowDryRun:
     """The global-scope job, with --setup_file, a worker machine type and an autoscaling cap."""
     result = dataflow.dry_run(
         _config(),
-        DATAFLOW_ARGS
-        + [
-            f"--setup_file={project_copy / 'setup.py'}",
-            "--machine_type=n2-highmem-8",
-            "--max_num_workers=50",
-            "--disk_size_gb=100",
-        ],
+        _options(
+            DATAFLOW_ARGS
+            + [
+                f"--setup_file={project_copy / 'setup.py'}",
+                "--machine_type=n2-highmem-8",
+                "--max_num_workers=50",
+                "--disk_size_gb=100",
+            ]
+        ),
         files=FILES,
         vocab=load_vocab(str(FIXTURES / "vocab.txt")),
     )
@@ -187,7 +196,7 @@ def test_bucket_shuffle_uses_a_deterministic_key_coder(job):
 def test_file_pairing_scope_has_no_document_shuffle(no_network):
     result = dataflow.dry_run(
         _config(pairing_scope="file"),
-        DATAFLOW_ARGS + ["--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest"],
+        _options(DATAFLOW_ARGS + ["--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest"]),
         files=FILES,
         vocab=load_vocab(str(FIXTURES / "vocab.txt")),
     )
@@ -331,7 +340,7 @@ def test_bad_dataflow_options_are_named_before_anything_runs(no_network, args, c
     with pytest.raises(ValueError, match=message):
         dataflow.dry_run(
             _config(**config),
-            ["--runner=DataflowRunner"] + base + args + ["--sdk_container_image=gcr.io/bertprep-test/worker"],
+            _options(["--runner=DataflowRunner"] + base + args + ["--sdk_container_image=gcr.io/bertprep-test/worker"]),
             files=FILES,
             vocab=load_vocab(str(FIXTURES / "vocab.txt")),
         )
@@ -359,16 +368,20 @@ def test_every_problem_is_listed_at_once_and_bertprep_must_be_shipped(no_network
 def test_dry_run_needs_the_dataflow_runner():
     with pytest.raises(ValueError, match="--runner=DataflowRunner"):
         dataflow.dry_run(
-            _config(), ["--runner=FlinkRunner"], files=FILES, vocab=load_vocab(str(FIXTURES / "vocab.txt"))
+            _config(), _options(["--runner=FlinkRunner"]), files=FILES, vocab=load_vocab(str(FIXTURES / "vocab.txt"))
         )
 
 
 def test_default_setup_file_is_the_checkouts():
+    from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+    def setup_file_of(args):
+        return dataflow.with_default_setup_file(PipelineOptions(args)).view_as(SetupOptions).setup_file
+
     from_checkout = Path(dataflow.__file__).resolve().parent == REPO_ROOT / "pipeline"
     setup_file = dataflow.source_setup_file()
     assert setup_file == (str(REPO_ROOT / "setup.py") if from_checkout else None)
-    added = [f"--setup_file={setup_file}"] if from_checkout else []
-    assert dataflow.with_default_setup_file(DATAFLOW_ARGS) == DATAFLOW_ARGS + added
+    assert setup_file_of(DATAFLOW_ARGS) == (setup_file if from_checkout else None)
     shipped = DATAFLOW_ARGS + ["--extra_package=dist/bertprep-0.1.0.tar.gz"]
-    assert dataflow.with_default_setup_file(shipped) == shipped
-    assert dataflow.with_default_setup_file(["--runner=FlinkRunner"]) == ["--runner=FlinkRunner"]
+    assert setup_file_of(shipped) is None
+    assert setup_file_of(["--runner=FlinkRunner"]) is None

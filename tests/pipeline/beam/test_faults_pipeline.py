@@ -385,23 +385,7 @@ def test_mistyped_option_is_refused_before_anything_runs(tmp_path):
 
 
 def test_beam_options_still_pass_through(tmp_path):
-    from bertprep.pipeline.beam.run import unknown_beam_args
-
-    assert (
-        unknown_beam_args(
-            [
-                "--runner=DataflowRunner",
-                "--project=p",
-                "--region=us-central1",
-                "--temp_location=gs://b/tmp",
-                "--setup_file=./setup.py",
-                "--direct_num_workers=1",
-                "--experiments=use_runner_v2",
-            ]
-        )
-        == []
-    )
-    assert unknown_beam_args(["--project=p", "--dupe-factr", "3"]) == ["--dupe-factr", "3"]
+    # (which arguments Beam parses: tests/cli/test_shards_options.py)
     result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--project=my-project", "--job_name=x")
     assert result.exit_code == 0, result.output
 

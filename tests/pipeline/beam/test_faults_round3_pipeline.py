@@ -238,8 +238,8 @@ def test_a_scheduler_killed_mid_run_is_named(tmp_path):
 
 _GC_CALLBACK_SIGINT = r"""
 import gc, os, signal, sys, time
-from bertprep.pipeline.beam import launch
-stop = launch._StopOnSignal()
+from bertprep.pipeline.beam import session
+stop = session._StopOnSignal()
 stop.install()
 fired = []
 def callback(phase, info):
@@ -252,7 +252,7 @@ try:
     gc.collect()
     time.sleep(2)
     print("not interrupted", flush=True)
-except launch.Interrupted as err:
+except session.Interrupted as err:
     print("interrupted:", err, flush=True)
 os._exit(0)
 """
@@ -270,8 +270,8 @@ def test_a_stop_signal_inside_a_gc_callback_still_stops_the_run():
 
 _AT_FORK_SIGINT = r"""
 import os, signal, sys, time
-from bertprep.pipeline.beam import launch
-stop = launch._StopOnSignal()
+from bertprep.pipeline.beam import session
+stop = session._StopOnSignal()
 stop.install()
 fired = []
 def after_fork():
@@ -287,7 +287,7 @@ try:
     os.waitpid(pid, 0)
     time.sleep(2)
     print("not interrupted", flush=True)
-except launch.Interrupted as err:
+except session.Interrupted as err:
     print("interrupted:", err, flush=True)
 os._exit(0)
 """
@@ -308,8 +308,8 @@ import multiprocessing.resource_tracker as rt, os, subprocess, sys, time
 rt.ensure_running()
 tracker = rt._resource_tracker._pid
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-from bertprep.pipeline.beam import launch
-launch._kill_children()
+from bertprep.pipeline.beam import session
+session._kill_children()
 child.wait(timeout=10)
 time.sleep(0.5)
 print("spared" if os.waitpid(tracker, os.WNOHANG) == (0, 0) else "killed", child.returncode)  # (0, 0): running

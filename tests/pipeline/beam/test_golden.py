@@ -72,7 +72,7 @@ def test_one_bucket_mode_reproduces_the_original_generator(name, shared_data, tm
         vocab=str(shared_data / "vocab" / vocab_file),
         output_dir=str(tmp_path / "shards"),
         do_lower_case=lower,
-        instance=InstanceConfig(**kwargs),
+        instance=InstanceConfig.from_flat(**kwargs),
         input_format="bert",
         bucket_size=0,  # one bucket: the original generator exactly
         num_shards=3,

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
 from bertprep.pipeline.beam import heldout
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
 from bertprep.pipeline.normalization import bert_normalizer
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
@@ -69,7 +69,7 @@ def _config(corpus, out: Path, **kw) -> ShardsConfig:
         vocab=corpus["vocab"],
         output_dir=str(out),
         input_format="bert",
-        instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1),
+        instance=InstanceConfig(max_seq_length=32, dupe_factor=1, mlm=MaskingConfig(max_predictions_per_seq=5)),
         masking="dynamic",
         bucket_size=40,
         num_shards=2,
@@ -417,7 +417,7 @@ def test_train_evaluates_on_the_eval_directory(corpus, tmp_path):
             corpus,
             out,
             masking="static",
-            instance=InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2),
+            instance=InstanceConfig(max_seq_length=32, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=5)),
         ),
         ONE_WORKER,
     )
@@ -453,6 +453,8 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
     need_module("apache_beam.runners.dataflow.internal.apiclient")
     import socket
 
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     from bertprep.pipeline.beam import dataflow
     from bertprep.pipeline.text.tokenization import load_vocab
 
@@ -474,13 +476,15 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
     fixtures = FIXTURES / "pipeline"
     result = dataflow.dry_run(
         config,
-        [
-            "--runner=DataflowRunner",
-            "--project=bertprep-test",
-            "--region=us-central1",
-            f"--temp_location={bucket}/tmp",
-            "--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest",
-        ],
+        PipelineOptions(
+            [
+                "--runner=DataflowRunner",
+                "--project=bertprep-test",
+                "--region=us-central1",
+                f"--temp_location={bucket}/tmp",
+                "--sdk_container_image=gcr.io/bertprep-test/bertprep-worker:latest",
+            ]
+        ),
         files=[f"{bucket}/corpus/a.txt", f"{bucket}/corpus/b.txt"],
         vocab=load_vocab(str(fixtures / "vocab.txt")),
     )

@@ -12,7 +12,7 @@ import pytest
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from bertprep.pipeline.shards.inspection import iter_rows
 from bertprep.pipeline.text.tokenization import VocabError, load_vocab
 from conftest import FIXTURES
@@ -25,7 +25,9 @@ TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing
 
 
 def _config(out: Path, **kw) -> ShardsConfig:
-    instance = kw.pop("instance", InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2))
+    instance = kw.pop(
+        "instance", InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10))
+    )
     base = dict(
         inputs=INPUTS,
         vocab=VOCAB,
@@ -66,7 +68,9 @@ def test_other_seed_other_shards(tmp_path):
     run_make_shards(
         _config(
             tmp_path / "b",
-            instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, random_seed=1),
+            instance=InstanceConfig(
+                max_seq_length=64, dupe_factor=2, random_seed=1, mlm=MaskingConfig(max_predictions_per_seq=10)
+            ),
         ),
         ONE_WORKER,
     )

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline.config import SAMPLING_MODES, InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import SAMPLING_MODES, InstanceConfig, MaskingConfig, ShardsConfig
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
@@ -51,7 +51,7 @@ def test_auto_is_the_default_and_never_refuses_an_option_combination():
             for masking in ("static", "dynamic"):
                 for bucket_size in (None, 0):
                     config = _config(
-                        instance=InstanceConfig(objective=objective, masking_scheme=scheme),
+                        instance=InstanceConfig(objective=objective, mlm=MaskingConfig(masking_scheme=scheme)),
                         masking=masking,
                         bucket_size=bucket_size,
                         pairing_scope="file",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bertprep.pipeline.beam.run import run_make_shards
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readers"))
 from test_ranges import _parquet, multistream_dump  # noqa: E402
@@ -38,7 +38,7 @@ def _make_shards(tmp_path: Path, inputs: list[str], name: str, vocab: Path, **kw
         inputs=tuple(inputs),
         vocab=str(vocab),
         output_dir=str(out),
-        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2),
+        instance=InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10)),
         **kw,
     )
     run_make_shards(config, IN_PROCESS)

@@ -76,7 +76,7 @@ CASES = [
 @pytest.mark.parametrize("corpus_seed", [0, 1])
 def test_array_path_equals_the_reference_row_for_row(kwargs, mask, fast, corpus_seed):
     vocab = _vocab()
-    config = InstanceConfig(**kwargs)
+    config = InstanceConfig.from_flat(**kwargs)
     docs = _corpus(vocab, 40, corpus_seed)
     ref, new, ref_stats, new_stats, ref_rng, new_rng = _both(docs, config, mask=mask, fast=fast)
     assert ref.num_rows > 50

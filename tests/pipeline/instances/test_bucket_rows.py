@@ -14,7 +14,7 @@ from bertprep.pipeline import schema
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
-from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig
 from bertprep.pipeline.instances.common import VocabIds
 from bertprep.pipeline.masking.rule import KEEP
 from bertprep.pipeline.text.tokenization import Vocab
@@ -121,7 +121,10 @@ def test_rows_do_not_depend_on_the_batch_size():
         ]
     )
     described = describe_instances(
-        docs, InstanceConfig(max_seq_length=64, max_predictions_per_seq=10), VocabIds(vocab), random.Random(0)
+        docs,
+        InstanceConfig(max_seq_length=64, mlm=MaskingConfig(max_predictions_per_seq=10)),
+        VocabIds(vocab),
+        random.Random(0),
     )
     assert len(described) > 40
     whole = _rows(docs, described, word_ids=True)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from bertprep.pipeline.instances import buckets
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
@@ -124,7 +124,7 @@ def test_default_buckets_by_tokens_and_warm_workers_write_the_same_bytes(tmp_pat
     from bertprep.pipeline.beam.run import run_make_shards
 
     inputs = _many_documents(tmp_path / "in")
-    instance = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
+    instance = InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10))
 
     def config(out):
         return ShardsConfig(

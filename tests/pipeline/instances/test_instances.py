@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, bucket_seed
 from reference.instances import create_training_instances, truncate_seq_pair
 from synthetic_corpus import synthetic_corpus, synthetic_vocab
@@ -45,7 +45,7 @@ def test_truncate_ties_truncate_b():
 
 
 def test_instances_are_well_formed():
-    config = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
+    config = InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10))
     vocab, ids, instances, stats = _make(config)
     assert instances and stats.instances == len(instances)
     for inst in instances:
@@ -57,7 +57,7 @@ def test_instances_are_well_formed():
         assert inst.num_tokens_a >= 1 and len(tokens) - inst.num_tokens_a - 3 >= 1
         n = len(tokens)
         assert len(inst.masked_lm_positions) == min(
-            config.max_predictions_per_seq, max(1, int(round(n * config.masked_lm_prob)))
+            config.mlm.max_predictions_per_seq, max(1, int(round(n * config.mlm.masked_lm_prob)))
         )
         assert inst.masked_lm_positions == sorted(set(inst.masked_lm_positions))
         assert all(tokens[p] not in (ids.cls_id, ids.sep_id) for p in inst.masked_lm_positions)
@@ -65,7 +65,7 @@ def test_instances_are_well_formed():
 
 
 def test_masking_ratios_follow_80_10_10_and_15_percent():
-    config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=3)
+    config = InstanceConfig(max_seq_length=128, dupe_factor=3, mlm=MaskingConfig(max_predictions_per_seq=20))
     _, _, instances, stats = _make(config, n_docs=150)
     assert stats.masked > 20000
     assert abs(stats.masked_as_mask / stats.masked - 0.80) < 0.01
@@ -78,7 +78,7 @@ def test_masking_ratios_follow_80_10_10_and_15_percent():
 
 
 def test_whole_word_masking_masks_whole_words():
-    config = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, do_whole_word_mask=True)
+    config = InstanceConfig(max_seq_length=64, mlm=MaskingConfig(max_predictions_per_seq=10, do_whole_word_mask=True))
     _, ids, instances, _ = _make(config)
     for inst in instances:
         tokens = _unmasked(inst)
@@ -93,10 +93,12 @@ def test_whole_word_masking_masks_whole_words():
 
 
 def test_same_seed_same_instances_other_seed_other_instances():
-    config = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
+    config = InstanceConfig(max_seq_length=64, dupe_factor=1, mlm=MaskingConfig(max_predictions_per_seq=10))
     _, _, first, _ = _make(config)
     _, _, again, _ = _make(config)
-    _, _, other, _ = _make(InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, random_seed=1))
+    _, _, other, _ = _make(
+        InstanceConfig(max_seq_length=64, dupe_factor=1, random_seed=1, mlm=MaskingConfig(max_predictions_per_seq=10))
+    )
     assert first == again
     assert first != other
 
@@ -104,7 +106,7 @@ def test_same_seed_same_instances_other_seed_other_instances():
 def test_unmasked_mode_makes_pairs_without_predictions():
     vocab = synthetic_vocab()
     ids = VocabIds(vocab)
-    config = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
+    config = InstanceConfig(max_seq_length=64, dupe_factor=1, mlm=MaskingConfig(max_predictions_per_seq=10))
     instances = create_training_instances(synthetic_corpus(vocab, 20), config, ids, random.Random(3), mask=False)
     assert instances
     assert all(not i.masked_lm_positions and ids.mask_id not in i.input_ids for i in instances)
@@ -130,7 +132,7 @@ def test_bucket_seed_is_the_plain_seed_for_bucket_zero_and_distinct_otherwise():
 )
 def test_config_rejects_conflicting_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        InstanceConfig(**kwargs)
+        InstanceConfig.from_flat(**kwargs)
 
 
 def test_fast_truncation_matches_the_original_lengths_and_front_share():

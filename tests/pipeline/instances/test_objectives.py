@@ -23,7 +23,7 @@ from bertprep.pipeline import schema
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
-from bertprep.pipeline.config import OBJECTIVES, InstanceConfig
+from bertprep.pipeline.config import OBJECTIVES, InstanceConfig, MaskingConfig
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds
 from bertprep.pipeline.text.tokenization import Vocab
@@ -87,7 +87,9 @@ def _split_at_sep(row_ids: list[int]) -> list[list[int]]:
 
 def test_sop_segments_are_consecutive_parts_of_one_document_in_label_order():
     docs, where, vocab_size = _unique_corpus(300, seed=3)
-    config = InstanceConfig(objective="sop", max_seq_length=48, max_predictions_per_seq=7, dupe_factor=2)
+    config = InstanceConfig(
+        objective="sop", max_seq_length=48, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=7)
+    )
     table, stats, _ = _make(docs, vocab_size, config, mask=False)
     assert table.schema.names == list(schema.COLUMNS)
     rows = table.to_pylist()
@@ -124,7 +126,11 @@ def test_sop_one_sentence_chunks_are_merged_or_skipped_and_counted():
     docs = [[[5 + 1000 * d + 100 * s + k for k in range(70)] for s in range(3)] for d in range(40)]
     docs += [[[60000 + k for k in range(12)]]]  # a one-sentence document
     config = InstanceConfig(
-        objective="sop", max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, short_seq_prob=0.0
+        objective="sop",
+        max_seq_length=64,
+        dupe_factor=1,
+        short_seq_prob=0.0,
+        mlm=MaskingConfig(max_predictions_per_seq=10),
     )
     table, stats, _ = _make(docs, 60012, config, mask=True)
     assert table.num_rows == 40  # (sentence 0 + sentence 1) of each three-sentence document
@@ -136,7 +142,9 @@ def test_sop_one_sentence_chunks_are_merged_or_skipped_and_counted():
 @pytest.mark.parametrize("mask", [True, False])
 def test_sop_labels_are_half_swapped(mask):
     docs, _, vocab_size = _unique_corpus(4000, seed=11, max_len=12)
-    config = InstanceConfig(objective="sop", max_seq_length=32, max_predictions_per_seq=5, dupe_factor=5)
+    config = InstanceConfig(
+        objective="sop", max_seq_length=32, dupe_factor=5, mlm=MaskingConfig(max_predictions_per_seq=5)
+    )
     table, stats, _ = _make(docs, vocab_size, config, mask=mask)
     labels = np.asarray(table.column("next_sentence_label").to_pylist())
     assert len(labels) > 20_000  # binomial sd of the share < 0.35%
@@ -154,7 +162,10 @@ def test_none_rows_are_the_documents_back_to_back_filled_to_max_seq_length(max_s
     where = {t: (d + (d >= 7), p) for t, (d, p) in where.items()}
     dupe_factor = 3
     config = InstanceConfig(
-        objective="none", max_seq_length=max_seq_length, max_predictions_per_seq=4, dupe_factor=dupe_factor
+        objective="none",
+        max_seq_length=max_seq_length,
+        dupe_factor=dupe_factor,
+        mlm=MaskingConfig(max_predictions_per_seq=4),
     )
     table, stats, _ = _make(docs, vocab_size, config, mask=False)
     assert table.schema.names == [c for c in schema.COLUMNS if c != "next_sentence_label"]
@@ -192,12 +203,14 @@ def test_none_rows_are_the_documents_back_to_back_filled_to_max_seq_length(max_s
 @pytest.mark.parametrize("sampling", ["exact", "fast"])
 def test_none_masking_never_picks_a_separator(sampling):
     docs, _, vocab_size = _unique_corpus(300, seed=8, max_sentences=3, max_len=4)  # short documents: many [SEP]
-    config = InstanceConfig(objective="none", max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2)
+    config = InstanceConfig(
+        objective="none", max_seq_length=32, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=5)
+    )
     table, stats, ids = _make(docs, vocab_size, config, mask=sampling == "exact")
     if sampling == "fast":
         unmasked = table
         table, counts = mask_table(
-            table, config, MASK, np.asarray(ids.random_ids), np.random.default_rng(0), sep_id=SEP
+            table, config.mlm, MASK, np.asarray(ids.random_ids), np.random.default_rng(0), sep_id=SEP
         )
         assert table.column("input_ids").to_pylist() != unmasked.column("input_ids").to_pylist()
         stats.masked = counts["masked"]

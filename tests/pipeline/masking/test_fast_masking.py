@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.instances.common import VocabIds
 from bertprep.pipeline.masking.rule import num_to_predict
@@ -46,11 +46,11 @@ def _unmasked_table(n_rows: int, seed: int) -> pa.Table:
 
 
 def test_mask_table_follows_the_rule_and_is_deterministic():
-    config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20)
+    config = InstanceConfig(max_seq_length=128, mlm=MaskingConfig(max_predictions_per_seq=20))
     table = _unmasked_table(3000, 4)
     random_ids = np.arange(200, VOCAB)
-    masked, counts = mask_table(table, config, MASK_ID, random_ids, np.random.default_rng(0))
-    again, _ = mask_table(table, config, MASK_ID, random_ids, np.random.default_rng(0))
+    masked, counts = mask_table(table, config.mlm, MASK_ID, random_ids, np.random.default_rng(0))
+    again, _ = mask_table(table, config.mlm, MASK_ID, random_ids, np.random.default_rng(0))
     assert masked.equals(again)
     rows, originals = masked.to_pylist(), table.column("input_ids").to_pylist()
     for row, original in zip(rows, originals):
@@ -67,12 +67,12 @@ def test_mask_table_follows_the_rule_and_is_deterministic():
 def test_fast_masking_has_the_original_statistics():
     vocab = synthetic_vocab()
     ids = VocabIds(vocab)
-    config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=3)
+    config = InstanceConfig(max_seq_length=128, dupe_factor=3, mlm=MaskingConfig(max_predictions_per_seq=20))
     instances = create_training_instances(
         synthetic_corpus(vocab, 150), config, ids, random.Random(5), mask=False, fast_truncation=True
     )
     table = instances_to_table(instances, vocab.size)
-    masked, counts = mask_table(table, config, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
+    masked, counts = mask_table(table, config.mlm, ids.mask_id, np.asarray(ids.random_ids), np.random.default_rng(0))
     assert masked.num_rows == len(instances)
     assert counts["masked"] > 20000
     assert abs(counts["masked_as_mask"] / counts["masked"] - 0.8) < 0.01

@@ -4,17 +4,18 @@ replacement), static and dynamic."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig
 from bertprep.pipeline.masking.rule import (
     KEEP,
     MASK,
-    MaskingConfig,
+    MaskingVocab,
     create_masked_lm_predictions,
     draw_replacements,
     mask_instance,
@@ -25,6 +26,7 @@ from bertprep.pipeline.masking.rule import (
 from bertprep.pipeline.masking.schemes import Draws
 
 CLS, SEP, MASK_ID, VOCAB = 101, 102, 103, 1000
+DYNAMIC = MaskingVocab(vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID)
 
 
 class _Ids:
@@ -85,13 +87,15 @@ def _instance(rng: random.Random) -> tuple[list[int], int]:
 
 @pytest.mark.parametrize("whole_word", [False, True])
 def test_exact_form_is_the_original_draw_for_draw(whole_word):
-    config = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, do_whole_word_mask=whole_word)
+    config = InstanceConfig(
+        max_seq_length=128, mlm=MaskingConfig(max_predictions_per_seq=20, do_whole_word_mask=whole_word)
+    )
     data = random.Random(0)
     for seed in range(300):
         tokens, len_a = _instance(data)
         ours, theirs = random.Random(seed), random.Random(seed)
-        got = create_masked_lm_predictions(tokens, config, _Ids, ours, num_tokens_a=None if whole_word else len_a)
-        assert got == _original(tokens, config, _Ids, theirs)
+        got = create_masked_lm_predictions(tokens, config.mlm, _Ids, ours, num_tokens_a=None if whole_word else len_a)
+        assert got == _original(tokens, config.mlm, _Ids, theirs)
         assert ours.random() == theirs.random()  # the same number of draws was taken
 
 
@@ -126,13 +130,13 @@ def test_numpy_replacements_have_the_80_10_10_rates_and_are_deterministic():
 
 
 def test_mask_instance_follows_the_rule():
-    config = MaskingConfig(vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID)
+    config = MaskingConfig()
     data = random.Random(2)
     rng = np.random.default_rng(0)
     total = masked = 0
     for _ in range(2000):
         tokens, _ = _instance(data)
-        out, positions, labels = mask_instance(np.array(tokens), config, rng)
+        out, positions, labels = mask_instance(np.array(tokens), config, DYNAMIC, rng)
         assert len(positions) == num_to_predict(len(tokens), 0.15, 20)
         assert np.all(np.diff(positions) > 0)
         assert not np.isin(np.array(tokens)[positions], [CLS, SEP]).any()
@@ -144,21 +148,19 @@ def test_mask_instance_follows_the_rule():
         masked += int((out[positions] == MASK_ID).sum())
     assert abs(masked / total - 0.8) < 0.02
     tokens, _ = _instance(random.Random(9))
-    first = mask_instance(np.array(tokens), config, np.random.default_rng(5))
-    second = mask_instance(np.array(tokens), config, np.random.default_rng(5))
+    first = mask_instance(np.array(tokens), config, DYNAMIC, np.random.default_rng(5))
+    second = mask_instance(np.array(tokens), config, DYNAMIC, np.random.default_rng(5))
     assert all(np.array_equal(a, b) for a, b in zip(first, second))
 
 
 def test_mask_instance_whole_words():
     is_subword = np.array(_Ids.is_continuation)
-    config = MaskingConfig(
-        vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID, is_subword=is_subword
-    )
+    config, vocab = MaskingConfig(), dataclasses.replace(DYNAMIC, is_subword=is_subword)
     # words of three pieces: 200 ##600 ##601
     tokens = np.array([CLS] + [200, 600, 601] * 10 + [SEP] + [201, 602, 603] * 10 + [SEP])
     rng = np.random.default_rng(1)
     for _ in range(200):
-        _, positions, _ = mask_instance(tokens, config, rng)
+        _, positions, _ = mask_instance(tokens, config, vocab, rng)
         assert len(positions) % 3 == 0 and len(positions) <= num_to_predict(len(tokens), 0.15, 20)
         starts = positions[::3]
         assert not is_subword[tokens[starts]].any()  # each group starts a word ...
@@ -233,12 +235,10 @@ def test_dynamic_mask_instance_uses_word_ids_and_is_deterministic():
     word_ids.append(-1)
     ids, word_ids = np.array(ids), np.array(word_ids)
     for scheme in ("whole-word", "ngram", "span"):
-        config = MaskingConfig(
-            vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID, masking_scheme=scheme
-        )
+        config = MaskingConfig(masking_scheme=scheme)
         for seed in range(30):
-            out, positions, labels = mask_instance(ids, config, np.random.default_rng(seed), word_ids=word_ids)
-            again = mask_instance(ids, config, np.random.default_rng(seed), word_ids=word_ids)
+            out, positions, labels = mask_instance(ids, config, DYNAMIC, np.random.default_rng(seed), word_ids=word_ids)
+            again = mask_instance(ids, config, DYNAMIC, np.random.default_rng(seed), word_ids=word_ids)
             assert all(np.array_equal(a, b) for a, b in zip((out, positions, labels), again))
             assert 1 <= len(positions) <= num_to_predict(len(ids), 0.15, 20)
             masked_words = set(word_ids[positions].tolist())
@@ -246,10 +246,4 @@ def test_dynamic_mask_instance_uses_word_ids_and_is_deterministic():
             for w in masked_words:  # whole words
                 assert set(np.flatnonzero(word_ids == w).tolist()) <= set(positions.tolist())
     with pytest.raises(ValueError, match="word boundaries"):
-        mask_instance(
-            ids,
-            MaskingConfig(
-                vocab_size=VOCAB, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK_ID, masking_scheme="span"
-            ),
-            np.random.default_rng(0),
-        )
+        mask_instance(ids, MaskingConfig(masking_scheme="span"), DYNAMIC, np.random.default_rng(0))

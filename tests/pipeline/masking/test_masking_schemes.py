@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig
 from bertprep.pipeline.masking.schemes import (
     Draws,
     choose_word_spans,
@@ -109,12 +109,12 @@ def test_words_from_starts_on_hand_built_flags():
     assert words_from_starts([4, 5], [False, False]) == [[4, 5]]  # the first position always starts a word
 
 
-def test_instance_config_checks_the_scheme_settings():
+def test_masking_config_checks_the_scheme_settings():
     with pytest.raises(ValueError, match="masking_scheme"):
-        InstanceConfig(masking_scheme="words")
+        InstanceConfig(mlm=MaskingConfig(masking_scheme="words"))
     with pytest.raises(ValueError, match="--do-whole-word-mask"):
-        InstanceConfig(masking_scheme="span", do_whole_word_mask=True)
-    assert InstanceConfig(do_whole_word_mask=True).effective_masking_scheme == "whole-word"
-    assert InstanceConfig().effective_masking_scheme == "token"
+        InstanceConfig(mlm=MaskingConfig(masking_scheme="span", do_whole_word_mask=True))
+    assert InstanceConfig(mlm=MaskingConfig(do_whole_word_mask=True)).mlm.effective_masking_scheme == "whole-word"
+    assert InstanceConfig().mlm.effective_masking_scheme == "token"
     with pytest.raises(ValueError, match="max_span_length"):
-        InstanceConfig(masking_scheme="span", max_span_length=0)
+        InstanceConfig(mlm=MaskingConfig(masking_scheme="span", max_span_length=0))

@@ -35,7 +35,7 @@ from apache_beam.io.gcp.gcsio import parse_gcs_path  # noqa: E402
 
 from bertprep.pipeline import readers, remote, schema  # noqa: E402
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards  # noqa: E402
-from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
 from bertprep.pipeline.text.tokenization import VocabError, load_vocab  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
 
@@ -190,7 +190,7 @@ def _config(inputs, vocab, output_dir, **kw) -> ShardsConfig:
         output_dir=output_dir,
         input_format="bert",
         num_shards=3,
-        instance=InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2),
+        instance=InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10)),
     )
     base.update(kw)
     return ShardsConfig(**base)

@@ -13,8 +13,8 @@ from pipeline_factory import VOCAB, beam_pipeline, shards_config, tokenized
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.shards import store as shards
+from bertprep.pipeline.shards.store import BUCKETS_DIR
 from bertprep.pipeline.instances.bucket_files import (
-    BUCKETS_DIR,
     bucket_documents,
     document_counts,
     make_bucket_instances,

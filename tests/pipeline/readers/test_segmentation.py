@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertprep.pipeline.text.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter, split_sentences
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter, split_sentences
 
 PARAGRAPH = (
     "  Mr. Smith went to Washington, D.C. on Jan. 5.   He paid $3.50 for coffee, e.g. a latte... "

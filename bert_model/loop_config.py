@@ -1,0 +1,87 @@
+"""The settings that several commands of ``bert_model`` share, declared once as dataclass bases.
+
+* :class:`DeviceConfig`: ``--device`` (every command that runs a model: train, finetune, predict, fill-mask,
+  extract-features);
+* :class:`LoopConfig`: what a training loop takes besides its data: seed, logging (and where the metrics go),
+  precision (train, finetune);
+* :class:`OptimConfig`: the AdamW optimizer's settings (train, finetune; ``optim.create_optimizer`` builds it).
+
+``TrainConfig`` and ``FinetuneConfig`` are both a :class:`LoopConfig` and an :class:`OptimConfig`; each command's CLI
+reads its defaults from its own config class (``cli/options.dataclass_default``), so a default is written here
+and nowhere else. The fields are keyword-only, so a command's own required fields can come first. The learning
+rate and the schedule are not here: pre-training and fine-tuning take different ones (paper, appendix A.2-A.3).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(kw_only=True)
+class DeviceConfig:
+    """Where a command runs its model."""
+
+    device: str = "auto"
+    """``auto`` (CUDA if available, else the CPU), ``cpu``, ``cuda`` or ``cuda:N`` (``runtime.resolve_device``);
+    under torchrun each rank of ``bertprep train`` uses ``cuda:LOCAL_RANK``."""
+
+
+@dataclass(kw_only=True)
+class LoopConfig(DeviceConfig):
+    """What a training loop takes besides its data and its optimizer."""
+
+    seed: int = 12345
+    """Seeds initialisation (the model's or the task head's), dropout and the data order."""
+    log_every: int = 50
+    """Optimizer steps between training-loss lines in metrics.jsonl (every step in a run of fewer steps:
+    ``log_interval``)."""
+    precision: str = "auto"
+    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast; on a CPU with AVX512-BF16/AMX
+    about 1.6x as fast as fp32; ``precision.py``). Weights and optimizer state stay fp32."""
+    progress: bool = True
+    """Show a tqdm progress bar (rank 0)."""
+    report_to: str = "none"
+    """Where the metrics go besides ``metrics.jsonl``: ``none``, ``tensorboard`` (event files in
+    ``output_dir/tensorboard/``) or ``wandb`` (a Weights & Biases run; ``WANDB_MODE=offline`` writes it in
+    ``output_dir/wandb/``); the scalars are named ``train/<field>`` and ``eval/<field>`` (``reporting.py``)."""
+
+    def __post_init__(self) -> None:
+        from bertprep.bert_model.precision import check_precision  # (torch: only when a config is made)
+        from bertprep.bert_model.reporting import REPORT_TO
+
+        if self.log_every <= 0:
+            raise ValueError(f"log_every must be positive, got {self.log_every}")
+        check_precision(self.precision)
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
+
+
+@dataclass(kw_only=True)
+class OptimConfig:
+    """AdamW (Loshchilov & Hutter 2019) as BERT trains with it (paper, appendix A.2; google-research/bert
+    ``optimization.py``: beta 0.9 / 0.999, epsilon 1e-6, weight decay 0.01)."""
+
+    weight_decay: float = 0.01
+    """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0 = no clipping)."""
+
+    def adamw_settings(self) -> dict[str, float | tuple[float, float]]:
+        """The keywords of ``optim.create_optimizer`` these settings give (all but the learning rate)."""
+        return {
+            "weight_decay": self.weight_decay,
+            "betas": (self.adam_beta1, self.adam_beta2),
+            "eps": self.adam_epsilon,
+        }
+
+    def __post_init__(self) -> None:
+        for name in ("weight_decay", "max_grad_norm"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+__all__ = ["DeviceConfig", "LoopConfig", "OptimConfig"]
