@@ -578,6 +578,10 @@ class BertprepDaskResult(DaskRunnerResult):
         except _CONNECTION_LOST as e:
             unfinished = sum(1 for f in self.futures if f.status != "finished")
             raise DaskSchedulerLost(_lost_message(self._address(), unfinished, len(self.futures))) from e
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM (make-shards' stop is one): the workers are being killed
+            self._state = PipelineState.CANCELLED
+            self.close(timeout=STOP_CLOSE_TIMEOUT_S)
+            raise
         finally:
             for handler in handlers:
                 handler.removeFilter(quiet)
@@ -596,18 +600,30 @@ class BertprepDaskResult(DaskRunnerResult):
         finally:
             self.close()
 
-    def close(self) -> None:
-        """Close the client (if the run opened it) and the local cluster with its worker processes."""
-        _close(self.client if self.owns_client else None, self.cluster)
+    def close(self, timeout: float | None = None) -> None:
+        """Close the client (if the run opened it) and the local cluster with its worker processes; with
+        ``timeout`` (seconds, a stopped run) give up after it (see :func:`_close`)."""
+        _close(self.client if self.owns_client else None, self.cluster, timeout)
 
 
-def _close(client, cluster) -> None:
+#: Seconds a stopped run (Ctrl-C) gives the local cluster to close: its workers are being killed by the stop,
+#: and distributed's own exit hook (``close_clusters``) waited 10 s for their nannies before the process ended.
+STOP_CLOSE_TIMEOUT_S = 1.0
+
+
+def _close(client, cluster, timeout: float | None = None) -> None:
+    """Close ``client`` and ``cluster`` (either may be None), best effort. With ``timeout`` (a stopped run) each
+    close gives up after that many seconds, and the cluster is marked so that distributed's exit hook does not
+    wait on it again (``shutdown_on_close``)."""
     for thing in (client, cluster):
         if thing is not None:
             try:
-                thing.close()
+                thing.close(timeout=timeout) if timeout is not None else thing.close()
             except Exception:  # noqa: BLE001 - closing is best effort; the run's own error matters more
-                _LOG.warning("closing %r failed", thing, exc_info=True)
+                if timeout is None:
+                    _LOG.warning("closing %r failed", thing, exc_info=True)
+    if timeout is not None and cluster is not None:
+        cluster.shutdown_on_close = False
 
 
 class BertprepDaskRunner(DaskRunner):
