@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plant_near_copies import plant  # noqa: E402
+from plant_near_copies import plant
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 VOCAB = str(DATA / "vocab" / "bert-base-uncased-vocab.txt")

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.normalization import bert_normalizer
-from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -78,7 +78,7 @@ class PeakRss:
 
     def __init__(self, pids):
         self.procs = {pid: psutil.Process(pid) for pid in pids}
-        self.peak = {pid: 0.0 for pid in pids}
+        self.peak = dict.fromkeys(pids, 0.0)
         self._stop = threading.Event()
 
     def _sample(self):

@@ -106,7 +106,7 @@ class Report:
         print(f"== {name}", flush=True)
         try:
             yield True
-        except Exception as err:  # noqa: BLE001 (one section's error must not end the others)
+        except Exception as err:  # one section's error must not end the others
             traceback.print_exc()
             self.log({"section": name, "error": f"{type(err).__name__}: {err}"})
             self.table.append(f"| {name} | error | {type(err).__name__}: {str(err)[:160]} | | |")
@@ -448,7 +448,7 @@ def measure_one(report: Report, args, device, w: Workload, specials: dict, who: 
             )  # fmt: skip
             # transformers' BERT head scores every token; its ModernBERT's (sparse prediction) the masked ones
             fpt = flops_per_token(config, w.seq, 1.0 if w.architecture == "bert" else fraction)
-    except Exception as err:  # noqa: BLE001 (out of memory, a missing package: the next measurement still runs)
+    except Exception as err:  # out of memory, a missing package: the next measurement still runs
         traceback.print_exc()
         report.log({"throughput": name, "error": f"{type(err).__name__}: {err}"})
         report.table.append(f"| {name} | error | {type(err).__name__}: {str(err).splitlines()[0][:120]} | | |")

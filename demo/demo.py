@@ -33,9 +33,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 DEMO_DIR = Path(__file__).resolve().parent
 NAME_WIDTH = 20  # the step names' column

@@ -33,11 +33,11 @@ from safetensors.torch import load_file
 from torch import nn
 
 from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.models import modernbert
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.heads import HEADS, check_source_weights, load_full_weights
 from bertprep.bert_model.models.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
-from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
-from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.weights import load_state_dict_strict, tied_weights_keys
 from bertprep.pipeline.pretrained_tokenizer import (
     PretrainedTokenizer,
@@ -586,11 +586,11 @@ __all__ = [
     "load_model_source",
     "load_pretraining_weights",
     "max_sequence_length",
-    "tokenizer_beside",
     "normalize_hf_state_dict",
     "read_hf_state_dict",
     "resolve_do_lower_case",
     "resolve_strip_accents_setting",
     "shards_do_lower_case",
     "shards_strip_accents",
+    "tokenizer_beside",
 ]

@@ -43,12 +43,13 @@ piece of the sequence, ``[CLS]`` and ``[SEP]`` included (the attention-mask mean
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
-import dataclasses
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -62,9 +63,9 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
+from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
-from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import atomic_file
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer

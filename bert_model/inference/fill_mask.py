@@ -15,8 +15,8 @@ tokenizer, special tokens and template included, as ``transformers``' ``fill-mas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 

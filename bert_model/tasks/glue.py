@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertprep.bert_model.collate import truncate_seq_pair
-from bertprep.bert_model.models.heads import BertForSequenceClassification, ModernBertForSequenceClassification
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForSequenceClassification, ModernBertForSequenceClassification
 from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 

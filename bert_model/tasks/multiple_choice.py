@@ -19,16 +19,17 @@ import csv
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import accuracy_score
 
-from bertprep.bert_model.tasks.glue import truncate_seq_pair
-from bertprep.bert_model.models.heads import BertForMultipleChoice, ModernBertForMultipleChoice
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForMultipleChoice, ModernBertForMultipleChoice
 from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.tasks.glue import truncate_seq_pair
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)

@@ -17,21 +17,22 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from seqeval.metrics import f1_score, precision_score, recall_score
 from torch import nn
 
+from bertprep.bert_model.models.bert import IGNORE_INDEX, BertConfig
+from bertprep.bert_model.models.heads import BertForTokenClassification, ModernBertForTokenClassification
+from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.bert_model.tasks.feature_based import (
     FEATURE_MODES,
     BertFeatureBasedForTokenClassification,
     ModernBertFeatureBasedForTokenClassification,
 )
-from bertprep.bert_model.models.heads import BertForTokenClassification, ModernBertForTokenClassification
-from bertprep.bert_model.models.bert import IGNORE_INDEX, BertConfig
-from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from bertprep.bert_model.tasks.glue import GlueTask, default_metrics
 from bertprep.bert_model.hf.interop import FINETUNE_FILE
+from bertprep.bert_model.tasks.glue import GlueTask, default_metrics
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.tasks.squad import SquadTask

@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from bertprep.bert_model.models.heads import BertForQuestionAnswering, ModernBertForQuestionAnswering
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForQuestionAnswering, ModernBertForQuestionAnswering
 from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.bert_model.tasks.squad_data import (
     SQUAD_VERSIONS,

@@ -525,7 +525,7 @@ class _BagVisitor(PipelineVisitor):
                         f"the Dask runner cannot run {node.full_label!r} ({kind.__name__}); "
                         "read files from a beam.Create of their paths instead"
                     )
-            result = {tag: (inputs[0] if inputs else None) for tag in outputs}
+            result = dict.fromkeys(outputs, inputs[0] if inputs else None)
         for tag, pcoll in outputs.items():
             self.bags[id(pcoll)] = result[tag]
             self.order.append(pcoll)
@@ -606,7 +606,7 @@ def _close(client, cluster) -> None:
         if thing is not None:
             try:
                 thing.close()
-            except Exception:  # noqa: BLE001 - closing is best effort; the run's own error matters more
+            except Exception:  # closing is best effort; the run's own error matters more
                 _LOG.warning("closing %r failed", thing, exc_info=True)
 
 

@@ -41,7 +41,8 @@ from __future__ import annotations
 import array
 import hashlib
 import math
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -80,7 +81,7 @@ def base_ordinal(ordinal: int) -> int:
 
 def sampling_key(random_seed: int, source: str, path: str, ordinal: int) -> int:
     """The document's place in its source's sampling order: a 64-bit ``blake2b`` of its id (module docstring)."""
-    digest = hashlib.blake2b(f"mixture:{random_seed}:{source}:{path}:{ordinal}".encode("utf-8"), digest_size=8)
+    digest = hashlib.blake2b(f"mixture:{random_seed}:{source}:{path}:{ordinal}".encode(), digest_size=8)
     return int.from_bytes(digest.digest(), "little")
 
 

@@ -36,8 +36,8 @@ import logging
 import os
 import shlex
 import shutil
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -150,7 +150,7 @@ class WarmWorkerPool:
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
 
-    def __enter__(self) -> "WarmWorkerPool":
+    def __enter__(self) -> WarmWorkerPool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -276,7 +276,7 @@ def _serve(listen_fd: int) -> int:
         try:
             conn, _ = listener.accept()
             break
-        except (socket.timeout, BlockingIOError, InterruptedError):
+        except (TimeoutError, BlockingIOError, InterruptedError):
             if os.getppid() != parent:
                 return 0  # the run that started us is gone
         except OSError:

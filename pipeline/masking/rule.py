@@ -37,8 +37,9 @@ numpy only (no Beam, no torch): ``bertprep.bert_model`` imports it for dynamic m
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

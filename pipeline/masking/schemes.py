@@ -23,7 +23,7 @@ numpy only (no Beam, no torch): ``bertprep.bert_model`` imports it through ``mas
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

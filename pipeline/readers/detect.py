@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import bertprep.pipeline.readers.files as files
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _check_not_binary, _iter_lines, _read_blocks
 from bertprep.pipeline.readers.hf import is_hf_metadata
-from bertprep.pipeline.config import ReadOptions
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers.context import ReadContext

@@ -31,9 +31,9 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.base import Document, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _compression_of, _filesystems, _open, _read_blocks
-from bertprep.pipeline.config import ReadOptions
 
 logger = logging.getLogger(__name__)
 

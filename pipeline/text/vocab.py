@@ -34,21 +34,22 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bertprep.pipeline import interrupts
 from bertprep.pipeline.atomic import finish_replace, remove_stale_staging, replace_directory, staging_name
-from bertprep.pipeline.paths import check_writes_apart
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.normalization import (
     AccentStats,
     accent_stripping_stats,
     accent_stripping_warning,
     resolve_strip_accents,
 )
-from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.paths import check_writes_apart
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text import vocab_models
 from bertprep.pipeline.text.trainer_determinism import count_words, fixed_alphabet, texts_of_counts

@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bertprep.pipeline.atomic import atomic_files
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.normalization import resolve_strip_accents
+from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text.vocab import (
     DEFAULT_LIMIT_ALPHABET,
@@ -63,8 +65,6 @@ from bertprep.pipeline.vocab_files import (
     tokenizer_files,
     wordpiece_split,
 )
-from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS
-from bertprep.pipeline.config import ReadOptions
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers import ReaderStats

@@ -42,7 +42,7 @@ import functools
 import importlib
 import logging
 from bisect import bisect_right
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

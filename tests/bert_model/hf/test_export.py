@@ -10,22 +10,22 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import FIXTURES, need_module
 from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.hf.export import write_hf_directory
-from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
+from bertprep.bert_model.hf.interop import build_model, load_model_source, read_hf_state_dict
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertprep.bert_model.hf.interop import build_model, load_model_source, read_hf_state_dict
-from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
-from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
 from bertprep.cli.main import cli
-from conftest import FIXTURES, need_module
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 from click.testing import CliRunner
+from conftest import REPO_ROOT
+from shard_factory import write_shard_dir
 
 from bertprep.cli.main import cli
-from shard_factory import write_shard_dir
-from conftest import REPO_ROOT
 
 REPO_ROOT = REPO_ROOT
 
@@ -308,7 +308,7 @@ def test_checkpoint_files_follow_the_umask(run_with_two_checkpoints):
     assert old == 0o022, "the test expects the usual umask 022"
     checkpoint = run_with_two_checkpoints / "checkpoints" / "step-000004"
     modes = {p.name: p.stat().st_mode & 0o777 for p in checkpoint.iterdir()}
-    assert modes == {name: 0o644 for name in modes}, modes
+    assert modes == dict.fromkeys(modes, 0o644), modes
     assert {"model.safetensors", "optimizer.safetensors", "state.json"} <= set(modes)
 
 

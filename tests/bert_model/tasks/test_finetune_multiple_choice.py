@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import FIXTURES, need_module
+from finetune_factory import write_tiny_checkpoint
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
-from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
-from bertprep.bert_model.models.heads import BertForMultipleChoice
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForMultipleChoice
+from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.registry import make_task
-from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli
-from finetune_factory import write_tiny_checkpoint
-from conftest import FIXTURES, need_module
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

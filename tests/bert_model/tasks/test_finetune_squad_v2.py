@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES
+from finetune_factory import write_tiny_checkpoint
 
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
+from bertprep.bert_model.tasks.registry import make_task
 from bertprep.bert_model.tasks.squad import SquadAnswer, SquadTask, null_odds_path
 from bertprep.bert_model.tasks.squad_data import SquadExample, read_squad
 from bertprep.bert_model.tasks.squad_eval import find_best_threshold, squad_v2_metrics, squad_v2_raw_scores
-from bertprep.bert_model.tasks.registry import make_task
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
 from bertprep.cli.main import cli
-from finetune_factory import write_tiny_checkpoint
-from conftest import FIXTURES
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -268,12 +268,14 @@ def test_unreachable_scheduler_is_one_clear_line_fast(tmp_path):
     """
     address = f"tcp://127.0.0.1:{_free_port()}"
     start = time.monotonic()
-    with pytest.raises(dr.DaskSchedulerUnreachable) as err:
-        with beam.Pipeline(
+    with (
+        pytest.raises(dr.DaskSchedulerUnreachable) as err,
+        beam.Pipeline(
             runner=dr.BertprepDaskRunner(),
             options=PipelineOptions(["--dask_client_address", address, "--dask_connection_timeout=3"]),
-        ) as p:
-            p | beam.Create([1]) | beam.Map(str)
+        ) as p,
+    ):
+        p | beam.Create([1]) | beam.Map(str)
     assert time.monotonic() - start < 15
     message = str(err.value)
     assert isinstance(err.value, ValueError) and "\n" not in message

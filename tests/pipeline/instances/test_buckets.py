@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from bertprep.pipeline.instances import buckets
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from conftest import FIXTURES
+
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.instances import buckets
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")

@@ -17,17 +17,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES, need_module
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
+from bertprep.pipeline.config import OBJECTIVES, InstanceConfig, MaskingConfig
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
-from bertprep.pipeline.config import OBJECTIVES, InstanceConfig, MaskingConfig
-from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds
+from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.text.tokenization import Vocab
-from conftest import FIXTURES, need_module
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLS, SEP, MASK = 2, 3, 4
@@ -431,10 +431,9 @@ def test_dynamic_masking_of_none_rows_never_masks_a_separator(shard_sets):
 def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
     transformers = need_module("transformers")
     import torch
+    from safetensors.torch import load_file
 
     from bertprep.bert_model.hf.export import export_model
-
-    from safetensors.torch import load_file
 
     result = _train(shard_sets["none-exact"], tmp_path / "run", weight_decay=0.0, save_every=2)
     # without a sentence task the NSP head (pooler + seq_relationship) gets no gradient: as initialised

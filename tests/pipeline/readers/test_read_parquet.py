@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from readers_factory import read_all
 

@@ -3,7 +3,6 @@ paragraphs."""
 
 from __future__ import annotations
 
-
 from readers_factory import FIXTURES, read_all
 
 from bertprep.pipeline import readers

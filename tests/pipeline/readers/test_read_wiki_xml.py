@@ -11,7 +11,6 @@ from readers_factory import FIXTURES, read_all
 from bertprep.pipeline import readers
 from bertprep.pipeline.readers import InputError, detect_format, read_documents
 
-
 TINY_DUMP = FIXTURES / "pages-articles-tiny.xml"
 
 

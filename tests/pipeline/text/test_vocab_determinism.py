@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from tokenizers import normalizers, pre_tokenizers
 
 from bertprep.pipeline.text.trainer_determinism import (
@@ -23,7 +24,6 @@ from bertprep.pipeline.text.trainer_determinism import (
     fixed_alphabet,
     texts_of_counts,
 )
-from conftest import FIXTURES
 
 TRAIN = FIXTURES / "vocab" / "train.txt"
 BERTPREP = str(Path(sys.executable).parent / "bertprep")
