@@ -91,7 +91,7 @@ def main() -> None:
 
     def shuffle_only() -> int:
         rng = random.Random(12345)
-        for n, k in zip(sizes, predictions):
+        for n, k in zip(sizes, predictions, strict=True):
             shuffle_first(n, k, rng)
         return len(sizes)
 

@@ -514,7 +514,7 @@ def check_same_vocab(shard_tokens: list[str], model_tokens: list[str] | None, *,
             f"{model} has no vocab.txt or tokenizer.json beside its weights, so the shards' vocab cannot be "
             f"checked against it; put the model's tokenizer files there ({fix})"
         )
-    for i, (a, b) in enumerate(zip(shard_tokens, model_tokens)):
+    for i, (a, b) in enumerate(zip(shard_tokens, model_tokens, strict=False)):  # the lengths are compared below
         if a != b:
             raise ValueError(
                 f"the vocab of shards {shards} differs from {named} at id {i}: {a!r} in the "

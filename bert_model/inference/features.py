@@ -384,7 +384,7 @@ def _encode_batch(
     enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
     enc_b = tokenizer.encode_batch([b or "" for _, _, b in batch])
     rows, truncated = [], 0
-    for (number, text_a, text_b), a, b in zip(batch, enc_a, enc_b):
+    for (number, text_a, text_b), a, b in zip(batch, enc_a, enc_b, strict=True):
         n_a, n_b = len(a.ids), len(b.ids) if text_b is not None else 0
         if text_b is None:
             keep_a, keep_b = min(n_a, max_seq_length - 2), 0
@@ -473,7 +473,7 @@ def _record_batch(
         columns["word_type_ids"] = _lists(
             pa.array(np.asarray([t for r in rows for t in r.word_types], dtype=np.int8)), word_counts
         )
-    for layer, values in zip(config.layers, chosen):
+    for layer, values in zip(config.layers, chosen, strict=True):
         pooled = _pool(values, rows, config.pooling)
         if config.pooling in ("cls", "mean-sentence"):
             columns[f"layer_{layer}"] = _vectors(pooled.astype(np_dtype), hidden_size, pa_dtype)

@@ -82,7 +82,7 @@ def _check_documents(documents: list[np.ndarray], aligned: dict) -> None:
         if tokens.ndim != 1:
             raise ValueError(f"document {doc_index} must be 1-D, got shape {tokens.shape}")
     for name, (arrays, _) in aligned.items():
-        if len(arrays) != len(documents) or any(len(a) != len(d) for a, d in zip(arrays, documents)):
+        if len(arrays) != len(documents) or any(len(a) != len(d) for a, d in zip(arrays, documents, strict=True)):
             raise ValueError(f"aligned {name!r} must have one array per document, of the document's length")
 
 

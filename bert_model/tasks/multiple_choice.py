@@ -217,7 +217,7 @@ class MultipleChoiceTask:
         features = []
         k = 0
         truncated = 0
-        for i, (e, a) in enumerate(zip(examples, contexts)):
+        for i, (e, a) in enumerate(zip(examples, contexts, strict=True)):
             input_ids, token_type_ids = [], []
             for _ in e.endings:
                 tokens_a, tokens_b = list(a.ids), list(flat_endings[k].ids)
@@ -245,7 +245,7 @@ class MultipleChoiceTask:
     ) -> list[int]:
         """Per example the index of the highest-scoring candidate."""
         out = [0] * len(examples)
-        for feature, output in zip(features, outputs):
+        for feature, output in zip(features, outputs, strict=True):
             out[feature["example_index"]] = int(np.argmax(output["logits"]))
         return out
 
@@ -260,4 +260,4 @@ class MultipleChoiceTask:
         with open(path, "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n")
             writer.writerow(["id", "label"])
-            writer.writerows([e.example_id, p] for e, p in zip(examples, predictions))
+            writer.writerows([e.example_id, p] for e, p in zip(examples, predictions, strict=True))

@@ -226,7 +226,7 @@ class NerTask:
         features = []
         cut_words = empty_words = 0
         limit = self.max_seq_length - 2
-        for i, (e, enc) in enumerate(zip(examples, encodings)):
+        for i, (e, enc) in enumerate(zip(examples, encodings, strict=True)):
             ids = list(enc.ids)[:limit]
             word_ids = list(enc.word_ids)[:limit]
             word_starts: list[int | None] = [None] * len(e.words)
@@ -272,7 +272,7 @@ class NerTask:
         """Per sentence one tag per word (argmax at the word's first piece; ``O`` for words without one)."""
         labels = self.labels or []
         out: list[list[str]] = [[] for _ in examples]
-        for feature, output in zip(features, outputs):
+        for feature, output in zip(features, outputs, strict=True):
             best = output["logits"].argmax(-1)
             out[feature["example_index"]] = [
                 labels[int(best[p])] if p is not None else "O" for p in feature["word_starts"]
@@ -286,8 +286,8 @@ class NerTask:
     def write_predictions(self, path: str, examples: Sequence[NerExample], predictions: Sequence[list[str]]) -> None:
         """CoNLL: ``TOKEN<TAB>PREDICTED_TAG`` per line, an empty line after each sentence."""
         with open(path, "w", encoding="utf-8") as f:
-            for e, tags in zip(examples, predictions):
-                f.writelines(f"{w}\t{t}\n" for w, t in zip(e.words, tags))
+            for e, tags in zip(examples, predictions, strict=True):
+                f.writelines(f"{w}\t{t}\n" for w, t in zip(e.words, tags, strict=True))
                 f.write("\n")
 
 

@@ -344,7 +344,7 @@ def _run_dofn_bundle(items, fn, label, window_fn, args, kwargs, specs, *side_val
     receivers = _TagReceivers(out)
     side_inputs = [
         SideInputMap(s.view_class, s.view_options, _WindowedValues(vals, s.window_mapping_fn))
-        for s, vals in zip(specs, side_values)
+        for s, vals in zip(specs, side_values, strict=True)
     ]
     handler = _OutputHandler(
         window_fn=window_fn,

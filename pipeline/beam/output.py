@@ -156,7 +156,7 @@ def worker_stderr_captured(enabled: bool) -> Iterator[Callable[[], str | None]]:
         with interrupts.messages_to(saved):  # a stopped run's one line reaches the terminal, not the capture
             yield save
     finally:
-        for handler, stream in zip(handlers, previous):
+        for handler, stream in zip(handlers, previous, strict=True):
             handler.setStream(stream)
         terminal.close()
         os.dup2(saved, 2)

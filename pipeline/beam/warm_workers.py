@@ -291,7 +291,7 @@ def _serve(listen_fd: int) -> int:
         if not chunk:
             break
         payload += chunk
-    for fd, target in zip(fds, (0, 1, 2)):
+    for fd, target in zip(fds, (0, 1, 2), strict=True):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()

@@ -178,7 +178,7 @@ def create_masked_lm_predictions(
     # (the original draws each piece's fate as it takes the piece; no other draw comes in between)
     output = list(tokens)
     n_mask = n_kept = 0
-    for index, code in zip(positions, draw_replacements(len(positions), rng, ids.random_ids)):
+    for index, code in zip(positions, draw_replacements(len(positions), rng, ids.random_ids), strict=True):
         if code == MASK:
             output[index] = ids.mask_id
             n_mask += 1

@@ -531,13 +531,13 @@ class SentenceEncoder:
         get = index.get
         word_index = [get(w, -1) for w in words]
         if -1 in word_index:  # words not seen yet: their pieces from tokenizers, once each
-            missing = list({w for w, i in zip(words, word_index) if i < 0})
+            missing = list({w for w, i in zip(words, word_index, strict=True) if i < 0})
             if len(index) + len(missing) > self.cache_size:
                 self._clear_cache()
                 index = self._index
                 missing = list({w for w in words if w not in index})
             for word, encoding in zip(
-                missing, self.ascii_tokenizer.encode_batch_fast(missing, add_special_tokens=False)
+                missing, self.ascii_tokenizer.encode_batch_fast(missing, add_special_tokens=False), strict=True
             ):
                 index[word] = len(self._first)
                 self._first.append(len(self._pieces))

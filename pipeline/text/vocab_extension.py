@@ -427,7 +427,7 @@ def extend_vocab(
     tokens, placed = place_pieces(base.tokens, [p for p, _ in chosen])
     added = [
         AddedPiece(piece, id_, uses.get(piece, 0), saved, replaced)
-        for (piece, saved), (id_, replaced) in zip(chosen, placed)
+        for (piece, saved), (id_, replaced) in zip(chosen, placed, strict=True)
     ]
     return ExtendedVocab(
         base=base,
@@ -458,7 +458,7 @@ def save_extended_vocab(extended: ExtendedVocab, output_dir: str, *, overwrite: 
     contents = {EXTENSION_FILE: json.dumps(extended.record(), indent=2, ensure_ascii=False) + "\n", **files}
     contents[VOCAB_FILE] = contents.pop(VOCAB_FILE)  # last: its presence marks a complete directory
     with atomic_files([os.path.join(output_dir, name) for name in contents]) as temps:
-        for tmp, text in zip(temps, contents.values()):
+        for tmp, text in zip(temps, contents.values(), strict=True):
             with open(tmp, "x", encoding="utf-8", newline="\n") as f:
                 f.write(text)
     return {name: os.path.join(output_dir, name) for name in contents}

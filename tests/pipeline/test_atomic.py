@@ -64,7 +64,7 @@ def test_atomic_files_commit_in_order_and_leave_no_temporary_file(tmp_path, monk
     paths = [str(tmp_path / name) for name in ("a.txt", "b.txt", "marker.txt")]
     with atomic.atomic_files(paths) as temps:
         assert all(os.path.basename(t).startswith(".") and t.endswith(".tmp") for t in temps)  # hidden
-        for tmp, path in zip(temps, paths):
+        for tmp, path in zip(temps, paths, strict=True):
             with open(tmp, "w") as f:
                 f.write(os.path.basename(path))
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt", "marker.txt"]

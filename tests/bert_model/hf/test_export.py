@@ -198,7 +198,7 @@ def test_exported_tokenizer_matches_the_fine_tuning_features(tmp_path):
     features = task.featurize(
         [GlueExample(a, b, None, 1, i) for i, (a, b) in enumerate(pairs)], ours, with_labels=False
     )
-    for (a, b), feature in zip(pairs, features):
+    for (a, b), feature in zip(pairs, features, strict=True):
         encoded = hf_tokenizer(a, b)
         assert encoded["input_ids"] == feature["input_ids"]
         assert encoded["token_type_ids"] == feature["token_type_ids"]

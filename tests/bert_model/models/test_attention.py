@@ -9,6 +9,7 @@ their plumbing is checked with a stand-in of the same contract (the segments of 
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import numpy as np
@@ -65,7 +66,7 @@ def _reference_varlen(q, k, v, cu_seqlens, max_seqlen, dropout_p=0.0, window_siz
     assert max_seqlen >= int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
     out = torch.empty_like(q)
     bounds = cu_seqlens.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         index = torch.arange(b - a)
         offset = index[:, None] - index[None, :]  # (i - j)
         left, right = (b - a if w < 0 else w for w in window_size)

@@ -143,7 +143,7 @@ def _take(it, n):
 
 def _same_batches(a: list[dict[str, torch.Tensor]], b: list[dict[str, torch.Tensor]]) -> bool:
     return len(a) == len(b) and all(
-        x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b)
+        x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b, strict=True)
     )
 
 
@@ -177,9 +177,9 @@ def test_cursor_resumes_the_exact_batch_sequence(shard_dir, num_workers, consume
 def _packed_instances(batch: dict[str, torch.Tensor]) -> list[tuple]:
     """The instances of a packed batch, row-major: each one's input_ids (a run of one sequence id in a row)."""
     out = []
-    for ids, seq in zip(batch["input_ids"].tolist(), batch["sequence_ids"].tolist()):
+    for ids, seq in zip(batch["input_ids"].tolist(), batch["sequence_ids"].tolist(), strict=True):
         for s in sorted(set(seq) - {-1}):
-            out.append(tuple(t for t, q in zip(ids, seq) if q == s))
+            out.append(tuple(t for t, q in zip(ids, seq, strict=True) if q == s))
     return out
 
 
@@ -297,7 +297,7 @@ def test_dynamic_masking_follows_the_reference_rule(dynamic_dir):
     raw = ShardDataset.__new__(ShardDataset)  # the same rows unmasked, for the labels
     raw.__dict__.update(ds.__dict__, masking=None)
     tokens = predicted = masked = kept = replaced = 0
-    for batch, original in zip(ShardLoader(ds), ShardLoader(raw)):
+    for batch, original in zip(ShardLoader(ds), ShardLoader(raw), strict=True):
         assert torch.equal(batch["attention_mask"], original["attention_mask"])
         assert original["masked_lm_ids"].eq(-100).all()  # the shards themselves hold no predictions
         for i in range(batch["input_ids"].size(0)):
@@ -329,13 +329,15 @@ def test_dynamic_masks_are_reproducible_resumable_and_new_each_epoch(dynamic_dir
         return ShardLoader(ShardDataset(dynamic_dir, batch_size=50, seed=seed, shuffle_buffer_size=100))
 
     reference = _take(iter(make()), 70)  # 3,500 instances: into the second epoch (3,000 rows)
-    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(reference, _take(iter(make()), 70)))
+    assert all(
+        torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(reference, _take(iter(make()), 70), strict=True)
+    )
     assert not torch.equal(reference[0]["input_ids"], next(iter(make(seed=5)))["input_ids"])
     loader = make()
     _take(iter(loader), 31)
     resumed = make()
     resumed.load_state_dict(json.loads(json.dumps(loader.state_dict())))
-    for a, b in zip(reference[31:], _take(iter(resumed), 39)):
+    for a, b in zip(reference[31:], _take(iter(resumed), 39), strict=True):
         assert all(torch.equal(a[k], b[k]) for k in a)
 
 

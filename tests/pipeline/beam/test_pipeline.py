@@ -106,7 +106,7 @@ def test_manifest_describes_the_shards_exactly(tmp_path):
     cls, sep = vocab.token_to_id["[CLS]"], vocab.token_to_id["[SEP]"]
     for r in rows:
         tokens = list(r["input_ids"])
-        for pos, label in zip(r["masked_lm_positions"], r["masked_lm_ids"]):
+        for pos, label in zip(r["masked_lm_positions"], r["masked_lm_ids"], strict=True):
             tokens[pos] = label
         assert len(tokens) <= 64 and tokens[0] == cls and tokens.count(sep) == 2 and tokens[-1] == sep
         first_b = r["token_type_ids"].index(1)

@@ -24,7 +24,7 @@ def _make(config: InstanceConfig, n_docs: int = 60, seed: int = 0):
 
 def _unmasked(instance) -> list[int]:
     tokens = list(instance.input_ids)
-    for pos, label in zip(instance.masked_lm_positions, instance.masked_lm_ids):
+    for pos, label in zip(instance.masked_lm_positions, instance.masked_lm_ids, strict=True):
         tokens[pos] = label
     return tokens
 

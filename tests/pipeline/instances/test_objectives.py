@@ -218,7 +218,7 @@ def test_none_masking_never_picks_a_separator(sampling):
     for row in table.to_pylist():
         ids_row, positions, labels = row["input_ids"], row["masked_lm_positions"], row["masked_lm_ids"]
         original = list(ids_row)
-        for p, label in zip(positions, labels):
+        for p, label in zip(positions, labels, strict=True):
             original[p] = label
         candidates = sum(1 for t in original if t not in (CLS, SEP))
         wanted = min(5, max(1, round(len(original) * 0.15)))

@@ -150,7 +150,7 @@ def test_mask_instance_follows_the_rule():
     tokens, _ = _instance(random.Random(9))
     first = mask_instance(np.array(tokens), config, DYNAMIC, np.random.default_rng(5))
     second = mask_instance(np.array(tokens), config, DYNAMIC, np.random.default_rng(5))
-    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
 
 
 def test_mask_instance_whole_words():
@@ -203,7 +203,7 @@ def test_word_masked_lm_predictions_masks_whole_words_deterministically(scheme):
         chosen = set(positions)
         for word in words:  # all of a word's pieces or none
             assert len(chosen & set(word)) in (0, len(word))
-        assert [i for i, (a, b) in enumerate(zip(out, tokens)) if a != b] == sorted(
+        assert [i for i, (a, b) in enumerate(zip(out, tokens, strict=True)) if a != b] == sorted(
             p for p in positions if out[p] != tokens[p]
         )
     assert results[0] == results[1]  # same seed, same output
@@ -239,7 +239,7 @@ def test_dynamic_mask_instance_uses_word_ids_and_is_deterministic():
         for seed in range(30):
             out, positions, labels = mask_instance(ids, config, DYNAMIC, np.random.default_rng(seed), word_ids=word_ids)
             again = mask_instance(ids, config, DYNAMIC, np.random.default_rng(seed), word_ids=word_ids)
-            assert all(np.array_equal(a, b) for a, b in zip((out, positions, labels), again))
+            assert all(np.array_equal(a, b) for a, b in zip((out, positions, labels), again, strict=True))
             assert 1 <= len(positions) <= num_to_predict(len(ids), 0.15, 20)
             masked_words = set(word_ids[positions].tolist())
             assert -1 not in masked_words

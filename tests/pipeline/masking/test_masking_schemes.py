@@ -28,7 +28,9 @@ def test_span_lengths_are_spanbert_truncated_geometric():
     probs = span_length_probabilities(0.2, 10)
     assert len(probs) == 10 and abs(sum(probs) - 1) < 1e-12
     assert probs[0] / probs[1] == pytest.approx(1 / 0.8)  # geometric ratio (1 - p)
-    assert sum(length * p for length, p in zip(range(1, 11), probs)) == pytest.approx(3.797, abs=1e-3)  # paper: 3.8
+    assert sum(length * p for length, p in zip(range(1, 11), probs, strict=True)) == pytest.approx(
+        3.797, abs=1e-3
+    )  # paper: 3.8
     ngram = ngram_probabilities(3)
     assert ngram == pytest.approx([6 / 11, 3 / 11, 2 / 11])  # 1 : 1/2 : 1/3
 

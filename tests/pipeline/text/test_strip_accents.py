@@ -134,7 +134,8 @@ def test_encoder_ids_equal_the_full_pipeline_with_and_without_stripping(
         line for line in (FIXTURES / "vocab" / "heldout.txt").read_text(encoding="utf-8").splitlines() if line.strip()
     ][:200]
     mixed = ["Café ÉTÉ naïve", "Ελληνικά ά", "Tiếng Việt", "हिन्दी", "\x00ctrl\x7f A-B"]
-    sentences = [s for group in zip(korean, ascii_lines) for s in group] + mixed
+    # interleaved up to the shorter list
+    sentences = [s for group in zip(korean, ascii_lines, strict=False) for s in group] + mixed
     assert any(s.isascii() for s in sentences) and not all(s.isascii() for s in sentences)
     expected = [e.ids for e in encoder.tokenizer.encode_batch_fast(sentences, add_special_tokens=False)]
     assert encoder.encode(sentences) == expected
@@ -200,7 +201,7 @@ def test_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab):
     sentences = korean[:200]
     ours = encoder.encode(sentences)
     theirs = hf(sentences, add_special_tokens=True)["input_ids"]
-    for ids, hf_ids in zip(ours, theirs):
+    for ids, hf_ids in zip(ours, theirs, strict=True):
         assert hf_ids == [cls_id, *ids, sep_id]
     unk = hf.unk_token_id
     unk_share = sum(i == unk for ids in ours for i in ids) / sum(map(len, ours))

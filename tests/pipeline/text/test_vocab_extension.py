@@ -85,7 +85,7 @@ def test_extension_keeps_old_ids_and_makes_the_domain_word_one_piece(tmp_path, u
     added = {a["id"]: a for a in record["added"]}
     # Every old id holds its old token, except the [unusedK] slots that took a new piece (Google's has 994).
     assert len(tokens) == len(base_tokens)
-    for i, (old, new) in enumerate(zip(base_tokens, tokens)):
+    for i, (old, new) in enumerate(zip(base_tokens, tokens, strict=True)):
         assert new == old or (i in added and re.fullmatch(r"\[unused\d+\]", old) and added[i]["replaced"] == old)
     assert [a["piece"] for a in record["added"]] == [tokens[a["id"]] for a in record["added"]]
     assert 1 <= len(added) <= 10 and record["added"][0]["piece"] == "psilocybin"

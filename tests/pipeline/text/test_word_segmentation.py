@@ -61,7 +61,7 @@ def uncased(shared_data):
 
 def _grouped(vocab, ids, starts) -> str:
     """Pieces with `|` before each word start: '| the | un ##aff ##able | cat'."""
-    return " ".join(("| " if s else "") + vocab.tokens[i] for i, s in zip(ids.tolist(), starts.tolist()))
+    return " ".join(("| " if s else "") + vocab.tokens[i] for i, s in zip(ids.tolist(), starts.tolist(), strict=True))
 
 
 def test_default_words_are_whitespace_and_punctuation(uncased):
