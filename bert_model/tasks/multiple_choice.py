@@ -151,14 +151,14 @@ class MultipleChoiceTask:
                 continue
 
             def get(column: str, option: str, required: bool = True) -> Any:
-                if column not in row or row[column] is None:
+                if column not in row or row[column] is None:  # noqa: B023 (get() is called for this row only)
                     if not required:
                         return None
                     raise ValueError(
-                        f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}); "
+                        f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}); "  # noqa: B023 (get() is called for this row only)
                         f"set --{option.replace('_', '-')}"
                     )
-                return row[column]
+                return row[column]  # noqa: B023 (get() is called for this row only)
 
             context = str(get(self.context_column, "context_column"))
             question = str(get(self.question_column, "question_column")) if self.question_column else ""

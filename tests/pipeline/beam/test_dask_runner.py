@@ -248,7 +248,7 @@ def test_partition_count_follows_the_workers(cluster, tmp_path):
         log = tmp_path / f"bundles{len(extra)}.log"
 
         def build(p):
-            write(p | beam.Create(list(range(8))) | beam.ParDo(BundleLog(str(log))), tmp_path / "o", "w")
+            write(p | beam.Create(list(range(8))) | beam.ParDo(BundleLog(str(log))), tmp_path / "o", "w")  # noqa: B023 (the pipeline is built and run in this same iteration)
 
         run(build, c.scheduler_address, *extra)
         assert sorted(map(int, lines(log))) == expected
