@@ -372,7 +372,8 @@ def check_training(report: Report, args, shards: str, architecture: str, steps: 
             f"train {architecture} {preset} {steps} steps", False, f"exit {result.returncode}: {result.stderr[-400:]}"
         )
         return
-    lines = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl"), encoding="utf-8")]
+    with open(os.path.join(out, "metrics.jsonl"), encoding="utf-8") as f:
+        lines = [json.loads(x) for x in f]
     train_lines = [x for x in lines if x["split"] == "train"]
     losses = [x["loss"] for x in train_lines]
     # (the self-test's few steps on any shards check the plumbing: finite losses; on a GPU the loss must fall)

@@ -176,7 +176,7 @@ class JsonlWriter:
             kept = [line for line in read_jsonl(path) if line.get("step", 0) <= truncate_after_step]
             with open(path, "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(line) + "\n" for line in kept)
-        self._file = open(path, "a", encoding="utf-8")
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (the logger's file, closed by close())
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record) + "\n")

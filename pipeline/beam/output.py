@@ -142,7 +142,7 @@ def worker_stderr_captured(enabled: bool) -> Iterator[Callable[[], str | None]]:
     handlers = [
         h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler) and _stderr_fd(h.stream) == 2
     ]
-    capture = tempfile.TemporaryFile()
+    capture = tempfile.TemporaryFile()  # noqa: SIM115 (stderr while the caller runs; closed in the finally below)
     os.dup2(capture.fileno(), 2)
     previous = [h.setStream(terminal) for h in handlers]
 

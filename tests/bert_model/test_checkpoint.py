@@ -81,8 +81,10 @@ def test_files_are_safetensors_and_json_only(tmp_path):
     assert set(weights) == set(model.state_dict()) - set(TIED_WEIGHTS_KEYS)
     opt = load_file(os.path.join(path, "optimizer.safetensors"))
     assert "bert.pooler.dense.weight/exp_avg" in opt and "cls.predictions.bias/exp_avg_sq" in opt
-    json.loads(open(os.path.join(path, "state.json")).read())
-    assert json.loads(open(os.path.join(path, "config.json")).read())["model_type"] == "bert"
+    with open(os.path.join(path, "state.json")) as f:
+        json.load(f)
+    with open(os.path.join(path, "config.json")) as f:
+        assert json.load(f)["model_type"] == "bert"
     for name in os.listdir(path):  # nothing pickled anywhere
         with open(os.path.join(path, name), "rb") as f:
             assert not f.read(2).startswith(b"\x80"), name

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ def test_atomic_file_replaces_only_on_success(tmp_path):
         raise RuntimeError("disk full")
     assert path.read_text() == "old"
     assert os.listdir(tmp_path) == ["out.txt"]  # the temporary file is gone
-    atomic.write_atomic(str(path), lambda p: open(p, "w").write("new"))
+    atomic.write_atomic(str(path), lambda p: Path(p).write_text("new"))
     assert path.read_text() == "new"
     assert os.listdir(tmp_path) == ["out.txt"]
 

@@ -172,7 +172,7 @@ class TFRecordWriter:
     """Writes each serialized example (a JSON object) as one line."""
 
     def __init__(self, path):
-        self._file = open(path, "w", encoding="utf-8")
+        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (the writer's file, closed by close())
 
     def write(self, record):
         self._file.write(record + "\n")
