@@ -146,7 +146,7 @@ def test_optimizer_state_of_another_model_is_refused(tmp_path):
     with pytest.raises(ValueError, match="parameter names differ"):
         ckpt.load_optimizer_state(path, create_optimizer(other), state)
     deeper = BertConfig.from_preset("tiny", vocab_size=50, hidden_size=32, num_attention_heads=2, num_hidden_layers=3)
-    with pytest.raises(ValueError, match="missing .*layer.2"):
+    with pytest.raises(ValueError, match=r"missing .*layer\.2"):
         ckpt.load_model_weights(path, BertForPreTraining(deeper))
     with pytest.raises(ValueError, match=r"shape.*\(50, 128\).*\(50, 32\)"):
         ckpt.load_model_weights(path, BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=50)))

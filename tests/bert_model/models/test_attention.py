@@ -128,7 +128,7 @@ def test_auto_is_sdpa_on_the_cpu_and_flash_kernels_are_refused_there():
 
 def test_flex_attention_refuses_a_model_that_trains_with_attention_dropout():
     model = _model("bert").train()
-    with pytest.raises(ValueError, match="no attention dropout.*--attention-probs-dropout-prob 0"):
+    with pytest.raises(ValueError, match=r"no attention dropout.*--attention-probs-dropout-prob 0"):
         configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False)
     model.eval()
     assert configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False) == "flex_attention"

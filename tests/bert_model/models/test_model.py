@@ -137,7 +137,7 @@ def test_config_validation_errors():
         BertConfig.from_preset("huge")
     with pytest.raises(ValueError, match="hidden_act"):
         BertConfig(hidden_act="relu")
-    with pytest.raises(ValueError, match="unknown BertConfig field.*hiden_size"):
+    with pytest.raises(ValueError, match=r"unknown BertConfig field.*hiden_size"):
         BertConfig.from_dict({"hiden_size": 3})
     assert BertConfig.from_preset("mini", hidden_size=384, num_attention_heads=6).intermediate_size == 1536
 

@@ -88,7 +88,7 @@ def test_bad_rows_name_the_file_line_and_option(tmp_path):
     f.write_text("sent1,sent2,ending0,ending1\nctx,he,a,b\n")  # no label: fine for prediction only
     task = MultipleChoiceTask(ending_columns=["ending0", "ending1"])
     assert task.read(str(f), with_labels=False)[0].label is None
-    with pytest.raises(ValueError, match="no column 'label'.*--label-column"):
+    with pytest.raises(ValueError, match=r"no column 'label'.*--label-column"):
         task.read(str(f))
 
 

@@ -130,7 +130,7 @@ def test_statistics_on_a_larger_run_are_the_papers_ratios(tmp_path):
 def test_existing_shards_are_refused_unless_overwrite(tmp_path):
     out = tmp_path / "out"
     run_make_shards(_config(out), ONE_WORKER)
-    with pytest.raises(MakeShardsError, match="already holds shards.*--overwrite"):
+    with pytest.raises(MakeShardsError, match=r"already holds shards.*--overwrite"):
         run_make_shards(_config(out), ONE_WORKER)
     manifest = run_make_shards(_config(out, num_shards=2, overwrite=True), ONE_WORKER)
     assert sorted(p.name for p in out.glob("shard-*")) == [s["file"] for s in manifest["shards"]]

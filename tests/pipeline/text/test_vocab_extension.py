@@ -165,7 +165,7 @@ def test_a_base_vocab_without_the_special_tokens_is_refused(tmp_path):
 def test_a_cased_tokenizer_json_with_lowercase_is_refused(tmp_path):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "The", "the", "##s"]
     (tmp_path / "tokenizer.json").write_text(tokenizer_files(tokens, False)["tokenizer.json"], encoding="utf-8")
-    with pytest.raises(VocabError, match="is cased .* but --lowercase was given"):
+    with pytest.raises(VocabError, match=r"is cased .* but --lowercase was given"):
         read_base_vocab(str(tmp_path / "tokenizer.json"), do_lower_case=True)
     assert read_base_vocab(str(tmp_path)).do_lower_case is False
 
