@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         "both": {"dedup": "exact", "eval_fraction": args.eval_fraction},
     }
     print(f"make-shards, --dupe-factor {args.dupe_factor}, one in-process worker, each run in its own process:")
-    own = [a for a in (sys.argv[1:] if argv is None else argv)]
+    own = list(sys.argv[1:] if argv is None else argv)
     for scope in ("global", "file"):
         base = None
         for name, extra in runs.items():

@@ -120,7 +120,7 @@ def main() -> None:
     plain = median_time(lambda: zh.encode_flat(sentences), args.repeats)
 
     def with_words():
-        flat, lengths = zh.encode_flat(sentences)
+        _flat, lengths = zh.encode_flat(sentences)
         word_starts(zh.tokenizer, sentences, segmenter, lengths)
 
     segmented = median_time(with_words, args.repeats)

@@ -23,6 +23,7 @@ are compared: Dask's must equal the local runner's byte for byte.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shlex
@@ -84,10 +85,8 @@ class PeakRss:
     def _sample(self):
         while not self._stop.wait(0.2):
             for pid, proc in self.procs.items():
-                try:
+                with contextlib.suppress(psutil.Error):
                     self.peak[pid] = max(self.peak[pid], proc.memory_info().rss / 1e6)
-                except psutil.Error:
-                    pass
 
     def __enter__(self):
         self._thread = threading.Thread(target=self._sample, daemon=True)

@@ -188,7 +188,7 @@ def hf_model(config):
         values = {k: v for k, v in config.to_hf_dict().items() if k not in ("architectures", "model_type")}
         hf_config = transformers.ModernBertConfig(**{**values, "sparse_prediction": True})
         return transformers.ModernBertForMaskedLM._from_config(hf_config, attn_implementation="sdpa")
-    values = {k: v for k, v in config.to_dict().items()}
+    values = dict(config.to_dict())
     hf_config = transformers.BertConfig(**values)
     return transformers.BertForMaskedLM._from_config(hf_config, attn_implementation="sdpa")
 
@@ -469,7 +469,7 @@ def measure_one(report: Report, args, device, w: Workload, specials: dict, who: 
             "peak_memory_gib": mem,
             "finite": finite,
             "seconds_left": round(report.left()),
-        }  # fmt: skip
+        }
     )
     mfu_text = "" if mfu is None else f"{mfu:.1%}"
     mem_text = "" if mem is None else f"{mem:.1f}"

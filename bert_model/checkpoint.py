@@ -426,7 +426,7 @@ def load_optimizer_state(path: str, optimizer: torch.optim.Optimizer, state: dic
     file_path = os.path.join(path, "optimizer.safetensors")
     try:
         with safe_open(file_path, framework="pt", device="cpu") as f:
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (a safe_open handle is not iterable)
     except SafetensorError as err:
         raise CheckpointError(f"{file_path} cannot be read ({err}); {_DAMAGED_HINT}") from None
     optimizer_state_from_flat(optimizer, tensors, state["optimizer"])

@@ -70,7 +70,8 @@ def check_extension(model_tokens: list[str], shard_tokens: list[str], *, shards:
     if new_ids is not None:
         return new_ids
     old = set(model_tokens)
-    for i, (before, after) in enumerate(zip(model_tokens, shard_tokens, strict=False)):  # either may be longer
+    # either list may be longer; i is read after the loop's break
+    for i, (before, after) in enumerate(zip(model_tokens, shard_tokens, strict=False)):  # noqa: B007
         if before != after and not (is_unused_slot(before) and after not in old):
             what = "an entry the model's vocab already has elsewhere" if after in old else "a different token"
             break

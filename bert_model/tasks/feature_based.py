@@ -161,7 +161,7 @@ class FeatureBasedTokenClassifier(nn.Module):
             ``logits`` float [batch_size, seq_length, num_labels] (0 at padding) and the mean cross-entropy
             over labelled positions when ``labels`` is given.
         """
-        B, T = input_ids.shape
+        _B, T = input_ids.shape
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:

@@ -31,7 +31,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -136,7 +136,7 @@ class SquadTask:
     metric_for_best = "f1"
     labels = None
     num_labels = 2
-    id2label = {0: "start", 1: "end"}
+    id2label: ClassVar[dict[int, str]] = {0: "start", 1: "end"}
 
     def __post_init__(self) -> None:
         for name in ("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "n_best_size"):

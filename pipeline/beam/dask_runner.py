@@ -519,12 +519,11 @@ class _BagVisitor(PipelineVisitor):
         elif kind is beam.Impulse:  # Beam's: one empty bytes element (Beam's DaskRunner gives nothing)
             result = {tag: db.from_sequence([b""], npartitions=1) for tag in outputs}
         else:  # Beam's NoOp: the input passes through (e.g. _GroupAlsoByWindow, whose work GBK did)
-            if not inputs or inputs[0] is None:
-                if outputs:
-                    raise NotImplementedError(
-                        f"the Dask runner cannot run {node.full_label!r} ({kind.__name__}); "
-                        "read files from a beam.Create of their paths instead"
-                    )
+            if (not inputs or inputs[0] is None) and outputs:
+                raise NotImplementedError(
+                    f"the Dask runner cannot run {node.full_label!r} ({kind.__name__}); "
+                    "read files from a beam.Create of their paths instead"
+                )
             result = dict.fromkeys(outputs, inputs[0] if inputs else None)
         for tag, pcoll in outputs.items():
             self.bags[id(pcoll)] = result[tag]

@@ -33,7 +33,7 @@ from bertprep.pipeline import interrupts
 USER_ERRORS = ("MakeShardsError", "InputError", "VocabError")
 
 #: The last line of a Python traceback of one of :data:`USER_ERRORS` raised in ``bertprep.pipeline``.
-_USER_ERROR_LINE = re.compile(r"bertprep\.pipeline\.[\w.]+\.(%s): " % "|".join(USER_ERRORS))
+_USER_ERROR_LINE = re.compile(rf"bertprep\.pipeline\.[\w.]+\.({'|'.join(USER_ERRORS)}): ")
 
 #: ``record.msg`` of a worker's record as Beam's local logging service logs it.
 WORKER_RECORD_FORMAT = "Worker: %s"

@@ -16,6 +16,7 @@ as the worker's one-line message (``errors.recorded_error``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -372,10 +373,8 @@ def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) 
         except Exception:
             log.warning("could not remove %s", staging_dir)
     if created_output_dir and "://" not in created_output_dir:
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(created_output_dir)
-        except OSError:
-            pass
 
 
 _EXCEPTION_LINE = re.compile(

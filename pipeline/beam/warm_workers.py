@@ -30,6 +30,7 @@ This module imports no Beam at module level.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -179,10 +180,8 @@ class _ForkedWorker:
 
     def _signal(self, sig: int) -> None:
         if self.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout

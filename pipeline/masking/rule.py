@@ -156,7 +156,7 @@ def create_masked_lm_predictions(
         is_cont = ids.is_continuation
         cand_indexes: list[list[int]] = []
         for i, token in enumerate(tokens):
-            if token == cls_id or token == sep_id:
+            if token in (cls_id, sep_id):
                 continue
             if cand_indexes and is_cont[token]:
                 cand_indexes[-1].append(i)
@@ -211,7 +211,7 @@ def _word_level(
     segment = -1
     new_word = True
     for i, token in enumerate(tokens):
-        if token == cls_id or token == sep_id:
+        if token in (cls_id, sep_id):
             segment += 1
             new_word = True
             continue

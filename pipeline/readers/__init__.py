@@ -271,8 +271,7 @@ def _read_documents(
     )
     if input_format in ("bert", "text") and first:
         warn_if_structured(ctx, input_format)
-    ordinal = 0
-    for line, sentences in _READERS[fmt](ctx):
+    for ordinal, (line, sentences) in enumerate(_READERS[fmt](ctx)):
         stats.documents += 1
         stats.sentences += len(sentences)
         if len(sentences) == 1:
@@ -280,7 +279,6 @@ def _read_documents(
         if line and start:
             line = ctx.line(line) if line_numbers else 0
         yield Document(source=path, ordinal=ordinal, line=line, sentences=sentences)
-        ordinal += 1
 
 
 def iter_corpus_texts(

@@ -27,6 +27,7 @@ fixes them before the first merge, so the same texts and settings give byte-iden
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -430,10 +431,8 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
         ) from err
     finally:
         for folder in reversed(made):
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(folder)
-            except OSError:
-                pass
     parent = os.path.dirname(os.path.abspath(output_dir))
     try:  # the new vocab is staged beside --output-dir, then swapped in (save_vocab)
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".bertprep-write-test-"):

@@ -104,7 +104,7 @@ def test_decoder_is_tied_to_word_embeddings():
     assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
     assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
     names = [n for n, _ in model.named_parameters()]
-    assert len(names) == len(set(id(p) for p in model.parameters()))
+    assert len(names) == len({id(p) for p in model.parameters()})
     assert not set(TIED_WEIGHTS_KEYS) & set(names)
 
 

@@ -7,6 +7,7 @@ synthetic shards from ``shard_factory``) and run in a subprocess where the fault
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -131,10 +132,8 @@ def _alive(pids: set[int]) -> set[int]:
 def _kill_all(proc: subprocess.Popen, pids: set[int]) -> None:
     """Clean-up after a failed assertion: the test's own processes, by pid."""
     for pid in _alive(pids | {proc.pid}):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     proc.wait()
 
 
@@ -168,7 +167,7 @@ def test_exception_in_the_training_loop_exits_nonzero_within_seconds_leaving_no_
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung after an exception in the training loop")
+        raise AssertionError("bertprep train hung after an exception in the training loop") from None
     exited = time.time()
     stderr = log.read_text()
     assert proc.returncode not in (0, None)
@@ -194,7 +193,7 @@ def test_missing_matplotlib_is_found_before_training_and_the_run_ends_cleanly(sh
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung without matplotlib")
+        raise AssertionError("bertprep train hung without matplotlib") from None
     exited = time.time()
     stderr = log.read_text()
     assert proc.returncode == 0, stderr

@@ -121,7 +121,7 @@ def test_streams_split_shards_across_ranks_and_workers(shard_dir):
             seen[stream] = {epoch: ds.stream_shards(stream, epoch) for epoch in range(3)}
     for epoch in range(3):
         assignment = [seen[s][epoch] for s in range(4)]
-        assert sorted(sum(assignment, [])) == [0, 1, 2, 3]  # disjoint and complete
+        assert sorted(s for shards in assignment for s in shards) == [0, 1, 2, 3]  # disjoint and complete
     assert [seen[s][0] for s in range(4)] != [seen[s][1] for s in range(4)]  # reshuffled each epoch
 
     # Reading for real: two ranks of one pass see disjoint instances that together are the whole directory.

@@ -98,7 +98,7 @@ def test_bf16_precision_on_cpu_learns_the_keyword_task_too(tmp_path, checkpoint)
 
 
 def test_same_seed_gives_the_same_model_and_random_init_differs(tmp_path, checkpoint):
-    train, dev = _sentiment_files(tmp_path)
+    train, _dev = _sentiment_files(tmp_path)
     weights = []
     for name, random_init in (("a", False), ("b", False), ("c", True)):
         config = FinetuneConfig(

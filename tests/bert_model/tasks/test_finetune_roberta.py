@@ -97,4 +97,4 @@ def test_extract_features_of_a_roberta_reads_its_tokenizer(roberta_dir, tmp_path
         table = pa.ipc.open_file(source).read_all()
     tokens = table.column("tokens").to_pylist()
     assert tokens[0][0] == "<s>" and tokens[0][-1] == "</s>"
-    assert set(t for row in table.column("token_type_ids").to_pylist() for t in row) == {0}  # one token type
+    assert {t for row in table.column("token_type_ids").to_pylist() for t in row} == {0}  # one token type

@@ -308,9 +308,9 @@ def _child_pids() -> set[int]:
 def test_local_cluster_is_closed_even_when_the_run_fails():
     """No address: the adapter starts a LocalCluster of processes, and a failing run still closes it."""
     before = _child_pids()
-    with pytest.raises(Exception, match="boom on purpose"):
-        with beam.Pipeline(runner=dr.BertprepDaskRunner(), options=PipelineOptions([])) as p:
-            p | beam.Create([1, 2]) | beam.Map(boom)
+    pipeline = beam.Pipeline(runner=dr.BertprepDaskRunner(), options=PipelineOptions([]))
+    with pytest.raises(Exception, match="boom on purpose"), pipeline as p:
+        p | beam.Create([1, 2]) | beam.Map(boom)
     deadline = time.monotonic() + 10
     while _child_pids() - before and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -113,7 +113,7 @@ def test_split_rule_is_stable_across_processes_whatever_pythonhashseed():
         "from bertprep.pipeline.beam.heldout import eval_score; "
         "print(repr([eval_score(7, 'gs://b/wiki_%02d' % f, o) for f in range(3) for o in range(50)]))"
     )
-    here = repr([heldout.eval_score(7, "gs://b/wiki_%02d" % f, o) for f in range(3) for o in range(50)])
+    here = repr([heldout.eval_score(7, f"gs://b/wiki_{f:02d}", o) for f in range(3) for o in range(50)])
     other_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
     env = dict(os.environ, PYTHONHASHSEED=other_seed)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

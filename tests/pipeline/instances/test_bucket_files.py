@@ -68,5 +68,5 @@ def test_a_bucket_that_makes_no_instance_writes_no_file(tmp_path):
     vocab = load_vocab(VOCAB)
     encoder = SentenceEncoder(vocab, True)
     docs = bucket_documents([encode_document(encoder, 0, 0, [""])])
-    (bucket, path, rows), _ = make_bucket_instances(3, docs, config, VocabIds(vocab), vocab.size, str(tmp_path))
+    (bucket, _path, rows), _ = make_bucket_instances(3, docs, config, VocabIds(vocab), vocab.size, str(tmp_path))
     assert (bucket, rows) == (3, 0) and not list(tmp_path.iterdir())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -33,8 +34,8 @@ class _Ids:
     """The ``VocabIds`` fields the rule reads: ids 500.. are ``##`` pieces."""
 
     cls_id, sep_id, mask_id = CLS, SEP, MASK_ID
-    random_ids = list(range(VOCAB))
-    is_continuation = [i >= 500 for i in range(VOCAB)]
+    random_ids: ClassVar[list[int]] = list(range(VOCAB))
+    is_continuation: ClassVar[list[bool]] = [i >= 500 for i in range(VOCAB)]
 
 
 def _original(tokens, config, ids, rng):
@@ -215,7 +216,7 @@ def test_span_replacement_is_decided_per_span():
     groups = np.repeat(np.arange(400), 4)
     values = np.arange(2000, 2000 + len(groups))
     positions = np.arange(len(groups))
-    n_mask, n_random = replace_positions(values, positions, MASK_ID, VOCAB, rng, groups=groups)
+    _n_mask, _n_random = replace_positions(values, positions, MASK_ID, VOCAB, rng, groups=groups)
     is_mask = (values == MASK_ID).reshape(400, 4)
     assert (is_mask.all(axis=1) | ~is_mask.any(axis=1)).all()
     assert 0.74 < is_mask.all(axis=1).mean() < 0.86  # 80% of the spans

@@ -65,7 +65,7 @@ def test_ngram_size_distribution_chi_square(form):
     words = [[i] for i in range(1, 120)]
     first = [choose_word_spans(words, None, 18, "ngram", draws)[0][1] for _ in range(3000)]
     observed = np.bincount(first, minlength=4)[1:]
-    chi2, p_value = stats.chisquare(observed, np.array(ngram_probabilities(3)) * len(first))
+    _chi2, p_value = stats.chisquare(observed, np.array(ngram_probabilities(3)) * len(first))
     assert p_value > 0.001, observed
 
 

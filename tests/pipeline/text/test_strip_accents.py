@@ -195,7 +195,7 @@ def test_googles_uncased_vocab_does_not_raise_the_korean_warning(uncased_vocab, 
 
 def test_transformers_encodes_korean_to_bertprep_ids(korean, korean_vocab):
     transformers = need_module("transformers")
-    strip, trained, outdir = korean_vocab
+    strip, _trained, outdir = korean_vocab
     hf = transformers.AutoTokenizer.from_pretrained(str(outdir))
     encoder = SentenceEncoder(load_vocab(str(outdir / "tokenizer.json")), True, strip_accents=strip)
     cls_id, sep_id = hf.cls_token_id, hf.sep_token_id

@@ -117,7 +117,7 @@ def test_segmenter_errors_name_the_option(fake_segmenter_module, uncased):
         load_word_segmenter(f"{fake_segmenter_module}:NOT_CALLABLE")
     segmenter = load_word_segmenter(f"{fake_segmenter_module}:not_substrings")
     _, encoder = uncased
-    ids, lengths = encoder.encode_flat(["hello world"])
+    _ids, lengths = encoder.encode_flat(["hello world"])
     with pytest.raises(WordSegmenterError, match=r"'HELLO'.*substrings of its input"):
         word_starts(encoder.tokenizer, ["hello world"], segmenter, lengths)
 
