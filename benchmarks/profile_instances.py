@@ -36,7 +36,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_make_shards import build_corpus, data_dir  # noqa: E402
-
 from bertprep.pipeline import readers  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig  # noqa: E402
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments  # noqa: E402

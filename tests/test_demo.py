@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import REPO_ROOT
 
 DEMO = REPO_ROOT / "demo"

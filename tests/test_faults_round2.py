@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, need_module
 
 from bertprep.pipeline import atomic
+from conftest import FIXTURES, need_module
 
 need_module("torch")
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import need_module
 
 need_module("torch")

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import FIXTURES
 from tokenizers import AddedToken, processors, trainers
 
 from bertprep.pipeline.text.vocab_models import bpe_tokenizer, model_files, train_model
+from conftest import FIXTURES
 
 TRAIN = FIXTURES / "vocab" / "train.txt"
 

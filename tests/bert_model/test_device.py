@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from batch_factory import loader_batch, shard_rows, tiny_config
 
+from batch_factory import loader_batch, shard_rows, tiny_config
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.metrics import PretrainingMetrics
 from bertprep.bert_model.models.heads import HEADS

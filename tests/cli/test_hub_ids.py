@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
-from tokenizer_factory import roberta_tokenizer_dir
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.hub import is_hub_id, resolve_model_dir
+from conftest import FIXTURES, need_module
+from tokenizer_factory import roberta_tokenizer_dir
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

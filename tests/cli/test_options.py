@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import need_module
 
 from bertprep.cli.options import dataclass_default
+from conftest import need_module
 
 
 @dataclasses.dataclass

@@ -18,8 +18,6 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
-from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir
 
 from bertprep.bert_model.hf.export import export_model
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
@@ -27,6 +25,8 @@ from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
 from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
+from conftest import FIXTURES, need_module
+from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
 from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
@@ -26,6 +25,7 @@ from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
 from bertprep.cli.main import cli
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from conftest import FIXTURES, need_module
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

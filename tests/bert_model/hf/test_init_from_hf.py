@@ -15,13 +15,13 @@ import re
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import need_module
-from shard_factory import make_vocab, write_shard_dir
 
 from bertprep.bert_model.hf.interop import check_same_vocab, load_model_source, load_pretraining_weights
 from bertprep.bert_model.models.bert import BertForPreTraining
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
+from conftest import need_module
+from shard_factory import make_vocab, write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -13,14 +13,14 @@ import logging
 
 import pytest
 import torch
-from conftest import need_module
-from shard_factory import make_vocab, write_shard_dir
 
 from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
 from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from conftest import need_module
+from shard_factory import make_vocab, write_shard_dir
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

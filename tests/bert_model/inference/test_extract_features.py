@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import need_module
 
 from bertprep.bert_model.inference.features import FeatureConfig, extract_features, feature_settings, read_features
 from bertprep.cli.main import cli
+from conftest import need_module
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

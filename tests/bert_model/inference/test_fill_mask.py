@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import need_module
 
 from bertprep.bert_model.inference.fill_mask import encode_with_masks, fill_mask, load_mlm_model
 from bertprep.cli.main import cli
+from conftest import need_module
 
 transformers = need_module("transformers")
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from batch_factory import loader_batch, shard_rows, tiny_config
 
+from batch_factory import loader_batch, shard_rows, tiny_config
 from bertprep.bert_model.collate import layout_indices
 from bertprep.bert_model.models import attention
 from bertprep.bert_model.models.attention import AttentionPlan, configure_attention, resolve_attn_implementation

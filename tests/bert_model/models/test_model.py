@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import need_module
 
 from bertprep.bert_model.models.bert import (
     PRESETS,
@@ -19,6 +18,7 @@ from bertprep.bert_model.models.bert import (
     load_state_dict_strict,
     trainable_state_dict,
 )
+from conftest import need_module
 
 TINY = dict(
     vocab_size=99,

@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import need_module
-from shard_factory import write_shard_dir
 
 from bertprep.bert_model.hf.export import export_model
 from bertprep.bert_model.hf.interop import build_model, load_model_source
@@ -22,6 +20,8 @@ from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
+from conftest import need_module
+from shard_factory import write_shard_dir
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

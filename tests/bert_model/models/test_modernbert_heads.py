@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import need_module
 
 from bertprep.bert_model.models.heads import (
     HEADS,
@@ -17,6 +16,7 @@ from bertprep.bert_model.models.heads import (
     load_encoder_weights,
 )
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM, trainable_state_dict
+from conftest import need_module
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

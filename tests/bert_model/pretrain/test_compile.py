@@ -15,8 +15,8 @@ import json
 
 import pytest
 import torch
-from batch_factory import loader_batch, tiny_config
 
+from batch_factory import loader_batch, tiny_config
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 from click.testing import CliRunner
-from conftest import FIXTURES
-from tokenizer_factory import roberta_tokenizer_dir
 
 from bertprep.bert_model.pretrain.data import masking_config
 from bertprep.bert_model.pretrain.shard_info import read_shard_info
@@ -14,6 +12,8 @@ from bertprep.cli.main import cli
 from bertprep.pipeline.masking.rule import mask_instance
 from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 from bertprep.pipeline.shards.inspection import iter_rows
+from conftest import FIXTURES
+from tokenizer_factory import roberta_tokenizer_dir
 
 
 def test_dynamic_whole_word_masking_uses_the_tokenizers_word_marks(tmp_path):

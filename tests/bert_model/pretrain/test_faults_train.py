@@ -21,10 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 from click.testing import CliRunner
-from conftest import REPO_ROOT
-from shard_factory import write_shard_dir
 
 from bertprep.cli.main import cli
+from conftest import REPO_ROOT
+from shard_factory import write_shard_dir
 
 REPO_ROOT = REPO_ROOT
 

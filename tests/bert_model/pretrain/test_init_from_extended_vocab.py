@@ -17,8 +17,6 @@ import re
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import need_module
-from shard_factory import write_shard_dir
 
 from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
@@ -26,6 +24,8 @@ from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertFo
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.bert_model.pretrain.vocab_extension import check_extension, extend_source_vocab, extension_ids
 from bertprep.cli.main import cli
+from conftest import need_module
+from shard_factory import write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

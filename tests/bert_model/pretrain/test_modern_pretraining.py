@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from shard_factory import write_shard_dir
 
 from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
 from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM
@@ -20,6 +19,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset, scaled_max_predictio
 from bertprep.bert_model.pretrain.shard_info import read_shard_info
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
+from shard_factory import write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -9,12 +9,12 @@ import re
 import numpy as np
 import pytest
 import torch
-from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 from bertprep.bert_model.collate import collate
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.shard_info import check_compatible, read_shard_info
+from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 
 @pytest.fixture(autouse=True)

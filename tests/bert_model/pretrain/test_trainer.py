@@ -8,7 +8,6 @@ import os
 import pytest
 import torch
 from click.testing import CliRunner
-from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, param_groups, warmup_linear_decay
@@ -16,6 +15,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
+from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
-from finetune_factory import write_tiny_checkpoint
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import atomic
+from conftest import FIXTURES
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES
 from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
@@ -23,6 +22,7 @@ from bertprep.bert_model.tasks.feature_based import (
 )
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
+from conftest import FIXTURES
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
-from finetune_factory import write_tiny_checkpoint
 from safetensors.torch import load_file
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
+from conftest import FIXTURES, need_module
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

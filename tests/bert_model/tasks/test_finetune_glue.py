@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
 
 from bertprep.bert_model.tasks.glue import GLUE_TASKS, GlueExample, GlueTask, glue_metrics, truncate_seq_pair
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "finetune"
 

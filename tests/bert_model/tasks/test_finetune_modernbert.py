@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
-from finetune_factory import write_tiny_modernbert_checkpoint
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import export_model
@@ -30,6 +28,8 @@ from bertprep.bert_model.tasks.predict import load_finetuned
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from conftest import FIXTURES, need_module
+from finetune_factory import write_tiny_modernbert_checkpoint
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
-from finetune_factory import write_tiny_checkpoint
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
@@ -22,6 +20,8 @@ from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from conftest import FIXTURES, need_module
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
-from tokenizer_factory import roberta_tokenizer_dir
 
 from bertprep.bert_model.tasks.predict import load_finetuned, run_model
 from bertprep.cli.main import cli
+from conftest import FIXTURES, need_module
+from tokenizer_factory import roberta_tokenizer_dir
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
 
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.squad_data import SquadExample, parse_article_range, read_squad
 from bertprep.bert_model.tasks.squad_eval import exact_match_score, f1_score, normalize_answer, squad_metrics
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "finetune"
 

@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
-from finetune_factory import write_tiny_checkpoint
 
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
@@ -23,6 +21,8 @@ from bertprep.bert_model.tasks.squad_data import SquadExample, read_squad
 from bertprep.bert_model.tasks.squad_eval import find_best_threshold, squad_v2_metrics, squad_v2_raw_scores
 from bertprep.cli.main import cli
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from conftest import FIXTURES
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -30,6 +30,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from conftest import need_module
 
 need_module("apache_beam.runners.dataflow.internal.apiclient")
@@ -39,11 +40,11 @@ from apache_beam.internal import pickler  # noqa: E402
 from apache_beam.portability import common_urns, python_urns  # noqa: E402
 from apache_beam.portability.api import beam_runner_api_pb2  # noqa: E402
 from apache_beam.runners import pipeline_context  # noqa: E402
-from conftest import FIXTURES, REPO_ROOT  # noqa: E402
 
 from bertprep.pipeline.beam import dataflow  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
 from bertprep.pipeline.text.tokenization import load_vocab  # noqa: E402
+from conftest import FIXTURES, REPO_ROOT  # noqa: E402
 
 REPO_ROOT = REPO_ROOT
 FIXTURES = FIXTURES / "pipeline"

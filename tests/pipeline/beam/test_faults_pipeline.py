@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
+from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
 
 from bertprep.cli.main import cli
+from conftest import FIXTURES
 
 PIPELINE = FIXTURES / "pipeline"
 VOCAB = PIPELINE / "vocab.txt"

@@ -21,7 +21,6 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # (not collected by pytest)
 from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
@@ -31,6 +30,7 @@ from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from bertprep.pipeline.normalization import bert_normalizer
 from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
 from bertprep.pipeline.shards.write import MergeCountsFn
+from conftest import FIXTURES, need_module
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]

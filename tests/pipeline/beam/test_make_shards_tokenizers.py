@@ -10,13 +10,13 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
-from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir, unigram_tokenizer_dir
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import readers
 from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 from bertprep.pipeline.shards.inspection import iter_rows, load_vocab_tokens
+from conftest import FIXTURES
+from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir, unigram_tokenizer_dir
 
 INPUTS = [FIXTURES / "pipeline" / "a.txt", FIXTURES / "pipeline" / "b.txt"]
 IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]

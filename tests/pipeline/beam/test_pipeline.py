@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import FIXTURES
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from bertprep.pipeline.shards.inspection import iter_rows
 from bertprep.pipeline.text.tokenization import VocabError, load_vocab
+from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")

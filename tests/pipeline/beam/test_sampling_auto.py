@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.config import SAMPLING_MODES, InstanceConfig, MaskingConfig, ShardsConfig
+from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.shards import publish
+from conftest import FIXTURES
 
 PIPELINE = FIXTURES / "pipeline"
 BERTPREP = str(Path(sys.executable).parent / "bertprep")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
 
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 from bertprep.pipeline.instances import buckets
+from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")

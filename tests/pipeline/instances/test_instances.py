@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
-from reference.instances import create_training_instances, truncate_seq_pair
-from synthetic_corpus import synthetic_corpus, synthetic_vocab
 
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, bucket_seed
+from reference.instances import create_training_instances, truncate_seq_pair
+from synthetic_corpus import synthetic_corpus, synthetic_vocab
 
 
 def _make(config: InstanceConfig, n_docs: int = 60, seed: int = 0):

@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
@@ -28,6 +27,7 @@ from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.text.tokenization import Vocab
+from conftest import FIXTURES, need_module
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLS, SEP, MASK = 2, 3, 4

@@ -8,14 +8,14 @@ import random
 
 import numpy as np
 import pyarrow as pa
-from reference.instances import create_training_instances, instances_to_table
-from synthetic_corpus import synthetic_corpus, synthetic_vocab
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig
 from bertprep.pipeline.instances.common import VocabIds
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.masking.rule import num_to_predict
+from reference.instances import create_training_instances, instances_to_table
+from synthetic_corpus import synthetic_corpus, synthetic_vocab
 
 CLS, SEP, MASK_ID, VOCAB = 101, 102, 103, 1000
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.schema import read_manifest
 from bertprep.pipeline.shards.inspection import iter_rows
+from conftest import FIXTURES, need_module
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
 from conftest import need_module
 
 gcsfilesystem = need_module("apache_beam.io.gcp.gcsfilesystem")
@@ -32,12 +33,12 @@ google_exceptions = need_module("google.api_core.exceptions")
 
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.io.gcp.gcsio import parse_gcs_path  # noqa: E402
-from conftest import FIXTURES  # noqa: E402
 
 from bertprep.pipeline import readers, remote, schema  # noqa: E402
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
 from bertprep.pipeline.text.tokenization import VocabError, load_vocab  # noqa: E402
+from conftest import FIXTURES  # noqa: E402
 
 FIXTURES = FIXTURES / "pipeline"
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]

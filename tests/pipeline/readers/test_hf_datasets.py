@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES, need_module
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import readers
 from bertprep.pipeline.readers import InputError, ReaderStats, detect_format, expand_inputs, read_documents
+from conftest import FIXTURES, need_module
 
 datasets = need_module("datasets")
 

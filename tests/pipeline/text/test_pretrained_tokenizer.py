@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import need_module
-from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir, unigram_tokenizer_dir
 
 from bertprep.pipeline.pretrained_tokenizer import BYTE_LEVEL_SPACE, PretrainedTokenizer, load_pretrained_tokenizer
 from bertprep.pipeline.vocab_files import VocabError
+from conftest import need_module
+from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir, unigram_tokenizer_dir
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()

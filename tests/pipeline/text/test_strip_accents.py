@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import need_module
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.normalization import (
@@ -34,6 +33,7 @@ from bertprep.pipeline.normalization import (
 from bertprep.pipeline.readers import read_documents
 from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab, load_vocab
 from bertprep.pipeline.text.vocab import VocabConfig, save_vocab, train_wordpiece
+from conftest import need_module
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BEAM_IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]

@@ -14,7 +14,6 @@ from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
-from conftest import FIXTURES, need_module
 from tokenizers import Tokenizer, decoders
 
 from bertprep.pipeline.text import vocab as vocab_lib
@@ -27,6 +26,7 @@ from bertprep.pipeline.text.vocab import (
     train_wordpiece,
     unused_tokens,
 )
+from conftest import FIXTURES, need_module
 
 VOCAB_FIXTURES = FIXTURES / "vocab"
 TRAIN = VOCAB_FIXTURES / "train.txt"

@@ -15,7 +15,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 from tokenizers import normalizers, pre_tokenizers
 
 from bertprep.pipeline.text.trainer_determinism import (
@@ -24,6 +23,7 @@ from bertprep.pipeline.text.trainer_determinism import (
     fixed_alphabet,
     texts_of_counts,
 )
+from conftest import FIXTURES
 
 TRAIN = FIXTURES / "vocab" / "train.txt"
 BERTPREP = str(Path(sys.executable).parent / "bertprep")

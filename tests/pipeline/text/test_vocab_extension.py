@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
 from tokenizers import Tokenizer
 
 from bertprep.cli.main import cli
@@ -25,6 +24,7 @@ from bertprep.pipeline.text.vocab_extension import (
     read_base_vocab,
 )
 from bertprep.pipeline.vocab_files import VocabError, read_vocab_file, tokenizer_files, wordpiece_split
+from conftest import FIXTURES
 
 TRAIN = FIXTURES / "vocab" / "train.txt"
 DOMAIN = (

@@ -8,7 +8,6 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import need_module
 
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 from bertprep.pipeline.text.word_segmentation import (
@@ -20,6 +19,7 @@ from bertprep.pipeline.text.word_segmentation import (
     word_starts,
     word_starts_from_offsets,
 )
+from conftest import need_module
 
 #: A plug-in word segmenter as a user writes one: any importable ``str -> list[str]``, the words in order.
 #: This one is a greedy longest-match over a tiny Chinese dictionary (what jieba does with a real one and
