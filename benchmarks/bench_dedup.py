@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plant_near_copies import plant  # noqa: E402
+from plant_near_copies import plant
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 VOCAB = str(DATA / "vocab" / "bert-base-uncased-vocab.txt")
@@ -136,8 +136,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench_dedup_"))
     corpus, truth_file = plant(work / "corpus", args.copies)
     truth = json.loads(truth_file.read_text())
-    with open(corpus, "a", encoding="utf-8") as f:  # real articles with no planted copy after the planted set
-        for line in open(JSON_ARTICLES, encoding="utf-8"):
+    # real articles with no planted copy after the planted set
+    with open(corpus, "a", encoding="utf-8") as f, open(JSON_ARTICLES, encoding="utf-8") as articles:
+        for line in articles:
             paragraphs = [s for s in json.loads(line)["text"].split("\n") if s.strip()]
             if paragraphs:
                 f.write("\n" + "\n".join(paragraphs) + "\n")

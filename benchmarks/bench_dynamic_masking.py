@@ -64,7 +64,7 @@ def main() -> None:
             out = f"{tmp}/{masking}"
             walls = []
             for _ in range(args.repeats):
-                wall, peak, _ = measure(
+                wall, _peak, _ = measure(
                     BERTPREP
                     + [
                         "make-shards",

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.normalization import bert_normalizer
-from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         "both": {"dedup": "exact", "eval_fraction": args.eval_fraction},
     }
     print(f"make-shards, --dupe-factor {args.dupe_factor}, one in-process worker, each run in its own process:")
-    own = [a for a in (sys.argv[1:] if argv is None else argv)]
+    own = list(sys.argv[1:] if argv is None else argv)
     for scope in ("global", "file"):
         base = None
         for name, extra in runs.items():

@@ -34,6 +34,7 @@ pages count once per process), and the load average. Reproduce with the command 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -112,10 +113,8 @@ def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float, str,
             try:
                 rss = 0
                 for p in [root] + root.children(recursive=True):
-                    try:
+                    with contextlib.suppress(psutil.Error):
                         rss += p.memory_info().rss
-                    except psutil.Error:
-                        pass
                 peak = max(peak, rss)
             except psutil.Error:
                 pass

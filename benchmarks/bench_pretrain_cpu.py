@@ -248,10 +248,12 @@ def curve_table(curves: dict[str, list[dict]], marks: list[float], x_axis: str) 
         at = [[p for p in points if x(p) is not None and x(p) <= m][-1:] for m in marks]
         # A mark past the run's last evaluation (by more than a tenth) stays empty.
         acc = [
-            f"{a[0]['mlm_accuracy_at_mask']:.3f}" if a and x(points[-1]) >= 0.9 * m else "" for a, m in zip(at, marks)
+            f"{a[0]['mlm_accuracy_at_mask']:.3f}" if a and x(points[-1]) >= 0.9 * m else ""
+            for a, m in zip(at, marks, strict=True)
         ]
         seen = [
-            f"{a[0]['tokens_seen'] / 1e6:.1f}M" if a and x(points[-1]) >= 0.9 * m else "" for a, m in zip(at, marks)
+            f"{a[0]['tokens_seen'] / 1e6:.1f}M" if a and x(points[-1]) >= 0.9 * m else ""
+            for a, m in zip(at, marks, strict=True)
         ]
         lines.append(f"| `{name}` acc@[MASK] | " + " | ".join(acc) + " |")
         lines.append(f"| `{name}` tokens seen | " + " | ".join(seen) + " |")

@@ -23,6 +23,7 @@ are compared: Dask's must equal the local runner's byte for byte.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shlex
@@ -78,16 +79,14 @@ class PeakRss:
 
     def __init__(self, pids):
         self.procs = {pid: psutil.Process(pid) for pid in pids}
-        self.peak = {pid: 0.0 for pid in pids}
+        self.peak = dict.fromkeys(pids, 0.0)
         self._stop = threading.Event()
 
     def _sample(self):
         while not self._stop.wait(0.2):
             for pid, proc in self.procs.items():
-                try:
+                with contextlib.suppress(psutil.Error):
                     self.peak[pid] = max(self.peak[pid], proc.memory_info().rss / 1e6)
-                except psutil.Error:
-                    pass
 
     def __enter__(self):
         self._thread = threading.Thread(target=self._sample, daemon=True)

@@ -156,14 +156,14 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"hard cases: {len(HARD_CASES)}")
     for name in SEGMENTERS:
-        errors = [(text, got) for (text, want), got in zip(HARD_CASES, outputs[name]) if got != want]
+        errors = [(text, got) for (text, want), got in zip(HARD_CASES, outputs[name], strict=True) if got != want]
         print(f"{name:10s} correct {len(HARD_CASES) - len(errors)}/{len(HARD_CASES)}")
         for text, got in errors:
             print(f"    wrong: {text!r} -> {got}")
     a, b = SEGMENTERS[:2]
-    disagreements = sum(x != y for x, y in zip(outputs[a], outputs[b]))
+    disagreements = sum(x != y for x, y in zip(outputs[a], outputs[b], strict=True))
     print(f"disagreements {a} vs {b}: {disagreements}/{len(HARD_CASES)} hard cases")
-    differ = [i for i, (x, y) in enumerate(zip(corpus_outputs[a], corpus_outputs[b])) if x != y]
+    differ = [i for i, (x, y) in enumerate(zip(corpus_outputs[a], corpus_outputs[b], strict=True)) if x != y]
     print(
         f"disagreements {a} vs {b} on the prose: {len(differ):,}/{len(paragraphs):,} paragraphs "
         f"({100 * len(differ) / max(1, len(paragraphs)):.1f}%)"

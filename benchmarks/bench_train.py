@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from bertprep.bert_model.collate import collate
-from bertprep.bert_model.pretrain.data import ShardDataset
-from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.precision import PRECISIONS, autocast_context
+from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.loader import ShardLoader
 
 
 def synthetic_batches(n: int, *, batch_size: int, seq_length: int, vocab_size: int, seed: int = 0):
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         "transformers": (hf, hf_batches, create_optimizer(hf, learning_rate=1e-4)),
         "bertprep-all": (ours_all, all_batches, create_optimizer(ours_all, learning_rate=1e-4)),
     }
-    precision = {name: args.precision for name in models}
+    precision = dict.fromkeys(models, args.precision)
     if args.bf16_row:
         ours_bf16 = BertForPreTraining(config).to(device).train()
         ours_bf16.load_state_dict(ours.state_dict())

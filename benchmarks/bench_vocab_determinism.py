@@ -68,7 +68,7 @@ def _train_upstream(model: str, inputs: list[str], out: Path, vocab_size: int) -
 
     from bertprep.pipeline.readers import ReaderStats, expand_inputs, read_documents
     from bertprep.pipeline.text import vocab_models
-    from bertprep.pipeline.text.vocab import VocabConfig, save_vocab, TrainedVocab
+    from bertprep.pipeline.text.vocab import TrainedVocab, VocabConfig, save_vocab
     from bertprep.pipeline.vocab_files import build_tokenizer
 
     def sentences():

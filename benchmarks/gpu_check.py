@@ -106,7 +106,7 @@ class Report:
         print(f"== {name}", flush=True)
         try:
             yield True
-        except Exception as err:  # noqa: BLE001 (one section's error must not end the others)
+        except Exception as err:  # one section's error must not end the others
             traceback.print_exc()
             self.log({"section": name, "error": f"{type(err).__name__}: {err}"})
             self.table.append(f"| {name} | error | {type(err).__name__}: {str(err)[:160]} | | |")
@@ -188,7 +188,7 @@ def hf_model(config):
         values = {k: v for k, v in config.to_hf_dict().items() if k not in ("architectures", "model_type")}
         hf_config = transformers.ModernBertConfig(**{**values, "sparse_prediction": True})
         return transformers.ModernBertForMaskedLM._from_config(hf_config, attn_implementation="sdpa")
-    values = {k: v for k, v in config.to_dict().items()}
+    values = dict(config.to_dict())
     hf_config = transformers.BertConfig(**values)
     return transformers.BertForMaskedLM._from_config(hf_config, attn_implementation="sdpa")
 
@@ -372,7 +372,8 @@ def check_training(report: Report, args, shards: str, architecture: str, steps: 
             f"train {architecture} {preset} {steps} steps", False, f"exit {result.returncode}: {result.stderr[-400:]}"
         )
         return
-    lines = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl"), encoding="utf-8")]
+    with open(os.path.join(out, "metrics.jsonl"), encoding="utf-8") as f:
+        lines = [json.loads(x) for x in f]
     train_lines = [x for x in lines if x["split"] == "train"]
     losses = [x["loss"] for x in train_lines]
     # (the self-test's few steps on any shards check the plumbing: finite losses; on a GPU the loss must fall)
@@ -448,7 +449,7 @@ def measure_one(report: Report, args, device, w: Workload, specials: dict, who: 
             )  # fmt: skip
             # transformers' BERT head scores every token; its ModernBERT's (sparse prediction) the masked ones
             fpt = flops_per_token(config, w.seq, 1.0 if w.architecture == "bert" else fraction)
-    except Exception as err:  # noqa: BLE001 (out of memory, a missing package: the next measurement still runs)
+    except Exception as err:  # out of memory, a missing package: the next measurement still runs
         traceback.print_exc()
         report.log({"throughput": name, "error": f"{type(err).__name__}: {err}"})
         report.table.append(f"| {name} | error | {type(err).__name__}: {str(err).splitlines()[0][:120]} | | |")
@@ -468,7 +469,7 @@ def measure_one(report: Report, args, device, w: Workload, specials: dict, who: 
             "peak_memory_gib": mem,
             "finite": finite,
             "seconds_left": round(report.left()),
-        }  # fmt: skip
+        }
     )
     mfu_text = "" if mfu is None else f"{mfu:.1%}"
     mem_text = "" if mem is None else f"{mem:.1f}"

@@ -36,15 +36,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_make_shards import build_corpus, data_dir  # noqa: E402
-
 from bertprep.pipeline import readers  # noqa: E402
+from bertprep.pipeline.config import InstanceConfig  # noqa: E402
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments  # noqa: E402
 from bertprep.pipeline.instances.bucket_instances import describe_instances  # noqa: E402
 from bertprep.pipeline.instances.bucket_rows import assemble_batches  # noqa: E402
-from bertprep.pipeline.config import InstanceConfig  # noqa: E402
+from bertprep.pipeline.instances.common import InstanceStats, VocabIds  # noqa: E402
 from bertprep.pipeline.masking.exact_draws import shuffle_first  # noqa: E402
 from bertprep.pipeline.masking.fast import mask_table  # noqa: E402
-from bertprep.pipeline.instances.common import InstanceStats, VocabIds  # noqa: E402
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab  # noqa: E402
 
 sys.path.insert(0, str(HERE.parent / "tests"))  # the list-based reference algorithm: tests/reference/
@@ -91,7 +90,7 @@ def main() -> None:
 
     def shuffle_only() -> int:
         rng = random.Random(12345)
-        for n, k in zip(sizes, predictions):
+        for n, k in zip(sizes, predictions, strict=True):
             shuffle_first(n, k, rng)
         return len(sizes)
 

@@ -121,7 +121,7 @@ def optimizer_state_to_flat(optimizer: torch.optim.Optimizer) -> tuple[dict[str,
     for group in sd["param_groups"]:
         if "param_names" not in group:
             raise ValueError("optimizer parameter groups need 'param_names' (build them with optim.param_groups)")
-        index_to_name.update(zip(group["params"], group["param_names"]))
+        index_to_name.update(zip(group["params"], group["param_names"], strict=True))
         groups.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items() if k != "params"})
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
@@ -147,7 +147,7 @@ def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[st
             "the checkpoint's optimizer parameter names differ from this model's; "
             "was it saved from a model of another architecture?"
         )
-    name_to_index = {n: i for g in current for i, n in zip(g["params"], g["param_names"])}
+    name_to_index = {n: i for g in current for i, n in zip(g["params"], g["param_names"], strict=True)}
     state: dict[int, dict[str, Any]] = {}
     for key, tensor in tensors.items():
         name, field = key.rsplit("/", 1)
@@ -155,7 +155,7 @@ def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[st
     for name, values in meta.get("scalars", {}).items():
         state.setdefault(name_to_index[name], {}).update(values)
     groups = []
-    for cur, sav in zip(current, saved):
+    for cur, sav in zip(current, saved, strict=True):
         group = {k: (tuple(v) if k == "betas" else v) for k, v in sav.items()}
         group["params"] = cur["params"]
         groups.append(group)
@@ -426,7 +426,7 @@ def load_optimizer_state(path: str, optimizer: torch.optim.Optimizer, state: dic
     file_path = os.path.join(path, "optimizer.safetensors")
     try:
         with safe_open(file_path, framework="pt", device="cpu") as f:
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (a safe_open handle is not iterable)
     except SafetensorError as err:
         raise CheckpointError(f"{file_path} cannot be read ({err}); {_DAMAGED_HINT}") from None
     optimizer_state_from_flat(optimizer, tensors, state["optimizer"])

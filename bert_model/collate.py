@@ -51,7 +51,7 @@ def pad_sequences(
     out_ids = np.full((len(input_ids), T), pad_token_id, dtype=np.int64)
     out_types = np.zeros((len(input_ids), T), dtype=np.int64)
     attention_mask = np.zeros((len(input_ids), T), dtype=np.int64)
-    for i, (seq, typ) in enumerate(zip(input_ids, token_type_ids)):
+    for i, (seq, typ) in enumerate(zip(input_ids, token_type_ids, strict=True)):
         n = len(seq)
         out_ids[i, :n] = seq
         out_types[i, :n] = typ

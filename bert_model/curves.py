@@ -98,7 +98,7 @@ def _or_nan(value: float | None) -> float:
 def run_names(runs: list[str]) -> list[str]:
     """Legend labels: each run directory's name, or its path where two names would be the same."""
     names = [os.path.basename(os.path.dirname(os.path.abspath(metrics_file(r)))) for r in runs]
-    return [r.rstrip("/") if names.count(n) > 1 else n for r, n in zip(runs, names)]
+    return [r.rstrip("/") if names.count(n) > 1 else n for r, n in zip(runs, names, strict=True)]
 
 
 def plot_runs(curves: list[RunCurves], output: str, title: str | None = None) -> None:

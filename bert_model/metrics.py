@@ -147,7 +147,7 @@ class PretrainingMetrics:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.all_reduce(sums)
         values = sums.tolist()
-        s = dict(zip(self.FIELDS, values))
+        s = dict(zip(self.FIELDS, values, strict=False))  # values run on with the extra sums
         out = {
             "mlm_loss": s["mlm_loss_sum"] / max(s["masked"], 1),
             "nsp_loss": s["nsp_loss_sum"] / s["nsp_sequences"] if s["nsp_sequences"] else None,
@@ -162,7 +162,7 @@ class PretrainingMetrics:
         if self.mask_token_id is not None:
             out["mlm_accuracy_at_mask"] = s["at_mask_correct"] / max(s["at_mask"], 1)
         out["loss"] = out["mlm_loss"] + self.nsp_loss_weight * (out["nsp_loss"] or 0.0)
-        out.update(zip(extra, values[len(self.FIELDS) :]))
+        out.update(zip(extra, values[len(self.FIELDS) :], strict=True))
         return out
 
 
@@ -176,7 +176,7 @@ class JsonlWriter:
             kept = [line for line in read_jsonl(path) if line.get("step", 0) <= truncate_after_step]
             with open(path, "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(line) + "\n" for line in kept)
-        self._file = open(path, "a", encoding="utf-8")
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (the logger's file, closed by close())
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record) + "\n")
@@ -223,7 +223,7 @@ def plot_metrics(jsonl_path: str, png_path: str) -> None:
         ("nsp_accuracy", "NSP accuracy"),
         ("lr", "learning rate"),
     ]
-    for ax, (key, title) in zip(axes.flat, panels):
+    for ax, (key, title) in zip(axes.flat, panels, strict=True):
         if train:
             ax.plot([r["step"] for r in train], [_nan(r.get(key)) for r in train], label="train", lw=1)
         if evals and key != "lr":

@@ -8,7 +8,6 @@ import sys
 import click
 
 from bertprep.cli.options import AliasedOption, dataclass_default
-
 from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers import INPUT_FORMATS
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS

@@ -7,11 +7,9 @@ import logging
 
 import click
 
-from bertprep.cli.options import ModelPath
-
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
-from bertprep.cli.options import dataclass_default
+from bertprep.cli.options import ModelPath, dataclass_default
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(FeatureConfig)  # defaults shown in --help come from the dataclass

@@ -6,16 +6,16 @@ import logging
 
 import click
 
-from bertprep.cli.options import AliasedOption, LocalPath, ModelPath, dataclass_default, report_to_option
+from bertprep.bert_model.models.bert import PRESETS
+from bertprep.bert_model.precision import PRECISIONS
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
 from bertprep.bert_model.tasks.finetune import FinetuneConfig
 from bertprep.bert_model.tasks.finetune import finetune as run_finetune
-from bertprep.bert_model.tasks.registry import make_task
 from bertprep.bert_model.tasks.glue import GLUE_TASKS
-from bertprep.bert_model.models.bert import PRESETS
-from bertprep.bert_model.precision import PRECISIONS
+from bertprep.bert_model.tasks.registry import make_task
+from bertprep.cli.options import AliasedOption, LocalPath, ModelPath, dataclass_default, report_to_option
 
 GLUE_TASK_NAMES = tuple(GLUE_TASKS)
 _default = dataclass_default(FinetuneConfig)  # defaults shown in --help come from the dataclass

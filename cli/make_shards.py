@@ -5,14 +5,13 @@ from __future__ import annotations
 import click
 
 from bertprep.cli.options import AliasedOption, dataclass_default
-
 from bertprep.pipeline.config import (
     DECONTAMINATE_MIN_WORDS,
     DECONTAMINATE_MODES,
     DEDUP_MODES,
     MASKING_MODES,
-    MIN_SPLIT_BYTES,
     MASKING_SCHEMES,
+    MIN_SPLIT_BYTES,
     OBJECTIVES,
     PAIRING_SCOPES,
     SAMPLING_MODES,

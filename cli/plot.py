@@ -29,10 +29,10 @@ def plot(runs: tuple[str, ...], output: str, title: str | None) -> None:
     from bertprep.bert_model.curves import plot_runs, read_run, run_names
 
     try:
-        curves = [read_run(run, name) for run, name in zip(runs, run_names(list(runs)))]
+        curves = [read_run(run, name) for run, name in zip(runs, run_names(list(runs)), strict=True)]
     except (OSError, ValueError) as err:
         raise click.BadParameter(str(err), param_hint="RUN") from None
-    for run, curve in zip(runs, curves):
+    for run, curve in zip(runs, curves, strict=True):
         if len(curve.eval_loss) == 0:
             click.echo(f"{run}: no held-out evaluations (train with --eval-shards); only its training loss is drawn")
     try:

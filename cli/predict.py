@@ -6,12 +6,10 @@ import logging
 
 import click
 
-from bertprep.cli.options import ModelPath
-
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.tasks.predict import PredictConfig
 from bertprep.bert_model.tasks.predict import predict as run_predict
-from bertprep.cli.options import dataclass_default
+from bertprep.cli.options import ModelPath, dataclass_default
 
 _default = dataclass_default(PredictConfig)  # defaults shown in --help come from the dataclass
 

@@ -33,9 +33,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 DEMO_DIR = Path(__file__).resolve().parent
 NAME_WIDTH = 20  # the step names' column
@@ -134,7 +134,7 @@ def _fill_mask(args: argparse.Namespace, log_name: str, model: str) -> str:
     out = _bertprep(args, log_name, "fill-mask", "-m", model, "--json", "--top-k", 3, *FILL_MASK_SENTENCES)
     results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     best = [r["masks"][0]["candidates"][0][0] for r in results]
-    return "; ".join(f"{s.replace('[MASK]', f'[{b}]')}" for s, b in zip(FILL_MASK_SENTENCES, best))
+    return "; ".join(f"{s.replace('[MASK]', f'[{b}]')}" for s, b in zip(FILL_MASK_SENTENCES, best, strict=True))
 
 
 def fill_mask(args: argparse.Namespace) -> str:

@@ -116,7 +116,7 @@ def atomic_files(paths: Sequence[str]) -> Iterator[list[str]]:
     temps = [temporary_path(p) for p in paths]
     try:
         yield temps
-        for tmp, path in zip(temps, paths):
+        for tmp, path in zip(temps, paths, strict=True):
             os.replace(tmp, path)
     finally:
         for tmp in temps:

@@ -159,7 +159,7 @@ class InstanceConfig:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
 
     @classmethod
-    def from_flat(cls, **settings) -> "InstanceConfig":
+    def from_flat(cls, **settings) -> InstanceConfig:
         """The config of flat settings, as the command line and the manifest name them (:meth:`to_dict`'s
         keys): the masking ones go to :attr:`mlm`. Raises ``ValueError`` as the two classes do, ``TypeError``
         for a name that is neither's."""

@@ -100,6 +100,6 @@ def listen(on_signal: Callable[[int], None] | None = None) -> None:
 def stop_listening() -> None:
     """Undo :func:`listen`."""
     while _listening:
-        previous, read_end, write_end = _listening.pop()
+        previous, _read_end, write_end = _listening.pop()
         signal.set_wakeup_fd(previous)
         os.close(write_end)  # the listening thread reads end-of-file and ends

@@ -17,7 +17,7 @@ multilingual notes (google-research/bert ``multilingual.md``) recommend the case
 alphabets for this reason.
 
 No Beam, no torch: ``pipeline/`` and ``bert_model/`` both import it.
-"""
+"""  # noqa: RUF002 (the Greek alpha is the point of the example)
 
 from __future__ import annotations
 

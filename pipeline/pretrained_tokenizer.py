@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
@@ -201,7 +202,7 @@ def _template(spec: dict, specials: Mapping[str, str], token_to_id: Mapping[str,
                 for piece in pieces:
                     if "SpecialToken" in piece:
                         special = piece["SpecialToken"]
-                        out.append((list(tokens[special["id"]]["ids"]), special["type_id"]))
+                        out.append((list(tokens[special["id"]]["ids"]), special["type_id"]))  # noqa: B023 (layout() is called before the loop moves on)
                     else:
                         out.append((piece["Sequence"]["id"], piece["Sequence"]["type_id"]))
                 return out

@@ -26,7 +26,7 @@ class RemotePathError(ValueError):
     """A remote path that cannot be used from here; the message names it, the option and the fix."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reachable(address: tuple[str, int], timeout: float) -> str | None:
     """None when a TCP connection to ``address`` opens within ``timeout``, else why not (asked once per
     process: a pipeline checks its inputs, vocab and output). The name lookup, which has no timeout of its
@@ -42,7 +42,7 @@ def _connect(address: tuple[str, int], timeout: float) -> str | None:
     try:
         with socket.create_connection(address, timeout=timeout):
             return None
-    except socket.timeout:
+    except TimeoutError:
         return f"no answer within {timeout:g} s"
     except OSError as err:
         return err.strerror or str(err)

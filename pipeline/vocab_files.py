@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Container
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, models, pre_tokenizers, processors
 

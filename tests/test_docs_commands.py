@@ -196,12 +196,14 @@ def page_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     for page in pages:
         by_script.setdefault(_script_of(page), page)
     with ThreadPoolExecutor(PARALLEL_PAGES) as pool:
-        ran = dict(zip(by_script.values(), pool.map(lambda page: _run_page(page, root), by_script.values())))
+        ran = dict(
+            zip(by_script.values(), pool.map(lambda page: _run_page(page, root), by_script.values()), strict=True)
+        )
     results = {}
     for page in pages:
         source = by_script[_script_of(page)]
         lines = [b.line for b in _runnable(source)]
-        results[page] = {b.line: ran[source][line] for b, line in zip(_runnable(page), lines)}
+        results[page] = {b.line: ran[source][line] for b, line in zip(_runnable(page), lines, strict=True)}
     yield results
     timing = ", ".join(f"{page} {seconds:.0f} s" for page, seconds in sorted(_page_seconds.items()))
     print(f"\ndoc pages: {timing}")

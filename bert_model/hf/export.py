@@ -33,7 +33,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from bertprep.bert_model.models.heads import HEADS
+from bertprep.bert_model.checkpoint import trainable_state_dict
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     PRETRAINING_ARCHITECTURE,
@@ -45,8 +45,8 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
-from bertprep.bert_model.checkpoint import trainable_state_dict
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.heads import HEADS
 from bertprep.bert_model.models.modernbert import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.runtime import path_is_within, set_default_permissions

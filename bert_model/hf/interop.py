@@ -33,11 +33,11 @@ from safetensors.torch import load_file
 from torch import nn
 
 from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.models import modernbert
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.heads import HEADS, check_source_weights, load_full_weights
 from bertprep.bert_model.models.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
-from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
-from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.weights import load_state_dict_strict, tied_weights_keys
 from bertprep.pipeline.pretrained_tokenizer import (
     PretrainedTokenizer,
@@ -514,7 +514,7 @@ def check_same_vocab(shard_tokens: list[str], model_tokens: list[str] | None, *,
             f"{model} has no vocab.txt or tokenizer.json beside its weights, so the shards' vocab cannot be "
             f"checked against it; put the model's tokenizer files there ({fix})"
         )
-    for i, (a, b) in enumerate(zip(shard_tokens, model_tokens)):
+    for i, (a, b) in enumerate(zip(shard_tokens, model_tokens, strict=False)):  # the lengths are compared below
         if a != b:
             raise ValueError(
                 f"the vocab of shards {shards} differs from {named} at id {i}: {a!r} in the "
@@ -586,11 +586,11 @@ __all__ = [
     "load_model_source",
     "load_pretraining_weights",
     "max_sequence_length",
-    "tokenizer_beside",
     "normalize_hf_state_dict",
     "read_hf_state_dict",
     "resolve_do_lower_case",
     "resolve_strip_accents_setting",
     "shards_do_lower_case",
     "shards_strip_accents",
+    "tokenizer_beside",
 ]

@@ -43,12 +43,13 @@ piece of the sequence, ``[CLS]`` and ``[SEP]`` included (the attention-mask mean
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
-import dataclasses
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -62,9 +63,9 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
+from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
-from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.pipeline.atomic import atomic_file
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
@@ -383,7 +384,7 @@ def _encode_batch(
     enc_a = tokenizer.encode_batch([a for _, a, _ in batch])
     enc_b = tokenizer.encode_batch([b or "" for _, _, b in batch])
     rows, truncated = [], 0
-    for (number, text_a, text_b), a, b in zip(batch, enc_a, enc_b):
+    for (number, text_a, text_b), a, b in zip(batch, enc_a, enc_b, strict=True):
         n_a, n_b = len(a.ids), len(b.ids) if text_b is not None else 0
         if text_b is None:
             keep_a, keep_b = min(n_a, max_seq_length - 2), 0
@@ -472,7 +473,7 @@ def _record_batch(
         columns["word_type_ids"] = _lists(
             pa.array(np.asarray([t for r in rows for t in r.word_types], dtype=np.int8)), word_counts
         )
-    for layer, values in zip(config.layers, chosen):
+    for layer, values in zip(config.layers, chosen, strict=True):
         pooled = _pool(values, rows, config.pooling)
         if config.pooling in ("cls", "mean-sentence"):
             columns[f"layer_{layer}"] = _vectors(pooled.astype(np_dtype), hidden_size, pa_dtype)

@@ -15,8 +15,8 @@ tokenizer, special tokens and template included, as ``transformers``' ``fill-mas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
@@ -199,7 +199,7 @@ def fill_mask(
     mask_id = tokenizer.mask_token_id
     encoded = [encode_with_masks(tokenizer, t) for t in texts]
     limit = max_sequence_length(model.config)
-    for text, (ids, _) in zip(texts, encoded):
+    for text, (ids, _) in zip(texts, encoded, strict=True):
         if len(ids) > limit:
             raise ValueError(f"{text[:60]!r}... is {len(ids)} pieces with [CLS]/[SEP]; the model takes at most {limit}")
     results: list[FillMaskResult] = []
@@ -218,8 +218,10 @@ def fill_mask(
         logits = _mlm_logits(model, input_ids, attention_mask, rows, cols).float()  # (M, V)
         probs, top = torch.softmax(logits, dim=-1).topk(top_k, dim=-1)  # (M, k)
         by_row: dict[int, list[MaskPrediction]] = {}
-        for (b, t), p, k in zip(where, probs.tolist(), top.tolist()):
-            by_row.setdefault(b, []).append(MaskPrediction(t, [(tokenizer.tokens[i], float(q)) for i, q in zip(k, p)]))
+        for (b, t), p, k in zip(where, probs.tolist(), top.tolist(), strict=True):
+            by_row.setdefault(b, []).append(
+                MaskPrediction(t, [(tokenizer.tokens[i], float(q)) for i, q in zip(k, p, strict=True)])
+            )
         for row, (_, pieces) in enumerate(chunk):
             results.append(FillMaskResult(texts[start + row], pieces, by_row.get(row, [])))
     return results

@@ -136,7 +136,7 @@ def configure_attention(model: torch.nn.Module, requested: str, device: torch.de
     return implementation
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_kernel_once(implementation: str, device_type: str, reason: str) -> None:
     logger.info("attention kernel: %s on %s%s", implementation, device_type, f" ({reason})" if reason else "")
 
@@ -315,7 +315,7 @@ class AttentionPlan:
         return y.view(B, T, nh, hs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _flex_attention(device_type: str):
     """``flex_attention``, compiled on CUDA (its eager form materialises the scores; on the CPU the eager form
     serves tests and small runs, and compiling the whole model with ``--compile`` fuses it there too)."""
@@ -370,9 +370,9 @@ def flash_varlen_attention(
 
 __all__ = [
     "ATTN_IMPLEMENTATIONS",
+    "FLASH_KERNELS",
     "AttentionPlan",
     "configure_attention",
-    "FLASH_KERNELS",
     "flash_attn_installed",
     "flash_kernel_unavailable",
     "flash_varlen_attention",

@@ -46,6 +46,8 @@ from bertprep.bert_model.models.modernbert import (
     ModernBertConfig,
     ModernBertModel,
     ModernBertPredictionHead,
+)
+from bertprep.bert_model.models.modernbert import (
     _init_weights as _modernbert_init_weights,
 )
 from bertprep.bert_model.models.outputs import (  # re-exported (__all__)

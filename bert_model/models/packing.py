@@ -20,8 +20,8 @@ Shapes: B rows, T row length (``max_seq_length``), N real tokens in the batch, D
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -82,7 +82,7 @@ def _check_documents(documents: list[np.ndarray], aligned: dict) -> None:
         if tokens.ndim != 1:
             raise ValueError(f"document {doc_index} must be 1-D, got shape {tokens.shape}")
     for name, (arrays, _) in aligned.items():
-        if len(arrays) != len(documents) or any(len(a) != len(d) for a, d in zip(arrays, documents)):
+        if len(arrays) != len(documents) or any(len(a) != len(d) for a, d in zip(arrays, documents, strict=True)):
             raise ValueError(f"aligned {name!r} must have one array per document, of the document's length")
 
 
@@ -402,9 +402,9 @@ __all__ = [
     "position_ids_from_cu_seqlens",
     "position_ids_from_sequence_ids",
     "segment_starts",
-    "sequence_starts_from_sequence_ids",
     "sequence_ids_from_attention_mask",
     "sequence_ids_from_cu_seqlens",
+    "sequence_starts_from_sequence_ids",
     "sliding_window_band",
     "unpad",
 ]

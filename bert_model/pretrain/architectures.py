@@ -27,9 +27,9 @@ from bertprep.bert_model.models import modernbert_config
 from bertprep.bert_model.models.bert_config import PRESETS as BERT_PRESETS
 from bertprep.bert_model.models.bert_config import BertConfig
 from bertprep.bert_model.models.bert_config import flops_per_token as bert_flops_per_token
-from bertprep.bert_model.models.outputs import gather_positions, masked_lm_loss
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
+from bertprep.bert_model.models.outputs import gather_positions, masked_lm_loss
 
 logger = logging.getLogger("bertprep.train")
 

@@ -23,8 +23,8 @@ from bertprep.bert_model.hf.interop import (
     ModelSource,
     check_same_vocab,
     load_model_source,
-    max_sequence_length,
     load_pretraining_weights,
+    max_sequence_length,
     shards_do_lower_case,
     shards_strip_accents,
 )
@@ -32,7 +32,6 @@ from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, plotting
 from bertprep.bert_model.models.attention import configure_attention
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
-from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.pretrain import architectures
 from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingModel
 from bertprep.bert_model.pretrain.data import ShardDataset
@@ -41,6 +40,7 @@ from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, MODEL_OPTIONS, TrainConfig
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
+from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.pipeline import schema
 from bertprep.pipeline.pretrained_tokenizer import read_vocab_tokens

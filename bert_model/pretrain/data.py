@@ -46,8 +46,9 @@ import logging
 import math
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

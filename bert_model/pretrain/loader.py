@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader

@@ -132,7 +132,7 @@ def verify_shard_files(info: ShardInfo, *, rank: int = 0, world_size: int = 1) -
         ValueError: naming the first file that is missing or whose bytes differ from when it was written.
     """
     expected_sha256 = info.shard_sha256 or (None,) * len(info.shard_files)
-    for path, expected in list(zip(info.shard_files, expected_sha256))[rank::world_size]:
+    for path, expected in list(zip(info.shard_files, expected_sha256, strict=True))[rank::world_size]:
         if not os.path.isfile(path):
             raise ValueError(
                 f"{path} is missing (listed in {info.shard_dir}/{schema.MANIFEST_NAME}); re-create "

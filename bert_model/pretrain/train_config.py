@@ -13,9 +13,9 @@ from typing import Any
 from bertprep.bert_model.checkpoint import KEEP_LAST
 from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
 from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
+from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
-from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
 ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}

@@ -32,12 +32,12 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT, PretrainingMetrics, plot_metrics
-from bertprep.bert_model.pretrain.architectures import flops_per_token
 from bertprep.bert_model.optim import optimizer_step
 from bertprep.bert_model.pretrain import build
+from bertprep.bert_model.pretrain.architectures import flops_per_token
 from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
-from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.data import ShardReadError
+from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,

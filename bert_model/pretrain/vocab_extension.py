@@ -53,7 +53,8 @@ def extension_ids(model_tokens: list[str], shard_tokens: list[str]) -> list[int]
         return None
     old = set(model_tokens)
     new_ids = []
-    for i, (before, after) in enumerate(zip(model_tokens, shard_tokens)):
+    # the shards' vocab may be longer (appended pieces, counted below)
+    for i, (before, after) in enumerate(zip(model_tokens, shard_tokens, strict=False)):
         if before == after:
             continue
         if is_unused_slot(before) and after not in old:
@@ -69,7 +70,8 @@ def check_extension(model_tokens: list[str], shard_tokens: list[str], *, shards:
     if new_ids is not None:
         return new_ids
     old = set(model_tokens)
-    for i, (before, after) in enumerate(zip(model_tokens, shard_tokens)):
+    # either list may be longer; i is read after the loop's break
+    for i, (before, after) in enumerate(zip(model_tokens, shard_tokens, strict=False)):  # noqa: B007
         if before != after and not (is_unused_slot(before) and after not in old):
             what = "an entry the model's vocab already has elsewhere" if after in old else "a different token"
             break

@@ -26,13 +26,14 @@ gives them, the last one after the final LayerNorm). No ``transformers`` class h
 from __future__ import annotations
 
 import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
 from bertprep.bert_model.inference.features import encoder_hidden_states
 from bertprep.bert_model.models.bert import BertConfig
 from bertprep.bert_model.models.heads import HEADS, TokenClassifierOutput, _init_linear, family_of
 from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.bert_model.models.outputs import token_classification_loss
-from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 FEATURE_MODES = ("last4-concat", "last4-sum", "second-to-last", "last", "embeddings")
 
@@ -160,7 +161,7 @@ class FeatureBasedTokenClassifier(nn.Module):
             ``logits`` float [batch_size, seq_length, num_labels] (0 at padding) and the mean cross-entropy
             over labelled positions when ``labels`` is given.
         """
-        B, T = input_ids.shape
+        _B, T = input_ids.shape
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:

@@ -41,8 +41,6 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
-from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
-from bertprep.bert_model.models.heads import load_encoder_weights
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     ModelSource,
@@ -51,16 +49,18 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
+from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
 from bertprep.bert_model.metrics import JsonlWriter
-from bertprep.bert_model.models.bert import PRESETS, BertConfig
-from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.models.attention import configure_attention
+from bertprep.bert_model.models.bert import PRESETS, BertConfig
+from bertprep.bert_model.models.heads import load_encoder_weights
+from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, uses_bf16
 from bertprep.bert_model.reporting import REPORT_DIRS, ConsoleReporter, MetricsLog, open_reporter
-from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
-from bertprep.pipeline.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
+from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
+from bertprep.pipeline.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 

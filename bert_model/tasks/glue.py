@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertprep.bert_model.collate import truncate_seq_pair
-from bertprep.bert_model.models.heads import BertForSequenceClassification, ModernBertForSequenceClassification
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForSequenceClassification, ModernBertForSequenceClassification
 from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
@@ -295,7 +296,7 @@ class GlueTask:
         # the tokenizer's layout: BERT's [CLS] A [SEP] B [SEP] (types 0/1), RoBERTa's <s> A </s></s> B </s>
         label_index = {label: i for i, label in enumerate(self.labels or [])}
         features = []
-        for i, (e, a, b) in enumerate(zip(examples, enc_a, enc_b)):
+        for i, (e, a, b) in enumerate(zip(examples, enc_a, enc_b, strict=True)):
             tokens_a = list(a.ids)
             tokens_b = list(b.ids) if b is not None else None
             if tokens_b is None:
@@ -332,7 +333,7 @@ class GlueTask:
     ) -> list[str | float]:
         """Per example the predicted label string (argmax) or value (regression)."""
         out: list[str | float] = [None] * len(examples)  # type: ignore[list-item]
-        for feature, output in zip(features, outputs):
+        for feature, output in zip(features, outputs, strict=True):
             logits = output["logits"]
             out[feature["example_index"]] = (
                 float(logits[0]) if self.is_regression else (self.labels or [])[int(np.argmax(logits))]
@@ -356,7 +357,7 @@ class GlueTask:
         """GLUE submission format: a header ``index<TAB>prediction`` then one line per example."""
         with open(path, "w", encoding="utf-8") as f:
             f.write("index\tprediction\n")
-            for e, p in zip(examples, predictions):
+            for e, p in zip(examples, predictions, strict=True):
                 f.write(f"{e.index}\t{p:.6g}\n" if self.is_regression else f"{e.index}\t{p}\n")
 
 

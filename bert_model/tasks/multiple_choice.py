@@ -19,16 +19,17 @@ import csv
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import accuracy_score
 
-from bertprep.bert_model.tasks.glue import truncate_seq_pair
-from bertprep.bert_model.models.heads import BertForMultipleChoice, ModernBertForMultipleChoice
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForMultipleChoice, ModernBertForMultipleChoice
 from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.tasks.glue import truncate_seq_pair
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -150,14 +151,14 @@ class MultipleChoiceTask:
                 continue
 
             def get(column: str, option: str, required: bool = True) -> Any:
-                if column not in row or row[column] is None:
+                if column not in row or row[column] is None:  # noqa: B023 (get() is called for this row only)
                     if not required:
                         return None
                     raise ValueError(
-                        f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}); "
+                        f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}); "  # noqa: B023 (get() is called for this row only)
                         f"set --{option.replace('_', '-')}"
                     )
-                return row[column]
+                return row[column]  # noqa: B023 (get() is called for this row only)
 
             context = str(get(self.context_column, "context_column"))
             question = str(get(self.question_column, "question_column")) if self.question_column else ""
@@ -216,7 +217,7 @@ class MultipleChoiceTask:
         features = []
         k = 0
         truncated = 0
-        for i, (e, a) in enumerate(zip(examples, contexts)):
+        for i, (e, a) in enumerate(zip(examples, contexts, strict=True)):
             input_ids, token_type_ids = [], []
             for _ in e.endings:
                 tokens_a, tokens_b = list(a.ids), list(flat_endings[k].ids)
@@ -244,7 +245,7 @@ class MultipleChoiceTask:
     ) -> list[int]:
         """Per example the index of the highest-scoring candidate."""
         out = [0] * len(examples)
-        for feature, output in zip(features, outputs):
+        for feature, output in zip(features, outputs, strict=True):
             out[feature["example_index"]] = int(np.argmax(output["logits"]))
         return out
 
@@ -259,4 +260,4 @@ class MultipleChoiceTask:
         with open(path, "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n")
             writer.writerow(["id", "label"])
-            writer.writerows([e.example_id, p] for e, p in zip(examples, predictions))
+            writer.writerows([e.example_id, p] for e, p in zip(examples, predictions, strict=True))

@@ -17,21 +17,22 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from seqeval.metrics import f1_score, precision_score, recall_score
 from torch import nn
 
+from bertprep.bert_model.models.bert import IGNORE_INDEX, BertConfig
+from bertprep.bert_model.models.heads import BertForTokenClassification, ModernBertForTokenClassification
+from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.bert_model.tasks.feature_based import (
     FEATURE_MODES,
     BertFeatureBasedForTokenClassification,
     ModernBertFeatureBasedForTokenClassification,
 )
-from bertprep.bert_model.models.heads import BertForTokenClassification, ModernBertForTokenClassification
-from bertprep.bert_model.models.bert import IGNORE_INDEX, BertConfig
-from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ class NerTask:
         features = []
         cut_words = empty_words = 0
         limit = self.max_seq_length - 2
-        for i, (e, enc) in enumerate(zip(examples, encodings)):
+        for i, (e, enc) in enumerate(zip(examples, encodings, strict=True)):
             ids = list(enc.ids)[:limit]
             word_ids = list(enc.word_ids)[:limit]
             word_starts: list[int | None] = [None] * len(e.words)
@@ -271,7 +272,7 @@ class NerTask:
         """Per sentence one tag per word (argmax at the word's first piece; ``O`` for words without one)."""
         labels = self.labels or []
         out: list[list[str]] = [[] for _ in examples]
-        for feature, output in zip(features, outputs):
+        for feature, output in zip(features, outputs, strict=True):
             best = output["logits"].argmax(-1)
             out[feature["example_index"]] = [
                 labels[int(best[p])] if p is not None else "O" for p in feature["word_starts"]
@@ -285,8 +286,8 @@ class NerTask:
     def write_predictions(self, path: str, examples: Sequence[NerExample], predictions: Sequence[list[str]]) -> None:
         """CoNLL: ``TOKEN<TAB>PREDICTED_TAG`` per line, an empty line after each sentence."""
         with open(path, "w", encoding="utf-8") as f:
-            for e, tags in zip(examples, predictions):
-                f.writelines(f"{w}\t{t}\n" for w, t in zip(e.words, tags))
+            for e, tags in zip(examples, predictions, strict=True):
+                f.writelines(f"{w}\t{t}\n" for w, t in zip(e.words, tags, strict=True))
                 f.write("\n")
 
 

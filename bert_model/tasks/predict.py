@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,9 +16,6 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
-from bertprep.bert_model.tasks.glue import GlueTask
-from bertprep.bert_model.models.heads import load_full_weights
-from bertprep.bert_model.loop_config import DeviceConfig, LoopConfig
 from bertprep.bert_model.hf.interop import (
     FINETUNE_FILE,
     build_model,
@@ -25,16 +23,19 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
     resolve_strip_accents_setting,
 )
-from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
-from bertprep.bert_model.tasks.ner import NerTask
+from bertprep.bert_model.loop_config import DeviceConfig, LoopConfig
+from bertprep.bert_model.models.heads import load_full_weights
 from bertprep.bert_model.precision import autocast_context
 from bertprep.bert_model.runtime import resolve_device
-from bertprep.pipeline.atomic import write_atomic
-from bertprep.bert_model.tasks.squad import SquadTask
+from bertprep.bert_model.tasks.glue import GlueTask
+from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
+from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_architectures, task_from_json
+from bertprep.bert_model.tasks.squad import SquadTask
+from bertprep.pipeline.atomic import write_atomic
+from bertprep.pipeline.paths import check_not_run_record, check_writes_apart
 from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
-from bertprep.pipeline.paths import check_not_run_record, check_writes_apart
 
 
 @torch.no_grad()

@@ -8,15 +8,15 @@ predictions and metrics; ``finetune.py`` (the loop) and ``predict.py`` only talk
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
-from bertprep.bert_model.tasks.glue import GlueTask, default_metrics
 from bertprep.bert_model.hf.interop import FINETUNE_FILE
+from bertprep.bert_model.tasks.glue import GlueTask, default_metrics
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.tasks.squad import SquadTask
 
-Task = Union[GlueTask, SquadTask, NerTask, MultipleChoiceTask]
+Task = GlueTask | SquadTask | NerTask | MultipleChoiceTask
 TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask, "multiple-choice": MultipleChoiceTask}
 #: File name of the evaluation / prediction output per task (GLUE submission TSV, SQuAD JSON, CoNLL, CSV).
 PREDICTION_SUFFIX = {"glue": "tsv", "squad": "json", "ner": "conll", "multiple-choice": "csv"}

@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from bertprep.bert_model.models.heads import BertForQuestionAnswering, ModernBertForQuestionAnswering
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForQuestionAnswering, ModernBertForQuestionAnswering
 from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.bert_model.tasks.squad_data import (
     SQUAD_VERSIONS,
@@ -135,7 +136,7 @@ class SquadTask:
     metric_for_best = "f1"
     labels = None
     num_labels = 2
-    id2label = {0: "start", 1: "end"}
+    id2label: ClassVar[dict[int, str]] = {0: "start", 1: "end"}
 
     def __post_init__(self) -> None:
         for name in ("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
@@ -225,11 +226,11 @@ class SquadTask:
         questions = tokenizer.encode_batch([e.question for e in examples])
         contexts: dict[int, Any] = {}
         unique = {e.context_index: e.context for e in examples}
-        for index, encoding in zip(unique, tokenizer.encode_batch(list(unique.values()))):
+        for index, encoding in zip(unique, tokenizer.encode_batch(list(unique.values())), strict=True):
             contexts[index] = encoding
         features: list[dict[str, Any]] = []
         skipped = 0
-        for i, (e, q) in enumerate(zip(examples, questions)):
+        for i, (e, q) in enumerate(zip(examples, questions, strict=True)):
             query_ids = list(q.ids)[: self.max_query_length]
             context = contexts[e.context_index]
             doc_ids, doc_offsets = list(context.ids), list(context.offsets)
@@ -308,7 +309,7 @@ class SquadTask:
         """
         best: list[tuple[float, str]] = [(-np.inf, "")] * len(examples)
         null = [np.inf] * len(examples)
-        for feature, output in zip(features, outputs):
+        for feature, output in zip(features, outputs, strict=True):
             start_logits, end_logits = output["start_logits"], output["end_logits"]
             offsets, max_context = feature["offsets"], feature["max_context"]
             n = len(offsets)
@@ -328,19 +329,21 @@ class SquadTask:
                         best[i] = (score, context[offsets[s][0] : offsets[t][1]])
         if not self.is_v2:
             return [text for _, text in best]
-        odds = [NO_SPAN_NULL_ODDS if not np.isfinite(b) else float(z - b) for (b, _), z in zip(best, null)]
+        odds = [NO_SPAN_NULL_ODDS if not np.isfinite(b) else float(z - b) for (b, _), z in zip(best, null, strict=True)]
         if self.null_score_diff_threshold is None:
             if all(e.is_impossible is not None for e in examples):
                 _, self._chosen_threshold = find_best_threshold(
-                    {e.qas_id: text for e, (_, text) in zip(examples, best)},
-                    squad_v2_raw_scores(_truths(examples), {e.qas_id: t for e, (_, t) in zip(examples, best)})[1],
-                    {e.qas_id: o for e, o in zip(examples, odds)},
+                    {e.qas_id: text for e, (_, text) in zip(examples, best, strict=True)},
+                    squad_v2_raw_scores(
+                        _truths(examples), {e.qas_id: t for e, (_, t) in zip(examples, best, strict=True)}
+                    )[1],
+                    {e.qas_id: o for e, o in zip(examples, odds, strict=True)},
                     {e.qas_id: not e.is_impossible for e in examples},
                 )
             elif self._chosen_threshold is None:
                 self._chosen_threshold = 0.0
         tau = self.threshold
-        return [SquadAnswer("" if o > tau else text, o) for (_, text), o in zip(best, odds)]
+        return [SquadAnswer("" if o > tau else text, o) for (_, text), o in zip(best, odds, strict=True)]
 
     def metric_values(
         self, examples: Sequence[SquadExample], predictions: Sequence[str] | Sequence[SquadAnswer]
@@ -353,20 +356,20 @@ class SquadTask:
         if predictions and isinstance(predictions[0], SquadAnswer):
             values = squad_v2_metrics(
                 _truths(examples),
-                {e.qas_id: p.text for e, p in zip(examples, predictions)},
-                {e.qas_id: p.null_odds for e, p in zip(examples, predictions)},
+                {e.qas_id: p.text for e, p in zip(examples, predictions, strict=True)},
+                {e.qas_id: p.null_odds for e, p in zip(examples, predictions, strict=True)},
                 na_prob_thresh=float("inf"),
             )
             values["null_score_diff_threshold"] = float(self.threshold or 0.0)
             return values
         truths = {e.qas_id: [a["text"] for a in e.answers] for e in examples}
-        return squad_metrics(truths, {e.qas_id: p for e, p in zip(examples, predictions)})
+        return squad_metrics(truths, {e.qas_id: p for e, p in zip(examples, predictions, strict=True)})
 
     def write_predictions(self, path: str, examples: Sequence[SquadExample], predictions: Sequence[str]) -> None:
         """``predictions.json`` as ``run_squad.py`` writes it: ``{question id: answer text}``."""
         texts = [p.text if isinstance(p, SquadAnswer) else p for p in predictions]
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({e.qas_id: p for e, p in zip(examples, texts)}, f, indent=1, ensure_ascii=False)
+            json.dump({e.qas_id: p for e, p in zip(examples, texts, strict=True)}, f, indent=1, ensure_ascii=False)
             f.write("\n")
 
     def side_files(self, path: str) -> list[str]:
@@ -385,7 +388,7 @@ class SquadTask:
 
         def write(tmp: str) -> None:
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({e.qas_id: p.null_odds for e, p in zip(examples, predictions)}, f, indent=1)
+                json.dump({e.qas_id: p.null_odds for e, p in zip(examples, predictions, strict=True)}, f, indent=1)
                 f.write("\n")
 
         return {null_odds_path(path): write}

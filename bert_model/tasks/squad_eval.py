@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import re
 import string
-from typing import Sequence
+from collections.abc import Sequence
 
 # ------------------------------------------------------------------------------------ official EM and F1
 
@@ -148,7 +148,7 @@ def squad_v2_metrics(
         ``best_f1_thresh`` (``find_best_thresh``). Totals are counts of questions (as floats).
     """
     has_answer = {qid: bool(answers) for qid, answers in ground_truths.items()}
-    probs = na_probs if na_probs is not None else {qid: 0.0 for qid in predictions}
+    probs = na_probs if na_probs is not None else dict.fromkeys(predictions, 0.0)
     exact_raw, f1_raw = squad_v2_raw_scores(ground_truths, predictions)
     exact = apply_no_answer_threshold(exact_raw, probs, has_answer, na_prob_thresh)
     f1 = apply_no_answer_threshold(f1_raw, probs, has_answer, na_prob_thresh)

@@ -344,7 +344,7 @@ def _run_dofn_bundle(items, fn, label, window_fn, args, kwargs, specs, *side_val
     receivers = _TagReceivers(out)
     side_inputs = [
         SideInputMap(s.view_class, s.view_options, _WindowedValues(vals, s.window_mapping_fn))
-        for s, vals in zip(specs, side_values)
+        for s, vals in zip(specs, side_values, strict=True)
     ]
     handler = _OutputHandler(
         window_fn=window_fn,
@@ -519,13 +519,12 @@ class _BagVisitor(PipelineVisitor):
         elif kind is beam.Impulse:  # Beam's: one empty bytes element (Beam's DaskRunner gives nothing)
             result = {tag: db.from_sequence([b""], npartitions=1) for tag in outputs}
         else:  # Beam's NoOp: the input passes through (e.g. _GroupAlsoByWindow, whose work GBK did)
-            if not inputs or inputs[0] is None:
-                if outputs:
-                    raise NotImplementedError(
-                        f"the Dask runner cannot run {node.full_label!r} ({kind.__name__}); "
-                        "read files from a beam.Create of their paths instead"
-                    )
-            result = {tag: (inputs[0] if inputs else None) for tag in outputs}
+            if (not inputs or inputs[0] is None) and outputs:
+                raise NotImplementedError(
+                    f"the Dask runner cannot run {node.full_label!r} ({kind.__name__}); "
+                    "read files from a beam.Create of their paths instead"
+                )
+            result = dict.fromkeys(outputs, inputs[0] if inputs else None)
         for tag, pcoll in outputs.items():
             self.bags[id(pcoll)] = result[tag]
             self.order.append(pcoll)
@@ -618,8 +617,11 @@ def _close(client, cluster, timeout: float | None = None) -> None:
     for thing in (client, cluster):
         if thing is not None:
             try:
-                thing.close(timeout=timeout) if timeout is not None else thing.close()
-            except Exception:  # noqa: BLE001 - closing is best effort; the run's own error matters more
+                if timeout is None:
+                    thing.close()
+                else:
+                    thing.close(timeout=timeout)
+            except Exception:  # closing is best effort; the run's own error matters more
                 if timeout is None:
                     _LOG.warning("closing %r failed", thing, exc_info=True)
     if timeout is not None and cluster is not None:

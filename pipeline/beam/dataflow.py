@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from apache_beam.options.pipeline_options import (
     GoogleCloudOptions,
@@ -279,9 +280,9 @@ def dry_run(
     import apache_beam as beam
 
     from bertprep.pipeline import readers
+    from bertprep.pipeline.beam.graph import build_pipeline
     from bertprep.pipeline.shards import store as shards
     from bertprep.pipeline.text.tokenization import load_vocab
-    from bertprep.pipeline.beam.graph import build_pipeline
 
     if not is_dataflow_runner(options):
         raise ValueError(

@@ -36,7 +36,8 @@ import io
 import json
 import os
 import unicodedata
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np

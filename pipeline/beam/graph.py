@@ -17,24 +17,24 @@ whose shuffle is disk-backed); the ``file`` scope has no GroupByKey of documents
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
-from bertprep.pipeline.shards.store import BUCKETS_DIR
-from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.readers.ranges import plan_ranges
-from bertprep.pipeline.text.tokenization import Vocab
 from bertprep.pipeline.beam.transforms import (
     CreateTrainingInstances,
     ProcessFilesStreaming,
     ReadDocuments,
     TokenizeDocuments,
 )
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.readers.ranges import plan_ranges
+from bertprep.pipeline.shards.store import BUCKETS_DIR
 from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards
+from bertprep.pipeline.text.tokenization import Vocab
 
 
 def build_pipeline(

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -75,7 +76,7 @@ NORMALIZATION = (
 
 def eval_score(eval_seed: int, path: str, ordinal: int) -> float:
     """The document's place in ``[0, 1)`` for the split: ``blake2b("heldout:seed:path:ordinal") / 2**64``."""
-    digest = hashlib.blake2b(f"heldout:{eval_seed}:{path}:{ordinal}".encode("utf-8"), digest_size=8).digest()
+    digest = hashlib.blake2b(f"heldout:{eval_seed}:{path}:{ordinal}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") / 2.0**64
 
 

@@ -41,7 +41,8 @@ from __future__ import annotations
 import array
 import hashlib
 import math
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -80,7 +81,7 @@ def base_ordinal(ordinal: int) -> int:
 
 def sampling_key(random_seed: int, source: str, path: str, ordinal: int) -> int:
     """The document's place in its source's sampling order: a 64-bit ``blake2b`` of its id (module docstring)."""
-    digest = hashlib.blake2b(f"mixture:{random_seed}:{source}:{path}:{ordinal}".encode("utf-8"), digest_size=8)
+    digest = hashlib.blake2b(f"mixture:{random_seed}:{source}:{path}:{ordinal}".encode(), digest_size=8)
     return int.from_bytes(digest.digest(), "little")
 
 
@@ -179,7 +180,7 @@ class MixturePlan:
         self.file_source = source_of_files(self.sources, files)
         self.files = [sum(1 for s in self.file_source if s == i) for i in range(len(self.sources))]
         self.bytes = [0] * len(self.sources)
-        for path, i in zip(files, self.file_source):
+        for path, i in zip(files, self.file_source, strict=True):
             self.bytes[i] += file_size(path)
         if config.mixture_alpha is None:
             self.rates = [s.weight for s in self.sources]
@@ -193,7 +194,11 @@ class MixturePlan:
 
     def static_counts(self) -> dict:
         """The counts known before reading: files and bytes per source."""
-        return {"mixture": {name: {"files": f, "bytes": b} for name, f, b in zip(self.names, self.files, self.bytes)}}
+        return {
+            "mixture": {
+                name: {"files": f, "bytes": b} for name, f, b in zip(self.names, self.files, self.bytes, strict=True)
+            }
+        }
 
 
 def source_of_files(sources: Sequence[Source], files: Sequence[str]) -> list[int]:
@@ -392,7 +397,7 @@ def manifest_section(config: ShardsConfig, counts: dict) -> dict[str, Any]:
     alpha = config.mixture_alpha
     rates = [s.weight for s in config.sources] if alpha is None else alpha_rates(sizes, alpha)
     rows = []
-    for source, rate in zip(config.sources, rates):
+    for source, rate in zip(config.sources, rates, strict=True):
         c = per.get(source.name) or {}
         rows.append(
             {

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np

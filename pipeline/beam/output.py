@@ -33,7 +33,7 @@ from bertprep.pipeline import interrupts
 USER_ERRORS = ("MakeShardsError", "InputError", "VocabError")
 
 #: The last line of a Python traceback of one of :data:`USER_ERRORS` raised in ``bertprep.pipeline``.
-_USER_ERROR_LINE = re.compile(r"bertprep\.pipeline\.[\w.]+\.(%s): " % "|".join(USER_ERRORS))
+_USER_ERROR_LINE = re.compile(rf"bertprep\.pipeline\.[\w.]+\.({'|'.join(USER_ERRORS)}): ")
 
 #: ``record.msg`` of a worker's record as Beam's local logging service logs it.
 WORKER_RECORD_FORMAT = "Worker: %s"
@@ -142,7 +142,7 @@ def worker_stderr_captured(enabled: bool) -> Iterator[Callable[[], str | None]]:
     handlers = [
         h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler) and _stderr_fd(h.stream) == 2
     ]
-    capture = tempfile.TemporaryFile()
+    capture = tempfile.TemporaryFile()  # noqa: SIM115 (stderr while the caller runs; closed in the finally below)
     os.dup2(capture.fileno(), 2)
     previous = [h.setStream(terminal) for h in handlers]
 
@@ -156,7 +156,7 @@ def worker_stderr_captured(enabled: bool) -> Iterator[Callable[[], str | None]]:
         with interrupts.messages_to(saved):  # a stopped run's one line reaches the terminal, not the capture
             yield save
     finally:
-        for handler, stream in zip(handlers, previous):
+        for handler, stream in zip(handlers, previous, strict=True):
             handler.setStream(stream)
         terminal.close()
         os.dup2(saved, 2)

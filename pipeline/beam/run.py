@@ -16,6 +16,7 @@ as the worker's one-line message (``errors.recorded_error``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -23,25 +24,22 @@ import os
 import re
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
 from bertprep.pipeline import readers, schema
-from bertprep.pipeline.beam import dask_runner_name
-from bertprep.pipeline.beam import dataflow
-from bertprep.pipeline.beam import heldout
+from bertprep.pipeline.beam import dask_runner_name, dataflow, heldout, warm_workers
 from bertprep.pipeline.beam.decontamination import check_evaluation_files
+from bertprep.pipeline.beam.graph import build_pipeline
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
 from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
-from bertprep.pipeline.beam import warm_workers
-from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.text.tokenization import Vocab, load_vocab
-from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
-from bertprep.pipeline.beam.graph import build_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +67,7 @@ def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     return options
 
 
-def _local_runner(options: PipelineOptions, workers: "warm_workers.WarmWorkerPool | None" = None):
+def _local_runner(options: PipelineOptions, workers: warm_workers.WarmWorkerPool | None = None):
     """The runner for ``options``: None (Beam picks the runner they name), else the in-process
     ``FnApiRunner``; with ``workers`` (as many as ``direct_num_workers``, multi-processing), one whose worker
     processes are those already started (``warm_workers.py``)."""
@@ -169,7 +167,7 @@ def run_make_shards(
     config: ShardsConfig,
     beam_args: Sequence[str] = (),
     vocab: Vocab | None = None,
-    workers: "warm_workers.WarmWorkerPool | None" = None,
+    workers: warm_workers.WarmWorkerPool | None = None,
 ) -> dict:
     """Run make-shards end to end and return the manifest.
 
@@ -375,10 +373,8 @@ def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) 
         except Exception:
             log.warning("could not remove %s", staging_dir)
     if created_output_dir and "://" not in created_output_dir:
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(created_output_dir)
-        except OSError:
-            pass
 
 
 _EXCEPTION_LINE = re.compile(

@@ -27,15 +27,18 @@ from __future__ import annotations
 import array
 import logging
 import time
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.beam import decontamination, heldout, mixture
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import MakeShardsError, records_errors
+from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.instances.bucket_files import (
     TokenizedDocument,
     bucket_documents,
@@ -45,8 +48,6 @@ from bertprep.pipeline.instances.bucket_files import (
     make_bucket_instances,
     stable_bucket,
 )
-from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.errors import MakeShardsError, records_errors
 from bertprep.pipeline.instances.common import VocabIds
 from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab, load_vocab, sentence_encoder
 from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, load_word_segmenter

@@ -30,14 +30,15 @@ This module imports no Beam at module level.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
 import os
 import shlex
 import shutil
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -150,7 +151,7 @@ class WarmWorkerPool:
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
 
-    def __enter__(self) -> "WarmWorkerPool":
+    def __enter__(self) -> WarmWorkerPool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -179,10 +180,8 @@ class _ForkedWorker:
 
     def _signal(self, sig: int) -> None:
         if self.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -276,7 +275,7 @@ def _serve(listen_fd: int) -> int:
         try:
             conn, _ = listener.accept()
             break
-        except (socket.timeout, BlockingIOError, InterruptedError):
+        except (TimeoutError, BlockingIOError, InterruptedError):
             if os.getppid() != parent:
                 return 0  # the run that started us is gone
         except OSError:
@@ -291,7 +290,7 @@ def _serve(listen_fd: int) -> int:
         if not chunk:
             break
         payload += chunk
-    for fd, target in zip(fds, (0, 1, 2)):
+    for fd, target in zip(fds, (0, 1, 2), strict=True):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()

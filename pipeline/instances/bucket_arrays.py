@@ -14,8 +14,8 @@ numpy only.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ class BucketDocuments:
     ``None``: the default boundaries (a piece and its ``##`` pieces)."""
 
     @classmethod
-    def from_arrays(cls, documents: Sequence[tuple[np.ndarray, Sequence[int]]]) -> "BucketDocuments":
+    def from_arrays(cls, documents: Sequence[tuple[np.ndarray, Sequence[int]]]) -> BucketDocuments:
         """From ``(ids, sentence_lengths)`` per document (``ids`` 1-D, ``sum(sentence_lengths) == len(ids)``).
 
         Raises:
@@ -61,7 +61,7 @@ class BucketDocuments:
         return cls(flat.astype(np.uint32, copy=False), lengths, starts)
 
     @classmethod
-    def from_lists(cls, documents: Sequence[Sequence[Sequence[int]]]) -> "BucketDocuments":
+    def from_lists(cls, documents: Sequence[Sequence[Sequence[int]]]) -> BucketDocuments:
         """From documents as lists of sentences of ids (the reference algorithm's input form)."""
         return cls.from_arrays(
             [(np.array([t for s in doc for t in s], dtype=np.uint32), [len(s) for s in doc]) for doc in documents]

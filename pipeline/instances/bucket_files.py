@@ -22,22 +22,22 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import schema
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.errors import MakeShardsError
 from bertprep.pipeline.instances import buckets
-from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
-from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.errors import MakeShardsError
-from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, bucket_seed
+from bertprep.pipeline.masking.fast import mask_table
+from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.text.tokenization import SentenceEncoder
 from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, word_starts
 
@@ -102,7 +102,7 @@ def document_counts(docs: BucketDocuments, dropped_sentences: int, unk_id: int) 
         "one_sentence_documents": sum(1 for d in lengths if len(d) == 1),
         "sentences": sum(len(d) for d in lengths),
         "empty_sentences": dropped_sentences,
-        "tokens": int(len(docs.ids)),
+        "tokens": len(docs.ids),
         "unk_tokens": int(np.count_nonzero(docs.ids == unk_id)),
     }
 

@@ -43,15 +43,15 @@ import contextlib
 import dataclasses
 import gc
 import random
-from collections.abc import Iterator
 from bisect import bisect_left
+from collections.abc import Iterator
 
 import numpy as np
 
-from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.masking.exact_draws import randbelow_of, shuffle, shuffle_first
+from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
+from bertprep.pipeline.masking.exact_draws import randbelow_of, shuffle, shuffle_first
 from bertprep.pipeline.masking.rule import KEEP, MASK, create_masked_lm_predictions, draw_replacements, num_to_predict
 
 

@@ -12,7 +12,7 @@ the list-based reference's (``tests/test_bucket_instances.py``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -93,7 +93,7 @@ class _DescribedArrays:
     order: np.ndarray
 
     @classmethod
-    def of(cls, described: InstanceDescriptions) -> "_DescribedArrays":
+    def of(cls, described: InstanceDescriptions) -> _DescribedArrays:
         n_masked = np.frombuffer(described.n_masked, dtype=np.int32).astype(np.int64)
         m_first = np.zeros(len(described) + 1, dtype=np.int64)
         np.cumsum(n_masked, out=m_first[1:])

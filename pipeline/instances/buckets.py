@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 #: Lower bound on the average documents per token-sized bucket (the NotNext pool must hold many documents).
 MIN_DOCUMENTS_PER_BUCKET = 16
@@ -30,7 +30,7 @@ MIN_DOCUMENTS_PER_BUCKET = 16
 
 def document_key(random_seed: int, path: str, ordinal: int) -> int:
     """64-bit seeded stable key of a document: ``blake2b(f"{random_seed}:{path}:{ordinal}")``, little endian."""
-    digest = hashlib.blake2b(f"{random_seed}:{path}:{ordinal}".encode("utf-8"), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{random_seed}:{path}:{ordinal}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
 

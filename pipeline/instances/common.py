@@ -40,7 +40,7 @@ class VocabIds:
             WordPiece's ``##`` pieces, a byte-level BPE's pieces without ``Ġ`` (``Vocab.is_continuation``).
     """
 
-    def __init__(self, vocab: "Vocab"):
+    def __init__(self, vocab: Vocab):
         specials = vocab.special_token_ids()
         self.cls_id = specials["[CLS]"]
         self.sep_id = specials["[SEP]"]
@@ -74,7 +74,7 @@ class InstanceStats:
     # objective none: [SEP] tokens put between two documents
     document_separators: int = 0
 
-    def merge(self, other: "InstanceStats") -> "InstanceStats":
+    def merge(self, other: InstanceStats) -> InstanceStats:
         for name in (
             "instances",
             "not_next",
@@ -102,7 +102,7 @@ class InstanceStats:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "InstanceStats":
+    def from_dict(cls, d: dict) -> InstanceStats:
         d = dict(d)
         d["length_histogram"] = {int(k): v for k, v in d.get("length_histogram", {}).items()}
         return cls(**d)

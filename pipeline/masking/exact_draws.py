@@ -19,7 +19,7 @@ algorithm (``bucket_instances.py``, ``tests/reference/instances.py``) share it.
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections.abc import Callable
 
 _BITS = [0] + [n.bit_length() for n in range(1, 1 << 12)]
 

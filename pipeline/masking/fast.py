@@ -10,7 +10,6 @@ pyarrow and numpy only (no Beam, no torch).
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 
@@ -78,10 +77,10 @@ def mask_table(
     out_values = values.copy()
     n_mask, n_random = replace_positions(out_values, flat, mask_id, random_ids, rng)
     counts = {
-        "masked": int(len(flat)),
+        "masked": len(flat),
         "masked_as_mask": n_mask,
         "masked_as_random": n_random,
-        "masked_as_kept": int(len(flat)) - n_mask - n_random,
+        "masked_as_kept": len(flat) - n_mask - n_random,
     }
     return _with_predictions(table, offsets, out_values, m_offsets, positions, labels), counts
 

@@ -37,8 +37,9 @@ numpy only (no Beam, no torch): ``bertprep.bert_model`` imports it for dynamic m
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -155,7 +156,7 @@ def create_masked_lm_predictions(
         is_cont = ids.is_continuation
         cand_indexes: list[list[int]] = []
         for i, token in enumerate(tokens):
-            if token == cls_id or token == sep_id:
+            if token in (cls_id, sep_id):
                 continue
             if cand_indexes and is_cont[token]:
                 cand_indexes[-1].append(i)
@@ -177,7 +178,7 @@ def create_masked_lm_predictions(
     # (the original draws each piece's fate as it takes the piece; no other draw comes in between)
     output = list(tokens)
     n_mask = n_kept = 0
-    for index, code in zip(positions, draw_replacements(len(positions), rng, ids.random_ids)):
+    for index, code in zip(positions, draw_replacements(len(positions), rng, ids.random_ids), strict=True):
         if code == MASK:
             output[index] = ids.mask_id
             n_mask += 1
@@ -210,7 +211,7 @@ def _word_level(
     segment = -1
     new_word = True
     for i, token in enumerate(tokens):
-        if token == cls_id or token == sep_id:
+        if token in (cls_id, sep_id):
             segment += 1
             new_word = True
             continue

@@ -23,7 +23,7 @@ numpy only (no Beam, no torch): ``bertprep.bert_model`` imports it through ``mas
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -95,7 +95,7 @@ def words_from_starts(positions: Sequence[int], starts: Sequence[bool]) -> list[
     """Group candidate ``positions`` into words: a word begins at each position whose ``starts`` flag is true
     (and at the first position). Returns the words, each a list of positions, in order."""
     words: list[list[int]] = []
-    for position, start in zip(positions, starts):
+    for position, start in zip(positions, starts, strict=True):
         if start or not words:
             words.append([position])
         else:

@@ -88,12 +88,14 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS, Document, InputError, ReaderStats
 from bertprep.pipeline.readers.context import FormatReader, ReadContext
 from bertprep.pipeline.readers.detect import detect_format, looks_like_sentence_per_line, warn_if_structured
 from bertprep.pipeline.readers.files import _check_encoding, _compression_of, expand_inputs, open_input
 from bertprep.pipeline.readers.hf import is_hf_metadata, read_hf
 from bertprep.pipeline.readers.parquet import read_parquet
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
 from bertprep.pipeline.readers.text import (
     LINE_SYNC,
     read_bert,
@@ -103,8 +105,6 @@ from bertprep.pipeline.readers.text import (
     read_wikiextractor_json,
 )
 from bertprep.pipeline.readers.wiki import read_wiki_xml, wikitext_paragraphs
-from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
-from bertprep.pipeline.config import ReadOptions
 
 __all__ = [
     "DEFAULT_MAX_LINE_CHARS",
@@ -271,8 +271,7 @@ def _read_documents(
     )
     if input_format in ("bert", "text") and first:
         warn_if_structured(ctx, input_format)
-    ordinal = 0
-    for line, sentences in _READERS[fmt](ctx):
+    for ordinal, (line, sentences) in enumerate(_READERS[fmt](ctx)):
         stats.documents += 1
         stats.sentences += len(sentences)
         if len(sentences) == 1:
@@ -280,7 +279,6 @@ def _read_documents(
         if line and start:
             line = ctx.line(line) if line_numbers else 0
         yield Document(source=path, ordinal=ordinal, line=line, sentences=sentences)
-        ordinal += 1
 
 
 def iter_corpus_texts(

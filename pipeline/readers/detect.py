@@ -3,6 +3,7 @@ plain text looks structured."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -10,10 +11,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import bertprep.pipeline.readers.files as files
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _check_not_binary, _iter_lines, _read_blocks
 from bertprep.pipeline.readers.hf import is_hf_metadata
-from bertprep.pipeline.config import ReadOptions
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers.context import ReadContext
@@ -76,7 +77,7 @@ def looks_like_sentence_per_line(lines: Sequence[str]) -> bool:
     if not nonblank:
         return False
     final = sum(bool(_SENTENCE_END.search(line)) for line in nonblank) / len(nonblank)
-    pairs = [(a, b) for a, b in zip(lines, lines[1:]) if a.strip() and b.strip()]
+    pairs = [(a, b) for a, b in itertools.pairwise(lines) if a.strip() and b.strip()]
     lower_next = sum(b.strip()[0].islower() for _, b in pairs) / len(pairs) if pairs else 0.0
     lengths = sorted(len(line) for line in nonblank)
     p90 = lengths[int(0.9 * (len(lengths) - 1))]

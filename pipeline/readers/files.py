@@ -12,8 +12,8 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 
 from bertprep.pipeline.paths import web_url_message
-from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.readers.base import InputError, ReaderStats
+from bertprep.pipeline.remote import RemotePathError, check_remote_path
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ class _DecompressedFile:
     def close(self) -> None:
         self._raw.close()
 
-    def __enter__(self) -> "_DecompressedFile":
+    def __enter__(self) -> _DecompressedFile:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -31,9 +31,9 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.base import Document, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _compression_of, _filesystems, _open, _read_blocks
-from bertprep.pipeline.config import ReadOptions
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def plan_ranges(files: Sequence[str], split_bytes: int) -> list[tuple[int, str, 
     they are larger than a range: they are read by one worker each)."""
     notes: dict[str, list[str]] = {}
     out = []
-    for file_index, (path, size) in enumerate(zip(files, _sizes(files))):
+    for file_index, (path, size) in enumerate(zip(files, _sizes(files), strict=True)):
         for byte_range in file_ranges(path, size, split_bytes, notes):
             out.append((file_index, path, *byte_range))
     for reason, paths in notes.items():

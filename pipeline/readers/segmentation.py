@@ -94,7 +94,7 @@ _FACTORIES: dict[str, Callable[[], Segmenter]] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_segmenter(name: str = DEFAULT_SEGMENTER) -> Segmenter:
     """Return a function ``split(paragraph: str) -> list[str]`` for the segmenter called ``name``.
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -285,7 +286,7 @@ def decode_instance(row: dict[str, Any], tokens: list[str], objective: str = "ns
     ``{cat→cat}`` (kept, 10%). The label reads IsNext / NotNext (objective ``nsp``), InOrder / Swapped
     (``sop``); objective ``none`` rows have none.
     """
-    labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"]))
+    labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"], strict=True))
     out = []
 
     def token(token_id: int) -> str:  # an id outside the vocab (a damaged shard) is shown, not an IndexError

@@ -27,8 +27,9 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,14 +82,11 @@ def write_bucket_file(
     a temporary Arrow stream file on any Beam filesystem; returns the number of rows written."""
     arrow_schema = schema.shard_schema(vocab_size, objective, word_ids)
     written = 0
-    with FileSystems.create(path) as f:
-        with pa.ipc.new_stream(pa.PythonFile(f, mode="w"), arrow_schema) as writer:
-            batches = rows.to_batches() if isinstance(rows, pa.Table) else rows
-            for batch in batches:
-                writer.write_table(
-                    pa.Table.from_batches([batch], schema=arrow_schema), max_chunksize=ROWS_PER_RECORD_BATCH
-                )
-                written += batch.num_rows
+    with FileSystems.create(path) as f, pa.ipc.new_stream(pa.PythonFile(f, mode="w"), arrow_schema) as writer:
+        batches = rows.to_batches() if isinstance(rows, pa.Table) else rows
+        for batch in batches:
+            writer.write_table(pa.Table.from_batches([batch], schema=arrow_schema), max_chunksize=ROWS_PER_RECORD_BATCH)
+            written += batch.num_rows
     return written
 
 

@@ -14,17 +14,16 @@ by ``beam/graph.py`` (``manifest_sections``): this module imports nothing of ``b
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.shards import store as shards
-from bertprep.pipeline.shards.store import BUCKETS_DIR
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, record_error, records_errors
+from bertprep.pipeline.shards import store as shards
+from bertprep.pipeline.shards.store import BUCKETS_DIR
 
 log = logging.getLogger(__name__)
 

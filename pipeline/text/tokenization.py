@@ -16,16 +16,16 @@ import logging
 import os
 import re
 from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from bertprep.pipeline import vocab_files
-from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer, tokenizer_json_model_type
 from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
 from bertprep.pipeline.paths import web_url_message
+from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer, tokenizer_json_model_type
 from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.schema import vocab_sha256
 from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
@@ -70,7 +70,7 @@ class Vocab:
     tokenizer, :func:`build_tokenizer`)."""
 
     @classmethod
-    def from_pretrained(cls, tokenizer: PretrainedTokenizer) -> "Vocab":
+    def from_pretrained(cls, tokenizer: PretrainedTokenizer) -> Vocab:
         """The vocab of a BPE / Unigram tokenizer (every id, added tokens included)."""
         token_to_id = {t: i for i, t in enumerate(tokenizer.tokens)}
         return cls(
@@ -85,7 +85,7 @@ class Vocab:
         do_lower_case: bool | None = None,
         source: str = "",
         strip_accents: bool | None = None,
-    ) -> "Vocab":
+    ) -> Vocab:
         token_to_id: dict[str, int] = {}
         for index, token in enumerate(tokens):
             token_to_id[token] = index  # later duplicates win, first position kept in key order
@@ -412,7 +412,7 @@ def check_tokenizer_options(vocab: Vocab, masking_scheme: str, word_segmenter: s
 
 def sentence_encoder(
     vocab: Vocab, do_lower_case: bool, *, strip_accents: bool | None = None
-) -> "SentenceEncoder | PretrainedSentenceEncoder":
+) -> SentenceEncoder | PretrainedSentenceEncoder:
     """make-shards' encoder for ``vocab``: :class:`SentenceEncoder` (WordPiece, the original's ids) or
     :class:`PretrainedSentenceEncoder` (a BPE / Unigram tokenizer)."""
     if vocab.pretrained is not None:
@@ -458,7 +458,7 @@ def build_tokenizer(vocab: Vocab, do_lower_case: bool, strip_accents: bool | Non
 # and without strip_accents): \t \n \r become a space, every other ASCII control character (Cc: 0x00-0x1f,
 # 0x7f) is removed. Same rules as the original ``BasicTokenizer._clean_text`` (``_is_whitespace``,
 # ``_is_control``) and tokenizers' ``BertNormalizer::do_clean_text``.
-_ASCII_CLEAN = {c: None for c in (*range(0x00, 0x20), 0x7F)} | {ord("\t"): " ", ord("\n"): " ", ord("\r"): " "}
+_ASCII_CLEAN = dict.fromkeys((*range(0x00, 0x20), 0x7F)) | {ord("\t"): " ", ord("\n"): " ", ord("\r"): " "}
 
 
 # After ``_ASCII_CLEAN`` the only whitespace left in an ASCII string is " ", and every printable ASCII
@@ -531,13 +531,13 @@ class SentenceEncoder:
         get = index.get
         word_index = [get(w, -1) for w in words]
         if -1 in word_index:  # words not seen yet: their pieces from tokenizers, once each
-            missing = list({w for w, i in zip(words, word_index) if i < 0})
+            missing = list({w for w, i in zip(words, word_index, strict=True) if i < 0})
             if len(index) + len(missing) > self.cache_size:
                 self._clear_cache()
                 index = self._index
                 missing = list({w for w in words if w not in index})
             for word, encoding in zip(
-                missing, self.ascii_tokenizer.encode_batch_fast(missing, add_special_tokens=False)
+                missing, self.ascii_tokenizer.encode_batch_fast(missing, add_special_tokens=False), strict=True
             ):
                 index[word] = len(self._first)
                 self._first.append(len(self._pieces))

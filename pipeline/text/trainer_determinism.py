@@ -26,7 +26,7 @@ code-point order and it creates no ``##`` forms, so every id is fixed before the
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 #: Texts handed to the Rust normaliser and pre-tokenizer at once when counting words (pure-ASCII ones are
 #: counted in Python, see :func:`count_words`).

@@ -27,6 +27,7 @@ fixes them before the first merge, so the same texts and settings give byte-iden
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -34,21 +35,22 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bertprep.pipeline import interrupts
 from bertprep.pipeline.atomic import finish_replace, remove_stale_staging, replace_directory, staging_name
-from bertprep.pipeline.paths import check_writes_apart
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.normalization import (
     AccentStats,
     accent_stripping_stats,
     accent_stripping_warning,
     resolve_strip_accents,
 )
-from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.paths import check_writes_apart
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text import vocab_models
 from bertprep.pipeline.text.trainer_determinism import count_words, fixed_alphabet, texts_of_counts
@@ -429,10 +431,8 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
         ) from err
     finally:
         for folder in reversed(made):
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(folder)
-            except OSError:
-                pass
     parent = os.path.dirname(os.path.abspath(output_dir))
     try:  # the new vocab is staged beside --output-dir, then swapped in (save_vocab)
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".bertprep-write-test-"):

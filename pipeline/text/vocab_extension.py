@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bertprep.pipeline.atomic import atomic_files
+from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.normalization import resolve_strip_accents
+from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text.vocab import (
     DEFAULT_LIMIT_ALPHABET,
@@ -63,8 +65,6 @@ from bertprep.pipeline.vocab_files import (
     tokenizer_files,
     wordpiece_split,
 )
-from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS
-from bertprep.pipeline.config import ReadOptions
 
 if TYPE_CHECKING:
     from bertprep.pipeline.readers import ReaderStats
@@ -427,7 +427,7 @@ def extend_vocab(
     tokens, placed = place_pieces(base.tokens, [p for p, _ in chosen])
     added = [
         AddedPiece(piece, id_, uses.get(piece, 0), saved, replaced)
-        for (piece, saved), (id_, replaced) in zip(chosen, placed)
+        for (piece, saved), (id_, replaced) in zip(chosen, placed, strict=True)
     ]
     return ExtendedVocab(
         base=base,
@@ -458,7 +458,7 @@ def save_extended_vocab(extended: ExtendedVocab, output_dir: str, *, overwrite: 
     contents = {EXTENSION_FILE: json.dumps(extended.record(), indent=2, ensure_ascii=False) + "\n", **files}
     contents[VOCAB_FILE] = contents.pop(VOCAB_FILE)  # last: its presence marks a complete directory
     with atomic_files([os.path.join(output_dir, name) for name in contents]) as temps:
-        for tmp, text in zip(temps, contents.values()):
+        for tmp, text in zip(temps, contents.values(), strict=True):
             with open(tmp, "x", encoding="utf-8", newline="\n") as f:
                 f.write(text)
     return {name: os.path.join(output_dir, name) for name in contents}

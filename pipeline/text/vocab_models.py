@@ -19,7 +19,7 @@ merges). ``pretrained_tokenizer.PretrainedTokenizer`` reads the directory back.
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 

@@ -42,7 +42,7 @@ import functools
 import importlib
 import logging
 from bisect import bisect_right
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -217,7 +217,7 @@ def word_starts(
     flags: list[bool] = []
     todo = [k for k, n in enumerate(lengths) if n]
     encodings = tokenizer.encode_batch([sentences[k] for k in todo], add_special_tokens=False)
-    for k, encoding in zip(todo, encodings):
+    for k, encoding in zip(todo, encodings, strict=True):
         if len(encoding.offsets) != lengths[k]:
             raise RuntimeError(
                 f"internal error: sentence {k} has {lengths[k]} pieces but {len(encoding.offsets)} offsets"

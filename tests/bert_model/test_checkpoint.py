@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.models.bert import TIED_WEIGHTS_KEYS, BertConfig, BertForPreTraining
-from bertprep.pipeline.atomic import staging_name
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
+from bertprep.pipeline.atomic import staging_name
 
 
 def _trained_model_and_optimizer(seed: int = 0):
@@ -81,8 +81,10 @@ def test_files_are_safetensors_and_json_only(tmp_path):
     assert set(weights) == set(model.state_dict()) - set(TIED_WEIGHTS_KEYS)
     opt = load_file(os.path.join(path, "optimizer.safetensors"))
     assert "bert.pooler.dense.weight/exp_avg" in opt and "cls.predictions.bias/exp_avg_sq" in opt
-    json.loads(open(os.path.join(path, "state.json")).read())
-    assert json.loads(open(os.path.join(path, "config.json")).read())["model_type"] == "bert"
+    with open(os.path.join(path, "state.json")) as f:
+        json.load(f)
+    with open(os.path.join(path, "config.json")) as f:
+        assert json.load(f)["model_type"] == "bert"
     for name in os.listdir(path):  # nothing pickled anywhere
         with open(os.path.join(path, name), "rb") as f:
             assert not f.read(2).startswith(b"\x80"), name
@@ -144,7 +146,7 @@ def test_optimizer_state_of_another_model_is_refused(tmp_path):
     with pytest.raises(ValueError, match="parameter names differ"):
         ckpt.load_optimizer_state(path, create_optimizer(other), state)
     deeper = BertConfig.from_preset("tiny", vocab_size=50, hidden_size=32, num_attention_heads=2, num_hidden_layers=3)
-    with pytest.raises(ValueError, match="missing .*layer.2"):
+    with pytest.raises(ValueError, match=r"missing .*layer\.2"):
         ckpt.load_model_weights(path, BertForPreTraining(deeper))
     with pytest.raises(ValueError, match=r"shape.*\(50, 128\).*\(50, 32\)"):
         ckpt.load_model_weights(path, BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=50)))

@@ -32,10 +32,12 @@ def test_pretraining_and_finetuning_batches_pad_alike():
             "masked_lm_ids": np.array([4], np.uint16),
             "next_sentence_label": 0,
         }
-        for s, t in zip(seqs, types)
+        for s, t in zip(seqs, types, strict=True)
     ]
     pretraining = collate(rows, pad_token_id=0)
-    finetuning = collate_features([{"input_ids": s, "token_type_ids": t, "labels": 1} for s, t in zip(seqs, types)])
+    finetuning = collate_features(
+        [{"input_ids": s, "token_type_ids": t, "labels": 1} for s, t in zip(seqs, types, strict=True)]
+    )
     for key in ("input_ids", "token_type_ids", "attention_mask"):
         assert torch.equal(pretraining[key], finetuning[key]), key
     assert finetuning["labels"].tolist() == [1, 1]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from batch_factory import loader_batch, shard_rows, tiny_config
 
+from batch_factory import loader_batch, shard_rows, tiny_config
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.metrics import PretrainingMetrics
 from bertprep.bert_model.models.heads import HEADS
@@ -63,7 +63,7 @@ def test_a_pretraining_step_runs_on_the_meta_device(architecture, packing):
     out = PretrainingModel(model)(**batch)
     loss = out.training_loss(1.0)
     loss.backward()
-    lr, grad_norm = optimizer_step(model, optimizer, scheduler, max_grad_norm=1.0)
+    _lr, grad_norm = optimizer_step(model, optimizer, scheduler, max_grad_norm=1.0)
     metrics = PretrainingMetrics("meta", mask_token_id=4)
     metrics.update(batch, out)  # the window sums stay on the device
     _assert_all_on([out.prediction_logits, out.mlm_loss, loss, grad_norm, metrics.sums], "meta")

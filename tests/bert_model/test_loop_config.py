@@ -42,8 +42,9 @@ def test_both_commands_refuse_bad_shared_settings(make):
 
 
 def test_the_optimizer_gets_the_shared_settings():
-    from bertprep.bert_model.optim import create_optimizer
     from torch import nn
+
+    from bertprep.bert_model.optim import create_optimizer
 
     config = _finetune(weight_decay=0.02, adam_beta1=0.8, adam_epsilon=1e-8)
     optimizer = create_optimizer(nn.Linear(2, 2), learning_rate=config.learning_rate, **config.adamw_settings())

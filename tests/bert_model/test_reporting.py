@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import wandb_log
 from bertprep.bert_model import checkpoint as ckpt
-from bertprep.bert_model.reporting import scalars
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from bertprep.bert_model.reporting import scalars
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import need_module
 from finetune_factory import FILLER, write_tiny_checkpoint
-import wandb_log
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

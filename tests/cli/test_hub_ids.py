@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -77,7 +78,7 @@ def test_fill_mask_and_make_shards_take_the_id(offline, tmp_path):
     made = CliRunner().invoke(cli, args + ["-q", "--direct_num_workers=1", "--direct_running_mode=in_memory"])
     assert made.exit_code == 0, made.output
     snapshot = resolve_model_dir(REPO)
-    assert (tmp_path / "shards" / "tokenizer.json").read_bytes() == open(f"{snapshot}/tokenizer.json", "rb").read()
+    assert (tmp_path / "shards" / "tokenizer.json").read_bytes() == Path(snapshot, "tokenizer.json").read_bytes()
 
 
 def test_an_id_missing_offline_says_how_to_download_it(offline):

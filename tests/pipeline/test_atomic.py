@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,14 +16,13 @@ from bertprep.pipeline import atomic
 def test_atomic_file_replaces_only_on_success(tmp_path):
     path = tmp_path / "out.txt"
     path.write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic.atomic_file(str(path)) as tmp:
-            with open(tmp, "w") as f:
-                f.write("half")
-            raise RuntimeError("disk full")
+    with pytest.raises(RuntimeError), atomic.atomic_file(str(path)) as tmp:
+        with open(tmp, "w") as f:
+            f.write("half")
+        raise RuntimeError("disk full")
     assert path.read_text() == "old"
     assert os.listdir(tmp_path) == ["out.txt"]  # the temporary file is gone
-    atomic.write_atomic(str(path), lambda p: open(p, "w").write("new"))
+    atomic.write_atomic(str(path), lambda p: Path(p).write_text("new"))
     assert path.read_text() == "new"
     assert os.listdir(tmp_path) == ["out.txt"]
 
@@ -65,7 +65,7 @@ def test_atomic_files_commit_in_order_and_leave_no_temporary_file(tmp_path, monk
     paths = [str(tmp_path / name) for name in ("a.txt", "b.txt", "marker.txt")]
     with atomic.atomic_files(paths) as temps:
         assert all(os.path.basename(t).startswith(".") and t.endswith(".tmp") for t in temps)  # hidden
-        for tmp, path in zip(temps, paths):
+        for tmp, path in zip(temps, paths, strict=True):
             with open(tmp, "w") as f:
                 f.write(os.path.basename(path))
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt", "marker.txt"]
@@ -79,10 +79,9 @@ def test_atomic_files_commit_in_order_and_leave_no_temporary_file(tmp_path, monk
 
     monkeypatch.setattr(os, "replace", failing_replace)
     (tmp_path / "marker.txt").unlink()
-    with pytest.raises(OSError, match="disk full"):
-        with atomic.atomic_files(paths) as temps:
-            for tmp in temps:
-                open(tmp, "w").close()
+    with pytest.raises(OSError, match="disk full"), atomic.atomic_files(paths) as temps:
+        for tmp in temps:
+            open(tmp, "w").close()
     assert moved == ["a.txt"]  # the marker, last, never moved in
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]  # no temporary file left
 

@@ -58,7 +58,7 @@ def test_no_credentials_is_refused_at_once(gcs_installed, no_network, monkeypatc
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
     start = time.monotonic()
-    with pytest.raises(remote.RemotePathError, match="no Google Cloud credentials found.*gcloud auth"):
+    with pytest.raises(remote.RemotePathError, match=r"no Google Cloud credentials found.*gcloud auth"):
         remote.check_remote_path("gs://b/x", "--output-dir", timeout=0.5)
     assert time.monotonic() - start < 3
 

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import gc
 import random
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig
-from bertprep.pipeline.masking.exact_draws import shuffle
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
+from bertprep.pipeline.masking.exact_draws import shuffle
 from bertprep.pipeline.masking.rule import create_masked_lm_predictions
 
 Sentence = Sequence[int]  # word-piece ids of one sentence (non-empty)

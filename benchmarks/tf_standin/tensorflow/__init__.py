@@ -78,7 +78,7 @@ FLAGS = _Flags()
 
 
 def _definer(kind):
-    def define(name, default, help=None):  # noqa: A002 - TF's signature
+    def define(name, default, help=None):  # TF's signature
         FLAGS._define(kind, name, default)
 
     return define
@@ -155,7 +155,7 @@ class Example:
     def __init__(self, features):
         self.features = features
 
-    def SerializeToString(self):  # noqa: N802 - TF's name
+    def SerializeToString(self):  # TF's name
         """One JSON object per example: feature name -> its int64 or float values."""
         out = {}
         for name, feature in self.features.feature.items():
@@ -172,7 +172,7 @@ class TFRecordWriter:
     """Writes each serialized example (a JSON object) as one line."""
 
     def __init__(self, path):
-        self._file = open(path, "w", encoding="utf-8")
+        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (the writer's file, closed by close())
 
     def write(self, record):
         self._file.write(record + "\n")

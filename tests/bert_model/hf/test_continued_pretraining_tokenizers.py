@@ -181,7 +181,7 @@ def test_export_loads_in_transformers_with_the_same_logits(published, tmp_path):
 
 
 def test_fill_mask_top5_equals_the_transformers_pipeline(published):
-    kind, directory, _, _ = published
+    _kind, directory, _, _ = published
     model, tokenizer = load_mlm_model(str(directory))
     pipe = transformers.pipeline("fill-mask", model=str(directory), tokenizer=str(directory), device="cpu")
     for probe in PROBES:

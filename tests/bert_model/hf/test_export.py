@@ -14,17 +14,17 @@ from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.hf.export import write_hf_directory
-from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
+from bertprep.bert_model.hf.interop import build_model, load_model_source, read_hf_state_dict
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertprep.bert_model.hf.interop import build_model, load_model_source, read_hf_state_dict
-from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer
-from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
 from bertprep.cli.main import cli
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
 
 transformers = need_module("transformers")
@@ -184,7 +184,7 @@ def test_pickled_objects_in_pytorch_model_bin_are_refused(tmp_path):
     model_dir.mkdir()
     torch.save({"weights": torch.zeros(1), "payload": Path("/tmp")}, model_dir / "pytorch_model.bin")
     (model_dir / "config.json").write_text(json.dumps(transformers.BertConfig(**TINY).to_dict()))
-    with pytest.raises(Exception, match="(?i)weights_only|unsupported|global"):
+    with pytest.raises(Exception, match=r"(?i)weights_only|unsupported|global"):
         read_hf_state_dict(str(model_dir))
 
 
@@ -198,7 +198,7 @@ def test_exported_tokenizer_matches_the_fine_tuning_features(tmp_path):
     features = task.featurize(
         [GlueExample(a, b, None, 1, i) for i, (a, b) in enumerate(pairs)], ours, with_labels=False
     )
-    for (a, b), feature in zip(pairs, features):
+    for (a, b), feature in zip(pairs, features, strict=True):
         encoded = hf_tokenizer(a, b)
         assert encoded["input_ids"] == feature["input_ids"]
         assert encoded["token_type_ids"] == feature["token_type_ids"]

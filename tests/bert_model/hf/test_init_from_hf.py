@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 import torch
@@ -19,8 +20,8 @@ from bertprep.bert_model.hf.interop import check_same_vocab, load_model_source, 
 from bertprep.bert_model.models.bert import BertForPreTraining
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
-from shard_factory import make_vocab, write_shard_dir
 from conftest import need_module
+from shard_factory import make_vocab, write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -132,9 +133,9 @@ def test_check_same_vocab_names_the_first_differing_id():
     other[7] = "zzz"
     with pytest.raises(ValueError, match=r"differs from M/vocab.txt at id 7: 'w7' in the shards, 'zzz' in the model"):
         check_same_vocab(vocab, other, shards="S", model="M")
-    with pytest.raises(ValueError, match="has 20 entries and M/vocab.txt 19: they differ from id 19 on"):
+    with pytest.raises(ValueError, match=re.escape("has 20 entries and M/vocab.txt 19: they differ from id 19 on")):
         check_same_vocab(vocab, vocab[:-1], shards="S", model="M")
-    with pytest.raises(ValueError, match="has no vocab.txt"):
+    with pytest.raises(ValueError, match=re.escape("has no vocab.txt")):
         check_same_vocab(vocab, None, shards="S", model="M")
 
 
@@ -222,7 +223,7 @@ def test_train_init_from_hf_refuses_shards_of_another_casing(tmp_path):
     _save_hf(hf_dir, "BertModel")
     (hf_dir / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}), encoding="utf-8")
     shards = _shards(tmp_path / "shards")  # the factory writes do_lower_case=True
-    with pytest.raises(ValueError, match="do_lower_case=True but .* do_lower_case=False"):
+    with pytest.raises(ValueError, match=r"do_lower_case=True but .* do_lower_case=False"):
         train(_train_config(shards, tmp_path / "run", hf_dir))
 
 

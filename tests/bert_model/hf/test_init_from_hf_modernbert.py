@@ -14,8 +14,8 @@ import logging
 import pytest
 import torch
 
-from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
+from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
@@ -171,5 +171,5 @@ def test_train_init_from_a_modernbert_directory_refuses_another_explicit_archite
     config = transformers.BertConfig(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
     transformers.BertForMaskedLM(config).save_pretrained(hf_dir)
     (hf_dir / "vocab.txt").write_text("".join(t + "\n" for t in make_vocab(VOCAB_SIZE)), encoding="utf-8")
-    with pytest.raises(ValueError, match="is a bert model .* not --architecture modernbert"):
+    with pytest.raises(ValueError, match=r"is a bert model .* not --architecture modernbert"):
         train(_train_config(tmp_path, hf_dir, architecture="modernbert", preset="tiny"))

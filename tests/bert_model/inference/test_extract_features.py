@@ -64,7 +64,7 @@ def test_offsets_point_into_each_segment_and_pooling_agrees_with_the_pieces(tmp_
     pieces = _run(minilm_dir, lines_file, tmp_path / "p.arrow", layers=(-1,)).to_pylist()
     pair = pieces[1]
     text_a, text_b = (s.strip() for s in LINES[1].split("|||"))
-    for token, (start, end), segment in zip(pair["tokens"], pair["offsets"], pair["token_type_ids"]):
+    for token, (start, end), segment in zip(pair["tokens"], pair["offsets"], pair["token_type_ids"], strict=True):
         if token in ("[CLS]", "[SEP]"):
             assert (start, end) == (-1, -1)
         else:

@@ -51,7 +51,7 @@ def test_probabilities_equal_transformers_and_are_sorted(tmp_path):
     texts = ["the capital of france is [MASK] .", "[MASK] big city [MASK] running"]
     results = fill_mask(model, tokenizer, texts, top_k=len(VOCAB), batch_size=2)
     assert [r.text for r in results] == texts
-    for text, result in zip(texts, results):
+    for text, result in zip(texts, results, strict=True):
         ids, _ = encode_with_masks(tokenizer, text)
         with torch.no_grad():
             logits = hf(input_ids=torch.tensor([ids])).logits[0]  # (T, V)

@@ -9,14 +9,15 @@ their plumbing is checked with a stand-in of the same contract (the segments of 
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from batch_factory import loader_batch, shard_rows, tiny_config
 
+from batch_factory import loader_batch, shard_rows, tiny_config
 from bertprep.bert_model.collate import layout_indices
 from bertprep.bert_model.models import attention
 from bertprep.bert_model.models.attention import AttentionPlan, configure_attention, resolve_attn_implementation
@@ -65,7 +66,7 @@ def _reference_varlen(q, k, v, cu_seqlens, max_seqlen, dropout_p=0.0, window_siz
     assert max_seqlen >= int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
     out = torch.empty_like(q)
     bounds = cu_seqlens.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         index = torch.arange(b - a)
         offset = index[:, None] - index[None, :]  # (i - j)
         left, right = (b - a if w < 0 else w for w in window_size)
@@ -127,7 +128,7 @@ def test_auto_is_sdpa_on_the_cpu_and_flash_kernels_are_refused_there():
 
 def test_flex_attention_refuses_a_model_that_trains_with_attention_dropout():
     model = _model("bert").train()
-    with pytest.raises(ValueError, match="no attention dropout.*--attention-probs-dropout-prob 0"):
+    with pytest.raises(ValueError, match=r"no attention dropout.*--attention-probs-dropout-prob 0"):
         configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False)
     model.eval()
     assert configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False) == "flex_attention"

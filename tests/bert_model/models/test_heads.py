@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
@@ -14,7 +15,6 @@ from bertprep.bert_model.models.heads import (
     load_encoder_weights,
     load_full_weights,
 )
-from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 
 TINY = dict(
     vocab_size=80,

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+
 from bertprep.bert_model.models.bert import (
     PRESETS,
     TIED_WEIGHTS_KEYS,
@@ -103,7 +104,7 @@ def test_decoder_is_tied_to_word_embeddings():
     assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
     assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
     names = [n for n, _ in model.named_parameters()]
-    assert len(names) == len(set(id(p) for p in model.parameters()))
+    assert len(names) == len({id(p) for p in model.parameters()})
     assert not set(TIED_WEIGHTS_KEYS) & set(names)
 
 
@@ -136,7 +137,7 @@ def test_config_validation_errors():
         BertConfig.from_preset("huge")
     with pytest.raises(ValueError, match="hidden_act"):
         BertConfig(hidden_act="relu")
-    with pytest.raises(ValueError, match="unknown BertConfig field.*hiden_size"):
+    with pytest.raises(ValueError, match=r"unknown BertConfig field.*hiden_size"):
         BertConfig.from_dict({"hiden_size": 3})
     assert BertConfig.from_preset("mini", hidden_size=384, num_attention_heads=6).intermediate_size == 1536
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+
 from bertprep.bert_model.models.modernbert import (
     PRESETS,
     TIED_WEIGHTS_KEYS,

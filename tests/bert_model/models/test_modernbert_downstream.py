@@ -85,7 +85,7 @@ def test_fill_mask_on_the_run_and_on_its_export(run, tmp_path):
         model, tokenizer = load_mlm_model(str(path))
         assert isinstance(model, ModernBertForMaskedLM)
         results.append(fill_mask(model, tokenizer, texts, top_k=3))
-    for a, b in zip(*results):
+    for a, b in zip(*results, strict=True):
         assert a.pieces == b.pieces and len(a.masks) == 1
         assert [c for c, _ in a.masks[0].candidates] == [c for c, _ in b.masks[0].candidates]
         np.testing.assert_allclose([p for _, p in a.masks[0].candidates], [p for _, p in b.masks[0].candidates])

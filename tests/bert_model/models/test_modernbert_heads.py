@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from bertprep.bert_model.models.heads import (
     HEADS,
     ModernBertForMultipleChoice,

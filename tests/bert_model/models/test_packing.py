@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.packing import (
     TokenBudgetPacker,
@@ -207,7 +208,7 @@ def test_packed_bert_equals_documents_one_by_one():
         )
         seq_out, pooled = out.last_hidden_state, out.pooler_output
         assert pooled.shape == (len(docs), 32)
-        for i, (doc, tt) in enumerate(zip(docs, types)):
+        for i, (doc, tt) in enumerate(zip(docs, types, strict=True)):
             alone = model.bert(torch.from_numpy(doc)[None], torch.from_numpy(tt)[None])
             assert (seq_out[packed["document_ids"] == i] - alone.last_hidden_state[0]).abs().max().item() < 1e-5, i
             assert (pooled[i] - alone.pooler_output[0]).abs().max().item() < 1e-5, i
@@ -250,7 +251,7 @@ def test_packed_pretraining_loss_equals_padded_batch():
         T = max(len(d) for d in docs)
         ids = torch.zeros(len(docs), T, dtype=torch.long)
         tts, mask, lab = torch.zeros_like(ids), torch.zeros_like(ids), torch.full_like(ids, -100)
-        for i, (doc, tt) in enumerate(zip(docs, types)):
+        for i, (doc, tt) in enumerate(zip(docs, types, strict=True)):
             where = packed["document_ids"] == i
             ids[i, : len(doc)], tts[i, : len(doc)], mask[i, : len(doc)] = torch.from_numpy(doc), torch.from_numpy(tt), 1
             lab[i, : len(doc)] = labels[where]

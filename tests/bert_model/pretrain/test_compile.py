@@ -15,8 +15,8 @@ import json
 
 import pytest
 import torch
-from batch_factory import loader_batch, tiny_config
 
+from batch_factory import loader_batch, tiny_config
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
@@ -39,7 +39,7 @@ def test_the_compiled_step_traces_whole_and_gives_eager_losses_and_gradients(arc
     a.backward()
     b.backward()
     assert abs(a.item() - b.item()) <= 1e-5, (a.item(), b.item())
-    for (name, p), q in zip(eager.named_parameters(), twin.parameters()):
+    for (name, p), q in zip(eager.named_parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(q.grad, p.grad, atol=1e-5, rtol=1e-5, msg=name)
 
 
@@ -82,7 +82,7 @@ def test_a_compiled_run_follows_eager_and_resumes_exactly(tiny_shards, tmp_path,
     assert not compiled_with
     full = train(_train_config(tiny_shards, tmp_path / "full", compile=True))
     assert compiled_with and all(kw.get("dynamic") for kw in compiled_with)
-    for a, b in zip(_losses(tmp_path / "eager"), _losses(tmp_path / "full")):
+    for a, b in zip(_losses(tmp_path / "eager"), _losses(tmp_path / "full"), strict=True):
         assert abs(a - b) <= 1e-5
     train(_train_config(tiny_shards, tmp_path / "parts", compile=True, stop_after_steps=2))
     second = train(_train_config(tiny_shards, tmp_path / "parts", compile=True, resume=str(tmp_path / "parts")))

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+
 from shard_factory import write_shard_dir
 
 WORKER = textwrap.dedent(

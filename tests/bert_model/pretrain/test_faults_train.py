@@ -7,8 +7,10 @@ synthetic shards from ``shard_factory``) and run in a subprocess where the fault
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from shard_factory import write_shard_dir
 from conftest import REPO_ROOT
+from shard_factory import write_shard_dir
 
 REPO_ROOT = REPO_ROOT
 
@@ -130,10 +132,8 @@ def _alive(pids: set[int]) -> set[int]:
 def _kill_all(proc: subprocess.Popen, pids: set[int]) -> None:
     """Clean-up after a failed assertion: the test's own processes, by pid."""
     for pid in _alive(pids | {proc.pid}):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     proc.wait()
 
 
@@ -167,7 +167,7 @@ def test_exception_in_the_training_loop_exits_nonzero_within_seconds_leaving_no_
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung after an exception in the training loop")
+        raise AssertionError("bertprep train hung after an exception in the training loop") from None
     exited = time.time()
     stderr = log.read_text()
     assert proc.returncode not in (0, None)
@@ -193,7 +193,7 @@ def test_missing_matplotlib_is_found_before_training_and_the_run_ends_cleanly(sh
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung without matplotlib")
+        raise AssertionError("bertprep train hung without matplotlib") from None
     exited = time.time()
     stderr = log.read_text()
     assert proc.returncode == 0, stderr
@@ -308,7 +308,7 @@ def test_checkpoint_files_follow_the_umask(run_with_two_checkpoints):
     assert old == 0o022, "the test expects the usual umask 022"
     checkpoint = run_with_two_checkpoints / "checkpoints" / "step-000004"
     modes = {p.name: p.stat().st_mode & 0o777 for p in checkpoint.iterdir()}
-    assert modes == {name: 0o644 for name in modes}, modes
+    assert modes == dict.fromkeys(modes, 0o644), modes
     assert {"model.safetensors", "optimizer.safetensors", "state.json"} <= set(modes)
 
 
@@ -492,7 +492,7 @@ def test_ranks_share_the_shard_verification(tmp_path):
     _flip_shard_byte(shards / "shard-00002-of-00004.arrow")
     info = read_shard_info(str(shards))
     verify_shard_files(info, rank=1, world_size=2)  # shards 1 and 3: intact
-    with pytest.raises(ValueError, match="shard-00002-of-00004.arrow: sha256 differs"):
+    with pytest.raises(ValueError, match=re.escape("shard-00002-of-00004.arrow: sha256 differs")):
         verify_shard_files(info, rank=0, world_size=2)
-    with pytest.raises(ValueError, match="shard-00002-of-00004.arrow"):
+    with pytest.raises(ValueError, match=re.escape("shard-00002-of-00004.arrow")):
         verify_shard_files(info)

@@ -86,7 +86,7 @@ def test_packed_rows_restart_positions_and_keep_every_target(shards):
     assert len(real_starts) == len(rows)
     T = packed["input_ids"].shape[1]
     np.testing.assert_array_equal(packed["sequence_starts"], [b * T + t for b, t in real_starts])
-    for (b, t), row in zip(real_starts, rows):
+    for (b, t), row in zip(real_starts, rows, strict=True):
         n = len(row["input_ids"])
         np.testing.assert_array_equal(packed["input_ids"][b, t : t + n], row["input_ids"])
         np.testing.assert_array_equal(packed["position_ids"][b, t : t + n], np.arange(n))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -120,7 +121,7 @@ def test_streams_split_shards_across_ranks_and_workers(shard_dir):
             seen[stream] = {epoch: ds.stream_shards(stream, epoch) for epoch in range(3)}
     for epoch in range(3):
         assignment = [seen[s][epoch] for s in range(4)]
-        assert sorted(sum(assignment, [])) == [0, 1, 2, 3]  # disjoint and complete
+        assert sorted(s for shards in assignment for s in shards) == [0, 1, 2, 3]  # disjoint and complete
     assert [seen[s][0] for s in range(4)] != [seen[s][1] for s in range(4)]  # reshuffled each epoch
 
     # Reading for real: two ranks of one pass see disjoint instances that together are the whole directory.
@@ -143,7 +144,7 @@ def _take(it, n):
 
 def _same_batches(a: list[dict[str, torch.Tensor]], b: list[dict[str, torch.Tensor]]) -> bool:
     return len(a) == len(b) and all(
-        x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b)
+        x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b, strict=True)
     )
 
 
@@ -177,9 +178,9 @@ def test_cursor_resumes_the_exact_batch_sequence(shard_dir, num_workers, consume
 def _packed_instances(batch: dict[str, torch.Tensor]) -> list[tuple]:
     """The instances of a packed batch, row-major: each one's input_ids (a run of one sequence id in a row)."""
     out = []
-    for ids, seq in zip(batch["input_ids"].tolist(), batch["sequence_ids"].tolist()):
+    for ids, seq in zip(batch["input_ids"].tolist(), batch["sequence_ids"].tolist(), strict=True):
         for s in sorted(set(seq) - {-1}):
-            out.append(tuple(t for t, q in zip(ids, seq) if q == s))
+            out.append(tuple(t for t, q in zip(ids, seq, strict=True) if q == s))
     return out
 
 
@@ -245,7 +246,7 @@ def test_cursor_with_another_layout_restarts_the_epoch(shard_dir, caplog):
 def test_manifest_checks_name_the_problem(tmp_path, shard_dir):
     info = read_shard_info(shard_dir)
     assert (info.vocab_size, info.max_seq_length, info.num_shards, info.num_rows) == (70, 24, 4, 98)
-    with pytest.raises(ValueError, match="made with another vocab.*same vocab.txt"):
+    with pytest.raises(ValueError, match=r"made with another vocab.*same vocab\.txt"):
         check_compatible(info, vocab_sha256="0" * 64)
     with pytest.raises(ValueError, match="vocab of 70 entries but the model has vocab_size=30522"):
         check_compatible(info, vocab_size=30522)
@@ -256,7 +257,7 @@ def test_manifest_checks_name_the_problem(tmp_path, shard_dir):
     check_compatible(
         info, vocab_sha256=info.vocab_sha256, vocab_size=70, max_seq_length=24, max_position_embeddings=512
     )
-    with pytest.raises(FileNotFoundError, match="no manifest.json"):
+    with pytest.raises(FileNotFoundError, match=re.escape("no manifest.json")):
         read_shard_info(str(tmp_path))
 
 
@@ -297,7 +298,7 @@ def test_dynamic_masking_follows_the_reference_rule(dynamic_dir):
     raw = ShardDataset.__new__(ShardDataset)  # the same rows unmasked, for the labels
     raw.__dict__.update(ds.__dict__, masking=None)
     tokens = predicted = masked = kept = replaced = 0
-    for batch, original in zip(ShardLoader(ds), ShardLoader(raw)):
+    for batch, original in zip(ShardLoader(ds), ShardLoader(raw), strict=True):
         assert torch.equal(batch["attention_mask"], original["attention_mask"])
         assert original["masked_lm_ids"].eq(-100).all()  # the shards themselves hold no predictions
         for i in range(batch["input_ids"].size(0)):
@@ -329,13 +330,15 @@ def test_dynamic_masks_are_reproducible_resumable_and_new_each_epoch(dynamic_dir
         return ShardLoader(ShardDataset(dynamic_dir, batch_size=50, seed=seed, shuffle_buffer_size=100))
 
     reference = _take(iter(make()), 70)  # 3,500 instances: into the second epoch (3,000 rows)
-    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(reference, _take(iter(make()), 70)))
+    assert all(
+        torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(reference, _take(iter(make()), 70), strict=True)
+    )
     assert not torch.equal(reference[0]["input_ids"], next(iter(make(seed=5)))["input_ids"])
     loader = make()
     _take(iter(loader), 31)
     resumed = make()
     resumed.load_state_dict(json.loads(json.dumps(loader.state_dict())))
-    for a, b in zip(reference[31:], _take(iter(resumed), 39)):
+    for a, b in zip(reference[31:], _take(iter(resumed), 39), strict=True):
         assert all(torch.equal(a[k], b[k]) for k in a)
 
 

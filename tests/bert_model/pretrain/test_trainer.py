@@ -9,10 +9,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model.pretrain.data import ShardDataset
-from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, param_groups, warmup_linear_decay
+from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
 from shard_factory import SPECIAL_TOKENS, write_shard_dir
@@ -222,7 +222,7 @@ def test_resume_refuses_shards_of_another_length_but_init_from_accepts(tiny_shar
     train(_config(tiny_shards, tmp_path / "phase1", max_steps=2))
     long_shards = tmp_path / "long"
     write_shard_dir(long_shards, num_shards=1, rows_per_shard=16, vocab_size=64, max_seq_length=48, seed=5)
-    with pytest.raises(ValueError, match="max_seq_length=48 but checkpoint .* uses max_seq_length=32"):
+    with pytest.raises(ValueError, match=r"max_seq_length=48 but checkpoint .* uses max_seq_length=32"):
         train(_config(tiny_shards, tmp_path / "phase1", shards=str(long_shards), resume=str(tmp_path / "phase1")))
     phase2 = train(
         _config(

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import atomic
-from finetune_factory import write_tiny_checkpoint
 from conftest import FIXTURES
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -12,15 +12,15 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from bertprep.bert_model import checkpoint as ckpt
+from bertprep.bert_model.inference.features import encoder_hidden_states
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
+from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.tasks.feature_based import (
     FEATURE_MODES,
     BertFeatureBasedForTokenClassification,
     combine_layers,
 )
-from bertprep.bert_model.inference.features import encoder_hidden_states
 from bertprep.bert_model.tasks.registry import make_task
-from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
-from bertprep.bert_model.optim import create_optimizer
 from bertprep.cli.main import cli
 from conftest import FIXTURES
 

@@ -15,8 +15,8 @@ from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
-from finetune_factory import write_tiny_checkpoint
 from conftest import FIXTURES, need_module
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -98,7 +98,7 @@ def test_bf16_precision_on_cpu_learns_the_keyword_task_too(tmp_path, checkpoint)
 
 
 def test_same_seed_gives_the_same_model_and_random_init_differs(tmp_path, checkpoint):
-    train, dev = _sentiment_files(tmp_path)
+    train, _dev = _sentiment_files(tmp_path)
     weights = []
     for name, random_init in (("a", False), ("b", False), ("c", True)):
         config = FinetuneConfig(

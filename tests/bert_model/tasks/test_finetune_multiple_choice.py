@@ -13,15 +13,15 @@ from click.testing import CliRunner
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
-from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
-from bertprep.bert_model.models.heads import BertForMultipleChoice
 from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.heads import BertForMultipleChoice
+from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.registry import make_task
-from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from bertprep.cli.main import cli
-from finetune_factory import write_tiny_checkpoint
+from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -88,7 +88,7 @@ def test_bad_rows_name_the_file_line_and_option(tmp_path):
     f.write_text("sent1,sent2,ending0,ending1\nctx,he,a,b\n")  # no label: fine for prediction only
     task = MultipleChoiceTask(ending_columns=["ending0", "ending1"])
     assert task.read(str(f), with_labels=False)[0].label is None
-    with pytest.raises(ValueError, match="no column 'label'.*--label-column"):
+    with pytest.raises(ValueError, match=r"no column 'label'.*--label-column"):
         task.read(str(f))
 
 
@@ -197,7 +197,8 @@ def test_learns_a_task_only_the_context_can_solve(tmp_path, checkpoint):
     )
     result = finetune(config, make_task("multiple-choice", max_seq_length=16))
     assert result.best_metrics["accuracy"] >= 0.6  # chance is 0.25 (measured: 0.80 after 320 steps)
-    rows = list(csv.reader(open(tmp_path / "run" / "eval_predictions.csv", encoding="utf-8")))
+    with open(tmp_path / "run" / "eval_predictions.csv", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
     assert rows[0] == ["id", "label"] and len(rows) == 65
 
 
@@ -238,14 +239,16 @@ def test_swag_sample_end_to_end_from_minilm(tmp_path, shared_data, minilm_dir):
     )
     assert out.exit_code == 0, out.output
     assert "11 predictions" in out.output and "accuracy" in out.output
-    predicted = [int(r["label"]) for r in csv.DictReader(open(tmp_path / "p.csv", encoding="utf-8"))]
+    with open(tmp_path / "p.csv", encoding="utf-8") as f:
+        predicted = [int(r["label"]) for r in csv.DictReader(f)]
     assert len(predicted) == 11 and set(predicted) <= {0, 1, 2, 3}
     # Export: transformers' BertForMultipleChoice gives the same choices from the same text.
     out = runner.invoke(cli, ["export", str(run), "-o", str(tmp_path / "hf")])
     assert out.exit_code == 0, out.output
     hf = transformers.BertForMultipleChoice.from_pretrained(tmp_path / "hf").eval()
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
-    rows = list(csv.DictReader(open(swag, encoding="utf-8")))
+    with open(swag, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
     firsts = [r["sent1"] for r in rows for _ in range(4)]
     seconds = [f"{r['sent2']} {r[f'ending{i}']}" for r in rows for i in range(4)]
     batch = tok(firsts, seconds, truncation="longest_first", max_length=64, padding=True, return_tensors="pt")

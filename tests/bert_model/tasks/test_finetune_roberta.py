@@ -62,7 +62,7 @@ def test_finetune_predict_export_a_roberta_pair_task(roberta_dir, tmp_path):
     features = task.featurize(examples, tokenizer)
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(best))
     pairs = dict(truncation="longest_first", max_length=32)  # (truncate_seq_pair is transformers' longest_first)
-    for e, f in zip(examples, features):  # RoBERTa's pair layout, as transformers encodes it
+    for e, f in zip(examples, features, strict=True):  # RoBERTa's pair layout, as transformers encodes it
         assert f["input_ids"] == hf_tokenizer(e.text_a, e.text_b, **pairs)["input_ids"]
         assert set(f["token_type_ids"]) == {0}
     ours = np.stack([o["logits"] for o in run_model(model, features, batch_size=4, device=torch.device("cpu"))])
@@ -97,4 +97,4 @@ def test_extract_features_of_a_roberta_reads_its_tokenizer(roberta_dir, tmp_path
         table = pa.ipc.open_file(source).read_all()
     tokens = table.column("tokens").to_pylist()
     assert tokens[0][0] == "<s>" and tokens[0][-1] == "</s>"
-    assert set(t for row in table.column("token_type_ids").to_pylist() for t in row) == {0}  # one token type
+    assert {t for row in table.column("token_type_ids").to_pylist() for t in row} == {0}  # one token type

@@ -130,7 +130,7 @@ def test_doc_stride_windows_and_answer_positions(tokenizer):
     # Each context piece is the maximum-context piece of exactly one window.
     counts: dict[tuple[int, int], int] = {}
     for f in features:
-        for offset, is_max in zip(f["offsets"], f["max_context"]):
+        for offset, is_max in zip(f["offsets"], f["max_context"], strict=True):
             if offset is not None and is_max:
                 counts[offset] = counts.get(offset, 0) + 1
     assert len(counts) == 79 and set(counts.values()) == {1}

@@ -15,14 +15,14 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
+from bertprep.bert_model.tasks.registry import make_task
 from bertprep.bert_model.tasks.squad import SquadAnswer, SquadTask, null_odds_path
 from bertprep.bert_model.tasks.squad_data import SquadExample, read_squad
 from bertprep.bert_model.tasks.squad_eval import find_best_threshold, squad_v2_metrics, squad_v2_raw_scores
-from bertprep.bert_model.tasks.registry import make_task
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
 from bertprep.cli.main import cli
-from finetune_factory import write_tiny_checkpoint
+from bertprep.pipeline.vocab_files import WordPieceTokenizer
 from conftest import FIXTURES
+from finetune_factory import write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

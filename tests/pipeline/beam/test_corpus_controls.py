@@ -76,7 +76,7 @@ def _sampled(rate: float, source: str, ids: list, lengths: list) -> list[list[in
     """The sentences each copy keeps, per document, as the pipeline decides them (plan, then per document)."""
     keys = [mixture.sampling_key(1, source, p, o) for p, o in ids]
     cut = None if rate == int(rate) else mixture.plan_fraction(keys, [sum(ls) for ls in lengths], rate - int(rate))
-    return [mixture.copies_of(rate, key, cut, ls) for key, ls in zip(keys, lengths)]
+    return [mixture.copies_of(rate, key, cut, ls) for key, ls in zip(keys, lengths, strict=True)]
 
 
 def test_rates_multiply_each_sources_word_pieces_up_to_one_sentence():
@@ -86,13 +86,13 @@ def test_rates_multiply_each_sources_word_pieces_up_to_one_sentence():
     lengths = [list(rng.integers(5, 60, size=int(rng.choice([3, 20, 400], p=[0.5, 0.45, 0.05])))) for _ in ids]
     total = sum(map(sum, lengths))
     longest_sentence = max(max(ls) for ls in lengths)
-    assert all(c == [len(ls)] * 2 for c, ls in zip(_sampled(2.0, "s", ids, lengths), lengths))
+    assert all(c == [len(ls)] * 2 for c, ls in zip(_sampled(2.0, "s", ids, lengths), lengths, strict=True))
     for rate in (0.3, 0.5, 1.25, 2.5):
         copies = _sampled(rate, "s", ids, lengths)
-        tokens = sum(sum(ls[:k]) for c, ls in zip(copies, lengths) for k in c)
+        tokens = sum(sum(ls[:k]) for c, ls in zip(copies, lengths, strict=True) for k in c)
         assert abs(tokens - rate * total) <= longest_sentence / 2 + 1, rate
         assert all(len(c) in (int(rate), int(rate) + 1) for c in copies)  # whole copies first, then the extra one
-        cut = [c[-1] for c, ls in zip(copies, lengths) if c and c[-1] < len(ls)]
+        cut = [c[-1] for c, ls in zip(copies, lengths, strict=True) if c and c[-1] < len(ls)]
         assert len(cut) <= 1  # at most one document is cut to its first sentences
         extra = sum(len(c) > int(rate) for c in copies) / len(ids)
         assert abs(extra - (rate - int(rate))) < 0.1, rate  # a share of documents near the fraction
@@ -126,10 +126,10 @@ def test_sampling_is_the_same_in_another_process_whatever_pythonhashseed():
 def test_alpha_rates_follow_xlmr_temperature_sampling():
     sizes = [800, 150, 50]
     assert mixture.alpha_rates(sizes, 1.0) == pytest.approx([1.0, 1.0, 1.0])
-    shares = [r * n / sum(sizes) for r, n in zip(mixture.alpha_rates(sizes, 0.0), sizes)]
+    shares = [r * n / sum(sizes) for r, n in zip(mixture.alpha_rates(sizes, 0.0), sizes, strict=True)]
     assert shares == pytest.approx([1 / 3] * 3)  # alpha 0: equal shares
     rates = mixture.alpha_rates(sizes, 0.3)
-    q = [r * n for r, n in zip(rates, sizes)]
+    q = [r * n for r, n in zip(rates, sizes, strict=True)]
     assert sum(q) == pytest.approx(sum(sizes))  # same total size
     p = np.array(sizes) / sum(sizes)
     assert np.array(q) / sum(q) == pytest.approx(p**0.3 / (p**0.3).sum())

@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from conftest import FIXTURES, need_module
 
 distributed = need_module("distributed")

@@ -248,7 +248,7 @@ def test_partition_count_follows_the_workers(cluster, tmp_path):
         log = tmp_path / f"bundles{len(extra)}.log"
 
         def build(p):
-            write(p | beam.Create(list(range(8))) | beam.ParDo(BundleLog(str(log))), tmp_path / "o", "w")
+            write(p | beam.Create(list(range(8))) | beam.ParDo(BundleLog(str(log))), tmp_path / "o", "w")  # noqa: B023 (the pipeline is built and run in this same iteration)
 
         run(build, c.scheduler_address, *extra)
         assert sorted(map(int, lines(log))) == expected
@@ -268,12 +268,14 @@ def test_unreachable_scheduler_is_one_clear_line_fast(tmp_path):
     """
     address = f"tcp://127.0.0.1:{_free_port()}"
     start = time.monotonic()
-    with pytest.raises(dr.DaskSchedulerUnreachable) as err:
-        with beam.Pipeline(
+    with (
+        pytest.raises(dr.DaskSchedulerUnreachable) as err,
+        beam.Pipeline(
             runner=dr.BertprepDaskRunner(),
             options=PipelineOptions(["--dask_client_address", address, "--dask_connection_timeout=3"]),
-        ) as p:
-            p | beam.Create([1]) | beam.Map(str)
+        ) as p,
+    ):
+        p | beam.Create([1]) | beam.Map(str)
     assert time.monotonic() - start < 15
     message = str(err.value)
     assert isinstance(err.value, ValueError) and "\n" not in message
@@ -306,9 +308,9 @@ def _child_pids() -> set[int]:
 def test_local_cluster_is_closed_even_when_the_run_fails():
     """No address: the adapter starts a LocalCluster of processes, and a failing run still closes it."""
     before = _child_pids()
-    with pytest.raises(Exception, match="boom on purpose"):
-        with beam.Pipeline(runner=dr.BertprepDaskRunner(), options=PipelineOptions([])) as p:
-            p | beam.Create([1, 2]) | beam.Map(boom)
+    pipeline = beam.Pipeline(runner=dr.BertprepDaskRunner(), options=PipelineOptions([]))
+    with pytest.raises(Exception, match="boom on purpose"), pipeline as p:
+        p | beam.Create([1, 2]) | beam.Map(boom)
     deadline = time.monotonic() + 10
     while _child_pids() - before and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -30,6 +30,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from conftest import need_module
 
 need_module("apache_beam.runners.dataflow.internal.apiclient")

@@ -225,7 +225,7 @@ def test_a_scheduler_killed_mid_run_is_named(tmp_path):
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     dask = str(Path(sys.executable).parent / "dask")
-    log = open(tmp_path / "cluster.log", "w")
+    log = open(tmp_path / "cluster.log", "w")  # noqa: SIM115 (the cluster's output; closed in the finally)
     scheduler = subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)
     worker = None
     try:
@@ -552,7 +552,7 @@ def test_relative_paths_on_dask_are_the_launching_folders(tmp_path):
     (tmp_path / "workers").mkdir()
     (tmp_path / "here").mkdir()
     (tmp_path / "here" / "a.txt").write_bytes((PIPELINE / "a.txt").read_bytes())
-    log = open(tmp_path / "cluster.log", "w")
+    log = open(tmp_path / "cluster.log", "w")  # noqa: SIM115 (the cluster's output; closed in the finally)
     procs = [subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)]
     try:
         time.sleep(2)

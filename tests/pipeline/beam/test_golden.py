@@ -81,7 +81,7 @@ def test_one_bucket_mode_reproduces_the_original_generator(name, shared_data, tm
     expected = _golden_rows(shared_data / "golden" / f"{name}.jsonl.gz")
     got = list(iter_rows(str(tmp_path / "shards"), manifest))
     assert len(got) == len(expected)
-    for k, (g, e) in enumerate(zip(got, expected)):
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
         assert g == e, f"{name}: instance {k} differs from the original generator's"
     assert manifest["statistics"]["instances"] == len(expected)
     shard_rows = [s["rows"] for s in manifest["shards"]]

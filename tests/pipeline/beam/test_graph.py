@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import apache_beam as beam
 import pytest
-from pipeline_factory import FILES, VOCAB, shards_config
 
 from bertprep.pipeline.beam.graph import build_pipeline
 from bertprep.pipeline.text.tokenization import load_vocab
+from pipeline_factory import FILES, VOCAB, shards_config
 
 GLOBAL_STEPS = {
     "ListInputFiles",

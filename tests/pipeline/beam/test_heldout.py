@@ -25,10 +25,10 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
 from bertprep.pipeline.beam import heldout
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
-from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
-from bertprep.pipeline.normalization import bert_normalizer
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.normalization import bert_normalizer
+from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
 from bertprep.pipeline.shards.write import MergeCountsFn
 from conftest import FIXTURES, need_module
 
@@ -113,7 +113,7 @@ def test_split_rule_is_stable_across_processes_whatever_pythonhashseed():
         "from bertprep.pipeline.beam.heldout import eval_score; "
         "print(repr([eval_score(7, 'gs://b/wiki_%02d' % f, o) for f in range(3) for o in range(50)]))"
     )
-    here = repr([heldout.eval_score(7, "gs://b/wiki_%02d" % f, o) for f in range(3) for o in range(50)])
+    here = repr([heldout.eval_score(7, f"gs://b/wiki_{f:02d}", o) for f in range(3) for o in range(50)])
     other_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
     env = dict(os.environ, PYTHONHASHSEED=other_seed)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

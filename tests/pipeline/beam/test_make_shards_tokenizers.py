@@ -31,7 +31,7 @@ def _make(vocab, out, *extra):
 
 def _unmasked(row: dict) -> list[int]:
     ids = list(row["input_ids"])
-    for position, original in zip(row["masked_lm_positions"], row["masked_lm_ids"]):
+    for position, original in zip(row["masked_lm_positions"], row["masked_lm_ids"], strict=True):
         ids[position] = original
     return ids
 

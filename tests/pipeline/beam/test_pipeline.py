@@ -106,7 +106,7 @@ def test_manifest_describes_the_shards_exactly(tmp_path):
     cls, sep = vocab.token_to_id["[CLS]"], vocab.token_to_id["[SEP]"]
     for r in rows:
         tokens = list(r["input_ids"])
-        for pos, label in zip(r["masked_lm_positions"], r["masked_lm_ids"]):
+        for pos, label in zip(r["masked_lm_positions"], r["masked_lm_ids"], strict=True):
             tokens[pos] = label
         assert len(tokens) <= 64 and tokens[0] == cls and tokens.count(sep) == 2 and tokens[-1] == sep
         first_b = r["token_type_ids"].index(1)
@@ -130,7 +130,7 @@ def test_statistics_on_a_larger_run_are_the_papers_ratios(tmp_path):
 def test_existing_shards_are_refused_unless_overwrite(tmp_path):
     out = tmp_path / "out"
     run_make_shards(_config(out), ONE_WORKER)
-    with pytest.raises(MakeShardsError, match="already holds shards.*--overwrite"):
+    with pytest.raises(MakeShardsError, match=r"already holds shards.*--overwrite"):
         run_make_shards(_config(out), ONE_WORKER)
     manifest = run_make_shards(_config(out, num_shards=2, overwrite=True), ONE_WORKER)
     assert sorted(p.name for p in out.glob("shard-*")) == [s["file"] for s in manifest["shards"]]

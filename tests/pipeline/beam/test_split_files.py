@@ -15,7 +15,7 @@ from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readers"))
-from test_ranges import _parquet, multistream_dump  # noqa: E402
+from test_ranges import _parquet, multistream_dump
 
 IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 

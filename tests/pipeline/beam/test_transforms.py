@@ -10,19 +10,19 @@ from pathlib import Path
 import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
-from pipeline_factory import FILES, VOCAB, beam_pipeline, documents, shards_config, tokenized
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.instances.bucket_files import bucket_documents, make_bucket_instances, stable_bucket
-from bertprep.pipeline.config import ShardsConfig
-from bertprep.pipeline.instances.common import VocabIds
-from bertprep.pipeline.text.tokenization import load_vocab
 from bertprep.pipeline.beam.transforms import (
     CreateTrainingInstances,
     ProcessFilesStreaming,
     ReadDocuments,
     TokenizeDocuments,
 )
+from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.instances.bucket_files import bucket_documents, make_bucket_instances, stable_bucket
+from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.text.tokenization import load_vocab
+from pipeline_factory import FILES, VOCAB, beam_pipeline, documents, shards_config, tokenized
 
 
 def test_read_documents_emits_every_document_and_the_reader_counts():

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from pipeline_factory import VOCAB, shards_config, tokenized
 
 from bertprep.pipeline.instances.bucket_files import (
     bucket_documents,
@@ -19,6 +18,7 @@ from bertprep.pipeline.instances.bucket_files import (
 )
 from bertprep.pipeline.instances.common import VocabIds
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
+from pipeline_factory import VOCAB, shards_config, tokenized
 
 
 def test_encode_document_keeps_ids_as_bytes_and_counts_the_empty_sentences_it_drops():
@@ -68,5 +68,5 @@ def test_a_bucket_that_makes_no_instance_writes_no_file(tmp_path):
     vocab = load_vocab(VOCAB)
     encoder = SentenceEncoder(vocab, True)
     docs = bucket_documents([encode_document(encoder, 0, 0, [""])])
-    (bucket, path, rows), _ = make_bucket_instances(3, docs, config, VocabIds(vocab), vocab.size, str(tmp_path))
+    (bucket, _path, rows), _ = make_bucket_instances(3, docs, config, VocabIds(vocab), vocab.size, str(tmp_path))
     assert (bucket, rows) == (3, 0) and not list(tmp_path.iterdir())

@@ -15,10 +15,10 @@ import random
 import pyarrow as pa
 import pytest
 
+from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
-from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds
 from bertprep.pipeline.text.tokenization import Vocab
 from reference.instances import create_training_instances, instances_to_table

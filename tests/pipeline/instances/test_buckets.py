@@ -9,14 +9,15 @@ workers writes the same bytes as Beam's own workers.
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.instances import buckets
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
@@ -84,7 +85,7 @@ def test_a_document_longer_than_several_buckets_leaves_them_empty_not_wrong():
     assigned = _assign(keys, bounds)
     assert len(bounds) == 10 and bounds == sorted(bounds)
     assert len(set(assigned)) < 11  # buckets the long document spans are empty
-    assert all(assigned[i] <= assigned[j] for i, j in zip(np.argsort(keys), np.argsort(keys)[1:]))
+    assert all(assigned[i] <= assigned[j] for i, j in itertools.pairwise(np.argsort(keys)))
 
 
 def test_document_mode_keys_are_unchanged():

@@ -24,7 +24,7 @@ def _make(config: InstanceConfig, n_docs: int = 60, seed: int = 0):
 
 def _unmasked(instance) -> list[int]:
     tokens = list(instance.input_ids)
-    for pos, label in zip(instance.masked_lm_positions, instance.masked_lm_ids):
+    for pos, label in zip(instance.masked_lm_positions, instance.masked_lm_ids, strict=True):
         tokens[pos] = label
     return tokens
 
@@ -46,7 +46,7 @@ def test_truncate_ties_truncate_b():
 
 def test_instances_are_well_formed():
     config = InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10))
-    vocab, ids, instances, stats = _make(config)
+    _vocab, ids, instances, stats = _make(config)
     assert instances and stats.instances == len(instances)
     for inst in instances:
         tokens = _unmasked(inst)
@@ -66,7 +66,7 @@ def test_instances_are_well_formed():
 
 def test_masking_ratios_follow_80_10_10_and_15_percent():
     config = InstanceConfig(max_seq_length=128, dupe_factor=3, mlm=MaskingConfig(max_predictions_per_seq=20))
-    _, _, instances, stats = _make(config, n_docs=150)
+    _, _, _instances, stats = _make(config, n_docs=150)
     assert stats.masked > 20000
     assert abs(stats.masked_as_mask / stats.masked - 0.80) < 0.01
     assert abs(stats.masked_as_random / stats.masked - 0.10) < 0.01

@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from bertprep.pipeline import schema
+from bertprep.pipeline.config import OBJECTIVES, InstanceConfig, MaskingConfig
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
-from bertprep.pipeline.config import OBJECTIVES, InstanceConfig, MaskingConfig
-from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds
+from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.text.tokenization import Vocab
 from conftest import FIXTURES, need_module
 
@@ -218,7 +218,7 @@ def test_none_masking_never_picks_a_separator(sampling):
     for row in table.to_pylist():
         ids_row, positions, labels = row["input_ids"], row["masked_lm_positions"], row["masked_lm_ids"]
         original = list(ids_row)
-        for p, label in zip(positions, labels):
+        for p, label in zip(positions, labels, strict=True):
             original[p] = label
         candidates = sum(1 for t in original if t not in (CLS, SEP))
         wanted = min(5, max(1, round(len(original) * 0.15)))
@@ -431,10 +431,9 @@ def test_dynamic_masking_of_none_rows_never_masks_a_separator(shard_sets):
 def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
     transformers = need_module("transformers")
     import torch
+    from safetensors.torch import load_file
 
     from bertprep.bert_model.hf.export import export_model
-
-    from safetensors.torch import load_file
 
     result = _train(shard_sets["none-exact"], tmp_path / "run", weight_decay=0.0, save_every=2)
     # without a sentence task the NSP head (pooler + seq_relationship) gets no gradient: as initialised

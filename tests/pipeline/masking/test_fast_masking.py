@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig
-from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.masking.rule import num_to_predict
 from reference.instances import create_training_instances, instances_to_table
 from synthetic_corpus import synthetic_corpus, synthetic_vocab
@@ -53,7 +53,7 @@ def test_mask_table_follows_the_rule_and_is_deterministic():
     again, _ = mask_table(table, config.mlm, MASK_ID, random_ids, np.random.default_rng(0))
     assert masked.equals(again)
     rows, originals = masked.to_pylist(), table.column("input_ids").to_pylist()
-    for row, original in zip(rows, originals):
+    for row, original in zip(rows, originals, strict=True):
         positions = row["masked_lm_positions"]
         assert len(positions) == num_to_predict(len(original), 0.15, 20)
         assert positions == sorted(set(positions))
@@ -79,14 +79,14 @@ def test_fast_masking_has_the_original_statistics():
     assert abs(counts["masked_as_random"] / counts["masked"] - 0.1) < 0.01
     assert abs(counts["masked_as_kept"] / counts["masked"] - 0.1) < 0.01
     rows = masked.to_pylist()
-    for inst, row in zip(instances, rows):
+    for inst, row in zip(instances, rows, strict=True):
         n = len(inst.input_ids)
         assert len(row["masked_lm_positions"]) == min(20, max(1, int(round(n * 0.15))))
         assert row["masked_lm_positions"] == sorted(set(row["masked_lm_positions"]))
         assert row["masked_lm_ids"] == [inst.input_ids[p] for p in row["masked_lm_positions"]]
         special = {0, inst.num_tokens_a + 1, n - 1}
         assert not special & set(row["masked_lm_positions"])
-        changed = {p for p, (x, y) in enumerate(zip(inst.input_ids, row["input_ids"])) if x != y}
+        changed = {p for p, (x, y) in enumerate(zip(inst.input_ids, row["input_ids"], strict=True)) if x != y}
         assert changed <= set(row["masked_lm_positions"])
     # every candidate position is equally likely to be chosen (uniform subset, as the original's shuffle)
     first_half = sum(sum(1 for p in r["masked_lm_positions"] if p < len(r["input_ids"]) / 2) for r in rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -33,8 +34,8 @@ class _Ids:
     """The ``VocabIds`` fields the rule reads: ids 500.. are ``##`` pieces."""
 
     cls_id, sep_id, mask_id = CLS, SEP, MASK_ID
-    random_ids = list(range(VOCAB))
-    is_continuation = [i >= 500 for i in range(VOCAB)]
+    random_ids: ClassVar[list[int]] = list(range(VOCAB))
+    is_continuation: ClassVar[list[bool]] = [i >= 500 for i in range(VOCAB)]
 
 
 def _original(tokens, config, ids, rng):
@@ -150,7 +151,7 @@ def test_mask_instance_follows_the_rule():
     tokens, _ = _instance(random.Random(9))
     first = mask_instance(np.array(tokens), config, DYNAMIC, np.random.default_rng(5))
     second = mask_instance(np.array(tokens), config, DYNAMIC, np.random.default_rng(5))
-    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
 
 
 def test_mask_instance_whole_words():
@@ -203,7 +204,7 @@ def test_word_masked_lm_predictions_masks_whole_words_deterministically(scheme):
         chosen = set(positions)
         for word in words:  # all of a word's pieces or none
             assert len(chosen & set(word)) in (0, len(word))
-        assert [i for i, (a, b) in enumerate(zip(out, tokens)) if a != b] == sorted(
+        assert [i for i, (a, b) in enumerate(zip(out, tokens, strict=True)) if a != b] == sorted(
             p for p in positions if out[p] != tokens[p]
         )
     assert results[0] == results[1]  # same seed, same output
@@ -215,7 +216,7 @@ def test_span_replacement_is_decided_per_span():
     groups = np.repeat(np.arange(400), 4)
     values = np.arange(2000, 2000 + len(groups))
     positions = np.arange(len(groups))
-    n_mask, n_random = replace_positions(values, positions, MASK_ID, VOCAB, rng, groups=groups)
+    _n_mask, _n_random = replace_positions(values, positions, MASK_ID, VOCAB, rng, groups=groups)
     is_mask = (values == MASK_ID).reshape(400, 4)
     assert (is_mask.all(axis=1) | ~is_mask.any(axis=1)).all()
     assert 0.74 < is_mask.all(axis=1).mean() < 0.86  # 80% of the spans
@@ -239,7 +240,7 @@ def test_dynamic_mask_instance_uses_word_ids_and_is_deterministic():
         for seed in range(30):
             out, positions, labels = mask_instance(ids, config, DYNAMIC, np.random.default_rng(seed), word_ids=word_ids)
             again = mask_instance(ids, config, DYNAMIC, np.random.default_rng(seed), word_ids=word_ids)
-            assert all(np.array_equal(a, b) for a, b in zip((out, positions, labels), again))
+            assert all(np.array_equal(a, b) for a, b in zip((out, positions, labels), again, strict=True))
             assert 1 <= len(positions) <= num_to_predict(len(ids), 0.15, 20)
             masked_words = set(word_ids[positions].tolist())
             assert -1 not in masked_words

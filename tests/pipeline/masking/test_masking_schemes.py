@@ -28,7 +28,9 @@ def test_span_lengths_are_spanbert_truncated_geometric():
     probs = span_length_probabilities(0.2, 10)
     assert len(probs) == 10 and abs(sum(probs) - 1) < 1e-12
     assert probs[0] / probs[1] == pytest.approx(1 / 0.8)  # geometric ratio (1 - p)
-    assert sum(length * p for length, p in zip(range(1, 11), probs)) == pytest.approx(3.797, abs=1e-3)  # paper: 3.8
+    assert sum(length * p for length, p in zip(range(1, 11), probs, strict=True)) == pytest.approx(
+        3.797, abs=1e-3
+    )  # paper: 3.8
     ngram = ngram_probabilities(3)
     assert ngram == pytest.approx([6 / 11, 3 / 11, 2 / 11])  # 1 : 1/2 : 1/3
 
@@ -63,7 +65,7 @@ def test_ngram_size_distribution_chi_square(form):
     words = [[i] for i in range(1, 120)]
     first = [choose_word_spans(words, None, 18, "ngram", draws)[0][1] for _ in range(3000)]
     observed = np.bincount(first, minlength=4)[1:]
-    chi2, p_value = stats.chisquare(observed, np.array(ngram_probabilities(3)) * len(first))
+    _chi2, p_value = stats.chisquare(observed, np.array(ngram_probabilities(3)) * len(first))
     assert p_value > 0.001, observed
 
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline.shards.inspection import iter_rows
 from bertprep.pipeline.schema import read_manifest
+from bertprep.pipeline.shards.inspection import iter_rows
 from conftest import FIXTURES, need_module
 
 FIXTURES = FIXTURES / "pipeline"
@@ -83,10 +83,10 @@ def test_schemes_with_default_words_are_deterministic_and_recorded(tmp_path, sch
     rows = list(iter_rows(str(first), manifest))
     for row in rows[:50]:
         ids = list(row["input_ids"])
-        for p, label in zip(row["masked_lm_positions"], row["masked_lm_ids"]):
+        for p, label in zip(row["masked_lm_positions"], row["masked_lm_ids"], strict=True):
             ids[p] = label
         word_ids = row["word_ids"]
-        for k, (token_id, w) in enumerate(zip(ids, word_ids)):
+        for k, (token_id, w) in enumerate(zip(ids, word_ids, strict=True)):
             if tokens[token_id] in ("[CLS]", "[SEP]"):
                 assert w == -1
             elif k > 0 and word_ids[k - 1] >= 0:
@@ -125,7 +125,7 @@ def test_plugin_segmenter_words_reach_word_ids_and_masks(tmp_path, monkeypatch, 
     merged = 0
     for row in rows:
         ids = list(row["input_ids"])
-        for p, label in zip(row["masked_lm_positions"], row["masked_lm_ids"]):
+        for p, label in zip(row["masked_lm_positions"], row["masked_lm_ids"], strict=True):
             ids[p] = label
         word_ids = row["word_ids"]
         for k in range(1, len(ids)):
@@ -205,7 +205,7 @@ def test_whole_word_masking_on_chinese_with_a_plugin_segmenter(shared_data, tmp_
     shown = []
     for row in rows[:5]:
         word_ids = np.array(row["word_ids"])
-        labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"]))
+        labels = dict(zip(row["masked_lm_positions"], row["masked_lm_ids"], strict=True))
         for w in set(word_ids[list(labels)].tolist()):
             pieces = np.flatnonzero(word_ids == w).tolist()
             if len(pieces) > 1:
@@ -254,7 +254,9 @@ def test_dynamic_masking_takes_the_segmenters_words(shared_data, tmp_path):
     assert "word_ids" not in batch  # a masking input, not a model input
     by_ids = {tuple(r["input_ids"]): np.array(r["word_ids"]) for r in rows}
     whole = 0
-    for input_ids, positions, labels in zip(batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"]):
+    for input_ids, positions, labels in zip(
+        batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"], strict=True
+    ):
         keep = labels >= 0
         positions, labels = np.asarray(positions)[keep], np.asarray(labels)[keep]
         original = np.asarray(input_ids).copy()

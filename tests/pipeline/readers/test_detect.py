@@ -6,9 +6,8 @@ from __future__ import annotations
 import gzip
 import logging
 
-from readers_factory import FIXTURES, read_all
-
 from bertprep.pipeline.readers import detect_format
+from readers_factory import FIXTURES, read_all
 
 
 def test_detect_format_on_the_shared_data(shared_data, caplog):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
 from conftest import need_module
 
 gcsfilesystem = need_module("apache_beam.io.gcp.gcsfilesystem")

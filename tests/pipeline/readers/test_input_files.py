@@ -8,10 +8,10 @@ import gzip
 import logging
 
 import pytest
-from readers_factory import BERT_EDGE, read_all
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.readers import InputError, ReaderStats, expand_inputs, read_documents
+from readers_factory import BERT_EDGE, read_all
 
 
 def test_expand_inputs_orders_sorts_each_pattern_and_dedupes(tmp_path):

@@ -185,7 +185,7 @@ def multistream_dump(source: Path, out_dir: Path, copies: int = 8, pages_per_str
     data = bytearray(bz2.compress(head.encode("utf-8")))
     for i in range(0, len(all_pages), pages_per_stream):
         offset = len(data)
-        for j, page in enumerate(all_pages[i : i + pages_per_stream]):
+        for j, _page in enumerate(all_pages[i : i + pages_per_stream]):
             index_lines.append(f"{offset}:{i + j + 1}:Title {i + j}: with colon")
         data += bz2.compress("".join(all_pages[i : i + pages_per_stream]).encode("utf-8"))
     data += bz2.compress(b"</mediawiki>\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from readers_factory import BERT_EDGE, read_all, reference_bert_documents
 
 

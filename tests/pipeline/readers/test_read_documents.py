@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from readers_factory import FIXTURES
 
 from bertprep.pipeline.readers import (
     INPUT_FORMATS,
@@ -16,6 +15,7 @@ from bertprep.pipeline.readers import (
     iter_corpus_texts,
     read_documents,
 )
+from readers_factory import FIXTURES
 
 
 def test_bad_options_name_the_option():

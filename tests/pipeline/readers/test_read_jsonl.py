@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from readers_factory import FIXTURES, read_all
 
 from bertprep.pipeline.readers import InputError
+from readers_factory import FIXTURES, read_all
 
 
 def test_jsonl_segments_paragraphs_and_counts_empty_and_one_sentence_documents():

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
-from readers_factory import read_all
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.readers import InputError, detect_format
+from readers_factory import read_all
 
 
 def write_parquet(path, table):

@@ -3,11 +3,9 @@ paragraphs."""
 
 from __future__ import annotations
 
-
-from readers_factory import FIXTURES, read_all
-
 from bertprep.pipeline import readers
 from bertprep.pipeline.readers import ReaderStats, expand_inputs, read_documents
+from readers_factory import FIXTURES, read_all
 
 
 def test_text_strips_gutenberg_header_and_footer_and_joins_wrapped_lines():

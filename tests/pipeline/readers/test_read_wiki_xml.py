@@ -6,11 +6,10 @@ from __future__ import annotations
 import bz2
 
 import pytest
-from readers_factory import FIXTURES, read_all
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.readers import InputError, detect_format, read_documents
-
+from readers_factory import FIXTURES, read_all
 
 TINY_DUMP = FIXTURES / "pages-articles-tiny.xml"
 

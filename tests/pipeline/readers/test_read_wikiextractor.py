@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from readers_factory import FIXTURES, read_all
 
 from bertprep.pipeline.readers import InputError, ReaderStats, expand_inputs, read_documents
+from readers_factory import FIXTURES, read_all
 
 
 def test_wikiextractor_drops_titles_and_counts_empty_articles():

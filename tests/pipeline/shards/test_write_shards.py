@@ -9,19 +9,19 @@ import json
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.testing.util import assert_that, equal_to
-from pipeline_factory import VOCAB, beam_pipeline, shards_config, tokenized
 
 from bertprep.pipeline import schema
-from bertprep.pipeline.shards import store as shards
-from bertprep.pipeline.shards.store import BUCKETS_DIR
 from bertprep.pipeline.instances.bucket_files import (
     bucket_documents,
     document_counts,
     make_bucket_instances,
 )
 from bertprep.pipeline.instances.common import VocabIds
-from bertprep.pipeline.text.tokenization import load_vocab
+from bertprep.pipeline.shards import store as shards
+from bertprep.pipeline.shards.store import BUCKETS_DIR
 from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards
+from bertprep.pipeline.text.tokenization import load_vocab
+from pipeline_factory import VOCAB, beam_pipeline, shards_config, tokenized
 
 
 def test_write_arrow_shards_balances_rows_and_writes_the_manifest_last(tmp_path):

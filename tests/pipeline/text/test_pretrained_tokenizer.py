@@ -67,7 +67,7 @@ def test_word_marks_give_the_word_boundaries(dirs):
     for i, token in enumerate(roberta.tokens):
         assert cont[i] == (not token.startswith(BYTE_LEVEL_SPACE) and i > 4)  # specials (0-4) start a word
     unigram = load_pretrained_tokenizer(str(dirs["unigram"]))
-    assert [t for t, c in zip(unigram.tokens, unigram.is_continuation()) if not c][5:8] == [
+    assert [t for t, c in zip(unigram.tokens, unigram.is_continuation(), strict=True) if not c][5:8] == [
         t for t in unigram.tokens[5:] if t.startswith("\u2581")
     ][:3]
 

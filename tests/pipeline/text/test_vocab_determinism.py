@@ -78,7 +78,7 @@ def test_fed_texts_give_back_the_counts():
     split = pre_tokenizers.WhitespaceSplit()
     fed = Counter(w for text in texts_of_counts(counts) for w, _ in split.pre_tokenize_str(text))
     assert fed == counts
-    assert list(texts_of_counts(counts))[0].startswith("##x ")  # sorted: the same order in every process
+    assert next(iter(texts_of_counts(counts))).startswith("##x ")  # sorted: the same order in every process
 
 
 def test_fixed_alphabet_keeps_the_most_frequent_and_breaks_ties_by_code_point():

@@ -85,7 +85,7 @@ def test_extension_keeps_old_ids_and_makes_the_domain_word_one_piece(tmp_path, u
     added = {a["id"]: a for a in record["added"]}
     # Every old id holds its old token, except the [unusedK] slots that took a new piece (Google's has 994).
     assert len(tokens) == len(base_tokens)
-    for i, (old, new) in enumerate(zip(base_tokens, tokens)):
+    for i, (old, new) in enumerate(zip(base_tokens, tokens, strict=True)):
         assert new == old or (i in added and re.fullmatch(r"\[unused\d+\]", old) and added[i]["replaced"] == old)
     assert [a["piece"] for a in record["added"]] == [tokens[a["id"]] for a in record["added"]]
     assert 1 <= len(added) <= 10 and record["added"][0]["piece"] == "psilocybin"
@@ -165,7 +165,7 @@ def test_a_base_vocab_without_the_special_tokens_is_refused(tmp_path):
 def test_a_cased_tokenizer_json_with_lowercase_is_refused(tmp_path):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "The", "the", "##s"]
     (tmp_path / "tokenizer.json").write_text(tokenizer_files(tokens, False)["tokenizer.json"], encoding="utf-8")
-    with pytest.raises(VocabError, match="is cased .* but --lowercase was given"):
+    with pytest.raises(VocabError, match=r"is cased .* but --lowercase was given"):
         read_base_vocab(str(tmp_path / "tokenizer.json"), do_lower_case=True)
     assert read_base_vocab(str(tmp_path)).do_lower_case is False
 

@@ -61,7 +61,7 @@ def uncased(shared_data):
 
 def _grouped(vocab, ids, starts) -> str:
     """Pieces with `|` before each word start: '| the | un ##aff ##able | cat'."""
-    return " ".join(("| " if s else "") + vocab.tokens[i] for i, s in zip(ids.tolist(), starts.tolist()))
+    return " ".join(("| " if s else "") + vocab.tokens[i] for i, s in zip(ids.tolist(), starts.tolist(), strict=True))
 
 
 def test_default_words_are_whitespace_and_punctuation(uncased):
@@ -107,7 +107,7 @@ def test_instance_word_ids_number_words_and_mark_specials():
 
 
 def test_segmenter_errors_name_the_option(fake_segmenter_module, uncased):
-    with pytest.raises(WordSegmenterError, match="--word-segmenter 'nocolon'.*module:callable"):
+    with pytest.raises(WordSegmenterError, match=r"--word-segmenter 'nocolon'.*module:callable"):
         load_word_segmenter("nocolon")
     with pytest.raises(WordSegmenterError, match="cannot import no_such_module_xyz"):
         load_word_segmenter("no_such_module_xyz:words")
@@ -117,8 +117,8 @@ def test_segmenter_errors_name_the_option(fake_segmenter_module, uncased):
         load_word_segmenter(f"{fake_segmenter_module}:NOT_CALLABLE")
     segmenter = load_word_segmenter(f"{fake_segmenter_module}:not_substrings")
     _, encoder = uncased
-    ids, lengths = encoder.encode_flat(["hello world"])
-    with pytest.raises(WordSegmenterError, match="'HELLO'.*substrings of its input"):
+    _ids, lengths = encoder.encode_flat(["hello world"])
+    with pytest.raises(WordSegmenterError, match=r"'HELLO'.*substrings of its input"):
         word_starts(encoder.tokenizer, ["hello world"], segmenter, lengths)
 
 
