@@ -20,7 +20,7 @@ venv: $(BIN)/bertprep
 # From the bundled demo books (~460 KB of Project Gutenberg text) to a fine-tuned, exported model: build-vocab,
 # make-shards with a held-out book, train a tiny model, fill-mask, continue all-MiniLM-L6-v2 (bench extra) on the
 # same books and fill-mask with it, plot both runs, finetune on a book-classification task, export and check with
-# transformers (demo/demo.py; DEMO_ARGS=--help). About 8.5 CPU-minutes (README, Install).
+# transformers (demo/demo.py; DEMO_ARGS=--help). About 4 minutes on an idle 2-core machine (README, Install).
 DEMO_ARGS ?=
 demo: venv
 	$(BIN)/python demo/demo.py --out $(DEMO) $(DEMO_ARGS)
