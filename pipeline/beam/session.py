@@ -86,18 +86,6 @@ def _silence() -> None:
     threading.excepthook = lambda args: None
 
 
-def _in_gc_callback(frame) -> bool:
-    """Whether ``frame`` runs in a garbage-collector callback (distributed's ``GCDiagnosis`` has one: a local Dask
-    cluster's scheduler runs in this process). Python prints an exception raised there as "Exception ignored"
-    with its traceback, and goes on: the run then ended only by the watchdog, 10 s later."""
-    codes = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
-    while frame is not None:
-        if frame.f_code in codes:
-            return True
-        frame = frame.f_back
-    return False
-
-
 class _StopOnSignal:
     """SIGINT / SIGTERM handling for one run: the first stops it within seconds, the second at once.
 
@@ -122,7 +110,9 @@ class _StopOnSignal:
     def _dropped(self, unraisable) -> None:
         """``sys.unraisablehook`` while installed: the stop was raised where Python prints an exception as
         "Exception ignored" and goes on (an at-fork hook such as logging's ``_releaseLock``, a ``__del__``, a
-        weakref or garbage-collector callback): deliver the same signal again, soon, instead of printing it."""
+        weakref or garbage-collector callback: distributed's ``GCDiagnosis`` in a local Dask cluster's scheduler,
+        which ran here; the run then ended only by the watchdog, 10 s later): deliver the same signal again,
+        soon, instead of printing it."""
         if isinstance(unraisable.exc_value, Interrupted) and self.received is not None:
             signum, self.received = signal.Signals[self.received], None
             threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
@@ -159,9 +149,6 @@ class _StopOnSignal:
         # package, fails inside that import and leaves it half-initialised
         publish = sys.modules.get("bertprep.pipeline.shards.publish")
         name = signal.Signals(signum).name
-        if _in_gc_callback(frame) and self.received is None:  # an exception there is printed and dropped
-            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()  # so: the same signal again, soon
-            return
         if self.received is not None or interrupts.in_import(frame):  # second signal; or raising in an import
             self._abort(name)
         self.received = name
