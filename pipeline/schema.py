@@ -6,7 +6,7 @@ A shard directory holds Arrow IPC files (the "file" format, readable with ``pyar
 named ``shard-00000-of-00008.arrow`` and a ``manifest.json`` written last: a directory without the
 manifest is incomplete and must not be read.
 
-One row = one pre-training instance, unpadded (see ARCHITECTURE.md "Shards"):
+One row = one pre-training instance, unpadded (docs/architecture.md, "The contract between the halls"):
 
 ============================  ==================  ==========================================================
 column                        Arrow type          meaning

@@ -83,7 +83,7 @@ def load_mlm_model(
     directory (``bertprep export`` writes one).
 
     Raises:
-        FileNotFoundError: ``path`` is neither (see ``hf_interop.load_model_source``).
+        FileNotFoundError: ``path`` is neither (see ``hf.interop.load_model_source``).
         ValueError: the source has no MLM head (e.g. a bare ``BertModel`` or a fine-tuned classifier: its
             predictions would come from random weights) or no ``vocab.txt``.
     """

@@ -1,8 +1,8 @@
 """The encoder's configuration: :class:`BertConfig` (Hugging Face ``transformers.BertConfig`` field names), the
 size presets of the paper and Turc et al. 2019, and the training FLOPs per token that MFU is measured against.
 
-Plain Python (no ``nn.Module``): the CLI, ``hf_interop`` and the benchmarks read configurations without building
-a model; ``model.py`` builds the encoder from one.
+Plain Python (no ``nn.Module``): the CLI, ``hf/interop.py`` and the benchmarks read configurations without
+building a model; ``bert.py`` builds the encoder from one.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The two encoders ``bertprep train`` pre-trains, behind one interface: BERT (``model.py``: MLM + NSP) and
-ModernBERT (``modernbert.py``: MLM alone, sparse prediction), each on padded or packed batches.
+"""The two encoders ``bertprep train`` pre-trains, behind one interface: BERT (``models/bert.py``: MLM + NSP) and
+ModernBERT (``models/modernbert.py``: MLM alone, sparse prediction), each on padded or packed batches.
 
 In: a ``TrainConfig`` (``architecture``, ``preset`` and overrides) and the shards' ``ShardInfo``. Out: the model
 config (``model_config_from_preset`` / ``model_config_from_dict``), the model (``build_model``) and

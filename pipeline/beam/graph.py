@@ -9,7 +9,7 @@ Everything is written into the staging folder it is given. Errors a worker raise
 records (``errors.record_error``), so that their text reaches the user unchanged from any runner and any
 process.
 
-Memory (measured with Beam 2.77, see ARCHITECTURE.md): the local runner keeps a GroupByKey's whole input
+Memory (measured with Beam 2.77; docs/scale.md, "Memory"): the local runner keeps a GroupByKey's whole input
 in memory, so the ``global`` scope's memory grows with the corpus on the DirectRunner (not on Dataflow,
 whose shuffle is disk-backed); the ``file`` scope has no GroupByKey of documents and stays flat.
 """
@@ -80,9 +80,10 @@ def build_pipeline(
         if split:
             made["eval"] = (result.eval_buckets, [result.eval_counts])
     else:
-        made = _global_instances(config, files, file_list, tmp_dir, folders, split_files, plan, shared_counts)
+        made, read_counts = _global_instances(config, files, file_list, tmp_dir, folders, split_files, plan)
+        shared_counts.extend(read_counts)
     if split:
-        _add_other_side_counts(made)
+        made = _with_other_side_counts(made)
     vocab_info = _vocab_info(config, vocab)
     for side, (side_buckets, side_counts) in made.items():
         train = side == "train"
@@ -164,12 +165,12 @@ def _global_instances(
     folders: dict[str, str],
     split_files: bool,
     plan: mixture.MixturePlan | None,
-    shared_counts: list,
-) -> dict[str, tuple]:
+) -> tuple[dict[str, tuple], list]:
     """The ``global`` scope: documents read, (optionally) decontaminated, deduplicated, tokenized, sampled per
-    source and split into the held-out side, then each side's instances in its bucket folder. Returns side ->
-    (bucket metas, [counts of that side's instances]); appends the counts both sides record to
-    ``shared_counts``."""
+    source and split into the held-out side, then each side's instances in its bucket folder. Returns
+    ``(made, shared_counts)``: side -> (bucket metas, [counts of that side's instances]), and the counts both
+    sides record (decontamination, dedup, the readers', the mixture's, in that order)."""
+    shared_counts = []
     read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
     documents = read.documents
     if config.decontaminate:  # documents overlapping evaluation sets dropped or cut
@@ -197,12 +198,13 @@ def _global_instances(
         sources = None if plan is None else (plan.file_source, plan.names)  # instances counted per source
         result = docs | label >> CreateTrainingInstances(config, files, folders[side], sources)
         made[side] = (result.buckets, [result.counts])
-    return made
+    return made, shared_counts
 
 
-def _add_other_side_counts(made: dict[str, tuple]) -> None:
-    """Each manifest records both sides' document counts: adds to each side's counts in ``made`` its own
-    document counts and the other side's, and the documents the other side skipped."""
+def _with_other_side_counts(made: dict[str, tuple]) -> dict[str, tuple]:
+    """Each manifest records both sides' document counts: ``made`` (side -> (bucket metas, [counts])) with each
+    side's counts followed by its own document counts, the other side's, and the documents the other side
+    skipped."""
     per_side = {}
     for side in heldout.SIDES:
         name = side.capitalize()
@@ -215,5 +217,8 @@ def _add_other_side_counts(made: dict[str, tuple]) -> None:
             merged | f"Count{name}Documents" >> beam.Map(lambda c, s=side: heldout.split_counts(s, c)),
             merged | f"Skip{name}Documents" >> beam.Map(lambda c, s=side: heldout.skipped_for_other_side(s, c)),
         )
-    made["train"][1].extend([per_side["train"][0], per_side["eval"][0], per_side["eval"][1]])
-    made["eval"][1].extend([per_side["eval"][0], per_side["train"][0], per_side["train"][1]])
+    other = {"train": "eval", "eval": "train"}
+    return {
+        side: (buckets, [*counts, per_side[side][0], *per_side[other[side]]])
+        for side, (buckets, counts) in made.items()
+    }
