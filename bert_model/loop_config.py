@@ -34,8 +34,8 @@ class LoopConfig(DeviceConfig):
     seed: int = 12345
     """Seeds initialisation (the model's or the task head's), dropout and the data order."""
     log_every: int = 50
-    """Optimizer steps between training-loss lines in metrics.jsonl (every step in a run of fewer steps:
-    ``log_interval``)."""
+    """Optimizer steps between metric lines in metrics.jsonl (train: also the progress bar's, or with
+    ``--no-progress`` a line on stderr, and a train run of fewer steps logs every step)."""
     precision: str = "auto"
     """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast; on a CPU with AVX512-BF16/AMX
     about 1.6x as fast as fp32; ``precision.py``). Weights and optimizer state stay fp32."""
@@ -65,8 +65,11 @@ class OptimConfig:
     weight_decay: float = 0.01
     """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
     adam_beta1: float = 0.9
+    """AdamW's beta1, the decay of the running mean of the gradient."""
     adam_beta2: float = 0.999
+    """AdamW's beta2, the decay of the running mean of the squared gradient."""
     adam_epsilon: float = 1e-6
+    """AdamW's epsilon, added to the denominator (1e-6 as the original)."""
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
 

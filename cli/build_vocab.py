@@ -7,9 +7,16 @@ import sys
 
 import click
 
-from bertprep.cli.options import AliasedOption, dataclass_default
+from bertprep.cli.options import (
+    AliasedOption,
+    casing_options,
+    dataclass_default,
+    output_dir_option,
+    overwrite_option,
+    quiet_option,
+    reader_options,
+)
 from bertprep.pipeline.config import ReadOptions
-from bertprep.pipeline.readers import INPUT_FORMATS
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
 from bertprep.pipeline.text.vocab import MODELS, VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
 
@@ -32,14 +39,7 @@ _default = dataclass_default(VocabConfig, ReadOptions)
     metavar="GLOBS",
     help="More inputs, as in make-shards: comma-separated globs, files or directories (repeatable).",
 )
-@click.option(
-    "-o",
-    "--output-dir",
-    required=True,
-    metavar="DIR",
-    help="Local directory for vocab.txt, tokenizer.json, tokenizer_config.json and "
-    "special_tokens_map.json (created if needed).",
-)
+@output_dir_option(metavar="DIR")
 @click.option(
     "--model",
     type=click.Choice(MODELS),
@@ -60,26 +60,7 @@ _default = dataclass_default(VocabConfig, ReadOptions)
     "the learned word pieces (bert-base-uncased: 30522). Fewer only if the corpus runs out of "
     "pairs occurring --min-frequency times.",
 )
-@click.option(
-    "--lowercase/--cased",
-    "--do-lower-case/--no-do-lower-case",
-    "do_lower_case",
-    default=_default("do_lower_case"),
-    show_default=True,
-    help="Uncased (lower-case and strip accents, the original do_lower_case) or cased vocab. "
-    "make-shards must then use the same setting. --model bpe/unigram: cased unless --lowercase is given "
-    "(which lower-cases and keeps accents).",
-)
-@click.option(
-    "--strip-accents/--no-strip-accents",
-    default=None,
-    help="Strip accents (Unicode NFD, combining marks dropped) apart from lower-casing. Default: the "
-    "same as --lowercase/--cased (the original). Stripping splits every Hangul syllable into "
-    "jamo and drops marks other scripts need (Vietnamese tones, Devanagari vowel signs); for "
-    "Korean and such scripts pass --no-strip-accents (or --cased). A warning with the share of "
-    "letters affected is printed when it matters. Recorded in tokenizer.json and "
-    "tokenizer_config.json.",
-)
+@casing_options(lower_case_default=_default("do_lower_case"), lower_case_names=("--lowercase/--cased",))
 @click.option(
     "--min-frequency",
     type=click.IntRange(min=0),
@@ -103,50 +84,8 @@ _default = dataclass_default(VocabConfig, ReadOptions)
     help="[unused0].. slots after the special tokens, as in Google's vocab: entries you can repurpose "
     "for new tokens when fine-tuning, without resizing the embedding matrix.",
 )
-@click.option(
-    "--input-format",
-    type=click.Choice(INPUT_FORMATS),
-    default=_default("input_format"),
-    show_default=True,
-    help="bert: one sentence per line, blank line between documents; jsonl: one JSON document per "
-    "line (--text-field); text: one prose document per file (books); wikiextractor / "
-    "wikiextractor-json: WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, "
-    ".xml.bz2); parquet (--text-field); hf: a Hugging Face datasets save_to_disk directory or Hub "
-    "dataset files (.arrow/.parquet, --text-field). auto: detected per file. As in make-shards.",
-)
-@click.option(
-    "--text-field",
-    default=_default("text_field"),
-    show_default=True,
-    help="Field holding the document text in jsonl/parquet/hf input.",
-)
-@click.option(
-    "--segmenter",
-    type=click.Choice(SEGMENTERS),
-    default=DEFAULT_SEGMENTER,
-    show_default=True,
-    help="Sentence segmenter for prose formats. Sentence boundaries do not change the vocab (no word "
-    "spans one): blingfire, if installed, gives the same tokens about 2x faster end to end.",
-)
-@click.option(
-    "--encoding",
-    default=_default("encoding"),
-    show_default=True,
-    help="Text encoding of the inputs; undecodable bytes are replaced (and dropped by the tokenizer).",
-)
-@click.option(
-    "--max-line-chars",
-    type=click.IntRange(min=1),
-    default=_default("max_line_chars"),
-    show_default=True,
-    help="Lines longer than this are skipped and counted (never read whole into memory). As in make-shards.",
-)
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Replace vocab.txt / tokenizer.json already in --output-dir (otherwise refused); the old files "
-    "stay until the new vocab is trained and written.",
-)
+@reader_options(segmenter_type=click.Choice(SEGMENTERS), segmenter_default=DEFAULT_SEGMENTER)
+@overwrite_option()
 @click.option(
     "--extend",
     "extend",
@@ -162,7 +101,7 @@ _default = dataclass_default(VocabConfig, ReadOptions)
     metavar="N",
     help="With --extend: the number of new pieces to add (at most; fewer when no other candidate saves a piece).",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars; only the summary, warnings and errors.")
+@quiet_option()
 @click.pass_context
 def build_vocab(ctx, inputs, input_files, output_dir, overwrite, quiet, extend, extend_size, **options):
     """Train a WordPiece (BERT), byte-level BPE (RoBERTa, ModernBERT) or Unigram (XLM-R) vocabulary on INPUTS

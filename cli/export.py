@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bertprep.cli.options import LocalPath, ModelPath
+from bertprep.cli.options import LocalPath, ModelPath, casing_options, output_dir_option, overwrite_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -17,33 +17,15 @@ from bertprep.cli.options import LocalPath, ModelPath
     default=None,
     help="The model to export, named as in the other commands (the same as MODEL_DIR; give one of the two).",
 )
-@click.option(
-    "--output-dir",
-    "-o",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Directory to write (config.json, model.safetensors, vocab.txt, tokenizer.json, "
-    "tokenizer_config.json, special_tokens_map.json).",
-)
+@output_dir_option(type=click.Path(file_okay=False))
 @click.option(
     "--vocab",
     type=LocalPath(exists=True, dir_okay=False),
     default=None,
     help="vocab.txt of the model (default: the one saved with it).",
 )
-@click.option(
-    "--do-lower-case/--no-do-lower-case",
-    default=None,
-    help="Tokenizer casing to record. Default: as recorded with the model, else guessed from the vocab.",
-)
-@click.option(
-    "--strip-accents/--no-strip-accents",
-    default=None,
-    help="Accent stripping to record in tokenizer.json and tokenizer_config.json (transformers reads "
-    "it back). Default: as recorded with the model (its shards' manifest or tokenizer files), "
-    "else the same as the casing (the original).",
-)
-@click.option("--overwrite", is_flag=True, default=False, help="Replace --output-dir if it exists.")
+@casing_options()
+@overwrite_option()
 def export(
     model_dir: str | None,
     model_option: str | None,

@@ -9,7 +9,14 @@ import click
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
-from bertprep.cli.options import ModelPath, dataclass_default
+from bertprep.cli.options import (
+    ModelPath,
+    casing_options,
+    dataclass_default,
+    device_option,
+    overwrite_option,
+    progress_option,
+)
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(FeatureConfig)  # defaults shown in --help come from the dataclass
@@ -89,12 +96,10 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     default=_default("dtype"),
     help="Stored activation type (float16 halves the file).",
 )
-@click.option(
-    "--do-lower-case/--no-do-lower-case", default=None, help="Override the tokenizer casing recorded with the model."
-)
-@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
-@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing --output.")
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@casing_options(strip_accents=False)
+@device_option(FeatureConfig)
+@overwrite_option()
+@progress_option()
 def extract_features_cmd(**options) -> None:
     """Write frozen BERT activations (the feature-based approach, paper section 5.3) for every line of a file.
 

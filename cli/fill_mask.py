@@ -9,7 +9,7 @@ import click
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.fill_mask import FillMaskConfig, fill_mask_texts
-from bertprep.cli.options import ModelPath, dataclass_default
+from bertprep.cli.options import ModelPath, casing_options, dataclass_default, device_option
 
 _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come from the dataclass
 
@@ -45,15 +45,11 @@ _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come fr
     help="Print one JSON object per sentence (text, pieces, and per mask its position and "
     "[piece, probability] candidates) instead of the readable lines.",
 )
-@click.option(
-    "--do-lower-case/--no-do-lower-case",
-    default=None,
-    help="Tokenizer casing. Default: as recorded with the model, else guessed from its vocab.",
-)
+@casing_options(strip_accents=False)
 @click.option(
     "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Sentences per forward pass."
 )
-@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
+@device_option(FillMaskConfig)
 def fill_mask(
     texts: tuple[str, ...],
     model_dir: str,

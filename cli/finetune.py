@@ -7,7 +7,6 @@ import logging
 import click
 
 from bertprep.bert_model.models.bert import PRESETS
-from bertprep.bert_model.precision import PRECISIONS
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
@@ -15,7 +14,20 @@ from bertprep.bert_model.tasks.finetune import FinetuneConfig
 from bertprep.bert_model.tasks.finetune import finetune as run_finetune
 from bertprep.bert_model.tasks.glue import GLUE_TASKS
 from bertprep.bert_model.tasks.registry import make_task
-from bertprep.cli.options import AliasedOption, LocalPath, ModelPath, dataclass_default, report_to_option
+from bertprep.cli.options import (
+    AliasedOption,
+    LocalPath,
+    ModelPath,
+    casing_options,
+    column_options,
+    dataclass_default,
+    loop_options,
+    optimizer_options,
+    output_dir_option,
+    overwrite_option,
+    squad_options,
+    stop_options,
+)
 
 GLUE_TASK_NAMES = tuple(GLUE_TASKS)
 _default = dataclass_default(FinetuneConfig)  # defaults shown in --help come from the dataclass
@@ -52,13 +64,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     default=None,
     help="Evaluation data, same format; evaluated after each epoch, the best model is kept.",
 )
-@click.option(
-    "--output-dir",
-    "-o",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Run directory: best/ (Hugging Face model + finetune.json), metrics.jsonl, results.json, eval_predictions.*.",
-)
+@output_dir_option(type=click.Path(file_okay=False))
 @click.option(
     "-m",
     "--model",
@@ -89,19 +95,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     default=None,
     help="vocab.txt to tokenize with (default: the one saved with the model).",
 )
-@click.option(
-    "--do-lower-case/--no-do-lower-case",
-    default=None,
-    help="Lower-case and strip accents (uncased vocab). Default: as recorded with the model, else "
-    "guessed from the vocab.",
-)
-@click.option(
-    "--strip-accents/--no-strip-accents",
-    default=None,
-    help="Strip accents (NFD; splits Hangul syllables into jamo) apart from lower-casing. Default: as "
-    "recorded with the model, else the same as --do-lower-case (the original). A model whose "
-    "vocab was built with --no-strip-accents (Korean) records it.",
-)
+@casing_options()
 # GLUE
 @click.option(
     "--glue-task",
@@ -109,14 +103,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     default=None,
     help="GLUE task preset: columns, labels and metrics of its train.tsv / dev.tsv.",
 )
-@click.option("--text-a-column", default=None, help="Column of the (first) sentence: a header name or a 0-based index.")
-@click.option("--text-b-column", default=None, help="Column of the second sentence of a pair.")
-@click.option(
-    "--label-column",
-    default=None,
-    help="Column of the label (multiple-choice: the right ending's 0-based index; default 'label').",
-)
-@click.option("--header/--no-header", default=None, help="Whether the TSV's first line names the columns.")
+@column_options()
 @click.option(
     "--labels",
     callback=_split_list,
@@ -190,20 +177,9 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     default=None,
     help="Word pieces per input, [CLS]/[SEP] included (default 128; squad 384).",
 )
-@click.option(
-    "--doc-stride",
-    type=click.IntRange(min=1),
-    default=None,
-    help="squad: pieces between the starts of context windows (default 128).",
-)
+@squad_options()
 @click.option(
     "--max-query-length", type=click.IntRange(min=1), default=None, help="squad: question pieces kept (default 64)."
-)
-@click.option(
-    "--max-answer-length",
-    type=click.IntRange(min=1),
-    default=None,
-    help="squad: longest predicted answer in pieces (default 30).",
 )
 @click.option(
     "--n-best-size",
@@ -226,29 +202,8 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option(
     "--eval-paragraphs", default=None, help="squad: START:END range of the evaluation file's paragraphs, e.g. 60:."
 )
-@click.option(
-    "--squad-version",
-    "version",
-    type=click.Choice(["1.1", "2.0"]),
-    default=None,
-    help="squad: 2.0 = questions may have no answer (is_impossible; null span at [CLS]). Default: the "
-    "training file's 'version' field.",
-)
-@click.option(
-    "--null-score-diff-threshold",
-    type=float,
-    default=None,
-    help="squad v2.0: predict no answer when s_null - s_best_span > this (tau). Default: chosen on the "
-    "eval file as the official best_f1_thresh and saved with the model (0.0 without an eval file).",
-)
 # training
-@click.option(
-    "--learning-rate",
-    "--lr",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_default("learning_rate"),
-    help="Peak AdamW learning rate (paper: 5e-5, 3e-5 or 2e-5).",
-)
+@optimizer_options(FinetuneConfig)
 @click.option(
     "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Training batch size (paper: 32)."
 )
@@ -264,51 +219,14 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     default=_default("num_train_epochs"),
     help="Epochs over the training data (paper: 3).",
 )
-@click.option(
-    "--max-steps",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Schedule length in steps; overrides --num-train-epochs.",
-)
-@click.option(
-    "--max-time-minutes",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Stop training after this many minutes (then evaluate and save).",
-)
+@stop_options(FinetuneConfig)
 @click.option(
     "--warmup-proportion",
     type=click.FloatRange(0, 1, max_open=True),
     default=_default("warmup_proportion"),
     help="Share of steps with linear warm-up; then linear decay to 0.",
 )
-@click.option(
-    "--weight-decay",
-    type=click.FloatRange(min=0),
-    default=_default("weight_decay"),
-    help="Decoupled weight decay (not on biases and LayerNorm).",
-)
-@click.option(
-    "--adam-epsilon",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_default("adam_epsilon"),
-    help="AdamW epsilon.",
-)
-@click.option(
-    "--max-grad-norm",
-    type=click.FloatRange(min=0),
-    default=_default("max_grad_norm"),
-    help="Clip the gradient norm to this (0 = off).",
-)
-@click.option(
-    "--eval-every",
-    type=click.IntRange(min=0),
-    default=_default("eval_every"),
-    help="Also evaluate every N steps (0 = after each epoch only).",
-)
-@click.option(
-    "--log-every", type=click.IntRange(min=1), default=_default("log_every"), help="Steps between training-loss lines."
-)
+@loop_options(FinetuneConfig)
 @click.option(
     "--max-train-examples",
     type=click.IntRange(min=1),
@@ -316,25 +234,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Use the first N training examples (questions for squad, sentences for ner).",
 )
 @click.option("--max-eval-examples", type=click.IntRange(min=1), default=None, help="Evaluate on the first N examples.")
-@click.option("--seed", type=int, default=_default("seed"), help="Seed of head initialisation, dropout and data order.")
-@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
-@click.option(
-    "--precision",
-    type=click.Choice(PRECISIONS),
-    default=_default("precision"),
-    show_default=True,
-    help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (about 1.6x faster "
-    "on CPUs with AVX512-BF16/AMX, usually slower on others). fp32: no autocast.",
-)
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    default=False,
-    help="Replace a previous run in --output-dir. The new run is written beside it and swapped in only "
-    "when complete: a failed or killed run leaves the previous one as it was.",
-)
-@report_to_option
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@overwrite_option()
 def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
     """Fine-tune a pre-trained BERT or ModernBERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice
     task. Every task (feature-based NER included) runs on both architectures; a ModernBERT model gets the

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from bertprep.cli.options import AliasedOption, dataclass_default
+from bertprep.cli.options import (
+    AliasedOption,
+    casing_options,
+    dataclass_default,
+    output_dir_option,
+    overwrite_option,
+    quiet_option,
+    reader_options,
+)
 from bertprep.pipeline.config import (
     DECONTAMINATE_MIN_WORDS,
     DECONTAMINATE_MODES,
@@ -20,7 +28,6 @@ from bertprep.pipeline.config import (
     ShardsConfig,
 )
 from bertprep.pipeline.instances.buckets import MIN_DOCUMENTS_PER_BUCKET
-from bertprep.pipeline.readers import INPUT_FORMATS
 
 # Defaults and choices shown in --help come from the library's dataclasses and constants, never restated here.
 _default = dataclass_default(InstanceConfig, MaskingConfig, ShardsConfig)
@@ -84,29 +91,8 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     "Unigram tokenizer normalises text itself: --do-lower-case and --strip-accents do not apply.",
     callback=lambda ctx, param, value: _local_vocab(value),
 )
-@click.option(
-    "-o",
-    "--output-dir",
-    required=True,
-    metavar="DIR",
-    help="Where the shards and manifest.json go (local or gs://...).",
-)
-@click.option(
-    "--do-lower-case/--no-do-lower-case",
-    default=None,
-    help="Lower-case and strip accents before WordPiece; must match the vocab (uncased vocab: on). "
-    "Default: the tokenizer.json's setting, else on (the original's default). A mismatch with "
-    "the vocab is warned about.",
-)
-@click.option(
-    "--strip-accents/--no-strip-accents",
-    default=None,
-    help="Strip accents (Unicode NFD, combining marks dropped) apart from lower-casing; must match the "
-    "vocab. Default: the tokenizer.json's setting, else the same as --do-lower-case (the "
-    "original). A tokenizer.json built with the other setting is refused; a vocab.txt whose "
-    "Korean entries say otherwise (conjoining jamo from stripped text, or Hangul syllables) is "
-    "warned about. Korean and other scripts with combining marks: --no-strip-accents.",
-)
+@output_dir_option(metavar="DIR")
+@casing_options()
 @click.option(
     "--max-seq-length",
     type=int,
@@ -230,42 +216,7 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     "unused; `bertprep train` then uses the masked-LM loss alone. Recorded in the manifest; "
     "both --sampling modes honour it.",
 )
-@click.option(
-    "--input-format",
-    type=click.Choice(INPUT_FORMATS),
-    default=_default("input_format"),
-    show_default=True,
-    help="bert: one sentence per line, blank line between documents (the original's format); "
-    "jsonl: one JSON document per line (--text-field); text: one prose document per file "
-    "(books; Project Gutenberg header/footer stripped); wikiextractor / wikiextractor-json: "
-    "WikiExtractor output; wiki-xml: pages-articles XML dumps (.xml, .xml.bz2); parquet; hf: a Hugging Face "
-    "datasets save_to_disk directory or Hub dataset files (.arrow/.parquet). "
-    "auto: detected per file from extension and content.",
-)
-@click.option(
-    "--text-field",
-    default=_default("text_field"),
-    show_default=True,
-    help="Field holding the document text in jsonl/parquet/hf input.",
-)
-@click.option(
-    "--segmenter",
-    default=None,
-    help="Sentence segmenter for prose formats (syntok or blingfire; default: the readers' default).",
-)
-@click.option(
-    "--encoding",
-    default=_default("encoding"),
-    show_default=True,
-    help="Text encoding of the inputs; undecodable bytes are replaced and counted in the manifest.",
-)
-@click.option(
-    "--max-line-chars",
-    type=click.IntRange(min=1),
-    default=_default("max_line_chars"),
-    show_default=True,
-    help="Lines longer than this are skipped and counted (never read whole into memory).",
-)
+@reader_options()
 @click.option(
     "--pairing-scope",
     type=click.Choice(PAIRING_SCOPES),
@@ -444,18 +395,8 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     show_default=True,
     help="drop: drop a document with any matching n-gram. cut: remove only the sentences a match covers.",
 )
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Replace shards already in --output-dir (otherwise refused). The old shards stay until the new "
-    "run has succeeded: a failed or killed run leaves them as they were.",
-)
-@click.option(
-    "-q",
-    "--quiet",
-    is_flag=True,
-    help="Only warnings and errors (the local worker processes' own logs and tracebacks included).",
-)
+@overwrite_option()
+@quiet_option()
 @click.argument("beam_args", nargs=-1, type=click.UNPROCESSED)
 def make_shards(beam_args, quiet, **options):
     """Turn documents into masked BERT pre-training instances, written as Arrow shards.

@@ -14,7 +14,13 @@ Earlier spellings (``--input-file``, ``--init-from``, ...) still parse as hidden
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
+import itertools
+import re
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -124,3 +130,322 @@ def dataclass_default(*classes: type) -> Callable[[str], Any]:
         return field.default
 
     return default
+
+
+@functools.cache
+def _field_docstrings(cls: type) -> dict[str, str]:
+    """Field name -> the string literal right under its annotation in ``cls``'s own body (not its bases')."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):  # no source (a class made at run time): no docstrings
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for statement, following in itertools.pairwise(body):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = following.value.value
+    return docs
+
+
+def field_help(cls: type, name: str) -> str | None:
+    """The docstring of dataclass field ``name`` (the string literal under it, as PEP 257 "attribute docstrings"
+    and Sphinx autodoc read them) as one line of ``--help`` text, from the first class in ``cls``'s MRO whose
+    body declares it; None when it has none.
+
+    Python keeps no such docstring at run time, so it is read from the class's source (``inspect.getsource`` +
+    ``ast``). ReST markup becomes plain text: ````x```` -> ``x``, ``:class:`X``` -> ``X``; lines are joined.
+    """
+    for klass in cls.__mro__:
+        if name in getattr(klass, "__annotations__", {}):
+            doc = _field_docstrings(klass).get(name)
+            if doc is None:
+                return None
+            text = " ".join(inspect.cleandoc(doc).split())
+            return _ROLE.sub(r"\1", text).replace("``", "")
+    return None
+
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def field_option(config: type, name: str, *decls: str, **attrs: Any) -> Callable:
+    """``click.option(*decls, **attrs)`` for field ``name`` of the dataclass ``config``: its ``default`` is the
+    field's (:func:`dataclass_default`, when the field has a plain one and ``attrs`` give none), its ``help`` the
+    field's docstring (:func:`field_help`) unless ``attrs`` give one. ``decls`` default to ``--<name>``."""
+    decls = decls or ("--" + name.replace("_", "-"),)
+    if "default" not in attrs:
+        field = {f.name: f for f in dataclasses.fields(config)}[name]
+        attrs["default"] = None if field.default is dataclasses.MISSING else field.default
+    attrs.setdefault("help", field_help(config, name))
+    return click.option(*decls, **attrs)
+
+
+def apply(*decorators: Callable) -> Callable:
+    """One decorator applying ``decorators`` as if stacked in this order above a command (the first on top)."""
+
+    def decorate(command):
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return decorate
+
+
+# Option groups that several commands share, each declared once: a function returning one decorator, applied
+# with one line above the command. Help comes from the shared dataclass field's docstring where there is one
+# (``field_option``), else from the one text here; each option name has one help text in every command
+# (tests/cli/test_option_help.py).
+
+_LOWER_CASE_HELP = (
+    "Lower-case the text and, unless --no-strip-accents, strip accents (an uncased vocab: the original "
+    "do_lower_case); it must match the vocab. Default: as recorded with the vocab or model (tokenizer.json, the "
+    "model's files), else guessed from the vocab (make-shards: on, the original's default; a mismatch with the "
+    "vocab is warned about). build-vocab builds an uncased or cased vocab and records it; with --model bpe or "
+    "unigram it is cased unless lower-casing is asked for, which then keeps accents."
+)
+_STRIP_ACCENTS_HELP = (
+    "Strip accents (Unicode NFD, combining marks dropped) apart from lower-casing; it must match the vocab. "
+    "Default: as recorded with the vocab or model, else the same as the lower-casing (the original). Stripping "
+    "splits every Hangul syllable into jamo and drops marks other scripts need (Vietnamese tones, Devanagari "
+    "vowel signs): for Korean and such scripts pass --no-strip-accents. build-vocab records it in tokenizer.json "
+    "and tokenizer_config.json (warning with the share of letters affected when it matters); make-shards refuses "
+    "a tokenizer.json built with the other setting and warns about a vocab.txt whose Korean entries say otherwise."
+)
+
+
+def casing_options(*, strip_accents: bool = True, lower_case_default: bool | None = None, lower_case_names=()):
+    """``--do-lower-case/--no-do-lower-case`` (parameter ``do_lower_case``; ``lower_case_names`` add spellings,
+    build-vocab's ``--lowercase/--cased``) and, with ``strip_accents``, ``--strip-accents/--no-strip-accents``:
+    the tokenizer's normalisation, None = as recorded with the vocab or model."""
+    options = [
+        click.option(
+            *lower_case_names,
+            "--do-lower-case/--no-do-lower-case",
+            "do_lower_case",
+            default=lower_case_default,
+            show_default=lower_case_default is not None,
+            help=_LOWER_CASE_HELP,
+        )
+    ]
+    if strip_accents:
+        options.append(click.option("--strip-accents/--no-strip-accents", default=None, help=_STRIP_ACCENTS_HELP))
+    return apply(*options)
+
+
+def device_option(config: type):
+    """``--device`` of every command that runs a model (``loop_config.DeviceConfig``)."""
+    from bertprep.bert_model.loop_config import DeviceConfig
+
+    return field_option(config, "device", help=field_help(DeviceConfig, "device"))
+
+
+def progress_option(config: type | None = None):
+    """``--progress/--no-progress``: the default is ``config``'s ``progress`` field (else on)."""
+    default = dataclass_default(config)("progress") if config is not None else True
+    return click.option("--progress/--no-progress", default=default, help="Show a progress bar.")
+
+
+def loop_options(config: type):
+    """What a training loop takes besides data and optimizer (``loop_config.LoopConfig``: train, finetune):
+    ``--seed``, ``--log-every``, ``--precision``, ``--device``, ``--report-to``, ``--progress``."""
+    from bertprep.bert_model.loop_config import LoopConfig
+    from bertprep.bert_model.precision import PRECISIONS
+
+    def shared(name: str, *decls: str, **attrs: Any):
+        return field_option(config, name, *decls, help=field_help(LoopConfig, name), **attrs)
+
+    return apply(
+        shared("seed", type=int),
+        shared("log_every", type=click.IntRange(min=1)),
+        shared("precision", type=click.Choice(PRECISIONS), show_default=True),
+        device_option(config),
+        report_to_option,
+        progress_option(config),
+    )
+
+
+def optimizer_options(config: type):
+    """AdamW's settings (``loop_config.OptimConfig``; the learning rate is each command's field, the help one):
+    ``--learning-rate/--lr``, ``--weight-decay``, ``--adam-beta1``, ``--adam-beta2``, ``--adam-epsilon``,
+    ``--max-grad-norm``."""
+    from bertprep.bert_model.loop_config import OptimConfig
+
+    def shared(name: str, type_: click.ParamType):
+        return field_option(config, name, type=type_, help=field_help(OptimConfig, name))
+
+    return apply(
+        field_option(
+            config,
+            "learning_rate",
+            "--learning-rate",
+            "--lr",
+            type=click.FloatRange(min=0, min_open=True),
+            help="Peak AdamW learning rate, reached after the warm-up (paper: 1e-4 for pre-training; 5e-5, 3e-5 "
+            "or 2e-5 for fine-tuning).",
+        ),
+        shared("weight_decay", click.FloatRange(min=0)),
+        shared("adam_beta1", click.FloatRange(0, 1, max_open=True)),
+        shared("adam_beta2", click.FloatRange(0, 1, max_open=True)),
+        shared("adam_epsilon", click.FloatRange(min=0, min_open=True)),
+        shared("max_grad_norm", click.FloatRange(min=0)),
+    )
+
+
+def stop_options(config: type):
+    """When a training run stops and evaluates (train, finetune): ``--max-steps``, ``--max-time-minutes``,
+    ``--eval-every``."""
+    return apply(
+        field_option(
+            config,
+            "max_steps",
+            type=click.IntRange(min=1),
+            help="Optimizer steps of the learning-rate schedule; training stops there (train, paper: 1,000,000; "
+            "finetune: overrides --num-train-epochs).",
+        ),
+        field_option(
+            config,
+            "max_time_minutes",
+            type=click.FloatRange(min=0, min_open=True),
+            help="Stop cleanly after this many minutes, the schedule unchanged (train: with a checkpoint to "
+            "continue from with --resume; finetune: then evaluate and save).",
+        ),
+        field_option(
+            config,
+            "eval_every",
+            type=click.IntRange(min=0),
+            help="Optimizer steps between evaluations (train: on --eval-shards, 0 = only at the end; finetune: on "
+            "--eval-file besides the one after each epoch, 0 = after each epoch only).",
+        ),
+    )
+
+
+def column_options():
+    """The columns of a GLUE-style TSV (finetune sets them, predict overrides those recorded with the model):
+    ``--text-a-column``, ``--text-b-column``, ``--label-column``, ``--header/--no-header``."""
+    return apply(
+        click.option(
+            "--text-a-column",
+            default=None,
+            help="Column of the (first) sentence: a header name or a 0-based index (predict: default the model's).",
+        ),
+        click.option("--text-b-column", default=None, help="Column of the second sentence of a pair."),
+        click.option(
+            "--label-column",
+            default=None,
+            help="Column of the label, optional in predict's input (multiple-choice: the right ending's 0-based "
+            "index; default 'label').",
+        ),
+        click.option("--header/--no-header", default=None, help="Whether the TSV's first line names the columns."),
+    )
+
+
+def squad_options():
+    """SQuAD's windows and answers (finetune sets them, predict overrides those recorded with the model):
+    ``--doc-stride``, ``--max-answer-length``, ``--squad-version``, ``--null-score-diff-threshold``."""
+    return apply(
+        click.option(
+            "--doc-stride",
+            type=click.IntRange(min=1),
+            default=None,
+            help="squad: pieces between the starts of context windows (default 128, predict: the model's).",
+        ),
+        click.option(
+            "--max-answer-length",
+            type=click.IntRange(min=1),
+            default=None,
+            help="squad: longest predicted answer in pieces (default 30, predict: the model's).",
+        ),
+        click.option(
+            "--squad-version",
+            "version",
+            type=click.Choice(["1.1", "2.0"]),
+            default=None,
+            help="squad: 2.0 = questions may have no answer (is_impossible; null span at [CLS]). Default: the "
+            "training file's 'version' field (predict: the model's).",
+        ),
+        click.option(
+            "--null-score-diff-threshold",
+            type=float,
+            default=None,
+            help="squad v2.0: predict no answer when s_null - s_best_span > this (tau). Default: chosen on the "
+            "eval file as the official best_f1_thresh and saved with the model (0.0 without an eval file); "
+            "predict writes the null odds beside --output as NAME.null_odds.json.",
+        ),
+    )
+
+
+def reader_options(*, segmenter_type: click.ParamType | None = None, segmenter_default: str | None = None):
+    """How the input files are read (``pipeline.config.ReadOptions``: build-vocab, make-shards):
+    ``--input-format``, ``--text-field``, ``--segmenter``, ``--encoding``, ``--max-line-chars``."""
+    from bertprep.pipeline.config import ReadOptions
+    from bertprep.pipeline.readers import INPUT_FORMATS
+
+    return apply(
+        field_option(
+            ReadOptions,
+            "input_format",
+            type=click.Choice(INPUT_FORMATS),
+            show_default=True,
+            help="bert: one sentence per line, blank line between documents (the original's format); jsonl: one "
+            "JSON document per line (--text-field); text: one prose document per file (books; Project Gutenberg "
+            "header/footer stripped); wikiextractor / wikiextractor-json: WikiExtractor output; wiki-xml: "
+            "pages-articles XML dumps (.xml, .xml.bz2); parquet (--text-field); hf: a Hugging Face datasets "
+            "save_to_disk directory or Hub dataset files (.arrow/.parquet, --text-field). auto: detected per file "
+            "from extension and content.",
+        ),
+        field_option(ReadOptions, "text_field", show_default=True),
+        click.option(
+            "--segmenter",
+            type=segmenter_type,
+            default=segmenter_default,
+            show_default=segmenter_default is not None,
+            help="Sentence segmenter for prose formats: syntok, or blingfire (pip install 'bertprep[fast]'), "
+            "which gives the same vocab about 2x faster (no word spans a sentence boundary).",
+        ),
+        field_option(ReadOptions, "encoding", show_default=True),
+        field_option(ReadOptions, "max_line_chars", type=click.IntRange(min=1), show_default=True),
+    )
+
+
+def quiet_option():
+    """``-q, --quiet`` of the commands that log their progress (build-vocab, make-shards)."""
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        help="Only the summary, warnings and errors: no progress bars, and make-shards' local worker processes "
+        "log only warnings and errors (their tracebacks included).",
+    )
+
+
+def output_dir_option(**attrs: Any):
+    """``-o, --output-dir`` (required): the directory a command writes; ``attrs`` add its type or metavar."""
+    return click.option(
+        "-o",
+        "--output-dir",
+        required=True,
+        help="The directory to write, created if needed. build-vocab: vocab.txt, tokenizer.json, "
+        "tokenizer_config.json and special_tokens_map.json (a local directory); make-shards: the shards and "
+        "manifest.json (local or gs://...); train: metrics.jsonl, metrics.png and checkpoints/; finetune: best/ "
+        "(Hugging Face model + finetune.json), metrics.jsonl, results.json, eval_predictions.*; export: "
+        "config.json, model.safetensors, vocab.txt and the tokenizer files.",
+        **attrs,
+    )
+
+
+def overwrite_option():
+    """``--overwrite``: replace what an earlier run wrote instead of refusing to."""
+    return click.option(
+        "--overwrite",
+        is_flag=True,
+        default=False,
+        help="Replace an existing output (--output-dir or --output) instead of refusing to. build-vocab, "
+        "make-shards and finetune keep the old one until the new one is complete: a failed or killed run leaves "
+        "it as it was.",
+    )

@@ -9,7 +9,15 @@ import click
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.tasks.predict import PredictConfig
 from bertprep.bert_model.tasks.predict import predict as run_predict
-from bertprep.cli.options import ModelPath, dataclass_default
+from bertprep.cli.options import (
+    ModelPath,
+    casing_options,
+    column_options,
+    dataclass_default,
+    device_option,
+    progress_option,
+    squad_options,
+)
 
 _default = dataclass_default(PredictConfig)  # defaults shown in --help come from the dataclass
 
@@ -41,48 +49,18 @@ _default = dataclass_default(PredictConfig)  # defaults shown in --help come fro
     help="Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus "
     "NAME.null_odds.json), CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.",
 )
-@click.option("--text-a-column", default=None, help="glue: override the first sentence's column (name or index).")
-@click.option("--text-b-column", default=None, help="glue: override the second sentence's column.")
-@click.option("--label-column", default=None, help="glue: override the label column (optional in the input).")
-@click.option("--header/--no-header", default=None, help="glue: override whether the first line is a header.")
+@column_options()
 @click.option(
     "--max-seq-length", type=click.IntRange(min=3), default=None, help="Override the fine-tuning max_seq_length."
 )
-@click.option("--doc-stride", type=click.IntRange(min=1), default=None, help="squad: override the doc stride.")
-@click.option(
-    "--max-answer-length",
-    type=click.IntRange(min=1),
-    default=None,
-    help="squad: override the longest answer in pieces.",
-)
-@click.option(
-    "--squad-version",
-    "version",
-    type=click.Choice(["1.1", "2.0"]),
-    default=None,
-    help="squad: override the SQuAD version recorded with the model.",
-)
-@click.option(
-    "--null-score-diff-threshold",
-    type=float,
-    default=None,
-    help="squad v2.0: override tau (no answer when s_null - s_best_span > tau); the null odds are "
-    "written beside --output as NAME.null_odds.json.",
-)
+@squad_options()
 @click.option("--max-examples", type=click.IntRange(min=1), default=None, help="Predict only the first N examples.")
 @click.option(
     "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Inputs per forward pass."
 )
-@click.option(
-    "--do-lower-case/--no-do-lower-case", default=None, help="Override the tokenizer casing recorded with the model."
-)
-@click.option(
-    "--strip-accents/--no-strip-accents",
-    default=None,
-    help="Override the accent stripping recorded with the model (default: as recorded, else the same as the casing).",
-)
-@click.option("--device", default=_default("device"), help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'.")
-@click.option("--progress/--no-progress", default=_default("progress"), help="Show a progress bar.")
+@casing_options()
+@device_option(PredictConfig)
+@progress_option(PredictConfig)
 def predict(
     model_dir: str,
     input_file: str,

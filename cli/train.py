@@ -12,9 +12,16 @@ import click
 from click.core import ParameterSource
 
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
-from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
-from bertprep.cli.options import AliasedOption, ModelPath, dataclass_default, report_to_option
+from bertprep.cli.options import (
+    AliasedOption,
+    ModelPath,
+    dataclass_default,
+    loop_options,
+    optimizer_options,
+    output_dir_option,
+    stop_options,
+)
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
@@ -132,13 +139,7 @@ def _aborted(output_dir: str) -> NoReturn:
     default=None,
     help="Held-out shard directory (same vocab and max_seq_length) evaluated every --eval-every steps.",
 )
-@click.option(
-    "--output-dir",
-    "-o",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Run directory: metrics.jsonl, metrics.png and checkpoints/ are written here.",
-)
+@output_dir_option(type=click.Path(file_okay=False))
 @click.option(
     "--architecture",
     type=click.Choice(list(ARCHITECTURE_PRESETS)),
@@ -198,49 +199,14 @@ def _aborted(output_dir: str) -> NoReturn:
     default=_default("gradient_accumulation_steps"),
     help="Micro-batches per optimizer step.",
 )
-@click.option(
-    "--learning-rate",
-    "--lr",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_default("learning_rate"),
-    help="Peak learning rate of AdamW (paper: 1e-4).",
-)
+@optimizer_options(TrainConfig)
 @click.option(
     "--warmup-steps",
     type=click.IntRange(min=0),
     default=_default("warmup_steps"),
     help="Steps of linear warm-up, then linear decay to 0 at --max-steps (paper: 10,000).",
 )
-@click.option(
-    "--max-steps",
-    type=click.IntRange(min=1),
-    default=_default("max_steps"),
-    help="Optimizer steps of the schedule; training stops there (paper: 1,000,000).",
-)
-@click.option(
-    "--weight-decay",
-    type=click.FloatRange(min=0),
-    default=_default("weight_decay"),
-    help="Decoupled weight decay, not applied to biases and LayerNorm (paper: 0.01).",
-)
-@click.option(
-    "--adam-beta1", type=click.FloatRange(0, 1, max_open=True), default=_default("adam_beta1"), help="AdamW beta1."
-)
-@click.option(
-    "--adam-beta2", type=click.FloatRange(0, 1, max_open=True), default=_default("adam_beta2"), help="AdamW beta2."
-)
-@click.option(
-    "--adam-epsilon",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_default("adam_epsilon"),
-    help="AdamW epsilon (1e-6 as the original).",
-)
-@click.option(
-    "--max-grad-norm",
-    type=click.FloatRange(min=0),
-    default=_default("max_grad_norm"),
-    help="Clip the global gradient norm to this; 0 disables clipping.",
-)
+@stop_options(TrainConfig)
 @click.option(
     "--nsp-loss-weight",
     type=click.FloatRange(min=0),
@@ -277,20 +243,7 @@ def _aborted(output_dir: str) -> NoReturn:
     help="Masking rate of dynamic --eval-shards (default: their manifest's, 0.15 from make-shards), fixed "
     "for the whole run; reported as masked_lm_prob in the eval metrics.",
 )
-@click.option("--seed", type=int, default=_default("seed"), help="Seed of initialisation, dropout and data order.")
-@click.option(
-    "--log-every",
-    type=click.IntRange(min=1),
-    default=_default("log_every"),
-    help="Steps between metric lines (metrics.jsonl, and the progress bar or, with --no-progress, a line on "
-    "stderr). A run of fewer steps logs every step.",
-)
-@click.option(
-    "--eval-every",
-    type=click.IntRange(min=0),
-    default=_default("eval_every"),
-    help="Steps between evaluations on --eval-shards (0 = only at the end).",
-)
+@loop_options(TrainConfig)
 @click.option(
     "--eval-batches",
     type=click.IntRange(min=0),
@@ -335,15 +288,6 @@ def _aborted(output_dir: str) -> NoReturn:
     "are initialised as in the original. The architecture comes from the source; the dropout options still apply.",
 )
 @click.option(
-    "--precision",
-    type=click.Choice(PRECISIONS),
-    default=_default("precision"),
-    show_default=True,
-    help="auto: bf16 autocast on CUDA, fp32 on CPU. bf16: autocast on any device (weights and "
-    "optimizer stay fp32); on CPUs with AVX512-BF16/AMX (AMD Zen 4+, Intel Sapphire Rapids+) "
-    "about 1.6x faster than fp32, elsewhere usually slower. fp32: no autocast.",
-)
-@click.option(
     "--compile/--no-compile",
     "compile_",
     default=None,
@@ -383,26 +327,12 @@ def _aborted(output_dir: str) -> NoReturn:
     "1 s per GB; from disk, one read at disk speed (benchmarks/bench_verify.py).",
 )
 @click.option(
-    "--device",
-    default=_default("device"),
-    help="'auto' (CUDA if available, else CPU), 'cpu', 'cuda' or 'cuda:N'. Under torchrun each "
-    "process takes cuda:LOCAL_RANK.",
-)
-@click.option(
-    "--max-time-minutes",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Stop cleanly, writing a checkpoint, after this many minutes.",
-)
-@click.option(
     "--stop-after-steps",
     type=click.IntRange(min=1),
     default=None,
     help="Stop cleanly, writing a checkpoint, after this many steps in this invocation "
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
-@report_to_option
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.pass_context
 def train(ctx: click.Context, compile_: bool, **options) -> None:
     """Pre-train a BERT (masked LM + next-sentence prediction) or ModernBERT (masked LM) encoder on shards.
