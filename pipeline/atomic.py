@@ -11,8 +11,9 @@ so either side may import it without crossing the boundary.
   whether the run that made it is alive; hidden, so globs and directory inputs skip it);
 * **replace a file**: :func:`atomic_file`, :func:`write_atomic`, :func:`write_bytes` (one file renamed into
   place), :func:`atomic_files` (several, the last one a commit marker);
-* **replace a directory**: :func:`replace_directory` (a complete directory swapped in), :func:`finish_replace`
-  (its last step, for a repair);
+* **replace a directory**: :func:`replace_directory` (a complete directory swapped in), :func:`write_directory`
+  (text files written into a staging folder, then swapped in), :func:`finish_replace` and :func:`repair_replace`
+  (its last step, and the repair of a swap that was killed);
 * **replace entries**: :func:`replace_entries` (some entries of a directory replaced by a staging folder's);
 * **stale staging**: :func:`pid_alive`, :func:`is_stale_staging`, :func:`remove_stale_staging` (the folders
   of runs that were killed).
@@ -31,7 +32,7 @@ import re
 import shutil
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO
 
 log = logging.getLogger("bertprep")
@@ -212,6 +213,46 @@ def finish_replace(old: str, final: str, keep: Callable[[str], bool] | None = No
     shutil.rmtree(old)
 
 
+def write_directory(
+    contents: Mapping[str, str],
+    final: str,
+    kind: str,
+    *,
+    aside: str | None = None,
+    keep: Callable[[str], bool] | None = None,
+) -> None:
+    """Write the text files ``contents`` (name -> text; UTF-8, LF line ends, the umask's permissions) into a new
+    staging folder beside ``final`` (:func:`staging_name` of ``kind``, same file system) and swap it into
+    ``final``'s place (:func:`replace_directory` with ``aside`` and ``keep``); on any failure the staging folder
+    is removed and ``final`` is left as it was. The parent of ``final`` is created if needed."""
+    parent = os.path.dirname(os.path.abspath(final))
+    os.makedirs(parent, exist_ok=True)
+    staging = os.path.join(parent, staging_name(kind))
+    os.mkdir(staging)
+    try:
+        for name, text in contents.items():
+            # open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions
+            with open(os.path.join(staging, name), "x", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+        replace_directory(staging, final, aside=aside, keep=keep)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def repair_replace(aside: str, final: str, keep: Callable[[str], bool] | None = None) -> str | None:
+    """Finish or roll back a :func:`replace_directory` (with ``aside``) that was killed: with ``final`` in place
+    the new directory is complete and the last step runs (:func:`finish_replace`, returns ``"finished"``);
+    without it the old directory goes back (returns ``"restored"``). None: no ``aside`` folder, nothing to do."""
+    if not os.path.isdir(aside):
+        return None
+    if os.path.exists(final):
+        finish_replace(aside, final, keep)
+        return "finished"
+    os.replace(aside, final)
+    return "restored"
+
+
 def replace_entries(
     staging: str, directory: str, old: Iterable[str], *, aside: str | None = None, last: str | None = None
 ) -> None:
@@ -286,11 +327,13 @@ __all__ = [
     "is_stale_staging",
     "pid_alive",
     "remove_stale_staging",
+    "repair_replace",
     "replace_directory",
     "replace_entries",
     "staging_name",
     "temporary_path",
     "write_atomic",
     "write_bytes",
+    "write_directory",
     "write_text_synced",
 ]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bertprep.pipeline import interrupts
-from bertprep.pipeline.atomic import finish_replace, remove_stale_staging, replace_directory, staging_name
+from bertprep.pipeline.atomic import remove_stale_staging, repair_replace, write_directory
 from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.normalization import (
     AccentStats,
@@ -474,19 +473,7 @@ def save_vocab(trained: TrainedVocab, output_dir: str, *, overwrite: bool = Fals
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
     # WordPiece: vocab_files.tokenizer_files, whose tokenizer.json (hf_tokenizer(trained.tokens)) is trained.tokenizer's
     contents = trained.files()
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    staging = os.path.join(parent, staging_name(_STAGING_KIND))
-    os.mkdir(staging)
-    try:
-        for name, text in contents.items():
-            # open(..., "x") (unlike mkstemp's 0600) gives the umask's permissions
-            with open(os.path.join(staging, name), "x", encoding="utf-8", newline="\n") as f:
-                f.write(text)
-        _publish(staging, output_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    _publish(contents, output_dir)
     return {name: os.path.join(output_dir, name) for name in contents}
 
 
@@ -496,13 +483,13 @@ _STAGING_KIND = "vocab"
 _OLD = ".{}.old"
 
 
-def _publish(staging: str, output_dir: str) -> None:
-    """Put the complete ``staging`` directory in ``output_dir``'s place
-    (:func:`~bertprep.pipeline.atomic.replace_directory`). Steps, each a rename: 1. the old ``output_dir``
-    moves aside to ``.<name>.old``; 2. ``staging`` becomes ``output_dir``; 3. the user's other entries move
-    back from ``.old``; 4. ``.old`` (now the old vocab files alone) is deleted. Killed after 1,
+def _publish(contents: dict[str, str], output_dir: str) -> None:
+    """Write ``contents`` into a staging directory and put it in ``output_dir``'s place
+    (:func:`~bertprep.pipeline.atomic.write_directory`). Steps, each a rename: 1. the old ``output_dir``
+    moves aside to ``.<name>.old``; 2. the staging directory becomes ``output_dir``; 3. the user's other entries
+    move back from ``.old``; 4. ``.old`` (now the old vocab files alone) is deleted. Killed after 1,
     :func:`repair_interrupted_publish` puts the old directory back; after 2, it finishes 3 and 4."""
-    replace_directory(staging, output_dir, aside=_old_path(output_dir), keep=_not_written)
+    write_directory(contents, output_dir, _STAGING_KIND, aside=_old_path(output_dir), keep=_not_written)
 
 
 def _old_path(output_dir: str) -> str:
@@ -521,15 +508,13 @@ def repair_interrupted_publish(output_dir: str) -> str | None:
     parent = os.path.dirname(os.path.abspath(output_dir))
     if not os.path.isdir(parent):
         return None
-    done = None
-    old = _old_path(output_dir)
-    if os.path.isdir(old):
-        if os.path.exists(output_dir):  # killed after the swap: the new vocab is in place
-            finish_replace(old, output_dir, keep=_not_written)
-            done = f"finished replacing the vocab in {output_dir} (a build-vocab run was killed while replacing it)"
-        else:  # killed between the two renames: the old set goes back
-            os.replace(old, output_dir)
-            done = f"restored the previous vocab in {output_dir} (a build-vocab run was killed while replacing it)"
+    done = repair_replace(_old_path(output_dir), output_dir, keep=_not_written)
+    if done is not None:
+        done = (
+            f"finished replacing the vocab in {output_dir}"
+            if done == "finished"
+            else f"restored the previous vocab in {output_dir}"
+        ) + " (a build-vocab run was killed while replacing it)"
         log.warning(done)
     remove_stale_staging(parent, _STAGING_KIND)
     return done

@@ -3,6 +3,7 @@ written, staging folders named by command, host and process, and only dead runs'
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -172,3 +173,56 @@ def test_pid_alive():
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     assert atomic.pid_alive(os.getpid()) and not atomic.pid_alive(dead.pid)
+
+
+def test_write_directory_swaps_in_the_files_and_leaves_nothing_on_failure(tmp_path, monkeypatch):
+    final = tmp_path / "vocab"
+    atomic.write_directory({"vocab.txt": "a\nb\n", "x.json": "{}"}, str(final), "test")
+    assert _read(final) == {"vocab.txt": "a\nb\n", "x.json": "{}"} and sorted(os.listdir(tmp_path)) == ["vocab"]
+    (final / "notes.md").write_text("mine")
+    atomic.write_directory({"vocab.txt": "c\n"}, str(final), "test", keep=lambda n: n == "notes.md")
+    assert _read(final) == {"notes.md": "mine", "vocab.txt": "c\n"} and sorted(os.listdir(tmp_path)) == ["vocab"]
+    monkeypatch.setattr(atomic, "replace_directory", _raise_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_directory({"vocab.txt": "d\n"}, str(final), "test")
+    assert _read(final) == {"notes.md": "mine", "vocab.txt": "c\n"} and sorted(os.listdir(tmp_path)) == ["vocab"]
+
+
+def test_repair_replace_restores_the_old_directory_or_finishes_the_new_one(tmp_path):
+    final, aside = tmp_path / "out", tmp_path / ".out.old"
+    assert atomic.repair_replace(str(aside), str(final)) is None
+    _make_dir(aside, "vocab.txt")  # killed between the two renames: no final
+    assert atomic.repair_replace(str(aside), str(final)) == "restored" and sorted(os.listdir(final)) == ["vocab.txt"]
+    (final / "notes.md").write_text("mine")
+    os.replace(final, aside)  # killed after the swap: the new directory is in place, the old one aside
+    _make_dir(final, "vocab.txt")
+    assert atomic.repair_replace(str(aside), str(final), keep=lambda n: n == "notes.md") == "finished"
+    assert sorted(os.listdir(final)) == ["notes.md", "vocab.txt"] and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_only_atomic_renames_or_syncs_files():
+    """Durable writes live in pipeline/atomic.py alone (docs/architecture.md): no other module of the package
+    calls os.replace, os.rename or os.fsync itself."""
+    repo = Path(__file__).resolve().parents[2]
+    callers = []
+    for package in ("pipeline", "bert_model", "cli"):
+        for path in sorted((repo / package).rglob("*.py")):
+            if path == repo / "pipeline" / "atomic.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in ("replace", "rename", "fsync")
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "os"
+                ):
+                    callers.append(f"{path.relative_to(repo)}:{node.lineno}")
+    assert not callers
+
+
+def _read(directory) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(directory.iterdir())}
+
+
+def _raise_interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
