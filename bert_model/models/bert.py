@@ -29,8 +29,7 @@ from bertprep.bert_model.models.bert_config import PRESETS, BertConfig, flops_pe
 from bertprep.bert_model.models.outputs import (  # IGNORE_INDEX re-exported (__all__)
     IGNORE_INDEX,
     EncoderOutput,
-    gather_positions,
-    masked_lm_loss,
+    pretraining_heads,
 )
 from bertprep.bert_model.models.weights import (  # re-exported (__all__)
     count_parameters,
@@ -336,8 +335,9 @@ class BertForPreTraining(nn.Module):
 
     The MLM head runs only on the gathered ``masked_lm_positions`` (as the original
     ``get_masked_lm_output``), not on every token, which saves the H x V decoder on ~85% of the tokens.
-    ``base_model`` / ``masked_lm_logits`` / ``sentence_logits`` are the parts the pre-training loop composes
-    (``pretrain.architectures.PretrainingModel``), the same for every encoder.
+    ``base_model`` / ``masked_lm_logits`` / ``sentence_logits`` are the parts that ``outputs.pretraining_heads``
+    (the pre-training forward pass and losses, written once) composes, for this ``forward`` and for the training
+    loop's ``pretrain.architectures.PretrainingModel`` alike, the same for every encoder.
     """
 
     tied_weights_keys = TIED_WEIGHTS_KEYS
@@ -389,17 +389,19 @@ class BertForPreTraining(nn.Module):
             ``BertForPreTrainingOutput``; ``loss`` is set only when both label tensors are given, the MLM and
             NSP losses each when their labels are given.
         """
-        encoded = self.bert(input_ids, token_type_ids, attention_mask, **layout)
-        sequence_output = encoded.last_hidden_state  # (B, T, H)
-        if masked_lm_positions is not None:
-            sequence_output = gather_positions(sequence_output, masked_lm_positions)  # (B, P, H)
-        prediction_logits = self.masked_lm_logits(sequence_output)  # (B, P, V)
-        seq_relationship_logits = self.sentence_logits(encoded.pooler_output)  # (B, 2) or (D, 2)
-        out = BertForPreTrainingOutput(prediction_logits, seq_relationship_logits)
-        if masked_lm_ids is not None:
-            out.mlm_loss = masked_lm_loss(prediction_logits, masked_lm_ids)
-        if next_sentence_label is not None:
-            out.nsp_loss = F.cross_entropy(seq_relationship_logits.float(), next_sentence_label.reshape(-1).long())
+        heads = pretraining_heads(
+            self,
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            masked_lm_positions,
+            masked_lm_ids,
+            next_sentence_label,
+            **layout,
+        )
+        out = BertForPreTrainingOutput(
+            heads.prediction_logits, heads.seq_relationship_logits, mlm_loss=heads.mlm_loss, nsp_loss=heads.nsp_loss
+        )
         if out.mlm_loss is not None and out.nsp_loss is not None:
             out.loss = out.mlm_loss + out.nsp_loss
         return out

@@ -67,6 +67,57 @@ def masked_lm_loss(prediction_logits: torch.Tensor, masked_lm_ids: torch.Tensor)
 
 
 @dataclass
+class PretrainingHeadsOutput:
+    """What :func:`pretraining_heads` returns: the two pre-training tasks' scores and losses."""
+
+    prediction_logits: torch.Tensor
+    """float (B, P, V) or (1, M, V): MLM scores of the prediction slots (every position: (B, T, V))."""
+    seq_relationship_logits: torch.Tensor | None
+    """float (B, 2) or (D, 2): NSP / SOP scores; None for a model without a sentence head (ModernBERT)."""
+    mlm_loss: torch.Tensor | None
+    """Scalar :func:`masked_lm_loss`, when ``masked_lm_ids`` are given."""
+    nsp_loss: torch.Tensor | None
+    """Scalar mean cross-entropy (float32) of the sentence head, when it exists and labels are given."""
+
+
+def pretraining_heads(
+    model,
+    input_ids: torch.Tensor,
+    token_type_ids: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+    masked_lm_positions: torch.Tensor | None,
+    masked_lm_ids: torch.Tensor | None,
+    next_sentence_label: torch.Tensor | None,
+    **layout: torch.Tensor | None,
+) -> PretrainingHeadsOutput:
+    """The pre-training forward pass and losses, written once (``BertForPreTraining.forward`` and the training
+    loop's ``pretrain.architectures.PretrainingModel`` call it): the encoder (``model.base_model``) on the batch,
+    the MLM head (``model.masked_lm_logits``) on the hidden states at ``masked_lm_positions`` only (as the
+    original ``get_masked_lm_output``; every position when None), the sentence head (``model.sentence_logits``,
+    None for ModernBERT) on the pooled [CLS] of each instance; :func:`masked_lm_loss` and the sentence head's
+    cross-entropy where labels are given (paper section 3.1; google-research/bert ``run_pretraining.py``).
+
+    Args:
+        model: ``BertForPreTraining`` or ``ModernBertForMaskedLM`` (anything with those three members).
+        input_ids, token_type_ids, attention_mask: int64 (B, T).
+        masked_lm_positions, masked_lm_ids: int64 (B, P), or (1, M) over the flattened rows of a packed batch.
+        next_sentence_label: int64 (B,) padded, (D,) packed; 1 = NotNext.
+        layout: ``sequence_ids``, ``position_ids``, ``cu_seqlens``, ``sequence_starts`` of a packed batch.
+    """
+    encoded = model.base_model(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, **layout)
+    states = encoded.last_hidden_state  # (B, T, H)
+    if masked_lm_positions is not None:
+        states = gather_positions(states, masked_lm_positions)  # (B, P, H) or (1, M, H)
+    prediction_logits = model.masked_lm_logits(states)  # (B, P, V) or (1, M, V)
+    sentence_logits = model.sentence_logits(encoded.pooler_output)  # (B or D, 2) or None
+    mlm_loss = None if masked_lm_ids is None else masked_lm_loss(prediction_logits, masked_lm_ids)
+    nsp_loss = None
+    if sentence_logits is not None and next_sentence_label is not None:
+        nsp_loss = F.cross_entropy(sentence_logits.float(), next_sentence_label.reshape(-1).long())
+    return PretrainingHeadsOutput(prediction_logits, sentence_logits, mlm_loss, nsp_loss)
+
+
+@dataclass
 class SequenceClassifierOutput:
     logits: torch.Tensor
     """float [batch_size, num_labels]; for regression (num_labels = 1) the predicted value in column 0."""

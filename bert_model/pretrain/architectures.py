@@ -20,7 +20,6 @@ import logging
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertprep.bert_model.models import modernbert_config
@@ -29,7 +28,7 @@ from bertprep.bert_model.models.bert_config import BertConfig
 from bertprep.bert_model.models.bert_config import flops_per_token as bert_flops_per_token
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
-from bertprep.bert_model.models.outputs import gather_positions, masked_lm_loss
+from bertprep.bert_model.models.outputs import gather_positions, pretraining_heads
 
 logger = logging.getLogger("bertprep.train")
 
@@ -180,23 +179,24 @@ class PretrainingModel(nn.Module):
             layout: ``sequence_ids``, ``position_ids`` (B, T) of a packed batch, ``cu_seqlens`` and
                 ``sequence_starts`` of either (see ``BertModel.forward``).
         """
-        encoded = self.model.base_model(
-            input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, **layout
+        heads = pretraining_heads(
+            self.model,
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            masked_lm_positions,
+            masked_lm_ids,
+            next_sentence_label,
+            **layout,
         )
-        slots = gather_positions(encoded.last_hidden_state, masked_lm_positions)  # (B, P, H) or (1, M, H)
-        prediction_logits = self.model.masked_lm_logits(slots)  # (B, P, V) or (1, M, V)
-        sentence_logits = self.model.sentence_logits(encoded.pooler_output)  # (B or D, 2) or None
-        nsp_loss = None
-        if sentence_logits is not None and next_sentence_label is not None:
-            nsp_loss = F.cross_entropy(sentence_logits.float(), next_sentence_label.reshape(-1).long())
         inputs = gather_positions(input_ids, masked_lm_positions)  # (B, P) or (1, M)
         return PretrainingOutput(
-            prediction_logits,
+            heads.prediction_logits,
             masked_lm_ids,
             inputs,
-            masked_lm_loss(prediction_logits, masked_lm_ids),
-            sentence_logits,
-            nsp_loss,
+            heads.mlm_loss,
+            heads.seq_relationship_logits,
+            heads.nsp_loss,
         )
 
 

@@ -86,6 +86,23 @@ def test_mlm_loss_counts_only_masked_positions():
     assert not torch.allclose(model(**changed).mlm_loss, out.mlm_loss)
 
 
+def test_the_training_loop_computes_the_same_losses_as_the_model():
+    """The pre-training forward pass and losses are written once (``outputs.pretraining_heads``): the training
+    loop's ``PretrainingModel`` and ``BertForPreTraining.forward`` give the same scores and losses."""
+    from bertprep.bert_model.pretrain.architectures import PretrainingModel
+
+    config = BertConfig(**TINY)
+    model = BertForPreTraining(config).eval()
+    batch = _batch(config)
+    out, loop = model(**batch), PretrainingModel(model)(**batch)
+    assert torch.equal(loop.prediction_logits, out.prediction_logits)
+    assert torch.equal(loop.seq_relationship_logits, out.seq_relationship_logits)
+    assert torch.equal(loop.mlm_loss, out.mlm_loss) and torch.equal(loop.nsp_loss, out.nsp_loss)
+    assert torch.equal(loop.training_loss(1.0), out.loss)
+    expected_nsp = F.cross_entropy(out.seq_relationship_logits, batch["next_sentence_label"])
+    assert torch.allclose(out.nsp_loss, expected_nsp, atol=1e-6)
+
+
 def test_padding_does_not_change_real_tokens():
     config = BertConfig(**TINY)
     model = BertForPreTraining(config).eval()
