@@ -117,6 +117,24 @@ def shard_name(index: int, count: int) -> str:
     return SHARD_PATTERN.format(index=index, count=count)
 
 
+def read_shard(path: str) -> pa.ipc.RecordBatchFileReader:
+    """The Arrow IPC file reader of the local shard ``path``, over the file's bytes read once into this process's
+    memory: the one shard reader of both halls (the trainer's loader, ``inspect`` and its ``--verify``).
+
+    Not ``pa.memory_map``: a mapped file that is truncated while it is read (a copy or an ``rsync --inplace``
+    over the shard directory, a full disk...) kills the process with SIGBUS on the next access to a page past
+    the new end, with no message (in a loader worker PyTorch blames shared memory). Read once, the shard stays
+    valid whatever happens to the file; a file truncated before or during the read fails to parse. A shard is
+    tens of MB (make-shards writes ~50,000 instances per file).
+
+    Raises:
+        OSError: the file cannot be read. pyarrow.ArrowException: it is not an Arrow IPC file (truncated,
+            overwritten); callers name the shard and say to re-create it.
+    """
+    with open(path, "rb") as f:
+        return pa.ipc.open_file(pa.py_buffer(f.read()))
+
+
 def sha256_file(path: str, chunk_size: int = 1 << 20) -> str:
     """Hex sha256 of a local file (streamed)."""
     digest = hashlib.sha256()

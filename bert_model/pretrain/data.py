@@ -153,22 +153,9 @@ class ShardReadError(ValueError):
     the last finished step before it reports one met mid-run."""
 
 
-def _read_whole_file(path: str) -> pa.Buffer:
-    """The bytes of ``path`` in this process's memory.
-
-    Not ``pa.memory_map``: a mapped file that is truncated while it is read (a copy or an ``rsync --inplace``
-    over the shard directory, a full disk...) kills the process with SIGBUS on the next access to a page past
-    the new end, with no message and no checkpoint (in a loader worker PyTorch blames shared memory). Read
-    once, the shard stays valid whatever happens to the file; a file truncated before or during the read
-    fails to parse and is named. A shard is tens of MB (make-shards writes ~50,000 instances per file).
-    """
-    with open(path, "rb") as f:
-        return pa.py_buffer(f.read())
-
-
 class _ShardReader:
     """Random access to the rows of one Arrow IPC file read into memory (zero-copy numpy views of it;
-    ``_read_whole_file`` says why not memory-mapped).
+    ``schema.read_shard`` says why not memory-mapped).
 
     With ``vocab_size``, token ids (``input_ids``, ``masked_lm_ids``) must be below it. Raises
     ``ShardReadError`` naming the file when it is not a readable Arrow file (truncated, overwritten), lacks a
@@ -179,7 +166,7 @@ class _ShardReader:
     def __init__(self, path: str, vocab_size: int | None = None, objective: str = "nsp"):
         self.path = path
         try:
-            reader = pa.ipc.open_file(_read_whole_file(path))
+            reader = schema.read_shard(path)
             missing = set(schema.columns(objective)) - set(reader.schema.names)
             if missing:
                 raise ShardReadError(f"{path}: columns {sorted(missing)} are missing; not a bertprep shard")

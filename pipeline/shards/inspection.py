@@ -267,9 +267,8 @@ def iter_rows(shard_dir: str, manifest: dict[str, Any] | None = None) -> Iterato
     Raises ``ValueError`` naming the shard when it is not a readable Arrow file (truncated, overwritten)."""
     for path in schema.shard_paths(shard_dir, manifest):
         try:
-            with pa.memory_map(path) as source:
-                reader = pa.ipc.open_file(source)
-                batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+            reader = schema.read_shard(path)
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
         except (pa.ArrowException, OSError) as err:
             raise ValueError(
                 f"{path}: not a readable Arrow file ({err}); the shard is damaged, run "
@@ -438,17 +437,16 @@ def _verify_shard(shard_dir: str, entry: dict[str, Any], c: _Checks) -> None:
         c.error(f"{entry['file']}: sha256 differs from the manifest (file changed or truncated)")
     rows = tokens = 0
     try:
-        with pa.memory_map(path) as source:
-            reader = pa.ipc.open_file(source)
-            if tuple(reader.schema.names) != schema.columns(c.objective, c.has_word_ids):
-                c.error(
-                    f"{entry['file']}: columns {reader.schema.names}, objective {c.objective} has "
-                    f"{list(schema.columns(c.objective, c.has_word_ids))}"
-                )
-                return
-            for b in range(reader.num_record_batches):
-                batch_rows, batch_tokens = _verify_batch(reader.get_batch(b), entry["file"], b, c)
-                rows, tokens = rows + batch_rows, tokens + batch_tokens
+        reader = schema.read_shard(path)
+        if tuple(reader.schema.names) != schema.columns(c.objective, c.has_word_ids):
+            c.error(
+                f"{entry['file']}: columns {reader.schema.names}, objective {c.objective} has "
+                f"{list(schema.columns(c.objective, c.has_word_ids))}"
+            )
+            return
+        for b in range(reader.num_record_batches):
+            batch_rows, batch_tokens = _verify_batch(reader.get_batch(b), entry["file"], b, c)
+            rows, tokens = rows + batch_rows, tokens + batch_tokens
     except (pa.ArrowException, OSError) as err:
         c.error(f"{entry['file']}: not a readable Arrow file ({err}); the shard is damaged")
         return
