@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -410,38 +410,65 @@ def _parse_json(files: Mapping[str, str], name: str, source: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def model_type_of(text: str) -> str | None:
+    """The model type (``WordPiece``, ``BPE``, ``Unigram``...) of a ``tokenizer.json``'s text; None when it is not
+    JSON or names none (``vocab_files.parse_tokenizer_json`` then says what is wrong). The one sniffer of both
+    halls (:func:`tokenizer_json_model_type`, ``text.tokenization.load_vocab``)."""
+    try:
+        return (json.loads(text).get("model") or {}).get("type")
+    except (ValueError, AttributeError):
+        return None
+
+
 def tokenizer_json_model_type(path: str) -> str | None:
-    """The model type (``WordPiece``, ``BPE``, ``Unigram``...) of a local ``tokenizer.json``, or of the one in a
-    directory; None when there is none or it is not JSON."""
+    """The model type (:func:`model_type_of`) of a local ``tokenizer.json``, or of the one in a directory; None
+    when there is none or it is not JSON."""
     if os.path.isdir(path):
         path = os.path.join(path, TOKENIZER_FILE)
     try:
         with open(path, encoding="utf-8") as f:
-            return (json.load(f).get("model") or {}).get("type")
-    except (OSError, ValueError):
+            return model_type_of(f.read())
+    except (OSError, UnicodeDecodeError):
         return None
 
 
-def load_pretrained_tokenizer(path: str) -> PretrainedTokenizer:
-    """The tokenizer of a local ``tokenizer.json``, or of a directory holding one, with the
-    ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it.
+def beside(path: str, name: str) -> str:
+    """The path of the file ``name`` in the directory of ``path`` (a local path or a URL such as ``gs://``)."""
+    if "://" in path:
+        return path.rsplit("/", 1)[0] + "/" + name
+    return os.path.join(os.path.dirname(path), name)
+
+
+def _read_local(path: str) -> str | None:
+    """The text of the local file ``path``, None when there is none."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as err:
+        raise VocabError(f"{path}: not UTF-8 text ({err})") from None
+
+
+def load_pretrained_tokenizer(path: str, read_text: Callable[[str], str | None] = _read_local) -> PretrainedTokenizer:
+    """The tokenizer of a ``tokenizer.json``, or of a local directory holding one, with the
+    ``tokenizer_config.json`` and ``special_tokens_map.json`` beside it: the one loader of both halls.
+
+    ``read_text(path)``: a file's text, or None when it does not exist; by default local files
+    (``text.tokenization.load_vocab`` hands in one over Beam's file systems, for ``gs://``).
 
     Raises:
         FileNotFoundError: no such file, or the directory has no ``tokenizer.json``.
-        VocabError: as :meth:`PretrainedTokenizer.from_texts`.
+        VocabError: a file is not UTF-8; as :meth:`PretrainedTokenizer.from_texts`.
     """
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
-    file = os.path.join(path, TOKENIZER_FILE) if os.path.isdir(path) else path
-    if not os.path.isfile(file):
-        raise FileNotFoundError(f"{path}: no {TOKENIZER_FILE}")
+    file = os.path.join(path, TOKENIZER_FILE) if "://" not in path and os.path.isdir(path) else path
     files = {}
-    for name, where in ((TOKENIZER_FILE, file), *((n, os.path.join(directory, n)) for n in _CONFIG_FILES)):
-        if os.path.isfile(where):
-            try:
-                with open(where, encoding="utf-8") as f:
-                    files[name] = f.read()
-            except UnicodeDecodeError as err:
-                raise VocabError(f"{where}: not UTF-8 text ({err})") from None
+    for name, where in ((TOKENIZER_FILE, file), *((n, beside(file, n)) for n in _CONFIG_FILES)):
+        text = read_text(where)
+        if text is not None:
+            files[name] = text
+    if TOKENIZER_FILE not in files:
+        raise FileNotFoundError(f"{path}: no {TOKENIZER_FILE}")
     return PretrainedTokenizer.from_texts(files, source=file)
 
 
@@ -471,7 +498,9 @@ __all__ = [
     "REQUIRED_ROLES",
     "ROLES",
     "PretrainedTokenizer",
+    "beside",
     "load_pretrained_tokenizer",
+    "model_type_of",
     "read_vocab_tokens",
     "resolve_special_tokens",
     "tokenizer_json_model_type",

@@ -249,16 +249,18 @@ def format_histogram(hist: dict[str, int], max_seq_length: int, bins: int = 8) -
 
 
 def load_vocab_tokens(shard_dir: str) -> list[str]:
-    """The tokens in id order of a local shard directory's vocab (``vocab.txt``, or a BPE / Unigram
-    ``tokenizer.json`` as the manifest names it)."""
-    manifest = schema.read_manifest(shard_dir)
-    name = (manifest.get("vocab") or {}).get("file") or schema.VOCAB_TXT
-    if name != schema.VOCAB_TXT:
-        from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
+    """The tokens in id order of a local shard directory's vocab, parsed as make-shards parsed it: a
+    ``vocab.txt`` by ``vocab_files.parse_vocab_txt``, a BPE / Unigram ``tokenizer.json`` (as the manifest names
+    it) by ``pretrained_tokenizer.load_pretrained_tokenizer``."""
+    from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
+    from bertprep.pipeline.vocab_files import parse_vocab_txt
 
-        return load_pretrained_tokenizer(os.path.join(shard_dir, name)).tokens
-    with open(os.path.join(shard_dir, name), encoding="utf-8") as f:
-        return f.read().split("\n")[:-1]
+    manifest = schema.read_manifest(shard_dir)
+    path = os.path.join(shard_dir, (manifest.get("vocab") or {}).get("file") or schema.VOCAB_TXT)
+    if not path.endswith(schema.VOCAB_TXT):
+        return load_pretrained_tokenizer(path).tokens
+    with open(path, encoding="utf-8") as f:
+        return parse_vocab_txt(f.read(), path)
 
 
 def iter_rows(shard_dir: str, manifest: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:

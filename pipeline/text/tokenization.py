@@ -11,7 +11,6 @@ too; Beam is imported only there), the casing / accent checks against the vocab 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -25,7 +24,13 @@ from tokenizers import Tokenizer
 from bertprep.pipeline import vocab_files
 from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
 from bertprep.pipeline.paths import web_url_message
-from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer, tokenizer_json_model_type
+from bertprep.pipeline.pretrained_tokenizer import (
+    PretrainedTokenizer,
+    beside,
+    load_pretrained_tokenizer,
+    model_type_of,
+    tokenizer_json_model_type,
+)
 from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.schema import vocab_sha256
 from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
@@ -199,7 +204,7 @@ def load_vocab(path: str) -> Vocab:
     path = _vocab_file_in(path)
     text = _read_text(path)
     if path.endswith(".json") or text.lstrip().startswith("{"):
-        if _json_model_type(text) not in (None, "WordPiece"):
+        if model_type_of(text) not in (None, "WordPiece"):
             return Vocab.from_pretrained(_load_pretrained(path, text))
         tokens, do_lower_case, strip_accents = vocab_files.parse_tokenizer_json(text, path)
         return Vocab.from_tokens(tokens, do_lower_case=do_lower_case, source=path, strip_accents=strip_accents)
@@ -228,23 +233,17 @@ def _vocab_file_in(path: str) -> str:
     return path
 
 
-def _json_model_type(text: str) -> str | None:
-    try:
-        return (json.loads(text).get("model") or {}).get("type")
-    except (ValueError, AttributeError):
-        return None  # parse_tokenizer_json says what is wrong
-
-
 def _load_pretrained(path: str, text: str) -> PretrainedTokenizer:
-    """The BPE / Unigram tokenizer of ``path`` (text ``text``), with the config files beside it (any filesystem)."""
+    """The BPE / Unigram tokenizer of ``path`` (text ``text``), with the config files beside it, on any file
+    system (``pretrained_tokenizer.load_pretrained_tokenizer`` reading through Beam's ``FileSystems``)."""
     from apache_beam.io.filesystems import FileSystems
 
-    files = {vocab_files.TOKENIZER_FILE: text}
-    for name in (vocab_files.TOKENIZER_CONFIG_FILE, vocab_files.SPECIAL_TOKENS_MAP_FILE):
-        other = path.rsplit("/", 1)[0] + "/" + name if "://" in path else os.path.join(os.path.dirname(path), name)
-        if FileSystems.exists(other):
-            files[name] = _read_text(other)
-    return PretrainedTokenizer.from_texts(files, source=path)
+    def read_text(where: str) -> str | None:
+        if where == path:
+            return text
+        return _read_text(where) if FileSystems.exists(where) else None
+
+    return load_pretrained_tokenizer(path, read_text)
 
 
 def _tokenizer_json_beside(path: str) -> str | None:
@@ -252,12 +251,9 @@ def _tokenizer_json_beside(path: str) -> str | None:
     or None."""
     from apache_beam.io.filesystems import FileSystems
 
-    if "://" in path:
-        beside = path.rsplit("/", 1)[0] + "/" + vocab_files.TOKENIZER_FILE
-    else:
-        beside = os.path.join(os.path.dirname(path), vocab_files.TOKENIZER_FILE)
+    other = beside(path, vocab_files.TOKENIZER_FILE)
     try:
-        return beside if FileSystems.exists(beside) else None
+        return other if FileSystems.exists(other) else None
     except Exception:  # a filesystem that cannot tell (no credentials...): as without one
         return None
 

@@ -99,3 +99,28 @@ def test_model_inputs_follow_the_tokenizers_template(dirs, name):
     assert tokenizer.num_special_tokens_to_add(pair=True) == len(pair["input_ids"]) - len(a.ids) - len(b.ids)
     if name == "roberta":  # <s> A </s></s> B </s>, one token type
         assert tokenizer.num_special_tokens_to_add(pair=True) == 4 and set(types) == {0}
+
+
+def test_one_loader_for_local_files_and_make_shards_file_systems(dirs, tmp_path):
+    """make-shards' ``load_vocab`` (any Beam file system) and the model side (local files) load a tokenizer.json
+    through the same ``load_pretrained_tokenizer`` and tell its model type with the same ``model_type_of``."""
+    from bertprep.pipeline.pretrained_tokenizer import model_type_of, tokenizer_json_model_type
+    from bertprep.pipeline.text.tokenization import load_vocab
+
+    local = load_pretrained_tokenizer(str(dirs["roberta"]))
+    through_beam = load_vocab(str(dirs["roberta"])).pretrained
+    assert through_beam.tokens == local.tokens and through_beam.special_tokens == local.special_tokens
+    read = []
+
+    def read_text(path):
+        read.append(path)
+        return (dirs["roberta"] / path.rsplit("/", 1)[-1]).read_text(encoding="utf-8")
+
+    remote = load_pretrained_tokenizer("gs://bucket/roberta/tokenizer.json", read_text)
+    assert remote.tokens == local.tokens and read[0] == "gs://bucket/roberta/tokenizer.json"
+    assert all(path.startswith("gs://bucket/roberta/") for path in read)
+    text = (dirs["unigram"] / "tokenizer.json").read_text(encoding="utf-8")
+    assert model_type_of(text) == tokenizer_json_model_type(str(dirs["unigram"])) == "Unigram"
+    assert model_type_of("not json") is None and tokenizer_json_model_type(str(tmp_path)) is None
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer\.json"):
+        load_pretrained_tokenizer(str(tmp_path))
