@@ -8,9 +8,9 @@ import sys
 import click
 
 from bertprep.cli.options import (
-    AliasedOption,
     casing_options,
     dataclass_default,
+    inputs_option,
     output_dir_option,
     overwrite_option,
     quiet_option,
@@ -29,16 +29,7 @@ _default = dataclass_default(VocabConfig, ReadOptions)
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.argument("inputs", nargs=-1, metavar="[INPUTS]...")
-@click.option(
-    "-i",
-    "--input",
-    "input_files",
-    cls=AliasedOption,
-    aliases=("--input-file",),
-    multiple=True,
-    metavar="GLOBS",
-    help="More inputs, as in make-shards: comma-separated globs, files or directories (repeatable).",
-)
+@inputs_option("More inputs, as in make-shards: comma-separated globs, files or directories (repeatable).")
 @output_dir_option(metavar="DIR")
 @click.option(
     "--model",

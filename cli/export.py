@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import click
 
-from bertprep.cli.options import LocalPath, ModelPath, casing_options, output_dir_option, overwrite_option
+from bertprep.cli.options import (
+    LocalPath,
+    ModelPath,
+    casing_options,
+    model_option,
+    output_dir_option,
+    overwrite_option,
+)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("model_dir", required=False, metavar="[MODEL_DIR]", type=ModelPath())
-@click.option(
-    "-m",
-    "--model",
+@model_option(
     "model_option",
-    type=ModelPath(),
     default=None,
     help="The model to export, named as in the other commands (the same as MODEL_DIR; give one of the two).",
 )

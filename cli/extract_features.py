@@ -10,10 +10,10 @@ import click
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
 from bertprep.cli.options import (
-    ModelPath,
     casing_options,
     dataclass_default,
     device_option,
+    model_option,
     overwrite_option,
     progress_option,
 )
@@ -35,11 +35,9 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option(
-    "-m",
-    "--model",
+@model_option(
+    "model",
     required=True,
-    type=ModelPath(),
     help="A bertprep checkpoint or run directory, a 'bertprep finetune' output, or a Hugging Face BERT "
     "directory (its encoder is used; heads are ignored).",
 )

@@ -9,19 +9,21 @@ import click
 
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.fill_mask import FillMaskConfig, fill_mask_texts
-from bertprep.cli.options import ModelPath, casing_options, dataclass_default, device_option
+from bertprep.cli.options import (
+    casing_options,
+    dataclass_default,
+    device_option,
+    model_option,
+)
 
 _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come from the dataclass
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.argument("texts", nargs=-1)
-@click.option(
-    "-m",
-    "--model",
+@model_option(
     "model_dir",
     required=True,
-    type=ModelPath(),
     help="A 'bertprep train' checkpoint or run directory (its latest checkpoint), a Hugging Face "
     "BertForPreTraining / BertForMaskedLM / RobertaForMaskedLM / ModernBertForMaskedLM directory (e.g. from "
     "'bertprep export'), or a Hub id (roberta-base; huggingface_hub's cache). A RoBERTa takes <mask> (or [MASK]) "

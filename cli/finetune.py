@@ -15,13 +15,12 @@ from bertprep.bert_model.tasks.finetune import finetune as run_finetune
 from bertprep.bert_model.tasks.glue import GLUE_TASKS
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.options import (
-    AliasedOption,
     LocalPath,
-    ModelPath,
     casing_options,
     column_options,
     dataclass_default,
     loop_options,
+    model_option,
     optimizer_options,
     output_dir_option,
     overwrite_option,
@@ -65,13 +64,8 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Evaluation data, same format; evaluated after each epoch, the best model is kept.",
 )
 @output_dir_option(type=click.Path(file_okay=False))
-@click.option(
-    "-m",
-    "--model",
+@model_option(
     "init_from",
-    cls=AliasedOption,
-    aliases=("--init-from",),
-    type=ModelPath(),
     default=None,
     help="Pre-trained model: a bertprep checkpoint or run directory, or a Hugging Face BERT or ModernBERT "
     "directory (config.json + model.safetensors / pytorch_model.bin + vocab.txt). Its architecture picks the "

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from bertprep.cli.options import (
-    AliasedOption,
     casing_options,
     dataclass_default,
+    inputs_option,
     output_dir_option,
     overwrite_option,
     quiet_option,
@@ -65,17 +65,10 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
         "max_content_width": 100,
     },
 )
-@click.option(
-    "-i",
-    "--input",
-    "input_files",
-    cls=AliasedOption,
-    aliases=("--input-file",),
-    multiple=True,
-    metavar="GLOBS",
-    help="Input files: comma-separated globs, files or directories (repeatable; local or gs://...). "
+@inputs_option(
+    "Input files: comma-separated globs, files or directories (repeatable; local or gs://...). "
     "Files are read in glob order, sorted within each pattern, patterns in the order given. "
-    "Default: the bundled demo corpus (three public-domain books).",
+    "Default: the bundled demo corpus (three public-domain books)."
 )
 @click.option(
     "--vocab",

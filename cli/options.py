@@ -449,3 +449,28 @@ def overwrite_option():
         "make-shards and finetune keep the old one until the new one is complete: a failed or killed run leaves "
         "it as it was.",
     )
+
+
+def model_option(param: str, help: str, **attrs: Any):
+    """``-m, --model`` (parameter ``param``): the model a command reads, a directory or a Hub id
+    (:class:`ModelPath`; ``attrs`` add ``required`` or another type). ``init_from`` (train, finetune) also
+    parses its earlier spelling ``--init-from``."""
+    if param == "init_from":
+        attrs = {"cls": AliasedOption, "aliases": ("--init-from",), **attrs}
+    attrs.setdefault("type", ModelPath())
+    return click.option("-m", "--model", param, help=help, **attrs)
+
+
+def inputs_option(help: str):
+    """``-i, --input`` (parameter ``input_files``, repeatable; earlier spelling ``--input-file``): the globs,
+    files or directories a corpus command reads (build-vocab, make-shards)."""
+    return click.option(
+        "-i",
+        "--input",
+        "input_files",
+        cls=AliasedOption,
+        aliases=("--input-file",),
+        multiple=True,
+        metavar="GLOBS",
+        help=help,
+    )

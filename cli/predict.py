@@ -10,11 +10,11 @@ import click
 from bertprep.bert_model.tasks.predict import PredictConfig
 from bertprep.bert_model.tasks.predict import predict as run_predict
 from bertprep.cli.options import (
-    ModelPath,
     casing_options,
     column_options,
     dataclass_default,
     device_option,
+    model_option,
     progress_option,
     squad_options,
 )
@@ -23,12 +23,9 @@ _default = dataclass_default(PredictConfig)  # defaults shown in --help come fro
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option(
-    "-m",
-    "--model",
+@model_option(
     "model_dir",
     required=True,
-    type=ModelPath(),
     help="A 'bertprep finetune' run directory or its best/ directory (or an exported / Hugging Face "
     "fine-tuned BERT directory).",
 )

@@ -14,10 +14,10 @@ from click.core import ParameterSource
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
 from bertprep.cli.options import (
-    AliasedOption,
     ModelPath,
     dataclass_default,
     loop_options,
+    model_option,
     optimizer_options,
     output_dir_option,
     stop_options,
@@ -270,12 +270,8 @@ def _aborted(output_dir: str) -> NoReturn:
     "files are checked against the sha256 recorded when it was written: a damaged checkpoint "
     "directory is refused; from a run directory the latest intact checkpoint is used (logged).",
 )
-@click.option(
-    "-m",
-    "--model",
+@model_option(
     "init_from",
-    cls=AliasedOption,
-    aliases=("--init-from",),
     type=ModelPath(dir_okay_only=False),
     default=None,
     help="Start a new run from a model's weights only (new optimizer, schedule, data order). A "

@@ -179,16 +179,8 @@ class PretrainingModel(nn.Module):
             layout: ``sequence_ids``, ``position_ids`` (B, T) of a packed batch, ``cu_seqlens`` and
                 ``sequence_starts`` of either (see ``BertModel.forward``).
         """
-        heads = pretraining_heads(
-            self.model,
-            input_ids,
-            token_type_ids,
-            attention_mask,
-            masked_lm_positions,
-            masked_lm_ids,
-            next_sentence_label,
-            **layout,
-        )
+        labels = (masked_lm_positions, masked_lm_ids, next_sentence_label)
+        heads = pretraining_heads(self.model, input_ids, token_type_ids, attention_mask, *labels, **layout)
         inputs = gather_positions(input_ids, masked_lm_positions)  # (B, P) or (1, M)
         return PretrainingOutput(
             heads.prediction_logits,
