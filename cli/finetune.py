@@ -24,6 +24,7 @@ from bertprep.cli.options import (
     optimizer_options,
     output_dir_option,
     overwrite_option,
+    preset_option,
     squad_options,
     stop_options,
 )
@@ -77,12 +78,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     default=False,
     help="Use --model's config and vocab but random weights (the 'no pre-training' baseline).",
 )
-@click.option(
-    "--preset",
-    type=click.Choice(list(PRESETS)),
-    default=None,
-    help="Without --model: model size of a randomly initialised model (needs --vocab).",
-)
+@preset_option(list(PRESETS), None)
 @click.option(
     "--vocab",
     type=LocalPath(exists=True, dir_okay=False),

@@ -474,3 +474,16 @@ def inputs_option(help: str):
         metavar="GLOBS",
         help=help,
     )
+
+
+def preset_option(choices, default: str | None):
+    """``--preset``: a model size by name (train: of its architecture; finetune: a randomly initialised BERT)."""
+    return click.option(
+        "--preset",
+        type=click.Choice(choices),
+        default=default,
+        help="Model size (the vocab size comes from the shards or --vocab). bert: tiny L2/H128, mini L4/H256, "
+        "small L4/H512, medium L8/H512, base L12/H768, large L24/H1024. modernbert (train): tiny L4/H128, mini "
+        "L7/H256, small L10/H512, base L22/H768, large L28/H1024. train: resuming takes the checkpoint's (as for "
+        "every model option); finetune: without --model, the size of a randomly initialised model (needs --vocab).",
+    )

@@ -20,6 +20,7 @@ from bertprep.cli.options import (
     model_option,
     optimizer_options,
     output_dir_option,
+    preset_option,
     stop_options,
 )
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
@@ -148,14 +149,7 @@ def _aborted(output_dir: str) -> NoReturn:
     "al. 2024: RoPE, GeGLU, alternating global / local attention), masked LM alone with sparse prediction; "
     "NSP / SOP shards serve it too, their next-sentence labels ignored. Resuming takes the checkpoint's.",
 )
-@click.option(
-    "--preset",
-    type=click.Choice(sorted({p for presets in ARCHITECTURE_PRESETS.values() for p in presets})),
-    default=_default("preset"),
-    help="Model size (vocab size comes from the shards). bert: tiny L2/H128, mini L4/H256, small L4/H512, "
-    "medium L8/H512, base L12/H768, large L24/H1024. modernbert: tiny L4/H128, mini L7/H256, small L10/H512, "
-    "base L22/H768, large L28/H1024. Resuming takes the checkpoint's (as for every model option).",
-)
+@preset_option(sorted({p for presets in ARCHITECTURE_PRESETS.values() for p in presets}), _default("preset"))
 @click.option("--num-hidden-layers", type=click.IntRange(min=1), default=None, help="Override the preset's layers.")
 @click.option(
     "--hidden-size",

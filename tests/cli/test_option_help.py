@@ -25,7 +25,6 @@ HOMONYMS = {
     "--max-seq-length",
     "--model",
     "--output",
-    "--preset",
     "--task",
     "--verify",
     "--vocab",
