@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
-from bertprep.cli.options import AliasedOption, ModelPath, dataclass_default, report_to_option
+from bertprep.cli.options import AliasedOption, ModelPath, dataclass_default, kernel_options, report_to_option
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
@@ -348,8 +348,11 @@ def _aborted(output_dir: str) -> NoReturn:
     "compile_",
     default=None,
     show_default="on for CUDA, off on CPU",
-    help="Compile the model with torch.compile (fused kernels; the first steps take longer while it compiles).",
+    help="Compile the model with torch.compile (fused kernels; the first steps take longer while it compiles). "
+    "A compiled run draws dropout from inductor's own random stream: with dropout it is not step-for-step equal "
+    "to an eager run of the same seed (the same distribution); with dropout 0 they agree to float rounding.",
 )
+@kernel_options(_default)
 @click.option(
     "--attn-implementation",
     type=click.Choice(ATTN_IMPLEMENTATIONS),
