@@ -7,7 +7,7 @@
 #   bash benchmarks/gpu_check.sh --shards-128 S128 --shards-512 S512 --out OUT   # shards made elsewhere
 #                                                    (--shards-128 alone: no 512-token measurements)
 #
-# Other options go to gpu_check.py (--budget-minutes, --tokens-per-step, --steps...). Without a CUDA GPU it says
+# Other options go to gpu_check.py (--budget-minutes, --tokens-per-step, --steps, --select, --kernels...). Without a CUDA GPU it says
 # so and runs a CPU self-test of its own plumbing (tiny models, a few steps). Exit status: 1 when a correctness
 # check fails, else 0. bertprep is imported from this checkout when it is not installed (only torch, numpy,
 # pyarrow, tokenizers, safetensors, tqdm and click are needed then; transformers for the comparisons).
@@ -21,16 +21,29 @@ out=gpu-check-out
 shards_128=""
 shards_512=""
 rest=()
+needs_value() {  # $1 = option, $2 = the number of arguments left: one line and exit 2 when its value is missing
+  if [ "$2" -lt 2 ]; then echo "gpu_check.sh: $1 needs a value (a folder)" >&2; exit 2; fi
+}
 while [ $# -gt 0 ]; do
   case "$1" in
-    --out) out=$2; shift 2 ;;
-    --shards-128) shards_128=$2; shift 2 ;;
-    --shards-512) shards_512=$2; shift 2 ;;
+    --out) needs_value "$1" $#; out=$2; shift 2 ;;
+    --shards-128) needs_value "$1" $#; shards_128=$2; shift 2 ;;
+    --shards-512) needs_value "$1" $#; shards_512=$2; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) rest+=("$1"); shift ;;
   esac
 done
-mkdir -p "$out"
+if [ -e "$out" ] && [ ! -d "$out" ]; then
+  echo "gpu_check.sh: --out $out is a file, not a folder; name a folder for the results" >&2
+  exit 2
+fi
+for given in "$shards_128" "$shards_512"; do
+  if [ -n "$given" ] && [ ! -f "$given/manifest.json" ]; then
+    echo "gpu_check.sh: $given is not a shard folder (no manifest.json); pass make-shards output" >&2
+    exit 2
+  fi
+done
+mkdir -p "$out" || exit 2
 
 if ! "$PYTHON" -c "import bertprep.bert_model" 2>/dev/null; then
   shim=$(mktemp -d)

@@ -42,7 +42,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from bertprep.bert_model.models.weights import load_state_dict_strict, trainable_state_dict  # (re-exported)
+from bertprep.bert_model.models.weights import load_state_dict_strict, row_layouts, trainable_state_dict  # (re-exp.)
 from bertprep.bert_model.runtime import set_default_permissions
 from bertprep.pipeline.atomic import fsync_file, replace_directory, staging_name, write_text_synced
 
@@ -113,8 +113,12 @@ def optimizer_state_to_flat(optimizer: torch.optim.Optimizer) -> tuple[dict[str,
 
     The parameter groups must carry ``param_names`` (``optim.param_groups`` does). Returns
     ``(tensors, meta)``: tensors named ``<param name>/<key>``, and ``meta`` with the groups' hyper-parameters
-    and names plus any non-tensor state values.
+    and names plus any non-tensor state values. A parameter kept in another layout than the state dict's (a fused
+    QKV matrix, a padded vocab: ``weights.row_layouts``) has its state saved as the reference layout's
+    parameters would have it (row slices, padding dropped), so the file is the same whether the model fuses
+    and pads or not.
     """
+    layouts = _optimizer_row_layouts(optimizer)
     sd = optimizer.state_dict()
     index_to_name: dict[int, str] = {}
     groups = []
@@ -123,41 +127,71 @@ def optimizer_state_to_flat(optimizer: torch.optim.Optimizer) -> tuple[dict[str,
             raise ValueError("optimizer parameter groups need 'param_names' (build them with optim.param_groups)")
         index_to_name.update(zip(group["params"], group["param_names"], strict=True))
         groups.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items() if k != "params"})
+        groups[-1]["param_names"] = _canonical_names(group["param_names"], layouts)
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for index, param_state in sd["state"].items():
         name = index_to_name[index]
-        for key, value in param_state.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"{name}/{key}"] = value.detach().to("cpu").contiguous()
-            else:
-                scalars.setdefault(name, {})[key] = value
+        for part, start, stop in layouts.get(name, [(name, None, None)]):
+            for key, value in param_state.items():
+                if isinstance(value, torch.Tensor):
+                    if start is not None:  # a part of a fused or padded parameter: its own copy (its rows, a step)
+                        value = (value[start:stop] if value.dim() else value).clone()
+                    tensors[f"{part}/{key}"] = value.detach().to("cpu").contiguous()
+                else:
+                    scalars.setdefault(part, {})[key] = value
     return tensors, {"param_groups": groups, "scalars": scalars}
 
 
+def _optimizer_row_layouts(optimizer: torch.optim.Optimizer) -> dict[str, list[tuple[str, int, int]]]:
+    named = [
+        (n, p) for g in optimizer.param_groups for n, p in zip(g.get("param_names", []), g["params"], strict=False)
+    ]
+    return row_layouts(named)
+
+
+def _canonical_names(names: list[str], layouts: dict[str, list[tuple[str, int, int]]]) -> list[str]:
+    """Parameter names as the reference layout has them (a fused ``qkv`` as ``query``, ``key``, ``value``)."""
+    return [part for name in names for part, _, _ in layouts.get(name, [(name, None, None)])]
+
+
 def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-    """Load what ``optimizer_state_to_flat`` produced into ``optimizer`` (matched by parameter name).
+    """Load what ``optimizer_state_to_flat`` produced into ``optimizer`` (matched by parameter name; the row
+    slices of a fused or padded parameter put back together, padding rows 0).
 
     Raises ``ValueError`` when the saved parameter names differ from the optimizer's.
     """
+    layouts = _optimizer_row_layouts(optimizer)
     current = optimizer.state_dict()["param_groups"]
     saved = meta["param_groups"]
-    if [g.get("param_names") for g in current] != [g["param_names"] for g in saved]:
+    if [_canonical_names(g.get("param_names", []), layouts) for g in current] != [g["param_names"] for g in saved]:
         raise ValueError(
             "the checkpoint's optimizer parameter names differ from this model's; "
             "was it saved from a model of another architecture?"
         )
+    params = {n: p for g in optimizer.param_groups for n, p in zip(g["param_names"], g["params"], strict=True)}
     name_to_index = {n: i for g in current for i, n in zip(g["params"], g["param_names"], strict=True)}
     state: dict[int, dict[str, Any]] = {}
-    for key, tensor in tensors.items():
-        name, field = key.rsplit("/", 1)
-        state.setdefault(name_to_index[name], {})[field] = tensor
-    for name, values in meta.get("scalars", {}).items():
-        state.setdefault(name_to_index[name], {}).update(values)
+    for name, index in name_to_index.items():
+        parts = layouts.get(name, [(name, None, None)])
+        fields = {k.rsplit("/", 1)[1] for k in tensors if k.rsplit("/", 1)[0] == parts[0][0]}
+        for field in fields:
+            pieces = [tensors[f"{part}/{field}"] for part, _, _ in parts]
+            if parts[0][1] is None or not pieces[0].dim():
+                state.setdefault(index, {})[field] = pieces[0]
+                continue
+            full = pieces[0].new_zeros(params[name].shape)
+            for piece, (_, start, stop) in zip(pieces, parts, strict=True):
+                full[start:stop] = piece
+            state.setdefault(index, {})[field] = full
+        values = meta.get("scalars", {}).get(parts[0][0])
+        if values:
+            state.setdefault(index, {}).update(values)
     groups = []
     for cur, sav in zip(current, saved, strict=True):
         group = {k: (tuple(v) if k == "betas" else v) for k, v in sav.items()}
         group["params"] = cur["params"]
+        group["param_names"] = cur["param_names"]
         groups.append(group)
     optimizer.load_state_dict({"state": state, "param_groups": groups})
 

@@ -4,7 +4,9 @@
   extract-features);
 * :class:`LoopConfig`: what a training loop takes besides its data: seed, logging (and where the metrics go),
   precision (train, finetune);
-* :class:`OptimConfig`: the AdamW optimizer's settings (train, finetune; ``optim.create_optimizer`` builds it).
+* :class:`OptimConfig`: the AdamW optimizer's settings (train, finetune; ``optim.create_optimizer`` builds it);
+* :class:`KernelConfig`: how fast the model's own code runs on the device: fused kernels, ``torch.compile``'s
+  mode, the padded vocab (train).
 
 ``TrainConfig`` and ``FinetuneConfig`` are both a :class:`LoopConfig` and an :class:`OptimConfig`; each command's CLI
 reads its defaults from its own config class (``cli/options.dataclass_default``), so a default is written here
@@ -87,4 +89,40 @@ class OptimConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
 
-__all__ = ["DeviceConfig", "LoopConfig", "OptimConfig"]
+#: ``compile_mode`` values: ``torch.compile``'s ``mode`` argument (PyTorch docs, ``torch.compile``).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@dataclass(kw_only=True)
+class KernelConfig:
+    """How fast the model's own code runs on its device. None of these changes what is computed: every path is
+    tested against the plain PyTorch one on the CPU (``kernels`` ``torch``, no padding, eager)."""
+
+    kernels: str = "auto"
+    """``torch`` (PyTorch's LayerNorm etc.: the reference, every device), ``liger`` (Liger Kernel's fused
+    Triton LayerNorm; CUDA only, ``pip install liger-kernel``) or ``auto`` (``liger`` on CUDA where installed,
+    else ``torch``): ``models/kernels.py``."""
+    compile_mode: str = "default"
+    """``torch.compile``'s mode when the model is compiled: ``default``; ``reduce-overhead`` (CUDA graphs: the
+    step replayed without a launch per kernel; pays only where every batch has the same shapes, which packed
+    batches of static shards have, and compiles with static shapes then); ``max-autotune`` (searches matmul
+    and fusion configurations first: minutes of compilation, with CUDA graphs); ``max-autotune-no-cudagraphs``."""
+    pad_vocab_size_multiple: int = 64
+    """Round the word-embedding / MLM-decoder rows of a new BERT model up to a multiple of this inside the model
+    (``BertConfig.pad_vocab_size_multiple``: 30,522 -> 30,528, as MosaicBERT), for aligned matrix shapes; 1 =
+    none. Outputs, checkpoints and exports are those of the unpadded model (the padding rows are never
+    predicted nor saved). Applied on every device, so a CPU run and a GPU run make the same model; a resumed
+    run keeps its checkpoint's."""
+
+    def __post_init__(self) -> None:
+        from bertprep.bert_model.models.kernels import KERNELS  # (torch: only when a config is made)
+
+        if self.kernels not in KERNELS:
+            raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, got {self.kernels!r}")
+        if self.compile_mode not in COMPILE_MODES:
+            raise ValueError(f"compile_mode must be one of {', '.join(COMPILE_MODES)}, got {self.compile_mode!r}")
+        if self.pad_vocab_size_multiple < 1:
+            raise ValueError(f"pad_vocab_size_multiple must be >= 1, got {self.pad_vocab_size_multiple}")
+
+
+__all__ = ["COMPILE_MODES", "DeviceConfig", "KernelConfig", "LoopConfig", "OptimConfig"]

@@ -9,63 +9,96 @@ from typing import Any
 import torch
 
 from bertprep.bert_model.models.bert import IGNORE_INDEX
+from bertprep.bert_model.models.packing import attention_pairs, sequence_ids_from_attention_mask
 
 #: The weight of the next-sentence loss in the training loss ``mlm_loss + weight * nsp_loss`` (BERT: 1).
 NSP_LOSS_WEIGHT = 1.0
 
-#: Dense (no sparsity) bf16 tensor-core peaks in FLOP/s, from the vendors' data sheets (the figure MFU is
-#: measured against; "with sparsity" figures are twice these).
-GPU_BF16_PEAK_FLOPS: dict[str, float] = {
-    "H100 SXM": 989e12,
-    "H100 PCIe": 756e12,
-    "H100 NVL": 835e12,
-    "H200": 989e12,
-    "A100": 312e12,
-    "L40S": 362e12,
-    "L4": 121e12,
-    "A10": 125e12,
+#: Dense (no sparsity) peak FLOP/s of each GPU by the precision its matrix multiplies run in: ``bf16`` (bf16 /
+#: fp16 tensor cores), ``tf32`` (an fp32 run whose matmuls PyTorch lets use TF32 tensor cores,
+#: ``torch.backends.cuda.matmul.allow_tf32``) and ``fp32`` (plain fp32, no tensor cores). MFU is measured against
+#: the peak of the precision the run uses. The vendor's data sheets give "with sparsity" tensor-core figures,
+#: twice these. Sources (NVIDIA data sheets): H100 (SXM5 / PCIe / NVL) and H200 (SXM / NVL) "NVIDIA H100 Tensor
+#: Core GPU" and "NVIDIA H200 Tensor Core GPU" (nvidia.com/en-us/data-center/h100/, .../h200/): BF16 1,979 / 1,513
+#: / 1,671 TFLOPS sparse, TF32 989 / 756 / 835, FP32 67 / 51 / 60 (H200 SXM as H100 SXM; H200 NVL as H100 NVL);
+#: A100 "NVIDIA A100 Tensor Core GPU" data sheet (SXM and PCIe alike): BF16 312 dense, TF32 156, FP32 19.5; L4
+#: data sheet: BF16 242 sparse, TF32 120, FP32 30.3; L40S data sheet: BF16 362 dense (733 sparse), TF32 183,
+#: FP32 91.6; A10 data sheet: BF16 125 dense, TF32 62.5, FP32 31.2; B200 "NVIDIA HGX B200" / DGX B200 data sheet
+#: (8 GPUs: BF16 36 PFLOPS sparse, TF32 18 PFLOPS sparse, FP32 600 TFLOPS), per GPU.
+GPU_PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "H100 SXM": {"bf16": 989e12, "tf32": 494.5e12, "fp32": 67e12},
+    "H100 PCIe": {"bf16": 756e12, "tf32": 378e12, "fp32": 51e12},
+    "H100 NVL": {"bf16": 835.5e12, "tf32": 417.5e12, "fp32": 60e12},
+    "H200 SXM": {"bf16": 989e12, "tf32": 494.5e12, "fp32": 67e12},
+    "H200 NVL": {"bf16": 835.5e12, "tf32": 417.5e12, "fp32": 60e12},
+    "B200": {"bf16": 2250e12, "tf32": 1125e12, "fp32": 75e12},
+    "A100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+    "L40S": {"bf16": 362e12, "tf32": 183e12, "fp32": 91.6e12},
+    "L4": {"bf16": 121e12, "tf32": 60e12, "fp32": 30.3e12},
+    "A10": {"bf16": 125e12, "tf32": 62.5e12, "fp32": 31.2e12},
 }
 
+#: The dense bf16 peaks alone (what MFU of a bf16 run is measured against).
+GPU_BF16_PEAK_FLOPS: dict[str, float] = {name: peaks["bf16"] for name, peaks in GPU_PEAK_FLOPS.items()}
 
-def gpu_peak_flops(device_name: str) -> float | None:
-    """Dense bf16 peak in FLOP/s of the GPU called ``device_name`` (``torch.cuda.get_device_name()``, e.g.
-    "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"), None if it is not in :data:`GPU_BF16_PEAK_FLOPS`."""
+#: ``math`` values of :func:`gpu_peak_flops`.
+MATMUL_PRECISIONS = ("bf16", "tf32", "fp32")
+
+
+def gpu_model(device_name: str) -> str | None:
+    """The row of :data:`GPU_PEAK_FLOPS` for ``torch.cuda.get_device_name()`` (e.g. "NVIDIA H100 80GB HBM3" is an
+    H100 SXM, "NVIDIA H200 NVL" an H200 NVL, "NVIDIA A100-SXM4-80GB" an A100), None when unknown."""
     words = device_name.replace("-", " ").split()
-    if "H100" in words:
-        variant = "PCIe" if "PCIe" in words else "NVL" if "NVL" in words else "SXM"
-        return GPU_BF16_PEAK_FLOPS[f"H100 {variant}"]
-    for key in ("H200", "A100", "L40S", "L4", "A10"):
-        if key in words:
-            return GPU_BF16_PEAK_FLOPS[key]
-    return None
+    for family in ("H100", "H200"):
+        if family in words:
+            variant = "PCIe" if "PCIe" in words else "NVL" if "NVL" in words else "SXM"
+            return f"{family} {variant}" if f"{family} {variant}" in GPU_PEAK_FLOPS else None
+    return next((key for key in ("B200", "A100", "L40S", "L4", "A10") if key in words), None)
 
 
-def device_peak_flops(device) -> float | None:
-    """Dense bf16 peak in FLOP/s of ``device`` (a ``torch.device``): the GPU's from the table, None on a CPU or a
-    GPU not in it (then only tokens/s and the model FLOP rate are reported, no MFU)."""
+def gpu_peak_flops(device_name: str, math: str = "bf16") -> float | None:
+    """Dense peak in FLOP/s of the GPU called ``device_name`` (see :func:`gpu_model`) for matrix multiplies in
+    ``math`` (``bf16``, ``tf32`` or ``fp32``: :data:`GPU_PEAK_FLOPS`), None if the GPU is not in the table."""
+    model = gpu_model(device_name)
+    return None if model is None else GPU_PEAK_FLOPS[model][math]
+
+
+def matmul_precision(device, bf16: bool) -> str:
+    """The precision a run's matrix multiplies use on ``device``: ``bf16`` under bf16 autocast, else ``tf32`` where
+    PyTorch lets fp32 matmuls use TF32 (``torch.backends.cuda.matmul.allow_tf32``, set by
+    ``torch.set_float32_matmul_precision("high")``), else ``fp32``."""
+    if bf16:
+        return "bf16"
+    return "tf32" if device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32 else "fp32"
+
+
+def device_peak_flops(device, math: str = "bf16") -> float | None:
+    """Dense peak in FLOP/s of ``device`` (a ``torch.device``) for ``math`` (:func:`matmul_precision`): the GPU's from
+    the table, None on a CPU or a GPU not in it (then only tokens/s and the model FLOP rate are reported)."""
     if device.type != "cuda":
         return None
-    return gpu_peak_flops(torch.cuda.get_device_name(device))
+    return gpu_peak_flops(torch.cuda.get_device_name(device), math)
 
 
 class PretrainingMetrics:
     """Sums over a logging window of micro-batches, kept on the device (no host sync per step).
 
-    ``update`` takes a batch and the model output; ``compute`` all-reduces across DDP ranks (when
-    ``process_group`` is initialised) and returns means: ``mlm_loss`` (over masked positions), ``nsp_loss``
-    (over sequences), ``loss`` = the optimised ``mlm_loss + nsp_loss_weight * nsp_loss`` (``--nsp-loss-weight``,
-    1 = the paper's sum), ``mlm_accuracy`` (over all predicted positions, as the original's
-    ``masked_lm_accuracy``), ``nsp_accuracy``, and the counts ``tokens`` (real tokens), ``padded_tokens``,
-    ``prediction_slots``, ``sequences``. Batches without ``next_sentence_label`` (shards of objective ``none``)
-    add nothing to the NSP sums; with none at all in the window, ``nsp_loss`` and ``nsp_accuracy`` are None
-    and ``loss`` is ``mlm_loss``.
+        ``update`` takes a batch and the model output; ``compute`` all-reduces across DDP ranks (when
+        ``process_group`` is initialised) and returns means: ``mlm_loss`` (over masked positions), ``nsp_loss``
+        (over sequences), ``loss`` = the optimised ``mlm_loss + nsp_loss_weight * nsp_loss`` (``--nsp-loss-weight``,
+        1 = the paper's sum), ``mlm_accuracy`` (over all predicted positions, as the original's
+        ``masked_lm_accuracy``), ``nsp_accuracy``, and the counts ``tokens`` (real tokens), ``padded_tokens``,
+        ``prediction_slots``, ``sequences``, ``attention_pairs`` (sum of squared document lengths: MFU's attention
+    term, ``bert_config.flops``). Batches without ``next_sentence_label`` (shards of objective ``none``)
+        add nothing to the NSP sums; with none at all in the window, ``nsp_loss`` and ``nsp_accuracy`` are None
+        and ``loss`` is ``mlm_loss``.
 
-    With ``mask_token_id`` given, also ``mlm_accuracy_at_mask``: the accuracy over the predicted positions whose
-    input is ``[MASK]`` (80% of them). ``mlm_accuracy`` counts the 10% of positions left unchanged too, which
-    a model gets right by copying its input: a model that has learned only to copy and to guess frequent
-    words reaches an ``mlm_accuracy`` of ~0.14 while ``mlm_accuracy_at_mask`` stays near the frequency of the
-    commonest word (0.064 against 0.053 in ``benchmarks/finetune_results.md``). Only the latter shows that the
-    encoder uses the context.
+        With ``mask_token_id`` given, also ``mlm_accuracy_at_mask``: the accuracy over the predicted positions whose
+        input is ``[MASK]`` (80% of them). ``mlm_accuracy`` counts the 10% of positions left unchanged too, which
+        a model gets right by copying its input: a model that has learned only to copy and to guess frequent
+        words reaches an ``mlm_accuracy`` of ~0.14 while ``mlm_accuracy_at_mask`` stays near the frequency of the
+        commonest word (0.064 against 0.053 in ``benchmarks/finetune_results.md``). Only the latter shows that the
+        encoder uses the context.
     """
 
     FIELDS = (
@@ -81,6 +114,7 @@ class PretrainingMetrics:
         "at_mask",
         "at_mask_correct",
         "nsp_sequences",
+        "attention_pairs",
     )
 
     def __init__(
@@ -115,6 +149,10 @@ class PretrainingMetrics:
             at_mask_count = at_mask_correct = torch.zeros((), dtype=torch.float64, device=self.device)
         B, T = batch["input_ids"].shape
         zero = torch.zeros((), dtype=torch.float64, device=self.device)
+        sequence_ids = batch.get("sequence_ids")
+        if sequence_ids is None:
+            sequence_ids = sequence_ids_from_attention_mask(batch["attention_mask"])
+        pairs = attention_pairs(sequence_ids).double()  # sum of l^2 over the batch's documents
         if "next_sentence_label" in batch and output.nsp_loss is not None:
             nsp_label = batch["next_sentence_label"]
             nsp_correct = (output.seq_relationship_logits.argmax(-1) == nsp_label).sum().double()
@@ -136,6 +174,7 @@ class PretrainingMetrics:
                 at_mask_count,
                 at_mask_correct,
                 nsp_sequences,
+                pairs,
             ]
         )
         self.sums += values
@@ -158,6 +197,7 @@ class PretrainingMetrics:
             "padded_tokens": s["padded_tokens"],
             "prediction_slots": s["prediction_slots"],
             "sequences": s["sequences"],
+            "attention_pairs": s["attention_pairs"],
         }
         if self.mask_token_id is not None:
             out["mlm_accuracy_at_mask"] = s["at_mask_correct"] / max(s["at_mask"], 1)

@@ -16,6 +16,7 @@ from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODE
 from bertprep.cli.options import (
     ModelPath,
     dataclass_default,
+    kernel_options,
     loop_options,
     model_option,
     optimizer_options,
@@ -282,8 +283,11 @@ def _aborted(output_dir: str) -> NoReturn:
     "compile_",
     default=None,
     show_default="on for CUDA, off on CPU",
-    help="Compile the model with torch.compile (fused kernels; the first steps take longer while it compiles).",
+    help="Compile the model with torch.compile (fused kernels; the first steps take longer while it compiles). "
+    "A compiled run draws dropout from inductor's own random stream: with dropout it is not step-for-step equal "
+    "to an eager run of the same seed (the same distribution); with dropout 0 they agree to float rounding.",
 )
+@kernel_options(_default)
 @click.option(
     "--attn-implementation",
     type=click.Choice(ATTN_IMPLEMENTATIONS),

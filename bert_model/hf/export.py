@@ -251,9 +251,9 @@ def write_hf_directory(
         ValueError: the vocab does not match the model, or the model is not exportable.
     """
     config: BertConfig = model.config
-    if len(vocab_tokens) != config.vocab_size:
+    if len(vocab_tokens) > config.vocab_size:  # fewer is a padded embedding matrix, kept as the model has it
         raise ValueError(
-            f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is "
+            f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is only "
             f"{config.vocab_size}; pass the vocab the model was trained with"
         )
     missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]

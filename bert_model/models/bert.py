@@ -34,6 +34,7 @@ from bertprep.bert_model.models.outputs import (  # IGNORE_INDEX re-exported (__
 from bertprep.bert_model.models.weights import (  # re-exported (__all__)
     count_parameters,
     load_state_dict_strict,
+    register_row_layout,
     trainable_state_dict,
 )
 
@@ -51,7 +52,13 @@ class BertEmbeddings(nn.Module):
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        # padded_vocab_size rows, the last ones padding (``pad_vocab_size_multiple``): never looked up, never saved.
+        weight = torch.zeros(config.padded_vocab_size, config.hidden_size)
+        nn.init.normal_(weight[: config.vocab_size])  # as nn.Embedding(vocab_size, ...): the same draws
+        self.word_embeddings = nn.Embedding(config.padded_vocab_size, config.hidden_size, _weight=weight)
+        self.word_embeddings.num_real_rows = config.vocab_size  # (_init_weights)
+        if config.padded_vocab_size != config.vocab_size:
+            register_row_layout(self.word_embeddings, {"weight": [("weight", 0, config.vocab_size)]})
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -71,24 +78,37 @@ class BertEmbeddings(nn.Module):
 
 
 class BertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention (``query``/``key``/``value`` projections); the kernel and the
-    mask come from the batch's ``AttentionPlan`` (``attention.py``)."""
+    """Multi-head scaled dot-product attention; the kernel and the mask come from the batch's ``AttentionPlan``
+    (``attention.py``).
+
+    The ``query``, ``key`` and ``value`` projections are one ``(3H, H)`` matrix and bias, ``qkv``, so that a layer
+    makes one matrix multiply instead of three (as NVIDIA's and MosaicBERT's BERTs); the state dict still holds
+    them as ``query.weight``, ``key.weight``, ``value.weight`` (+ biases), rows 0..H, H..2H, 2H..3H of ``qkv``
+    (``weights.register_row_layout``), so checkpoints and Hugging Face weights load and save unchanged.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
         self.head_size = config.head_size
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        H = config.hidden_size
+        self.qkv = nn.Linear(H, 3 * H)
+        self.qkv.row_init_blocks = 3  # (_init_weights: three H x H matrices, drawn as the unfused ones were)
+        names = ("query", "key", "value")
+        register_row_layout(
+            self,
+            {
+                f"qkv.{p}": [(f"{name}.{p}", i * H, (i + 1) * H) for i, name in enumerate(names)]
+                for p in ("weight", "bias")
+            },
+        )
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(self, hidden_states: torch.Tensor, plan: AttentionPlan) -> torch.Tensor:
         B, T, H = hidden_states.shape
         nh, hs = self.num_attention_heads, self.head_size
-        q = self.query(hidden_states).view(B, T, nh, hs)  # (B, T, nh, hs)
-        k = self.key(hidden_states).view(B, T, nh, hs)  # (B, T, nh, hs)
-        v = self.value(hidden_states).view(B, T, nh, hs)  # (B, T, nh, hs)
+        qkv = self.qkv(hidden_states).view(B, T, 3, nh, hs)  # (B, T, 3, nh, hs)
+        q, k, v = qkv.unbind(2)  # (B, T, nh, hs) each
         y = plan.attend(q, k, v, None, self.dropout_p if self.training else 0.0)  # (B, T, nh, hs)
         return y.reshape(B, T, H)  # (B, T, H)
 
@@ -187,9 +207,16 @@ def _init_weights(module: nn.Module, initializer_range: float) -> None:
     """google-research/bert ``modeling.py``: weight matrices and embeddings from a normal(0, 0.02)
     truncated at two standard deviations (TF ``truncated_normal_initializer``), biases 0, LayerNorm 1/0."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.trunc_normal_(
-            module.weight, mean=0.0, std=initializer_range, a=-2 * initializer_range, b=2 * initializer_range
-        )
+        # A padded word embedding draws its real rows only (padding rows 0); a fused projection draws its blocks
+        # one by one: the same numbers, in the same order, as the unpadded, unfused model.
+        rows = getattr(module, "num_real_rows", module.weight.size(0))
+        blocks = module.weight[:rows].chunk(getattr(module, "row_init_blocks", 1))
+        with torch.no_grad():
+            module.weight[rows:].zero_()
+        for block in blocks:
+            nn.init.trunc_normal_(
+                block, mean=0.0, std=initializer_range, a=-2 * initializer_range, b=2 * initializer_range
+            )
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.LayerNorm):
@@ -297,14 +324,23 @@ class BertLMPredictionHead(nn.Module):
 
     def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
         super().__init__()
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.vocab_size = config.vocab_size
+        self.bias = nn.Parameter(torch.zeros(config.padded_vocab_size))
         self.transform = BertPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.decoder.weight = word_embeddings.weight  # tied (TIED_WEIGHTS_KEYS)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # (its own draws, replaced:)
+        self.decoder.weight = word_embeddings.weight  # tied (TIED_WEIGHTS_KEYS), padded_vocab_size rows
+        self.decoder.out_features = config.padded_vocab_size
         self.decoder.bias = self.bias  # tied alias, as in Hugging Face
+        if config.padded_vocab_size != config.vocab_size:  # the padding rows (pad_vocab_size_multiple) unsaved
+            real = [("bias", 0, config.vocab_size)]
+            register_row_layout(self, {"bias": real})
+            register_row_layout(self.decoder, {"weight": [("weight", 0, config.vocab_size)], "bias": real})
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(hidden_states))  # (..., V)
+        """Scores (..., V) of hidden states (..., H): the decoder over the padded rows, cut back to the
+        ``vocab_size`` real ids (a padding id is never predicted)."""
+        logits = self.decoder(self.transform(hidden_states))  # (..., V padded)
+        return logits if logits.size(-1) == self.vocab_size else logits[..., : self.vocab_size]  # (..., V)
 
 
 class BertPreTrainingHeads(nn.Module):

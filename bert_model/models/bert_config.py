@@ -57,6 +57,12 @@ class BertConfig:
     ``model_type`` ``roberta``) numbers its positions from ``pad_token_id + 1`` = 2 (``padding_idx`` 1 and the
     unused row 0 come first), so it loads as BERT weights with ``position_offset`` 2, ``type_vocab_size`` 1
     and ``max_position_embeddings`` 514 (512 tokens); ``to_hf_dict`` then writes RoBERTa's config."""
+    pad_vocab_size_multiple: int = 1
+    """Inside the model only, round the word-embedding / MLM-decoder rows up to a multiple of this (64: the
+    30,522 ids of BERT's uncased vocab become 30,528 rows, as MosaicBERT; aligned shapes keep the decoder's
+    matrix multiply on the GPU's fast tensor-core tiles). The padding rows stay 0, are never predicted (the
+    logits are cut back to ``vocab_size`` columns) and never saved: state dicts, checkpoints and ``export`` hold
+    ``vocab_size`` rows. 1 = no padding (what a Hugging Face model loads as; ``bertprep train`` sets 64)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -67,6 +73,7 @@ class BertConfig:
             "intermediate_size",
             "max_position_embeddings",
             "type_vocab_size",
+            "pad_vocab_size_multiple",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -122,11 +129,19 @@ class BertConfig:
         return cls(**{k: v for k, v in values.items() if k in names})
 
     def to_dict(self) -> dict:
-        """Plain dict of the fields (JSON-serialisable); ``position_offset`` only when set (a RoBERTa)."""
+        """Plain dict of the fields (JSON-serialisable); ``position_offset`` only when set (a RoBERTa),
+        ``pad_vocab_size_multiple`` only when above 1."""
         values = asdict(self)
         if not values["position_offset"]:
             del values["position_offset"]
+        if values["pad_vocab_size_multiple"] == 1:
+            del values["pad_vocab_size_multiple"]
         return values
+
+    @property
+    def padded_vocab_size(self) -> int:
+        """Rows of the word embedding inside the model: ``vocab_size`` rounded up to ``pad_vocab_size_multiple``."""
+        return -(-self.vocab_size // self.pad_vocab_size_multiple) * self.pad_vocab_size_multiple
 
     @property
     def max_sequence_length(self) -> int:
@@ -136,10 +151,12 @@ class BertConfig:
     def to_hf_dict(self) -> dict:
         """A Hugging Face ``config.json`` for ``BertForPreTraining`` with these values, so a checkpoint
         directory holding it and ``model.safetensors`` loads with ``from_pretrained``; with a
-        ``position_offset`` RoBERTa's (``RobertaForMaskedLM``, whose weights ``hf.export`` renames)."""
+        ``position_offset`` RoBERTa's (``RobertaForMaskedLM``, whose weights ``hf.export`` renames). The real
+        ``vocab_size``, never the padded one (``pad_vocab_size_multiple`` is this model's own)."""
         if self.position_offset:
             values = self.to_dict()
             del values["position_offset"]
+            values.pop("pad_vocab_size_multiple", None)
             return {
                 "architectures": ["RobertaForMaskedLM"],
                 "model_type": "roberta",
@@ -149,7 +166,7 @@ class BertConfig:
         return {
             "architectures": ["BertForPreTraining"],
             "model_type": "bert",
-            **self.to_dict(),
+            **{k: v for k, v in self.to_dict().items() if k != "pad_vocab_size_multiple"},
             "position_embedding_type": "absolute",
             "tie_word_embeddings": True,
         }
@@ -184,18 +201,28 @@ _HF_EXTRA_KEYS = {
 }
 
 
-def flops_per_token(config: BertConfig, seq_length: int, masked_lm_fraction: float = 0.15) -> float:
-    """Training FLOPs (forward + backward = 3 x forward) per input token of a ``BertForPreTraining`` step.
+def flops(config: BertConfig, tokens: float, attention_pairs: float, masked_lm_fraction: float = 0.15) -> float:
+    """Training FLOPs (forward + backward = 3 x forward) of ``BertForPreTraining`` on ``tokens`` real tokens whose
+    documents (instances) have lengths l with ``attention_pairs`` = sum(l^2) (``packing.attention_pairs``).
 
-    Counts matrix multiplies only (2 FLOPs per multiply-add), as in the PaLM paper's MFU (appendix B):
-    per layer 4H^2 (Q, K, V, output) + 2*H*I (feed-forward) weights and 2*T*H for the attention scores and
-    the weighted sum; plus the MLM head (H^2 transform + H*V decoder) on ``masked_lm_fraction`` of the
-    tokens. Embedding look-ups, the pooler and the NSP head (per sequence) are negligible and left out.
+    Counts matrix multiplies only (2 FLOPs per multiply-add), as the PaLM paper's MFU (appendix B): per layer
+    and token 4H^2 (Q, K, V, output) + 2*H*I (feed-forward) weights; per layer and (query, key) pair 2*H for
+    the attention scores and 2*H for the weighted sum, counted over each document's own l^2 pairs (a packed
+    row of two 64-token documents attends 2 x 64^2 pairs, not 128^2; padding attends nothing); plus the MLM
+    head (H^2 transform + H*V decoder, the real ``vocab_size``) on ``masked_lm_fraction`` of the tokens.
+    Embedding look-ups, the pooler and the NSP head (per sequence) are negligible and left out.
     """
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    encoder = layers * (2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq_length * h)
-    mlm_head = masked_lm_fraction * 2 * (h * h + h * config.vocab_size)
-    return 3.0 * (encoder + mlm_head)
+    weights = layers * 2 * (4 * h * h + 2 * h * i) * tokens
+    attention = layers * 2 * 2 * h * attention_pairs
+    mlm_head = masked_lm_fraction * 2 * (h * h + h * config.vocab_size) * tokens
+    return 3.0 * (weights + attention + mlm_head)
 
 
-__all__ = ["PRESETS", "BertConfig", "flops_per_token"]
+def flops_per_token(config: BertConfig, seq_length: int, masked_lm_fraction: float = 0.15) -> float:
+    """Training FLOPs per token of documents ``seq_length`` tokens long (:func:`flops` of one token attending to
+    ``seq_length`` keys): 6 N + 12 L T H plus the MLM head (PaLM appendix B)."""
+    return flops(config, 1, seq_length, masked_lm_fraction)
+
+
+__all__ = ["PRESETS", "BertConfig", "flops", "flops_per_token"]

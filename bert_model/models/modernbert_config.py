@@ -284,22 +284,32 @@ _HF_EXTRA_KEYS = {
 }
 
 
-def flops_per_token(config: ModernBertConfig, seq_length: int, masked_lm_fraction: float = 0.3) -> float:
-    """Training FLOPs (forward + backward = 3 x forward) per input token of a ``ModernBertForMaskedLM`` step.
+def flops(config: ModernBertConfig, tokens: float, attention_pairs: float, masked_lm_fraction: float = 0.3) -> float:
+    """Training FLOPs (forward + backward = 3 x forward) of a ``ModernBertForMaskedLM`` step on ``tokens`` real
+    tokens whose documents have ``attention_pairs`` = sum(l^2) (``packing.attention_pairs``).
 
-    Matrix multiplies only (2 FLOPs per multiply-add), as ``config.flops_per_token`` for BERT: per layer
-    ``Wqkv`` + ``Wo`` (4 H^2), GeGLU ``Wi`` (2 H I) + ``Wo`` (H I), and 2 x 2 x T' x H for the attention scores
-    and weighted sum, where T' is the sequence length for global layers and ``min(T, local_attention + 1)`` for
-    local ones (the keys a windowed kernel visits; a dense masked kernel does the full T). The MLM head
-    (H^2 + H V) runs on ``masked_lm_fraction`` of the tokens (ModernBERT masks 30%) with sparse prediction.
+    Matrix multiplies only (2 FLOPs per multiply-add), as ``bert_config.flops``: per layer and token ``Wqkv`` +
+    ``Wo`` (4 H^2), GeGLU ``Wi`` (2 H I) + ``Wo`` (H I); per layer and (query, key) pair 2 x 2 x H for the scores
+    and the weighted sum, over sum(l^2) pairs for global layers and min(sum(l^2), tokens x (local_attention + 1))
+    for local ones (the keys a windowed kernel visits: exact when every document is shorter than the window, or
+    every one longer, as at 128 and 512 tokens with the 128-token window; a dense masked kernel does the full
+    T^2). The MLM head (H^2 + H V) runs on ``masked_lm_fraction`` of the tokens (ModernBERT masks 30%) with
+    sparse prediction.
     """
     h, i = config.hidden_size, config.intermediate_size
+    local_pairs = min(attention_pairs, tokens * (config.local_attention + 1))
     encoder = 0.0
     for layer_type in config.layer_types:
-        keys = seq_length if layer_type == "full_attention" else min(seq_length, config.local_attention + 1)
-        encoder += 2 * (4 * h * h + 3 * h * i) + 2 * 2 * keys * h
-    mlm_head = masked_lm_fraction * 2 * (h * h + h * config.vocab_size)
+        pairs = attention_pairs if layer_type == "full_attention" else local_pairs
+        encoder += 2 * (4 * h * h + 3 * h * i) * tokens + 2 * 2 * pairs * h
+    mlm_head = masked_lm_fraction * 2 * (h * h + h * config.vocab_size) * tokens
     return 3.0 * (encoder + mlm_head)
 
 
-__all__ = ["MASKED_LM_ARCHITECTURE", "PRESETS", "ModernBertConfig", "flops_per_token"]
+def flops_per_token(config: ModernBertConfig, seq_length: int, masked_lm_fraction: float = 0.3) -> float:
+    """Training FLOPs per token of documents ``seq_length`` tokens long (:func:`flops` of one token attending to
+    ``seq_length`` keys, ``min(seq_length, local_attention + 1)`` in local layers)."""
+    return flops(config, 1, seq_length, masked_lm_fraction)
+
+
+__all__ = ["MASKED_LM_ARCHITECTURE", "PRESETS", "ModernBertConfig", "flops", "flops_per_token"]

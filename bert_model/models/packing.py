@@ -225,6 +225,25 @@ def sequence_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tens
     return torch.where(attention_mask.bool(), 0, PADDING_SEQUENCE_ID).long()
 
 
+def attention_pairs(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """The (query, key) pairs a batch's attention really has: the sum over its documents of length squared,
+    sum(l^2), as an int64 scalar on ``sequence_ids``' device (no host sync). Each document counts alone, so a
+    row packed with two documents of 64 tokens counts 2 x 64^2, not 128^2 (what MFU's attention term counts:
+    ``bert_config.flops``).
+
+    Args:
+        sequence_ids: int (B, T), document number within its row, -1 on padding (a padded batch:
+            :func:`sequence_ids_from_attention_mask`).
+    """
+    sequence_ids = _as_tensor(sequence_ids).long()
+    B, T = sequence_ids.shape
+    rows = torch.arange(B, device=sequence_ids.device)[:, None] * T  # (B, 1)
+    slot = torch.where(sequence_ids >= 0, rows + sequence_ids, torch.full_like(sequence_ids, B * T))  # (B, T)
+    lengths = torch.zeros(B * T + 1, dtype=torch.int64, device=sequence_ids.device)
+    lengths.scatter_add_(0, slot.reshape(-1), torch.ones_like(slot).reshape(-1))  # (B*T + 1,) tokens per document
+    return (lengths[:-1] ** 2).sum()
+
+
 def position_ids_from_sequence_ids(sequence_ids: torch.Tensor) -> torch.Tensor:
     """Positions that restart at 0 wherever ``sequence_ids`` changes along a row (0 on padding).
 

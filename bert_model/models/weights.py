@@ -8,6 +8,12 @@
   ``model.*`` (+ ModernBERT's ``head.*``), the prefix being the encoder's ``base_model_prefix``) or load a
   fine-tuned model's whole state dict (:func:`load_full_weights`).
 
+* row layouts: a parameter kept in another shape than its state-dict names say, for speed (BERT's fused
+  ``query``/``key``/``value`` projection, one ``(3H, H)`` matrix; a word embedding padded to a multiple of 64
+  rows) declares which rows hold which state-dict entry (:func:`register_row_layout`); ``state_dict()``,
+  ``load_state_dict()``, checkpoints' optimizer state (:func:`row_layouts`) and exports then see the
+  reference layout only, so files stay interchangeable with the unfused, unpadded model and Hugging Face's.
+
 Every function raises ``ValueError`` naming the keys or shapes that do not match, so that a checkpoint of
 another model size or family is refused with a message rather than loaded half.
 """
@@ -18,6 +24,86 @@ from collections.abc import Iterable
 
 import torch
 from torch import nn
+
+#: ``{local parameter name: [(local state-dict name, first row, end row), ...]}``: which rows (dim 0) of a
+#: parameter each state-dict entry is; rows outside every range are padding (zero on load, never saved).
+RowLayout = dict[str, list[tuple[str, int, int]]]
+
+
+def register_row_layout(module: nn.Module, layout: RowLayout) -> None:
+    """Make ``module``'s state dict show its parameters in the reference layout ``layout`` describes.
+
+    Saving (a ``state_dict`` post-hook) replaces each ``prefix + name`` by its row slices, named as ``layout``
+    says; loading (a ``load_state_dict`` pre-hook) concatenates the named slices back, padding rows left to 0.
+    Entries missing from a loaded dict are left alone (``strict`` loading names them). Uses PyTorch's public
+    ``register_state_dict_post_hook`` / ``register_load_state_dict_pre_hook`` (torch >= 2.5; earlier ones:
+    the private ``_register_*`` spellings).
+    """
+    for name, parts in layout.items():  # on the parameter too: the optimizer's state follows it (row_layouts)
+        module.get_parameter(name).row_layout = (name, parts)
+
+    def save(mod: nn.Module, state_dict: dict, prefix: str, local_metadata: dict) -> None:
+        found = [name for name in layout if prefix + name in state_dict]
+        if not found:
+            return
+        pieces = [
+            (prefix + key, state_dict[prefix + name][start:stop]) for name in found for key, start, stop in layout[name]
+        ]
+        pieces.sort(key=lambda piece: _first_row(layout, piece[0][len(prefix) :]))  # query.weight, query.bias, key...
+        items = list(state_dict.items())
+        first = next(i for i, (k, _) in enumerate(items) if k in {prefix + n for n in found})
+        state_dict.clear()  # rebuilt in order: the pieces where the stored parameter was (the reference order)
+        replaced = {prefix + n for n in found}
+        state_dict.update((k, v) for k, v in items[:first] if k not in replaced)
+        state_dict.update(pieces)
+        state_dict.update((k, v) for k, v in items[first:] if k not in replaced)
+
+    def load(mod: nn.Module, state_dict: dict, prefix: str, *args) -> None:
+        for name, parts in layout.items():
+            keys = [prefix + key for key, _, _ in parts]
+            if not all(k in state_dict for k in keys):
+                continue
+            state_dict[prefix + name] = _assemble(mod.get_parameter(name), [state_dict.pop(k) for k in keys], parts)
+
+    post = getattr(module, "register_state_dict_post_hook", None) or module._register_state_dict_hook
+    post(save)
+    pre = getattr(module, "register_load_state_dict_pre_hook", None)
+    if pre is not None:
+        pre(load)
+    else:  # torch < 2.5: the private hook takes no module argument
+        module._register_load_state_dict_pre_hook(lambda *a: load(module, *a))
+
+
+def _first_row(layout: RowLayout, key: str) -> int:
+    return next(start for parts in layout.values() for k, start, _ in parts if k == key)
+
+
+def _assemble(own: torch.Tensor, pieces: list[torch.Tensor], parts: list[tuple[str, int, int]]) -> torch.Tensor:
+    """The full tensor of ``own``'s shape from its row slices (padding rows 0); a piece of another shape is
+    returned as given, so that the caller's shape check names it."""
+    if any(
+        p.shape[1:] != own.shape[1:] or p.shape[0] != stop - start
+        for p, (_, start, stop) in zip(pieces, parts, strict=True)
+    ):
+        return torch.cat(pieces) if len({p.shape[1:] for p in pieces}) == 1 else pieces[0]
+    full = pieces[0].new_zeros(own.shape)
+    for piece, (_, start, stop) in zip(pieces, parts, strict=True):
+        full[start:stop] = piece
+    return full
+
+
+def row_layouts(named_parameters: Iterable[tuple[str, torch.Tensor]]) -> dict[str, list[tuple[str, int, int]]]:
+    """``{full parameter name: [(full state-dict name, first row, end row), ...]}`` of the parameters (e.g.
+    ``model.named_parameters()``, or an optimizer's ``param_names`` and ``params``) kept in another layout
+    (:func:`register_row_layout`); other parameters are absent. The checkpoint's optimizer state uses it to
+    save and load in the reference layout."""
+    out = {}
+    for full, param in named_parameters:
+        if hasattr(param, "row_layout"):
+            local, parts = param.row_layout
+            prefix = full[: len(full) - len(local)]
+            out[full] = [(prefix + key, start, stop) for key, start, stop in parts]
+    return out
 
 
 def tied_weights_keys(model: nn.Module) -> dict[str, str]:
@@ -59,11 +145,14 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, torch.Tensor]
 def count_parameters(model: nn.Module, exclude: Iterable[nn.Module] = ()) -> int:
     """Number of distinct parameters of ``model`` (tied ones counted once), without those of ``exclude``
     (e.g. the embedding tables)."""
-    params = {id(p): p for p in model.parameters()}
+    params = {id(p): p.numel() for p in model.parameters()}
+    for p in model.parameters():  # padding rows (a padded vocab) are not parameters of the model
+        if hasattr(p, "row_layout"):
+            params[id(p)] = sum(stop - start for _, start, stop in p.row_layout[1]) * p[0].numel()
     for module in exclude:
         for p in module.parameters():
             params.pop(id(p), None)
-    return sum(p.numel() for p in params.values())
+    return sum(params.values())
 
 
 def _check_shapes(
@@ -166,6 +255,7 @@ def load_full_weights(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> 
 
 
 __all__ = [
+    "RowLayout",
     "base_model_prefix",
     "check_source_weights",
     "count_parameters",
@@ -174,6 +264,8 @@ __all__ = [
     "load_encoder_weights",
     "load_full_weights",
     "load_state_dict_strict",
+    "register_row_layout",
+    "row_layouts",
     "tied_weights_keys",
     "trainable_state_dict",
 ]

@@ -25,6 +25,7 @@ from torch import nn
 from bertprep.bert_model.models import modernbert_config
 from bertprep.bert_model.models.bert_config import PRESETS as BERT_PRESETS
 from bertprep.bert_model.models.bert_config import BertConfig
+from bertprep.bert_model.models.bert_config import flops as bert_flops
 from bertprep.bert_model.models.bert_config import flops_per_token as bert_flops_per_token
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
@@ -117,6 +118,16 @@ def flops_per_token(model_config: ModelConfig, seq_length: int, masked_lm_fracti
     return bert_flops_per_token(model_config, seq_length, masked_lm_fraction)
 
 
+def training_flops(
+    model_config: ModelConfig, tokens: float, attention_pairs: float, masked_lm_fraction: float
+) -> float:
+    """Training FLOPs (for MFU) of either architecture on ``tokens`` real tokens whose documents have sum(l^2) =
+    ``attention_pairs`` (``bert_config.flops``, ``modernbert_config.flops``)."""
+    if isinstance(model_config, ModernBertConfig):
+        return modernbert_config.flops(model_config, tokens, attention_pairs, masked_lm_fraction)
+    return bert_flops(model_config, tokens, attention_pairs, masked_lm_fraction)
+
+
 @dataclass
 class PretrainingOutput:
     """What ``PretrainingModel`` returns, whatever the architecture and layout (``metrics.PretrainingMetrics``
@@ -201,5 +212,6 @@ __all__ = [
     "flops_per_token",
     "model_config_from_dict",
     "model_config_from_preset",
+    "training_flops",
     "with_dropout",
 ]

@@ -28,8 +28,10 @@ from bertprep.bert_model.hf.interop import (
     shards_do_lower_case,
     shards_strip_accents,
 )
-from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, plotting_unavailable
+from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, matmul_precision, plotting_unavailable
 from bertprep.bert_model.models.attention import configure_attention
+from bertprep.bert_model.models.bert_config import BertConfig
+from bertprep.bert_model.models.kernels import configure_kernels
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.pretrain import architectures
@@ -97,7 +99,8 @@ class Run:
     batches: Iterator[dict[str, torch.Tensor]]
     autocast: contextlib.AbstractContextManager
     peak_flops: float | None
-    """Peak bf16 FLOP/s of one GPU (for ``mfu``); None on CPU or an unknown GPU."""
+    """Peak FLOP/s of one GPU in the run's matmul precision (bf16, TF32, fp32; for ``mfu``); None on CPU or an
+    unknown GPU."""
     writer: MetricsLog | None
     """``metrics.jsonl`` and the ``report_to`` reporter (main rank only; ``open_metrics_log``)."""
     no_plot: str | None
@@ -151,7 +154,7 @@ def build_run(
     cleanup.callback(batches.close)  # shuts the loader workers down
     autocast = autocast_context(device, config.precision)
     warn_if_bf16_is_emulated(config, device, d)
-    peak = device_peak_flops(device)
+    peak = device_peak_flops(device, matmul_precision(device, uses_bf16(device, config.precision)))
     os.makedirs(config.output_dir, exist_ok=True)
     writer = open_metrics_log(config, step, cleanup) if d.is_main else None
     log_run(config, start, model, info, device, d, step)
@@ -255,6 +258,16 @@ def extend_start_vocab(config: TrainConfig, info: ShardInfo, start: Start) -> St
 
 
 def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> ModelConfig:
+    """The model config (:func:`source_model_config`) with, for a new BERT run, the word embedding padded to a
+    multiple of ``pad_vocab_size_multiple`` inside the model; a resumed run keeps its checkpoint's padding (its
+    optimizer state is the same either way: ``checkpoint.optimizer_state_to_flat``)."""
+    model_config = source_model_config(config, info, start)
+    if isinstance(model_config, BertConfig) and not config.resume:
+        model_config = dataclasses.replace(model_config, pad_vocab_size_multiple=config.pad_vocab_size_multiple)
+    return model_config
+
+
+def source_model_config(config: TrainConfig, info: ShardInfo, start: Start) -> ModelConfig:
     """The model config: the checkpoint's, else the preset with overrides and the shards' vocab.
 
     Raises:
@@ -492,21 +505,31 @@ def wrap_model(config: TrainConfig, model: nn.Module, d: DistInfo, device: torch
     # Dropout differs across ranks; initialisation was the same everywhere (and DDP broadcasts rank 0's).
     torch.manual_seed(config.seed + d.rank)
     kernel = configure_attention(model, config.attn_implementation, device, uses_bf16(device, config.precision))
+    kernels = configure_kernels(model, config.kernels, device)
     compiled = compile_enabled(config, device)
     if d.is_main:
-        logger.info("attention: %s; torch.compile: %s", kernel, "on" if compiled else "off")
+        mode = f"on, mode {config.compile_mode}" if compiled else "off"
+        logger.info("attention: %s; other kernels: %s; torch.compile: %s", kernel, kernels, mode)
     model = PretrainingModel(model)
     train_model: nn.Module = model
     if compiled:
-        # Shapes change from batch to batch (padding to the longest row, the number of prediction slots,
-        # the varlen segments): dynamic shapes from the start instead of a recompilation per new shape.
-        train_model = torch.compile(model, dynamic=True)
+        train_model = compile_model(model, config.compile_mode)
     if d.enabled:
         train_model = nn.parallel.DistributedDataParallel(
             train_model, device_ids=[device.index] if device.type == "cuda" else None
         )
-    eval_model = model if not compiled else torch.compile(model, dynamic=True)
+    eval_model = model if not compiled else compile_model(model, config.compile_mode)
     return train_model, eval_model
+
+
+def compile_model(model: nn.Module, mode: str) -> nn.Module:
+    """``torch.compile(model, mode=mode)``. Shapes change from batch to batch (padding to the longest row, the
+    number of prediction slots, the varlen segments), so ``default`` and ``max-autotune-no-cudagraphs`` compile
+    dynamic shapes from the start instead of once per new shape; the CUDA-graph modes (``reduce-overhead``,
+    ``max-autotune``) record one graph per shape, so they start static (``dynamic=None``: PyTorch marks a size
+    dynamic only once it changes), which suits packed batches, whose rows are all ``max_seq_length`` long."""
+    cuda_graphs = mode in ("reduce-overhead", "max-autotune")
+    return torch.compile(model, mode=mode, dynamic=None if cuda_graphs else True)
 
 
 def compile_enabled(config: TrainConfig, device: torch.device) -> bool:

@@ -155,7 +155,8 @@ def check_compatible(
     max_position_embeddings: int | None = None,
     what: str = "the model",
 ) -> None:
-    """Refuse shards that were made with another vocab or sequence length than ``what`` expects.
+    """Refuse shards that were made with another vocab or sequence length than ``what`` expects. A model's
+    ``vocab_size`` may exceed the shards' vocab (a padded embedding matrix), never fall short of it.
 
     Each keyword left None is not checked. Raises ``ValueError`` naming the directory, both values and the fix.
     """
@@ -165,10 +166,12 @@ def check_compatible(
             f"{where} were made with another vocab (sha256 {info.vocab_sha256[:12]}...) than {what} "
             f"({vocab_sha256[:12]}...); make the shards with the same vocab.txt"
         )
-    if vocab_size is not None and info.vocab_size != vocab_size:
+    # A model may have more rows than its tokenizer has entries (padded embedding matrices: MosaicBERT's 30,528,
+    # DeBERTa-v3's 128,100; transformers accepts them): every id of the shards must fit, no more.
+    if vocab_size is not None and info.vocab_size > vocab_size:
         raise ValueError(
-            f"{where} have a vocab of {info.vocab_size} entries but {what} has vocab_size={vocab_size}; "
-            "make the shards with the model's vocab (or train a new model on these shards)"
+            f"{where} have a vocab of {info.vocab_size} entries but {what} has only vocab_size={vocab_size} "
+            "(their ids would not fit); make the shards with the model's vocab (or train a new model on these shards)"
         )
     if max_seq_length is not None and info.max_seq_length != max_seq_length:
         raise ValueError(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprep.bert_model.checkpoint import KEEP_LAST
-from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
+from bertprep.bert_model.loop_config import KernelConfig, LoopConfig, OptimConfig
 from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.models.bert_config import PRESETS
@@ -36,9 +36,9 @@ MODEL_OPTIONS = (
 
 
 @dataclass
-class TrainConfig(LoopConfig, OptimConfig):
+class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     """Everything ``bertprep train --task pretrain`` takes (CLI options map 1:1 onto these fields, those of
-    :class:`LoopConfig` and :class:`OptimConfig` included)."""
+    :class:`LoopConfig`, :class:`OptimConfig` and :class:`KernelConfig` included)."""
 
     shards: str
     """Training shard directory (``make-shards`` output, with ``manifest.json``)."""
@@ -117,8 +117,11 @@ class TrainConfig(LoopConfig, OptimConfig):
     source lacks start as the original initialises them; the shards must be made with the model's
     ``vocab.txt``."""
     compile: bool | None = None
-    """Run the model through ``torch.compile`` (inductor: fused element-wise kernels, fewer launches). None =
-    on a CUDA device, off on the CPU (where compiling takes longer than a short run saves)."""
+    """Run the model through ``torch.compile`` (inductor: fused element-wise kernels, fewer launches; its mode is
+    ``compile_mode``). None = on a CUDA device, off on the CPU (where compiling takes longer than a short run
+    saves). A compiled run draws dropout from inductor's own random stream, so with dropout it is not
+    step-for-step equal to an eager run of the same seed (the same distribution; with dropout 0 the two agree
+    to float rounding)."""
     attn_implementation: str = "auto"
     """The attention kernel (``models/attention.py``): ``auto`` (FlashAttention-2's varlen kernel on a CUDA GPU
     of compute capability 8.0+ with bf16, from the ``flash_attn`` package where installed, else PyTorch's;
@@ -139,6 +142,7 @@ class TrainConfig(LoopConfig, OptimConfig):
     def __post_init__(self) -> None:
         LoopConfig.__post_init__(self)
         OptimConfig.__post_init__(self)
+        KernelConfig.__post_init__(self)
         if self.task not in TASKS:
             raise ValueError(f"task {self.task!r} is not supported; choose one of {', '.join(TASKS)}")
         if self.architecture not in ARCHITECTURE_PRESETS:

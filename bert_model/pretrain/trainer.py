@@ -34,7 +34,7 @@ from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT, PretrainingMetrics, plot_metrics
 from bertprep.bert_model.optim import optimizer_step
 from bertprep.bert_model.pretrain import build
-from bertprep.bert_model.pretrain.architectures import flops_per_token
+from bertprep.bert_model.pretrain.architectures import training_flops
 from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
 from bertprep.bert_model.pretrain.data import ShardReadError
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
@@ -311,18 +311,17 @@ def _log_train_metrics(
 
 
 def model_flops(run: build.Run, m: dict[str, float], elapsed: float) -> dict[str, float]:
-    """``model_flops_per_s`` (all ranks) and, where the GPU's bf16 peak is known, ``mfu`` of a logging window.
+    """``model_flops_per_s`` (all ranks) and, where the GPU's peak is known, ``mfu`` of a logging window.
 
-    Model FLOPs are ``flops_per_token`` of the model config (``bert_config.flops_per_token``: 6 N for the
-    weights plus 12 L T H for attention, PaLM appendix B / Megatron's accounting, the MLM head at the
-    predicted positions only) times the real (non-padding) tokens trained on: padding a kernel computes is
-    not useful work. T is the row length (``max_seq_length`` of a packed row). MFU divides by the peak
-    of ``world_size`` such GPUs (``metrics.GPU_BF16_PEAK_FLOPS``); on a CPU or an unknown GPU only the
-    FLOP rate and tokens/s are reported.
+    Model FLOPs are ``architectures.training_flops`` of the model config (``bert_config.flops``: 6 N per real
+    token for the weights, 12 L H per (query, key) pair of each document's own sum(l^2) for attention, PaLM
+    appendix B / Megatron's accounting, the MLM head at the predicted positions only): padding a kernel
+    computes, and attention across the documents of a packed row, is not useful work. MFU divides by the peak
+    of ``world_size`` such GPUs in the precision the run's matmuls use (``metrics.GPU_PEAK_FLOPS``: bf16, TF32
+    or fp32); on a CPU or an unknown GPU only the FLOP rate and tokens/s are reported.
     """
-    seq = m["padded_tokens"] / max(m["sequences"], 1)
-    fpt = flops_per_token(run.model_config, int(round(seq)), m["masked_fraction"])  # (predicted / real tokens)
-    out = {"model_flops_per_s": fpt * m["tokens"] / elapsed}
+    flops = training_flops(run.model_config, m["tokens"], m["attention_pairs"], m["masked_fraction"])
+    out = {"model_flops_per_s": flops / elapsed}
     if run.peak_flops is not None:
         out["mfu"] = out["model_flops_per_s"] / (run.peak_flops * run.d.world_size)
     return out

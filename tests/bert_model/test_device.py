@@ -17,6 +17,8 @@ import torch
 from batch_factory import loader_batch, shard_rows, tiny_config
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.metrics import PretrainingMetrics
+from bertprep.bert_model.models import attention
+from bertprep.bert_model.models.attention import AttentionPlan
 from bertprep.bert_model.models.heads import HEADS
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model
@@ -75,6 +77,55 @@ def test_a_pretraining_step_runs_on_the_meta_device(architecture, packing):
         assert out.seq_relationship_logits is None
     state = optimizer.state[next(iter(model.parameters()))]
     _assert_all_on([state["exp_avg"], state["exp_avg_sq"]], "meta")
+
+
+# ------------------------------------------------------------------------ the varlen and flex paths' indices
+#
+# The FlashAttention kernels run only on CUDA, so the meta-device step above goes through sdpa. These tests run
+# the other paths on the CPU with the default device set to ``meta``: a tensor made without ``device=`` lands on
+# meta and meets the CPU tensors (an index on another device, or a host sync of a meta tensor), which raises.
+
+
+def _plans(batch: dict[str, torch.Tensor]) -> dict[str, AttentionPlan]:
+    ids = batch["input_ids"]
+    return {
+        "no padding": AttentionPlan.build("varlen", ids, None, None, None),
+        "padded": AttentionPlan.build("varlen", ids, batch["attention_mask"], None, None),
+        "packed": AttentionPlan.build("varlen", ids, None, batch.get("sequence_ids"), None),
+    }
+
+
+@pytest.mark.parametrize("layout", ["no padding", "padded", "packed"])
+def test_the_attention_plan_makes_every_index_on_the_batch_s_device(layout):
+    batch = _batch(packing=layout == "packed")
+    plan = _plans(batch)[layout]
+    with torch.device("meta"):  # the default device, which no index may come from
+        made = [plan.document_ids(), plan.position_ids(), plan.sequence_starts(), plan._segments()]
+    _assert_all_on(made, "cpu")
+
+
+@pytest.mark.parametrize("kernel", ["varlen", "flex_attention"])
+@pytest.mark.parametrize("architecture", ["bert", "modernbert"])
+def test_a_varlen_or_flex_step_makes_no_tensor_on_the_default_device(kernel, architecture, monkeypatch):
+    def stand_in(q, k, v, cu_seqlens, max_seqlen, dropout_p, window):  # the CUDA kernel's contract, on the CPU
+        assert cu_seqlens.device == q.device and cu_seqlens.dtype == torch.int32
+        return q * 1.0
+
+    monkeypatch.setattr(attention, "flash_varlen_attention", stand_in)
+    torch.manual_seed(0)
+    config = tiny_config(architecture, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = PretrainingModel(build_model(config))
+    for module in model.modules():
+        if hasattr(module, "attn_implementation"):
+            module.attn_implementation = kernel
+    batch = _batch(packing=True)
+    backward = kernel == "varlen"  # (PyTorch has no flex_attention backward on the CPU: its forward alone)
+    with torch.device("meta"), torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(backward):
+        out = model(**batch)  # (varlen runs in bf16 only)
+        if backward:
+            out.training_loss(1.0).backward()
+    _assert_all_on([out.mlm_loss, *(p.grad for p in model.parameters() if p.grad is not None)], "cpu")
+    assert not backward or all(p.grad is not None for p in model.model.base_model.parameters())
 
 
 def _features(task: str) -> list[dict]:

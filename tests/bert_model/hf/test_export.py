@@ -266,11 +266,21 @@ def test_export_command_explains_a_directory_without_a_model(tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-def test_vocab_of_another_size_is_refused(tmp_path):
+def test_a_vocab_longer_than_the_model_is_refused(tmp_path):
     model = BertForSequenceClassification(BertConfig(**TINY), 2)
     with pytest.raises(ValueError, match="vocab_size"):
-        write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=TOKENS[:-1], do_lower_case=True)
+        write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=[*TOKENS, "extra"], do_lower_case=True)
     assert not (tmp_path / "hf").exists()
+
+
+def test_a_model_with_more_rows_than_its_vocab_exports_them(tmp_path):
+    """A padded embedding matrix (MosaicBERT's 30,528 rows for 30,522 WordPieces): config.json keeps the model's
+    vocab_size, vocab.txt the tokenizer's entries, and transformers loads it."""
+    model = BertForPreTraining(BertConfig(**{**TINY, "vocab_size": len(TOKENS) + 3}))
+    write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=TOKENS, do_lower_case=True)
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["vocab_size"] == len(TOKENS) + 3
+    assert read_vocab_file(str(tmp_path / "hf" / "vocab.txt")) == TOKENS
+    assert transformers.BertForPreTraining.from_pretrained(str(tmp_path / "hf")).config.vocab_size == len(TOKENS) + 3
 
 
 @pytest.mark.parametrize("fail", [False, True])

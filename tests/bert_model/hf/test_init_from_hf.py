@@ -180,7 +180,7 @@ def test_train_init_from_hf_directory_starts_from_its_weights_and_logs_new_heads
     assert result.model.config.hidden_dropout_prob == 0.0 and result.model.config.hidden_size == 32
     # After one step at lr 1e-9 the encoder still equals the source's.
     source = load_model_source(str(hf_dir))
-    weight = result.model.bert.encoder.layer[1].attention.self.query.weight.detach()
+    weight = result.model.state_dict()["bert.encoder.layer.1.attention.self.query.weight"]
     torch.testing.assert_close(
         weight, source.state_dict["bert.encoder.layer.1.attention.self.query.weight"], atol=1e-6, rtol=0
     )
@@ -237,3 +237,19 @@ def test_train_init_from_minilm_runs_on_shards_of_its_vocab(tmp_path, minilm_dir
     assert result.step == 2 and result.model.config.num_hidden_layers == 6
     assert result.model.config.hidden_size == 384 and result.model.config.vocab_size == 30522
     assert result.checkpoint is not None
+
+
+def test_train_init_from_a_model_with_more_rows_than_its_tokenizer_keeps_them_through_export(tmp_path):
+    """A padded embedding matrix (vocab_size 64, a tokenizer of 60 entries: as MosaicBERT's 30,528 rows for
+    30,522 WordPieces) is accepted, since every id of the shards fits; the export keeps the model's 64 rows."""
+    hf_dir = tmp_path / "hf"
+    _save_hf(hf_dir, "BertForPreTraining", vocab=make_vocab(VOCAB_SIZE - 4))
+    shards = _shards(tmp_path / "shards", vocab=make_vocab(VOCAB_SIZE - 4))
+    result = train(_train_config(shards, tmp_path / "run", hf_dir, max_steps=1))
+    assert result.model.config.vocab_size == VOCAB_SIZE
+    exported = CliRunner().invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "export")])
+    assert exported.exit_code == 0, exported.output
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["vocab_size"] == VOCAB_SIZE
+    assert len((tmp_path / "export" / "vocab.txt").read_text(encoding="utf-8").split()) == VOCAB_SIZE - 4
+    hf = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "export"))
+    assert hf.config.vocab_size == VOCAB_SIZE and hf.bert.embeddings.word_embeddings.weight.shape[0] == VOCAB_SIZE

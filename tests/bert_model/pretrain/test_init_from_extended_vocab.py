@@ -155,7 +155,7 @@ def test_train_init_from_hf_onto_extended_shards_grows_the_model_and_exports(tmp
     assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
     model = result.model
     assert model.cls.predictions.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
-    assert model.cls.predictions.bias.shape == (len(NEW),)
+    assert model.state_dict()["cls.predictions.bias"].shape == (len(NEW),)  # (64-row padding inside the model)
     old_emb = load_model_source(str(hf_dir)).state_dict["bert.embeddings.word_embeddings.weight"]
     after_one_step = model.bert.embeddings.word_embeddings.weight.detach()
     torch.testing.assert_close(after_one_step[10], old_emb[10], atol=1e-6, rtol=0)  # an old row, at lr 1e-9

@@ -248,8 +248,9 @@ def test_manifest_checks_name_the_problem(tmp_path, shard_dir):
     assert (info.vocab_size, info.max_seq_length, info.num_shards, info.num_rows) == (70, 24, 4, 98)
     with pytest.raises(ValueError, match=r"made with another vocab.*same vocab\.txt"):
         check_compatible(info, vocab_sha256="0" * 64)
-    with pytest.raises(ValueError, match="vocab of 70 entries but the model has vocab_size=30522"):
-        check_compatible(info, vocab_size=30522)
+    with pytest.raises(ValueError, match=r"vocab of 70 entries but the model has only vocab_size=64 \(their ids"):
+        check_compatible(info, vocab_size=64)
+    check_compatible(info, vocab_size=128)  # more rows than the vocab (a padded embedding matrix): the ids fit
     with pytest.raises(ValueError, match="max_seq_length=24 but checkpoint x uses max_seq_length=128"):
         check_compatible(info, max_seq_length=128, what="checkpoint x")
     with pytest.raises(ValueError, match="max_position_embeddings=16"):

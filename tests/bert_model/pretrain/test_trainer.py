@@ -57,7 +57,8 @@ def test_optimizer_groups_cover_every_parameter_once():
     assert all(n.endswith("bias") or "LayerNorm" in n for n in no_decay)
     assert "cls.predictions.bias" in no_decay and "bert.embeddings.LayerNorm.weight" in no_decay
     assert "bert.embeddings.word_embeddings.weight" in decay
-    assert "bert.encoder.layer.1.attention.self.query.weight" in decay
+    assert "bert.encoder.layer.1.attention.self.qkv.weight" in decay  # query, key and value: one matrix
+    assert "bert.encoder.layer.1.attention.self.qkv.bias" in no_decay
     optimizer = create_optimizer(model, learning_rate=1e-4)
     assert optimizer.param_groups[0]["param_names"] == names[0]
 
