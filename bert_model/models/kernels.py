@@ -16,6 +16,7 @@ The attention kernel is chosen apart (``attention.py``, ``--attn-implementation`
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import torch
@@ -71,7 +72,7 @@ def configure_kernels(model: nn.Module, requested: str, device: torch.device) ->
     for module in model.modules():
         if isinstance(module, nn.LayerNorm):
             if kernels == "liger":
-                module.forward = lambda x, m=module: _liger_layer_norm(m, x)
+                module.forward = functools.partial(_liger_layer_norm, module)  # type: ignore[method-assign]
             else:
                 module.__dict__.pop("forward", None)
     return kernels

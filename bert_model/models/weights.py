@@ -40,7 +40,7 @@ def register_row_layout(module: nn.Module, layout: RowLayout) -> None:
     the private ``_register_*`` spellings).
     """
     for name, parts in layout.items():  # on the parameter too: the optimizer's state follows it (row_layouts)
-        module.get_parameter(name).row_layout = (name, parts)
+        module.get_parameter(name).row_layout = (name, parts)  # type: ignore[attr-defined]  # a tag of ours
 
     def save(mod: nn.Module, state_dict: dict, prefix: str, local_metadata: dict) -> None:
         found = [name for name in layout if prefix + name in state_dict]
