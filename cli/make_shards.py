@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bertprep.cli.options import AliasedOption, dataclass_default
+from bertprep.cli.options import AliasedOption, dataclass_default, memory_budget_option
 from bertprep.pipeline.config import (
     DECONTAMINATE_MIN_WORDS,
     DECONTAMINATE_MODES,
@@ -347,6 +347,7 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     help="Seed of the held-out split, apart from --random-seed: shard sets made with other random "
     "seeds hold out the same documents (so none of them trains on another's eval documents).",
 )
+@memory_budget_option
 @click.option(
     "--split-bytes",
     type=click.IntRange(min=0),
