@@ -25,6 +25,7 @@ whole process tree (the sum over make-shards and its worker processes, sampled e
 largest process, and the shards' digest (the same at every setting of ``--memory-budget``)::
 
     python benchmarks/bench_scale.py --local 64,256,1024
+    python benchmarks/bench_scale.py --local 1024 --scopes global --memory-budget 0
 """
 
 from __future__ import annotations
@@ -131,15 +132,15 @@ class TreePeak:
         self._thread.join()
 
 
-def local_scale(tmp: Path, sizes: list[int], extra: list[str]) -> None:
-    """The local runner at each size of ``sizes`` (MB), defaults and ``--pairing-scope file``: a table."""
+def local_scale(tmp: Path, sizes: list[int], scopes: list[str], extra: list[str]) -> None:
+    """The local runner at each size of ``sizes`` (MB), with each pairing scope of ``scopes``: a table."""
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
     print("| corpus | pairing scope | wall | MB/s | process tree peak | largest process | shards sha256 |")
     print("|---:|---|---:|---:|---:|---:|---|")
     for mb in sizes:
         corpus = build_corpus(tmp / f"corpus-{mb}", mb)
         size_mb = sum(p.stat().st_size for p in corpus.iterdir()) / 1e6
-        for scope in ("global", "file"):
+        for scope in scopes:
             out = tmp / f"out-{mb}-{scope}"
             cmd = [BERTPREP, "make-shards", "-q", "-i", str(corpus), "--vocab", str(VOCAB), "-o", str(out)]
             cmd += [*extra, "--pairing-scope", scope]
@@ -219,6 +220,7 @@ def main() -> None:
     parser.add_argument("--memory", default="", help="comma-separated corpus sizes (MB) for the memory table")
     parser.add_argument("--pairing-scope", default="global", choices=("global", "file"))
     parser.add_argument("--local", default="", help="comma-separated corpus sizes (MB): the local runner alone")
+    parser.add_argument("--scopes", default="global,file", help="--local: the pairing scopes to run")
     args, more = parser.parse_known_args()  # more: make-shards options (e.g. --memory-budget) for --local
     extra = ["--pairing-scope", args.pairing_scope]
     print(f"command: python {' '.join(shlex.quote(a) for a in sys.argv)}")
@@ -226,7 +228,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if args.local:
-            local_scale(tmp, [int(x) for x in args.local.split(",")], more)
+            local_scale(tmp, [int(x) for x in args.local.split(",")], args.scopes.split(","), more)
             return
         corpus = build_corpus(tmp / "corpus", args.mb)
         size_mb = sum(p.stat().st_size for p in corpus.iterdir()) / 1e6
