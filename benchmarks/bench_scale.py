@@ -18,6 +18,14 @@ are compared: Dask's must equal the local runner's byte for byte.
     python benchmarks/bench_scale.py                       # 16 MB, 3 runs each
     python benchmarks/bench_scale.py --mb 64 --runs 1
     python benchmarks/bench_scale.py --memory 16,32,64 --runs 1   # peak memory per worker by corpus size
+
+``--local SIZES`` measures the local runner alone at each corpus size (MB, comma-separated), for the
+defaults and ``--pairing-scope file``, one run each in turn: wall time, the peak resident memory of the
+whole process tree (the sum over make-shards and its worker processes, sampled every 0.2 s) and of its
+largest process, and the shards' digest (the same at every setting of ``--memory-budget``)::
+
+    python benchmarks/bench_scale.py --local 64,256,1024
+    python benchmarks/bench_scale.py --local 1024 --scopes global --memory-budget 0
 """
 
 from __future__ import annotations
@@ -98,6 +106,61 @@ class PeakRss:
         self._thread.join()
 
 
+class TreePeak:
+    """Peak resident memory (MB) of a process and its descendants, summed (``tree``), and of the largest one
+    (``largest``), sampled every 0.2 s until :meth:`stop`."""
+
+    def __init__(self, pid: int):
+        self.root = psutil.Process(pid)
+        self.tree = self.largest = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self):
+        while not self._stop.wait(0.2):
+            with contextlib.suppress(psutil.Error):
+                rss = []
+                for proc in [self.root, *self.root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        rss.append(proc.memory_info().rss / 1e6)
+                self.tree = max(self.tree, sum(rss))
+                self.largest = max(self.largest, max(rss, default=0.0))
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+def local_scale(tmp: Path, sizes: list[int], scopes: list[str], extra: list[str]) -> None:
+    """The local runner at each size of ``sizes`` (MB), with each pairing scope of ``scopes``: a table."""
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    print("| corpus | pairing scope | wall | MB/s | process tree peak | largest process | shards sha256 |")
+    print("|---:|---|---:|---:|---:|---:|---|")
+    for mb in sizes:
+        corpus = build_corpus(tmp / f"corpus-{mb}", mb)
+        size_mb = sum(p.stat().st_size for p in corpus.iterdir()) / 1e6
+        for scope in scopes:
+            out = tmp / f"out-{mb}-{scope}"
+            cmd = [BERTPREP, "make-shards", "-q", "-i", str(corpus), "--vocab", str(VOCAB), "-o", str(out)]
+            cmd += [*extra, "--pairing-scope", scope]
+            start = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+            peak = TreePeak(proc.pid)
+            if proc.wait():
+                raise SystemExit(f"make-shards failed ({proc.returncode}): {shlex.join(cmd)}")
+            wall = time.perf_counter() - start
+            peak.stop()
+            print(
+                f"| {size_mb:.0f} MB | {scope} | {wall:.1f} s | {size_mb / wall:.2f} | {peak.tree:.0f} MB "
+                f"| {peak.largest:.0f} MB | {digest(out)[:12]} |",
+                flush=True,
+            )
+            subprocess.run(["rm", "-rf", str(out)], check=True)
+        subprocess.run(["rm", "-rf", str(corpus)], check=True)
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
 def make_shards(corpus: Path, out: Path, extra: list[str]) -> float:
     cmd = [BERTPREP, "make-shards", "-q", "-i", str(corpus), "--vocab", str(VOCAB), "-o", str(out), *extra]
     start = time.perf_counter()
@@ -156,12 +219,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs of each configuration (median)")
     parser.add_argument("--memory", default="", help="comma-separated corpus sizes (MB) for the memory table")
     parser.add_argument("--pairing-scope", default="global", choices=("global", "file"))
-    args = parser.parse_args()
+    parser.add_argument("--local", default="", help="comma-separated corpus sizes (MB): the local runner alone")
+    parser.add_argument("--scopes", default="global,file", help="--local: the pairing scopes to run")
+    args, more = parser.parse_known_args()  # more: make-shards options (e.g. --memory-budget) for --local
     extra = ["--pairing-scope", args.pairing_scope]
     print(f"command: python {' '.join(shlex.quote(a) for a in sys.argv)}")
     print(f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
+        if args.local:
+            local_scale(tmp, [int(x) for x in args.local.split(",")], args.scopes.split(","), more)
+            return
         corpus = build_corpus(tmp / "corpus", args.mb)
         size_mb = sum(p.stat().st_size for p in corpus.iterdir()) / 1e6
         local = [make_shards(corpus, tmp / f"local-{i}", extra) for i in range(args.runs)]

@@ -8,6 +8,7 @@ from bertprep.cli.options import (
     casing_options,
     dataclass_default,
     inputs_option,
+    memory_budget_option,
     output_dir_option,
     overwrite_option,
     quiet_option,
@@ -291,6 +292,7 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     help="Seed of the held-out split, apart from --random-seed: shard sets made with other random "
     "seeds hold out the same documents (so none of them trains on another's eval documents).",
 )
+@memory_budget_option
 @click.option(
     "--split-bytes",
     type=click.IntRange(min=0),

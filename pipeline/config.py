@@ -310,6 +310,13 @@ class ShardsConfig:
     a format that can be cut at document boundaries is read in ranges of about this size, spread over the
     workers; 0 = every file read whole. The ``global`` pairing scope only (``file`` keeps a file's buckets
     in its order: one worker per file). Does not change the output: not in the manifest."""
+    memory_budget: int = 32
+    """MB of tokenized documents (word-piece ids and sentence lengths, 4 bytes per word piece) that Beam's
+    local runner keeps in memory for the ``global`` scope's shuffle, over all its worker processes; the
+    documents beyond it wait in the run's staging folder on disk (``beam/spill.py``), so memory stays flat in
+    the corpus size. The runner's process holds about 5-7 bytes per byte kept (``benchmarks/scale.md``); 0:
+    every document on disk. Other runners (Dask, Dataflow) shuffle out of memory themselves and ignore it. Does
+    not change the output: not in the manifest."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -335,6 +342,10 @@ class ShardsConfig:
             )
         if not 0 <= self.eval_seed < 2**32:
             raise ValueError(f"--eval-seed must be in [0, 2**32), got {self.eval_seed}")
+        if not isinstance(self.memory_budget, int) or self.memory_budget < 0:
+            raise ValueError(
+                f"--memory-budget must be an integer >= 0 (MB; 0 = spill every document), got {self.memory_budget!r}"
+            )
         if not isinstance(self.split_bytes, int) or self.split_bytes < 0:
             raise ValueError(f"--split-bytes must be an integer >= 0 (0 = files read whole), got {self.split_bytes!r}")
         if self.dedup not in DEDUP_MODES:
@@ -428,6 +439,7 @@ class ShardsConfig:
         else:
             d["decontaminate"] = list(self.decontaminate)
         del d["split_bytes"]  # how the reading is spread over workers; the output is the same
+        del d["memory_budget"]  # where the shuffle's documents wait; the output is the same
         # the mode used; what was asked for beside it where that was auto (the choice is then the options')
         d["sampling"] = self.effective_sampling
         if self.sampling != self.effective_sampling:

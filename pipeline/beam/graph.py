@@ -9,9 +9,10 @@ Everything is written into the staging folder it is given. Errors a worker raise
 records (``errors.record_error``), so that their text reaches the user unchanged from any runner and any
 process.
 
-Memory (measured with Beam 2.77; docs/scale.md, "Memory"): the local runner keeps a GroupByKey's whole input
-in memory, so the ``global`` scope's memory grows with the corpus on the DirectRunner (not on Dataflow,
-whose shuffle is disk-backed); the ``file`` scope has no GroupByKey of documents and stays flat.
+Memory (measured with Beam 2.77, ``benchmarks/scale.md``): the local runner keeps a GroupByKey's whole input
+in memory, so the ``global`` scope's shuffle of tokenized documents would grow with the corpus there (not on
+Dataflow or Dask, whose shuffles spill); with the local runner the documents beyond ``--memory-budget`` wait
+on disk instead (``spill.py``). The ``file`` scope has no GroupByKey of documents and stays flat.
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ from bertprep.pipeline.text.tokenization import Vocab
 
 
 def build_pipeline(
-    pipeline: beam.Pipeline, config: ShardsConfig, files: Sequence[str], vocab: Vocab, tmp_dir: str
+    pipeline: beam.Pipeline,
+    config: ShardsConfig,
+    files: Sequence[str],
+    vocab: Vocab,
+    tmp_dir: str,
+    spill_to: tuple[str, int] | None = None,
 ) -> None:
     """Add the make-shards transforms to ``pipeline``; everything is written under the staging folder
     ``tmp_dir`` (bucket files in its ``buckets/``; shards, vocab.txt and manifest.json in it).
@@ -55,7 +61,10 @@ def build_pipeline(
     ``decontamination.Decontaminate`` before exact dedup (``global`` scope) or are decontaminated by the
     streaming pass as it reads them, after the first pass's dedup (``file`` scope); with ``config.sources``
     the tokenized documents are sampled per source (``mixture.SampleSources``) before the held-out split.
-    Without these options the pipeline is the one made before they existed."""
+    Without these options the pipeline is the one made before they existed.
+    ``spill_to`` (the local runner's ``(spill folder, memory budget per worker process in bytes)``): in the
+    ``global`` scope without ``config.sources``, tokenized documents beyond the budget wait on disk
+    (``spill.py``); the shards are the same."""
     elements, split_files = _input_elements(config, files)
     file_list = pipeline | "ListInputFiles" >> beam.Create(elements)
     shared_counts = []  # counts that both shard sets record (readers, dedup)
@@ -80,7 +89,8 @@ def build_pipeline(
         if split:
             made["eval"] = (result.eval_buckets, [result.eval_counts])
     else:
-        made, read_counts = _global_instances(config, files, file_list, tmp_dir, folders, split_files, plan)
+        spill_to = spill_to if plan is None else None  # a mixture cuts documents: they stay in memory
+        made, read_counts = _global_instances(config, files, file_list, tmp_dir, folders, split_files, plan, spill_to)
         shared_counts.extend(read_counts)
     if split:
         made = _with_other_side_counts(made)
@@ -165,6 +175,7 @@ def _global_instances(
     folders: dict[str, str],
     split_files: bool,
     plan: mixture.MixturePlan | None,
+    spill_to: tuple[str, int] | None = None,
 ) -> tuple[dict[str, tuple], list]:
     """The ``global`` scope: documents read, (optionally) decontaminated, deduplicated, tokenized, sampled per
     source and split into the held-out side, then each side's instances in its bucket folder. Returns
@@ -181,7 +192,9 @@ def _global_instances(
         deduped = documents | "DropDuplicateDocuments" >> heldout.DropDuplicateDocuments(config)
         documents = deduped["documents"]
         shared_counts.append(deduped["counts"])
-    tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(config, read.ranges if split_files else None)
+    tokenized = documents | "TokenizeDocuments" >> TokenizeDocuments(
+        config, read.ranges if split_files else None, spill_to, tmp_dir
+    )
     shared_counts.append(read.counts)
     if plan is not None:  # each source's documents 0, 1 or more times (copies: distinct ids, same side)
         sampled = tokenized | "SampleSources" >> mixture.SampleSources(files, plan, config.instance.random_seed)

@@ -31,7 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
 from bertprep.pipeline import readers, schema
-from bertprep.pipeline.beam import dask_runner_name, dataflow, heldout, warm_workers
+from bertprep.pipeline.beam import dask_runner_name, dataflow, heldout, spill, warm_workers
 from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.beam.graph import build_pipeline
 from bertprep.pipeline.config import ShardsConfig
@@ -269,7 +269,8 @@ def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, st
     log.info("make-shards: %d input files -> %s", len(files) - metadata, output_dir)
     try:
         with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
-            build_pipeline(pipeline, config, files, vocab, staging_dir)
+            build_pipeline(pipeline, config, files, vocab, staging_dir, _spill_to(config, options, staging_dir))
+        spill.report(staging_dir, config.memory_budget)
         manifest = _read_manifest(staging_dir)
     except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
         message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
@@ -289,6 +290,16 @@ def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, st
     shards.remove_stale_staging(output_dir)
     log.info("make-shards finished in %.1f s", time.time() - start)
     return manifest
+
+
+def _spill_to(config: ShardsConfig, options: PipelineOptions, staging_dir: str) -> tuple[str, int] | None:
+    """The local runner's ``(spill folder, memory budget per worker process in bytes)`` (``spill.py``); None
+    with a named runner (Dask and Dataflow shuffle out of memory themselves) or a remote output folder."""
+    if options.view_as(StandardOptions).runner or "://" in staging_dir:
+        return None
+    direct = options.view_as(DirectOptions)
+    processes = direct.direct_num_workers if direct.direct_running_mode == "multi_processing" else 1
+    return spill.spill_folder(staging_dir), config.memory_budget * 1_000_000 // max(1, processes)
 
 
 def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:

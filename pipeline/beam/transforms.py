@@ -34,8 +34,8 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from bertprep.pipeline import readers
-from bertprep.pipeline.beam import decontamination, heldout, mixture
+from bertprep.pipeline import errors, readers
+from bertprep.pipeline.beam import decontamination, heldout, mixture, spill
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, records_errors
 from bertprep.pipeline.instances import buckets
@@ -170,19 +170,47 @@ class NumberDocumentsFn(beam.DoFn):
 
 
 class TokenizeDocumentFn(beam.DoFn):
-    """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes)."""
+    """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes). With ``spill_to``
+    (``(folder, bytes)``: the spill folder and this process's share of the memory budget, ``spill.py``) the
+    documents beyond the budget are written there and handed on as references; a failed write is recorded in
+    ``error_dir``."""
 
     def __init__(
-        self, vocab_path: str, do_lower_case: bool, strip_accents: bool | None = None, word_segmenter: str | None = None
+        self,
+        vocab_path: str,
+        do_lower_case: bool,
+        strip_accents: bool | None = None,
+        word_segmenter: str | None = None,
+        spill_to: tuple[str, int] | None = None,
+        error_dir: str | None = None,
     ):
         self.resource = _VocabResource(vocab_path, do_lower_case, strip_accents, word_segmenter)
+        self.spill_to = spill_to
+        self.error_dir = error_dir
+        self.spiller: spill.Spiller | None = None
 
     def setup(self) -> None:
         self.resource.load()
+        if self.spill_to is not None:
+            self.spiller = spill.Spiller(*self.spill_to)
 
+    @records_errors("error_dir")
     def process(self, element: tuple[int, int, list[str]]) -> Iterator[TokenizedDocument]:
         file_index, ordinal, sentences = element
-        yield self.resource.encode(file_index, ordinal, sentences)
+        doc = self.resource.encode(file_index, ordinal, sentences)
+        yield doc if self.spiller is None else self.spiller.keep(doc)
+
+    def finish_bundle(self) -> None:
+        if self.spiller is not None:
+            try:
+                self.spiller.flush()
+            except MakeShardsError as err:
+                errors.record_error(self.error_dir, err)
+                raise
+
+    def teardown(self) -> None:
+        if self.spiller is not None:
+            self.spiller.close()
 
 
 class AssignBucketFn(beam.DoFn):
@@ -255,7 +283,7 @@ class CreateInstancesFn(beam.DoFn):
     @records_errors("tmp_dir")
     def process(self, element: tuple[int, Iterable[TokenizedDocument]]) -> Iterator[Any]:
         bucket, tokenized = element
-        tokenized = sorted(tokenized, key=lambda d: (d[0], d[1]))
+        tokenized = sorted(spill.load(tokenized), key=lambda d: (d[0], d[1]))  # spilled ones read back
         docs = bucket_documents(tokenized)
         counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.encoder.unk_id)
         per_source: dict = {}  # a mixture's instances per source
@@ -395,17 +423,28 @@ class ReadDocuments(beam.PTransform):
 class TokenizeDocuments(beam.PTransform):
     """Documents -> tokenized documents; with ``ranges`` (the ``ranges`` output of :class:`ReadDocuments`,
     where files were read in byte ranges) the documents of ranges after the first get their ordinals in
-    their files, once tokenized (the side input waits for every range's count)."""
+    their files, once tokenized (the side input waits for every range's count). With ``spill_to``
+    (``(folder, bytes per process)``) documents beyond the memory budget are handed on as spilled references
+    (``spill.py``), which only :class:`CreateTrainingInstances` reads; ``error_dir``: where a failed spill
+    write is recorded."""
 
-    def __init__(self, config: ShardsConfig, ranges=None):
+    def __init__(self, config: ShardsConfig, ranges=None, spill_to: tuple[str, int] | None = None, error_dir=None):
         super().__init__()
         self.config = config
         self.ranges = ranges
+        self.spill_to = spill_to
+        self.error_dir = error_dir
 
     def expand(self, documents):
+        config = self.config
         tokenized = documents | "TokenizeDocumentFn" >> beam.ParDo(
             TokenizeDocumentFn(
-                self.config.vocab, self.config.do_lower_case, self.config.strip_accents, self.config.word_segmenter
+                config.vocab,
+                config.do_lower_case,
+                config.strip_accents,
+                config.word_segmenter,
+                self.spill_to,
+                self.error_dir,
             )
         )
         if self.ranges is None:

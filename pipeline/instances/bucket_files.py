@@ -51,8 +51,9 @@ def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -
 
 
 def document_tokens(doc: TokenizedDocument) -> int:
-    """Word pieces of a :data:`TokenizedDocument` (its ids are uint32 bytes)."""
-    return len(doc[2]) // 4
+    """Word pieces of a :data:`TokenizedDocument` (its ids are uint32 bytes), or of a spilled document's
+    reference ``(file_index, ordinal, word pieces, file, offset, length)`` (``beam/spill.py``)."""
+    return doc[2] if isinstance(doc[2], int) else len(doc[2]) // 4
 
 
 def encode_document(

@@ -64,8 +64,9 @@ def _golden_rows(path: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.parametrize("memory_budget", [ShardsConfig.memory_budget, 0], ids=["in-memory", "spilled"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_one_bucket_mode_reproduces_the_original_generator(name, shared_data, tmp_path):
+def test_one_bucket_mode_reproduces_the_original_generator(name, memory_budget, shared_data, tmp_path):
     input_file, vocab_file, lower, kwargs = CASES[name]
     config = ShardsConfig(
         inputs=(str(shared_data / input_file),),
@@ -76,6 +77,7 @@ def test_one_bucket_mode_reproduces_the_original_generator(name, shared_data, tm
         input_format="bert",
         bucket_size=0,  # one bucket: the original generator exactly
         num_shards=3,
+        memory_budget=memory_budget,  # 0: every document waits on disk (beam/spill.py)
     )
     manifest = run_make_shards(config, IN_PROCESS)
     expected = _golden_rows(shared_data / "golden" / f"{name}.jsonl.gz")

@@ -1,0 +1,136 @@
+"""The local runner's shuffle of tokenized documents with a memory budget: documents beyond it go to disk.
+
+Beam's local runner (``FnApiRunner``) keeps every element that crosses a stage boundary in its own process,
+and the ``global`` pairing scope's ``GroupByKey`` of tokenized documents crosses one: its memory grew by about
+5-7 MB per MB of text (``benchmarks/scale.md``). With a spill folder, :class:`Spiller` (used by
+``transforms.TokenizeDocumentFn``) hands the runner each document inline while this process's share of the
+budget lasts (``--memory-budget`` over the worker processes), then appends the rest to a file of its own in
+the spill folder and hands the runner a small reference instead, a *spilled document*
+``(file_index, ordinal, word pieces, file, offset, length)`` (``bucket_files.document_tokens`` reads its
+word pieces). ``transforms.CreateInstancesFn`` reads a bucket's spilled documents back (:func:`load`) before it
+sorts them, so the buckets, and every byte of the shards, are the same whatever was spilled: only where a
+document waits changes. The runners that shuffle out of memory themselves (Dask, Dataflow) get no spill folder.
+
+The spill folder is ``<staging folder>/spill/``: a failed or interrupted run's staging folder is removed whole
+(``run.py``), and :func:`report` logs what a successful run spilled and removes the folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import uuid
+from collections.abc import Iterable, Sequence
+
+from bertprep.pipeline.errors import MakeShardsError
+from bertprep.pipeline.instances.bucket_files import TokenizedDocument
+
+log = logging.getLogger(__name__)
+
+#: The spill folder's name in a run's staging folder.
+SPILL_DIR = "spill"
+
+#: Documents inline in this process, per spill folder (one run's): bytes of word-piece ids and lengths.
+_inline_bytes: dict[str, int] = {}
+
+
+def spill_folder(staging_dir: str) -> str:
+    """The spill folder of the run staged in ``staging_dir`` (a local folder)."""
+    return os.path.join(staging_dir, SPILL_DIR)
+
+
+def is_spilled(doc: Sequence) -> bool:
+    """Whether ``doc`` is a spilled document's reference rather than the document."""
+    return isinstance(doc[2], int)
+
+
+class Spiller:
+    """Hands documents on inline up to ``budget_bytes`` (this process's share, counted per ``folder`` over
+    every instance in the process), then appends them to ``<folder>/<unique>.spill`` and hands on references.
+
+    Raises (from :meth:`keep` and :meth:`flush`) ``MakeShardsError`` naming ``folder`` when a write fails
+    (no space left, no permission)."""
+
+    def __init__(self, folder: str, budget_bytes: int):
+        self.folder = folder
+        self.budget_bytes = budget_bytes
+        self._file = None
+        self._path = ""
+        self._offset = 0
+
+    def keep(self, doc: TokenizedDocument) -> tuple:
+        """``doc`` itself, or its spilled reference once this process's inline documents fill the budget."""
+        size = len(doc[2]) + len(doc[3])
+        inline = _inline_bytes.get(self.folder, 0)
+        if inline + size <= self.budget_bytes:
+            _inline_bytes[self.folder] = inline + size
+            return doc
+        payload = pickle.dumps(tuple(doc[2:]), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            if self._file is None:
+                os.makedirs(self.folder, exist_ok=True)
+                self._path = os.path.join(self.folder, f"{uuid.uuid4().hex}.spill")
+                self._file = open(self._path, "wb")  # noqa: SIM115 - closed in close(), flushed per bundle
+            self._file.write(payload)
+        except OSError as err:
+            raise _write_error(self.folder, err) from err
+        ref = (doc[0], doc[1], len(doc[2]) // 4, self._path, self._offset, len(payload))
+        self._offset += len(payload)
+        return ref
+
+    def flush(self) -> None:
+        """Make the documents spilled so far readable by other processes (at the end of each bundle)."""
+        if self._file is not None:
+            try:
+                self._file.flush()
+            except OSError as err:
+                raise _write_error(self.folder, err) from err
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _write_error(folder: str, err: OSError) -> MakeShardsError:
+    reason = err.strerror or str(err)
+    return MakeShardsError(
+        f"bertprep: cannot spill tokenized documents to {folder} ({reason}); free space there, choose another "
+        "--output-dir (the spill folder is inside it), or raise --memory-budget"
+    )
+
+
+def load(docs: Iterable[tuple]) -> list[TokenizedDocument]:
+    """``docs`` with each spilled reference replaced by its document, read back from its spill file (in file
+    and offset order, each file opened once); the others as they are. Order is not kept."""
+    docs = list(docs)
+    kept = [d for d in docs if not is_spilled(d)]
+    spilled = sorted((d for d in docs if is_spilled(d)), key=lambda d: (d[3], d[4]))
+    current, f = None, None
+    try:
+        for file_index, ordinal, _, path, offset, length in spilled:
+            if path != current:
+                if f is not None:
+                    f.close()
+                current, f = path, open(path, "rb")  # noqa: SIM115 - closed below
+            f.seek(offset)
+            kept.append((file_index, ordinal, *pickle.loads(f.read(length))))
+    finally:
+        if f is not None:
+            f.close()
+    return kept
+
+
+def report(staging_dir: str, budget_mb: int) -> int:
+    """Log how much the run spilled and where, remove the spill folder, and return the bytes spilled."""
+    folder = spill_folder(staging_dir)
+    if not os.path.isdir(folder):
+        return 0
+    spilled = sum(entry.stat().st_size for entry in os.scandir(folder))
+    log.info(
+        "spilled %.1f MB of tokenized documents to %s (beyond --memory-budget %d MB)", spilled / 1e6, folder, budget_mb
+    )
+    shutil.rmtree(folder, ignore_errors=True)
+    return spilled
