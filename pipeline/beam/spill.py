@@ -17,12 +17,14 @@ The spill folder is ``<staging folder>/spill/``: a failed or interrupted run's s
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import pickle
 import shutil
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import IO
 
 from bertprep.pipeline.errors import MakeShardsError
 from bertprep.pipeline.instances.bucket_files import TokenizedDocument
@@ -56,7 +58,7 @@ class Spiller:
     def __init__(self, folder: str, budget_bytes: int):
         self.folder = folder
         self.budget_bytes = budget_bytes
-        self._file = None
+        self._file: IO[bytes] | None = None
         self._path = ""
         self._offset = 0
 
@@ -108,18 +110,11 @@ def load(docs: Iterable[tuple]) -> list[TokenizedDocument]:
     docs = list(docs)
     kept = [d for d in docs if not is_spilled(d)]
     spilled = sorted((d for d in docs if is_spilled(d)), key=lambda d: (d[3], d[4]))
-    current, f = None, None
-    try:
-        for file_index, ordinal, _, path, offset, length in spilled:
-            if path != current:
-                if f is not None:
-                    f.close()
-                current, f = path, open(path, "rb")  # noqa: SIM115 - closed below
-            f.seek(offset)
-            kept.append((file_index, ordinal, *pickle.loads(f.read(length))))
-    finally:
-        if f is not None:
-            f.close()
+    for path, refs in itertools.groupby(spilled, key=lambda d: d[3]):
+        with open(path, "rb") as f:
+            for file_index, ordinal, _, _, offset, length in refs:
+                f.seek(offset)
+                kept.append((file_index, ordinal, *pickle.loads(f.read(length))))
     return kept
 
 
