@@ -1,4 +1,5 @@
-"""pipeline.remote: a gs:// path that cannot work is refused in seconds (round two, item 4)."""
+"""pipeline.remote: a gs:// or s3:// path that cannot work is refused in seconds, at the endpoint the client
+library will use (the cloud's, or an emulator's)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 import pytest
 
 from bertprep.pipeline import remote
+from conftest import need_module
 
 
 @pytest.fixture(autouse=True)
@@ -75,3 +77,38 @@ def test_an_unreachable_endpoint_is_refused_within_the_timeout(gcs_installed, no
         "--output-dir gs://b/shards: cannot reach storage.googleapis.com (no answer within 0.5 s)"
     )
     assert "network" in message
+
+
+def test_an_emulator_is_probed_instead_of_google_and_needs_no_credentials(gcs_installed, monkeypatch, tmp_path):
+    """google-cloud-storage talks to STORAGE_EMULATOR_HOST, anonymously: the probe follows it (a stopped
+    emulator is named with what to do), and asks for no credentials."""
+    from cloud_factory import free_port
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setattr(remote, "_gcs_credentials_found", lambda timeout: pytest.fail("asked for credentials"))
+    assert remote.storage_endpoint("gs") == (("127.0.0.1", port), True)
+    with pytest.raises(remote.RemotePathError) as err:
+        remote.check_remote_path("gs://b/shards", "--output-dir", timeout=0.5)
+    assert str(err.value).startswith(f"--output-dir gs://b/shards: cannot reach 127.0.0.1:{port} (")
+    assert "emulator or endpoint is running" in str(err.value)
+
+
+def test_s3_endpoint_and_credentials(monkeypatch, tmp_path):
+    need_module("apache_beam.io.aws.s3filesystem")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "https://minio.example:9000")
+    assert remote.storage_endpoint("s3") == (("minio.example", 9000), True)
+    remote.set_s3_endpoint_url("http://127.0.0.1:9")  # Beam's --s3_endpoint_url wins
+    try:
+        assert remote.storage_endpoint("s3") == (("127.0.0.1", 9), True)
+    finally:
+        remote.set_s3_endpoint_url(None)
+    with pytest.raises(remote.RemotePathError, match=r"^-i s3://b/x: no AWS credentials found .*aws configure"):
+        remote.check_remote_path("s3://b/x", "-i", timeout=0.5)

@@ -9,12 +9,14 @@ reached through the client libraries Beam uses (google-cloud-storage, boto3).
 from __future__ import annotations
 
 import shutil
+import socket
 
 import pytest
 
 from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
-from cloud_factory import CORPUS_VOCAB, digests_but_paths, upload_folder, write_corpus
+from cloud_factory import CORPUS_VOCAB, digests_but_paths, emulator, upload_folder, write_corpus
+from conftest import need_module
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 
@@ -77,3 +79,34 @@ def test_the_same_corpus_in_another_folder_gives_the_same_bytes(corpus, local_di
     else:  # the keys decide the held-out side
         assert any(n.startswith("eval/shard-") for n in expected)
     assert here == expected
+
+
+#: Beam's S3 file system makes a boto3 client per operation (about 0.7 s each on a loaded 2-core machine: a
+#: run takes minutes), and Beam looks for Google credentials for about 20 s once per process: all but the GCS
+#: run with the default options are ``slow`` (``make test`` runs them, ``make test-fast`` does not).
+STORES = [
+    ("gcs", "default"),
+    pytest.param("gcs", "file-scope-eval", marks=pytest.mark.slow),
+    pytest.param("s3", "default", marks=pytest.mark.slow),
+    pytest.param("s3", "file-scope-eval", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("store", "name"), STORES)
+def test_make_shards_in_a_bucket_gives_the_bytes_of_a_local_run(corpus, local_digests, request, store, name):
+    bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME on the emulator
+    upload_folder(corpus, f"{bucket}/corpus")
+    upload_folder(CORPUS_VOCAB.parent, f"{bucket}/vocab")  # (the fixture folder: vocab.txt and two texts)
+    got = _make(bucket, f"{bucket}/corpus/", f"{bucket}/vocab/vocab.txt", OPTIONS[name])
+    assert got == local_digests[name]
+
+
+def test_an_emulator_leaves_no_process_behind(tmp_path):
+    """What the session fixtures rely on: the server listens while the block runs and is gone after it."""
+    need_module("gcp_storage_emulator")
+    with emulator("gcs", tmp_path) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        socket.create_connection((host, int(port)), timeout=5).close()
+    assert server.proc.poll() is not None
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=1).close()
