@@ -96,6 +96,27 @@ def use_filesystem_options(options) -> None:
 
     FileSystems.set_options(options)
     set_s3_endpoint_url(options.view_as(S3Options).s3_endpoint_url)
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        _no_credentials_search()
+
+
+def _no_credentials_search() -> None:
+    """With a GCS emulator (``STORAGE_EMULATOR_HOST``) google-cloud-storage connects anonymously whatever
+    credentials it is given, but Beam first searches for Google's default credentials with four retries
+    (``apache_beam.internal.gcp.auth._Credentials``: about 25 s and a logged traceback per retry, once per
+    process) before it hands the client none. Record "no credentials" in Beam's cache instead, as its search
+    ends without any. Beam's private names, hence the guard: a Beam without them searches as before."""
+    try:
+        from apache_beam.internal.gcp import auth
+    except ImportError:
+        return
+    cache = getattr(auth, "_Credentials", None)
+    lock = getattr(cache, "_credentials_lock", None)
+    if lock is None or not hasattr(cache, "_credentials_init"):
+        return
+    with lock:
+        if not cache._credentials_init:
+            cache._credentials, cache._credentials_init = None, True
 
 
 def _aws_credentials_found() -> bool:

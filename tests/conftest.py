@@ -140,6 +140,11 @@ def gcs(gcs_server, monkeypatch) -> str:
 
     for name, value in gcs_environment(gcs_server.url).items():
         monkeypatch.setenv(name, value)
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from bertprep.pipeline.remote import use_filesystem_options
+
+    use_filesystem_options(PipelineOptions([]))  # as make-shards does: no search for Google credentials
     return new_bucket("gs")
 
 

@@ -112,3 +112,19 @@ def test_s3_endpoint_and_credentials(monkeypatch, tmp_path):
         remote.set_s3_endpoint_url(None)
     with pytest.raises(remote.RemotePathError, match=r"^-i s3://b/x: no AWS credentials found .*aws configure"):
         remote.check_remote_path("s3://b/x", "-i", timeout=0.5)
+
+
+def test_with_an_emulator_beam_does_not_search_for_credentials(monkeypatch):
+    """Beam searched for Google's default credentials for about 25 s (four retries, a traceback each) before
+    connecting anonymously, which the storage client does with an emulator anyway."""
+    auth = need_module("apache_beam.internal.gcp.auth")
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    monkeypatch.setattr(auth._Credentials, "_credentials_init", False)
+    monkeypatch.setattr(auth._Credentials, "_credentials", None)
+    monkeypatch.setattr(
+        auth._Credentials, "_get_service_credentials", staticmethod(lambda options: pytest.fail("searched"))
+    )
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+    remote.use_filesystem_options(PipelineOptions([]))
+    assert auth.get_service_credentials(PipelineOptions([])) is None
