@@ -179,6 +179,33 @@ def check_remote_path(path: str, option: str, *, timeout: float = PROBE_TIMEOUT_
             + (" and that the storage emulator or endpoint is running" if custom else "")
             + ", or use a local path"
         )
+    bucket = path.split("://", 1)[1].split("/", 1)[0]
+    if bucket and not _bucket_exists(scheme, bucket):
+        make = f"gcloud storage buckets create gs://{bucket}" if scheme == "gs" else f"aws s3 mb s3://{bucket}"
+        raise RemotePathError(
+            f"{option} {path}: the bucket {bucket} does not exist; check the name, or create it ({make})"
+        )
+
+
+@functools.cache
+def _bucket_exists(scheme: str, bucket: str) -> bool:
+    """False only when the store answers that ``bucket`` does not exist (asked once per process); any other
+    answer (it exists, access denied, an error) is True: the operation itself then reports it."""
+    try:
+        if scheme == "gs":
+            from apache_beam.io.gcp import gcsio
+
+            return gcsio.GcsIO().get_bucket(bucket) is not None  # Beam's client: None for NotFound
+        import boto3
+        import botocore.exceptions
+
+        try:
+            boto3.client("s3", endpoint_url=_S3_ENDPOINT_URL[0]).head_bucket(Bucket=bucket)
+        except botocore.exceptions.ClientError as err:
+            return err.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket")
+        return True
+    except Exception:  # a client that cannot ask (an old Beam, a stand-in): let the operation speak
+        return True
 
 
 __all__ = [

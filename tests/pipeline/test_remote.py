@@ -14,8 +14,10 @@ from conftest import need_module
 @pytest.fixture(autouse=True)
 def fresh_probes():
     remote._reachable.cache_clear()
+    remote._bucket_exists.cache_clear()
     yield
     remote._reachable.cache_clear()
+    remote._bucket_exists.cache_clear()
 
 
 @pytest.fixture
@@ -128,3 +130,16 @@ def test_with_an_emulator_beam_does_not_search_for_credentials(monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
     remote.use_filesystem_options(PipelineOptions([]))
     assert auth.get_service_credentials(PipelineOptions([])) is None
+
+
+@pytest.mark.parametrize("store", ["gcs", "s3"])
+def test_a_bucket_that_does_not_exist_is_one_line(request, store):
+    """Against the emulators: the missing bucket is named with the command that creates it (Beam's own error
+    was a nested BeamIOError of the listing); an existing bucket passes."""
+    bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME, created
+    scheme = bucket.split("://")[0]
+    remote.check_remote_path(f"{bucket}/out", "--output-dir")
+    with pytest.raises(remote.RemotePathError) as err:
+        remote.check_remote_path(f"{scheme}://no-such-bucket-here/out", "--output-dir")
+    assert str(err.value).startswith(f"--output-dir {scheme}://no-such-bucket-here/out: the bucket no-such-bucket-here")
+    assert ("gcloud storage buckets create" if scheme == "gs" else "aws s3 mb") in str(err.value)
