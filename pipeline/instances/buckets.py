@@ -13,8 +13,10 @@ corpus (``ShardsConfig.bucket_size`` / ``bucket_tokens``):
   a sample of the whole corpus rather than of a few documents.
 
 A document's key is ``blake2b("random_seed:path:ordinal")`` (64 bits), stable across processes and
-machines (never Python's salted ``hash()``): membership is random and seeded, and depends only on the input,
-the seed and the bucket settings, not on the runner, the worker count or bundle order.
+machines (never Python's salted ``hash()``), ``path`` being the file's path relative to the root of its input
+(``readers.input_keys``; the manifest's ``document_id``): membership is random and seeded, and depends only on
+the input, the seed and the bucket settings, not on where the corpus lies (a folder, a copy, a bucket), the
+runner, the worker count or bundle order.
 """
 
 from __future__ import annotations

@@ -92,7 +92,14 @@ from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS, Document, InputError, ReaderStats
 from bertprep.pipeline.readers.context import FormatReader, ReadContext
 from bertprep.pipeline.readers.detect import detect_format, looks_like_sentence_per_line, warn_if_structured
-from bertprep.pipeline.readers.files import _check_encoding, _compression_of, expand_inputs, open_input
+from bertprep.pipeline.readers.files import (
+    _check_encoding,
+    _compression_of,
+    expand_inputs,
+    input_keys,
+    input_root,
+    open_input,
+)
 from bertprep.pipeline.readers.hf import is_hf_metadata, read_hf
 from bertprep.pipeline.readers.parquet import read_parquet
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS, get_segmenter
@@ -115,6 +122,8 @@ __all__ = [
     "check_options",
     "detect_format",
     "expand_inputs",
+    "input_keys",
+    "input_root",
     "iter_corpus_texts",
     "looks_like_sentence_per_line",
     "open_input",

@@ -106,9 +106,7 @@ def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
         InputError: no pattern given; a pattern that matches nothing (the message names it); a file that
             does not exist; every matched file is empty (0 bytes).
     """
-    if isinstance(patterns, str):
-        patterns = [patterns]
-    flat = [p.strip() for item in patterns for p in str(item).split(",") if p.strip()]
+    flat = _split_patterns(patterns)
     if not flat:
         raise InputError("no input files given; pass one or more paths or globs (comma-separated)")
     seen: set[str] = set()
@@ -124,6 +122,49 @@ def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
         shown = ", ".join(files[:5]) + (", ..." if len(files) > 5 else "")
         raise InputError(f"all {len(files)} input files are empty (0 bytes): {shown}")
     return files
+
+
+def _split_patterns(patterns: str | Sequence[str]) -> list[str]:
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    return [p.strip() for item in patterns for p in str(item).split(",") if p.strip()]
+
+
+def input_root(pattern: str, files: Sequence[str] = ()) -> str:
+    """Where the files of an input pattern are, as the user names it: what :func:`input_keys` takes their
+    paths relative to. A glob's fixed part up to its last ``/`` (``corpus/**/*.txt`` -> ``corpus/``,
+    ``*.txt`` -> ``""``), a folder or object prefix with a ``/`` at its end (``gs://b/corpus`` ->
+    ``gs://b/corpus/``), a file's folder (``corpus/a.txt`` -> ``corpus/``: a pattern found among ``files``,
+    the expanded inputs, is a file)."""
+    pattern = pattern.strip()
+    if _has_glob(pattern):
+        fixed = pattern[: min(pattern.index(c) for c in "*?[" if c in pattern)]
+        return fixed[: fixed.rfind("/") + 1]
+    if pattern in files or not (pattern.endswith("/") or _is_remote(pattern) or os.path.isdir(pattern)):
+        return pattern[: pattern.rfind("/") + 1]
+    return pattern.rstrip("/") + "/"
+
+
+def input_keys(patterns: str | Sequence[str], files: Sequence[str]) -> list[str]:
+    """The path each of ``files`` (``expand_inputs(patterns)``) is known by in the documents' keys: its path
+    relative to the innermost root of the patterns (:func:`input_root`; the longest it is under), so that the
+    same corpus in another folder or bucket gives the same keys, hence the same buckets, held-out split and
+    mixture draws.
+
+    ``corpus/**`` and ``gs://bucket/corpus/`` both key ``corpus/wiki/a.txt`` and
+    ``gs://bucket/corpus/wiki/a.txt`` as ``wiki/a.txt``. Two files with the same relative path under
+    different roots (``a/x.txt,b/x.txt``) are told apart by a ``#n`` suffix on the second and later, in
+    input order. A file under no root (a spelling the file system changed) keeps its path as given.
+    """
+    roots = [input_root(p, files) for p in _split_patterns(patterns)]
+    keys: list[str] = []
+    seen: dict[str, int] = {}
+    for path in files:
+        under = [r for r in roots if path.startswith(r)]
+        key = path[len(max(under, key=len)) :] if under else path
+        seen[key] = seen.get(key, 0) + 1
+        keys.append(key if seen[key] == 1 else f"{key}#{seen[key]}")
+    return keys
 
 
 # --------------------------------------------------------------------------------------------------

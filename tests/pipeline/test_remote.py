@@ -1,4 +1,5 @@
-"""pipeline.remote: a gs:// path that cannot work is refused in seconds (round two, item 4)."""
+"""pipeline.remote: a gs:// or s3:// path that cannot work is refused in seconds, at the endpoint the client
+library will use (the cloud's, or an emulator's)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import time
 import pytest
 
 from bertprep.pipeline import remote
+from conftest import need_module
 
 
 @pytest.fixture(autouse=True)
 def fresh_probes():
     remote._reachable.cache_clear()
+    remote._bucket_exists.cache_clear()
     yield
     remote._reachable.cache_clear()
+    remote._bucket_exists.cache_clear()
 
 
 @pytest.fixture
@@ -75,3 +79,67 @@ def test_an_unreachable_endpoint_is_refused_within_the_timeout(gcs_installed, no
         "--output-dir gs://b/shards: cannot reach storage.googleapis.com (no answer within 0.5 s)"
     )
     assert "network" in message
+
+
+def test_an_emulator_is_probed_instead_of_google_and_needs_no_credentials(gcs_installed, monkeypatch, tmp_path):
+    """google-cloud-storage talks to STORAGE_EMULATOR_HOST, anonymously: the probe follows it (a stopped
+    emulator is named with what to do), and asks for no credentials."""
+    from cloud_factory import free_port
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setattr(remote, "_gcs_credentials_found", lambda timeout: pytest.fail("asked for credentials"))
+    assert remote.storage_endpoint("gs") == (("127.0.0.1", port), True)
+    with pytest.raises(remote.RemotePathError) as err:
+        remote.check_remote_path("gs://b/shards", "--output-dir", timeout=0.5)
+    assert str(err.value).startswith(f"--output-dir gs://b/shards: cannot reach 127.0.0.1:{port} (")
+    assert "emulator or endpoint is running" in str(err.value)
+
+
+def test_s3_endpoint_and_credentials(monkeypatch, tmp_path):
+    need_module("apache_beam.io.aws.s3filesystem")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "https://minio.example:9000")
+    assert remote.storage_endpoint("s3") == (("minio.example", 9000), True)
+    remote.set_s3_endpoint_url("http://127.0.0.1:9")  # Beam's --s3_endpoint_url wins
+    try:
+        assert remote.storage_endpoint("s3") == (("127.0.0.1", 9), True)
+    finally:
+        remote.set_s3_endpoint_url(None)
+    with pytest.raises(remote.RemotePathError, match=r"^-i s3://b/x: no AWS credentials found .*aws configure"):
+        remote.check_remote_path("s3://b/x", "-i", timeout=0.5)
+
+
+def test_with_an_emulator_beam_does_not_search_for_credentials(monkeypatch):
+    """Beam searched for Google's default credentials for about 25 s (four retries, a traceback each) before
+    connecting anonymously, which the storage client does with an emulator anyway."""
+    auth = need_module("apache_beam.internal.gcp.auth")
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    monkeypatch.setattr(auth._Credentials, "_credentials_init", False)
+    monkeypatch.setattr(auth._Credentials, "_credentials", None)
+    monkeypatch.setattr(
+        auth._Credentials, "_get_service_credentials", staticmethod(lambda options: pytest.fail("searched"))
+    )
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+    remote.use_filesystem_options(PipelineOptions([]))
+    assert auth.get_service_credentials(PipelineOptions([])) is None
+
+
+@pytest.mark.parametrize("store", ["gcs", "s3"])
+def test_a_bucket_that_does_not_exist_is_one_line(request, store):
+    """Against the emulators: the missing bucket is named with the command that creates it (Beam's own error
+    was a nested BeamIOError of the listing); an existing bucket passes."""
+    bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME, created
+    scheme = bucket.split("://")[0]
+    remote.check_remote_path(f"{bucket}/out", "--output-dir")
+    with pytest.raises(remote.RemotePathError) as err:
+        remote.check_remote_path(f"{scheme}://no-such-bucket-here/out", "--output-dir")
+    assert str(err.value).startswith(f"--output-dir {scheme}://no-such-bucket-here/out: the bucket no-such-bucket-here")
+    assert ("gcloud storage buckets create" if scheme == "gs" else "aws s3 mb") in str(err.value)

@@ -23,7 +23,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline import schema
+from bertprep.pipeline import readers, schema
 from bertprep.pipeline.beam import heldout
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
@@ -204,7 +204,9 @@ def test_no_document_is_in_both_sets_and_the_eval_share_is_the_fraction(corpus, 
     held = _documents_in(out / heldout.EVAL_DIR, corpus["token_to_doc"])
     assert train and held and not train & held  # by content: no token of an eval document in training rows
     assert train | held == {k for _, _, k in corpus["docs"]}  # every document is used on its side
-    expected = {k for f, o, k in corpus["docs"] if heldout.is_eval_document(0, corpus["files"][f], o, 0.2)}
+    keys = readers.input_keys(corpus["files"], corpus["files"])  # the files' paths as the split hashes them
+    assert keys == ["a.txt", "b.txt"]
+    expected = {k for f, o, k in corpus["docs"] if heldout.is_eval_document(0, keys[f], o, 0.2)}
     assert held == expected
     sd = math.sqrt(0.2 * 0.8 / NUM_DOCS)
     assert abs(len(held) / NUM_DOCS - 0.2) < 4 * sd
@@ -379,9 +381,9 @@ def test_no_wikipedia_article_is_in_both_sets(shared_data, uncased_vocab, tmp_pa
     encoder = SentenceEncoder(load_vocab(str(uncased_vocab)), True)
     grams = {"train": set(), "eval": set()}
     articles = {"train": 0, "eval": 0}
-    for path in files:
+    for path, key in zip(files, readers.input_keys(files, files), strict=True):
         for doc in readers.read_documents(path, "wikiextractor"):
-            side = "eval" if heldout.is_eval_document(3, path, doc.ordinal, 0.25) else "train"
+            side = "eval" if heldout.is_eval_document(3, key, doc.ordinal, 0.25) else "train"
             ids, _ = encoder.encode_flat(doc.sentences)
             grams[side] |= _ngrams(ids.tolist())
             articles[side] += 1

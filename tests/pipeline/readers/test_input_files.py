@@ -41,6 +41,42 @@ def test_expand_inputs_directory_is_recursive_sorted_and_skips_hidden_and_readme
     assert got == [str(tmp_path / rel) for rel in ["a.txt", "b.txt", "sub/c.txt", "sub/deeper/d.txt"]]
 
 
+@pytest.mark.parametrize("place", ["here", "elsewhere/deeper"])
+def test_input_keys_are_paths_relative_to_the_input_roots(tmp_path, place):
+    """A document's key hashes these (not the full path): the same layout under any folder gives the same."""
+    root = tmp_path / place / "corpus"
+    for rel in ["wiki/a.txt", "wiki/b.txt", "books/c.txt", "top.txt"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x.\n")
+    r = str(root)
+    cases = {
+        r: ["books/c.txt", "top.txt", "wiki/a.txt", "wiki/b.txt"],  # a folder, with or without its "/"
+        r + "/": ["books/c.txt", "top.txt", "wiki/a.txt", "wiki/b.txt"],
+        f"{r}/wiki/*.txt": ["a.txt", "b.txt"],  # a glob: relative to its fixed part's folder
+        f"{r}/**/*.txt": ["books/c.txt", "wiki/a.txt", "wiki/b.txt"],
+        f"{r}/wi*/a.txt": ["wiki/a.txt"],
+        f"{r}/top.txt,{r}/wiki/": ["top.txt", "a.txt", "b.txt"],  # a file: relative to its folder
+    }
+    for patterns, keys in cases.items():
+        assert readers.input_keys(patterns, expand_inputs(patterns)) == keys, patterns
+
+
+def test_input_keys_tell_files_of_the_same_relative_path_apart(tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "x.txt").write_text("x.\n")
+    patterns = [str(tmp_path / "a" / "x.txt"), str(tmp_path / "b" / "x.txt")]
+    assert readers.input_keys(patterns, expand_inputs(patterns)) == ["x.txt", "x.txt#2"]
+
+
+def test_input_keys_of_object_store_paths():
+    """Lexical: the roots of gs:// and s3:// inputs as make-shards lists their objects (no listing here)."""
+    files = ["gs://b/corpus/wiki/a.txt", "gs://b/corpus/z.txt"]
+    assert readers.input_keys("gs://b/corpus", files) == ["wiki/a.txt", "z.txt"]  # a prefix
+    assert readers.input_keys("gs://b/corpus/**", files) == ["wiki/a.txt", "z.txt"]
+    assert readers.input_keys("s3://b/corpus/z.txt", ["s3://b/corpus/z.txt"]) == ["z.txt"]
+
+
 def test_glob_matching_nothing_names_the_pattern(tmp_path):
     with pytest.raises(InputError, match=r"'.*/nothing-\*\.txt' matches no file"):
         expand_inputs(str(tmp_path / "nothing-*.txt"))

@@ -1,0 +1,222 @@
+"""make-shards where the corpus lives: two local folders, a GCS bucket, an S3 bucket give the same bytes.
+
+A document's keys (its bucket, its held-out side, its mixture draw) hash its file's path relative to the root
+of the input that names it (``readers.input_keys``), so moving or copying a corpus changes no shard. The
+buckets are real API servers run by the tests (``gcp-storage-emulator``, ``moto``: ``cloud_factory.py``),
+reached through the client libraries Beam uses (google-cloud-storage, boto3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
+from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from cloud_factory import CORPUS_VOCAB, digests_but_paths, emulator, object_digests, upload_folder, write_corpus
+from conftest import need_module
+
+ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+#: The default options but a small ``bucket_tokens`` (several buckets of this small corpus), and the file
+#: pairing scope with a held-out split.
+OPTIONS = {
+    "default": dict(bucket_tokens=2_000),
+    "file-scope-eval": dict(pairing_scope="file", eval_fraction=0.05),
+}
+
+
+def _config(inputs: str, vocab: str, output_dir: str, options: dict) -> ShardsConfig:
+    return ShardsConfig(
+        inputs=(inputs,),
+        vocab=vocab,
+        output_dir=output_dir,
+        input_format="bert",
+        instance=InstanceConfig(max_seq_length=64, dupe_factor=2, mlm=MaskingConfig(max_predictions_per_seq=10)),
+        num_shards=3,
+        **options,
+    )
+
+
+def _make(root: str, corpus: str, vocab: str, options: dict) -> dict[str, str]:
+    """make-shards of ``root/corpus/`` with ``vocab`` into ``root/out``: the digests of what it wrote, its
+    manifests' paths (the corpus folder, the vocab, the output folder) replaced by stand-ins."""
+    out = f"{root}/out"
+    manifest = run_make_shards(_config(corpus, vocab, out, options), ONE_WORKER)
+    assert manifest["statistics"]["instances"] > 0
+    folder = corpus.rstrip("/")  # given with or without its "/"
+    return digests_but_paths(out, {folder + "/": "<corpus>/", folder: "<corpus>/", vocab: "<vocab>", out: "<out>"})
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus")
+
+
+@pytest.fixture(scope="module")
+def local_digests(corpus, tmp_path_factory) -> dict[str, dict[str, str]]:
+    """Per option set, the digests of a local run over ``corpus``."""
+    out = {}
+    for name, options in OPTIONS.items():
+        root = tmp_path_factory.mktemp(f"local-{name}")
+        out[name] = _make(str(root), str(corpus), str(CORPUS_VOCAB), options)
+    return out
+
+
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_the_same_corpus_in_another_folder_gives_the_same_bytes(corpus, local_digests, tmp_path, name):
+    moved = tmp_path / "elsewhere" / "copy-of-corpus"
+    shutil.copytree(corpus, moved)
+    vocab = tmp_path / "vocab.txt"
+    shutil.copy(CORPUS_VOCAB, vocab)
+    here = _make(str(tmp_path), str(moved) + "/", str(vocab), OPTIONS[name])
+    expected = local_digests[name]
+    assert any(n.startswith("shard-") for n in expected)
+    if name == "default":  # several buckets: the keys decide which documents pair
+        assert sum(n.startswith("shard-") for n in expected) == 3
+    else:  # the keys decide the held-out side
+        assert any(n.startswith("eval/shard-") for n in expected)
+    assert here == expected
+
+
+#: Beam's S3 file system makes a boto3 client per operation (about 0.7 s each on a loaded 2-core machine: a
+#: run takes minutes), and Beam looks for Google credentials for about 20 s once per process: all but the GCS
+#: run with the default options are ``slow`` (``make test`` runs them, ``make test-fast`` does not).
+STORES = [
+    ("gcs", "default"),
+    pytest.param("gcs", "file-scope-eval", marks=pytest.mark.slow),
+    pytest.param("s3", "default", marks=pytest.mark.slow),
+    pytest.param("s3", "file-scope-eval", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("store", "name"), STORES)
+def test_make_shards_in_a_bucket_gives_the_bytes_of_a_local_run(corpus, local_digests, request, store, name):
+    bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME on the emulator
+    upload_folder(corpus, f"{bucket}/corpus")
+    upload_folder(CORPUS_VOCAB.parent, f"{bucket}/vocab")  # (the fixture folder: vocab.txt and two texts)
+    got = _make(bucket, f"{bucket}/corpus/", f"{bucket}/vocab/vocab.txt", OPTIONS[name])
+    assert got == local_digests[name]
+
+
+def test_an_emulator_leaves_no_process_behind(tmp_path):
+    """What the session fixtures rely on: the server listens while the block runs and is gone after it."""
+    need_module("gcp_storage_emulator")
+    with emulator("gcs", tmp_path) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        socket.create_connection((host, int(port)), timeout=5).close()
+    assert server.proc.poll() is not None
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=1).close()
+
+
+class _Killed(BaseException):
+    """Stands for a kill -9 at one step of the publish."""
+
+
+def _visible(root: str) -> dict[str, str]:
+    """What a reader sees under ``root``: the objects but the hidden ones (staging folders, journal, lock)."""
+    return {k: v for k, v in object_digests(root).items() if not k.startswith(".")}
+
+
+def _replace_objects(source: str, target: str) -> None:
+    """Make the objects under ``target`` those under ``source`` (a whole-folder restore on a bucket)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    old = [m.path for m in FileSystems.match([target + "/**"])[0].metadata_list]
+    if old:
+        FileSystems.delete(old)
+    paths = [m.path for m in FileSystems.match([source + "/**"])[0].metadata_list]
+    FileSystems.copy(paths, [target + p[len(source) :] for p in paths])
+
+
+def _reader_verdict(root: str, local: Path) -> str:
+    """Download ``root`` and read it as ``inspect --verify`` does: "refused" (no manifest) or "accepted"
+    (every shard's size and sha256 as its manifest lists them, and every row valid), else the errors."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from bertprep.pipeline import schema
+    from bertprep.pipeline.shards.inspection import verify_shards
+
+    shutil.rmtree(local, ignore_errors=True)
+    for meta in FileSystems.match([root + "/**"])[0].metadata_list:
+        path = local / meta.path[len(root) :].lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileSystems.open(meta.path) as f:
+            path.write_bytes(f.read())
+    try:
+        schema.read_manifest(str(local))
+    except FileNotFoundError:
+        return "refused"
+    errors = verify_shards(str(local))["errors"]
+    return "accepted" if not errors else f"errors: {errors[:3]}"
+
+
+@pytest.mark.slow
+def test_a_kill_at_any_publish_step_on_gcs_leaves_a_whole_set_or_one_a_reader_refuses(corpus, gcs, tmp_path):
+    """GCS has no rename: Beam copies then deletes. make-shards is cut at each copy/delete of its publish in
+    turn (the failed run's own clean-up skipped, as a kill -9 skips it): the folder then holds the old set,
+    the new set, or no manifest (``inspect`` refuses it), never a mix; and the next run finishes the publish."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from bertprep.pipeline.beam import run
+    from bertprep.pipeline.shards import publish
+
+    upload_folder(corpus, f"{gcs}/corpus")
+    upload_folder(CORPUS_VOCAB.parent, f"{gcs}/vocab")
+    vocab, out, saved = f"{gcs}/vocab/vocab.txt", f"{gcs}/out", f"{gcs}/saved"
+    old_options = dict(eval_fraction=0.3, bucket_tokens=2_000)
+
+    def make(output_dir: str, dupe_factor: int, overwrite: bool = False) -> None:
+        config = _config(f"{gcs}/corpus/", vocab, output_dir, dict(old_options, overwrite=overwrite))
+        config = dataclasses.replace(config, instance=dataclasses.replace(config.instance, dupe_factor=dupe_factor))
+        run_make_shards(config, ONE_WORKER)
+
+    make(out, 1)  # the old set; the new one has another dupe_factor, so every shard differs
+    _replace_objects(out, saved)
+    old_state = _visible(out)
+    make(f"{gcs}/reference", 2)
+    expected = {k: v for k, v in object_digests(f"{gcs}/reference").items() if not k.endswith("manifest.json")}
+    real_rename, real_delete, real_copy = FileSystems.rename, FileSystems.delete, FileSystems.copy
+    steps = 0
+    while True:
+        calls = {"n": 0}
+
+        def counting(real, kill_at=steps, calls=calls):
+            def step(*args, **kwargs):
+                if publish.publishing():  # the steps after the journal is written (before it: the old set stays)
+                    if calls["n"] == kill_at:
+                        raise _Killed()
+                    calls["n"] += 1
+                return real(*args, **kwargs)
+
+            return step
+
+        with pytest.MonkeyPatch.context() as patch:  # (apart from the fixture's: its environment stays)
+            for name, real in (("rename", real_rename), ("delete", real_delete), ("copy", real_copy)):
+                patch.setattr(FileSystems, name, staticmethod(counting(real)))
+            patch.setattr(run, "_remove_failed_run", lambda *a, **k: None)  # a kill -9 cleans nothing
+            try:
+                make(out, 2, overwrite=True)
+                killed = False
+            except _Killed:
+                killed = True
+        if not killed:
+            break  # every step has been cut once
+        steps += 1
+        state = _visible(out)
+        verdict = _reader_verdict(out, tmp_path / "download")
+        assert verdict in ("refused", "accepted"), f"killed at publish step {steps - 1}: {verdict}"
+        if verdict == "accepted":  # a folder a reader accepts is a whole set, the old one or the new one
+            new_state = {k: v for k, v in state.items() if not k.endswith("manifest.json")}
+            assert state == old_state or new_state == expected, f"a mix after a kill at publish step {steps - 1}"
+        with pytest.raises(MakeShardsError, match="already holds shards"):  # the next run, without --overwrite,
+            make(out, 2)  # finishes the publish that was asked for, then refuses to write over its result
+        now = {k: v for k, v in object_digests(out).items() if not k.endswith("manifest.json")}
+        assert now == expected, f"killed at publish step {steps - 1}: the next run left {sorted(now)}"
+        _replace_objects(saved, out)  # back to the old set for the next step
+    assert steps >= 4
