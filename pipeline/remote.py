@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 import urllib.parse
+from typing import Any
 
 #: Seconds each network probe may take.
 PROBE_TIMEOUT_S = 3.0
@@ -110,7 +111,7 @@ def _no_credentials_search() -> None:
         from apache_beam.internal.gcp import auth
     except ImportError:
         return
-    cache = getattr(auth, "_Credentials", None)
+    cache: Any = getattr(auth, "_Credentials", None)  # tests/pipeline/beam/test_beam_private_api.py
     lock = getattr(cache, "_credentials_lock", None)
     if lock is None or not hasattr(cache, "_credentials_init"):
         return

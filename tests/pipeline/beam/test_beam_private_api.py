@@ -35,6 +35,19 @@ def test_every_private_beam_class_the_dask_adapter_imports_is_there():
         assert name in source  # the list is the adapter's, not a stale one
 
 
+def test_the_credentials_cache_the_emulator_path_sets_is_there():
+    """``remote._no_credentials_search`` records "no credentials" in Beam's private credentials cache when a GCS
+    emulator is set (else Beam searches for Google's credentials for ~25 s first); it is guarded (a Beam without
+    the cache searches as before), and this names the names it needs."""
+    need_module("google.cloud.storage")
+    from apache_beam.internal.gcp import auth
+
+    cache = auth._Credentials
+    for name in ("_credentials_lock", "_credentials_init", "_credentials"):
+        assert hasattr(cache, name), f"Beam {version('apache-beam')}: auth._Credentials.{name}"
+    assert "_Credentials" in (ROOT / "pipeline" / "remote.py").read_text()
+
+
 def test_the_output_handler_takes_the_arguments_the_adapter_passes():
     from apache_beam.runners.common import Receiver, _OutputHandler
     from apache_beam.transforms.window import GlobalWindows
