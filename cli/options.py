@@ -124,3 +124,60 @@ def dataclass_default(*classes: type) -> Callable[[str], Any]:
         return field.default
 
     return default
+
+
+def recipe_options(default: Callable[[str], Any]):
+    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings), one group
+    applied by ``train`` with one line; ``default`` is the command's ``dataclass_default``."""
+    from bertprep.bert_model.loop_config import OPTIMIZER_NAMES
+    from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
+
+    options = [
+        click.option(
+            "--optimizer",
+            type=click.Choice(OPTIMIZER_NAMES),
+            default=default("optimizer"),
+            help="adamw: torch's AdamW (BERT's). stable-adamw: StableAdamW (ModernBERT's; torch-optimi). lamb: "
+            "LAMB (NVIDIA's BERT at 64k batch; pytorch-optimizer). The last two: pip install 'bertprep[recipes]'. "
+            "All take --weight-decay, --adam-beta1/2 and --adam-epsilon; no decay on biases and LayerNorm.",
+        ),
+        click.option(
+            "--lr-schedule",
+            type=click.Choice(LR_SCHEDULES),
+            default=default("lr_schedule"),
+            help="After the linear warm-up: linear (BERT's: linear decay to 0 at --max-steps), cosine (half a "
+            "cosine to 0), wsd (warm-up, stable, decay: constant, then a decay over the last --decay-fraction of "
+            "the steps; ModernBERT's trapezoidal schedule) or constant.",
+        ),
+        click.option(
+            "--decay-fraction",
+            type=click.FloatRange(0, 1),
+            default=default("decay_fraction"),
+            help="wsd: the fraction of --max-steps the final decay takes.",
+        ),
+        click.option(
+            "--decay-steps",
+            type=click.IntRange(min=0),
+            default=default("decay_steps"),
+            help="wsd: the steps of the final decay, instead of --decay-fraction.",
+        ),
+        click.option(
+            "--decay-shape",
+            type=click.Choice(DECAY_SHAPES),
+            default=default("decay_shape"),
+            help="wsd: the decay's shape; 1-sqrt is ModernBERT's (1 - sqrt(progress)).",
+        ),
+        click.option(
+            "--min-lr-ratio",
+            type=click.FloatRange(0, 1),
+            default=default("min_lr_ratio"),
+            help="The learning rate the decay ends at, as a fraction of the peak (linear, cosine, wsd).",
+        ),
+    ]
+
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply

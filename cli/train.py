@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
-from bertprep.cli.options import AliasedOption, ModelPath, dataclass_default, report_to_option
+from bertprep.cli.options import AliasedOption, ModelPath, dataclass_default, recipe_options, report_to_option
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
@@ -203,13 +203,13 @@ def _aborted(output_dir: str) -> NoReturn:
     "--lr",
     type=click.FloatRange(min=0, min_open=True),
     default=_default("learning_rate"),
-    help="Peak learning rate of AdamW (paper: 1e-4).",
+    help="Peak learning rate (paper: 1e-4).",
 )
 @click.option(
     "--warmup-steps",
     type=click.IntRange(min=0),
     default=_default("warmup_steps"),
-    help="Steps of linear warm-up, then linear decay to 0 at --max-steps (paper: 10,000).",
+    help="Steps of linear warm-up, then --lr-schedule (by default linear decay to 0 at --max-steps; paper: 10,000).",
 )
 @click.option(
     "--max-steps",
@@ -401,6 +401,7 @@ def _aborted(output_dir: str) -> NoReturn:
     help="Stop cleanly, writing a checkpoint, after this many steps in this invocation "
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
+@recipe_options(_default)
 @report_to_option
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.pass_context

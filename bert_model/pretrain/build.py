@@ -49,9 +49,15 @@ logger = logging.getLogger("bertprep.train")
 
 #: Settings that, changed on ``resume``, make the run differ from an uninterrupted one.
 _RESUME_SETTINGS = (
+    "optimizer",
     "learning_rate",
     "warmup_steps",
     "max_steps",
+    "lr_schedule",
+    "decay_fraction",
+    "decay_steps",
+    "decay_shape",
+    "min_lr_ratio",
     "batch_size",
     "gradient_accumulation_steps",
     "seed",
@@ -456,9 +462,15 @@ def build_model(
 
 
 def build_optimizer(config: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW over ``optim.param_groups`` and its warm-up / linear-decay schedule."""
+    """``config.optimizer`` over ``optim.param_groups`` and its learning-rate schedule (``config.lr_schedule``
+    after the warm-up; BERT's linear decay by default)."""
     optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
-    scheduler = create_scheduler(optimizer, warmup_steps=config.warmup_steps, max_steps=config.max_steps)
+    scheduler = create_scheduler(
+        optimizer,
+        warmup_steps=config.warmup_steps,
+        max_steps=config.max_steps,
+        **config.schedule_settings(config.max_steps),
+    )
     return optimizer, scheduler
 
 

@@ -1,0 +1,88 @@
+"""The recipe options of ``bertprep train``: schedules, optimizers, batch-size warm-up, phases, recipe files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from conftest import FIXTURES
+from recorded_runs import FIELDS, RUNS, run_records
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _config(root, out, **overrides) -> TrainConfig:
+    values = dict(
+        shards=str(root / "train"),
+        output_dir=str(out),
+        preset="tiny",
+        hidden_size=32,
+        num_attention_heads=2,
+        batch_size=8,
+        max_steps=9,
+        warmup_steps=2,
+        learning_rate=1e-3,
+        log_every=1,
+        save_every=0,
+        num_workers=0,
+        shuffle_buffer_size=32,
+        progress=False,
+    )
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def _train_lines(run_dir) -> list[dict]:
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["split"] == "train"]
+
+
+def _weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _assert_same_weights(a, b) -> None:
+    a, b = _weights(a), _weights(b)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
+
+
+def _resumed_in_pieces(root, out, stops: list[int], **settings):
+    """Train to ``max_steps`` in pieces stopping after the steps in ``stops``; the last piece's result."""
+    result, done = None, 0
+    for stop in [*stops, None]:
+        extra = {"stop_after_steps": stop - done} if stop is not None else {}
+        result = train(_config(root, out, resume=str(out) if done else None, **settings, **extra))
+        done = result.step
+    return result
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_defaults_train_as_recorded(tiny_shards, tmp_path, name):
+    """A run naming none of the recipe options trains as the trainer did before they existed: the per-step
+    losses, learning rates and gradient norms of ``tests/fixtures/train/default_runs.json``, recorded then
+    (``tests/recorded_runs.py``)."""
+    recorded = json.loads((FIXTURES / "train" / "default_runs.json").read_text())[name]
+    records = run_records(name, tiny_shards, tmp_path / name)
+    assert [r["step"] for r in records] == [r["step"] for r in recorded] == list(range(1, 7))
+    for now, then in zip(records, recorded, strict=True):
+        for field in FIELDS:
+            assert now[field] == pytest.approx(then[field], rel=1e-5, abs=1e-7), (now["step"], field)
+
+
+def test_wsd_resumed_in_warm_up_stable_and_decay_equals_the_uninterrupted_run(tiny_shards, tmp_path):
+    """wsd over 9 steps: warm-up 0-1, stable 2-5, 1-sqrt decay 6-8; stopped after steps 1 (warm-up), 4 (stable)
+    and 7 (decay), each time resumed: the same weights and the same learning rate at every step."""
+    settings = dict(lr_schedule="wsd", decay_steps=3, gradient_accumulation_steps=2)
+    full = train(_config(tiny_shards, tmp_path / "full", **settings))
+    pieces = _resumed_in_pieces(tiny_shards, tmp_path / "parts", [1, 4, 7], **settings)
+    assert pieces.step == full.step == 9
+    _assert_same_weights(full.model, pieces.model)
+    lrs = [line["lr"] for line in _train_lines(tmp_path / "full")]
+    assert [line["lr"] for line in _train_lines(tmp_path / "parts")] == lrs
+    # warm-up 0, 1/2; stable 1 (steps 2-5); decay from step 6: 1 - sqrt(0/3), 1 - sqrt(1/3), 1 - sqrt(2/3)
+    expected = [0, 0.5, 1, 1, 1, 1, 1, 1 - (1 / 3) ** 0.5, 1 - (2 / 3) ** 0.5]
+    assert lrs == pytest.approx([1e-3 * f for f in expected])
