@@ -108,22 +108,29 @@ def restore_rng_state(state: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------------------- optimizer state
 
 
+#: Names the tensors a parameter group (not a parameter's state) holds in ``optimizer.safetensors``.
+_GROUP_PREFIX = "@group"
+
+
 def optimizer_state_to_flat(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
     """Split ``optimizer.state_dict()`` into named tensors and JSON metadata.
 
     The parameter groups must carry ``param_names`` (``optim.param_groups`` does). Returns
-    ``(tensors, meta)``: tensors named ``<param name>/<key>``, and ``meta`` with the groups' hyper-parameters
-    and names plus any non-tensor state values.
+    ``(tensors, meta)``: tensors named ``<param name>/<key>`` (and ``@group<i>/<key>`` for a tensor a group
+    holds, as ``optimi``'s step counter), and ``meta`` with the groups' hyper-parameters and names plus any
+    non-tensor state values.
     """
     sd = optimizer.state_dict()
     index_to_name: dict[int, str] = {}
     groups = []
-    for group in sd["param_groups"]:
+    tensors: dict[str, torch.Tensor] = {}
+    for i, group in enumerate(sd["param_groups"]):
         if "param_names" not in group:
             raise ValueError("optimizer parameter groups need 'param_names' (build them with optim.param_groups)")
         index_to_name.update(zip(group["params"], group["param_names"], strict=True))
         groups.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items() if k != "params"})
-    tensors: dict[str, torch.Tensor] = {}
+        for key in [k for k, v in groups[-1].items() if isinstance(v, torch.Tensor)]:
+            tensors[f"{_GROUP_PREFIX}{i}/{key}"] = groups[-1].pop(key).detach().to("cpu").contiguous()
     scalars: dict[str, dict[str, Any]] = {}
     for index, param_state in sd["state"].items():
         name = index_to_name[index]
@@ -149,14 +156,19 @@ def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[st
         )
     name_to_index = {n: i for g in current for i, n in zip(g["params"], g["param_names"], strict=True)}
     state: dict[int, dict[str, Any]] = {}
+    group_tensors: dict[int, dict[str, torch.Tensor]] = {}
     for key, tensor in tensors.items():
         name, field = key.rsplit("/", 1)
-        state.setdefault(name_to_index[name], {})[field] = tensor
+        if name.startswith(_GROUP_PREFIX):
+            group_tensors.setdefault(int(name.removeprefix(_GROUP_PREFIX)), {})[field] = tensor
+        else:
+            state.setdefault(name_to_index[name], {})[field] = tensor
     for name, values in meta.get("scalars", {}).items():
         state.setdefault(name_to_index[name], {}).update(values)
     groups = []
-    for cur, sav in zip(current, saved, strict=True):
+    for i, (cur, sav) in enumerate(zip(current, saved, strict=True)):
         group = {k: (tuple(v) if k == "betas" else v) for k, v in sav.items()}
+        group.update(group_tensors.get(i, {}))
         group["params"] = cur["params"]
         groups.append(group)
     optimizer.load_state_dict({"state": state, "param_groups": groups})

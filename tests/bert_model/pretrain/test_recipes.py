@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
-from conftest import FIXTURES
+from conftest import FIXTURES, need_module
 from recorded_runs import FIELDS, RUNS, run_records
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -86,3 +86,19 @@ def test_wsd_resumed_in_warm_up_stable_and_decay_equals_the_uninterrupted_run(ti
     # warm-up 0, 1/2; stable 1 (steps 2-5); decay from step 6: 1 - sqrt(0/3), 1 - sqrt(1/3), 1 - sqrt(2/3)
     expected = [0, 0.5, 1, 1, 1, 1, 1, 1 - (1 / 3) ** 0.5, 1 - (2 / 3) ** 0.5]
     assert lrs == pytest.approx([1e-3 * f for f in expected])
+
+
+@pytest.mark.parametrize("optimizer,module", [("stable-adamw", "optimi"), ("lamb", "pytorch_optimizer")])
+def test_optimizer_state_is_checkpointed_and_resumes_exactly(tiny_shards, tmp_path, optimizer, module):
+    """--optimizer stable-adamw / lamb (with wsd): stopped after step 4 and resumed, the same weights and losses
+    as the uninterrupted run; the checkpoint holds the library's state (optimi's step counter included)."""
+    need_module(module)
+    settings = dict(optimizer=optimizer, lr_schedule="wsd", decay_fraction=0.3, max_steps=7)
+    full = train(_config(tiny_shards, tmp_path / "full", **settings))
+    pieces = _resumed_in_pieces(tiny_shards, tmp_path / "parts", [4], **settings)
+    assert type(pieces.model) is type(full.model)
+    _assert_same_weights(full.model, pieces.model)
+    losses = [line["loss"] for line in _train_lines(tmp_path / "full")]
+    assert [line["loss"] for line in _train_lines(tmp_path / "parts")] == losses
+    state = json.loads((tmp_path / "parts" / "checkpoints" / "step-000004" / "state.json").read_text())
+    assert state["train_config"]["optimizer"] == optimizer
