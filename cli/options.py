@@ -127,8 +127,9 @@ def dataclass_default(*classes: type) -> Callable[[str], Any]:
 
 
 def recipe_options(default: Callable[[str], Any]):
-    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings), one group
-    applied by ``train`` with one line; ``default`` is the command's ``dataclass_default``."""
+    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings, the batch-size
+    warm-up of ``TrainConfig``), one group applied by ``train`` with one line; ``default`` is the command's
+    ``dataclass_default``."""
     from bertprep.bert_model.loop_config import OPTIMIZER_NAMES
     from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
 
@@ -172,6 +173,20 @@ def recipe_options(default: Callable[[str], Any]):
             type=click.FloatRange(0, 1),
             default=default("min_lr_ratio"),
             help="The learning rate the decay ends at, as a fraction of the peak (linear, cosine, wsd).",
+        ),
+        click.option(
+            "--batch-size-warmup-tokens",
+            type=click.IntRange(min=0),
+            default=default("batch_size_warmup_tokens"),
+            help="Batch-size warm-up (ModernBERT's): the global batch grows linearly from --batch-size-start to "
+            "the full batch over this many tokens (token slots: rows x max_seq_length), in whole micro-batches of "
+            "--gradient-accumulation-steps; 0 = none. Logged as global_batch_size.",
+        ),
+        click.option(
+            "--batch-size-start",
+            type=click.IntRange(min=1),
+            default=default("batch_size_start"),
+            help="The global batch the batch-size warm-up starts from (rounded to whole micro-batches per process).",
         ),
     ]
 

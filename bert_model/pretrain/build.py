@@ -42,6 +42,7 @@ from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, MODEL_OPT
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import seed_everything
+from bertprep.bert_model.schedules import BatchSizeWarmup
 from bertprep.pipeline import schema
 from bertprep.pipeline.pretrained_tokenizer import read_vocab_tokens
 
@@ -60,6 +61,8 @@ _RESUME_SETTINGS = (
     "min_lr_ratio",
     "batch_size",
     "gradient_accumulation_steps",
+    "batch_size_warmup_tokens",
+    "batch_size_start",
     "seed",
     "packing",
     "masked_lm_prob",
@@ -99,6 +102,8 @@ class Run:
     eval_model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: Any
+    batch_warmup: BatchSizeWarmup
+    """Micro-batches per optimizer step, step by step (``gradient_accumulation_steps`` without a warm-up)."""
     loader: ShardLoader
     batches: Iterator[dict[str, torch.Tensor]]
     autocast: contextlib.AbstractContextManager
@@ -175,6 +180,7 @@ def build_run(
         eval_model=eval_model,
         optimizer=optimizer,
         scheduler=scheduler,
+        batch_warmup=batch_size_warmup(config, info, d),
         loader=loader,
         batches=batches,
         autocast=autocast,
@@ -472,6 +478,40 @@ def build_optimizer(config: TrainConfig, model: nn.Module) -> tuple[torch.optim.
         **config.schedule_settings(config.max_steps),
     )
     return optimizer, scheduler
+
+
+def batch_size_warmup(config: TrainConfig, info: ShardInfo, d: DistInfo) -> BatchSizeWarmup:
+    """The micro-batches of each step: ``batch_size_start`` (global) rounded to whole micro-batches per process,
+    growing to ``gradient_accumulation_steps`` over ``batch_size_warmup_tokens``; logged (main rank).
+
+    Raises:
+        ValueError: ``batch_size_start`` above the full global batch.
+    """
+    full = config.gradient_accumulation_steps
+    if not config.batch_size_warmup_tokens:
+        return BatchSizeWarmup(start=full, full=full, warmup_tokens=0, tokens_per_micro_batch=1)
+    per_micro_batch = config.batch_size * d.world_size  # instances (rows) of one micro-batch on every process
+    start = max(1, round(config.batch_size_start / per_micro_batch))
+    if start > full:
+        raise ValueError(
+            f"batch_size_start {config.batch_size_start} exceeds the global batch {per_micro_batch * full} "
+            "(batch_size x gradient_accumulation_steps x processes)"
+        )
+    warmup = BatchSizeWarmup(
+        start=start,
+        full=full,
+        warmup_tokens=config.batch_size_warmup_tokens,
+        tokens_per_micro_batch=per_micro_batch * info.max_seq_length,
+    )
+    if d.is_main:
+        logger.info(
+            "batch-size warm-up: global batch %d to %d over %d tokens (the first %d steps)",
+            start * per_micro_batch,
+            full * per_micro_batch,
+            config.batch_size_warmup_tokens,
+            warmup.warmup_steps,
+        )
+    return warmup
 
 
 def restore_progress(

@@ -70,7 +70,15 @@ class TrainConfig(LoopConfig, OptimConfig):
     batch_size: int = 32
     """Instances per micro-batch on each rank."""
     gradient_accumulation_steps: int = 1
-    """Micro-batches per optimizer step."""
+    """Micro-batches per optimizer step (once the batch-size warm-up, if any, is over)."""
+    batch_size_warmup_tokens: int = 0
+    """Batch-size warm-up (ModernBERT's, Warner et al. 2024, section 2.2): the global batch grows linearly from
+    ``batch_size_start`` to the full batch (``batch_size`` x ``gradient_accumulation_steps`` x world size) over
+    this many tokens, in whole micro-batches (``schedules.BatchSizeWarmup``: tokens counted as token slots,
+    rows x ``max_seq_length``). 0 = none. The learning-rate schedule still counts optimizer steps."""
+    batch_size_start: int | None = None
+    """The global batch (instances, or packed rows) the batch-size warm-up starts from, rounded to whole
+    micro-batches per process (at least one)."""
     learning_rate: float = 1e-4
     """Peak learning rate (after warm-up)."""
     warmup_steps: int = 10_000
@@ -168,6 +176,15 @@ class TrainConfig(LoopConfig, OptimConfig):
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.batch_size_warmup_tokens < 0:
+            raise ValueError(f"batch_size_warmup_tokens must be >= 0, got {self.batch_size_warmup_tokens}")
+        if self.batch_size_warmup_tokens and (self.batch_size_start is None or self.batch_size_start <= 0):
+            raise ValueError("a batch-size warm-up (batch_size_warmup_tokens) needs a positive batch_size_start")
+        if self.batch_size_warmup_tokens and self.gradient_accumulation_steps == 1:
+            raise ValueError(
+                "the batch-size warm-up grows the micro-batches per step up to gradient_accumulation_steps: "
+                "give gradient_accumulation_steps > 1"
+            )
         if self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
         if self.learning_rate <= 0:

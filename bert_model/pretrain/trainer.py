@@ -241,21 +241,23 @@ def _stopped_before_training(config: TrainConfig, signal_name: str) -> TrainResu
 
 
 def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) -> tuple[float, torch.Tensor | None]:
-    """One optimizer step over ``gradient_accumulation_steps`` micro-batches (DDP syncs gradients on the last
-    only); returns the learning rate and the gradient norm before clipping (see ``optim.optimizer_step``)."""
+    """One optimizer step over ``gradient_accumulation_steps`` micro-batches (fewer during a batch-size warm-up:
+    ``run.batch_warmup``, the same on every rank; DDP syncs gradients on the last only); returns the learning
+    rate and the gradient norm before clipping (see ``optim.optimizer_step``)."""
     config, train_model = run.config, run.train_model
     state.step_cursor, state.step_tokens_seen = run.loader.state_dict(), state.tokens_seen
-    for micro in range(config.gradient_accumulation_steps):
+    accumulation = run.batch_warmup.micro_batches(state.step)
+    for micro in range(accumulation):
         batch = next(run.batches)
         state.tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
         batch = _move(batch, run.device)
-        last_micro = micro == config.gradient_accumulation_steps - 1
+        last_micro = micro == accumulation - 1
         sync = train_model.no_sync() if run.d.enabled and not last_micro else contextlib.nullcontext()
         with sync:
             with run.autocast:
                 out = train_model(**batch)
             loss = out.training_loss(config.nsp_loss_weight)  # (architectures.PretrainingOutput)
-            (loss / config.gradient_accumulation_steps).backward()
+            (loss / accumulation).backward()
         metrics.update(batch, out)
     lr, grad_norm = optimizer_step(run.model, run.optimizer, run.scheduler, config.max_grad_norm)
     state.step += 1
@@ -294,6 +296,9 @@ def _log_train_metrics(
     }
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)
+    if run.config.batch_size_warmup_tokens:  # the global batch of the last step (instances, or packed rows)
+        micro_batches = run.batch_warmup.micro_batches(state.step - 1)
+        record["global_batch_size"] = run.config.batch_size * micro_batches * run.d.world_size
     record.update(model_flops(run, m, elapsed))
     state.last_record = record
     if run.writer:

@@ -94,3 +94,17 @@ def test_the_scheduler_follows_the_schedule_and_refuses_a_decay_longer_than_the_
     assert lrs[50] == 2e-3 and lrs[108] == pytest.approx(2e-3 * 0.5)
     with pytest.raises(ValueError, match=r"the wsd decay \(120 steps\) and warm-up \(10\) exceed max_steps \(110\)"):
         create_scheduler(optimizer, warmup_steps=W, max_steps=N, **{**settings, "decay_steps": 120})
+
+
+def test_batch_size_warmup_grows_in_whole_micro_batches_with_the_tokens():
+    from bertprep.bert_model.schedules import BatchSizeWarmup
+
+    # 100 tokens per micro-batch, 1 to 4 micro-batches over 1000 tokens: 1 + floor(4 x T / 1000) micro-batches,
+    # T = 0, 100, 200, 300 (-> 2), 500 (-> 3), 800 (-> 4: the full batch from step 5 on).
+    warmup = BatchSizeWarmup(start=1, full=4, warmup_tokens=1000, tokens_per_micro_batch=100)
+    assert [warmup.micro_batches(s) for s in range(8)] == [1, 1, 1, 2, 3, 4, 4, 4]
+    assert warmup.warmup_steps == 5
+    none = BatchSizeWarmup(start=3, full=3, warmup_tokens=0, tokens_per_micro_batch=1)
+    assert none.micro_batches(0) == none.micro_batches(10**6) == 3
+    with pytest.raises(ValueError, match=r"must be in \[1, 4\]"):
+        BatchSizeWarmup(start=5, full=4, warmup_tokens=10, tokens_per_micro_batch=1)

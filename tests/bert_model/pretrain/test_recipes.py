@@ -102,3 +102,24 @@ def test_optimizer_state_is_checkpointed_and_resumes_exactly(tiny_shards, tmp_pa
     assert [line["loss"] for line in _train_lines(tmp_path / "parts")] == losses
     state = json.loads((tmp_path / "parts" / "checkpoints" / "step-000004" / "state.json").read_text())
     assert state["train_config"]["optimizer"] == optimizer
+
+
+def test_batch_size_warmup_is_logged_and_resumes_exactly(tiny_shards, tmp_path):
+    """Global batch 8 to 24 (3 micro-batches of 8) over 2048 token slots (256 per micro-batch): 1, 1, 1, 2, 2
+    micro-batches, then 3; stopped after step 4, inside the warm-up, and resumed: the same run."""
+    settings = dict(gradient_accumulation_steps=3, batch_size_start=8, batch_size_warmup_tokens=2048, max_steps=7)
+    full = train(_config(tiny_shards, tmp_path / "full", **settings))
+    pieces = _resumed_in_pieces(tiny_shards, tmp_path / "parts", [4], **settings)
+    _assert_same_weights(full.model, pieces.model)
+    lines = _train_lines(tmp_path / "full")
+    assert [line["global_batch_size"] for line in lines] == [8, 8, 8, 16, 16, 24, 24]
+    parts = _train_lines(tmp_path / "parts")
+    assert [(x["loss"], x["tokens_seen"]) for x in parts] == [(x["loss"], x["tokens_seen"]) for x in lines]
+    assert full.data_cursor == pieces.data_cursor
+
+
+def test_batch_size_warmup_settings_are_checked():
+    with pytest.raises(ValueError, match="needs a positive batch_size_start"):
+        _config(FIXTURES, "out", gradient_accumulation_steps=2, batch_size_warmup_tokens=100)
+    with pytest.raises(ValueError, match="give gradient_accumulation_steps > 1"):
+        _config(FIXTURES, "out", batch_size_start=8, batch_size_warmup_tokens=100)
