@@ -88,7 +88,7 @@ SETTINGS: dict[str, tuple[str, int, float, list[str]]] = {
     ),
     # The same ModernBERT trained as ModernBERT was (Warner et al. 2024): StableAdamW (beta2 0.98), the warm-up /
     # stable / 1-sqrt decay schedule (decay over the last 20% of the steps), and a batch-size warm-up from 16 to
-    # 32 sequences (2 micro-batches of 16) over the first 0.3M tokens.
+    # 32 sequences (2 micro-batches of 16) over the first 50k tokens.
     "modern-v8k-seq64-packed-wsd-stableadamw": (
         "8k",
         64,
@@ -119,7 +119,7 @@ SETTINGS: dict[str, tuple[str, int, float, list[str]]] = {
             "--batch-size-start",
             "16",
             "--batch-size-warmup-tokens",
-            "300000",
+            "50000",
         ],
     ),
     "fast-v8k-seq64-batch128": (
