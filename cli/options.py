@@ -15,6 +15,8 @@ Earlier spellings (``--input-file``, ``--init-from``, ...) still parse as hidden
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -196,3 +198,100 @@ def recipe_options(default: Callable[[str], Any]):
         return command
 
     return apply
+
+
+def _recipe_keys(command: click.Command) -> dict[str, click.Parameter]:
+    """Every key a recipe file of ``command`` may hold -> its parameter: each long option name without its
+    dashes (``lr-schedule``, ``learning-rate`` and ``lr``), and the parameter's name (``lr_schedule``)."""
+    keys: dict[str, click.Parameter] = {}
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name in ("config", "help"):
+            continue
+        for opt in [*param.opts, *param.secondary_opts, *getattr(param, "aliases", ())]:
+            if opt.startswith("--") and not opt.startswith("--no-"):
+                keys[opt[2:]] = param
+        keys[param.name] = param
+    return keys
+
+
+def read_recipe(path: str, command: click.Command) -> dict[str, Any]:
+    """The settings of recipe file ``path`` (TOML: ``key = value`` per option, keys as ``_recipe_keys``), as
+    ``{parameter name: value}`` for click's ``default_map``.
+
+    Raises:
+        click.BadParameter: the file cannot be read or parsed, or holds a key that is not an option of
+            ``command`` or names one option twice (the message names the file and the key).
+    """
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as err:
+        raise click.BadParameter(f"{path} cannot be read: {err.strerror}", param_hint="--config") from None
+    except tomllib.TOMLDecodeError as err:
+        raise click.BadParameter(f"{path} is not valid TOML: {err}", param_hint="--config") from None
+    keys, settings = _recipe_keys(command), {}
+    for key, value in table.items():
+        param = keys.get(key)
+        if param is None:
+            raise click.BadParameter(
+                f"{path}: unknown key {key!r}: not an option of bertprep {command.name} (keys are the option "
+                'names without the dashes, e.g. lr-schedule = "wsd")',
+                param_hint="--config",
+            )
+        if param.name in settings:
+            raise click.BadParameter(f"{path}: {key!r} names an option given before in it", param_hint="--config")
+        settings[param.name] = value
+    return settings
+
+
+def _load_recipe(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        ctx.default_map = {**(ctx.default_map or {}), **read_recipe(value, ctx.command)}
+    return value
+
+
+def config_option(command):
+    """``--config FILE``: a recipe file (TOML) whose keys are the command's option names; its values become the
+    defaults (click's ``default_map``), so the command line overrides each. Read first (``is_eager``)."""
+    return click.option(
+        "--config",
+        type=LocalPath(exists=True, dir_okay=False),
+        is_eager=True,
+        expose_value=False,
+        callback=_load_recipe,
+        default=None,
+        help="A recipe file (TOML; the repository's recipes/ folder has the published ones): 'option-name = "
+        'value\' lines, e.g. lr-schedule = "wsd". Options given on the command line override it; the settings '
+        "that ran are written to OUTPUT/config.toml.",
+    )(command)
+
+
+def _toml_value(value: Any) -> str:
+    """``value`` (str, bool, int, float) as a TOML value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
+
+
+def resolved_recipe(command: click.Command, values: dict[str, Any]) -> str:
+    """A recipe file (TOML) of the settings ``values`` (``{parameter name: value}``, as they ran) under their
+    options' names, one per line in the command's order; unset ones (None) as comments. ``--config`` of it
+    repeats the run."""
+    lines = []
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name in ("config", "help") or param.name not in values:
+            continue
+        name = next(o[2:] for o in param.opts if o.startswith("--"))
+        value = values[param.name]
+        lines.append(f"# {name}: not set" if value is None else f"{name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
