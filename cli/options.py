@@ -128,10 +128,9 @@ def dataclass_default(*classes: type) -> Callable[[str], Any]:
     return default
 
 
-def recipe_options(default: Callable[[str], Any]):
-    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings, the batch-size
-    warm-up of ``TrainConfig``), one group applied by ``train`` with one line; ``default`` is the command's
-    ``dataclass_default``."""
+def _optimizer_and_schedule_options(default: Callable[[str], Any]) -> list:
+    """``--optimizer`` and the learning-rate schedule's options (``OptimConfig``), then the others of
+    ``recipe_options``."""
     from bertprep.bert_model.loop_config import OPTIMIZER_NAMES
     from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
 
@@ -176,6 +175,25 @@ def recipe_options(default: Callable[[str], Any]):
             default=default("min_lr_ratio"),
             help="The learning rate the decay ends at, as a fraction of the peak (linear, cosine, wsd).",
         ),
+    ]
+    return options + _batch_and_phase_options(default)
+
+
+def _batch_and_phase_options(default: Callable[[str], Any]) -> list:
+    """``--phase`` and the batch-size warm-up's options (``TrainConfig``)."""
+    return [
+        click.option(
+            "--phase",
+            "phases",
+            multiple=True,
+            default=default("phases"),
+            metavar="KEY=VALUE,...",
+            help="One phase of the run, in order (repeat the option; none = one phase): steps=N (the last phase "
+            "may leave it out: the rest of --max-steps), shards=DIR, batch-size=B, gradient-accumulation-steps=A, "
+            "and for ModernBERT global-rope-theta / local-rope-theta (context extension). E.g. the BERT paper's "
+            "90% at 128 then 512: --max-steps 1000000 --phase steps=900000 --phase shards=shards/512,batch-size=8. "
+            "One learning-rate schedule runs over all phases; --resume continues inside the checkpoint's phase.",
+        ),
         click.option(
             "--batch-size-warmup-tokens",
             type=click.IntRange(min=0),
@@ -191,6 +209,13 @@ def recipe_options(default: Callable[[str], Any]):
             help="The global batch the batch-size warm-up starts from (rounded to whole micro-batches per process).",
         ),
     ]
+
+
+def recipe_options(default: Callable[[str], Any]):
+    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings, the phases and
+    batch-size warm-up of ``TrainConfig``), one group applied by ``train`` with one line; ``default`` is the
+    command's ``dataclass_default``."""
+    options = _optimizer_and_schedule_options(default)
 
     def apply(command):
         for option in reversed(options):
@@ -271,7 +296,7 @@ def config_option(command):
 
 
 def _toml_value(value: Any) -> str:
-    """``value`` (str, bool, int, float) as a TOML value."""
+    """``value`` (str, bool, int, float, or a list of them) as a TOML value."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -280,6 +305,8 @@ def _toml_value(value: Any) -> str:
         return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
 
 

@@ -39,6 +39,7 @@ from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_
 from bertprep.bert_model.pretrain.data import ShardReadError
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.loader import ShardLoader
+from bertprep.bert_model.pretrain.phases import phase_at
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
     TASKS,
@@ -205,6 +206,7 @@ def _train(
     )
     state.window_start = time.monotonic()
     run.train_model.train()
+    phases = config.phase_settings()
     while state.step < config.max_steps:
         try:
             lr, grad_norm = _train_step(run, state, metrics)
@@ -212,6 +214,8 @@ def _train(
             bar.close()
             raise _checkpoint_after_shard_error(run, state, err) from None
         bar.update(1)
+        if phases and state.step < config.max_steps and phase_at(phases, state.step) != run.phase:
+            build.enter_phase(run, phase_at(phases, state.step))  # before this step's evaluation and checkpoint
         if state.step % config.log_interval == 0 or state.step == config.max_steps:
             _log_train_metrics(run, state, metrics, lr, grad_norm, bar)
         t_pause = time.monotonic()
@@ -406,6 +410,7 @@ def _save(run: build.Run, state: _LoopState, cursor: dict[str, Any] | None = Non
             "step": state.step,
             "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
             "scheduler": run.scheduler.state_dict(),
+            "phase": run.phase,
             "model_config": run.model_config.to_dict(),
             "train_config": run.recorded_config,
             "data": {

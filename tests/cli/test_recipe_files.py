@@ -44,7 +44,8 @@ def test_every_recipe_loads_and_runs_two_steps_on_the_tiny_preset(tiny_shards, t
         need_module(module)
     shards = tiny_shards / ("dynamic" if settings.get("masked_lm_prob") else "train")
     out = tmp_path / "run"
-    result = _train("--config", recipe, "--shards", shards, "-o", out, *TINY)
+    phases = ["--phase", "steps=1", "--phase", f"shards={tiny_shards / 'long'}"] if settings.get("phases") else []
+    result = _train("--config", recipe, "--shards", shards, "-o", out, *TINY, *phases)
     assert result.exit_code == 0, result.output[-2000:]
     ran = tomllib.loads((out / "config.toml").read_text())
     assert ran["max-steps"] == 2 and ran["preset"] == "tiny"  # the command line's

@@ -123,3 +123,36 @@ def test_batch_size_warmup_settings_are_checked():
         _config(FIXTURES, "out", gradient_accumulation_steps=2, batch_size_warmup_tokens=100)
     with pytest.raises(ValueError, match="give gradient_accumulation_steps > 1"):
         _config(FIXTURES, "out", batch_size_start=8, batch_size_warmup_tokens=100)
+
+
+@pytest.mark.parametrize("architecture", ["bert", "modernbert"])
+def test_phase_2_resumed_equals_the_uninterrupted_run(tiny_shards, tmp_path, architecture):
+    """Two phases (4 steps of batch 8 at 32 tokens, then 4 of batch 4 x 2 at 48 tokens; ModernBERT's global RoPE
+    base raised in phase 2), stopped at the boundary and inside phase 2 and resumed each time: the same run, and
+    the checkpoints know their phase."""
+    phases = ("steps=4", f"shards={tiny_shards / 'long'},batch-size=4,gradient-accumulation-steps=2")
+    if architecture == "modernbert":
+        phases = (phases[0] + ",global-rope-theta=10000", phases[1] + ",global-rope-theta=160000")
+    settings = dict(architecture=architecture, max_steps=8, phases=phases, save_every=2, keep_last=0)
+    full = train(_config(tiny_shards, tmp_path / "full", **settings))
+    pieces = _resumed_in_pieces(tiny_shards, tmp_path / "parts", [4, 6], **settings)
+    _assert_same_weights(full.model, pieces.model)
+    assert [x["loss"] for x in _train_lines(tmp_path / "parts")] == [x["loss"] for x in _train_lines(tmp_path / "full")]
+    states = {
+        step: json.loads((tmp_path / "full" / "checkpoints" / f"step-00000{step}" / "state.json").read_text())
+        for step in (2, 4, 6)
+    }
+    assert [states[s]["phase"] for s in (2, 4, 6)] == [0, 1, 1]  # step 4 ends phase 1: phase 2 comes next
+    assert [states[s]["data"]["max_seq_length"] for s in (2, 4, 6)] == [32, 48, 48]
+    if architecture == "modernbert":
+        assert [states[s]["model_config"]["global_rope_theta"] for s in (2, 4)] == [10000, 160000]
+        assert full.model.model.rotary["full_attention"].theta == 160000
+
+
+def test_phases_are_checked_naming_the_phase(tiny_shards, tmp_path):
+    with pytest.raises(ValueError, match=r"phase 1 \('steps=4,batch=2'\): 'batch=2' is not key=value with a key of"):
+        _config(tiny_shards, tmp_path, phases=("steps=4,batch=2", "steps=5"))
+    with pytest.raises(ValueError, match=r"the phases' steps add up to 10, not to max_steps \(9\)"):
+        _config(tiny_shards, tmp_path, phases=("steps=4", "steps=6"))
+    with pytest.raises(ValueError, match=r"phase 1 .* needs steps=N"):
+        _config(tiny_shards, tmp_path, phases=("batch-size=4", "steps=6"))
