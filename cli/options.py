@@ -128,6 +128,18 @@ def dataclass_default(*classes: type) -> Callable[[str], Any]:
     return default
 
 
+def _check_optimizer(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Refuse an optimizer whose package is missing before any work starts (one line: the extra to install)."""
+    if value != "adamw":
+        from bertprep.bert_model.optim import optimizer_class
+
+        try:
+            optimizer_class(value)
+        except ValueError as err:
+            raise click.BadParameter(str(err).removeprefix(f"--optimizer {value} "), ctx=ctx, param=param) from None
+    return value
+
+
 def _optimizer_and_schedule_options(default: Callable[[str], Any]) -> list:
     """``--optimizer`` and the learning-rate schedule's options (``OptimConfig``), then the others of
     ``recipe_options``."""
@@ -139,6 +151,7 @@ def _optimizer_and_schedule_options(default: Callable[[str], Any]) -> list:
             "--optimizer",
             type=click.Choice(OPTIMIZER_NAMES),
             default=default("optimizer"),
+            callback=_check_optimizer,
             help="adamw: torch's AdamW (BERT's). stable-adamw: StableAdamW (ModernBERT's; torch-optimi). lamb: "
             "LAMB (NVIDIA's BERT at 64k batch; pytorch-optimizer). The last two: pip install 'bertprep[recipes]'. "
             "All take --weight-decay, --adam-beta1/2 and --adam-epsilon; no decay on biases and LayerNorm.",

@@ -82,3 +82,19 @@ def test_an_unknown_key_is_refused_naming_the_key_and_the_file(tiny_shards, tmp_
     recipe.write_text("lr-schedule = \n")
     result = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "out")
     assert result.exit_code == 2 and f"{recipe} is not valid TOML" in result.output
+
+
+def test_a_missing_optimizer_package_is_refused_before_any_work(tiny_shards, tmp_path, monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def without(name, *args):
+        if name == "pytorch_optimizer":
+            raise ModuleNotFoundError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", without)
+    result = _train("--optimizer", "lamb", "--shards", tiny_shards / "train", "-o", tmp_path / "out")
+    assert result.exit_code == 2 and not (tmp_path / "out").exists()
+    assert "Invalid value for '--optimizer': needs the pytorch-optimizer package: pip install " in result.output
