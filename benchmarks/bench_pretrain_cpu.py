@@ -86,6 +86,42 @@ SETTINGS: dict[str, tuple[str, int, float, list[str]]] = {
             "0.3",
         ],
     ),
+    # The same ModernBERT trained as ModernBERT was (Warner et al. 2024): StableAdamW (beta2 0.98), the warm-up /
+    # stable / 1-sqrt decay schedule (decay over the last 20% of the steps), and a batch-size warm-up from 16 to
+    # 32 sequences (2 micro-batches of 16) over the first 50k tokens.
+    "modern-v8k-seq64-packed-wsd-stableadamw": (
+        "8k",
+        64,
+        0.1,
+        [
+            "--architecture",
+            "modernbert",
+            "--preset",
+            "mini",
+            *FAST,
+            "--packing",
+            "--masked-lm-prob",
+            "0.3",
+            "--optimizer",
+            "stable-adamw",
+            "--adam-beta2",
+            "0.98",
+            "--lr-schedule",
+            "wsd",
+            "--decay-shape",
+            "1-sqrt",
+            "--decay-fraction",
+            "0.2",
+            "--batch-size",
+            "16",
+            "--gradient-accumulation-steps",
+            "2",
+            "--batch-size-start",
+            "16",
+            "--batch-size-warmup-tokens",
+            "50000",
+        ],
+    ),
     "fast-v8k-seq64-batch128": (
         "8k",
         64,
@@ -333,7 +369,8 @@ def main() -> None:
             else 1
         )
         # Rows are nearly full (short_seq_prob 0.1): budget steps from max_seq_length, stop on the real count.
-        steps = max(1, int(args.tokens * 1e6 / (args.batch_size * accumulation * seq)))
+        batch = int(options[options.index("--batch-size") + 1]) if "--batch-size" in options else args.batch_size
+        steps = max(1, int(args.tokens * 1e6 / (batch * accumulation * seq)))
         evals = max(1, steps // args.evaluations)
         cmd = _bertprep(
             "train",

@@ -108,27 +108,33 @@ def restore_rng_state(state: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------------------- optimizer state
 
 
+#: Names the tensors a parameter group (not a parameter's state) holds in ``optimizer.safetensors``.
+_GROUP_PREFIX = "@group"
+
+
 def optimizer_state_to_flat(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
     """Split ``optimizer.state_dict()`` into named tensors and JSON metadata.
 
     The parameter groups must carry ``param_names`` (``optim.param_groups`` does). Returns
-    ``(tensors, meta)``: tensors named ``<param name>/<key>``, and ``meta`` with the groups' hyper-parameters
-    and names plus any non-tensor state values. A parameter kept in another layout than the state dict's (a fused
-    QKV matrix, a padded vocab: ``weights.row_layouts``) has its state saved as the reference layout's
-    parameters would have it (row slices, padding dropped), so the file is the same whether the model fuses
-    and pads or not.
+    ``(tensors, meta)``: tensors named ``<param name>/<key>`` (and ``@group<i>/<key>`` for a tensor a group
+    holds, as ``optimi``'s step counter), and ``meta`` with the groups' hyper-parameters and names plus any
+    non-tensor state values. A parameter kept in another layout than the state dict's (a fused QKV matrix, a
+    padded vocab: ``weights.row_layouts``) has its state saved as the reference layout's parameters would have
+    it (row slices, padding dropped), so the file is the same whether the model fuses and pads or not.
     """
     layouts = _optimizer_row_layouts(optimizer)
     sd = optimizer.state_dict()
     index_to_name: dict[int, str] = {}
     groups = []
-    for group in sd["param_groups"]:
+    tensors: dict[str, torch.Tensor] = {}
+    for i, group in enumerate(sd["param_groups"]):
         if "param_names" not in group:
             raise ValueError("optimizer parameter groups need 'param_names' (build them with optim.param_groups)")
         index_to_name.update(zip(group["params"], group["param_names"], strict=True))
         groups.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items() if k != "params"})
         groups[-1]["param_names"] = _canonical_names(group["param_names"], layouts)
-    tensors: dict[str, torch.Tensor] = {}
+        for key in [k for k, v in groups[-1].items() if isinstance(v, torch.Tensor)]:
+            tensors[f"{_GROUP_PREFIX}{i}/{key}"] = groups[-1].pop(key).detach().to("cpu").contiguous()
     scalars: dict[str, dict[str, Any]] = {}
     for index, param_state in sd["state"].items():
         name = index_to_name[index]
@@ -153,6 +159,16 @@ def _optimizer_row_layouts(optimizer: torch.optim.Optimizer) -> dict[str, list[t
 def _canonical_names(names: list[str], layouts: dict[str, list[tuple[str, int, int]]]) -> list[str]:
     """Parameter names as the reference layout has them (a fused ``qkv`` as ``query``, ``key``, ``value``)."""
     return [part for name in names for part, _, _ in layouts.get(name, [(name, None, None)])]
+
+
+def _group_tensors(tensors: dict[str, torch.Tensor]) -> dict[int, dict[str, torch.Tensor]]:
+    """Group index -> the tensors that group held (saved as ``@group<i>/<key>``: ``optimi``'s step counter)."""
+    found: dict[int, dict[str, torch.Tensor]] = {}
+    for key, tensor in tensors.items():
+        name, field = key.rsplit("/", 1)
+        if name.startswith(_GROUP_PREFIX):
+            found.setdefault(int(name.removeprefix(_GROUP_PREFIX)), {})[field] = tensor
+    return found
 
 
 def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict) -> None:
@@ -187,9 +203,11 @@ def optimizer_state_from_flat(optimizer: torch.optim.Optimizer, tensors: dict[st
         values = meta.get("scalars", {}).get(parts[0][0])
         if values:
             state.setdefault(index, {}).update(values)
+    group_tensors = _group_tensors(tensors)
     groups = []
-    for cur, sav in zip(current, saved, strict=True):
+    for i, (cur, sav) in enumerate(zip(current, saved, strict=True)):
         group = {k: (tuple(v) if k == "betas" else v) for k, v in sav.items()}
+        group.update(group_tensors.get(i, {}))
         group["params"] = cur["params"]
         group["param_names"] = cur["param_names"]
         groups.append(group)

@@ -4,14 +4,16 @@
   extract-features);
 * :class:`LoopConfig`: what a training loop takes besides its data: seed, logging (and where the metrics go),
   precision (train, finetune);
-* :class:`OptimConfig`: the AdamW optimizer's settings (train, finetune; ``optim.create_optimizer`` builds it);
+* :class:`OptimConfig`: the optimizer's settings and the learning-rate schedule's shape (train, finetune;
+  ``optim.create_optimizer`` and ``optim.create_scheduler`` build them).
 * :class:`KernelConfig`: how fast the model's own code runs on the device: fused kernels, ``torch.compile``'s
   mode, the padded vocab (train).
 
 ``TrainConfig`` and ``FinetuneConfig`` are both a :class:`LoopConfig` and an :class:`OptimConfig`; each command's CLI
 reads its defaults from its own config class (``cli/options.dataclass_default``), so a default is written here
 and nowhere else. The fields are keyword-only, so a command's own required fields can come first. The learning
-rate and the schedule are not here: pre-training and fine-tuning take different ones (paper, appendix A.2-A.3).
+rate and the warm-up and schedule lengths are not here: pre-training and fine-tuning take different ones (paper,
+appendix A.2-A.3); the schedule's shape is (``schedules.py``).
 Standard library only.
 """
 
@@ -61,9 +63,15 @@ class LoopConfig(DeviceConfig):
 
 @dataclass(kw_only=True)
 class OptimConfig:
-    """AdamW (Loshchilov & Hutter 2019) as BERT trains with it (paper, appendix A.2; google-research/bert
-    ``optimization.py``: beta 0.9 / 0.999, epsilon 1e-6, weight decay 0.01)."""
+    """The optimizer and the shape of the learning-rate schedule. The defaults are BERT's: AdamW (Loshchilov &
+    Hutter 2019) as BERT trains with it (paper, appendix A.2; google-research/bert ``optimization.py``: beta 0.9 /
+    0.999, epsilon 1e-6, weight decay 0.01), linear warm-up then linear decay to 0."""
 
+    optimizer: str = "adamw"
+    """``adamw`` (``torch.optim.AdamW``), ``stable-adamw`` (StableAdamW, Wortsman et al. 2023, as ModernBERT
+    trained with it: ``optimi.StableAdamW`` of the ``torch-optimi`` package) or ``lamb`` (You et al. 2020, as
+    NVIDIA's BERT trains at 64k batch: ``pytorch_optimizer.Lamb``); the last two need ``pip install
+    'bertprep[recipes]'`` (``optim.OPTIMIZERS``)."""
     weight_decay: float = 0.01
     """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
     adam_beta1: float = 0.9
@@ -74,19 +82,57 @@ class OptimConfig:
     """AdamW's epsilon, added to the denominator (1e-6 as the original)."""
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
+    lr_schedule: str = "linear"
+    """The learning-rate schedule after the warm-up (``schedules.LR_SCHEDULES``): ``linear`` (BERT's, to 0 at the
+    last step), ``cosine``, ``wsd`` (warm-up, stable, decay: ModernBERT's trapezoidal schedule) or
+    ``constant``."""
+    decay_fraction: float = 0.1
+    """``wsd``: the fraction of the steps the final decay takes (unless ``decay_steps`` is given)."""
+    decay_steps: int | None = None
+    """``wsd``: the steps of the final decay, instead of ``decay_fraction`` of them."""
+    decay_shape: str = "1-sqrt"
+    """``wsd``: the decay's shape (``schedules.DECAY_SHAPES``): ``1-sqrt`` (ModernBERT's; Hägele et al. 2024),
+    ``linear`` or ``cosine``."""
+    min_lr_ratio: float = 0.0
+    """The learning rate the decay ends at, as a fraction of the peak (``linear``, ``cosine``, ``wsd``)."""
 
-    def adamw_settings(self) -> dict[str, float | tuple[float, float]]:
+    def adamw_settings(self) -> dict[str, float | tuple[float, float] | str]:
         """The keywords of ``optim.create_optimizer`` these settings give (all but the learning rate)."""
         return {
+            "optimizer": self.optimizer,
             "weight_decay": self.weight_decay,
             "betas": (self.adam_beta1, self.adam_beta2),
             "eps": self.adam_epsilon,
         }
 
+    def schedule_settings(self, max_steps: int) -> dict[str, float | int | str]:
+        """The keywords of ``optim.create_scheduler`` (and ``schedules.lr_factor``) these settings give for a
+        schedule of ``max_steps`` steps, the warm-up aside."""
+        from bertprep.bert_model.schedules import resolve_decay_steps
+
+        return {
+            "schedule": self.lr_schedule,
+            "decay_steps": resolve_decay_steps(max_steps, self.decay_steps, self.decay_fraction),
+            "decay_shape_name": self.decay_shape,
+            "min_lr_ratio": self.min_lr_ratio,
+        }
+
     def __post_init__(self) -> None:
+        from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
+
         for name in ("weight_decay", "max_grad_norm"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        choices = {"optimizer": OPTIMIZER_NAMES, "lr_schedule": LR_SCHEDULES, "decay_shape": DECAY_SHAPES}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if not 0.0 <= self.decay_fraction <= 1.0:
+            raise ValueError(f"decay_fraction must be in [0, 1], got {self.decay_fraction}")
+        if self.decay_steps is not None and self.decay_steps < 0:
+            raise ValueError(f"decay_steps must be >= 0, got {self.decay_steps}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
 
 
 #: ``compile_mode`` values: ``torch.compile``'s ``mode`` argument (PyTorch docs, ``torch.compile``).
@@ -125,4 +171,8 @@ class KernelConfig:
             raise ValueError(f"pad_vocab_size_multiple must be >= 1, got {self.pad_vocab_size_multiple}")
 
 
-__all__ = ["COMPILE_MODES", "DeviceConfig", "KernelConfig", "LoopConfig", "OptimConfig"]
+#: ``optimizer`` values (``optim.create_optimizer`` builds each).
+OPTIMIZER_NAMES = ("adamw", "stable-adamw", "lamb")
+
+
+__all__ = ["COMPILE_MODES", "OPTIMIZER_NAMES", "DeviceConfig", "KernelConfig", "LoopConfig", "OptimConfig"]

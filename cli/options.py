@@ -19,6 +19,8 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import json
+import math
 import re
 import textwrap
 from collections.abc import Callable
@@ -541,3 +543,212 @@ def memory_budget_option(command):
         "holds about 5-7x what it keeps). 0: every document on disk. The shards are the same for any value; "
         "Dask and Dataflow shuffle out of memory themselves and ignore it.",
     )(command)
+
+
+def _check_optimizer(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Refuse an optimizer whose package is missing before any work starts (one line: the extra to install)."""
+    if value != "adamw":
+        from bertprep.bert_model.optim import optimizer_class
+
+        try:
+            optimizer_class(value)
+        except ValueError as err:
+            raise click.BadParameter(str(err).removeprefix(f"--optimizer {value} "), ctx=ctx, param=param) from None
+    return value
+
+
+def _optimizer_and_schedule_options(default: Callable[[str], Any]) -> list:
+    """``--optimizer`` and the learning-rate schedule's options (``OptimConfig``), then the others of
+    ``recipe_options``."""
+    from bertprep.bert_model.loop_config import OPTIMIZER_NAMES
+    from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
+
+    options = [
+        click.option(
+            "--optimizer",
+            type=click.Choice(OPTIMIZER_NAMES),
+            default=default("optimizer"),
+            callback=_check_optimizer,
+            help="adamw: torch's AdamW (BERT's). stable-adamw: StableAdamW (ModernBERT's; torch-optimi). lamb: "
+            "LAMB (NVIDIA's BERT at 64k batch; pytorch-optimizer). The last two: pip install 'bertprep[recipes]'. "
+            "All take --weight-decay, --adam-beta1/2 and --adam-epsilon; no decay on biases and LayerNorm.",
+        ),
+        click.option(
+            "--lr-schedule",
+            type=click.Choice(LR_SCHEDULES),
+            default=default("lr_schedule"),
+            help="After the linear warm-up: linear (BERT's: linear decay to 0 at --max-steps), cosine (half a "
+            "cosine to 0), wsd (warm-up, stable, decay: constant, then a decay over the last --decay-fraction of "
+            "the steps; ModernBERT's trapezoidal schedule) or constant.",
+        ),
+        click.option(
+            "--decay-fraction",
+            type=click.FloatRange(0, 1),
+            default=default("decay_fraction"),
+            help="wsd: the fraction of --max-steps the final decay takes.",
+        ),
+        click.option(
+            "--decay-steps",
+            type=click.IntRange(min=0),
+            default=default("decay_steps"),
+            help="wsd: the steps of the final decay, instead of --decay-fraction.",
+        ),
+        click.option(
+            "--decay-shape",
+            type=click.Choice(DECAY_SHAPES),
+            default=default("decay_shape"),
+            help="wsd: the decay's shape; 1-sqrt is ModernBERT's (1 - sqrt(progress)).",
+        ),
+        click.option(
+            "--min-lr-ratio",
+            type=click.FloatRange(0, 1),
+            default=default("min_lr_ratio"),
+            help="The learning rate the decay ends at, as a fraction of the peak (linear, cosine, wsd).",
+        ),
+    ]
+    return options + _batch_and_phase_options(default)
+
+
+def _batch_and_phase_options(default: Callable[[str], Any]) -> list:
+    """``--phase`` and the batch-size warm-up's options (``TrainConfig``)."""
+    return [
+        click.option(
+            "--phase",
+            "phases",
+            multiple=True,
+            default=default("phases"),
+            metavar="KEY=VALUE,...",
+            help="One phase of the run, in order (repeat the option; none = one phase): steps=N (the last phase "
+            "may leave it out: the rest of --max-steps), shards=DIR, batch-size=B, gradient-accumulation-steps=A, "
+            "and for ModernBERT global-rope-theta / local-rope-theta (context extension). E.g. the BERT paper's "
+            "90% at 128 then 512: --max-steps 1000000 --phase steps=900000 --phase shards=shards/512,batch-size=8. "
+            "One learning-rate schedule runs over all phases; --resume continues inside the checkpoint's phase.",
+        ),
+        click.option(
+            "--batch-size-warmup-tokens",
+            type=click.IntRange(min=0),
+            default=default("batch_size_warmup_tokens"),
+            help="Batch-size warm-up (ModernBERT's): the global batch grows linearly from --batch-size-start to "
+            "the full batch over this many tokens (token slots: rows x max_seq_length), in whole micro-batches of "
+            "--gradient-accumulation-steps; 0 = none. Logged as global_batch_size.",
+        ),
+        click.option(
+            "--batch-size-start",
+            type=click.IntRange(min=1),
+            default=default("batch_size_start"),
+            help="The global batch the batch-size warm-up starts from (rounded to whole micro-batches per process).",
+        ),
+    ]
+
+
+def recipe_options(default: Callable[[str], Any]):
+    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings, the phases and
+    batch-size warm-up of ``TrainConfig``), one group applied by ``train`` with one line; ``default`` is the
+    command's ``dataclass_default``."""
+    options = _optimizer_and_schedule_options(default)
+
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+def _recipe_keys(command: click.Command) -> dict[str, click.Parameter]:
+    """Every key a recipe file of ``command`` may hold -> its parameter: each long option name without its
+    dashes (``lr-schedule``, ``learning-rate`` and ``lr``), and the parameter's name (``lr_schedule``)."""
+    keys: dict[str, click.Parameter] = {}
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name in ("config", "help"):
+            continue
+        for opt in [*param.opts, *param.secondary_opts, *getattr(param, "aliases", ())]:
+            if opt.startswith("--") and not opt.startswith("--no-"):
+                keys[opt[2:]] = param
+        keys[param.name] = param
+    return keys
+
+
+def read_recipe(path: str, command: click.Command) -> dict[str, Any]:
+    """The settings of recipe file ``path`` (TOML: ``key = value`` per option, keys as ``_recipe_keys``), as
+    ``{parameter name: value}`` for click's ``default_map``.
+
+    Raises:
+        click.BadParameter: the file cannot be read or parsed, or holds a key that is not an option of
+            ``command`` or names one option twice (the message names the file and the key).
+    """
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as err:
+        raise click.BadParameter(f"{path} cannot be read: {err.strerror}", param_hint="--config") from None
+    except tomllib.TOMLDecodeError as err:
+        raise click.BadParameter(f"{path} is not valid TOML: {err}", param_hint="--config") from None
+    keys, settings = _recipe_keys(command), {}
+    for key, value in table.items():
+        param = keys.get(key)
+        if param is None:
+            raise click.BadParameter(
+                f"{path}: unknown key {key!r}: not an option of bertprep {command.name} (keys are the option "
+                'names without the dashes, e.g. lr-schedule = "wsd")',
+                param_hint="--config",
+            )
+        if param.name in settings:
+            raise click.BadParameter(f"{path}: {key!r} names an option given before in it", param_hint="--config")
+        settings[param.name] = value
+    return settings
+
+
+def _load_recipe(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        ctx.default_map = {**(ctx.default_map or {}), **read_recipe(value, ctx.command)}
+    return value
+
+
+def config_option(command):
+    """``--config FILE``: a recipe file (TOML) whose keys are the command's option names; its values become the
+    defaults (click's ``default_map``), so the command line overrides each. Read first (``is_eager``)."""
+    return click.option(
+        "--config",
+        type=LocalPath(exists=True, dir_okay=False),
+        is_eager=True,
+        expose_value=False,
+        callback=_load_recipe,
+        default=None,
+        help="A recipe file (TOML; the repository's recipes/ folder has the published ones): 'option-name = "
+        'value\' lines, e.g. lr-schedule = "wsd". Options given on the command line override it; the settings '
+        "that ran are written to OUTPUT/config.toml.",
+    )(command)
+
+
+def _toml_value(value: Any) -> str:
+    """``value`` (str, bool, int, float, or a list of them) as a TOML value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
+
+
+def resolved_recipe(command: click.Command, values: dict[str, Any]) -> str:
+    """A recipe file (TOML) of the settings ``values`` (``{parameter name: value}``, as they ran) under their
+    options' names, one per line in the command's order; unset ones (None) as comments. ``--config`` of it
+    repeats the run."""
+    lines = []
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name in ("config", "help") or param.name not in values:
+            continue
+        name = next(o[2:] for o in param.opts if o.startswith("--"))
+        value = values[param.name]
+        lines.append(f"# {name}: not set" if value is None else f"{name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"

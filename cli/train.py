@@ -15,6 +15,7 @@ from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
 from bertprep.cli.options import (
     ModelPath,
+    config_option,
     dataclass_default,
     kernel_options,
     loop_options,
@@ -22,6 +23,8 @@ from bertprep.cli.options import (
     optimizer_options,
     output_dir_option,
     preset_option,
+    recipe_options,
+    resolved_recipe,
     stop_options,
 )
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
@@ -30,7 +33,7 @@ _default = dataclass_default(TrainConfig)  # defaults shown in --help come from 
 
 
 #: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).
-_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png", "tensorboard", "wandb")
+_RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png", "tensorboard", "wandb", "config.toml")
 
 #: Options that make the model: a resumed run continues the checkpoint's model, so they cannot change.
 _FIXED_ON_RESUME = ("architecture", "preset", *MODEL_OPTIONS)
@@ -84,7 +87,8 @@ def _settle_model_options_on_resume(ctx: click.Context, options: dict) -> None:
             )
 
 
-_GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+#: Where an option counts as given: the command line, the environment or a recipe file (--config).
+_GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT_MAP)
 
 #: What a first run on a CPU should use instead of the paper's defaults (docs/pretraining.md, on a laptop).
 CPU_RECIPE = "--preset mini --max-steps 10000 --warmup-steps 1000 --lr 1e-3"
@@ -122,7 +126,22 @@ def _aborted(output_dir: str) -> NoReturn:
     sys.exit(128 + int(signal.SIGINT))
 
 
+def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) -> None:
+    """Write the settings that run (the recipe file's, the command line's, the checkpoint's on --resume, the
+    defaults) to ``output_dir/config.toml`` as a recipe file, ``--config`` of which repeats the run (main
+    process only under torchrun)."""
+    from bertprep.pipeline.atomic import write_atomic, write_text_synced
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    os.makedirs(output_dir, exist_ok=True)
+    header = "# The settings of this run (bertprep train --config of this file repeats it).\n"
+    text = header + resolved_recipe(ctx.command, values)
+    write_atomic(os.path.join(output_dir, "config.toml"), lambda tmp: write_text_synced(tmp, text))
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@config_option
 @click.option(
     "--task",
     type=click.Choice(TASKS),
@@ -199,7 +218,7 @@ def _aborted(output_dir: str) -> NoReturn:
     "--warmup-steps",
     type=click.IntRange(min=0),
     default=_default("warmup_steps"),
-    help="Steps of linear warm-up, then linear decay to 0 at --max-steps (paper: 10,000).",
+    help="Steps of linear warm-up, then --lr-schedule (by default linear decay to 0 at --max-steps; paper: 10,000).",
 )
 @stop_options(TrainConfig)
 @click.option(
@@ -327,6 +346,7 @@ def _aborted(output_dir: str) -> NoReturn:
     help="Stop cleanly, writing a checkpoint, after this many steps in this invocation "
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
+@recipe_options(_default)
 @click.pass_context
 def train(ctx: click.Context, compile_: bool, **options) -> None:
     """Pre-train a BERT (masked LM + next-sentence prediction) or ModernBERT (masked LM) encoder on shards.
@@ -366,6 +386,7 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
         check_not_run_record(written, "--model", config.init_from, command="train")
     except WriteOverReadError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
+    _write_resolved_settings(ctx, {**options, "compile_": compile_}, config.output_dir)
     try:
         result = run_training(config)
     except KeyboardInterrupt:  # the second Ctrl-C (StopSignals): click would print "Aborted!" and exit 1

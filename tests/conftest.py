@@ -70,12 +70,16 @@ def shared_data() -> Path:
 def tiny_shards(tmp_path_factory) -> Path:
     """Synthetic shards for the trainer tests (``shard_factory.write_shard_dir``), built once per session:
     ``train/`` (4 shards of 40 rows, seed 1) and ``eval/`` (1 shard of 24 rows, seed 2), vocab 64,
-    ``max_seq_length`` 32, static masking. Read only: a test that changes a shard copies the folder first."""
+    ``max_seq_length`` 32, static masking; ``dynamic/`` (2 shards of 20 rows, seed 3) the same with dynamic
+    masking (for ``--masked-lm-prob``); ``long/`` (2 shards of 20 rows, seed 4) at ``max_seq_length`` 48, static
+    (a second phase's). Read only: a test that changes a shard copies the folder first."""
     from shard_factory import write_shard_dir
 
     root = tmp_path_factory.mktemp("tiny-shards")
     write_shard_dir(root / "train", num_shards=4, rows_per_shard=40, vocab_size=64, max_seq_length=32, seed=1)
     write_shard_dir(root / "eval", num_shards=1, rows_per_shard=24, vocab_size=64, max_seq_length=32, seed=2)
+    write_shard_dir(root / "dynamic", vocab_size=64, max_seq_length=32, masking="dynamic", seed=3)
+    write_shard_dir(root / "long", vocab_size=64, max_seq_length=48, max_predictions_per_seq=8, seed=4)
     return root
 
 

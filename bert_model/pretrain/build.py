@@ -32,6 +32,7 @@ from bertprep.bert_model.metrics import JsonlWriter, device_peak_flops, matmul_p
 from bertprep.bert_model.models.attention import configure_attention
 from bertprep.bert_model.models.bert_config import BertConfig
 from bertprep.bert_model.models.kernels import configure_kernels
+from bertprep.bert_model.models.modernbert import GLOBAL, LOCAL
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
 from bertprep.bert_model.precision import autocast_context, cpu_has_native_bf16, uses_bf16
 from bertprep.bert_model.pretrain import architectures
@@ -39,11 +40,13 @@ from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingM
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
+from bertprep.bert_model.pretrain.phases import phase_at
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, MODEL_OPTIONS, TrainConfig
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import seed_everything
+from bertprep.bert_model.schedules import BatchSizeWarmup
 from bertprep.pipeline import schema
 from bertprep.pipeline.pretrained_tokenizer import read_vocab_tokens
 
@@ -51,11 +54,20 @@ logger = logging.getLogger("bertprep.train")
 
 #: Settings that, changed on ``resume``, make the run differ from an uninterrupted one.
 _RESUME_SETTINGS = (
+    "optimizer",
     "learning_rate",
     "warmup_steps",
     "max_steps",
+    "lr_schedule",
+    "decay_fraction",
+    "decay_steps",
+    "decay_shape",
+    "min_lr_ratio",
     "batch_size",
     "gradient_accumulation_steps",
+    "batch_size_warmup_tokens",
+    "batch_size_start",
+    "phases",
     "seed",
     "packing",
     "masked_lm_prob",
@@ -81,9 +93,15 @@ class Run:
     """The parts of a run that the loop uses, built once by ``build_run``."""
 
     config: TrainConfig
+    """The settings of the phase under way (``base_config.for_phase(phase)``; the run's without phases)."""
+    base_config: TrainConfig
+    """The run's settings, phases included (what a checkpoint records)."""
+    phase: int
+    """The index of the phase under way (``phases.phase_at``; 0 without phases)."""
     d: DistInfo
     device: torch.device
     info: ShardInfo
+    """The shards of the phase under way."""
     eval_info: ShardInfo | None
     model_config: ModelConfig
     recorded_config: dict[str, Any]
@@ -95,6 +113,8 @@ class Run:
     eval_model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: Any
+    batch_warmup: BatchSizeWarmup
+    """Micro-batches per optimizer step, step by step (``gradient_accumulation_steps`` without a warm-up)."""
     loader: ShardLoader
     batches: Iterator[dict[str, torch.Tensor]]
     autocast: contextlib.AbstractContextManager
@@ -134,24 +154,26 @@ def build_run(
     check, the model), before the loader starts (one process only: under DDP the loop decides, on every rank).
     """
     check_output_dir(config)
+    base, start = config, load_start(config)
+    phase = phase_at(config.phase_settings(), start.saved["step"] if config.resume else 0)
+    config = base.for_phase(phase)  # (the run's settings without phases)
     info = read_shard_info(config.shards)
     no_plot = plotting_unavailable() if d.is_main else None
     if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
         logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
-    start = load_start(config)
     start = extend_start_vocab(config, info, start)
     model_config = model_config_for(config, info, start)
     eval_info = read_eval_shards(config, info, model_config, d)
     verify_shards(config, (info, eval_info), d)
     _stop_if_requested(stop_requested, d)
     model = build_model(config, model_config, start, d, device)
+    set_rope_theta(model, model_config, base.phase_settings(), phase)
     optimizer, scheduler = build_optimizer(config, model)
     _stop_if_requested(stop_requested, d)
-    step, tokens_seen = restore_progress(config, start, optimizer, scheduler, d)
+    step, tokens_seen = restore_progress(base, start, optimizer, scheduler, d)
     train_model, eval_model = wrap_model(config, model, d, device)
     loader = train_loader(config, info, start, d, device)
     batches = iter(loader)
-    cleanup.callback(batches.close)  # shuts the loader workers down
     autocast = autocast_context(device, config.precision)
     warn_if_bf16_is_emulated(config, device, d)
     peak = device_peak_flops(device, matmul_precision(device, uses_bf16(device, config.precision)))
@@ -161,17 +183,20 @@ def build_run(
     restore_rng(config, start, d)
     run = Run(
         config=config,
+        base_config=base,
+        phase=phase,
         d=d,
         device=device,
         info=info,
         eval_info=eval_info,
         model_config=model_config,
-        recorded_config=recorded_train_config(config, start, model_config),
+        recorded_config=recorded_train_config(base, start, model_config),
         model=model,
         train_model=train_model,
         eval_model=eval_model,
         optimizer=optimizer,
         scheduler=scheduler,
+        batch_warmup=batch_size_warmup(config, info, d),
         loader=loader,
         batches=batches,
         autocast=autocast,
@@ -180,6 +205,7 @@ def build_run(
         no_plot=no_plot,
         t_start=t_start,
     )
+    cleanup.callback(lambda: run.batches.close())  # shuts the loader workers down (the phase's loader)
     return run, step, tokens_seen
 
 
@@ -469,10 +495,106 @@ def build_model(
 
 
 def build_optimizer(config: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW over ``optim.param_groups`` and its warm-up / linear-decay schedule."""
+    """``config.optimizer`` over ``optim.param_groups`` and its learning-rate schedule (``config.lr_schedule``
+    after the warm-up; BERT's linear decay by default)."""
     optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
-    scheduler = create_scheduler(optimizer, warmup_steps=config.warmup_steps, max_steps=config.max_steps)
+    scheduler = create_scheduler(
+        optimizer,
+        warmup_steps=config.warmup_steps,
+        max_steps=config.max_steps,
+        **config.schedule_settings(config.max_steps),
+    )
     return optimizer, scheduler
+
+
+def set_rope_theta(model: nn.Module, model_config: ModelConfig, phases: list[dict], index: int) -> None:
+    """Give a ModernBERT the RoPE bases phase ``index`` sets (``global_rope_theta``, ``local_rope_theta``), in its
+    config (so a checkpoint records them) and in its rotary embeddings; nothing for a phase without them.
+
+    Raises:
+        ValueError: a phase sets a RoPE base of a model without rotary embeddings (BERT).
+    """
+    phase = phases[index] if phases else {}
+    thetas = {GLOBAL: phase.get("global_rope_theta"), LOCAL: phase.get("local_rope_theta")}
+    if all(v is None for v in thetas.values()):
+        return
+    rotary = [m.rotary for m in model.modules() if isinstance(getattr(m, "rotary", None), nn.ModuleDict)]
+    if not rotary:
+        raise ValueError(f"phase {index + 1} sets a RoPE base, but a {type(model).__name__} has no rotary embeddings")
+    for kind, theta in thetas.items():
+        if theta is not None:
+            rotary[0][kind].theta = theta
+            setattr(model_config, "global_rope_theta" if kind == GLOBAL else "local_rope_theta", theta)
+
+
+def enter_phase(run: Run, index: int) -> None:
+    """Switch ``run`` to phase ``index`` after the last step of the one before: its settings, its shards
+    (checked like the first phase's: same vocab, rows the model can take), a new loader over them at their
+    start, its batch-size warm-up and its RoPE bases. Logged (main rank).
+
+    Raises:
+        ValueError: the phase's shards do not fit the model.
+        FileNotFoundError: they have no manifest.
+    """
+    config = run.base_config.for_phase(index)
+    info = read_shard_info(config.shards)
+    check_compatible(
+        info,
+        vocab_sha256=run.info.vocab_sha256,
+        vocab_size=run.model_config.vocab_size,
+        max_position_embeddings=max_sequence_length(run.model_config),
+        what=f"phase {index}'s model",
+    )
+    verify_shards(config, (info, None), run.d)
+    run.batches.close()
+    run.config, run.info, run.phase = config, info, index
+    run.loader = train_loader(dataclasses.replace(config, resume=None), info, Start(), run.d, run.device)
+    run.batches = iter(run.loader)
+    run.batch_warmup = batch_size_warmup(config, info, run.d)
+    set_rope_theta(run.model, run.model_config, run.base_config.phase_settings(), index)
+    if run.d.is_main:
+        logger.info(
+            "phase %d: %s (max_seq_length %d), batch %d x %d micro-batches per process",
+            index + 1,
+            config.shards,
+            info.max_seq_length,
+            config.batch_size,
+            config.gradient_accumulation_steps,
+        )
+
+
+def batch_size_warmup(config: TrainConfig, info: ShardInfo, d: DistInfo) -> BatchSizeWarmup:
+    """The micro-batches of each step: ``batch_size_start`` (global) rounded to whole micro-batches per process,
+    growing to ``gradient_accumulation_steps`` over ``batch_size_warmup_tokens``; logged (main rank).
+
+    Raises:
+        ValueError: ``batch_size_start`` above the full global batch.
+    """
+    full = config.gradient_accumulation_steps
+    if not config.batch_size_warmup_tokens:
+        return BatchSizeWarmup(start=full, full=full, warmup_tokens=0, tokens_per_micro_batch=1)
+    per_micro_batch = config.batch_size * d.world_size  # instances (rows) of one micro-batch on every process
+    start = max(1, round(config.batch_size_start / per_micro_batch))
+    if start > full:
+        raise ValueError(
+            f"batch_size_start {config.batch_size_start} exceeds the global batch {per_micro_batch * full} "
+            "(batch_size x gradient_accumulation_steps x processes)"
+        )
+    warmup = BatchSizeWarmup(
+        start=start,
+        full=full,
+        warmup_tokens=config.batch_size_warmup_tokens,
+        tokens_per_micro_batch=per_micro_batch * info.max_seq_length,
+    )
+    if d.is_main:
+        logger.info(
+            "batch-size warm-up: global batch %d to %d over %d tokens (the first %d steps)",
+            start * per_micro_batch,
+            full * per_micro_batch,
+            config.batch_size_warmup_tokens,
+            warmup.warmup_steps,
+        )
+    return warmup
 
 
 def restore_progress(

@@ -7,6 +7,7 @@ Defaults are the paper's (section A.2) and google-research/bert ``run_pretrainin
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
+from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, parse_phases
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
 ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
@@ -70,7 +72,19 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     batch_size: int = 32
     """Instances per micro-batch on each rank."""
     gradient_accumulation_steps: int = 1
-    """Micro-batches per optimizer step."""
+    """Micro-batches per optimizer step (once the batch-size warm-up, if any, is over)."""
+    batch_size_warmup_tokens: int = 0
+    """Batch-size warm-up (ModernBERT's, Warner et al. 2024, section 2.2): the global batch grows linearly from
+    ``batch_size_start`` to the full batch (``batch_size`` x ``gradient_accumulation_steps`` x world size) over
+    this many tokens, in whole micro-batches (``schedules.BatchSizeWarmup``: tokens counted as token slots,
+    rows x ``max_seq_length``). 0 = none. The learning-rate schedule still counts optimizer steps."""
+    phases: tuple[str, ...] = ()
+    """Phases of the run (``phases.py``), one ``key=value,...`` string each: ``steps``, ``shards``,
+    ``batch-size``, ``gradient-accumulation-steps``, ``global-rope-theta``, ``local-rope-theta``; what a phase
+    leaves out is the run's. Empty: one phase of the run's settings."""
+    batch_size_start: int | None = None
+    """The global batch (instances, or packed rows) the batch-size warm-up starts from, rounded to whole
+    micro-batches per process (at least one)."""
     learning_rate: float = 1e-4
     """Peak learning rate (after warm-up)."""
     warmup_steps: int = 10_000
@@ -172,6 +186,17 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.batch_size_warmup_tokens < 0:
+            raise ValueError(f"batch_size_warmup_tokens must be >= 0, got {self.batch_size_warmup_tokens}")
+        if self.batch_size_warmup_tokens and (self.batch_size_start is None or self.batch_size_start <= 0):
+            raise ValueError("a batch-size warm-up (batch_size_warmup_tokens) needs a positive batch_size_start")
+        if self.batch_size_warmup_tokens and self.gradient_accumulation_steps == 1:
+            raise ValueError(
+                "the batch-size warm-up grows the micro-batches per step up to gradient_accumulation_steps: "
+                "give gradient_accumulation_steps > 1"
+            )
+        self.phases = tuple(self.phases)
+        parse_phases(self.phases, self.max_steps)  # (ValueError naming the phase)
         if self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
         if self.learning_rate <= 0:
@@ -193,6 +218,17 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         """Steps between metric lines: ``log_every``, or every step in a run shorter than that (so that a short
         first run reports before its end)."""
         return self.log_every if self.max_steps >= self.log_every else 1
+
+    def phase_settings(self) -> list[dict[str, Any]]:
+        """The phases, parsed, each with its ``steps`` (``phases.parse_phases``); empty without phases."""
+        return parse_phases(self.phases, self.max_steps)
+
+    def for_phase(self, index: int) -> TrainConfig:
+        """These settings with phase ``index``'s shards, batch size and accumulation (itself without phases)."""
+        if not self.phases:
+            return self
+        phase = self.phase_settings()[index]
+        return dataclasses.replace(self, **{k: phase[k] for k in CONFIG_KEYS if k in phase})
 
     def model_overrides(self) -> dict[str, Any]:
         """The model options given (preset overrides); with ``init_from`` only the dropout ones apply."""

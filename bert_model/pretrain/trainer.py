@@ -39,6 +39,7 @@ from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_
 from bertprep.bert_model.pretrain.data import ShardReadError
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.loader import ShardLoader
+from bertprep.bert_model.pretrain.phases import phase_at
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
     TASKS,
@@ -205,6 +206,7 @@ def _train(
     )
     state.window_start = time.monotonic()
     run.train_model.train()
+    phases = config.phase_settings()
     while state.step < config.max_steps:
         try:
             lr, grad_norm = _train_step(run, state, metrics)
@@ -212,6 +214,8 @@ def _train(
             bar.close()
             raise _checkpoint_after_shard_error(run, state, err) from None
         bar.update(1)
+        if phases and state.step < config.max_steps and phase_at(phases, state.step) != run.phase:
+            build.enter_phase(run, phase_at(phases, state.step))  # before this step's evaluation and checkpoint
         if state.step % config.log_interval == 0 or state.step == config.max_steps:
             _log_train_metrics(run, state, metrics, lr, grad_norm, bar)
         t_pause = time.monotonic()
@@ -241,21 +245,23 @@ def _stopped_before_training(config: TrainConfig, signal_name: str) -> TrainResu
 
 
 def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) -> tuple[float, torch.Tensor | None]:
-    """One optimizer step over ``gradient_accumulation_steps`` micro-batches (DDP syncs gradients on the last
-    only); returns the learning rate and the gradient norm before clipping (see ``optim.optimizer_step``)."""
+    """One optimizer step over ``gradient_accumulation_steps`` micro-batches (fewer during a batch-size warm-up:
+    ``run.batch_warmup``, the same on every rank; DDP syncs gradients on the last only); returns the learning
+    rate and the gradient norm before clipping (see ``optim.optimizer_step``)."""
     config, train_model = run.config, run.train_model
     state.step_cursor, state.step_tokens_seen = run.loader.state_dict(), state.tokens_seen
-    for micro in range(config.gradient_accumulation_steps):
+    accumulation = run.batch_warmup.micro_batches(state.step)
+    for micro in range(accumulation):
         batch = next(run.batches)
         state.tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
         batch = _move(batch, run.device)
-        last_micro = micro == config.gradient_accumulation_steps - 1
+        last_micro = micro == accumulation - 1
         sync = train_model.no_sync() if run.d.enabled and not last_micro else contextlib.nullcontext()
         with sync:
             with run.autocast:
                 out = train_model(**batch)
             loss = out.training_loss(config.nsp_loss_weight)  # (architectures.PretrainingOutput)
-            (loss / config.gradient_accumulation_steps).backward()
+            (loss / accumulation).backward()
         metrics.update(batch, out)
     lr, grad_norm = optimizer_step(run.model, run.optimizer, run.scheduler, config.max_grad_norm)
     state.step += 1
@@ -294,6 +300,9 @@ def _log_train_metrics(
     }
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)
+    if run.config.batch_size_warmup_tokens:  # the global batch of the last step (instances, or packed rows)
+        micro_batches = run.batch_warmup.micro_batches(state.step - 1)
+        record["global_batch_size"] = run.config.batch_size * micro_batches * run.d.world_size
     record.update(model_flops(run, m, elapsed))
     state.last_record = record
     if run.writer:
@@ -400,6 +409,7 @@ def _save(run: build.Run, state: _LoopState, cursor: dict[str, Any] | None = Non
             "step": state.step,
             "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
             "scheduler": run.scheduler.state_dict(),
+            "phase": run.phase,
             "model_config": run.model_config.to_dict(),
             "train_config": run.recorded_config,
             "data": {

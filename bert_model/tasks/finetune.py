@@ -428,7 +428,12 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
     warmup_steps = int(config.warmup_proportion * num_train_steps)
     optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
-    scheduler = create_scheduler(optimizer, warmup_steps=warmup_steps, max_steps=num_train_steps)
+    scheduler = create_scheduler(
+        optimizer,
+        warmup_steps=warmup_steps,
+        max_steps=num_train_steps,
+        **config.schedule_settings(num_train_steps),
+    )
     loader = torch.utils.data.DataLoader(
         data.train_features,
         batch_size=config.batch_size,

@@ -19,11 +19,11 @@ WORKER = textwrap.dedent(
     torch.set_num_threads(1)
     from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 
-    shards, out = sys.argv[1], sys.argv[2]
+    shards, out, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     result = train(TrainConfig(shards=shards, output_dir=out, preset="tiny", hidden_size=32,
                                num_attention_heads=2, batch_size=4, max_steps=4, warmup_steps=1,
                                learning_rate=1e-3, log_every=2, save_every=0, num_workers=0,
-                               shuffle_buffer_size=16, device="cpu", progress=False))
+                               shuffle_buffer_size=16, device="cpu", progress=False, **extra))
     digest = hashlib.sha256()
     for name, tensor in sorted(result.model.state_dict().items()):
         digest.update(name.encode())
@@ -37,8 +37,16 @@ WORKER = textwrap.dedent(
 )
 
 
+#: A batch-size warm-up: 1 then 2 micro-batches of 4 per process (start 8 = 1 x 4 x 2 processes; 256 token
+#: slots per micro-batch over both processes, 512 to warm up: 1 + floor(2 x 256 / 512) = 2 from step 1).
+BATCH_WARMUP = {"gradient_accumulation_steps": 2, "batch_size_start": 8, "batch_size_warmup_tokens": 512}
+
+
 @pytest.mark.slow
-def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path):
+@pytest.mark.parametrize("extra", [{}, BATCH_WARMUP], ids=["plain", "batch-size-warmup"])
+def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path, extra):
+    """Every rank takes the same micro-batches per step, a batch-size warm-up included (a rank taking more would
+    wait forever in DDP's all-reduce: the timeout)."""
     write_shard_dir(tmp_path / "shards", num_shards=4, rows_per_shard=30, vocab_size=64, max_seq_length=32)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -53,6 +61,7 @@ def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path):
         str(script),
         str(tmp_path / "shards"),
         str(out),
+        json.dumps(extra),
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -69,3 +78,5 @@ def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path):
     assert state["ranks"][0]["rng"]["torch"] != state["ranks"][1]["rng"]["torch"]
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [2, 4]  # written by rank 0 only
+    if extra:  # the global batch of steps 2 and 4: 2 micro-batches of 4 on each of 2 processes
+        assert [x["global_batch_size"] for x in lines] == [16, 16]

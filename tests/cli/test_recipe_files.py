@@ -1,0 +1,100 @@
+"""``bertprep train --config FILE``: recipe files whose keys are the option names, overridden by the command
+line, refused when a key is unknown; the shipped recipes under recipes/ each load and run."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from bertprep.cli.main import cli
+from bertprep.cli.options import read_recipe
+from conftest import REPO_ROOT, need_module
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+RECIPES = sorted((REPO_ROOT / "recipes").glob("*.toml"))
+#: What makes any recipe a 2-step run of the tiny preset on the tiny shards (the command line overrides it).
+TINY = [
+    *("--preset tiny --hidden-size 32 --num-attention-heads 2 --intermediate-size 64 --max-steps 2").split(),
+    *("--warmup-steps 1 --batch-size 4 --gradient-accumulation-steps 2 --batch-size-warmup-tokens 0").split(),
+    *("--num-workers 0 --shuffle-buffer-size 16 --save-every 0 --precision fp32 --device cpu --no-progress").split(),
+]
+
+
+def _train(*args: str):
+    return CliRunner().invoke(cli, ["train", *map(str, args)])
+
+
+def test_every_shipped_recipe_is_there():
+    names = {p.stem for p in RECIPES}
+    assert {"bert-base-paper", "bert-large-nvidia-lamb", "roberta-base", "modernbert-base", "laptop"} <= names
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+def test_every_recipe_loads_and_runs_two_steps_on_the_tiny_preset(tiny_shards, tmp_path, recipe):
+    settings = read_recipe(str(recipe), cli.get_command(None, "train"))
+    assert settings and "learning_rate" in settings and "max_steps" in settings
+    module = {"stable-adamw": "optimi", "lamb": "pytorch_optimizer"}.get(settings.get("optimizer"))
+    if module:
+        need_module(module)
+    shards = tiny_shards / ("dynamic" if settings.get("masked_lm_prob") else "train")
+    out = tmp_path / "run"
+    phases = ["--phase", "steps=1", "--phase", f"shards={tiny_shards / 'long'}"] if settings.get("phases") else []
+    result = _train("--config", recipe, "--shards", shards, "-o", out, *TINY, *phases)
+    assert result.exit_code == 0, result.output[-2000:]
+    ran = tomllib.loads((out / "config.toml").read_text())
+    assert ran["max-steps"] == 2 and ran["preset"] == "tiny"  # the command line's
+    assert ran["learning-rate"] == settings["learning_rate"]  # the recipe's
+    assert ran["optimizer"] == settings.get("optimizer", "adamw")
+
+
+def test_the_command_line_overrides_the_file_and_config_toml_repeats_the_run(tiny_shards, tmp_path):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('lr-schedule = "wsd"\nlearning-rate = 5e-4\nlr = 5e-4\n')
+    result = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "a", *TINY)
+    assert result.exit_code == 2 and f"{recipe}: 'lr' names an option given before in it" in result.output
+    recipe.write_text('lr-schedule = "wsd"\nlearning-rate = 5e-4\ndecay-steps = 1\n')
+    result = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "a", *TINY, "--lr", "2e-4")
+    assert result.exit_code == 0, result.output[-2000:]
+    ran = tomllib.loads((tmp_path / "a" / "config.toml").read_text())
+    assert ran["learning-rate"] == 2e-4 and ran["lr-schedule"] == "wsd" and ran["decay-steps"] == 1
+    assert "eval-shards" not in ran and "# eval-shards: not set" in (tmp_path / "a" / "config.toml").read_text()
+    # The written file is a recipe itself: --config of it (another output directory) runs the same settings.
+    again = tmp_path / "again.toml"
+    again.write_text((tmp_path / "a" / "config.toml").read_text().replace(str(tmp_path / "a"), str(tmp_path / "b")))
+    result = _train("--config", again)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert tomllib.loads((tmp_path / "b" / "config.toml").read_text())["learning-rate"] == 2e-4
+
+
+def test_an_unknown_key_is_refused_naming_the_key_and_the_file(tiny_shards, tmp_path):
+    recipe = tmp_path / "typo.toml"
+    recipe.write_text('lr-shedule = "wsd"\n')
+    result = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert f"{recipe}: unknown key 'lr-shedule': not an option of bertprep train" in result.output
+    assert not (tmp_path / "out").exists()
+    recipe.write_text("lr-schedule = \n")
+    result = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "out")
+    assert result.exit_code == 2 and f"{recipe} is not valid TOML" in result.output
+
+
+def test_a_missing_optimizer_package_is_refused_before_any_work(tiny_shards, tmp_path, monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def without(name, *args):
+        if name == "pytorch_optimizer":
+            raise ModuleNotFoundError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", without)
+    result = _train("--optimizer", "lamb", "--shards", tiny_shards / "train", "-o", tmp_path / "out")
+    assert result.exit_code == 2 and not (tmp_path / "out").exists()
+    assert "Invalid value for '--optimizer': needs the pytorch-optimizer package: pip install " in result.output
