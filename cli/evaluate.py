@@ -49,7 +49,9 @@ def evaluate() -> None:
     """
 
 
-@evaluate.command(context_settings={"show_default": True})
+@evaluate.command(
+    context_settings={"show_default": True}, short_help="Fine-tune and score a model on the GLUE dev sets (glue.md)."
+)
 @evaluation_options
 @click.option(
     "--data",
@@ -83,7 +85,9 @@ def glue(**options) -> None:
     click.echo(render_table([summary]) + "\n" + summary["note"])
 
 
-@evaluate.command(context_settings={"show_default": True})
+@evaluate.command(
+    context_settings={"show_default": True}, short_help="Fine-tune and score a model on SQuAD v1.1 or v2.0 dev."
+)
 @evaluation_options
 @click.option("--train-file", required=True, type=click.Path(exists=True, dir_okay=False), help="SQuAD train JSON.")
 @click.option(
@@ -106,7 +110,7 @@ def squad(**options) -> None:
     click.echo(render_table([summary]) + "\n" + summary["note"])
 
 
-@evaluate.command()
+@evaluate.command(short_help="Several evaluations side by side, the best per column in bold.")
 @click.argument("output_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Also write the table to this file."
