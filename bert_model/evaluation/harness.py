@@ -256,19 +256,22 @@ def _run_sweep(
                 record = run_one(spec)
                 record["seconds"] = round(time.monotonic() - t0, 1)
                 write_atomic(os.path.join(spec.run_dir, record_name), lambda p, r=record: _dump_json(p, r))
-        except BaseException as err:
-            how = "failed" if isinstance(err, Exception) else "stopped"
+            records.append(record)
+            metric = metric_of(spec.task)
+            value = record["metrics"][metric]
+            best[spec.task] = max(best.get(spec.task, value), value)
+            how = "finished earlier" if earlier else f"{record['seconds']:.0f} s"
             report(
-                f"[{i}/{total}] {spec.description}: {how}; {i - 1} of {total} runs are finished, "
-                "the same command continues from there"
+                f"[{i}/{total}] {spec.description}: dev {metric} {value:.4f} "
+                f"(best so far {best[spec.task]:.4f}; {how})"
+            )
+        except BaseException as err:
+            finished = done_before + len(records)
+            report(
+                f"[{i}/{total}] {spec.description}: {'failed' if isinstance(err, Exception) else 'stopped'}; "
+                f"{finished} of {total} runs are finished, the same command continues from there"
             )
             raise
-        records.append(record)
-        metric = metric_of(spec.task)
-        value = record["metrics"][metric]
-        best[spec.task] = max(best.get(spec.task, value), value)
-        how = "finished earlier" if earlier else f"{record['seconds']:.0f} s"
-        report(f"[{i}/{total}] {spec.description}: dev {metric} {value:.4f} (best so far {best[spec.task]:.4f}; {how})")
     return records
 
 

@@ -275,3 +275,26 @@ def test_a_file_of_the_wrong_layout_and_other_settings_on_the_same_folder_are_re
     assert _cli(*args, "--set", "learning_rate=1e-3", "--device", "cpu")[0] == 0
     code, output = _cli(*args, "--set", "learning_rate=2e-3", "--device", "cpu")
     assert code == 1 and "holds an evaluation made with other settings (grid:" in output
+
+
+def test_ctrl_c_stops_with_one_line_and_the_same_command_continues(tmp_path, checkpoint):
+    data = write_glue_folder(tmp_path / "glue", ("sst2",))
+    args = ["evaluate", "glue", "-m", checkpoint, "--data", str(data), "--device", "cpu", "-o", str(tmp_path / "out"),
+            *FAST, "--set", "learning_rate=5e-3,1e-3"]  # fmt: skip
+    proc = _run_cli_process(args)
+    lines = []
+    for line in proc.stderr:  # Ctrl-C once the first run has finished, during the second
+        lines.append(line)
+        if line.startswith("[1/2]"):
+            proc.send_signal(signal.SIGINT)
+            break
+    lines += proc.stderr.readlines()
+    assert proc.wait(timeout=60) == 130, "".join(lines)
+    assert lines[-2].startswith("[2/2] sst2 lr0.001-bs16-ep2-len32-seed12345: stopped; 1 of 2 runs are finished")
+    assert lines[-1] == "bertprep: stopped by SIGINT\n"
+    assert not (tmp_path / "out" / "glue.md").exists()
+    again = _run_cli_process(args)
+    rest = again.stderr.read()
+    assert again.wait(timeout=120) == 0, rest
+    assert "[1/2] sst2 lr0.005-bs16-ep2-len32-seed12345: dev accuracy" in rest and "finished earlier" in rest
+    assert (tmp_path / "out" / "glue.md").exists()
