@@ -247,8 +247,10 @@ def _run_sweep(
     records: list[dict[str, Any]] = []
     best: dict[str, float] = {}
     total = total or len(specs)
-    for i, spec in enumerate(specs, done_before + 1):
-        try:
+    under_way = ""  # "[i/total] task setting: " while a run is checked or trained
+    try:
+        for i, spec in enumerate(specs, done_before + 1):
+            under_way = f"[{i}/{total}] {spec.description}: "
             record = _finished(spec, record_name)
             earlier = record is not None
             if record is None:
@@ -257,21 +259,20 @@ def _run_sweep(
                 record["seconds"] = round(time.monotonic() - t0, 1)
                 write_atomic(os.path.join(spec.run_dir, record_name), lambda p, r=record: _dump_json(p, r))
             records.append(record)
+            under_way = ""
             metric = metric_of(spec.task)
             value = record["metrics"][metric]
             best[spec.task] = max(best.get(spec.task, value), value)
             how = "finished earlier" if earlier else f"{record['seconds']:.0f} s"
             report(
-                f"[{i}/{total}] {spec.description}: dev {metric} {value:.4f} "
-                f"(best so far {best[spec.task]:.4f}; {how})"
+                f"[{i}/{total}] {spec.description}: dev {metric} {value:.4f} (best so far {best[spec.task]:.4f}; {how})"
             )
-        except BaseException as err:
-            finished = done_before + len(records)
-            report(
-                f"[{i}/{total}] {spec.description}: {'failed' if isinstance(err, Exception) else 'stopped'}; "
-                f"{finished} of {total} runs are finished, the same command continues from there"
-            )
-            raise
+    except BaseException as err:
+        report(
+            f"{under_way}{'failed' if isinstance(err, Exception) else 'stopped'}; {done_before + len(records)} of "
+            f"{total} runs are finished, the same command continues from there"
+        )
+        raise
     return records
 
 
