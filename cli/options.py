@@ -157,7 +157,8 @@ def evaluation_options(command):
         click.option("--random-init", is_flag=True, default=default("random_init"),
                      help="Fine-tune the model's architecture from random weights (the 'no pre-training' row)."),
         click.option("--name", default=None,
-                     help="The model's row label in the table (default: its folder's name)."),
+                     help="The model's row label in the table (default: its folder's name); --random-init "
+                     "adds '(random init)'."),
         click.option("--grid", default=default("grid"),
                      help=f"Hyperparameter grid: {', '.join(SHIPPED_GRIDS)} (shipped) or a TOML file of "
                      f"{', '.join(GRID_KEYS)}, each a number or a list to sweep, with [tasks.NAME] tables per task."),

@@ -59,7 +59,8 @@ class EvalConfig(DeviceConfig):
     random_init: bool = False
     """Fine-tune ``model``'s architecture from random weights (the baseline without pre-training)."""
     name: str | None = None
-    """The model's row label in the table; default: the model folder's name (+ " (random init)")."""
+    """The model's row label in the table (default: the model folder's name); " (random init)" is added for
+    ``random_init``."""
     grid: str = "bert"
     """A shipped grid (``bert``, ``roberta``, ``modernbert``) or a TOML file (``grid.py``)."""
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -83,12 +84,11 @@ class EvalConfig(DeviceConfig):
         return [LoopConfig.seed + i for i in range(self.seeds)]
 
     def label(self) -> str:
-        if self.name:
-            return self.name
+        """The row label: ``name`` or the model folder's name, + " (random init)" for the baseline."""
         path = os.path.abspath(self.model)
         base = os.path.basename(path)
         base = os.path.basename(os.path.dirname(path)) if base in ("model", "best") else base
-        return base + (" (random init)" if self.random_init else "")
+        return (self.name or base) + (" (random init)" if self.random_init else "")
 
 
 @dataclass(kw_only=True)
