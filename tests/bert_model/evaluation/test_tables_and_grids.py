@@ -126,7 +126,7 @@ def test_evaluate_table_and_squad_on_a_tiny_run(tmp_path):
     )
     assert table.exit_code == 0, table.output
     assert table.output.splitlines()[:2] == ["| Model | SQuAD v1.1 EM/F1 |", "|---|:---:|"]
-    assert [line.split(" | ")[0] for line in table.output.splitlines()[2:4]] == ["| a", "| b"]
+    assert [line.split(" | ")[0] for line in table.output.splitlines()[2:4]] == ["| a", "| b (random init)"]
     assert (tmp_path / "t.md").read_text() == table.output
     missing = CliRunner().invoke(cli, ["evaluate", "table", str(tmp_path / "pretrain")])
     assert missing.exit_code == 1 and "has no glue.json or squad.json" in missing.output
