@@ -300,3 +300,18 @@ def test_ctrl_c_stops_with_one_line_and_the_same_command_continues(tmp_path, che
     assert again.wait(timeout=120) == 0, rest
     assert "[1/2] sst2 lr0.005-bs16-ep2-len32-seed12345: dev accuracy" in rest and "finished earlier" in rest
     assert (tmp_path / "out" / "glue.md").exists()
+
+
+def test_seeds_give_the_median_and_the_spread_of_their_runs(tmp_path, checkpoint):
+    data = write_glue_folder(tmp_path / "glue", ("sst2",))
+    out = tmp_path / "out"
+    code, output = _cli("glue", "-m", checkpoint, "--data", str(data), "-o", str(out), "--device", "cpu", *FAST,
+                        "--set", "learning_rate=1e-3", "--seeds", "3", "--name", "tiny")  # fmt: skip
+    assert code == 0, output
+    summary = json.loads((out / "glue.json").read_text())
+    assert [r["seed"] for r in summary["runs"]] == [12345, 12346, 12347]  # the first is finetune's default seed
+    accuracies = [r["metrics"]["accuracy"] for r in summary["runs"]]
+    (column,) = summary["columns"]
+    assert column["values"] == [pytest.approx(100 * float(np.median(accuracies)))]
+    assert column["spread"] == [pytest.approx(100 * float(np.std(accuracies)))]
+    assert f"| tiny | {column['values'][0]:.1f} ±{column['spread'][0]:.1f} |" in (out / "glue.md").read_text()
