@@ -23,6 +23,7 @@ _COMMANDS = {
     "fill-mask": "bertprep.cli.fill_mask:fill_mask",
     "extract-features": "bertprep.cli.extract_features:extract_features_cmd",
     "plot": "bertprep.cli.plot:plot",
+    "evaluate": "bertprep.cli.evaluate:evaluate",
 }
 
 _HELP = {
@@ -36,6 +37,7 @@ _HELP = {
     "fill-mask": "Show the top-k word pieces a pre-trained model predicts at each [MASK].",
     "extract-features": "Write frozen BERT activations of chosen layers per word piece (Arrow, streamed).",
     "plot": "Draw the learning curves of pre-training runs (held-out accuracy, loss) in one picture.",
+    "evaluate": "Score a pre-trained encoder on GLUE or SQuAD dev over the papers' sweep, as the papers' table.",
 }
 
 
@@ -48,6 +50,7 @@ _EXTRAS = {
     "fill-mask": "finetune",
     "extract-features": "finetune",
     "plot": "train",
+    "evaluate": "finetune",
 }
 
 

@@ -752,3 +752,56 @@ def resolved_recipe(command: click.Command, values: dict[str, Any]) -> str:
         value = values[param.name]
         lines.append(f"# {name}: not set" if value is None else f"{name} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"
+
+
+def _parse_set(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
+    """``--set KEY=V1,V2`` -> {KEY: [V1, V2]} (numbers); the grid refuses an unknown KEY."""
+    out: dict[str, Any] = {}
+    for item in value:
+        key, sep, values = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[key.strip()] = [float(v) if any(c in v for c in ".eE") else int(v) for v in values.split(",")]
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: write KEY=VALUE or KEY=V1,V2 with numbers", ctx, param) from None
+    return out
+
+
+def evaluation_options(command):
+    """The options ``bertprep evaluate glue`` and ``squad`` share: the model, the output folder, the grid,
+    seeds and slices (``bert_model.evaluation.harness.EvalConfig``, whose defaults they show)."""
+    from bertprep.bert_model.evaluation.grid import GRID_KEYS, SHIPPED_GRIDS
+    from bertprep.bert_model.evaluation.harness import EvalConfig
+
+    default = dataclass_default(EvalConfig)
+    options = [
+        click.option("-m", "--model", required=True, type=ModelPath(),
+                     help="Pre-trained model: a bertprep run or checkpoint, or a Hugging Face BERT or ModernBERT "
+                     "directory."),
+        click.option("-o", "--output-dir", required=True, type=click.Path(file_okay=False),
+                     help="Folder of the runs (runs/TASK/SETTING-seedN/, each a finetune run), the table (.md) and "
+                     "every run's numbers (.json). Running the same command again skips the finished runs."),
+        click.option("--random-init", is_flag=True, default=default("random_init"),
+                     help="Fine-tune the model's architecture from random weights (the 'no pre-training' row)."),
+        click.option("--name", default=None,
+                     help="The model's row label in the table (default: its folder's name); --random-init "
+                     "adds '(random init)'."),
+        click.option("--grid", default=default("grid"),
+                     help=f"Hyperparameter grid: {', '.join(SHIPPED_GRIDS)} (shipped) or a TOML file of "
+                     f"{', '.join(GRID_KEYS)}, each a number or a list to sweep, with [tasks.NAME] tables per task."),
+        click.option("--set", "overrides", multiple=True, callback=_parse_set,
+                     help="Replace a grid key for every task, e.g. --set learning_rate=3e-5 --set "
+                     "num_train_epochs=1 (a comma list sweeps). Repeatable."),
+        click.option("--seeds", type=click.IntRange(min=1), default=default("seeds"),
+                     help="Runs per setting (different seeds); the table shows the median and the spread."),
+        click.option("--max-train-examples", type=click.IntRange(min=1), default=None,
+                     help="Fine-tune on the first N training examples of each task (a quick, rougher figure)."),
+        click.option("--max-eval-examples", type=click.IntRange(min=1), default=None,
+                     help="Score on the first N dev examples of each task."),
+        click.option("--device", default=default("device"),
+                     help="'auto' (CUDA if available), 'cpu', 'cuda' or 'cuda:N'."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command

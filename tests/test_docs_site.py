@@ -30,6 +30,7 @@ COMMANDS = (
     "fill-mask",
     "extract-features",
     "plot",
+    "evaluate",
 )
 #: The pages of the site and the README: they must use the options' current names.
 DOC_PAGES = [

@@ -358,7 +358,8 @@ class GlueTask:
         with open(path, "w", encoding="utf-8") as f:
             f.write("index\tprediction\n")
             for e, p in zip(examples, predictions, strict=True):
-                f.write(f"{e.index}\t{p:.6g}\n" if self.is_regression else f"{e.index}\t{p}\n")
+                # 9 significant digits: a float32 output reads back exactly (metrics recomputed from the file agree)
+                f.write(f"{e.index}\t{p:.9g}\n" if self.is_regression else f"{e.index}\t{p}\n")
 
 
 def glue_metrics(names: Sequence[str], predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:

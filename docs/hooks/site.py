@@ -8,7 +8,8 @@
    #95, and drops ``[required]``); but mkdocs-click renders each command's docstring as Markdown, so click's
    ``\b`` paragraphs (examples) run together and globs turn into italics. On ``cli.md`` only, after
    mkdocs-click has run, each command's description is replaced by click's own rendering of it
-   (``Command.format_help_text``) in a text block. Help is formatted for an 80-column terminal (``COLUMNS``),
+   (``Command.format_help_text``) in a text block, and a group's list of subcommands (``bertprep evaluate``)
+   loses mkdocs-click's italics. Help is formatted for an 80-column terminal (``COLUMNS``),
    whoever builds the site. ``tests/test_docs_site.py`` checks the built page against ``--help``.
 """
 
@@ -38,6 +39,8 @@ def on_files(files, config):
 #: mkdocs-click's heading of a command (attr_list): ``### bertprep train { #bertprep-train data-toc-label='train' }``
 _HEADING = re.compile(r"^#+ [^{]+\{ #\S+ data-toc-label='([^']+)' \}$")
 _USAGE = "**Usage:**"
+#: mkdocs-click's list of a group's subcommands puts each link in italics (``- *[glue](#...)*: ...``); plain here
+_SUBCOMMAND_ITEM = re.compile(r"^- \*(\[[^\]]+\]\(#[^)]+\))\*: ")
 
 
 def command_description(name: str) -> list[str]:
@@ -67,7 +70,7 @@ class _HelpTextDescriptions(Preprocessor):
 
         names = {"bertprep", *cli.list_commands(None)}
         out, command = [], None
-        for line in lines:
+        for line in (_SUBCOMMAND_ITEM.sub(r"- \1: ", line) for line in lines):
             match = _HEADING.match(line)
             if match and match.group(1) in names:
                 out.append(line)

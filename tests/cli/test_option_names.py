@@ -28,6 +28,14 @@ CANONICAL = {
     "export": [("-m", "--model", "model_option"), ("-o", "--output-dir", "output_dir")],
     "plot": [("-o", "--output", "output")],
 }
+# group -> its subcommands, as CANONICAL.
+GROUPS = {
+    "evaluate": {
+        "glue": [("-m", "--model", "model"), ("-o", "--output-dir", "output_dir")],
+        "squad": [("-m", "--model", "model"), ("-o", "--output-dir", "output_dir")],
+        "table": [("-o", "--output", "output")],
+    }
+}
 
 # command -> (old spelling, its current long name); docs/cli.md lists the same table.
 OLD_SPELLINGS = [
@@ -57,8 +65,17 @@ def test_every_command_uses_the_shared_names(command_name):
         assert {short, long} <= set(_param(command, param_name).opts), (command_name, long)
 
 
+@pytest.mark.parametrize(("group", "command_name"), [(g, c) for g in GROUPS for c in GROUPS[g]])
+def test_every_subcommand_uses_the_shared_names(group, command_name):
+    command = _command(group)
+    assert set(command.list_commands(click.Context(command))) == set(GROUPS[group])
+    subcommand = command.get_command(click.Context(command), command_name)
+    for short, long, param_name in GROUPS[group][command_name]:
+        assert {short, long} <= set(_param(subcommand, param_name).opts), (group, command_name, long)
+
+
 def test_every_command_of_the_group_is_covered():
-    assert set(CANONICAL) | {"inspect"} == set(cli.list_commands(click.Context(cli)))
+    assert set(CANONICAL) | {"inspect"} | set(GROUPS) == set(cli.list_commands(click.Context(cli)))
 
 
 @pytest.mark.parametrize(("command_name", "old", "new"), OLD_SPELLINGS)
