@@ -11,6 +11,7 @@ in the text replaced by spaces.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -130,7 +131,7 @@ def export_datasets_task(files: TaskFiles) -> None:
         if split not in saved:
             raise ValueError(f"{files.folder} has no {split!r} split (it has {', '.join(saved)})")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomic(path, lambda p, s=saved[split]: _write_tsv(p, files.task, s, files.folder))
+        write_atomic(path, functools.partial(_write_tsv, task=files.task, split=saved[split], folder=files.folder))
 
 
 def _write_tsv(path: str, task: str, split, folder: str) -> None:
@@ -149,7 +150,7 @@ def _write_tsv(path: str, task: str, split, folder: str) -> None:
         for row in split:
             texts = [re.sub(r"[\t\r\n]+", " ", row[c]) for c in text_columns]
             label = row["label"]
-            label = f"{label:g}" if preset.labels is None else (names[label] if by_name else str(label))
+            label = f"{label:g}" if preset.labels is None else (names[label] if names and by_name else str(label))
             values = dict(zip([preset.text_a_column, preset.text_b_column], texts, strict=False))
             values[preset.label_column] = label
             keys = [c for c in columns if c is not None] if preset.header else range(width)

@@ -16,6 +16,7 @@ the best MNLI setting, same seed. Selection, medians and the table: ``table.py``
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -257,7 +258,7 @@ def _run_sweep(
                 t0 = time.monotonic()
                 record = run_one(spec)
                 record["seconds"] = round(time.monotonic() - t0, 1)
-                write_atomic(os.path.join(spec.run_dir, record_name), lambda p, r=record: _dump_json(p, r))
+                write_atomic(os.path.join(spec.run_dir, record_name), functools.partial(_dump_json, values=record))
             records.append(record)
             under_way = ""
             metric = metric_of(spec.task)
@@ -317,7 +318,7 @@ def evaluate_glue(config: GlueEvalConfig, report: Callable[[str], None] = logger
     def run_one(spec: RunSpec) -> dict[str, Any]:
         return _glue_run(config, spec, by_task[spec.task], mnli_best)
 
-    records = []
+    records: list[dict] = []
     for task in by_task:
         task_specs = [s for s in specs if s.task == task]
         done = _run_sweep(task_specs, "glue_run.json", run_one, glue_metric, report, len(records), len(specs))

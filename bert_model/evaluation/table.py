@@ -152,8 +152,8 @@ def render_table(rows: Sequence[dict[str, Any]], *, mark_best: bool | None = Non
             average = row.get("average")
             mark = "†" if average is not None and len(covered) < widest else ""
             text = "-" if average is None else f"{average:.1f}"
-            bold = average is not None and mark_best and average == best[("Average", 0)]
-            cells.append((f"**{text}**" if bold else text) + mark)
+            average_bold = average is not None and mark_best and average == best[("Average", 0)]
+            cells.append((f"**{text}**" if average_bold else text) + mark)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
