@@ -15,6 +15,7 @@ from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.precision import PRECISIONS
 from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
 from bertprep.cli.options import AliasedOption, ModelPath, dataclass_default, report_to_option
+from bertprep.cli.run_lock import run_directory_lock
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
@@ -443,7 +444,8 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     except WriteOverReadError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
-        result = run_training(config)
+        with run_directory_lock(config.output_dir, "train"):
+            result = run_training(config)
     except KeyboardInterrupt:  # the second Ctrl-C (StopSignals): click would print "Aborted!" and exit 1
         _aborted(config.output_dir)
     except (ValueError, OSError, FloatingPointError) as err:
