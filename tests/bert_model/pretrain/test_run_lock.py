@@ -74,4 +74,3 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_and_released(tiny_shards, tmp
     assert result.exit_code == 0, result.output
     assert (out / "checkpoints" / "step-000002").is_dir()
     assert not (out / atomic.LOCK_NAME).exists()
-
