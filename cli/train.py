@@ -399,7 +399,7 @@ def _aborted(output_dir: str) -> NoReturn:
     help="Attention kernel. auto: FlashAttention-2's varlen kernel on a CUDA GPU of compute capability 8.0+ "
     "in bf16 (the flash_attn package where installed, else PyTorch's own), sdpa elsewhere. sdpa: "
     "scaled_dot_product_attention with a dense mask, any device. varlen / flash_attention_2: the variable-length "
-    "kernel, packed rows attended per instance with no masked work. flex_attention: a document block mask "
+    "kernel, packed rows attended per instance with no masked work. flex_attention: a document block mask, CUDA only "
     "(no attention dropout). The kernel used is logged once.",
 )
 @click.option(
