@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
@@ -10,6 +11,8 @@ import torch
 
 from bertprep.bert_model.models.bert import IGNORE_INDEX
 from bertprep.bert_model.models.packing import attention_pairs, sequence_ids_from_attention_mask
+
+logger = logging.getLogger("bertprep")
 
 #: The weight of the next-sentence loss in the training loss ``mlm_loss + weight * nsp_loss`` (BERT: 1).
 NSP_LOSS_WEIGHT = 1.0
@@ -227,8 +230,31 @@ class JsonlWriter:
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of the JSON-lines file ``path`` (``metrics.jsonl``), one dict a line.
+
+    A last line cut short (no newline, not valid JSON: the process was killed or the disk filled mid-write) is
+    skipped with a warning naming the file; ``--resume`` then rewrites the file without it.
+
+    Raises:
+        ValueError: any other line is not a JSON object; the message names the file and the line.
+    """
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.readlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as err:
+            if number == len(lines) and not line.endswith("\n"):
+                logger.warning("%s: skipped its last line, cut short (%d characters, %s)", path, len(line), err)
+                continue
+            raise ValueError(f"{path}, line {number}: not a JSON record ({err}); the file is damaged") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}, line {number}: not a JSON object; the file is damaged")
+        records.append(record)
+    return records
 
 
 def plotting_unavailable() -> str | None:

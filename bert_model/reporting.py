@@ -19,6 +19,7 @@ record's ``step``; every numeric field is reported, so a field the loop adds rea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any, Protocol
@@ -87,20 +88,42 @@ class TensorBoardReporter:
         self.writer.close()
 
 
+#: Seconds ``wandb.init`` waits for the W&B server before the run is refused (W&B's own default, 90, then
+#: retries: 104 s before a traceback); W&B's ``WANDB_INIT_TIMEOUT`` overrides it.
+WANDB_INIT_TIMEOUT_S = 30.0
+
+
 class WandbReporter:
-    """Scalars in a Weights & Biases run (``wandb.init`` / ``run.log(values, step=step)`` / ``run.finish``)."""
+    """Scalars in a Weights & Biases run (``wandb.init`` / ``run.log(values, step=step)`` / ``run.finish``).
+
+    Raises:
+        ValueError: W&B could not start the run (no API key, a server that does not answer within
+            :data:`WANDB_INIT_TIMEOUT_S`): one line naming the cause, ``--report-to none`` and ``WANDB_MODE=offline``.
+    """
 
     def __init__(self, output_dir: str, job_type: str, config: dict[str, Any]):
         import wandb
 
         os.makedirs(os.path.join(output_dir, REPORT_DIRS["wandb"]), exist_ok=True)
-        self.run = wandb.init(
-            project=os.environ.get("WANDB_PROJECT", "bertprep"),
-            name=os.environ.get("WANDB_NAME", os.path.basename(os.path.abspath(output_dir))),
-            dir=output_dir,  # W&B writes its files in dir/wandb/
-            job_type=job_type,
-            config=config,
-        )
+        timeout = {} if os.environ.get("WANDB_INIT_TIMEOUT") else {"init_timeout": WANDB_INIT_TIMEOUT_S}
+        try:
+            self.run = wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "bertprep"),
+                name=os.environ.get("WANDB_NAME", os.path.basename(os.path.abspath(output_dir))),
+                dir=output_dir,  # W&B writes its files in dir/wandb/
+                job_type=job_type,
+                config=config,
+                settings=wandb.Settings(**timeout),
+            )
+        except (wandb.errors.Error, OSError, TimeoutError) as err:
+            with contextlib.suppress(Exception):
+                wandb.teardown()  # (its service process ends with the failed run)
+            cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ValueError(
+                f"--report-to wandb: W&B could not start a run ({cause}); log in (wandb login, or WANDB_API_KEY), "
+                f"or train without it: --report-to none, or WANDB_MODE=offline to keep the run in "
+                f"{os.path.join(output_dir, REPORT_DIRS['wandb'])} and upload it later with wandb sync"
+            ) from None
 
     def log(self, step: int, values: dict[str, float]) -> None:
         self.run.log(values, step=step)
@@ -116,13 +139,20 @@ def open_reporter(
     ``resume_step``: the checkpoint's step when the run resumes (later events of the stopped run are hidden).
 
     Raises:
-        ValueError: an unknown ``report_to``, or its package is not installed (the message says what to install).
+        ValueError: an unknown ``report_to``, its package is not installed (the message says what to install),
+            ``OUTPUT/tensorboard`` or ``OUTPUT/wandb`` is a file, or W&B could not start a run (``WandbReporter``).
     """
     if report_to not in REPORT_TO:
         raise ValueError(f"unknown report_to {report_to!r}; choose one of {', '.join(REPORT_TO)}")
     problem = report_to_unavailable(report_to)
     if problem:
         raise ValueError(problem)
+    folder = os.path.join(output_dir, REPORT_DIRS.get(report_to, ""))
+    if report_to in REPORT_DIRS and os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(
+            f"{folder} is a file, but --report-to {report_to} writes its files in a folder of that name; move the "
+            "file away, or use --report-to none"
+        )
     if report_to == "tensorboard":
         purge = None if resume_step is None else resume_step + 1
         return TensorBoardReporter(os.path.join(output_dir, REPORT_DIRS["tensorboard"]), purge_step=purge)

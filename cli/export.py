@@ -70,6 +70,5 @@ def export(
         raise click.ClickException(str(err)) from None
     config = result.model.config
     click.echo(
-        f"wrote {result.source.architecture} ({config.num_hidden_layers} layers, hidden "
-        f"{config.hidden_size}) to {result.path}"
+        f"wrote {result.architecture} ({config.num_hidden_layers} layers, hidden {config.hidden_size}) to {result.path}"
     )

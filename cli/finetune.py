@@ -28,6 +28,7 @@ from bertprep.cli.options import (
     squad_options,
     stop_options,
 )
+from bertprep.cli.run_lock import run_directory_lock
 
 GLUE_TASK_NAMES = tuple(GLUE_TASKS)
 _default = dataclass_default(FinetuneConfig)  # defaults shown in --help come from the dataclass
@@ -285,7 +286,8 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
     try:
-        result = run_finetune(config, task_obj)
+        with run_directory_lock(config.output_dir, "finetune"):
+            result = run_finetune(config, task_obj)
     except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as err:
         raise click.ClickException(str(err)) from None
     summary = (

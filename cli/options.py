@@ -113,6 +113,19 @@ def report_to_option(command):
     )(command)
 
 
+def resume_changes_option(command):
+    """``--allow-resume-changes`` (train): with ``--resume``, train with the run settings given even where they
+    differ from the checkpoint's (``TrainConfig.allow_resume_changes``)."""
+    return click.option(
+        "--allow-resume-changes",
+        is_flag=True,
+        default=False,
+        help="With --resume: use the optimizer, schedule, batch, seed or masking options given even where they "
+        "differ from the checkpoint's (e.g. a longer --max-steps); the run then differs from an uninterrupted "
+        "one. Without it such a difference is refused.",
+    )(command)
+
+
 def dataclass_default(*classes: type) -> Callable[[str], Any]:
     """``default(name)``: the default of field ``name`` of the first of ``classes`` (library dataclasses) that
     declares it, for an option's ``default=`` and its ``--help``.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 
@@ -35,8 +37,13 @@ def plot(runs: tuple[str, ...], output: str, title: str | None) -> None:
     for run, curve in zip(runs, curves, strict=True):
         if len(curve.eval_loss) == 0:
             click.echo(f"{run}: no held-out evaluations (train with --eval-shards); only its training loss is drawn")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise click.BadParameter(f"{output}: no folder {folder} to write it in; create it first", param_hint="--output")
     try:
         plot_runs(curves, output, title=title)
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--output") from None
+    except OSError as err:
+        raise click.ClickException(f"cannot write {output} ({err.strerror or err})") from None
     click.echo(f"wrote {output} ({len(curves)} run{'s' if len(curves) > 1 else ''})")

@@ -12,7 +12,13 @@ import click
 from click.core import ParameterSource
 
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
-from bertprep.bert_model.pretrain.train_config import ARCHITECTURE_PRESETS, MODEL_OPTIONS, TASKS, TrainConfig
+from bertprep.bert_model.pretrain.train_config import (
+    ARCHITECTURE_PRESETS,
+    MODEL_OPTIONS,
+    TASKS,
+    TrainConfig,
+    settings_kept_on_resume,
+)
 from bertprep.cli.options import (
     ModelPath,
     config_option,
@@ -25,8 +31,10 @@ from bertprep.cli.options import (
     preset_option,
     recipe_options,
     resolved_recipe,
+    resume_changes_option,
     stop_options,
 )
+from bertprep.cli.run_lock import run_directory_lock
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
@@ -39,16 +47,17 @@ _RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "metrics.png", "tensorboard", "w
 _FIXED_ON_RESUME = ("architecture", "preset", *MODEL_OPTIONS)
 
 
-def _recorded_model_settings(resume: str) -> tuple[dict, dict] | None:
-    """``(trained, given)`` for the checkpoint ``--resume`` names: ``trained`` the architecture, preset and model
-    config it trained (what a given option is compared with), ``given`` the architecture, preset and model
-    options its run was given (what a resumed run records when they are not given again). None: unreadable (the
-    trainer then reports the damage or falls back to an earlier checkpoint)."""
+def _recorded_settings(resume: str) -> tuple[dict, dict, dict] | None:
+    """``(trained, given, run)`` for the checkpoint ``--resume`` names: ``trained`` the architecture, preset and
+    model config it trained (what a given option is compared with), ``given`` the architecture, preset and model
+    options its run was given (what a resumed run records when they are not given again), ``run`` its whole
+    recorded ``TrainConfig``. None: unreadable (the trainer then reports the damage or falls back to an earlier
+    checkpoint)."""
     from bertprep.bert_model import checkpoint as ckpt
 
     try:
         state = ckpt.read_checkpoint_state(ckpt.resolve_checkpoint(resume))
-        model, run = dict(state["model_config"]), state["train_config"]
+        model, run = dict(state["model_config"]), dict(state["train_config"])
         architecture = model.get("architecture", "bert")  # (BERT's config has no such field)
         trained = {**model, "architecture": architecture, "preset": run["preset"]}
         given = {"architecture": architecture, "preset": run["preset"], **{n: run.get(n) for n in MODEL_OPTIONS}}
@@ -57,32 +66,56 @@ def _recorded_model_settings(resume: str) -> tuple[dict, dict] | None:
     if architecture == "modernbert":  # the dropout options by the names they have on the command line
         trained.setdefault("hidden_dropout_prob", model.get("mlp_dropout"))  # (architectures.with_dropout)
         trained.setdefault("attention_probs_dropout_prob", model.get("attention_dropout"))
-    return trained, given
+    return trained, given, run
 
 
-def _settle_model_options_on_resume(ctx: click.Context, options: dict) -> None:
-    """With --resume, take every model option not given from the checkpoint (so the new checkpoint records
-    what was trained, not the defaults) and refuse one given with another value than the checkpoint's.
+def _option_name(ctx: click.Context, name: str) -> str:
+    """The long option that sets the parameter ``name`` (``--learning-rate`` for ``learning_rate``)."""
+    for param in ctx.command.params:
+        if param.name == name and param.opts:
+            return max(param.opts, key=len)
+    return "--" + name.replace("_", "-")
 
-    Before, `--resume RUN` of a ModernBERT tiny run recorded the defaults (bert, base), and `--resume RUN
-    --architecture modernbert` of a BERT run trained BERT while recording modernbert.
+
+def _settle_options_on_resume(ctx: click.Context, options: dict) -> None:
+    """With --resume, take every model option, and every setting that shapes the run (the optimizer, the
+    schedules, the batches, the seed, the masking: ``settings_kept_on_resume``, new fields included), that is
+    not given from the checkpoint, so the run goes on as it began and the new checkpoint records what was
+    trained. A model option given with another value than the checkpoint's is refused; so is a run setting,
+    unless --allow-resume-changes.
+
+    Before, `--resume RUN` of a ModernBERT tiny run recorded the defaults (bert, base), and `--resume` without
+    --warmup-steps fell back to the default 10,000 warm-up steps mid-run.
     """
     if not options.get("resume"):
         return
-    recorded = _recorded_model_settings(options["resume"])
+    recorded = _recorded_settings(options["resume"])
     if recorded is None:
         return  # unreadable: the trainer names the damage
-    trained, given_before = recorded
+    trained, given_before, run = recorded
     for name in _FIXED_ON_RESUME:
         if ctx.get_parameter_source(name) not in _GIVEN:
             options[name] = given_before[name]
         elif trained.get(name) != options[name]:
-            option = "--" + name.replace("_", "-")
+            option = _option_name(ctx, name)
             was = f" (the checkpoint's is {trained[name]!r})" if name in trained else ""
             raise click.BadParameter(
                 f"{option} {options[name]} cannot change when resuming{was}: --resume {options['resume']} "
                 f"continues that checkpoint's model; drop {option}, or start a new run from its weights with "
                 "-m/--model",
+                param_hint=option,
+            )
+    for name in settings_kept_on_resume():
+        if name not in options or name not in run:
+            continue  # not an option, or a setting the checkpoint's version did not record
+        if ctx.get_parameter_source(name) not in _GIVEN:
+            options[name] = run[name]
+        elif run[name] != options[name] and not options.get("allow_resume_changes"):
+            option = _option_name(ctx, name)
+            raise click.BadParameter(
+                f"{option} {options[name]} differs from the checkpoint's {run[name]!r}: --resume "
+                f"{options['resume']} continues that run with its settings; drop {option}, or add "
+                "--allow-resume-changes to train on with the new value",
                 param_hint=option,
             )
 
@@ -282,8 +315,12 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     default=None,
     help="Continue exactly from a checkpoint directory, or from the latest one of a run directory. Its "
     "files are checked against the sha256 recorded when it was written: a damaged checkpoint "
-    "directory is refused; from a run directory the latest intact checkpoint is used (logged).",
+    "directory is refused; from a run directory the latest intact checkpoint is used (logged). The run goes on "
+    "with the checkpoint's settings: every model, optimizer, schedule, batch, seed and masking option not given "
+    "is the checkpoint's; a model option given with another value is refused, and so is any other of those "
+    "unless --allow-resume-changes. Output, logging, evaluation, device and stopping options may change.",
 )
+@resume_changes_option
 @model_option(
     "init_from",
     type=ModelPath(dir_okay_only=False),
@@ -314,7 +351,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     help="Attention kernel. auto: FlashAttention-2's varlen kernel on a CUDA GPU of compute capability 8.0+ "
     "in bf16 (the flash_attn package where installed, else PyTorch's own), sdpa elsewhere. sdpa: "
     "scaled_dot_product_attention with a dense mask, any device. varlen / flash_attention_2: the variable-length "
-    "kernel, packed rows attended per instance with no masked work. flex_attention: a document block mask "
+    "kernel, packed rows attended per instance with no masked work. flex_attention: a document block mask, CUDA only "
     "(no attention dropout). The kernel used is logged once.",
 )
 @click.option(
@@ -365,7 +402,7 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     from bertprep.bert_model.pretrain.trainer import train as run_training
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    _settle_model_options_on_resume(ctx, options)
+    _settle_options_on_resume(ctx, options)
     try:
         config = TrainConfig(compile=compile_, **options)
     except ValueError as err:
@@ -386,9 +423,10 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
         check_not_run_record(written, "--model", config.init_from, command="train")
     except WriteOverReadError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
-    _write_resolved_settings(ctx, {**options, "compile_": compile_}, config.output_dir)
     try:
-        result = run_training(config)
+        with run_directory_lock(config.output_dir, "train"):
+            _write_resolved_settings(ctx, {**options, "compile_": compile_}, config.output_dir)
+            result = run_training(config)
     except KeyboardInterrupt:  # the second Ctrl-C (StopSignals): click would print "Aborted!" and exit 1
         _aborted(config.output_dir)
     except (ValueError, OSError, FloatingPointError) as err:

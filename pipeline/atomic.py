@@ -15,6 +15,8 @@ so either side may import it without crossing the boundary.
   (text files written into a staging folder, then swapped in), :func:`finish_replace` and :func:`repair_replace`
   (its last step, and the repair of a swap that was killed);
 * **replace entries**: :func:`replace_entries` (some entries of a directory replaced by a staging folder's);
+* **one writer**: :func:`directory_lock` (the lock a make-shards, train or finetune run holds on its output
+  directory);
 * **stale staging**: :func:`pid_alive`, :func:`is_stale_staging`, :func:`remove_stale_staging` (the folders
   of runs that were killed).
 
@@ -26,11 +28,13 @@ rename is a copy: atomic per object, not POSIX), as an object with the methods o
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import shutil
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO
@@ -316,16 +320,118 @@ def remove_stale_staging(directory: str, kind: str, *, keep: str = "", files=Loc
     return removed
 
 
+#: The lock a run holds on a local output directory while it writes there (:func:`directory_lock`).
+LOCK_NAME = ".bertprep-lock"
+
+_held_locks: set[str] = set()
+
+
+class LockError(ValueError):
+    """The output directory cannot be locked: it cannot be written (``str()`` says why and what to do)."""
+
+
+class OutputBusy(LockError):
+    """Another live run holds the output directory; ``str()`` names it."""
+
+
+def release_locks() -> None:
+    """Delete the lock files this process holds (an abort that ends the process at once calls this)."""
+    for path in list(_held_locks):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        _held_locks.discard(path)
+
+
+def _lock_owner(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _take_lock(path: str, directory: str, me: dict, option: str) -> None:
+    """Create the lock file ``path`` naming ``me``, taking over one left by a dead process of this host."""
+    for _ in range(2):
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            owner = _lock_owner(path)
+            if owner and owner.get("host") == me["host"] and not pid_alive(int(owner.get("pid", 0))):
+                os.unlink(path)  # left by a run that was killed
+                continue
+            who = (
+                f"process {owner.get('pid')} on {owner.get('host')}, started {owner.get('started')}"
+                if owner
+                else "a process that left no record"
+            )
+            what = f"another {owner.get('command', 'make-shards')} run" if owner else "another run"
+            raise OutputBusy(
+                f"{directory} is being written by {what} ({who}); wait for it to finish or choose another "
+                f"{option} (if that run is gone, delete {path})"
+            ) from None
+        except OSError as err:
+            raise LockError(
+                f"cannot write to {option} {directory} ({err.strerror or err}); choose a writable {option}"
+            ) from err
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(me, f)
+        _held_locks.add(path)
+        return
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str, *, command: str, option: str = "--output-dir") -> Iterator[None]:
+    """Hold ``<directory>/.bertprep-lock`` while a run of ``command`` writes into a local ``directory``, so that
+    two runs never write into one folder at once (make-shards' output, a train or finetune run directory).
+
+    The lock file is created with ``O_EXCL`` and names the command, host, process id and start time. A lock left
+    by a process of this host that no longer exists is taken over; one held by a live process (or by another
+    host, which cannot be checked from here) is refused. Object stores (``gs://``) have no such primitive:
+    there the staging folders of live runs are the only sign, and a second run is not detected.
+
+    Raises:
+        OutputBusy: another run is writing into ``directory``; the message names it (command, pid, host) and
+            what to do, with ``option`` as the option that chose the directory.
+        LockError: ``directory`` cannot be created or written to.
+    """
+    if "://" in directory:
+        yield
+        return
+    path = os.path.join(directory, LOCK_NAME)
+    me = {
+        "command": command,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    _take_lock(path, directory, me, option)
+    try:
+        yield
+    finally:
+        _held_locks.discard(path)
+        owner = _lock_owner(path)
+        if owner and owner.get("pid") == me["pid"] and owner.get("host") == me["host"]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
 __all__ = [
+    "LOCK_NAME",
     "STAGING_PREFIX",
     "LocalFiles",
+    "LockError",
+    "OutputBusy",
     "atomic_file",
     "atomic_files",
+    "directory_lock",
     "finish_replace",
     "fsync_file",
     "host_name",
     "is_stale_staging",
     "pid_alive",
+    "release_locks",
     "remove_stale_staging",
     "repair_replace",
     "replace_directory",

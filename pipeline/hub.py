@@ -65,9 +65,15 @@ def resolve_model_dir(value: str) -> str:
         return snapshot_download(value, allow_patterns=list(MODEL_FILES), local_files_only=_offline(), cache_dir=cache)
     except LocalEntryNotFoundError:
         where = cache or "~/.cache/huggingface/hub"
+        why = (
+            "HF_HUB_OFFLINE is set, so only the cache is read"
+            if _offline()
+            else "it could not be downloaded (no network, or the Hub did not answer)"
+        )
         raise HubError(
-            f"{value} is not a local directory and not in the Hugging Face cache ({where}); "
-            f"download it on a machine with network first: hf download {value} (or unset HF_HUB_OFFLINE)"
+            f"{value}: no such local folder ({os.path.abspath(value)}); read as a Hugging Face Hub id it is not in the "
+            f"Hugging Face cache ({where}) and {why}: check the path, or download the model on a machine with network "
+            f"first: hf download {value}" + (" (or unset HF_HUB_OFFLINE)" if _offline() else "")
         ) from None
     except RepositoryNotFoundError:
         raise HubError(f"{value}: no such local directory, and no such model on the Hugging Face Hub") from None

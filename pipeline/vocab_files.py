@@ -84,6 +84,17 @@ def parse_vocab_txt(text: str, source: str) -> list[str]:
     return tokens
 
 
+def not_utf8(path: str, err: UnicodeDecodeError) -> VocabError:
+    """The error for a vocab file that is not UTF-8 text: a ``tokenizer.json`` is told it is damaged, a
+    ``vocab.txt`` what it should hold."""
+    if path.endswith(".json"):
+        return VocabError(
+            f"{path}: not UTF-8 text ({err}), so not a tokenizer.json (Hugging Face tokenizers writes UTF-8 JSON); "
+            "the file is damaged: copy it again from the model it came with"
+        )
+    return VocabError(f"{path}: not UTF-8 text ({err}); a vocab.txt has one UTF-8 token per line")
+
+
 def read_vocab_file(path: str) -> list[str]:
     """The tokens of a local ``vocab.txt`` (:func:`parse_vocab_txt`), which must hold every one of
     :data:`SPECIAL_TOKENS` (what the model side needs; ``tokenization.load_vocab`` reads ``gs://`` too).
@@ -97,7 +108,7 @@ def read_vocab_file(path: str) -> list[str]:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except UnicodeDecodeError as err:
-        raise VocabError(f"{path}: not UTF-8 text ({err}); a vocab.txt has one UTF-8 token per line") from None
+        raise not_utf8(path, err) from None
     tokens = parse_vocab_txt(text, path)
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:

@@ -184,7 +184,7 @@ def test_resume_accepts_the_checkpoints_own_model_options(trained_run, tiny_shar
     proc = bertprep(
         "train", "--shards", tiny_shards / "train", "--resume", run, "-o", run, "--preset", "tiny", "--hidden-size", 32,
         "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 3, "--warmup-steps", 0, "--num-workers", 0,
-        "--no-progress", timeout=300,
+        "--no-progress", "--allow-resume-changes", timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (run / "checkpoints" / "step-000003").is_dir()
@@ -377,11 +377,13 @@ def test_a_modernbert_run_resumes_with_its_own_dropout_options(tiny_shards, tmp_
               "--warmup-steps", 0, "--num-workers", 0, "--no-progress"]  # fmt: skip
     proc = bertprep("train", *common, "-o", run, "--max-steps", 2, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    proc = bertprep("train", *common, "--resume", run, "-o", run, "--max-steps", 3, timeout=300)
+    proc = bertprep("train", *common, "--resume", run, "-o", run, "--max-steps", 3, "--allow-resume-changes",
+                    timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (run / "checkpoints" / "step-000003").is_dir()
     changed = list(common)
     changed[changed.index("--hidden-dropout-prob") + 1] = 0.5
-    proc = bertprep("train", *changed, "--resume", run, "-o", run, "--max-steps", 4, timeout=300)
+    proc = bertprep("train", *changed, "--resume", run, "-o", run, "--max-steps", 4, "--allow-resume-changes",
+                    timeout=300)  # fmt: skip
     line = error_line(proc)
     assert "--hidden-dropout-prob 0.5 cannot change when resuming (the checkpoint's is 0.0)" in line

@@ -83,7 +83,7 @@ def test_resume_without_model_options_records_the_checkpoints_model(modernbert_r
     run = tmp_path / "MB1"
     shutil.copytree(modernbert_run, run)
     proc = bertprep(*train_args(tiny_shards / "train", "--resume", run, "-o", run, "--no-packing", "--max-steps", 6,
-                                "--stop-after-steps", 1))  # fmt: skip
+                                "--stop-after-steps", 1, "--allow-resume-changes"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     first, second = recorded(run, 2), recorded(run, 3)
     assert second == first and second["architecture"] == "modernbert" and second["preset"] == "tiny"

@@ -91,6 +91,9 @@ class ExportResult:
     """What was exported (``source.architecture`` names the transformers class)."""
     model: nn.Module
     """The model as built from the source (weights loaded strictly)."""
+    architecture: str
+    """The transformers class written in ``config.json``'s ``architectures`` (``RobertaForMaskedLM`` for a
+    RoBERTa-based run, whose ``source.architecture`` is bertprep's ``BertForPreTraining``)."""
 
 
 def export_model(
@@ -163,7 +166,7 @@ def export_model(
         overwrite=overwrite,
         tokenizer=tokenizer,
     )
-    return ExportResult(path, source, model)
+    return ExportResult(path, source, model, _architecture_of(model))
 
 
 def _is_roberta(model: nn.Module) -> bool:

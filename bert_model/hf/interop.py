@@ -175,6 +175,35 @@ def load_safetensors(path: str) -> dict[str, torch.Tensor]:
         ) from None
 
 
+def _load_pytorch_bin(path: str) -> dict[str, torch.Tensor]:
+    """``torch.load(path, weights_only=True)``: tensors only, nothing in the pickle is run.
+
+    Raises:
+        ValueError: naming ``path``: the file is cut short or damaged, or its pickle holds more than weights
+            (objects whose loading would run code: refused, nothing ran).
+    """
+    import pickle
+
+    try:
+        state_dict = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "weights only load failed" in first.lower():
+            raise ValueError(
+                f"{path}: refused, its pickle holds objects other than weights, whose loading would run code "
+                "(nothing was run); use a model.safetensors, or a pytorch_model.bin you trust converted to one"
+            ) from None
+        raise ValueError(f"{path}: not a readable PyTorch weight file ({first}); the file is damaged") from None
+    except (RuntimeError, EOFError, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"{path}: not a readable PyTorch weight file ({first}); the file is cut short or damaged"
+        ) from None
+    if not isinstance(state_dict, dict):
+        raise ValueError(f"{path}: holds a {type(state_dict).__name__}, not a dict of weights")
+    return state_dict
+
+
 def read_hf_state_dict(model_dir: str, model_type: str = "bert") -> dict[str, torch.Tensor]:
     """Weights of a Hugging Face directory: ``model.safetensors`` (or its sharded index), else
     ``pytorch_model.bin`` loaded with ``torch.load(weights_only=True)``; keys normalised
@@ -194,7 +223,7 @@ def read_hf_state_dict(model_dir: str, model_type: str = "bert") -> dict[str, to
         for name in files:
             state_dict.update(load_safetensors(os.path.join(model_dir, name)))
     elif os.path.exists(binary):
-        state_dict = torch.load(binary, map_location="cpu", weights_only=True)
+        state_dict = _load_pytorch_bin(binary)
     else:
         raise FileNotFoundError(
             f"{model_dir}: no model.safetensors or pytorch_model.bin (a Hugging Face BERT "

@@ -104,7 +104,8 @@ def resolve_attn_implementation(requested: str, device: torch.device, half_preci
         return "sdpa"
     if requested in FLASH_KERNELS:
         if why_not is not None:
-            raise ValueError(f"--attn-implementation {requested}: {why_not}; use sdpa or flex_attention")
+            instead = "sdpa or flex_attention" if device.type == "cuda" else "sdpa"  # (flex trains on CUDA only)
+            raise ValueError(f"--attn-implementation {requested}: {why_not}; use {instead}")
         if not half_precision:
             raise ValueError(
                 f"--attn-implementation {requested} runs in bf16 / fp16 only; use --precision bf16 (or auto), or sdpa"
@@ -120,7 +121,8 @@ def configure_attention(model: torch.nn.Module, requested: str, device: torch.de
 
     Raises:
         ValueError: see :func:`resolve_attn_implementation`; or ``flex_attention`` on a model that trains with
-            attention dropout (the kernel has none).
+            attention dropout (the kernel has none), or that trains on the CPU (PyTorch has no flex backward
+            there: ``NotImplementedError`` at the first step).
     """
     implementation = resolve_attn_implementation(requested, device, half_precision)
     encoders = [m for m in model.modules() if hasattr(m, "attn_implementation")]
@@ -130,6 +132,11 @@ def configure_attention(model: torch.nn.Module, requested: str, device: torch.de
             raise ValueError(
                 f"--attn-implementation flex_attention has no attention dropout (the model has {dropout[0]}): "
                 "set --attention-probs-dropout-prob 0, or use sdpa or varlen"
+            )
+        if model.training and device.type == "cpu":
+            raise ValueError(
+                "--attn-implementation flex_attention cannot train on the CPU (PyTorch has no flex attention "
+                "backward there); use sdpa, or flex_attention on a CUDA GPU"
             )
     for encoder in encoders:
         encoder.attn_implementation = implementation

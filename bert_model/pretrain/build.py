@@ -42,7 +42,12 @@ from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phases import phase_at
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
-from bertprep.bert_model.pretrain.train_config import DROPOUT_OPTIONS, MODEL_OPTIONS, TrainConfig
+from bertprep.bert_model.pretrain.train_config import (
+    DROPOUT_OPTIONS,
+    MODEL_OPTIONS,
+    TrainConfig,
+    settings_kept_on_resume,
+)
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import seed_everything
@@ -51,28 +56,6 @@ from bertprep.pipeline import schema
 from bertprep.pipeline.pretrained_tokenizer import read_vocab_tokens
 
 logger = logging.getLogger("bertprep.train")
-
-#: Settings that, changed on ``resume``, make the run differ from an uninterrupted one.
-_RESUME_SETTINGS = (
-    "optimizer",
-    "learning_rate",
-    "warmup_steps",
-    "max_steps",
-    "lr_schedule",
-    "decay_fraction",
-    "decay_steps",
-    "decay_shape",
-    "min_lr_ratio",
-    "batch_size",
-    "gradient_accumulation_steps",
-    "batch_size_warmup_tokens",
-    "batch_size_start",
-    "phases",
-    "seed",
-    "packing",
-    "masked_lm_prob",
-    "masked_lm_prob_final",
-)
 
 
 @dataclass
@@ -611,7 +594,7 @@ def restore_progress(
     if d.rank < len(saved["ranks"]):
         tokens_seen = saved["ranks"][d.rank].get("tokens_seen", 0)
     old = saved["train_config"]
-    changed = [k for k in _RESUME_SETTINGS if old.get(k) != getattr(config, k)]
+    changed = [k for k in settings_kept_on_resume() if k in old and old[k] != getattr(config, k)]
     if changed:
         logger.warning(
             "resuming with different %s than the checkpoint: the run will not equal an uninterrupted one",

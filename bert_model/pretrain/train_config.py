@@ -8,7 +8,7 @@ Defaults are the paper's (section A.2) and google-research/bert ``run_pretrainin
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from bertprep.bert_model.checkpoint import KEEP_LAST
@@ -35,6 +35,49 @@ MODEL_OPTIONS = (
     "hidden_dropout_prob",
     "attention_probs_dropout_prob",
 )
+
+
+#: Fields a resumed run may set afresh without ``allow_resume_changes``: where it reads and writes, how it
+#: reports, on what hardware and how fast it runs, and when this invocation stops. Every other field shapes the
+#: trained run (:func:`settings_kept_on_resume`).
+RUN_CONTROL_FIELDS = frozenset(
+    {
+        "task",
+        "shards",
+        "output_dir",
+        "eval_shards",
+        "eval_every",
+        "eval_batches",
+        "save_every",
+        "keep_last",
+        "resume",
+        "init_from",
+        "compile",
+        "compile_mode",
+        "kernels",
+        "attn_implementation",
+        "num_workers",
+        "verify_shards",
+        "max_time_minutes",
+        "stop_after_steps",
+        "allow_resume_changes",
+        "device",
+        "precision",
+        "log_every",
+        "progress",
+        "report_to",
+    }
+)
+
+
+def settings_kept_on_resume() -> tuple[str, ...]:
+    """The :class:`TrainConfig` fields that shape a run besides its model: the optimizer, the learning-rate and
+    masking schedules, the batches, the seed and data order (every field but :data:`RUN_CONTROL_FIELDS`, the
+    architecture, the preset and :data:`MODEL_OPTIONS`, so a field added later is kept without a change here).
+    On ``resume`` one not given is the checkpoint's; one given with another value is refused unless
+    ``allow_resume_changes`` (the CLI: ``cli/train.py``)."""
+    model = {"architecture", "preset", *MODEL_OPTIONS}
+    return tuple(f.name for f in fields(TrainConfig) if f.name not in RUN_CONTROL_FIELDS and f.name not in model)
 
 
 @dataclass
@@ -152,6 +195,10 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     stop_after_steps: int | None = None
     """Stop cleanly (with a checkpoint) after this many optimizer steps in this invocation, leaving the
     schedule unchanged (for time-sliced or pre-emptible jobs)."""
+    allow_resume_changes: bool = False
+    """On ``resume``, train with the settings given even where they differ from the checkpoint's (a longer
+    ``max_steps``, another learning rate...); without it such a difference is refused (:func:`settings_kept_on_resume`).
+    The model's settings never change on resume."""
 
     def __post_init__(self) -> None:
         LoopConfig.__post_init__(self)
@@ -239,4 +286,12 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
 DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
-__all__ = ["ARCHITECTURE_PRESETS", "DROPOUT_OPTIONS", "MODEL_OPTIONS", "TASKS", "TrainConfig"]
+__all__ = [
+    "ARCHITECTURE_PRESETS",
+    "DROPOUT_OPTIONS",
+    "MODEL_OPTIONS",
+    "RUN_CONTROL_FIELDS",
+    "TASKS",
+    "TrainConfig",
+    "settings_kept_on_resume",
+]

@@ -220,7 +220,7 @@ def _train(
             _log_train_metrics(run, state, metrics, lr, grad_norm, bar)
         t_pause = time.monotonic()
         if config.eval_shards and config.eval_every and state.step % config.eval_every == 0:
-            state.last_eval = _run_eval(run, state.step)
+            state.last_eval = _run_eval(run, state)
         stop = _check_stop(run, state, signals)
         if config.save_every and state.step % config.save_every == 0 and not stop and state.step < config.max_steps:
             state.last_ckpt, state.last_saved = _save(run, state), state.step
@@ -336,8 +336,16 @@ def model_flops(run: build.Run, m: dict[str, float], elapsed: float) -> dict[str
     return out
 
 
-def _run_eval(run: build.Run, at_step: int) -> dict[str, Any]:
-    """Evaluate on ``eval_shards`` (the first ``eval_batches``); log the result (main rank) and return it."""
+def _run_eval(run: build.Run, state: _LoopState) -> dict[str, Any]:
+    """Evaluate on ``eval_shards`` (the first ``eval_batches``) after ``state.step``; log the result (main rank)
+    and return it. The record carries the run's ``tokens_seen`` (all ranks), ``elapsed_s`` and ``process_cpu_s``
+    when the evaluation began, as training lines do, so curves against tokens or minutes need no interpolation."""
+    at_step = state.step
+    progress = {
+        "tokens_seen": int(sum(gather(state.tokens_seen, run.d))),
+        "elapsed_s": time.monotonic() - run.t_start,
+        "process_cpu_s": time.process_time(),
+    }
     result = evaluate(
         run.eval_model,
         build.eval_loader(run.config, run.eval_info, run.d),
@@ -348,7 +356,7 @@ def _run_eval(run: build.Run, at_step: int) -> dict[str, Any]:
         nsp_loss_weight=run.config.nsp_loss_weight,
     )
     rate = build.eval_masked_lm_prob(run.config, run.eval_info)
-    record = {"step": at_step, "split": "eval", **result, "masked_lm_prob": rate}
+    record = {"step": at_step, "split": "eval", **result, "masked_lm_prob": rate, **progress}
     if run.writer:
         run.writer.write(record)
         tqdm.write(
@@ -443,7 +451,7 @@ def _finish(run: build.Run, state: _LoopState) -> TrainResult:
     ``metrics.png`` and say why the run stopped."""
     config = run.config
     if config.eval_shards and (state.last_eval is None or state.last_eval["step"] != state.step):
-        state.last_eval = _run_eval(run, state.step)
+        state.last_eval = _run_eval(run, state)
     if state.last_saved != state.step:
         state.last_ckpt = _save(run, state)
     if run.writer:

@@ -292,6 +292,25 @@ def skipped_for_other_side(side: str, merged: dict) -> dict:
     return {"reader": {"skipped_documents": {reason: n}}}
 
 
+#: Fewer held-out documents than this measure little: one document's pairs are a few dozen correlated rows,
+#: so the held-out loss and accuracy of such a set move with whichever documents happened to be drawn.
+MIN_EVAL_DOCUMENTS = 10
+
+
+def small_eval_set_warning(manifest: dict) -> str | None:
+    """A warning when the held-out set of a published run (its training ``manifest``) holds fewer than
+    :data:`MIN_EVAL_DOCUMENTS` documents, naming how many; None otherwise (or without a split)."""
+    split = manifest.get("split")
+    if not split or split.get("eval_documents", 0) >= MIN_EVAL_DOCUMENTS:
+        return None
+    held, total = split["eval_documents"], split["eval_documents"] + split.get("train_documents", 0)
+    return (
+        f"--eval-fraction {split['eval_fraction']} held out {held} of {total} documents, too few to measure "
+        f"held-out loss and accuracy (fewer than {MIN_EVAL_DOCUMENTS}); raise --eval-fraction, or make shards of "
+        "a held-out file of your own for train --eval-shards"
+    )
+
+
 def manifest_sections(config: ShardsConfig, counts: dict, role: str = "train") -> dict[str, Any]:
     """The manifest entries of the split and of deduplication (empty without either: a default run's
     manifest is unchanged). ``counts``: the merged counts of the side, ``role``: ``train`` or ``eval``."""

@@ -236,6 +236,9 @@ def run_make_shards(
             manifest["statistics"]["documents"]["read"],
             manifest["dedup"]["duplicate_groups"],
         )
+    small = heldout.small_eval_set_warning(manifest)
+    if small:
+        log.warning("%s", small)
     return manifest
 
 

@@ -62,7 +62,7 @@ def wiki_index_of(path: str) -> str | None:
     if "-multistream" not in name or not name.endswith(".bz2"):
         return None
     base = name.replace("-multistream", "-multistream-index", 1).replace(".xml", ".txt", 1)
-    candidates = [base] if base.endswith(".txt.bz2") or "-p" in base else [base, base[: -len(".bz2")]]
+    candidates = [base, base[: -len(".bz2")]]  # the index as published (bz2), or decompressed (.txt)
     fs = _filesystems()
     for candidate in candidates:
         full = fs.join(directory, candidate) if directory else candidate

@@ -28,9 +28,7 @@ import contextlib
 import json
 import logging
 import os
-import socket
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -42,18 +40,11 @@ log = logging.getLogger("bertprep")
 #: The publish journal, in the output directory.
 JOURNAL_NAME = ".bertprep-publish.json"
 #: The lock a run holds on a local output directory while it writes there (:func:`output_lock`).
-LOCK_NAME = ".bertprep-lock"
+LOCK_NAME = atomic.LOCK_NAME
 
 _publishing = False
-_held_locks: set[str] = set()
-
-
-def release_locks() -> None:
-    """Delete the lock files this process holds (an abort that ends the process at once calls this)."""
-    for path in list(_held_locks):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        _held_locks.discard(path)
+#: Delete the lock files this process holds (an abort that ends the process at once calls this).
+release_locks = atomic.release_locks
 
 
 def publishing() -> bool:
@@ -184,71 +175,17 @@ def repair(output_dir: str) -> bool:
     return True
 
 
-class LockError(ValueError):
-    """The output directory cannot be locked: it cannot be written (``str()`` says why and what to do)."""
+#: The lock's error types, re-exported: where make-shards and its tests name them.
+LockError = atomic.LockError
+OutputBusy = atomic.OutputBusy
 
 
-class OutputBusy(LockError):
-    """Another live make-shards run holds the output directory; ``str()`` names it."""
-
-
-def _lock_owner(path: str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-@contextlib.contextmanager
-def output_lock(output_dir: str) -> Iterator[None]:
-    """Hold ``<output_dir>/.bertprep-lock`` while a run writes into a local ``output_dir``.
-
-    The lock file is created with ``O_EXCL`` and names the host, process id and start time. A lock left by a
-    process of this host that no longer exists is taken over; one held by a live process (or by another
-    host, which cannot be checked from here) is refused. Object stores (``gs://``) have no such primitive:
-    there the staging folders of live runs are the only sign, and a second run is not detected.
+def output_lock(output_dir: str) -> contextlib.AbstractContextManager[None]:
+    """Hold ``<output_dir>/.bertprep-lock`` while a make-shards run writes into a local ``output_dir``
+    (:func:`atomic.directory_lock`, which ``train`` and ``finetune`` take on their run directories too).
 
     Raises:
         OutputBusy: another run is writing into ``output_dir``; the message names it and what to do.
         LockError: ``output_dir`` cannot be created or written to.
     """
-    if "://" in output_dir:
-        yield
-        return
-    path = os.path.join(output_dir, LOCK_NAME)
-    me = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    for _ in range(2):
-        try:
-            os.makedirs(output_dir, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            owner = _lock_owner(path)
-            if owner and owner.get("host") == me["host"] and not atomic.pid_alive(int(owner.get("pid", 0))):
-                os.unlink(path)  # left by a run that was killed
-                continue
-            who = (
-                f"process {owner.get('pid')} on {owner.get('host')}, started {owner.get('started')}"
-                if owner
-                else "a process that left no record"
-            )
-            raise OutputBusy(
-                f"{output_dir} is being written by another make-shards run ({who}); wait for it to finish or "
-                f"choose another --output-dir (if that run is gone, delete {path})"
-            ) from None
-        except OSError as err:
-            raise LockError(
-                f"cannot write to --output-dir {output_dir} ({err.strerror or err}); choose a writable --output-dir"
-            ) from err
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(me, f)
-        _held_locks.add(path)
-        break
-    try:
-        yield
-    finally:
-        _held_locks.discard(path)
-        owner = _lock_owner(path)
-        if owner and owner.get("pid") == me["pid"] and owner.get("host") == me["host"]:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+    return atomic.directory_lock(output_dir, command="make-shards", option="--output-dir")

@@ -176,7 +176,7 @@ def _read_text(path: str) -> str:
             raise VocabError(f"{path}: vocab file not found") from err
         raise
     except UnicodeDecodeError as err:
-        raise VocabError(f"{path}: not UTF-8 text ({err}); a vocab.txt has one UTF-8 token per line") from err
+        raise vocab_files.not_utf8(path, err) from err
 
 
 def load_vocab(path: str) -> Vocab:

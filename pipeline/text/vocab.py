@@ -43,6 +43,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from bertprep.pipeline import interrupts
 from bertprep.pipeline.atomic import remove_stale_staging, repair_replace, write_directory
 from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.errors import InputError
 from bertprep.pipeline.normalization import (
     AccentStats,
     accent_stripping_stats,
@@ -152,6 +153,13 @@ class VocabConfig:
             raise VocabSizeError(
                 f"vocab_size {self.vocab_size} cannot hold the {len(self.reserved_tokens)} special tokens and the "
                 f"256 byte symbols of a byte-level BPE: the minimum is {minimum}",
+                minimum,
+            )
+        if self.vocab_size < minimum and self.model == "unigram":
+            raise VocabSizeError(
+                f"vocab_size {self.vocab_size} cannot hold the {len(self.reserved_tokens)} special tokens of a "
+                f"Unigram model and any piece: the minimum is {minimum} (more in practice: every distinct character "
+                "kept takes an entry)",
                 minimum,
             )
         if self.vocab_size < minimum:
@@ -378,6 +386,8 @@ def train_vocab(texts: Iterable[str], config: VocabConfig) -> TrainedVocab:
             config.min_frequency,
             config.show_progress,
         )
+    except InputError:
+        raise  # an input the reader refused (binary, UTF-16, a truncated .gz): not the vocab size's fault
     except ValueError as err:
         raise VocabSizeError(str(err), config.min_vocab_size) from None
     finally:

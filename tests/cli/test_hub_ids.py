@@ -86,3 +86,25 @@ def test_an_id_missing_offline_says_how_to_download_it(offline):
     assert result.exit_code == 2
     assert "not in the Hugging Face cache" in result.output and "hf download test-org/missing" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_mistyped_local_path_says_no_such_folder_before_the_hub_hint(hub_cache, tmp_path, monkeypatch):
+    """Before: `--model runs/mbtypo` was told to unset HF_HUB_OFFLINE, which was not set. The Hub is a closed
+    port on localhost here (nothing leaves the machine)."""
+    import socket
+
+    import huggingface_hub.constants
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["fill-mask", "--model", "runs/mbtypo", "a <mask>"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    text = " ".join(result.output.split())
+    assert f"runs/mbtypo: no such local folder ({tmp_path / 'runs' / 'mbtypo'})" in text
+    assert "hf download runs/mbtypo" in text and "HF_HUB_OFFLINE" not in text

@@ -19,7 +19,6 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bertprep.bert_model.hf.export import export_model
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
@@ -160,11 +159,13 @@ def test_export_loads_in_transformers_with_the_same_logits(published, tmp_path):
         progress=False,
     )
     run = train(config).model.eval()
-    export_model(str(tmp_path / "run"), str(tmp_path / "hf"))
+    printed = CliRunner().invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf")])
+    assert printed.exit_code == 0, printed.output
     exported = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert exported["model_type"] == kind and exported["architectures"] == [
         "RobertaForMaskedLM" if kind == "roberta" else "ModernBertForMaskedLM"
     ]
+    assert printed.output.startswith(f"wrote {exported['architectures'][0]} (")  # the class config.json names
     loaded = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path / "hf")).eval()
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     ours = load_pretrained_tokenizer(str(tmp_path / "hf"))

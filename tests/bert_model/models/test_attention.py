@@ -120,7 +120,7 @@ def test_auto_is_sdpa_on_the_cpu_and_flash_kernels_are_refused_there():
     cpu = torch.device("cpu")
     assert resolve_attn_implementation("auto", cpu, half_precision=True) == "sdpa"
     assert resolve_attn_implementation("flex_attention", cpu, half_precision=False) == "flex_attention"
-    with pytest.raises(ValueError, match="needs a CUDA device, not cpu; use sdpa or flex_attention"):
+    with pytest.raises(ValueError, match=r"needs a CUDA device, not cpu; use sdpa$"):  # (flex cannot train there)
         resolve_attn_implementation("varlen", cpu, half_precision=True)
     with pytest.raises(ValueError, match="must be one of"):
         resolve_attn_implementation("flash", cpu, half_precision=True)
@@ -132,6 +132,34 @@ def test_flex_attention_refuses_a_model_that_trains_with_attention_dropout():
         configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False)
     model.eval()
     assert configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False) == "flex_attention"
+
+
+def test_flex_attention_is_refused_for_training_on_the_cpu_and_kept_for_inference():
+    """PyTorch has no flex attention backward on the CPU: before, training failed at its first step with a
+    NotImplementedError traceback, leaving an empty metrics.jsonl."""
+    model = _model("bert")
+    for module in model.modules():
+        if hasattr(module, "dropout_p"):
+            module.dropout_p = 0.0
+    model.train()
+    with pytest.raises(ValueError, match=r"flex_attention cannot train on the CPU.*use sdpa"):
+        configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False)
+    model.eval()
+    assert configure_attention(model, "flex_attention", torch.device("cpu"), half_precision=False) == "flex_attention"
+
+
+def test_train_with_flex_attention_on_the_cpu_is_one_line_and_leaves_no_run_folder(tiny_shards, tmp_path):
+    from click.testing import CliRunner
+
+    from bertprep.cli.main import cli
+
+    out = tmp_path / "run"
+    args = ["train", "--shards", str(tiny_shards / "train"), "-o", str(out), "--preset", "tiny", "--max-steps", "2"]
+    args += ["--warmup-steps", "0", "--attention-probs-dropout-prob", "0", "--attn-implementation", "flex_attention"]
+    result = CliRunner().invoke(cli, [*args, "--no-progress", "--device", "cpu", "--num-workers", "0"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1].startswith("Error: --attn-implementation flex_attention cannot")
+    assert not out.exists()  # no empty metrics.jsonl
 
 
 def test_the_kernel_is_logged_once(caplog):

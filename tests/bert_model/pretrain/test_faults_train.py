@@ -326,14 +326,25 @@ def test_resume_refuses_a_bit_flipped_model_file_and_falls_back_from_the_run_dir
     before = _snapshot(out / "checkpoints")
 
     result = CliRunner().invoke(
-        cli, _small_args(tiny_shards, out, "--max-steps", "6", "--resume", str(out / "checkpoints" / "step-000004"))
+        cli,
+        _small_args(
+            tiny_shards,
+            out,
+            "--max-steps",
+            "6",
+            "--allow-resume-changes",
+            "--resume",
+            str(out / "checkpoints" / "step-000004"),
+        ),
     )
     line = _error_line(result)
     assert str(damaged) in line and "sha256" in line and "earlier" in line
     assert _snapshot(out / "checkpoints") == before  # nothing written, nothing removed
 
     with caplog.at_level("WARNING"):
-        result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "6", "--resume", str(out)))
+        result = CliRunner().invoke(
+            cli, _small_args(tiny_shards, out, "--max-steps", "6", "--allow-resume-changes", "--resume", str(out))
+        )
     assert result.exit_code == 0, result.output
     warnings = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert str(damaged) in warnings and f"falling back to {out / 'checkpoints' / 'step-000002'}" in warnings
@@ -366,12 +377,15 @@ def test_corrupt_state_json_is_named(tiny_shards, run_with_two_checkpoints, capl
     state_file = out / "checkpoints" / "step-000004" / "state.json"
     state_file.write_text(state_file.read_text()[:500])
     result = CliRunner().invoke(
-        cli, _small_args(tiny_shards, out, "--max-steps", "6", "--resume", str(state_file.parent))
+        cli,
+        _small_args(tiny_shards, out, "--max-steps", "6", "--allow-resume-changes", "--resume", str(state_file.parent)),
     )
     line = _error_line(result)
     assert str(state_file) in line and "not valid JSON" in line
     with caplog.at_level("WARNING"):
-        result = CliRunner().invoke(cli, _small_args(tiny_shards, out, "--max-steps", "5", "--resume", str(out)))
+        result = CliRunner().invoke(
+            cli, _small_args(tiny_shards, out, "--max-steps", "5", "--allow-resume-changes", "--resume", str(out))
+        )
     assert result.exit_code == 0, result.output
     assert any(str(state_file) in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
 

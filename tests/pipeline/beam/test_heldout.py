@@ -10,6 +10,7 @@ and nothing else; bad options fail with a message naming the option; the default
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import subprocess
@@ -580,3 +581,22 @@ def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, tm
     assert len(messages) == 2
     assert "held out by another split (eval_seed 5 vs 0" in messages[0] and "may share documents" in messages[0]
     assert "the training shards themselves" in messages[1]
+
+
+def test_a_held_out_set_too_small_to_measure_is_warned_about_naming_its_size(corpus, tmp_path, caplog):
+    """Before, --eval-fraction 0.01 on ~100 documents held out about one without a word."""
+    with caplog.at_level(logging.WARNING, logger="bertprep"):
+        manifest = run_make_shards(_config(corpus, tmp_path / "small", eval_fraction=0.03), ONE_WORKER)
+    held = manifest["split"]["eval_documents"]
+    assert 1 <= held < 10
+    warnings = [r.getMessage() for r in caplog.records if "too few to measure" in r.getMessage()]
+    assert warnings == [
+        f"--eval-fraction 0.03 held out {held} of {NUM_DOCS} documents, too few to measure held-out loss and "
+        "accuracy (fewer than 10); raise --eval-fraction, or make shards of a held-out file of your own for "
+        "train --eval-shards"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="bertprep"):
+        manifest = run_make_shards(_config(corpus, tmp_path / "enough", eval_fraction=0.2), ONE_WORKER)
+    assert manifest["split"]["eval_documents"] >= 10
+    assert not [r for r in caplog.records if "too few to measure" in r.getMessage()]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bertprep.pipeline.readers import InputError, ReaderStats, files, read_documents
-from bertprep.pipeline.readers.ranges import file_ranges, plan_ranges, read_ranges
+from bertprep.pipeline.readers.ranges import file_ranges, plan_ranges, read_ranges, wiki_index_of
 
 #: Range sizes for the real files (about 1 MB): from hundreds of ranges to a few.
 SPLITS = (4096, 40_000, 300_000)
@@ -203,6 +203,25 @@ def test_multistream_dump_ranges_are_its_streams(shared_data, tmp_path):
     assert assert_same(dump, "auto", 4096) > 3
     index.unlink()  # without its index: read whole, and said so
     assert file_ranges(str(dump), size, 4096) == [(0, 0, None)]
+
+
+def test_a_multistream_dump_with_a_decompressed_index_is_cut_at_its_streams(shared_data, tmp_path, caplog):
+    """The index decompressed to ``-index.txt`` (as its docstring promises) is used: before, the dump was read
+    whole by one worker with a warning that its index was missing."""
+    dump, index = multistream_dump(shared_data / "wikipedia" / "enwiki-table-markup.xml.bz2", tmp_path, copies=3)
+    size = dump.stat().st_size
+    with_bz2_index = file_ranges(str(dump), size, 4096)
+    text_index = tmp_path / index.name[: -len(".bz2")]
+    text_index.write_bytes(bz2.decompress(index.read_bytes()))
+    index.unlink()
+    notes: dict[str, list[str]] = {}
+    assert file_ranges(str(dump), size, 4096, notes) == with_bz2_index and len(with_bz2_index) > 3
+    assert notes == {}
+    assert assert_same(dump, "auto", 4096) > 3
+    part = tmp_path / "xxwiki-20240101-pages-articles-multistream1.xml-p1p41242.bz2"
+    part_index = tmp_path / "xxwiki-20240101-pages-articles-multistream-index1.txt-p1p41242"
+    part_index.write_text("0:1:A\n")
+    assert wiki_index_of(str(part)) == str(part_index)
 
 
 def test_compressed_files_cannot_be_split_and_it_is_said_once(tmp_path, caplog):
