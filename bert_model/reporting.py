@@ -105,7 +105,7 @@ class WandbReporter:
         import wandb
 
         os.makedirs(os.path.join(output_dir, REPORT_DIRS["wandb"]), exist_ok=True)
-        timeout = {} if os.environ.get("WANDB_INIT_TIMEOUT") else {"init_timeout": WANDB_INIT_TIMEOUT_S}
+        timeout: dict[str, Any] = {} if os.environ.get("WANDB_INIT_TIMEOUT") else {"init_timeout": WANDB_INIT_TIMEOUT_S}
         try:
             self.run = wandb.init(
                 project=os.environ.get("WANDB_PROJECT", "bertprep"),
