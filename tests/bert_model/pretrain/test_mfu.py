@@ -14,6 +14,7 @@ from bertprep.bert_model.metrics import GPU_BF16_PEAK_FLOPS, gpu_peak_flops
 from bertprep.bert_model.models.bert_config import BertConfig, flops_per_token
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from model_factory import tiny_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -49,22 +50,7 @@ def test_an_unknown_gpu_has_no_peak():
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(root / "train"),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=2,
-        warmup_steps=1,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        progress=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    return tiny_train_config(root / "train", out, **{"max_steps": 2, "warmup_steps": 1, "log_every": 1, **overrides})
 
 
 def _train_records(out) -> list[dict]:

@@ -122,13 +122,22 @@ def _corpus(tmp_path: Path, copies: int = 15) -> Path:
     return big
 
 
-@pytest.mark.slow  # a real run of several seconds, stopped
+@pytest.mark.slow  # a real run, stopped within seconds of its start
 def test_ctrl_c_while_the_local_workers_run_prints_no_worker_traceback(tmp_path):
     """Before: without -q a Ctrl-C to the process group printed two `KeyboardInterrupt` tracebacks of the
-    workers' launchers (`File "<string>", line 23`) above make-shards' line."""
+    workers' launchers (`File "<string>", line 23`) above make-shards' line.
+
+    The signal goes out the moment a worker logs that it reads the input ("input format"), and the corpus holds
+    about a minute of work, so the run is still going whatever the machine's load. (A signal sent after a run
+    has finished finds Python's own handler back and ends the process by SIGINT, status -2, which a shell
+    reports as 130 too: right for a Ctrl-C that comes after the output is published, but it would not test
+    the workers. A fixed delay after the marker let a 2-second run finish first on a busy machine.)"""
     status, output, took = _group_sigint(
-        ["make-shards", "-i", _corpus(tmp_path), "--vocab", VOCAB, "-o", tmp_path / "out"], "input format", 1.0
+        ["make-shards", "-i", _corpus(tmp_path, copies=200), "--vocab", VOCAB, "-o", tmp_path / "out"],
+        "input format",
+        0.0,
     )
+    assert "Wrote " not in output, "the run finished before the signal: " + output
     assert status == 130 and took < 10, output
     assert "make-shards stopped by SIGINT" in one_line(output, "make-shards stopped")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
@@ -213,6 +222,16 @@ def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_p
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def _kill_when_started(scheduler: subprocess.Popen, started: Path, killed: list, timeout: float = 240) -> None:
+    """Kill ``scheduler`` as soon as the file ``started`` exists (a task runs on a worker), or after ``timeout``;
+    appends the ``time.monotonic()`` of the kill to ``killed``."""
+    deadline = time.monotonic() + timeout
+    while not started.exists() and time.monotonic() < deadline and scheduler.poll() is None:
+        time.sleep(0.05)
+    scheduler.kill()
+    killed.append(time.monotonic())
+
+
 @pytest.mark.slow  # a scheduler and a worker process (about 10 s)
 def test_a_scheduler_killed_mid_run_is_named(tmp_path):
     """Before: the futures ended cancelled, distributed logged a CancelledError traceback, and the run went on
@@ -228,19 +247,25 @@ def test_a_scheduler_killed_mid_run_is_named(tmp_path):
     log = open(tmp_path / "cluster.log", "w")  # noqa: SIM115 (the cluster's output; closed in the finally)
     scheduler = subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)
     worker = None
+    started, killed = tmp_path / "started", []  # a task writes `started` when it runs on the worker
     try:
-        time.sleep(2)
         worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"], stdout=log,
                                   stderr=log)  # fmt: skip
-        threading.Timer(6, scheduler.kill).start()  # the worker has joined and the tasks run (16 x 0.5 s)
+        # The scheduler dies once the worker has joined and runs the tasks (16 x 0.5 s): the test waits for that
+        # state, not for a fixed time (a 6 s timer killed it before the worker had joined on a busy machine).
+        killer = threading.Thread(target=_kill_when_started, args=(scheduler, started, killed), daemon=True)
+        killer.start()
         pipeline = beam.Pipeline(runner=dr.BertprepDaskRunner(), options=PipelineOptions([
-            "--dask_client_address", address, "--dask_connection_timeout", "10"]))  # fmt: skip
+            "--dask_client_address", address, "--dask_connection_timeout", "120"]))  # fmt: skip
         # (a lambda: pickled by value, as the Dask worker cannot import this test module)
-        _ = pipeline | beam.Create(list(range(16))) | beam.Map(lambda x: time.sleep(0.5) or x) | beam.Map(print)
-        start = time.monotonic()
+        mark = str(started)
+        _ = (pipeline | beam.Create(list(range(16)))
+             | beam.Map(lambda x: open(mark, "a").close() or time.sleep(0.5) or x) | beam.Map(print))  # fmt: skip
         with pytest.raises(dr.DaskSchedulerLost) as lost:
             pipeline.run().wait_until_finish(duration=90_000)
-        assert time.monotonic() - start < 60
+        named = time.monotonic()
+        assert started.exists() and killed, "the scheduler was not killed mid-run"  # the state the test is about
+        assert named - killed[0] < 60
     finally:
         for proc in (scheduler, worker):
             if proc is not None and proc.poll() is None:
