@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    return tiny_train_config(root / "train", out, **overrides)
+    return tiny_train_config(overrides.pop("shards", root / "train"), out, **overrides)
 
 
 # ------------------------------------------------------------------------------------------------- optim

@@ -1,48 +1,26 @@
-"""Fault injection, round three, for make-shards and build-vocab ("nothing lost, nothing hangs").
-
-Each test puts the pipeline where it used to hang, print a raw traceback, accept a bad input silently or
-write where the user did not ask, and asserts the bound in time, the exit status, the one line naming the
-file or option and what to do (with and without ``-q``), and that nothing was written. Subprocess tests run
-the real CLI as a user's shell would (the default local runner forks its warm workers only there).
+"""make-shards and build-vocab refuse a bad input or option in one line, with and without ``-q``, and write
+nothing: a user error in a worker, a missing segmenter package, a split below the floor, a wiki index that is
+not the dump's, a decontamination file that is no text, mixture and option mistakes, a dataset's metadata
+files. Subprocess tests run the real CLI as a user's shell would (the default local runner forks its warm
+workers only there).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
+from cli_factory import bertprep, one_line
 from conftest import FIXTURES
 
 PIPELINE = FIXTURES / "pipeline"
 VOCAB = PIPELINE / "vocab.txt"
 IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def bertprep(*args, timeout: float = 120, cwd=None, prefix=("-m", "bertprep.cli.main")) -> subprocess.CompletedProcess:
-    """The real CLI in a subprocess, bounded in time (``prefix``: a runner script instead of the module)."""
-    return subprocess.run(
-        [sys.executable, *prefix, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=ENV
-    )
-
-
-def one_line(output: str, start: str = "Error: ") -> str:
-    """The one line starting with ``start`` of a failed run's output (asserting no traceback was printed)."""
-    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
-    lines = [line for line in output.splitlines() if line.startswith(start)]
-    assert len(lines) == 1, output
-    return lines[0]
 
 
 def make_shards(*args, quiet: bool = True):
@@ -51,9 +29,6 @@ def make_shards(*args, quiet: bool = True):
     return CliRunner().invoke(
         cli, ["make-shards", "--vocab", str(VOCAB), "--dupe-factor", "1", *extra, *map(str, args), *IN_PROCESS]
     )
-
-
-# ----------------------------------------------------------------- item 5: one line, with and without -q
 
 
 def _arrow_dataset(path: Path) -> Path:
@@ -83,83 +58,6 @@ def test_a_user_error_in_a_worker_is_one_line_without_quiet(tmp_path, case):
     assert not (tmp_path / "out").exists()
 
 
-def _group_sigint(args, marker: str, delay: float) -> tuple[int, str, float]:
-    """Run ``bertprep ARGS`` in its own process group; once ``marker`` is printed (and ``delay`` s later) send
-    SIGINT to the group, as a terminal's Ctrl-C does. Returns (status, output, seconds to exit)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bertprep.cli.main", *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=ENV,
-        start_new_session=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 90
-        while not any(marker in line for line in lines):
-            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)
-        time.sleep(delay)
-        sent = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)
-        status = proc.wait(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    reader.join(5)
-    return status, "".join(lines), took
-
-
-def _corpus(tmp_path: Path, copies: int = 15) -> Path:
-    big = tmp_path / "big.txt"
-    text = (PIPELINE / "a.txt").read_bytes() + b"\n\n" + (PIPELINE / "b.txt").read_bytes() + b"\n\n"
-    big.write_bytes(text * copies)
-    return big
-
-
-@pytest.mark.slow  # a real run, stopped within seconds of its start
-def test_ctrl_c_while_the_local_workers_run_prints_no_worker_traceback(tmp_path):
-    """Before: without -q a Ctrl-C to the process group printed two `KeyboardInterrupt` tracebacks of the
-    workers' launchers (`File "<string>", line 23`) above make-shards' line.
-
-    The signal goes out the moment a worker logs that it reads the input ("input format"), and the corpus holds
-    about a minute of work, so the run is still going whatever the machine's load. (A signal sent after a run
-    has finished finds Python's own handler back and ends the process by SIGINT, status -2, which a shell
-    reports as 130 too: right for a Ctrl-C that comes after the output is published, but it would not test
-    the workers. A fixed delay after the marker let a 2-second run finish first on a busy machine.)"""
-    status, output, took = _group_sigint(
-        ["make-shards", "-i", _corpus(tmp_path, copies=200), "--vocab", VOCAB, "-o", tmp_path / "out"],
-        "input format",
-        0.0,
-    )
-    assert "Wrote " not in output, "the run finished before the signal: " + output
-    assert status == 130 and took < 10, output
-    assert "make-shards stopped by SIGINT" in one_line(output, "make-shards stopped")
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-
-
-@pytest.mark.slow  # a local Dask cluster, started and stopped
-def test_ctrl_c_on_a_local_dask_cluster_ends_at_once_with_one_line(tmp_path):
-    """Before: 12 tracebacks. Once they were gone, a probe stopped 10 s into the run still ended by the watchdog,
-    with a second line: distributed's exit hook (``close_clusters``) was closing the cluster the stopped run had
-    left open. The stopped run now closes it itself, for at most ``STOP_CLOSE_TIMEOUT_S``."""
-    status, output, took = _group_sigint(
-        ["make-shards", "-i", _corpus(tmp_path), "--vocab", VOCAB, "-o", tmp_path / "out", "--dupe-factor", 40,
-         "--runner=DaskRunner"],
-        "Dask runner:",
-        4.0,
-    )  # fmt: skip
-    assert status == 130 and took < 5, (took, output)
-    line = one_line(output, "make-shards stopped")
-    assert line.startswith("make-shards stopped by SIGINT: nothing was published, the output directory is as it was")
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-
-
 _WITHOUT_BLINGFIRE = ["-c", "import sys; sys.modules['blingfire'] = None; from bertprep.cli.main import main; "
                       "sys.argv = ['bertprep', *sys.argv[1:]]; main()"]  # fmt: skip
 
@@ -182,193 +80,6 @@ def test_a_segmenter_whose_package_is_missing_is_one_line(tmp_path, command):
     assert not out.exists()
 
 
-# ------------------------------------------------------------------------------- items 4, 5: Dask, one line
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_a_dask_address_that_is_not_one_is_one_line(tmp_path):
-    """Before: `--dask_client_address=not-an-address` ended in distributed's 89-line ValueError traceback."""
-    pytest.importorskip("distributed")
-    result = make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "out", "--runner=DaskRunner",
-                         "--dask_client_address=not-an-address")  # fmt: skip
-    assert result.exit_code == 1, result.output
-    line = one_line(result.output)
-    assert "--dask_client_address not-an-address: not a Dask scheduler address" in line
-    assert "tcp://HOST:PORT" in line
-    assert not (tmp_path / "out").exists()
-
-
-def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_path):
-    """Before: a scheduler no worker joined took the tasks and the run waited for ever, without a word (here
-    the subprocess's timeout would end it)."""
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as cluster:
-        address = cluster.scheduler_address
-        start = time.monotonic()
-        done = bertprep("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out", "-q",
-                        "--runner=DaskRunner", f"--dask_client_address={address}", "--dask_connection_timeout=2",
-                        timeout=60)  # fmt: skip
-        took = time.monotonic() - start
-    assert done.returncode == 1, done.stderr
-    line = one_line(done.stderr)
-    assert f"no Dask worker joined the scheduler at {address} within 2 s" in line
-    assert f"`dask worker {address}`" in line
-    assert took < 40
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-
-
-def _kill_when_started(scheduler: subprocess.Popen, started: Path, killed: list, timeout: float = 240) -> None:
-    """Kill ``scheduler`` as soon as the file ``started`` exists (a task runs on a worker), or after ``timeout``;
-    appends the ``time.monotonic()`` of the kill to ``killed``."""
-    deadline = time.monotonic() + timeout
-    while not started.exists() and time.monotonic() < deadline and scheduler.poll() is None:
-        time.sleep(0.05)
-    scheduler.kill()
-    killed.append(time.monotonic())
-
-
-@pytest.mark.slow  # a scheduler and a worker process (about 10 s)
-def test_a_scheduler_killed_mid_run_is_named(tmp_path):
-    """Before: the futures ended cancelled, distributed logged a CancelledError traceback, and the run went on
-    to read a manifest that was never written ("No such file or directory (.../manifest.json)")."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from bertprep.pipeline.beam import dask_runner as dr
-
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    dask = str(Path(sys.executable).parent / "dask")
-    log = open(tmp_path / "cluster.log", "w")  # noqa: SIM115 (the cluster's output; closed in the finally)
-    scheduler = subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)
-    worker = None
-    started, killed = tmp_path / "started", []  # a task writes `started` when it runs on the worker
-    try:
-        worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"], stdout=log,
-                                  stderr=log)  # fmt: skip
-        # The scheduler dies once the worker has joined and runs the tasks (16 x 0.5 s): the test waits for that
-        # state, not for a fixed time (a 6 s timer killed it before the worker had joined on a busy machine).
-        killer = threading.Thread(target=_kill_when_started, args=(scheduler, started, killed), daemon=True)
-        killer.start()
-        pipeline = beam.Pipeline(runner=dr.BertprepDaskRunner(), options=PipelineOptions([
-            "--dask_client_address", address, "--dask_connection_timeout", "120"]))  # fmt: skip
-        # (a lambda: pickled by value, as the Dask worker cannot import this test module)
-        mark = str(started)
-        _ = (pipeline | beam.Create(list(range(16)))
-             | beam.Map(lambda x: open(mark, "a").close() or time.sleep(0.5) or x) | beam.Map(print))  # fmt: skip
-        with pytest.raises(dr.DaskSchedulerLost) as lost:
-            pipeline.run().wait_until_finish(duration=90_000)
-        named = time.monotonic()
-        assert started.exists() and killed, "the scheduler was not killed mid-run"  # the state the test is about
-        assert named - killed[0] < 60
-    finally:
-        for proc in (scheduler, worker):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-            if proc is not None:
-                proc.wait()
-        log.close()
-    message = str(lost.value)
-    assert f"the Dask scheduler at {address} went away during the run" in message
-    assert "nothing was published" in message and "\n" not in message
-
-
-_GC_CALLBACK_SIGINT = r"""
-import gc, os, signal, sys, time
-from bertprep.pipeline.beam import session
-stop = session._StopOnSignal()
-stop.install()
-fired = []
-def callback(phase, info):
-    if phase == "start" and not fired:
-        fired.append(True)
-        os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the next line: inside this callback
-        fired.append(True)
-gc.callbacks.append(callback)
-try:
-    gc.collect()
-    time.sleep(2)
-    print("not interrupted", flush=True)
-except session.Interrupted as err:
-    print("interrupted:", err, flush=True)
-os._exit(0)
-"""
-
-
-def test_a_stop_signal_inside_a_gc_callback_still_stops_the_run():
-    """Before: a Ctrl-C that arrived while a garbage-collector callback ran (distributed's, in a local Dask
-    cluster's scheduler) raised there; Python printed it as "Exception ignored" and went on, and the run
-    ended 10 s later by the watchdog, with 13 tracebacks."""
-    done = subprocess.run([sys.executable, "-c", _GC_CALLBACK_SIGINT], capture_output=True, text=True, timeout=60,
-                          env=ENV)  # fmt: skip
-    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
-
-
-_AT_FORK_SIGINT = r"""
-import os, signal, sys, time
-from bertprep.pipeline.beam import session
-stop = session._StopOnSignal()
-stop.install()
-fired = []
-def after_fork():
-    if not fired:
-        fired.append(True)
-        os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the next line: inside this at-fork hook
-        fired.append(True)
-os.register_at_fork(after_in_parent=after_fork)
-try:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)
-    time.sleep(2)
-    print("not interrupted", flush=True)
-except session.Interrupted as err:
-    print("interrupted:", err, flush=True)
-os._exit(0)
-"""
-
-
-def test_a_stop_signal_inside_an_at_fork_hook_still_stops_the_run():
-    """Before: a Ctrl-C that arrived while logging's at-fork hook ran in the parent (``_releaseLock``, as Beam
-    forks its workers) was printed as "Exception ignored in: <function _releaseLock>" with its traceback,
-    above the one line."""
-    done = subprocess.run([sys.executable, "-c", _AT_FORK_SIGINT], capture_output=True, text=True, timeout=60,
-                          env=ENV)  # fmt: skip
-    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
-
-
-_KILL_CHILDREN = r"""
-import multiprocessing.resource_tracker as rt, os, subprocess, sys, time
-rt.ensure_running()
-tracker = rt._resource_tracker._pid
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-from bertprep.pipeline.beam import session
-session._kill_children()
-child.wait(timeout=10)
-time.sleep(0.5)
-print("spared" if os.waitpid(tracker, os.WNOHANG) == (0, 0) else "killed", child.returncode)  # (0, 0): running
-"""
-
-
-def test_stopping_the_workers_spares_the_resource_tracker():
-    """Before: a stop killed every descendant, multiprocessing's resource tracker too; the next shared-memory
-    release started a new one, which printed a KeyError traceback per name (12 in a stopped Dask run)."""
-    done = subprocess.run([sys.executable, "-c", _KILL_CHILDREN], capture_output=True, text=True, timeout=60, env=ENV)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"spared {-signal.SIGKILL}"
-
-
-# --------------------------------------------------------------------------------------- item 4: a floor
-
-
 def test_split_bytes_below_the_floor_is_refused(tmp_path):
     """Before: `--split-bytes 1` on a 400 KB file planned 400,000 ranges and ran on."""
     result = make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "out", "--split-bytes", "1")
@@ -378,9 +89,6 @@ def test_split_bytes_below_the_floor_is_refused(tmp_path):
     assert "or 0 to read every file whole" in line
     assert not (tmp_path / "out").exists()
     assert make_shards("-i", PIPELINE / "a.txt", "-o", tmp_path / "ok", "--split-bytes", "0").exit_code == 0
-
-
-# ------------------------------------------------------------------------------ items 5, 7: a wiki index
 
 
 @pytest.fixture
@@ -426,9 +134,6 @@ def test_an_index_of_another_dump_is_named_not_the_dump(dump):
     assert "this index does not belong to that dump" in message and "re-download" not in message
 
 
-# ---------------------------------------------------------------------------- items 5, 6, 8: decontamination
-
-
 @pytest.mark.parametrize("case", ["missing", "folder", "binary"])
 def test_a_decontaminate_file_that_is_no_text_file_is_refused(tmp_path, case):
     """Before: a missing file or a folder failed in a worker (87 lines, 3 tracebacks without -q); a binary file
@@ -472,9 +177,6 @@ def test_the_decontaminate_ngram_help_says_short_texts_match_whole():
     text = " ".join(result.output.split())
     assert "are not matched" not in text
     assert f"An evaluation text shorter than this is matched whole when it has at least {MIN_WORDS} words" in text
-
-
-# --------------------------------------------------------------------------- items 5, 6: options and a split
 
 
 def test_every_document_held_out_names_the_eval_fraction(tmp_path):
@@ -551,9 +253,6 @@ def test_a_cased_vocab_txt_alone_is_refused_under_the_default_lower_casing(tmp_p
         assert result.exit_code == 0, result.output
 
 
-# ------------------------------------------------------------------------------- item 7: bytes and paths
-
-
 def test_reader_counters_are_written_sorted_whatever_the_merge_order():
     """Before: statistics.formats (and the skip counters) kept the order in which the workers' counts were
     merged, so identical runs on inputs of mixed formats wrote different manifest bytes."""
@@ -565,35 +264,6 @@ def test_reader_counters_are_written_sorted_whatever_the_merge_order():
     other = summarize_statistics(merge_counts(parts[1], parts[0]))
     assert json.dumps(one) == json.dumps(other)
     assert list(one["formats"]) == ["bert", "text"] and list(one["documents"]["skipped"]) == ["empty", "too_long"]
-
-
-@pytest.mark.slow  # a scheduler and a worker process, and a run on them (about 20 s)
-def test_relative_paths_on_dask_are_the_launching_folders(tmp_path):
-    """Before: with workers started in another folder, a relative -o was written into the workers' folder (a
-    staging folder left there) and a relative -i was "not found" by them; the local runner accepted both."""
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    dask = str(Path(sys.executable).parent / "dask")
-    (tmp_path / "workers").mkdir()
-    (tmp_path / "here").mkdir()
-    (tmp_path / "here" / "a.txt").write_bytes((PIPELINE / "a.txt").read_bytes())
-    log = open(tmp_path / "cluster.log", "w")  # noqa: SIM115 (the cluster's output; closed in the finally)
-    procs = [subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)]
-    try:
-        time.sleep(2)
-        procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"], stdout=log,
-                                      stderr=log, cwd=tmp_path / "workers"))  # fmt: skip
-        done = bertprep("make-shards", "-i", "a.txt", "--vocab", VOCAB, "-o", "out", "--dupe-factor", 1, "-q",
-                        "--runner=DaskRunner", f"--dask_client_address={address}", cwd=tmp_path / "here",
-                        timeout=150)  # fmt: skip
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-        log.close()
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "here" / "out" / "manifest.json").exists()
-    assert list((tmp_path / "workers").iterdir()) == []
 
 
 def test_a_datasets_metadata_files_are_not_input_files(tmp_path):
