@@ -27,11 +27,12 @@ demo: venv
 
 # The whole test suite (tests that need ../shared/data skip, saying so, when it is absent). Two pytest workers
 # with one torch thread each: two threads per worker on 2 cores oversubscribe and run torch tests ~2x slower.
+# --durations=25 prints the slowest tests, so the next cut is measured.
 test: venv lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 test-fast: venv lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 # Lint and format check (ruff.toml; `$(BIN)/ruff format .` applies the format), then mypy over pipeline/,
 # bert_model/ and cli/ against the baseline of modules whose errors predate it, which may only shrink

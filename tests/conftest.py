@@ -84,6 +84,17 @@ def tiny_shards(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_checkpoint_run(tmp_path_factory) -> Path:
+    """A tiny pre-training run directory, built once per session (``finetune_factory.write_tiny_checkpoint``:
+    random weights, 2 layers, H=32, the fixture vocab, step 1). Read only: a test that changes it copies it."""
+    from finetune_factory import write_tiny_checkpoint
+
+    path = tmp_path_factory.mktemp("tiny-checkpoint") / "run"
+    write_tiny_checkpoint(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def uncased_vocab(shared_data: Path) -> Path:
     """Google's bert-base-uncased vocab.txt (30,522 entries)."""
     return shared_data / "vocab" / "bert-base-uncased-vocab.txt"
@@ -166,3 +177,16 @@ def s3(s3_server, monkeypatch, tmp_path) -> str:
 
     use_filesystem_options(PipelineOptions([]))  # Beam's S3 file system needs options before a pipeline runs
     return new_bucket("s3")
+
+
+#: Test files that run first: the longest (the docs pages run ~340 s in one worker, two at a time; the demo ~100 s),
+#: so that the two workers end together instead of one running a long file alone at the end (pytest-xdist's
+#: ``--dist loadfile`` hands out the files in the order of their first test).
+LONGEST_FIRST = ("tests/test_docs_commands.py", "tests/test_demo.py", "tests/test_gpu_check.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files of :data:`LONGEST_FIRST` first, in that order; the others as collected."""
+    first = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))

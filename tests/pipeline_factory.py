@@ -18,6 +18,8 @@ from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")
 FILES = [str(FIXTURES / "a.txt"), str(FIXTURES / "b.txt")]
+#: Beam options that run make-shards in the calling process, one in-memory worker (a test's CliRunner).
+BEAM_IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 
 
 def beam_pipeline() -> BeamTestPipeline:
@@ -51,3 +53,23 @@ def tokenized() -> list[tuple]:
     """:func:`documents` encoded (``bucket_files.encode_document``, lower-cased)."""
     encoder = SentenceEncoder(load_vocab(VOCAB), True)
     return [encode_document(encoder, i, ordinal, sentences) for i, ordinal, sentences in documents()]
+
+
+def make_shards_args(out: str | Path, *extra: str, inputs: str = ",".join(FILES), num_shards: int = 2) -> list[str]:
+    """The arguments of ``bertprep make-shards`` on ``inputs`` (default: the fixture corpus) into ``out``: seq 64,
+    10 predictions a row, dupe factor 2, ``num_shards`` shards, ``-q``, then ``extra``, then
+    :data:`BEAM_IN_PROCESS`."""
+    return [
+        "make-shards", "-i", inputs, "--vocab", VOCAB, "-o", str(out), "--max-seq-length", "64",
+        "--max-predictions-per-seq", "10", "--dupe-factor", "2", "--num-shards", str(num_shards), "-q", *extra,
+        *BEAM_IN_PROCESS,
+    ]  # fmt: skip
+
+
+def make_shards(out: str | Path, *extra: str, **kw):
+    """Run ``bertprep make-shards`` (:func:`make_shards_args`) in this process; returns click's ``Result``."""
+    from click.testing import CliRunner
+
+    from bertprep.cli.main import cli
+
+    return CliRunner().invoke(cli, make_shards_args(out, *extra, **kw), catch_exceptions=False)

@@ -10,8 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.bert_model.curves import read_run
-from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from bertprep.bert_model.pretrain.trainer import train
 from bertprep.cli.main import cli
+from model_factory import tiny_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -59,25 +60,8 @@ def test_minutes_add_up_across_resumed_invocations(tmp_path):
 
 def test_plot_draws_two_trained_runs_and_names_bad_input(tmp_path, tiny_shards):
     for seed in (1, 2):
-        config = TrainConfig(
-            shards=str(tiny_shards / "train"),
-            eval_shards=str(tiny_shards / "eval"),
-            output_dir=str(tmp_path / f"seed{seed}"),
-            preset="tiny",
-            hidden_size=32,
-            num_attention_heads=2,
-            batch_size=8,
-            max_steps=4,
-            warmup_steps=1,
-            log_every=2,
-            eval_every=2,
-            save_every=0,
-            num_workers=0,
-            shuffle_buffer_size=32,
-            progress=False,
-            seed=seed,
-        )
-        train(config)
+        settings = dict(eval_shards=str(tiny_shards / "eval"), max_steps=4, warmup_steps=1, eval_every=2, seed=seed)
+        train(tiny_train_config(tiny_shards / "train", tmp_path / f"seed{seed}", **settings))
     curves = read_run(str(tmp_path / "seed1"))
     assert len(curves.eval_loss) == 2 and np.all(np.isfinite(curves.eval_accuracy_at_mask))
     assert np.all(np.diff(curves.train_tokens) > 0) and np.all(np.diff(curves.train_minutes) > 0)

@@ -21,6 +21,7 @@ from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import need_module
 from finetune_factory import FILLER, write_tiny_checkpoint
+from model_factory import tiny_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,26 +31,8 @@ EVAL_FIELDS = {"loss", "mlm_accuracy", "mlm_accuracy_at_mask", "nsp_accuracy"}
 
 
 def _config(tiny_shards: Path, out: Path, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(tiny_shards / "train"),
-        eval_shards=str(tiny_shards / "eval"),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=6,
-        warmup_steps=1,
-        learning_rate=1e-3,
-        log_every=2,
-        eval_every=3,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=32,
-        progress=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    values = dict(eval_shards=str(tiny_shards / "eval"), max_steps=6, warmup_steps=1, eval_every=3)
+    return tiny_train_config(tiny_shards / "train", out, **{**values, **overrides})
 
 
 def _expected(out: Path) -> dict[str, dict[int, float]]:

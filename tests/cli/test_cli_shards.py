@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from conftest import FIXTURES
+from pipeline_factory import make_shards
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")
@@ -22,28 +23,7 @@ def _run(args):
 
 
 def _make(out: Path, *extra: str):
-    return _run(
-        [
-            "make-shards",
-            "-i",
-            f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
-            "--vocab",
-            VOCAB,
-            "-o",
-            str(out),
-            "--max-seq-length",
-            "64",
-            "--max-predictions-per-seq",
-            "10",
-            "--dupe-factor",
-            "2",
-            "--num-shards",
-            "3",
-            "-q",
-            *extra,
-            *BEAM_IN_PROCESS,
-        ]
-    )
+    return make_shards(out, *extra, num_shards=3)
 
 
 def test_make_shards_then_inspect(tmp_path):

@@ -21,10 +21,11 @@ from click.testing import CliRunner
 
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
 from bertprep.bert_model.pretrain import build
-from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from bertprep.bert_model.pretrain.trainer import train
 from bertprep.cli.main import cli
 from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 from conftest import FIXTURES, need_module
+from model_factory import init_from_train_config
 from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir
 
 transformers = need_module("transformers")
@@ -112,23 +113,9 @@ def test_first_step_loss_equals_transformers(published, tmp_path, monkeypatch):
         return output
 
     monkeypatch.setattr(build.PretrainingModel, "forward", recording_forward)
-    config = TrainConfig(
-        shards=str(shards),
-        output_dir=str(tmp_path / "run"),
-        init_from=str(directory),
-        batch_size=4,
-        max_steps=1,
-        warmup_steps=0,
-        learning_rate=1e-3,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=16,
-        progress=False,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    result = train(config)
+    no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    settings = dict(batch_size=4, max_steps=1, warmup_steps=0, log_every=1, **no_dropout)
+    result = train(init_from_train_config(shards, tmp_path / "run", directory, **settings))
     assert result.step == 1
     bound = first["bound"]
     input_ids, attention_mask = bound["input_ids"], bound["attention_mask"]
@@ -145,20 +132,8 @@ def test_first_step_loss_equals_transformers(published, tmp_path, monkeypatch):
 
 def test_export_loads_in_transformers_with_the_same_logits(published, tmp_path):
     kind, directory, _, shards = published
-    config = TrainConfig(
-        shards=str(shards),
-        output_dir=str(tmp_path / "run"),
-        init_from=str(directory),
-        batch_size=4,
-        max_steps=2,
-        warmup_steps=0,
-        learning_rate=1e-3,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=16,
-        progress=False,
-    )
-    run = train(config).model.eval()
+    settings = dict(batch_size=4, max_steps=2, warmup_steps=0)
+    run = train(init_from_train_config(shards, tmp_path / "run", directory, **settings)).model.eval()
     printed = CliRunner().invoke(cli, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "hf")])
     assert printed.exit_code == 0, printed.output
     exported = json.loads((tmp_path / "hf" / "config.json").read_text())

@@ -26,20 +26,14 @@ from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
 from bertprep.cli.main import cli
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
+from model_factory import tiny_bert
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
 TOKENS = read_vocab_file(str(VOCAB))
-TINY = dict(
-    vocab_size=len(TOKENS),
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=48,
-    max_position_embeddings=64,
-)
+TINY = tiny_bert(vocab_size=len(TOKENS))
 
 
 def _inputs(seed: int = 0) -> dict[str, torch.Tensor]:

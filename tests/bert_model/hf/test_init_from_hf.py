@@ -18,9 +18,10 @@ from click.testing import CliRunner
 
 from bertprep.bert_model.hf.interop import check_same_vocab, load_model_source, load_pretraining_weights
 from bertprep.bert_model.models.bert import BertForPreTraining
-from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from bertprep.bert_model.pretrain.trainer import train
 from bertprep.cli.main import cli
 from conftest import need_module
+from model_factory import init_from_train_config, tiny_bert
 from shard_factory import make_vocab, write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -28,15 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 transformers = need_module("transformers")
 
 VOCAB_SIZE = 64
-TINY = dict(
-    vocab_size=VOCAB_SIZE,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=64,
-    pad_token_id=0,
-)
+TINY = tiny_bert(vocab_size=VOCAB_SIZE, intermediate_size=64, pad_token_id=0)
 
 
 def _save_hf(path, cls_name: str, *, safe: bool = True, vocab: list[str] | None = None):
@@ -147,23 +140,8 @@ def _shards(root, vocab=None):
 
 
 def _train_config(shards, out, hf_dir, **kw):
-    values = dict(
-        shards=str(shards),
-        output_dir=str(out),
-        init_from=str(hf_dir),
-        batch_size=8,
-        max_steps=3,
-        warmup_steps=1,
-        learning_rate=1e-3,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=16,
-        progress=False,
-        hidden_dropout_prob=0.0,
-    )
-    values.update(kw)
-    return TrainConfig(**values)
+    settings = dict(max_steps=3, warmup_steps=1, log_every=1, hidden_dropout_prob=0.0)
+    return init_from_train_config(shards, out, hf_dir, **{**settings, **kw})
 
 
 def test_train_init_from_hf_directory_starts_from_its_weights_and_logs_new_heads(tmp_path, caplog):

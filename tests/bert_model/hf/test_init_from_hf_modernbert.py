@@ -20,6 +20,7 @@ from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertFo
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from conftest import need_module
+from model_factory import init_from_train_config, tiny_modernbert
 from shard_factory import make_vocab, write_shard_dir
 
 transformers = need_module("transformers")
@@ -28,20 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB_SIZE = 64
 # make_vocab: [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4. Layers 0 and 3 global, 1 and 2 local (window 8).
-TINY = dict(
-    vocab_size=VOCAB_SIZE,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=4,
-    num_attention_heads=2,
-    max_position_embeddings=64,
-    local_attention=8,
-    pad_token_id=0,
-    cls_token_id=2,
-    sep_token_id=3,
-    bos_token_id=2,
-    eos_token_id=3,
-)
+TINY = tiny_modernbert(vocab_size=VOCAB_SIZE)
 
 
 def _save_hf(path, cls_name: str = "ModernBertForMaskedLM"):
@@ -113,22 +101,8 @@ def _train_config(tmp_path, hf_dir, **kw) -> TrainConfig:
     write_shard_dir(
         tmp_path / "shards", num_shards=2, rows_per_shard=24, vocab_size=VOCAB_SIZE, max_seq_length=32, seed=1
     )
-    values = dict(
-        shards=str(tmp_path / "shards"),
-        output_dir=str(tmp_path / "run"),
-        init_from=str(hf_dir),
-        batch_size=8,
-        max_steps=1,
-        warmup_steps=0,
-        learning_rate=1e-3,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=16,
-        progress=False,
-    )
-    values.update(kw)
-    return TrainConfig(**values)
+    settings = dict(max_steps=1, warmup_steps=0, log_every=1)
+    return init_from_train_config(tmp_path / "shards", tmp_path / "run", hf_dir, **{**settings, **kw})
 
 
 def test_train_init_from_a_transformers_modernbert_directory_first_loss_equals_transformers(

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from bertprep.bert_model.inference.fill_mask import encode_with_masks, fill_mask, load_mlm_model
 from bertprep.cli.main import cli
 from conftest import need_module
+from model_factory import tiny_bert
 
 transformers = need_module("transformers")
 
@@ -20,14 +21,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [f"w{i}" for i 
 
 def _save(path, cls_name="BertForMaskedLM"):
     torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-    )
+    config = transformers.BertConfig(**tiny_bert(len(VOCAB), intermediate_size=64, max_position_embeddings=32))
     model = getattr(transformers, cls_name)(config).eval()
     model.save_pretrained(path)
     (path / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")

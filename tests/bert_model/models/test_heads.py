@@ -15,15 +15,9 @@ from bertprep.bert_model.models.heads import (
     load_encoder_weights,
     load_full_weights,
 )
+from model_factory import tiny_bert
 
-TINY = dict(
-    vocab_size=80,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=48,
-    max_position_embeddings=64,
-)
+TINY = tiny_bert(vocab_size=80)
 
 
 def _inputs(B: int = 3, T: int = 12, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -19,15 +19,9 @@ from bertprep.bert_model.models.bert import (
     trainable_state_dict,
 )
 from conftest import need_module
+from model_factory import tiny_bert
 
-TINY = dict(
-    vocab_size=99,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=37,
-    max_position_embeddings=64,
-)
+TINY = tiny_bert(vocab_size=99, num_attention_heads=4, intermediate_size=37)
 
 
 def _batch(config: BertConfig, B: int = 3, T: int = 16, P: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -17,25 +17,11 @@ from bertprep.bert_model.models.modernbert import (
     trainable_state_dict,
 )
 from bertprep.bert_model.models.packing import pack_documents, unpad
+from model_factory import tiny_modernbert_own_rope
 
 # 4 layers: 0 and 3 global, 1 and 2 local; a window of 8 (4 each side) so that 40-token sequences reach far
 # beyond it; RoPE bases other than the defaults, and different from each other, so a swap would show.
-TINY = dict(
-    vocab_size=101,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    max_position_embeddings=64,
-    local_attention=8,
-    global_rope_theta=1000.0,
-    local_rope_theta=50.0,
-    pad_token_id=0,
-    cls_token_id=1,
-    sep_token_id=2,
-    bos_token_id=1,
-    eos_token_id=2,
-)
+TINY = tiny_modernbert_own_rope()
 SEQ = 40
 
 

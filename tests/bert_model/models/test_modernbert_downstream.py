@@ -16,11 +16,12 @@ from bertprep.bert_model.inference.features import FeatureConfig, extract_featur
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
 from bertprep.bert_model.models.heads import ModernBertForSequenceClassification
 from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM
-from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from bertprep.bert_model.pretrain.trainer import train
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import need_module
+from model_factory import tiny_train_config
 from shard_factory import write_shard_dir
 
 transformers = need_module("transformers")
@@ -35,23 +36,8 @@ def run(tmp_path_factory):
     write_shard_dir(
         root / "shards", num_shards=2, rows_per_shard=24, vocab_size=64, max_seq_length=32, masking="dynamic"
     )
-    config = TrainConfig(
-        shards=str(root / "shards"),
-        output_dir=str(root / "run"),
-        architecture="modernbert",
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=4,
-        warmup_steps=1,
-        learning_rate=1e-3,
-        num_workers=0,
-        packing=True,
-        masked_lm_prob=0.3,
-        progress=False,
-    )
-    train(config)
+    settings = dict(architecture="modernbert", max_steps=4, warmup_steps=1, packing=True, masked_lm_prob=0.3)
+    train(tiny_train_config(root / "shards", root / "run", **settings))
     return root
 
 

@@ -17,28 +17,14 @@ from bertprep.bert_model.models.heads import (
 )
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM, trainable_state_dict
 from conftest import need_module
+from model_factory import tiny_modernbert_own_rope
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # Layers 0 and 3 global, 1 and 2 local with a window of 8 (4 each side) so that 24-token rows reach beyond it.
-TINY = dict(
-    vocab_size=101,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    max_position_embeddings=64,
-    local_attention=8,
-    global_rope_theta=1000.0,
-    local_rope_theta=50.0,
-    pad_token_id=0,
-    cls_token_id=1,
-    sep_token_id=2,
-    bos_token_id=1,
-    eos_token_id=2,
-)
+TINY = tiny_modernbert_own_rope()
 T = 24
 LENGTHS = [T, 17, 6]
 

@@ -16,6 +16,7 @@ from bertprep.bert_model.models.packing import (
     sequence_ids_from_attention_mask,
     unpad,
 )
+from model_factory import tiny_bert
 
 
 def _docs(lengths, seed=0, vocab=1000):
@@ -177,14 +178,7 @@ def test_unpad_and_pad_round_trip():
     assert torch.equal(flat.position_ids, out["position_ids"][real])
 
 
-TINY_BERT = dict(
-    vocab_size=99,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=37,
-    max_position_embeddings=64,
-)
+TINY_BERT = tiny_bert(vocab_size=99, num_attention_heads=4, intermediate_size=37)
 
 
 def _packed_bert_batch(seed=0):

@@ -20,6 +20,7 @@ from batch_factory import loader_batch, tiny_config
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from model_factory import tiny_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -44,24 +45,7 @@ def test_the_compiled_step_traces_whole_and_gives_eager_losses_and_gradients(arc
 
 
 def _train_config(root, out, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(root / "train"),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=4,
-        warmup_steps=1,
-        learning_rate=1e-3,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=32,
-        progress=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    return tiny_train_config(root / "train", out, **{"max_steps": 4, "warmup_steps": 1, "log_every": 1, **overrides})
 
 
 def _losses(run_dir) -> list[float]:

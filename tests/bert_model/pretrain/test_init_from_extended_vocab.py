@@ -21,10 +21,11 @@ from click.testing import CliRunner
 from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
-from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from bertprep.bert_model.pretrain.trainer import train
 from bertprep.bert_model.pretrain.vocab_extension import check_extension, extend_source_vocab, extension_ids
 from bertprep.cli.main import cli
 from conftest import need_module
+from model_factory import init_from_train_config, tiny_bert, tiny_modernbert
 from shard_factory import write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -36,35 +37,15 @@ WORDS = ["psi", "##lo", "##cy", "##bin", "the", "cat", "##s", "p", "##i"]
 OLD = SPECIALS + ["[unused0]", "[unused1]"] + WORDS + [f"w{i}" for i in range(64 - 16)]
 # [unused0] and [unused1] take two pieces; two more are appended.
 NEW = [*OLD[:5], "psilocybin", "##locy", *OLD[7:], "cats", "##bincy"]
-TINY = dict(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=64,
-    pad_token_id=0,
-)
+TINY = tiny_bert(vocab_size=len(OLD), intermediate_size=64, pad_token_id=0)
 # ModernBERT of the same vocab: layers 0 and 3 global, 1 and 2 local (window 8); ids of OLD's special tokens.
-TINY_MODERNBERT = dict(
-    vocab_size=len(OLD),
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=4,
-    num_attention_heads=2,
-    max_position_embeddings=64,
-    local_attention=8,
-    pad_token_id=0,
-    cls_token_id=2,
-    sep_token_id=3,
-    bos_token_id=2,
-    eos_token_id=3,
-)
+TINY_MODERNBERT = tiny_modernbert(vocab_size=len(OLD))
 MODERN_EMB = "model.embeddings.tok_embeddings.weight"
 
 
 def _save_hf(path, cls_name="BertForMaskedLM"):
     torch.manual_seed(0)
-    model = getattr(transformers, cls_name)(transformers.BertConfig(vocab_size=len(OLD), **TINY)).eval()
+    model = getattr(transformers, cls_name)(transformers.BertConfig(**TINY)).eval()
     model.save_pretrained(path)
     (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
     (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
@@ -84,21 +65,7 @@ def _save_hf_modernbert(path):
 
 
 def _config(shards, out, init_from, **kw):
-    values = dict(
-        shards=str(shards),
-        output_dir=str(out),
-        init_from=str(init_from),
-        batch_size=8,
-        max_steps=2,
-        warmup_steps=1,
-        learning_rate=1e-3,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=16,
-        progress=False,
-    )
-    return TrainConfig(**{**values, **kw})
+    return init_from_train_config(shards, out, init_from, **{"max_steps": 2, "warmup_steps": 1, "log_every": 1, **kw})
 
 
 def test_an_extension_keeps_every_old_id_except_unused_slots():

@@ -18,6 +18,7 @@ from bertprep.bert_model.models.modernbert_config import flops as modernbert_flo
 from bertprep.bert_model.models.packing import attention_pairs
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+from model_factory import tiny_train_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -92,22 +93,7 @@ def test_an_unknown_gpu_has_no_peak():
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(root / "train"),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=2,
-        warmup_steps=1,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        progress=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    return tiny_train_config(root / "train", out, **{"max_steps": 2, "warmup_steps": 1, "log_every": 1, **overrides})
 
 
 def _train_records(out) -> list[dict]:

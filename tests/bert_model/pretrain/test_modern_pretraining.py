@@ -19,6 +19,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset, scaled_max_predictio
 from bertprep.bert_model.pretrain.shard_info import read_shard_info
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
+from model_factory import tiny_train_config
 from shard_factory import write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -40,27 +41,8 @@ def shards(tmp_path_factory):
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(root / "dynamic"),
-        output_dir=str(out),
-        architecture="modernbert",
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        num_hidden_layers=4,
-        batch_size=8,
-        max_steps=8,
-        warmup_steps=2,
-        learning_rate=1e-3,
-        log_every=2,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=32,
-        progress=False,
-        verify_shards=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    values = dict(architecture="modernbert", num_hidden_layers=4, verify_shards=False)
+    return tiny_train_config(root / "dynamic", out, **{**values, **overrides})
 
 
 def _rows(shard_dir, n=8):

@@ -15,30 +15,14 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
+from model_factory import tiny_train_config
 from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(root / "train"),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=8,
-        warmup_steps=2,
-        learning_rate=1e-3,
-        log_every=2,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=32,
-        progress=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    return tiny_train_config(overrides.pop("shards", root / "train"), out, **overrides)
 
 
 # ------------------------------------------------------------------------------------------------- optim

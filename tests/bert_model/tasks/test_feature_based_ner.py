@@ -23,6 +23,7 @@ from bertprep.bert_model.tasks.feature_based import (
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import FIXTURES
+from model_factory import tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -31,14 +32,7 @@ FILLER = "the a is was in of and to it this that he she they said city river yea
 
 
 def _config() -> BertConfig:
-    return BertConfig(
-        vocab_size=len(VOCAB.read_text().splitlines()),
-        hidden_size=32,
-        num_hidden_layers=4,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
+    return BertConfig(**tiny_bert(len(VOCAB.read_text().splitlines()), num_hidden_layers=4, intermediate_size=64))
 
 
 def test_each_mode_feeds_the_layers_of_table_7():

@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 from bertprep.bert_model.collate import collate_features
 from bertprep.bert_model.hf.export import write_hf_directory
-from bertprep.bert_model.models.bert import BertConfig
 from bertprep.bert_model.models.heads import BertForMultipleChoice
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
@@ -21,26 +20,13 @@ from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
-from finetune_factory import write_tiny_checkpoint
+from finetune_factory import tiny_config, write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
 FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
 COLORS = ["red", "blue", "green", "paris"]
-
-
-def _tiny_config() -> BertConfig:
-    return BertConfig(
-        vocab_size=len(VOCAB.read_text().splitlines()),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -119,7 +105,7 @@ def test_features_are_one_pair_per_candidate_and_collate_to_b_n_t():
 
 def test_head_scores_each_candidate_and_loss_is_softmax_cross_entropy():
     torch.manual_seed(0)
-    model = BertForMultipleChoice(_tiny_config()).eval()
+    model = BertForMultipleChoice(tiny_config()).eval()
     ids = torch.randint(5, 100, (2, 3, 8))
     out = model(ids, labels=torch.tensor([1, 2]))
     assert out.logits.shape == (2, 3)
@@ -134,7 +120,7 @@ def test_head_scores_each_candidate_and_loss_is_softmax_cross_entropy():
 def test_export_loads_in_transformers_with_equal_logits(tmp_path):
     transformers = need_module("transformers")
     torch.manual_seed(1)
-    model = BertForMultipleChoice(_tiny_config()).eval()
+    model = BertForMultipleChoice(tiny_config()).eval()
     out = write_hf_directory(str(tmp_path / "hf"), model, vocab_tokens=read_vocab_file(str(VOCAB)), do_lower_case=True)
     hf = transformers.BertForMultipleChoice.from_pretrained(out).eval()
     ids = torch.randint(5, 100, (2, 4, 10))
@@ -177,7 +163,7 @@ def _color_files(root: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> str:
     run = tmp_path_factory.mktemp("pretrain")
-    return write_tiny_checkpoint(run, _tiny_config())
+    return write_tiny_checkpoint(run, tiny_config())
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from bertprep.pipeline.normalization import bert_normalizer
 from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
 from bertprep.pipeline.shards.write import MergeCountsFn
 from conftest import FIXTURES, need_module
+from model_factory import tiny_train_config
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -412,7 +413,7 @@ def test_no_wikipedia_article_is_in_both_sets(shared_data, uncased_vocab, tmp_pa
 
 @pytest.mark.slow
 def test_train_evaluates_on_the_eval_directory(corpus, tmp_path):
-    from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+    from bertprep.bert_model.pretrain.trainer import train
 
     out = tmp_path / "shards"
     run_make_shards(
@@ -425,23 +426,9 @@ def test_train_evaluates_on_the_eval_directory(corpus, tmp_path):
         ONE_WORKER,
     )
     eval_rows = sum(s["rows"] for s in json.loads((out / "eval" / schema.MANIFEST_NAME).read_text())["shards"])
-    config = TrainConfig(
-        shards=str(out),
-        eval_shards=str(out / heldout.EVAL_DIR),
-        output_dir=str(tmp_path / "run"),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=2,
-        warmup_steps=1,
-        log_every=1,
-        eval_every=2,
-        save_every=0,
-        num_workers=0,
-        progress=False,
-    )
-    result = train(config)
+    eval_shards = str(out / heldout.EVAL_DIR)
+    settings = dict(max_steps=2, warmup_steps=1, log_every=1, eval_every=2)
+    result = train(tiny_train_config(out, tmp_path / "run", eval_shards=eval_shards, **settings))
     assert result.step == 2
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     evals = [x for x in lines if x["split"] == "eval"]

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline.config import SAMPLING_MODES, InstanceConfig, MaskingConfig, ShardsConfig
 from conftest import FIXTURES
+from pipeline_factory import make_shards
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")
@@ -83,31 +84,8 @@ def _inputs(tmp_path: Path, copies: int = 2) -> str:
 
 def _make(tmp_path: Path, out: str, *extra: str) -> tuple[dict, dict[str, bytes]]:
     directory = tmp_path / out
-    result = _run(
-        [
-            "make-shards",
-            "-i",
-            _inputs(tmp_path),
-            "--vocab",
-            VOCAB,
-            "-o",
-            str(directory),
-            "--input-format",
-            "bert",
-            "--max-seq-length",
-            "64",
-            "--max-predictions-per-seq",
-            "10",
-            "--dupe-factor",
-            "2",
-            "--num-shards",
-            "2",
-            "--bucket-tokens",
-            "3000",
-            "-q",
-            *extra,
-            *BEAM_IN_PROCESS,
-        ]
+    result = make_shards(
+        directory, "--input-format", "bert", "--bucket-tokens", "3000", *extra, inputs=_inputs(tmp_path)
     )
     assert result.exit_code == 0, result.output
     manifest = json.loads((directory / "manifest.json").read_text())

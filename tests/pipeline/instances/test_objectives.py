@@ -28,6 +28,7 @@ from bertprep.pipeline.instances.common import InstanceStats, VocabIds
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.text.tokenization import Vocab
 from conftest import FIXTURES, need_module
+from pipeline_factory import make_shards
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLS, SEP, MASK = 2, 3, 4
@@ -244,30 +245,7 @@ def _run(args):
 
 
 def _make_shards(out: Path, objective: str, *extra: str):
-    return _run(
-        [
-            "make-shards",
-            "-i",
-            f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
-            "--vocab",
-            str(FIXTURES / "vocab.txt"),
-            "-o",
-            str(out),
-            "--max-seq-length",
-            "64",
-            "--max-predictions-per-seq",
-            "10",
-            "--dupe-factor",
-            "2",
-            "--num-shards",
-            "2",
-            "-q",
-            "--objective",
-            objective,
-            *extra,
-            *BEAM_IN_PROCESS,
-        ]
-    )
+    return make_shards(out, "--objective", objective, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -360,28 +338,11 @@ def test_help_explains_the_objectives():
 def _train(shards: Path, out: Path, **overrides):
     import torch
 
-    from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+    from bertprep.bert_model.pretrain.trainer import train
+    from model_factory import tiny_train_config
 
     torch.set_num_threads(1)
-    values = dict(
-        shards=str(shards),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=4,
-        warmup_steps=1,
-        learning_rate=1e-3,
-        log_every=2,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=32,
-        progress=False,
-        device="cpu",
-    )
-    values.update(overrides)
-    return train(TrainConfig(**values))
+    return train(tiny_train_config(shards, out, **{"max_steps": 4, "warmup_steps": 1, "device": "cpu", **overrides}))
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from bertprep.cli.main import cli
 from bertprep.pipeline.schema import read_manifest
 from bertprep.pipeline.shards.inspection import iter_rows
 from conftest import FIXTURES, need_module
+from pipeline_factory import make_shards
 
 FIXTURES = FIXTURES / "pipeline"
 VOCAB = str(FIXTURES / "vocab.txt")
@@ -25,26 +26,7 @@ def _run(*args: str):
 
 
 def _make(out: Path, *extra: str):
-    result = _run(
-        "make-shards",
-        "-i",
-        f"{FIXTURES}/a.txt,{FIXTURES}/b.txt",
-        "--vocab",
-        VOCAB,
-        "-o",
-        str(out),
-        "--max-seq-length",
-        "64",
-        "--max-predictions-per-seq",
-        "10",
-        "--dupe-factor",
-        "2",
-        "--num-shards",
-        "2",
-        "-q",
-        *extra,
-        *BEAM_IN_PROCESS,
-    )
+    result = make_shards(out, *extra)
     assert result.exit_code == 0, result.output
     return result
 

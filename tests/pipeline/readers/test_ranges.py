@@ -156,7 +156,7 @@ def test_text_format_is_read_whole_by_the_first_range(shared_data):
 
 
 def _parquet(path: Path, texts: list[str | None], row_group_size: int) -> Path:
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa  # (a dependency of bertprep: no skip)
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"text": texts}), path, row_group_size=row_group_size)

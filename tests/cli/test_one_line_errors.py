@@ -1,66 +1,36 @@
-"""Fault injection, round two ("nothing lost, nothing hangs"): the real ``bertprep`` CLI in subprocesses.
+"""Each command names what is wrong with its input in one line and leaves the user's files as they were: the
+real ``bertprep`` CLI in subprocesses.
 
-Each test puts a command in a situation that used to lose the user's files, hang or end in a traceback, and
-asserts: the run ends within a bound (subprocess timeout), with the expected exit status, with one ``Error:``
-line that names the file or option (no ``Traceback`` on stderr), and with what the user had byte-for-byte as
-before (or the new output complete). Tests that train, fine-tune or run a model are marked slow.
+Each test puts a command where it used to lose the user's files (writing over what it reads), hang or end in
+a traceback, and asserts: the run ends within a bound (subprocess timeout), with the expected exit status,
+with one ``Error:`` line that names the file or option (no ``Traceback`` on stderr), and with what the user had
+byte-for-byte as before. Tests that train, fine-tune or run a model are marked slow.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from bertprep.pipeline import atomic
+from cli_factory import bertprep as _bertprep
+from cli_factory import error_line, snapshot
 from conftest import FIXTURES, need_module
 
 need_module("torch")
 
-from finetune_factory import write_tiny_checkpoint  # noqa: E402  (imports torch)
-
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
 SQUAD = FIXTURES / "finetune" / "squad_tiny.json"
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def bertprep(*args, timeout: float = 120, cwd=None, env=None) -> subprocess.CompletedProcess:
-    """Run ``bertprep ARGS`` in a subprocess (bounded in time); returns the completed process."""
-    return subprocess.run(
-        [sys.executable, "-m", "bertprep.cli.main", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env=env or ENV,
-    )
-
-
-def error_line(proc: subprocess.CompletedProcess, status: int = 2) -> str:
-    """The one ``Error:`` line of a failed run (asserting its exit status and that no traceback was printed)."""
-    assert proc.returncode == status, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1, proc.stderr
-    return errors[0]
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+bertprep = _bertprep  # (120 s: every command here fails or finishes within seconds)
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    """A tiny pre-training run directory (random weights, 2 layers, the fixture vocab)."""
-    path = tmp_path_factory.mktemp("round2") / "run"
-    write_tiny_checkpoint(path)
-    return path
+def run(tiny_checkpoint_run) -> Path:
+    """The session's tiny pre-training run (read only)."""
+    return tiny_checkpoint_run
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +43,6 @@ def squad_v2_model(run, tmp_path_factory) -> Path:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return out
-
-
-# ----------------------------------------------------------------------------------- item 2: write over read
 
 
 def test_extract_features_refuses_to_write_over_the_weights_it_reads(run, tmp_path):
@@ -132,67 +99,6 @@ def test_train_refuses_an_output_dir_inside_the_model_it_starts_from(run, tmp_pa
     assert snapshot(run) == before
 
 
-# ------------------------------------------------------------------------- item 5: options fixed on resume
-
-
-@pytest.fixture(scope="module")
-def trained_run(tiny_shards, tmp_path_factory) -> Path:
-    """A real 2-step `bertprep train` run (preset tiny, hidden 32), so its checkpoint records its settings."""
-    out = tmp_path_factory.mktemp("trained") / "run"
-    proc = bertprep(
-        "train", "--shards", tiny_shards / "train", "-o", out, "--preset", "tiny", "--hidden-size", 32,
-        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 2, "--warmup-steps", 0, "--num-workers", 0,
-        "--no-progress", timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return out
-
-
-@pytest.mark.parametrize(
-    "option", [["--preset", "mini"], ["--num-hidden-layers", "4"], ["--hidden-dropout-prob", "0.5"]]
-)
-def test_resume_refuses_a_model_option(trained_run, tiny_shards, option):
-    """Before: `train --resume RUN --preset mini` ignored the preset silently (and logged nothing)."""
-    before = snapshot(trained_run)
-    start = time.monotonic()
-    proc = bertprep(
-        "train",
-        "--shards",
-        tiny_shards / "train",
-        "--resume",
-        trained_run,
-        "-o",
-        trained_run,
-        *option,
-        "--max-steps",
-        4,
-        "--warmup-steps",
-        0,
-    )
-    line = error_line(proc)
-    assert f"Invalid value for {option[0]}: {option[0]} {option[1]} cannot change when resuming" in line
-    assert "the checkpoint's is" in line and "start a new run from its weights with -m/--model" in line
-    assert time.monotonic() - start < 60
-    assert snapshot(trained_run) == before
-
-
-@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
-def test_resume_accepts_the_checkpoints_own_model_options(trained_run, tiny_shards, tmp_path):
-    """Repeating the run's own options on --resume (as scripts do) is not a change and is accepted."""
-    run = tmp_path / "run"
-    shutil.copytree(trained_run, run)
-    proc = bertprep(
-        "train", "--shards", tiny_shards / "train", "--resume", run, "-o", run, "--preset", "tiny", "--hidden-size", 32,
-        "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 3, "--warmup-steps", 0, "--num-workers", 0,
-        "--no-progress", "--allow-resume-changes", timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert (run / "checkpoints" / "step-000003").is_dir()
-
-
-# ----------------------------------------------------------------------------------- item 7: named files
-
-
 @pytest.mark.parametrize("content", [b'{"format_version": 1, "shards": [', b"\xff\xfe\x00binary", b"[]"])
 def test_a_corrupt_manifest_is_named(tiny_shards, tmp_path, content):
     """Before: a truncated or binary manifest.json gave a JSONDecodeError / UnicodeDecodeError traceback."""
@@ -217,9 +123,6 @@ def test_a_binary_or_empty_predict_input_is_named(squad_v2_model, tmp_path):
         line = error_line(proc, status=1)
         assert line.startswith(f"Error: {data}")
     assert not (tmp_path / "p.json").exists()
-
-
-# --------------------------------------------------------------------------- item 4: one line, not a traceback
 
 
 @pytest.fixture(scope="module")
@@ -323,67 +226,3 @@ def test_extract_features_default_layers_fit_a_two_layer_model(run, tmp_path):
                       status=1)  # fmt: skip
     assert "layer -4 does not exist: the model has 2 layers" in line
     assert not (tmp_path / "g.arrow").exists()
-
-
-@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
-def test_the_logged_loss_is_the_optimised_one(tiny_shards, tmp_path):
-    """Before: the logged `loss` was mlm_loss + nsp_loss whatever --nsp-loss-weight (0 trains the MLM alone)."""
-    out = tmp_path / "run"
-    proc = bertprep(
-        "train", "--shards", tiny_shards / "train", "--eval-shards", tiny_shards / "eval", "-o", out, "--preset",
-        "tiny", "--hidden-size", 32, "--num-attention-heads", 2, "--batch-size", 4, "--max-steps", 2,
-        "--warmup-steps", 0, "--num-workers", 0, "--log-every", 1, "--nsp-loss-weight", 0.25, "--no-progress",
-        timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    for split in ("train", "eval"):
-        logged = [r for r in records if r.get("split") == split and r.get("nsp_loss") is not None]
-        assert logged, split
-        for r in logged:
-            assert r["loss"] == pytest.approx(r["mlm_loss"] + 0.25 * r["nsp_loss"]), r
-
-
-@pytest.mark.slow  # a real fine-tuning / training / inference run (10-35 s on 2 shared cores)
-def test_finetune_names_where_the_model_lands_and_predict_loads_a_run_without_eval(run, tmp_path):
-    """Before: with --overwrite the log's last line named the temporary .tmp-run-* folder as where the model is;
-    and a run without --eval-file recorded "metrics": null over the task's metric names, so predict ended in a
-    TypeError traceback."""
-    data = tmp_path / "t.tsv"
-    data.write_text("sentence\tlabel\nthe city is good\t1\nthe river was bad\t0\nthe a good\t1\nbad the\t0\n")
-    out = tmp_path / "ft"
-    args = ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", run, "--train-file", data, "-o", out,
-            "--max-seq-length", 16, "--num-train-epochs", 1, "--no-progress"]  # fmt: skip
-    assert bertprep(*args).returncode == 0
-    (out / "notes.md").write_text("mine")
-    proc = bertprep(*args, "--overwrite")
-    assert proc.returncode == 0, proc.stderr
-    done = [line for line in proc.stderr.splitlines() if " done: " in line]
-    assert done and done[-1].endswith(f"model {out / 'best'}") and atomic.STAGING_PREFIX not in done[-1]
-    assert (out / "notes.md").read_text() == "mine"
-    proc = bertprep("predict", "--model", out, "--input", data, "--output", tmp_path / "p.tsv", "--no-progress")
-    assert proc.returncode == 0, proc.stderr
-    assert len((tmp_path / "p.tsv").read_text().splitlines()) == 5  # header + 4 predictions
-
-
-@pytest.mark.slow  # two real training runs (10-30 s on 2 shared cores)
-def test_a_modernbert_run_resumes_with_its_own_dropout_options(tiny_shards, tmp_path):
-    """ModernBERT records the dropout options as embedding/mlp/attention_dropout: repeating
-    `--hidden-dropout-prob 0 --attention-probs-dropout-prob 0` on --resume (the CPU recipe's options) was
-    refused as a change; another value still is."""
-    run = tmp_path / "run"
-    common = ["--shards", tiny_shards / "train", "--architecture", "modernbert", "--preset", "tiny",
-              "--hidden-dropout-prob", 0, "--attention-probs-dropout-prob", 0, "--batch-size", 4,
-              "--warmup-steps", 0, "--num-workers", 0, "--no-progress"]  # fmt: skip
-    proc = bertprep("train", *common, "-o", run, "--max-steps", 2, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    proc = bertprep("train", *common, "--resume", run, "-o", run, "--max-steps", 3, "--allow-resume-changes",
-                    timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert (run / "checkpoints" / "step-000003").is_dir()
-    changed = list(common)
-    changed[changed.index("--hidden-dropout-prob") + 1] = 0.5
-    proc = bertprep("train", *changed, "--resume", run, "-o", run, "--max-steps", 4, "--allow-resume-changes",
-                    timeout=300)  # fmt: skip
-    line = error_line(proc)
-    assert "--hidden-dropout-prob 0.5 cannot change when resuming (the checkpoint's is 0.0)" in line
