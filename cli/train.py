@@ -424,7 +424,7 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     except WriteOverReadError as err:
         raise click.BadParameter(str(err), param_hint=err.option) from None
     try:
-        with run_directory_lock(config.output_dir, "train"):
+        with run_directory_lock(config.output_dir, "train", own_files=("config.toml",)):
             _write_resolved_settings(ctx, {**options, "compile_": compile_}, config.output_dir)
             result = run_training(config)
     except KeyboardInterrupt:  # the second Ctrl-C (StopSignals): click would print "Aborted!" and exit 1

@@ -461,6 +461,7 @@ def test_two_process_ddp_trains_on_none_shards(tmp_path):
         str(script),
         str(tmp_path / "shards"),
         str(out),
+        "{}",  # the worker's extra TrainConfig settings: none
     ]
     proc = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
