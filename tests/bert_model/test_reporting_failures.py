@@ -22,7 +22,10 @@ from conftest import need_module
 @pytest.fixture
 def unreachable_wandb(tmp_path, monkeypatch):
     """W&B online mode, no credentials anywhere, its server a closed port on localhost."""
-    need_module("wandb")
+    wandb = need_module("wandb")
+    # W&B keeps its settings in a process-wide singleton made at the first wandb.init: an earlier test of this
+    # process (test_reporting's offline runs) would leave WANDB_MODE=offline in force; teardown() drops it.
+    wandb.teardown()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the socket is: nothing listens there
