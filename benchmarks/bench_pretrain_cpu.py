@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""From-scratch pre-training on a CPU: which settings leave the unigram plateau soonest (issue 11, item 5).
+"""From-scratch pre-training on a CPU: which settings leave the unigram plateau soonest.
 
 Each setting is one ``bertprep train`` run from random initialisation with a budget in tokens (``--tokens``
 millions: the schedule's warm-up and linear decay end there; ``--minutes`` can cap the wall time too),
