@@ -582,10 +582,12 @@ class BertprepDaskResult(DaskRunnerResult):
             self.close(timeout=STOP_CLOSE_TIMEOUT_S)
             raise
         finally:
-            for handler in handlers:
-                handler.removeFilter(quiet)
-            if self._state in (PipelineState.DONE, PipelineState.FAILED):
-                self.close()
+            try:  # the filter stays through close(): the client's reconnect task, cancelled there, logs the lost
+                if self._state in (PipelineState.DONE, PipelineState.FAILED):  # connection's traceback then
+                    self.close()
+            finally:
+                for handler in handlers:
+                    handler.removeFilter(quiet)
 
     def _address(self) -> str:
         try:
