@@ -147,7 +147,7 @@ class KernelConfig:
     kernels: str = "auto"
     """``torch`` (PyTorch's LayerNorm etc.: the reference, every device), ``liger`` (Liger Kernel's fused
     Triton LayerNorm; CUDA only, ``pip install liger-kernel``) or ``auto`` (``liger`` on CUDA where installed,
-    else ``torch``): ``models/kernels.py``."""
+    else ``torch``)."""
     compile_mode: str = "default"
     """``torch.compile``'s mode when the model is compiled: ``default``; ``reduce-overhead`` (CUDA graphs: the
     step replayed without a launch per kernel; pays only where every batch has the same shapes, which packed

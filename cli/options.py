@@ -504,39 +504,18 @@ def preset_option(choices, default: str | None):
     )
 
 
-def kernel_options(default: Callable[[str], Any]):
-    """``--kernels``, ``--compile-mode`` and ``--pad-vocab-size-multiple`` (``loop_config.KernelConfig``): how fast
-    the model's own code runs, never what it computes. ``default`` is the command's ``dataclass_default``."""
+def kernel_options(config: type):
+    """``--kernels``, ``--compile-mode`` and ``--pad-vocab-size-multiple`` (``loop_config.KernelConfig``, whose
+    field docstrings are their help): how fast the model's own code runs, never what it computes. ``config``
+    is the command's config class (its defaults)."""
     from bertprep.bert_model.loop_config import COMPILE_MODES
     from bertprep.bert_model.models.kernels import KERNELS
 
-    options = [
-        click.option(
-            "--kernels",
-            type=click.Choice(KERNELS),
-            default=default("kernels"),
-            help="LayerNorm and the other non-attention kernels. torch: PyTorch's (the reference, any device). "
-            "liger: Liger Kernel's fused Triton LayerNorm (CUDA only; pip install liger-kernel). auto: liger on "
-            "CUDA where installed, else torch.",
-        ),
-        click.option(
-            "--compile-mode",
-            type=click.Choice(COMPILE_MODES),
-            default=default("compile_mode"),
-            help="torch.compile's mode when compiling (--compile). reduce-overhead: CUDA graphs, no launch per "
-            "kernel; pays where batch shapes repeat (--packing). max-autotune: also searches kernel "
-            "configurations (minutes of compilation).",
-        ),
-        click.option(
-            "--pad-vocab-size-multiple",
-            type=click.IntRange(min=1),
-            default=default("pad_vocab_size_multiple"),
-            help="Pad a new BERT model's word-embedding / decoder rows to a multiple of this inside the model "
-            "(30,522 -> 30,528) for aligned matrix shapes; outputs, checkpoints and exports keep the real vocab "
-            "size. 1 = no padding.",
-        ),
-    ]
-    return apply(*options)
+    return apply(
+        field_option(config, "kernels", type=click.Choice(KERNELS)),
+        field_option(config, "compile_mode", type=click.Choice(COMPILE_MODES)),
+        field_option(config, "pad_vocab_size_multiple", type=click.IntRange(min=1)),
+    )
 
 
 def memory_budget_option(command):

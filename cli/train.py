@@ -343,7 +343,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     "A compiled run draws dropout from inductor's own random stream: with dropout it is not step-for-step equal "
     "to an eager run of the same seed (the same distribution); with dropout 0 they agree to float rounding.",
 )
-@kernel_options(_default)
+@kernel_options(TrainConfig)
 @click.option(
     "--attn-implementation",
     type=click.Choice(ATTN_IMPLEMENTATIONS),
