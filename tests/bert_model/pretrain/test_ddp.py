@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +38,20 @@ WORKER = textwrap.dedent(
 )
 
 
+def run_worker(shards: Path, out: Path, extra: dict) -> subprocess.CompletedProcess:
+    """``WORKER`` under ``torchrun --standalone --nproc_per_node=2`` (gloo, one torch thread per process).
+
+    ``PYTHONFAULTHANDLER`` makes a rank that dies by a signal (SIGABRT from native code at exit, say) print every
+    thread's Python stack into ``proc.stderr``, which the callers' failure message shows."""
+    script = out.parent / "worker.py"
+    script.write_text(WORKER)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
+    return subprocess.run(
+        [*cmd, str(shards), str(out), json.dumps(extra)], env=env, capture_output=True, text=True, timeout=240
+    )
+
+
 #: A batch-size warm-up: 1 then 2 micro-batches of 4 per process (start 8 = 1 x 4 x 2 processes; 256 token
 #: slots per micro-batch over both processes, 512 to warm up: 1 + floor(2 x 256 / 512) = 2 from step 1).
 BATCH_WARMUP = {"gradient_accumulation_steps": 2, "batch_size_start": 8, "batch_size_warmup_tokens": 512}
@@ -48,23 +63,9 @@ def test_two_process_gloo_ddp_keeps_replicas_in_sync(tmp_path, extra):
     """Every rank takes the same micro-batches per step, a batch-size warm-up included (a rank taking more would
     wait forever in DDP's all-reduce: the timeout)."""
     write_shard_dir(tmp_path / "shards", num_shards=4, rows_per_shard=30, vocab_size=64, max_seq_length=32)
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
     out = tmp_path / "run"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(script),
-        str(tmp_path / "shards"),
-        str(out),
-        json.dumps(extra),
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = run_worker(tmp_path / "shards", out, extra)
+    assert proc.returncode == 0, proc.stderr[-8000:]
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["world_size"] for r in ranks] == [2, 2]
     # Different data and different dropout masks on each rank, yet identical weights: gradients were averaged.

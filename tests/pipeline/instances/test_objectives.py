@@ -419,11 +419,7 @@ def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
 def test_two_process_ddp_trains_on_none_shards(tmp_path):
     """Without a sentence label the NSP head gets no gradient; DDP (which expects a gradient for every
     parameter) must still average and keep the replicas identical."""
-    import os
-    import subprocess
-    import sys
-
-    from test_ddp import WORKER
+    from test_ddp import run_worker
 
     made = _run(
         [
@@ -449,22 +445,9 @@ def test_two_process_ddp_trains_on_none_shards(tmp_path):
         ]
     )
     assert made.exit_code == 0, made.output
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
     out = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(script),
-        str(tmp_path / "shards"),
-        str(out),
-        "{}",  # the worker's extra TrainConfig settings: none
-    ]
-    proc = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = run_worker(tmp_path / "shards", out, {})
+    assert proc.returncode == 0, proc.stderr[-8000:]
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["digest"] == ranks[1]["digest"]
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
