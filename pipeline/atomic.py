@@ -89,6 +89,36 @@ def staging_name(kind: str) -> str:
     return f"{STAGING_PREFIX}{kind}-{host_name()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+class StagingGone(FileNotFoundError):
+    """A worker was about to write into a staging folder that its run has already removed."""
+
+
+def check_staging_alive(path: str) -> None:
+    """Refuse to create ``path`` when the staging folder above it (the nearest parent named
+    ``.bertprep-<kind>-...``) no longer exists, on a local disk.
+
+    A run that fails or is stopped removes its staging folder at once, but a worker of a cluster that lost its
+    scheduler (Dask) goes on with the task in hand; opening a file there would create the folders again
+    (Beam's local ``FileSystems.create`` and ``os.makedirs`` make the parents), leaving an output directory
+    that holds only a dead run's staging folder. Object stores have no folders: nothing is checked there.
+
+    Raises:
+        StagingGone: the staging folder is gone; the message names it.
+    """
+    if "://" in path:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent and os.path.dirname(parent) != parent:
+        if os.path.basename(parent).startswith(STAGING_PREFIX):
+            if not os.path.isdir(parent):
+                raise StagingGone(
+                    f"{parent}: this run's staging folder does not exist (the run stopped and removed it, or this "
+                    f"worker does not see the launching machine's disk); not writing {path}"
+                )
+            return
+        parent = os.path.dirname(parent)
+
+
 def _staging_re(kind: str) -> re.Pattern:
     # the host and pid are absent from the staging folders of make-shards before it recorded them
     return re.compile(rf"^{re.escape(STAGING_PREFIX + kind)}-(?:(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-)?[0-9a-f]+$")
@@ -423,8 +453,10 @@ __all__ = [
     "LocalFiles",
     "LockError",
     "OutputBusy",
+    "StagingGone",
     "atomic_file",
     "atomic_files",
+    "check_staging_alive",
     "directory_lock",
     "finish_replace",
     "fsync_file",

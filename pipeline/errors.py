@@ -20,6 +20,8 @@ import logging
 import os
 import uuid
 
+from bertprep.pipeline import atomic
+
 log = logging.getLogger(__name__)
 
 
@@ -56,6 +58,7 @@ def record_error(folder: str | None, err: BaseException) -> None:
 
     try:
         path = FileSystems.join(folder, f"{ERROR_RECORD_PREFIX}{uuid.uuid4().hex}.txt")
+        atomic.check_staging_alive(path)  # a run that already ended: no folder made again for its record
         with FileSystems.create(path) as f:
             f.write(str(err).encode("utf-8"))
     except Exception:  # e.g. the disk is full: the message is then taken from the exception text

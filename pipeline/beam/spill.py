@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import IO
 
+from bertprep.pipeline import atomic
 from bertprep.pipeline.errors import MakeShardsError
 from bertprep.pipeline.instances.bucket_files import TokenizedDocument
 
@@ -70,6 +71,8 @@ class Spiller:
             _inline_bytes[self.folder] = inline + size
             return doc
         payload = pickle.dumps(tuple(doc[2:]), protocol=pickle.HIGHEST_PROTOCOL)
+        if self._file is None:
+            atomic.check_staging_alive(self.folder)  # (StagingGone: not a full disk, the run has ended)
         try:
             if self._file is None:
                 os.makedirs(self.folder, exist_ok=True)

@@ -82,6 +82,7 @@ def write_bucket_file(
     a temporary Arrow stream file on any Beam filesystem; returns the number of rows written."""
     arrow_schema = schema.shard_schema(vocab_size, objective, word_ids)
     written = 0
+    atomic.check_staging_alive(path)
     with FileSystems.create(path) as f, pa.ipc.new_stream(pa.PythonFile(f, mode="w"), arrow_schema) as writer:
         batches = rows.to_batches() if isinstance(rows, pa.Table) else rows
         for batch in batches:
@@ -166,6 +167,7 @@ def write_shard(
     path = FileSystems.join(output_dir, name)
     rows = 0
     tokens = 0
+    atomic.check_staging_alive(path)
     with FileSystems.create(path) as f:
         hashing = _HashingWriter(f)
         sink = pa.PythonFile(hashing, mode="w")
@@ -306,6 +308,7 @@ def copy_vocab(output_dir: str, tokens: Sequence[str], files: dict[str, str] | N
     """Write the vocab beside the shards: ``files`` (name -> text: a BPE / Unigram tokenizer's ``tokenizer.json``
     and config files) when given, else ``vocab.txt`` (one token per line, line number = id)."""
     for name, text in (files or {"vocab.txt": "\n".join(tokens) + "\n"}).items():
+        atomic.check_staging_alive(FileSystems.join(output_dir, name))
         with FileSystems.create(FileSystems.join(output_dir, name)) as f:
             f.write(text.encode("utf-8"))
 

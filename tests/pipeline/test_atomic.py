@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -226,3 +227,33 @@ def _read(directory) -> dict[str, str]:
 
 def _raise_interrupt(*args, **kwargs):
     raise KeyboardInterrupt
+
+
+def test_a_worker_writing_after_its_run_removed_the_staging_folder_makes_nothing_again(tmp_path):
+    """A Dask worker whose scheduler died goes on with its task after make-shards has removed the staging
+    folder; before, its writes made the folders again and the output directory was left holding only a dead
+    run's ``.bertprep-tmp-*``. Now each worker-side writer refuses, naming the folder."""
+    import pyarrow as pa
+
+    from bertprep.pipeline import errors, schema
+    from bertprep.pipeline.beam import spill
+    from bertprep.pipeline.shards import store
+
+    out = tmp_path / "out"
+    staging = out / store.staging_dir_name()
+    staging.mkdir(parents=True)
+    rows = pa.Table.from_pylist([], schema=schema.shard_schema(64, "nsp", False))
+    assert store.write_bucket_file(str(staging / "buckets" / "bucket-0.arrows"), rows, 64) == 0  # alive: writes
+    spiller = spill.Spiller(spill.spill_folder(str(staging)), budget_bytes=0)
+    spiller.close()
+    assert os.listdir(staging) == ["buckets"]
+    shutil.rmtree(staging)  # the run failed and removed its staging folder
+    with pytest.raises(atomic.StagingGone, match=f"{staging.name}: this run's staging folder does not exist"):
+        store.write_bucket_file(str(staging / "buckets" / "bucket-1.arrows"), rows, 64)
+    with pytest.raises(atomic.StagingGone):
+        store.copy_vocab(str(staging), ["[PAD]", "[UNK]"])
+    with pytest.raises(atomic.StagingGone):
+        spill.Spiller(spill.spill_folder(str(staging)), budget_bytes=0).keep((0, 1, b"\x01\x00\x00\x00", b"", 0))
+    errors.record_error(str(staging), ValueError("late"))  # best effort: records nothing, raises nothing
+    assert os.listdir(out) == []  # nothing made again
+    atomic.check_staging_alive("gs://bucket/out/.bertprep-tmp-x/buckets/b.arrows")  # object stores: no folders
