@@ -74,10 +74,20 @@ def test_train_from_gs_equals_train_from_the_local_copy_step_for_step(
 
 
 def test_train_from_s3_equals_train_from_the_local_copy(s3, tiny_shards, tmp_path, one_torch_thread):
+    """The training and the held-out shards in the bucket: the same losses and eval figures as from the folders."""
     upload_folder(tiny_shards / "train", f"{s3}/train")
-    local = _train(tiny_shards / "train", tmp_path / "local", None, max_steps=6)
-    remote = _train(f"{s3}/train", tmp_path / "remote", tmp_path / "cache", max_steps=6)
+    upload_folder(tiny_shards / "eval", f"{s3}/eval")
+    common = dict(max_steps=6, eval_every=3, eval_batches=2)
+    local = _train(tiny_shards / "train", tmp_path / "local", None, eval_shards=str(tiny_shards / "eval"), **common)
+    remote = _train(f"{s3}/train", tmp_path / "remote", tmp_path / "cache", eval_shards=f"{s3}/eval", **common)
     assert _losses(tmp_path / "remote") == _losses(tmp_path / "local")
+    figures = ("step", "loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "sequences")
+    evals = [
+        [{k: x[k] for k in figures} for x in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+         if x.get("split") == "eval"]
+        for run in (tmp_path / "local", tmp_path / "remote")
+    ]  # fmt: skip
+    assert len(evals[0]) == 2 and evals[1] == evals[0]
     _same_weights(remote.checkpoint, local.checkpoint)
 
 
