@@ -23,6 +23,7 @@ from bertprep.cli.options import (
     ModelPath,
     config_option,
     dataclass_default,
+    field_option,
     kernel_options,
     loop_options,
     model_option,
@@ -38,6 +39,18 @@ from bertprep.cli.run_lock import run_directory_lock
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
+
+
+class ShardDirectory(click.ParamType):
+    """A shard directory: an existing local folder, or a bucket's URL (``gs://...``, ``s3://...``) taken as given
+    (the trainer reads its manifest and names what is missing)."""
+
+    name = "directory|url"
+
+    def convert(self, value, param, ctx):
+        if "://" in str(value) and not str(value).startswith("file://"):
+            return str(value)
+        return click.Path(exists=True, file_okay=False).convert(value, param, ctx)
 
 
 #: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).
@@ -184,14 +197,16 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
 @click.option(
     "--shards",
     required=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="Training shard directory written by 'bertprep make-shards' (holds manifest.json).",
+    type=ShardDirectory(),
+    help="Training shard directory written by 'bertprep make-shards' (holds manifest.json): a local folder, or "
+    "a gs:// or s3:// URL read through --cache-dir.",
 )
 @click.option(
     "--eval-shards",
-    type=click.Path(exists=True, file_okay=False),
+    type=ShardDirectory(),
     default=None,
-    help="Held-out shard directory (same vocab and max_seq_length) evaluated every --eval-every steps.",
+    help="Held-out shard directory (same vocab and max_seq_length) evaluated every --eval-every steps; a "
+    "folder or a gs:// / s3:// URL.",
 )
 @output_dir_option(type=click.Path(file_okay=False))
 @click.option(
@@ -376,6 +391,8 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     "for the 163 MB (366,374 instances) of the make-shards benchmark when in the page cache, about "
     "1 s per GB; from disk, one read at disk speed (benchmarks/bench_verify.py).",
 )
+@field_option(TrainConfig, "cache_dir", type=click.Path(file_okay=False), show_default=False)
+@field_option(TrainConfig, "cache_max_gb", type=click.FloatRange(min=0, min_open=True))
 @click.option(
     "--stop-after-steps",
     type=click.IntRange(min=1),

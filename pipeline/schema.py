@@ -189,12 +189,26 @@ def read_manifest(shard_dir: str) -> dict[str, Any]:
             f"{shard_dir}: no {MANIFEST_NAME}; this is not a finished shard directory "
             "(make-shards writes the manifest last; run it again to completion)"
         )
+    with open(path, "rb") as f:
+        manifest = parse_manifest(f.read(), path)
+    for shard in manifest["shards"]:
+        if not os.path.exists(os.path.join(shard_dir, shard["file"])):
+            raise ValueError(f"{shard_dir}: manifest lists {shard['file']} but the file is missing")
+    return manifest
+
+
+def parse_manifest(data: bytes, path: str) -> dict[str, Any]:
+    """The manifest in ``data`` (the bytes of ``path``, a local file or an object in a bucket), checked as
+    :func:`read_manifest` checks it, but for the shard files' presence.
+
+    Raises:
+        ValueError: not valid JSON, not a manifest, or of another format version (the message names ``path``).
+    """
     damaged = (
         f"; the shard directory is damaged (make-shards writes {MANIFEST_NAME} last, whole): make the shards again"
     )
     try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+        manifest = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}){damaged}") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
@@ -205,9 +219,6 @@ def read_manifest(shard_dir: str) -> dict[str, Any]:
             f"{path}: format_version {version!r}, this bertprep reads version {FORMAT_VERSION}; "
             "re-create the shards with this version of bertprep"
         )
-    for shard in manifest["shards"]:
-        if not os.path.exists(os.path.join(shard_dir, shard["file"])):
-            raise ValueError(f"{shard_dir}: manifest lists {shard['file']} but the file is missing")
     return manifest
 
 

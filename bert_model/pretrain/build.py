@@ -41,7 +41,8 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phases import phase_at
-from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, read_shard_info, verify_shard_files
+from bertprep.bert_model.pretrain.remote_shards import is_remote, open_shard_info, read_any_manifest
+from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import (
     DROPOUT_OPTIONS,
     MODEL_OPTIONS,
@@ -140,7 +141,7 @@ def build_run(
     base, start = config, load_start(config)
     phase = phase_at(config.phase_settings(), start.saved["step"] if config.resume else 0)
     config = base.for_phase(phase)  # (the run's settings without phases)
-    info = read_shard_info(config.shards)
+    info = shard_info(config, config.shards)
     no_plot = plotting_unavailable() if d.is_main else None
     if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
         logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
@@ -392,15 +393,27 @@ def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -
     return model_config
 
 
+def shard_info(config: TrainConfig, shard_dir: str) -> ShardInfo:
+    """The ``ShardInfo`` of ``shard_dir``, a local directory or a bucket's URL read through the cache of
+    ``config.cache_dir`` / ``cache_max_gb`` (``remote_shards.open_shard_info``, which says what it raises)."""
+    return open_shard_info(shard_dir, config.cache_dir, int(config.cache_max_gb * 1e9))
+
+
+def _same_directory(a: str, b: str) -> bool:
+    if is_remote(a) or is_remote(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
     """Warn (main rank) when ``eval_shards`` may share documents with ``shards``: the same directory, or not
     the held-out set make-shards made with them (``schema.held_out_mismatch``)."""
     if not is_main:
         return
-    if os.path.realpath(shards) == os.path.realpath(eval_shards):
+    if _same_directory(shards, eval_shards):
         problem = "it is the training shards themselves"
     else:
-        problem = schema.held_out_mismatch(schema.read_manifest(shards), schema.read_manifest(eval_shards))
+        problem = schema.held_out_mismatch(read_any_manifest(shards), read_any_manifest(eval_shards))
     if problem:
         logger.warning(
             "--eval-shards %s: %s; it may share documents with the training data, so the eval "
@@ -418,7 +431,7 @@ def read_eval_shards(config: TrainConfig, info: ShardInfo, model_config: ModelCo
         ValueError: the eval shards do not fit the training shards (vocab, max_seq_length).
     """
     if config.eval_shards:
-        eval_info = read_shard_info(config.eval_shards)
+        eval_info = shard_info(config, config.eval_shards)
         check_compatible(
             eval_info,
             vocab_sha256=info.vocab_sha256,
@@ -520,7 +533,7 @@ def enter_phase(run: Run, index: int) -> None:
         FileNotFoundError: they have no manifest.
     """
     config = run.base_config.for_phase(index)
-    info = read_shard_info(config.shards)
+    info = shard_info(config, config.shards)
     check_compatible(
         info,
         vocab_sha256=run.info.vocab_sha256,

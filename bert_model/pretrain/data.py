@@ -367,6 +367,7 @@ class ShardDataset(IterableDataset):
         while True:
             shards = self.stream_shards(st.stream, st.epoch)
             while st.shard_pos < len(shards):
+                self._prefetch_next(st, shards)
                 yield from self._stream_shard(st, shards[st.shard_pos])
                 st.shard_pos, st.row = st.shard_pos + 1, 0
                 st.readers.clear()  # unmap shards no longer read (buffered refs reopen on demand)
@@ -386,6 +387,16 @@ class ShardDataset(IterableDataset):
         if st.packer is not None:
             for layout in st.packer.flush():
                 yield self._packed_step(st, layout), self._snapshot(st)
+
+    def _prefetch_next(self, st: _Stream, shards: list[int]) -> None:
+        """Start fetching the shard the stream reads after ``shards[st.shard_pos]`` (shards in a bucket only):
+        the next of the epoch, or the first of the next epoch."""
+        if self.info.source is None:
+            return
+        if st.shard_pos + 1 < len(shards):
+            self.info.prefetch(shards[st.shard_pos + 1])
+        elif self.infinite:
+            self.info.prefetch(self.stream_shards(st.stream, st.epoch + 1)[0])
 
     def _open_stream(self, logical: int, state: dict[str, Any]) -> _Stream:
         """The stream of logical worker ``logical`` at the cursor ``state`` (see ``_snapshot``)."""
@@ -438,13 +449,32 @@ class ShardDataset(IterableDataset):
         """
         shard = bisect.bisect_right(self._offsets, ref) - 1
         if shard not in st.readers:
-            st.readers[shard] = _ShardReader(self.info.shard_files[shard], self.info.vocab_size, self.info.objective)
+            st.readers[shard] = self._open_shard(shard)
             if st.readers[shard].num_rows != self.info.shard_rows[shard]:
                 raise ShardReadError(
                     f"{self.info.shard_files[shard]} holds {st.readers[shard].num_rows} rows, the "
                     f"manifest says {self.info.shard_rows[shard]}; the directory is corrupt"
                 )
         return st.readers[shard].row(ref - self._offsets[shard])
+
+    def _open_shard(self, shard: int) -> _ShardReader:
+        """The reader of shard ``shard``: its file, or for shards in a bucket its cached copy (fetched when not
+        there; fetched again once when another process removed it from the cache before it was read).
+
+        Raises:
+            ShardReadError: the shard cannot be read or fetched (the message names the file or object).
+        """
+        for attempt in range(2):
+            try:
+                path = self.info.shard_path(shard)
+            except ValueError as err:  # (remote_shards.RemoteShardError)
+                raise ShardReadError(str(err)) from None
+            try:
+                return _ShardReader(path, self.info.vocab_size, self.info.objective)
+            except ShardReadError:
+                if self.info.source is None or attempt or os.path.exists(path):
+                    raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _emit(self, st: _Stream, ref: int) -> dict[str, np.ndarray] | None:
         """Add row ``ref`` (masked now, with dynamic masking) to the pending batch; returns the batch when full.

@@ -10,9 +10,24 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from bertprep.pipeline import schema
 from bertprep.pipeline.config import MaskingConfig
+
+
+class ShardSource(Protocol):
+    """Where the shard files of a :class:`ShardInfo` are read from when they are not local files: a bucket
+    through a local cache (``remote_shards.ShardCache``)."""
+
+    def fetch(self, index: int) -> str:
+        """The local path of shard ``index``, its bytes checked against the manifest (fetched when needed).
+        Raises ``ValueError`` naming the object and what to do."""
+        ...
+
+    def prefetch(self, index: int) -> None:
+        """Start fetching shard ``index`` in the background, if it is not cached yet."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,19 @@ class ShardInfo:
     has_word_ids: bool = False
     """The shards have a ``word_ids`` column (the manifest's ``schema.columns``): dynamic masking takes its
     words from it (a word segmenter's words) instead of the vocab's ``##`` pieces."""
+    source: ShardSource | None = None
+    """Shards in a bucket: the cache that fetches them (``shard_files`` are then their URLs, ``vocab_file``
+    the cached copy); None for a local directory."""
+
+    def shard_path(self, index: int) -> str:
+        """The local file to read shard ``index`` from: ``shard_files[index]``, or for shards in a bucket
+        its cached copy, fetched now when it is not there (``ValueError`` naming the object when it cannot be)."""
+        return self.shard_files[index] if self.source is None else self.source.fetch(index)
+
+    def prefetch(self, index: int) -> None:
+        """Fetch shard ``index`` in the background when it lives in a bucket (nothing for local shards)."""
+        if self.source is not None:
+            self.source.prefetch(index)
 
     @property
     def has_sentence_label(self) -> bool:
@@ -78,8 +106,17 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
         ValueError: wrong format version, a listed shard is missing, the directory has no shards, or the
             manifest lacks a field the trainer needs (the message names the field).
     """
-    manifest = schema.read_manifest(shard_dir)
-    path = os.path.join(shard_dir, schema.MANIFEST_NAME)
+    return shard_info_from_manifest(schema.read_manifest(shard_dir), shard_dir)
+
+
+def shard_info_from_manifest(
+    manifest: dict[str, Any], shard_dir: str, *, vocab_dir: str | None = None, source: ShardSource | None = None
+) -> ShardInfo:
+    """The :class:`ShardInfo` of the checked ``manifest`` of ``shard_dir`` (a local folder or a bucket's URL),
+    its vocab file in ``vocab_dir`` (default ``shard_dir``: the cache folder for shards in a bucket), its shards
+    read through ``source`` when given. Raises ``ValueError`` as :func:`read_shard_info` does."""
+    path = _join(shard_dir, schema.MANIFEST_NAME)
+    vocab_dir = shard_dir if vocab_dir is None else vocab_dir
     try:
         config, vocab = manifest["config"], manifest["vocab"]
         info = ShardInfo(
@@ -92,9 +129,9 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             masking=str(config.get("masking", "static")),
             do_whole_word_mask=bool(config.get("do_whole_word_mask", False)),
             special_token_ids=dict(vocab["special_token_ids"]),
-            shard_files=tuple(os.path.join(shard_dir, s["file"]) for s in manifest["shards"]),
+            shard_files=tuple(_join(shard_dir, s["file"]) for s in manifest["shards"]),
             shard_rows=tuple(int(s["rows"]) for s in manifest["shards"]),
-            vocab_file=os.path.join(shard_dir, vocab["file"]) if vocab.get("file") else None,
+            vocab_file=os.path.join(vocab_dir, vocab["file"]) if vocab.get("file") else None,
             shard_sha256=tuple(s.get("sha256") for s in manifest["shards"]),
             objective=str(config.get("objective", "nsp")),
             masking_scheme=str(
@@ -106,9 +143,21 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
             has_word_ids="word_ids" in manifest.get("schema", {}).get("columns", ()),
             vocab_model=str(vocab.get("model", "WordPiece")),
             special_tokens=dict(vocab.get("special_tokens") or {r: r for r in vocab["special_token_ids"]}),
+            source=source,
         )
     except KeyError as err:
         raise ValueError(f"{path}: missing field {err}; re-create the shards with bertprep make-shards") from None
+    _check(info, path)
+    return info
+
+
+def _join(shard_dir: str, name: str) -> str:
+    """``shard_dir/name``, with ``/`` for a URL (``gs://...``) whatever the local separator."""
+    return shard_dir.rstrip("/") + "/" + name if "://" in shard_dir else os.path.join(shard_dir, name)
+
+
+def _check(info: ShardInfo, path: str) -> None:
+    """Refuse a manifest the trainer cannot read (``ValueError`` naming ``path``, the field and the fix)."""
     if not info.shard_rows or info.num_rows == 0:
         raise ValueError(f"{path}: the directory holds no instances")
     if info.objective not in ("nsp", "sop", "none"):
@@ -118,7 +167,6 @@ def read_shard_info(shard_dir: str) -> ShardInfo:
     for token in ("[CLS]", "[SEP]", "[MASK]"):
         if token not in info.special_token_ids:
             raise ValueError(f"{path}: vocab.special_token_ids has no {token}")
-    return info
 
 
 def verify_shard_files(info: ShardInfo, *, rank: int = 0, world_size: int = 1) -> None:
@@ -131,6 +179,8 @@ def verify_shard_files(info: ShardInfo, *, rank: int = 0, world_size: int = 1) -
     Raises:
         ValueError: naming the first file that is missing or whose bytes differ from when it was written.
     """
+    if info.source is not None:  # in a bucket: each file is checked as it is fetched
+        return
     expected_sha256 = info.shard_sha256 or (None,) * len(info.shard_files)
     for path, expected in list(zip(info.shard_files, expected_sha256, strict=True))[rank::world_size]:
         if not os.path.isfile(path):
@@ -186,4 +236,11 @@ def check_compatible(
         )
 
 
-__all__ = ["ShardInfo", "check_compatible", "read_shard_info", "verify_shard_files"]
+__all__ = [
+    "ShardInfo",
+    "ShardSource",
+    "check_compatible",
+    "read_shard_info",
+    "shard_info_from_manifest",
+    "verify_shard_files",
+]

@@ -58,6 +58,8 @@ RUN_CONTROL_FIELDS = frozenset(
         "attn_implementation",
         "num_workers",
         "verify_shards",
+        "cache_dir",
+        "cache_max_gb",
         "max_time_minutes",
         "stop_after_steps",
         "allow_resume_changes",
@@ -190,6 +192,15 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     """Rows in each data stream's shuffle buffer."""
     verify_shards: bool = True
     """Check every shard file against the sha256 in its manifest before training (one read of the shards)."""
+    cache_dir: str | None = None
+    """Folder that keeps the shards read from a bucket (``shards`` or ``eval_shards`` a ``gs://`` or ``s3://``
+    URL): each process fetches the shards it reads into it, the next one while the current one trains, and checks
+    each against the sha256 in the manifest (``--no-verify`` does not skip this). Several runs and processes may
+    share it. Default: ``$XDG_CACHE_HOME/bertprep/shards`` (``~/.cache/bertprep/shards``)."""
+    cache_max_gb: float = 20.0
+    """Bound of ``cache_dir`` in GB (10^9 bytes): beyond it the shards used least recently are removed (never
+    the one a process has just fetched). Give room for two shards per loader process, else shards are fetched
+    again."""
     max_time_minutes: float | None = None
     """Stop cleanly (with a checkpoint) after this many minutes of training."""
     stop_after_steps: int | None = None
@@ -257,6 +268,8 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
             )
         if self.max_time_minutes is not None and self.max_time_minutes <= 0:
             raise ValueError(f"max_time_minutes must be positive, got {self.max_time_minutes}")
+        if self.cache_max_gb <= 0:
+            raise ValueError(f"cache_max_gb must be positive, got {self.cache_max_gb}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
             raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
 

@@ -40,6 +40,7 @@ from bertprep.bert_model.pretrain.data import ShardReadError
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phases import phase_at
+from bertprep.bert_model.pretrain.remote_shards import is_remote
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
     TASKS,
@@ -425,7 +426,7 @@ def _save(run: build.Run, state: _LoopState, cursor: dict[str, Any] | None = Non
                 "vocab_size": info.vocab_size,
                 "max_seq_length": info.max_seq_length,
                 "special_token_ids": info.special_token_ids,
-                "shards": os.path.abspath(config.shards),
+                "shards": config.shards if is_remote(config.shards) else os.path.abspath(config.shards),
             },
             "world_size": d.world_size,
             "ranks": per_rank,

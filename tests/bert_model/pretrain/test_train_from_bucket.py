@@ -1,0 +1,211 @@
+"""``train --shards gs://... | s3://...``: training from a bucket equals training from a local copy, step for step.
+
+The buckets are real API servers (``gcp-storage-emulator``, ``moto``: ``cloud_factory.py``) reached through the
+clients users run (gcsfs, s3fs); the shards are the session's ``tiny_shards`` uploaded there. Each process fetches
+the shards it reads into ``--cache-dir`` (``bert_model/pretrain/remote_shards.py``), checked against the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cli_factory import ENV, bertprep, error_line
+from cloud_factory import upload_folder
+from conftest import need_module
+from model_factory import tiny_train_config
+
+need_module("torch")
+need_module("gcsfs")
+need_module("s3fs")
+
+
+def _losses(run: Path) -> list[dict]:
+    """Every metrics.jsonl line's step and losses (the training curve)."""
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in x.items() if k in ("step", "loss", "mlm_loss", "nsp_loss")} for x in lines if "loss" in x]
+
+
+def _weights(checkpoint: str) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(os.path.join(checkpoint, "model.safetensors"))
+
+
+def _same_weights(a: str, b: str) -> None:
+    wa, wb = _weights(a), _weights(b)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        assert wa[name].equal(wb[name]), name
+
+
+def _train(shards, out: Path, cache: Path | None, **overrides):
+    from bertprep.bert_model.pretrain.trainer import train
+
+    cache_dir = {"cache_dir": str(cache)} if cache is not None else {}
+    return train(tiny_train_config(shards, out, log_every=1, **cache_dir, **overrides))
+
+
+def _cached_shards(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.rglob("*.arrow"))
+
+
+@pytest.fixture
+def gs_shards(gcs, tiny_shards) -> str:
+    """The session's tiny training shards (4 files of 40 rows) in a fresh GCS bucket: ``gs://NAME/train``."""
+    upload_folder(tiny_shards / "train", f"{gcs}/train")
+    return f"{gcs}/train"
+
+
+def test_train_from_gs_equals_train_from_the_local_copy_step_for_step(
+    gs_shards, tiny_shards, tmp_path, one_torch_thread
+):
+    common = dict(max_steps=20, num_workers=2)
+    local = _train(tiny_shards / "train", tmp_path / "local", None, **common)
+    remote = _train(gs_shards, tmp_path / "remote", tmp_path / "cache", **common)
+    assert len(_losses(tmp_path / "local")) == 20
+    assert _losses(tmp_path / "remote") == _losses(tmp_path / "local")
+    _same_weights(remote.checkpoint, local.checkpoint)
+    state = json.loads(Path(remote.checkpoint, "state.json").read_text())
+    assert state["data"]["shards"] == gs_shards  # the URL as given, not made a local path
+
+
+def test_train_from_s3_equals_train_from_the_local_copy(s3, tiny_shards, tmp_path, one_torch_thread):
+    """The training and the held-out shards in the bucket: the same losses and eval figures as from the folders."""
+    upload_folder(tiny_shards / "train", f"{s3}/train")
+    upload_folder(tiny_shards / "eval", f"{s3}/eval")
+    common = dict(max_steps=6, eval_every=3, eval_batches=2)
+    local = _train(tiny_shards / "train", tmp_path / "local", None, eval_shards=str(tiny_shards / "eval"), **common)
+    remote = _train(f"{s3}/train", tmp_path / "remote", tmp_path / "cache", eval_shards=f"{s3}/eval", **common)
+    assert _losses(tmp_path / "remote") == _losses(tmp_path / "local")
+    figures = ("step", "loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "sequences")
+    evals = [
+        [{k: x[k] for k in figures} for x in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+         if x.get("split") == "eval"]
+        for run in (tmp_path / "local", tmp_path / "remote")
+    ]  # fmt: skip
+    assert len(evals[0]) == 2 and evals[1] == evals[0]
+    _same_weights(remote.checkpoint, local.checkpoint)
+
+
+def test_resume_from_a_bucket_equals_the_uninterrupted_run(gs_shards, tmp_path, one_torch_thread):
+    common = dict(max_steps=8, num_workers=1)
+    whole = _train(gs_shards, tmp_path / "whole", tmp_path / "cache", **common)
+    first = _train(gs_shards, tmp_path / "parts", tmp_path / "cache2", stop_after_steps=4, **common)
+    assert first.step == 4
+    second = _train(gs_shards, tmp_path / "parts", tmp_path / "cache2", resume=str(tmp_path / "parts"), **common)
+    assert second.step == 8
+    assert _losses(tmp_path / "parts") == _losses(tmp_path / "whole")
+    _same_weights(second.checkpoint, whole.checkpoint)
+
+
+def _object_names(url: str) -> list[str]:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.invalidate_cache()
+    return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
+
+
+def _no_temporary_files(cache: Path) -> None:
+    assert [p.name for p in cache.rglob("*") if p.name.startswith(".")] == []
+
+
+def test_a_cached_shard_that_differs_from_the_manifest_is_fetched_again(gs_shards, tmp_path, one_torch_thread):
+    first = _train(gs_shards, tmp_path / "first", tmp_path / "cache", max_steps=4)
+    cached = sorted((tmp_path / "cache").rglob("*.arrow"))
+    assert cached
+    good = {p: p.read_bytes() for p in cached}
+    for p in cached:
+        p.write_bytes(b"\0" * len(good[p]))  # the local disk damaged them
+    again = _train(gs_shards, tmp_path / "again", tmp_path / "cache", max_steps=4)
+    assert _losses(tmp_path / "again") == _losses(tmp_path / "first")
+    _same_weights(again.checkpoint, first.checkpoint)
+    assert all(p.read_bytes() == good[p] for p in cached if p.exists())
+
+
+def test_a_shard_changed_in_the_bucket_is_refused_in_one_line_naming_it(gcs, tiny_shards, tmp_path):
+    from bertprep.bert_model.pretrain.data import epoch_shard_order
+    from bertprep.bert_model.pretrain.trainer import ShardReadError
+
+    upload_folder(tiny_shards / "train", f"{gcs}/train")
+    names = _object_names(f"{gcs}/train")
+    shards = [n for n in names if n.endswith(".arrow")]
+    first = shards[epoch_shard_order(len(shards), 0, 0, True)[0]]  # the first shard read (seed 0)
+    import fsspec
+
+    with fsspec.open(f"{gcs}/train/{first}", "wb") as f:  # other bytes than the manifest's sha256
+        f.write((tiny_shards / "train" / shards[-1 if first != shards[-1] else 0]).read_bytes())
+    with pytest.raises(ShardReadError) as err:
+        _train(f"{gcs}/train", tmp_path / "run", tmp_path / "cache", max_steps=2)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{gcs}/train/{first}: sha256 differs from the one in {gcs}/train/manifest.json")
+    assert "make the shards again" in message
+    assert first not in _cached_shards(tmp_path / "cache")
+    _no_temporary_files(tmp_path / "cache")
+
+
+def test_an_object_deleted_mid_run_stops_in_one_line_with_a_checkpoint(gcs, tiny_shards, tmp_path):
+    """The second shard of the stream is gone when the loader reaches it: one line naming the object and the
+    fix, a checkpoint of the last finished step, a non-zero exit, no half-written cache file."""
+    from bertprep.bert_model.pretrain.data import epoch_shard_order
+
+    upload_folder(tiny_shards / "train", f"{gcs}/train")
+    shards = [n for n in _object_names(f"{gcs}/train") if n.endswith(".arrow")]
+    second = shards[epoch_shard_order(len(shards), 0, 0, True)[1]]
+    import fsspec
+
+    fsspec.open(f"{gcs}/train", "rb").fs.rm(f"{gcs}/train/{second}")
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    proc = bertprep(
+        "train", "--shards", f"{gcs}/train", "-o", out, "--cache-dir", cache, "--preset", "tiny", "--hidden-size",
+        32, "--num-attention-heads", 2, "--batch-size", 8, "--shuffle-buffer-size", 8, "--max-steps", 20,
+        "--warmup-steps", 0, "--num-workers", 0, "--save-every", 0, "--no-progress", timeout=300,
+        env={**ENV, **{k: v for k, v in os.environ.items() if k.startswith(("STORAGE_", "NO_GCE"))}},
+    )  # fmt: skip
+    line = error_line(proc, status=1)
+    assert f"{gcs}/train/{second} does not exist (listed in {gcs}/train/manifest.json)" in line
+    assert "make the shards again" in line and f"continue with --resume {out}" in line
+    assert (out / "checkpoints").is_dir()
+    assert second not in _cached_shards(cache)
+    _no_temporary_files(cache)
+
+
+def test_a_bucket_that_does_not_exist_is_named_in_one_line(gcs, tmp_path):
+    proc = bertprep(
+        "train", "--shards", "gs://no-such-bucket-bertprep/train", "-o", tmp_path / "run", "--cache-dir",
+        tmp_path / "cache", "--preset", "tiny", "--max-steps", 2, "--warmup-steps", 0, "--no-progress", timeout=120,
+        env={**ENV, **{k: v for k, v in os.environ.items() if k.startswith(("STORAGE_", "NO_GCE"))}},
+    )  # fmt: skip
+    line = error_line(proc, status=1)
+    assert "gs://no-such-bucket-bertprep/train/manifest.json does not exist" in line
+    assert "check the bucket and folder name" in line
+
+
+def test_a_cache_smaller_than_the_shards_evicts_and_still_trains(gs_shards, tiny_shards, tmp_path, one_torch_thread):
+    shard_bytes = max(p.stat().st_size for p in (tiny_shards / "train").glob("*.arrow"))
+    local = _train(tiny_shards / "train", tmp_path / "local", None, max_steps=12)
+    small = _train(gs_shards, tmp_path / "remote", tmp_path / "cache", max_steps=12, cache_max_gb=shard_bytes / 1e9)
+    assert _losses(tmp_path / "remote") == _losses(tmp_path / "local")
+    _same_weights(small.checkpoint, local.checkpoint)
+    assert 1 <= len(_cached_shards(tmp_path / "cache")) <= 2  # the one just fetched, and a prefetch landing
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_each_rank_fetches_only_the_shards_it_reads(gs_shards, tmp_path, rank):
+    from bertprep.bert_model.pretrain.data import ShardDataset
+    from bertprep.bert_model.pretrain.remote_shards import open_shard_info
+
+    info = open_shard_info(gs_shards, str(tmp_path / "cache"))
+    dataset = ShardDataset(
+        gs_shards, batch_size=8, rank=rank, world_size=2, num_workers=0, info=info, infinite=False,
+        shuffle_buffer_size=8,
+    )  # fmt: skip
+    rows = sum(len(batch["input_ids"]) for batch, _ in dataset)
+    read = [info.shard_files[i].rsplit("/", 1)[-1] for i in dataset.stream_shards(dataset.stream_index(0), 0)]
+    assert rows == sum(info.shard_rows[i] for i in dataset.stream_shards(dataset.stream_index(0), 0))
+    assert _cached_shards(tmp_path / "cache") == sorted(read) and len(read) == 2
