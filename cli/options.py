@@ -312,16 +312,23 @@ def optimizer_options(config: type):
     )
 
 
-def stop_options(config: type):
+def stop_options(config: type, phases: bool = False):
     """When a training run stops and evaluates (train, finetune): ``--max-steps``, ``--max-time-minutes``,
-    ``--eval-every``."""
+    ``--eval-every``. ``phases``: the command takes ``--phase`` (train), and ``--max-steps`` 0 or left out
+    means the phases' sum."""
+    by_phases = (
+        " Left out (or 0) with --phase where every phase gives steps= or tokens=: the sum of the phases' steps; "
+        "given with --phase, it must equal that sum."
+        if phases
+        else ""
+    )
     return apply(
         field_option(
             config,
             "max_steps",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=0 if phases else 1),
             help="Optimizer steps of the learning-rate schedule; training stops there (train, paper: 1,000,000; "
-            "finetune: overrides --num-train-epochs).",
+            "finetune: overrides --num-train-epochs)." + by_phases,
         ),
         field_option(
             config,
@@ -610,10 +617,14 @@ def _batch_and_phase_options(default: Callable[[str], Any]) -> list:
             multiple=True,
             default=default("phases"),
             metavar="KEY=VALUE,...",
-            help="One phase of the run, in order (repeat the option; none = one phase): steps=N (the last phase "
-            "may leave it out: the rest of --max-steps), shards=DIR, batch-size=B, gradient-accumulation-steps=A, "
-            "and for ModernBERT global-rope-theta / local-rope-theta (context extension). E.g. the BERT paper's "
-            "90% at 128 then 512: --max-steps 1000000 --phase steps=900000 --phase shards=shards/512,batch-size=8. "
+            help="One phase of the run, in order (repeat the option; none = one phase): its size, steps=N "
+            "(optimizer steps) or tokens=N (token slots, padding included: 2B, 1.7T, 300M; the phase lasts "
+            "ceil(N / (batch size x accumulation x processes x its shards' max_seq_length)) steps, logged at the "
+            "start; the last phase may leave its size out: the rest of --max-steps), shards=DIR, batch-size=B, "
+            "gradient-accumulation-steps=A, and for ModernBERT global-rope-theta / local-rope-theta (context "
+            "extension). E.g. the BERT paper's 90% at 128 then 512: --max-steps 1000000 --phase steps=900000 "
+            "--phase shards=shards/512,batch-size=8; ModernBERT's context extension: --phase tokens=1.7T "
+            "--phase tokens=250B,shards=shards/8192,global-rope-theta=160000 (no --max-steps: the phases' sum). "
             "One learning-rate schedule runs over all phases; --resume continues inside the checkpoint's phase.",
         ),
         click.option(

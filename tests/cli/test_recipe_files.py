@@ -44,7 +44,8 @@ def test_every_recipe_loads_and_runs_two_steps_on_the_tiny_preset(tiny_shards, t
         need_module(module)
     shards = tiny_shards / ("dynamic" if settings.get("masked_lm_prob") else "train")
     out = tmp_path / "run"
-    phases = ["--phase", "steps=1", "--phase", f"shards={tiny_shards / 'long'}"] if settings.get("phases") else []
+    later = shards if settings.get("masked_lm_prob") else tiny_shards / "long"  # (a masking rate: dynamic shards)
+    phases = ["--phase", "steps=1", "--phase", f"shards={later}"] if settings.get("phases") else []
     result = _train("--config", recipe, "--shards", shards, "-o", out, *TINY, *phases)
     assert result.exit_code == 0, result.output[-2000:]
     ran = tomllib.loads((out / "config.toml").read_text())
@@ -98,3 +99,29 @@ def test_a_missing_optimizer_package_is_refused_before_any_work(tiny_shards, tmp
     result = _train("--optimizer", "lamb", "--shards", tiny_shards / "train", "-o", tmp_path / "out")
     assert result.exit_code == 2 and not (tmp_path / "out").exists()
     assert "Invalid value for '--optimizer': needs the pytorch-optimizer package: pip install " in result.output
+
+
+def test_phases_in_tokens_without_max_steps_train_for_their_sum(tiny_shards, tmp_path):
+    """--phase tokens=... twice and no --max-steps: 600 token slots at 4 x 2 x 32 = 256 a step are 3 steps
+    (2.3, rounded up), 500 at 4 x 2 x 48 = 384 are 2 (1.3); the run takes 5, its config.toml records the phases as
+    given and max-steps 0 (the sum), and --config of it runs the same."""
+    at = TINY.index("--max-steps")
+    tiny = TINY[:at] + TINY[at + 2 :]
+    phases = ["--phase", "tokens=600", "--phase", f"tokens=500,shards={tiny_shards / 'long'}"]
+    result = _train("--shards", tiny_shards / "train", "-o", tmp_path / "a", *tiny, *phases)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert "step 5 (max_steps)" in result.output
+    ran = tomllib.loads((tmp_path / "a" / "config.toml").read_text())
+    assert ran["max-steps"] == 0 and ran["phase"] == ["tokens=600", f"tokens=500,shards={tiny_shards / 'long'}"]
+    again = _train("--config", tmp_path / "a" / "config.toml", "-o", tmp_path / "b")
+    assert again.exit_code == 0 and "step 5 (max_steps)" in again.output, again.output[-2000:]
+
+
+def test_max_steps_that_disagrees_with_phases_in_tokens_is_refused_naming_each_phase(tiny_shards, tmp_path):
+    phases = ["--phase", "tokens=600", "--phase", f"tokens=500,shards={tiny_shards / 'long'}"]
+    result = _train("--shards", tiny_shards / "train", "-o", tmp_path / "a", *TINY, *phases)
+    assert result.exit_code == 1
+    assert (
+        "the phases come to 5 steps (phase 1: tokens=600 / 256 token slots a step = 3 steps; phase 2: tokens=500 / "
+        "384 token slots a step = 2 steps), not max_steps (2); leave --max-steps out" in result.output
+    )
