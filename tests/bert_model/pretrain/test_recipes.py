@@ -9,30 +9,15 @@ import torch
 
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from conftest import FIXTURES, need_module
+from model_factory import tiny_train_config
 from recorded_runs import FIELDS, RUNS, run_records
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(root / "train"),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=9,
-        warmup_steps=2,
-        learning_rate=1e-3,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=32,
-        progress=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    """``tiny_train_config`` on ``root/train`` for 9 steps, a metrics line per step."""
+    return tiny_train_config(root / "train", out, **{"max_steps": 9, "log_every": 1, **overrides})
 
 
 def _train_lines(run_dir) -> list[dict]:
