@@ -21,6 +21,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 import re
 import textwrap
 from collections.abc import Callable
@@ -706,6 +707,38 @@ def read_recipe(path: str, command: click.Command) -> dict[str, Any]:
     return settings
 
 
+def shipped_recipes() -> dict[str, str]:
+    """The recipe files that ship with bertprep (package data: ``bert_model/pretrain/recipes/*.toml``), name (the
+    file's name without ``.toml``) -> path, through ``importlib.resources`` on the installed package."""
+    from importlib import resources
+
+    folder = resources.files("bertprep.bert_model.pretrain").joinpath("recipes")
+    return {f.name.removesuffix(".toml"): str(f) for f in folder.iterdir() if f.name.endswith(".toml")}
+
+
+class RecipeParam(click.ParamType):
+    """``--config``'s value: a recipe file that exists, else the name of a shipped recipe (``shipped_recipes``);
+    the value is the file's path."""
+
+    name = "NAME|FILE"
+
+    def convert(self, value, param, ctx):
+        if os.path.exists(value):
+            return LocalPath(exists=True, dir_okay=False).convert(value, param, ctx)
+        shipped = shipped_recipes()
+        if value in shipped:
+            return shipped[value]
+        names = ", ".join(sorted(shipped))
+        if os.sep in value or "/" in value or value.endswith(".toml"):
+            self.fail(f"recipe file {value} does not exist (or name a shipped recipe: {names})", param, ctx)
+        self.fail(
+            f"{value!r} is neither a recipe file nor a recipe that ships with bertprep; give a TOML file's path or "
+            f"one of {names}",
+            param,
+            ctx,
+        )
+
+
 def _load_recipe(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None:
         ctx.default_map = {**(ctx.default_map or {}), **read_recipe(value, ctx.command)}
@@ -713,18 +746,20 @@ def _load_recipe(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 def config_option(command):
-    """``--config FILE``: a recipe file (TOML) whose keys are the command's option names; its values become the
-    defaults (click's ``default_map``), so the command line overrides each. Read first (``is_eager``)."""
+    """``--config NAME|FILE``: a recipe, shipped (by name) or a file (TOML), whose keys are the command's option
+    names; its values become the defaults (click's ``default_map``), so the command line overrides each. Read
+    first (``is_eager``)."""
     return click.option(
         "--config",
-        type=LocalPath(exists=True, dir_okay=False),
+        type=RecipeParam(),
         is_eager=True,
         expose_value=False,
         callback=_load_recipe,
         default=None,
-        help="A recipe file (TOML; the repository's recipes/ folder has the published ones): 'option-name = "
-        'value\' lines, e.g. lr-schedule = "wsd". Options given on the command line override it; the settings '
-        "that ran are written to OUTPUT/config.toml.",
+        help=f"A recipe: the name of one that ships with bertprep ({', '.join(sorted(shipped_recipes()))}: the "
+        "published recipes, each value with its source) or a recipe file (TOML): 'option-name = value' lines, "
+        'e.g. lr-schedule = "wsd". An existing file of that name wins over a shipped recipe. Options given on '
+        "the command line override it; the settings that ran are written to OUTPUT/config.toml.",
     )(command)
 
 
