@@ -21,6 +21,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 import re
 import textwrap
 from collections.abc import Callable
@@ -312,16 +313,23 @@ def optimizer_options(config: type):
     )
 
 
-def stop_options(config: type):
+def stop_options(config: type, phases: bool = False):
     """When a training run stops and evaluates (train, finetune): ``--max-steps``, ``--max-time-minutes``,
-    ``--eval-every``."""
+    ``--eval-every``. ``phases``: the command takes ``--phase`` (train), and ``--max-steps`` 0 or left out
+    means the phases' sum."""
+    by_phases = (
+        " Left out (or 0) with --phase where every phase gives steps= or tokens=: the sum of the phases' steps; "
+        "given with --phase, it must equal that sum."
+        if phases
+        else ""
+    )
     return apply(
         field_option(
             config,
             "max_steps",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=0 if phases else 1),
             help="Optimizer steps of the learning-rate schedule; training stops there (train, paper: 1,000,000; "
-            "finetune: overrides --num-train-epochs).",
+            "finetune: overrides --num-train-epochs)." + by_phases,
         ),
         field_option(
             config,
@@ -610,10 +618,14 @@ def _batch_and_phase_options(default: Callable[[str], Any]) -> list:
             multiple=True,
             default=default("phases"),
             metavar="KEY=VALUE,...",
-            help="One phase of the run, in order (repeat the option; none = one phase): steps=N (the last phase "
-            "may leave it out: the rest of --max-steps), shards=DIR, batch-size=B, gradient-accumulation-steps=A, "
-            "and for ModernBERT global-rope-theta / local-rope-theta (context extension). E.g. the BERT paper's "
-            "90% at 128 then 512: --max-steps 1000000 --phase steps=900000 --phase shards=shards/512,batch-size=8. "
+            help="One phase of the run, in order (repeat the option; none = one phase): its size, steps=N "
+            "(optimizer steps) or tokens=N (token slots, padding included: 2B, 1.7T, 300M; the phase lasts "
+            "ceil(N / (batch size x accumulation x processes x its shards' max_seq_length)) steps, logged at the "
+            "start; the last phase may leave its size out: the rest of --max-steps), shards=DIR, batch-size=B, "
+            "gradient-accumulation-steps=A, and for ModernBERT global-rope-theta / local-rope-theta (context "
+            "extension). E.g. the BERT paper's 90% at 128 then 512: --max-steps 1000000 --phase steps=900000 "
+            "--phase shards=shards/512,batch-size=8; ModernBERT's context extension: --phase tokens=1.7T "
+            "--phase tokens=250B,shards=shards/8192,global-rope-theta=160000 (no --max-steps: the phases' sum). "
             "One learning-rate schedule runs over all phases; --resume continues inside the checkpoint's phase.",
         ),
         click.option(
@@ -695,6 +707,38 @@ def read_recipe(path: str, command: click.Command) -> dict[str, Any]:
     return settings
 
 
+def shipped_recipes() -> dict[str, str]:
+    """The recipe files that ship with bertprep (package data: ``bert_model/pretrain/recipes/*.toml``), name (the
+    file's name without ``.toml``) -> path, through ``importlib.resources`` on the installed package."""
+    from importlib import resources
+
+    folder = resources.files("bertprep.bert_model.pretrain").joinpath("recipes")
+    return {f.name.removesuffix(".toml"): str(f) for f in folder.iterdir() if f.name.endswith(".toml")}
+
+
+class RecipeParam(click.ParamType):
+    """``--config``'s value: a recipe file that exists, else the name of a shipped recipe (``shipped_recipes``);
+    the value is the file's path."""
+
+    name = "NAME|FILE"
+
+    def convert(self, value, param, ctx):
+        if os.path.exists(value):
+            return LocalPath(exists=True, dir_okay=False).convert(value, param, ctx)
+        shipped = shipped_recipes()
+        if value in shipped:
+            return shipped[value]
+        names = ", ".join(sorted(shipped))
+        if os.sep in value or "/" in value or value.endswith(".toml"):
+            self.fail(f"recipe file {value} does not exist (or name a shipped recipe: {names})", param, ctx)
+        self.fail(
+            f"{value!r} is neither a recipe file nor a recipe that ships with bertprep; give a TOML file's path or "
+            f"one of {names}",
+            param,
+            ctx,
+        )
+
+
 def _load_recipe(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None:
         ctx.default_map = {**(ctx.default_map or {}), **read_recipe(value, ctx.command)}
@@ -702,18 +746,20 @@ def _load_recipe(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 def config_option(command):
-    """``--config FILE``: a recipe file (TOML) whose keys are the command's option names; its values become the
-    defaults (click's ``default_map``), so the command line overrides each. Read first (``is_eager``)."""
+    """``--config NAME|FILE``: a recipe, shipped (by name) or a file (TOML), whose keys are the command's option
+    names; its values become the defaults (click's ``default_map``), so the command line overrides each. Read
+    first (``is_eager``)."""
     return click.option(
         "--config",
-        type=LocalPath(exists=True, dir_okay=False),
+        type=RecipeParam(),
         is_eager=True,
         expose_value=False,
         callback=_load_recipe,
         default=None,
-        help="A recipe file (TOML; the repository's recipes/ folder has the published ones): 'option-name = "
-        'value\' lines, e.g. lr-schedule = "wsd". Options given on the command line override it; the settings '
-        "that ran are written to OUTPUT/config.toml.",
+        help=f"A recipe: the name of one that ships with bertprep ({', '.join(sorted(shipped_recipes()))}: the "
+        "published recipes, each value with its source) or a recipe file (TOML): 'option-name = value' lines, "
+        'e.g. lr-schedule = "wsd". An existing file of that name wins over a shipped recipe. Options given on '
+        "the command line override it; the settings that ran are written to OUTPUT/config.toml.",
     )(command)
 
 

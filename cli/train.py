@@ -12,6 +12,7 @@ import click
 from click.core import ParameterSource
 
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
+from bertprep.bert_model.pretrain.phases import every_phase_sized
 from bertprep.bert_model.pretrain.train_config import (
     ARCHITECTURE_PRESETS,
     MODEL_OPTIONS,
@@ -133,6 +134,14 @@ def _settle_options_on_resume(ctx: click.Context, options: dict) -> None:
             )
 
 
+def _max_steps_from_phases(ctx: click.Context, options: dict) -> None:
+    """Without --max-steps, a run whose every --phase gives steps= or tokens= is as long as its phases:
+    max_steps 0, their sum once the run knows its world size and shards (``build.size_phases_in_steps``).
+    Called before ``_settle_options_on_resume``, which puts a resumed run's own max_steps back."""
+    if ctx.get_parameter_source("max_steps") not in _GIVEN and every_phase_sized(options.get("phases") or ()):
+        options["max_steps"] = 0
+
+
 #: Where an option counts as given: the command line, the environment or a recipe file (--config).
 _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT_MAP)
 
@@ -143,7 +152,7 @@ CPU_RECIPE = "--preset mini --max-steps 10000 --warmup-steps 1000 --lr 1e-3"
 def _warn_if_paper_scale_on_cpu(ctx: click.Context, config: TrainConfig) -> None:
     """One line when the paper's scale (preset base, 1,000,000 steps: the defaults) is about to start on a CPU,
     where it would run for months: the recipe to use instead."""
-    if config.resume or config.init_from or ctx.get_parameter_source("max_steps") in _GIVEN:
+    if config.resume or config.init_from or not config.max_steps or ctx.get_parameter_source("max_steps") in _GIVEN:
         return
     if config.preset not in ("base", "large"):
         return
@@ -268,7 +277,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     default=_default("warmup_steps"),
     help="Steps of linear warm-up, then --lr-schedule (by default linear decay to 0 at --max-steps; paper: 10,000).",
 )
-@stop_options(TrainConfig)
+@stop_options(TrainConfig, phases=True)
 @click.option(
     "--nsp-loss-weight",
     type=click.FloatRange(min=0),
@@ -419,6 +428,7 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     from bertprep.bert_model.pretrain.trainer import train as run_training
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _max_steps_from_phases(ctx, options)
     _settle_options_on_resume(ctx, options)
     try:
         config = TrainConfig(compile=compile_, **options)

@@ -12,23 +12,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: The recorded configurations (besides shards and output_dir): BERT and ModernBERT, dropout and shuffling on,
-#: gradient accumulation, a warm-up and a decay, one metrics line per step.
+#: The recorded configurations (besides shards and output_dir), on ``model_factory.tiny_train_config``'s tiny
+#: model and run (batch 8, 2 warm-up steps, learning rate 1e-3, shuffling on): BERT with gradient accumulation
+#: and ModernBERT, dropout on, 6 steps with a decay, one metrics line per step.
 RUNS = {
-    "bert": dict(preset="tiny", hidden_size=32, num_attention_heads=2, gradient_accumulation_steps=2),
-    "modernbert": dict(architecture="modernbert", preset="tiny", hidden_size=32, num_attention_heads=2),
+    "bert": dict(gradient_accumulation_steps=2),
+    "modernbert": dict(architecture="modernbert"),
 }
-COMMON = dict(
-    batch_size=8,
-    max_steps=6,
-    warmup_steps=2,
-    learning_rate=1e-3,
-    log_every=1,
-    save_every=0,
-    num_workers=0,
-    shuffle_buffer_size=32,
-    progress=False,
-)
+COMMON = dict(max_steps=6, log_every=1)
 #: What is compared of each training metrics line.
 FIELDS = ("step", "loss", "mlm_loss", "lr", "grad_norm", "tokens_seen")
 
@@ -37,12 +28,13 @@ def run_records(name: str, shards: Path, out: Path) -> list[dict]:
     """Train run ``name`` on ``shards/train`` into ``out``; its training lines, ``FIELDS`` only."""
     import torch
 
-    from bertprep.bert_model.pretrain.trainer import TrainConfig, train
+    from bertprep.bert_model.pretrain.trainer import train
+    from model_factory import tiny_train_config
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train(TrainConfig(shards=str(shards / "train"), output_dir=str(out), **RUNS[name], **COMMON))
+        train(tiny_train_config(shards / "train", out, **RUNS[name], **COMMON))
     finally:
         torch.set_num_threads(threads)
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

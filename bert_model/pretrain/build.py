@@ -40,7 +40,7 @@ from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingM
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
-from bertprep.bert_model.pretrain.phases import phase_at
+from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, parse_phases, phase_at
 from bertprep.bert_model.pretrain.remote_shards import is_remote, open_shard_info, read_any_manifest
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import (
@@ -79,7 +79,7 @@ class Run:
     config: TrainConfig
     """The settings of the phase under way (``base_config.for_phase(phase)``; the run's without phases)."""
     base_config: TrainConfig
-    """The run's settings, phases included (what a checkpoint records)."""
+    """The run's settings, phases included, every phase in steps (``size_phases_in_steps``)."""
     phase: int
     """The index of the phase under way (``phases.phase_at``; 0 without phases)."""
     d: DistInfo
@@ -89,7 +89,8 @@ class Run:
     eval_info: ShardInfo | None
     model_config: ModelConfig
     recorded_config: dict[str, Any]
-    """``config`` as a checkpoint records it (``recorded_train_config``): the model settings trained."""
+    """The settings given as a checkpoint records them (``recorded_train_config``: the model settings trained;
+    phases and ``max_steps`` as given, in tokens where they were)."""
     model: nn.Module
     """``BertForPreTraining`` or ``ModernBertForMaskedLM`` (``architectures.build_model``)."""
     train_model: nn.Module
@@ -138,8 +139,10 @@ def build_run(
     check, the model), before the loader starts (one process only: under DDP the loop decides, on every rank).
     """
     check_output_dir(config)
-    base, start = config, load_start(config)
-    phase = phase_at(config.phase_settings(), start.saved["step"] if config.resume else 0)
+    given, start = config, load_start(config)
+    base = size_phases_in_steps(given, d)  # (phases of tokens, max_steps 0: the run's length in steps now)
+    check_phase_steps_on_resume(given, base, start, d)
+    phase = phase_at(base.phase_settings(), start.saved["step"] if config.resume else 0)
     config = base.for_phase(phase)  # (the run's settings without phases)
     info = shard_info(config, config.shards)
     no_plot = plotting_unavailable() if d.is_main else None
@@ -154,7 +157,7 @@ def build_run(
     set_rope_theta(model, model_config, base.phase_settings(), phase)
     optimizer, scheduler = build_optimizer(config, model)
     _stop_if_requested(stop_requested, d)
-    step, tokens_seen = restore_progress(base, start, optimizer, scheduler, d)
+    step, tokens_seen = restore_progress(given, start, optimizer, scheduler, d)
     train_model, eval_model = wrap_model(config, model, d, device)
     loader = train_loader(config, info, start, d, device)
     batches = iter(loader)
@@ -174,13 +177,13 @@ def build_run(
         info=info,
         eval_info=eval_info,
         model_config=model_config,
-        recorded_config=recorded_train_config(base, start, model_config),
+        recorded_config=recorded_train_config(given, start, model_config),
         model=model,
         train_model=train_model,
         eval_model=eval_model,
         optimizer=optimizer,
         scheduler=scheduler,
-        batch_warmup=batch_size_warmup(config, info, d),
+        batch_warmup=batch_size_warmup(config, info, d, phase),
         loader=loader,
         batches=batches,
         autocast=autocast,
@@ -191,6 +194,58 @@ def build_run(
     )
     cleanup.callback(lambda: run.batches.close())  # shuts the loader workers down (the phase's loader)
     return run, step, tokens_seen
+
+
+def size_phases_in_steps(config: TrainConfig, d: DistInfo) -> TrainConfig:
+    """``config`` with every phase in steps and ``max_steps`` their sum where a phase gives ``tokens`` or
+    ``max_steps`` is 0 (``TrainConfig.with_phase_steps``; else ``config`` itself). A phase of ``tokens`` lasts
+    ``ceil(tokens / slots)`` steps, ``slots`` its full global batch in token slots: ``batch_size x
+    gradient_accumulation_steps x world size x max_seq_length`` of its shards' manifest, padding included (as
+    ``batch_size_warmup_tokens`` counts). Logged (main rank).
+
+    Raises:
+        ValueError: the phases' steps do not add up to a ``max_steps`` given (the message names each phase's).
+        FileNotFoundError: a phase's shards have no manifest (remote_shards.RemoteShardError for a bucket's).
+    """
+    if config.sized:
+        return config
+    slots: list[int | None] = []
+    for phase in parse_phases(config.phases, config.max_steps):
+        settings = {**{k: getattr(config, k) for k in CONFIG_KEYS}, **{k: phase[k] for k in CONFIG_KEYS if k in phase}}
+        if "tokens" not in phase:
+            slots.append(None)
+            continue
+        max_seq_length = int(read_any_manifest(settings["shards"])["config"]["max_seq_length"])  # (or a bucket's)
+        slots.append(settings["batch_size"] * settings["gradient_accumulation_steps"] * d.world_size * max_seq_length)
+    sized = config.with_phase_steps(slots)
+    if d.is_main:
+        logger.info(
+            "phases in optimizer steps (world size %d), %d steps in all: %s",
+            d.world_size,
+            sized.max_steps,
+            "; ".join(f"phase {i + 1}: {p['steps']} steps" for i, p in enumerate(sized.phase_settings())),
+        )
+    return sized
+
+
+def check_phase_steps_on_resume(given: TrainConfig, sized: TrainConfig, start: Start, d: DistInfo) -> None:
+    """On ``resume`` of a run whose phases are sized in ``tokens`` (or by their sum), check that they come to the
+    steps the checkpoint's run had (``phase_steps`` in its ``state.json``): another world size, batch or shards
+    would move the phase boundaries and the schedule's end. Nothing with ``allow_resume_changes``.
+
+    Raises:
+        ValueError: they come to other steps; the message says what to resume with.
+    """
+    if not given.resume or given.sized or start.saved is None or given.allow_resume_changes:
+        return
+    before = start.saved.get("phase_steps")
+    now = [p["steps"] for p in sized.phase_settings()]
+    if before is not None and list(before) != now:
+        raise ValueError(
+            f"the phases come to {now} steps at world size {d.world_size}, but the checkpoint's run had {before} "
+            f"(world size {start.saved.get('world_size')}): resume with that number of processes and the same "
+            "batch settings, or allow the change with --allow-resume-changes"
+        )
 
 
 def _stop_if_requested(stop_requested: Callable[[], str | None], d: DistInfo) -> None:
@@ -526,7 +581,7 @@ def set_rope_theta(model: nn.Module, model_config: ModelConfig, phases: list[dic
 def enter_phase(run: Run, index: int) -> None:
     """Switch ``run`` to phase ``index`` after the last step of the one before: its settings, its shards
     (checked like the first phase's: same vocab, rows the model can take), a new loader over them at their
-    start, its batch-size warm-up and its RoPE bases. Logged (main rank).
+    start, its full batch (the batch-size warm-up is the first phase's) and its RoPE bases. Logged (main rank).
 
     Raises:
         ValueError: the phase's shards do not fit the model.
@@ -546,7 +601,7 @@ def enter_phase(run: Run, index: int) -> None:
     run.config, run.info, run.phase = config, info, index
     run.loader = train_loader(dataclasses.replace(config, resume=None), info, Start(), run.d, run.device)
     run.batches = iter(run.loader)
-    run.batch_warmup = batch_size_warmup(config, info, run.d)
+    run.batch_warmup = batch_size_warmup(config, info, run.d, index)
     set_rope_theta(run.model, run.model_config, run.base_config.phase_settings(), index)
     if run.d.is_main:
         logger.info(
@@ -559,15 +614,17 @@ def enter_phase(run: Run, index: int) -> None:
         )
 
 
-def batch_size_warmup(config: TrainConfig, info: ShardInfo, d: DistInfo) -> BatchSizeWarmup:
+def batch_size_warmup(config: TrainConfig, info: ShardInfo, d: DistInfo, phase: int = 0) -> BatchSizeWarmup:
     """The micro-batches of each step: ``batch_size_start`` (global) rounded to whole micro-batches per process,
-    growing to ``gradient_accumulation_steps`` over ``batch_size_warmup_tokens``; logged (main rank).
+    growing to ``gradient_accumulation_steps`` over ``batch_size_warmup_tokens``; logged (main rank). The warm-up
+    runs in the first phase (its steps counted from the run's start); a later ``phase`` takes its full batch
+    from its first step.
 
     Raises:
         ValueError: ``batch_size_start`` above the full global batch.
     """
     full = config.gradient_accumulation_steps
-    if not config.batch_size_warmup_tokens:
+    if not config.batch_size_warmup_tokens or phase > 0:
         return BatchSizeWarmup(start=full, full=full, warmup_tokens=0, tokens_per_micro_batch=1)
     per_micro_batch = config.batch_size * d.world_size  # instances (rows) of one micro-batch on every process
     start = max(1, round(config.batch_size_start / per_micro_batch))

@@ -8,6 +8,7 @@ Defaults are the paper's (section A.2) and google-research/bert ``run_pretrainin
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -17,7 +18,7 @@ from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.models.bert_config import PRESETS
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
-from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, parse_phases
+from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, format_phase, parse_phases, size_phases
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
 ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
@@ -124,9 +125,11 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     this many tokens, in whole micro-batches (``schedules.BatchSizeWarmup``: tokens counted as token slots,
     rows x ``max_seq_length``). 0 = none. The learning-rate schedule still counts optimizer steps."""
     phases: tuple[str, ...] = ()
-    """Phases of the run (``phases.py``), one ``key=value,...`` string each: ``steps``, ``shards``,
-    ``batch-size``, ``gradient-accumulation-steps``, ``global-rope-theta``, ``local-rope-theta``; what a phase
-    leaves out is the run's. Empty: one phase of the run's settings."""
+    """Phases of the run (``phases.py``), one ``key=value,...`` string each: its size, ``steps`` or ``tokens``
+    (token slots, padding included: ``2B``, ``1.7T``; a phase lasts ``ceil(tokens / (batch_size x
+    gradient_accumulation_steps x world size x its shards' max_seq_length))`` steps, known at the start of the
+    run), ``shards``, ``batch-size``, ``gradient-accumulation-steps``, ``global-rope-theta``,
+    ``local-rope-theta``; what a phase leaves out is the run's. Empty: one phase of the run's settings."""
     batch_size_start: int | None = None
     """The global batch (instances, or packed rows) the batch-size warm-up starts from, rounded to whole
     micro-batches per process (at least one)."""
@@ -135,7 +138,9 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     warmup_steps: int = 10_000
     """Optimizer steps of linear warm-up from 0."""
     max_steps: int = 1_000_000
-    """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops."""
+    """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops.
+    0 with ``phases`` that each give ``steps`` or ``tokens``: the sum of their steps (``bertprep train``'s when
+    ``--max-steps`` is left out); with phases, any other value must equal that sum."""
     nsp_loss_weight: float = NSP_LOSS_WEIGHT
     """Weight of the next-sentence loss in the training loss ``mlm_loss + nsp_loss_weight * nsp_loss``
     (paper: 1). 0 trains the masked LM alone, as RoBERTa's "no NSP" (the NSP head is still evaluated). With
@@ -230,9 +235,13 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
             value = getattr(self, name)
             if value is not None and not 0.0 < value < 1.0:
                 raise ValueError(f"{name} must be in (0, 1), got {value}")
-        for name in ("batch_size", "gradient_accumulation_steps", "max_steps"):
+        for name in ("batch_size", "gradient_accumulation_steps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_steps < 0 or (self.max_steps == 0 and not self.phases):
+            raise ValueError(
+                f"max_steps must be positive, got {self.max_steps} (0 only with phases that each give steps or tokens)"
+            )
         for name in (
             "warmup_steps",
             "eval_every",
@@ -255,7 +264,7 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
             )
         self.phases = tuple(self.phases)
         parse_phases(self.phases, self.max_steps)  # (ValueError naming the phase)
-        if self.warmup_steps > self.max_steps:
+        if self.max_steps and self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
@@ -279,9 +288,41 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         first run reports before its end)."""
         return self.log_every if self.max_steps >= self.log_every else 1
 
+    @property
+    def sized(self) -> bool:
+        """Whether the run's length and every phase's are known in steps: no phase gives ``tokens`` and
+        ``max_steps`` is not 0 (else :meth:`with_phase_steps` makes them so)."""
+        return bool(self.max_steps) and not any("tokens" in p for p in parse_phases(self.phases, self.max_steps))
+
+    def with_phase_steps(self, token_slots: Sequence[int | None]) -> TrainConfig:
+        """These settings with every phase in ``steps`` and ``max_steps`` their sum (``phases.size_phases``):
+        ``token_slots[i]`` is phase ``i``'s full global batch in token slots (None for a phase without
+        ``tokens``). Itself when :attr:`sized`.
+
+        Raises:
+            ValueError: the phases' steps do not add up to ``max_steps`` (not 0); the message names each phase's.
+        """
+        if self.sized:
+            return self
+        phases = size_phases(self.phases, self.max_steps, token_slots)
+        resized = dataclasses.replace(
+            self, phases=tuple(format_phase(p) for p in phases), max_steps=sum(p["steps"] for p in phases)
+        )
+        if resized.warmup_steps > resized.max_steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds the phases' {resized.max_steps} steps")
+        return resized
+
     def phase_settings(self) -> list[dict[str, Any]]:
-        """The phases, parsed, each with its ``steps`` (``phases.parse_phases``); empty without phases."""
-        return parse_phases(self.phases, self.max_steps)
+        """The phases, parsed, each with its ``steps`` (``phases.parse_phases``); empty without phases.
+
+        Raises:
+            ValueError: a phase is sized in ``tokens``: its steps are known once the run starts
+                (:meth:`with_phase_steps`).
+        """
+        phases = parse_phases(self.phases, self.max_steps)
+        if any("tokens" in p for p in phases):
+            raise ValueError("a phase sized in tokens has its steps once the run starts: use with_phase_steps first")
+        return phases
 
     def for_phase(self, index: int) -> TrainConfig:
         """These settings with phase ``index``'s shards, batch size and accumulation (itself without phases)."""

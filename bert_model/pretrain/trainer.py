@@ -196,6 +196,7 @@ def _train(
     )
     if any_rank((signals.received is not None,), d, device)[0]:  # (every rank: under DDP none may go on alone)
         raise build.StoppedBeforeTraining(signals.received or "signal on another rank")
+    config = run.base_config  # (every phase in steps, max_steps their sum)
     state = _LoopState(step=step, tokens_seen=tokens_seen, first_step=step, last_saved=step if config.resume else -1)
     metrics = PretrainingMetrics(device, run.mask_token_id, run.config.nsp_loss_weight)  # logs the optimised loss
     bar = tqdm(
@@ -419,6 +420,7 @@ def _save(run: build.Run, state: _LoopState, cursor: dict[str, Any] | None = Non
             "tokens_seen": sum(r["tokens_seen"] for r in per_rank),
             "scheduler": run.scheduler.state_dict(),
             "phase": run.phase,
+            "phase_steps": [p["steps"] for p in run.base_config.phase_settings()],
             "model_config": run.model_config.to_dict(),
             "train_config": run.recorded_config,
             "data": {

@@ -9,30 +9,15 @@ import torch
 
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from conftest import FIXTURES, need_module
+from model_factory import tiny_train_config
 from recorded_runs import FIELDS, RUNS, run_records
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _config(root, out, **overrides) -> TrainConfig:
-    values = dict(
-        shards=str(root / "train"),
-        output_dir=str(out),
-        preset="tiny",
-        hidden_size=32,
-        num_attention_heads=2,
-        batch_size=8,
-        max_steps=9,
-        warmup_steps=2,
-        learning_rate=1e-3,
-        log_every=1,
-        save_every=0,
-        num_workers=0,
-        shuffle_buffer_size=32,
-        progress=False,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+    """``tiny_train_config`` on ``root/train`` for 9 steps, a metrics line per step."""
+    return tiny_train_config(root / "train", out, **{"max_steps": 9, "log_every": 1, **overrides})
 
 
 def _train_lines(run_dir) -> list[dict]:
@@ -125,15 +110,23 @@ def test_batch_size_warmup_settings_are_checked():
         _config(FIXTURES, "out", batch_size_start=8, batch_size_warmup_tokens=100)
 
 
+#: The two phases of ``test_phase_2_resumed_equals_the_uninterrupted_run`` sized in steps (the last the rest of
+#: max_steps 8), or in tokens with max_steps 0 (the run as long as its phases): 1,000 token slots at 8 x 32 = 256 a
+#: step are 4 steps (3.9, rounded up), 1,200 at 4 x 2 x 48 = 384 a step are 4 (3.1).
+PHASE_SIZES = {"steps": ("steps=4", "", 8), "tokens": ("tokens=1000", "tokens=1200,", 0)}
+
+
+@pytest.mark.parametrize("sized_by", sorted(PHASE_SIZES))
 @pytest.mark.parametrize("architecture", ["bert", "modernbert"])
-def test_phase_2_resumed_equals_the_uninterrupted_run(tiny_shards, tmp_path, architecture):
-    """Two phases (4 steps of batch 8 at 32 tokens, then 4 of batch 4 x 2 at 48 tokens; ModernBERT's global RoPE
-    base raised in phase 2), stopped at the boundary and inside phase 2 and resumed each time: the same run, and
-    the checkpoints know their phase."""
-    phases = ("steps=4", f"shards={tiny_shards / 'long'},batch-size=4,gradient-accumulation-steps=2")
+def test_phase_2_resumed_equals_the_uninterrupted_run(tiny_shards, tmp_path, architecture, sized_by):
+    """Two phases (4 steps of batch 8 at 32 tokens, then 4 of batch 4 x 2 at 48 tokens, given in steps or in
+    tokens; ModernBERT's global RoPE base raised in phase 2), stopped at the boundary and inside phase 2 and
+    resumed each time: the same run, and the checkpoints know their phase and record the phases as given."""
+    first, second, max_steps = PHASE_SIZES[sized_by]
+    phases = (first, f"{second}shards={tiny_shards / 'long'},batch-size=4,gradient-accumulation-steps=2")
     if architecture == "modernbert":
         phases = (phases[0] + ",global-rope-theta=10000", phases[1] + ",global-rope-theta=160000")
-    settings = dict(architecture=architecture, max_steps=8, phases=phases, save_every=2, keep_last=0)
+    settings = dict(architecture=architecture, max_steps=max_steps, phases=phases, save_every=2, keep_last=0)
     full = train(_config(tiny_shards, tmp_path / "full", **settings))
     pieces = _resumed_in_pieces(tiny_shards, tmp_path / "parts", [4, 6], **settings)
     _assert_same_weights(full.model, pieces.model)
@@ -144,6 +137,8 @@ def test_phase_2_resumed_equals_the_uninterrupted_run(tiny_shards, tmp_path, arc
     }
     assert [states[s]["phase"] for s in (2, 4, 6)] == [0, 1, 1]  # step 4 ends phase 1: phase 2 comes next
     assert [states[s]["data"]["max_seq_length"] for s in (2, 4, 6)] == [32, 48, 48]
+    assert full.step == pieces.step == 8 and states[6]["phase_steps"] == [4, 4]
+    assert states[6]["train_config"]["phases"] == list(phases) and states[6]["train_config"]["max_steps"] == max_steps
     if architecture == "modernbert":
         assert [states[s]["model_config"]["global_rope_theta"] for s in (2, 4)] == [10000, 160000]
         assert full.model.model.rotary["full_attention"].theta == 160000
