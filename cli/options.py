@@ -317,11 +317,10 @@ def stop_options(config: type, phases: bool = False):
     """When a training run stops and evaluates (train, finetune): ``--max-steps``, ``--max-time-minutes``,
     ``--eval-every``. ``phases``: the command takes ``--phase`` (train), and ``--max-steps`` 0 or left out
     means the phases' sum."""
+    # (one help text for both commands, so that the name means one thing everywhere)
     by_phases = (
-        " Left out (or 0) with --phase where every phase gives steps= or tokens=: the sum of the phases' steps; "
-        "given with --phase, it must equal that sum."
-        if phases
-        else ""
+        " train with --phase: left out (or 0) where every phase gives steps= or tokens=, the sum of the phases' "
+        "steps; given, it must equal that sum."
     )
     return apply(
         field_option(

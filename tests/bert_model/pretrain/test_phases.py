@@ -98,7 +98,7 @@ def test_the_batch_size_warmup_is_the_first_phase_s_and_later_phases_take_their_
         tiny_shards / "train", tmp_path, gradient_accumulation_steps=3, batch_size_start=16,
         batch_size_warmup_tokens=2048, max_steps=0, phases=("steps=4", "steps=4,batch-size=4"),
     )  # fmt: skip
-    info = build.read_shard_info(config.shards)
+    info = build.shard_info(config, config.shards)
     first = build.batch_size_warmup(config.for_phase(0), info, DistInfo())
     assert [first.micro_batches(s) for s in range(5)] == [2, 2, 3, 3, 3]
     second = build.batch_size_warmup(config.for_phase(1), info, DistInfo(), phase=1)
