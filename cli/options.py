@@ -518,25 +518,6 @@ def kernel_options(config: type):
     )
 
 
-def memory_budget_option(command):
-    """``--memory-budget MB`` of make-shards (``ShardsConfig.memory_budget``): how much of the local runner's
-    shuffle of tokenized documents stays in memory; the rest waits on disk."""
-    from bertprep.pipeline.config import ShardsConfig
-
-    return click.option(
-        "--memory-budget",
-        type=click.IntRange(min=0),
-        default=dataclass_default(ShardsConfig)("memory_budget"),
-        show_default=True,
-        metavar="MB",
-        help="MB of tokenized documents (4 bytes per word piece) the local runner keeps in memory for the "
-        "global pairing scope's shuffle, over all its worker processes; the rest waits on disk in the run's "
-        "staging folder (inside --output-dir), so memory stays flat at any corpus size (the runner's process "
-        "holds about 5-7x what it keeps). 0: every document on disk. The shards are the same for any value; "
-        "Dask and Dataflow shuffle out of memory themselves and ignore it.",
-    )(command)
-
-
 def _check_optimizer(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """Refuse an optimizer whose package is missing before any work starts (one line: the extra to install)."""
     if value != "adamw":
