@@ -530,102 +530,24 @@ def _check_optimizer(ctx: click.Context, param: click.Parameter, value: str) -> 
     return value
 
 
-def _optimizer_and_schedule_options(default: Callable[[str], Any]) -> list:
-    """``--optimizer`` and the learning-rate schedule's options (``OptimConfig``), then the others of
-    ``recipe_options``."""
+def recipe_options(config: type):
+    """The options of today's training recipes, one group applied by ``train`` with one line: ``--optimizer`` and
+    the learning-rate schedule's (``OptimConfig``), then ``--phase`` and the batch-size warm-up's
+    (``TrainConfig``). Help is the fields' docstrings; ``config`` is the command's config class (its defaults)."""
     from bertprep.bert_model.loop_config import OPTIMIZER_NAMES
     from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
 
-    options = [
-        click.option(
-            "--optimizer",
-            type=click.Choice(OPTIMIZER_NAMES),
-            default=default("optimizer"),
-            callback=_check_optimizer,
-            help="adamw: torch's AdamW (BERT's). stable-adamw: StableAdamW (ModernBERT's; torch-optimi). lamb: "
-            "LAMB (NVIDIA's BERT at 64k batch; pytorch-optimizer). The last two: pip install 'bertprep[recipes]'. "
-            "All take --weight-decay, --adam-beta1/2 and --adam-epsilon; no decay on biases and LayerNorm.",
-        ),
-        click.option(
-            "--lr-schedule",
-            type=click.Choice(LR_SCHEDULES),
-            default=default("lr_schedule"),
-            help="After the linear warm-up: linear (BERT's: linear decay to 0 at --max-steps), cosine (half a "
-            "cosine to 0), wsd (warm-up, stable, decay: constant, then a decay over the last --decay-fraction of "
-            "the steps; ModernBERT's trapezoidal schedule) or constant.",
-        ),
-        click.option(
-            "--decay-fraction",
-            type=click.FloatRange(0, 1),
-            default=default("decay_fraction"),
-            help="wsd: the fraction of --max-steps the final decay takes.",
-        ),
-        click.option(
-            "--decay-steps",
-            type=click.IntRange(min=0),
-            default=default("decay_steps"),
-            help="wsd: the steps of the final decay, instead of --decay-fraction.",
-        ),
-        click.option(
-            "--decay-shape",
-            type=click.Choice(DECAY_SHAPES),
-            default=default("decay_shape"),
-            help="wsd: the decay's shape; 1-sqrt is ModernBERT's (1 - sqrt(progress)).",
-        ),
-        click.option(
-            "--min-lr-ratio",
-            type=click.FloatRange(0, 1),
-            default=default("min_lr_ratio"),
-            help="The learning rate the decay ends at, as a fraction of the peak (linear, cosine, wsd).",
-        ),
-    ]
-    return options + _batch_and_phase_options(default)
-
-
-def _batch_and_phase_options(default: Callable[[str], Any]) -> list:
-    """``--phase`` and the batch-size warm-up's options (``TrainConfig``)."""
-    return [
-        click.option(
-            "--phase",
-            "phases",
-            multiple=True,
-            default=default("phases"),
-            metavar="KEY=VALUE,...",
-            help="One phase of the run, in order (repeat the option; none = one phase): steps=N (the last phase "
-            "may leave it out: the rest of --max-steps), shards=DIR, batch-size=B, gradient-accumulation-steps=A, "
-            "and for ModernBERT global-rope-theta / local-rope-theta (context extension). E.g. the BERT paper's "
-            "90% at 128 then 512: --max-steps 1000000 --phase steps=900000 --phase shards=shards/512,batch-size=8. "
-            "One learning-rate schedule runs over all phases; --resume continues inside the checkpoint's phase.",
-        ),
-        click.option(
-            "--batch-size-warmup-tokens",
-            type=click.IntRange(min=0),
-            default=default("batch_size_warmup_tokens"),
-            help="Batch-size warm-up (ModernBERT's): the global batch grows linearly from --batch-size-start to "
-            "the full batch over this many tokens (token slots: rows x max_seq_length), in whole micro-batches of "
-            "--gradient-accumulation-steps; 0 = none. Logged as global_batch_size.",
-        ),
-        click.option(
-            "--batch-size-start",
-            type=click.IntRange(min=1),
-            default=default("batch_size_start"),
-            help="The global batch the batch-size warm-up starts from (rounded to whole micro-batches per process).",
-        ),
-    ]
-
-
-def recipe_options(default: Callable[[str], Any]):
-    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings, the phases and
-    batch-size warm-up of ``TrainConfig``), one group applied by ``train`` with one line; ``default`` is the
-    command's ``dataclass_default``."""
-    options = _optimizer_and_schedule_options(default)
-
-    def apply(command):
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return apply
+    return apply(
+        field_option(config, "optimizer", type=click.Choice(OPTIMIZER_NAMES), callback=_check_optimizer),
+        field_option(config, "lr_schedule", type=click.Choice(LR_SCHEDULES)),
+        field_option(config, "decay_fraction", type=click.FloatRange(0, 1)),
+        field_option(config, "decay_steps", type=click.IntRange(min=0)),
+        field_option(config, "decay_shape", type=click.Choice(DECAY_SHAPES)),
+        field_option(config, "min_lr_ratio", type=click.FloatRange(0, 1)),
+        field_option(config, "phases", "--phase", "phases", multiple=True, metavar="KEY=VALUE,..."),
+        field_option(config, "batch_size_warmup_tokens", type=click.IntRange(min=0)),
+        field_option(config, "batch_size_start", type=click.IntRange(min=1)),
+    )
 
 
 def _recipe_keys(command: click.Command) -> dict[str, click.Parameter]:

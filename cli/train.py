@@ -400,7 +400,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     help="Stop cleanly, writing a checkpoint, after this many steps in this invocation "
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
-@recipe_options(_default)
+@recipe_options(TrainConfig)
 @click.pass_context
 def train(ctx: click.Context, compile_: bool, **options) -> None:
     """Pre-train a BERT (masked LM + next-sentence prediction) or ModernBERT (masked LM) encoder on shards.

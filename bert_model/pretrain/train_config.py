@@ -120,13 +120,16 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     """Micro-batches per optimizer step (once the batch-size warm-up, if any, is over)."""
     batch_size_warmup_tokens: int = 0
     """Batch-size warm-up (ModernBERT's, Warner et al. 2024, section 2.2): the global batch grows linearly from
-    ``batch_size_start`` to the full batch (``batch_size`` x ``gradient_accumulation_steps`` x world size) over
-    this many tokens, in whole micro-batches (``schedules.BatchSizeWarmup``: tokens counted as token slots,
-    rows x ``max_seq_length``). 0 = none. The learning-rate schedule still counts optimizer steps."""
+    batch_size_start to the full batch (batch_size x gradient_accumulation_steps x processes) over this many
+    tokens (token slots: rows x max_seq_length), in whole micro-batches of gradient_accumulation_steps; 0 = none.
+    Logged as global_batch_size; the learning-rate schedule still counts optimizer steps."""
     phases: tuple[str, ...] = ()
-    """Phases of the run (``phases.py``), one ``key=value,...`` string each: ``steps``, ``shards``,
-    ``batch-size``, ``gradient-accumulation-steps``, ``global-rope-theta``, ``local-rope-theta``; what a phase
-    leaves out is the run's. Empty: one phase of the run's settings."""
+    """The phases of the run, in order, one ``KEY=VALUE,...`` string each (empty: one phase of the run's
+    settings): steps=N (the last phase may leave it out: the rest of max_steps), shards=DIR, batch-size=B,
+    gradient-accumulation-steps=A, and for ModernBERT global-rope-theta / local-rope-theta (context extension);
+    what a phase leaves out is the run's. E.g. the BERT paper's 90% at 128 then 512: ``--max-steps 1000000
+    --phase steps=900000 --phase shards=shards/512,batch-size=8``. One learning-rate schedule runs over all
+    phases; a resumed run continues inside the checkpoint's phase."""
     batch_size_start: int | None = None
     """The global batch (instances, or packed rows) the batch-size warm-up starts from, rounded to whole
     micro-batches per process (at least one)."""
