@@ -10,9 +10,11 @@ import click
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
 from bertprep.cli.options import (
+    batch_size_option,
     casing_options,
     dataclass_default,
     device_option,
+    max_seq_length_option,
     model_option,
     overwrite_option,
     progress_option,
@@ -75,19 +77,8 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "or the mean of its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces "
     "([CLS]/[SEP] included).",
 )
-@click.option(
-    "--max-seq-length",
-    type=click.IntRange(min=3),
-    default=None,
-    help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). "
-    "Default: 128, or the model's max_position_embeddings when smaller.",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=_default("batch_size"),
-    help="Lines per forward pass and per Arrow record batch: what is in memory at a time.",
-)
+@max_seq_length_option()
+@batch_size_option(FeatureConfig)
 @click.option(
     "--dtype",
     type=click.Choice(DTYPES),

@@ -10,6 +10,7 @@ import click
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.fill_mask import FillMaskConfig, fill_mask_texts
 from bertprep.cli.options import (
+    batch_size_option,
     casing_options,
     dataclass_default,
     device_option,
@@ -48,9 +49,7 @@ _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come fr
     "[piece, probability] candidates) instead of the readable lines.",
 )
 @casing_options(strip_accents=False)
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Sentences per forward pass."
-)
+@batch_size_option(FillMaskConfig)
 @device_option(FillMaskConfig)
 def fill_mask(
     texts: tuple[str, ...],

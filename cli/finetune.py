@@ -16,10 +16,12 @@ from bertprep.bert_model.tasks.glue import GLUE_TASKS
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.options import (
     LocalPath,
+    batch_size_option,
     casing_options,
     column_options,
     dataclass_default,
     loop_options,
+    max_seq_length_option,
     model_option,
     optimizer_options,
     output_dir_option,
@@ -162,12 +164,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="multiple-choice: file layout (default auto: from the extension, .csv / .tsv / .jsonl).",
 )
 # shared / SQuAD
-@click.option(
-    "--max-seq-length",
-    type=click.IntRange(min=3),
-    default=None,
-    help="Word pieces per input, [CLS]/[SEP] included (default 128; squad 384).",
-)
+@max_seq_length_option()
 @squad_options()
 @click.option(
     "--max-query-length", type=click.IntRange(min=1), default=None, help="squad: question pieces kept (default 64)."
@@ -195,9 +192,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 # training
 @optimizer_options(FinetuneConfig)
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Training batch size (paper: 32)."
-)
+@batch_size_option(FinetuneConfig)
 @click.option(
     "--eval-batch-size",
     type=click.IntRange(min=1),

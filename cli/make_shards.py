@@ -9,6 +9,8 @@ from bertprep.cli.options import (
     field_help,
     field_option,
     inputs_option,
+    masked_lm_prob_option,
+    max_seq_length_option,
     output_dir_option,
     overwrite_option,
     quiet_option,
@@ -92,9 +94,9 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
 )
 @output_dir_option(metavar="DIR")
 @casing_options()
-@_option("max_seq_length", type=int)
+@max_seq_length_option(type=int, default=InstanceConfig.max_seq_length, show_default=True)
 @_option("max_predictions_per_seq", type=int)
-@_option("masked_lm_prob", type=float)
+@masked_lm_prob_option(type=float, default=MaskingConfig.masked_lm_prob, show_default=True)
 @_option("short_seq_prob", type=float)
 @_option("dupe_factor", type=int)
 @_option("random_seed", type=int)

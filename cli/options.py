@@ -518,6 +518,48 @@ def kernel_options(config: type):
     )
 
 
+# Options that several commands have with one meaning and a per-command detail: one help text each, which says
+# what the option is and then what each command does with it (tests/cli/test_option_help.py).
+
+_MAX_SEQ_LENGTH_HELP = (
+    "Word pieces per sequence, [CLS] and [SEP] included (the original's max_seq_length). make-shards: tokens per "
+    "instance (paper: 128 for 90% of steps, then 512); finetune: longer inputs are cut (default 128; squad 384: "
+    "context windows); predict: default the fine-tuning's; extract-features: longer lines are cut (pairs "
+    "longest-first), default 128, or the model's max_position_embeddings when smaller."
+)
+_BATCH_SIZE_HELP = (
+    "Examples per batch. train: instances per micro-batch on each process (global batch = this x accumulation x "
+    "processes); finetune: the training batch (paper: 32); predict, fill-mask: inputs per forward pass; "
+    "extract-features: lines per forward pass and per Arrow record batch (what is in memory at a time)."
+)
+_MASKED_LM_PROB_HELP = (
+    "Fraction of tokens to predict (paper section 3.1); each is [MASK] 80%, random 10%, kept 10% of the time. "
+    "make-shards: the shards' rate (static masking: fixed in the rows; dynamic: recorded for the trainer); train: "
+    "a rate instead of the shards' (e.g. 0.3 for ModernBERT), for shards made with --masking dynamic only; "
+    "max_predictions_per_seq scales with it."
+)
+
+
+def max_seq_length_option(**attrs: Any):
+    """``--max-seq-length`` (make-shards, finetune, predict, extract-features): one help text; ``attrs`` give the
+    command's type (default ``IntRange(min=3)``) and default (default None: the command decides)."""
+    attrs.setdefault("type", click.IntRange(min=3))
+    attrs.setdefault("default", None)
+    return click.option("--max-seq-length", help=_MAX_SEQ_LENGTH_HELP, **attrs)
+
+
+def batch_size_option(config: type):
+    """``--batch-size`` (train, finetune, predict, fill-mask, extract-features): one help text, the default of
+    ``config``'s ``batch_size`` field."""
+    return field_option(config, "batch_size", type=click.IntRange(min=1), help=_BATCH_SIZE_HELP)
+
+
+def masked_lm_prob_option(**attrs: Any):
+    """``--masked-lm-prob`` (make-shards: the masked-LM rule's rate; train: a dynamic-masking rate instead of the
+    shards'): one help text; ``attrs`` give the command's type and default."""
+    return click.option("--masked-lm-prob", help=_MASKED_LM_PROB_HELP, **attrs)
+
+
 def _check_optimizer(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """Refuse an optimizer whose package is missing before any work starts (one line: the extra to install)."""
     if value != "adamw":

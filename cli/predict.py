@@ -10,10 +10,12 @@ import click
 from bertprep.bert_model.tasks.predict import PredictConfig
 from bertprep.bert_model.tasks.predict import predict as run_predict
 from bertprep.cli.options import (
+    batch_size_option,
     casing_options,
     column_options,
     dataclass_default,
     device_option,
+    max_seq_length_option,
     model_option,
     progress_option,
     squad_options,
@@ -47,14 +49,10 @@ _default = dataclass_default(PredictConfig)  # defaults shown in --help come fro
     "NAME.null_odds.json), CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.",
 )
 @column_options()
-@click.option(
-    "--max-seq-length", type=click.IntRange(min=3), default=None, help="Override the fine-tuning max_seq_length."
-)
+@max_seq_length_option()
 @squad_options()
 @click.option("--max-examples", type=click.IntRange(min=1), default=None, help="Predict only the first N examples.")
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Inputs per forward pass."
-)
+@batch_size_option(PredictConfig)
 @casing_options()
 @device_option(PredictConfig)
 @progress_option(PredictConfig)

@@ -21,11 +21,13 @@ from bertprep.bert_model.pretrain.train_config import (
 )
 from bertprep.cli.options import (
     ModelPath,
+    batch_size_option,
     config_option,
     dataclass_default,
     field_option,
     kernel_options,
     loop_options,
+    masked_lm_prob_option,
     model_option,
     optimizer_options,
     output_dir_option,
@@ -249,12 +251,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     default=None,
     help="Dropout on attention probabilities (preset: 0.1; with --model it replaces the checkpoint's).",
 )
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=_default("batch_size"),
-    help="Instances per micro-batch on each process. Global batch = this x accumulation x processes.",
-)
+@batch_size_option(TrainConfig)
 @click.option(
     "--gradient-accumulation-steps",
     type=click.IntRange(min=1),
@@ -285,13 +282,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     "when they are short, so an epoch takes fewer steps; --max-steps and the schedules count steps. The "
     "shards stay as they are.",
 )
-@click.option(
-    "--masked-lm-prob",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="Masking rate instead of the shards' (e.g. 0.3 for ModernBERT; 80/10/10 as always). Shards made "
-    "with --masking dynamic only; max_predictions_per_seq scales with it.",
-)
+@masked_lm_prob_option(type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None)
 @click.option(
     "--masked-lm-prob-final",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
