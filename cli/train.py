@@ -190,12 +190,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @config_option
-@click.option(
-    "--task",
-    type=click.Choice(TASKS),
-    default=_default("task"),
-    help="What to train: 'pretrain' = masked LM + next-sentence prediction on shards.",
-)
+@field_option(TrainConfig, "task", type=click.Choice(TASKS))
 @click.option(
     "--shards",
     required=True,
@@ -211,91 +206,24 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     "folder or a gs:// / s3:// URL.",
 )
 @output_dir_option(type=click.Path(file_okay=False))
-@click.option(
-    "--architecture",
-    type=click.Choice(list(ARCHITECTURE_PRESETS)),
-    default=_default("architecture"),
-    help="bert: masked LM + next-sentence prediction (Devlin et al. 2018). modernbert: ModernBERT (Warner et "
-    "al. 2024: RoPE, GeGLU, alternating global / local attention), masked LM alone with sparse prediction; "
-    "NSP / SOP shards serve it too, their next-sentence labels ignored. Resuming takes the checkpoint's.",
-)
+@field_option(TrainConfig, "architecture", type=click.Choice(list(ARCHITECTURE_PRESETS)))
 @preset_option(sorted({p for presets in ARCHITECTURE_PRESETS.values() for p in presets}), _default("preset"))
-@click.option("--num-hidden-layers", type=click.IntRange(min=1), default=None, help="Override the preset's layers.")
-@click.option(
-    "--hidden-size",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Override the preset's hidden size (intermediate size follows as 4x).",
-)
-@click.option(
-    "--num-attention-heads",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Override the preset's attention heads (must divide the hidden size).",
-)
-@click.option(
-    "--intermediate-size",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Override the feed-forward width (default 4 x hidden size).",
-)
-@click.option(
-    "--hidden-dropout-prob",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=None,
-    help="Dropout on embeddings and sub-layer outputs (preset: 0.1; with --model it replaces the checkpoint's).",
-)
-@click.option(
-    "--attention-probs-dropout-prob",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=None,
-    help="Dropout on attention probabilities (preset: 0.1; with --model it replaces the checkpoint's).",
-)
+@field_option(TrainConfig, "num_hidden_layers", type=click.IntRange(min=1))
+@field_option(TrainConfig, "hidden_size", type=click.IntRange(min=1))
+@field_option(TrainConfig, "num_attention_heads", type=click.IntRange(min=1))
+@field_option(TrainConfig, "intermediate_size", type=click.IntRange(min=1))
+@field_option(TrainConfig, "hidden_dropout_prob", type=click.FloatRange(0, 1, max_open=True))
+@field_option(TrainConfig, "attention_probs_dropout_prob", type=click.FloatRange(0, 1, max_open=True))
 @batch_size_option(TrainConfig)
-@click.option(
-    "--gradient-accumulation-steps",
-    type=click.IntRange(min=1),
-    default=_default("gradient_accumulation_steps"),
-    help="Micro-batches per optimizer step.",
-)
+@field_option(TrainConfig, "gradient_accumulation_steps", type=click.IntRange(min=1))
 @optimizer_options(TrainConfig)
-@click.option(
-    "--warmup-steps",
-    type=click.IntRange(min=0),
-    default=_default("warmup_steps"),
-    help="Steps of linear warm-up, then --lr-schedule (by default linear decay to 0 at --max-steps; paper: 10,000).",
-)
+@field_option(TrainConfig, "warmup_steps", type=click.IntRange(min=0))
 @stop_options(TrainConfig)
-@click.option(
-    "--nsp-loss-weight",
-    type=click.FloatRange(min=0),
-    default=_default("nsp_loss_weight"),
-    help="Weight of the next-sentence loss: loss = MLM loss + this x NSP loss (paper: 1). 0 trains "
-    "the masked LM alone (the paper's 'No NSP' ablation); NSP accuracy is still reported.",
-)
-@click.option(
-    "--packing/--no-packing",
-    default=_default("packing"),
-    help="Token-budget batches: each micro-batch is --batch-size rows of max_seq_length tokens, filled with as "
-    "many whole instances as fit (first-fit in loader order; one that fits in no row waits for the next "
-    "micro-batch), positions restarting per instance, attention block-diagonal. A step holds more instances "
-    "when they are short, so an epoch takes fewer steps; --max-steps and the schedules count steps. The "
-    "shards stay as they are.",
-)
+@field_option(TrainConfig, "nsp_loss_weight", type=click.FloatRange(min=0))
+@field_option(TrainConfig, "packing", "--packing/--no-packing")
 @masked_lm_prob_option(type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None)
-@click.option(
-    "--masked-lm-prob-final",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="Masking rate at --max-steps: linear schedule from --masked-lm-prob (or the shards') at step 0.",
-)
-@click.option(
-    "--eval-masked-lm-prob",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="Masking rate of dynamic --eval-shards (default: their manifest's, 0.15 from make-shards), fixed "
-    "for the whole run; reported as masked_lm_prob in the eval metrics.",
-)
+@field_option(TrainConfig, "masked_lm_prob_final", type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@field_option(TrainConfig, "eval_masked_lm_prob", type=click.FloatRange(0, 1, min_open=True, max_open=True))
 @loop_options(TrainConfig)
 @click.option(
     "--eval-batches",
