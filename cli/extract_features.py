@@ -14,8 +14,10 @@ from bertprep.cli.options import (
     casing_options,
     dataclass_default,
     device_option,
+    input_file_option,
     max_seq_length_option,
     model_option,
+    output_file_option,
     overwrite_option,
     progress_option,
 )
@@ -43,23 +45,15 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     help="A bertprep checkpoint or run directory, a 'bertprep finetune' output, or a Hugging Face BERT "
     "directory (its encoder is used; heads are ignored).",
 )
-@click.option(
-    "-i",
-    "--input",
-    "input_file",
+@input_file_option(
+    "UTF-8 text, one sequence per line; 'text_a ||| text_b' for a sentence pair. Blank lines are skipped (the "
+    "'line' column keeps the 0-based line number).",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="UTF-8 text, one sequence per line; 'text_a ||| text_b' for a sentence pair. Blank lines are "
-    "skipped (the 'line' column keeps the 0-based line number).",
 )
-@click.option(
-    "-o",
-    "--output",
-    "output_file",
+@output_file_option(
+    "Arrow IPC file to write (read it with pyarrow.ipc.open_file); written under a temporary name and renamed "
+    "when complete.",
     required=True,
-    type=click.Path(dir_okay=False),
-    help="Arrow IPC file to write (read it with pyarrow.ipc.open_file); written under a temporary name "
-    "and renamed when complete.",
 )
 @click.option(
     "--layers",

@@ -14,6 +14,7 @@ from bertprep.cli.options import (
     casing_options,
     dataclass_default,
     device_option,
+    input_file_option,
     model_option,
 )
 
@@ -30,14 +31,10 @@ _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come fr
     "'bertprep export'), or a Hub id (roberta-base; huggingface_hub's cache). A RoBERTa takes <mask> (or [MASK]) "
     "in the text.",
 )
-@click.option(
-    "-i",
-    "--input",
-    "input_file",
-    type=click.Path(exists=True, dir_okay=False),
+@input_file_option(
+    "A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; read after the "
+    "TEXTS given on the command line.",
     default=None,
-    help="A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; "
-    "read after the TEXTS given on the command line.",
 )
 @click.option("--top-k", type=click.IntRange(min=1), default=_default("top_k"), help="Candidates shown per [MASK].")
 @click.option(

@@ -15,7 +15,6 @@ from bertprep.bert_model.tasks.finetune import finetune as run_finetune
 from bertprep.bert_model.tasks.glue import GLUE_TASKS
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.options import (
-    LocalPath,
     batch_size_option,
     casing_options,
     column_options,
@@ -23,6 +22,7 @@ from bertprep.cli.options import (
     loop_options,
     max_seq_length_option,
     model_option,
+    model_vocab_option,
     optimizer_options,
     output_dir_option,
     overwrite_option,
@@ -82,12 +82,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Use --model's config and vocab but random weights (the 'no pre-training' baseline).",
 )
 @preset_option(list(PRESETS), None)
-@click.option(
-    "--vocab",
-    type=LocalPath(exists=True, dir_okay=False),
-    default=None,
-    help="vocab.txt to tokenize with (default: the one saved with the model).",
-)
+@model_vocab_option()
 @casing_options()
 # GLUE
 @click.option(

@@ -491,6 +491,29 @@ def inputs_option(help: str):
     )
 
 
+def input_file_option(help: str, **attrs: Any):
+    """``-i, --input`` (parameter ``input_file``) of a command that reads one existing file (fill-mask, predict,
+    extract-features); ``attrs`` add ``required`` or a default."""
+    return click.option("-i", "--input", "input_file", type=click.Path(exists=True, dir_okay=False), help=help, **attrs)
+
+
+def output_file_option(help: str, name: str = "output_file", **attrs: Any):
+    """``-o, --output`` (parameter ``name``) of a command that writes one file (predict, extract-features, plot,
+    evaluate table); ``attrs`` add ``required`` or a default."""
+    return click.option("-o", "--output", name, type=click.Path(dir_okay=False), help=help, **attrs)
+
+
+def model_vocab_option():
+    """``--vocab`` of the commands that read a trained model (finetune, export): a ``vocab.txt`` instead of the
+    one saved with the model."""
+    return click.option(
+        "--vocab",
+        type=LocalPath(exists=True, dir_okay=False),
+        default=None,
+        help="vocab.txt of the model (default: the one saved with it): finetune tokenizes with it, export writes it.",
+    )
+
+
 def preset_option(choices, default: str | None):
     """``--preset``: a model size by name (train: of its architecture; finetune: a randomly initialised BERT)."""
     return click.option(

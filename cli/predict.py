@@ -15,8 +15,10 @@ from bertprep.cli.options import (
     column_options,
     dataclass_default,
     device_option,
+    input_file_option,
     max_seq_length_option,
     model_option,
+    output_file_option,
     progress_option,
     squad_options,
 )
@@ -31,22 +33,13 @@ _default = dataclass_default(PredictConfig)  # defaults shown in --help come fro
     help="A 'bertprep finetune' run directory or its best/ directory (or an exported / Hugging Face "
     "fine-tuned BERT directory).",
 )
-@click.option(
-    "-i",
-    "--input",
-    "input_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="File to predict, in the task's format (labels optional: with them, metrics are printed).",
+@input_file_option(
+    "File to predict, in the task's format (labels optional: with them, metrics are printed).", required=True
 )
-@click.option(
-    "-o",
-    "--output",
-    "output_file",
+@output_file_option(
+    "Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus NAME.null_odds.json), "
+    "CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.",
     required=True,
-    type=click.Path(dir_okay=False),
-    help="Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus "
-    "NAME.null_odds.json), CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.",
 )
 @column_options()
 @max_seq_length_option()
