@@ -29,6 +29,7 @@ from bertprep.cli.options import (
     preset_option,
     squad_options,
     stop_options,
+    task_option,
 )
 from bertprep.cli.run_lock import run_directory_lock
 
@@ -46,15 +47,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option(
-    "--task",
-    required=True,
-    type=click.Choice(["glue", "squad", "ner", "multiple-choice"]),
-    help="glue = sentence (pair) classification / regression from TSV; squad = extractive QA from "
-    "SQuAD v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files; "
-    "multiple-choice = pick one of N endings (SWAG CSV, or other CSV/TSV/JSONL via the column "
-    "options).",
-)
+@task_option(required=True, type=click.Choice(["glue", "squad", "ner", "multiple-choice"]))
 @click.option(
     "--train-file",
     required=True,

@@ -36,6 +36,8 @@ from bertprep.cli.options import (
     resolved_recipe,
     resume_changes_option,
     stop_options,
+    task_option,
+    verify_option,
 )
 from bertprep.cli.run_lock import run_directory_lock
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
@@ -190,7 +192,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @config_option
-@field_option(TrainConfig, "task", type=click.Choice(TASKS))
+@task_option(type=click.Choice(TASKS), default=_default("task"))
 @click.option(
     "--shards",
     required=True,
@@ -301,15 +303,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     default=_default("shuffle_buffer_size"),
     help="Instances in each loader stream's shuffle buffer.",
 )
-@click.option(
-    "--verify/--no-verify",
-    "verify_shards",
-    default=_default("verify_shards"),
-    help="Before training, check every shard file against the sha256 recorded in its manifest, so that "
-    "a truncated or altered shard is named instead of trained on. Costs one read of the shards: 0.14 s "
-    "for the 163 MB (366,374 instances) of the make-shards benchmark when in the page cache, about "
-    "1 s per GB; from disk, one read at disk speed (benchmarks/bench_verify.py).",
-)
+@verify_option("--verify/--no-verify", "verify_shards", default=_default("verify_shards"))
 @field_option(TrainConfig, "cache_dir", type=click.Path(file_okay=False), show_default=False)
 @field_option(TrainConfig, "cache_max_gb", type=click.FloatRange(min=0, min_open=True))
 @click.option(

@@ -22,8 +22,6 @@ HOMONYMS = {
     "--input-format",
     "--model",
     "--output",
-    "--task",
-    "--verify",
     "--vocab",
 }
 
