@@ -68,10 +68,10 @@ class OptimConfig:
     0.999, epsilon 1e-6, weight decay 0.01), linear warm-up then linear decay to 0."""
 
     optimizer: str = "adamw"
-    """``adamw`` (``torch.optim.AdamW``), ``stable-adamw`` (StableAdamW, Wortsman et al. 2023, as ModernBERT
-    trained with it: ``optimi.StableAdamW`` of the ``torch-optimi`` package) or ``lamb`` (You et al. 2020, as
-    NVIDIA's BERT trains at 64k batch: ``pytorch_optimizer.Lamb``); the last two need ``pip install
-    'bertprep[recipes]'`` (``optim.OPTIMIZERS``)."""
+    """``adamw``: torch's AdamW (BERT's). ``stable-adamw``: StableAdamW (Wortsman et al. 2023; ModernBERT's;
+    torch-optimi). ``lamb``: LAMB (You et al. 2020; NVIDIA's BERT at 64k batch; pytorch-optimizer). The last
+    two: ``pip install 'bertprep[recipes]'``. All take weight_decay, adam_beta1/2 and adam_epsilon; no decay on
+    biases and LayerNorm."""
     weight_decay: float = 0.01
     """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
     adam_beta1: float = 0.9
@@ -83,15 +83,15 @@ class OptimConfig:
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
     lr_schedule: str = "linear"
-    """The learning-rate schedule after the warm-up (``schedules.LR_SCHEDULES``): ``linear`` (BERT's, to 0 at the
-    last step), ``cosine``, ``wsd`` (warm-up, stable, decay: ModernBERT's trapezoidal schedule) or
-    ``constant``."""
+    """After the linear warm-up: ``linear`` (BERT's: linear decay to 0 at the last step, max_steps), ``cosine``
+    (half a cosine to 0), ``wsd`` (warm-up, stable, decay: constant, then a decay over the last decay_fraction of
+    the steps; ModernBERT's trapezoidal schedule) or ``constant``."""
     decay_fraction: float = 0.1
-    """``wsd``: the fraction of the steps the final decay takes (unless ``decay_steps`` is given)."""
+    """``wsd``: the fraction of the steps (max_steps) the final decay takes, unless decay_steps is given."""
     decay_steps: int | None = None
-    """``wsd``: the steps of the final decay, instead of ``decay_fraction`` of them."""
+    """``wsd``: the steps of the final decay, instead of decay_fraction of them."""
     decay_shape: str = "1-sqrt"
-    """``wsd``: the decay's shape (``schedules.DECAY_SHAPES``): ``1-sqrt`` (ModernBERT's; Hägele et al. 2024),
+    """``wsd``: the decay's shape; ``1-sqrt`` is ModernBERT's (1 - sqrt(progress); Hägele et al. 2024), else
     ``linear`` or ``cosine``."""
     min_lr_ratio: float = 0.0
     """The learning rate the decay ends at, as a fraction of the peak (``linear``, ``cosine``, ``wsd``)."""

@@ -10,6 +10,7 @@ import click
 from bertprep.cli.options import (
     casing_options,
     dataclass_default,
+    field_option,
     inputs_option,
     output_dir_option,
     overwrite_option,
@@ -24,6 +25,11 @@ from bertprep.pipeline.text.vocab import MODELS, VocabConfig  # Beam-free (token
 _default = dataclass_default(VocabConfig, ReadOptions)
 
 
+def _option(name: str, *decls: str, **attrs):
+    """``field_option`` of ``VocabConfig``'s field ``name``: its default (shown) and its docstring as help."""
+    return field_option(VocabConfig, name, *decls, show_default=True, **attrs)
+
+
 @click.command(
     "build-vocab",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -31,50 +37,12 @@ _default = dataclass_default(VocabConfig, ReadOptions)
 @click.argument("inputs", nargs=-1, metavar="[INPUTS]...")
 @inputs_option("More inputs, as in make-shards: comma-separated globs, files or directories (repeatable).")
 @output_dir_option(metavar="DIR")
-@click.option(
-    "--model",
-    type=click.Choice(MODELS),
-    default=_default("model"),
-    show_default=True,
-    help="wordpiece: BERT's (vocab.txt too). bpe: byte-level BPE as RoBERTa and ModernBERT (cased unless "
-    "--lowercase; <s> <pad> </s> <unk> <mask>). unigram: SentencePiece Unigram as XLM-R and DeBERTa-v3 "
-    "(the same special tokens). bpe and unigram write tokenizer.json, tokenizer_config.json and "
-    "special_tokens_map.json, which make-shards --vocab DIR and transformers' AutoTokenizer read; they have no "
-    "[unusedN] slots, accent stripping or alphabet limit.",
-)
-@click.option(
-    "--vocab-size",
-    type=int,
-    default=_default("vocab_size"),
-    show_default=True,
-    help="Entries in the vocab, counting the 5 special tokens, the [unusedN] slots, the alphabet and "
-    "the learned word pieces (bert-base-uncased: 30522). Fewer only if the corpus runs out of "
-    "pairs occurring --min-frequency times.",
-)
+@_option("model", type=click.Choice(MODELS))
+@_option("vocab_size", type=int)
 @casing_options(lower_case_default=_default("do_lower_case"), lower_case_names=("--lowercase/--cased",))
-@click.option(
-    "--min-frequency",
-    type=click.IntRange(min=0),
-    default=_default("min_frequency"),
-    show_default=True,
-    help="Merge a pair of pieces only if it occurs at least this often.",
-)
-@click.option(
-    "--limit-alphabet",
-    type=click.IntRange(min=0),
-    default=_default("limit_alphabet"),
-    show_default=True,
-    help="Keep at most this many distinct characters (the most frequent); words with a dropped "
-    "character become [UNK]. 0 = keep every character (raise it for CJK-heavy text).",
-)
-@click.option(
-    "--num-unused",
-    type=click.IntRange(min=0),
-    default=_default("num_unused"),
-    show_default=True,
-    help="[unused0].. slots after the special tokens, as in Google's vocab: entries you can repurpose "
-    "for new tokens when fine-tuning, without resizing the embedding matrix.",
-)
+@_option("min_frequency", type=click.IntRange(min=0))
+@_option("limit_alphabet", type=click.IntRange(min=0))
+@_option("num_unused", type=click.IntRange(min=0))
 @reader_options(segmenter_type=click.Choice(SEGMENTERS), segmenter_default=DEFAULT_SEGMENTER)
 @overwrite_option()
 @click.option(

@@ -15,7 +15,7 @@ from bertprep.bert_model.evaluation.harness import (
     load_rows,
 )
 from bertprep.bert_model.evaluation.table import render_table
-from bertprep.cli.options import evaluation_options
+from bertprep.cli.options import evaluation_options, output_file_option
 from bertprep.pipeline.atomic import write_atomic
 
 _ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError)
@@ -112,9 +112,7 @@ def squad(**options) -> None:
 
 @evaluate.command(short_help="Several evaluations side by side, the best per column in bold.")
 @click.argument("output_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Also write the table to this file."
-)
+@output_file_option("Also write the table to this file.", "output", default=None)
 def table(output_dirs: tuple[str, ...], output: str | None) -> None:
     """Put several evaluations side by side (their glue.json / squad.json), the best figure of each column in
     bold."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from bertprep.cli.options import (
-    LocalPath,
     ModelPath,
     casing_options,
     model_option,
+    model_vocab_option,
     output_dir_option,
     overwrite_option,
 )
@@ -22,12 +22,7 @@ from bertprep.cli.options import (
     help="The model to export, named as in the other commands (the same as MODEL_DIR; give one of the two).",
 )
 @output_dir_option(type=click.Path(file_okay=False))
-@click.option(
-    "--vocab",
-    type=LocalPath(exists=True, dir_okay=False),
-    default=None,
-    help="vocab.txt of the model (default: the one saved with it).",
-)
+@model_vocab_option()
 @casing_options()
 @overwrite_option()
 def export(

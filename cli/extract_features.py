@@ -10,10 +10,14 @@ import click
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
 from bertprep.cli.options import (
+    batch_size_option,
     casing_options,
     dataclass_default,
     device_option,
+    input_file_option,
+    max_seq_length_option,
     model_option,
+    output_file_option,
     overwrite_option,
     progress_option,
 )
@@ -41,23 +45,15 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     help="A bertprep checkpoint or run directory, a 'bertprep finetune' output, or a Hugging Face BERT "
     "directory (its encoder is used; heads are ignored).",
 )
-@click.option(
-    "-i",
-    "--input",
-    "input_file",
+@input_file_option(
+    "UTF-8 text, one sequence per line; 'text_a ||| text_b' for a sentence pair. Blank lines are skipped (the "
+    "'line' column keeps the 0-based line number).",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="UTF-8 text, one sequence per line; 'text_a ||| text_b' for a sentence pair. Blank lines are "
-    "skipped (the 'line' column keeps the 0-based line number).",
 )
-@click.option(
-    "-o",
-    "--output",
-    "output_file",
+@output_file_option(
+    "Arrow IPC file to write (read it with pyarrow.ipc.open_file); written under a temporary name and renamed "
+    "when complete.",
     required=True,
-    type=click.Path(dir_okay=False),
-    help="Arrow IPC file to write (read it with pyarrow.ipc.open_file); written under a temporary name "
-    "and renamed when complete.",
 )
 @click.option(
     "--layers",
@@ -75,19 +71,8 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "or the mean of its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces "
     "([CLS]/[SEP] included).",
 )
-@click.option(
-    "--max-seq-length",
-    type=click.IntRange(min=3),
-    default=None,
-    help="Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). "
-    "Default: 128, or the model's max_position_embeddings when smaller.",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=_default("batch_size"),
-    help="Lines per forward pass and per Arrow record batch: what is in memory at a time.",
-)
+@max_seq_length_option()
+@batch_size_option(FeatureConfig)
 @click.option(
     "--dtype",
     type=click.Choice(DTYPES),

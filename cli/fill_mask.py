@@ -10,9 +10,11 @@ import click
 # Imported at load time so that a missing dependency is reported by the command group's message.
 from bertprep.bert_model.inference.fill_mask import FillMaskConfig, fill_mask_texts
 from bertprep.cli.options import (
+    batch_size_option,
     casing_options,
     dataclass_default,
     device_option,
+    input_file_option,
     model_option,
 )
 
@@ -29,14 +31,10 @@ _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come fr
     "'bertprep export'), or a Hub id (roberta-base; huggingface_hub's cache). A RoBERTa takes <mask> (or [MASK]) "
     "in the text.",
 )
-@click.option(
-    "-i",
-    "--input",
-    "input_file",
-    type=click.Path(exists=True, dir_okay=False),
+@input_file_option(
+    "A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; read after the "
+    "TEXTS given on the command line.",
     default=None,
-    help="A UTF-8 file of sentences, one per line (blank lines skipped), each with one or more [MASK]; "
-    "read after the TEXTS given on the command line.",
 )
 @click.option("--top-k", type=click.IntRange(min=1), default=_default("top_k"), help="Candidates shown per [MASK].")
 @click.option(
@@ -48,9 +46,7 @@ _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come fr
     "[piece, probability] candidates) instead of the readable lines.",
 )
 @casing_options(strip_accents=False)
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Sentences per forward pass."
-)
+@batch_size_option(FillMaskConfig)
 @device_option(FillMaskConfig)
 def fill_mask(
     texts: tuple[str, ...],

@@ -15,18 +15,21 @@ from bertprep.bert_model.tasks.finetune import finetune as run_finetune
 from bertprep.bert_model.tasks.glue import GLUE_TASKS
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.options import (
-    LocalPath,
+    batch_size_option,
     casing_options,
     column_options,
     dataclass_default,
     loop_options,
+    max_seq_length_option,
     model_option,
+    model_vocab_option,
     optimizer_options,
     output_dir_option,
     overwrite_option,
     preset_option,
     squad_options,
     stop_options,
+    task_option,
 )
 from bertprep.cli.run_lock import run_directory_lock
 
@@ -44,15 +47,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option(
-    "--task",
-    required=True,
-    type=click.Choice(["glue", "squad", "ner", "multiple-choice"]),
-    help="glue = sentence (pair) classification / regression from TSV; squad = extractive QA from "
-    "SQuAD v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files; "
-    "multiple-choice = pick one of N endings (SWAG CSV, or other CSV/TSV/JSONL via the column "
-    "options).",
-)
+@task_option(required=True, type=click.Choice(["glue", "squad", "ner", "multiple-choice"]))
 @click.option(
     "--train-file",
     required=True,
@@ -80,12 +75,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Use --model's config and vocab but random weights (the 'no pre-training' baseline).",
 )
 @preset_option(list(PRESETS), None)
-@click.option(
-    "--vocab",
-    type=LocalPath(exists=True, dir_okay=False),
-    default=None,
-    help="vocab.txt to tokenize with (default: the one saved with the model).",
-)
+@model_vocab_option()
 @casing_options()
 # GLUE
 @click.option(
@@ -162,12 +152,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="multiple-choice: file layout (default auto: from the extension, .csv / .tsv / .jsonl).",
 )
 # shared / SQuAD
-@click.option(
-    "--max-seq-length",
-    type=click.IntRange(min=3),
-    default=None,
-    help="Word pieces per input, [CLS]/[SEP] included (default 128; squad 384).",
-)
+@max_seq_length_option()
 @squad_options()
 @click.option(
     "--max-query-length", type=click.IntRange(min=1), default=None, help="squad: question pieces kept (default 64)."
@@ -195,9 +180,7 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 # training
 @optimizer_options(FinetuneConfig)
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Training batch size (paper: 32)."
-)
+@batch_size_option(FinetuneConfig)
 @click.option(
     "--eval-batch-size",
     type=click.IntRange(min=1),

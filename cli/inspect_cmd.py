@@ -6,6 +6,8 @@ import itertools
 
 import click
 
+from bertprep.cli.options import verify_option
+
 
 @click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("shard_dir", type=click.Path(exists=True, file_okay=False))
@@ -25,15 +27,7 @@ import click
     help="Start decoding after this many rows (in shard order).",
 )
 @click.option("--stats/--no-stats", default=True, show_default=True, help="Print the manifest statistics.")
-@click.option(
-    "--verify",
-    is_flag=True,
-    help="Read every row and check it: sha256 and counts against the manifest, length <= "
-    "max_seq_length, [CLS] first, [SEP] last, masked positions; per objective: nsp/sop exactly "
-    "two [SEP], token types 0 then 1, A and B not empty, label share as in the manifest; none: "
-    "token types 0, every row full but the last of each bucket, document separators as counted. "
-    "Exits 1 on any problem.",
-)
+@verify_option(is_flag=True)
 def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, verify: bool) -> None:
     """Print the statistics of a finished shard directory and decode instances back to text.
 

@@ -498,6 +498,29 @@ def inputs_option(help: str):
     )
 
 
+def input_file_option(help: str, **attrs: Any):
+    """``-i, --input`` (parameter ``input_file``) of a command that reads one existing file (fill-mask, predict,
+    extract-features); ``attrs`` add ``required`` or a default."""
+    return click.option("-i", "--input", "input_file", type=click.Path(exists=True, dir_okay=False), help=help, **attrs)
+
+
+def output_file_option(help: str, name: str = "output_file", **attrs: Any):
+    """``-o, --output`` (parameter ``name``) of a command that writes one file (predict, extract-features, plot,
+    evaluate table); ``attrs`` add ``required`` or a default."""
+    return click.option("-o", "--output", name, type=click.Path(dir_okay=False), help=help, **attrs)
+
+
+def model_vocab_option():
+    """``--vocab`` of the commands that read a trained model (finetune, export): a ``vocab.txt`` instead of the
+    one saved with the model."""
+    return click.option(
+        "--vocab",
+        type=LocalPath(exists=True, dir_okay=False),
+        default=None,
+        help="vocab.txt of the model (default: the one saved with it): finetune tokenizes with it, export writes it.",
+    )
+
+
 def preset_option(choices, default: str | None):
     """``--preset``: a model size by name (train: of its architecture; finetune: a randomly initialised BERT)."""
     return click.option(
@@ -525,23 +548,74 @@ def kernel_options(config: type):
     )
 
 
-def memory_budget_option(command):
-    """``--memory-budget MB`` of make-shards (``ShardsConfig.memory_budget``): how much of the local runner's
-    shuffle of tokenized documents stays in memory; the rest waits on disk."""
-    from bertprep.pipeline.config import ShardsConfig
+# Options that several commands have with one meaning and a per-command detail: one help text each, which says
+# what the option is and then what each command does with it (tests/cli/test_option_help.py).
 
-    return click.option(
-        "--memory-budget",
-        type=click.IntRange(min=0),
-        default=dataclass_default(ShardsConfig)("memory_budget"),
-        show_default=True,
-        metavar="MB",
-        help="MB of tokenized documents (4 bytes per word piece) the local runner keeps in memory for the "
-        "global pairing scope's shuffle, over all its worker processes; the rest waits on disk in the run's "
-        "staging folder (inside --output-dir), so memory stays flat at any corpus size (the runner's process "
-        "holds about 5-7x what it keeps). 0: every document on disk. The shards are the same for any value; "
-        "Dask and Dataflow shuffle out of memory themselves and ignore it.",
-    )(command)
+_MAX_SEQ_LENGTH_HELP = (
+    "Word pieces per sequence, [CLS] and [SEP] included (the original's max_seq_length). make-shards: tokens per "
+    "instance (paper: 128 for 90% of steps, then 512); finetune: longer inputs are cut (default 128; squad 384: "
+    "context windows); predict: default the fine-tuning's; extract-features: longer lines are cut (pairs "
+    "longest-first), default 128, or the model's max_position_embeddings when smaller."
+)
+_BATCH_SIZE_HELP = (
+    "Examples per batch. train: instances per micro-batch on each process (global batch = this x accumulation x "
+    "processes); finetune: the training batch (paper: 32); predict, fill-mask: inputs per forward pass; "
+    "extract-features: lines per forward pass and per Arrow record batch (what is in memory at a time)."
+)
+_MASKED_LM_PROB_HELP = (
+    "Fraction of tokens to predict (paper section 3.1); each is [MASK] 80%, random 10%, kept 10% of the time. "
+    "make-shards: the shards' rate (static masking: fixed in the rows; dynamic: recorded for the trainer); train: "
+    "a rate instead of the shards' (e.g. 0.3 for ModernBERT), for shards made with --masking dynamic only; "
+    "max_predictions_per_seq scales with it."
+)
+
+_TASK_HELP = (
+    "What to train. train: pretrain = masked LM + next-sentence prediction on shards (the only task so far). "
+    "finetune: glue = sentence (pair) classification / regression from TSV; squad = extractive QA from SQuAD "
+    "v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files; multiple-choice = pick one of "
+    "N endings (SWAG CSV, or other CSV/TSV/JSONL via the column options)."
+)
+_VERIFY_HELP = (
+    "Check the shards against their manifest: every file's sha256, so that a truncated or altered shard is named "
+    "instead of read. train: before training (costs one read of the shards: 0.14 s for the 163 MB of the "
+    "make-shards benchmark in the page cache, about 1 s per GB; from disk, one read at disk speed). inspect: "
+    "also the counts, and every row: length <= max_seq_length, [CLS] first, [SEP] last, masked positions; per "
+    "objective: nsp/sop exactly two [SEP], token types 0 then 1, A and B not empty, label share as in the "
+    "manifest; none: token types 0, every row full but the last of each bucket, document separators as "
+    "counted; exits 1 on any problem."
+)
+
+
+def max_seq_length_option(**attrs: Any):
+    """``--max-seq-length`` (make-shards, finetune, predict, extract-features): one help text; ``attrs`` give the
+    command's type (default ``IntRange(min=3)``) and default (default None: the command decides)."""
+    attrs.setdefault("type", click.IntRange(min=3))
+    attrs.setdefault("default", None)
+    return click.option("--max-seq-length", help=_MAX_SEQ_LENGTH_HELP, **attrs)
+
+
+def batch_size_option(config: type):
+    """``--batch-size`` (train, finetune, predict, fill-mask, extract-features): one help text, the default of
+    ``config``'s ``batch_size`` field."""
+    return field_option(config, "batch_size", type=click.IntRange(min=1), help=_BATCH_SIZE_HELP)
+
+
+def task_option(**attrs: Any):
+    """``--task`` (train: the pre-training task; finetune: the fine-tuning task): one help text; ``attrs`` give
+    the command's choices and default."""
+    return click.option("--task", help=_TASK_HELP, **attrs)
+
+
+def verify_option(*decls: str, **attrs: Any):
+    """``--verify`` (train: the shards' sha256 before training, on by default; inspect: every row too): one help
+    text; ``decls`` and ``attrs`` give the command's flag form and default."""
+    return click.option(*(decls or ("--verify",)), help=_VERIFY_HELP, **attrs)
+
+
+def masked_lm_prob_option(**attrs: Any):
+    """``--masked-lm-prob`` (make-shards: the masked-LM rule's rate; train: a dynamic-masking rate instead of the
+    shards'): one help text; ``attrs`` give the command's type and default."""
+    return click.option("--masked-lm-prob", help=_MASKED_LM_PROB_HELP, **attrs)
 
 
 def _check_optimizer(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -556,106 +630,24 @@ def _check_optimizer(ctx: click.Context, param: click.Parameter, value: str) -> 
     return value
 
 
-def _optimizer_and_schedule_options(default: Callable[[str], Any]) -> list:
-    """``--optimizer`` and the learning-rate schedule's options (``OptimConfig``), then the others of
-    ``recipe_options``."""
+def recipe_options(config: type):
+    """The options of today's training recipes, one group applied by ``train`` with one line: ``--optimizer`` and
+    the learning-rate schedule's (``OptimConfig``), then ``--phase`` and the batch-size warm-up's
+    (``TrainConfig``). Help is the fields' docstrings; ``config`` is the command's config class (its defaults)."""
     from bertprep.bert_model.loop_config import OPTIMIZER_NAMES
     from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
 
-    options = [
-        click.option(
-            "--optimizer",
-            type=click.Choice(OPTIMIZER_NAMES),
-            default=default("optimizer"),
-            callback=_check_optimizer,
-            help="adamw: torch's AdamW (BERT's). stable-adamw: StableAdamW (ModernBERT's; torch-optimi). lamb: "
-            "LAMB (NVIDIA's BERT at 64k batch; pytorch-optimizer). The last two: pip install 'bertprep[recipes]'. "
-            "All take --weight-decay, --adam-beta1/2 and --adam-epsilon; no decay on biases and LayerNorm.",
-        ),
-        click.option(
-            "--lr-schedule",
-            type=click.Choice(LR_SCHEDULES),
-            default=default("lr_schedule"),
-            help="After the linear warm-up: linear (BERT's: linear decay to 0 at --max-steps), cosine (half a "
-            "cosine to 0), wsd (warm-up, stable, decay: constant, then a decay over the last --decay-fraction of "
-            "the steps; ModernBERT's trapezoidal schedule) or constant.",
-        ),
-        click.option(
-            "--decay-fraction",
-            type=click.FloatRange(0, 1),
-            default=default("decay_fraction"),
-            help="wsd: the fraction of --max-steps the final decay takes.",
-        ),
-        click.option(
-            "--decay-steps",
-            type=click.IntRange(min=0),
-            default=default("decay_steps"),
-            help="wsd: the steps of the final decay, instead of --decay-fraction.",
-        ),
-        click.option(
-            "--decay-shape",
-            type=click.Choice(DECAY_SHAPES),
-            default=default("decay_shape"),
-            help="wsd: the decay's shape; 1-sqrt is ModernBERT's (1 - sqrt(progress)).",
-        ),
-        click.option(
-            "--min-lr-ratio",
-            type=click.FloatRange(0, 1),
-            default=default("min_lr_ratio"),
-            help="The learning rate the decay ends at, as a fraction of the peak (linear, cosine, wsd).",
-        ),
-    ]
-    return options + _batch_and_phase_options(default)
-
-
-def _batch_and_phase_options(default: Callable[[str], Any]) -> list:
-    """``--phase`` and the batch-size warm-up's options (``TrainConfig``)."""
-    return [
-        click.option(
-            "--phase",
-            "phases",
-            multiple=True,
-            default=default("phases"),
-            metavar="KEY=VALUE,...",
-            help="One phase of the run, in order (repeat the option; none = one phase): its size, steps=N "
-            "(optimizer steps) or tokens=N (token slots, padding included: 2B, 1.7T, 300M; the phase lasts "
-            "ceil(N / (batch size x accumulation x processes x its shards' max_seq_length)) steps, logged at the "
-            "start; the last phase may leave its size out: the rest of --max-steps), shards=DIR, batch-size=B, "
-            "gradient-accumulation-steps=A, and for ModernBERT global-rope-theta / local-rope-theta (context "
-            "extension). E.g. the BERT paper's 90% at 128 then 512: --max-steps 1000000 --phase steps=900000 "
-            "--phase shards=shards/512,batch-size=8; ModernBERT's context extension: --phase tokens=1.7T "
-            "--phase tokens=250B,shards=shards/8192,global-rope-theta=160000 (no --max-steps: the phases' sum). "
-            "One learning-rate schedule runs over all phases; --resume continues inside the checkpoint's phase.",
-        ),
-        click.option(
-            "--batch-size-warmup-tokens",
-            type=click.IntRange(min=0),
-            default=default("batch_size_warmup_tokens"),
-            help="Batch-size warm-up (ModernBERT's): the global batch grows linearly from --batch-size-start to "
-            "the full batch over this many tokens (token slots: rows x max_seq_length), in whole micro-batches of "
-            "--gradient-accumulation-steps; 0 = none. Logged as global_batch_size.",
-        ),
-        click.option(
-            "--batch-size-start",
-            type=click.IntRange(min=1),
-            default=default("batch_size_start"),
-            help="The global batch the batch-size warm-up starts from (rounded to whole micro-batches per process).",
-        ),
-    ]
-
-
-def recipe_options(default: Callable[[str], Any]):
-    """The options of today's training recipes (``OptimConfig``'s optimizer and schedule settings, the phases and
-    batch-size warm-up of ``TrainConfig``), one group applied by ``train`` with one line; ``default`` is the
-    command's ``dataclass_default``."""
-    options = _optimizer_and_schedule_options(default)
-
-    def apply(command):
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return apply
+    return apply(
+        field_option(config, "optimizer", type=click.Choice(OPTIMIZER_NAMES), callback=_check_optimizer),
+        field_option(config, "lr_schedule", type=click.Choice(LR_SCHEDULES)),
+        field_option(config, "decay_fraction", type=click.FloatRange(0, 1)),
+        field_option(config, "decay_steps", type=click.IntRange(min=0)),
+        field_option(config, "decay_shape", type=click.Choice(DECAY_SHAPES)),
+        field_option(config, "min_lr_ratio", type=click.FloatRange(0, 1)),
+        field_option(config, "phases", "--phase", "phases", multiple=True, metavar="KEY=VALUE,..."),
+        field_option(config, "batch_size_warmup_tokens", type=click.IntRange(min=0)),
+        field_option(config, "batch_size_start", type=click.IntRange(min=1)),
+    )
 
 
 def _recipe_keys(command: click.Command) -> dict[str, click.Parameter]:

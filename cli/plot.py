@@ -6,16 +6,16 @@ import os
 
 import click
 
+from bertprep.cli.options import output_file_option
+
 
 @click.command("plot", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
+@output_file_option(
+    "The image to write: .png, .svg or .pdf (replaced whole, or left as it was on an error).",
+    "output",
     default="curves.png",
     show_default=True,
-    help="The image to write: .png, .svg or .pdf (replaced whole, or left as it was on an error).",
 )
 @click.option("--title", default=None, help="A title above the curves.")
 def plot(runs: tuple[str, ...], output: str, title: str | None) -> None:

@@ -10,11 +10,15 @@ import click
 from bertprep.bert_model.tasks.predict import PredictConfig
 from bertprep.bert_model.tasks.predict import predict as run_predict
 from bertprep.cli.options import (
+    batch_size_option,
     casing_options,
     column_options,
     dataclass_default,
     device_option,
+    input_file_option,
+    max_seq_length_option,
     model_option,
+    output_file_option,
     progress_option,
     squad_options,
 )
@@ -29,32 +33,19 @@ _default = dataclass_default(PredictConfig)  # defaults shown in --help come fro
     help="A 'bertprep finetune' run directory or its best/ directory (or an exported / Hugging Face "
     "fine-tuned BERT directory).",
 )
-@click.option(
-    "-i",
-    "--input",
-    "input_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="File to predict, in the task's format (labels optional: with them, metrics are printed).",
+@input_file_option(
+    "File to predict, in the task's format (labels optional: with them, metrics are printed).", required=True
 )
-@click.option(
-    "-o",
-    "--output",
-    "output_file",
+@output_file_option(
+    "Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus NAME.null_odds.json), "
+    "CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.",
     required=True,
-    type=click.Path(dir_okay=False),
-    help="Where to write: GLUE 'index<TAB>prediction' TSV, SQuAD {id: answer} JSON (v2.0: plus "
-    "NAME.null_odds.json), CoNLL TOKEN<TAB>TAG, or multiple-choice 'id,label' CSV.",
 )
 @column_options()
-@click.option(
-    "--max-seq-length", type=click.IntRange(min=3), default=None, help="Override the fine-tuning max_seq_length."
-)
+@max_seq_length_option()
 @squad_options()
 @click.option("--max-examples", type=click.IntRange(min=1), default=None, help="Predict only the first N examples.")
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=_default("batch_size"), help="Inputs per forward pass."
-)
+@batch_size_option(PredictConfig)
 @casing_options()
 @device_option(PredictConfig)
 @progress_option(PredictConfig)

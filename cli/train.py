@@ -22,11 +22,13 @@ from bertprep.bert_model.pretrain.train_config import (
 )
 from bertprep.cli.options import (
     ModelPath,
+    batch_size_option,
     config_option,
     dataclass_default,
     field_option,
     kernel_options,
     loop_options,
+    masked_lm_prob_option,
     model_option,
     optimizer_options,
     output_dir_option,
@@ -35,6 +37,8 @@ from bertprep.cli.options import (
     resolved_recipe,
     resume_changes_option,
     stop_options,
+    task_option,
+    verify_option,
 )
 from bertprep.cli.run_lock import run_directory_lock
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
@@ -197,12 +201,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @config_option
-@click.option(
-    "--task",
-    type=click.Choice(TASKS),
-    default=_default("task"),
-    help="What to train: 'pretrain' = masked LM + next-sentence prediction on shards.",
-)
+@task_option(type=click.Choice(TASKS), default=_default("task"))
 @click.option(
     "--shards",
     required=True,
@@ -218,102 +217,24 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     "folder or a gs:// / s3:// URL.",
 )
 @output_dir_option(type=click.Path(file_okay=False))
-@click.option(
-    "--architecture",
-    type=click.Choice(list(ARCHITECTURE_PRESETS)),
-    default=_default("architecture"),
-    help="bert: masked LM + next-sentence prediction (Devlin et al. 2018). modernbert: ModernBERT (Warner et "
-    "al. 2024: RoPE, GeGLU, alternating global / local attention), masked LM alone with sparse prediction; "
-    "NSP / SOP shards serve it too, their next-sentence labels ignored. Resuming takes the checkpoint's.",
-)
+@field_option(TrainConfig, "architecture", type=click.Choice(list(ARCHITECTURE_PRESETS)))
 @preset_option(sorted({p for presets in ARCHITECTURE_PRESETS.values() for p in presets}), _default("preset"))
-@click.option("--num-hidden-layers", type=click.IntRange(min=1), default=None, help="Override the preset's layers.")
-@click.option(
-    "--hidden-size",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Override the preset's hidden size (intermediate size follows as 4x).",
-)
-@click.option(
-    "--num-attention-heads",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Override the preset's attention heads (must divide the hidden size).",
-)
-@click.option(
-    "--intermediate-size",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Override the feed-forward width (default 4 x hidden size).",
-)
-@click.option(
-    "--hidden-dropout-prob",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=None,
-    help="Dropout on embeddings and sub-layer outputs (preset: 0.1; with --model it replaces the checkpoint's).",
-)
-@click.option(
-    "--attention-probs-dropout-prob",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=None,
-    help="Dropout on attention probabilities (preset: 0.1; with --model it replaces the checkpoint's).",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=_default("batch_size"),
-    help="Instances per micro-batch on each process. Global batch = this x accumulation x processes.",
-)
-@click.option(
-    "--gradient-accumulation-steps",
-    type=click.IntRange(min=1),
-    default=_default("gradient_accumulation_steps"),
-    help="Micro-batches per optimizer step.",
-)
+@field_option(TrainConfig, "num_hidden_layers", type=click.IntRange(min=1))
+@field_option(TrainConfig, "hidden_size", type=click.IntRange(min=1))
+@field_option(TrainConfig, "num_attention_heads", type=click.IntRange(min=1))
+@field_option(TrainConfig, "intermediate_size", type=click.IntRange(min=1))
+@field_option(TrainConfig, "hidden_dropout_prob", type=click.FloatRange(0, 1, max_open=True))
+@field_option(TrainConfig, "attention_probs_dropout_prob", type=click.FloatRange(0, 1, max_open=True))
+@batch_size_option(TrainConfig)
+@field_option(TrainConfig, "gradient_accumulation_steps", type=click.IntRange(min=1))
 @optimizer_options(TrainConfig)
-@click.option(
-    "--warmup-steps",
-    type=click.IntRange(min=0),
-    default=_default("warmup_steps"),
-    help="Steps of linear warm-up, then --lr-schedule (by default linear decay to 0 at --max-steps; paper: 10,000).",
-)
+@field_option(TrainConfig, "warmup_steps", type=click.IntRange(min=0))
 @stop_options(TrainConfig, phases=True)
-@click.option(
-    "--nsp-loss-weight",
-    type=click.FloatRange(min=0),
-    default=_default("nsp_loss_weight"),
-    help="Weight of the next-sentence loss: loss = MLM loss + this x NSP loss (paper: 1). 0 trains "
-    "the masked LM alone (the paper's 'No NSP' ablation); NSP accuracy is still reported.",
-)
-@click.option(
-    "--packing/--no-packing",
-    default=_default("packing"),
-    help="Token-budget batches: each micro-batch is --batch-size rows of max_seq_length tokens, filled with as "
-    "many whole instances as fit (first-fit in loader order; one that fits in no row waits for the next "
-    "micro-batch), positions restarting per instance, attention block-diagonal. A step holds more instances "
-    "when they are short, so an epoch takes fewer steps; --max-steps and the schedules count steps. The "
-    "shards stay as they are.",
-)
-@click.option(
-    "--masked-lm-prob",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="Masking rate instead of the shards' (e.g. 0.3 for ModernBERT; 80/10/10 as always). Shards made "
-    "with --masking dynamic only; max_predictions_per_seq scales with it.",
-)
-@click.option(
-    "--masked-lm-prob-final",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="Masking rate at --max-steps: linear schedule from --masked-lm-prob (or the shards') at step 0.",
-)
-@click.option(
-    "--eval-masked-lm-prob",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="Masking rate of dynamic --eval-shards (default: their manifest's, 0.15 from make-shards), fixed "
-    "for the whole run; reported as masked_lm_prob in the eval metrics.",
-)
+@field_option(TrainConfig, "nsp_loss_weight", type=click.FloatRange(min=0))
+@field_option(TrainConfig, "packing", "--packing/--no-packing")
+@masked_lm_prob_option(type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None)
+@field_option(TrainConfig, "masked_lm_prob_final", type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@field_option(TrainConfig, "eval_masked_lm_prob", type=click.FloatRange(0, 1, min_open=True, max_open=True))
 @loop_options(TrainConfig)
 @click.option(
     "--eval-batches",
@@ -391,15 +312,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     default=_default("shuffle_buffer_size"),
     help="Instances in each loader stream's shuffle buffer.",
 )
-@click.option(
-    "--verify/--no-verify",
-    "verify_shards",
-    default=_default("verify_shards"),
-    help="Before training, check every shard file against the sha256 recorded in its manifest, so that "
-    "a truncated or altered shard is named instead of trained on. Costs one read of the shards: 0.14 s "
-    "for the 163 MB (366,374 instances) of the make-shards benchmark when in the page cache, about "
-    "1 s per GB; from disk, one read at disk speed (benchmarks/bench_verify.py).",
-)
+@verify_option("--verify/--no-verify", "verify_shards", default=_default("verify_shards"))
 @field_option(TrainConfig, "cache_dir", type=click.Path(file_okay=False), show_default=False)
 @field_option(TrainConfig, "cache_max_gb", type=click.FloatRange(min=0, min_open=True))
 @click.option(
@@ -409,7 +322,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     help="Stop cleanly, writing a checkpoint, after this many steps in this invocation "
     "(the schedule still runs to --max-steps; continue with --resume).",
 )
-@recipe_options(_default)
+@recipe_options(TrainConfig)
 @click.pass_context
 def train(ctx: click.Context, compile_: bool, **options) -> None:
     """Pre-train a BERT (masked LM + next-sentence prediction) or ModernBERT (masked LM) encoder on shards.

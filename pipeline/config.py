@@ -59,24 +59,28 @@ class MaskingConfig:
     same one; the rule itself is ``masking/rule.py``."""
 
     max_predictions_per_seq: int = 20
-    """Cap on masked positions per instance (about max_seq_length * masked_lm_prob; 76-80 at 512)."""
+    """Cap on masked positions per instance; must be below max_seq_length (about max_seq_length x
+    masked_lm_prob: 20 at 128, 76-80 at 512)."""
     masked_lm_prob: float = 0.15
-    """Fraction of tokens to predict (paper section 3.1)."""
+    """Fraction of tokens to predict (paper section 3.1); each is [MASK] 80%, random 10%, kept 10% of the time."""
     do_whole_word_mask: bool = False
-    """Mask whole words (a piece plus its following ``##`` pieces) instead of single pieces."""
+    """Mask whole words (a piece and its following ``##`` pieces) instead of single pieces: the original's flag,
+    the same as masking_scheme ``whole-word`` (with no word_segmenter the output is the original's)."""
     masking_scheme: str = "token"
-    """What one masking decision covers, one of :data:`MASKING_SCHEMES`: ``token`` (single pieces, the original's
-    default), ``whole-word`` (the same as ``do_whole_word_mask``), ``ngram`` (n consecutive words, P(n)
-    proportional to 1/n, n <= ``max_ngram_size``; ERNIE / Megatron-LM) or ``span`` (SpanBERT: span lengths in
-    words from a geometric distribution, ``span_geometric_p``, at most ``max_span_length``). Word boundaries:
-    whitespace + punctuation (a piece and its ``##`` pieces), or the word segmenter's
-    (``ShardsConfig.word_segmenter``). See ``masking/schemes.choose_word_spans``."""
+    """What one masking decision covers; the budget (masked_lm_prob, max_predictions_per_seq) and 80/10/10 stay.
+    ``token``: single pieces (the original). ``whole-word``: whole words, each taken or skipped (the original's
+    do_whole_word_mask). ``ngram``: n consecutive words, P(n) proportional to 1/n, n <= max_ngram_size (ERNIE /
+    Megatron-LM). ``span``: spans of words with geometric lengths (span_geometric_p, at most max_span_length;
+    SpanBERT sec. 3.1, mean 3.8 words), 80/10/10 decided per span. Words: whitespace + punctuation (a piece and
+    its ``##`` pieces; every Chinese character is a word), or word_segmenter's. Static and dynamic masking both
+    honour it; sampling ``fast`` keeps the per-instance masking for the word-level schemes."""
     max_ngram_size: int = MAX_NGRAM_SIZE
-    """Longest n-gram, in words, of ``masking_scheme="ngram"``."""
+    """Longest n-gram in words (masking_scheme ``ngram``)."""
     span_geometric_p: float = SPAN_GEOMETRIC_P
-    """p of the geometric span length (in words) of ``masking_scheme="span"`` (SpanBERT: 0.2)."""
+    """p of the geometric span length in words (masking_scheme ``span``; SpanBERT 0.2)."""
     max_span_length: int = MAX_SPAN_LENGTH
-    """Longest span, in words, of ``masking_scheme="span"`` (SpanBERT: 10)."""
+    """Longest span in words (masking_scheme ``span``; SpanBERT 10); longer draws are redrawn (the geometric
+    truncated and renormalised, as SpanBERT's code)."""
 
     @property
     def effective_masking_scheme(self) -> str:
@@ -108,30 +112,30 @@ class InstanceConfig:
     """How instances are made (the reference algorithm's settings); the masking ones are :attr:`mlm`'s."""
 
     max_seq_length: int = 128
-    """Tokens per instance including [CLS] and both [SEP] (the paper uses 128 for 90% of steps, then 512)."""
+    """Tokens per instance including [CLS] and both [SEP] (paper: 128 for 90% of steps, then 512)."""
     mlm: MaskingConfig = field(default_factory=MaskingConfig)
     """The masked-LM rule's settings (``max_predictions_per_seq``, ``masked_lm_prob``, the scheme); ``masking``
     (static or dynamic) is :class:`ShardsConfig`'s."""
     short_seq_prob: float = 0.1
-    """Probability that a pass over a document uses a shorter random target length."""
+    """Probability that a pass over a document targets a shorter random length."""
     dupe_factor: int = 10
-    """Passes over the corpus, each with fresh pairing and masking."""
+    """Passes over the corpus, each with fresh pairing and masking (output grows linearly). Ignored (1) with
+    masking ``dynamic``."""
     random_seed: int = 12345
-    """Seed of ``random.Random`` (per bucket: see ``instances.bucket_seed``)."""
+    """Seed (of ``random.Random``, one per bucket); the same input, vocab, options and seed give byte-identical
+    shards on any runner."""
     objective: str = "nsp"
-    """The sentence-level task besides the masked LM, one of :data:`OBJECTIVES`:
-
-    * ``nsp``: next-sentence prediction, the original (BERT paper section 3.1): B follows A in the document
-      or (50%) is a segment of another document; ``next_sentence_label`` 1 = NotNext.
-    * ``sop``: sentence-order prediction (ALBERT, Lan et al. 2020, section 4.2): A and B are always
-      consecutive segments of one document, swapped with probability 0.5; ``next_sentence_label`` 1 = swapped.
-      A chunk of one sentence is merged with the next sentence, or skipped (and counted) at a document's end,
-      never paired with another document.
-    * ``none``: no sentence task (RoBERTa, Liu et al. 2019, section 4.2, FULL-SENTENCES): the documents'
-      sentences back to back, a ``[SEP]`` between documents, cut into rows of exactly ``max_seq_length``
-      tokens (``[CLS] ... [SEP]``); no ``next_sentence_label`` column, ``token_type_ids`` all 0;
-      ``short_seq_prob`` is not used.
-    """
+    """The sentence-level task besides the masked LM.
+    ``nsp``: next-sentence prediction, the original (BERT sec. 3.1): B follows A or (50%) comes from another
+    document; next_sentence_label 1 = NotNext.
+    ``sop``: sentence-order prediction (ALBERT sec. 4.2, Lan et al. 2020): A and B are consecutive segments of
+    one document, swapped half the time; next_sentence_label 1 = swapped; a one-sentence chunk takes the next
+    sentence, or is skipped (and counted) at a document's end, never paired with another document.
+    ``none``: no sentence task (RoBERTa sec. 4.2, Liu et al. 2019, FULL-SENTENCES): documents back to back with
+    a [SEP] between two documents, cut into rows of exactly max_seq_length tokens ([CLS] ... [SEP]; the last row
+    of each bucket shorter); no next_sentence_label column, token types all 0, short_seq_prob unused;
+    ``bertprep train`` then uses the masked-LM loss alone.
+    Recorded in the manifest; both sampling modes honour it."""
 
     def __post_init__(self) -> None:
         if self.max_seq_length < 5:
@@ -249,74 +253,100 @@ class ShardsConfig:
     max_line_chars: int = ReadOptions.max_line_chars
     """Lines longer than this are skipped (and counted) without being read whole."""
     pairing_scope: str = "global"
-    """``global``: documents go to seeded random buckets across the whole corpus (a GroupByKey);
-    ``file``: a bucket is a run of consecutive documents of one input file (no shuffle, flat memory)."""
+    """Where NotNext segments come from. ``global``: documents are spread over seeded random buckets across the
+    whole corpus, as the original draws from the whole corpus; needs a shuffle (GroupByKey), whose memory grows
+    with the corpus on the local runner (not on Dataflow). ``file``: a bucket is a run of consecutive documents
+    of one input file; no shuffle, flat memory on any runner, but the NotNext pool is local (do not use it with
+    one-document-per-file inputs such as books)."""
     bucket_size: int | None = None
-    """Documents per bucket (the NotNext pool and the unit of work); ``None`` (the default): buckets sized by
-    word pieces, ``bucket_tokens`` each (``buckets.py``); 0 = one bucket holding every document, which
-    reproduces the original generator exactly."""
+    """Documents per bucket, instead of buckets of bucket_tokens word pieces (the default, ``None``). 0 = one
+    bucket holding every document: with pairing_scope ``global`` (and sampling ``auto`` or ``exact``) this
+    reproduces the original generator's output exactly (same instances, same order), on one core for instance
+    creation."""
     bucket_tokens: int = 500_000
-    """Word pieces per bucket when ``bucket_size`` is ``None``: bounds a bucket's memory (about 4 bytes per
-    word piece, x ``dupe_factor`` in rows) and lets a small corpus spread over every worker; the bucket count
-    is capped so that a bucket holds at least ``buckets.MIN_DOCUMENTS_PER_BUCKET`` documents on average."""
+    """Word pieces per bucket (the default bucketing). A bucket is the NotNext pool and the unit of work: buckets
+    sized by word pieces keep a worker's memory bounded (about 4 bytes per word piece, x dupe_factor in rows),
+    weigh books and articles by what they cost, and spread even a small corpus over every core."""
     num_shards: int = 0
-    """Output shard files; 0 = choose from the instance count (about 50,000 instances per shard)."""
+    """Number of output shards; 0 = one per ~50,000 instances. Row counts differ by at most one."""
     masking: str = "static"
+    """``static``: masks fixed here, dupe_factor copies (the original). ``dynamic``: unmasked pairs written once;
+    the trainer masks on the fly with the same rule."""
     sampling: str = "auto"
-    """``exact``: CPython's ``random.Random`` consumed as the original does (one-bucket output = the
-    original's); ``fast``: same algorithm and distributions, truncation and masking drawn in bulk (numpy),
-    several times faster, not instance-for-instance the original's; ``auto`` (the default): ``exact`` when
-    ``bucket_size`` is 0 (one bucket, where exact sampling gives the original's output), ``fast`` otherwise
-    (several buckets are not the original's instances anyway). See :attr:`effective_sampling`."""
+    """``exact``: the original generator's random stream, draw for draw (with one bucket the output is the
+    original's, instance for instance). ``fast``: the same algorithm and distributions (pairs, truncation, 15%
+    masking, 80/10/10) with truncation and masking drawn in bulk with numpy: instance creation takes about 4x
+    less CPU, statistically the same, not the original's instances. ``auto``: ``exact`` with bucket_size 0 (the
+    original's output), ``fast`` otherwise (several buckets are not the original's instances anyway). The mode
+    used is recorded in the manifest. Default output differs from earlier versions' (buckets of 20,000
+    documents, exact sampling): bucket_size 20000 with sampling ``exact`` gives that output, bucket_size 0 the
+    original's as before."""
     overwrite: bool = False
     eval_fraction: float = 0.0
-    """Share of documents held out, whole, into a second shard set ``<output_dir>/eval/`` (made with the same
-    options, NotNext drawn from eval documents only); 0 = no split. A document is held out when a stable hash
-    of (``eval_seed``, input path, document ordinal) falls below it (``heldout.py``)."""
+    """Hold out this share of the documents (whole documents, e.g. 0.01) as a second shard set in
+    OUTPUT_DIR/eval/ (its own manifest; use it with ``bertprep train --eval-shards OUTPUT_DIR/eval``). Made with
+    the same options; its NotNext segments come from eval documents only. A document is held out when a stable
+    hash of (eval_seed, input path, document index in the file) falls below the fraction, so no document is in
+    both sets on any runner. 0 = no split."""
     eval_seed: int = 0
-    """Seed of the held-out split's hash, apart from ``random_seed``: shard sets made with other random seeds
-    keep the same eval documents."""
+    """Seed of the held-out split, apart from random_seed: shard sets made with other random seeds hold out the
+    same documents (so none of them trains on another's eval documents)."""
     word_segmenter: str | None = None
-    """Word boundaries for word-level masking schemes: ``module:callable`` (``str -> list[str]`` of words) or a
-    built-in name (``jieba``, ``kiwi``); ``None``: whitespace + punctuation (``word_segmentation.py``)."""
+    """Word boundaries for the word-level masking schemes, for scripts where whitespace and punctuation do not
+    mark words: an importable callable str -> list[str] returning the words of a sentence in order (substrings
+    of it), e.g. my_words:words; or a built-in: jieba (Chinese, pip install jieba) or kiwi (Korean morphemes,
+    pip install kiwipiepy). It only groups the word pieces (the ids do not change) and implies word_ids. Must be
+    importable on every worker (on Dataflow: ship it with --setup_file). Default (``None``): whitespace +
+    punctuation."""
     word_ids: bool = False
-    """Write the ``word_ids`` column (word index of each piece in its row, -1 at [CLS]/[SEP]). Always written
-    with a ``word_segmenter`` (the trainer's dynamic masking and ``inspect`` need the segmenter's words)."""
+    """Write a word_ids column (the word index of each piece in its row, -1 at [CLS]/[SEP]); on by itself with a
+    word_segmenter, so that dynamic masking in ``bertprep train`` (and ``bertprep inspect``) use the segmenter's
+    words."""
     dedup: str = "none"
-    """``none``; ``exact``: documents whose normalised text is equal are kept once, the first in input order
-    (``heldout.py``); ``minhash``: a document is dropped when an earlier one (input order) is a near-duplicate,
-    estimated Jaccard of word ``dedup_ngram``-grams >= ``dedup_threshold`` (``near_dedup.py``); counted in the
-    manifest."""
+    """``none``. ``exact``: keep one copy of documents whose text is equal after the tokenizer's normalization
+    (case and accents as do_lower_case / strip_accents, whitespace collapsed): the first in input order.
+    pairing_scope ``global``: the documents are grouped by a hash of that text (a shuffle, no extra read);
+    ``file``: one extra read of the inputs (no tokenization) and a shuffle of hashes and ids only. ``minhash``:
+    near-duplicates too: a document is dropped when an earlier one (input order) has an estimated Jaccard
+    similarity of word n-grams >= dedup_threshold (MinHash, 128 permutations, LSH bands as shuffle keys; one
+    extra read of the inputs in either scope). Dropped copies are counted in the manifest and the log."""
     dedup_threshold: float = 0.8
-    """``dedup="minhash"``: Jaccard similarity (of word n-gram sets) from which two documents are near-copies."""
+    """dedup ``minhash``: Jaccard similarity of two documents' word n-gram sets from which the later one is
+    dropped."""
     dedup_ngram: int = 3
-    """``dedup="minhash"``: words per shingle. 3: at the default threshold 0.8 a copy with about 3% of its words
-    edited is still a near-copy (5-grams: about 1%; ``benchmarks/dedup.md``)."""
+    """dedup ``minhash``: words per shingle (documents shorter than this are one shingle). Edits weigh more on
+    longer shingles: at dedup_threshold 0.8, 3-grams keep a copy with about 3% of its words edited a near-copy,
+    5-grams about 1%."""
     sources: tuple[Source, ...] = ()
     """A weighted mixture (``mixture.py``): the sources, in reading order; ``inputs`` is then their inputs
     together. Empty: no mixture (every document once)."""
     mixture_alpha: float | None = None
-    """Temperature sampling over the sources (XLM-R): source i's share of the documents' bytes becomes
-    proportional to ``n_i ** alpha`` (``n_i``: its input bytes); replaces the weights."""
+    """Temperature sampling over the sources instead of weights (XLM-R): source i's share of the data becomes
+    proportional to n_i^alpha, n_i its input bytes, at the same total size (0.3 in XLM-R; 1 = as read; 0 = equal
+    shares)."""
     decontaminate: tuple[str, ...] = ()
-    """Evaluation files (GLUE TSV, SQuAD JSON, SWAG CSV, plain text) whose word n-grams are removed from the
-    training text (``decontamination.py``)."""
+    """Evaluation files whose texts must not be trained on: GLUE .tsv, SQuAD .json, SWAG .csv, or plain text
+    (one text per line). A document sharing a word n-gram (decontaminate_ngram, after lower-casing and stripping
+    punctuation) with them is dropped or cut (decontaminate_mode); counted per file in the manifest. pairing_scope
+    ``global``: before dedup ``exact``; ``file``: as the streaming pass reads, after the dedup pass."""
     decontaminate_ngram: int = 13
-    """Words per n-gram of decontamination (after lower-casing and stripping punctuation; GPT-3 uses 13)."""
+    """Words per n-gram of decontaminate (GPT-3: 13). An evaluation text shorter than this is matched whole when
+    it has at least 8 words; shorter ones are only counted (too common to mark
+    a document)."""
     decontaminate_mode: str = "drop"
-    """``drop``: drop a document with any matching n-gram; ``cut``: drop only the sentences a match covers."""
+    """``drop``: drop a document with any matching n-gram. ``cut``: remove only the sentences a match covers."""
     split_bytes: int = 8 << 20
-    """Bytes per range when one input file is read by several workers (``readers.ranges``): a larger file of
-    a format that can be cut at document boundaries is read in ranges of about this size, spread over the
-    workers; 0 = every file read whole. The ``global`` pairing scope only (``file`` keeps a file's buckets
-    in its order: one worker per file). Does not change the output: not in the manifest."""
+    """Bytes per range when one large input file is read by several workers: an uncompressed file of the bert,
+    jsonl or wikiextractor formats is cut at document boundaries (Parquet at row groups, an indexed bz2
+    multistream Wikipedia dump at its streams), so one big file is not read by one worker alone. 0: every file
+    read whole. pairing_scope ``global`` only (``file`` keeps a file's buckets in its order: one worker per
+    file). The shards are the same for any value (not in the manifest)."""
     memory_budget: int = 32
-    """MB of tokenized documents (word-piece ids and sentence lengths, 4 bytes per word piece) that Beam's
-    local runner keeps in memory for the ``global`` scope's shuffle, over all its worker processes; the
-    documents beyond it wait in the run's staging folder on disk (``beam/spill.py``), so memory stays flat in
-    the corpus size. The runner's process holds about 5-7 bytes per byte kept (``benchmarks/scale.md``); 0:
-    every document on disk. Other runners (Dask, Dataflow) shuffle out of memory themselves and ignore it. Does
-    not change the output: not in the manifest."""
+    """MB of tokenized documents (4 bytes per word piece) the local runner keeps in memory for the global
+    pairing scope's shuffle, over all its worker processes; the rest waits on disk in the run's staging folder
+    (inside the output directory), so memory stays flat at any corpus size (the runner's process holds about
+    5-7x what it keeps). 0: every document on disk. The shards are the same for any value (not in the
+    manifest); Dask and Dataflow shuffle out of memory themselves and ignore it."""
 
     def __post_init__(self) -> None:
         if not self.inputs:

@@ -93,13 +93,14 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     output_dir: str
     """Run directory: metrics.jsonl, metrics.png, checkpoints/."""
     task: str = "pretrain"
-    """What to train; only ``pretrain`` (MLM + NSP) so far."""
+    """What to train: ``pretrain`` = masked LM + next-sentence prediction on shards (the only task so far)."""
     eval_shards: str | None = None
     """Held-out shard directory evaluated every ``eval_every`` steps (same vocab and max_seq_length)."""
     architecture: str = "bert"
-    """``bert`` (Devlin et al. 2018: MLM + NSP) or ``modernbert`` (Warner et al. 2024: MLM alone, sparse
-    prediction; NSP / SOP shards serve it, their ``next_sentence_label`` ignored). On ``resume`` / ``init_from``
-    of a bertprep checkpoint or a Hugging Face directory, the model's architecture is used."""
+    """``bert``: masked LM + next-sentence prediction (Devlin et al. 2018). ``modernbert``: ModernBERT (Warner et
+    al. 2024: RoPE, GeGLU, alternating global / local attention), masked LM alone with sparse prediction; NSP /
+    SOP shards serve it too, their next_sentence_label ignored. Resuming (or starting from a bertprep checkpoint
+    or a Hugging Face directory) takes the model's architecture."""
     preset: str = "base"
     """Model size, one of the architecture's presets: BERT's ``PRESETS`` (tiny, mini, small, medium, base,
     large) or ModernBERT's (tiny, mini, small, base, large; ``modernbert_config.PRESETS``)."""
@@ -108,35 +109,41 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     hidden_size: int | None = None
     """Override of the preset's hidden size (intermediate size follows as 4H unless given)."""
     num_attention_heads: int | None = None
-    """Override of the preset's number of heads."""
+    """Override of the preset's attention heads (must divide the hidden size)."""
     intermediate_size: int | None = None
-    """Override of the feed-forward width."""
+    """Override of the feed-forward width (default 4 x hidden size)."""
     hidden_dropout_prob: float | None = None
-    """Override of the dropout on embeddings and sub-layer outputs (0.1)."""
+    """Dropout on embeddings and sub-layer outputs (preset: 0.1; with --model it replaces the checkpoint's)."""
     attention_probs_dropout_prob: float | None = None
-    """Override of the attention dropout (0.1)."""
+    """Dropout on attention probabilities (preset: 0.1; with --model it replaces the checkpoint's)."""
     batch_size: int = 32
     """Instances per micro-batch on each rank."""
     gradient_accumulation_steps: int = 1
     """Micro-batches per optimizer step (once the batch-size warm-up, if any, is over)."""
     batch_size_warmup_tokens: int = 0
     """Batch-size warm-up (ModernBERT's, Warner et al. 2024, section 2.2): the global batch grows linearly from
-    ``batch_size_start`` to the full batch (``batch_size`` x ``gradient_accumulation_steps`` x world size) over
-    this many tokens, in whole micro-batches (``schedules.BatchSizeWarmup``: tokens counted as token slots,
-    rows x ``max_seq_length``). 0 = none. The learning-rate schedule still counts optimizer steps."""
+    batch_size_start to the full batch (batch_size x gradient_accumulation_steps x processes) over this many
+    tokens (token slots: rows x max_seq_length), in whole micro-batches of gradient_accumulation_steps; 0 = none.
+    Logged as global_batch_size; the learning-rate schedule still counts optimizer steps."""
     phases: tuple[str, ...] = ()
-    """Phases of the run (``phases.py``), one ``key=value,...`` string each: its size, ``steps`` or ``tokens``
-    (token slots, padding included: ``2B``, ``1.7T``; a phase lasts ``ceil(tokens / (batch_size x
-    gradient_accumulation_steps x world size x its shards' max_seq_length))`` steps, known at the start of the
-    run), ``shards``, ``batch-size``, ``gradient-accumulation-steps``, ``global-rope-theta``,
-    ``local-rope-theta``; what a phase leaves out is the run's. Empty: one phase of the run's settings."""
+    """The phases of the run, in order, one ``KEY=VALUE,...`` string each (empty: one phase of the run's
+    settings): its size, steps=N (optimizer steps) or tokens=N (token slots, padding included: 2B, 1.7T, 300M;
+    the phase lasts ceil(N / (batch_size x gradient_accumulation_steps x processes x its shards'
+    max_seq_length)) steps, logged at the start; the last phase may leave its size out: the rest of max_steps),
+    shards=DIR, batch-size=B, gradient-accumulation-steps=A, and for ModernBERT global-rope-theta /
+    local-rope-theta (context extension); what a phase leaves out is the run's. E.g. the BERT paper's 90% at 128
+    then 512: ``--max-steps 1000000 --phase steps=900000 --phase shards=shards/512,batch-size=8``; ModernBERT's
+    context extension: ``--phase tokens=1.7T --phase tokens=250B,shards=shards/8192,global-rope-theta=160000``
+    (no --max-steps: the phases' sum). One learning-rate schedule runs over all phases; a resumed run continues
+    inside the checkpoint's phase."""
     batch_size_start: int | None = None
     """The global batch (instances, or packed rows) the batch-size warm-up starts from, rounded to whole
     micro-batches per process (at least one)."""
     learning_rate: float = 1e-4
     """Peak learning rate (after warm-up)."""
     warmup_steps: int = 10_000
-    """Optimizer steps of linear warm-up from 0."""
+    """Optimizer steps of linear warm-up from 0, then lr_schedule (by default linear decay to 0 at max_steps;
+    paper: 10,000)."""
     max_steps: int = 1_000_000
     """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops.
     0 with ``phases`` that each give ``steps`` or ``tokens``: the sum of their steps (``bertprep train``'s when
@@ -152,7 +159,7 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     micro-batch; positions restart at 0 per instance, attention block-diagonal), instead of ``batch_size``
     instances padded to the longest. A step then holds a variable number of instances (more when they are
     short) and an epoch takes fewer steps; ``max_steps``, the learning-rate schedule and the masking-rate
-    schedule still count optimizer steps (``packing.TokenBudgetPacker``, ``docs/pretraining.md``)."""
+    schedule still count optimizer steps. The shards stay as they are."""
     masked_lm_prob: float | None = None
     """Dynamic masking rate instead of the shards' (e.g. 0.3, ModernBERT's); shards made with ``--masking
     dynamic`` only. ``max_predictions_per_seq`` scales with it."""
@@ -161,7 +168,8 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     at ``max_steps`` (dynamic shards only)."""
     eval_masked_lm_prob: float | None = None
     """Masking rate of dynamic ``eval_shards`` (default: their manifest's, make-shards' 0.15): fixed for the
-    whole run whatever the training rate, so evaluations compare. Static eval shards keep their masks."""
+    whole run whatever the training rate, so evaluations compare; reported as masked_lm_prob in the eval metrics.
+    Static eval shards keep their masks."""
     eval_every: int = 1000
     """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
     eval_batches: int = 0

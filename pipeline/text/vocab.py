@@ -112,28 +112,31 @@ class VocabConfig:
     """Settings of a vocabulary training run (WordPiece, or ``vocab_models``' byte-level BPE / Unigram)."""
 
     vocab_size: int = DEFAULT_VOCAB_SIZE
-    """Entries in the final vocab, counting specials, ``[unusedN]`` slots, the alphabet and learned pieces.
-    The result is smaller only when the corpus has no more pairs occurring ``min_frequency`` times."""
+    """Entries in the vocab, counting the 5 special tokens, the [unusedN] slots, the alphabet and the learned
+    word pieces (bert-base-uncased: 30522). Fewer only if the corpus runs out of pairs occurring min_frequency
+    times."""
     do_lower_case: bool = True
     """Lower-case and (unless ``strip_accents`` says otherwise) strip accents, as the original ``do_lower_case``."""
     strip_accents: bool | None = None
     """Strip accents (NFD, drop combining marks ``Mn``). ``None``: the same as ``do_lower_case`` (the
     original). ``False`` keeps Hangul syllables and other scripts' marks whole (see ``normalization``)."""
     min_frequency: int = DEFAULT_MIN_FREQUENCY
-    """A pair of pieces is merged only if it occurs at least this often in the corpus."""
+    """Merge a pair of pieces only if it occurs at least this often in the corpus."""
     limit_alphabet: int | None = DEFAULT_LIMIT_ALPHABET
-    """Keep at most this many distinct characters (the most frequent); words with a dropped character
-    become [UNK]. ``None``: keep every character seen."""
+    """Keep at most this many distinct characters (the most frequent); words with a dropped character become
+    [UNK]. ``None`` (0 on the command line): keep every character (raise it for CJK-heavy text)."""
     num_unused: int = DEFAULT_NUM_UNUSED
-    """``[unused0]``.. slots after the specials: entries a user can repurpose for new tokens when
-    fine-tuning without resizing the embedding matrix."""
+    """[unused0].. slots after the special tokens, as in Google's vocab: entries you can repurpose for new
+    tokens when fine-tuning, without resizing the embedding matrix."""
     show_progress: bool = True
     """Show the ``tokenizers`` trainer's own progress bars (on stderr)."""
     model: str = "wordpiece"
-    """One of :data:`MODELS`: BERT's ``wordpiece``, byte-level ``bpe`` (RoBERTa, ModernBERT) or ``unigram``
-    (XLM-R, DeBERTa-v3). The last two have their own special tokens and no ``[unusedN]`` slots, accent
-    stripping or alphabet limit (``num_unused`` 0, ``strip_accents`` None); ``do_lower_case`` adds a
-    ``Lowercase`` normaliser."""
+    """``wordpiece``: BERT's (vocab.txt too). ``bpe``: byte-level BPE as RoBERTa and ModernBERT (cased unless
+    lower-casing is asked for, a ``Lowercase`` normaliser; <s> <pad> </s> <unk> <mask>). ``unigram``:
+    SentencePiece Unigram as XLM-R and DeBERTa-v3 (the same special tokens). ``bpe`` and ``unigram`` write
+    tokenizer.json, tokenizer_config.json and special_tokens_map.json, which make-shards --vocab DIR and
+    transformers' AutoTokenizer read; they have no [unusedN] slots, accent stripping or alphabet limit
+    (num_unused 0, strip_accents None)."""
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:

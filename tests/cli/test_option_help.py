@@ -18,15 +18,10 @@ from conftest import need_module
 #: build-vocab's --model is the tokenizer's model type, the other commands' a trained model). The list may only
 #: shrink: a name that gets one help text everywhere must leave it, and no other name may join it.
 HOMONYMS = {
-    "--batch-size",
     "--input",
     "--input-format",
-    "--masked-lm-prob",
-    "--max-seq-length",
     "--model",
     "--output",
-    "--task",
-    "--verify",
     "--vocab",
 }
 

@@ -89,3 +89,34 @@ def test_the_installed_beam_is_within_setup_cfgs_bounds():
     bounds = SpecifierSet(requirement.removeprefix("apache-beam"))
     assert any(spec.operator == "<" for spec in bounds)  # an upper bound: the private API may change
     assert version("apache-beam") in bounds
+
+
+def test_beams_s3_operations_share_one_boto3_client_per_process_and_settings(monkeypatch):
+    """``remote._share_s3_clients``: every operation of Beam's S3 file system makes an ``S3IO`` and so a
+    ``boto3_client.Client``, which made a new boto3 session and client each time (0.2-0.7 s: most of an s3://
+    run). After ``use_filesystem_options`` they share the first one's boto3 client, and other settings (the
+    ``--s3_*`` options, the ``AWS_*`` environment) get their own. Fails when Beam renames the class or stops
+    making its client in ``__init__`` (the guard then leaves Beam as it was)."""
+    need_module("boto3")
+    from apache_beam.io.aws import s3io
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from bertprep.pipeline import remote
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "x"}.items():
+        monkeypatch.setenv(name, value)
+    remote.use_filesystem_options(PipelineOptions([]))  # (as make-shards does; it installs the sharing)
+    options = PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:9"])
+    first, second = (
+        s3io.S3IO(options=options),
+        s3io.S3IO(options=PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:9"])),
+    )
+    assert first.client is not second.client  # each its own wrapper (its own download state) ...
+    assert first.client.client is second.client.client  # ... around one boto3 client
+    assert first.client.client.meta.endpoint_url == "http://127.0.0.1:9"
+    other_endpoint = s3io.S3IO(options=PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:10"]))
+    assert other_endpoint.client.client.meta.endpoint_url == "http://127.0.0.1:10"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "other")
+    other_keys = s3io.S3IO(options=options)
+    assert other_keys.client.client is not first.client.client
+    assert other_keys.client.client._request_signer._credentials.access_key == "other"

@@ -89,8 +89,9 @@ def _refuse_network(*args, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def no_network():
-    """Any attempt to resolve a host name or open a connection fails the test at once (no hang)."""
+def no_network(no_google_credentials):
+    """Any attempt to resolve a host name or open a connection fails the test at once (no hang); Beam does
+    not search for Google's credentials (``no_google_credentials``: there are none to find offline)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(socket, "getaddrinfo", _refuse_network)
         mp.setattr(socket, "create_connection", _refuse_network)

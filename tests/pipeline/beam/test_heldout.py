@@ -436,7 +436,9 @@ def test_train_evaluates_on_the_eval_directory(corpus, tmp_path):
 
 
 @pytest.mark.parametrize("scope", ["global", pytest.param("file", marks=pytest.mark.slow)])  # file: make test
-def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(scope, monkeypatch):
+def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
+    scope, monkeypatch, no_google_credentials
+):
     """The job Dataflow would run (built and validated, never submitted): the dedup shuffle moves hashes and
     ids (its key coder is deterministic, as Dataflow requires), and the file scope still shuffles no
     document."""

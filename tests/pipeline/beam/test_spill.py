@@ -13,6 +13,7 @@ import pytest
 from bertprep.pipeline.beam import spill
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.readers import ranges
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
@@ -63,15 +64,21 @@ def _spilled_bytes(caplog) -> list[float]:
         pytest.param({"bucket_size": 7}, marks=pytest.mark.slow),
         pytest.param({"bucket_size": 0}, marks=pytest.mark.slow),  # one bucket: the original generator's
         pytest.param({"eval_fraction": 0.2, "dedup": "exact"}, marks=pytest.mark.slow),
-        # files read in byte ranges: the ordinals are set after tokenizing, on the references too
-        pytest.param({"split_bytes": 1, "bucket_size": 5}, marks=pytest.mark.slow),
+        # files read in byte ranges: the ordinals are set after tokenizing, on the references too. 1,000-byte
+        # ranges of these 32-37 KB files (documents of about 2 KB): ranges that start a document, ranges that
+        # start none; 1-byte ranges (69,423 Beam elements, each opening its file) took a minute for the same
+        pytest.param({"split_bytes": 1000, "bucket_size": 5}, marks=pytest.mark.slow),
     ],
     ids=["defaults", "bucket-size-7", "one-bucket", "heldout-dedup", "byte-ranges"],
 )
 def test_a_tiny_memory_budget_spills_and_gives_the_same_bytes(options, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger=spill.__name__)
+    caplog.set_level(logging.INFO, logger=ranges.__name__)
     run_make_shards(_config(tmp_path / "memory", memory_budget=1000, **options), ONE_WORKER)
     assert _spilled_bytes(caplog) == []  # all in memory
+    if "split_bytes" in options:  # more ranges than the two files' 28 documents: some ranges start none
+        (planned,) = [r.getMessage() for r in caplog.records if "byte ranges" in r.getMessage()]
+        assert planned.startswith("2 input file(s) read in ") and int(planned.split()[-3]) > 28
     run_make_shards(_config(tmp_path / "disk", memory_budget=0, **options), TWO_WORKERS)
     spilled = _spilled_bytes(caplog)
     assert len(spilled) == 1 and spilled[0] > 0.05  # MB: every document went through the disk
