@@ -37,6 +37,7 @@ import collections
 import contextlib
 import glob
 import hashlib
+import logging
 import os
 import random
 import shutil
@@ -183,6 +184,9 @@ def main() -> int:
     parser.add_argument("--num-shards", type=int, default=16, help="Output shards (more: a longer publish).")
     parser.add_argument("--seed", type=int, default=0, help="Seeds the kill moments.")
     args = parser.parse_args()
+    # (this script's own Beam calls, without Google credentials, retry the credentials search with a traceback
+    # per try before they go anonymous, which the emulator accepts)
+    logging.getLogger("apache_beam.utils.retry").setLevel(logging.ERROR)
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="bertprep-kills-"))
     try:
