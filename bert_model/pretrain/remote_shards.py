@@ -129,10 +129,12 @@ _EXITING = threading.Event()
 atexit.register(_EXITING.set)
 
 
-def _touch(path: str) -> None:
-    """Mark ``path`` as just used (its mtime: the LRU order of eviction); nothing if another process removed it."""
+def _touch_verified(path: str) -> None:
+    """Mark the checked cache file ``path`` as just used (its mtime: the LRU order of eviction) and keep it
+    checked under its new mtime (not hashed again); nothing if another process removed it."""
     with contextlib.suppress(FileNotFoundError):
         os.utime(path)
+        _remember_verified(path)
 
 
 def evict(folder: str, max_bytes: int, keep: str, cache_dir: str) -> list[str]:
@@ -207,7 +209,7 @@ class ShardCache:
         path = self.local_path(index)
         with _path_lock(path):
             if _cached_matches(path, self.sha256[index]):
-                _touch(path)
+                _touch_verified(path)
                 return path
             _download(f"{self.url}/{self.files[index]}", path, self.sha256[index], self.manifest_url, stop or _NEVER)
             _remember_verified(path)

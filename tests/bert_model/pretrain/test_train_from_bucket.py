@@ -209,3 +209,30 @@ def test_each_rank_fetches_only_the_shards_it_reads(gs_shards, tmp_path, rank):
     read = [info.shard_files[i].rsplit("/", 1)[-1] for i in dataset.stream_shards(dataset.stream_index(0), 0)]
     assert rows == sum(info.shard_rows[i] for i in dataset.stream_shards(dataset.stream_index(0), 0))
     assert _cached_shards(tmp_path / "cache") == sorted(read) and len(read) == 2
+
+
+def test_a_cached_shard_is_hashed_once_per_process_however_often_it_is_read(tmp_path, monkeypatch):
+    """Reading a cached shard marks it as just used (its mtime, the eviction order); that mark must not make the
+    next read hash the whole file again (before: every read after the first re-hashed it, prefetch checks too)."""
+    import hashlib
+
+    from bertprep.bert_model.pretrain import remote_shards
+    from bertprep.pipeline import schema
+
+    data = b"shard bytes" * 1000
+    cache = remote_shards.ShardCache(
+        url="gs://no-such-bucket/shards",  # never reached: the file is in the cache already
+        cache_dir=str(tmp_path),
+        max_bytes=10**9,
+        files=("shard-00000-of-00001.arrow",),
+        sha256=(hashlib.sha256(data).hexdigest(),),
+    )
+    os.makedirs(cache.folder)
+    Path(cache.local_path(0)).write_bytes(data)
+    hashed = []
+    real = schema.sha256_file
+    monkeypatch.setattr(schema, "sha256_file", lambda path: hashed.append(path) or real(path))
+    for _ in range(3):
+        assert cache.fetch(0) == cache.local_path(0)
+        cache.prefetch(0)  # (cached: starts nothing)
+    assert hashed == [cache.local_path(0)]
