@@ -60,9 +60,11 @@ _received = threading.Event()
 _listening: list = []
 
 
-def received() -> bool:
-    """Whether SIGINT or SIGTERM arrived since :func:`listen` (read from any thread)."""
-    return _received.is_set()
+def received(wait: float = 0.0) -> bool:
+    """Whether SIGINT or SIGTERM arrived since :func:`listen` (read from any thread); with ``wait`` (seconds),
+    wait up to that long for one that is on its way: the listening thread reads the signal a moment after it
+    arrives, and another thread may see its effects first (a worker process killed by the same Ctrl-C)."""
+    return _received.wait(wait) if wait > 0 else _received.is_set()
 
 
 def listen(on_signal: Callable[[int], None] | None = None) -> None:

@@ -36,6 +36,9 @@ log = logging.getLogger("bertprep")
 
 #: Seconds a stopping run gets to wind down after the first Ctrl-C / SIGTERM before it is ended at once.
 STOP_GRACE_S = 10.0
+#: Seconds a thread's uncaught exception waits, while a run listens for signals, before it is printed: if
+#: a stop signal was received meanwhile, the exception was its effect (see ``_StopOnSignal.listen``).
+STOP_NOTICE_S = 2.0
 #: Exit status of a run stopped by SIGINT or SIGTERM (128 + SIGINT, as shells report Ctrl-C).
 INTERRUPTED_STATUS = 130
 
@@ -124,6 +127,16 @@ class _StopOnSignal:
         (``interrupts.listen``). Call it after the local workers are forked: forking needs one thread."""
         if self._previous:
             interrupts.listen(self._on_signal)
+            self._excepthook, threading.excepthook = threading.excepthook, self._thread_exception
+
+    def _thread_exception(self, args) -> None:
+        """``threading.excepthook`` while listening. A Ctrl-C reaches the whole process group: a local worker
+        dies of it and Beam's thread that waits on the worker raises ("Worker subprocess exited with return
+        code -2") before the listening thread has read the signal and silenced Beam. So an uncaught exception
+        in a thread waits up to :data:`STOP_NOTICE_S` for a stop signal; if one came, it is the stop's
+        effect and is not printed; otherwise it is printed as Python would (a real failure, shown late)."""
+        if not interrupts.received(wait=STOP_NOTICE_S):
+            self._excepthook(args)
 
     def _on_signal(self, signum: int) -> None:
         """On the listening thread, at once: silence Beam (the workers, signalled with the same Ctrl-C, die
@@ -141,6 +154,8 @@ class _StopOnSignal:
             signal.signal(sig, previous)
         if self._previous and sys.unraisablehook == self._dropped:
             sys.unraisablehook = self._unraisablehook
+        if threading.excepthook == self._thread_exception:
+            threading.excepthook = self._excepthook
         self._previous = {}
         interrupts.stop_listening()
 
