@@ -120,3 +120,41 @@ def test_beams_s3_operations_share_one_boto3_client_per_process_and_settings(mon
     other_keys = s3io.S3IO(options=options)
     assert other_keys.client.client is not first.client.client
     assert other_keys.client.client._request_signer._credentials.access_key == "other"
+
+
+def test_beams_gcs_operations_share_one_client_per_thread_options_and_environment(gcs, monkeypatch):
+    """``remote._share_gcs_clients``: Beam's GCS file system made a ``GcsIO`` (a new storage client, HTTP
+    session and options parse) for every operation: 2,060 in the GCS publish-kill test. After
+    ``use_filesystem_options`` (the ``gcs`` fixture calls it, as make-shards does) one thread's operations
+    share one, against the real emulator; another thread, another options object or another
+    ``STORAGE_EMULATOR_HOST`` gets its own (batches are a client's state; a fork gets its own by pid). Fails
+    when Beam renames ``GCSFileSystem._gcsIO`` (the guard then leaves Beam as it was)."""
+    import threading
+
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.gcp import gcsfilesystem, gcsio
+
+    made = []
+    real_init = gcsio.GcsIO.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(gcsio.GcsIO, "__init__", counted)
+    with FileSystems.create(f"{gcs}/a.txt") as out:
+        out.write(b"x")
+    for _ in range(5):
+        assert FileSystems.exists(f"{gcs}/a.txt") and not FileSystems.exists(f"{gcs}/b.txt")
+    assert len(made) == 1 and getattr(gcsfilesystem.GCSFileSystem._gcsIO, "_bertprep_shared", False)
+    other_thread = threading.Thread(target=lambda: FileSystems.exists(f"{gcs}/a.txt"))
+    other_thread.start()
+    other_thread.join()
+    assert len(made) == 2
+    fs = gcsfilesystem.GCSFileSystem(pipeline_options=FileSystems._pipeline_options)
+    assert fs._gcsIO() is made[0]
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    assert gcsfilesystem.GCSFileSystem(pipeline_options=PipelineOptions([]))._gcsIO() is not made[0]
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+    assert fs._gcsIO() is not made[0] and len(made) == 4
