@@ -73,3 +73,38 @@ def make_shards(out: str | Path, *extra: str, **kw):
     from bertprep.cli.main import cli
 
     return CliRunner().invoke(cli, make_shards_args(out, *extra, **kw), catch_exceptions=False)
+
+
+class PipelineOutputReplayed:
+    """For tests that cut make-shards' publish at each of its steps in turn, one run per step: the first run's
+    pipeline output (its staging folder, just before the publish) is kept, and the later runs put a copy of
+    it in their own staging folder instead of running the same pipeline again; so each run still locks, repairs,
+    stages, publishes and is cut as a real run, on the same files, but costs a copy instead of a pipeline
+    (the pipeline is deterministic; its bytes are tested elsewhere). ``copy(source, target)`` copies a folder
+    (``shutil.copytree``, or object by object on a bucket). Use :meth:`patch` inside each run's
+    ``MonkeyPatch`` context."""
+
+    def __init__(self, saved: str, copy):
+        self.saved, self.copy, self.kept = saved, copy, False
+
+    def patch(self, monkeypatch) -> None:
+        import apache_beam as beam
+
+        from bertprep.pipeline.beam import run
+
+        real_build, real_publish = run.build_pipeline, run._publish
+
+        def build(pipeline, config, files, vocab, staging_dir, spill_to):
+            if not self.kept:
+                return real_build(pipeline, config, files, vocab, staging_dir, spill_to)
+            self.copy(self.saved, staging_dir)
+            return pipeline | "replayed" >> beam.Create([None])
+
+        def publish_kept(config, staging_dir, manifest):
+            if not self.kept:
+                self.copy(staging_dir, self.saved)
+                self.kept = True
+            return real_publish(config, staging_dir, manifest)
+
+        monkeypatch.setattr(run, "build_pipeline", build)
+        monkeypatch.setattr(run, "_publish", publish_kept)

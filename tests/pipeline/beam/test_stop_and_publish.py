@@ -8,6 +8,7 @@
 - A kill at every step of the publish (the file moves are made to fail at the k-th call, and the failed
   run's own clean-up is skipped, as a ``kill -9`` would skip it): the directory then holds no manifest
   (incomplete, never a mix that looks complete) and the next run finishes the publish: the new set, whole.
+  The runs after the first reuse its pipeline output (``pipeline_factory.PipelineOutputReplayed``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline.shards import publish
 from conftest import FIXTURES
+from pipeline_factory import PipelineOutputReplayed
 
 PIPELINE = FIXTURES / "pipeline"
 BERTPREP = str(Path(sys.executable).parent / "bertprep")
@@ -190,6 +192,9 @@ def test_a_kill_at_any_publish_step_is_finished_by_the_next_run(tmp_path, monkey
 
     calls = {"n": 0}
     real_rename, real_delete = FileSystems.rename, FileSystems.delete
+    replayed = PipelineOutputReplayed(
+        str(tmp_path / "pipeline-output"), lambda a, b: shutil.copytree(a, b, dirs_exist_ok=True)
+    )
     steps = 0
     while True:
         kill_at = steps
@@ -208,6 +213,7 @@ def test_a_kill_at_any_publish_step_is_finished_by_the_next_run(tmp_path, monkey
         monkeypatch.setattr(FileSystems, "rename", staticmethod(counting(real_rename)))
         monkeypatch.setattr(FileSystems, "delete", staticmethod(counting(real_delete)))
         monkeypatch.setattr(run, "_remove_failed_run", lambda *a, **k: None)  # a kill -9 cleans nothing
+        replayed.patch(monkeypatch)
         killed = False
         old_state = _visible(out)
         try:
