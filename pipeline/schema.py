@@ -1,6 +1,7 @@
 """The shard format: the one contract between ``make-shards`` (pipeline/) and the trainer (bert_model/).
 
-This module imports only pyarrow and the standard library, so both sides can use it.
+This module imports only pyarrow and the standard library (numpy inside :func:`numpy_view`), so both sides
+can use it.
 
 A shard directory holds Arrow IPC files (the "file" format, readable with ``pyarrow.ipc.open_file``)
 named ``shard-00000-of-00008.arrow`` and a ``manifest.json`` written last: a directory without the
@@ -133,6 +134,30 @@ def read_shard(path: str) -> pa.ipc.RecordBatchFileReader:
     """
     with open(path, "rb") as f:
         return pa.ipc.open_file(pa.py_buffer(f.read()))
+
+
+def numpy_view(array: pa.Array) -> Any:
+    """A zero-copy, read-only numpy view of a fixed-width integer or float Arrow ``array`` without nulls (a
+    shard column's values or offsets): shape ``(len(array),)``, the array's own dtype (``uint16`` stays
+    ``uint16``). What ``array.to_numpy()`` gives, without its detour through pyarrow's pandas conversion, which
+    imports pandas (0.4 s and ~50 MB in each loader worker of ``train``: apache/arrow issue 26926); other types
+    (booleans, lists, strings) go to ``array.to_numpy()``.
+
+    Raises:
+        pyarrow.ArrowInvalid: the array holds nulls (as ``to_numpy()`` with its default zero-copy only).
+    """
+    import numpy as np
+
+    kind = "i" if pa.types.is_signed_integer(array.type) else "u" if pa.types.is_unsigned_integer(array.type) else None
+    kind = "f" if pa.types.is_floating(array.type) else kind
+    if kind is None:
+        return array.to_numpy()
+    if array.null_count:
+        raise pa.ArrowInvalid(f"a column of {array.type} holds {array.null_count} nulls; shard columns hold none")
+    dtype = np.dtype(f"{kind}{array.type.bit_width // 8}")
+    view = np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+    view.flags.writeable = False  # (Arrow's buffers are immutable; a pyarrow Buffer exports itself writable)
+    return view
 
 
 def sha256_file(path: str, chunk_size: int = 1 << 20) -> str:

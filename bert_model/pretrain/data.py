@@ -187,9 +187,9 @@ class _ShardReader:
         cols: dict[str, Any] = {}
         for name in self._list_columns:
             arr = batch.column(name)
-            cols[name] = (arr.offsets.to_numpy(), arr.values.to_numpy())
+            cols[name] = (schema.numpy_view(arr.offsets), schema.numpy_view(arr.values))
         if objective != "none":
-            cols["next_sentence_label"] = batch.column("next_sentence_label").to_numpy()
+            cols["next_sentence_label"] = schema.numpy_view(batch.column("next_sentence_label"))
         for name in ("input_ids", "masked_lm_ids") if vocab_size is not None else ():
             values = cols[name][1]
             if len(values) and int(values.max()) >= vocab_size:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from bertprep.pipeline import schema
 from bertprep.pipeline.config import MaskingConfig
 from bertprep.pipeline.masking.rule import replace_positions
 
@@ -53,14 +54,14 @@ def mask_table(
     """
     table = table.combine_chunks()
     ids_col = table.column("input_ids").chunk(0)
-    offsets = ids_col.offsets.to_numpy().astype(np.int64)
-    values = ids_col.values.to_numpy()
+    offsets = schema.numpy_view(ids_col.offsets).astype(np.int64)
+    values = schema.numpy_view(ids_col.values)
     lengths = np.diff(offsets)
     n_rows = len(lengths)
     if n_rows == 0:
         return table, {"masked": 0, "masked_as_mask": 0, "masked_as_random": 0, "masked_as_kept": 0}
     # B starts after the tokens of type 0 ([CLS] A [SEP]); the middle [SEP] is just before it
-    tt = table.column("token_type_ids").chunk(0).values.to_numpy()
+    tt = schema.numpy_view(table.column("token_type_ids").chunk(0).values)
     first_b = lengths - np.add.reduceat(tt.astype(np.int64), offsets[:-1])
     k = _predictions_per_row(config, offsets, values, sep_id)
     max_k = int(k.max())

@@ -323,10 +323,10 @@ def _verify_word_ids(
     word with a masked piece masked whole."""
     import numpy as np
 
-    if not np.array_equal(column.offsets.to_numpy(), offsets):
+    if not np.array_equal(schema.numpy_view(column.offsets), offsets):
         error(f"{where}: word_ids rows are not as long as their input_ids")
         return
-    word_ids = column.values.to_numpy().astype(np.int64)
+    word_ids = schema.numpy_view(column.values).astype(np.int64)
     special = (unmasked == cls_id) | (unmasked == sep_id)
     if ((word_ids == -1) != special).any():
         error(f"{where}: word_ids is not -1 exactly at [CLS] and [SEP]")
@@ -465,13 +465,13 @@ def _verify_batch(batch: pa.RecordBatch, file: str, b: int, c: _Checks) -> tuple
     import numpy as np
 
     ids_col, tt_col, pos_col, lab_col = (batch.column(i) for i in range(4))
-    offsets = ids_col.offsets.to_numpy()
-    ids = ids_col.values.to_numpy().astype(np.int64)
-    tt = tt_col.values.to_numpy()
-    positions = pos_col.values.to_numpy().astype(np.int64)
-    labels = lab_col.values.to_numpy().astype(np.int64)
+    offsets = schema.numpy_view(ids_col.offsets)
+    ids = schema.numpy_view(ids_col.values).astype(np.int64)
+    tt = schema.numpy_view(tt_col.values)
+    positions = schema.numpy_view(pos_col.values).astype(np.int64)
+    labels = schema.numpy_view(lab_col.values).astype(np.int64)
     lengths = np.diff(offsets)
-    m_lengths = np.diff(pos_col.offsets.to_numpy())
+    m_lengths = np.diff(schema.numpy_view(pos_col.offsets))
     row_of_pos = np.repeat(np.arange(batch.num_rows), m_lengths)
     if len(positions) and (positions >= lengths[row_of_pos]).any():
         c.error(f"{file}: a masked position lies outside its row")
@@ -498,7 +498,7 @@ def _verify_batch(batch: pa.RecordBatch, file: str, b: int, c: _Checks) -> tuple
         c.short_rows += int((lengths < c.max_len).sum())
     else:
         _verify_segments(unmasked, tt, seps, starts, lengths, row_of_tok, where, c)
-        c.label_ones += int(batch.column("next_sentence_label").to_numpy().astype(np.int64).sum())
+        c.label_ones += int(schema.numpy_view(batch.column("next_sentence_label")).astype(np.int64).sum())
     if len(positions):
         same_row = row_of_pos[1:] == row_of_pos[:-1]
         if (np.diff(positions)[same_row] <= 0).any():

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -58,3 +59,15 @@ def test_read_manifest_refuses_unfinished_other_version_and_missing_shards(tmp_p
     (tmp_path / schema.MANIFEST_NAME).write_text(json.dumps(manifest | {"format_version": 99}), encoding="utf-8")
     with pytest.raises(ValueError, match="format_version 99, this bertprep reads version 1"):
         schema.read_manifest(str(tmp_path))
+
+
+@pytest.mark.parametrize("arrow_type", [pa.uint8(), pa.uint16(), pa.uint32(), pa.int32(), pa.int64(), pa.float32()])
+def test_numpy_view_is_to_numpy_without_pandas(arrow_type):
+    """``schema.numpy_view`` is what ``to_numpy()`` gives (dtype, values, read-only; a sliced array too) for the
+    shard columns' types; nulls raise as ``to_numpy()`` does."""
+    array = pa.array(np.arange(40) % 7, type=arrow_type)
+    for part in (array, array.slice(5, 11)):
+        view, expected = schema.numpy_view(part), part.to_numpy()
+        assert view.dtype == expected.dtype and np.array_equal(view, expected) and not view.flags.writeable
+    with pytest.raises(pa.ArrowInvalid, match="1 nulls"):
+        schema.numpy_view(pa.array([1, None], type=arrow_type))
