@@ -60,6 +60,7 @@ def site(tmp_path_factory) -> Path:
     return site
 
 
+@pytest.mark.slow  # ~13 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_mkdocs_build_strict(site: Path) -> None:
     """The site builds with mkdocs --strict: no broken link, no missing page, the CLI reference generated."""
     cli_page = (site / "cli" / "index.html").read_text(encoding="utf-8")

@@ -117,6 +117,7 @@ def _wandb_scalars(out: Path) -> dict[str, dict[int, float]]:
     return got
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_wandb_offline_run_holds_every_metrics_jsonl_figure_at_its_step(tmp_path, tiny_shards, wandb_offline):
     out = tmp_path / "run"
     train(_config(tiny_shards, out, report_to="wandb"))

@@ -50,6 +50,7 @@ def test_wandb_without_an_api_key_is_one_line_naming_the_ways_on(unreachable_wan
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow  # ~13 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_wandb_with_a_server_that_does_not_answer_gives_up_within_the_bound(unreachable_wandb, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
     monkeypatch.setattr(reporting, "WANDB_INIT_TIMEOUT_S", 3.0)  # (the bound bertprep sets: 30 s)

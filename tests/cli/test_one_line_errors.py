@@ -73,6 +73,7 @@ def test_predict_refuses_a_null_odds_side_file_over_its_input(squad_v2_model, tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["preds.null_odds.json"]
 
 
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_build_vocab_refuses_an_input_it_would_replace(tmp_path):
     out = tmp_path / "vocab"
     out.mkdir()
@@ -84,6 +85,7 @@ def test_build_vocab_refuses_an_input_it_would_replace(tmp_path):
     assert corpus.read_bytes() == before and os.listdir(out) == ["tokenizer_config.json"]
 
 
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_train_refuses_an_output_dir_inside_the_model_it_starts_from(run, tmp_path):
     from shard_factory import write_shard_dir
 
@@ -100,6 +102,7 @@ def test_train_refuses_an_output_dir_inside_the_model_it_starts_from(run, tmp_pa
 
 
 @pytest.mark.parametrize("content", [b'{"format_version": 1, "shards": [', b"\xff\xfe\x00binary", b"[]"])
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_corrupt_manifest_is_named(tiny_shards, tmp_path, content):
     """Before: a truncated or binary manifest.json gave a JSONDecodeError / UnicodeDecodeError traceback."""
     broken = tmp_path / "shards"
@@ -155,6 +158,7 @@ def test_a_truncated_safetensors_is_named_by_every_command_that_reads_it(truncat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.txt", "t.tsv"]  # nothing written
 
 
+@pytest.mark.slow  # ~7 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_vocab_url_is_refused_with_the_fix(run, tmp_path):
     """Before: make-shards --vocab https://... ended in Beam's "Unable to get filesystem" traceback; finetune and
     export said the file "does not exist"."""
@@ -186,6 +190,7 @@ def test_a_checkpoints_path_that_is_a_file_is_refused_before_training(tiny_shard
     assert (out / "checkpoints").read_text() == "my notes"
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_remote_paths_that_cannot_work_fail_fast(tmp_path):
     """Before: a gs:// path ended in Beam's "Unable to get filesystem" traceback (without apache-beam[gcp]) or,
     with it and no network, after about 112 s of client retries. pipeline.remote answers in seconds; here (no

@@ -160,6 +160,7 @@ def _run_cli_process(args: list[str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+@pytest.mark.slow  # ~21 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_killed_at_a_random_moment_and_run_again_gives_the_uninterrupted_table(tmp_path, checkpoint):
     data = write_glue_folder(tmp_path / "glue")
     common = ["evaluate", "glue", "-m", checkpoint, "--data", str(data), "--device", "cpu", "--name", "tiny", *FAST,
@@ -277,6 +278,7 @@ def test_a_file_of_the_wrong_layout_and_other_settings_on_the_same_folder_are_re
     assert code == 1 and "holds an evaluation made with other settings (grid:" in output
 
 
+@pytest.mark.slow  # ~21 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_ctrl_c_stops_with_one_line_and_the_same_command_continues(tmp_path, checkpoint):
     data = write_glue_folder(tmp_path / "glue", ("sst2",))
     args = ["evaluate", "glue", "-m", checkpoint, "--data", str(data), "--device", "cpu", "-o", str(tmp_path / "out"),

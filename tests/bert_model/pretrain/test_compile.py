@@ -26,6 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("architecture,packing", [("bert", False), ("modernbert", True)])
+@pytest.mark.slow  # ~26 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_the_compiled_step_traces_whole_and_gives_eager_losses_and_gradients(architecture, packing):
     torch.manual_seed(0)
     eager = PretrainingModel(build_model(tiny_config(architecture)))
@@ -53,6 +54,7 @@ def _losses(run_dir) -> list[float]:
     return [x["loss"] for x in lines if x["split"] == "train"]
 
 
+@pytest.mark.slow  # ~22 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_compiled_run_follows_eager_and_resumes_exactly(tiny_shards, tmp_path, monkeypatch):
     compiled_with = []
     real_compile = torch.compile
@@ -84,6 +86,7 @@ def test_compile_is_on_for_cuda_and_off_on_the_cpu_unless_asked():
     assert build.compile_enabled(config(compile=False), torch.device("cuda")) is False
 
 
+@pytest.mark.slow  # ~9 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_inductor_itself_gives_eager_losses_with_dropout_0():
     """inductor's own code (C++ on the CPU), not only ``aot_eager``'s tracing: three AdamW steps of a 1-layer
     BERT, compiled and eager, within 1e-5 of each other. Dropout 0: with dropout inductor draws from its own

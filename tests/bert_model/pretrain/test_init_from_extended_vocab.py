@@ -142,6 +142,7 @@ def test_train_init_from_hf_onto_extended_shards_grows_the_model_and_exports(tmp
     assert shown.exit_code == 0, shown.output
 
 
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_train_init_from_a_bertprep_run_onto_extended_shards(tmp_path):
     hf_dir = _save_hf(tmp_path / "hf")
     old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"

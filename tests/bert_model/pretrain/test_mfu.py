@@ -101,6 +101,7 @@ def _train_records(out) -> list[dict]:
     return [x for x in lines if x["split"] == "train"]
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_cpu_run_logs_tokens_per_second_and_model_flops_but_no_mfu(tiny_shards, tmp_path):
     train(_config(tiny_shards, tmp_path / "cpu"))
     for record in _train_records(tmp_path / "cpu"):

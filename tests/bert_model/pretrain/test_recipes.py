@@ -58,6 +58,7 @@ def test_defaults_train_as_recorded(tiny_shards, tmp_path, name):
             assert now[field] == pytest.approx(then[field], rel=1e-5, abs=1e-7), (now["step"], field)
 
 
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_wsd_resumed_in_warm_up_stable_and_decay_equals_the_uninterrupted_run(tiny_shards, tmp_path):
     """wsd over 9 steps: warm-up 0-1, stable 2-5, 1-sqrt decay 6-8; stopped after steps 1 (warm-up), 4 (stable)
     and 7 (decay), each time resumed: the same weights and the same learning rate at every step."""
@@ -118,6 +119,7 @@ PHASE_SIZES = {"steps": ("steps=4", "", 8), "tokens": ("tokens=1000", "tokens=12
 
 @pytest.mark.parametrize("sized_by", sorted(PHASE_SIZES))
 @pytest.mark.parametrize("architecture", ["bert", "modernbert"])
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_phase_2_resumed_equals_the_uninterrupted_run(tiny_shards, tmp_path, architecture, sized_by):
     """Two phases (4 steps of batch 8 at 32 tokens, then 4 of batch 4 x 2 at 48 tokens, given in steps or in
     tokens; ModernBERT's global RoPE base raised in phase 2), stopped at the boundary and inside phase 2 and

@@ -60,6 +60,7 @@ def gs_shards(gcs, tiny_shards) -> str:
     return f"{gcs}/train"
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_train_from_gs_equals_train_from_the_local_copy_step_for_step(
     gs_shards, tiny_shards, tmp_path, one_torch_thread
 ):
@@ -73,6 +74,7 @@ def test_train_from_gs_equals_train_from_the_local_copy_step_for_step(
     assert state["data"]["shards"] == gs_shards  # the URL as given, not made a local path
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_train_from_s3_equals_train_from_the_local_copy(s3, tiny_shards, tmp_path, one_torch_thread):
     """The training and the held-out shards in the bucket: the same losses and eval figures as from the folders."""
     upload_folder(tiny_shards / "train", f"{s3}/train")
@@ -91,6 +93,7 @@ def test_train_from_s3_equals_train_from_the_local_copy(s3, tiny_shards, tmp_pat
     _same_weights(remote.checkpoint, local.checkpoint)
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_resume_from_a_bucket_equals_the_uninterrupted_run(gs_shards, tmp_path, one_torch_thread):
     common = dict(max_steps=8, num_workers=1)
     whole = _train(gs_shards, tmp_path / "whole", tmp_path / "cache", **common)
@@ -149,6 +152,7 @@ def test_a_shard_changed_in_the_bucket_is_refused_in_one_line_naming_it(gcs, tin
     _no_temporary_files(tmp_path / "cache")
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_an_object_deleted_mid_run_stops_in_one_line_with_a_checkpoint(gcs, tiny_shards, tmp_path):
     """The second shard of the stream is gone when the loader reaches it: one line naming the object and the
     fix, a checkpoint of the last finished step, a non-zero exit, no half-written cache file."""

@@ -156,6 +156,7 @@ def _interrupted_train(fault: str, shards: Path, out: Path) -> subprocess.Comple
                           text=True, timeout=120, env=ENV)  # fmt: skip
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_ctrl_c_during_start_up_stops_before_the_first_step(tiny_shards, tmp_path):
     """Before: a Ctrl-C while the model was being built went on to build the loader, train a step and write a
     checkpoint of it. Now the run stops before the first step: nothing trained, nothing saved, exit 130."""
@@ -166,6 +167,7 @@ def test_ctrl_c_during_start_up_stops_before_the_first_step(tiny_shards, tmp_pat
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_second_ctrl_c_exits_130_with_one_line(tiny_shards, tmp_path):
     """Before: the second Ctrl-C (abort without a checkpoint) printed click's "Aborted!" and exited 1, as a
     failed command does. Now one line says what is left, and the status is 130 as for any command ended by

@@ -52,6 +52,7 @@ def trained_run(tiny_shards, tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     "option", [["--preset", "mini"], ["--num-hidden-layers", "4"], ["--hidden-dropout-prob", "0.5"]]
 )
+@pytest.mark.slow  # ~19 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_resume_refuses_a_model_option(trained_run, tiny_shards, option):
     """Before: `train --resume RUN --preset mini` ignored the preset silently (and logged nothing)."""
     before = snapshot(trained_run)
@@ -141,6 +142,7 @@ def test_resume_without_model_options_records_the_checkpoints_model(modernbert_r
     assert recorded(run, 4) == first
 
 
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_resume_refuses_another_architecture(modernbert_run, tiny_shards):
     """Before: `--resume <a BERT run> --architecture modernbert` exited 0, trained BERT and recorded modernbert
     (here the other way round: the architecture is compared whichever it is)."""

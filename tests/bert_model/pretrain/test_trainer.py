@@ -63,6 +63,7 @@ def test_warmup_then_linear_decay_as_the_original():
         create_scheduler(optimizer, warmup_steps=200, max_steps=100)
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_tiny_model_overfits_one_batch(tiny_shards):
     torch.manual_seed(0)
     config = BertConfig.from_preset("tiny", vocab_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

@@ -46,6 +46,7 @@ def finetuned(tmp_path_factory) -> Path:
     return root / "FT1"
 
 
+@pytest.mark.slow  # ~27 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_predict_refuses_to_write_over_the_record_of_the_models_run(finetuned):
     """Before: `predict -m FT1/best -o FT1/results.json` replaced the fine-tuning run's record with predictions
     (the guard covered files inside --model only). extract-features and train --model are held alike."""

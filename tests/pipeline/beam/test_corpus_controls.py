@@ -154,6 +154,7 @@ def test_source_settings_refuse_bad_values(tmp_path):
         mixture.source_of_files([Source("ghost", (str(tmp_path / "nothing*.txt"),))], [])
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_mixture_run_writes_the_rates_copies_and_is_worker_count_independent(corpus, tmp_path):
     a, b = corpus["files"]
     sources = (Source("a", (a,), 2.0), Source("b", (b,), 0.5))
@@ -314,6 +315,7 @@ def _planted(shared_data: Path, root: Path) -> tuple[str, list[str], int]:
 
 @pytest.mark.parametrize("scope", ["global", "file"])
 @pytest.mark.parametrize("mode", ["drop", "cut"])
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, tmp_path, mode, scope):
     path, evals, planted = _planted(shared_data, tmp_path)
     config = _config(
@@ -336,6 +338,7 @@ def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, 
         assert d["documents_dropped"] == 0 and d["sentences_cut"] == planted
 
 
+@pytest.mark.slow  # ~7 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_file_scope_decontaminates_both_sides_of_a_split_as_the_global_scope(shared_data, corpus, tmp_path):
     path, evals, planted = _planted(shared_data, tmp_path)
     manifests = {}

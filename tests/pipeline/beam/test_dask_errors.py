@@ -42,6 +42,7 @@ def test_a_dask_address_that_is_not_one_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_path):
     """Before: a scheduler no worker joined took the tasks and the run waited for ever, without a word (here
     the subprocess's timeout would end it). The scheduler is a `dask scheduler` process, as a user starts one

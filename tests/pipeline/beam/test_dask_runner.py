@@ -130,6 +130,7 @@ def boom(x):
 # ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~12 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_tagged_outputs_reach_only_their_consumers(cluster, tmp_path):
     """with_outputs and beam.Partition: each consumer sees only its tag.
 
@@ -197,6 +198,7 @@ def test_side_input_computed_once_for_all_readers(cluster, tmp_path):
     assert calls == [1, 2, 3], f"side input upstream ran {len(calls)} times, not 3: {calls}"
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_reshuffle_spreads_elements_over_worker_processes(cluster, tmp_path):
     """One partition (a Create of one element fanned out) reshuffled: both worker processes do work.
 
@@ -260,6 +262,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_unreachable_scheduler_is_one_clear_line_fast(tmp_path):
     """No scheduler at the address: a DaskSchedulerUnreachable (a ValueError) in one line, in < 15 s.
 
@@ -305,6 +308,7 @@ def _child_pids() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
+@pytest.mark.slow  # ~9 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_local_cluster_is_closed_even_when_the_run_fails():
     """No address: the adapter starts a LocalCluster of processes, and a failing run still closes it."""
     before = _child_pids()
@@ -317,6 +321,7 @@ def test_local_cluster_is_closed_even_when_the_run_fails():
     assert not _child_pids() - before, "worker processes of the local cluster are still running"
 
 
+@pytest.mark.slow  # ~15 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_killed_worker_mid_run_is_rerun_by_dask(tmp_path):
     """``kill -9`` of a worker process that is running a task: Dask reruns its tasks; the run finishes
     with every element written once, in bounded time (no hang).
@@ -361,6 +366,7 @@ def test_killed_worker_mid_run_is_rerun_by_dask(tmp_path):
     assert sorted(map(int, lines(tmp_path / "out"))) == list(range(8))
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_output_content_is_the_same_for_any_partition_count(cluster, tmp_path):
     """Tags, a side input and a Reshuffle at 1, 2 and 3 partitions: the same elements every time.
 

@@ -213,6 +213,7 @@ def test_killed_overwrite_keeps_the_previous_output_and_the_next_run_removes_its
     assert not (out / publish.LOCK_NAME).exists()
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_input_inside_the_output_is_refused_and_kept(tmp_path, previous_output):
     out, before = previous_output
     result = _make([out], out, "--overwrite")  # the folder holds the previous shards and vocab.txt
@@ -332,6 +333,7 @@ class _FullDevice(io.RawIOBase):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_disk_full_while_writing_shards(tmp_path, previous_output, monkeypatch):
     """ENOSPC while a shard is written: one line naming the shard, the old output untouched."""
     from apache_beam.io.filesystems import FileSystems

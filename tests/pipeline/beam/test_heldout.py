@@ -110,6 +110,7 @@ def test_eval_share_is_the_fraction_and_eval_sets_are_nested():
     assert not any(heldout.is_eval_document(0, p, o, 0.0) for p, o in ids[:1000])
 
 
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_split_rule_is_stable_across_processes_whatever_pythonhashseed():
     code = (
         "from bertprep.pipeline.beam.heldout import eval_score; "
@@ -267,6 +268,7 @@ def test_default_run_writes_neither_split_nor_dedup(corpus, tmp_path):
     assert not (tmp_path / "shards" / heldout.EVAL_DIR).exists()
 
 
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_rerun_without_split_removes_the_old_eval_set_and_refuses_without_overwrite(corpus, tmp_path):
     out = tmp_path / "shards"
     run_make_shards(_config(corpus, out), ONE_WORKER)
@@ -572,6 +574,7 @@ def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, tm
     assert "the training shards themselves" in messages[1]
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_held_out_set_too_small_to_measure_is_warned_about_naming_its_size(corpus, tmp_path, caplog):
     """Before, --eval-fraction 0.01 on ~100 documents held out about one without a word."""
     with caplog.at_level(logging.WARNING, logger="bertprep"):

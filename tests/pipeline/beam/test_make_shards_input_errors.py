@@ -42,6 +42,7 @@ def _arrow_dataset(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", ["nul-byte", "hf-no-text-column"])
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_user_error_in_a_worker_is_one_line_without_quiet(tmp_path, case):
     """Before: without -q, the local runner's workers printed Beam's traceback of the failed bundle (83-97
     lines, 2-3 tracebacks) above the one-line error."""
@@ -63,6 +64,7 @@ _WITHOUT_BLINGFIRE = ["-c", "import sys; sys.modules['blingfire'] = None; from b
 
 
 @pytest.mark.parametrize("command", ["make-shards", "make-shards -q", "build-vocab"])
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_segmenter_whose_package_is_missing_is_one_line(tmp_path, command):
     """Before: `--segmenter blingfire` without blingfire failed in every worker (373 lines, 12 tracebacks; 169
     with -q; build-vocab 54); the docs promised one line naming the extra."""
@@ -179,6 +181,7 @@ def test_the_decontaminate_ngram_help_says_short_texts_match_whole():
     assert f"An evaluation text shorter than this is matched whole when it has at least {MIN_WORDS} words" in text
 
 
+@pytest.mark.slow  # ~8 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_every_document_held_out_names_the_eval_fraction(tmp_path):
     """Before: "no instances were made: every document was empty or skipped" (and a traceback without -q)."""
     done = bertprep("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out",
@@ -236,6 +239,7 @@ def test_the_default_options_warn_about_nothing(tmp_path):
     assert result.exit_code == 0 and "Warning" not in result.output, result.output
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_cased_vocab_txt_alone_is_refused_under_the_default_lower_casing(tmp_path):
     """Before: a cased vocab.txt without its tokenizer.json (nothing records how it was built) got a warning and
     lower-cased text anyway. Now the run needs the casing given; either flag is taken."""

@@ -69,6 +69,7 @@ def local_digests(corpus, tmp_path_factory) -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.parametrize("name", list(OPTIONS))
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_the_same_corpus_in_another_folder_gives_the_same_bytes(corpus, local_digests, tmp_path, name):
     moved = tmp_path / "elsewhere" / "copy-of-corpus"
     shutil.copytree(corpus, moved)
@@ -96,6 +97,7 @@ STORES = [
 
 
 @pytest.mark.parametrize(("store", "name"), STORES)
+@pytest.mark.slow  # ~10 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_make_shards_in_a_bucket_gives_the_bytes_of_a_local_run(corpus, local_digests, request, store, name):
     bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME on the emulator
     upload_folder(corpus, f"{bucket}/corpus")

@@ -92,6 +92,7 @@ def _make(tmp_path: Path, out: str, *extra: str) -> tuple[dict, dict[str, bytes]
     return manifest, {p.name: p.read_bytes() for p in sorted(directory.glob("shard-*.arrow"))}
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_default_is_fast_with_several_buckets_deterministic_and_recorded(tmp_path):
     manifest, default = _make(tmp_path, "default")
     assert manifest["statistics"]["buckets"] > 1
@@ -108,6 +109,7 @@ def test_default_is_fast_with_several_buckets_deterministic_and_recorded(tmp_pat
     assert "sampling=fast, sampling_requested=auto" in shown.output
 
 
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_default_is_exact_with_one_bucket(tmp_path):
     manifest, default = _make(tmp_path, "default", "--bucket-size", "0")
     assert manifest["statistics"]["buckets"] == 1

@@ -62,10 +62,12 @@ def _same_with_tiny_ranges(tmp_path, inputs, vocab, **kw):
         ("jsonl", "wikipedia/wikiextractor-json/wiki_00"),
     ],
 )
+@pytest.mark.slow  # ~7 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_line_formats_give_the_same_shards_in_ranges(shared_data, uncased_vocab, tmp_path, fmt, relative):
     _same_with_tiny_ranges(tmp_path, [str(shared_data / relative)], uncased_vocab, input_format=fmt)
 
 
+@pytest.mark.slow  # ~12 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_one_bucket_and_dedup_and_eval_split_are_unchanged(shared_data, uncased_vocab, tmp_path):
     inputs = [str(shared_data / "golden" / "wiki8.txt"), str(shared_data / "golden" / "edge.txt")]
     _same_with_tiny_ranges(tmp_path, inputs, uncased_vocab, input_format="bert", bucket_size=0)
@@ -75,17 +77,20 @@ def test_one_bucket_and_dedup_and_eval_split_are_unchanged(shared_data, uncased_
     )
 
 
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_parquet_gives_the_same_shards_in_row_group_ranges(uncased_vocab, tmp_path):
     texts = [f"Row {i} says hello to the reader. Then it ends with a word number {i * 7}." for i in range(600)]
     path = _parquet(tmp_path / "t.parquet", texts, row_group_size=40)
     _same_with_tiny_ranges(tmp_path, [str(path)], uncased_vocab, input_format="parquet")
 
 
+@pytest.mark.slow  # ~11 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_multistream_dump_gives_the_same_shards_in_stream_ranges(shared_data, uncased_vocab, tmp_path):
     dump, _ = multistream_dump(shared_data / "wikipedia" / "enwiki-table-markup.xml.bz2", tmp_path, copies=2)
     _same_with_tiny_ranges(tmp_path, [str(dump)], uncased_vocab, input_format="wiki-xml")
 
 
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_gzip_inputs_are_read_whole_and_said_once(uncased_vocab, tmp_path, caplog):
     import gzip
 

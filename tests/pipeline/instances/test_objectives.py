@@ -267,6 +267,7 @@ def shard_sets(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["sop-exact", "sop-fast", "none-exact", "none-fast", "none-dynamic"])
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_make_shards_records_the_objective_and_inspect_verifies_it(shard_sets, name):
     out = shard_sets[name]
     objective = name.split("-")[0]

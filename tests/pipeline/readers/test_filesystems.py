@@ -210,6 +210,7 @@ def _objects_under(store: FakeGcsIO, prefix: str) -> list[str]:
     return sorted(p[len(prefix) :] for p in store.blobs if p.startswith(prefix))
 
 
+@pytest.mark.slow  # ~21 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_gs_inputs_are_listed_and_read_through_filesystems(gs_corpus):
     files = readers.expand_inputs([gs_corpus["inputs"]])  # an object-store "folder" is a prefix
     assert files == [f"{BUCKET}/corpus/a.txt", f"{BUCKET}/corpus/b.txt.gz"]

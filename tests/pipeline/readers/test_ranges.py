@@ -89,6 +89,7 @@ def test_jsonl_ranges_with_blank_and_empty_documents(tmp_path, small_blocks, see
 
 
 @pytest.mark.parametrize("split_bytes", SPLITS)
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_wikiextractor_ranges(shared_data, split_bytes):
     path = shared_data / "wikipedia" / "wikiextractor-featured" / "AA" / "wiki_01"
     assert assert_same(path, "wikiextractor", split_bytes) > 1
@@ -108,6 +109,7 @@ def test_wikiextractor_ranges_with_empty_blocks_and_lines_outside_doc(tmp_path, 
 
 
 @pytest.mark.parametrize("split_bytes", SPLITS)
+@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_wikiextractor_json_ranges(shared_data, split_bytes):
     path = shared_data / "wikipedia" / "wikiextractor-json" / "wiki_00"
     assert assert_same(path, "wikiextractor-json", split_bytes) > 1
@@ -195,6 +197,7 @@ def multistream_dump(source: Path, out_dir: Path, copies: int = 8, pages_per_str
     return dump, index
 
 
+@pytest.mark.slow  # ~10 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_multistream_dump_ranges_are_its_streams(shared_data, tmp_path):
     dump, index = multistream_dump(shared_data / "wikipedia" / "enwiki-table-markup.xml.bz2", tmp_path, copies=3)
     size = dump.stat().st_size
@@ -205,6 +208,7 @@ def test_multistream_dump_ranges_are_its_streams(shared_data, tmp_path):
     assert file_ranges(str(dump), size, 4096) == [(0, 0, None)]
 
 
+@pytest.mark.slow  # ~8 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_multistream_dump_with_a_decompressed_index_is_cut_at_its_streams(shared_data, tmp_path, caplog):
     """The index decompressed to ``-index.txt`` (as its docstring promises) is used: before, the dump was read
     whole by one worker with a warning that its index was missing."""

@@ -24,6 +24,7 @@ def _random_ascii(rng: random.Random, n: int) -> list[str]:
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_ascii_shortcut_equals_full_pipeline_on_fixture_vocab(do_lower_case):
     encoder = SentenceEncoder(load_vocab(str(FIXTURES / "pipeline" / "vocab.txt")), do_lower_case)
     lines = [
@@ -62,6 +63,7 @@ def test_mixed_batch_keeps_sentence_order():
     assert [len(x) for x in ids] == [len(x) for x in _full_pipeline_ids(encoder, sentences)]
 
 
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_ascii_shortcut_on_google_vocabs(uncased_vocab, cased_vocab, shared_data):
     """On the real vocabs and real text (Wikipedia + Gutenberg excerpts), with both casings."""
     lines = []

@@ -47,6 +47,7 @@ def _build_twice(tmp_path: Path, model: str) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("model", ["wordpiece", "bpe", "unigram"])
+@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_two_processes_write_byte_identical_files(tmp_path, model):
     # (the trainer alone gives another vocab.txt in nearly every process on this text: its ## forms in hash order)
     first, second = _build_twice(tmp_path, model)

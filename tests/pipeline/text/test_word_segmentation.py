@@ -132,6 +132,7 @@ def test_jieba_words_group_chinese_characters(uncased):
     assert _grouped(vocab, ids, starts) == "| 我 [UNK] | [UNK] | 中 国 | 人 民 | 。"
 
 
+@pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_kiwi_words_split_korean_stems_and_particles():
     need_module("kiwipiepy")
     segmenter = load_word_segmenter("kiwi")
