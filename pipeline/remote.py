@@ -12,11 +12,13 @@ they are what hangs).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import socket
 import threading
 import urllib.parse
+from collections.abc import Collection
 from typing import Any
 
 #: Seconds each network probe may take.
@@ -100,6 +102,64 @@ def use_filesystem_options(options) -> None:
     _share_s3_clients()
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         _no_credentials_search()
+
+
+#: The environment variables that choose which storage server a client library talks to (an emulator, an
+#: S3-compatible store): what :func:`storage_endpoint` reads. No credentials among them.
+ENDPOINT_VARIABLES = ("STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker process on another runner's machine (Dask's) needs to reach the same store as the
+    command: the run's Beam options as Beam ships them to its own SDK workers (``get_all_options``, rebuilt
+    with ``PipelineOptions.from_dictionary``: ``--s3_endpoint_url``, ``--s3_region_name``, ``--project``...)
+    and the command's :data:`ENDPOINT_VARIABLES` that are set. Credentials are not shipped (they would cross
+    the scheduler's connection): a worker finds its own, as on Dataflow, or Beam's ``--s3_access_key_id`` /
+    ``--s3_secret_access_key`` options carry them."""
+
+    options: tuple[tuple[str, Any], ...]
+    environment: tuple[tuple[str, str], ...]
+
+
+def worker_settings(options, runner_options: Collection[str] = ()) -> WorkerSettings:
+    """The :class:`WorkerSettings` of a command run with Beam ``options``, from this process, but the names
+    in ``runner_options`` (the runner's own settings, such as the scheduler's address: a worker needs none)."""
+    given = {k: v for k, v in options.get_all_options(drop_default=True).items() if k not in runner_options}
+    environment = tuple((name, os.environ[name]) for name in ENDPOINT_VARIABLES if os.environ.get(name))
+    return WorkerSettings(tuple(sorted(given.items())), environment)
+
+
+#: The settings this process last applied (:func:`apply_worker_settings`), the process's own endpoint variables
+#: before the first (restored where a later command leaves one unset), and the lock its worker threads take.
+_APPLIED: list[WorkerSettings | None] = [None]
+_OWN_ENDPOINTS: dict[str, str | None] = {}
+_APPLYING = threading.Lock()
+
+
+def apply_worker_settings(settings: WorkerSettings) -> None:
+    """Make this (worker) process's file systems those of the command that sent ``settings``: its endpoint
+    variables set (the command's choice of store wins over the worker's own; one the command leaves unset is
+    the worker's own again, whatever an earlier command set), then :func:`use_filesystem_options` with its
+    options, as Beam's ``sdk_worker_main`` hands its workers' file systems the pipeline options. Done once per
+    process and settings: each task calls it."""
+    if _APPLIED[0] == settings:
+        return
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    with _APPLYING:
+        if _APPLIED[0] == settings:
+            return
+        if not _OWN_ENDPOINTS:
+            _OWN_ENDPOINTS.update((name, os.environ.get(name)) for name in ENDPOINT_VARIABLES)
+        wanted = dict(_OWN_ENDPOINTS, **dict(settings.environment))
+        for name, value in wanted.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        use_filesystem_options(PipelineOptions.from_dictionary(dict(settings.options)))
+        _APPLIED[0] = settings
 
 
 def _s3_client_key(options) -> tuple:
@@ -251,10 +311,14 @@ def _bucket_exists(scheme: str, bucket: str) -> bool:
 
 
 __all__ = [
+    "ENDPOINT_VARIABLES",
     "PROBE_TIMEOUT_S",
     "RemotePathError",
+    "WorkerSettings",
+    "apply_worker_settings",
     "check_remote_path",
     "set_s3_endpoint_url",
     "storage_endpoint",
     "use_filesystem_options",
+    "worker_settings",
 ]
