@@ -286,3 +286,39 @@ def test_make_shards_in_a_bucket_on_dask_gives_the_bytes_of_a_local_run(
     assert got == local_digests["default"]
     if endpoint != "environment":  # it reached the workers as the option, not through their environment
         assert all("AWS_ENDPOINT_URL_S3" not in env for env in client.run(_worker_endpoints).values())
+
+
+def test_make_shards_on_gcs_rides_out_an_outage_during_its_publish(corpus, local_digests, gcs_to_restart, monkeypatch):
+    """The storage server goes away at the first move of make-shards' publish (the shards staged, the journal
+    written) and is back a second later (restarted on its port, objects kept): google-cloud-storage's retries,
+    which Beam's GCS file system asks for, carry the publish through, and the folder holds the local run's bytes."""
+    import threading
+    import time
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from bertprep.pipeline.shards import publish
+
+    server, bucket = gcs_to_restart
+    upload_folder(corpus, f"{bucket}/corpus")
+    upload_folder(CORPUS_VOCAB.parent, f"{bucket}/vocab")
+    real_rename, stopped, outages = FileSystems.rename, threading.Event(), []
+
+    def rename(*args, **kwargs):
+        if publish.publishing() and not stopped.is_set():
+            server.stop()
+            outages.append(args[0])
+            stopped.set()
+        return real_rename(*args, **kwargs)  # sent while the server is down: only a retry can succeed
+
+    monkeypatch.setattr(FileSystems, "rename", staticmethod(rename))
+    restarter = threading.Thread(target=lambda: stopped.wait(120) and not time.sleep(1.0) and server.restart())
+    restarter.start()
+    try:
+        got = _make(bucket, f"{bucket}/corpus/", f"{bucket}/vocab/vocab.txt", OPTIONS["default"])
+    finally:
+        stopped.set()
+        restarter.join()
+    assert len(outages) == 1 and server.proc.poll() is None  # the restarted server took the publish
+    assert got == local_digests["default"]
+    assert not [name for name in object_digests(f"{bucket}/out") if name.startswith(".")]  # no journal, no staging
