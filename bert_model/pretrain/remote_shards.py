@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -356,7 +357,36 @@ def open_cache(
         sha256=tuple(s.get("sha256") for s in manifest["shards"]),
     )
     _fetch_vocab_files(cache, schema.vocab_file_names(manifest) if manifest.get("vocab") else [])
+    _keep_manifest(cache, manifest)
     return manifest, cache
+
+
+def _keep_manifest(cache: ShardCache, manifest: dict[str, Any]) -> None:
+    """A copy of the manifest read at this start in the cache folder (:func:`cached_manifest`), written through a
+    temporary name: what later reads of the run's settings use without asking the bucket again (the casing
+    check of ``train --init-from``; ``export`` of a checkpoint trained from the bucket, perhaps offline)."""
+    path = os.path.join(cache.folder, schema.MANIFEST_NAME)
+    os.makedirs(cache.folder, exist_ok=True)
+    with atomic.atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        json.dump(manifest, out, indent=2, sort_keys=True)
+
+
+def cached_manifest(shard_dir: str, cache_dir: str | None = None) -> str:
+    """The path of the copy of the bucket directory ``shard_dir``'s manifest that the last start of a run reading it
+    through ``cache_dir`` (default :func:`default_cache_dir`) kept there; it may not exist."""
+    return os.path.join(
+        cache_folder(os.path.abspath(cache_dir or default_cache_dir()), shard_dir), schema.MANIFEST_NAME
+    )
+
+
+def has_manifest(shard_dir: str) -> bool:
+    """Whether the bucket directory ``shard_dir`` holds a manifest (a finished shard directory); False also when
+    the bucket cannot be asked (a hint depends on it, nothing else)."""
+    try:
+        fs, path = _filesystem(f"{shard_dir.rstrip('/')}/{schema.MANIFEST_NAME}")
+        return bool(fs.exists(path))
+    except Exception:  # (no client, no network, no credentials: no hint)
+        return False
 
 
 def open_shard_info(shard_dir: str, cache_dir: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> ShardInfo:
@@ -395,8 +425,10 @@ __all__ = [
     "RemoteShardError",
     "ShardCache",
     "cache_folder",
+    "cached_manifest",
     "default_cache_dir",
     "evict",
+    "has_manifest",
     "is_remote",
     "open_cache",
     "open_shard_info",

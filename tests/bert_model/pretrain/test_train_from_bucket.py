@@ -317,3 +317,48 @@ def test_a_store_gone_mid_run_stops_in_one_line_with_a_checkpoint(s3_to_stop, ti
     assert (out / "checkpoints").is_dir()
     assert second not in _cached_shards(cache)
     _no_temporary_files(cache)
+
+
+def test_the_casing_of_bucket_shards_is_read_from_the_manifest_the_cache_keeps(
+    gs_shards, tmp_path, caplog, one_torch_thread
+):
+    """The manifest copy a run keeps in its cache gives the casing of shards in a bucket (before: unknown, so never
+    checked): a checkpoint trained from them records it (as one trained from a local folder does), and a model
+    trained cased is refused on these uncased shards before any step, naming the bucket URL."""
+    transformers = need_module("transformers")
+    from bertprep.bert_model.hf.interop import load_model_source
+    from bertprep.bert_model.pretrain.trainer import train
+    from model_factory import init_from_train_config, tiny_bert
+    from shard_factory import make_vocab
+
+    cache = tmp_path / "cache"
+    with caplog.at_level(logging.INFO):
+        run = _train(gs_shards, tmp_path / "run", cache, max_steps=2, num_workers=0)
+    assert "holds the held-out set" not in caplog.text  # (no eval/ beside these shards)
+    source = load_model_source(run.checkpoint)
+    assert (source.do_lower_case, source.strip_accents) == (True, True)  # the factory's shards are uncased
+
+    cased = tmp_path / "cased-model"
+    config = transformers.BertConfig(**tiny_bert(vocab_size=64, intermediate_size=64, pad_token_id=0))
+    transformers.BertModel(config).save_pretrained(cased)
+    (cased / "vocab.txt").write_text("".join(t + "\n" for t in make_vocab(64)), encoding="utf-8")
+    (cased / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}), encoding="utf-8")
+    settings = dict(cache_dir=str(cache), num_workers=0, max_steps=2)
+    with pytest.raises(ValueError) as err:
+        train(init_from_train_config(gs_shards, tmp_path / "from-cased", cased, **settings))
+    assert str(err.value) == (
+        f"shards {gs_shards} were made with do_lower_case=True but {cased} was trained with do_lower_case=False; "
+        "make the shards with --no-do-lower-case"
+    )
+    assert not (tmp_path / "from-cased" / "checkpoints").exists()
+
+
+def test_a_held_out_set_beside_bucket_shards_is_pointed_at(gcs, tiny_shards, tmp_path, caplog, one_torch_thread):
+    """make-shards --eval-fraction leaves eval/ beside the training shards: train without --eval-shards says so
+    for a bucket as for a local folder."""
+    upload_folder(tiny_shards / "train", f"{gcs}/shards")
+    upload_folder(tiny_shards / "eval", f"{gcs}/shards/eval")
+    with caplog.at_level(logging.INFO):
+        _train(f"{gcs}/shards", tmp_path / "run", tmp_path / "cache", max_steps=2, num_workers=0)
+    held_out = f"{gcs}/shards/eval"
+    assert f"{held_out} holds the held-out set made with these shards; pass --eval-shards {held_out}" in caplog.text
