@@ -153,11 +153,14 @@ def apply_worker_settings(settings: WorkerSettings) -> None:
         if not _OWN_ENDPOINTS:
             _OWN_ENDPOINTS.update((name, os.environ.get(name)) for name in ENDPOINT_VARIABLES)
         wanted = dict(_OWN_ENDPOINTS, **dict(settings.environment))
+        had_emulator = bool(os.environ.get("STORAGE_EMULATOR_HOST"))
         for name, value in wanted.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        if had_emulator and not os.environ.get("STORAGE_EMULATOR_HOST"):
+            _search_credentials_again()  # (the "no credentials" recorded for the emulator is not for the cloud)
         use_filesystem_options(PipelineOptions.from_dictionary(dict(settings.options)))
         _APPLIED[0] = settings
 
@@ -202,23 +205,43 @@ def _share_s3_clients() -> None:
     client_class._bertprep_shared = True
 
 
+def _beam_credentials_cache() -> Any:
+    """Beam's private cache of Google's default credentials (``apache_beam.internal.gcp.auth._Credentials``), or
+    None for a Beam without it (tests/pipeline/beam/test_beam_private_api.py names what this needs)."""
+    try:
+        from apache_beam.internal.gcp import auth
+    except ImportError:
+        return None
+    cache: Any = getattr(auth, "_Credentials", None)
+    if getattr(cache, "_credentials_lock", None) is None or not hasattr(cache, "_credentials_init"):
+        return None
+    return cache
+
+
 def _no_credentials_search() -> None:
     """With a GCS emulator (``STORAGE_EMULATOR_HOST``) google-cloud-storage connects anonymously whatever
     credentials it is given, but Beam first searches for Google's default credentials with four retries
     (``apache_beam.internal.gcp.auth._Credentials``: about 25 s and a logged traceback per retry, once per
     process) before it hands the client none. Record "no credentials" in Beam's cache instead, as its search
     ends without any. Beam's private names, hence the guard: a Beam without them searches as before."""
-    try:
-        from apache_beam.internal.gcp import auth
-    except ImportError:
+    cache = _beam_credentials_cache()
+    if cache is None:
         return
-    cache: Any = getattr(auth, "_Credentials", None)  # tests/pipeline/beam/test_beam_private_api.py
-    lock = getattr(cache, "_credentials_lock", None)
-    if lock is None or not hasattr(cache, "_credentials_init"):
-        return
-    with lock:
+    with cache._credentials_lock:
         if not cache._credentials_init:
             cache._credentials, cache._credentials_init = None, True
+
+
+def _search_credentials_again() -> None:
+    """Undo :func:`_no_credentials_search` (a Dask worker that served an emulator's run, now given a run on the
+    real store): Beam searches for Google's credentials at its next operation. A cache that holds credentials
+    (found by Beam's own search) stays."""
+    cache = _beam_credentials_cache()
+    if cache is None:
+        return
+    with cache._credentials_lock:
+        if cache._credentials is None:
+            cache._credentials_init = False
 
 
 def _aws_credentials_found() -> bool:
