@@ -1,4 +1,5 @@
-"""``bertprep inspect DIR``: statistics of a shard directory and decoded instances."""
+"""``bertprep inspect DIR``: statistics of a shard directory and decoded instances; ``DIR`` local or a bucket's
+``gs://`` / ``s3://`` URL (read as ``train`` reads it, through the shard cache: ``remote_shards.open_cache``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ import click
 from bertprep.cli.options import verify_option
 
 
+def _shard_dir(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A local folder that exists (click's own check and message), or a bucket's URL as given."""
+    from bertprep.bert_model.pretrain.remote_shards import is_remote
+
+    if is_remote(value):
+        return value
+    return str(click.Path(exists=True, file_okay=False).convert(value, param, ctx))
+
+
 @click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("shard_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("shard_dir", callback=_shard_dir)
 @click.option(
     "-n",
     "--num-examples",
@@ -31,22 +41,32 @@ from bertprep.cli.options import verify_option
 def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, verify: bool) -> None:
     """Print the statistics of a finished shard directory and decode instances back to text.
 
+    SHARD_DIR may be a bucket's gs:// or s3:// URL (the cloud extra): its manifest is read from the bucket and
+    the shards the command reads are fetched into train's shard cache ($XDG_CACHE_HOME/bertprep/shards),
+    each checked against the manifest's sha256.
+
     Masked positions are shown as {shown→label}: {[MASK]→cat} (80% of predictions), {dog→cat} (a random
     token, 10%) and {cat→cat} (kept, 10%); each instance ends with its sentence-pair label: IsNext / NotNext
     (objective nsp), InOrder / Swapped (sop); objective none has no label.
     """
+    from bertprep.bert_model.pretrain import remote_shards
     from bertprep.pipeline import schema
     from bertprep.pipeline.shards import inspection
 
+    local_dir, shard_path = shard_dir, None  # where the vocab lies; how a shard is had (None: in local_dir)
     try:
-        manifest = schema.read_manifest(shard_dir)
+        if remote_shards.is_remote(shard_dir):
+            manifest, cache = remote_shards.open_cache(shard_dir)
+            local_dir, shard_path = cache.folder, cache.fetch
+        else:
+            manifest = schema.read_manifest(shard_dir)
     except (FileNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     if stats:
         click.echo(inspection.format_statistics(manifest))
     if num_examples:
-        tokens = inspection.load_vocab_tokens(shard_dir)
-        rows = itertools.islice(inspection.iter_rows(shard_dir, manifest), skip, skip + num_examples)
+        tokens = inspection.load_vocab_tokens(local_dir, manifest)
+        rows = itertools.islice(inspection.iter_rows(local_dir, manifest, shard_path), skip, skip + num_examples)
         try:
             for k, row in enumerate(rows, start=skip):
                 click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens, inspection.objective_of(manifest))}")
@@ -55,7 +75,7 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
                 raise click.ClickException(str(err)) from None
             click.echo(f"\n{err}", err=True)  # --verify below lists every damaged shard
     if verify:
-        report = inspection.verify_shards(shard_dir, manifest)
+        report = inspection.verify_shards(local_dir, manifest, shard_path)
         if report["errors"]:
             raise click.ClickException("verification failed:\n  " + "\n  ".join(report["errors"]))
         objective = inspection.objective_of(manifest)

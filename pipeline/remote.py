@@ -13,11 +13,13 @@ they are what hangs).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import os
 import socket
 import threading
 import urllib.parse
+from collections.abc import Collection
 from typing import Any
 
 #: Seconds each network probe may take.
@@ -102,6 +104,67 @@ def use_filesystem_options(options) -> None:
     _share_gcs_clients()
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         _no_credentials_search()
+
+
+#: The environment variables that choose which storage server a client library talks to (an emulator, an
+#: S3-compatible store): what :func:`storage_endpoint` reads. No credentials among them.
+ENDPOINT_VARIABLES = ("STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker process on another runner's machine (Dask's) needs to reach the same store as the
+    command: the run's Beam options as Beam ships them to its own SDK workers (``get_all_options``, rebuilt
+    with ``PipelineOptions.from_dictionary``: ``--s3_endpoint_url``, ``--s3_region_name``, ``--project``...)
+    and the command's :data:`ENDPOINT_VARIABLES` that are set. Credentials are not shipped (they would cross
+    the scheduler's connection): a worker finds its own, as on Dataflow, or Beam's ``--s3_access_key_id`` /
+    ``--s3_secret_access_key`` options carry them."""
+
+    options: tuple[tuple[str, Any], ...]
+    environment: tuple[tuple[str, str], ...]
+
+
+def worker_settings(options, runner_options: Collection[str] = ()) -> WorkerSettings:
+    """The :class:`WorkerSettings` of a command run with Beam ``options``, from this process, but the names
+    in ``runner_options`` (the runner's own settings, such as the scheduler's address: a worker needs none)."""
+    given = {k: v for k, v in options.get_all_options(drop_default=True).items() if k not in runner_options}
+    environment = tuple((name, os.environ[name]) for name in ENDPOINT_VARIABLES if os.environ.get(name))
+    return WorkerSettings(tuple(sorted(given.items())), environment)
+
+
+#: The settings this process last applied (:func:`apply_worker_settings`), the process's own endpoint variables
+#: before the first (restored where a later command leaves one unset), and the lock its worker threads take.
+_APPLIED: list[WorkerSettings | None] = [None]
+_OWN_ENDPOINTS: dict[str, str | None] = {}
+_APPLYING = threading.Lock()
+
+
+def apply_worker_settings(settings: WorkerSettings) -> None:
+    """Make this (worker) process's file systems those of the command that sent ``settings``: its endpoint
+    variables set (the command's choice of store wins over the worker's own; one the command leaves unset is
+    the worker's own again, whatever an earlier command set), then :func:`use_filesystem_options` with its
+    options, as Beam's ``sdk_worker_main`` hands its workers' file systems the pipeline options. Done once per
+    process and settings: each task calls it."""
+    if _APPLIED[0] == settings:
+        return
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    with _APPLYING:
+        if _APPLIED[0] == settings:
+            return
+        if not _OWN_ENDPOINTS:
+            _OWN_ENDPOINTS.update((name, os.environ.get(name)) for name in ENDPOINT_VARIABLES)
+        wanted = dict(_OWN_ENDPOINTS, **dict(settings.environment))
+        had_emulator = bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+        for name, value in wanted.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if had_emulator and not os.environ.get("STORAGE_EMULATOR_HOST"):
+            _search_credentials_again()  # (the "no credentials" recorded for the emulator is not for the cloud)
+        use_filesystem_options(PipelineOptions.from_dictionary(dict(settings.options)))
+        _APPLIED[0] = settings
 
 
 def _s3_client_key(options) -> tuple:
@@ -191,23 +254,43 @@ def _share_gcs_clients() -> None:
     filesystem._gcsIO = shared
 
 
+def _beam_credentials_cache() -> Any:
+    """Beam's private cache of Google's default credentials (``apache_beam.internal.gcp.auth._Credentials``), or
+    None for a Beam without it (tests/pipeline/beam/test_beam_private_api.py names what this needs)."""
+    try:
+        from apache_beam.internal.gcp import auth
+    except ImportError:
+        return None
+    cache: Any = getattr(auth, "_Credentials", None)
+    if getattr(cache, "_credentials_lock", None) is None or not hasattr(cache, "_credentials_init"):
+        return None
+    return cache
+
+
 def _no_credentials_search() -> None:
     """With a GCS emulator (``STORAGE_EMULATOR_HOST``) google-cloud-storage connects anonymously whatever
     credentials it is given, but Beam first searches for Google's default credentials with four retries
     (``apache_beam.internal.gcp.auth._Credentials``: about 25 s and a logged traceback per retry, once per
     process) before it hands the client none. Record "no credentials" in Beam's cache instead, as its search
     ends without any. Beam's private names, hence the guard: a Beam without them searches as before."""
-    try:
-        from apache_beam.internal.gcp import auth
-    except ImportError:
+    cache = _beam_credentials_cache()
+    if cache is None:
         return
-    cache: Any = getattr(auth, "_Credentials", None)  # tests/pipeline/beam/test_beam_private_api.py
-    lock = getattr(cache, "_credentials_lock", None)
-    if lock is None or not hasattr(cache, "_credentials_init"):
-        return
-    with lock:
+    with cache._credentials_lock:
         if not cache._credentials_init:
             cache._credentials, cache._credentials_init = None, True
+
+
+def _search_credentials_again() -> None:
+    """Undo :func:`_no_credentials_search` (a Dask worker that served an emulator's run, now given a run on the
+    real store): Beam searches for Google's credentials at its next operation. A cache that holds credentials
+    (found by Beam's own search) stays."""
+    cache = _beam_credentials_cache()
+    if cache is None:
+        return
+    with cache._credentials_lock:
+        if cache._credentials is None:
+            cache._credentials_init = False
 
 
 def _aws_credentials_found() -> bool:
@@ -300,10 +383,14 @@ def _bucket_exists(scheme: str, bucket: str) -> bool:
 
 
 __all__ = [
+    "ENDPOINT_VARIABLES",
     "PROBE_TIMEOUT_S",
     "RemotePathError",
+    "WorkerSettings",
+    "apply_worker_settings",
     "check_remote_path",
     "set_s3_endpoint_url",
     "storage_endpoint",
     "use_filesystem_options",
+    "worker_settings",
 ]

@@ -53,12 +53,25 @@ def _wait_until_listening(proc: subprocess.Popen, port: int, log: Path) -> None:
 
 @dataclass
 class Emulator:
-    """A running emulator: its process, its endpoint ``url`` (``http://127.0.0.1:PORT``) and its command."""
+    """A running emulator: its process, its endpoint ``url`` (``http://127.0.0.1:PORT``), its command and the
+    environment it was started with (None: this process's)."""
 
     proc: subprocess.Popen
     url: str
     argv: list[str]
     log: Path
+    env: dict[str, str] | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def restart(self) -> None:
+        """Stop the server if it runs, then start the same command on the same port, waiting until it listens
+        (an outage and its end, as clients see a restarted service). Only an emulator that keeps its objects on
+        disk (``emulator("gcs", ..., on_disk=True)``) still holds them afterwards."""
+        self.stop()
+        self.proc = _start(self.argv, self.port, self.log, self.env).proc
 
     def stop(self) -> None:
         """Stop the server (its whole process group: werkzeug's may have a child), waiting for it."""
@@ -73,10 +86,10 @@ class Emulator:
                 self.proc.wait(10)
 
 
-def _start(argv: list[str], port: int, log: Path) -> Emulator:
+def _start(argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Emulator:
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    emulator = Emulator(proc, f"http://127.0.0.1:{port}", argv, log)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    emulator = Emulator(proc, f"http://127.0.0.1:{port}", argv, log, env)
     try:
         _wait_until_listening(proc, port, log)
     except BaseException:
@@ -85,10 +98,11 @@ def _start(argv: list[str], port: int, log: Path) -> Emulator:
     return emulator
 
 
-def gcs_argv(port: int) -> list[str]:
-    """``gcp-storage-emulator start`` on 127.0.0.1:``port``, objects in memory."""
+def gcs_argv(port: int, in_memory: bool = True) -> list[str]:
+    """``gcp-storage-emulator start`` on 127.0.0.1:``port``, objects in memory (else on disk, under the folder
+    its ``STORAGE_BASE`` environment variable names)."""
     exe = Path(sys.executable).with_name("gcp-storage-emulator")
-    return [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"]
+    return [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--quiet"] + ["--in-memory"] * in_memory
 
 
 def s3_argv(port: int) -> list[str]:
@@ -97,10 +111,18 @@ def s3_argv(port: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def emulator(kind: str, log_dir: Path) -> Iterator[Emulator]:
-    """Run the ``gcs`` or ``s3`` emulator on a free port for the block; stopped at its end whatever happens."""
+def emulator(kind: str, log_dir: Path, on_disk: bool = False) -> Iterator[Emulator]:
+    """Run the ``gcs`` or ``s3`` emulator on a free port for the block; stopped at its end whatever happens.
+    ``on_disk`` (``gcs`` only; moto keeps objects in memory): its objects under ``log_dir``, so that they
+    survive :meth:`Emulator.restart`."""
     port = free_port()
-    server = _start((gcs_argv if kind == "gcs" else s3_argv)(port), port, log_dir / f"{kind}-emulator.log")
+    log = log_dir / f"{kind}-emulator.log"
+    if on_disk:
+        if kind != "gcs":
+            raise ValueError("only the GCS emulator keeps its objects on disk")
+        server = _start(gcs_argv(port, in_memory=False), port, log, {**os.environ, "STORAGE_BASE": str(log_dir)})
+    else:
+        server = _start((gcs_argv if kind == "gcs" else s3_argv)(port), port, log)
     try:
         yield server
     finally:

@@ -13,6 +13,7 @@ MiniLM package fails the test instead of skipping it, so CI cannot lose the fide
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -194,6 +195,55 @@ def s3(s3_server, monkeypatch, tmp_path) -> str:
 
     use_filesystem_options(PipelineOptions([]))  # Beam's S3 file system needs options before a pipeline runs
     return new_bucket("s3")
+
+
+@contextlib.contextmanager
+def _own_emulator(kind: str, folder: Path, monkeypatch, on_disk: bool = False):
+    """An emulator of one test's own (``cloud_factory.emulator``), the environment pointing at it, Beam's file
+    systems told, and a fresh bucket: yields ``(server, "gs://NAME" or "s3://NAME")``. fsspec's cached clients
+    (which keep the endpoint they were made with: the session server's) are dropped before and after."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from bertprep.pipeline.remote import use_filesystem_options
+    from cloud_factory import emulator, gcs_environment, new_bucket, s3_environment
+
+    def forget_fsspec_clients() -> None:
+        for module, name in (("gcsfs", "GCSFileSystem"), ("s3fs", "S3FileSystem")):
+            with contextlib.suppress(ImportError):
+                getattr(__import__(module), name).clear_instance_cache()
+
+    folder.mkdir(exist_ok=True)
+    with emulator(kind, folder, on_disk=on_disk) as server:
+        environment = gcs_environment(server.url) if kind == "gcs" else s3_environment(server.url, folder)
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        use_filesystem_options(PipelineOptions([]))
+        forget_fsspec_clients()
+        try:
+            yield server, new_bucket("gs" if kind == "gcs" else "s3")
+        finally:
+            forget_fsspec_clients()
+
+
+@pytest.fixture
+def gcs_to_restart(tmp_path, monkeypatch):
+    """A GCS emulator of this test's own, its objects on disk, that the test may stop and start again on the same
+    port (``server.stop()``, ``server.restart()``: an outage the session's ``gcs_server`` must not see), with the
+    environment pointing at it and a fresh bucket: yields ``(server, "gs://NAME")``."""
+    need_module("gcp_storage_emulator")
+    need_module("apache_beam.io.gcp.gcsfilesystem")
+    with _own_emulator("gcs", tmp_path / "gcs-emulator", monkeypatch, on_disk=True) as server_and_bucket:
+        yield server_and_bucket
+
+
+@pytest.fixture
+def s3_to_stop(tmp_path, monkeypatch):
+    """An S3 emulator (moto) of this test's own, that the test may stop (moto keeps objects in memory: a restart
+    would serve none), with the environment pointing at it and a fresh bucket: yields ``(server, "s3://NAME")``."""
+    need_module("moto.server")
+    need_module("apache_beam.io.aws.s3filesystem")
+    with _own_emulator("s3", tmp_path / "s3-emulator", monkeypatch) as server_and_bucket:
+        yield server_and_bucket
 
 
 #: Test files that run first: the longest (the docs pages run ~340 s in one worker, two at a time; the demo ~100 s),

@@ -295,11 +295,19 @@ def _strip_accents_from_dir(model_dir: str) -> bool | None:
     return None
 
 
-def _shards_setting(shard_dir: str | None, key: str) -> bool | None:
+def _shards_setting(shard_dir: str | None, key: str, cache_dir: str | None = None) -> bool | None:
     """``key`` (``do_lower_case``, ``strip_accents``) as a shard directory's ``manifest.json`` records it (its
-    ``vocab`` section, else its ``config``); None if not recorded, or the manifest is missing or unreadable."""
-    manifest = os.path.join(shard_dir, "manifest.json") if shard_dir else None
-    if not (manifest and os.path.exists(manifest)):
+    ``vocab`` section, else its ``config``); None if not recorded, or the manifest is missing or unreadable. For a
+    bucket's directory (``gs://``, ``s3://``) the manifest is the copy that reading it through the shard cache
+    ``cache_dir`` (default: train's) kept there (``remote_shards.cached_manifest``): no request to the bucket."""
+    from bertprep.bert_model.pretrain.remote_shards import cached_manifest, is_remote
+
+    if not shard_dir:
+        return None
+    manifest = (
+        cached_manifest(shard_dir, cache_dir) if is_remote(shard_dir) else os.path.join(shard_dir, "manifest.json")
+    )
+    if not os.path.exists(manifest):
         return None
     try:
         data = _read_json(manifest)
@@ -309,21 +317,29 @@ def _shards_setting(shard_dir: str | None, key: str) -> bool | None:
     return None if value is None else bool(value)
 
 
-def shards_strip_accents(shard_dir: str | None) -> bool | None:
+def shards_strip_accents(shard_dir: str | None, cache_dir: str | None = None) -> bool | None:
     """The accent stripping a shard directory was made with (its ``manifest.json``: ``strip_accents`` where
-    it differs from ``do_lower_case``, else ``do_lower_case``); None if unknown or unreadable."""
-    value = _shards_setting(shard_dir, "strip_accents")
-    return value if value is not None else shards_do_lower_case(shard_dir)
+    it differs from ``do_lower_case``, else ``do_lower_case``); None if unknown or unreadable. ``cache_dir``: as
+    :func:`_shards_setting`."""
+    value = _shards_setting(shard_dir, "strip_accents", cache_dir)
+    return value if value is not None else shards_do_lower_case(shard_dir, cache_dir)
 
 
-def shards_do_lower_case(shard_dir: str | None) -> bool | None:
-    """The casing a shard directory was made with (its ``manifest.json``); None if unknown or unreadable."""
-    return _shards_setting(shard_dir, "do_lower_case")
+def shards_do_lower_case(shard_dir: str | None, cache_dir: str | None = None) -> bool | None:
+    """The casing a shard directory was made with (its ``manifest.json``); None if unknown or unreadable.
+    ``cache_dir``: as :func:`_shards_setting`."""
+    return _shards_setting(shard_dir, "do_lower_case", cache_dir)
+
+
+def _checkpoint_shards(state: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The shards a checkpoint was trained on and the shard cache its run read them through (a bucket's)."""
+    return (state.get("data") or {}).get("shards"), (state.get("train_config") or {}).get("cache_dir")
 
 
 def _do_lower_case_from_checkpoint(state: dict[str, Any]) -> bool | None:
-    """The casing of the shards a checkpoint was trained on (their manifest), when still on disk."""
-    return shards_do_lower_case((state.get("data") or {}).get("shards"))
+    """The casing of the shards a checkpoint was trained on (their manifest), when still on disk (or, for a
+    bucket's, its copy in the shard cache)."""
+    return shards_do_lower_case(*_checkpoint_shards(state))
 
 
 def is_model_source(path: str) -> bool:
@@ -367,7 +383,7 @@ def load_model_source(path: str) -> ModelSource:
             architecture=MODERNBERT_MLM_ARCHITECTURE if modern else PRETRAINING_ARCHITECTURE,
             vocab_tokens=tokens,
             do_lower_case=_do_lower_case_from_checkpoint(state),
-            strip_accents=shards_strip_accents((state.get("data") or {}).get("shards")),
+            strip_accents=shards_strip_accents(*_checkpoint_shards(state)),
             tokenizer=tokenizer,
         )
     config_path = os.path.join(path, "config.json")

@@ -41,7 +41,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, parse_phases, phase_at
-from bertprep.bert_model.pretrain.remote_shards import is_remote, open_shard_info, read_any_manifest
+from bertprep.bert_model.pretrain.remote_shards import has_manifest, is_remote, open_shard_info, read_any_manifest
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import (
     DROPOUT_OPTIONS,
@@ -432,8 +432,11 @@ def hf_model_config(config: TrainConfig, info: ShardInfo, source: ModelSource) -
             "make them again with bertprep make-shards"
         )
     check_same_vocab(read_vocab_tokens(info.vocab_file), source.vocab_tokens, shards=info.shard_dir, model=source.path)
-    _check_same_text_setting(info.shard_dir, source, "do_lower_case", shards_do_lower_case(info.shard_dir))
-    _check_same_text_setting(info.shard_dir, source, "strip_accents", shards_strip_accents(info.shard_dir))
+    lower_case, strip_accents = (
+        f(info.shard_dir, config.cache_dir) for f in (shards_do_lower_case, shards_strip_accents)
+    )
+    _check_same_text_setting(info.shard_dir, source, "do_lower_case", lower_case)
+    _check_same_text_setting(info.shard_dir, source, "strip_accents", strip_accents)
     if getattr(model_config, "type_vocab_size", 2) == 1 and info.has_sentence_label:
         raise ValueError(
             f"{source.path} has one token type and no next-sentence head (RoBERTa), but shards {info.shard_dir} "
@@ -496,12 +499,19 @@ def read_eval_shards(config: TrainConfig, info: ShardInfo, model_config: ModelCo
         )
         warn_if_not_held_out(config.shards, config.eval_shards, d.is_main)
         return eval_info
-    if d.is_main and os.path.exists(os.path.join(config.shards, schema.EVAL_DIR, schema.MANIFEST_NAME)):
-        logger.info(
-            "%s holds the held-out set made with these shards; pass --eval-shards %s to evaluate on it",
-            os.path.join(config.shards, schema.EVAL_DIR),
-            os.path.join(config.shards, schema.EVAL_DIR),
+    if d.is_main:
+        remote = is_remote(config.shards)
+        held_out = (
+            config.shards.rstrip("/") + "/" + schema.EVAL_DIR
+            if remote
+            else os.path.join(config.shards, schema.EVAL_DIR)
         )
+        if has_manifest(held_out) if remote else os.path.exists(os.path.join(held_out, schema.MANIFEST_NAME)):
+            logger.info(
+                "%s holds the held-out set made with these shards; pass --eval-shards %s to evaluate on it",
+                held_out,
+                held_out,
+            )
     return None
 
 

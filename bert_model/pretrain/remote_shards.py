@@ -4,7 +4,8 @@ In: the URL of a finished shard directory (any ``fsspec`` protocol; ``gcsfs`` fo
 ``s3://``, the ``cloud`` extra). Out: a :class:`~bertprep.bert_model.pretrain.shard_info.ShardInfo` whose
 ``shard_files`` are the objects' URLs and whose ``source`` is a :class:`ShardCache`, so that the loader asks
 for each shard when it reads it (``ShardInfo.shard_path``). Entry points: :func:`is_remote`,
-:func:`open_shard_info`, :func:`read_any_manifest`.
+:func:`open_shard_info`, :func:`read_any_manifest`, and :func:`open_cache` (the manifest and the cache:
+``bertprep inspect`` of a URL).
 
 The cache folder is ``cache_dir/<16 hex of sha256(URL)>/``, a mirror of the bucket folder: the tokenizer files
 (fetched again at every start, as the manifest is read again) and the shards a process has read. Every file is
@@ -25,6 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -40,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 #: Bytes copied at a time from a bucket into the cache.
 CHUNK_BYTES = 8 << 20
+
+#: Bound of a cache in bytes when none is given (train's ``--cache-max-gb`` default).
+DEFAULT_MAX_BYTES = 20 * 10**9
 
 
 class RemoteShardError(ValueError):
@@ -331,18 +336,17 @@ def read_any_manifest(shard_dir: str) -> dict[str, Any]:
     return schema.parse_manifest(data, url)
 
 
-def open_shard_info(shard_dir: str, cache_dir: str | None = None, max_bytes: int = 20 * 10**9) -> ShardInfo:
-    """The :class:`ShardInfo` of ``shard_dir``: ``read_shard_info`` for a local directory; for a URL, its
-    manifest read from the bucket, its tokenizer files fetched into the cache now (checked against the
-    manifest's ``vocab.sha256`` by the trainer, as a local vocab is) and its shards read through a
-    :class:`ShardCache` of ``max_bytes`` in ``cache_dir`` (default :func:`default_cache_dir`).
+def open_cache(
+    shard_dir: str, cache_dir: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[dict[str, Any], ShardCache]:
+    """The manifest of the shard directory URL ``shard_dir``, read from the bucket, and the :class:`ShardCache`
+    of its shards (``max_bytes`` in ``cache_dir``, default :func:`default_cache_dir`), its tokenizer files fetched
+    into the cache folder now (where ``inspection.load_vocab_tokens`` and the trainer read them).
 
     Raises:
         RemoteShardError: the bucket, the manifest or a tokenizer file cannot be read (named, with the fix).
-        FileNotFoundError, ValueError: as ``read_shard_info``.
+        ValueError: not a manifest of this format.
     """
-    if not is_remote(shard_dir):
-        return read_shard_info(shard_dir)
     url = shard_dir.rstrip("/")
     manifest = read_any_manifest(url)
     cache = ShardCache(
@@ -353,7 +357,51 @@ def open_shard_info(shard_dir: str, cache_dir: str | None = None, max_bytes: int
         sha256=tuple(s.get("sha256") for s in manifest["shards"]),
     )
     _fetch_vocab_files(cache, schema.vocab_file_names(manifest) if manifest.get("vocab") else [])
-    return shard_info_from_manifest(manifest, url, vocab_dir=cache.folder, source=cache)
+    _keep_manifest(cache, manifest)
+    return manifest, cache
+
+
+def _keep_manifest(cache: ShardCache, manifest: dict[str, Any]) -> None:
+    """A copy of the manifest read at this start in the cache folder (:func:`cached_manifest`), written through a
+    temporary name: what later reads of the run's settings use without asking the bucket again (the casing
+    check of ``train --init-from``; ``export`` of a checkpoint trained from the bucket, perhaps offline)."""
+    path = os.path.join(cache.folder, schema.MANIFEST_NAME)
+    os.makedirs(cache.folder, exist_ok=True)
+    with atomic.atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        json.dump(manifest, out, indent=2, sort_keys=True)
+
+
+def cached_manifest(shard_dir: str, cache_dir: str | None = None) -> str:
+    """The path of the copy of the bucket directory ``shard_dir``'s manifest that the last start of a run reading it
+    through ``cache_dir`` (default :func:`default_cache_dir`) kept there; it may not exist."""
+    return os.path.join(
+        cache_folder(os.path.abspath(cache_dir or default_cache_dir()), shard_dir), schema.MANIFEST_NAME
+    )
+
+
+def has_manifest(shard_dir: str) -> bool:
+    """Whether the bucket directory ``shard_dir`` holds a manifest (a finished shard directory); False also when
+    the bucket cannot be asked (a hint depends on it, nothing else)."""
+    try:
+        fs, path = _filesystem(f"{shard_dir.rstrip('/')}/{schema.MANIFEST_NAME}")
+        return bool(fs.exists(path))
+    except Exception:  # (no client, no network, no credentials: no hint)
+        return False
+
+
+def open_shard_info(shard_dir: str, cache_dir: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> ShardInfo:
+    """The :class:`ShardInfo` of ``shard_dir``: ``read_shard_info`` for a local directory; for a URL, its
+    manifest and tokenizer files through :func:`open_cache` (the tokenizer checked against the manifest's
+    ``vocab.sha256`` by the trainer, as a local vocab is) and its shards read through the :class:`ShardCache`.
+
+    Raises:
+        RemoteShardError: the bucket, the manifest or a tokenizer file cannot be read (named, with the fix).
+        FileNotFoundError, ValueError: as ``read_shard_info``.
+    """
+    if not is_remote(shard_dir):
+        return read_shard_info(shard_dir)
+    manifest, cache = open_cache(shard_dir, cache_dir, max_bytes)
+    return shard_info_from_manifest(manifest, cache.url, vocab_dir=cache.folder, source=cache)
 
 
 def _fetch_vocab_files(cache: ShardCache, names: Sequence[str]) -> None:
@@ -373,12 +421,16 @@ def _fetch_vocab_files(cache: ShardCache, names: Sequence[str]) -> None:
 
 __all__ = [
     "CHUNK_BYTES",
+    "DEFAULT_MAX_BYTES",
     "RemoteShardError",
     "ShardCache",
     "cache_folder",
+    "cached_manifest",
     "default_cache_dir",
     "evict",
+    "has_manifest",
     "is_remote",
+    "open_cache",
     "open_shard_info",
     "read_any_manifest",
 ]

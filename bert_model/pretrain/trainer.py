@@ -396,7 +396,10 @@ def _checkpoint_after_shard_error(run: build.Run, state: _LoopState, err: ShardR
     by ``gradient_accumulation_steps`` > 1 drew dropout for its first micro-batches). Under DDP the other ranks
     cannot join a checkpoint, so none is written there.
     """
-    resume = f"continue with --resume {run.config.output_dir} once the shards are whole again"
+    resume = (
+        f"continue with --resume {run.config.output_dir} once the shards can be read again "
+        "(whole, and the store reachable)"
+    )
     if state.step == 0 or run.d.enabled:
         return ShardReadError(f"{err}; no checkpoint written (no step finished)" if state.step == 0 else str(err))
     if state.last_saved != state.step:

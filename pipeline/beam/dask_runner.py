@@ -2,7 +2,7 @@
 
 Beam ships ``apache_beam.runners.dask.dask_runner.DaskRunner`` (young; checked against apache-beam 2.77),
 which translates each Beam transform into a ``dask.bag`` operation and lets Dask's scheduler and workers do
-the work. As released it gets five things wrong that bertprep's ``make-shards`` pipeline depends on. This
+the work. As released it gets six things wrong that bertprep's ``make-shards`` pipeline depends on. This
 module keeps Beam's translation (its ``dask_overrides``, its ``Create``/``GroupByKey``/``Flatten``
 operations, its ``DaskOptions``) and replaces only the broken parts, one small function each, every one
 naming the upstream issue and meant to be dropped when Beam fixes it:
@@ -19,6 +19,12 @@ naming the upstream issue and meant to be dropped when Beam fixes it:
 5. :func:`choose_npartitions` / :func:`create_bag` -- the partition count follows the cluster's worker
    threads (a few per thread, so uneven elements balance), overridable with Beam's ``--dask_npartitions``
    (Beam's ``Create`` puts 128 elements in a partition: 8 input files make one partition, run by one worker).
+6. :func:`_run_dofn_bundle` -- every task first gives its worker's file systems the run's settings
+   (``remote.worker_settings``: the Beam options, as Beam's own SDK workers get them, and the storage endpoint
+   variables such as ``STORAGE_EMULATOR_HOST`` and ``AWS_ENDPOINT_URL_S3``). Beam's runner never calls
+   ``FileSystems.set_options`` on a worker, so ``s3://`` had no options there, ``--s3_endpoint_url`` did not
+   reach the workers, and a ``gs://`` run against a GCS emulator sent the workers to storage.googleapis.com
+   (after Beam's 25 s search for Google credentials in each worker process).
 
 How a caller uses it
 --------------------
@@ -63,6 +69,7 @@ beyond the global window, element timestamps, ``beam.io.Read`` of a BoundedSourc
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import concurrent.futures
 import dataclasses
@@ -86,6 +93,8 @@ from apache_beam.runners.dask.transform_evaluator import get_windowed_value
 from apache_beam.runners.runner import PipelineRunner, PipelineState
 from apache_beam.runners.runner import create_runner as _beam_create_runner
 from apache_beam.transforms.sideinputs import SideInputMap
+
+from bertprep.pipeline import remote
 
 _LOG = logging.getLogger(__name__)
 
@@ -333,13 +342,15 @@ class _WindowedValues:
             yield get_windowed_value(v, self.window_fn)
 
 
-def _run_dofn_bundle(items, fn, label, window_fn, args, kwargs, specs, *side_values):
+def _run_dofn_bundle(items, settings, fn, label, window_fn, args, kwargs, specs, *side_values):
     """One partition through a DoFn (one Beam bundle); returns ``(tag, value)`` pairs, main tag None.
 
     Receivers are made here, per bundle, and keep each value's tag (fix 1). Beam's version builds one
     receiver set at translation time and returns ``[v.value for v in values]``, which drops the tag:
-    tagged values come out as ``WindowedValue``s mixed into the main output.
+    tagged values come out as ``WindowedValue``s mixed into the main output. ``settings`` (the run's
+    ``remote.WorkerSettings``) are applied to this worker's file systems first (fix 6).
     """
+    remote.apply_worker_settings(settings)
     out: list = []
     receivers = _TagReceivers(out)
     side_inputs = [
@@ -476,9 +487,10 @@ def compute_all_sinks(client: distributed.Client, leaves: t.Sequence[db.Bag]) ->
 class _BagVisitor(PipelineVisitor):
     """Translates each leaf transform into bags, one per *output PCollection* (not per transform)."""
 
-    def __init__(self, npartitions: int, partition_size: int | None):
+    def __init__(self, npartitions: int, partition_size: int | None, settings: remote.WorkerSettings):
         self.npartitions = npartitions
         self.partition_size = partition_size
+        self.settings = settings
         self.bags: dict[int, db.Bag | None] = {}  # id(PCollection) -> bag
         self.order: list = []  # PCollections in translation order
         self.consumed: set[int] = set()
@@ -537,6 +549,7 @@ class _BagVisitor(PipelineVisitor):
         items = [self._side_input(si) for si in node.side_inputs]
         tagged = input_bag.map_partitions(
             _run_dofn_bundle,
+            self.settings,
             transform.fn,
             transform.label,
             window_fn,
@@ -630,8 +643,17 @@ def _close(client, cluster, timeout: float | None = None) -> None:
         cluster.shutdown_on_close = False
 
 
+def _dask_option_names() -> frozenset[str]:
+    """The names under which ``PipelineOptions`` holds ``DaskOptions`` (``address`` for
+    ``--dask_client_address``...): the runner's own, not shipped to the workers (fix 6; Beam's
+    ``from_dictionary`` would rebuild them as flags no parser knows, ``--address``)."""
+    parser = argparse.ArgumentParser()
+    DaskOptions._add_argparse_args(parser)  # each PipelineOptions class declares its options there
+    return frozenset(vars(parser.parse_known_args([])[0]))
+
+
 class BertprepDaskRunner(DaskRunner):
-    """Beam's ``DaskRunner`` with bertprep's five fixes (see the module docstring); Dask does the work."""
+    """Beam's ``DaskRunner`` with bertprep's six fixes (see the module docstring); Dask does the work."""
 
     def __init__(self, client: distributed.Client | None = None):
         super().__init__()
@@ -656,7 +678,8 @@ class BertprepDaskRunner(DaskRunner):
             npartitions = choose_npartitions(client, opts.npartitions)
             _LOG.info("Dask runner: %d partitions per collection (%s)", npartitions, client.scheduler.address)
             pipeline.replace_all(dask_overrides())
-            visitor = _BagVisitor(npartitions, opts.partition_size)
+            settings = remote.worker_settings(options, runner_options=_dask_option_names())
+            visitor = _BagVisitor(npartitions, opts.partition_size, settings)
             pipeline.visit(visitor)
             futures = compute_all_sinks(client, visitor.leaves())
             return BertprepDaskResult(

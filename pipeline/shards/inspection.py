@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,14 +248,20 @@ def format_histogram(hist: dict[str, int], max_seq_length: int, bins: int = 8) -
     return " | ".join(parts)
 
 
-def load_vocab_tokens(shard_dir: str) -> list[str]:
-    """The tokens in id order of a local shard directory's vocab, parsed as make-shards parsed it: a
-    ``vocab.txt`` by ``vocab_files.parse_vocab_txt``, a BPE / Unigram ``tokenizer.json`` (as the manifest names
-    it) by ``pretrained_tokenizer.load_pretrained_tokenizer``."""
+#: The local path of a directory's shard ``index`` (in manifest order); raises ``ValueError`` naming the shard
+#: when it cannot be had (a bucket's shard fetched into a cache: ``remote_shards.ShardCache.fetch``).
+ShardPath = Callable[[int], str]
+
+
+def load_vocab_tokens(shard_dir: str, manifest: dict[str, Any] | None = None) -> list[str]:
+    """The tokens in id order of a local shard directory's vocab (or of the folder holding a bucket directory's
+    tokenizer files, with its ``manifest``), parsed as make-shards parsed it: a ``vocab.txt`` by
+    ``vocab_files.parse_vocab_txt``, a BPE / Unigram ``tokenizer.json`` (as the manifest names it) by
+    ``pretrained_tokenizer.load_pretrained_tokenizer``."""
     from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
     from bertprep.pipeline.vocab_files import parse_vocab_txt
 
-    manifest = schema.read_manifest(shard_dir)
+    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
     path = os.path.join(shard_dir, (manifest.get("vocab") or {}).get("file") or schema.VOCAB_TXT)
     if not path.endswith(schema.VOCAB_TXT):
         return load_pretrained_tokenizer(path).tokens
@@ -263,11 +269,17 @@ def load_vocab_tokens(shard_dir: str) -> list[str]:
         return parse_vocab_txt(f.read(), path)
 
 
-def iter_rows(shard_dir: str, manifest: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-    """Rows of a finished local shard directory as Python dicts, shard by shard.
+def iter_rows(
+    shard_dir: str, manifest: dict[str, Any] | None = None, shard_path: ShardPath | None = None
+) -> Iterator[dict[str, Any]]:
+    """Rows of a finished shard directory as Python dicts, shard by shard: a local one, or one in a bucket whose
+    shards ``shard_path`` fetches (each when its first row is reached).
 
-    Raises ``ValueError`` naming the shard when it is not a readable Arrow file (truncated, overwritten)."""
-    for path in schema.shard_paths(shard_dir, manifest):
+    Raises ``ValueError`` naming the shard when it is not a readable Arrow file (truncated, overwritten) or
+    cannot be fetched."""
+    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
+    for index in range(len(manifest["shards"])):
+        path = shard_path(index) if shard_path else os.path.join(shard_dir, manifest["shards"][index]["file"])
         try:
             reader = schema.read_shard(path)
             batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
@@ -348,8 +360,12 @@ def _verify_word_ids(
             error(f"{where}: a word is only partly masked (masking scheme masks whole words)")
 
 
-def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Check every row of a finished shard directory against the manifest and the format's invariants.
+def verify_shards(
+    shard_dir: str, manifest: dict[str, Any] | None = None, shard_path: ShardPath | None = None
+) -> dict[str, Any]:
+    """Check every row of a finished shard directory against the manifest and the format's invariants: a local
+    one, or one in a bucket whose shards ``shard_path`` fetches one by one (a shard it cannot fetch, missing or
+    with other bytes than the manifest's, is reported as this says and the others are still checked).
 
     Per shard: the file's sha256, row and token counts equal the manifest's. Per row, after undoing the
     masking (labels put back at ``masked_lm_positions``): length <= ``max_seq_length``; ``[CLS]`` first;
@@ -375,8 +391,16 @@ def verify_shards(shard_dir: str, manifest: dict[str, Any] | None = None) -> dic
     """
     manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
     c = _Checks.from_manifest(manifest)
-    for entry in manifest["shards"]:
-        _verify_shard(shard_dir, entry, c)
+    for index, entry in enumerate(manifest["shards"]):
+        if shard_path is None:
+            _verify_shard(os.path.join(shard_dir, entry["file"]), entry, c)
+            continue
+        try:
+            path = shard_path(index)
+        except ValueError as err:  # the fetch's message names the object and what is wrong with it
+            c.error(str(err))
+            continue
+        _verify_shard(path, entry, c)
     _verify_totals(manifest, c)
     return {"rows": c.total_rows, "shards": len(manifest["shards"]), "errors": c.errors}
 
@@ -428,10 +452,9 @@ class _Checks:
             self.errors.append(msg)
 
 
-def _verify_shard(shard_dir: str, entry: dict[str, Any], c: _Checks) -> None:
-    """Check one shard of the manifest (``entry``): present, its sha256, its columns, every record batch, and
-    its row and token counts."""
-    path = os.path.join(shard_dir, entry["file"])
+def _verify_shard(path: str, entry: dict[str, Any], c: _Checks) -> None:
+    """Check one shard of the manifest (``entry``) at the local ``path``: present, its sha256, its columns, every
+    record batch, and its row and token counts."""
     if not os.path.isfile(path):
         c.error(f"{entry['file']}: missing (listed in the manifest)")
         return

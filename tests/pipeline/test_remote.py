@@ -132,6 +132,48 @@ def test_with_an_emulator_beam_does_not_search_for_credentials(monkeypatch):
     assert auth.get_service_credentials(PipelineOptions([])) is None
 
 
+def test_a_worker_takes_each_runs_store_settings_and_gives_back_its_own(monkeypatch):
+    """What the Dask adapter sends each task (``worker_settings``) and what a worker does with it
+    (``apply_worker_settings``): the command's Beam options but the runner's, and its endpoint variables, never
+    its credentials; a later run that sets no endpoint finds the worker's own again, and Beam searches for
+    Google's credentials again after an emulator's run."""
+    auth = need_module("apache_beam.internal.gcp.auth")
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+
+    monkeypatch.setattr(auth._Credentials, "_credentials_init", False)
+    monkeypatch.setattr(auth._Credentials, "_credentials", None)
+    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    monkeypatch.setattr(remote, "_S3_ENDPOINT_URL", [None])
+    monkeypatch.setattr(remote, "_APPLIED", [None])
+    monkeypatch.setattr(remote, "_OWN_ENDPOINTS", {})
+    for name in remote.ENDPOINT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    # the command's side
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9023")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-secret")
+    options = PipelineOptions(["--s3_region_name=eu-west-1", "--dask_client_address=tcp://h:1"])
+    emulator_run = remote.worker_settings(options, runner_options={"address"})
+    assert dict(emulator_run.options) == {"s3_region_name": "eu-west-1"}
+    assert dict(emulator_run.environment) == {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9023"}
+    assert "the-secret" not in repr(emulator_run)
+
+    # a worker with an S3 endpoint of its own
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://worker-own:9000")
+    remote.apply_worker_settings(emulator_run)
+    assert remote.os.environ["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:9023"
+    assert remote.os.environ["AWS_ENDPOINT_URL_S3"] == "http://worker-own:9000"
+    assert FileSystems._pipeline_options.view_as(S3Options).s3_region_name == "eu-west-1"
+    assert auth._Credentials._credentials_init  # "none found" recorded: no 25 s search against an emulator
+    remote.apply_worker_settings(remote.WorkerSettings((), ()))  # then a run on the cloud's store
+    assert "STORAGE_EMULATOR_HOST" not in remote.os.environ
+    assert remote.os.environ["AWS_ENDPOINT_URL_S3"] == "http://worker-own:9000"
+    assert FileSystems._pipeline_options.view_as(S3Options).s3_region_name is None
+    assert not auth._Credentials._credentials_init  # Beam searches for the cloud's credentials again
+
+
 @pytest.mark.parametrize("store", ["gcs", "s3"])
 def test_a_bucket_that_does_not_exist_is_one_line(request, store):
     """Against the emulators: the missing bucket is named with the command that creates it (Beam's own error

@@ -8,7 +8,10 @@ the shards it reads into ``--cache-dir`` (``bert_model/pretrain/remote_shards.py
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -240,3 +243,126 @@ def test_a_cached_shard_is_hashed_once_per_process_however_often_it_is_read(tmp_
         assert cache.fetch(0) == cache.local_path(0)
         cache.prefetch(0)  # (cached: starts nothing)
     assert hashed == [cache.local_path(0)]
+
+
+def _stop_at_first_shard_fetch(monkeypatch, server) -> threading.Event:
+    """Stop ``server`` when the first shard download begins (the manifest and vocab already read: the run is
+    under way); the event returned is set once it is stopped."""
+    from bertprep.bert_model.pretrain import remote_shards
+
+    real, stopped, lock = remote_shards._download, threading.Event(), threading.Lock()
+
+    def download(url, *args, **kwargs):
+        with lock:
+            if url.endswith(".arrow") and not stopped.is_set():
+                server.stop()
+                stopped.set()
+        return real(url, *args, **kwargs)
+
+    monkeypatch.setattr(remote_shards, "_download", download)
+    return stopped
+
+
+def test_train_from_a_bucket_rides_out_an_outage_of_the_store(
+    gcs_to_restart, tiny_shards, tmp_path, monkeypatch, caplog, one_torch_thread
+):
+    """The storage server goes away as train fetches its first shard and is back a second later (restarted on
+    its port, objects kept): gcsfs retries with back-off, and the losses are the local copy's, step for step.
+    (No loader worker process: the shards are fetched in this one, where the test stops the server.)"""
+    server, bucket = gcs_to_restart
+    upload_folder(tiny_shards / "train", f"{bucket}/train")
+    common = dict(max_steps=6, num_workers=0)
+    local = _train(tiny_shards / "train", tmp_path / "local", None, **common)
+    stopped = _stop_at_first_shard_fetch(monkeypatch, server)
+    restarter = threading.Thread(target=lambda: stopped.wait(60) and not time.sleep(1.0) and server.restart())
+    restarter.start()  # (from this thread: the fetch may run in a prefetching daemon thread)
+    caplog.set_level(logging.DEBUG, logger="gcsfs")
+    try:
+        remote = _train(f"{bucket}/train", tmp_path / "remote", tmp_path / "cache", **common)
+    finally:
+        stopped.set()
+        restarter.join()
+    assert server.proc.poll() is None  # the restarted server answered
+    assert _losses(tmp_path / "remote") == _losses(tmp_path / "local")
+    _same_weights(remote.checkpoint, local.checkpoint)
+    assert any("retrying after exception" in r.getMessage() for r in caplog.records)  # gcsfs's own retries
+    _no_temporary_files(tmp_path / "cache")
+
+
+def test_a_store_gone_mid_run_stops_in_one_line_with_a_checkpoint(s3_to_stop, tiny_shards, tmp_path, monkeypatch):
+    """The S3 server of this test goes away for good as train fetches its second shard: one line naming the
+    object, what to check and how to continue, a checkpoint of the last finished step, no half-written cache
+    file. (botocore retries the connection first: ``AWS_MAX_ATTEMPTS``, a user's setting, is 1 here to keep the
+    test short.)"""
+    from bertprep.bert_model.pretrain import remote_shards
+    from bertprep.bert_model.pretrain.data import epoch_shard_order
+    from bertprep.bert_model.pretrain.trainer import ShardReadError
+
+    server, bucket = s3_to_stop
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    upload_folder(tiny_shards / "train", f"{bucket}/train")
+    shards = sorted(p.name for p in (tiny_shards / "train").glob("*.arrow"))
+    second = shards[epoch_shard_order(len(shards), 0, 0, True)[1]]
+    real = remote_shards._download
+
+    def download(url, *args, **kwargs):
+        if url.endswith(second):
+            server.stop()
+        return real(url, *args, **kwargs)
+
+    monkeypatch.setattr(remote_shards, "_download", download)
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    with pytest.raises(ShardReadError) as err:
+        _train(f"{bucket}/train", out, cache, max_steps=20, num_workers=0, save_every=0)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot read {bucket}/train/{second}: ")
+    assert "check the credentials and network" in message and f"--resume {out}" in message
+    assert (out / "checkpoints").is_dir()
+    assert second not in _cached_shards(cache)
+    _no_temporary_files(cache)
+
+
+def test_the_casing_of_bucket_shards_is_read_from_the_manifest_the_cache_keeps(
+    gs_shards, tmp_path, caplog, one_torch_thread
+):
+    """The manifest copy a run keeps in its cache gives the casing of shards in a bucket (before: unknown, so never
+    checked): a checkpoint trained from them records it (as one trained from a local folder does), and a model
+    trained cased is refused on these uncased shards before any step, naming the bucket URL."""
+    transformers = need_module("transformers")
+    from bertprep.bert_model.hf.interop import load_model_source
+    from bertprep.bert_model.pretrain.trainer import train
+    from model_factory import init_from_train_config, tiny_bert
+    from shard_factory import make_vocab
+
+    cache = tmp_path / "cache"
+    with caplog.at_level(logging.INFO):
+        run = _train(gs_shards, tmp_path / "run", cache, max_steps=2, num_workers=0)
+    assert "holds the held-out set" not in caplog.text  # (no eval/ beside these shards)
+    source = load_model_source(run.checkpoint)
+    assert (source.do_lower_case, source.strip_accents) == (True, True)  # the factory's shards are uncased
+
+    cased = tmp_path / "cased-model"
+    config = transformers.BertConfig(**tiny_bert(vocab_size=64, intermediate_size=64, pad_token_id=0))
+    transformers.BertModel(config).save_pretrained(cased)
+    (cased / "vocab.txt").write_text("".join(t + "\n" for t in make_vocab(64)), encoding="utf-8")
+    (cased / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}), encoding="utf-8")
+    settings = dict(cache_dir=str(cache), num_workers=0, max_steps=2)
+    with pytest.raises(ValueError) as err:
+        train(init_from_train_config(gs_shards, tmp_path / "from-cased", cased, **settings))
+    assert str(err.value) == (
+        f"shards {gs_shards} were made with do_lower_case=True but {cased} was trained with do_lower_case=False; "
+        "make the shards with --no-do-lower-case"
+    )
+    assert not (tmp_path / "from-cased" / "checkpoints").exists()
+
+
+def test_a_held_out_set_beside_bucket_shards_is_pointed_at(gcs, tiny_shards, tmp_path, caplog, one_torch_thread):
+    """make-shards --eval-fraction leaves eval/ beside the training shards: train without --eval-shards says so
+    for a bucket as for a local folder."""
+    upload_folder(tiny_shards / "train", f"{gcs}/shards")
+    upload_folder(tiny_shards / "eval", f"{gcs}/shards/eval")
+    with caplog.at_level(logging.INFO):
+        _train(f"{gcs}/shards", tmp_path / "run", tmp_path / "cache", max_steps=2, num_workers=0)
+    held_out = f"{gcs}/shards/eval"
+    assert f"{held_out} holds the held-out set made with these shards; pass --eval-shards {held_out}" in caplog.text

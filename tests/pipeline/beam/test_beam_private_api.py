@@ -81,6 +81,22 @@ def test_a_side_input_has_the_private_members_the_adapter_reads():
         assert callable(side._window_mapping_fn)
 
 
+def test_the_dask_options_kept_from_the_workers_are_found_by_their_names():
+    """The Dask adapter sends the workers the run's Beam options but its own (``_dask_option_names``, read from
+    ``DaskOptions._add_argparse_args``): ``PipelineOptions.from_dictionary`` makes ``--address`` of
+    ``--dask_client_address``, a flag no parser knows (a warning per task)."""
+    need_module("dask")
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from bertprep.pipeline.beam.dask_runner import _dask_option_names
+    from bertprep.pipeline.remote import worker_settings
+
+    names = _dask_option_names()
+    assert {"address", "timeout", "scheduler_file", "npartitions", "partition_size"} <= names
+    options = PipelineOptions(["--dask_client_address=tcp://h:1", "--dask_npartitions=2", "--s3_region_name=r"])
+    assert dict(worker_settings(options, runner_options=names).options) == {"s3_region_name": "r"}
+
+
 def test_the_installed_beam_is_within_setup_cfgs_bounds():
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")

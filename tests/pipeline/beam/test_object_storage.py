@@ -43,11 +43,12 @@ def _config(inputs: str, vocab: str, output_dir: str, options: dict) -> ShardsCo
     )
 
 
-def _make(root: str, corpus: str, vocab: str, options: dict) -> dict[str, str]:
-    """make-shards of ``root/corpus/`` with ``vocab`` into ``root/out``: the digests of what it wrote, its
-    manifests' paths (the corpus folder, the vocab, the output folder) replaced by stand-ins."""
+def _make(root: str, corpus: str, vocab: str, options: dict, beam_args: list[str] = ONE_WORKER) -> dict[str, str]:
+    """make-shards of ``corpus`` with ``vocab`` into ``root/out`` (the local runner on one worker unless
+    ``beam_args`` say otherwise): the digests of what it wrote, its manifests' paths (the corpus folder, the
+    vocab, the output folder) replaced by stand-ins."""
     out = f"{root}/out"
-    manifest = run_make_shards(_config(corpus, vocab, out, options), ONE_WORKER)
+    manifest = run_make_shards(_config(corpus, vocab, out, options), beam_args)
     assert manifest["statistics"]["instances"] > 0
     folder = corpus.rstrip("/")  # given with or without its "/"
     return digests_but_paths(out, {folder + "/": "<corpus>/", folder: "<corpus>/", vocab: "<vocab>", out: "<out>"})
@@ -226,3 +227,104 @@ def test_a_kill_at_any_publish_step_on_gcs_leaves_a_whole_set_or_one_a_reader_re
         assert now == expected, f"killed at publish step {steps - 1}: the next run left {sorted(now)}"
         _replace_objects(saved, out)  # back to the old set for the next step
     assert steps >= 4
+
+
+#: What the Dask cluster's workers have that a cloud machine would have of its own: credentials (the dummy
+#: keys moto accepts; a GCS emulator needs none). No storage endpoint: that is the command's to send.
+WORKER_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def _worker_endpoints() -> dict[str, str]:
+    """The storage endpoint variables set in a worker process (``client.run`` calls it in each)."""
+    import os
+
+    from bertprep.pipeline.remote import ENDPOINT_VARIABLES
+
+    return {name: os.environ[name] for name in ENDPOINT_VARIABLES if name in os.environ}
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """Two single-thread Dask worker processes that know nothing of the emulators (started before any test
+    points the environment at one), with bertprep's pipeline modules imported (as a warm cluster has them)."""
+    distributed = need_module("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=40,
+            env=WORKER_ENVIRONMENT,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        client.run(lambda: __import__("bertprep.pipeline.beam.graph") and None)
+        assert not any(client.run(_worker_endpoints).values())
+        yield cluster, client
+
+
+@pytest.mark.parametrize(
+    ("store", "endpoint"),
+    [("gcs", "environment"), ("s3", "environment"), ("s3", "--s3_endpoint_url")],
+)
+def test_make_shards_in_a_bucket_on_dask_gives_the_bytes_of_a_local_run(
+    corpus, local_digests, request, monkeypatch, dask_cluster, store, endpoint
+):
+    """make-shards of a bucket's corpus into the bucket with ``--runner=DaskRunner`` on worker processes that
+    were not started with the emulator's address: the command's setting reaches them (``STORAGE_EMULATOR_HOST``
+    or ``AWS_ENDPOINT_URL_S3`` from its environment, or Beam's ``--s3_endpoint_url``), and the shards, vocab and
+    manifests are those of the local runner."""
+    cluster, client = dask_cluster
+    bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME; this process's environment points at it
+    upload_folder(corpus, f"{bucket}/corpus")
+    upload_folder(CORPUS_VOCAB.parent, f"{bucket}/vocab")
+    beam_args = ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}", "--dask_npartitions=2"]
+    with monkeypatch.context() as patch:
+        if endpoint != "environment":  # the endpoint as a Beam option only
+            patch.delenv("AWS_ENDPOINT_URL_S3")
+            beam_args.append(f"--s3_endpoint_url={request.getfixturevalue('s3_server').url}")
+        got = _make(bucket, f"{bucket}/corpus/", f"{bucket}/vocab/vocab.txt", OPTIONS["default"], beam_args)
+    assert got == local_digests["default"]
+    if endpoint != "environment":  # it reached the workers as the option, not through their environment
+        assert all("AWS_ENDPOINT_URL_S3" not in env for env in client.run(_worker_endpoints).values())
+
+
+def test_make_shards_on_gcs_rides_out_an_outage_during_its_publish(corpus, local_digests, gcs_to_restart, monkeypatch):
+    """The storage server goes away at the first move of make-shards' publish (the shards staged, the journal
+    written) and is back a second later (restarted on its port, objects kept): google-cloud-storage's retries,
+    which Beam's GCS file system asks for, carry the publish through, and the folder holds the local run's bytes."""
+    import threading
+    import time
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from bertprep.pipeline.shards import publish
+
+    server, bucket = gcs_to_restart
+    upload_folder(corpus, f"{bucket}/corpus")
+    upload_folder(CORPUS_VOCAB.parent, f"{bucket}/vocab")
+    real_rename, stopped, outages = FileSystems.rename, threading.Event(), []
+
+    def rename(*args, **kwargs):
+        if publish.publishing() and not stopped.is_set():
+            server.stop()
+            outages.append(args[0])
+            stopped.set()
+        return real_rename(*args, **kwargs)  # sent while the server is down: only a retry can succeed
+
+    monkeypatch.setattr(FileSystems, "rename", staticmethod(rename))
+    restarter = threading.Thread(target=lambda: stopped.wait(120) and not time.sleep(1.0) and server.restart())
+    restarter.start()
+    try:
+        got = _make(bucket, f"{bucket}/corpus/", f"{bucket}/vocab/vocab.txt", OPTIONS["default"])
+    finally:
+        stopped.set()
+        restarter.join()
+    assert len(outages) == 1 and server.proc.poll() is None  # the restarted server took the publish
+    assert got == local_digests["default"]
+    assert not [name for name in object_digests(f"{bucket}/out") if name.startswith(".")]  # no journal, no staging
