@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info, shard_info_from_manifest
-from bertprep.pipeline import atomic, schema
+from bertprep.pipeline import atomic, remote, schema
 
 logger = logging.getLogger(__name__)
 
@@ -320,6 +320,10 @@ def read_any_manifest(shard_dir: str) -> dict[str, Any]:
     if not is_remote(shard_dir):
         return schema.read_manifest(shard_dir)
     url = f"{shard_dir.rstrip('/')}/{schema.MANIFEST_NAME}"
+    try:
+        remote.check_reachable(shard_dir)  # in seconds, not after the client's retries (35-50 s for gcsfs)
+    except remote.RemotePathError as err:
+        raise RemoteShardError(str(err)) from None
     fs, path = _filesystem(url)
     try:
         data = fs.cat_file(path)
