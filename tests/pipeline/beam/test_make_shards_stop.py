@@ -99,6 +99,16 @@ def test_ctrl_c_on_a_local_dask_cluster_ends_at_once_with_one_line(tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def _stopped_in_a_script(script: str) -> None:
+    """Run ``script`` (which installs make-shards' stop handling, sends itself SIGINT somewhere awkward and prints
+    "interrupted: ..." when the stop reaches its main thread): it must print no traceback and no "Exception
+    ignored", and must have been stopped with make-shards' line."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=ENV)
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "RuntimeError" not in done.stderr, done.stderr
+    assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
+
+
 _GC_CALLBACK_SIGINT = r"""
 import gc, os, signal, sys, time
 from bertprep.pipeline.beam import session
@@ -125,10 +135,7 @@ def test_a_stop_signal_inside_a_gc_callback_still_stops_the_run():
     """Before: a Ctrl-C that arrived while a garbage-collector callback ran (distributed's, in a local Dask
     cluster's scheduler) raised there; Python printed it as "Exception ignored" and went on, and the run
     ended 10 s later by the watchdog, with 13 tracebacks."""
-    done = subprocess.run([sys.executable, "-c", _GC_CALLBACK_SIGINT], capture_output=True, text=True, timeout=60,
-                          env=ENV)  # fmt: skip
-    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
+    _stopped_in_a_script(_GC_CALLBACK_SIGINT)
 
 
 _AT_FORK_SIGINT = r"""
@@ -160,10 +167,7 @@ def test_a_stop_signal_inside_an_at_fork_hook_still_stops_the_run():
     """Before: a Ctrl-C that arrived while logging's at-fork hook ran in the parent (``_releaseLock``, as Beam
     forks its workers) was printed as "Exception ignored in: <function _releaseLock>" with its traceback,
     above the one line."""
-    done = subprocess.run([sys.executable, "-c", _AT_FORK_SIGINT], capture_output=True, text=True, timeout=60,
-                          env=ENV)  # fmt: skip
-    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
+    _stopped_in_a_script(_AT_FORK_SIGINT)
 
 
 _WORKER_THREAD_SIGINT = r"""
@@ -193,10 +197,7 @@ def test_a_worker_thread_that_fails_of_the_stop_signal_prints_nothing():
     "RuntimeError: Worker subprocess exited with return code -2" before the listening thread had read the
     signal and silenced Beam, so its traceback was printed above make-shards' line (a CI run of the test
     above, on a busy machine). Here the thread keeps the interpreter until it waits, as it did there."""
-    done = subprocess.run([sys.executable, "-c", _WORKER_THREAD_SIGINT], capture_output=True, text=True,
-                          timeout=60, env=ENV)  # fmt: skip
-    assert "Traceback" not in done.stderr and "RuntimeError" not in done.stderr, done.stderr
-    assert done.stdout.startswith("interrupted: make-shards stopped by SIGINT"), done.stdout
+    _stopped_in_a_script(_WORKER_THREAD_SIGINT)
 
 
 _KILL_CHILDREN = r"""
