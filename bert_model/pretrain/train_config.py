@@ -173,11 +173,11 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     eval_every: int = 1000
     """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
     eval_batches: int = 0
-    """Batches per evaluation on each rank (0 = the whole eval directory)."""
+    """Batches per evaluation and process (0 = the whole eval directory)."""
     save_every: int = 1000
-    """Optimizer steps between checkpoints (0 = only at the end); a checkpoint is always written on exit."""
+    """Steps between checkpoints (0 = only at the end; one is always written on exit)."""
     keep_last: int = KEEP_LAST
-    """Checkpoints to keep (older ones are deleted; 0 = keep all)."""
+    """Checkpoints to keep; older ones are deleted (0 = keep all)."""
     resume: str | None = None
     """Checkpoint directory, or run directory (its latest checkpoint), to continue exactly."""
     init_from: str | None = None
