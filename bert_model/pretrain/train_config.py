@@ -200,9 +200,10 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     ``sdpa`` elsewhere), ``sdpa`` (dense boolean mask, any device), ``varlen``, ``flash_attention_2`` or
     ``flex_attention`` (a document block mask; no attention dropout)."""
     num_workers: int = 1
-    """DataLoader worker processes per rank (0 = load in the training process)."""
+    """DataLoader worker processes per process (0 = load in the training process). The shards must number at
+    least processes x workers."""
     shuffle_buffer_size: int = 10_000
-    """Rows in each data stream's shuffle buffer."""
+    """Instances in each loader stream's shuffle buffer."""
     verify_shards: bool = True
     """Check every shard file against the sha256 in its manifest before training (one read of the shards)."""
     cache_dir: str | None = None
