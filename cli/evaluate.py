@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 # Imported here, not in the command bodies, so that a missing dependency (torch, scikit-learn, scipy) is
@@ -33,6 +36,20 @@ def _task_list(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 def _echo(line: str) -> None:
     click.echo(line, err=True)
+
+
+def _run_evaluation(config_type: Callable[..., Any], run: Callable[..., dict], options: dict[str, Any]) -> None:
+    """One evaluation command: ``config_type(**options)`` (a ValueError is a bad option), ``run(config)`` with
+    progress lines on stderr (its errors end the command with their message), then the summary's table and note."""
+    try:
+        config = config_type(**options)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    try:
+        summary = run(config, report=_echo)
+    except _ERRORS as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(render_table([summary]) + "\n" + summary["note"])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -74,15 +91,7 @@ def glue(**options) -> None:
     """Fine-tune and score a model on the GLUE dev sets (BERT's Table 1: batch 32, 3 epochs, best learning rate
     of 5e-5, 4e-5, 3e-5, 2e-5 on dev, by default). One progress line per run; Ctrl-C stops, and the same command
     continues."""
-    try:
-        config = GlueEvalConfig(**options)
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from None
-    try:
-        summary = evaluate_glue(config, report=_echo)
-    except _ERRORS as err:
-        raise click.ClickException(str(err)) from None
-    click.echo(render_table([summary]) + "\n" + summary["note"])
+    _run_evaluation(GlueEvalConfig, evaluate_glue, options)
 
 
 @evaluate.command(
@@ -99,15 +108,7 @@ def glue(**options) -> None:
 def squad(**options) -> None:
     """Fine-tune and score a model on SQuAD v1.1 or v2.0 dev: exact match and F1 as the official scripts compute
     them (BERT: 3 epochs at 5e-5, batch 32 for v1.1; 2 epochs, batch 48 for v2.0)."""
-    try:
-        config = SquadEvalConfig(**options)
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from None
-    try:
-        summary = evaluate_squad(config, report=_echo)
-    except _ERRORS as err:
-        raise click.ClickException(str(err)) from None
-    click.echo(render_table([summary]) + "\n" + summary["note"])
+    _run_evaluation(SquadEvalConfig, evaluate_squad, options)
 
 
 @evaluate.command(short_help="Several evaluations side by side, the best per column in bold.")

@@ -12,8 +12,8 @@ from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConf
 from bertprep.cli.options import (
     batch_size_option,
     casing_options,
-    dataclass_default,
     device_option,
+    field_option,
     input_file_option,
     max_seq_length_option,
     model_option,
@@ -22,8 +22,6 @@ from bertprep.cli.options import (
     progress_option,
 )
 from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
-
-_default = dataclass_default(FeatureConfig)  # defaults shown in --help come from the dataclass
 
 
 def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -63,22 +61,10 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "1..L = encoder layers, -1 = the last (Hugging Face output_hidden_states numbering). "
     "Default: the last min(4, L) layers (-1,-2,-3,-4 for a model of 4 or more layers).",
 )
-@click.option(
-    "--pooling",
-    type=click.Choice(POOLINGS),
-    default=_default("pooling"),
-    help="none: a vector per word piece; first-piece / mean-word: a vector per word (its first piece, "
-    "or the mean of its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces "
-    "([CLS]/[SEP] included).",
-)
+@field_option(FeatureConfig, "pooling", type=click.Choice(POOLINGS))
 @max_seq_length_option()
 @batch_size_option(FeatureConfig)
-@click.option(
-    "--dtype",
-    type=click.Choice(DTYPES),
-    default=_default("dtype"),
-    help="Stored activation type (float16 halves the file).",
-)
+@field_option(FeatureConfig, "dtype", type=click.Choice(DTYPES))
 @casing_options(strip_accents=False)
 @device_option(FeatureConfig)
 @overwrite_option()

@@ -12,13 +12,11 @@ from bertprep.bert_model.inference.fill_mask import FillMaskConfig, fill_mask_te
 from bertprep.cli.options import (
     batch_size_option,
     casing_options,
-    dataclass_default,
     device_option,
+    field_option,
     input_file_option,
     model_option,
 )
-
-_default = dataclass_default(FillMaskConfig)  # defaults shown in --help come from the dataclass
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -36,7 +34,7 @@ _default = dataclass_default(FillMaskConfig)  # defaults shown in --help come fr
     "TEXTS given on the command line.",
     default=None,
 )
-@click.option("--top-k", type=click.IntRange(min=1), default=_default("top_k"), help="Candidates shown per [MASK].")
+@field_option(FillMaskConfig, "top_k", type=click.IntRange(min=1))
 @click.option(
     "--json",
     "as_json",

@@ -18,7 +18,7 @@ from bertprep.cli.options import (
     batch_size_option,
     casing_options,
     column_options,
-    dataclass_default,
+    field_option,
     loop_options,
     max_seq_length_option,
     model_option,
@@ -34,7 +34,6 @@ from bertprep.cli.options import (
 from bertprep.cli.run_lock import run_directory_lock
 
 GLUE_TASK_NAMES = tuple(GLUE_TASKS)
-_default = dataclass_default(FinetuneConfig)  # defaults shown in --help come from the dataclass
 
 
 def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
@@ -181,25 +180,10 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 # training
 @optimizer_options(FinetuneConfig)
 @batch_size_option(FinetuneConfig)
-@click.option(
-    "--eval-batch-size",
-    type=click.IntRange(min=1),
-    default=_default("eval_batch_size"),
-    help="Batch size when evaluating.",
-)
-@click.option(
-    "--num-train-epochs",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_default("num_train_epochs"),
-    help="Epochs over the training data (paper: 3).",
-)
+@field_option(FinetuneConfig, "eval_batch_size", type=click.IntRange(min=1))
+@field_option(FinetuneConfig, "num_train_epochs", type=click.FloatRange(min=0, min_open=True))
 @stop_options(FinetuneConfig)
-@click.option(
-    "--warmup-proportion",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=_default("warmup_proportion"),
-    help="Share of steps with linear warm-up; then linear decay to 0.",
-)
+@field_option(FinetuneConfig, "warmup_proportion", type=click.FloatRange(0, 1, max_open=True))
 @loop_options(FinetuneConfig)
 @click.option(
     "--max-train-examples",

@@ -13,7 +13,6 @@ from bertprep.cli.options import (
     batch_size_option,
     casing_options,
     column_options,
-    dataclass_default,
     device_option,
     input_file_option,
     max_seq_length_option,
@@ -22,8 +21,6 @@ from bertprep.cli.options import (
     progress_option,
     squad_options,
 )
-
-_default = dataclass_default(PredictConfig)  # defaults shown in --help come from the dataclass
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})

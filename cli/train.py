@@ -236,24 +236,9 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
 @field_option(TrainConfig, "masked_lm_prob_final", type=click.FloatRange(0, 1, min_open=True, max_open=True))
 @field_option(TrainConfig, "eval_masked_lm_prob", type=click.FloatRange(0, 1, min_open=True, max_open=True))
 @loop_options(TrainConfig)
-@click.option(
-    "--eval-batches",
-    type=click.IntRange(min=0),
-    default=_default("eval_batches"),
-    help="Batches per evaluation and process (0 = the whole eval directory).",
-)
-@click.option(
-    "--save-every",
-    type=click.IntRange(min=0),
-    default=_default("save_every"),
-    help="Steps between checkpoints (0 = only at the end; one is always written on exit).",
-)
-@click.option(
-    "--keep-last",
-    type=click.IntRange(min=0),
-    default=_default("keep_last"),
-    help="Checkpoints to keep; older ones are deleted (0 = keep all).",
-)
+@field_option(TrainConfig, "eval_batches", type=click.IntRange(min=0))
+@field_option(TrainConfig, "save_every", type=click.IntRange(min=0))
+@field_option(TrainConfig, "keep_last", type=click.IntRange(min=0))
 @click.option(
     "--resume",
     type=click.Path(exists=True),
@@ -299,19 +284,8 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     "kernel, packed rows attended per instance with no masked work. flex_attention: a document block mask, CUDA only "
     "(no attention dropout). The kernel used is logged once.",
 )
-@click.option(
-    "--num-workers",
-    type=click.IntRange(min=0),
-    default=_default("num_workers"),
-    help="DataLoader worker processes per process (0 = load in the training process). The shards "
-    "must number at least processes x workers.",
-)
-@click.option(
-    "--shuffle-buffer-size",
-    type=click.IntRange(min=1),
-    default=_default("shuffle_buffer_size"),
-    help="Instances in each loader stream's shuffle buffer.",
-)
+@field_option(TrainConfig, "num_workers", type=click.IntRange(min=0))
+@field_option(TrainConfig, "shuffle_buffer_size", type=click.IntRange(min=1))
 @verify_option("--verify/--no-verify", "verify_shards", default=_default("verify_shards"))
 @field_option(TrainConfig, "cache_dir", type=click.Path(file_okay=False), show_default=False)
 @field_option(TrainConfig, "cache_max_gb", type=click.FloatRange(min=0, min_open=True))

@@ -44,6 +44,7 @@ from bertprep.pipeline.vocab_files import (
     SPECIAL_TOKENS_MAP_FILE,
     TOKENIZER_CONFIG_FILE,
     TOKENIZER_FILE,
+    SpecialTokenIds,
     VocabError,
     parse_tokenizer_json,
     read_vocab_file,
@@ -232,7 +233,7 @@ def _without_special_added_tokens(spec: dict) -> Tokenizer:
 
 
 @dataclass
-class PretrainedTokenizer:
+class PretrainedTokenizer(SpecialTokenIds):
     """A ``tokenizer.json`` of any model type, its special tokens by role and the files it came in.
 
     Build it with :meth:`from_texts` (file contents) or :func:`load_pretrained_tokenizer` (a local file or
@@ -314,22 +315,6 @@ class PretrainedTokenizer:
     def special_token_ids(self) -> dict[str, int]:
         """Role -> id, for the roles the tokenizer has (a shard manifest's ``special_token_ids``)."""
         return {role: self.token_id(token) for role, token in self.special_tokens.items()}
-
-    @property
-    def cls_token_id(self) -> int:
-        return self.role_id("[CLS]")
-
-    @property
-    def sep_token_id(self) -> int:
-        return self.role_id("[SEP]")
-
-    @property
-    def pad_token_id(self) -> int:
-        return self.role_id("[PAD]")
-
-    @property
-    def mask_token_id(self) -> int:
-        return self.role_id("[MASK]")
 
     @property
     def mask_token(self) -> str:

@@ -371,8 +371,34 @@ def tokenizer_files(
     }
 
 
+class SpecialTokenIds:
+    """``cls_token_id``, ``sep_token_id``, ``pad_token_id`` and ``mask_token_id`` (the ``transformers`` names)
+    from ``role_id``, the id of a tokenizer's token of a BERT role (``"[CLS]"``...): one implementation for
+    :class:`WordPieceTokenizer` and ``pretrained_tokenizer.PretrainedTokenizer``."""
+
+    def role_id(self, role: str) -> int:
+        """Id of the special token of ``role``; ``KeyError`` if the tokenizer has none."""
+        raise NotImplementedError
+
+    @property
+    def cls_token_id(self) -> int:
+        return self.role_id("[CLS]")
+
+    @property
+    def sep_token_id(self) -> int:
+        return self.role_id("[SEP]")
+
+    @property
+    def pad_token_id(self) -> int:
+        return self.role_id("[PAD]")
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.role_id("[MASK]")
+
+
 @dataclass
-class WordPieceTokenizer:
+class WordPieceTokenizer(SpecialTokenIds):
     """A vocab's strict WordPiece tokenizer (:func:`build_tokenizer`) and its special ids; ``encode*`` add no
     special tokens. Encodings carry character offsets into the *original* text (``tokenizers`` tracks them
     through normalisation), which SQuAD uses to cut answers out of the context and NER uses to find each
@@ -411,21 +437,9 @@ class WordPieceTokenizer:
             raise KeyError(token)
         return found
 
-    @property
-    def cls_token_id(self) -> int:
-        return self.token_id("[CLS]")
-
-    @property
-    def sep_token_id(self) -> int:
-        return self.token_id("[SEP]")
-
-    @property
-    def pad_token_id(self) -> int:
-        return self.token_id("[PAD]")
-
-    @property
-    def mask_token_id(self) -> int:
-        return self.token_id("[MASK]")
+    def role_id(self, role: str) -> int:
+        """Id of the special token of ``role`` (the roles are BERT's tokens themselves); ``KeyError`` if absent."""
+        return self.token_id(role)
 
     #: The text of the mask token, as written in fill-mask input (``pretrained_tokenizer``'s may be ``<mask>``).
     mask_token = "[MASK]"
@@ -472,6 +486,7 @@ __all__ = [
     "TOKENIZER_CONFIG_FILE",
     "TOKENIZER_FILE",
     "VOCAB_FILE",
+    "SpecialTokenIds",
     "VocabError",
     "WordPieceTokenizer",
     "build_tokenizer",

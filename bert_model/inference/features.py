@@ -183,14 +183,15 @@ class FeatureConfig(DeviceConfig):
     """Hidden states to write (0 = embeddings, -1 = last layer). None: the last ``min(4, L)`` encoder layers
     (the original's ``-1,-2,-3,-4`` where the model has 4 or more layers, so the default never fails)."""
     pooling: str = "none"
-    """``none`` (every piece), ``first-piece``, ``mean-word``, ``cls`` or ``mean-sentence``."""
+    """none: a vector per word piece; first-piece / mean-word: a vector per word (its first piece, or the mean of
+    its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces ([CLS]/[SEP] included)."""
     max_seq_length: int | None = None
     """Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). None: 128, or the
     model's ``max_position_embeddings`` when smaller (a default that fails on a small model is no default)."""
     batch_size: int = 32
     """Lines per forward pass and per Arrow record batch (what is held in memory at a time)."""
     dtype: str = "float32"
-    """Stored activation type: ``float32`` or ``float16`` (half the size)."""
+    """Stored activation type (float16 halves the file)."""
     do_lower_case: bool | None = None
     """Lower-case input; None = as recorded with the model."""
     overwrite: bool = False

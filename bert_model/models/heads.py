@@ -8,6 +8,9 @@ section 4 and figure 4), with the names and behaviour of the Hugging Face ``tran
 * :class:`MultipleChoiceScorer`: the sequence vector of every ``[CLS] context [SEP] ending [SEP]`` candidate scored
   by a linear layer with one output, softmax over the N candidates (SWAG, paper section 4.4).
 
+All but the QA head output one scores tensor and, given labels, a loss: they share :class:`LabelledScores`'
+``forward`` and say only how they score (``logits``) and which loss they take.
+
 Each is generic over the encoder, as ``transformers``' ``GenericForSequenceClassification`` takes any backbone
 under its ``base_model_prefix``: the config's type picks the family (:data:`FAMILIES`), which says how the two
 encoders differ, and nothing else does:
@@ -182,11 +185,53 @@ class TaskHead(nn.Module):
         return self.encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).last_hidden_state
 
 
-class SequenceClassifier(TaskHead):
+class LabelledScores(nn.Module):
+    """The ``forward`` of the heads whose output is one scores tensor and, given labels, a loss (sequence and
+    token classification, multiple choice, ``feature_based``'s tagger): each says how it scores (``logits``),
+    which output class holds the scores (``output_type``) and how they meet the labels (``loss``)."""
+
+    #: The output class: ``output_type(logits, loss)``.
+    output_type: type
+
+    def logits(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The scores of a padded batch (shape: each head's)."""
+        raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor | None:
+        """The loss of ``logits`` against ``labels`` (each head's); None without labels."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ):
+        """Scores of a padded batch, and their loss given labels.
+
+        Args:
+            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (multiple choice:
+                [batch_size, num_choices, seq_length]; see the encoder; ModernBERT ignores ``token_type_ids``).
+            labels: the targets of the head's ``loss``, or None.
+        Returns:
+            ``output_type``: the ``logits`` (float, shaped as the head's ``logits`` says), and the loss given
+            labels.
+        """
+        logits = self.logits(input_ids, token_type_ids, attention_mask)
+        return self.output_type(logits, self.loss(logits, labels))
+
+
+class SequenceClassifier(LabelledScores, TaskHead):
     """Sequence classification or regression (``transformers.*ForSequenceClassification``); ``num_labels == 1``
     means regression (Hugging Face ``problem_type="regression"``, MSE loss)."""
 
     uses_pooler = True
+    output_type = SequenceClassifierOutput
+    #: labels: int64 [batch_size] class indices, or float [batch_size] targets for regression.
+    loss = staticmethod(sequence_classification_loss)
 
     def __init__(self, config, num_labels: int, classifier_dropout: float | None = None):
         if num_labels < 1:
@@ -198,24 +243,9 @@ class SequenceClassifier(TaskHead):
     def is_regression(self) -> bool:
         return self.num_labels == 1
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> SequenceClassifierOutput:
-        """Scores of a padded batch.
-
-        Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see the encoder;
-                ModernBERT ignores ``token_type_ids``).
-            labels: int64 [batch_size] class indices, or float [batch_size] targets for regression.
-        Returns:
-            ``SequenceClassifierOutput``: logits float [batch_size, num_labels], and the loss given labels.
-        """
-        logits = self.scores(self.sequence_vectors(input_ids, token_type_ids, attention_mask))  # (B, C)
-        return SequenceClassifierOutput(logits, sequence_classification_loss(logits, labels))
+    def logits(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """float [batch_size, num_labels]: the scores of the sequence vectors."""
+        return self.scores(self.sequence_vectors(input_ids, token_type_ids, attention_mask))  # (B, C)
 
 
 class QuestionAnswerer(TaskHead):
@@ -257,10 +287,14 @@ class QuestionAnswerer(TaskHead):
         return out
 
 
-class TokenClassifier(TaskHead):
+class TokenClassifier(LabelledScores, TaskHead):
     """Per-token tags (``transformers.*ForTokenClassification``; paper 5.3, labels on each word's first piece)."""
 
     per_token_outputs = ("logits",)
+    output_type = TokenClassifierOutput
+    #: labels: int64 [batch_size, seq_length], tag index of each word's first piece, -100 elsewhere (other
+    #: pieces, special tokens, padding); the loss is the mean cross-entropy over the positions not -100.
+    loss = staticmethod(token_classification_loss)
 
     def __init__(self, config, num_labels: int, classifier_dropout: float | None = None):
         if num_labels < 2:
@@ -268,28 +302,12 @@ class TokenClassifier(TaskHead):
         super().__init__(config, num_labels, classifier_dropout)
         self.num_labels = num_labels
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> TokenClassifierOutput:
-        """Tag scores of a padded batch.
-
-        Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length].
-            labels: int64 [batch_size, seq_length], tag index of each word's first piece, -100 elsewhere
-                (other pieces, special tokens, padding).
-        Returns:
-            ``TokenClassifierOutput``: logits float [batch_size, seq_length, num_labels], and given labels the
-            mean cross-entropy over the positions whose label is not -100.
-        """
-        logits = self.scores(self.token_states(input_ids, token_type_ids, attention_mask))  # (B, T, C)
-        return TokenClassifierOutput(logits, token_classification_loss(logits, labels))
+    def logits(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """float [batch_size, seq_length, num_labels]: tag scores of every token."""
+        return self.scores(self.token_states(input_ids, token_type_ids, attention_mask))  # (B, T, C)
 
 
-class MultipleChoiceScorer(TaskHead):
+class MultipleChoiceScorer(LabelledScores, TaskHead):
     """Multiple choice (``transformers.*ForMultipleChoice``; paper section 4.4, SWAG).
 
     Each of the N candidates is encoded as its own ``[CLS] context [SEP] ending [SEP]`` sequence; its sequence
@@ -304,29 +322,18 @@ class MultipleChoiceScorer(TaskHead):
     def __init__(self, config, num_labels: int | None = None, classifier_dropout: float | None = None):
         super().__init__(config, 1, classifier_dropout)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> MultipleChoiceModelOutput:
-        """Candidate scores of a padded batch.
+    output_type = MultipleChoiceModelOutput
 
-        Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, num_choices, seq_length].
-            labels: int64 [batch_size], index of the right candidate.
-        Returns:
-            ``MultipleChoiceModelOutput``: logits float [batch_size, num_choices], and given labels the mean
-            cross-entropy.
-        """
+    def logits(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """float [batch_size, num_choices] of int [batch_size, num_choices, seq_length] inputs: each candidate's
+        score."""
         B, N, T = input_ids.shape
         flat = [None if t is None else t.reshape(B * N, T) for t in (input_ids, token_type_ids, attention_mask)]
-        logits = self.scores(self.sequence_vectors(*flat)).view(B, N)  # (B, N)
-        out = MultipleChoiceModelOutput(logits)
-        if labels is not None:
-            out.loss = F.cross_entropy(logits.float(), labels.long())
-        return out
+        return self.scores(self.sequence_vectors(*flat)).view(B, N)  # (B, N)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor | None:
+        """Mean cross-entropy against ``labels``, int64 [batch_size], the right candidate's index."""
+        return None if labels is None else F.cross_entropy(logits.float(), labels.long())
 
 
 def _named(base: type[TaskHead], name: str) -> type[TaskHead]:
@@ -367,6 +374,7 @@ __all__ = [
     "BertForSequenceClassification",
     "BertForTokenClassification",
     "Family",
+    "LabelledScores",
     "ModernBertForMultipleChoice",
     "ModernBertForQuestionAnswering",
     "ModernBertForSequenceClassification",

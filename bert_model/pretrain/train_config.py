@@ -173,11 +173,11 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     eval_every: int = 1000
     """Optimizer steps between evaluations on ``eval_shards`` (0 = only at the end)."""
     eval_batches: int = 0
-    """Batches per evaluation on each rank (0 = the whole eval directory)."""
+    """Batches per evaluation and process (0 = the whole eval directory)."""
     save_every: int = 1000
-    """Optimizer steps between checkpoints (0 = only at the end); a checkpoint is always written on exit."""
+    """Steps between checkpoints (0 = only at the end; one is always written on exit)."""
     keep_last: int = KEEP_LAST
-    """Checkpoints to keep (older ones are deleted; 0 = keep all)."""
+    """Checkpoints to keep; older ones are deleted (0 = keep all)."""
     resume: str | None = None
     """Checkpoint directory, or run directory (its latest checkpoint), to continue exactly."""
     init_from: str | None = None
@@ -200,9 +200,10 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     ``sdpa`` elsewhere), ``sdpa`` (dense boolean mask, any device), ``varlen``, ``flash_attention_2`` or
     ``flex_attention`` (a document block mask; no attention dropout)."""
     num_workers: int = 1
-    """DataLoader worker processes per rank (0 = load in the training process)."""
+    """DataLoader worker processes per process (0 = load in the training process). The shards must number at
+    least processes x workers."""
     shuffle_buffer_size: int = 10_000
-    """Rows in each data stream's shuffle buffer."""
+    """Instances in each loader stream's shuffle buffer."""
     verify_shards: bool = True
     """Check every shard file against the sha256 in its manifest before training (one read of the shards)."""
     cache_dir: str | None = None

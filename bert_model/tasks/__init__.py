@@ -7,5 +7,6 @@ Entry points:
 - ``registry``: the task names and what each reads; ``finetune.finetune``: the shared loop;
   ``predict``: predictions from a fine-tuned run.
 - One module per task family: ``glue``, ``squad`` (+ ``squad_data``, ``squad_eval``), ``ner``,
-  ``multiple_choice``, ``feature_based``.
+  ``multiple_choice``, ``feature_based``; ``base``: what every task shares (``finetune.json`` settings, the head
+  built from its ``architectures`` names, predictions gathered per example).
 """

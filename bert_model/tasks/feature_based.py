@@ -31,7 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertprep.bert_model.inference.features import encoder_hidden_states
 from bertprep.bert_model.models.bert import BertConfig
-from bertprep.bert_model.models.heads import HEADS, TokenClassifierOutput, _init_linear, family_of
+from bertprep.bert_model.models.heads import HEADS, LabelledScores, TokenClassifierOutput, _init_linear, family_of
 from bertprep.bert_model.models.modernbert import ModernBertConfig
 from bertprep.bert_model.models.outputs import token_classification_loss
 
@@ -58,7 +58,7 @@ def combine_layers(states: list[torch.Tensor], mode: str) -> torch.Tensor:
     return torch.cat([states[-1], states[-2], states[-3], states[-4]], dim=-1)
 
 
-class FeatureBasedTokenClassifier(nn.Module):
+class FeatureBasedTokenClassifier(LabelledScores):
     """Frozen encoder features -> two-layer BiLSTM -> linear tag scores (see the module docstring), for BERT
     (``bert.*``) or ModernBERT (``model.*``) as the config says (``heads.family_of``). The BiLSTM's dropout
     defaults to the family's dropout of task heads (BERT ``hidden_dropout_prob``, ModernBERT
@@ -145,22 +145,14 @@ class FeatureBasedTokenClassifier(nn.Module):
                 self._cache_bytes += row.numel() * row.element_size()
         return features
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> TokenClassifierOutput:
-        """Tag scores of a padded batch.
+    output_type = TokenClassifierOutput
+    #: labels: int64 [batch_size, seq_length], tag index at each word's first piece, -100 elsewhere; the loss is
+    #: the mean cross-entropy over labelled positions.
+    loss = staticmethod(token_classification_loss)
 
-        Args:
-            input_ids, token_type_ids, attention_mask: int [batch_size, seq_length] (see ``BertModel``).
-            labels: int64 [batch_size, seq_length], tag index at each word's first piece, -100 elsewhere.
-        Returns:
-            ``logits`` float [batch_size, seq_length, num_labels] (0 at padding) and the mean cross-entropy
-            over labelled positions when ``labels`` is given.
-        """
+    def logits(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """float [batch_size, seq_length, num_labels] tag scores (0 at padding) of int [batch_size, seq_length]
+        inputs (``token_type_ids`` None: all 0; ``attention_mask`` None: all 1)."""
         _B, T = input_ids.shape
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
@@ -171,8 +163,7 @@ class FeatureBasedTokenClassifier(nn.Module):
         packed = pack_padded_sequence(self.dropout(features), lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.lstm(packed)
         output, _ = pad_packed_sequence(output, batch_first=True, total_length=T)  # (B, T, 2 * hidden)
-        logits = self.classifier(self.dropout(output))  # (B, T, C)
-        return TokenClassifierOutput(logits, token_classification_loss(logits, labels))
+        return self.classifier(self.dropout(output))  # (B, T, C)
 
 
 def _named(name: str) -> type[FeatureBasedTokenClassifier]:

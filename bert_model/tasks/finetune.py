@@ -100,15 +100,15 @@ class FinetuneConfig(LoopConfig, OptimConfig):
     batch_size: int = 32
     """Training examples (features) per step."""
     eval_batch_size: int = 64
-    """Features per forward pass when evaluating."""
+    """Batch size when evaluating."""
     num_train_epochs: float = 3.0
-    """Passes over the training features (fractions allowed)."""
+    """Epochs over the training data (paper: 3)."""
     max_steps: int | None = None
     """Length of the schedule in steps, overriding ``num_train_epochs``."""
     max_time_minutes: float | None = None
     """Stop training after this many minutes (schedule unchanged), then evaluate and save."""
     warmup_proportion: float = 0.1
-    """Share of the steps with linear learning-rate warm-up."""
+    """Share of steps with linear warm-up; then linear decay to 0."""
     eval_every: int = 0
     """Also evaluate every this many steps (0 = after each epoch only)."""
     max_train_examples: int | None = None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,9 +28,8 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertprep.bert_model.collate import truncate_seq_pair
-from bertprep.bert_model.models.bert import BertConfig
-from bertprep.bert_model.models.heads import BertForSequenceClassification, ModernBertForSequenceClassification
-from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.models.heads import ModernBertForSequenceClassification
+from bertprep.bert_model.tasks.base import TaskSettings
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -88,7 +87,7 @@ def _parse_column(value: str | int | None) -> str | int | None:
 
 
 @dataclass
-class GlueTask:
+class GlueTask(TaskSettings):
     """A classification / regression task on TSV columns; what ``finetune`` and ``predict`` need.
 
     Build from a GLUE name with ``GlueTask.from_preset("mrpc", max_seq_length=128)`` or from explicit columns.
@@ -170,13 +169,6 @@ class GlueTask:
     @property
     def id2label(self) -> dict[int, str]:
         return {0: "score"} if self.is_regression else dict(enumerate(self.labels or []))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"task": self.name, **asdict(self)}
-
-    @classmethod
-    def from_json(cls, values: dict[str, Any]) -> GlueTask:
-        return cls(**{k: v for k, v in values.items() if k != "task"})
 
     # ------------------------------------------------------------------------------------------- reading
 
@@ -315,30 +307,12 @@ class GlueTask:
             features.append(feature)
         return features
 
-    def build_model(
-        self, config: BertConfig | ModernBertConfig
-    ) -> BertForSequenceClassification | ModernBertForSequenceClassification:
-        """``BertForSequenceClassification``, or ``ModernBertForSequenceClassification`` for a ModernBERT config."""
-        if getattr(config, "architecture", "bert") == "modernbert":
-            return ModernBertForSequenceClassification(config, num_labels=self.num_labels)
-        return BertForSequenceClassification(config, num_labels=self.num_labels)
-
     # ------------------------------------------------------------------------------- predictions, metrics
 
-    def predictions(
-        self,
-        examples: Sequence[GlueExample],
-        features: Sequence[dict[str, Any]],
-        outputs: Sequence[dict[str, np.ndarray]],
-    ) -> list[str | float]:
-        """Per example the predicted label string (argmax) or value (regression)."""
-        out: list[str | float] = [None] * len(examples)  # type: ignore[list-item]
-        for feature, output in zip(features, outputs, strict=True):
-            logits = output["logits"]
-            out[feature["example_index"]] = (
-                float(logits[0]) if self.is_regression else (self.labels or [])[int(np.argmax(logits))]
-            )
-        return out
+    def prediction(self, feature: dict[str, Any], output: dict[str, np.ndarray]) -> str | float:
+        """An example's predicted label string (argmax) or value (regression)."""
+        logits = output["logits"]
+        return float(logits[0]) if self.is_regression else (self.labels or [])[int(np.argmax(logits))]
 
     def metric_values(self, examples: Sequence[GlueExample], predictions: Sequence[str | float]) -> dict[str, float]:
         """The task's ``metrics`` of ``predictions`` against the examples' labels (fractions 0..1)."""

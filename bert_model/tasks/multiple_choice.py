@@ -20,15 +20,14 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sklearn.metrics import accuracy_score
 
-from bertprep.bert_model.models.bert import BertConfig
-from bertprep.bert_model.models.heads import BertForMultipleChoice, ModernBertForMultipleChoice
-from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.models.heads import ModernBertForMultipleChoice
+from bertprep.bert_model.tasks.base import TaskSettings
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
@@ -86,7 +85,7 @@ def _rows(path: str, input_format: str):
 
 
 @dataclass
-class MultipleChoiceTask:
+class MultipleChoiceTask(TaskSettings):
     """Multiple-choice settings (SWAG layout by default) and the task interface ``finetune`` uses."""
 
     max_seq_length: int = 128
@@ -124,13 +123,6 @@ class MultipleChoiceTask:
         if self.input_format not in INPUT_FORMATS:
             raise ValueError(f"input_format must be one of {', '.join(INPUT_FORMATS)}, got {self.input_format!r}")
         self.question_column = self.question_column or None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"task": self.name, **asdict(self)}
-
-    @classmethod
-    def from_json(cls, values: dict[str, Any]) -> MultipleChoiceTask:
-        return cls(**{k: v for k, v in values.items() if k != "task"})
 
     def read(
         self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
@@ -199,12 +191,6 @@ class MultipleChoiceTask:
     def prepare(self, train_examples: Sequence[MultipleChoiceExample]) -> None:
         """Nothing to learn from the training set (the labels are candidate indices)."""
 
-    def build_model(self, config: BertConfig | ModernBertConfig) -> BertForMultipleChoice | ModernBertForMultipleChoice:
-        """``BertForMultipleChoice``, or ``ModernBertForMultipleChoice`` for a ModernBERT config."""
-        if getattr(config, "architecture", "bert") == "modernbert":
-            return ModernBertForMultipleChoice(config)
-        return BertForMultipleChoice(config)
-
     def featurize(
         self, examples: Sequence[MultipleChoiceExample], tokenizer: WordPieceTokenizer, with_labels: bool = True
     ) -> list[dict[str, Any]]:
@@ -237,17 +223,9 @@ class MultipleChoiceTask:
             logger.info("%d candidate sequences cut to max_seq_length=%d", truncated, self.max_seq_length)
         return features
 
-    def predictions(
-        self,
-        examples: Sequence[MultipleChoiceExample],
-        features: Sequence[dict[str, Any]],
-        outputs: Sequence[dict[str, np.ndarray]],
-    ) -> list[int]:
-        """Per example the index of the highest-scoring candidate."""
-        out = [0] * len(examples)
-        for feature, output in zip(features, outputs, strict=True):
-            out[feature["example_index"]] = int(np.argmax(output["logits"]))
-        return out
+    def prediction(self, feature: dict[str, Any], output: dict[str, np.ndarray]) -> int:
+        """An example's highest-scoring candidate (its index)."""
+        return int(np.argmax(output["logits"]))
 
     def metric_values(self, examples: Sequence[MultipleChoiceExample], predictions: Sequence[int]) -> dict[str, float]:
         """``accuracy`` (fraction 0..1) over the examples."""

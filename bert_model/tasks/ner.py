@@ -18,16 +18,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from seqeval.metrics import f1_score, precision_score, recall_score
-from torch import nn
 
-from bertprep.bert_model.models.bert import IGNORE_INDEX, BertConfig
+from bertprep.bert_model.models.bert import IGNORE_INDEX
 from bertprep.bert_model.models.heads import BertForTokenClassification, ModernBertForTokenClassification
-from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.tasks.base import TaskSettings
 from bertprep.bert_model.tasks.feature_based import (
     FEATURE_MODES,
     BertFeatureBasedForTokenClassification,
@@ -36,6 +35,13 @@ from bertprep.bert_model.tasks.feature_based import (
 from bertprep.pipeline.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
+
+#: Whether ``feature_based`` -> the (BERT, ModernBERT) head: fine-tuned (``heads``), or the frozen encoder's
+#: BiLSTM tagger (``feature_based``).
+_HEADS = {
+    False: (BertForTokenClassification, ModernBertForTokenClassification),
+    True: (BertFeatureBasedForTokenClassification, ModernBertFeatureBasedForTokenClassification),
+}
 
 _TAG_RE = re.compile(r"^(O|[BI]-\S+)$")
 
@@ -116,7 +122,7 @@ def read_conll(path: str, *, with_labels: bool = True, limit: int | None = None)
 
 
 @dataclass
-class NerTask:
+class NerTask(TaskSettings):
     """Token classification settings and the task interface ``finetune`` uses."""
 
     labels: list[str] | None = None
@@ -157,13 +163,6 @@ class NerTask:
     def id2label(self) -> dict[int, str]:
         return dict(enumerate(self.labels or []))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"task": self.name, **asdict(self)}
-
-    @classmethod
-    def from_json(cls, values: dict[str, Any]) -> NerTask:
-        return cls(**{k: v for k, v in values.items() if k != "task"})
-
     def read(
         self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
     ) -> list[NerExample]:
@@ -184,35 +183,18 @@ class NerTask:
 
     @property
     def architecture(self) -> str:
-        return (
-            BertFeatureBasedForTokenClassification.architecture
-            if self.feature_based
-            else BertForTokenClassification.architecture
-        )
+        return _HEADS[bool(self.feature_based)][0].architecture
 
     @property
     def modernbert_architecture(self) -> str:
-        return (
-            ModernBertFeatureBasedForTokenClassification.architecture
-            if self.feature_based
-            else ModernBertForTokenClassification.architecture
-        )
+        return _HEADS[bool(self.feature_based)][1].architecture
 
-    def build_model(self, config: BertConfig | ModernBertConfig) -> nn.Module:
-        """``BertForTokenClassification`` (or with ``feature_based`` ``BertFeatureBasedForTokenClassification``),
-        or their ModernBERT forms for a ModernBERT config."""
-        modern = getattr(config, "architecture", "bert") == "modernbert"
-        if self.feature_based:
-            cls = ModernBertFeatureBasedForTokenClassification if modern else BertFeatureBasedForTokenClassification
-            return cls(
-                config,
-                num_labels=self.num_labels,
-                feature_based=self.feature_based,
-                lstm_hidden_size=self.lstm_hidden_size,
-            )
-        if modern:
-            return ModernBertForTokenClassification(config, num_labels=self.num_labels)
-        return BertForTokenClassification(config, num_labels=self.num_labels)
+    @property
+    def head_options(self) -> dict[str, Any]:
+        """With ``feature_based``, the BiLSTM tagger's ``feature_based`` and ``lstm_hidden_size``."""
+        if not self.feature_based:
+            return {}
+        return {"feature_based": self.feature_based, "lstm_hidden_size": self.lstm_hidden_size}
 
     def featurize(
         self, examples: Sequence[NerExample], tokenizer: WordPieceTokenizer, with_labels: bool = True
@@ -263,21 +245,11 @@ class NerTask:
             )
         return features
 
-    def predictions(
-        self,
-        examples: Sequence[NerExample],
-        features: Sequence[dict[str, Any]],
-        outputs: Sequence[dict[str, np.ndarray]],
-    ) -> list[list[str]]:
-        """Per sentence one tag per word (argmax at the word's first piece; ``O`` for words without one)."""
+    def prediction(self, feature: dict[str, Any], output: dict[str, np.ndarray]) -> list[str]:
+        """A sentence's tags, one per word (argmax at the word's first piece; ``O`` for words without one)."""
+        best = output["logits"].argmax(-1)
         labels = self.labels or []
-        out: list[list[str]] = [[] for _ in examples]
-        for feature, output in zip(features, outputs, strict=True):
-            best = output["logits"].argmax(-1)
-            out[feature["example_index"]] = [
-                labels[int(best[p])] if p is not None else "O" for p in feature["word_starts"]
-            ]
-        return out
+        return [labels[int(best[p])] if p is not None else "O" for p in feature["word_starts"]]
 
     def metric_values(self, examples: Sequence[NerExample], predictions: Sequence[list[str]]) -> dict[str, float]:
         """Entity-level ``f1``, ``precision``, ``recall`` (seqeval, fractions 0..1)."""

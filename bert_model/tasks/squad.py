@@ -30,14 +30,13 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from bertprep.bert_model.models.bert import BertConfig
-from bertprep.bert_model.models.heads import BertForQuestionAnswering, ModernBertForQuestionAnswering
-from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.models.heads import ModernBertForQuestionAnswering
+from bertprep.bert_model.tasks.base import TaskSettings
 from bertprep.bert_model.tasks.squad_data import (
     SQUAD_VERSIONS,
     SquadExample,
@@ -102,7 +101,7 @@ def _answer_token_span(offsets: Sequence[tuple[int, int]], start_char: int, end_
 
 
 @dataclass
-class SquadTask:
+class SquadTask(TaskSettings):
     """SQuAD v1.1 settings (``run_squad.py`` defaults) and the task interface ``finetune`` uses."""
 
     max_seq_length: int = 384
@@ -168,13 +167,9 @@ class SquadTask:
 
     def to_json(self) -> dict[str, Any]:
         """Settings for ``finetune.json``: the version in effect and, for v2.0, the tau in effect."""
-        values = {"task": self.name, **asdict(self), "version": "2.0" if self.is_v2 else "1.1"}
+        values = super().to_json() | {"version": "2.0" if self.is_v2 else "1.1"}
         values["null_score_diff_threshold"] = self.threshold if self.is_v2 else None
         return values
-
-    @classmethod
-    def from_json(cls, values: dict[str, Any]) -> SquadTask:
-        return cls(**{k: v for k, v in values.items() if k != "task"})
 
     def read(
         self, path: str, *, with_labels: bool = True, limit: int | None = None, split: str = "eval"
@@ -202,14 +197,6 @@ class SquadTask:
 
     def prepare(self, train_examples: Sequence[SquadExample]) -> None:
         """Nothing to learn from the training set (no label vocabulary)."""
-
-    def build_model(
-        self, config: BertConfig | ModernBertConfig
-    ) -> BertForQuestionAnswering | ModernBertForQuestionAnswering:
-        """``BertForQuestionAnswering``, or ``ModernBertForQuestionAnswering`` for a ModernBERT config."""
-        if getattr(config, "architecture", "bert") == "modernbert":
-            return ModernBertForQuestionAnswering(config)
-        return BertForQuestionAnswering(config)
 
     def featurize(
         self, examples: Sequence[SquadExample], tokenizer: WordPieceTokenizer, with_labels: bool = True

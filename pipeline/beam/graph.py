@@ -34,7 +34,7 @@ from bertprep.pipeline.beam.transforms import (
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.readers.ranges import plan_ranges
 from bertprep.pipeline.shards.store import BUCKETS_DIR
-from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards
+from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards, WriteManifestFn
 from bertprep.pipeline.text.tokenization import Vocab
 
 
@@ -101,7 +101,7 @@ def build_pipeline(
         counts = (
             tuple(shared_counts + side_counts) | ("FlattenCounts" if train else "FlattenEvalCounts") >> beam.Flatten()
         )
-        (side_buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(
+        manifest = WriteManifestFn(
             config if train else dataclasses.replace(config, num_shards=0),  # eval: one shard per ~50,000 rows
             vocab_info,
             list(vocab.tokens),
@@ -110,6 +110,7 @@ def build_pipeline(
             vocab_files=vocab.files(),
             manifest_sections=manifest_sections,
         )
+        (side_buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(manifest)
 
 
 #: How a document is named in the hashes that place it (bucket, held-out side, mixture draw): the manifest's

@@ -118,7 +118,10 @@ class WriteShardFn(beam.DoFn):
 class WriteManifestFn(beam.DoFn):
     """Last step: delete the temporary bucket files, write vocab.txt and then manifest.json into the
     staging folder ``tmp_dir`` (:func:`run_make_shards` moves them into the output directory). ``role``:
-    ``train``, or ``eval`` for the held-out set; ``manifest_sections`` adds the run's other sections."""
+    ``train``, or ``eval`` for the held-out set; ``vocab_files``: the tokenizer files to copy beside the shards
+    (a BPE / Unigram tokenizer's), None: ``vocab.txt`` of ``vocab_tokens``; ``manifest_sections``: the run's
+    sections besides the shards' (:data:`ManifestSections`). :class:`WriteArrowShards` takes its settings from
+    this DoFn."""
 
     def __init__(
         self,
@@ -176,32 +179,16 @@ class WriteManifestFn(beam.DoFn):
 
 class WriteArrowShards(beam.PTransform):
     """Bucket file metas -> balanced Arrow shards -> manifest.json (written last), all in the staging
-    folder ``tmp_dir``. ``role``: ``train``, or ``eval`` for the held-out set; ``manifest_sections``: the
-    run's sections besides the shards' (:data:`ManifestSections`)."""
+    folder ``manifest.tmp_dir``: ``manifest``, the :class:`WriteManifestFn` that ends it, holds the run's config,
+    vocab, staging folder, role (``train``, or ``eval`` for the held-out set) and manifest sections."""
 
-    def __init__(
-        self,
-        config: ShardsConfig,
-        vocab_info: dict,
-        vocab_tokens: list[str],
-        tmp_dir: str,
-        role: str = "train",
-        vocab_files: dict[str, str] | None = None,
-        manifest_sections: ManifestSections | None = None,
-    ):
-        """``vocab_files``: the tokenizer files to copy beside the shards (a BPE / Unigram tokenizer's); None:
-        ``vocab.txt`` of ``vocab_tokens``."""
+    def __init__(self, manifest: WriteManifestFn):
         super().__init__()
-        self.config = config
-        self.vocab_info = vocab_info
-        self.vocab_tokens = vocab_tokens
-        self.tmp_dir = tmp_dir
-        self.role = role
-        self.vocab_files = vocab_files
-        self.manifest_sections = manifest_sections
+        self.manifest = manifest
 
     def expand(self, pcolls):
         bucket_metas, counts = pcolls
+        config, tmp_dir, role = self.manifest.config, self.manifest.tmp_dir, self.manifest.role
         merged_counts = counts | "MergeCounts" >> beam.CombineGlobally(MergeCountsFn())
         plans = (
             bucket_metas
@@ -209,10 +196,10 @@ class WriteArrowShards(beam.PTransform):
             | "PlanShards"
             >> beam.FlatMap(
                 _plan,
-                self.config.num_shards,
-                self.tmp_dir,
-                self.config.eval_fraction if self.role == "eval" else None,
-                self.config.eval_fraction if self.role == "train" else None,
+                config.num_shards,
+                tmp_dir,
+                config.eval_fraction if role == "eval" else None,
+                config.eval_fraction if role == "train" else None,
             )
             | "SpreadShards" >> beam.Reshuffle()
         )
@@ -221,20 +208,12 @@ class WriteArrowShards(beam.PTransform):
             | "WriteShardFn"
             >> beam.ParDo(
                 WriteShardFn(
-                    self.tmp_dir, len(self.vocab_tokens), self.config.instance.objective, self.config.writes_word_ids
+                    tmp_dir,
+                    len(self.manifest.vocab_tokens),
+                    config.instance.objective,
+                    config.writes_word_ids,
                 )
             )
             | "CollectShards" >> beam.combiners.ToList()
         )
-        return entries | "WriteManifestFn" >> beam.ParDo(
-            WriteManifestFn(
-                self.config,
-                self.vocab_info,
-                self.vocab_tokens,
-                self.tmp_dir,
-                self.role,
-                self.vocab_files,
-                self.manifest_sections,
-            ),
-            counts=beam.pvalue.AsSingleton(merged_counts),
-        )
+        return entries | "WriteManifestFn" >> beam.ParDo(self.manifest, counts=beam.pvalue.AsSingleton(merged_counts))

@@ -19,7 +19,7 @@ from bertprep.pipeline.instances.bucket_files import (
 from bertprep.pipeline.instances.common import VocabIds
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.shards.store import BUCKETS_DIR
-from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards
+from bertprep.pipeline.shards.write import MergeCountsFn, WriteArrowShards, WriteManifestFn
 from bertprep.pipeline.text.tokenization import load_vocab
 from pipeline_factory import VOCAB, beam_pipeline, shards_config, tokenized
 
@@ -47,7 +47,7 @@ def test_write_arrow_shards_balances_rows_and_writes_the_manifest_last(tmp_path)
     vocab_info = {"file": "vocab.txt", "size": vocab.size, "sha256": vocab.sha256}
     with beam_pipeline() as p:
         written = (p | "Buckets" >> beam.Create(metas), p | "Counts" >> beam.Create(counts)) | WriteArrowShards(
-            config, vocab_info, list(vocab.tokens), str(tmp_path)
+            WriteManifestFn(config, vocab_info, list(vocab.tokens), str(tmp_path))
         )
         assert_that(written, equal_to([str(tmp_path / schema.MANIFEST_NAME)]))
     manifest = json.loads((tmp_path / schema.MANIFEST_NAME).read_text(encoding="utf-8"))
