@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info, shard_info_from_manifest
+from bertprep.bert_model.shard_cache import cache_folder, cached_manifest, default_cache_dir, is_remote
 from bertprep.pipeline import atomic, remote, schema
 
 logger = logging.getLogger(__name__)
@@ -49,24 +50,6 @@ DEFAULT_MAX_BYTES = 20 * 10**9
 
 class RemoteShardError(ValueError):
     """A shard directory in a bucket that cannot be read: the one-line message names the object and what to do."""
-
-
-def is_remote(path: str | None) -> bool:
-    """Whether ``path`` is a URL of another file system than the local one (``gs://b/x``, ``s3://b/x``)."""
-    if not path or "://" not in path:
-        return False
-    return path.split("://", 1)[0].lower() not in ("", "file", "local")
-
-
-def default_cache_dir() -> str:
-    """``$XDG_CACHE_HOME/bertprep/shards``, or ``~/.cache/bertprep/shards`` without it."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(root, "bertprep", "shards")
-
-
-def cache_folder(cache_dir: str, url: str) -> str:
-    """The folder of ``cache_dir`` that mirrors the shard directory ``url``."""
-    return os.path.join(cache_dir, hashlib.sha256(url.rstrip("/").encode("utf-8")).hexdigest()[:16])
 
 
 def _filesystem(url: str) -> tuple[Any, str]:
@@ -373,14 +356,6 @@ def _keep_manifest(cache: ShardCache, manifest: dict[str, Any]) -> None:
     os.makedirs(cache.folder, exist_ok=True)
     with atomic.atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
         json.dump(manifest, out, indent=2, sort_keys=True)
-
-
-def cached_manifest(shard_dir: str, cache_dir: str | None = None) -> str:
-    """The path of the copy of the bucket directory ``shard_dir``'s manifest that the last start of a run reading it
-    through ``cache_dir`` (default :func:`default_cache_dir`) kept there; it may not exist."""
-    return os.path.join(
-        cache_folder(os.path.abspath(cache_dir or default_cache_dir()), shard_dir), schema.MANIFEST_NAME
-    )
 
 
 def has_manifest(shard_dir: str) -> bool:
