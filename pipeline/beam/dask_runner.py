@@ -628,7 +628,10 @@ STOP_CLOSE_TIMEOUT_S = 1.0
 def _close(client, cluster, timeout: float | None = None) -> None:
     """Close ``client`` and ``cluster`` (either may be None), best effort. With ``timeout`` (a stopped run) each
     close gives up after that many seconds, and the cluster is marked so that distributed's exit hook does not
-    wait on it again (``shutdown_on_close``)."""
+    wait on it again (``shutdown_on_close``). A stop (``KeyboardInterrupt``: Ctrl-C, SIGTERM) that lands during
+    a close without ``timeout`` (a run that has just finished) closes both again within
+    :data:`STOP_CLOSE_TIMEOUT_S`, then goes on: before, the half-closed cluster was left to distributed's exit
+    hook (``close_clusters``), which waited on it until make-shards' watchdog ended the process 10 s later."""
     for thing in (client, cluster):
         if thing is not None:
             try:
@@ -636,6 +639,10 @@ def _close(client, cluster, timeout: float | None = None) -> None:
                     thing.close()
                 else:
                     thing.close(timeout=timeout)
+            except KeyboardInterrupt:
+                if timeout is None:
+                    _close(client, cluster, STOP_CLOSE_TIMEOUT_S)
+                raise
             except Exception:  # closing is best effort; the run's own error matters more
                 if timeout is None:
                     _LOG.warning("closing %r failed", thing, exc_info=True)
@@ -685,6 +692,7 @@ class BertprepDaskRunner(DaskRunner):
             return BertprepDaskResult(
                 client, futures, cluster=cluster, owns_client=owns_client, npartitions=npartitions
             )
-        except BaseException:
-            _close(client if owns_client else None, cluster)
+        except BaseException as err:
+            stopped = isinstance(err, KeyboardInterrupt)  # (a stop: close within its bound)
+            _close(client if owns_client else None, cluster, STOP_CLOSE_TIMEOUT_S if stopped else None)
             raise

@@ -88,11 +88,12 @@ def test_ctrl_c_on_a_local_dask_cluster_ends_at_once_with_one_line(tmp_path):
     with a second line: distributed's exit hook (``close_clusters``) was closing the cluster the stopped run had
     left open. The stopped run now closes it itself, for at most ``STOP_CLOSE_TIMEOUT_S``."""
     status, output, took = _group_sigint(
-        ["make-shards", "-i", _corpus(tmp_path), "--vocab", VOCAB, "-o", tmp_path / "out", "--dupe-factor", 40,
+        ["make-shards", "-i", _corpus(tmp_path), "--vocab", VOCAB, "-o", tmp_path / "out", "--dupe-factor", 200,
          "--runner=DaskRunner"],
         "Dask runner:",
         4.0,
     )  # fmt: skip
+    assert "Wrote " not in output, "the run finished before the signal: " + output  # (40 copies did, idle)
     assert status == 130 and took < 5, (took, output)
     line = one_line(output, "make-shards stopped")
     assert line.startswith("make-shards stopped by SIGINT: nothing was published, the output directory is as it was")
