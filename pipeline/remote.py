@@ -69,17 +69,36 @@ def storage_endpoint(scheme: str) -> tuple[tuple[str, int], bool]:
     """The ``(host, port)`` that the client library of ``scheme`` (``gs``, ``s3``) talks to, and whether it is
     an emulator or another store than the cloud's own: ``STORAGE_EMULATOR_HOST`` for ``gs`` (what
     ``google-cloud-storage`` honours), for ``s3`` Beam's ``--s3_endpoint_url`` (:func:`set_s3_endpoint_url`),
-    else ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (what boto3 honours); else the cloud's endpoint."""
+    else ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, else an ``endpoint_url`` of the AWS config file (what
+    boto3 honours, :func:`_configured_s3_endpoint`); else the cloud's endpoint."""
     if scheme == "gs":
         url = os.environ.get("STORAGE_EMULATOR_HOST")
         default = ("storage.googleapis.com", 443)
     else:
         url = _S3_ENDPOINT_URL[0] or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        url = url or _configured_s3_endpoint()
         default = ("s3.amazonaws.com", 443)
     if not url:
         return default, False
     parsed = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
     return (parsed.hostname or "localhost", parsed.port or (443 if parsed.scheme == "https" else 80)), True
+
+
+@functools.cache
+def _configured_s3_endpoint() -> str | None:
+    """The S3 endpoint an AWS config file names (``endpoint_url`` of the profile or of its ``services`` section:
+    a MinIO or other S3-compatible store), as a client botocore makes resolves it; None for AWS's own endpoints,
+    or without botocore. Without it, a store configured there was probed at s3.amazonaws.com, which a private
+    network may not reach, and refused although the client would have used it."""
+    try:
+        import botocore.session
+
+        client = botocore.session.get_session().create_client("s3", region_name="us-east-1")
+        url = client.meta.endpoint_url
+    except Exception:  # no botocore (no s3 client installed), or a config it cannot read: the cloud's endpoint
+        return None
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return None if host.endswith("amazonaws.com") else url
 
 
 #: Beam's ``--s3_endpoint_url`` of the running command (None: boto3's own choice).

@@ -116,6 +116,26 @@ def test_s3_endpoint_and_credentials(monkeypatch, tmp_path):
         remote.check_remote_path("s3://b/x", "-i", timeout=0.5)
 
 
+def test_an_s3_endpoint_of_the_aws_config_file_is_the_one_probed(monkeypatch, tmp_path):
+    """An S3-compatible store named only in the AWS config file (``endpoint_url``, which boto3 and s3fs
+    honour) is what the probe asks; before, the probe asked s3.amazonaws.com and refused a path the client
+    would have reached. AWS's own endpoints stay "not custom"."""
+    need_module("botocore")
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    config = tmp_path / "config"
+    config.write_text("[default]\nendpoint_url = http://minio.internal:9000\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    remote._configured_s3_endpoint.cache_clear()
+    try:
+        assert remote.storage_endpoint("s3") == (("minio.internal", 9000), True)
+        config.write_text("[default]\nregion = eu-west-1\n")
+        remote._configured_s3_endpoint.cache_clear()
+        assert remote.storage_endpoint("s3") == (("s3.amazonaws.com", 443), False)
+    finally:
+        remote._configured_s3_endpoint.cache_clear()
+
+
 def test_with_an_emulator_beam_does_not_search_for_credentials(monkeypatch):
     """Beam searched for Google's default credentials for about 25 s (four retries, a traceback each) before
     connecting anonymously, which the storage client does with an emulator anyway."""
