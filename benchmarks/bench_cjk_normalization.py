@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tokenizers import normalizers, pre_tokenizers
 
-from bertprep.pipeline.normalization import (
+from bertprep.core.normalization import (
     accent_stripping_stats,
     hangul_vocab_counts,
     is_hangul_syllable,

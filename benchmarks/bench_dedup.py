@@ -65,8 +65,8 @@ def documents(corpus: Path) -> list[list[str]]:
 
 
 def true_jaccards(docs: list[list[str]], pairs: dict, ngram: int) -> dict[int, float]:
+    from bertprep.core.normalization import bert_normalizer
     from bertprep.pipeline.beam import heldout, near_dedup
-    from bertprep.pipeline.normalization import bert_normalizer
 
     normalize = bert_normalizer(True, None).normalize_str
 

@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bertprep.core.normalization import bert_normalizer
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import heldout
 from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
-from bertprep.pipeline.normalization import bert_normalizer
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -25,11 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.config import MASKING_SCHEMES, InstanceConfig, MaskingConfig
+from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.masking.config import MASKING_SCHEMES, MaskingConfig
 from bertprep.pipeline.masking.rule import MaskingVocab, mask_instance
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 from bertprep.pipeline.text.word_segmentation import load_word_segmenter, word_starts

@@ -123,7 +123,7 @@ def verdict(root: str, local: Path, old: dict[str, str], new: dict[str, str]) ->
     """``old``, ``new``, ``refused`` or ``MIXED`` (see the module docstring), or the reader's errors."""
     from apache_beam.io.filesystems import FileSystems
 
-    from bertprep.pipeline import schema
+    from bertprep.core import schema
     from bertprep.pipeline.shards.inspection import verify_shards
 
     shutil.rmtree(local, ignore_errors=True)

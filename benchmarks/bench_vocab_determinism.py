@@ -66,10 +66,10 @@ def _train_upstream(model: str, inputs: list[str], out: Path, vocab_size: int) -
     """The plain ``tokenizers`` trainer on build-vocab's sentences and settings (no determinism workaround)."""
     from tokenizers import pre_tokenizers, trainers
 
+    from bertprep.core.vocab_files import build_tokenizer
     from bertprep.pipeline.readers import ReaderStats, expand_inputs, read_documents
     from bertprep.pipeline.text import vocab_models
     from bertprep.pipeline.text.vocab import TrainedVocab, VocabConfig, save_vocab
-    from bertprep.pipeline.vocab_files import build_tokenizer
 
     def sentences():
         for path in expand_inputs(inputs):

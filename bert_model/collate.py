@@ -3,7 +3,7 @@
 truncation (:func:`truncate_seq_pair`), which fine-tuning (GLUE) and feature extraction both apply before.
 
 Padding per batch (to a multiple of 8 by default), not to ``max_seq_length``: the rows of a shard are
-unpadded (``pipeline/schema.py``), and so are the features of a task.
+unpadded (``core/schema.py``), and so are the features of a task.
 """
 
 from __future__ import annotations

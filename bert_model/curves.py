@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertprep.bert_model.metrics import read_jsonl
-from bertprep.pipeline.atomic import write_atomic
+from bertprep.core.atomic import write_atomic
 
 #: The image formats ``plot_runs`` writes (matplotlib's, by the output's extension).
 FORMATS = ("png", "svg", "pdf")

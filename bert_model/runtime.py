@@ -6,7 +6,7 @@
 * :func:`set_default_permissions`: the mode of files safetensors writes (checkpoints, exported models).
 
 Durable writes (fsync, files and directories swapped in whole, staging folders) are
-``bertprep.pipeline.atomic``'s (standard library only), which both halls use.
+``bertprep.core.atomic``'s (standard library only), which both halls use.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import random
 import numpy as np
 import torch
 
-from bertprep.pipeline.paths import path_is_within  # re-exported: one definition
+from bertprep.core.paths import path_is_within  # re-exported: one definition
 
 
 def resolve_device(requested: str) -> torch.device:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 
 
 def is_remote(path: str | None) -> bool:

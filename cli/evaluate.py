@@ -19,7 +19,7 @@ from bertprep.bert_model.evaluation.harness import (
 )
 from bertprep.bert_model.evaluation.table import render_table
 from bertprep.cli.options import evaluation_options, output_file_option
-from bertprep.pipeline.atomic import write_atomic
+from bertprep.core.atomic import write_atomic
 
 _ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError)
 

@@ -21,7 +21,7 @@ from bertprep.cli.options import (
     overwrite_option,
     progress_option,
 )
-from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
+from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 
 def _layers(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:

@@ -50,7 +50,7 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
     (objective nsp), InOrder / Swapped (sop); objective none has no label.
     """
     from bertprep.bert_model.pretrain import remote_shards
-    from bertprep.pipeline import schema
+    from bertprep.core import schema
     from bertprep.pipeline.shards import inspection
 
     local_dir, shard_path = shard_dir, None  # where the vocab lies; how a shard is had (None: in local_dir)

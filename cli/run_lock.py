@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import click
 
-from bertprep.pipeline import atomic
+from bertprep.core import atomic
 
 
 @contextlib.contextmanager

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import click
 
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig, Source
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.masking.config import MaskingConfig
 
 _INSTANCE_FIELDS = {f.name for f in dataclasses.fields(InstanceConfig)} - {"mlm"}
 _INSTANCE_FIELDS |= {f.name for f in dataclasses.fields(MaskingConfig)}
@@ -210,7 +211,7 @@ def _refuse_a_guessed_normalization(vocab, do_lower_case: bool, strip_accents, w
     Raises:
         click.BadParameter: (``--vocab``) the warnings about it, and which option to give.
     """
-    from bertprep.pipeline.normalization import resolve_strip_accents, vocab_strip_accents
+    from bertprep.core.normalization import resolve_strip_accents, vocab_strip_accents
 
     if vocab.do_lower_case is not None or explicit & {"do_lower_case", "strip_accents"}:
         return

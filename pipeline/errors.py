@@ -2,8 +2,8 @@
 
 The errors are defined here, at the top, so that every stage raises them and this module imports none of the
 stages: :class:`MakeShardsError`, :class:`InputError` (``readers`` raise it: bad input files) and
-:class:`VocabError` (``vocab_files`` raises it: a vocab that cannot be used; both halls). Standard library only
-at import (Beam's ``FileSystems`` is imported where an error is recorded or read back).
+:class:`VocabError` (``core.vocab_files`` defines and raises it: a vocab that cannot be used; both halls).
+Standard library only at import (Beam's ``FileSystems`` is imported where an error is recorded or read back).
 
 A worker's exception reaches the launching process as text only on some runners (other processes, remote
 workers); so a DoFn that raises one of :data:`USER_ERRORS` first leaves its message as a small file in the run's
@@ -20,7 +20,8 @@ import logging
 import os
 import uuid
 
-from bertprep.pipeline import atomic
+from bertprep.core import atomic
+from bertprep.core.vocab_files import VocabError  # defined beside the vocab code (core/), raised by both halls
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +32,6 @@ class MakeShardsError(RuntimeError):
 
 class InputError(ValueError):
     """Bad input; the message names the file (and line) and says what to do."""
-
-
-class VocabError(ValueError):
-    """A vocab file that cannot be used; the message names the file and what to do. ``option`` is the
-    command-line option at fault when the vocab is fine but an option contradicts it (``--no-do-lower-case``
-    for an uncased tokenizer.json), else None."""
-
-    def __init__(self, message: str, option: str | None = None):
-        super().__init__(message)
-        self.option = option
 
 
 #: Errors whose message is for the user (one line naming the file or option and what to do).

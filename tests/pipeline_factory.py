@@ -11,8 +11,9 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # (not collected by pytest)
 
 from bertprep.pipeline import readers
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.instances.bucket_files import encode_document
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pipeline"

@@ -1,4 +1,4 @@
-"""Tiny synthetic shard directories in the exact on-disk format of ``make-shards`` (pipeline/schema.py).
+"""Tiny synthetic shard directories in the exact on-disk format of ``make-shards`` (core/schema.py).
 
 Used by the trainer tests and benchmarks; nothing here imports torch or Beam. The text is learnable on
 purpose: a segment is an arithmetic progression of word ids (``start, start+step, ...`` modulo the word
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, as a bertprep-trained vocab
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from bertprep.bert_model.tasks.glue import GLUE_TASKS, GlueTask
-from bertprep.pipeline.atomic import write_atomic
+from bertprep.core.atomic import write_atomic
 
 #: The tasks in BERT's Table 1 order, and their folder names in GLUE's layout.
 GLUE_FOLDERS = {

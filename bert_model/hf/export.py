@@ -9,7 +9,7 @@ A pre-training checkpoint or run directory of ``bertprep train`` is exported as 
 An exported directory (:func:`write_hf_directory`, also how ``finetune`` keeps its best model) is what
 ``transformers`` ``from_pretrained`` and ``AutoTokenizer`` read: ``config.json`` (``architectures``,
 ``id2label``/``label2id``, ``problem_type``), ``model.safetensors``, and the tokenizer files of
-``pipeline/vocab_files.py`` (``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json``,
+``core/vocab_files.py`` (``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json``,
 ``special_tokens_map.json``: the same ones ``build-vocab`` writes). It is written without importing
 ``transformers``, into a temporary directory renamed into place at the end, so a directory that exists is
 complete.
@@ -43,17 +43,17 @@ from bertprep.bert_model.hf.interop import (
     build_model,
     load_model_source,
     resolve_do_lower_case,
-    resolve_strip_accents_setting,
 )
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.heads import HEADS
 from bertprep.bert_model.models.modernbert import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.runtime import path_is_within, set_default_permissions
-from bertprep.pipeline.atomic import fsync_file, replace_directory, replace_entries, staging_name, write_text_synced
-from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
-from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
-from bertprep.pipeline.vocab_files import (
+from bertprep.core.atomic import fsync_file, replace_directory, replace_entries, staging_name, write_text_synced
+from bertprep.core.normalization import resolve_strip_accents_setting
+from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
+from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
+from bertprep.core.vocab_files import (
     SPECIAL_TOKENS,
     SPECIAL_TOKENS_MAP_FILE,
     TOKENIZER_CONFIG_FILE,

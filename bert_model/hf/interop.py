@@ -39,14 +39,14 @@ from bertprep.bert_model.models.heads import HEADS, check_source_weights, load_f
 from bertprep.bert_model.models.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
 from bertprep.bert_model.models.weights import load_state_dict_strict, tied_weights_keys
-from bertprep.pipeline.pretrained_tokenizer import (
+from bertprep.core.normalization import looks_cased
+from bertprep.core.pretrained_tokenizer import (
     PretrainedTokenizer,
     load_pretrained_tokenizer,
     tokenizer_json_model_type,
 )
-from bertprep.pipeline.vocab_files import (
+from bertprep.core.vocab_files import (
     do_lower_case_of_tokenizer_json,
-    looks_cased,
     parse_tokenizer_json,
     read_vocab_file,
     strip_accents_of_tokenizer_json,
@@ -484,24 +484,6 @@ def resolve_do_lower_case(requested: bool | None, source_value: bool | None, tok
     return guess
 
 
-def resolve_strip_accents_setting(
-    requested: bool | None, recorded: bool | None, recorded_lower: bool | None, do_lower_case: bool
-) -> bool:
-    """The accent stripping to tokenize with, given the casing ``do_lower_case`` already chosen: the explicit
-    choice (warning when the model recorded the other), else the model's record where it differs from the
-    model's recorded casing (a model trained with ``--no-strip-accents``), else ``do_lower_case`` (the
-    original's rule, so a casing override changes both as before)."""
-    if requested is not None:
-        if recorded is not None and recorded != requested:
-            logger.warning(
-                "strip_accents=%s given, but the model was trained with strip_accents=%s", requested, recorded
-            )
-        return requested
-    if recorded is not None and (recorded_lower is None or recorded != recorded_lower):
-        return recorded
-    return do_lower_case
-
-
 def build_model(source: ModelSource) -> nn.Module:
     """The complete model a source holds (pre-training model or fine-tuned head), weights loaded strictly.
 
@@ -634,7 +616,6 @@ __all__ = [
     "normalize_hf_state_dict",
     "read_hf_state_dict",
     "resolve_do_lower_case",
-    "resolve_strip_accents_setting",
     "shards_do_lower_case",
     "shards_strip_accents",
     "tokenizer_beside",

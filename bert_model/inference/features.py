@@ -57,19 +57,15 @@ import torch
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import truncate_seq_pair
-from bertprep.bert_model.hf.interop import (
-    load_model_source,
-    max_sequence_length,
-    resolve_do_lower_case,
-    resolve_strip_accents_setting,
-)
+from bertprep.bert_model.hf.interop import load_model_source, max_sequence_length, resolve_do_lower_case
 from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 from bertprep.bert_model.runtime import resolve_device
-from bertprep.pipeline.atomic import atomic_file
-from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.atomic import atomic_file
+from bertprep.core.normalization import resolve_strip_accents_setting
+from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -29,13 +29,13 @@ from bertprep.bert_model.hf.interop import (
     load_pretraining_weights,
     max_sequence_length,
     resolve_do_lower_case,
-    resolve_strip_accents_setting,
 )
 from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.models.bert import BertForPreTraining
 from bertprep.bert_model.runtime import resolve_device
-from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.normalization import resolve_strip_accents_setting
+from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 
 MASK_TOKEN = "[MASK]"
 

@@ -1,6 +1,6 @@
 """Pre-training: shards -> a trained encoder (``bertprep train``).
 
-In: a shard directory (``bertprep.pipeline.schema``) and a ``TrainConfig``. Out: a run directory with
+In: a shard directory (``bertprep.core.schema``) and a ``TrainConfig``. Out: a run directory with
 checkpoints (safetensors + the data cursor), metrics and the final model.
 
 Entry points:

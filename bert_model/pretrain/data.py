@@ -1,6 +1,6 @@
 """Pre-training batches from a shard directory, with a cursor that checkpoints restore exactly.
 
-A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded instances and a manifest.
+A shard directory (``core/schema.py``) holds Arrow IPC files of unpadded instances and a manifest.
 ``ShardDataset`` is a ``torch.utils.data.IterableDataset`` that
 
 * checks the manifest against what the model expects (vocab fingerprint and size, ``max_seq_length``;
@@ -21,7 +21,7 @@ A shard directory (``pipeline/schema.py``) holds Arrow IPC files of unpadded ins
   document with positions restarting at 0, the model attends block-diagonally; ``collate.collate_packed_numpy``).
 
 Packing happens here, on the fly, not in ``make-shards``: the shards stay the 2018 format (one unpadded
-instance per row, ``pipeline/schema.py``), so the same shard directory serves the padded path (BERT as the
+instance per row, ``core/schema.py``), so the same shard directory serves the padded path (BERT as the
 original) and the packed one (BERT or ModernBERT). The rows a stream reads are the same with and without
 packing (same shuffle); packing changes how many of them make a batch (more when instances are short, so an
 epoch takes fewer batches) and masks a batch's rows when it is complete, in row-major order. A packed
@@ -59,10 +59,10 @@ from bertprep.bert_model.collate import collate_numpy, collate_packed_numpy
 from bertprep.bert_model.models.packing import TokenBudgetPacker
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info
 from bertprep.bert_model.pretrain.train_config import TrainConfig
-from bertprep.pipeline import schema
-from bertprep.pipeline.config import MaskingConfig
+from bertprep.core import schema
+from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.rule import MaskingVocab, mask_instance
-from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ for each shard when it reads it (``ShardInfo.shard_path``). Entry points: :func:
 The cache folder is ``cache_dir/<16 hex of sha256(URL)>/``, a mirror of the bucket folder: the tokenizer files
 (fetched again at every start, as the manifest is read again) and the shards a process has read. Every file is
 downloaded to a temporary name beside its target, its sha256 checked against the manifest and only then
-renamed into place (``pipeline/atomic.py``), so the cache never holds half a file; a cached shard is reused
+renamed into place (``core/atomic.py``), so the cache never holds half a file; a cached shard is reused
 only while its bytes match the manifest. Each process (DDP rank, loader worker) fetches the shards of its own
 stream, when it needs them, and the next one of the stream in a daemon thread while it reads the current one.
 Past ``max_bytes`` the least recently used shards are removed (every process of the run, and other runs,
@@ -37,7 +37,8 @@ from typing import Any
 
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info, shard_info_from_manifest
 from bertprep.bert_model.shard_cache import cache_folder, cached_manifest, default_cache_dir, is_remote
-from bertprep.pipeline import atomic, remote, schema
+from bertprep.core import atomic, schema
+from bertprep.pipeline import remote
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import logging
 import torch
 
 from bertprep.bert_model.hf.interop import ModelSource
-from bertprep.pipeline.vocab_files import CONTINUING_SUBWORD_PREFIX, is_unused_slot, wordpiece_split
+from bertprep.core.vocab_files import CONTINUING_SUBWORD_PREFIX, is_unused_slot, wordpiece_split
 
 logger = logging.getLogger("bertprep.train")
 

@@ -8,7 +8,7 @@ its head, and turns model outputs into predictions and metrics; ``predict.py`` r
   weights; BERT's new head is initialised as google-research/bert does, ModernBERT's as ``transformers``
   does, its ``head.*`` taken from the source's MLM head as ``from_pretrained`` takes it), or from random
   initialisation with the same config (``random_init``, for baselines) or a preset;
-* tokenizes with the model's own ``vocab.txt`` (``pipeline.vocab_files.WordPieceTokenizer``);
+* tokenizes with the model's own ``vocab.txt`` (``core.vocab_files.WordPieceTokenizer``);
 * trains with AdamW over ``optim.param_groups`` (no decay on biases and LayerNorm), linear warm-up over
   ``warmup_proportion`` of the steps then linear decay to 0, gradient clipping, bf16 autocast on CUDA and
   fp32 on CPU unless ``precision`` says otherwise, seeded data order and dropout;
@@ -47,7 +47,6 @@ from bertprep.bert_model.hf.interop import (
     load_model_source,
     max_sequence_length,
     resolve_do_lower_case,
-    resolve_strip_accents_setting,
 )
 from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
 from bertprep.bert_model.metrics import JsonlWriter
@@ -60,9 +59,10 @@ from bertprep.bert_model.reporting import REPORT_DIRS, ConsoleReporter, MetricsL
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
-from bertprep.pipeline.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
-from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
-from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from bertprep.core.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
+from bertprep.core.normalization import resolve_strip_accents_setting
+from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer, read_vocab_file
 
 #: The tokenizer of a run: BERT's WordPiece, or a published model's BPE / Unigram tokenizer (same interface).
 AnyTokenizer = WordPieceTokenizer | PretrainedTokenizer

@@ -30,7 +30,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from bertprep.bert_model.collate import truncate_seq_pair
 from bertprep.bert_model.models.heads import ModernBertForSequenceClassification
 from bertprep.bert_model.tasks.base import TaskSettings
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

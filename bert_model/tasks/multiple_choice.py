@@ -29,7 +29,7 @@ from sklearn.metrics import accuracy_score
 from bertprep.bert_model.models.heads import ModernBertForMultipleChoice
 from bertprep.bert_model.tasks.base import TaskSettings
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

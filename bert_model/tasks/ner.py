@@ -32,7 +32,7 @@ from bertprep.bert_model.tasks.feature_based import (
     BertFeatureBasedForTokenClassification,
     ModernBertFeatureBasedForTokenClassification,
 )
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -16,13 +16,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
-from bertprep.bert_model.hf.interop import (
-    FINETUNE_FILE,
-    build_model,
-    load_model_source,
-    resolve_do_lower_case,
-    resolve_strip_accents_setting,
-)
+from bertprep.bert_model.hf.interop import FINETUNE_FILE, build_model, load_model_source, resolve_do_lower_case
 from bertprep.bert_model.loop_config import DeviceConfig, LoopConfig
 from bertprep.bert_model.models.heads import load_full_weights
 from bertprep.bert_model.precision import autocast_context
@@ -32,10 +26,11 @@ from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.tasks.registry import TASKS, Task, has_label, task_architectures, task_from_json
 from bertprep.bert_model.tasks.squad import SquadTask
-from bertprep.pipeline.atomic import write_atomic
-from bertprep.pipeline.paths import check_not_run_record, check_writes_apart
-from bertprep.pipeline.pretrained_tokenizer import PretrainedTokenizer
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.atomic import write_atomic
+from bertprep.core.normalization import resolve_strip_accents_setting
+from bertprep.core.paths import check_not_run_record, check_writes_apart
+from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 
 
 @torch.no_grad()

@@ -51,7 +51,7 @@ from bertprep.bert_model.tasks.squad_eval import (
     squad_v2_metrics,
     squad_v2_raw_scores,
 )
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 

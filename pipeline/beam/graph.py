@@ -23,7 +23,8 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline import readers, schema
+from bertprep.core import schema
+from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.beam.transforms import (
     CreateTrainingInstances,

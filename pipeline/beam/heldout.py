@@ -52,10 +52,11 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from bertprep.pipeline import readers, schema
+from bertprep.core import schema
+from bertprep.core.normalization import bert_normalizer
+from bertprep.pipeline import readers
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, record_error
-from bertprep.pipeline.normalization import bert_normalizer
 
 log = logging.getLogger(__name__)
 

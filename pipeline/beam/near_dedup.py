@@ -38,11 +38,11 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from bertprep.core.normalization import bert_normalizer
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import heldout
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, record_error
-from bertprep.pipeline.normalization import bert_normalizer
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import IO
 
-from bertprep.pipeline import atomic
+from bertprep.core import atomic
 from bertprep.pipeline.errors import MakeShardsError
 from bertprep.pipeline.instances.bucket_files import TokenizedDocument
 

@@ -2,7 +2,7 @@
 
 In: tokenized documents. Out: per-bucket Arrow files of unpadded, masked instances (``schema``).
 
-The algorithm is google-research/bert ``create_instances_from_document`` (design/reference-algorithm.md).
+The algorithm is google-research/bert ``create_instances_from_document`` (``create_pretraining_data.py``).
 Entry points, in the order of the data flow:
 - ``buckets``: which bucket (NotNext pool, unit of work) a document goes to.
 - ``bucket_arrays``: the flat arrays a bucket's documents and instance descriptions live in.

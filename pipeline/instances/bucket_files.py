@@ -1,8 +1,8 @@
 """One bucket's work, with no Beam transform in it: documents tokenized into the compact form that crosses
 Beam stages, and a bucket of them made into instances in a temporary Arrow bucket file.
 
-The DoFns of ``transforms.py`` only adapt these plain functions (design/STYLE.md, 1), and the tests of the
-composites use them as their oracle:
+The DoFns of ``transforms.py`` only adapt these plain functions (pure algorithm, thin Beam wrapper), and the tests
+of the composites use them as their oracle:
 
 - :data:`TokenizedDocument`, :func:`encode_document`: one document's word-piece ids and sentence lengths as
   bytes (no Python lists); :func:`document_tokens`: its word pieces.
@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError
 from bertprep.pipeline.instances import buckets

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.instances.common import VocabIds
 from bertprep.pipeline.masking.rule import KEEP

@@ -1,7 +1,7 @@
 """What the instance algorithm shares: vocab ids, counters, truncation and the per-bucket seed.
 
-The algorithm is google-research/bert ``create_pretraining_data.py`` (HEAD eedf571), restated in
-``design/reference-algorithm.md``. ``make-shards`` runs it per bucket as
+The algorithm is google-research/bert ``create_pretraining_data.py`` (HEAD eedf571), whose
+behaviour the golden tests pin against the original's output. ``make-shards`` runs it per bucket as
 :mod:`bertprep.pipeline.instances.bucket_instances`
 (on sentence lengths and flat arrays); the readable list-based restatement, ``create_training_instances``, is the
 test oracle in ``tests/reference/instances.py``. Both use these pieces and the masking rule of

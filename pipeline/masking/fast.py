@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from bertprep.pipeline import schema
-from bertprep.pipeline.config import MaskingConfig
+from bertprep.core import schema
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.rule import replace_positions
 
 _CHUNK_ROWS = 8192

@@ -1,8 +1,7 @@
 """The masked-LM rule of BERT, written once: which positions to predict and what each one becomes.
 
 Source: BERT paper (Devlin et al. 2018) section 3.1 and appendix A.1, as google-research/bert
-``create_pretraining_data.py`` (HEAD eedf571) ``create_masked_lm_predictions`` implements it, restated in
-``design/reference-algorithm.md``:
+``create_pretraining_data.py`` (HEAD eedf571) ``create_masked_lm_predictions`` implements it:
 
 * ``num_to_predict = min(max_predictions_per_seq, max(1, round(n * masked_lm_prob)))`` for an instance of
   ``n`` tokens (including [CLS] and both [SEP]; Python's round half to even on the float64 product);
@@ -43,7 +42,7 @@ from typing import Protocol
 
 import numpy as np
 
-from bertprep.pipeline.config import MaskingConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.exact_draws import shuffle
 from bertprep.pipeline.masking.schemes import Draws, choose_word_spans, words_from_starts
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 # the scheme names and their defaults are settings (config.py, with MaskingConfig)
-from bertprep.pipeline.config import MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
+from bertprep.pipeline.masking.config import MAX_NGRAM_SIZE, MAX_SPAN_LENGTH, SPAN_GEOMETRIC_P
 from bertprep.pipeline.masking.exact_draws import shuffle
 
 

@@ -12,8 +12,8 @@ Formats (``input_format``; :data:`INPUT_FORMATS`):
 
 ``bert``
     The original generator's input (google-research/bert ``create_pretraining_data.py``): one sentence
-    per line, a blank line between documents. Read exactly as the reference does (see
-    design/reference-algorithm.md "Precise details"): the byte stream is split at ``\\n`` only, each line
+    per line, a blank line between documents. Read exactly as the reference does (its
+    ``create_training_instances`` reading loop): the byte stream is split at ``\\n`` only, each line
     decoded and ``str.strip()``-ed; a line that is empty after ``strip()`` (also one of only
     non-breaking spaces) ends the document; every other line is one sentence, kept as the stripped string
     and not segmented. Empty documents (a second blank line in a row) are dropped, counted "empty".

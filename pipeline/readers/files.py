@@ -11,7 +11,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 
-from bertprep.pipeline.paths import web_url_message
+from bertprep.core.paths import web_url_message
 from bertprep.pipeline.readers.base import InputError, ReaderStats
 from bertprep.pipeline.remote import RemotePathError, check_remote_path
 

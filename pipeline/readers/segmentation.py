@@ -31,7 +31,7 @@ in books: ``"Can I do anything for you?" | he said, at last.``) and titles befor
 boundaries are where BERT's next-sentence pairs are cut, so a tool whose point is faithful pre-training
 data takes the more correct segmenter. Its cost is bounded: at 1 MB/s per core, 20 GB of English
 Wikipedia text is about 5.5 core-hours, which Beam spreads over workers; that is about three times the
-cost of WordPiece tokenization (16 MB in 5-6 s on one thread, design/reference-algorithm.md). Users who
+cost of WordPiece tokenization (16 MB in 5-6 s on one thread). Users who
 need the speed pass ``--segmenter blingfire`` (``pip install blingfire``).
 
 Sentences are returned stripped and non-empty, in order. With syntok each sentence is the exact

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline import atomic, schema
+from bertprep.core import atomic, schema
 from bertprep.pipeline.shards import store
 
 log = logging.getLogger("bertprep")

@@ -1,14 +1,14 @@
-"""``make-shards``' last step, :class:`WriteArrowShards`: bucket files -> balanced Arrow shards ->
-``manifest.json``, all in the run's staging folder.
+"""``make-shards``' last step, :class:`WriteArrowShards`: bucket files -> balanced Arrow shards -> ``manifest.json``,
+all in the run's staging folder.
 
-Shards are planned from the bucket sizes and written by hand rather than with ``fileio.WriteToFiles``
-(design/STYLE.md): each shard takes an exact, balanced row range across bucket files, and its name and
-sha256 go into the manifest, which ``WriteToFiles``' sharding does not give. The planning and the writing
-are plain functions of ``shards.py``; here are the DoFns that call them (:class:`WriteShardFn`, one per
-shard, and :class:`WriteManifestFn`, which deletes the bucket files and writes vocab.txt, then the manifest
-last), :class:`MergeCountsFn` (the counts every step emits, summed for the manifest's statistics) and the
-composite. The manifest's sections of the corpus controls (split, dedup, mixture, decontamination) are handed in
-by ``beam/graph.py`` (``manifest_sections``): this module imports nothing of ``beam/``.
+Shards are planned from the bucket sizes and written by hand rather than with ``fileio.WriteToFiles`` (Beam's sink,
+which the project prefers where the output allows): each shard takes an exact, balanced row range across bucket
+files, and its name and sha256 go into the manifest, which ``WriteToFiles``' sharding does not give. The planning
+and the writing are plain functions of ``shards.py``; here are the DoFns that call them (:class:`WriteShardFn`, one
+per shard, and :class:`WriteManifestFn`, which deletes the bucket files and writes vocab.txt, then the manifest
+last), :class:`MergeCountsFn` (the counts every step emits, summed for the manifest's statistics) and the composite.
+The manifest's sections of the corpus controls (split, dedup, mixture, decontamination) are handed in by
+``beam/graph.py`` (``manifest_sections``): this module imports nothing of ``beam/``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, record_error, records_errors
 from bertprep.pipeline.shards import store as shards

@@ -1,8 +1,8 @@
 """Documents to word-piece ids as the original BERT generator tokenizes them, for ``make-shards``.
 
 Source: google-research/bert ``tokenization.py`` (``FullTokenizer`` = ``BasicTokenizer`` + greedy
-longest-match-first ``WordpieceTokenizer``), restated in ``design/reference-algorithm.md`` ("Precise
-details for exact reproduction"). The tokenizer itself, vocab parsing and the special tokens are
+longest-match-first ``WordpieceTokenizer``); its exact behaviour is pinned by the golden tests against the
+original's output. The tokenizer itself, vocab parsing and the special tokens are
 ``vocab_files.py``'s (Beam-free, shared with ``bert_model``); this module adds the pipeline's side: the
 :class:`Vocab` (ids the instance algorithm draws from), :func:`load_vocab` from any Beam filesystem (``gs://``
 too; Beam is imported only there), the casing / accent checks against the vocab and the fast
@@ -21,24 +21,29 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Tokenizer
 
-from bertprep.pipeline import vocab_files
-from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
-from bertprep.pipeline.paths import web_url_message
-from bertprep.pipeline.pretrained_tokenizer import (
+from bertprep.core import vocab_files
+from bertprep.core.normalization import (
+    check_vocab_strip_accents,
+    looks_cased,
+    resolve_strip_accents,
+    strip_accents_flag,
+)
+from bertprep.core.paths import web_url_message
+from bertprep.core.pretrained_tokenizer import (
     PretrainedTokenizer,
     beside,
     load_pretrained_tokenizer,
     model_type_of,
     tokenizer_json_model_type,
 )
-from bertprep.pipeline.remote import RemotePathError, check_remote_path
-from bertprep.pipeline.schema import vocab_sha256
-from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
+from bertprep.core.schema import vocab_sha256
+from bertprep.core.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
     MAX_INPUT_CHARS_PER_WORD,
     REQUIRED_TOKENS,
     SPECIAL_TOKENS,
     VocabError,
 )
+from bertprep.pipeline.remote import RemotePathError, check_remote_path
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +154,7 @@ class Vocab:
 
     def looks_cased(self) -> bool:
         """True when the vocab has upper-case word pieces outside the bracketed special entries."""
-        return vocab_files.looks_cased(self.tokens)
+        return looks_cased(self.tokens)
 
 
 def _read_text(path: str) -> str:
@@ -317,7 +322,7 @@ def check_strip_accents(
     is refused, since every word the two settings normalize differently would tokenize to pieces the
     vocab was not built for. (Without ``explicit``, a difference follows from a ``do_lower_case`` that
     differs from the vocab's, which :func:`check_casing` reports.) A ``vocab.txt`` records nothing; its
-    Korean entries tell (:func:`~bertprep.pipeline.normalization.check_vocab_strip_accents`).
+    Korean entries tell (:func:`~bertprep.core.normalization.check_vocab_strip_accents`).
 
     Raises:
         VocabError: ``explicit`` and the tokenizer.json records the other setting (message names the flag).

@@ -36,9 +36,22 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bertprep.pipeline.atomic import atomic_files
+from bertprep.core.atomic import atomic_files
+from bertprep.core.normalization import looks_cased, resolve_strip_accents
+from bertprep.core.vocab_files import (
+    CONTINUING_SUBWORD_PREFIX,
+    SPECIAL_TOKENS,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    VocabError,
+    build_tokenizer,
+    is_unused_slot,
+    parse_tokenizer_json,
+    parse_vocab_txt,
+    tokenizer_files,
+    wordpiece_split,
+)
 from bertprep.pipeline.config import ReadOptions
-from bertprep.pipeline.normalization import resolve_strip_accents
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
 from bertprep.pipeline.text.vocab import (
@@ -50,20 +63,6 @@ from bertprep.pipeline.text.vocab import (
     check_output_dir,
     existing_outputs,
     train_wordpiece,
-)
-from bertprep.pipeline.vocab_files import (
-    CONTINUING_SUBWORD_PREFIX,
-    SPECIAL_TOKENS,
-    TOKENIZER_FILE,
-    VOCAB_FILE,
-    VocabError,
-    build_tokenizer,
-    is_unused_slot,
-    looks_cased,
-    parse_tokenizer_json,
-    parse_vocab_txt,
-    tokenizer_files,
-    wordpiece_split,
 )
 
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ def read_base_vocab(path: str, do_lower_case: bool | None = None, strip_accents:
     preferred, as it records the normalisation).
 
     The normalisation is the base vocab's: a ``tokenizer.json``'s normalizer, else (a bare ``vocab.txt``)
-    uncased unless the vocab has upper-case entries (``vocab_files.looks_cased``). ``do_lower_case`` /
+    uncased unless the vocab has upper-case entries (``normalization.looks_cased``). ``do_lower_case`` /
     ``strip_accents``, when given, must agree with it.
 
     Raises:

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.models.bert import TIED_WEIGHTS_KEYS, BertConfig, BertForPreTraining
 from bertprep.bert_model.optim import create_optimizer, create_scheduler
-from bertprep.pipeline.atomic import staging_name
+from bertprep.core.atomic import staging_name
 
 
 def _trained_model_and_optimizer(seed: int = 0):

@@ -1,4 +1,4 @@
-"""bert_model/runtime.py: device choice and seeding (atomic writes: tests/pipeline/test_atomic.py)."""
+"""bert_model/runtime.py: device choice and seeding (atomic writes: tests/core/test_atomic.py)."""
 
 from __future__ import annotations
 

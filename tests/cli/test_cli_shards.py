@@ -156,7 +156,7 @@ def test_casing_mismatch_is_warned(tmp_path):
 
 
 def test_casing_contradicting_a_tokenizer_json_is_refused(tmp_path):
-    from bertprep.pipeline.vocab_files import read_vocab_file, tokenizer_files
+    from bertprep.core.vocab_files import read_vocab_file, tokenizer_files
 
     tokenizer_json = tmp_path / "tokenizer.json"  # records lowercase=True, as build-vocab's default writes it
     tokenizer_json.write_text(tokenizer_files(read_vocab_file(VOCAB), do_lower_case=True)["tokenizer.json"])
@@ -252,10 +252,10 @@ def test_defaults_and_choices_come_from_the_library():
         PAIRING_SCOPES,
         SAMPLING_MODES,
         InstanceConfig,
-        MaskingConfig,
         ReadOptions,
         ShardsConfig,
     )
+    from bertprep.pipeline.masking.config import MaskingConfig
     from bertprep.pipeline.readers import INPUT_FORMATS
     from bertprep.pipeline.text.vocab import VocabConfig
 

@@ -58,7 +58,7 @@ def test_the_wheel_and_the_sdist_carry_every_recipe(tmp_path):
     project.mkdir()
     for name in ("setup.py", "setup.cfg", "README.md", "LICENSE"):
         shutil.copy2(REPO_ROOT / name, project / name)
-    for folder in ("pipeline", "bert_model", "cli"):
+    for folder in ("core", "pipeline", "bert_model", "cli"):
         shutil.copytree(REPO_ROOT / folder, project / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     subprocess.run([*build, "-w", str(tmp_path / "dist"), str(project)], check=True, capture_output=True)

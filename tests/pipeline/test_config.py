@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ReadOptions, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ReadOptions, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 
 
 def test_the_manifest_lists_every_instance_and_masking_setting_once_in_its_order():

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, truncation_bounds, truncation_bounds_fast
 from bertprep.pipeline.masking.exact_draws import shuffle

@@ -23,7 +23,7 @@ from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
 from bertprep.bert_model.pretrain import build
 from bertprep.bert_model.pretrain.trainer import train
 from bertprep.cli.main import cli
-from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
+from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
 from conftest import FIXTURES, need_module
 from model_factory import init_from_train_config
 from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir

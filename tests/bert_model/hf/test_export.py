@@ -24,7 +24,7 @@ from bertprep.bert_model.models.heads import (
 from bertprep.bert_model.optim import create_optimizer
 from bertprep.bert_model.tasks.glue import GlueExample, GlueTask
 from bertprep.cli.main import cli
-from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from bertprep.core.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
 from model_factory import tiny_bert
 
@@ -241,7 +241,7 @@ def test_export_command_writes_a_pretraining_model(tmp_path):
 
 def test_export_model_is_a_library_call_with_the_tokenizer_files_of_build_vocab(tmp_path):
     from bertprep.bert_model.hf.export import ExportError, export_model
-    from bertprep.pipeline.vocab_files import tokenizer_files
+    from bertprep.core.vocab_files import tokenizer_files
 
     _pretraining_checkpoint(tmp_path / "run")
     result = export_model(str(tmp_path / "run"), str(tmp_path / "hf"), do_lower_case=True)

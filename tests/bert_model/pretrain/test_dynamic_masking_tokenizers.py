@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from bertprep.bert_model.pretrain.data import masking_config, masking_vocab
 from bertprep.bert_model.pretrain.shard_info import read_shard_info
 from bertprep.cli.main import cli
+from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
 from bertprep.pipeline.masking.rule import mask_instance
-from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 from bertprep.pipeline.shards.inspection import iter_rows
 from conftest import FIXTURES
 from tokenizer_factory import roberta_tokenizer_dir

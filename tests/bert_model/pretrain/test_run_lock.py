@@ -14,7 +14,7 @@ import sys
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline import atomic
+from bertprep.core import atomic
 
 
 def _args(tiny_shards, out) -> list[str]:

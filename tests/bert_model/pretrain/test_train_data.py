@@ -373,7 +373,7 @@ def test_dynamic_whole_word_masking_takes_whole_words(tmp_path):
 _READ_A_SHARD = """
 import sys
 from bertprep.bert_model.pretrain.data import _ShardReader
-from bertprep.pipeline import schema
+from bertprep.core import schema
 path = schema.shard_paths(sys.argv[1])[0]
 reader = _ShardReader(path, vocab_size=None)
 assert reader.num_rows > 0

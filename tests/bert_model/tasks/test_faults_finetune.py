@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline import atomic
+from bertprep.core import atomic
 from conftest import FIXTURES
 from finetune_factory import write_tiny_checkpoint
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertprep.bert_model.tasks.glue import GLUE_TASKS, GlueExample, GlueTask, glue_metrics, truncate_seq_pair
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "finetune"

@@ -27,7 +27,7 @@ from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.predict import load_finetuned
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
-from bertprep.pipeline.vocab_files import WordPieceTokenizer, read_vocab_file
+from bertprep.core.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
 from finetune_factory import write_tiny_modernbert_checkpoint
 

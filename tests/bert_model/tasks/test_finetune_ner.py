@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertprep.bert_model.tasks.ner import NerExample, NerTask, ner_metrics, read_conll
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "finetune"

@@ -10,7 +10,7 @@ import pytest
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.squad_data import SquadExample, parse_article_range, read_squad
 from bertprep.bert_model.tasks.squad_eval import exact_match_score, f1_score, normalize_answer, squad_metrics
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "finetune"

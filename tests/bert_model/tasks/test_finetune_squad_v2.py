@@ -20,7 +20,7 @@ from bertprep.bert_model.tasks.squad import SquadAnswer, SquadTask, null_odds_pa
 from bertprep.bert_model.tasks.squad_data import SquadExample, read_squad
 from bertprep.bert_model.tasks.squad_eval import find_best_threshold, squad_v2_metrics, squad_v2_raw_scores
 from bertprep.cli.main import cli
-from bertprep.pipeline.vocab_files import WordPieceTokenizer
+from bertprep.core.vocab_files import WordPieceTokenizer
 from conftest import FIXTURES
 from finetune_factory import write_tiny_checkpoint
 

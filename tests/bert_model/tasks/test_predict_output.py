@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bertprep.pipeline import atomic
+from bertprep.core import atomic
 from cli_factory import bertprep as _bertprep
 from cli_factory import error_line, snapshot
 from conftest import need_module
@@ -80,7 +80,7 @@ def test_predict_writes_a_new_file_beside_the_runs_record(finetuned, tmp_path):
 def test_run_directory_of_a_model(tmp_path):
     """RUN/best (finetune), RUN/checkpoints/step-N and RUN/checkpoints (train) belong to RUN when RUN holds a
     run's record; a directory that is no run's (an export) belongs to none."""
-    from bertprep.pipeline.paths import run_directory_of
+    from bertprep.core.paths import run_directory_of
 
     root = tmp_path.resolve()
     for d in ("FT/best", "PT/checkpoints/step-000002", "HF"):

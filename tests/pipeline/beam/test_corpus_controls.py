@@ -24,7 +24,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.beam.run import run_make_shards
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig, Source
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.shards.inspection import format_statistics
 
 ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]

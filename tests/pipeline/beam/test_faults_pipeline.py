@@ -252,7 +252,7 @@ def test_build_vocab_refuses_an_input_it_would_replace(tmp_path):
     result = _vocab([folder], folder, "--overwrite")
     assert result.exit_code == 1
     line = _one_line_error(result.output)
-    # round two: one rule for every command (pipeline.paths.check_writes_apart)
+    # round two: one rule for every command (core.paths.check_writes_apart)
     written = folder / "vocab.txt"
     assert f"build-vocab would write {written}, which is INPUTS {written}" in line and "--output-dir" in line
     assert _snapshot(folder) == before

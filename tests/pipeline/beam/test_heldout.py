@@ -24,11 +24,13 @@ from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline import readers, schema
+from bertprep.core import schema
+from bertprep.core.normalization import bert_normalizer
+from bertprep.pipeline import readers
 from bertprep.pipeline.beam import heldout
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
-from bertprep.pipeline.normalization import bert_normalizer
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
 from bertprep.pipeline.shards.write import MergeCountsFn
 from conftest import FIXTURES, need_module

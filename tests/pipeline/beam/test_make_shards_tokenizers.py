@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
+from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
 from bertprep.pipeline import readers
-from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
 from bertprep.pipeline.shards.inspection import iter_rows, load_vocab_tokens
 from conftest import FIXTURES
 from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir, unigram_tokenizer_dir

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from cloud_factory import CORPUS_VOCAB, digests_but_paths, emulator, object_digests, upload_folder, write_corpus
 from conftest import need_module
 from pipeline_factory import PipelineOutputReplayed
@@ -143,7 +144,7 @@ def _reader_verdict(root: str, local: Path) -> str:
     (every shard's size and sha256 as its manifest lists them, and every row valid), else the errors."""
     from apache_beam.io.filesystems import FileSystems
 
-    from bertprep.pipeline import schema
+    from bertprep.core import schema
     from bertprep.pipeline.shards.inspection import verify_shards
 
     shutil.rmtree(local, ignore_errors=True)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.shards.inspection import iter_rows
 from bertprep.pipeline.text.tokenization import VocabError, load_vocab
 from conftest import FIXTURES

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline.config import SAMPLING_MODES, InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import SAMPLING_MODES, InstanceConfig, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from conftest import FIXTURES
 from pipeline_factory import make_shards
 

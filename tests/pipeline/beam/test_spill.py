@@ -12,7 +12,8 @@ import pytest
 
 from bertprep.pipeline.beam import spill
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.readers import ranges
 from conftest import FIXTURES
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bertprep.pipeline.beam.run import run_make_shards
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readers"))
 from test_ranges import _parquet, multistream_dump

@@ -10,12 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from bertprep.pipeline import schema
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig
+from bertprep.core import schema
+from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.rule import KEEP
 from bertprep.pipeline.text.tokenization import Vocab
 

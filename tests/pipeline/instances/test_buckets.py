@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.instances import buckets
+from bertprep.pipeline.masking.config import MaskingConfig
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"

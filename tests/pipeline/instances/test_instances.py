@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig
+from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, bucket_seed
+from bertprep.pipeline.masking.config import MaskingConfig
 from reference.instances import create_training_instances, truncate_seq_pair
 from synthetic_corpus import synthetic_corpus, synthetic_vocab
 

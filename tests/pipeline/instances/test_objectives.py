@@ -19,12 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline import schema
-from bertprep.pipeline.config import OBJECTIVES, InstanceConfig, MaskingConfig
+from bertprep.core import schema
+from bertprep.pipeline.config import OBJECTIVES, InstanceConfig
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments
 from bertprep.pipeline.instances.bucket_instances import describe_instances
 from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.text.tokenization import Vocab
 from conftest import FIXTURES, need_module

@@ -9,9 +9,10 @@ import random
 import numpy as np
 import pyarrow as pa
 
-from bertprep.pipeline import schema
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig
+from bertprep.core import schema
+from bertprep.pipeline.config import InstanceConfig
 from bertprep.pipeline.instances.common import VocabIds
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.masking.rule import num_to_predict
 from reference.instances import create_training_instances, instances_to_table

@@ -12,7 +12,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig
+from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.rule import (
     KEEP,
     MASK,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig
+from bertprep.pipeline.config import InstanceConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.masking.schemes import (
     Draws,
     choose_word_spans,

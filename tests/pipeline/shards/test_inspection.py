@@ -22,7 +22,7 @@ def test_one_shard_reader_holds_the_bytes_it_read(tmp_path):
     import pyarrow as pa
     import pytest
 
-    from bertprep.pipeline import schema
+    from bertprep.core import schema
 
     path = tmp_path / "shard.arrow"
     table = pa.table({"input_ids": pa.array([[2, 7, 3], [2, 8, 9, 3]], pa.list_(pa.int32()))})

@@ -8,7 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 from bertprep.pipeline.shards import store as shards
 
 VOCAB_SIZE = 1000

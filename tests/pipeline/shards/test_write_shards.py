@@ -10,7 +10,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.testing.util import assert_that, equal_to
 
-from bertprep.pipeline import schema
+from bertprep.core import schema
 from bertprep.pipeline.instances.bucket_files import (
     bucket_documents,
     document_counts,

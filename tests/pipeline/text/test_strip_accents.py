@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline.normalization import (
+from bertprep.core.normalization import (
     accent_stripping_stats,
     check_vocab_strip_accents,
     hangul_vocab_counts,
@@ -380,7 +380,7 @@ def test_help_explains_the_option():
 
 
 def test_fine_tuning_takes_the_models_record_unless_told_otherwise():
-    from bertprep.bert_model.hf.interop import resolve_strip_accents_setting
+    from bertprep.core.normalization import resolve_strip_accents_setting
 
     assert resolve_strip_accents_setting(None, False, True, True) is False  # a --no-strip-accents model
     assert resolve_strip_accents_setting(None, True, True, True) is True
@@ -400,7 +400,7 @@ def test_export_records_strip_accents_and_transformers_encodes_korean_to_bertpre
     from bertprep.bert_model.hf.interop import load_model_source
     from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
     from bertprep.bert_model.optim import create_optimizer
-    from bertprep.pipeline.vocab_files import WordPieceTokenizer
+    from bertprep.core.vocab_files import WordPieceTokenizer
 
     strip, trained, outdir = korean_vocab
     # a pre-training checkpoint whose shards' manifest records the setting as make-shards writes it

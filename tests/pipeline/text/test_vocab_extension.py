@@ -17,13 +17,13 @@ from click.testing import CliRunner
 from tokenizers import Tokenizer
 
 from bertprep.cli.main import cli
+from bertprep.core.vocab_files import VocabError, read_vocab_file, tokenizer_files, wordpiece_split
 from bertprep.pipeline.text.vocab_extension import (
     EXTENSION_FILE,
     place_pieces,
     rank_pieces,
     read_base_vocab,
 )
-from bertprep.pipeline.vocab_files import VocabError, read_vocab_file, tokenizer_files, wordpiece_split
 from conftest import FIXTURES
 
 TRAIN = FIXTURES / "vocab" / "train.txt"

@@ -1,4 +1,4 @@
-"""Any tokenizer.json (pipeline/pretrained_tokenizer.py): special tokens read, never assumed; word marks; the
+"""Any tokenizer.json (core/pretrained_tokenizer.py): special tokens read, never assumed; word marks; the
 encoder of pre-training text; the model-input layouts, each against what transformers does with the same
 directory."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from bertprep.pipeline.pretrained_tokenizer import BYTE_LEVEL_SPACE, PretrainedTokenizer, load_pretrained_tokenizer
-from bertprep.pipeline.vocab_files import VocabError
+from bertprep.core.pretrained_tokenizer import BYTE_LEVEL_SPACE, PretrainedTokenizer, load_pretrained_tokenizer
+from bertprep.core.vocab_files import VocabError
 from conftest import need_module
 from tokenizer_factory import modernbert_tokenizer_dir, roberta_tokenizer_dir, unigram_tokenizer_dir
 
@@ -104,7 +104,7 @@ def test_model_inputs_follow_the_tokenizers_template(dirs, name):
 def test_one_loader_for_local_files_and_make_shards_file_systems(dirs, tmp_path):
     """make-shards' ``load_vocab`` (any Beam file system) and the model side (local files) load a tokenizer.json
     through the same ``load_pretrained_tokenizer`` and tell its model type with the same ``model_type_of``."""
-    from bertprep.pipeline.pretrained_tokenizer import model_type_of, tokenizer_json_model_type
+    from bertprep.core.pretrained_tokenizer import model_type_of, tokenizer_json_model_type
     from bertprep.pipeline.text.tokenization import load_vocab
 
     local = load_pretrained_tokenizer(str(dirs["roberta"]))

@@ -16,16 +16,23 @@ Devanagari or Thai. :func:`accent_stripping_stats` measures the share of a text'
 multilingual notes (google-research/bert ``multilingual.md``) recommend the cased model for non-Latin
 alphabets for this reason.
 
-No Beam, no torch: ``pipeline/`` and ``bert_model/`` both import it.
+The one place of the casing and accent rules: :func:`resolve_strip_accents` (the original's default),
+:func:`resolve_strip_accents_setting` (a model's recorded settings against an explicit choice), :func:`looks_cased`
+(a vocab's casing read from its entries). No Beam, no torch: ``pipeline/`` and ``bert_model/`` both import it.
 """  # noqa: RUF002 (the Greek alpha is the point of the example)
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from tokenizers import normalizers
+if TYPE_CHECKING:
+    from tokenizers import normalizers
+
+logger = logging.getLogger(__name__)
 
 #: Share of the letters read above which build-vocab warns that accent stripping damages the corpus.
 WARN_SHARE = 0.01
@@ -51,10 +58,43 @@ def resolve_strip_accents(strip_accents: bool | None, do_lower_case: bool) -> bo
     return do_lower_case if strip_accents is None else bool(strip_accents)
 
 
+def resolve_strip_accents_setting(
+    requested: bool | None, recorded: bool | None, recorded_lower: bool | None, do_lower_case: bool
+) -> bool:
+    """The accent stripping to tokenize with, given the casing ``do_lower_case`` already chosen: the explicit
+    choice (warning when the model recorded the other), else the model's record where it differs from the
+    model's recorded casing (a model trained with ``--no-strip-accents``), else ``do_lower_case`` (the
+    original's rule, so a casing override changes both as before)."""
+    if requested is not None:
+        if recorded is not None and recorded != requested:
+            logger.warning(
+                "strip_accents=%s given, but the model was trained with strip_accents=%s", requested, recorded
+            )
+        return requested
+    if recorded is not None and (recorded_lower is None or recorded != recorded_lower):
+        return recorded
+    return do_lower_case
+
+
+def looks_cased(tokens: Sequence[str]) -> bool:
+    """True when the vocab has upper-case word pieces outside bracketed special entries (20 or more)."""
+    upper = 0
+    for token in tokens:
+        if token.startswith("[") and token.endswith("]"):
+            continue
+        if any(c.isupper() for c in token):
+            upper += 1
+            if upper >= 20:
+                return True
+    return False
+
+
 def bert_normalizer(do_lower_case: bool, strip_accents: bool | None = None) -> normalizers.BertNormalizer:
     """``BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=..., lowercase=...)``
     with ``strip_accents`` written out (resolved by :func:`resolve_strip_accents`): an explicit value
     survives re-serialization by other tools unchanged."""
+    from tokenizers import normalizers  # (here: the casing rules above are standard library only)
+
     return normalizers.BertNormalizer(
         clean_text=True,
         handle_chinese_chars=True,

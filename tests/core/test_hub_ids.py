@@ -1,5 +1,5 @@
 """``--model`` (and ``make-shards --vocab``) take a Hugging Face Hub id, resolved through huggingface_hub's cache
-(pipeline/hub.py). The tests lay the cache out themselves (``models--owner--name/refs/main`` and
+(core/hub.py). The tests lay the cache out themselves (``models--owner--name/refs/main`` and
 ``snapshots/<commit>/``, as huggingface_hub writes it) and run with ``HF_HUB_OFFLINE=1``: nothing is downloaded."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline.hub import is_hub_id, resolve_model_dir
+from bertprep.core.hub import is_hub_id, resolve_model_dir
 from conftest import FIXTURES, need_module
 from tokenizer_factory import roberta_tokenizer_dir
 

@@ -36,8 +36,18 @@ from dataclasses import dataclass
 
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, models, pre_tokenizers, processors
 
-from bertprep.pipeline.errors import VocabError  # re-exported: the errors are errors.py's
-from bertprep.pipeline.normalization import bert_normalizer, normalizer_settings, resolve_strip_accents
+from bertprep.core.normalization import bert_normalizer, normalizer_settings, resolve_strip_accents
+
+
+class VocabError(ValueError):
+    """A vocab file that cannot be used; the message names the file and what to do. ``option`` is the
+    command-line option at fault when the vocab is fine but an option contradicts it (``--no-do-lower-case``
+    for an uncased tokenizer.json), else None."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
+
 
 #: The special entries of a BERT vocab, in the id order of a trained vocab ([PAD] first, as Hugging Face
 #: expects). Looked up by name: a trained vocab has [PAD]=0..[MASK]=4, Google's has [CLS]=101.
@@ -181,19 +191,6 @@ def strip_accents_of_tokenizer_json(text: str) -> bool | None:
     """Effective ``strip_accents`` of a ``tokenizer.json``'s normalizer (``null`` follows its ``lowercase``);
     None when it does not say."""
     return normalizer_settings(json.loads(text).get("normalizer"))[1]
-
-
-def looks_cased(tokens: Sequence[str]) -> bool:
-    """True when the vocab has upper-case word pieces outside bracketed special entries (20 or more)."""
-    upper = 0
-    for token in tokens:
-        if token.startswith("[") and token.endswith("]"):
-            continue
-        if any(c.isupper() for c in token):
-            upper += 1
-            if upper >= 20:
-                return True
-    return False
 
 
 #: A spare ``[unusedK]`` entry (Google's vocabs, build-vocab's ``--num-unused``).
@@ -494,7 +491,6 @@ __all__ = [
     "hf_tokenizer",
     "hf_tokenizer_json",
     "is_unused_slot",
-    "looks_cased",
     "parse_tokenizer_json",
     "parse_vocab_txt",
     "read_vocab_file",

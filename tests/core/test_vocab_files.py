@@ -1,4 +1,4 @@
-"""The vocab/tokenizer contract (``pipeline/vocab_files.py``): reading, the strict tokenizer, the files written."""
+"""The vocab/tokenizer contract (``core/vocab_files.py``): reading, the strict tokenizer, the files written."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bertprep.pipeline.vocab_files import (
+from bertprep.core.vocab_files import (
     SPECIAL_TOKENS,
     VocabError,
     build_tokenizer,
@@ -77,7 +77,7 @@ def test_tokenizer_files_agree_on_class_and_accent_stripping(do_lower_case, stri
 
 def test_contract_module_loads_neither_beam_nor_torch():
     code = (
-        "import sys; import bertprep.pipeline.vocab_files, bertprep.pipeline.masking.rule; "
+        "import sys; import bertprep.core.vocab_files, bertprep.pipeline.masking.rule; "
         "print(sorted(m for m in ('apache_beam', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
