@@ -83,7 +83,8 @@ def _unb64(s: str) -> torch.Tensor:
 def capture_rng_state() -> dict[str, Any]:
     """RNG states of this process as JSON values: torch CPU (and CUDA), Python ``random``, numpy."""
     version, internal, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)  # the tuple form (legacy=False: a dict)
+    assert isinstance(keys, np.ndarray)
     state = {
         "torch": _b64(torch.get_rng_state()),
         "python": [version, list(internal), gauss],
@@ -134,7 +135,9 @@ def optimizer_state_to_flat(optimizer: torch.optim.Optimizer) -> tuple[dict[str,
         groups.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items() if k != "params"})
         groups[-1]["param_names"] = _canonical_names(group["param_names"], layouts)
         for key in [k for k, v in groups[-1].items() if isinstance(v, torch.Tensor)]:
-            tensors[f"{_GROUP_PREFIX}{i}/{key}"] = groups[-1].pop(key).detach().to("cpu").contiguous()
+            tensor = groups[-1].pop(key)
+            assert isinstance(tensor, torch.Tensor)
+            tensors[f"{_GROUP_PREFIX}{i}/{key}"] = tensor.detach().to("cpu").contiguous()
     scalars: dict[str, dict[str, Any]] = {}
     for index, param_state in sd["state"].items():
         name = index_to_name[index]

@@ -119,12 +119,13 @@ def normalizer_settings(normalizer: Mapping | None) -> tuple[bool | None, bool |
     if kind == "StripAccents":
         return None, True
     if kind == "Sequence":
-        lowercase = strip = None
+        sequence_lower: bool | None = None
+        sequence_strip: bool | None = None
         for item in normalizer.get("normalizers", []):
             item_lower, item_strip = normalizer_settings(item)
-            lowercase = item_lower if lowercase is None else lowercase
-            strip = item_strip if strip is None else strip
-        return lowercase, strip
+            sequence_lower = item_lower if sequence_lower is None else sequence_lower
+            sequence_strip = item_strip if sequence_strip is None else sequence_strip
+        return sequence_lower, sequence_strip
     return None, None
 
 

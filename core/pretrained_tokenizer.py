@@ -370,7 +370,7 @@ class PretrainedTokenizer(SpecialTokenIds):
         """``ids_a`` (and ``ids_b``) with the template's special tokens (``<s> A </s></s> B </s>``)."""
         out: list[int] = []
         for ids, _ in self.template["single" if ids_b is None else "pair"]:
-            out.extend(ids_a if ids == "A" else ids_b if ids == "B" else ids)
+            out.extend(ids_a if ids == "A" else (ids_b or []) if ids == "B" else ids)
         return out
 
     def create_token_type_ids_from_sequences(
@@ -379,7 +379,7 @@ class PretrainedTokenizer(SpecialTokenIds):
         """The ``token_type_ids`` of :meth:`build_inputs_with_special_tokens` (RoBERTa: all 0)."""
         out: list[int] = []
         for ids, type_id in self.template["single" if ids_b is None else "pair"]:
-            n = len(ids_a) if ids == "A" else len(ids_b) if ids == "B" else len(ids)
+            n = len(ids_a) if ids == "A" else len(ids_b or []) if ids == "B" else len(ids)
             out.extend([type_id] * n)
         return out
 

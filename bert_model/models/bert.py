@@ -56,7 +56,7 @@ class BertEmbeddings(nn.Module):
         weight = torch.zeros(config.padded_vocab_size, config.hidden_size)
         nn.init.normal_(weight[: config.vocab_size])  # as nn.Embedding(vocab_size, ...): the same draws
         self.word_embeddings = nn.Embedding(config.padded_vocab_size, config.hidden_size, _weight=weight)
-        self.word_embeddings.num_real_rows = config.vocab_size  # (_init_weights)
+        self.word_embeddings.num_real_rows = config.vocab_size  # type: ignore[assignment]  # (_init_weights; torch types module attributes as Tensor | Module)
         if config.padded_vocab_size != config.vocab_size:
             register_row_layout(self.word_embeddings, {"weight": [("weight", 0, config.vocab_size)]})
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
@@ -93,7 +93,7 @@ class BertSelfAttention(nn.Module):
         self.head_size = config.head_size
         H = config.hidden_size
         self.qkv = nn.Linear(H, 3 * H)
-        self.qkv.row_init_blocks = 3  # (_init_weights: three H x H matrices, drawn as the unfused ones were)
+        self.qkv.row_init_blocks = 3  # type: ignore[assignment]  # (_init_weights: three H x H matrices, as unfused)
         names = ("query", "key", "value")
         register_row_layout(
             self,
@@ -435,6 +435,7 @@ class BertForPreTraining(nn.Module):
             next_sentence_label,
             **layout,
         )
+        assert heads.seq_relationship_logits is not None  # BERT always has its sentence head
         out = BertForPreTrainingOutput(
             heads.prediction_logits, heads.seq_relationship_logits, mlm_loss=heads.mlm_loss, nsp_loss=heads.nsp_loss
         )

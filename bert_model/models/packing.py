@@ -70,10 +70,10 @@ def pack_documents(
         raise ValueError(f"max_seq_length must be a positive integer, got {max_seq_length!r}")
     T = int(max_seq_length)
     aligned = dict(aligned or {})
-    documents = [np.asarray(doc, dtype=np.int64) for doc in documents]
-    _check_documents(documents, aligned)
-    rows = _next_fit_rows(documents, T) if layout is None else _layout_rows(documents, layout, T)
-    return _fill_rows(rows, documents, aligned, T, pad_token_id)
+    arrays = [np.asarray(doc, dtype=np.int64) for doc in documents]
+    _check_documents(arrays, aligned)
+    rows = _next_fit_rows(arrays, T) if layout is None else _layout_rows(arrays, layout, T)
+    return _fill_rows(rows, arrays, aligned, T, pad_token_id)
 
 
 def _check_documents(documents: list[np.ndarray], aligned: dict) -> None:

@@ -23,7 +23,7 @@ numpy only (no Beam, no torch): ``bertprep.bert_model`` imports it through ``mas
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -78,6 +78,9 @@ class Draws:
 
     def __init__(self, rng: random.Random | np.random.Generator):
         self.rng = rng
+        self.random: Callable[[], float]
+        self.randbelow: Callable[[int], int]
+        self.shuffle: Callable[[list], None]
         if isinstance(rng, np.random.Generator):
             self.random = rng.random
             self.randbelow = lambda n: int(rng.integers(n))
@@ -88,6 +91,7 @@ class Draws:
             self.shuffle = lambda x: shuffle(x, rng)
 
     def _numpy_shuffle(self, x: list) -> None:
+        assert isinstance(self.rng, np.random.Generator)
         x[:] = [x[i] for i in self.rng.permutation(len(x)).tolist()]
 
 
