@@ -34,8 +34,8 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 def pad_sequences(
-    input_ids: Sequence[Sequence[int]],
-    token_type_ids: Sequence[Sequence[int]],
+    input_ids: Sequence[Sequence[int] | np.ndarray],
+    token_type_ids: Sequence[Sequence[int] | np.ndarray],
     *,
     pad_token_id: int = 0,
     pad_to_multiple_of: int = 8,
@@ -111,7 +111,7 @@ def collate_numpy(
         masked_lm_ids[i, :m] = r["masked_lm_ids"]
         if has_label:
             next_sentence_label[i] = r["next_sentence_label"]
-        if has_word_ids:
+        if word_ids is not None:
             word_ids[i, : len(r["word_ids"])] = r["word_ids"]
     return (
         {
@@ -123,7 +123,7 @@ def collate_numpy(
             **layout_indices(attention_mask - 1),  # (sequence_ids: 0 on real tokens, -1 on padding)
         }
         | ({"next_sentence_label": next_sentence_label} if has_label else {})
-        | ({"word_ids": word_ids} if has_word_ids else {})
+        | ({"word_ids": word_ids} if word_ids is not None else {})
     )
 
 

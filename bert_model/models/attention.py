@@ -139,7 +139,7 @@ def configure_attention(model: torch.nn.Module, requested: str, device: torch.de
                 "backward there); use sdpa, or flex_attention on a CUDA GPU"
             )
     for encoder in encoders:
-        encoder.attn_implementation = implementation
+        setattr(encoder, "attn_implementation", implementation)  # noqa: B010 (any module that declares it)
     return implementation
 
 
@@ -254,6 +254,7 @@ class AttentionPlan:
         """bool mask for SDPA, True = may attend: None, (1, 1, T, T), (B, 1, 1, T) or (B, 1, T, T)."""
         if window in self._masks:
             return self._masks[window]
+        mask: torch.Tensor | None
         if self.sequence_ids is not None:
             mask = block_diagonal_mask(self.sequence_ids, window)  # (B, 1, T, T): same sequence (and band)
         else:

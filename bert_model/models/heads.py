@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -96,11 +97,12 @@ class Family:
     has_pooler: bool
     """Whether the sequence vector is the encoder's pooler output (BERT) rather than a pooling of the last
     hidden states (ModernBERT's ``sentence_representation``)."""
-    transform: Callable[[object], nn.Module]
+    # (each takes the family's config: BertConfig or ModernBertConfig, hence Any)
+    transform: Callable[[Any], nn.Module]
     """The module between the encoder and dropout, registered as ``head`` (BERT: none, an ``nn.Identity``)."""
-    init_transform: Callable[[nn.Module, object], None]
-    default_dropout: Callable[[object], float]
-    init_output: Callable[[nn.Linear, object], None]
+    init_transform: Callable[[nn.Module, Any], object]
+    default_dropout: Callable[[Any], float]
+    init_output: Callable[[nn.Linear, Any], None]
     qa_output_name: str
     qa_dropout: bool
     """Whether dropout precedes the QA output layer (``transformers``' BERT: no)."""
@@ -143,6 +145,8 @@ class TaskHead(nn.Module):
     ``model``), the family's ``head`` transform, dropout, and a linear output layer (``classifier``, or
     ``qa_outputs`` for BERT's QA) with ``num_outputs`` outputs, initialised as the family does."""
 
+    #: The ``transformers`` architecture name of a named head (``_named``), what ``config.json`` records.
+    architecture: ClassVar[str]
     #: Output fields that have one value per token (evaluation trims them to each sequence's length).
     per_token_outputs: tuple[str, ...] = ()
     #: Whether BERT's pooler is part of this head (``transformers``' ``add_pooling_layer``).
@@ -165,8 +169,8 @@ class TaskHead(nn.Module):
         setattr(self, self.output_name, output)
 
     @property
-    def encoder(self) -> nn.Module:
-        """The encoder (``self.bert`` or ``self.model``)."""
+    def encoder(self) -> Any:
+        """The encoder (``self.bert`` or ``self.model``): a ``BertModel`` or a ``ModernBertModel``."""
         return getattr(self, self.base_model_prefix)
 
     def scores(self, hidden_states: torch.Tensor) -> torch.Tensor:

@@ -180,7 +180,7 @@ def _init_weights(module: nn.Module, config: ModernBertConfig) -> None:
     ``Wi``) and the token embeddings, ``initializer_range / sqrt(2 L)`` for the output projections (both
     ``Wo``) and the head's ``dense``; biases 0, LayerNorm weights 1."""
 
-    def init(linear: nn.Module, std: float) -> None:
+    def init(linear: nn.Linear | nn.Embedding, std: float) -> None:
         c = config.initializer_cutoff_factor
         nn.init.trunc_normal_(linear.weight, mean=0.0, std=std, a=-c * std, b=c * std)
         if isinstance(linear, nn.Linear) and linear.bias is not None:
@@ -282,7 +282,7 @@ class ModernBertModel(nn.Module):
         rope = {kind: self.rotary[kind](position_ids, hidden_states.dtype) for kind in kinds}
         states = [hidden_states] if output_hidden_states else None
         for layer in self.layers:
-            cos, sin = rope[layer.attention_type]  # (B, T, hs) each
+            cos, sin = rope[str(layer.attention_type)]  # (B, T, hs) each
             hidden_states = layer(hidden_states, cos, sin, plan)
             if states is not None:
                 states.append(hidden_states)

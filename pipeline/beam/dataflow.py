@@ -310,7 +310,7 @@ def dry_run(
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config, list(files), vocab, tmp_dir)
     result = pipeline.run()  # DataflowRunner with dry_run: builds and validates the job, returns before submitting
-    job = result.job
+    job = result.job  # type: ignore[attr-defined]  # DataflowPipelineResult's (a dry run's too)
     cloud = job.options.view_as(GoogleCloudOptions)
     environment = apiclient.Environment(
         packages=[],

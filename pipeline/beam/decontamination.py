@@ -64,7 +64,7 @@ TSV_TEXT_COLUMNS = {
     "text",
 }
 
-_PUNCT = {}
+_PUNCT: dict[str, bool] = {}
 
 
 def normalized_words(text: str) -> list[str]:
@@ -127,10 +127,10 @@ def evaluation_texts(path: str) -> tuple[str, list[str]]:
         texts = [row[i] for row in rows for i in columns if i < len(row) and row[i].strip()]
         return "glue-tsv", texts
     if lower.endswith(".csv"):
-        rows = list(csv.DictReader(io.StringIO(data)))
-        if rows and "sent1" in rows[0] and "ending0" in rows[0]:
+        records = list(csv.DictReader(io.StringIO(data)))
+        if records and "sent1" in records[0] and "ending0" in records[0]:
             texts = []
-            for row in rows:
+            for row in records:
                 texts.append(row["sent1"])
                 if row.get("startphrase"):
                     texts.append(row["startphrase"])

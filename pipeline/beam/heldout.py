@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -147,7 +147,7 @@ class HashDocumentsFn(beam.DoFn):
         self.config = config
         self.error_dir = error_dir
         self.hashed = Metrics.counter("bertprep", "dedup_documents_hashed")
-        self.normalize = None
+        self.normalize: Callable[[str], str] | None = None  # (setup)
 
     def setup(self) -> None:
         self.normalize = bert_normalizer(self.config.do_lower_case, self.config.strip_accents).normalize_str
@@ -232,7 +232,7 @@ class KeyByTextFn(beam.DoFn):
 
     def __init__(self, config: ShardsConfig):
         self.config = config
-        self.normalize = None
+        self.normalize: Callable[[str], str] | None = None  # (setup)
 
     def setup(self) -> None:
         self.normalize = bert_normalizer(self.config.do_lower_case, self.config.strip_accents).normalize_str

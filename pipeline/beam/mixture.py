@@ -98,18 +98,18 @@ def plan_fraction(keys: Sequence[int], tokens: Sequence[int], fraction: float) -
         whose key equals it gets its first sentences nearest ``left`` word pieces (:func:`sentences_for`);
         ``(ALL_KEYS, 0)`` when every document fits.
     """
-    keys = np.asarray(keys, dtype=np.uint64)
-    tokens = np.asarray(tokens, dtype=np.int64)
-    budget = int(round(fraction * int(tokens.sum())))
-    order = np.argsort(keys, kind="stable")
-    before = np.cumsum(tokens[order]) - tokens[order]  # word pieces of the documents before each, in key order
-    fits = int(np.searchsorted(before + tokens[order], budget, side="right"))  # whole documents within the budget
+    key_array = np.asarray(keys, dtype=np.uint64)
+    token_array = np.asarray(tokens, dtype=np.int64)
+    budget = int(round(fraction * int(token_array.sum())))
+    order = np.argsort(key_array, kind="stable")
+    before = np.cumsum(token_array[order]) - token_array[order]  # word pieces of the documents before each (key order)
+    fits = int(np.searchsorted(before + token_array[order], budget, side="right"))  # whole documents in the budget
     if fits == len(order):
         return ALL_KEYS, 0
-    return int(keys[order[fits]]), budget - int(before[fits])
+    return int(key_array[order[fits]]), budget - int(before[fits])
 
 
-def sentences_for(sentence_lengths: Sequence[int], left: int) -> int:
+def sentences_for(sentence_lengths: Sequence[int] | np.ndarray, left: int) -> int:
     """How many first sentences (of these word-piece lengths) bring a copy nearest ``left`` word pieces (ties:
     fewer)."""
     best, best_gap, total = 0, left, 0
@@ -122,7 +122,9 @@ def sentences_for(sentence_lengths: Sequence[int], left: int) -> int:
     return best
 
 
-def copies_of(rate: float, key: int, cut: tuple[int, int] | None, sentence_lengths: Sequence[int]) -> list[int]:
+def copies_of(
+    rate: float, key: int, cut: tuple[int, int] | None, sentence_lengths: Sequence[int] | np.ndarray
+) -> list[int]:
     """The sentences each copy of a document keeps: ``len(result)`` copies, copy c its first ``result[c]``
     sentences.
 
@@ -396,7 +398,7 @@ def manifest_section(config: ShardsConfig, counts: dict) -> dict[str, Any]:
     sizes = [int((per.get(s.name) or {}).get("bytes", 0)) for s in config.sources]
     alpha = config.mixture_alpha
     rates = [s.weight for s in config.sources] if alpha is None else alpha_rates(sizes, alpha)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for source, rate in zip(config.sources, rates, strict=True):
         c = per.get(source.name) or {}
         rows.append(

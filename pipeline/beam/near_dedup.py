@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -124,8 +124,8 @@ class MinHashDocumentsFn(beam.DoFn):
         self.config = config
         self.error_dir = error_dir
         self.hashed = Metrics.counter("bertprep", "dedup_documents_hashed")
-        self.normalize = None
-        self.hasher = None
+        self.normalize: Callable[[str], str] | None = None  # (setup)
+        self.hasher: _Hasher | None = None  # (setup)
         self.bands = lsh_bands(config.dedup_threshold)
 
     def setup(self) -> None:
@@ -142,6 +142,7 @@ class MinHashDocumentsFn(beam.DoFn):
                 if not grams:
                     continue
                 self.hashed.inc()
+                assert self.hasher is not None  # (setup)
                 signature = self.hasher.signature(grams)
                 member = (file_index, doc.ordinal, signature.tobytes())
                 for key in band_keys(signature, *self.bands):

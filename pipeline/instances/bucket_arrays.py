@@ -39,7 +39,7 @@ class BucketDocuments:
     ``None``: the default boundaries (a piece and its ``##`` pieces)."""
 
     @classmethod
-    def from_arrays(cls, documents: Sequence[tuple[np.ndarray, Sequence[int]]]) -> BucketDocuments:
+    def from_arrays(cls, documents: Sequence[tuple[np.ndarray, Sequence[int] | np.ndarray]]) -> BucketDocuments:
         """From ``(ids, sentence_lengths)`` per document (``ids`` 1-D, ``sum(sentence_lengths) == len(ids)``).
 
         Raises:

@@ -427,7 +427,8 @@ def _describe_stream(
             start = docs.doc_starts[d]
             flag_pieces.append(docs.word_starts[start : start + sum(docs.sentence_lengths[d])])
         out.stream_word_starts = np.concatenate(flag_pieces)
-    word_starts = out.stream_word_starts.tolist() if mask and out.word_starts is not None else None
+    stream_starts = out.stream_word_starts if out.word_starts is not None else None
+    word_starts = stream_starts.tolist() if mask and stream_starts is not None else None
     width = config.max_seq_length - 2
     token_list = stream.tolist() if mask else None
     cls_id, sep_id = ids.cls_id, ids.sep_id
@@ -436,6 +437,7 @@ def _describe_stream(
             length = min(width, len(stream) - start)
             n_masked = 0
             if mask:
+                assert token_list is not None
                 tokens = [cls_id, *token_list[start : start + length], sep_id]
                 row_starts = None if word_starts is None else [0, *word_starts[start : start + length], 0]
                 output, positions, _ = create_masked_lm_predictions(

@@ -73,14 +73,14 @@ def plan_token_buckets(
     """
     import numpy as np  # here, so that the CLI can read MIN_DOCUMENTS_PER_BUCKET without numpy
 
-    keys = np.asarray(keys, dtype=np.uint64)
-    tokens = np.asarray(tokens, dtype=np.int64)
-    total = int(tokens.sum())
-    n = num_token_buckets(len(keys), total, bucket_tokens, min_documents)
+    key_array = np.asarray(keys, dtype=np.uint64)
+    token_array = np.asarray(tokens, dtype=np.int64)
+    total = int(token_array.sum())
+    n = num_token_buckets(len(key_array), total, bucket_tokens, min_documents)
     if n <= 1:
         return []
-    order = np.argsort(keys, kind="stable")
-    sorted_keys, sorted_tokens = keys[order], tokens[order]
+    order = np.argsort(key_array, kind="stable")
+    sorted_keys, sorted_tokens = key_array[order], token_array[order]
     midpoints = np.cumsum(sorted_tokens) - sorted_tokens / 2.0
     bucket = np.minimum((midpoints * n / total).astype(np.int64), n - 1)  # non-decreasing along the key order
     firsts = np.searchsorted(bucket, np.arange(1, n), side="left")

@@ -53,10 +53,16 @@ class MaskIds(Protocol):
     cls_id: int
     sep_id: int
     mask_id: int
-    random_ids: Sequence[int]
-    """Id of each entry of the original's ``vocab_words``: what a random replacement is drawn from."""
-    is_continuation: Sequence[bool]
-    """Per id, whether it is a ``##`` piece (the default word boundaries)."""
+
+    @property
+    def random_ids(self) -> Sequence[int]:
+        """Id of each entry of the original's ``vocab_words``: what a random replacement is drawn from."""
+        ...
+
+    @property
+    def is_continuation(self) -> Sequence[bool]:
+        """Per id, whether it is a ``##`` piece (the default word boundaries)."""
+        ...
 
 
 class MaskCounts(Protocol):

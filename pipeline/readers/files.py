@@ -9,7 +9,7 @@ import lzma
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 from bertprep.core.paths import web_url_message
 from bertprep.pipeline.readers.base import InputError, ReaderStats
@@ -339,7 +339,7 @@ def open_input(path: str):
     return _DecompressedFile(path, compression)
 
 
-def _read_blocks(path: str, block_size: int | None = None, check_binary: bool = True) -> Iterator[bytes]:
+def _read_blocks(path: str, block_size: int | None = None, check_binary: bool = True) -> Generator[bytes, None, None]:
     """The (decompressed) bytes of ``path`` in blocks; a block that looks binary is an error
     (:func:`_check_not_binary`), as is a compressed file that is truncated or corrupt."""
     for _, block in _read_blocks_at(path, 0, block_size, check_binary):

@@ -141,7 +141,7 @@ def _cut(boundaries: Sequence[int], split_bytes: int) -> list[ByteRange]:
 
 def file_ranges(path: str, size: int, split_bytes: int, notes: dict[str, list[str]] | None = None) -> list[ByteRange]:
     """The ranges of one file of ``size`` bytes; ``notes`` collects the files that cannot be split, by reason."""
-    whole = [(0, 0, None)]
+    whole: list[ByteRange] = [(0, 0, None)]
     if split_bytes <= 0 or size <= split_bytes:
         return whole
     compression = _compression_of(path)

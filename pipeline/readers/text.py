@@ -121,6 +121,7 @@ def read_wikiextractor_json(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]
 
 
 def read_wikiextractor(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
+    assert ctx.split is not None
     in_doc = False
     seen_content = ctx.mid_file  # a range after the first starts after a </doc> line
     start = 0

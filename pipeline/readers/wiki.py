@@ -209,6 +209,7 @@ def read_wiki_xml(ctx: ReadContext) -> Iterator[tuple[int, list[str]]]:
             elif name == "text":
                 text = elem.text or ""
             elif name == "page":
+                assert root is not None  # (the first start event set it)
                 root.clear()  # drop the finished page (and any earlier siblings) from the tree
                 if ns not in (None, "0"):
                     ctx.skip_document("namespace")
