@@ -489,15 +489,17 @@ def build_model(source: ModelSource) -> nn.Module:
 
     Raises ``ValueError`` for an architecture bertprep does not implement (e.g. a bare ``BertModel``).
     """
-    if source.architecture == PRETRAINING_ARCHITECTURE:
+    model: nn.Module
+    if source.architecture in (PRETRAINING_ARCHITECTURE, *ROBERTA_MLM_ARCHITECTURES):
+        assert isinstance(source.config, BertConfig)  # (the architecture's config, as load_model_source reads it)
         model = BertForPreTraining(source.config)
-        load_state_dict_strict(model, source.state_dict)
-        return model
-    if source.architecture in ROBERTA_MLM_ARCHITECTURES:  # its next-sentence head starts as BERT's initialises it
-        model = BertForPreTraining(source.config)
-        load_pretraining_weights(model, source.state_dict)
+        if source.architecture == PRETRAINING_ARCHITECTURE:
+            load_state_dict_strict(model, source.state_dict)
+        else:  # RoBERTa: its next-sentence head starts as BERT's initialises it
+            load_pretraining_weights(model, source.state_dict)
         return model
     if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
+        assert isinstance(source.config, ModernBertConfig)
         model = modernbert.ModernBertForMaskedLM(source.config)
         load_state_dict_strict(model, source.state_dict)
         return model
@@ -506,7 +508,7 @@ def build_model(source: ModelSource) -> nn.Module:
             f"{source.path}: architecture {source.architecture!r} is not one bertprep builds; "
             f"supported: {PRETRAINING_ARCHITECTURE}, {', '.join(HEADS)}"
         )
-    cls = HEADS[source.architecture]
+    cls: Any = HEADS[source.architecture]  # (each head class has its own constructor arguments)
     id2label = source.id2label
     if source.architecture == "BertForQuestionAnswering":
         model = cls(source.config)

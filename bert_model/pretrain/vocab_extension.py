@@ -140,12 +140,13 @@ def extend_source_vocab(source: ModelSource, shard_tokens: list[str], *, shards:
     model_tokens = source.vocab_tokens
     if model_tokens is None or model_tokens == shard_tokens:
         return source
+    new_ids: list[int] | None
     if len(shard_tokens) > len(model_tokens):
         new_ids = check_extension(model_tokens, shard_tokens, shards=shards, model=source.path)
     else:
         new_ids = extension_ids(model_tokens, shard_tokens)
-        if new_ids is None:
-            return source
+    if new_ids is None:
+        return source
     state_dict, pieces = grow_vocab_weights(source.state_dict, model_tokens, shard_tokens, new_ids)
     in_slots = sum(i < len(model_tokens) for i in new_ids)
     examples = "; ".join(f"{t!r} = mean({' '.join(p)})" for t, p in list(pieces.items())[:5])

@@ -330,6 +330,7 @@ class SquadTask(TaskSettings):
             elif self._chosen_threshold is None:
                 self._chosen_threshold = 0.0
         tau = self.threshold
+        assert tau is not None  # (chosen above when not set)
         return [SquadAnswer("" if o > tau else text, o) for (_, text), o in zip(best, odds, strict=True)]
 
     def metric_values(
@@ -340,17 +341,19 @@ class SquadTask(TaskSettings):
         (they already apply tau; the official ``--na-prob-thresh`` 1.0 is meant for probabilities and is not
         applied to the odds again), ``best_exact``/``best_f1`` and their thresholds from the null odds (as
         with ``--na-prob-file null_odds.json``), plus ``null_score_diff_threshold`` (the tau used)."""
-        if predictions and isinstance(predictions[0], SquadAnswer):
+        answers = [p for p in predictions if isinstance(p, SquadAnswer)]
+        if answers:
             values = squad_v2_metrics(
                 _truths(examples),
-                {e.qas_id: p.text for e, p in zip(examples, predictions, strict=True)},
-                {e.qas_id: p.null_odds for e, p in zip(examples, predictions, strict=True)},
+                {e.qas_id: p.text for e, p in zip(examples, answers, strict=True)},
+                {e.qas_id: p.null_odds for e, p in zip(examples, answers, strict=True)},
                 na_prob_thresh=float("inf"),
             )
             values["null_score_diff_threshold"] = float(self.threshold or 0.0)
             return values
         truths = {e.qas_id: [a["text"] for a in e.answers] for e in examples}
-        return squad_metrics(truths, {e.qas_id: p for e, p in zip(examples, predictions, strict=True)})
+        texts = [p for p in predictions if isinstance(p, str)]
+        return squad_metrics(truths, {e.qas_id: p for e, p in zip(examples, texts, strict=True)})
 
     def write_predictions(self, path: str, examples: Sequence[SquadExample], predictions: Sequence[str]) -> None:
         """``predictions.json`` as ``run_squad.py`` writes it: ``{question id: answer text}``."""
@@ -370,12 +373,13 @@ class SquadTask(TaskSettings):
         """Files written beside the predictions ``path``: for v2.0 the null odds ``{id: s_null - s_best}``
         (``run_squad.py``'s ``null_odds.json``, ``evaluate-v2.0.py --na-prob-file``) at ``null_odds_path(path)``.
         Returns ``{path: writer(tmp_path)}``; empty for v1.1."""
-        if not predictions or not isinstance(predictions[0], SquadAnswer):
+        answers = [p for p in predictions if isinstance(p, SquadAnswer)]
+        if not answers:
             return {}
 
         def write(tmp: str) -> None:
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({e.qas_id: p.null_odds for e, p in zip(examples, predictions, strict=True)}, f, indent=1)
+                json.dump({e.qas_id: p.null_odds for e, p in zip(examples, answers, strict=True)}, f, indent=1)
                 f.write("\n")
 
         return {null_odds_path(path): write}

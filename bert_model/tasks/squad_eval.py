@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 # ------------------------------------------------------------------------------------ official EM and F1
 
@@ -44,7 +44,7 @@ def f1_score(prediction: str, ground_truth: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def squad_metrics(ground_truths: dict[str, Sequence[str]], predictions: dict[str, str]) -> dict[str, float]:
+def squad_metrics(ground_truths: Mapping[str, Sequence[str]], predictions: Mapping[str, str]) -> dict[str, float]:
     """``exact_match`` and ``f1`` in percent, as ``evaluate-v1.1.py``: per question the maximum over its
     ground truths, averaged over every question of ``ground_truths`` (missing predictions count 0)."""
     exact, f1 = 0.0, 0.0
@@ -76,7 +76,7 @@ def _v2_f1(gold: str, prediction: str) -> float:
 
 
 def squad_v2_raw_scores(
-    ground_truths: dict[str, Sequence[str]], predictions: dict[str, str]
+    ground_truths: Mapping[str, Sequence[str]], predictions: Mapping[str, str]
 ) -> tuple[dict[str, int], dict[str, float]]:
     """``get_raw_scores``: per question the best exact (0/1) and F1 (0..1) over its gold answers, where the
     gold answers are those that do not normalise to nothing, or ``[""]`` if none is left (no-answer
@@ -93,7 +93,7 @@ def squad_v2_raw_scores(
 
 
 def apply_no_answer_threshold(
-    scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool], na_prob_thresh: float
+    scores: Mapping[str, float], na_probs: Mapping[str, float], has_answer: Mapping[str, bool], na_prob_thresh: float
 ) -> dict[str, float]:
     """``apply_no_ans_threshold``: a question whose no-answer score is above ``na_prob_thresh`` counts as
     predicted unanswerable: 1 when it is unanswerable, else 0; other questions keep their score."""
@@ -104,7 +104,10 @@ def apply_no_answer_threshold(
 
 
 def find_best_threshold(
-    predictions: dict[str, str], scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool]
+    predictions: Mapping[str, str],
+    scores: Mapping[str, float],
+    na_probs: Mapping[str, float],
+    has_answer: Mapping[str, bool],
 ) -> tuple[float, float]:
     """``find_best_thresh``: the threshold on the no-answer score that maximises the score, and that score.
 
@@ -129,9 +132,9 @@ def find_best_threshold(
 
 
 def squad_v2_metrics(
-    ground_truths: dict[str, Sequence[str]],
-    predictions: dict[str, str],
-    na_probs: dict[str, float] | None = None,
+    ground_truths: Mapping[str, Sequence[str]],
+    predictions: Mapping[str, str],
+    na_probs: Mapping[str, float] | None = None,
     na_prob_thresh: float = 1.0,
 ) -> dict[str, float]:
     """The figures ``evaluate-v2.0.py data.json predictions.json [--na-prob-file na_probs.json]`` prints.

@@ -112,7 +112,7 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 def is_dask_runner_name(name: str | None) -> bool:
     """Whether ``--runner`` ``name`` means Dask (``DaskRunner``, ``dask``, any case)."""
-    return bool(name) and name.lower() in DASK_RUNNER_NAMES
+    return name is not None and name.lower() in DASK_RUNNER_NAMES
 
 
 def create_runner(name: str) -> PipelineRunner:
@@ -179,6 +179,7 @@ def connect_or_explain(
             shown = scheduler_file
         target = {"scheduler_file": scheduler_file}
     else:
+        assert address  # (exactly one of the two, checked above)
         if "://" not in address:
             address = "tcp://" + address
         shown = address
@@ -429,7 +430,7 @@ def side_input_dependency(bag: db.Bag):
 
 def _deal(partition, index: int, n: int):
     """Element ``i`` of input partition ``index`` goes to output ``(index + i) % n``: even, no hashing."""
-    out = [[] for _ in range(n)]
+    out: list[list] = [[] for _ in range(n)]
     for i, x in enumerate(partition):
         out[(index + i) % n].append(x)
     return out
@@ -517,7 +518,9 @@ class _BagVisitor(PipelineVisitor):
         inputs = [self._input(p) for p in node.inputs]
         outputs = dict(node.outputs)
         kind = type(transform)
+        result: dict[t.Any, t.Any]
         if kind is _Create:
+            assert isinstance(transform, _Create)
             result = {tag: create_bag(transform.values, self.npartitions, self.partition_size) for tag in outputs}
         elif kind is beam.ParDo:
             result = self._pardo(node, inputs[0], outputs)
