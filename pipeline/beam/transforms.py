@@ -25,6 +25,7 @@ smaller than one bucket) the output is the original generator's.
 from __future__ import annotations
 
 import array
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -49,7 +50,13 @@ from bertprep.pipeline.instances.bucket_files import (
     stable_bucket,
 )
 from bertprep.pipeline.instances.common import VocabIds
-from bertprep.pipeline.text.tokenization import SentenceEncoder, Vocab, load_vocab, sentence_encoder
+from bertprep.pipeline.text.tokenization import (
+    PretrainedSentenceEncoder,
+    SentenceEncoder,
+    Vocab,
+    load_vocab,
+    sentence_encoder,
+)
 from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, load_word_segmenter
 
 log = logging.getLogger(__name__)
@@ -66,7 +73,7 @@ class _VocabResource:
         self.strip_accents = strip_accents
         self.word_segmenter = word_segmenter
         self.vocab: Vocab | None = None
-        self.encoder: SentenceEncoder | None = None
+        self.encoder: SentenceEncoder | PretrainedSentenceEncoder | None = None
         self.ids: VocabIds | None = None
         self.segmenter: WordSegmenter | None = None
 
@@ -80,10 +87,15 @@ class _VocabResource:
             except WordSegmenterError as err:
                 raise MakeShardsError(f"bertprep: {err}") from err
 
+    def loaded(self) -> tuple[Vocab, SentenceEncoder | PretrainedSentenceEncoder, VocabIds]:
+        """``(vocab, encoder, ids)``, after :meth:`load` (a DoFn's ``setup``)."""
+        assert self.vocab is not None and self.encoder is not None and self.ids is not None, "load() first"
+        return self.vocab, self.encoder, self.ids
+
     def encode(self, file_index: int, ordinal: int, sentences: Sequence[str]) -> TokenizedDocument:
         """:func:`encode_document` with this resource's encoder and word segmenter."""
         return encode_document(
-            self.encoder, file_index, ordinal, sentences, self.segmenter, f"--word-segmenter {self.word_segmenter}"
+            self.loaded()[1], file_index, ordinal, sentences, self.segmenter, f"--word-segmenter {self.word_segmenter}"
         )
 
 
@@ -100,7 +112,7 @@ class ReadDocumentsFn(beam.DoFn):
     def process(self, element: tuple) -> Iterator[Any]:
         if len(element) == 5:  # a byte range of a file (readers.ranges.plan_ranges)
             file_index, path, range_index, start, end = element
-            byte_range, skip = (range_index, start, end), frozenset()
+            byte_range, skip = (range_index, start, end), frozenset[int]()
         else:
             file_index, path, skip = heldout.file_element(element)  # skip: duplicates (--dedup)
             byte_range, range_index = None, 0
@@ -285,7 +297,8 @@ class CreateInstancesFn(beam.DoFn):
         bucket, tokenized = element
         tokenized = sorted(spill.load(tokenized), key=lambda d: (d[0], d[1]))  # spilled ones read back
         docs = bucket_documents(tokenized)
-        counts = document_counts(docs, sum(d[4] for d in tokenized), self.resource.encoder.unk_id)
+        vocab, encoder, ids = self.resource.loaded()
+        counts = document_counts(docs, sum(d[4] for d in tokenized), encoder.unk_id)
         per_source: dict = {}  # a mixture's instances per source
         on_described = None
         if self.sources is not None:
@@ -297,9 +310,7 @@ class CreateInstancesFn(beam.DoFn):
 
         del tokenized
         start = time.time()
-        meta, stats = make_bucket_instances(
-            bucket, docs, self.config, self.resource.ids, self.resource.vocab.size, self.tmp_dir, on_described
-        )
+        meta, stats = make_bucket_instances(bucket, docs, self.config, ids, vocab.size, self.tmp_dir, on_described)
         log.info(
             "bucket %d: %d documents -> %d instances in %.1f s",
             bucket,
@@ -312,6 +323,17 @@ class CreateInstancesFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(
             "counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1, **per_source}
         )
+
+
+@dataclasses.dataclass
+class _Run:
+    """One side's current run of :class:`ProcessFileStreamingFn`: its documents, the run's index in the file,
+    the documents seen so far and the run's word pieces."""
+
+    documents: list[TokenizedDocument] = dataclasses.field(default_factory=list)
+    index: int = 0
+    seen: int = 0
+    tokens: int = 0
 
 
 class ProcessFileStreamingFn(beam.DoFn):
@@ -340,33 +362,27 @@ class ProcessFileStreamingFn(beam.DoFn):
         reader_stats = readers.ReaderStats()
         size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
         split = self.config.eval_fraction > 0
-        # per side of the held-out split (one side without a split): the current run, its index, the
-        # documents seen and the run's word pieces
-        runs = {side: {"run": [], "index": 0, "seen": 0, "tokens": 0} for side in heldout.sides(self.config)}
+        runs = {side: _Run() for side in heldout.sides(self.config)}  # one side without a held-out split
+        vocab, encoder, ids = self.resource.loaded()
 
         def flush(side: str) -> Iterator[Any]:
             state = runs[side]
-            run = state["run"]
+            run = state.documents
             docs = bucket_documents(run)
-            counts = document_counts(docs, sum(d[4] for d in run), self.resource.encoder.unk_id)
-            bucket = (file_index << 24) | state["index"]
-            meta, stats = make_bucket_instances(
-                bucket,
-                docs,
-                self.config,
-                self.resource.ids,
-                self.resource.vocab.size,
-                self.tmp_dir if side == "train" else self.eval_tmp_dir,
-            )
+            counts = document_counts(docs, sum(d[4] for d in run), encoder.unk_id)
+            bucket = (file_index << 24) | state.index
+            tmp_dir = self.tmp_dir if side == "train" else self.eval_tmp_dir
+            assert tmp_dir is not None  # (an eval side exists only with eval_tmp_dir)
+            meta, stats = make_bucket_instances(bucket, docs, self.config, ids, vocab.size, tmp_dir)
             log.info(
                 "%s, %sdocuments %d-%d: %d instances",
                 path,
                 "eval " if side == "eval" else "",
-                state["seen"] - len(run),
-                state["seen"] - 1,
+                state.seen - len(run),
+                state.seen - 1,
                 meta[2],
             )
-            state.update(run=[], index=state["index"] + 1, tokens=0)
+            state.documents, state.index, state.tokens = [], state.index + 1, 0
             counted = {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1}
             if side == "train":
                 yield meta
@@ -381,15 +397,14 @@ class ProcessFileStreamingFn(beam.DoFn):
         for doc in heldout.select_documents(documents, skip):
             sentences = doc.sentences
             if table is not None:  # --decontaminate: dropped or cut as read; counted in both sides' manifests
-                sentences, found = decontamination.decontaminate_document(
-                    sentences, table, self.config.decontaminate_mode
-                )
+                kept, found = decontamination.decontaminate_document(sentences, table, self.config.decontaminate_mode)
                 for counted in found:
                     yield beam.pvalue.TaggedOutput("counts", counted)
                     if split:
                         yield beam.pvalue.TaggedOutput("eval_counts", counted)
-                if sentences is None:
+                if kept is None:
                     continue
+                sentences = kept
             side = (
                 "eval"
                 if split
@@ -397,13 +412,13 @@ class ProcessFileStreamingFn(beam.DoFn):
                 else "train"
             )
             state = runs[side]
-            state["run"].append(self.resource.encode(file_index, doc.ordinal, sentences))
-            state["seen"] += 1
-            state["tokens"] += document_tokens(state["run"][-1])
-            if (size is None and state["tokens"] >= self.config.bucket_tokens) or (size and len(state["run"]) >= size):
+            state.documents.append(self.resource.encode(file_index, doc.ordinal, sentences))
+            state.seen += 1
+            state.tokens += document_tokens(state.documents[-1])
+            if (size is None and state.tokens >= self.config.bucket_tokens) or (size and len(state.documents) >= size):
                 yield from flush(side)
         for side, state in runs.items():
-            if state["run"]:
+            if state.documents:
                 yield from flush(side)
         yield beam.pvalue.TaggedOutput("counts", {"reader": reader_stats.to_dict()})
         if split:

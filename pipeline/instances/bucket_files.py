@@ -38,7 +38,7 @@ from bertprep.pipeline.instances.bucket_rows import assemble_batches
 from bertprep.pipeline.instances.common import InstanceStats, VocabIds, bucket_seed
 from bertprep.pipeline.masking.fast import mask_table
 from bertprep.pipeline.shards import store as shards
-from bertprep.pipeline.text.tokenization import SentenceEncoder
+from bertprep.pipeline.text.tokenization import PretrainedSentenceEncoder, SentenceEncoder
 from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, word_starts
 
 # (file_index, ordinal, ids as uint32 bytes, sentence lengths as int32 bytes, sentences dropped as empty)
@@ -57,7 +57,7 @@ def document_tokens(doc: TokenizedDocument) -> int:
 
 
 def encode_document(
-    encoder: SentenceEncoder,
+    encoder: SentenceEncoder | PretrainedSentenceEncoder,
     file_index: int,
     ordinal: int,
     sentences: Sequence[str],
@@ -76,6 +76,7 @@ def encode_document(
     doc = (file_index, ordinal, ids.tobytes(), kept.tobytes(), len(lengths) - len(kept))
     if segmenter is None:
         return doc
+    assert isinstance(encoder, SentenceEncoder)  # (--word-segmenter with a tokenizer.json is refused up front)
     try:
         flags = word_starts(encoder.tokenizer, sentences, segmenter, lengths, segmenter_name)
     except WordSegmenterError as err:

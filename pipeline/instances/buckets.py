@@ -25,6 +25,10 @@ import bisect
 import hashlib
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Lower bound on the average documents per token-sized bucket (the NotNext pool must hold many documents).
 MIN_DOCUMENTS_PER_BUCKET = 16
@@ -55,7 +59,10 @@ def num_token_buckets(
 
 
 def plan_token_buckets(
-    keys: Sequence[int], tokens: Sequence[int], bucket_tokens: int, min_documents: int = MIN_DOCUMENTS_PER_BUCKET
+    keys: Sequence[int] | np.ndarray,
+    tokens: Sequence[int] | np.ndarray,
+    bucket_tokens: int,
+    min_documents: int = MIN_DOCUMENTS_PER_BUCKET,
 ) -> list[int]:
     """Cut the documents, ordered by key, into runs of about ``bucket_tokens`` word pieces.
 
