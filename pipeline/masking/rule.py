@@ -151,35 +151,58 @@ def create_masked_lm_predictions(
     Returns:
         (output_ids, masked_lm_positions, masked_lm_ids), positions ascending.
     """
-    cls_id, sep_id = ids.cls_id, ids.sep_id
     scheme = config.effective_masking_scheme
     if scheme in ("ngram", "span") or (scheme == "whole-word" and word_starts is not None):
         return _word_level(tokens, config, ids, rng, stats, word_starts)
     wanted = num_to_predict(len(tokens), config.masked_lm_prob, config.max_predictions_per_seq)
-    positions: list[int] = []
     if scheme == "whole-word":
-        is_cont = ids.is_continuation
-        cand_indexes: list[list[int]] = []
-        for i, token in enumerate(tokens):
-            if token in (cls_id, sep_id):
-                continue
-            if cand_indexes and is_cont[token]:
-                cand_indexes[-1].append(i)
-            else:
-                cand_indexes.append([i])
-        # (the original's loop over its shuffled words, same draws; candidate words are disjoint, so its
-        # "already covered" check never fires)
-        for first, _ in choose_word_spans(cand_indexes, None, wanted, "whole-word", Draws(rng)):
-            positions.extend(cand_indexes[first])
+        positions = _whole_word_positions(tokens, ids, rng, wanted)
     else:
-        if num_tokens_a is not None:
-            cand = list(range(1, num_tokens_a + 1))
-            cand.extend(range(num_tokens_a + 2, len(tokens) - 1))
-        else:
-            cand = [i for i, token in enumerate(tokens) if token != cls_id and token != sep_id]
-        shuffle(cand, rng)  # every draw counts, although at most num_to_predict are used
-        positions = cand[:wanted]
+        positions = _piece_positions(tokens, ids, rng, wanted, num_tokens_a)
+    output = _replace_at(tokens, positions, ids, rng, stats)
+    return output, positions, [tokens[i] for i in positions]
 
+
+def _whole_word_positions(tokens: list[int], ids: MaskIds, rng: random.Random, wanted: int) -> list[int]:
+    """The original's whole-word choice: candidate words (a piece plus its following ``##`` pieces, never
+    [CLS]/[SEP]) shuffled, taken while they fit ``wanted``; their pieces' positions, in the order taken."""
+    cls_id, sep_id, is_cont = ids.cls_id, ids.sep_id, ids.is_continuation
+    cand_indexes: list[list[int]] = []
+    for i, token in enumerate(tokens):
+        if token in (cls_id, sep_id):
+            continue
+        if cand_indexes and is_cont[token]:
+            cand_indexes[-1].append(i)
+        else:
+            cand_indexes.append([i])
+    # (the original's loop over its shuffled words, same draws; candidate words are disjoint, so its
+    # "already covered" check never fires)
+    positions: list[int] = []
+    for first, _ in choose_word_spans(cand_indexes, None, wanted, "whole-word", Draws(rng)):
+        positions.extend(cand_indexes[first])
+    return positions
+
+
+def _piece_positions(
+    tokens: list[int], ids: MaskIds, rng: random.Random, wanted: int, num_tokens_a: int | None
+) -> list[int]:
+    """The original's piece choice: every position but [CLS]/[SEP] shuffled (every draw counts), the first
+    ``wanted`` taken."""
+    if num_tokens_a is not None:
+        cand = list(range(1, num_tokens_a + 1))
+        cand.extend(range(num_tokens_a + 2, len(tokens) - 1))
+    else:
+        cls_id, sep_id = ids.cls_id, ids.sep_id
+        cand = [i for i, token in enumerate(tokens) if token != cls_id and token != sep_id]
+    shuffle(cand, rng)  # every draw counts, although at most num_to_predict are used
+    return cand[:wanted]
+
+
+def _replace_at(
+    tokens: list[int], positions: list[int], ids: MaskIds, rng: random.Random, stats: MaskCounts | None
+) -> list[int]:
+    """``tokens`` with each position's piece replaced as :func:`draw_replacements` draws it (in the order of
+    ``positions``, which this then sorts in place), counted in ``stats``."""
     # (the original draws each piece's fate as it takes the piece; no other draw comes in between)
     output = list(tokens)
     n_mask = n_kept = 0
@@ -197,7 +220,7 @@ def create_masked_lm_predictions(
         stats.masked_as_mask += n_mask
         stats.masked_as_random += len(positions) - n_mask - n_kept
         stats.masked_as_kept += n_kept
-    return output, positions, [tokens[i] for i in positions]
+    return output
 
 
 def _word_level(
@@ -392,6 +415,43 @@ def _word_starts(
     )
 
 
+def _word_level_positions(
+    ids: np.ndarray,
+    is_special: np.ndarray,
+    cand: np.ndarray,
+    word_ids: np.ndarray | None,
+    config: MaskingConfig,
+    vocab: MaskingVocab,
+    rng: np.random.Generator,
+    wanted: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`mask_instance`'s choice under a word-level scheme: the words (never crossing a [SEP]) that
+    :func:`choose_word_spans` picks; ``(positions, span index of each)``, int64, in the order chosen."""
+    scheme = config.effective_masking_scheme
+    if scheme == "token":  # (the vocab's ## pieces given: whole words)
+        scheme = "whole-word"
+    starts = _word_starts(ids, cand, word_ids, vocab, scheme)
+    # a word never crosses [SEP]: the first piece after a special token starts one
+    segment_of = np.cumsum(is_special)[cand]  # (A after one special, B after two)
+    if len(starts):
+        starts[0] = True
+        starts[1:] |= segment_of[1:] != segment_of[:-1]
+    words = words_from_starts(cand.tolist(), starts.tolist())
+    word_segment = segment_of[np.flatnonzero(starts)].tolist()
+    spans = choose_word_spans(
+        words,
+        word_segment,
+        wanted,
+        scheme,
+        Draws(rng),
+        max_ngram_size=config.max_ngram_size,
+        span_geometric_p=config.span_geometric_p,
+        max_span_length=config.max_span_length,
+    )
+    chosen = [(p, k) for k, (first, count) in enumerate(spans) for w in range(first, first + count) for p in words[w]]
+    return np.array([p for p, _ in chosen], dtype=np.int64), np.array([k for _, k in chosen], dtype=np.int64)
+
+
 def mask_instance(
     input_ids: np.ndarray,
     config: MaskingConfig,
@@ -431,30 +491,9 @@ def mask_instance(
     if scheme == "token":
         positions = cand[rng.permutation(len(cand))[:wanted]]
     else:
-        starts = _word_starts(ids, cand, word_ids, vocab, scheme)
-        # a word never crosses [SEP]: the first piece after a special token starts one
-        segment_of = np.cumsum(is_special)[cand]  # (A after one special, B after two)
-        if len(starts):
-            starts[0] = True
-            starts[1:] |= segment_of[1:] != segment_of[:-1]
-        words = words_from_starts(cand.tolist(), starts.tolist())
-        word_segment = segment_of[np.flatnonzero(starts)].tolist()
-        spans = choose_word_spans(
-            words,
-            word_segment,
-            wanted,
-            scheme,
-            Draws(rng),
-            max_ngram_size=config.max_ngram_size,
-            span_geometric_p=config.span_geometric_p,
-            max_span_length=config.max_span_length,
-        )
-        chosen = [
-            (p, k) for k, (first, count) in enumerate(spans) for w in range(first, first + count) for p in words[w]
-        ]
-        positions = np.array([p for p, _ in chosen], dtype=np.int64)
+        positions, span_of = _word_level_positions(ids, is_special, cand, word_ids, config, vocab, rng, wanted)
         if scheme == "span":
-            groups = np.array([k for _, k in chosen], dtype=np.int64)
+            groups = span_of
     order = np.argsort(positions, kind="stable")
     positions = positions[order].astype(np.int64)
     if groups is not None:
