@@ -16,7 +16,7 @@ import pytest
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.readers import InputError, detect_format
-from bertprep.pipeline.readers.ranges import file_ranges, read_ranges
+from bertprep.pipeline.readers.ranges import file_ranges, plan_ranges, read_ranges
 from readers_factory import read_all
 
 #: Texts with what CSV must keep: a quoted line break (two paragraphs), the delimiters, doubled quotes, a tab,
@@ -93,16 +93,25 @@ def test_auto_detects_by_extension_and_compression_reads_the_same(tmp_path):
     assert detect_format(str(tsv)) == "tsv"
 
 
-def test_a_file_is_read_whole_whatever_its_ranges(tmp_path):
+def test_a_file_is_read_whole_whatever_its_ranges(tmp_path, caplog):
     # A line start inside a quoted field looks like a row start: CSV files are never cut (readers.splittable).
     texts = [f"Row {i} starts.\nIts second paragraph, line {i}." for i in range(300)]
     path = write_rows(tmp_path / "big.csv", texts)
+    size = path.stat().st_size
     assert not readers.splittable(str(path), "csv") and not readers.splittable(str(path), "tsv")
-    ranges = file_ranges(str(path), path.stat().st_size, split_bytes=1000)
+    notes: dict[str, list[str]] = {}
+    assert file_ranges(str(path), size, split_bytes=1000, notes=notes) == [(0, 0, None)]
+    assert list(notes.values()) == [[str(path)]]
+    with caplog.at_level(logging.WARNING):
+        assert plan_ranges([str(path)], 1000) == [(0, str(path), 0, 0, None)]
+    assert "cannot be split (CSV/TSV: a quoted line break hides where rows start)" in caplog.text
+    assert "split such a file into several" in caplog.text and "decompress" not in caplog.text
+    # Ranges planned for it anyway (a CSV named .txt read with --input-format csv): the first reads it all.
+    ranges = file_ranges(str(path.rename(tmp_path / "big.txt")), size, split_bytes=1000)
     assert len(ranges) > 5
-    whole, whole_stats = read_all(path, "csv", text_field="body")
+    whole, whole_stats = read_all(tmp_path / "big.txt", "csv", text_field="body")
     stats = readers.ReaderStats()
-    in_ranges = list(read_ranges(str(path), ranges, "csv", stats=stats, text_field="body"))
+    in_ranges = list(read_ranges(str(tmp_path / "big.txt"), ranges, "csv", stats=stats, text_field="body"))
     assert in_ranges == whole and len(whole) == 300
     assert stats.to_dict() == whole_stats.to_dict()
 
