@@ -57,7 +57,7 @@ class _Rows:
             if not self.first_line:
                 self.first_line = lineno
             self.chars += len(text) + 1
-            if self.chars > self.ctx.max_line_chars:
+            if self.chars - 1 > self.ctx.max_line_chars:  # (the row's characters: its line breaks, not the last)
                 raise InputError(
                     f"{self.ctx.path}:{self.ctx.line(self.first_line)}: a row longer than {self.ctx.max_line_chars:,} "
                     "characters (--max-line-chars); a quote that is never closed reads on to the end of the file: "

@@ -160,6 +160,14 @@ def test_bad_rows_stop_the_read_naming_file_and_line(tmp_path):
         read_all(path, "csv", max_line_chars=500)
     with pytest.raises(InputError, match=r"open\.csv:202: not valid CSV \(unexpected end of data\)"):
         read_all(path, "csv")
+    # The limit is the row's characters, line breaks inside it counted: a one-line row of exactly the limit is read.
+    path = tmp_path / "long.csv"
+    path.write_text("text\n" + "x" * 499 + ".\n" + '"two\nlines"\n', encoding="utf-8")
+    docs, _ = read_all(path, "csv", max_line_chars=500)
+    assert [len(" ".join(d.sentences)) for d in docs] == [500, 9]
+    path.write_text('text\n"1234567"\n"two\nlines"\n', encoding="utf-8")  # rows of 9 and 11 characters
+    with pytest.raises(InputError, match=r"long\.csv:3: a row longer than 9 characters"):
+        read_all(path, "csv", max_line_chars=9)
 
 
 def test_build_vocab_reads_csv_as_the_same_texts_in_jsonl(tmp_path):
