@@ -130,9 +130,9 @@ def _extend(ctx, extend, extend_size, all_inputs, output_dir, overwrite, quiet, 
     """``--extend VOCAB --extend-size N``: ``pipeline.text.vocab_extension.extend_vocab_files``."""
     from click.core import ParameterSource
 
+    from bertprep.core.vocab_files import VocabError
     from bertprep.pipeline.readers import InputError
     from bertprep.pipeline.text.vocab_extension import extend_vocab_files
-    from bertprep.pipeline.vocab_files import VocabError
 
     if extend_size is None:
         raise click.BadParameter("give the number of pieces to add: --extend-size N", param_hint="--extend-size")

@@ -42,25 +42,19 @@ from typing import TYPE_CHECKING
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from bertprep.pipeline import interrupts
-from bertprep.pipeline.atomic import remove_stale_staging, repair_replace, write_directory
-from bertprep.pipeline.config import ReadOptions
-from bertprep.pipeline.errors import InputError
-from bertprep.pipeline.normalization import (
+from bertprep.core.atomic import remove_stale_staging, repair_replace, write_directory
+from bertprep.core.normalization import (
     AccentStats,
     accent_stripping_stats,
     accent_stripping_warning,
     resolve_strip_accents,
 )
-from bertprep.pipeline.paths import check_writes_apart
-from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
-from bertprep.pipeline.text import vocab_models
-from bertprep.pipeline.text.trainer_determinism import count_words, fixed_alphabet, texts_of_counts
+from bertprep.core.paths import check_writes_apart
 
 # The tokenizer and its files are vocab_files.py's (one builder for make-shards, build-vocab and export).
 # SPECIAL_TOKENS ([PAD], [UNK], [CLS], [SEP], [MASK]) is also the id order of a trained vocab ([PAD] first, as
 # Hugging Face expects).
-from bertprep.pipeline.vocab_files import (  # noqa: F401  (file names and tokenizer_config re-exported)
+from bertprep.core.vocab_files import (  # noqa: F401  (file names and tokenizer_config re-exported)
     CONTINUING_SUBWORD_PREFIX,
     MODEL_MAX_LENGTH,
     SPECIAL_TOKENS,
@@ -74,6 +68,12 @@ from bertprep.pipeline.vocab_files import (  # noqa: F401  (file names and token
     tokenizer_config,
     tokenizer_files,
 )
+from bertprep.pipeline import interrupts
+from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.errors import InputError
+from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER
+from bertprep.pipeline.text import vocab_models
+from bertprep.pipeline.text.trainer_determinism import count_words, fixed_alphabet, texts_of_counts
 
 log = logging.getLogger(__name__)
 
@@ -542,7 +542,7 @@ _OLD = ".{}.old"
 
 def _publish(contents: dict[str, str], output_dir: str) -> None:
     """Write ``contents`` into a staging directory and put it in ``output_dir``'s place
-    (:func:`~bertprep.pipeline.atomic.write_directory`). Steps, each a rename: 1. the old ``output_dir``
+    (:func:`~bertprep.core.atomic.write_directory`). Steps, each a rename: 1. the old ``output_dir``
     moves aside to ``.<name>.old``; 2. the staging directory becomes ``output_dir``; 3. the user's other entries
     move back from ``.old``; 4. ``.old`` (now the old vocab files alone) is deleted. Killed after 1,
     :func:`repair_interrupted_publish` puts the old directory back; after 2, it finishes 3 and 4."""

@@ -33,16 +33,16 @@ from collections.abc import Collection, Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from bertprep.pipeline.text.trainer_determinism import canonical_unigram_vocab
-from bertprep.pipeline.vocab_files import (
+from bertprep.core.vocab_files import (
     MODEL_MAX_LENGTH,
     SPECIAL_TOKENS_MAP_FILE,
     TOKENIZER_CONFIG_FILE,
     TOKENIZER_FILE,
 )
-from bertprep.pipeline.vocab_files import (
+from bertprep.core.vocab_files import (
     SPECIAL_TOKENS as BERT_SPECIAL_TOKENS,
 )
+from bertprep.pipeline.text.trainer_determinism import canonical_unigram_vocab
 
 #: The special tokens of both, in id order (RoBERTa's 0-3, then the mask).
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")

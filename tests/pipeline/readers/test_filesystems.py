@@ -34,9 +34,11 @@ google_exceptions = need_module("google.api_core.exceptions")
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.io.gcp.gcsio import parse_gcs_path  # noqa: E402
 
-from bertprep.pipeline import readers, remote, schema  # noqa: E402
+from bertprep.core import schema
+from bertprep.pipeline import readers, remote  # noqa: E402
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards  # noqa: E402
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.text.tokenization import VocabError, load_vocab  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
 

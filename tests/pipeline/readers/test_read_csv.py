@@ -188,7 +188,7 @@ def test_build_vocab_reads_csv_as_the_same_texts_in_jsonl(tmp_path):
 
 @pytest.mark.slow  # ~3 s on 2 busy cores (two make-shards runs)
 def test_make_shards_from_csv_gives_the_token_ids_of_the_same_texts_as_documents(tmp_path):
-    from bertprep.pipeline.schema import read_shard
+    from bertprep.core.schema import read_shard
     from pipeline_factory import FILES, make_shards
 
     # The fixture corpus's documents as texts: sentences joined, every third one after a line break (a quoted

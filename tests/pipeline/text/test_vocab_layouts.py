@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
+from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
 from bertprep.pipeline.text import vocab_models
 from bertprep.pipeline.text.vocab import VocabConfig, save_vocab, train_vocab
 from conftest import FIXTURES
