@@ -20,6 +20,7 @@ from bertprep.cli.options import (
 from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.segmentation import DEFAULT_SEGMENTER, SEGMENTERS
 from bertprep.pipeline.text.vocab import MODELS, VocabConfig  # Beam-free (tokenizers only): cheap to import for --help
+from bertprep.pipeline.text.vocab_models import SPECIAL_TOKEN_STYLES
 
 #: Defaults shown in --help come from the dataclasses, never restated here.
 _default = dataclass_default(VocabConfig, ReadOptions)
@@ -27,7 +28,7 @@ _default = dataclass_default(VocabConfig, ReadOptions)
 
 def _option(name: str, *decls: str, **attrs):
     """``field_option`` of ``VocabConfig``'s field ``name``: its default (shown) and its docstring as help."""
-    return field_option(VocabConfig, name, *decls, show_default=True, **attrs)
+    return field_option(VocabConfig, name, *decls, **{"show_default": True, **attrs})
 
 
 @click.command(
@@ -43,6 +44,8 @@ def _option(name: str, *decls: str, **attrs):
 @_option("min_frequency", type=click.IntRange(min=0))
 @_option("limit_alphabet", type=click.IntRange(min=0))
 @_option("num_unused", type=click.IntRange(min=0))
+@_option("special_tokens", type=click.Choice(SPECIAL_TOKEN_STYLES), show_default=False)
+@_option("pad_to_multiple_of", type=click.IntRange(min=1), metavar="N")
 @reader_options(segmenter_type=click.Choice(SEGMENTERS), segmenter_default=DEFAULT_SEGMENTER)
 @overwrite_option()
 @click.option(
@@ -75,13 +78,18 @@ def build_vocab(ctx, inputs, input_files, output_dir, overwrite, quiet, extend, 
       bertprep build-vocab corpus/ -o vocab/ --vocab-size 30522
       bertprep build-vocab 'wiki/*/wiki_*' books/ -o vocab-cased/ --cased
       bertprep build-vocab corpus/ -o vocab-bpe/ --model bpe --vocab-size 50265
+      bertprep build-vocab corpus/ -o vocab-mb/ --model bpe --special-tokens bert --vocab-size 50280 \\
+          --pad-to-multiple-of 64
       bertprep build-vocab med/ --extend bert/vocab.txt --extend-size 500 -o vocab-med/
 
     WordPiece writes vocab.txt ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0-4, then [unused0]..., then the learned
     alphabet and word pieces; one token per line) and tokenizer.json with tokenizer_config.json and
     special_tokens_map.json, so that the directory loads with
     transformers.BertTokenizerFast.from_pretrained(DIR); bpe and unigram the last three (AutoTokenizer). Files
-    are written only when training succeeded.
+    are written only when training succeeded. --special-tokens bert gives a bpe or unigram vocab BERT's special
+    tokens and [CLS] A [SEP] B [SEP] template (ModernBERT's layout), so that make-shards, train and other trainers
+    read the same tokenizer.json; --pad-to-multiple-of 64 ends any vocab with [unusedK] entries up to a multiple
+    of 64 (the example above: 50,280 + 24 = 50,304 = 786 x 64).
 
     Deterministic: the same input and options give byte-identical files in every run and process (the
     tokenizers trainer orders the ## characters in hash-map order; build-vocab fixes them first).
@@ -139,6 +147,12 @@ def _extend(ctx, extend, extend_size, all_inputs, output_dir, overwrite, quiet, 
         raise click.BadParameter(
             "an extension keeps the base vocab's [unusedK] slots (and fills them); drop it", param_hint="--num-unused"
         )
+    for name in ("special_tokens", "pad_to_multiple_of"):
+        if given(name) is not None:
+            raise click.BadParameter(
+                "an extension keeps the base vocab's special tokens and size layout; drop it",
+                param_hint="--" + name.replace("_", "-"),
+            )
     try:
         result = extend_vocab_files(
             all_inputs,
@@ -194,6 +208,11 @@ def _vocab_config(ctx, options: dict, quiet: bool) -> VocabConfig:
         return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
 
     model = options["model"]
+    if model == "wordpiece" and options["special_tokens"] == "roberta":
+        raise click.BadParameter(
+            "a wordpiece vocab has BERT's special tokens ([CLS] [SEP]...); roberta's are for --model bpe or unigram",
+            param_hint="--special-tokens",
+        )
     if model != "wordpiece":
         refused = [n for n in _WORDPIECE_ONLY + (("min_frequency",) if model == "unigram" else ()) if given(n)]
         if refused:

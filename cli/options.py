@@ -404,7 +404,8 @@ def squad_options():
 
 def reader_options(*, segmenter_type: click.ParamType | None = None, segmenter_default: str | None = None):
     """How the input files are read (``pipeline.config.ReadOptions``: build-vocab, make-shards):
-    ``--input-format``, ``--text-field``, ``--segmenter``, ``--encoding``, ``--max-line-chars``."""
+    ``--input-format``, ``--text-field`` (also ``--text-column``), ``--segmenter``, ``--encoding``,
+    ``--max-line-chars``."""
     from bertprep.pipeline.config import ReadOptions
     from bertprep.pipeline.readers import INPUT_FORMATS
 
@@ -418,10 +419,11 @@ def reader_options(*, segmenter_type: click.ParamType | None = None, segmenter_d
             "JSON document per line (--text-field); text: one prose document per file (books; Project Gutenberg "
             "header/footer stripped); wikiextractor / wikiextractor-json: WikiExtractor output; wiki-xml: "
             "pages-articles XML dumps (.xml, .xml.bz2); parquet (--text-field); hf: a Hugging Face datasets "
-            "save_to_disk directory or Hub dataset files (.arrow/.parquet, --text-field). auto: detected per file "
-            "from extension and content.",
+            "save_to_disk directory or Hub dataset files (.arrow/.parquet, --text-field); csv / tsv: a header row, one "
+            "document per row, the text in the column --text-column (quoted line breaks kept; a file is read by "
+            "one worker). auto: detected per file from extension and content.",
         ),
-        field_option(ReadOptions, "text_field", show_default=True),
+        field_option(ReadOptions, "text_field", "--text-field", "--text-column", show_default=True),
         click.option(
             "--segmenter",
             type=segmenter_type,

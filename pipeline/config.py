@@ -38,7 +38,8 @@ class ReadOptions:
     input_format: str = "auto"
     """One of ``readers.INPUT_FORMATS``; ``auto``: detected per file from its extension and content."""
     text_field: str = "text"
-    """Field holding the document text in jsonl / parquet / hf input."""
+    """Field holding the document text in jsonl / parquet / hf input; the header's column of it in csv / tsv
+    input (--text-column is the same option)."""
     encoding: str = "utf-8"
     """Text encoding of the inputs; undecodable bytes are replaced and counted."""
     max_line_chars: int = 1_000_000

@@ -53,6 +53,11 @@ Formats (``input_format``; :data:`INPUT_FORMATS`):
     batch with pyarrow (the ``datasets`` package is not needed); string column ``text_field``, prose as for
     ``jsonl``; the metadata files (``dataset_info.json``, ``state.json``, ``dataset_dict.json``) are passed
     over; ``line`` is the row's 1-based number in its file, so ``(source, line - 1)`` is ``(file, row)``.
+``csv`` / ``tsv``
+    Comma- / tab-separated rows with a header row (``readers.delimited``): each row is one document, its text
+    the column named ``text_field`` (``--text-field``, also spelled ``--text-column``), prose as for ``jsonl``;
+    fields quoted as RFC 4180 (quoted line breaks are kept and end paragraphs); ``line`` is the line the row
+    starts on. A file is read whole by one worker (a quoted line break hides where rows start).
 ``auto``
     :func:`detect_format` per file, logged at INFO.
 
@@ -65,7 +70,8 @@ a missing input, a glob that matches nothing, a binary file (a NUL byte in the f
 (:func:`files.open_input`: its data ends inside a compressed stream, or fails the format's checks), a file
 that is not the declared format (``jsonl`` lines that are not JSON objects or lack ``text_field``,
 ``wikiextractor`` without ``<doc``, XML that is not a MediaWiki dump or is cut off, a Parquet file
-without the ``text_field`` string column). Other problems are counted in :class:`ReaderStats` and logged, and
+without the ``text_field`` string column, a CSV/TSV header without the ``text_field`` column or a row that does
+not fit its header). Other problems are counted in :class:`ReaderStats` and logged, and
 reading goes on: bytes that are not valid in ``encoding`` are replaced with U+FFFD (the BERT tokenizer
 deletes U+FFFD, so for the ``bert`` format this gives the same tokens as the reference's decoding with
 ``errors="ignore"``) and counted in ``undecodable_lines``, with one warning per file naming its first
@@ -77,7 +83,8 @@ one-sentence documents are kept (the reference keeps them: all their pairs are N
 The package, one module per job: ``base`` (the format names, :class:`Document`, :class:`ReaderStats`,
 :class:`InputError`), ``files`` (finding, opening and decompressing files, the binary check, lines),
 ``detect`` (``auto``), ``context`` (what a format reader is given), one module per format family (``text``:
-bert, jsonl, wikiextractor and its JSON, text; ``wiki``: wiki-xml; ``parquet``; ``hf``), and this module: the
+bert, jsonl, wikiextractor and its JSON, text; ``wiki``: wiki-xml; ``parquet``; ``hf``; ``delimited``: csv,
+tsv), and this module: the
 format registry and the entry points :func:`read_documents`, :func:`iter_corpus_texts` and
 :func:`check_options`. Everything public is importable from ``bertprep.pipeline.readers``.
 """
@@ -91,6 +98,7 @@ from typing import Any
 from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.readers.base import DEFAULT_MAX_LINE_CHARS, INPUT_FORMATS, Document, InputError, ReaderStats
 from bertprep.pipeline.readers.context import FormatReader, ReadContext
+from bertprep.pipeline.readers.delimited import read_csv, read_tsv
 from bertprep.pipeline.readers.detect import detect_format, looks_like_sentence_per_line, warn_if_structured
 from bertprep.pipeline.readers.files import (
     _check_encoding,
@@ -144,6 +152,8 @@ _READERS: dict[str, FormatReader] = {
     "wiki-xml": read_wiki_xml,
     "parquet": read_parquet,
     "hf": read_hf,
+    "csv": read_csv,
+    "tsv": read_tsv,
 }
 assert set(_READERS) == set(INPUT_FORMATS) - {"auto"}, "every input format has a reader"
 
@@ -232,7 +242,8 @@ def splittable(path: str, fmt: str) -> bool:
     """Whether a file of format ``fmt`` can be read in byte ranges: an uncompressed file of a line-based
     format (cut at blank lines, line ends or ``</doc>``: ``text.LINE_SYNC``) or Parquet (row groups), and a
     bz2 wiki dump (cut at the compressed streams that ``ranges.plan_ranges`` found in its index). The
-    ``text`` format is one document per file; other compressed files cannot be read from a middle."""
+    ``text`` format is one document per file; ``csv`` and ``tsv`` have no safe place to start a range (a line
+    break inside quotes looks like a row's end); other compressed files cannot be read from a middle."""
     compression = _compression_of(path)
     if fmt == "wiki-xml":
         return compression == "bzip2"

@@ -10,7 +10,19 @@ from bertprep.pipeline.config import ReadOptions
 from bertprep.pipeline.errors import InputError  # noqa: F401  (re-exported as readers.InputError)
 
 #: Accepted values of ``input_format`` (``--input-format``).
-INPUT_FORMATS = ("auto", "bert", "jsonl", "text", "wikiextractor", "wikiextractor-json", "wiki-xml", "parquet", "hf")
+INPUT_FORMATS = (
+    "auto",
+    "bert",
+    "jsonl",
+    "text",
+    "wikiextractor",
+    "wikiextractor-json",
+    "wiki-xml",
+    "parquet",
+    "hf",
+    "csv",
+    "tsv",
+)
 
 #: Default limit on the characters of one line (``--max-line-chars``; ``ReadOptions.max_line_chars`` says why).
 DEFAULT_MAX_LINE_CHARS = ReadOptions.max_line_chars

@@ -92,7 +92,8 @@ def detect_format(
     """Guess the input format of ``path`` from its extension and its first :data:`DETECT_BYTES` bytes.
 
     Rules, in order: a ``.parquet`` name or the Parquet magic ``PAR1`` -> ``parquet``; a ``.arrow`` name or a
-    ``datasets`` metadata file (``dataset_info.json``, ``state.json``, ``dataset_dict.json``) -> ``hf``; a root element
+    ``datasets`` metadata file (``dataset_info.json``, ``state.json``, ``dataset_dict.json``) -> ``hf``; a ``.csv`` /
+    ``.tsv`` name (before a compression suffix) -> ``csv`` / ``tsv``; a root element
     ``<mediawiki`` (after an optional XML declaration) -> ``wiki-xml``; a ``.jsonl``/``.json``/``.ndjson``
     name (before a compression suffix) or a first non-blank character ``{`` -> ``wikiextractor-json`` when
     the first object has ``title``, ``url`` and ``text``, else ``jsonl``; content starting with ``<doc ``
@@ -108,6 +109,8 @@ def detect_format(
         return "parquet"
     if name.endswith(".arrow") or is_hf_metadata(path):
         return "hf"  # a Hugging Face dataset's files (the metadata files are passed over)
+    if name.endswith((".csv", ".tsv")):
+        return name[-3:]
     head = _read_head(path, DETECT_BYTES, check_binary=False)
     if head.startswith(b"PAR1"):
         return "parquet"

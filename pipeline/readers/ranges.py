@@ -14,7 +14,9 @@
   streams the index lists, each range decompresses whole streams of whole pages. Without the index the
   dump is read whole (logged);
 - other compressed files (gzip, xz, zstd, bzip2 that is not an indexed dump) cannot be read from a middle:
-  read whole, logged once per run; the ``text`` format (one document per file) is read whole.
+  read whole, logged once per run; the ``text`` format (one document per file) is read whole, and so are
+  ``csv`` / ``tsv`` files (a line break inside a quoted field looks like a row's end; ``.csv`` / ``.tsv`` names
+  are logged with the files that cannot be split).
 
 Document ids stay what a whole-file read gives: a document's ordinal counts the documents its file yields
 before it, so a range's documents are numbered from 0 and shifted by the number of documents the ranges
@@ -144,6 +146,10 @@ def file_ranges(path: str, size: int, split_bytes: int, notes: dict[str, list[st
     whole: list[ByteRange] = [(0, 0, None)]
     if split_bytes <= 0 or size <= split_bytes:
         return whole
+    if path.lower().endswith((".csv", ".tsv")):  # (the delimited reader: no row start is known; compressed: below)
+        if notes is not None:
+            notes.setdefault("CSV/TSV: a quoted line break hides where rows start", []).append(path)
+        return whole
     compression = _compression_of(path)
     if compression is None:
         return _cut(range(0, size, split_bytes), split_bytes)
@@ -162,6 +168,10 @@ def file_ranges(path: str, size: int, split_bytes: int, notes: dict[str, list[st
     if notes is not None:
         notes.setdefault(f"{compression}-compressed", []).append(path)
     return whole
+
+
+#: What to do about the files of a reason (its part before ":") that cannot be split; compressed: decompress.
+_HINTS = {"CSV/TSV": "; split such a file into several to spread its reading over the workers"}
 
 
 def plan_ranges(files: Sequence[str], split_bytes: int) -> list[tuple[int, str, int, int, int | None]]:
@@ -184,7 +194,9 @@ def plan_ranges(files: Sequence[str], split_bytes: int) -> list[tuple[int, str, 
             split_bytes,
             reason,
             shown,
-            "; decompress them to spread their reading over the workers" if "index" not in reason else "",
+            _HINTS.get(reason.split(":")[0], "; decompress them to spread their reading over the workers")
+            if "index" not in reason
+            else "",
         )
     split = sum(1 for r in out if r[2] > 0)
     if split:

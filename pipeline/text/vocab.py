@@ -11,7 +11,9 @@ with ``WordPieceTrainer``. Two deliberate differences from that ready-made class
 
 Vocabulary layout (ids): ``[PAD]``, ``[UNK]``, ``[CLS]``, ``[SEP]``, ``[MASK]`` (0..4), then
 ``[unused0]`` .. ``[unused{num_unused-1}]``, then the learned alphabet (single characters, sorted by code
-point), their ``##`` continuation forms and the merged word pieces. ``vocab_size`` counts all of it.
+point), their ``##`` continuation forms and the merged word pieces. ``vocab_size`` counts all of it. With
+``pad_to_multiple_of`` N, ``[unused{num_unused}]``.. follow, up to the next multiple of N (``vocab_models``
+pads a BPE or Unigram the same way, with special added tokens).
 Code that needs a special id looks it up (``Tokenizer.token_to_id``); nothing here relies on the numbers.
 
 The input is read once, as a stream: its words are counted (memory grows with the number of distinct words,
@@ -137,10 +139,29 @@ class VocabConfig:
     tokenizer.json, tokenizer_config.json and special_tokens_map.json, which make-shards --vocab DIR and
     transformers' AutoTokenizer read; they have no [unusedN] slots, accent stripping or alphabet limit
     (num_unused 0, strip_accents None)."""
+    special_tokens: str | None = None
+    """``bert``: [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4) and BERT's template [CLS] A [SEP] B [SEP] (token_type_ids
+    0, then 1 for B [SEP]), also for a bpe or unigram vocab, as ModernBERT's tokenizer has them; transformers loads
+    it as PreTrainedTokenizerFast. ``roberta``: <s> <pad> </s> <unk> <mask> and <s> A </s></s> B </s> (bpe and
+    unigram only). Default: bert for wordpiece, roberta for bpe and unigram."""
+    pad_to_multiple_of: int = 1
+    """Append [unusedK] tokens after the learned ones up to the next multiple of this (64: the embedding and
+    output matrices fit GPU tiles; ModernBERT's vocab, 50,368 = 787 x 64, ends with 83 of them). WordPiece
+    numbers them after its --num-unused slots, in vocab.txt; bpe and unigram add them as special added tokens,
+    never produced from text. 1: no padding."""
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
+        styles = vocab_models.SPECIAL_TOKEN_STYLES
+        if self.special_tokens is not None and self.special_tokens not in styles:
+            raise ValueError(f"special_tokens must be one of {', '.join(styles)}, got {self.special_tokens!r}")
+        if self.model == "wordpiece" and self.special_tokens == "roberta":
+            raise ValueError(
+                "a wordpiece vocab has BERT's special tokens; special_tokens roberta is for bpe or unigram"
+            )
+        if isinstance(self.pad_to_multiple_of, bool) or self.pad_to_multiple_of < 1:
+            raise ValueError(f"pad_to_multiple_of must be >= 1 (1: no padding), got {self.pad_to_multiple_of}")
         if self.model != "wordpiece" and (self.num_unused or self.strip_accents is not None):
             raise ValueError(f"the {self.model} model has no [unusedN] slots or accent stripping (num_unused=0)")
         if self.num_unused < 0:
@@ -179,10 +200,17 @@ class VocabConfig:
         return resolve_strip_accents(self.strip_accents, self.do_lower_case)
 
     @property
+    def token_style(self) -> str:
+        """The special tokens' style: ``special_tokens``, or the model's own (wordpiece: bert, else roberta)."""
+        if self.special_tokens is not None:
+            return self.special_tokens
+        return "bert" if self.model == "wordpiece" else "roberta"
+
+    @property
     def reserved_tokens(self) -> list[str]:
         """The special tokens then the ``[unusedN]`` slots: ids ``0 .. len-1`` of the trained vocab."""
         if self.model != "wordpiece":
-            return list(vocab_models.SPECIAL_TOKENS)
+            return list(vocab_models.STYLE_TOKENS[self.token_style])
         return list(SPECIAL_TOKENS) + unused_tokens(self.num_unused)
 
     @property
@@ -227,6 +255,8 @@ class TrainedVocab:
     config: VocabConfig
     stats: CorpusStats = field(default_factory=CorpusStats)
     seconds: float = 0.0
+    padding: list[str] = field(default_factory=list)
+    """The ``[unusedK]`` tokens appended for ``config.pad_to_multiple_of`` (the last entries of ``tokens``)."""
 
     @property
     def vocab_size(self) -> int:
@@ -234,8 +264,9 @@ class TrainedVocab:
 
     @property
     def learned_tokens(self) -> list[str]:
-        """Entries after the specials and ``[unusedN]`` slots: the alphabet and learned pieces."""
-        return self.tokens[len(self.config.reserved_tokens) :]
+        """Entries after the specials and ``[unusedN]`` slots and before the padding: the alphabet and learned
+        pieces."""
+        return self.tokens[len(self.config.reserved_tokens) : len(self.tokens) - len(self.padding)]
 
     @property
     def continuation_share(self) -> float:
@@ -254,7 +285,7 @@ class TrainedVocab:
         (``vocab.txt`` among them), else ``vocab_models.model_files``."""
         if self.config.model == "wordpiece":
             return tokenizer_files(self.tokens, self.config.do_lower_case, strip_accents=self.config.strip_accents)
-        return vocab_models.model_files(self.tokenizer, self.config.model)
+        return vocab_models.model_files(self.tokenizer, self.config.model, style=self.config.token_style)
 
     def accent_warning(self, cased_flag: str = "--cased") -> str | None:
         """The warning for a corpus that accent stripping damages (a share of its letters of
@@ -269,7 +300,12 @@ class TrainedVocab:
         pieces = "## pieces" if self.config.model == "wordpiece" else "pieces continuing a word"
         lines = [
             f"{self.config.model} vocab size: {self.vocab_size:,} ({len(self.config.reserved_tokens)} special/unused, "
-            f"{len(self.learned_tokens):,} learned, {self.continuation_share:.1%} of them {pieces})",
+            f"{len(self.learned_tokens):,} learned, {self.continuation_share:.1%} of them {pieces}"
+            + (
+                f", {len(self.padding)} [unusedK] padding to a multiple of {self.config.pad_to_multiple_of})"
+                if self.padding
+                else ")"
+            ),
             f"read: {self.stats.sentences:,} sentences, {self.stats.characters:,} characters",
             f"time: {self.seconds:.1f} s",
         ]
@@ -364,8 +400,13 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
             "(or lower --limit-alphabet / --num-unused)",
             len(tokens),
         )
+    # [unusedK] padding after the learned pieces, numbered on from the --num-unused slots (plain entries as theirs)
+    padding = vocab_models.unused_names(
+        vocab_models.padding_size(len(tokens), config.pad_to_multiple_of), set(tokens), first=config.num_unused
+    )
+    tokens += padding
     tokenizer = hf_tokenizer(tokens, config.do_lower_case, config.strip_accents)
-    return TrainedVocab(tokenizer=tokenizer, tokens=tokens, config=config, stats=stats, seconds=seconds)
+    return TrainedVocab(tokenizer, tokens, config, stats, seconds, padding)
 
 
 def train_vocab(texts: Iterable[str], config: VocabConfig) -> TrainedVocab:
@@ -388,6 +429,7 @@ def train_vocab(texts: Iterable[str], config: VocabConfig) -> TrainedVocab:
             config.do_lower_case,
             config.min_frequency,
             config.show_progress,
+            config.token_style,
         )
     except InputError:
         raise  # an input the reader refused (binary, UTF-16, a truncated .gz): not the vocab size's fault
@@ -397,11 +439,13 @@ def train_vocab(texts: Iterable[str], config: VocabConfig) -> TrainedVocab:
         interrupts.stop_listening()
     if stats.sentences == 0:
         raise ValueError("no text to train on: the input held no non-blank sentence")
+    padding = vocab_models.pad_with_unused(tokenizer, config.pad_to_multiple_of)
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     tokens = sorted(vocab, key=vocab.__getitem__)
     assert [vocab[t] for t in tokens] == list(range(len(tokens))), "trainer produced non-contiguous ids"
     assert tokens[: len(config.reserved_tokens)] == config.reserved_tokens, "special tokens not first"
-    return TrainedVocab(tokenizer, tokens, config, stats, time.perf_counter() - start)
+    assert tokens[len(tokens) - len(padding) :] == padding, "padding not last"
+    return TrainedVocab(tokenizer, tokens, config, stats, time.perf_counter() - start, padding)
 
 
 def existing_outputs(output_dir: str) -> list[str]:

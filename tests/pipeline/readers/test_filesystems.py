@@ -222,6 +222,22 @@ def test_gs_inputs_are_listed_and_read_through_filesystems(gs_corpus):
     assert load_vocab(gs_corpus["vocab"]).sha256 == load_vocab(str(FIXTURES / "vocab.txt")).sha256
 
 
+@pytest.mark.slow  # ~21 s, as the test above (2 s of CPU: the rest is waiting inside Beam's GCS file system)
+def test_gs_csv_is_read_as_the_local_file(fake_gcs, tmp_path):
+    """A gzip-compressed CSV on gs:// (found by a glob): the documents of the local file, quoted line breaks kept."""
+    local = tmp_path / "rows.csv"
+    local.write_text(
+        'id,body\n1,"First paragraph. Second sentence.\nSecond paragraph."\n2,Row two.\n', encoding="utf-8"
+    )
+    _upload(local, f"{BUCKET}/csv/rows.csv.gz", compress=True)
+    files = readers.expand_inputs([f"{BUCKET}/csv/*.csv.gz"])
+    assert files == [f"{BUCKET}/csv/rows.csv.gz"]
+    docs = list(readers.read_documents(files[0], "auto", text_field="body"))
+    local_docs = list(readers.read_documents(str(local), "csv", text_field="body"))
+    assert [(d.line, d.sentences) for d in docs] == [(d.line, d.sentences) for d in local_docs]
+    assert docs[0].sentences == ["First paragraph.", "Second sentence.", "Second paragraph."]
+
+
 def test_gs_input_errors_name_the_pattern(gs_corpus):
     with pytest.raises(readers.InputError, match=r"gs://bertprep-test/nothing/\*\.txt.*matches no file"):
         readers.expand_inputs([f"{BUCKET}/nothing/*.txt"])

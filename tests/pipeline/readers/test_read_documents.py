@@ -19,8 +19,8 @@ from readers_factory import FIXTURES
 
 
 def test_bad_options_name_the_option():
-    with pytest.raises(InputError, match=r"unknown input format 'csv' \(--input-format\)"):
-        read_documents("x.txt", "csv")
+    with pytest.raises(InputError, match=r"unknown input format 'xlsx' \(--input-format\)"):
+        read_documents("x.txt", "xlsx")
     with pytest.raises(InputError, match=r"unknown segmenter 'punkt' \(--segmenter\)"):
         read_documents("x.txt", segmenter="punkt")
     with pytest.raises(InputError, match=r"encoding 'utf-16' \(--encoding\) is not supported"):

@@ -29,16 +29,16 @@ TRAIN = FIXTURES / "vocab" / "train.txt"
 BERTPREP = str(Path(sys.executable).parent / "bertprep")
 
 
-def _build_twice(tmp_path: Path, model: str) -> list[dict[str, str]]:
+def _build_twice(tmp_path: Path, model: str, *extra: str) -> list[dict[str, str]]:
     """sha256 of every file of two ``bertprep build-vocab`` processes run side by side (PYTHONHASHSEED 0 and 1)
-    on the first 300 lines of the fixture."""
+    on the first 300 lines of the fixture; ``extra``: more options."""
     text = tmp_path / "train.txt"
     text.write_text("\n".join(TRAIN.read_text(encoding="utf-8").splitlines()[:300]) + "\n", encoding="utf-8")
     runs = []
     for seed in (0, 1):
         command = [BERTPREP, "build-vocab", str(text), "-o", str(tmp_path / str(seed)), "--vocab-size", "600"]
         env = {**os.environ, "PYTHONHASHSEED": str(seed)}
-        runs.append(subprocess.Popen([*command, "--model", model, "-q"], env=env, stdout=subprocess.DEVNULL))
+        runs.append(subprocess.Popen([*command, "--model", model, "-q", *extra], env=env, stdout=subprocess.DEVNULL))
     assert [run.wait(timeout=300) for run in runs] == [0, 0]
     return [
         {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((tmp_path / str(seed)).iterdir())}
@@ -46,11 +46,21 @@ def _build_twice(tmp_path: Path, model: str) -> list[dict[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("model", ["wordpiece", "bpe", "unigram"])
+@pytest.mark.parametrize(
+    "model, extra",
+    [
+        ("wordpiece", ()),
+        ("bpe", ()),
+        ("unigram", ()),
+        ("wordpiece", ("--pad-to-multiple-of", "64")),
+        ("bpe", ("--special-tokens", "bert", "--pad-to-multiple-of", "64")),
+        ("unigram", ("--special-tokens", "bert", "--pad-to-multiple-of", "64")),
+    ],
+)
 @pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_two_processes_write_byte_identical_files(tmp_path, model):
+def test_two_processes_write_byte_identical_files(tmp_path, model, extra):
     # (the trainer alone gives another vocab.txt in nearly every process on this text: its ## forms in hash order)
-    first, second = _build_twice(tmp_path, model)
+    first, second = _build_twice(tmp_path, model, *extra)
     expected = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
     assert set(first) == expected | ({"vocab.txt"} if model == "wordpiece" else set())
     assert first == second
