@@ -18,12 +18,12 @@ from bertprep.bert_model.pretrain.train_config import (
     MODEL_OPTIONS,
     TASKS,
     TrainConfig,
+    same_setting,
     settings_kept_on_resume,
 )
 from bertprep.cli.options import (
     ModelPath,
     batch_size_option,
-    config_option,
     dataclass_default,
     field_option,
     kernel_options,
@@ -34,12 +34,12 @@ from bertprep.cli.options import (
     output_dir_option,
     preset_option,
     recipe_options,
-    resolved_recipe,
     resume_changes_option,
     stop_options,
     task_option,
     verify_option,
 )
+from bertprep.cli.recipe_option import config_option, log_recipe, recipe_header, resolved_recipe
 from bertprep.cli.run_lock import run_directory_lock
 from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
@@ -128,7 +128,7 @@ def _settle_options_on_resume(ctx: click.Context, options: dict) -> None:
             continue  # not an option, or a setting the checkpoint's version did not record
         if ctx.get_parameter_source(name) not in _GIVEN:
             options[name] = run[name]
-        elif run[name] != options[name] and not options.get("allow_resume_changes"):
+        elif not same_setting(run[name], options[name]) and not options.get("allow_resume_changes"):
             option = _option_name(ctx, name)
             raise click.BadParameter(
                 f"{option} {options[name]} differs from the checkpoint's {run[name]!r}: --resume "
@@ -187,15 +187,15 @@ def _aborted(output_dir: str) -> NoReturn:
 
 def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) -> None:
     """Write the settings that run (the recipe file's, the command line's, the checkpoint's on --resume, the
-    defaults) to ``output_dir/config.toml`` as a recipe file, ``--config`` of which repeats the run (main
-    process only under torchrun)."""
+    defaults) to ``output_dir/config.toml`` as a recipe file, ``--config`` of which repeats the run, under a
+    comment naming ``--config``'s recipe and its sha256 (main process only under torchrun)."""
     from bertprep.core.atomic import write_atomic, write_text_synced
 
     if int(os.environ.get("RANK", "0")) != 0:
         return
     os.makedirs(output_dir, exist_ok=True)
     header = "# The settings of this run (bertprep train --config of this file repeats it).\n"
-    text = header + resolved_recipe(ctx.command, values)
+    text = header + recipe_header(ctx, values) + resolved_recipe(ctx.command, values)
     write_atomic(os.path.join(output_dir, "config.toml"), lambda tmp: write_text_synced(tmp, text))
 
 
@@ -315,6 +315,8 @@ def train(ctx: click.Context, compile_: bool, **options) -> None:
     from bertprep.bert_model.pretrain.trainer import train as run_training
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if int(os.environ.get("RANK", "0")) == 0:
+        log_recipe(ctx, {**options, "compile_": compile_}, logging.getLogger("bertprep.train"))
     _max_steps_from_phases(ctx, options)
     _settle_options_on_resume(ctx, options)
     try:

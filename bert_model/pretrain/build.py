@@ -40,6 +40,7 @@ from bertprep.bert_model.pretrain.architectures import ModelConfig, PretrainingM
 from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
+from bertprep.bert_model.pretrain.phase_checks import check_later_phases, check_rope_keys
 from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, parse_phases, phase_at
 from bertprep.bert_model.pretrain.remote_shards import has_manifest, is_remote, open_shard_info, read_any_manifest
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, verify_shard_files
@@ -47,6 +48,7 @@ from bertprep.bert_model.pretrain.train_config import (
     DROPOUT_OPTIONS,
     MODEL_OPTIONS,
     TrainConfig,
+    same_setting,
     settings_kept_on_resume,
 )
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
@@ -149,7 +151,9 @@ def build_run(
     if no_plot:  # said now, not after training; metrics.jsonl holds the same numbers
         logger.warning("%s: metrics.png will not be drawn at the end (metrics.jsonl has every figure)", no_plot)
     start = extend_start_vocab(config, info, start)
-    model_config = model_config_for(config, info, start)
+    model_config = model_config_for(config, info, start, phase)
+    check_rope_keys(base, model_config)  # every phase now, not when it begins
+    check_later_phases(base, phase, info, model_config, int(config.cache_max_gb * 1e9))
     eval_info = read_eval_shards(config, info, model_config, d)
     verify_shards(config, (info, eval_info), d)
     _stop_if_requested(stop_requested, d)
@@ -204,18 +208,21 @@ def size_phases_in_steps(config: TrainConfig, d: DistInfo) -> TrainConfig:
     ``batch_size_warmup_tokens`` counts). Logged (main rank).
 
     Raises:
-        ValueError: the phases' steps do not add up to a ``max_steps`` given (the message names each phase's).
-        FileNotFoundError: a phase's shards have no manifest (remote_shards.RemoteShardError for a bucket's).
+        ValueError: the phases' steps do not add up to a ``max_steps`` given (the message names each phase's), or
+            the shards of a phase in tokens have no manifest (naming the phase).
     """
     if config.sized:
         return config
     slots: list[int | None] = []
-    for phase in parse_phases(config.phases, config.max_steps):
+    for index, phase in enumerate(parse_phases(config.phases, config.max_steps)):
         settings = {**{k: getattr(config, k) for k in CONFIG_KEYS}, **{k: phase[k] for k in CONFIG_KEYS if k in phase}}
         if "tokens" not in phase:
             slots.append(None)
             continue
-        max_seq_length = int(read_any_manifest(settings["shards"])["config"]["max_seq_length"])  # (or a bucket's)
+        try:
+            max_seq_length = int(read_any_manifest(settings["shards"])["config"]["max_seq_length"])  # (or a bucket's)
+        except (OSError, ValueError, KeyError) as err:
+            raise ValueError(f"phase {index + 1} ({config.phases[index]!r}) is sized in tokens: {err}") from None
         slots.append(settings["batch_size"] * settings["gradient_accumulation_steps"] * d.world_size * max_seq_length)
     sized = config.with_phase_steps(slots)
     if d.is_main:
@@ -322,24 +329,28 @@ def extend_start_vocab(config: TrainConfig, info: ShardInfo, start: Start) -> St
     return start if grown is source else Start(hf_source=grown)
 
 
-def model_config_for(config: TrainConfig, info: ShardInfo, start: Start) -> ModelConfig:
-    """The model config (:func:`source_model_config`) with, for a new BERT run, the word embedding padded to a
-    multiple of ``pad_vocab_size_multiple`` inside the model; a resumed run keeps its checkpoint's padding (its
-    optimizer state is the same either way: ``checkpoint.optimizer_state_to_flat``)."""
-    model_config = source_model_config(config, info, start)
+def model_config_for(config: TrainConfig, info: ShardInfo, start: Start, phase: int = 0) -> ModelConfig:
+    """The model config (:func:`source_model_config`; ``phase`` the one the run starts in) with, for a new BERT
+    run, the word embedding padded to a multiple of ``pad_vocab_size_multiple`` inside the model; a resumed run
+    keeps its checkpoint's padding (its optimizer state is the same either way:
+    ``checkpoint.optimizer_state_to_flat``)."""
+    model_config = source_model_config(config, info, start, phase)
     if isinstance(model_config, BertConfig) and not config.resume:
         model_config = dataclasses.replace(model_config, pad_vocab_size_multiple=config.pad_vocab_size_multiple)
     return model_config
 
 
-def source_model_config(config: TrainConfig, info: ShardInfo, start: Start) -> ModelConfig:
-    """The model config: the checkpoint's, else the preset with overrides and the shards' vocab.
+def source_model_config(config: TrainConfig, info: ShardInfo, start: Start, phase: int = 0) -> ModelConfig:
+    """The model config: the checkpoint's, else the preset with overrides and the shards' vocab. A resumed run
+    must read shards of the checkpoint's ``max_seq_length`` unless it resumes in another phase (``phase``) than
+    the checkpoint's: a checkpoint of a phase's last step whose next phase could not begin.
 
     Raises:
         ValueError: the shards do not fit the model or checkpoint (see ``shard_info.check_compatible``).
     """
     if start.saved is not None:
         saved = start.saved
+        same_phase = saved.get("phase", 0) == phase
         model_config = architectures.model_config_from_dict(saved["model_config"])
         overrides = config.model_overrides()
         # Dropout is a training setting, not part of the weights: a new run from a checkpoint may change it
@@ -355,7 +366,7 @@ def source_model_config(config: TrainConfig, info: ShardInfo, start: Start) -> M
             info,
             vocab_sha256=saved["data"]["vocab_sha256"],
             vocab_size=model_config.vocab_size,
-            max_seq_length=saved["data"]["max_seq_length"] if config.resume else None,
+            max_seq_length=saved["data"]["max_seq_length"] if config.resume and same_phase else None,
             max_position_embeddings=max_sequence_length(model_config),
             what=f"checkpoint {start.checkpoint}",
         )
@@ -604,7 +615,7 @@ def enter_phase(run: Run, index: int) -> None:
         vocab_sha256=run.info.vocab_sha256,
         vocab_size=run.model_config.vocab_size,
         max_position_embeddings=max_sequence_length(run.model_config),
-        what=f"phase {index}'s model",
+        what=f"phase {index + 1}'s model",
     )
     verify_shards(config, (info, None), run.d)
     run.batches.close()
@@ -674,7 +685,7 @@ def restore_progress(
     if d.rank < len(saved["ranks"]):
         tokens_seen = saved["ranks"][d.rank].get("tokens_seen", 0)
     old = saved["train_config"]
-    changed = [k for k in settings_kept_on_resume() if k in old and old[k] != getattr(config, k)]
+    changed = [k for k in settings_kept_on_resume() if k in old and not same_setting(old[k], getattr(config, k))]
     if changed:
         logger.warning(
             "resuming with different %s than the checkpoint: the run will not equal an uninterrupted one",

@@ -9,8 +9,9 @@ the context to 8192 tokens with a global RoPE base of 160,000 over 250B and 50B 
     --max-steps 1000000 --phase steps=900000,shards=shards/128 --phase shards=shards/512,batch-size=8
     --phase tokens=1.7T,shards=shards/1024 --phase tokens=250B,shards=shards/8192,global-rope-theta=160000
 
-A phase is ``key=value`` pairs, comma-separated: its size, ``steps`` (optimizer steps) or ``tokens`` (token
-slots, :func:`parse_count`: ``2B``, ``1.7T``), ``shards``, ``batch-size``, ``gradient-accumulation-steps``,
+A phase is ``key=value`` pairs, comma-separated: its size, ``steps`` (optimizer steps, or a share of
+``max_steps``: ``steps=90%``, rounded down, so that ``--max-steps`` scales the phases) or ``tokens`` (token slots,
+:func:`parse_count`: ``2B``, ``1.7T``), ``shards``, ``batch-size``, ``gradient-accumulation-steps``,
 ``global-rope-theta``, ``local-rope-theta`` (ModernBERT's ``config.json`` names); what a phase leaves out is the
 run's. The last phase may leave its size out and takes the rest of ``max_steps``.
 
@@ -55,9 +56,28 @@ def parse_count(text: str) -> int:
     return int(value)
 
 
+def parse_steps(text: str) -> int | Decimal:
+    """A phase's ``steps``: a whole number of optimizer steps, or a share of the run's ``max_steps`` written as a
+    percentage (``90%``, ``12.5%``), returned as the exact fraction (``Decimal("0.9")``) that
+    :func:`parse_phases` turns into steps.
+
+    Raises:
+        ValueError: neither, or a share outside (0%, 100%].
+    """
+    text = text.strip()
+    if text.endswith("%"):
+        if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", text[:-1].strip()):
+            raise ValueError(f"{text!r} is not a percentage")
+        share = Decimal(text[:-1].strip()) / 100
+        if not 0 < share <= 1:
+            raise ValueError(f"{text!r} is not a share of the run in (0%, 100%]")
+        return share
+    return int(text)
+
+
 #: The keys of a phase and their types (``shards`` a directory).
 PHASE_KEYS: dict[str, Callable[[str], Any]] = {
-    "steps": int,
+    "steps": parse_steps,
     "tokens": parse_count,
     "shards": str,
     "batch_size": int,
@@ -96,7 +116,10 @@ def parse_phase(spec: str, number: int) -> dict:
         try:
             phase[key] = PHASE_KEYS[key](value.strip())
         except ValueError:
-            kind = "a count (digits, then K, M, B or T: tokens=2B, tokens=1.7T)" if key == "tokens" else "a number"
+            kind = {
+                "tokens": "a count (digits, then K, M, B or T: tokens=2B, tokens=1.7T)",
+                "steps": "a whole number of steps, or a share of max_steps in percent (steps=90%)",
+            }.get(key, "a number")
             raise ValueError(f"phase {number} ({spec!r}): {_option(key)}={value} is not {kind}") from None
         if key != "shards" and phase[key] <= 0:
             raise ValueError(f"phase {number} ({spec!r}): {_option(key)} must be positive")
@@ -110,13 +133,72 @@ def is_sized(phase: dict) -> bool:
     return any(k in phase for k in SIZE_KEYS)
 
 
+def is_share(phase: dict) -> bool:
+    """Whether ``phase`` (:func:`parse_phase`) gives its steps as a share of ``max_steps`` (``steps=90%``)."""
+    return isinstance(phase.get("steps"), Decimal)
+
+
 def every_phase_sized(specs: Sequence[str]) -> bool:
-    """Whether there are phases and each gives ``steps`` or ``tokens`` (False for a phase that does not parse:
-    :func:`parse_phases` names its fault)."""
+    """Whether there are phases and each gives its own size, ``steps=N`` or ``tokens=N``, so that the run can be
+    as long as their sum (False for a share of ``max_steps``, ``steps=90%``, which needs ``max_steps``, and for a
+    phase that does not parse: :func:`parse_phases` names its fault)."""
     try:
-        return bool(specs) and all(is_sized(parse_phase(spec, i + 1)) for i, spec in enumerate(specs))
+        phases = [parse_phase(spec, i + 1) for i, spec in enumerate(specs)]
     except ValueError:
         return False
+    return bool(phases) and all(is_sized(p) and not is_share(p) for p in phases)
+
+
+def _size_of(phase: dict, rest: bool) -> str:
+    """How ``phase`` (:func:`parse_phases`'s) got its steps, for a message: ``steps=900,000``, ``steps=90% = 1
+    step``, ``tokens=600 / 256 token slots a step = 3 steps``, ``the rest of max_steps = -8 steps``."""
+    steps = f"{phase['steps']:,} step{'' if phase['steps'] == 1 else 's'}"
+    if rest:
+        return f"the rest of max_steps = {steps}"
+    if "tokens" in phase:
+        return f"tokens={phase['tokens']:,} / {phase['token_slots']:,} token slots a step = {steps}"
+    if "share" in phase:
+        return f"steps={format((phase['share'] * 100).normalize(), 'f')}% = {steps}"
+    return f"steps={phase['steps']:,}"
+
+
+def _check_sum(phases: list[dict], max_steps: int, rest: bool) -> None:
+    """Raise ValueError when ``phases`` (each with its ``steps``; the last the rest of ``max_steps`` when
+    ``rest``) do not come to ``max_steps`` (not 0) or a phase has no step; the message names every phase and its
+    size, and the fix."""
+    total = sum(p["steps"] for p in phases)
+    if not phases or not max_steps or (total == max_steps and all(p["steps"] > 0 for p in phases)):
+        return
+    last = len(phases) - 1
+    sizes = "; ".join(f"phase {i + 1}: {_size_of(p, rest and i == last)}" for i, p in enumerate(phases))
+    if total != max_steps:
+        raise ValueError(
+            f"the phases come to {total:,} steps ({sizes}), not max_steps ({max_steps:,}); leave --max-steps out "
+            "(max_steps 0) to train for their sum, or size the phases to it (steps=90% is a share of it)"
+        )
+    empty = next(i for i, p in enumerate(phases) if p["steps"] <= 0)
+    raise ValueError(
+        f"phase {empty + 1} gets no step of max_steps ({max_steps:,}): {sizes}; give the phases fewer steps or "
+        "more --max-steps, or give them as shares of the run (steps=90%), which --max-steps scales"
+    )
+
+
+def _steps_of_shares(phases: list[dict], specs: Sequence[str], max_steps: int) -> None:
+    """Give each phase of a share (``steps=90%``) its steps, the share of ``max_steps`` rounded down, keeping
+    the share as ``share``.
+
+    Raises:
+        ValueError: a share with ``max_steps`` 0 (the run as long as its phases, so nothing to share).
+    """
+    for i, phase in enumerate(phases):
+        if is_share(phase):
+            if not max_steps:
+                raise ValueError(
+                    f"phase {i + 1} ({specs[i]!r}) is a share of max_steps, which is 0 (the run as long as its "
+                    "phases): give --max-steps, or the phase's steps=N"
+                )
+            phase["share"] = phase["steps"]
+            phase["steps"] = int(phase["share"] * max_steps)  # (exact: Decimal, rounded down)
 
 
 def parse_phases(specs: Sequence[str], max_steps: int) -> list[dict]:
@@ -134,16 +216,13 @@ def parse_phases(specs: Sequence[str], max_steps: int) -> list[dict]:
         if not is_sized(phase) and (i < len(phases) - 1 or max_steps == 0):
             which = "only the last phase may leave it out" if max_steps else "the run's length is their sum"
             raise ValueError(f"phase {i + 1} ({specs[i]!r}) needs steps=N or tokens=N ({which})")
+    _steps_of_shares(phases, specs, max_steps)
     if any("tokens" in p for p in phases):
         return phases
-    if phases and "steps" not in phases[-1]:
+    rest = bool(phases) and "steps" not in phases[-1]
+    if rest:
         phases[-1]["steps"] = max_steps - sum(p["steps"] for p in phases[:-1])
-    total = sum(p["steps"] for p in phases)
-    if phases and max_steps and (total != max_steps or phases[-1]["steps"] <= 0):
-        raise ValueError(
-            f"the phases' steps add up to {total}, not to max_steps ({max_steps}); leave --max-steps out "
-            "(max_steps 0) to train for their sum"
-        )
+    _check_sum(phases, max_steps, rest)
     return phases
 
 
@@ -165,23 +244,10 @@ def size_phases(specs: Sequence[str], max_steps: int, token_slots: Sequence[int 
             assert slots, "a phase of tokens needs its token slots per step"
             phase["steps"] = -(-phase["tokens"] // slots)  # (whole numbers: exact at 10^12)
             phase["token_slots"] = slots
-    if "steps" not in phases[-1]:
+    rest = "steps" not in phases[-1]
+    if rest:
         phases[-1]["steps"] = max_steps - sum(p["steps"] for p in phases[:-1])
-    total = sum(p["steps"] for p in phases)
-    if max_steps and (total != max_steps or phases[-1]["steps"] <= 0):
-        sizes = "; ".join(
-            f"phase {i + 1}: "
-            + (
-                f"tokens={p['tokens']:,} / {p['token_slots']:,} token slots a step = {p['steps']:,} steps"
-                if "tokens" in p
-                else f"steps={p['steps']:,}"
-            )
-            for i, p in enumerate(phases)
-        )
-        raise ValueError(
-            f"the phases come to {total:,} steps ({sizes}), not max_steps ({max_steps:,}); leave --max-steps "
-            "out (max_steps 0) to train for their sum, or size the phases to it"
-        )
+    _check_sum(phases, max_steps, rest)
     return phases
 
 
@@ -216,10 +282,12 @@ __all__ = [
     "SIZE_KEYS",
     "every_phase_sized",
     "format_phase",
+    "is_share",
     "is_sized",
     "parse_count",
     "parse_phase",
     "parse_phases",
+    "parse_steps",
     "phase_at",
     "phase_start",
     "size_phases",

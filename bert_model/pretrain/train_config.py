@@ -83,6 +83,16 @@ def settings_kept_on_resume() -> tuple[str, ...]:
     return tuple(f.name for f in fields(TrainConfig) if f.name not in RUN_CONTROL_FIELDS and f.name not in model)
 
 
+def same_setting(recorded: Any, value: Any) -> bool:
+    """Whether ``recorded``, a setting as a checkpoint's ``state.json`` holds it (JSON: a list where the field
+    holds a tuple, such as ``phases``), equals ``value``, the :class:`TrainConfig` field's."""
+
+    def plain(v: Any) -> Any:
+        return tuple(v) if isinstance(v, (list, tuple)) else v
+
+    return plain(recorded) == plain(value)
+
+
 @dataclass
 class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     """Everything ``bertprep train --task pretrain`` takes (CLI options map 1:1 onto these fields, those of
@@ -356,5 +366,6 @@ __all__ = [
     "RUN_CONTROL_FIELDS",
     "TASKS",
     "TrainConfig",
+    "same_setting",
     "settings_kept_on_resume",
 ]

@@ -208,7 +208,6 @@ def _train(
     )
     state.window_start = time.monotonic()
     run.train_model.train()
-    phases = config.phase_settings()
     while state.step < config.max_steps:
         try:
             lr, grad_norm = _train_step(run, state, metrics)
@@ -216,21 +215,42 @@ def _train(
             bar.close()
             raise _checkpoint_after_shard_error(run, state, err) from None
         bar.update(1)
-        if phases and state.step < config.max_steps and phase_at(phases, state.step) != run.phase:
-            build.enter_phase(run, phase_at(phases, state.step))  # before this step's evaluation and checkpoint
-        if state.step % config.log_interval == 0 or state.step == config.max_steps:
-            _log_train_metrics(run, state, metrics, lr, grad_norm, bar)
-        t_pause = time.monotonic()
-        if config.eval_shards and config.eval_every and state.step % config.eval_every == 0:
-            state.last_eval = _run_eval(run, state)
-        stop = _check_stop(run, state, signals)
-        if config.save_every and state.step % config.save_every == 0 and not stop and state.step < config.max_steps:
-            state.last_ckpt, state.last_saved = _save(run, state), state.step
-        state.paused += time.monotonic() - t_pause
+        try:
+            stop = _after_step(run, state, metrics, signals, (lr, grad_norm), bar)
+        except ckpt.CheckpointWriteError:
+            raise  # (no checkpoint can be written: the earlier ones are intact)
+        except (ValueError, OSError) as err:  # a later phase's shards, the eval shards...: the step is kept
+            bar.close()
+            raise _checkpoint_after_error(run, state, err) from None
         if stop:
             break
     bar.close()
     return _finish(run, state)
+
+
+def _after_step(
+    run: build.Run,
+    state: _LoopState,
+    metrics: PretrainingMetrics,
+    signals: StopSignals,
+    step_figures: tuple[float, torch.Tensor | None],
+    bar: tqdm,
+) -> bool:
+    """What follows a step: the next phase (before this step's evaluation and checkpoint), the metrics line, the
+    evaluation and the periodic checkpoint; returns whether to stop (``_check_stop``)."""
+    config, phases = run.base_config, run.base_config.phase_settings()
+    if phases and state.step < config.max_steps and phase_at(phases, state.step) != run.phase:
+        build.enter_phase(run, phase_at(phases, state.step))
+    if state.step % config.log_interval == 0 or state.step == config.max_steps:
+        _log_train_metrics(run, state, metrics, *step_figures, bar)
+    t_pause = time.monotonic()
+    if config.eval_shards and config.eval_every and state.step % config.eval_every == 0:
+        state.last_eval = _run_eval(run, state)
+    stop = _check_stop(run, state, signals)
+    if config.save_every and state.step % config.save_every == 0 and not stop and state.step < config.max_steps:
+        state.last_ckpt, state.last_saved = _save(run, state), state.step
+    state.paused += time.monotonic() - t_pause
+    return stop
 
 
 def _stopped_before_training(config: TrainConfig, signal_name: str) -> TrainResult:
@@ -407,6 +427,34 @@ def _checkpoint_after_shard_error(run: build.Run, state: _LoopState, err: ShardR
         path = _save(run, at_step, cursor=state.step_cursor)
         return ShardReadError(f"{err}; step {state.step}, the last finished, is checkpointed in {path}: {resume}")
     return ShardReadError(f"{err}; step {state.step}, the last finished, has its checkpoint: {resume}")
+
+
+def _checkpoint_after_error(run: build.Run, state: _LoopState, err: ValueError | OSError) -> Exception:
+    """A fault after a finished step (a later phase's shards that fail their check when the phase begins, eval
+    shards that cannot be read): write a checkpoint of that step, unless one exists, and return the error to
+    raise, saying where to continue from. At a phase's first step the checkpoint's data cursor is the new phase's
+    start, where a resumed run begins that phase. Under DDP the other ranks cannot join a checkpoint, so none is
+    written there."""
+    resume = f"continue with --resume {run.config.output_dir} once that is fixed"
+    if run.d.enabled:
+        return err
+    if state.last_saved == state.step:
+        message = f"{err}; step {state.step} has its checkpoint: {resume}"
+    else:
+        cursor = None
+        phases = run.base_config.phase_settings()
+        if phases and phase_at(phases, state.step) != run.phase:  # the next phase did not begin
+            cursor = {**run.loader.state_dict(), "batches": 0}
+            cursor["streams"] = [None] * len(cursor["streams"])  # (a new loader's: the phase's shards from start)
+        try:
+            path = _save(run, state, cursor=cursor)
+            message = f"{err}; step {state.step} is checkpointed in {path}: {resume}"
+        except OSError as save_err:
+            message = f"{err}; and no checkpoint could be written: {save_err}"
+    try:
+        return type(err)(message)
+    except TypeError:  # (an error class that takes other arguments)
+        return ValueError(message)
 
 
 def _save(run: build.Run, state: _LoopState, cursor: dict[str, Any] | None = None) -> str | None:

@@ -4,6 +4,9 @@ loads and runs, and the wheel carries them."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -14,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from bertprep.bert_model.pretrain.recipe_files import read_recipe, shipped_recipes
 from bertprep.cli.main import cli
-from bertprep.cli.options import read_recipe, shipped_recipes
 from conftest import REPO_ROOT, need_module
 
 try:
@@ -85,7 +88,7 @@ def test_a_config_that_is_neither_a_file_nor_a_shipped_name_is_refused_naming_th
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
 def test_every_recipe_loads_and_runs_two_steps_on_the_tiny_preset(tiny_shards, tmp_path, recipe):
-    settings = read_recipe(str(recipe), cli.get_command(None, "train"))
+    settings = read_recipe(str(recipe)).settings
     assert settings and "learning_rate" in settings and "max_steps" in settings
     module = {"stable-adamw": "optimi", "lamb": "pytorch_optimizer"}.get(settings.get("optimizer"))
     if module:
@@ -173,3 +176,102 @@ def test_max_steps_that_disagrees_with_phases_in_tokens_is_refused_naming_each_p
         "the phases come to 5 steps (phase 1: tokens=600 / 256 token slots a step = 3 steps; phase 2: tokens=500 / "
         "384 token slots a step = 2 steps), not max_steps (2); leave --max-steps out" in result.output
     )
+
+
+def test_every_train_option_is_read_from_a_recipe_onto_the_field_it_sets():
+    """The contract of recipe keys: each long name of each option of train (aliases included) is a recipe key of
+    the TrainConfig field the option fills (its parameter's name; --compile's is compile), through the library's
+    one mapping (recipe_files.field_of_key), so a new option works in a recipe without a change."""
+    import dataclasses
+
+    from bertprep.bert_model.pretrain.recipe_files import field_of_key
+    from bertprep.bert_model.pretrain.train_config import TrainConfig
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    command = cli.get_command(None, "train")
+    for param in command.params:
+        if param.name in ("config", "help"):
+            continue
+        field = "compile" if param.name == "compile_" else param.name
+        assert field in fields, param.name
+        names = [*param.opts, *getattr(param, "aliases", ())]
+        for name in (n for n in names if n.startswith("--")):
+            assert field_of_key(name[2:]) == field, name
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("batch-size = 8.9", "batch-size = 8.9 is not an integer"),
+        ("max-steps = 7.5", "max-steps = 7.5 is not an integer"),
+        ('phase = "steps=3"', 'phase = "steps=3" is not a list of strings'),
+        ("batch-size = 0", "batch-size = 0: 0 is not in the range x>=1."),
+        ('optimizer = "adam"', "optimizer = \"adam\": 'adam' is not one of"),
+    ],
+)
+def test_a_recipe_value_obeys_its_option_s_type_naming_the_file_and_the_key(tiny_shards, tmp_path, text, message):
+    """Before, batch-size = 8.9 trained with 8 and max-steps = 7.5 with 7 (the command line refuses both), and
+    phase = "steps=3" said only "Value must be an iterable."."""
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(text + "\n")
+    result = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "out", *TINY)
+    assert result.exit_code == 2 and not (tmp_path / "out").exists()
+    assert f"{recipe}: {message}" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_the_log_and_config_toml_say_which_recipe_ran_and_what_the_command_line_overrode(tiny_shards, tmp_path, caplog):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("learning-rate = 5e-4\nmax-steps = 9\nweight-decay = 0.02\n")
+    sha256 = hashlib.sha256(recipe.read_bytes()).hexdigest()
+    with caplog.at_level(logging.INFO, logger="bertprep.train"):
+        result = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "a", *TINY)
+    assert result.exit_code == 0, result.output[-2000:]
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("recipe ")]
+    assert line == (
+        f"recipe {recipe}, sha256 {sha256}: 3 settings; the command line overrode 1: max-steps = 2 (recipe: 9)"
+    )
+    text = (tmp_path / "a" / "config.toml").read_text()
+    assert f"# recipe: {recipe}, sha256 {sha256}\n# overridden on the command line: max-steps\n" in text
+    ran = tomllib.loads(text)
+    assert ran["learning-rate"] == 5e-4 and ran["weight-decay"] == 0.02 and ran["max-steps"] == 2
+    plain = _train("--shards", tiny_shards / "train", "-o", tmp_path / "b", *TINY)
+    assert plain.exit_code == 0 and "# recipe" not in (tmp_path / "b" / "config.toml").read_text()
+
+
+@pytest.mark.slow  # ~3 s on 2 busy cores: two runs of 2 steps, phase 2 of 32 micro-batches
+def test_a_shipped_recipe_tried_small_scales_its_phases_with_max_steps(tiny_shards, tmp_path, monkeypatch):
+    """train --config bert-base-paper --preset tiny --max-steps 2, as a new user tries it first: the paper's 90%
+    / 10% phases come to 1 + 1 steps (before: "the phases' steps add up to 2, not to max_steps (2)"); without the
+    recipe's shards/512 the run stops before its first step naming phase 2, with nothing trained."""
+    monkeypatch.chdir(tmp_path)
+    result = _train("--config", "bert-base-paper", "--shards", tiny_shards / "train", "-o", "missing", *TINY)
+    assert result.exit_code == 1 and not (tmp_path / "missing" / "checkpoints").exists()
+    assert "Error: phase 2 ('shards=shards/512,batch-size=8,gradient-accumulation-steps=32'): " in result.output
+    assert "nothing was trained" in result.output
+    shutil.copytree(tiny_shards / "long", tmp_path / "shards" / "512")
+    result = _train("--config", "bert-base-paper", "--shards", tiny_shards / "train", "-o", "run", *TINY)
+    assert result.exit_code == 0, result.output[-2000:]
+    state = json.loads((tmp_path / "run" / "checkpoints" / "step-000002" / "state.json").read_text())
+    assert state["phase_steps"] == [1, 1] and state["data"]["max_seq_length"] == 48  # phase 2: shards/512
+    shipped = shipped_recipes()["bert-base-paper"]
+    sha256 = hashlib.sha256(Path(shipped).read_bytes()).hexdigest()
+    header = (tmp_path / "run" / "config.toml").read_text().splitlines()[1:3]
+    assert header[0] == f"# recipe: bert-base-paper, sha256 {sha256} ({shipped})"
+    overridden = "preset, batch-size, gradient-accumulation-steps, warmup-steps, max-steps"
+    assert header[1] == f"# overridden on the command line: {overridden}"
+
+
+@pytest.mark.slow  # ~3 s on 2 busy cores: a run stopped after 1 step and resumed
+def test_a_resume_with_the_recipe_of_its_phases_is_not_refused(tiny_shards, tmp_path):
+    """--config of a recipe with phases, then --resume with the same recipe: its phases equal the checkpoint's
+    (JSON's list against click's tuple; before: "--phase ... differs from the checkpoint's")."""
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f'phase = ["steps=1", "shards={tiny_shards / "train"}"]\n')
+    first = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "a", *TINY,
+                   "--stop-after-steps", "1")  # fmt: skip
+    assert first.exit_code == 0, first.output[-2000:]
+    again = _train("--config", recipe, "--shards", tiny_shards / "train", "-o", tmp_path / "a", *TINY,
+                   "--resume", tmp_path / "a")  # fmt: skip
+    assert again.exit_code == 0, again.output[-2000:]
+    assert "step 2 (max_steps)" in again.output

@@ -103,3 +103,41 @@ def test_the_batch_size_warmup_is_the_first_phase_s_and_later_phases_take_their_
     assert [first.micro_batches(s) for s in range(5)] == [2, 2, 3, 3, 3]
     second = build.batch_size_warmup(config.for_phase(1), info, DistInfo(), phase=1)
     assert second.warmup_steps == 0 and second.micro_batches(0) == 3
+
+
+def test_steps_as_a_share_of_max_steps_scale_with_it_exactly():
+    """steps=90%: 900,000 of the paper's 1,000,000 steps, 1 of 2 (rounded down, the rest to the last phase); a
+    share is exact (57% of 100 is 57, where 0.57 * 100 in floats is 56.99...)."""
+    from bertprep.bert_model.pretrain.phases import every_phase_sized, parse_phases
+
+    assert [p["steps"] for p in parse_phases(["steps=90%", "shards=x"], 1_000_000)] == [900_000, 100_000]
+    assert [p["steps"] for p in parse_phases(["steps=90%", "shards=x"], 2)] == [1, 1]
+    assert [p["steps"] for p in parse_phases(["steps=57%", "shards=x"], 100)] == [57, 43]
+    assert [p["steps"] for p in parse_phases(["steps=12.5%", "steps=87.5%"], 8)] == [1, 7]
+    assert not every_phase_sized(["steps=50%", "steps=50%"])  # (a share needs max_steps: not the run's sum)
+
+
+@pytest.mark.parametrize("text", ["0%", "101%", "-5%", "%", "9O%", "0.9"])
+def test_a_share_outside_the_run_is_refused_naming_the_phase(text):
+    with pytest.raises(ValueError, match=r"phase 1 \(.*\): steps=.* is not a whole number of steps, or a share of "):
+        parse_phase(f"steps={text}", 1)
+
+
+def test_phases_that_do_not_fit_max_steps_are_named_with_their_sizes():
+    """The paper's steps=900000 in a run of 2 steps: the message says which phase gets no step and how each phase
+    got its size (before: "the phases' steps add up to 2, not to max_steps (2)")."""
+    from bertprep.bert_model.pretrain.phases import parse_phases
+
+    with pytest.raises(ValueError) as caught:
+        parse_phases(["steps=900000", "shards=x"], 2)
+    assert str(caught.value).startswith(
+        "phase 2 gets no step of max_steps (2): phase 1: steps=900,000; phase 2: the rest of max_steps = -899,998 "
+        "steps; give the phases fewer steps or more --max-steps, or give them as shares of the run (steps=90%)"
+    )
+    with pytest.raises(ValueError, match=r"phase 1 gets no step of max_steps \(1\): phase 1: steps=90% = 0 steps; "):
+        parse_phases(["steps=90%", "shards=x"], 1)
+    with pytest.raises(ValueError, match=r"the phases come to 11 steps \(phase 1: steps=90% = 9 steps; phase 2: "
+                       r"steps=20% = 2 steps\), not max_steps \(10\)"):  # fmt: skip
+        parse_phases(["steps=90%", "steps=20%"], 10)
+    with pytest.raises(ValueError, match=r"phase 1 \('steps=90%'\) is a share of max_steps, which is 0"):
+        parse_phases(["steps=90%"], 0)

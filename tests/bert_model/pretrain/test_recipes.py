@@ -149,7 +149,8 @@ def test_phase_2_resumed_equals_the_uninterrupted_run(tiny_shards, tmp_path, arc
 def test_phases_are_checked_naming_the_phase(tiny_shards, tmp_path):
     with pytest.raises(ValueError, match=r"phase 1 \('steps=4,batch=2'\): 'batch=2' is not key=value with a key of"):
         _config(tiny_shards, tmp_path, phases=("steps=4,batch=2", "steps=5"))
-    with pytest.raises(ValueError, match=r"the phases' steps add up to 10, not to max_steps \(9\)"):
+    with pytest.raises(ValueError, match=r"the phases come to 10 steps \(phase 1: steps=4; phase 2: steps=6\), not "
+                       r"max_steps \(9\)"):  # fmt: skip
         _config(tiny_shards, tmp_path, phases=("steps=4", "steps=6"))
     with pytest.raises(ValueError, match=r"phase 1 .* needs steps=N"):
         _config(tiny_shards, tmp_path, phases=("batch-size=4", "steps=6"))
