@@ -69,9 +69,9 @@ class OptimConfig:
 
     optimizer: str = "adamw"
     """``adamw``: torch's AdamW (BERT's). ``stable-adamw``: StableAdamW (Wortsman et al. 2023; ModernBERT's;
-    torch-optimi). ``lamb``: LAMB (You et al. 2020; NVIDIA's BERT at 64k batch; pytorch-optimizer). The last
-    two: ``pip install 'bertprep[recipes]'``. All take weight_decay, adam_beta1/2 and adam_epsilon; no decay on
-    biases and LayerNorm."""
+    torch-optimi; ``pip install 'bertprep[recipes]'``). ``lamb``: LAMB (You et al. 2020) with the step of apex's
+    FusedLAMB as NVIDIA's BERT runs it at 64k batch (both bias corrections, decay inside the trust ratio). All
+    take weight_decay, adam_beta1/2 and adam_epsilon; no decay on biases and LayerNorm."""
     weight_decay: float = 0.01
     """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
     adam_beta1: float = 0.9

@@ -87,7 +87,7 @@ def test_a_config_that_is_neither_a_file_nor_a_shipped_name_is_refused_naming_th
 def test_every_recipe_loads_and_runs_two_steps_on_the_tiny_preset(tiny_shards, tmp_path, recipe):
     settings = read_recipe(str(recipe), cli.get_command(None, "train"))
     assert settings and "learning_rate" in settings and "max_steps" in settings
-    module = {"stable-adamw": "optimi", "lamb": "pytorch_optimizer"}.get(settings.get("optimizer"))
+    module = {"stable-adamw": "optimi"}.get(settings.get("optimizer"))
     if module:
         need_module(module)
     shards = tiny_shards / ("dynamic" if settings.get("masked_lm_prob") else "train")
@@ -139,14 +139,14 @@ def test_a_missing_optimizer_package_is_refused_before_any_work(tiny_shards, tmp
     real = importlib.import_module
 
     def without(name, *args):
-        if name == "pytorch_optimizer":
+        if name == "optimi":
             raise ModuleNotFoundError(name)
         return real(name, *args)
 
     monkeypatch.setattr(importlib, "import_module", without)
-    result = _train("--optimizer", "lamb", "--shards", tiny_shards / "train", "-o", tmp_path / "out")
+    result = _train("--optimizer", "stable-adamw", "--shards", tiny_shards / "train", "-o", tmp_path / "out")
     assert result.exit_code == 2 and not (tmp_path / "out").exists()
-    assert "Invalid value for '--optimizer': needs the pytorch-optimizer package: pip install " in result.output
+    assert "Invalid value for '--optimizer': needs the torch-optimi package: pip install " in result.output
 
 
 def test_phases_in_tokens_without_max_steps_train_for_their_sum(tiny_shards, tmp_path):
