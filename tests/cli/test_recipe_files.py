@@ -29,7 +29,7 @@ RECIPES = sorted((REPO_ROOT / "bert_model" / "pretrain" / "recipes").glob("*.tom
 #: What makes any recipe a 2-step run of the tiny preset on the tiny shards (the command line overrides it).
 TINY = [
     *("--preset tiny --hidden-size 32 --num-attention-heads 2 --intermediate-size 64 --max-steps 2").split(),
-    *("--warmup-steps 1 --batch-size 4 --gradient-accumulation-steps 2 --batch-size-warmup-tokens 0").split(),
+    *("--warmup-steps 1 --warmup-tokens 0 --batch-size 4 --global-batch-size 8 --batch-size-warmup-tokens 0").split(),
     *("--num-workers 0 --shuffle-buffer-size 16 --save-every 0 --precision fp32 --device cpu --no-progress").split(),
 ]
 
