@@ -307,7 +307,7 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         self._check_batch_settings()
         self.phases = tuple(self.phases)
         parse_phases(self.phases, self.max_steps)  # (ValueError naming the phase)
-        if self.max_steps and self.warmup_steps > self.max_steps:
+        if self.max_steps and not self.warmup_tokens and self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
@@ -402,7 +402,7 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         resized = dataclasses.replace(
             self, phases=tuple(format_phase(p) for p in phases), max_steps=sum(p["steps"] for p in phases)
         )
-        if resized.warmup_steps > resized.max_steps:
+        if not self.warmup_tokens and resized.warmup_steps > resized.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds the phases' {resized.max_steps} steps")
         return resized
 
