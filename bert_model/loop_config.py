@@ -85,8 +85,10 @@ class OptimConfig:
     lr_schedule: str = "linear"
     """After the linear warm-up: ``linear`` (BERT's: linear decay to 0 at the last step, max_steps, counted from
     step 0), ``cosine`` (half a cosine to 0), ``wsd`` (warm-up, stable, decay: constant, then a decay over the last
-    decay_fraction of the steps; ModernBERT's trapezoidal schedule), ``constant``, or ``polynomial`` (fairseq's
-    polynomial_decay, RoBERTa's: (1 - p)^polynomial_power, p from 0 at the end of the warm-up to 1 at max_steps)."""
+    decay_fraction of the steps; ModernBERT's trapezoidal schedule), ``constant``, ``polynomial`` (fairseq's
+    polynomial_decay, RoBERTa's: (1 - p)^polynomial_power, p from 0 at the end of the warm-up to 1 at max_steps),
+    or ``polynomial-from-0`` ((1 - step / max_steps)^polynomial_power, counted from step 0 as linear is; NVIDIA's
+    BERT with power 0.5)."""
     decay_fraction: float = 0.1
     """``wsd``: the fraction of the steps (max_steps) the final decay takes, unless decay_steps is given."""
     decay_steps: int | None = None
@@ -98,7 +100,8 @@ class OptimConfig:
     """The learning rate the decay ends at, as a fraction of the peak (``linear``, ``cosine``, ``wsd``,
     ``polynomial``: fairseq's end_learning_rate / lr)."""
     polynomial_power: float = 1.0
-    """``polynomial``: the power of the decay (fairseq's --power; 1 = linear from the end of the warm-up)."""
+    """``polynomial`` and ``polynomial-from-0``: the power of the decay (fairseq's --power, NVIDIA's degree; 1 =
+    linear)."""
 
     def adamw_settings(self) -> dict[str, float | tuple[float, float] | str]:
         """The keywords of ``optim.create_optimizer`` these settings give (all but the learning rate)."""

@@ -17,6 +17,10 @@ step and the settings (so a resumed run, which restores only the step, follows t
   then ``(1 - p)^polynomial_power`` with ``p`` going from 0 at the end of the warm-up to 1 at ``max_steps`` (the
   decay counted from the end of the warm-up, unlike ``linear``); power 1 is fairseq's default. fairseq's first
   update takes ``1 / warmup_steps`` of the peak where this one takes 0; every later step is the same.
+* ``polynomial-from-0``: the decay of ``tf.train.polynomial_decay`` as BERT's ``optimization.py`` calls it,
+  ``(1 - step / max_steps)^polynomial_power`` counted from step 0, the warm-up overriding it at the start:
+  ``linear`` is its power 1; NVIDIA's BERT (DeepLearningExamples ``PolyWarmUpScheduler``, ``degree`` 0.5) takes
+  power 0.5.
 
 The warm-up may be counted in tokens instead of steps (``warmup_factors``: ModernBERT's, whose Composer
 scheduler takes ``t_warmup`` in tokens and rises linearly in the tokens trained on: Warner et al. 2024, section
@@ -37,7 +41,7 @@ from __future__ import annotations
 import math
 
 #: ``--lr-schedule`` values.
-LR_SCHEDULES = ("linear", "cosine", "wsd", "constant", "polynomial")
+LR_SCHEDULES = ("linear", "cosine", "wsd", "constant", "polynomial", "polynomial-from-0")
 #: ``--decay-shape`` values (the decay of ``wsd``).
 DECAY_SHAPES = ("linear", "cosine", "1-sqrt")
 #: ``--batch-size-warmup-shape`` values (``BatchSizeWarmup``).
@@ -83,7 +87,7 @@ def lr_factor(
         decay_steps: ``wsd`` only: steps of the decay, which ends at ``max_steps`` (``resolve_decay_steps``).
         decay_shape_name: ``wsd`` only: one of ``DECAY_SHAPES``.
         min_lr_ratio: the factor the decay ends at (0 = BERT's, to 0).
-        polynomial_power: ``polynomial`` only: the decay's power (fairseq's ``--power``).
+        polynomial_power: ``polynomial`` and ``polynomial-from-0``: the decay's power (fairseq's ``--power``).
         warmup_factors: the factor of each warm-up step when the warm-up is counted in tokens
             (``token_warmup``: ``warmup_steps`` of them); empty: ``step / warmup_steps``.
 
@@ -107,6 +111,8 @@ def lr_factor(
         return floor + (1.0 - floor) * decay_shape(progress, decay_shape_name)
     if schedule == "constant":
         return 1.0
+    if schedule == "polynomial-from-0":
+        return floor + (1.0 - floor) * max(0.0, 1.0 - step / max_steps) ** polynomial_power
     if schedule == "polynomial":
         span = max_steps - warmup_steps
         progress = min(1.0, (step - warmup_steps) / span) if span > 0 else 1.0

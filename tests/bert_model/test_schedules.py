@@ -73,7 +73,8 @@ def test_constant_stays_at_the_peak():
 
 def test_bad_settings_are_refused_with_the_setting_named():
     with pytest.raises(
-        ValueError, match="lr_schedule must be one of linear, cosine, wsd, constant, polynomial, got 'step'"
+        ValueError,
+        match="lr_schedule must be one of linear, cosine, wsd, constant, polynomial, polynomial-from-0, got 'step'",
     ):
         OptimConfig(lr_schedule="step")
     with pytest.raises(ValueError, match="decay_shape must be one of"):

@@ -71,6 +71,8 @@ NVIDIA_LAMB = {  # DeepLearningExamples BERT scripts/run_pretraining.sh phase 1,
     "weight_decay": 0.01,
     "max_grad_norm": 1.0,  # FusedLAMB's max_grad_norm
     "nsp_loss_weight": 1.0,
+    "lr_schedule": "polynomial-from-0",  # schedulers.py PolyWarmUpScheduler: (1 - progress)^degree
+    "polynomial_power": 0.5,  # its degree
 }
 MODERNBERT = {  # Warner et al. 2024, section 2.2; AnswerDotAI/ModernBERT pre-training yaml, main.py, src/
     "architecture": "modernbert",
@@ -186,6 +188,21 @@ def test_roberta_decays_from_the_end_of_the_warm_up_as_fairseq():
     assert factor(24_000) == 1.0
     assert factor(262_000) == pytest.approx(0.5)
     assert factor(500_000) == 0.0
+
+
+def nvidia_poly_warmup(step: int, *, warmup: float = 0.2843, total_steps: int = 7038, degree: float = 0.5) -> float:
+    """DeepLearningExamples BERT ``schedulers.py`` ``PolyWarmUpScheduler.get_lr`` (a factor of base_lr)."""
+    progress = step / total_steps
+    return progress / warmup if progress < warmup else (1.0 - progress) ** degree
+
+
+def test_nvidia_lamb_decays_as_nvidias_poly_warm_up_scheduler():
+    """The same factor at every step; in the warm-up within 5e-5 (2001 whole steps for 0.2843 x 7038 = 2000.9)."""
+    config = _resolved("bert-large-nvidia-lamb")
+    settings = config.schedule_settings(config.max_steps)
+    for step in [0, 1, 1000, 2000, 2001, 2002, 4000, 7000, 7037, 7038]:
+        ours = lr_factor(step, warmup_steps=config.warmup_steps, max_steps=config.max_steps, **settings)
+        assert ours == pytest.approx(nvidia_poly_warmup(step), rel=5e-5, abs=1e-12), step
 
 
 #: What makes a recipe a 2-step run of a tiny model on shards of 8 tokens (the global batch is the recipe's).
