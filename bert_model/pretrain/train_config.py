@@ -435,7 +435,7 @@ def _accumulation(global_batch: int, batch_size: int, world_size: int, what: str
     per_step = batch_size * world_size
     if global_batch % per_step:
         raise ValueError(
-            f"{what}: the global batch {global_batch} is not a multiple of batch_size {batch_size} x {world_size} "
+            f"{what}'s global batch {global_batch} is not a multiple of batch_size {batch_size} x {world_size} "
             f"process(es) = {per_step}; choose a --batch-size and a number of processes whose product divides it"
         )
     return global_batch // per_step

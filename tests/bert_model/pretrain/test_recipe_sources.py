@@ -149,7 +149,7 @@ def test_a_global_batch_the_processes_cannot_divide_is_refused_in_one_line():
     with pytest.raises(ValueError) as err:
         _resolved("bert-large-nvidia-lamb").for_world_size(3)
     assert str(err.value) == (
-        "the run: the global batch 65536 is not a multiple of batch_size 64 x 3 process(es) = 192; choose a "
+        "the run's global batch 65536 is not a multiple of batch_size 64 x 3 process(es) = 192; choose a "
         "--batch-size and a number of processes whose product divides it"
     )
     with pytest.raises(ValueError, match=r"give global_batch_size .* or gradient_accumulation_steps, not both"):
