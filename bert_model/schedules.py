@@ -38,6 +38,8 @@ step, also a pure function of the step and the settings. Standard library only.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 
 #: ``--lr-schedule`` values.
@@ -158,13 +160,15 @@ class BatchSizeWarmup:
         self.full = full
         self.tokens_per_micro_batch = tokens_per_micro_batch
         self._table: list[int] = []
+        self._done: list[int] = []
         thresholds = _equal_step_thresholds(start, full, warmup_tokens) if shape == "equal-steps" else []
         seen = 0
         while warmup_tokens and seen < warmup_tokens:
             if shape == "linear":
                 count = min(full, start + (full - start + 1) * seen // warmup_tokens)
             else:
-                count = next((start + i for i, limit in enumerate(thresholds) if seen < limit), full)
+                index = bisect.bisect_right(thresholds, seen)  # the first size whose threshold is above seen
+                count = start + index if index < len(thresholds) else full
             if count == full:
                 break
             self._table.append(count)
@@ -181,7 +185,10 @@ class BatchSizeWarmup:
 
     def tokens_before(self, step: int) -> int:
         """Token slots of the steps before step ``step`` (0-based), over all processes."""
-        done = sum(self._table[:step]) + self.full * max(0, step - len(self._table))
+        if len(self._done) <= len(self._table):  # (once: micro-batches before each warm-up step)
+            self._done = list(itertools.accumulate(self._table, initial=0))
+        warm = min(step, len(self._table))
+        done = self._done[warm] + self.full * (step - warm)
         return done * self.tokens_per_micro_batch
 
 
