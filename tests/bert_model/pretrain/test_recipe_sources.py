@@ -238,7 +238,7 @@ def _run_args(name: str, shards: Path, out: Path) -> tuple[list[str], list[str]]
     return extra, ["global batch 4608", "batch-size warm-up (equal-steps): global batch 768 to 4608"]
 
 
-@pytest.mark.slow  # 4 x 2 runs: ~25 s on 2 idle cores (~2 min on 2 busy ones), the 65,536 of NVIDIA's LAMB most
+@pytest.mark.slow  # 32-51 s per recipe (a run on 1 process and one on 2) on 2 shared, busy cores
 @pytest.mark.parametrize("name", SOURCES)
 def test_each_recipe_trains_two_steps_on_one_and_two_processes_with_its_global_batch(
     short_shards, tmp_path, caplog, name
