@@ -69,9 +69,9 @@ class OptimConfig:
 
     optimizer: str = "adamw"
     """``adamw``: torch's AdamW (BERT's). ``stable-adamw``: StableAdamW (Wortsman et al. 2023; ModernBERT's;
-    torch-optimi). ``lamb``: LAMB (You et al. 2020; NVIDIA's BERT at 64k batch; pytorch-optimizer). The last
-    two: ``pip install 'bertprep[recipes]'``. All take weight_decay, adam_beta1/2 and adam_epsilon; no decay on
-    biases and LayerNorm."""
+    torch-optimi; ``pip install 'bertprep[recipes]'``). ``lamb``: LAMB (You et al. 2020) with the step of apex's
+    FusedLAMB as NVIDIA's BERT runs it at 64k batch (both bias corrections, decay inside the trust ratio). All
+    take weight_decay, adam_beta1/2 and adam_epsilon; no decay on biases and LayerNorm."""
     weight_decay: float = 0.01
     """Decoupled weight decay, not applied to biases and LayerNorm parameters."""
     adam_beta1: float = 0.9
@@ -83,9 +83,12 @@ class OptimConfig:
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = no clipping)."""
     lr_schedule: str = "linear"
-    """After the linear warm-up: ``linear`` (BERT's: linear decay to 0 at the last step, max_steps), ``cosine``
-    (half a cosine to 0), ``wsd`` (warm-up, stable, decay: constant, then a decay over the last decay_fraction of
-    the steps; ModernBERT's trapezoidal schedule) or ``constant``."""
+    """After the linear warm-up: ``linear`` (BERT's: linear decay to 0 at the last step, max_steps, counted from
+    step 0), ``cosine`` (half a cosine to 0), ``wsd`` (warm-up, stable, decay: constant, then a decay over the last
+    decay_fraction of the steps; ModernBERT's trapezoidal schedule), ``constant``, ``polynomial`` (fairseq's
+    polynomial_decay, RoBERTa's: (1 - p)^polynomial_power, p from 0 at the end of the warm-up to 1 at max_steps),
+    or ``polynomial-from-0`` ((1 - step / max_steps)^polynomial_power, counted from step 0 as linear is; NVIDIA's
+    BERT with power 0.5)."""
     decay_fraction: float = 0.1
     """``wsd``: the fraction of the steps (max_steps) the final decay takes, unless decay_steps is given."""
     decay_steps: int | None = None
@@ -94,7 +97,11 @@ class OptimConfig:
     """``wsd``: the decay's shape; ``1-sqrt`` is ModernBERT's (1 - sqrt(progress); Hägele et al. 2024), else
     ``linear`` or ``cosine``."""
     min_lr_ratio: float = 0.0
-    """The learning rate the decay ends at, as a fraction of the peak (``linear``, ``cosine``, ``wsd``)."""
+    """The learning rate the decay ends at, as a fraction of the peak (``linear``, ``cosine``, ``wsd``,
+    ``polynomial``: fairseq's end_learning_rate / lr)."""
+    polynomial_power: float = 1.0
+    """``polynomial`` and ``polynomial-from-0``: the power of the decay (fairseq's --power, NVIDIA's degree; 1 =
+    linear)."""
 
     def adamw_settings(self) -> dict[str, float | tuple[float, float] | str]:
         """The keywords of ``optim.create_optimizer`` these settings give (all but the learning rate)."""
@@ -115,6 +122,7 @@ class OptimConfig:
             "decay_steps": resolve_decay_steps(max_steps, self.decay_steps, self.decay_fraction),
             "decay_shape_name": self.decay_shape,
             "min_lr_ratio": self.min_lr_ratio,
+            "polynomial_power": self.polynomial_power,
         }
 
     def __post_init__(self) -> None:
@@ -131,6 +139,8 @@ class OptimConfig:
             raise ValueError(f"decay_fraction must be in [0, 1], got {self.decay_fraction}")
         if self.decay_steps is not None and self.decay_steps < 0:
             raise ValueError(f"decay_steps must be >= 0, got {self.decay_steps}")
+        if self.polynomial_power <= 0:
+            raise ValueError(f"polynomial_power must be positive, got {self.polynomial_power}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
 

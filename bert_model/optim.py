@@ -10,10 +10,9 @@ The same groups serve the optimizers of later recipes (``OPTIMIZERS``), each fro
   vision-language models": AdamW with AdaFactor's update clipping per tensor), ModernBERT's optimizer (Warner et
   al. 2024, section 2.2), from ``torch-optimi`` (``optimi.StableAdamW``, by ModernBERT's author);
 * ``lamb``: LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes"),
-  NVIDIA's optimizer for BERT at 64k batch, from ``pytorch-optimizer`` (``pytorch_optimizer.Lamb``, maintained,
-  depending on torch and numpy only). ``timm.optim.Lamb`` was the other candidate, but the ``timm`` package
-  requires ``torchvision``, whose PyPI wheels each pin one torch build: installing it beside a CPU or a
-  differently built torch replaces or breaks that torch (``torchvision::nms does not exist``).
+  NVIDIA's optimizer for BERT at 64k batch, with the step of apex's ``FusedLAMB`` as NVIDIA's BERT runs it
+  (``lamb.py``: both bias corrections, decay inside the trust ratio, no ratio on the groups without decay; why
+  no library's LAMB is that step is said there).
 
 The schedules are ``schedules.py``'s.
 """
@@ -33,7 +32,7 @@ from bertprep.bert_model.schedules import lr_factor
 OPTIMIZERS = {
     "adamw": ("torch.optim", "AdamW", "torch"),
     "stable-adamw": ("optimi", "StableAdamW", "torch-optimi"),
-    "lamb": ("pytorch_optimizer", "Lamb", "pytorch-optimizer"),
+    "lamb": ("bertprep.bert_model.lamb", "Lamb", "bertprep"),
 }
 assert tuple(OPTIMIZERS) == OPTIMIZER_NAMES
 
@@ -104,8 +103,8 @@ def create_optimizer(
 
     ``eps`` defaults to 1e-6 as in the original ``AdamWeightDecayOptimizer``. ``fused`` (None = when the
     parameters are on CUDA) selects AdamW's fused CUDA kernel; the other optimizers choose their own kernels
-    (``optimi`` its foreach / triton ones, ``pytorch_optimizer`` its foreach one). Weight decay is the library's
-    decoupled one in every case (``p -= lr * weight_decay * p``; LAMB's inside its trust ratio).
+    (``optimi`` its foreach / triton ones). Weight decay is decoupled in every case (``p -= lr * weight_decay *
+    p``; LAMB's inside its trust ratio).
 
     Raises:
         ValueError: a setting out of range, an unknown optimizer, or the package of one is not installed.

@@ -634,7 +634,7 @@ def recipe_options(config: type):
     the learning-rate schedule's (``OptimConfig``), then ``--phase`` and the batch-size warm-up's
     (``TrainConfig``). Help is the fields' docstrings; ``config`` is the command's config class (its defaults)."""
     from bertprep.bert_model.loop_config import OPTIMIZER_NAMES
-    from bertprep.bert_model.schedules import DECAY_SHAPES, LR_SCHEDULES
+    from bertprep.bert_model.schedules import BATCH_WARMUP_SHAPES, DECAY_SHAPES, LR_SCHEDULES
 
     return apply(
         field_option(config, "optimizer", type=click.Choice(OPTIMIZER_NAMES), callback=_check_optimizer),
@@ -643,8 +643,12 @@ def recipe_options(config: type):
         field_option(config, "decay_steps", type=click.IntRange(min=0)),
         field_option(config, "decay_shape", type=click.Choice(DECAY_SHAPES)),
         field_option(config, "min_lr_ratio", type=click.FloatRange(0, 1)),
+        field_option(config, "polynomial_power", type=click.FloatRange(0, min_open=True)),
+        field_option(config, "warmup_tokens", type=click.IntRange(min=0)),
         field_option(config, "phases", "--phase", "phases", multiple=True, metavar="KEY=VALUE,..."),
+        field_option(config, "global_batch_size", type=click.IntRange(min=1)),
         field_option(config, "batch_size_warmup_tokens", type=click.IntRange(min=0)),
+        field_option(config, "batch_size_warmup_shape", type=click.Choice(BATCH_WARMUP_SHAPES)),
         field_option(config, "batch_size_start", type=click.IntRange(min=1)),
     )
 

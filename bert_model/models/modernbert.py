@@ -125,7 +125,8 @@ class ModernBertAttention(nn.Module):
         self.num_attention_heads, self.head_size = config.num_attention_heads, config.head_size
         self.Wqkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
         self.Wo = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
-        self.out_drop = nn.Dropout(config.attention_dropout)
+        out_dropout = config.attention_output_dropout
+        self.out_drop = nn.Dropout(config.attention_dropout if out_dropout is None else out_dropout)
         self.dropout_p = config.attention_dropout
         self.window = window
 

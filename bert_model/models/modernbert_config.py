@@ -26,6 +26,9 @@ PRESETS: dict[str, tuple[int, int, int, int]] = {
     "large": (28, 1024, 16, 2624),
 }
 
+#: The dropout fields of the encoder (``ModernBertConfig``'s names; ``attention_output_dropout`` bertprep's own).
+DROPOUT_FIELDS = ("embedding_dropout", "mlp_dropout", "attention_dropout", "attention_output_dropout")
+
 #: The ``architectures`` entry of an exported ``config.json`` (a ``transformers`` class name).
 MASKED_LM_ARCHITECTURE = "ModernBertForMaskedLM"
 
@@ -74,7 +77,13 @@ class ModernBertConfig:
     attention_bias: bool = False
     """Whether ``Wqkv`` and the attention ``Wo`` have biases."""
     attention_dropout: float = 0.0
-    """Dropout on the attention probabilities and on the attention output."""
+    """Dropout on the attention probabilities and (unless ``attention_output_dropout`` is set) on the attention
+    output, as transformers' ``ModernBertConfig`` uses it."""
+    attention_output_dropout: float | None = None
+    """Dropout on the attention output (after ``Wo``) apart from ``attention_dropout``, as ModernBERT's training code
+    has it (``attn_out_dropout_prob`` of AnswerDotAI/ModernBERT's ``FlexBertConfig``); None: ``attention_dropout``.
+    bertprep's own field: transformers has none, so an exported model fine-tuned by transformers takes
+    ``attention_dropout`` for both (inference has no dropout)."""
     global_attn_every_n_layers: int = 3
     """Layer i is global when ``i % global_attn_every_n_layers == 0``, local (sliding window) otherwise."""
     local_attention: int = 128
@@ -145,9 +154,9 @@ class ModernBertConfig:
         ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ModernBertConfig.{name} must be positive, got {getattr(self, name)!r}")
-        for name in ("attention_dropout", "embedding_dropout", "mlp_dropout", "classifier_dropout"):
+        for name in (*DROPOUT_FIELDS, "classifier_dropout"):
             value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
+            if value is not None and not 0.0 <= value < 1.0:
                 raise ValueError(f"ModernBertConfig.{name} must be in [0, 1), got {value!r}")
         for name in ("pad_token_id", "cls_token_id", "sep_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, name)
@@ -223,6 +232,8 @@ class ModernBertConfig:
         ``rope_parameters`` (which 4.x keeps as plain attributes), so either version builds the same model.
         """
         out = {k: v for k, v in self.to_dict().items() if k != "architecture"}
+        if out["attention_output_dropout"] is None:  # (bertprep's own field: written only when set)
+            del out["attention_output_dropout"]
         return {
             "architectures": [MASKED_LM_ARCHITECTURE],
             "model_type": "modernbert",
@@ -312,4 +323,4 @@ def flops_per_token(config: ModernBertConfig, seq_length: int, masked_lm_fractio
     return flops(config, 1, seq_length, masked_lm_fraction)
 
 
-__all__ = ["MASKED_LM_ARCHITECTURE", "PRESETS", "ModernBertConfig", "flops", "flops_per_token"]
+__all__ = ["DROPOUT_FIELDS", "MASKED_LM_ARCHITECTURE", "PRESETS", "ModernBertConfig", "flops", "flops_per_token"]

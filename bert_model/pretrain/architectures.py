@@ -27,6 +27,7 @@ from bertprep.bert_model.models.bert_config import PRESETS as BERT_PRESETS
 from bertprep.bert_model.models.bert_config import BertConfig
 from bertprep.bert_model.models.bert_config import flops as bert_flops
 from bertprep.bert_model.models.bert_config import flops_per_token as bert_flops_per_token
+from bertprep.bert_model.models.modernbert_config import DROPOUT_FIELDS as MODERNBERT_DROPOUT
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
 from bertprep.bert_model.models.outputs import gather_positions, pretraining_heads
@@ -57,17 +58,17 @@ def model_config_from_preset(
 ) -> ModelConfig:
     """The preset's config with the shards' vocab and the command line's overrides.
 
-    BERT takes the overrides by their names. ModernBERT takes the sizes by the same names, ``hidden_dropout_prob``
-    as its ``embedding_dropout`` and ``mlp_dropout``, ``attention_probs_dropout_prob`` as ``attention_dropout``,
-    the special ids ([CLS] = bos, [SEP] = eos) from the shards, and always ``sparse_prediction`` (the MLM
-    head runs on the masked positions only).
+    BERT takes the overrides by their names (and refuses ModernBERT's dropout fields: ``ValueError``). ModernBERT
+    takes the sizes by the same names, the dropout as ``modernbert_dropout`` maps it, the special ids ([CLS] =
+    bos, [SEP] = eos) from the shards, and always ``sparse_prediction`` (the MLM head runs on the masked positions
+    only).
     """
     pad = special_token_ids.get("[PAD]", 0)
-    if architecture == "bert":
-        return BertConfig.from_preset(preset, vocab_size=vocab_size, pad_token_id=pad, **overrides)
     overrides = dict(overrides)
-    dropout = overrides.pop("hidden_dropout_prob", None)
-    attention_dropout = overrides.pop("attention_probs_dropout_prob", None)
+    if architecture == "bert":
+        _refuse_modernbert_dropout(overrides)
+        return BertConfig.from_preset(preset, vocab_size=vocab_size, pad_token_id=pad, **overrides)
+    dropout = modernbert_dropout(overrides)  # (pops every dropout option)
     cls_id, sep_id = special_token_ids["[CLS]"], special_token_ids["[SEP]"]
     return ModernBertConfig.from_preset(
         preset,
@@ -78,24 +79,43 @@ def model_config_from_preset(
         bos_token_id=cls_id,
         eos_token_id=sep_id,
         sparse_prediction=True,
-        embedding_dropout=dropout,
-        mlp_dropout=dropout,
-        attention_dropout=attention_dropout,
+        **dropout,
         **overrides,
     )
+
+
+def modernbert_dropout(options: dict) -> dict:
+    """The ModernBERT dropout fields that the dropout options ``options`` give (popped from it): BERT's names first
+    (``hidden_dropout_prob`` as ``embedding_dropout`` and ``mlp_dropout``, ``attention_probs_dropout_prob`` as
+    ``attention_dropout``), then ModernBERT's own names, which win. Options that are None are left out."""
+    hidden = options.pop("hidden_dropout_prob", None)
+    attention = options.pop("attention_probs_dropout_prob", None)
+    fields = {"embedding_dropout": hidden, "mlp_dropout": hidden, "attention_dropout": attention}
+    for name in MODERNBERT_DROPOUT:
+        value = options.pop(name, None)
+        fields[name] = value if value is not None else fields.get(name)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _refuse_modernbert_dropout(options: dict) -> None:
+    """Raise ``ValueError`` when ``options`` set a ModernBERT dropout field for a BERT model (dropped if None)."""
+    given = [name for name in MODERNBERT_DROPOUT if options.pop(name, None) is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} ModernBERT's dropout; a BERT model takes "
+            "hidden_dropout_prob and attention_probs_dropout_prob"
+        )
 
 
 def with_dropout(model_config: ModelConfig, dropout: dict) -> ModelConfig:
     """``model_config`` with the dropout options of the command line (BERT's names, see
     ``model_config_from_preset`` for ModernBERT's)."""
+    dropout = dict(dropout)
     if isinstance(model_config, ModernBertConfig):
-        renamed = {}
-        if dropout.get("hidden_dropout_prob") is not None:
-            renamed["embedding_dropout"] = renamed["mlp_dropout"] = dropout["hidden_dropout_prob"]
-        if dropout.get("attention_probs_dropout_prob") is not None:
-            renamed["attention_dropout"] = dropout["attention_probs_dropout_prob"]
-        dropout = renamed
-    return dataclasses.replace(model_config, **dropout)
+        dropout = modernbert_dropout(dropout)
+    else:
+        _refuse_modernbert_dropout(dropout)
+    return dataclasses.replace(model_config, **{k: v for k, v in dropout.items() if v is not None})
 
 
 def build_model(model_config: ModelConfig) -> nn.Module:
@@ -212,6 +232,7 @@ __all__ = [
     "flops_per_token",
     "model_config_from_dict",
     "model_config_from_preset",
+    "modernbert_dropout",
     "training_flops",
     "with_dropout",
 ]

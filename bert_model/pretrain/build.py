@@ -54,7 +54,7 @@ from bertprep.bert_model.pretrain.train_config import (
 from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import seed_everything
-from bertprep.bert_model.schedules import BatchSizeWarmup
+from bertprep.bert_model.schedules import BatchSizeWarmup, token_warmup
 from bertprep.core import schema
 from bertprep.core.pretrained_tokenizer import read_vocab_tokens
 
@@ -142,7 +142,8 @@ def build_run(
     """
     check_output_dir(config)
     given, start = config, load_start(config)
-    base = size_phases_in_steps(given, d)  # (phases of tokens, max_steps 0: the run's length in steps now)
+    base = size_phases_in_steps(given.for_world_size(d.world_size), d)  # (accumulation of the global batch;
+    # phases of tokens, max_steps 0: the run's length in steps now)
     check_phase_steps_on_resume(given, base, start, d)
     phase = phase_at(base.phase_settings(), start.saved["step"] if config.resume else 0)
     config = base.for_phase(phase)  # (the run's settings without phases)
@@ -159,7 +160,7 @@ def build_run(
     _stop_if_requested(stop_requested, d)
     model = build_model(config, model_config, start, d, device)
     set_rope_theta(model, model_config, base.phase_settings(), phase)
-    optimizer, scheduler = build_optimizer(config, model)
+    optimizer, scheduler = build_optimizer(config, model, lr_warmup(base, info, phase, d))
     _stop_if_requested(stop_requested, d)
     step, tokens_seen = restore_progress(given, start, optimizer, scheduler, d)
     train_model, eval_model = wrap_model(config, model, d, device)
@@ -566,17 +567,46 @@ def build_model(
     return model
 
 
-def build_optimizer(config: TrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+def build_optimizer(
+    config: TrainConfig, model: nn.Module, warmup: tuple[int, tuple[float, ...]] | None = None
+) -> tuple[torch.optim.Optimizer, Any]:
     """``config.optimizer`` over ``optim.param_groups`` and its learning-rate schedule (``config.lr_schedule``
-    after the warm-up; BERT's linear decay by default)."""
+    after the warm-up; BERT's linear decay by default). ``warmup``: ``(steps, factors)`` of a warm-up in tokens
+    (``lr_warmup``); None: ``config.warmup_steps``, linear in the steps."""
     optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
+    warmup_steps, factors = warmup or (config.warmup_steps, ())
     scheduler = create_scheduler(
         optimizer,
-        warmup_steps=config.warmup_steps,
+        warmup_steps=warmup_steps,
         max_steps=config.max_steps,
+        warmup_factors=factors,
         **config.schedule_settings(config.max_steps),
     )
     return optimizer, scheduler
+
+
+def lr_warmup(base: TrainConfig, info: ShardInfo, phase: int, d: DistInfo) -> tuple[int, tuple[float, ...]]:
+    """``(steps, factors)`` of the learning-rate warm-up: ``warmup_steps`` linear in the steps, or with
+    ``warmup_tokens`` the steps until that many token slots are done and the factor of each (linear in the
+    tokens: ``schedules.token_warmup``), counted with the first phase's batch (its batch-size warm-up included) and
+    ``max_seq_length`` (``info``'s when ``phase`` is 0, else read from its manifest); logged (main rank).
+
+    Raises:
+        ValueError: the warm-up in tokens takes more steps than ``max_steps``.
+    """
+    if not base.warmup_tokens:
+        return base.warmup_steps, ()
+    first = base.for_phase(0)
+    seq = info.max_seq_length if phase == 0 else int(read_any_manifest(first.shards)["config"]["max_seq_length"])
+    factors = token_warmup(base.warmup_tokens, _batch_warmup(first, seq, d))
+    if len(factors) > base.max_steps:
+        raise ValueError(
+            f"the learning-rate warm-up of {base.warmup_tokens} tokens takes {len(factors)} steps, more than "
+            f"max_steps ({base.max_steps}); lower --warmup-tokens"
+        )
+    if d.is_main:
+        logger.info("learning-rate warm-up: %d tokens, the first %d steps", base.warmup_tokens, len(factors))
+    return len(factors), factors
 
 
 def set_rope_theta(model: nn.Module, model_config: ModelConfig, phases: list[dict], index: int) -> None:
@@ -637,38 +667,51 @@ def enter_phase(run: Run, index: int) -> None:
 
 def batch_size_warmup(config: TrainConfig, info: ShardInfo, d: DistInfo, phase: int = 0) -> BatchSizeWarmup:
     """The micro-batches of each step: ``batch_size_start`` (global) rounded to whole micro-batches per process,
-    growing to ``gradient_accumulation_steps`` over ``batch_size_warmup_tokens``; logged (main rank). The warm-up
-    runs in the first phase (its steps counted from the run's start); a later ``phase`` takes its full batch
-    from its first step.
+    growing to ``gradient_accumulation_steps`` over ``batch_size_warmup_tokens`` in ``batch_size_warmup_shape``;
+    logged (main rank). The warm-up runs in the first phase (its steps counted from the run's start); a later
+    ``phase`` takes its full batch from its first step.
 
     Raises:
         ValueError: ``batch_size_start`` above the full global batch.
     """
-    full = config.gradient_accumulation_steps
-    if not config.batch_size_warmup_tokens or phase > 0:
+    if phase > 0:
+        full = config.gradient_accumulation_steps
         return BatchSizeWarmup(start=full, full=full, warmup_tokens=0, tokens_per_micro_batch=1)
+    warmup = _batch_warmup(config, info.max_seq_length, d)
+    if d.is_main and warmup.warmup_steps:
+        per_micro_batch = config.batch_size * d.world_size
+        logger.info(
+            "batch-size warm-up (%s): global batch %d to %d over %d tokens (the first %d steps)",
+            config.batch_size_warmup_shape,
+            warmup.micro_batches(0) * per_micro_batch,
+            warmup.full * per_micro_batch,
+            config.batch_size_warmup_tokens,
+            warmup.warmup_steps,
+        )
+    return warmup
+
+
+def _batch_warmup(config: TrainConfig, max_seq_length: int, d: DistInfo) -> BatchSizeWarmup:
+    """The first phase's ``BatchSizeWarmup`` (``batch_size_warmup``), for rows of ``max_seq_length``; ValueError
+    for a ``batch_size_start`` above the full global batch."""
+    full = config.gradient_accumulation_steps
     per_micro_batch = config.batch_size * d.world_size  # instances (rows) of one micro-batch on every process
+    tokens_per_micro_batch = per_micro_batch * max_seq_length
+    if not config.batch_size_warmup_tokens:
+        return BatchSizeWarmup(start=full, full=full, warmup_tokens=0, tokens_per_micro_batch=tokens_per_micro_batch)
     start = max(1, round(config.batch_size_start / per_micro_batch))
     if start > full:
         raise ValueError(
             f"batch_size_start {config.batch_size_start} exceeds the global batch {per_micro_batch * full} "
             "(batch_size x gradient_accumulation_steps x processes)"
         )
-    warmup = BatchSizeWarmup(
+    return BatchSizeWarmup(
         start=start,
         full=full,
         warmup_tokens=config.batch_size_warmup_tokens,
-        tokens_per_micro_batch=per_micro_batch * info.max_seq_length,
+        tokens_per_micro_batch=tokens_per_micro_batch,
+        shape=config.batch_size_warmup_shape,
     )
-    if d.is_main:
-        logger.info(
-            "batch-size warm-up: global batch %d to %d over %d tokens (the first %d steps)",
-            start * per_micro_batch,
-            full * per_micro_batch,
-            config.batch_size_warmup_tokens,
-            warmup.warmup_steps,
-        )
-    return warmup
 
 
 def restore_progress(

@@ -11,9 +11,10 @@ the context to 8192 tokens with a global RoPE base of 160,000 over 250B and 50B 
 
 A phase is ``key=value`` pairs, comma-separated: its size, ``steps`` (optimizer steps, or a share of
 ``max_steps``: ``steps=90%``, rounded down, so that ``--max-steps`` scales the phases) or ``tokens`` (token slots,
-:func:`parse_count`: ``2B``, ``1.7T``), ``shards``, ``batch-size``, ``gradient-accumulation-steps``,
-``global-rope-theta``, ``local-rope-theta`` (ModernBERT's ``config.json`` names); what a phase leaves out is the
-run's. The last phase may leave its size out and takes the rest of ``max_steps``.
+:func:`parse_count`: ``2B``, ``1.7T``), ``shards``, ``batch-size``, ``gradient-accumulation-steps`` or
+``global-batch-size`` (the accumulation derived from it: ``TrainConfig.for_world_size``), ``global-rope-theta``,
+``local-rope-theta`` (ModernBERT's ``config.json`` names); what a phase leaves out is the run's. The last phase
+may leave its size out and takes the rest of ``max_steps``.
 
 A phase of ``tokens`` lasts ``ceil(tokens / slots)`` optimizer steps, ``slots`` being its full global batch in
 token slots: ``batch_size x gradient_accumulation_steps x world size x max_seq_length`` of its shards (their
@@ -82,11 +83,12 @@ PHASE_KEYS: dict[str, Callable[[str], Any]] = {
     "shards": str,
     "batch_size": int,
     "gradient_accumulation_steps": int,
+    "global_batch_size": int,
     "global_rope_theta": float,
     "local_rope_theta": float,
 }
 #: The keys of a phase that are ``TrainConfig`` fields (the rest size the phase or set the model's RoPE bases).
-CONFIG_KEYS = ("shards", "batch_size", "gradient_accumulation_steps")
+CONFIG_KEYS = ("shards", "batch_size", "gradient_accumulation_steps", "global_batch_size")
 #: The keys that size a phase; a phase gives one of them at most.
 SIZE_KEYS = ("steps", "tokens")
 
@@ -252,9 +254,12 @@ def size_phases(specs: Sequence[str], max_steps: int, token_slots: Sequence[int 
 
 
 def format_phase(phase: dict) -> str:
-    """Phase ``phase`` (:func:`parse_phase`'s keys, with ``steps``) as a ``key=value,...`` spec in steps: what
-    :func:`parse_phase` reads back to the same phase without ``tokens``."""
-    items = [f"steps={phase['steps']}"]
+    """Phase ``phase`` (:func:`parse_phase`'s keys) as a ``key=value,...`` spec that :func:`parse_phase` reads
+    back to the same phase: sized in ``steps`` when it has them (``tokens`` dropped), else as it was given."""
+    size = "steps" if "steps" in phase else "tokens" if "tokens" in phase else None
+    items = [f"{size}={phase[size]}"] if size else []
+    if is_share(phase):  # a share of max_steps stays one (steps=90%), so that --max-steps still scales it
+        items = [f"steps={format((phase['steps'] * 100).normalize(), 'f')}%"]
     items += [f"{_option(k)}={phase[k]}" for k in PHASE_KEYS if k not in SIZE_KEYS and k in phase]
     return ",".join(items)
 

@@ -17,8 +17,10 @@ from bertprep.bert_model.loop_config import KernelConfig, LoopConfig, OptimConfi
 from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.models.bert_config import PRESETS
+from bertprep.bert_model.models.modernbert_config import DROPOUT_FIELDS as MODERNBERT_DROPOUT
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
-from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, format_phase, parse_phases, size_phases
+from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, format_phase, parse_phase, parse_phases, size_phases
+from bertprep.bert_model.schedules import BATCH_WARMUP_SHAPES
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
 ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
@@ -35,6 +37,7 @@ MODEL_OPTIONS = (
     "intermediate_size",
     "hidden_dropout_prob",
     "attention_probs_dropout_prob",
+    *MODERNBERT_DROPOUT,
 )
 
 
@@ -125,16 +128,41 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     hidden_dropout_prob: float | None = None
     """Dropout on embeddings and sub-layer outputs (preset: 0.1; with --model it replaces the checkpoint's)."""
     attention_probs_dropout_prob: float | None = None
-    """Dropout on attention probabilities (preset: 0.1; with --model it replaces the checkpoint's)."""
+    """Dropout on attention probabilities (preset: 0.1; with --model it replaces the checkpoint's). ModernBERT: its
+    attention_dropout (probabilities and attention output) unless that is given."""
+    embedding_dropout: float | None = None
+    """ModernBERT only (transformers' ``ModernBertConfig`` name): dropout after the embedding LayerNorm (preset:
+    0; default: hidden_dropout_prob's value when that is given)."""
+    mlp_dropout: float | None = None
+    """ModernBERT only (``ModernBertConfig``): dropout in the GeGLU feed-forward (preset: 0; default:
+    hidden_dropout_prob's value when that is given)."""
+    attention_dropout: float | None = None
+    """ModernBERT only (``ModernBertConfig``): dropout on the attention probabilities and, unless
+    attention_output_dropout is given, on the attention output (preset: 0; default: attention_probs_dropout_prob's
+    value when that is given)."""
+    attention_output_dropout: float | None = None
+    """ModernBERT only: dropout on the attention output (after ``Wo``) apart from attention_dropout, as
+    ModernBERT's training code has it (``attn_out_dropout_prob`` of its ``FlexBertConfig``; 0.1 in its
+    pre-training); transformers' ``ModernBertConfig`` has one field, attention_dropout, for both."""
     batch_size: int = 32
     """Instances per micro-batch on each rank."""
     gradient_accumulation_steps: int = 1
-    """Micro-batches per optimizer step (once the batch-size warm-up, if any, is over)."""
+    """Micro-batches per optimizer step (once the batch-size warm-up, if any, is over). Derived from
+    global_batch_size when that is given."""
+    global_batch_size: int | None = None
+    """Sequences (or packed rows) per optimizer step over all processes: the gradient accumulation is then
+    global_batch_size / (batch_size x processes), so a run has the same batch on 1, 2 or 8 processes; refused
+    when that product does not divide it. A phase may give its own (global-batch-size=N)."""
     batch_size_warmup_tokens: int = 0
-    """Batch-size warm-up (ModernBERT's, Warner et al. 2024, section 2.2): the global batch grows linearly from
+    """Batch-size warm-up (ModernBERT's, Warner et al. 2024, section 2.2): the global batch grows from
     batch_size_start to the full batch (batch_size x gradient_accumulation_steps x processes) over this many
-    tokens (token slots: rows x max_seq_length), in whole micro-batches of gradient_accumulation_steps; 0 = none.
-    Logged as global_batch_size; the learning-rate schedule still counts optimizer steps."""
+    tokens (token slots: rows x max_seq_length), in whole micro-batches of every process, in the
+    batch_size_warmup_shape; 0 = none. Logged as global_batch_size; the learning-rate schedule counts optimizer
+    steps (its warm-up may count tokens: warmup_tokens)."""
+    batch_size_warmup_shape: str = "linear"
+    """How the batch grows during the batch-size warm-up: ``linear`` (linearly in the tokens trained on, so the
+    small batches take more steps) or ``equal-steps`` (ModernBERT's BatchSizeWarmupScheduler: each batch size
+    takes the same number of steps; ``schedules.BatchSizeWarmup``)."""
     phases: tuple[str, ...] = ()
     """The phases of the run, in order, one ``KEY=VALUE,...`` string each (empty: one phase of the run's
     settings): its size, steps=N (optimizer steps) or tokens=N (token slots, padding included: 2B, 1.7T, 300M;
@@ -153,7 +181,12 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
     """Peak learning rate (after warm-up)."""
     warmup_steps: int = 10_000
     """Optimizer steps of linear warm-up from 0, then lr_schedule (by default linear decay to 0 at max_steps;
-    paper: 10,000)."""
+    paper: 10,000). Unused when warmup_tokens is given."""
+    warmup_tokens: int = 0
+    """A learning-rate warm-up counted in tokens instead of warmup_steps (ModernBERT's: 3B): the learning rate
+    rises linearly in the tokens trained on (token slots, as batch_size_warmup_tokens counts them, at the first
+    phase's batch and sequence length) and the warm-up lasts until this many are done; its steps are logged at the
+    start. 0 = warmup_steps."""
     max_steps: int = 1_000_000
     """Length of the schedule in optimizer steps (the learning rate reaches 0 there) and when training stops.
     0 with ``phases`` that each give ``steps`` or ``tokens``: the sum of their steps (``bertprep train``'s when
@@ -276,14 +309,15 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
             raise ValueError(f"batch_size_warmup_tokens must be >= 0, got {self.batch_size_warmup_tokens}")
         if self.batch_size_warmup_tokens and (self.batch_size_start is None or self.batch_size_start <= 0):
             raise ValueError("a batch-size warm-up (batch_size_warmup_tokens) needs a positive batch_size_start")
-        if self.batch_size_warmup_tokens and self.gradient_accumulation_steps == 1:
+        if self.batch_size_warmup_tokens and self.gradient_accumulation_steps == 1 and not self.global_batch_size:
             raise ValueError(
                 "the batch-size warm-up grows the micro-batches per step up to gradient_accumulation_steps: "
                 "give gradient_accumulation_steps > 1"
             )
+        self._check_batch_settings()
         self.phases = tuple(self.phases)
         parse_phases(self.phases, self.max_steps)  # (ValueError naming the phase)
-        if self.max_steps and self.warmup_steps > self.max_steps:
+        if self.max_steps and not self.warmup_tokens and self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps})")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
@@ -300,6 +334,57 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
             raise ValueError(f"cache_max_gb must be positive, got {self.cache_max_gb}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
             raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
+
+    def _check_batch_settings(self) -> None:
+        """``ValueError`` for a global batch, warm-up in tokens or batch warm-up shape out of range."""
+        if self.global_batch_size is not None:
+            if self.global_batch_size <= 0:
+                raise ValueError(f"global_batch_size must be positive, got {self.global_batch_size}")
+            if self.gradient_accumulation_steps != 1:
+                raise ValueError(
+                    "give global_batch_size (the accumulation follows from it) or gradient_accumulation_steps, not both"
+                )
+        if self.warmup_tokens < 0:
+            raise ValueError(f"warmup_tokens must be >= 0, got {self.warmup_tokens}")
+        if self.batch_size_warmup_shape not in BATCH_WARMUP_SHAPES:
+            raise ValueError(
+                f"batch_size_warmup_shape must be one of {', '.join(BATCH_WARMUP_SHAPES)}, "
+                f"got {self.batch_size_warmup_shape!r}"
+            )
+
+    def for_world_size(self, world_size: int) -> TrainConfig:
+        """These settings with ``gradient_accumulation_steps`` derived, for the run's and each phase's global
+        batch (``global_batch_size``, a phase's own or the run's), as ``global / (batch_size x world_size)``;
+        itself without a global batch.
+
+        Raises:
+            ValueError: ``batch_size x world_size`` does not divide a global batch, or a phase gives both its
+                accumulation and a global batch (one line, naming the phase).
+        """
+        specs = [parse_phase(spec, i + 1) for i, spec in enumerate(self.phases)]
+        if self.global_batch_size is None and not any("global_batch_size" in p for p in specs):
+            return self
+        accumulation = self.gradient_accumulation_steps
+        if self.global_batch_size is not None:
+            accumulation = _accumulation(self.global_batch_size, self.batch_size, world_size, "the run")
+        for i, phase in enumerate(specs):
+            global_batch = phase.get("global_batch_size", self.global_batch_size)
+            if global_batch is None:
+                continue
+            if "gradient_accumulation_steps" in phase:
+                raise ValueError(
+                    f"phase {i + 1} ({self.phases[i]!r}) gives gradient-accumulation-steps with a global batch "
+                    f"({global_batch}); leave it out: it follows from the global batch"
+                )
+            batch = phase.get("batch_size", self.batch_size)
+            phase["gradient_accumulation_steps"] = _accumulation(global_batch, batch, world_size, f"phase {i + 1}")
+            phase.pop("global_batch_size", None)  # (resolved: the accumulation stands for it)
+        return dataclasses.replace(
+            self,
+            gradient_accumulation_steps=accumulation,
+            global_batch_size=None,
+            phases=tuple(format_phase(p) for p in specs),
+        )
 
     @property
     def log_interval(self) -> int:
@@ -327,7 +412,7 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         resized = dataclasses.replace(
             self, phases=tuple(format_phase(p) for p in phases), max_steps=sum(p["steps"] for p in phases)
         )
-        if resized.warmup_steps > resized.max_steps:
+        if not self.warmup_tokens and resized.warmup_steps > resized.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) exceeds the phases' {resized.max_steps} steps")
         return resized
 
@@ -355,14 +440,26 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         return {n: getattr(self, n) for n in MODEL_OPTIONS if getattr(self, n) is not None}
 
 
+def _accumulation(global_batch: int, batch_size: int, world_size: int, what: str) -> int:
+    """``global_batch / (batch_size x world_size)``; ``ValueError`` naming ``what`` when it is not whole."""
+    per_step = batch_size * world_size
+    if global_batch % per_step:
+        raise ValueError(
+            f"{what}'s global batch {global_batch} is not a multiple of batch_size {batch_size} x {world_size} "
+            f"process(es) = {per_step}; choose a --batch-size and a number of processes whose product divides it"
+        )
+    return global_batch // per_step
+
+
 #: Model options that ``init_from`` takes from the command line rather than from the checkpoint.
-DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+DROPOUT_OPTIONS = ("hidden_dropout_prob", "attention_probs_dropout_prob", *MODERNBERT_DROPOUT)
 
 
 __all__ = [
     "ARCHITECTURE_PRESETS",
     "DROPOUT_OPTIONS",
     "MODEL_OPTIONS",
+    "MODERNBERT_DROPOUT",
     "RUN_CONTROL_FIELDS",
     "TASKS",
     "TrainConfig",

@@ -185,6 +185,9 @@ class _LoopState:
     last finished step saves when a shard fails mid-step (``_checkpoint_after_shard_error``)."""
     step_tokens_seen: int = 0
     """``tokens_seen`` when the step under way began."""
+    step_global_batch: int = 0
+    """Rows of the last step over all processes (logged during a batch-size warm-up: a phase entered after the
+    step does not change it)."""
 
 
 def _train(
@@ -273,6 +276,7 @@ def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) 
     config, train_model = run.config, run.train_model
     state.step_cursor, state.step_tokens_seen = run.loader.state_dict(), state.tokens_seen
     accumulation = run.batch_warmup.micro_batches(state.step)
+    state.step_global_batch = config.batch_size * accumulation * run.d.world_size
     for micro in range(accumulation):
         batch = next(run.batches)
         state.tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
@@ -323,8 +327,7 @@ def _log_train_metrics(
     if grad_norm is not None:
         record["grad_norm"] = float(grad_norm)
     if run.config.batch_size_warmup_tokens:  # the global batch of the last step (instances, or packed rows)
-        micro_batches = run.batch_warmup.micro_batches(state.step - 1)
-        record["global_batch_size"] = run.config.batch_size * micro_batches * run.d.world_size
+        record["global_batch_size"] = state.step_global_batch
     record.update(model_flops(run, m, elapsed))
     state.last_record = record
     if run.writer:

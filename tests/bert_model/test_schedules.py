@@ -58,7 +58,13 @@ def test_wsd_decay_ends_at_the_floor_and_the_fraction_gives_its_length():
     )
     assert resolve_decay_steps(1000, None, 0.2) == 200 and resolve_decay_steps(1000, 50, 0.2) == 50
     settings = OptimConfig(lr_schedule="wsd", decay_fraction=0.25).schedule_settings(400)
-    assert settings == {"schedule": "wsd", "decay_steps": 100, "decay_shape_name": "1-sqrt", "min_lr_ratio": 0.0}
+    assert settings == {
+        "schedule": "wsd",
+        "decay_steps": 100,
+        "decay_shape_name": "1-sqrt",
+        "min_lr_ratio": 0.0,
+        "polynomial_power": 1.0,
+    }
 
 
 def test_constant_stays_at_the_peak():
@@ -66,7 +72,10 @@ def test_constant_stays_at_the_peak():
 
 
 def test_bad_settings_are_refused_with_the_setting_named():
-    with pytest.raises(ValueError, match="lr_schedule must be one of linear, cosine, wsd, constant, got 'step'"):
+    with pytest.raises(
+        ValueError,
+        match="lr_schedule must be one of linear, cosine, wsd, constant, polynomial, polynomial-from-0, got 'step'",
+    ):
         OptimConfig(lr_schedule="step")
     with pytest.raises(ValueError, match="decay_shape must be one of"):
         OptimConfig(decay_shape="exp")

@@ -32,7 +32,7 @@ RECIPES = sorted((REPO_ROOT / "bert_model" / "pretrain" / "recipes").glob("*.tom
 #: What makes any recipe a 2-step run of the tiny preset on the tiny shards (the command line overrides it).
 TINY = [
     *("--preset tiny --hidden-size 32 --num-attention-heads 2 --intermediate-size 64 --max-steps 2").split(),
-    *("--warmup-steps 1 --batch-size 4 --gradient-accumulation-steps 2 --batch-size-warmup-tokens 0").split(),
+    *("--warmup-steps 1 --warmup-tokens 0 --batch-size 4 --global-batch-size 8 --batch-size-warmup-tokens 0").split(),
     *("--num-workers 0 --shuffle-buffer-size 16 --save-every 0 --precision fp32 --device cpu --no-progress").split(),
 ]
 
@@ -90,7 +90,7 @@ def test_a_config_that_is_neither_a_file_nor_a_shipped_name_is_refused_naming_th
 def test_every_recipe_loads_and_runs_two_steps_on_the_tiny_preset(tiny_shards, tmp_path, recipe):
     settings = read_recipe(str(recipe)).settings
     assert settings and "learning_rate" in settings and "max_steps" in settings
-    module = {"stable-adamw": "optimi", "lamb": "pytorch_optimizer"}.get(settings.get("optimizer"))
+    module = {"stable-adamw": "optimi"}.get(settings.get("optimizer"))
     if module:
         need_module(module)
     shards = tiny_shards / ("dynamic" if settings.get("masked_lm_prob") else "train")
@@ -142,14 +142,14 @@ def test_a_missing_optimizer_package_is_refused_before_any_work(tiny_shards, tmp
     real = importlib.import_module
 
     def without(name, *args):
-        if name == "pytorch_optimizer":
+        if name == "optimi":
             raise ModuleNotFoundError(name)
         return real(name, *args)
 
     monkeypatch.setattr(importlib, "import_module", without)
-    result = _train("--optimizer", "lamb", "--shards", tiny_shards / "train", "-o", tmp_path / "out")
+    result = _train("--optimizer", "stable-adamw", "--shards", tiny_shards / "train", "-o", tmp_path / "out")
     assert result.exit_code == 2 and not (tmp_path / "out").exists()
-    assert "Invalid value for '--optimizer': needs the pytorch-optimizer package: pip install " in result.output
+    assert "Invalid value for '--optimizer': needs the torch-optimi package: pip install " in result.output
 
 
 def test_phases_in_tokens_without_max_steps_train_for_their_sum(tiny_shards, tmp_path):
@@ -247,7 +247,8 @@ def test_a_shipped_recipe_tried_small_scales_its_phases_with_max_steps(tiny_shar
     monkeypatch.chdir(tmp_path)
     result = _train("--config", "bert-base-paper", "--shards", tiny_shards / "train", "-o", "missing", *TINY)
     assert result.exit_code == 1 and not (tmp_path / "missing" / "checkpoints").exists()
-    assert "Error: phase 2 ('shards=shards/512,batch-size=8,gradient-accumulation-steps=32'): " in result.output
+    # (phase 2 as it runs here: 8 rows a micro-batch, the global batch of 8 on one process)
+    assert "Error: phase 2 ('shards=shards/512,batch-size=8,gradient-accumulation-steps=1'): " in result.output
     assert "nothing was trained" in result.output
     shutil.copytree(tiny_shards / "long", tmp_path / "shards" / "512")
     result = _train("--config", "bert-base-paper", "--shards", tiny_shards / "train", "-o", "run", *TINY)
@@ -258,7 +259,7 @@ def test_a_shipped_recipe_tried_small_scales_its_phases_with_max_steps(tiny_shar
     sha256 = hashlib.sha256(Path(shipped).read_bytes()).hexdigest()
     header = (tmp_path / "run" / "config.toml").read_text().splitlines()[1:3]
     assert header[0] == f"# recipe: bert-base-paper, sha256 {sha256} ({shipped})"
-    overridden = "preset, batch-size, gradient-accumulation-steps, warmup-steps, max-steps"
+    overridden = "preset, global-batch-size, batch-size, warmup-steps, max-steps"
     assert header[1] == f"# overridden on the command line: {overridden}"
 
 

@@ -74,7 +74,7 @@ def test_wsd_resumed_in_warm_up_stable_and_decay_equals_the_uninterrupted_run(ti
     assert lrs == pytest.approx([1e-3 * f for f in expected])
 
 
-@pytest.mark.parametrize("optimizer,module", [("stable-adamw", "optimi"), ("lamb", "pytorch_optimizer")])
+@pytest.mark.parametrize("optimizer,module", [("stable-adamw", "optimi"), ("lamb", "torch")])
 def test_optimizer_state_is_checkpointed_and_resumes_exactly(tiny_shards, tmp_path, optimizer, module):
     """--optimizer stable-adamw / lamb (with wsd): stopped after step 4 and resumed, the same weights and losses
     as the uninterrupted run; the checkpoint holds the library's state (optimi's step counter included)."""
