@@ -41,7 +41,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, parse_phases, phase_at
-from bertprep.bert_model.pretrain.remote_shards import has_manifest, is_remote, open_shard_info, read_any_manifest
+from bertprep.bert_model.pretrain.remote_shards import has_manifest, open_shard_info
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import (
     DROPOUT_OPTIONS,
@@ -53,6 +53,7 @@ from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.bert_model.schedules import BatchSizeWarmup
+from bertprep.core.storage import is_remote, read_manifest
 from bertprep.pipeline import schema
 from bertprep.pipeline.pretrained_tokenizer import read_vocab_tokens
 
@@ -215,7 +216,7 @@ def size_phases_in_steps(config: TrainConfig, d: DistInfo) -> TrainConfig:
         if "tokens" not in phase:
             slots.append(None)
             continue
-        max_seq_length = int(read_any_manifest(settings["shards"])["config"]["max_seq_length"])  # (or a bucket's)
+        max_seq_length = int(read_manifest(settings["shards"])["config"]["max_seq_length"])  # (or a bucket's)
         slots.append(settings["batch_size"] * settings["gradient_accumulation_steps"] * d.world_size * max_seq_length)
     sized = config.with_phase_steps(slots)
     if d.is_main:
@@ -471,7 +472,7 @@ def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
     if _same_directory(shards, eval_shards):
         problem = "it is the training shards themselves"
     else:
-        problem = schema.held_out_mismatch(read_any_manifest(shards), read_any_manifest(eval_shards))
+        problem = schema.held_out_mismatch(read_manifest(shards), read_manifest(eval_shards))
     if problem:
         logger.warning(
             "--eval-shards %s: %s; it may share documents with the training data, so the eval "

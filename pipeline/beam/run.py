@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -30,13 +29,13 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
+from bertprep.core import storage
 from bertprep.pipeline import readers, schema
-from bertprep.pipeline.beam import dask_runner_name, dataflow, heldout, spill, warm_workers
+from bertprep.pipeline.beam import dask_runner_name, dataflow, filesystems, heldout, spill, warm_workers
 from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.beam.graph import build_pipeline
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
-from bertprep.pipeline.remote import RemotePathError, check_remote_path, use_filesystem_options
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.text.tokenization import Vocab, load_vocab
@@ -109,7 +108,7 @@ def absolute_paths(config: ShardsConfig) -> ShardsConfig:
     accepted both. The local runner keeps the paths as given (its manifest records them so)."""
 
     def absolute(path: str) -> str:
-        return path if "://" in path else os.path.abspath(path)
+        return path if storage.is_remote(path) else os.path.abspath(path)
 
     return dataclasses.replace(
         config,
@@ -159,7 +158,7 @@ def _checked_inputs(config: ShardsConfig, beam_args: Sequence[str]) -> tuple[Sha
     options = PipelineOptions(list(beam_args))
     if dask_runner_name(options.view_as(StandardOptions).runner):
         config = absolute_paths(config)  # the workers run in folders (and on machines) of their own
-    use_filesystem_options(options)
+    filesystems.use_filesystem_options(options)
     files = readers.expand_inputs(list(config.inputs))
     check_evaluation_files(config.decontaminate)
     return config, files
@@ -212,14 +211,14 @@ def run_make_shards(
             raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
     try:
-        check_remote_path(output_dir, "--output-dir")  # no network, no credentials: one line at once
-    except RemotePathError as err:
+        filesystems.check_beam_path(output_dir, "--output-dir")  # no network, no credentials: one line at once
+    except storage.RemotePathError as err:
         raise MakeShardsError(str(err)) from err
     _check_inputs_outside_outputs(files, output_dir)
     _check_inputs_outside_outputs(files, FileSystems.join(output_dir, heldout.EVAL_DIR))
-    if "://" not in output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    if not storage.is_remote(output_dir) and os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
-    created = "://" not in output_dir and not os.path.exists(output_dir)
+    created = not storage.is_remote(output_dir) and not os.path.exists(output_dir)
     try:
         with publish.output_lock(output_dir):
             manifest = _make_and_publish(config, options, vocab, workers, files)
@@ -276,7 +275,7 @@ def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, st
         with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
             build_pipeline(pipeline, config, files, vocab, staging_dir, _spill_to(config, options, staging_dir))
         spill.report(staging_dir, config.memory_budget)
-        manifest = _read_manifest(staging_dir)
+        manifest = storage.read_manifest(staging_dir)
     except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
         message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
         dask_runner = sys.modules.get("bertprep.pipeline.beam.dask_runner")
@@ -300,7 +299,7 @@ def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, st
 def _spill_to(config: ShardsConfig, options: PipelineOptions, staging_dir: str) -> tuple[str, int] | None:
     """The local runner's ``(spill folder, memory budget per worker process in bytes)`` (``spill.py``); None
     with a named runner (Dask and Dataflow shuffle out of memory themselves) or a remote output folder."""
-    if options.view_as(StandardOptions).runner or "://" in staging_dir:
+    if options.view_as(StandardOptions).runner or storage.is_remote(staging_dir):
         return None
     direct = options.view_as(DirectOptions)
     processes = direct.direct_num_workers if direct.direct_running_mode == "multi_processing" else 1
@@ -313,7 +312,7 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     output_dir = config.output_dir
     sets, remove = [], []
     if config.eval_fraction > 0:
-        eval_manifest = _read_manifest(FileSystems.join(staging_dir, heldout.EVAL_DIR))
+        eval_manifest = storage.read_manifest(storage.join(staging_dir, heldout.EVAL_DIR))
         eval_files = [entry["file"] for entry in eval_manifest["shards"]] + schema.vocab_file_names(eval_manifest)
         sets.append((heldout.EVAL_DIR, heldout.EVAL_DIR, eval_files))
         log.info(
@@ -329,13 +328,8 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     publish.publish(output_dir, staging_dir, sets, remove)
 
 
-def _read_manifest(directory: str) -> dict:
-    with FileSystems.open(FileSystems.join(directory, schema.MANIFEST_NAME)) as f:
-        return json.loads(f.read().decode("utf-8"))
-
-
 def _same_dir(a: str, b: str) -> bool:
-    if "://" in a or "://" in b:
+    if storage.is_remote(a) or storage.is_remote(b):
         return a.rstrip("/") == b.rstrip("/")
     return os.path.realpath(a) == os.path.realpath(b)
 
@@ -359,7 +353,7 @@ def _make_staging_dir(output_dir: str) -> tuple[str, bool]:
     Raises:
         MakeShardsError: ``output_dir`` is a file, or cannot be created or written to.
     """
-    local = "://" not in output_dir
+    local = not storage.is_remote(output_dir)
     if local and os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
     created = False
@@ -388,7 +382,7 @@ def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) 
             shards.remove_tree(staging_dir)
         except Exception:
             log.warning("could not remove %s", staging_dir)
-    if created_output_dir and "://" not in created_output_dir:
+    if created_output_dir and not storage.is_remote(created_output_dir):
         with contextlib.suppress(OSError):
             os.rmdir(created_output_dir)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Tokenizer
 
+from bertprep.core import storage
 from bertprep.pipeline import vocab_files
 from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
 from bertprep.pipeline.paths import web_url_message
@@ -31,7 +32,6 @@ from bertprep.pipeline.pretrained_tokenizer import (
     model_type_of,
     tokenizer_json_model_type,
 )
-from bertprep.pipeline.remote import RemotePathError, check_remote_path
 from bertprep.pipeline.schema import vocab_sha256
 from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
     MAX_INPUT_CHARS_PER_WORD,
@@ -159,10 +159,11 @@ def _read_text(path: str) -> str:
     if url:
         raise VocabError(url)
     try:
-        check_remote_path(path, "vocab")  # seconds, not the client's minutes of retries without network
-    except RemotePathError as err:
+        # seconds, not the client's minutes of retries without network
+        storage.check_remote_path(path, "vocab", clients=("beam",))
+    except storage.RemotePathError as err:
         raise VocabError(str(err)) from None
-    if "://" not in path and os.path.isdir(path):
+    if not storage.is_remote(path) and os.path.isdir(path):
         raise VocabError(f"{path} is a directory without a vocab.txt or tokenizer.json; pass the vocab file itself")
     if not FileSystems.exists(path):  # a missing gs:// object raises google's NotFound (not an OSError) on open
         raise VocabError(f"{path}: vocab file not found")
@@ -221,7 +222,7 @@ def load_vocab(path: str) -> Vocab:
 def _vocab_file_in(path: str) -> str:
     """``path``, or for a local directory the vocab file in it: a BPE / Unigram ``tokenizer.json``, else
     ``vocab.txt``, else a ``tokenizer.json`` (an absent one is refused by :func:`_read_text`)."""
-    if "://" in path or not os.path.isdir(path):
+    if storage.is_remote(path) or not os.path.isdir(path):
         return path
     tokenizer_json = os.path.join(path, vocab_files.TOKENIZER_FILE)
     vocab_txt = os.path.join(path, vocab_files.VOCAB_FILE)

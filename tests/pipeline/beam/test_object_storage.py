@@ -87,7 +87,7 @@ def test_the_same_corpus_in_another_folder_gives_the_same_bytes(corpus, local_di
 
 
 #: The S3 runs take seconds since make-shards shares one boto3 client among Beam's S3 operations
-#: (``remote._share_s3_clients``; before, 30-50 s each); the second GCS run is ``slow`` (``make test`` runs it,
+#: (``filesystems._share_s3_clients``; before, 30-50 s each); the second GCS run is ``slow`` (``make test`` runs it,
 #: ``make test-fast`` does not).
 STORES = [
     ("gcs", "default"),
@@ -242,7 +242,7 @@ def _worker_endpoints() -> dict[str, str]:
     """The storage endpoint variables set in a worker process (``client.run`` calls it in each)."""
     import os
 
-    from bertprep.pipeline.remote import ENDPOINT_VARIABLES
+    from bertprep.core.storage import ENDPOINT_VARIABLES
 
     return {name: os.environ[name] for name in ENDPOINT_VARIABLES if name in os.environ}
 
