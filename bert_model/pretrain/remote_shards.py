@@ -149,9 +149,7 @@ def evict(folder: str, max_bytes: int, keep: str, cache_dir: str) -> list[str]:
             break
         if os.path.abspath(path) == os.path.abspath(keep):
             continue
-        for gone in (path, _version_file(path)):
-            with contextlib.suppress(FileNotFoundError):  # (another process removed it first)
-                os.remove(gone)
+        _forget(path)  # (what another process removed first is skipped)
         total -= size
         removed.append(path)
     if removed:
@@ -203,7 +201,9 @@ class ShardCache:
     def _fetch(self, index: int, stop: threading.Event | None) -> str:
         path = self.local_path(index)
         with _path_lock(path):
-            if self._current(index) and _cached_matches(path, self.sha256[index]):
+            if not self._current(index):  # a copy of another version of the object: never served again
+                _forget(path)
+            elif _cached_matches(path, self.sha256[index]):
                 _touch_verified(path)
                 return path
             url = f"{self.url}/{self.files[index]}"
@@ -247,6 +247,14 @@ class ShardCache:
 def _version_file(path: str) -> str:
     """Where the version of the object a cache file was fetched from is kept: ``<file>.version`` beside it."""
     return path + ".version"
+
+
+def _forget(path: str) -> None:
+    """Remove the cache file ``path`` and its recorded version (what is absent is skipped)."""
+    _VERIFIED.pop(path, None)
+    for gone in (path, _version_file(path)):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(gone)
 
 
 def _keep_version(path: str, version: str | None) -> None:

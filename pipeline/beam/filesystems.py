@@ -219,13 +219,13 @@ def _search_credentials_again() -> None:
 
 
 def check_beam_path(path: str, option: str) -> None:
-    """:func:`storage.check_remote_path` of a path that both Beam's file systems (the pipeline) and the storage
-    layer (the command: its manifest, checks, publish) use: both clients must be installed.
+    """:func:`storage.check_remote_path` of a path that a pipeline reads or writes through Beam's file systems
+    (make-shards' output): Beam's client for its scheme must be installed.
 
     Raises:
         storage.RemotePathError: as ``check_remote_path``.
     """
-    storage.check_remote_path(path, option, clients=("beam", "fsspec"))
+    storage.check_remote_path(path, option, clients=("beam",))
 
 
 __all__ = [

@@ -275,7 +275,7 @@ def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, st
         with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
             build_pipeline(pipeline, config, files, vocab, staging_dir, _spill_to(config, options, staging_dir))
         spill.report(staging_dir, config.memory_budget)
-        manifest = storage.read_manifest(staging_dir)
+        manifest = _staged_manifest(staging_dir)
     except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
         message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
         dask_runner = sys.modules.get("bertprep.pipeline.beam.dask_runner")
@@ -312,7 +312,7 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     output_dir = config.output_dir
     sets, remove = [], []
     if config.eval_fraction > 0:
-        eval_manifest = storage.read_manifest(storage.join(staging_dir, heldout.EVAL_DIR))
+        eval_manifest = _staged_manifest(storage.join(staging_dir, heldout.EVAL_DIR))
         eval_files = [entry["file"] for entry in eval_manifest["shards"]] + schema.vocab_file_names(eval_manifest)
         sets.append((heldout.EVAL_DIR, heldout.EVAL_DIR, eval_files))
         log.info(
@@ -326,6 +326,15 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
         log.info("removing the held-out set of an earlier run (this run has no --eval-fraction)")
     sets.append(("", "", [entry["file"] for entry in manifest["shards"]] + schema.vocab_file_names(manifest)))
     publish.publish(output_dir, staging_dir, sets, remove)
+
+
+def _staged_manifest(directory: str) -> dict:
+    """The manifest the pipeline wrote in its staging folder ``directory``, read through Beam's file systems, as
+    the pipeline's other outputs are read and published (``publish.py``), and checked as every manifest is
+    (``schema.parse_manifest``)."""
+    path = FileSystems.join(directory, schema.MANIFEST_NAME)
+    with FileSystems.open(path) as f:
+        return schema.parse_manifest(f.read(), path)
 
 
 def _same_dir(a: str, b: str) -> bool:
