@@ -34,7 +34,7 @@ test: venv lint
 test-fast: venv lint
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" --durations=25 $(PYTEST_ARGS)
 
-# Lint and format check (ruff.toml; `$(BIN)/ruff format .` applies the format), then mypy over pipeline/,
+# Lint and format check (ruff.toml; `$(BIN)/ruff format .` applies the format), then mypy over core/, pipeline/,
 # bert_model/ and cli/ against the baseline of modules whose errors predate it, which may only shrink
 # (.ci/typecheck.py, .ci/mypy-baseline.txt): ~25 s of CPU the first time, a few seconds from its cache.
 lint: venv

@@ -1,10 +1,10 @@
-"""Type-check ``pipeline/``, ``bert_model/`` and ``cli/`` with mypy (``make lint``), against a baseline that may
-only shrink.
+"""Type-check ``core/``, ``pipeline/``, ``bert_model/`` and ``cli/`` with mypy (``make lint``), against a baseline
+that may only shrink.
 
-The packages install as ``bertprep.pipeline``, ``bertprep.bert_model`` and ``bertprep.cli`` from folders of other
-names (setup.cfg ``package_dir``), which mypy cannot follow through the editable install's import hook; so this
-script links the three folders under ``.mypy_cache/src/bertprep/`` and checks the package ``bertprep`` there
-(settings: setup.cfg ``[mypy]``). One mypy run reports every module's errors, and the script judges them:
+The packages install as ``bertprep.core``, ``bertprep.pipeline``, ``bertprep.bert_model`` and ``bertprep.cli`` from
+folders of other names (setup.cfg ``package_dir``), which mypy cannot follow through the editable install's import
+hook; so this script links the four folders under ``.mypy_cache/src/bertprep/`` and checks the package ``bertprep``
+there (settings: setup.cfg ``[mypy]``). One mypy run reports every module's errors, and the script judges them:
 
 * an error in a module that is not in ``.ci/mypy-baseline.txt`` fails: new and changed modules are checked;
 * a module of the baseline without errors fails too, naming it: take it off the list (the list only shrinks);
@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE = Path(__file__).with_name("mypy-baseline.txt")
-PACKAGES = ("pipeline", "bert_model", "cli")
+PACKAGES = ("core", "pipeline", "bert_model", "cli")
 _ERROR = re.compile(r"^bertprep/(?P<path>[^:]+\.py):\d+(?::\d+)?: error: ")
 
 

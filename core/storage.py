@@ -328,6 +328,12 @@ def _reachable(address: tuple[str, int], timeout: float) -> str | None:
     return answer[0] if answer else f"no answer within {timeout:g} s (looking up {address[0]})"
 
 
+def answers(address: tuple[str, int], timeout: float) -> str | None:
+    """None when a TCP connection to ``address`` opens within ``timeout`` seconds now (not the process's cached
+    answer of :func:`check_reachable`), else why not."""
+    return _connect(address, timeout)
+
+
 def _connect(address: tuple[str, int], timeout: float) -> str | None:
     try:
         with socket.create_connection(address, timeout=timeout):
@@ -522,6 +528,7 @@ __all__ = [
     "PROBE_TIMEOUT_S",
     "RemotePathError",
     "StorageError",
+    "answers",
     "bucket_of",
     "cache_folder",
     "cached_manifest",

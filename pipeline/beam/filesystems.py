@@ -11,11 +11,13 @@ read and write themselves goes through ``core/storage.py``; the pipeline's own I
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import os
 import threading
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from bertprep.core import storage
@@ -228,10 +230,96 @@ def check_beam_path(path: str, option: str) -> None:
     storage.check_remote_path(path, option, clients=("beam",))
 
 
+#: How long a run's store may leave every connection unanswered before make-shards stops, in seconds (the
+#: environment variable :data:`STORE_TIMEOUT_ENV` sets it). The clients retry within it: Beam's GCS client
+#: (google-cloud-storage) for up to 120 s an operation, then the next operation again; botocore's attempts
+#: (``AWS_MAX_ATTEMPTS``) each with back-off and a traceback logged by Beam. Without this bound a run whose store
+#: went away went on for minutes without a word.
+STORE_TIMEOUT_S = 60.0
+STORE_TIMEOUT_ENV = "BERTPREP_STORE_TIMEOUT_S"
+
+#: Seconds between two probes of the store's endpoint while a run writes to it.
+STORE_PROBE_EVERY_S = 1.0
+
+
+def store_timeout_s() -> float:
+    """:data:`STORE_TIMEOUT_S`, or the positive number of seconds :data:`STORE_TIMEOUT_ENV` gives.
+
+    Raises:
+        ValueError: the variable is set to something else (named, with what to give).
+    """
+    value = os.environ.get(STORE_TIMEOUT_ENV)
+    if not value:
+        return STORE_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(
+            f"{STORE_TIMEOUT_ENV}={value}: give a positive number of seconds (default {STORE_TIMEOUT_S:g})"
+        )
+    return seconds
+
+
+def _store_lost_message(path: str, where: str, why: str, timeout: float, custom: bool) -> str:
+    check = "the storage emulator or endpoint" if custom else "the network"
+    return (
+        f"Error: the store of {path} ({where}) has not answered for {timeout:g} s ({why}); make-shards stopped. "
+        f"{path} holds its earlier output (a publish under way is finished by the next run, from its journal) and "
+        f"the next run into it removes this run's staging folder; check {check}, then run make-shards again "
+        f"({STORE_TIMEOUT_ENV} sets the wait)"
+    )
+
+
+@contextlib.contextmanager
+def watch_store(path: str, on_lost: Callable[[str], None], timeout_s: float | None = None) -> Iterator[None]:
+    """Within the block, probe the endpoint of the store that holds ``path`` (``gs://`` or ``s3://``:
+    ``storage.storage_endpoint``) every :data:`STORE_PROBE_EVERY_S`; once it has left every connection
+    unanswered for ``timeout_s`` (default :func:`store_timeout_s`) in a row, call ``on_lost`` with the one line
+    that names the store, ``path``, how long and what to do (it is expected to end the process). Local paths and
+    other schemes are not watched. An outage shorter than ``timeout_s`` is the clients' to ride out.
+
+    Raises:
+        ValueError: as :func:`store_timeout_s`.
+    """
+    url_scheme = storage.scheme(path)
+    if url_scheme not in ("gs", "s3"):
+        yield
+        return
+    timeout = store_timeout_s() if timeout_s is None else timeout_s
+    endpoint, custom = storage.storage_endpoint(url_scheme)
+    where = f"{endpoint[0]}:{endpoint[1]}"
+    done = threading.Event()
+
+    def watch() -> None:
+        answered = time.monotonic()
+        while not done.wait(STORE_PROBE_EVERY_S):
+            try:
+                why = storage.answers(endpoint, min(STORE_PROBE_EVERY_S, timeout))
+            except Exception:  # a probe that cannot run here (a test's socket guard): no verdict
+                why = None
+            if why is None:
+                answered = time.monotonic()
+            elif time.monotonic() - answered >= timeout and not done.is_set():
+                on_lost(_store_lost_message(path, where, why, timeout, custom))
+                return
+
+    threading.Thread(target=watch, name="bertprep-store-watch", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
 __all__ = [
+    "STORE_TIMEOUT_ENV",
+    "STORE_TIMEOUT_S",
     "WorkerSettings",
     "apply_worker_settings",
     "check_beam_path",
+    "store_timeout_s",
     "use_filesystem_options",
+    "watch_store",
     "worker_settings",
 ]

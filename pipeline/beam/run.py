@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -30,7 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
 from bertprep.core import storage
-from bertprep.pipeline import readers, schema
+from bertprep.pipeline import interrupts, readers, schema
 from bertprep.pipeline.beam import dask_runner_name, dataflow, filesystems, heldout, spill, warm_workers
 from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.beam.graph import build_pipeline
@@ -258,12 +259,31 @@ def _make_and_publish(
             f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
             f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
         )
+    try:
+        store_timeout = filesystems.store_timeout_s()
+    except ValueError as err:
+        raise MakeShardsError(str(err)) from None
     staging_dir, _ = _make_staging_dir(output_dir)
     ACTIVE_STAGING.add(staging_dir)
     try:
-        return _run_and_publish(config, options, vocab, workers, files, staging_dir)
+        watched = output_dir if not dataflow.is_dataflow_runner(options) else ""  # (Dataflow's workers write)
+        with filesystems.watch_store(watched, _store_lost, store_timeout):
+            return _run_and_publish(config, options, vocab, workers, files, staging_dir)
     finally:
         ACTIVE_STAGING.discard(staging_dir)
+
+
+def _store_lost(message: str) -> None:
+    """End a run whose store stopped answering (``filesystems.watch_store``): the one line ``message`` and exit
+    status 1 at once, the workers killed and Beam silenced (its clients would retry, and log each retry, for
+    minutes), the output directory's lock released. The staging folder and a publish's journal stay: removing
+    them needs the store, and the next run cleans up (``publish.repair``, ``remove_stale_staging``)."""
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda args: None
+    session = sys.modules.get("bertprep.pipeline.beam.session")  # (it imports this module: no import back)
+    getattr(session, "_kill_children", lambda: None)()
+    publish.release_locks()
+    interrupts.exit_now(message, 1)
 
 
 def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, staging_dir: str) -> dict:

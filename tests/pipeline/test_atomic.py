@@ -206,7 +206,7 @@ def test_only_atomic_renames_or_syncs_files():
     calls os.replace, os.rename or os.fsync itself."""
     repo = Path(__file__).resolve().parents[2]
     callers = []
-    for package in ("pipeline", "bert_model", "cli"):
+    for package in ("core", "pipeline", "bert_model", "cli"):
         for path in sorted((repo / package).rglob("*.py")):
             if path == repo / "pipeline" / "atomic.py":
                 continue
