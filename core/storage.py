@@ -31,8 +31,8 @@ import threading
 import urllib.parse
 from typing import IO, Any
 
+from bertprep.core import atomic, schema
 from bertprep.core.urls import LOCAL_SCHEMES, bucket_of, is_remote, join, local_path, scheme
-from bertprep.pipeline import atomic, schema
 
 # ------------------------------------------------------------------------------------------ errors
 

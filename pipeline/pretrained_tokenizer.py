@@ -40,7 +40,7 @@ from typing import Any
 from tokenizers import Encoding, Tokenizer
 
 from bertprep.core import storage
-from bertprep.pipeline.vocab_files import (
+from bertprep.core.vocab_files import (
     SPECIAL_TOKENS,
     SPECIAL_TOKENS_MAP_FILE,
     TOKENIZER_CONFIG_FILE,

@@ -39,14 +39,14 @@ from bertprep.bert_model.models.heads import HEADS, check_source_weights, load_f
 from bertprep.bert_model.models.modernbert_config import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
 from bertprep.bert_model.models.modernbert_config import ModernBertConfig
 from bertprep.bert_model.models.weights import load_state_dict_strict, tied_weights_keys
-from bertprep.pipeline.pretrained_tokenizer import (
+from bertprep.core.normalization import looks_cased
+from bertprep.core.pretrained_tokenizer import (
     PretrainedTokenizer,
     load_pretrained_tokenizer,
     tokenizer_json_model_type,
 )
-from bertprep.pipeline.vocab_files import (
+from bertprep.core.vocab_files import (
     do_lower_case_of_tokenizer_json,
-    looks_cased,
     parse_tokenizer_json,
     read_vocab_file,
     strip_accents_of_tokenizer_json,

@@ -53,9 +53,9 @@ from bertprep.bert_model.pretrain.vocab_extension import extend_source_vocab
 from bertprep.bert_model.reporting import ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import seed_everything
 from bertprep.bert_model.schedules import BatchSizeWarmup
+from bertprep.core import schema
+from bertprep.core.pretrained_tokenizer import read_vocab_tokens
 from bertprep.core.storage import is_remote, read_manifest
-from bertprep.pipeline import schema
-from bertprep.pipeline.pretrained_tokenizer import read_vocab_tokens
 
 logger = logging.getLogger("bertprep.train")
 

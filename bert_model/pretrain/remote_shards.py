@@ -10,7 +10,7 @@ the storage layer (``core/storage.py``), which also holds the cache's paths.
 The cache folder is ``cache_dir/<16 hex of sha256(URL)>/``, a mirror of the bucket folder: the tokenizer files
 (fetched again at every start, as the manifest is read again) and the shards a process has read. Every file is
 downloaded to a temporary name beside its target, its sha256 checked against the manifest and only then renamed
-into place (``pipeline/atomic.py``), so the cache never holds half a file; a cached shard is reused only while
+into place (``core/atomic.py``), so the cache never holds half a file; a cached shard is reused only while
 its bytes match the manifest and the object in the bucket is the one it was fetched from (its GCS generation or
 S3 ETag, kept beside it as ``<shard>.version`` and compared with one listing of the bucket folder at each
 start): an object written again in the bucket is fetched again, and checked. Each process (DDP rank, loader
@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info, shard_info_from_manifest
-from bertprep.core import storage
-from bertprep.pipeline import atomic, schema
+from bertprep.core import atomic, schema, storage
 
 logger = logging.getLogger(__name__)
 

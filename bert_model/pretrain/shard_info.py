@@ -2,7 +2,7 @@
 read and checked (:func:`read_shard_info`), its files checked against the recorded sha256
 (:func:`verify_shard_files`), and shards refused that do not fit a model (:func:`check_compatible`).
 
-The manifest itself is written and read by ``pipeline/schema.py`` (pyarrow only), the one module both sides
+The manifest itself is written and read by ``core/schema.py`` (pyarrow only), the one module both sides
 share; this module reads no Arrow data.
 """
 
@@ -12,9 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bertprep.core import storage
-from bertprep.pipeline import schema
-from bertprep.pipeline.config import MaskingConfig
+from bertprep.core import schema, storage
+from bertprep.pipeline.masking.config import MaskingConfig
 
 
 class ShardSource(Protocol):

@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 
 from bertprep.core import storage
-from bertprep.pipeline.paths import web_url_message
+from bertprep.core.paths import web_url_message
 from bertprep.pipeline.readers.base import InputError, ReaderStats
 
 logger = logging.getLogger(__name__)

@@ -9,8 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bertprep.core import storage
-from bertprep.pipeline import schema
+from bertprep.core import schema, storage
 
 
 def _shown_config_value(config: dict, key: str) -> str:
@@ -259,8 +258,8 @@ def load_vocab_tokens(shard_dir: str, manifest: dict[str, Any] | None = None) ->
     tokenizer files, with its ``manifest``), parsed as make-shards parsed it: a ``vocab.txt`` by
     ``vocab_files.parse_vocab_txt``, a BPE / Unigram ``tokenizer.json`` (as the manifest names it) by
     ``pretrained_tokenizer.load_pretrained_tokenizer``."""
-    from bertprep.pipeline.pretrained_tokenizer import load_pretrained_tokenizer
-    from bertprep.pipeline.vocab_files import parse_vocab_txt
+    from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
+    from bertprep.core.vocab_files import parse_vocab_txt
 
     manifest = manifest if manifest is not None else storage.read_manifest(shard_dir)
     path = os.path.join(shard_dir, (manifest.get("vocab") or {}).get("file") or schema.VOCAB_TXT)

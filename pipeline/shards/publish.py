@@ -32,8 +32,7 @@ from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import storage
-from bertprep.pipeline import atomic, schema
+from bertprep.core import atomic, schema, storage
 from bertprep.pipeline.shards import store
 
 log = logging.getLogger("bertprep")

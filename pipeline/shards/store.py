@@ -1,7 +1,7 @@
 """Arrow shards and the manifest: instances -> Arrow, bucket files -> balanced shards, statistics.
 
 Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works): the staging names, the
-manifest's write-then-rename and the removal of stale staging folders are ``pipeline.atomic``'s, handed Beam's
+manifest's write-then-rename and the removal of stale staging folders are ``core.atomic``'s, handed Beam's
 file operations (:data:`BEAM_FILES`); the bucket files
 are written by ``bucket_files.make_bucket_instances``, the shards and the manifest by the DoFns of
 ``write_shards.py``.
@@ -35,8 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import storage
-from bertprep.pipeline import atomic, schema
+from bertprep.core import atomic, schema, storage
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +402,7 @@ class _BeamFiles(atomic.LocalFiles):
         remove_tree(path)
 
 
-#: The file operations of the shard store, for ``pipeline.atomic``.
+#: The file operations of the shard store, for ``core.atomic``.
 BEAM_FILES = _BeamFiles
 
 

@@ -21,19 +21,18 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Tokenizer
 
-from bertprep.core import storage
-from bertprep.pipeline import vocab_files
-from bertprep.pipeline.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
-from bertprep.pipeline.paths import web_url_message
-from bertprep.pipeline.pretrained_tokenizer import (
+from bertprep.core import storage, vocab_files
+from bertprep.core.normalization import check_vocab_strip_accents, resolve_strip_accents, strip_accents_flag
+from bertprep.core.paths import web_url_message
+from bertprep.core.pretrained_tokenizer import (
     PretrainedTokenizer,
     beside,
     load_pretrained_tokenizer,
     model_type_of,
     tokenizer_json_model_type,
 )
-from bertprep.pipeline.schema import vocab_sha256
-from bertprep.pipeline.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
+from bertprep.core.schema import vocab_sha256
+from bertprep.core.vocab_files import (  # noqa: F401  (re-exported: the pipeline's names for them)
     MAX_INPUT_CHARS_PER_WORD,
     REQUIRED_TOKENS,
     SPECIAL_TOKENS,
@@ -318,7 +317,7 @@ def check_strip_accents(
     is refused, since every word the two settings normalize differently would tokenize to pieces the
     vocab was not built for. (Without ``explicit``, a difference follows from a ``do_lower_case`` that
     differs from the vocab's, which :func:`check_casing` reports.) A ``vocab.txt`` records nothing; its
-    Korean entries tell (:func:`~bertprep.pipeline.normalization.check_vocab_strip_accents`).
+    Korean entries tell (:func:`~bertprep.core.normalization.check_vocab_strip_accents`).
 
     Raises:
         VocabError: ``explicit`` and the tokenizer.json records the other setting (message names the flag).

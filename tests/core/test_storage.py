@@ -11,8 +11,7 @@ import sys
 
 import pytest
 
-from bertprep.core import storage
-from bertprep.pipeline import schema
+from bertprep.core import schema, storage
 from conftest import need_module
 
 

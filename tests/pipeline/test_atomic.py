@@ -1,4 +1,4 @@
-"""pipeline/atomic.py: the one module of durable writes (both halls): files and directories never left half
+"""core/atomic.py: the one module of durable writes (both halls): files and directories never left half
 written, staging folders named by command, host and process, and only dead runs' folders removed."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bertprep.pipeline import atomic
+from bertprep.core import atomic
 
 
 def test_atomic_file_replaces_only_on_success(tmp_path):
@@ -202,7 +202,7 @@ def test_repair_replace_restores_the_old_directory_or_finishes_the_new_one(tmp_p
 
 
 def test_only_atomic_renames_or_syncs_files():
-    """Durable writes live in pipeline/atomic.py alone (docs/architecture.md): no other module of the package
+    """Durable writes live in core/atomic.py alone (docs/architecture.md): no other module of the package
     calls os.replace, os.rename or os.fsync itself."""
     repo = Path(__file__).resolve().parents[2]
     callers = []
@@ -235,7 +235,8 @@ def test_a_worker_writing_after_its_run_removed_the_staging_folder_makes_nothing
     run's ``.bertprep-tmp-*``. Now each worker-side writer refuses, naming the folder."""
     import pyarrow as pa
 
-    from bertprep.pipeline import errors, schema
+    from bertprep.core import schema
+    from bertprep.pipeline import errors
     from bertprep.pipeline.beam import spill
     from bertprep.pipeline.shards import store
 

@@ -374,7 +374,7 @@ _READ_A_SHARD = """
 import sys
 from bertprep.bert_model.pretrain.data import _ShardReader
 from bertprep.core import storage
-from bertprep.pipeline import schema
+from bertprep.core import schema
 path = schema.shard_paths(sys.argv[1], storage.read_manifest(sys.argv[1]))[0]
 reader = _ShardReader(path, vocab_size=None)
 assert reader.num_rows > 0

@@ -241,7 +241,7 @@ def test_a_cached_shard_is_hashed_once_per_process_however_often_it_is_read(tmp_
     import hashlib
 
     from bertprep.bert_model.pretrain import remote_shards
-    from bertprep.pipeline import schema
+    from bertprep.core import schema
 
     data = b"shard bytes" * 1000
     cache = remote_shards.ShardCache(

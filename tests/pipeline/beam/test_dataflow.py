@@ -42,7 +42,8 @@ from apache_beam.portability.api import beam_runner_api_pb2  # noqa: E402
 from apache_beam.runners import pipeline_context  # noqa: E402
 
 from bertprep.pipeline.beam import dataflow  # noqa: E402
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.text.tokenization import load_vocab  # noqa: E402
 from conftest import FIXTURES, REPO_ROOT  # noqa: E402
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.masking.config import MaskingConfig
 from cloud_factory import CORPUS_VOCAB, digests_but_paths, emulator, object_digests, upload_folder, write_corpus
 from conftest import need_module
 from pipeline_factory import PipelineOutputReplayed

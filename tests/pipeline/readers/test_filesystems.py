@@ -34,10 +34,14 @@ google_exceptions = need_module("google.api_core.exceptions")
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.io.gcp.gcsio import parse_gcs_path  # noqa: E402
 
-from bertprep.core import storage  # noqa: E402
-from bertprep.pipeline import readers, schema  # noqa: E402
+from bertprep.core import (
+    schema,
+    storage,  # noqa: E402
+)
+from bertprep.pipeline import readers  # noqa: E402
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards  # noqa: E402
-from bertprep.pipeline.config import InstanceConfig, MaskingConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
+from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.text.tokenization import VocabError, load_vocab  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The shard contract (``pipeline/schema.py``): column types, names, the vocab fingerprint, manifest checks."""
+"""The shard contract (``core/schema.py``): column types, names, the vocab fingerprint, manifest checks."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from bertprep.core import storage
-from bertprep.pipeline import schema
+from bertprep.core import schema, storage
 
 
 def test_id_type_is_the_smallest_that_holds_every_id():
