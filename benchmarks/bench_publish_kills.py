@@ -123,7 +123,7 @@ def verdict(root: str, local: Path, old: dict[str, str], new: dict[str, str]) ->
     """``old``, ``new``, ``refused`` or ``MIXED`` (see the module docstring), or the reader's errors."""
     from apache_beam.io.filesystems import FileSystems
 
-    from bertprep.core import schema
+    from bertprep.core import storage
     from bertprep.pipeline.shards.inspection import verify_shards
 
     shutil.rmtree(local, ignore_errors=True)
@@ -133,7 +133,7 @@ def verdict(root: str, local: Path, old: dict[str, str], new: dict[str, str]) ->
         with FileSystems.open(meta.path) as f:
             path.write_bytes(f.read())
     try:
-        schema.read_manifest(str(local))
+        storage.read_manifest(str(local))
     except (FileNotFoundError, ValueError):
         return "refused"  # no manifest, or one naming an absent shard
     if verify_shards(str(local))["errors"]:

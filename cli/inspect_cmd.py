@@ -12,11 +12,11 @@ from bertprep.cli.options import verify_option
 
 def _shard_dir(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A local folder that exists (click's own check and message), or a bucket's URL as given."""
-    from bertprep.bert_model.pretrain.remote_shards import is_remote
+    from bertprep.core import storage
 
-    if is_remote(value):
+    if storage.is_remote(value):
         return value
-    return str(click.Path(exists=True, file_okay=False).convert(value, param, ctx))
+    return str(click.Path(exists=True, file_okay=False).convert(storage.local_path(value), param, ctx))
 
 
 @click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,16 +50,16 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
     (objective nsp), InOrder / Swapped (sop); objective none has no label.
     """
     from bertprep.bert_model.pretrain import remote_shards
-    from bertprep.core import schema
+    from bertprep.core import storage
     from bertprep.pipeline.shards import inspection
 
     local_dir, shard_path = shard_dir, None  # where the vocab lies; how a shard is had (None: in local_dir)
     try:
-        if remote_shards.is_remote(shard_dir):
+        if storage.is_remote(shard_dir):
             manifest, cache = remote_shards.open_cache(shard_dir)
             local_dir, shard_path = cache.folder, cache.fetch
         else:
-            manifest = schema.read_manifest(shard_dir)
+            manifest = storage.read_manifest(shard_dir)
     except (FileNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     if stats:

@@ -184,8 +184,8 @@ def make_shards(beam_args, quiet, **options):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from bertprep.cli.shards_options import check_beam_args, shards_config
+    from bertprep.pipeline.beam.filesystems import use_filesystem_options
     from bertprep.pipeline.beam.session import INTERRUPTED_STATUS, Interrupted, session
-    from bertprep.pipeline.remote import use_filesystem_options
 
     ctx = click.get_current_context()
     explicit = frozenset(

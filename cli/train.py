@@ -41,6 +41,7 @@ from bertprep.cli.options import (
 )
 from bertprep.cli.recipe_option import config_option, log_recipe, recipe_header, resolved_recipe
 from bertprep.cli.run_lock import run_directory_lock
+from bertprep.core import storage
 from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
@@ -53,9 +54,9 @@ class ShardDirectory(click.ParamType):
     name = "directory|url"
 
     def convert(self, value, param, ctx):
-        if "://" in str(value) and not str(value).startswith("file://"):
+        if storage.is_remote(str(value)):
             return str(value)
-        return click.Path(exists=True, file_okay=False).convert(value, param, ctx)
+        return click.Path(exists=True, file_okay=False).convert(storage.local_path(str(value)), param, ctx)
 
 
 #: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).

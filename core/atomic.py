@@ -39,6 +39,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO
 
+from bertprep.core import urls
+
 log = logging.getLogger("bertprep")
 
 #: First characters of every staging folder's name (hidden: globs and directory inputs skip it).
@@ -105,7 +107,7 @@ def check_staging_alive(path: str) -> None:
     Raises:
         StagingGone: the staging folder is gone; the message names it.
     """
-    if "://" in path:
+    if urls.is_remote(path):
         return
     parent = os.path.dirname(os.path.abspath(path))
     while parent and os.path.dirname(parent) != parent:
@@ -426,7 +428,7 @@ def directory_lock(directory: str, *, command: str, option: str = "--output-dir"
             what to do, with ``option`` as the option that chose the directory.
         LockError: ``directory`` cannot be created or written to.
     """
-    if "://" in directory:
+    if urls.is_remote(directory):
         yield
         return
     path = os.path.join(directory, LOCK_NAME)

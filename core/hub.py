@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 
+from bertprep.core import storage
+
 #: The files of a model repository bertprep reads (``allow_patterns``).
 MODEL_FILES = (
     "config.json",
@@ -36,7 +38,7 @@ class HubError(ValueError):
 def is_hub_id(value: str) -> bool:
     """Whether ``value`` names a Hub model rather than a path: no such path exists, it is not a URL, and it has
     the form ``name`` or ``owner/name`` (not ``./x``, ``x/y/z`` or ``x.json``)."""
-    if os.path.exists(value) or "://" in value or value.endswith((".json", ".txt")):
+    if os.path.exists(value) or storage.is_remote(value) or value.endswith((".json", ".txt")):
         return False
     return bool(_HUB_ID.match(value)) and not value.startswith(".")
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
+from bertprep.core import storage
 from bertprep.core.vocab_files import (
     SPECIAL_TOKENS,
     SPECIAL_TOKENS_MAP_FILE,
@@ -419,7 +420,7 @@ def tokenizer_json_model_type(path: str) -> str | None:
 
 def beside(path: str, name: str) -> str:
     """The path of the file ``name`` in the directory of ``path`` (a local path or a URL such as ``gs://``)."""
-    if "://" in path:
+    if storage.is_remote(path):
         return path.rsplit("/", 1)[0] + "/" + name
     return os.path.join(os.path.dirname(path), name)
 
@@ -446,7 +447,7 @@ def load_pretrained_tokenizer(path: str, read_text: Callable[[str], str | None] 
         FileNotFoundError: no such file, or the directory has no ``tokenizer.json``.
         VocabError: a file is not UTF-8; as :meth:`PretrainedTokenizer.from_texts`.
     """
-    file = os.path.join(path, TOKENIZER_FILE) if "://" not in path and os.path.isdir(path) else path
+    file = os.path.join(path, TOKENIZER_FILE) if not storage.is_remote(path) and os.path.isdir(path) else path
     files = {}
     for name, where in ((TOKENIZER_FILE, file), *((n, beside(file, n)) for n in _CONFIG_FILES)):
         text = read_text(where)

@@ -198,33 +198,10 @@ def held_out_mismatch(train_manifest: dict[str, Any], eval_manifest: dict[str, A
     return None
 
 
-def read_manifest(shard_dir: str) -> dict[str, Any]:
-    """Load and check ``manifest.json`` of a local shard directory.
-
-    Returns the manifest dict (see ``pipeline/shards/store.py`` for the fields it holds).
-
-    Raises:
-        FileNotFoundError: the directory has no manifest (missing, or make-shards did not finish).
-        ValueError: the manifest is not valid JSON or not a manifest (named, with the fix), is of another format
-            version or names a shard file that is absent.
-    """
-    path = os.path.join(shard_dir, MANIFEST_NAME)
-    if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"{shard_dir}: no {MANIFEST_NAME}; this is not a finished shard directory "
-            "(make-shards writes the manifest last; run it again to completion)"
-        )
-    with open(path, "rb") as f:
-        manifest = parse_manifest(f.read(), path)
-    for shard in manifest["shards"]:
-        if not os.path.exists(os.path.join(shard_dir, shard["file"])):
-            raise ValueError(f"{shard_dir}: manifest lists {shard['file']} but the file is missing")
-    return manifest
-
-
 def parse_manifest(data: bytes, path: str) -> dict[str, Any]:
-    """The manifest in ``data`` (the bytes of ``path``, a local file or an object in a bucket), checked as
-    :func:`read_manifest` checks it, but for the shard files' presence.
+    """The manifest in ``data`` (the bytes of ``path``, a local file or an object in a bucket), checked: valid
+    JSON, a manifest, of this format version (``core.storage.read_manifest`` reads it, and checks that a local
+    directory's shard files exist).
 
     Raises:
         ValueError: not valid JSON, not a manifest, or of another format version (the message names ``path``).
@@ -247,9 +224,9 @@ def parse_manifest(data: bytes, path: str) -> dict[str, Any]:
     return manifest
 
 
-def shard_paths(shard_dir: str, manifest: dict[str, Any] | None = None) -> list[str]:
-    """Local paths of the shards of a finished directory, in shard order."""
-    manifest = manifest if manifest is not None else read_manifest(shard_dir)
+def shard_paths(shard_dir: str, manifest: dict[str, Any]) -> list[str]:
+    """Local paths of the shards of the finished directory ``shard_dir`` whose ``manifest`` is given, in shard
+    order."""
     return [os.path.join(shard_dir, s["file"]) for s in manifest["shards"]]
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertprep.core import storage
 from conftest import FIXTURES
 
 #: Seconds an emulator may take to accept connections (moto imports much of boto on start).
@@ -178,7 +179,7 @@ def object_digests(root: str) -> dict[str, str]:
     from apache_beam.io.filesystems import FileSystems
 
     base = root.rstrip("/")
-    pattern = base + "/**" if "://" in base else os.path.join(base, "**")
+    pattern = storage.join(base, "**")
     out = {}
     for meta in FileSystems.match([pattern])[0].metadata_list:
         with FileSystems.open(meta.path) as f:

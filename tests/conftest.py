@@ -175,7 +175,7 @@ def gcs(gcs_server, monkeypatch) -> str:
         monkeypatch.setenv(name, value)
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from bertprep.pipeline.remote import use_filesystem_options
+    from bertprep.pipeline.beam.filesystems import use_filesystem_options
 
     use_filesystem_options(PipelineOptions([]))  # as make-shards does: no search for Google credentials
     return new_bucket("gs")
@@ -191,7 +191,7 @@ def s3(s3_server, monkeypatch, tmp_path) -> str:
         monkeypatch.setenv(name, value)
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from bertprep.pipeline.remote import use_filesystem_options
+    from bertprep.pipeline.beam.filesystems import use_filesystem_options
 
     use_filesystem_options(PipelineOptions([]))  # Beam's S3 file system needs options before a pipeline runs
     return new_bucket("s3")
@@ -204,7 +204,7 @@ def _own_emulator(kind: str, folder: Path, monkeypatch, on_disk: bool = False):
     (which keep the endpoint they were made with: the session server's) are dropped before and after."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from bertprep.pipeline.remote import use_filesystem_options
+    from bertprep.pipeline.beam.filesystems import use_filesystem_options
     from cloud_factory import emulator, gcs_environment, new_bucket, s3_environment
 
     def forget_fsspec_clients() -> None:

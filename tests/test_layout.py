@@ -46,6 +46,39 @@ def test_library_folders_hold_python_files():
         assert any((REPO_ROOT / folder).rglob("*.py")), f"{folder}/ has no Python file: the layout test reads nothing"
 
 
+#: The storage layer's modules: the only ones that decide what is a remote path (``storage.is_remote``, in
+#: ``core/urls.py``); no other tests for ``://``.
+STORAGE_LAYER = ("core/storage.py", "core/urls.py")
+_URL_TEST = re.compile(r"""["']://["']\s+(?:not\s+)?in\b""")
+
+
+def url_tests_outside_the_layer(root: Path) -> list[str]:
+    """``file:line`` of every ``"://" in`` / ``"://" not in`` test of the library folders under ``root`` but in
+    :data:`STORAGE_LAYER`'s: each is a rule of its own of what is remote (``file://`` local or not)."""
+    found = []
+    for folder in LIBRARY_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.relative_to(root).as_posix() in STORAGE_LAYER:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if _URL_TEST.search(line):
+                    found.append(f"{path.relative_to(root)}:{number}")
+    return found
+
+
+def test_no_remote_path_rule_outside_the_storage_layer():
+    found = url_tests_outside_the_layer(REPO_ROOT)
+    assert not found, 'tests of "://" outside the storage layer (call core.storage.is_remote):\n' + "\n".join(found)
+
+
+def test_the_remote_path_rule_check_sees_both_quotes(tmp_path):
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "storage.py").write_text('remote = "://" in path\n')
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "x.py").write_text("a = '://' in p\nb = \"://\" not in q\nc = p.split('://')\n")
+    assert url_tests_outside_the_layer(tmp_path) == ["pipeline/x.py:1", "pipeline/x.py:2"]
+
+
 def test_no_library_function_over_the_limit():
     long = _long_functions()
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them into named steps):\n" + "\n".join(long)

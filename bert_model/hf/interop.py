@@ -299,8 +299,8 @@ def _shards_setting(shard_dir: str | None, key: str, cache_dir: str | None = Non
     """``key`` (``do_lower_case``, ``strip_accents``) as a shard directory's ``manifest.json`` records it (its
     ``vocab`` section, else its ``config``); None if not recorded, or the manifest is missing or unreadable. For a
     bucket's directory (``gs://``, ``s3://``) the manifest is the copy that reading it through the shard cache
-    ``cache_dir`` (default: train's) kept there (``shard_cache.cached_manifest``): no request to the bucket."""
-    from bertprep.bert_model.shard_cache import cached_manifest, is_remote
+    ``cache_dir`` (default: train's) kept there (``storage.cached_manifest``): no request to the bucket."""
+    from bertprep.core.storage import cached_manifest, is_remote
 
     if not shard_dir:
         return None

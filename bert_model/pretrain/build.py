@@ -42,7 +42,7 @@ from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phase_checks import check_later_phases, check_rope_keys
 from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, parse_phases, phase_at
-from bertprep.bert_model.pretrain.remote_shards import has_manifest, is_remote, open_shard_info, read_any_manifest
+from bertprep.bert_model.pretrain.remote_shards import has_manifest, open_shard_info
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible, verify_shard_files
 from bertprep.bert_model.pretrain.train_config import (
     DROPOUT_OPTIONS,
@@ -57,6 +57,7 @@ from bertprep.bert_model.runtime import seed_everything
 from bertprep.bert_model.schedules import BatchSizeWarmup, token_warmup
 from bertprep.core import schema
 from bertprep.core.pretrained_tokenizer import read_vocab_tokens
+from bertprep.core.storage import is_remote, read_manifest
 
 logger = logging.getLogger("bertprep.train")
 
@@ -221,7 +222,7 @@ def size_phases_in_steps(config: TrainConfig, d: DistInfo) -> TrainConfig:
             slots.append(None)
             continue
         try:
-            max_seq_length = int(read_any_manifest(settings["shards"])["config"]["max_seq_length"])  # (or a bucket's)
+            max_seq_length = int(read_manifest(settings["shards"])["config"]["max_seq_length"])  # (or a bucket's)
         except (OSError, ValueError, KeyError) as err:
             raise ValueError(f"phase {index + 1} ({config.phases[index]!r}) is sized in tokens: {err}") from None
         slots.append(settings["batch_size"] * settings["gradient_accumulation_steps"] * d.world_size * max_seq_length)
@@ -483,7 +484,7 @@ def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
     if _same_directory(shards, eval_shards):
         problem = "it is the training shards themselves"
     else:
-        problem = schema.held_out_mismatch(read_any_manifest(shards), read_any_manifest(eval_shards))
+        problem = schema.held_out_mismatch(read_manifest(shards), read_manifest(eval_shards))
     if problem:
         logger.warning(
             "--eval-shards %s: %s; it may share documents with the training data, so the eval "
@@ -597,7 +598,7 @@ def lr_warmup(base: TrainConfig, info: ShardInfo, phase: int, d: DistInfo) -> tu
     if not base.warmup_tokens:
         return base.warmup_steps, ()
     first = base.for_phase(0)
-    seq = info.max_seq_length if phase == 0 else int(read_any_manifest(first.shards)["config"]["max_seq_length"])
+    seq = info.max_seq_length if phase == 0 else int(read_manifest(first.shards)["config"]["max_seq_length"])
     factors = token_warmup(base.warmup_tokens, _batch_warmup(first, seq, d))
     if len(factors) > base.max_steps:
         raise ValueError(

@@ -3,30 +3,32 @@
 In: the URL of a finished shard directory (any ``fsspec`` protocol; ``gcsfs`` for ``gs://``, ``s3fs`` for
 ``s3://``, the ``cloud`` extra). Out: a :class:`~bertprep.bert_model.pretrain.shard_info.ShardInfo` whose
 ``shard_files`` are the objects' URLs and whose ``source`` is a :class:`ShardCache`, so that the loader asks
-for each shard when it reads it (``ShardInfo.shard_path``). Entry points: :func:`is_remote`,
-:func:`open_shard_info`, :func:`read_any_manifest`, and :func:`open_cache` (the manifest and the cache:
-``bertprep inspect`` of a URL).
+for each shard when it reads it (``ShardInfo.shard_path``). Entry points: :func:`open_shard_info` and
+:func:`open_cache` (the manifest and the cache: ``bertprep inspect`` of a URL). The bucket is reached through
+the storage layer (``core/storage.py``), which also holds the cache's paths.
 
 The cache folder is ``cache_dir/<16 hex of sha256(URL)>/``, a mirror of the bucket folder: the tokenizer files
 (fetched again at every start, as the manifest is read again) and the shards a process has read. Every file is
-downloaded to a temporary name beside its target, its sha256 checked against the manifest and only then
-renamed into place (``core/atomic.py``), so the cache never holds half a file; a cached shard is reused
-only while its bytes match the manifest. Each process (DDP rank, loader worker) fetches the shards of its own
-stream, when it needs them, and the next one of the stream in a daemon thread while it reads the current one.
-Past ``max_bytes`` the least recently used shards are removed (every process of the run, and other runs,
-share one bound; the shard a process has just fetched is never the one it removes).
+downloaded to a temporary name beside its target, its sha256 checked against the manifest and only then renamed
+into place (``core/atomic.py``), so the cache never holds half a file; a cached shard is reused only while
+its bytes match the manifest and the object in the bucket is the one it was fetched from (its GCS generation or
+S3 ETag, kept beside it as ``<shard>.version`` and compared with one listing of the bucket folder at each
+start): an object written again in the bucket is fetched again, and checked. Each process (DDP rank, loader
+worker) fetches the shards of its own stream, when it needs them, and the next one of the stream in a daemon
+thread while it reads the current one. Past ``max_bytes`` the least recently used shards are removed (every
+process of the run, and other runs, share one bound; the shard a process has just fetched is never the one it
+removes).
 
-The clients are the libraries' own and honour what users set for them: ``STORAGE_EMULATOR_HOST`` and Google's
-default credentials (gcsfs), ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_PROFILE`` and the rest of
-botocore's configuration (s3fs).
+A full disk under the cache is one line naming the cache folder and how to move it (``--cache-dir``, or
+``XDG_CACHE_HOME``), not a client error.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import hashlib
-import json
 import logging
 import os
 import threading
@@ -36,9 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info, shard_info_from_manifest
-from bertprep.bert_model.shard_cache import cache_folder, cached_manifest, default_cache_dir, is_remote
-from bertprep.core import atomic, schema
-from bertprep.pipeline import remote
+from bertprep.core import atomic, schema, storage
 
 logger = logging.getLogger(__name__)
 
@@ -49,52 +49,28 @@ CHUNK_BYTES = 8 << 20
 DEFAULT_MAX_BYTES = 20 * 10**9
 
 
-class RemoteShardError(ValueError):
-    """A shard directory in a bucket that cannot be read: the one-line message names the object and what to do."""
+#: A shard directory in a bucket that cannot be read: the one-line message names the object and what to do.
+RemoteShardError = storage.StorageError
 
 
-def _filesystem(url: str) -> tuple[Any, str]:
-    """``(fsspec file system, path in it)`` of ``url``. Raises ``RemoteShardError`` when the protocol's client
-    is not installed."""
-    try:
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(url)
-    except ImportError as err:
-        raise RemoteShardError(
-            f"{url}: reading shards from a bucket needs {err.name or 'its fsspec client'} "
-            "(pip install 'bertprep[cloud]': gcsfs for gs://, s3fs for s3://)"
-        ) from None
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        # gcsfs asks the storage-control API, which no emulator serves, for each bucket's layout, and logs a
-        # warning each time it gets no answer; it then reads the bucket as any other.
-        logging.getLogger("gcsfs.extended_gcsfs").setLevel(logging.ERROR)
-    return fs, path
-
-
-def _download(url: str, target: str, expected_sha256: str | None, listed_in: str, stop: threading.Event) -> None:
+def _download(
+    url: str, target: str, expected_sha256: str | None, listed_in: str, stop: threading.Event, cache_dir: str = ""
+) -> str | None:
     """Copy the object ``url`` to the local file ``target`` through a temporary name, renamed into place only
-    when its sha256 is ``expected_sha256`` (when given).
+    when its sha256 is ``expected_sha256`` (when given). Returns the object's version (``storage.version_of``)
+    as the client read it, or None.
 
     Raises:
-        RemoteShardError: the object or its bucket does not exist, cannot be read, or holds other bytes.
+        RemoteShardError: the object or its bucket does not exist, cannot be read, or holds other bytes; or the
+            disk of the cache (``cache_dir``, else ``target``'s folder) is full.
     """
-    fs, path = _filesystem(url)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    digest = hashlib.sha256()
+    fs, path = storage.filesystem(url)
     try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
         with atomic.atomic_file(target) as tmp, fs.open(path, "rb") as src, open(tmp, "wb") as out:
-            while block := src.read(CHUNK_BYTES):
-                if stop.is_set():
-                    raise _Stopped
-                digest.update(block)
-                out.write(block)
-            out.close()
-            if expected_sha256 is not None and digest.hexdigest() != expected_sha256:
-                raise RemoteShardError(
-                    f"{url}: sha256 differs from the one in {listed_in} (the object changed after make-shards "
-                    "wrote it); make the shards again into that folder"
-                )
+            version = storage.version_of(getattr(src, "details", None) or {})
+            _copy(src, out, url, expected_sha256, listed_in, stop)
+        return version
     except FileNotFoundError:
         raise RemoteShardError(
             f"{url} does not exist (listed in {listed_in}): check the bucket and folder name, or make the "
@@ -102,11 +78,36 @@ def _download(url: str, target: str, expected_sha256: str | None, listed_in: str
         ) from None
     except (RemoteShardError, _Stopped):
         raise
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise storage.client_error(url, err) from None
+        raise RemoteShardError(_disk_full(url, cache_dir or os.path.dirname(target))) from None
     except Exception as err:  # the clients' own errors (HTTP, credentials, network): one line, with the fix
+        raise storage.client_error(url, err) from None
+
+
+def _copy(src, out, url: str, expected_sha256: str | None, listed_in: str, stop: threading.Event) -> None:
+    """Copy ``src`` to ``out`` block by block (stopping when ``stop`` is set), checking the sha256."""
+    digest = hashlib.sha256()
+    while block := src.read(CHUNK_BYTES):
+        if stop.is_set():
+            raise _Stopped
+        digest.update(block)
+        out.write(block)
+    out.close()
+    if expected_sha256 is not None and digest.hexdigest() != expected_sha256:
         raise RemoteShardError(
-            f"cannot read {url}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; check "
-            "the credentials and network (or STORAGE_EMULATOR_HOST / AWS_ENDPOINT_URL_S3 for an emulator)"
-        ) from None
+            f"{url}: sha256 differs from the one in {listed_in} (the object changed after make-shards "
+            "wrote it); make the shards again into that folder"
+        )
+
+
+def _disk_full(url: str, cache_dir: str) -> str:
+    """The one line of a cache whose disk is full (a client error's "check the credentials and network" before)."""
+    return (
+        f"cannot fetch {url}: no space left on the disk of the shard cache {cache_dir}; free space there, "
+        f"lower --cache-max-gb, or move the cache to a larger disk with --cache-dir (or {storage.CACHE_ENV})"
+    )
 
 
 class _Stopped(Exception):
@@ -147,8 +148,7 @@ def evict(folder: str, max_bytes: int, keep: str, cache_dir: str) -> list[str]:
             break
         if os.path.abspath(path) == os.path.abspath(keep):
             continue
-        with contextlib.suppress(FileNotFoundError):  # (another process removed it first)
-            os.remove(path)
+        _forget(path)  # (what another process removed first is skipped)
         total -= size
         removed.append(path)
     if removed:
@@ -173,10 +173,13 @@ class ShardCache:
     """The shard files' names in the manifest, in shard order."""
     sha256: tuple[str | None, ...]
     """Their sha256 as the manifest records them (None: not recorded; the file is then not checked)."""
+    versions: tuple[str | None, ...] = ()
+    """The objects' versions in the bucket at this start (``storage.list_versions``): a cached copy of another
+    version is fetched again. Empty, or None for a shard: not compared."""
 
     @property
     def folder(self) -> str:
-        return cache_folder(self.cache_dir, self.url)
+        return storage.cache_folder(self.cache_dir, self.url)
 
     @property
     def manifest_url(self) -> str:
@@ -197,19 +200,35 @@ class ShardCache:
     def _fetch(self, index: int, stop: threading.Event | None) -> str:
         path = self.local_path(index)
         with _path_lock(path):
-            if _cached_matches(path, self.sha256[index]):
+            if not self._current(index):  # a copy of another version of the object: never served again
+                _forget(path)
+            elif _cached_matches(path, self.sha256[index]):
                 _touch_verified(path)
                 return path
-            _download(f"{self.url}/{self.files[index]}", path, self.sha256[index], self.manifest_url, stop or _NEVER)
+            url = f"{self.url}/{self.files[index]}"
+            version = _download(url, path, self.sha256[index], self.manifest_url, stop or _NEVER, self.cache_dir)
             _remember_verified(path)
+            _keep_version(path, version)
         evict(self.folder, self.max_bytes, keep=path, cache_dir=self.cache_dir)
         return path
+
+    def _current(self, index: int) -> bool:
+        """Whether the cached copy of shard ``index`` (if any) was fetched from the object the bucket holds now
+        (always, when this start did not list the versions)."""
+        wanted = self.versions[index] if index < len(self.versions) else None
+        if wanted is None:
+            return True
+        try:
+            with open(_version_file(self.local_path(index)), encoding="utf-8") as f:
+                return f.read() == wanted
+        except FileNotFoundError:
+            return False
 
     def prefetch(self, index: int) -> None:
         """Fetch shard ``index`` in a daemon thread (nothing when it is cached or already being fetched). Errors
         are left to the read that needs the shard (:meth:`fetch` raises them then); at exit the download stops."""
         path = self.local_path(index)
-        if _cached_matches(path, self.sha256[index]) or path in _PREFETCHING:
+        if (self._current(index) and _cached_matches(path, self.sha256[index])) or path in _PREFETCHING:
             return
         _PREFETCHING.add(path)
 
@@ -222,6 +241,28 @@ class ShardCache:
                 _PREFETCHING.discard(path)
 
         threading.Thread(target=run, name=f"bertprep-prefetch-{index}", daemon=True).start()
+
+
+def _version_file(path: str) -> str:
+    """Where the version of the object a cache file was fetched from is kept: ``<file>.version`` beside it."""
+    return path + ".version"
+
+
+def _forget(path: str) -> None:
+    """Remove the cache file ``path`` and its recorded version (what is absent is skipped)."""
+    _VERIFIED.pop(path, None)
+    for gone in (path, _version_file(path)):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(gone)
+
+
+def _keep_version(path: str, version: str | None) -> None:
+    """Record ``version`` for the cache file ``path`` (none recorded: never taken as current)."""
+    if version is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(_version_file(path))
+        return
+    atomic.write_bytes(_version_file(path), version.encode("utf-8"))
 
 
 #: Never set: a download in the reading thread itself runs to its end.
@@ -293,56 +334,29 @@ def _cached_matches(path: str, expected_sha256: str | None) -> bool:
     return False
 
 
-def read_any_manifest(shard_dir: str) -> dict[str, Any]:
-    """The checked manifest of a local shard directory (``schema.read_manifest``) or of one in a bucket.
-
-    Raises:
-        FileNotFoundError: a local directory without a manifest.
-        RemoteShardError: the bucket or its manifest does not exist or cannot be read.
-        ValueError: not a manifest of this format.
-    """
-    if not is_remote(shard_dir):
-        return schema.read_manifest(shard_dir)
-    url = f"{shard_dir.rstrip('/')}/{schema.MANIFEST_NAME}"
-    try:
-        remote.check_reachable(shard_dir)  # in seconds, not after the client's retries (35-50 s for gcsfs)
-    except remote.RemotePathError as err:
-        raise RemoteShardError(str(err)) from None
-    fs, path = _filesystem(url)
-    try:
-        data = fs.cat_file(path)
-    except FileNotFoundError:
-        raise RemoteShardError(
-            f"{url} does not exist: {shard_dir} is not a finished shard directory (check the bucket and folder "
-            "name; make-shards writes the manifest last)"
-        ) from None
-    except Exception as err:  # the clients' own errors (HTTP, credentials, network)
-        raise RemoteShardError(
-            f"cannot read {url}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; check "
-            "the credentials and network (or STORAGE_EMULATOR_HOST / AWS_ENDPOINT_URL_S3 for an emulator)"
-        ) from None
-    return schema.parse_manifest(data, url)
-
-
 def open_cache(
     shard_dir: str, cache_dir: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> tuple[dict[str, Any], ShardCache]:
     """The manifest of the shard directory URL ``shard_dir``, read from the bucket, and the :class:`ShardCache`
     of its shards (``max_bytes`` in ``cache_dir``, default :func:`default_cache_dir`), its tokenizer files fetched
-    into the cache folder now (where ``inspection.load_vocab_tokens`` and the trainer read them).
+    into the cache folder now (where ``inspection.load_vocab_tokens`` and the trainer read them), and the versions
+    of its shard objects listed (a cached copy of another version is fetched again).
 
     Raises:
         RemoteShardError: the bucket, the manifest or a tokenizer file cannot be read (named, with the fix).
         ValueError: not a manifest of this format.
     """
     url = shard_dir.rstrip("/")
-    manifest = read_any_manifest(url)
+    manifest = storage.read_manifest(url)
+    files = tuple(str(s["file"]) for s in manifest["shards"])
+    versions = storage.list_versions(url)
     cache = ShardCache(
         url=url,
-        cache_dir=os.path.abspath(cache_dir or default_cache_dir()),
+        cache_dir=os.path.abspath(cache_dir or storage.default_cache_dir()),
         max_bytes=int(max_bytes),
-        files=tuple(str(s["file"]) for s in manifest["shards"]),
+        files=files,
         sha256=tuple(s.get("sha256") for s in manifest["shards"]),
+        versions=tuple(versions.get(name) for name in files),
     )
     _fetch_vocab_files(cache, schema.vocab_file_names(manifest) if manifest.get("vocab") else [])
     _keep_manifest(cache, manifest)
@@ -353,18 +367,15 @@ def _keep_manifest(cache: ShardCache, manifest: dict[str, Any]) -> None:
     """A copy of the manifest read at this start in the cache folder (:func:`cached_manifest`), written through a
     temporary name: what later reads of the run's settings use without asking the bucket again (the casing
     check of ``train --init-from``; ``export`` of a checkpoint trained from the bucket, perhaps offline)."""
-    path = os.path.join(cache.folder, schema.MANIFEST_NAME)
     os.makedirs(cache.folder, exist_ok=True)
-    with atomic.atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
-        json.dump(manifest, out, indent=2, sort_keys=True)
+    storage.write_manifest(cache.folder, manifest)
 
 
 def has_manifest(shard_dir: str) -> bool:
     """Whether the bucket directory ``shard_dir`` holds a manifest (a finished shard directory); False also when
     the bucket cannot be asked (a hint depends on it, nothing else)."""
     try:
-        fs, path = _filesystem(f"{shard_dir.rstrip('/')}/{schema.MANIFEST_NAME}")
-        return bool(fs.exists(path))
+        return storage.exists(storage.join(shard_dir, schema.MANIFEST_NAME))
     except Exception:  # (no client, no network, no credentials: no hint)
         return False
 
@@ -378,8 +389,8 @@ def open_shard_info(shard_dir: str, cache_dir: str | None = None, max_bytes: int
         RemoteShardError: the bucket, the manifest or a tokenizer file cannot be read (named, with the fix).
         FileNotFoundError, ValueError: as ``read_shard_info``.
     """
-    if not is_remote(shard_dir):
-        return read_shard_info(shard_dir)
+    if not storage.is_remote(shard_dir):
+        return read_shard_info(storage.local_path(shard_dir))
     manifest, cache = open_cache(shard_dir, cache_dir, max_bytes)
     return shard_info_from_manifest(manifest, cache.url, vocab_dir=cache.folder, source=cache)
 
@@ -389,7 +400,8 @@ def _fetch_vocab_files(cache: ShardCache, names: Sequence[str]) -> None:
     bucket's may have been made again)."""
     t0 = time.monotonic()
     for name in names:
-        _download(f"{cache.url}/{name}", os.path.join(cache.folder, name), None, cache.manifest_url, _NEVER)
+        target = os.path.join(cache.folder, name)
+        _download(f"{cache.url}/{name}", target, None, cache.manifest_url, _NEVER, cache.cache_dir)
     logger.info(
         "shards %s: %d shard files, read through the cache %s (tokenizer files fetched in %.1f s)",
         cache.url,
@@ -404,13 +416,8 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "RemoteShardError",
     "ShardCache",
-    "cache_folder",
-    "cached_manifest",
-    "default_cache_dir",
     "evict",
     "has_manifest",
-    "is_remote",
     "open_cache",
     "open_shard_info",
-    "read_any_manifest",
 ]

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bertprep.core import schema
+from bertprep.core import schema, storage
 from bertprep.pipeline.masking.config import MaskingConfig
 
 
@@ -99,14 +99,14 @@ class ShardInfo:
 
 
 def read_shard_info(shard_dir: str) -> ShardInfo:
-    """Read and check ``shard_dir/manifest.json`` (``schema.read_manifest``).
+    """Read and check ``shard_dir/manifest.json`` (``storage.read_manifest``).
 
     Raises:
         FileNotFoundError: no manifest (not a finished shard directory).
         ValueError: wrong format version, a listed shard is missing, the directory has no shards, or the
             manifest lacks a field the trainer needs (the message names the field).
     """
-    return shard_info_from_manifest(schema.read_manifest(shard_dir), shard_dir)
+    return shard_info_from_manifest(storage.read_manifest(shard_dir), shard_dir)
 
 
 def shard_info_from_manifest(
@@ -153,7 +153,7 @@ def shard_info_from_manifest(
 
 def _join(shard_dir: str, name: str) -> str:
     """``shard_dir/name``, with ``/`` for a URL (``gs://...``) whatever the local separator."""
-    return shard_dir.rstrip("/") + "/" + name if "://" in shard_dir else os.path.join(shard_dir, name)
+    return storage.join(shard_dir, name)
 
 
 def _check(info: ShardInfo, path: str) -> None:

@@ -40,12 +40,12 @@ from bertprep.bert_model.pretrain.data import ShardReadError
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phases import phase_at
-from bertprep.bert_model.pretrain.remote_shards import is_remote
 from bertprep.bert_model.pretrain.train_config import (  # re-exported (__all__): where cli/ and tests import them
     DROPOUT_OPTIONS,
     TASKS,
     TrainConfig,
 )
+from bertprep.core.storage import is_remote
 
 logger = logging.getLogger("bertprep.train")
 

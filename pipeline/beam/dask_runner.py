@@ -20,7 +20,7 @@ naming the upstream issue and meant to be dropped when Beam fixes it:
    threads (a few per thread, so uneven elements balance), overridable with Beam's ``--dask_npartitions``
    (Beam's ``Create`` puts 128 elements in a partition: 8 input files make one partition, run by one worker).
 6. :func:`_run_dofn_bundle` -- every task first gives its worker's file systems the run's settings
-   (``remote.worker_settings``: the Beam options, as Beam's own SDK workers get them, and the storage endpoint
+   (``filesystems.worker_settings``: the Beam options, as Beam's own SDK workers get them, and the storage endpoint
    variables such as ``STORAGE_EMULATOR_HOST`` and ``AWS_ENDPOINT_URL_S3``). Beam's runner never calls
    ``FileSystems.set_options`` on a worker, so ``s3://`` had no options there, ``--s3_endpoint_url`` did not
    reach the workers, and a ``gs://`` run against a GCS emulator sent the workers to storage.googleapis.com
@@ -94,7 +94,8 @@ from apache_beam.runners.runner import PipelineRunner, PipelineState
 from apache_beam.runners.runner import create_runner as _beam_create_runner
 from apache_beam.transforms.sideinputs import SideInputMap
 
-from bertprep.pipeline import remote
+from bertprep.core import storage
+from bertprep.pipeline.beam import filesystems
 
 _LOG = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ def connect_or_explain(
         target = {"scheduler_file": scheduler_file}
     else:
         assert address  # (exactly one of the two, checked above)
-        if "://" not in address:
+        if not storage.scheme(address):
             address = "tcp://" + address
         shown = address
         target = {"address": address}
@@ -349,9 +350,9 @@ def _run_dofn_bundle(items, settings, fn, label, window_fn, args, kwargs, specs,
     Receivers are made here, per bundle, and keep each value's tag (fix 1). Beam's version builds one
     receiver set at translation time and returns ``[v.value for v in values]``, which drops the tag:
     tagged values come out as ``WindowedValue``s mixed into the main output. ``settings`` (the run's
-    ``remote.WorkerSettings``) are applied to this worker's file systems first (fix 6).
+    ``filesystems.WorkerSettings``) are applied to this worker's file systems first (fix 6).
     """
-    remote.apply_worker_settings(settings)
+    filesystems.apply_worker_settings(settings)
     out: list = []
     receivers = _TagReceivers(out)
     side_inputs = [
@@ -488,7 +489,7 @@ def compute_all_sinks(client: distributed.Client, leaves: t.Sequence[db.Bag]) ->
 class _BagVisitor(PipelineVisitor):
     """Translates each leaf transform into bags, one per *output PCollection* (not per transform)."""
 
-    def __init__(self, npartitions: int, partition_size: int | None, settings: remote.WorkerSettings):
+    def __init__(self, npartitions: int, partition_size: int | None, settings: filesystems.WorkerSettings):
         self.npartitions = npartitions
         self.partition_size = partition_size
         self.settings = settings
@@ -688,7 +689,7 @@ class BertprepDaskRunner(DaskRunner):
             npartitions = choose_npartitions(client, opts.npartitions)
             _LOG.info("Dask runner: %d partitions per collection (%s)", npartitions, client.scheduler.address)
             pipeline.replace_all(dask_overrides())
-            settings = remote.worker_settings(options, runner_options=_dask_option_names())
+            settings = filesystems.worker_settings(options, runner_options=_dask_option_names())
             visitor = _BagVisitor(npartitions, opts.partition_size, settings)
             pipeline.visit(visitor)
             futures = compute_all_sinks(client, visitor.leaves())

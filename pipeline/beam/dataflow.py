@@ -41,6 +41,7 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
+from bertprep.core import storage
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.text.tokenization import Vocab
 
@@ -98,10 +99,6 @@ def with_default_setup_file(options: PipelineOptions) -> PipelineOptions:
     return options
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def check_dataflow_options(options: PipelineOptions, config: ShardsConfig) -> None:
     """Check that a make-shards run can work on Dataflow, before anything is built or submitted.
 
@@ -137,18 +134,18 @@ def check_dataflow_options(options: PipelineOptions, config: ShardsConfig) -> No
             f"--temp_location must be a gs://bucket/path where Dataflow stages code and writes temporary "
             f"files{shown}, e.g. --temp_location=gs://my-bucket/tmp{beam_says}"
         )
-    local_inputs = [p for p in config.inputs if not _is_remote(p)]
+    local_inputs = [p for p in config.inputs if not storage.is_remote(p)]
     if local_inputs:
         problems.append(
             f"input {local_inputs[0]!r} is a local path; Dataflow workers cannot read it: copy the corpus to "
             "gs:// (gcloud storage cp -r DIR gs://BUCKET/corpus/) and pass --input gs://BUCKET/corpus/"
         )
-    if not _is_remote(config.vocab):
+    if not storage.is_remote(config.vocab):
         problems.append(
             f"--vocab {config.vocab!r} is a local path; the workers load the vocab themselves: copy it to gs:// "
             "and pass --vocab gs://BUCKET/vocab.txt"
         )
-    if not _is_remote(config.output_dir):
+    if not storage.is_remote(config.output_dir):
         problems.append(
             f"--output-dir {config.output_dir!r} is a local path; the workers would write the shards to their own "
             "disks, which are deleted with them: pass --output-dir gs://BUCKET/shards"

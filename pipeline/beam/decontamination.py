@@ -44,6 +44,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from bertprep.core import storage
 from bertprep.pipeline.config import DECONTAMINATE_MIN_WORDS, ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, record_error
 
@@ -168,7 +169,7 @@ def check_evaluation_files(paths: Sequence[str]) -> None:
     from bertprep.pipeline.readers.files import _check_not_binary, _read_blocks
 
     for path in paths:
-        if "://" not in path and os.path.isdir(path):
+        if not storage.is_remote(path) and os.path.isdir(path):
             raise MakeShardsError(
                 f"--decontaminate {path} is a directory; give the evaluation files themselves, comma-separated "
                 f"(e.g. {os.path.join(path, 'dev.tsv')})"

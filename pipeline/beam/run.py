@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -30,14 +30,13 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
-from bertprep.core import schema
-from bertprep.pipeline import readers
-from bertprep.pipeline.beam import dask_runner_name, dataflow, heldout, spill, warm_workers
+from bertprep.core import schema, storage
+from bertprep.pipeline import interrupts, readers
+from bertprep.pipeline.beam import dask_runner_name, dataflow, filesystems, heldout, spill, warm_workers
 from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.beam.graph import build_pipeline
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
-from bertprep.pipeline.remote import RemotePathError, check_remote_path, use_filesystem_options
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.text.tokenization import Vocab, load_vocab
@@ -110,7 +109,7 @@ def absolute_paths(config: ShardsConfig) -> ShardsConfig:
     accepted both. The local runner keeps the paths as given (its manifest records them so)."""
 
     def absolute(path: str) -> str:
-        return path if "://" in path else os.path.abspath(path)
+        return path if storage.is_remote(path) else os.path.abspath(path)
 
     return dataclasses.replace(
         config,
@@ -160,7 +159,7 @@ def _checked_inputs(config: ShardsConfig, beam_args: Sequence[str]) -> tuple[Sha
     options = PipelineOptions(list(beam_args))
     if dask_runner_name(options.view_as(StandardOptions).runner):
         config = absolute_paths(config)  # the workers run in folders (and on machines) of their own
-    use_filesystem_options(options)
+    filesystems.use_filesystem_options(options)
     files = readers.expand_inputs(list(config.inputs))
     check_evaluation_files(config.decontaminate)
     return config, files
@@ -213,14 +212,14 @@ def run_make_shards(
             raise MakeShardsError(str(err)) from err
     output_dir = config.output_dir
     try:
-        check_remote_path(output_dir, "--output-dir")  # no network, no credentials: one line at once
-    except RemotePathError as err:
+        filesystems.check_beam_path(output_dir, "--output-dir")  # no network, no credentials: one line at once
+    except storage.RemotePathError as err:
         raise MakeShardsError(str(err)) from err
     _check_inputs_outside_outputs(files, output_dir)
     _check_inputs_outside_outputs(files, FileSystems.join(output_dir, heldout.EVAL_DIR))
-    if "://" not in output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    if not storage.is_remote(output_dir) and os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
-    created = "://" not in output_dir and not os.path.exists(output_dir)
+    created = not storage.is_remote(output_dir) and not os.path.exists(output_dir)
     try:
         with publish.output_lock(output_dir):
             manifest = _make_and_publish(config, options, vocab, workers, files)
@@ -260,12 +259,31 @@ def _make_and_publish(
             f"{output_dir} already holds shards or a manifest ({len(existing)} files, e.g. "
             f"{os.path.basename(existing[0])}); choose another --output-dir or pass --overwrite"
         )
+    try:
+        store_timeout = filesystems.store_timeout_s()
+    except ValueError as err:
+        raise MakeShardsError(str(err)) from None
     staging_dir, _ = _make_staging_dir(output_dir)
     ACTIVE_STAGING.add(staging_dir)
     try:
-        return _run_and_publish(config, options, vocab, workers, files, staging_dir)
+        watched = output_dir if not dataflow.is_dataflow_runner(options) else ""  # (Dataflow's workers write)
+        with filesystems.watch_store(watched, _store_lost, store_timeout):
+            return _run_and_publish(config, options, vocab, workers, files, staging_dir)
     finally:
         ACTIVE_STAGING.discard(staging_dir)
+
+
+def _store_lost(message: str) -> None:
+    """End a run whose store stopped answering (``filesystems.watch_store``): the one line ``message`` and exit
+    status 1 at once, the workers killed and Beam silenced (its clients would retry, and log each retry, for
+    minutes), the output directory's lock released. The staging folder and a publish's journal stay: removing
+    them needs the store, and the next run cleans up (``publish.repair``, ``remove_stale_staging``)."""
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda args: None
+    session = sys.modules.get("bertprep.pipeline.beam.session")  # (it imports this module: no import back)
+    getattr(session, "_kill_children", lambda: None)()
+    publish.release_locks()
+    interrupts.exit_now(message, 1)
 
 
 def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, staging_dir: str) -> dict:
@@ -277,7 +295,7 @@ def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, st
         with beam.Pipeline(runner=_local_runner(options, workers), options=options) as pipeline:
             build_pipeline(pipeline, config, files, vocab, staging_dir, _spill_to(config, options, staging_dir))
         spill.report(staging_dir, config.memory_budget)
-        manifest = _read_manifest(staging_dir)
+        manifest = _staged_manifest(staging_dir)
     except BaseException as err:  # Ctrl-C included: the staging folder goes, an earlier output stays
         message = _bertprep_message(err, staging_dir) if isinstance(err, Exception) else None
         dask_runner = sys.modules.get("bertprep.pipeline.beam.dask_runner")
@@ -301,7 +319,7 @@ def _run_and_publish(config, options: PipelineOptions, vocab, workers, files, st
 def _spill_to(config: ShardsConfig, options: PipelineOptions, staging_dir: str) -> tuple[str, int] | None:
     """The local runner's ``(spill folder, memory budget per worker process in bytes)`` (``spill.py``); None
     with a named runner (Dask and Dataflow shuffle out of memory themselves) or a remote output folder."""
-    if options.view_as(StandardOptions).runner or "://" in staging_dir:
+    if options.view_as(StandardOptions).runner or storage.is_remote(staging_dir):
         return None
     direct = options.view_as(DirectOptions)
     processes = direct.direct_num_workers if direct.direct_running_mode == "multi_processing" else 1
@@ -314,7 +332,7 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     output_dir = config.output_dir
     sets, remove = [], []
     if config.eval_fraction > 0:
-        eval_manifest = _read_manifest(FileSystems.join(staging_dir, heldout.EVAL_DIR))
+        eval_manifest = _staged_manifest(storage.join(staging_dir, heldout.EVAL_DIR))
         eval_files = [entry["file"] for entry in eval_manifest["shards"]] + schema.vocab_file_names(eval_manifest)
         sets.append((heldout.EVAL_DIR, heldout.EVAL_DIR, eval_files))
         log.info(
@@ -330,13 +348,17 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     publish.publish(output_dir, staging_dir, sets, remove)
 
 
-def _read_manifest(directory: str) -> dict:
-    with FileSystems.open(FileSystems.join(directory, schema.MANIFEST_NAME)) as f:
-        return json.loads(f.read().decode("utf-8"))
+def _staged_manifest(directory: str) -> dict:
+    """The manifest the pipeline wrote in its staging folder ``directory``, read through Beam's file systems, as
+    the pipeline's other outputs are read and published (``publish.py``), and checked as every manifest is
+    (``schema.parse_manifest``)."""
+    path = FileSystems.join(directory, schema.MANIFEST_NAME)
+    with FileSystems.open(path) as f:
+        return schema.parse_manifest(f.read(), path)
 
 
 def _same_dir(a: str, b: str) -> bool:
-    if "://" in a or "://" in b:
+    if storage.is_remote(a) or storage.is_remote(b):
         return a.rstrip("/") == b.rstrip("/")
     return os.path.realpath(a) == os.path.realpath(b)
 
@@ -360,7 +382,7 @@ def _make_staging_dir(output_dir: str) -> tuple[str, bool]:
     Raises:
         MakeShardsError: ``output_dir`` is a file, or cannot be created or written to.
     """
-    local = "://" not in output_dir
+    local = not storage.is_remote(output_dir)
     if local and os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
     created = False
@@ -389,7 +411,7 @@ def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) 
             shards.remove_tree(staging_dir)
         except Exception:
             log.warning("could not remove %s", staging_dir)
-    if created_output_dir and "://" not in created_output_dir:
+    if created_output_dir and not storage.is_remote(created_output_dir):
         with contextlib.suppress(OSError):
             os.rmdir(created_output_dir)
 

@@ -11,9 +11,9 @@ import re
 import zlib
 from collections.abc import Callable, Generator, Iterator, Sequence
 
+from bertprep.core import storage
 from bertprep.core.paths import web_url_message
 from bertprep.pipeline.readers.base import InputError, ReaderStats
-from bertprep.pipeline.remote import RemotePathError, check_remote_path
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +43,9 @@ def _match(pattern: str) -> list[tuple[str, int]]:
     return sorted((m.path, m.size_in_bytes) for m in result.metadata_list)
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def _expand_directory(directory: str) -> list[tuple[str, int]]:
     base = directory.rstrip("/")
-    pattern = base + "/**" if _is_remote(base) else os.path.join(base, "**")
+    pattern = base + "/**" if storage.is_remote(base) else os.path.join(base, "**")
     kept = []
     for path, size in _match(pattern):
         relative = path[len(base) :].lstrip("/" + os.sep)
@@ -67,15 +63,15 @@ def _expand_pattern(pattern: str) -> list[tuple[str, int]]:
     if url:
         raise InputError(url)
     try:
-        check_remote_path(pattern, "input")
-    except RemotePathError as err:
+        storage.check_remote_path(pattern, "input", clients=("beam",))
+    except storage.RemotePathError as err:
         raise InputError(str(err)) from None
     if _has_glob(pattern):
         matches = _match(pattern)
         if not matches:
             raise InputError(f"input pattern {pattern!r} matches no file; check the path and the glob")
         return matches
-    if pattern.endswith("/") or (not _is_remote(pattern) and os.path.isdir(pattern)):
+    if pattern.endswith("/") or (not storage.is_remote(pattern) and os.path.isdir(pattern)):
         matches = _expand_directory(pattern)
         if not matches:
             raise InputError(
@@ -85,7 +81,7 @@ def _expand_pattern(pattern: str) -> list[tuple[str, int]]:
     matches = _match(pattern)
     if matches:
         return matches
-    if _is_remote(pattern):  # object stores have no directories: try the path as a prefix
+    if storage.is_remote(pattern):  # object stores have no directories: try the path as a prefix
         matches = _expand_directory(pattern)
         if matches:
             return matches
@@ -140,7 +136,7 @@ def input_root(pattern: str, files: Sequence[str] = ()) -> str:
     if _has_glob(pattern):
         fixed = pattern[: min(pattern.index(c) for c in "*?[" if c in pattern)]
         return fixed[: fixed.rfind("/") + 1]
-    if pattern in files or not (pattern.endswith("/") or _is_remote(pattern) or os.path.isdir(pattern)):
+    if pattern in files or not (pattern.endswith("/") or storage.is_remote(pattern) or os.path.isdir(pattern)):
         return pattern[: pattern.rfind("/") + 1]
     return pattern.rstrip("/") + "/"
 

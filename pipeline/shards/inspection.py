@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bertprep.core import schema
+from bertprep.core import schema, storage
 
 
 def _shown_config_value(config: dict, key: str) -> str:
@@ -261,7 +261,7 @@ def load_vocab_tokens(shard_dir: str, manifest: dict[str, Any] | None = None) ->
     from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
     from bertprep.core.vocab_files import parse_vocab_txt
 
-    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
+    manifest = manifest if manifest is not None else storage.read_manifest(shard_dir)
     path = os.path.join(shard_dir, (manifest.get("vocab") or {}).get("file") or schema.VOCAB_TXT)
     if not path.endswith(schema.VOCAB_TXT):
         return load_pretrained_tokenizer(path).tokens
@@ -277,7 +277,7 @@ def iter_rows(
 
     Raises ``ValueError`` naming the shard when it is not a readable Arrow file (truncated, overwritten) or
     cannot be fetched."""
-    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
+    manifest = manifest if manifest is not None else storage.read_manifest(shard_dir)
     for index in range(len(manifest["shards"])):
         path = shard_path(index) if shard_path else os.path.join(shard_dir, manifest["shards"][index]["file"])
         try:
@@ -389,7 +389,7 @@ def verify_shards(
         ``{"rows": n, "shards": k, "errors": [messages...]}``; an empty ``errors`` list means all is well
         (at most 20 messages are kept).
     """
-    manifest = manifest if manifest is not None else schema.read_manifest(shard_dir)
+    manifest = manifest if manifest is not None else storage.read_manifest(shard_dir)
     c = _Checks.from_manifest(manifest)
     for index, entry in enumerate(manifest["shards"]):
         if shard_path is None:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import atomic, schema
+from bertprep.core import atomic, schema, storage
 from bertprep.pipeline.shards import store
 
 log = logging.getLogger("bertprep")
@@ -64,7 +64,7 @@ def _exists(path: str) -> bool:
 def _write_journal(output_dir: str, journal: dict) -> None:
     path = FileSystems.join(output_dir, JOURNAL_NAME)
     data = json.dumps(journal, indent=1).encode()
-    if "://" in output_dir:  # one object write is atomic on an object store
+    if storage.is_remote(output_dir):  # one object write is atomic on an object store
         with FileSystems.create(path) as f:
             f.write(data)
         return
@@ -84,7 +84,7 @@ def _play_set(staging_dir: str, target: str, files: Sequence[str]) -> None:
     staged_manifest = FileSystems.join(staging_dir, schema.MANIFEST_NAME)
     if not _exists(staged_manifest):  # the new manifest was moved in: this set is done
         return
-    if "://" not in target and not os.path.isdir(target):
+    if not storage.is_remote(target) and not os.path.isdir(target):
         os.makedirs(target)
     top = FileSystems.split(FileSystems.join(target, schema.MANIFEST_NAME))[0]
     old = [
@@ -113,7 +113,7 @@ def _remove_set(target: str) -> None:
     for group in (markers, [p for p in old if p not in markers]):
         if group:
             FileSystems.delete(group)
-    if "://" not in target and os.path.isdir(target) and not os.listdir(target):
+    if not storage.is_remote(target) and os.path.isdir(target) and not os.listdir(target):
         os.rmdir(target)
 
 

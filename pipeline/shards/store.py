@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import atomic, schema
+from bertprep.core import atomic, schema, storage
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +391,7 @@ class _BeamFiles(atomic.LocalFiles):
     def names(directory: str, prefix: str) -> list[str]:
         """Names under ``directory`` starting with ``prefix``; on an object store, where a folder is a name
         prefix, the first path component of the objects found under ``<directory>/<prefix>*``."""
-        if "://" not in directory:
+        if not storage.is_remote(directory):
             return atomic.LocalFiles.names(directory, prefix)
         matched = FileSystems.match([FileSystems.join(directory, prefix + "*/**")])[0].metadata_list
         base = directory.rstrip("/") + "/"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Tokenizer
 
-from bertprep.core import vocab_files
+from bertprep.core import storage, vocab_files
 from bertprep.core.normalization import (
     check_vocab_strip_accents,
     looks_cased,
@@ -43,7 +43,6 @@ from bertprep.core.vocab_files import (  # noqa: F401  (re-exported: the pipelin
     SPECIAL_TOKENS,
     VocabError,
 )
-from bertprep.pipeline.remote import RemotePathError, check_remote_path
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +163,11 @@ def _read_text(path: str) -> str:
     if url:
         raise VocabError(url)
     try:
-        check_remote_path(path, "vocab")  # seconds, not the client's minutes of retries without network
-    except RemotePathError as err:
+        # seconds, not the client's minutes of retries without network
+        storage.check_remote_path(path, "vocab", clients=("beam",))
+    except storage.RemotePathError as err:
         raise VocabError(str(err)) from None
-    if "://" not in path and os.path.isdir(path):
+    if not storage.is_remote(path) and os.path.isdir(path):
         raise VocabError(f"{path} is a directory without a vocab.txt or tokenizer.json; pass the vocab file itself")
     if not FileSystems.exists(path):  # a missing gs:// object raises google's NotFound (not an OSError) on open
         raise VocabError(f"{path}: vocab file not found")
@@ -226,7 +226,7 @@ def load_vocab(path: str) -> Vocab:
 def _vocab_file_in(path: str) -> str:
     """``path``, or for a local directory the vocab file in it: a BPE / Unigram ``tokenizer.json``, else
     ``vocab.txt``, else a ``tokenizer.json`` (an absent one is refused by :func:`_read_text`)."""
-    if "://" in path or not os.path.isdir(path):
+    if storage.is_remote(path) or not os.path.isdir(path):
         return path
     tokenizer_json = os.path.join(path, vocab_files.TOKENIZER_FILE)
     vocab_txt = os.path.join(path, vocab_files.VOCAB_FILE)

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.inspect_cmd import inspect_shards
+from bertprep.core import storage
 from cloud_factory import upload_folder
 from conftest import need_module
 
@@ -77,6 +78,28 @@ def test_verify_of_a_bucket_names_a_changed_shard_and_checks_the_others(gcs, sha
     assert output.startswith("Error: verification failed:\n")
     (problem,) = output.splitlines()[1:]
     assert problem.strip().startswith(f"{gcs}/shards/shard-00001-of-00002.arrow: sha256 differs from the one in ")
+    assert _cached(cache) == ["shard-00000-of-00002.arrow"]
+
+
+@pytest.mark.parametrize("store", ["gcs", "s3"])
+def test_verify_asks_the_bucket_not_the_warm_cache(request, shards, cache, store):
+    """A shard overwritten in the bucket while the cache holds the copy fetched before: ``--verify`` compares
+    the object's version (GCS generation, S3 ETag) with the cached copy's, fetches it again and fails as with a
+    cold cache (before: "verified: ... match", from the stale copy)."""
+    bucket = request.getfixturevalue(store)
+    upload_folder(shards, f"{bucket}/shards")
+    status, output = _inspect(f"{bucket}/shards", "-n", "0", "--no-stats", "--verify")
+    assert status == 0 and "verified:" in output
+    assert _cached(cache) == ["shard-00000-of-00002.arrow", "shard-00001-of-00002.arrow"]  # the cache is warm
+    with (
+        open(shards / "shard-00000-of-00002.arrow", "rb") as f,
+        storage.open(f"{bucket}/shards/shard-00001-of-00002.arrow", "wb") as out,
+    ):
+        out.write(f.read())
+    status, output = _inspect(f"{bucket}/shards", "-n", "0", "--no-stats", "--verify")
+    assert status == 1, output
+    (problem,) = output.splitlines()[1:]
+    assert problem.strip().startswith(f"{bucket}/shards/shard-00001-of-00002.arrow: sha256 differs from the one in ")
     assert _cached(cache) == ["shard-00000-of-00002.arrow"]
 
 

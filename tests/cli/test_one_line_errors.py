@@ -193,7 +193,7 @@ def test_a_checkpoints_path_that_is_a_file_is_refused_before_training(tiny_shard
 @pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_remote_paths_that_cannot_work_fail_fast(tmp_path):
     """Before: a gs:// path ended in Beam's "Unable to get filesystem" traceback (without apache-beam[gcp]) or,
-    with it and no network, after about 112 s of client retries. pipeline.remote answers in seconds; here (no
+    with it and no network, after about 112 s of client retries. core.storage's probe answers in seconds; here (no
     gcp extra) the first check speaks. The no-network branch is tests/pipeline/test_remote.py."""
     (tmp_path / "c.txt").write_text("the city was in the river.\n")
     runs = [

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from bertprep.core import schema
+from bertprep.core import schema, storage
 
 
 def test_id_type_is_the_smallest_that_holds_every_id():
@@ -47,18 +47,20 @@ def test_vocab_fingerprint_is_the_sha256_of_its_vocab_txt(tmp_path):
 
 def test_read_manifest_refuses_unfinished_other_version_and_missing_shards(tmp_path):
     with pytest.raises(FileNotFoundError, match=re.escape("no manifest.json; this is not a finished shard directory")):
-        schema.read_manifest(str(tmp_path))
+        storage.read_manifest(str(tmp_path))
     manifest = {"format_version": schema.FORMAT_VERSION, "shards": [{"file": schema.shard_name(0, 1)}]}
     (tmp_path / schema.MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(
         ValueError, match=re.escape("manifest lists shard-00000-of-00001.arrow but the file is missing")
     ):
-        schema.read_manifest(str(tmp_path))
+        storage.read_manifest(str(tmp_path))
     (tmp_path / schema.shard_name(0, 1)).write_bytes(b"")
-    assert schema.shard_paths(str(tmp_path)) == [str(tmp_path / schema.shard_name(0, 1))]
+    assert schema.shard_paths(str(tmp_path), storage.read_manifest(str(tmp_path))) == [
+        str(tmp_path / schema.shard_name(0, 1))
+    ]
     (tmp_path / schema.MANIFEST_NAME).write_text(json.dumps(manifest | {"format_version": 99}), encoding="utf-8")
     with pytest.raises(ValueError, match="format_version 99, this bertprep reads version 1"):
-        schema.read_manifest(str(tmp_path))
+        storage.read_manifest(str(tmp_path))
 
 
 @pytest.mark.parametrize("arrow_type", [pa.uint8(), pa.uint16(), pa.uint32(), pa.int32(), pa.int64(), pa.float32()])

@@ -1,5 +1,5 @@
-"""pipeline.remote: a gs:// or s3:// path that cannot work is refused in seconds, at the endpoint the client
-library will use (the cloud's, or an emulator's)."""
+"""core.storage's probe (and pipeline.beam.filesystems, Beam's side): a gs:// or s3:// path that cannot work
+is refused in seconds, at the endpoint the client library will use (the cloud's, or an emulator's)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,18 @@ import time
 
 import pytest
 
-from bertprep.pipeline import remote
+from bertprep.core import storage
+from bertprep.pipeline.beam import filesystems
 from conftest import need_module
 
 
 @pytest.fixture(autouse=True)
 def fresh_probes():
-    remote._reachable.cache_clear()
-    remote._bucket_exists.cache_clear()
+    storage._reachable.cache_clear()
+    storage._bucket_exists.cache_clear()
     yield
-    remote._reachable.cache_clear()
-    remote._bucket_exists.cache_clear()
+    storage._reachable.cache_clear()
+    storage._bucket_exists.cache_clear()
 
 
 @pytest.fixture
@@ -27,9 +28,9 @@ def no_network(monkeypatch):
 
     def silent(address, timeout=None):
         time.sleep(timeout)
-        raise remote.socket.timeout("timed out")
+        raise storage.socket.timeout("timed out")
 
-    monkeypatch.setattr(remote.socket, "create_connection", silent)
+    monkeypatch.setattr(storage.socket, "create_connection", silent)
 
 
 @pytest.fixture
@@ -40,8 +41,8 @@ def gcs_installed(monkeypatch):
 
 
 def test_local_paths_are_not_probed(monkeypatch):
-    monkeypatch.setattr(remote.socket, "create_connection", lambda *a, **k: pytest.fail("probed a local path"))
-    remote.check_remote_path("/data/corpus.txt", "--output-dir")
+    monkeypatch.setattr(storage.socket, "create_connection", lambda *a, **k: pytest.fail("probed a local path"))
+    storage.check_remote_path("/data/corpus.txt", "--output-dir")
 
 
 def test_a_scheme_without_filesystem_names_the_extra(monkeypatch):
@@ -54,16 +55,16 @@ def test_a_scheme_without_filesystem_names_the_extra(monkeypatch):
         )
 
     monkeypatch.setattr(FileSystems, "get_filesystem", staticmethod(no_filesystem))
-    with pytest.raises(remote.RemotePathError, match=r"--output-dir gs://b/x: no filesystem for gs://.*apache-beam"):
-        remote.check_remote_path("gs://b/x", "--output-dir")
+    with pytest.raises(storage.RemotePathError, match=r"--output-dir gs://b/x: no filesystem for gs://.*apache-beam"):
+        storage.check_remote_path("gs://b/x", "--output-dir", clients=("beam",))
 
 
 def test_no_credentials_is_refused_at_once(gcs_installed, no_network, monkeypatch, tmp_path):
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
     start = time.monotonic()
-    with pytest.raises(remote.RemotePathError, match=r"no Google Cloud credentials found.*gcloud auth"):
-        remote.check_remote_path("gs://b/x", "--output-dir", timeout=0.5)
+    with pytest.raises(storage.RemotePathError, match=r"no Google Cloud credentials found.*gcloud auth"):
+        storage.check_remote_path("gs://b/x", "--output-dir", clients=("beam",), timeout=0.5)
     assert time.monotonic() - start < 3
 
 
@@ -71,8 +72,8 @@ def test_an_unreachable_endpoint_is_refused_within_the_timeout(gcs_installed, no
     """Without network the client retried for about 112 s; the probe gives up after its timeout."""
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "key.json"))
     start = time.monotonic()
-    with pytest.raises(remote.RemotePathError) as err:
-        remote.check_remote_path("gs://b/shards", "--output-dir", timeout=0.5)
+    with pytest.raises(storage.RemotePathError) as err:
+        storage.check_remote_path("gs://b/shards", "--output-dir", clients=("beam",), timeout=0.5)
     assert time.monotonic() - start < 3
     message = str(err.value)
     assert message.startswith(
@@ -90,10 +91,10 @@ def test_an_emulator_is_probed_instead_of_google_and_needs_no_credentials(gcs_in
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
-    monkeypatch.setattr(remote, "_gcs_credentials_found", lambda timeout: pytest.fail("asked for credentials"))
-    assert remote.storage_endpoint("gs") == (("127.0.0.1", port), True)
-    with pytest.raises(remote.RemotePathError) as err:
-        remote.check_remote_path("gs://b/shards", "--output-dir", timeout=0.5)
+    monkeypatch.setattr(storage, "_gcs_credentials_found", lambda timeout: pytest.fail("asked for credentials"))
+    assert storage.storage_endpoint("gs") == (("127.0.0.1", port), True)
+    with pytest.raises(storage.RemotePathError) as err:
+        storage.check_remote_path("gs://b/shards", "--output-dir", clients=("beam",), timeout=0.5)
     assert str(err.value).startswith(f"--output-dir gs://b/shards: cannot reach 127.0.0.1:{port} (")
     assert "emulator or endpoint is running" in str(err.value)
 
@@ -106,14 +107,14 @@ def test_s3_endpoint_and_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "https://minio.example:9000")
-    assert remote.storage_endpoint("s3") == (("minio.example", 9000), True)
-    remote.set_s3_endpoint_url("http://127.0.0.1:9")  # Beam's --s3_endpoint_url wins
+    assert storage.storage_endpoint("s3") == (("minio.example", 9000), True)
+    storage.set_s3_endpoint_url("http://127.0.0.1:9")  # Beam's --s3_endpoint_url wins
     try:
-        assert remote.storage_endpoint("s3") == (("127.0.0.1", 9), True)
+        assert storage.storage_endpoint("s3") == (("127.0.0.1", 9), True)
     finally:
-        remote.set_s3_endpoint_url(None)
-    with pytest.raises(remote.RemotePathError, match=r"^-i s3://b/x: no AWS credentials found .*aws configure"):
-        remote.check_remote_path("s3://b/x", "-i", timeout=0.5)
+        storage.set_s3_endpoint_url(None)
+    with pytest.raises(storage.RemotePathError, match=r"^-i s3://b/x: no AWS credentials found .*aws configure"):
+        storage.check_remote_path("s3://b/x", "-i", clients=("beam",), timeout=0.5)
 
 
 def test_an_s3_endpoint_of_the_aws_config_file_is_the_one_probed(monkeypatch, tmp_path):
@@ -126,14 +127,14 @@ def test_an_s3_endpoint_of_the_aws_config_file_is_the_one_probed(monkeypatch, tm
     config = tmp_path / "config"
     config.write_text("[default]\nendpoint_url = http://minio.internal:9000\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    remote._configured_s3_endpoint.cache_clear()
+    storage._configured_s3_endpoint.cache_clear()
     try:
-        assert remote.storage_endpoint("s3") == (("minio.internal", 9000), True)
+        assert storage.storage_endpoint("s3") == (("minio.internal", 9000), True)
         config.write_text("[default]\nregion = eu-west-1\n")
-        remote._configured_s3_endpoint.cache_clear()
-        assert remote.storage_endpoint("s3") == (("s3.amazonaws.com", 443), False)
+        storage._configured_s3_endpoint.cache_clear()
+        assert storage.storage_endpoint("s3") == (("s3.amazonaws.com", 443), False)
     finally:
-        remote._configured_s3_endpoint.cache_clear()
+        storage._configured_s3_endpoint.cache_clear()
 
 
 def test_with_an_emulator_beam_does_not_search_for_credentials(monkeypatch):
@@ -148,7 +149,7 @@ def test_with_an_emulator_beam_does_not_search_for_credentials(monkeypatch):
         auth._Credentials, "_get_service_credentials", staticmethod(lambda options: pytest.fail("searched"))
     )
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
-    remote.use_filesystem_options(PipelineOptions([]))
+    filesystems.use_filesystem_options(PipelineOptions([]))
     assert auth.get_service_credentials(PipelineOptions([])) is None
 
 
@@ -164,17 +165,17 @@ def test_a_worker_takes_each_runs_store_settings_and_gives_back_its_own(monkeypa
     monkeypatch.setattr(auth._Credentials, "_credentials_init", False)
     monkeypatch.setattr(auth._Credentials, "_credentials", None)
     monkeypatch.setattr(FileSystems, "_pipeline_options", None)
-    monkeypatch.setattr(remote, "_S3_ENDPOINT_URL", [None])
-    monkeypatch.setattr(remote, "_APPLIED", [None])
-    monkeypatch.setattr(remote, "_OWN_ENDPOINTS", {})
-    for name in remote.ENDPOINT_VARIABLES:
+    monkeypatch.setattr(storage, "_S3_ENDPOINT_URL", [None])
+    monkeypatch.setattr(filesystems, "_APPLIED", [None])
+    monkeypatch.setattr(filesystems, "_OWN_ENDPOINTS", {})
+    for name in storage.ENDPOINT_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
     # the command's side
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9023")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-secret")
     options = PipelineOptions(["--s3_region_name=eu-west-1", "--dask_client_address=tcp://h:1"])
-    emulator_run = remote.worker_settings(options, runner_options={"address"})
+    emulator_run = filesystems.worker_settings(options, runner_options={"address"})
     assert dict(emulator_run.options) == {"s3_region_name": "eu-west-1"}
     assert dict(emulator_run.environment) == {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9023"}
     assert "the-secret" not in repr(emulator_run)
@@ -182,14 +183,14 @@ def test_a_worker_takes_each_runs_store_settings_and_gives_back_its_own(monkeypa
     # a worker with an S3 endpoint of its own
     monkeypatch.delenv("STORAGE_EMULATOR_HOST")
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://worker-own:9000")
-    remote.apply_worker_settings(emulator_run)
-    assert remote.os.environ["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:9023"
-    assert remote.os.environ["AWS_ENDPOINT_URL_S3"] == "http://worker-own:9000"
+    filesystems.apply_worker_settings(emulator_run)
+    assert storage.os.environ["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:9023"
+    assert storage.os.environ["AWS_ENDPOINT_URL_S3"] == "http://worker-own:9000"
     assert FileSystems._pipeline_options.view_as(S3Options).s3_region_name == "eu-west-1"
     assert auth._Credentials._credentials_init  # "none found" recorded: no 25 s search against an emulator
-    remote.apply_worker_settings(remote.WorkerSettings((), ()))  # then a run on the cloud's store
-    assert "STORAGE_EMULATOR_HOST" not in remote.os.environ
-    assert remote.os.environ["AWS_ENDPOINT_URL_S3"] == "http://worker-own:9000"
+    filesystems.apply_worker_settings(filesystems.WorkerSettings((), ()))  # then a run on the cloud's store
+    assert "STORAGE_EMULATOR_HOST" not in storage.os.environ
+    assert storage.os.environ["AWS_ENDPOINT_URL_S3"] == "http://worker-own:9000"
     assert FileSystems._pipeline_options.view_as(S3Options).s3_region_name is None
     assert not auth._Credentials._credentials_init  # Beam searches for the cloud's credentials again
 
@@ -200,8 +201,8 @@ def test_a_bucket_that_does_not_exist_is_one_line(request, store):
     was a nested BeamIOError of the listing); an existing bucket passes."""
     bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME, created
     scheme = bucket.split("://")[0]
-    remote.check_remote_path(f"{bucket}/out", "--output-dir")
-    with pytest.raises(remote.RemotePathError) as err:
-        remote.check_remote_path(f"{scheme}://no-such-bucket-here/out", "--output-dir")
+    storage.check_remote_path(f"{bucket}/out", "--output-dir")
+    with pytest.raises(storage.RemotePathError) as err:
+        storage.check_remote_path(f"{scheme}://no-such-bucket-here/out", "--output-dir")
     assert str(err.value).startswith(f"--output-dir {scheme}://no-such-bucket-here/out: the bucket no-such-bucket-here")
     assert ("gcloud storage buckets create" if scheme == "gs" else "aws s3 mb") in str(err.value)

@@ -373,8 +373,9 @@ def test_dynamic_whole_word_masking_takes_whole_words(tmp_path):
 _READ_A_SHARD = """
 import sys
 from bertprep.bert_model.pretrain.data import _ShardReader
+from bertprep.core import storage
 from bertprep.core import schema
-path = schema.shard_paths(sys.argv[1])[0]
+path = schema.shard_paths(sys.argv[1], storage.read_manifest(sys.argv[1]))[0]
 reader = _ShardReader(path, vocab_size=None)
 assert reader.num_rows > 0
 print("pandas" in sys.modules, "numpy" in sys.modules)

@@ -383,3 +383,45 @@ def test_a_held_out_set_beside_bucket_shards_is_pointed_at(gcs, tiny_shards, tmp
         _train(f"{gcs}/shards", tmp_path / "run", tmp_path / "cache", max_steps=2, num_workers=0)
     held_out = f"{gcs}/shards/eval"
     assert f"{held_out} holds the held-out set made with these shards; pass --eval-shards {held_out}" in caplog.text
+
+
+def test_a_full_cache_disk_is_named_as_such(gs_shards, tmp_path, monkeypatch):
+    """The cache's disk fills up while a shard is fetched: one line that says so, names the cache folder and how
+    to move it (before: "No space left on device; check the credentials and network"), and no partial file."""
+    import errno
+
+    from bertprep.bert_model.pretrain import remote_shards
+
+    def disk_full(src, out, *args):
+        out.write(src.read(16))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    cache = tmp_path / "cache"
+    _, shard_cache = remote_shards.open_cache(gs_shards, str(cache))
+    monkeypatch.setattr(remote_shards, "_copy", disk_full)
+    with pytest.raises(remote_shards.RemoteShardError) as err:
+        shard_cache.fetch(0)
+    message = str(err.value)
+    assert message == (
+        f"cannot fetch {gs_shards}/{shard_cache.files[0]}: no space left on the disk of the shard cache {cache}; free "
+        "space there, lower --cache-max-gb, or move the cache to a larger disk with --cache-dir (or XDG_CACHE_HOME)"
+    )
+    assert _cached_shards(cache) == []
+    _no_temporary_files(cache)
+
+
+def test_the_cache_does_not_serve_a_shard_overwritten_in_the_bucket(gs_shards, tmp_path):
+    """A run that starts after a shard was written again in the bucket fetches it again (its generation differs
+    from the cached copy's) and names it, instead of training on the copy the cache kept."""
+    from bertprep.bert_model.pretrain import remote_shards
+    from bertprep.core import storage
+
+    _, first = remote_shards.open_cache(gs_shards, str(tmp_path / "cache"))
+    kept = first.fetch(1)
+    with storage.open(f"{gs_shards}/{first.files[1]}", "wb") as out:
+        out.write(storage.read_bytes(f"{gs_shards}/{first.files[0]}"))
+    _, second = remote_shards.open_cache(gs_shards, str(tmp_path / "cache"))
+    assert second.fetch(0) == first.local_path(0)  # (unchanged: fetched, then served from the cache)
+    with pytest.raises(remote_shards.RemoteShardError, match="sha256 differs from the one in"):
+        second.fetch(1)
+    assert not os.path.exists(kept)

@@ -36,7 +36,7 @@ def test_every_private_beam_class_the_dask_adapter_imports_is_there():
 
 
 def test_the_credentials_cache_the_emulator_path_sets_is_there():
-    """``remote._no_credentials_search`` records "no credentials" in Beam's private credentials cache when a GCS
+    """``filesystems._no_credentials_search`` records "no credentials" in Beam's private credentials cache when a GCS
     emulator is set (else Beam searches for Google's credentials for ~25 s first); it is guarded (a Beam without
     the cache searches as before), and this names the names it needs."""
     need_module("google.cloud.storage")
@@ -45,7 +45,7 @@ def test_the_credentials_cache_the_emulator_path_sets_is_there():
     cache = auth._Credentials
     for name in ("_credentials_lock", "_credentials_init", "_credentials"):
         assert hasattr(cache, name), f"Beam {version('apache-beam')}: auth._Credentials.{name}"
-    assert "_Credentials" in (ROOT / "pipeline" / "remote.py").read_text()
+    assert "_Credentials" in (ROOT / "pipeline" / "beam" / "filesystems.py").read_text()
 
 
 def test_the_output_handler_takes_the_arguments_the_adapter_passes():
@@ -89,7 +89,7 @@ def test_the_dask_options_kept_from_the_workers_are_found_by_their_names():
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from bertprep.pipeline.beam.dask_runner import _dask_option_names
-    from bertprep.pipeline.remote import worker_settings
+    from bertprep.pipeline.beam.filesystems import worker_settings
 
     names = _dask_option_names()
     assert {"address", "timeout", "scheduler_file", "npartitions", "partition_size"} <= names
@@ -108,7 +108,7 @@ def test_the_installed_beam_is_within_setup_cfgs_bounds():
 
 
 def test_beams_s3_operations_share_one_boto3_client_per_process_and_settings(monkeypatch):
-    """``remote._share_s3_clients``: every operation of Beam's S3 file system makes an ``S3IO`` and so a
+    """``filesystems._share_s3_clients``: every operation of Beam's S3 file system makes an ``S3IO`` and so a
     ``boto3_client.Client``, which made a new boto3 session and client each time (0.2-0.7 s: most of an s3://
     run). After ``use_filesystem_options`` they share the first one's boto3 client, and other settings (the
     ``--s3_*`` options, the ``AWS_*`` environment) get their own. Fails when Beam renames the class or stops
@@ -117,11 +117,11 @@ def test_beams_s3_operations_share_one_boto3_client_per_process_and_settings(mon
     from apache_beam.io.aws import s3io
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from bertprep.pipeline import remote
+    from bertprep.pipeline.beam import filesystems
 
     for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "x"}.items():
         monkeypatch.setenv(name, value)
-    remote.use_filesystem_options(PipelineOptions([]))  # (as make-shards does; it installs the sharing)
+    filesystems.use_filesystem_options(PipelineOptions([]))  # (as make-shards does; it installs the sharing)
     options = PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:9"])
     first, second = (
         s3io.S3IO(options=options),
@@ -139,7 +139,7 @@ def test_beams_s3_operations_share_one_boto3_client_per_process_and_settings(mon
 
 
 def test_beams_gcs_operations_share_one_client_per_thread_options_and_environment(gcs, monkeypatch):
-    """``remote._share_gcs_clients``: Beam's GCS file system made a ``GcsIO`` (a new storage client, HTTP
+    """``filesystems._share_gcs_clients``: Beam's GCS file system made a ``GcsIO`` (a new storage client, HTTP
     session and options parse) for every operation: 2,060 in the GCS publish-kill test. After
     ``use_filesystem_options`` (the ``gcs`` fixture calls it, as make-shards does) one thread's operations
     share one, against the real emulator; another thread, another options object or another

@@ -70,7 +70,7 @@ DATAFLOW_ARGS = [
 # package to install when it is missing.
 # (extras, imported where used: huggingface_hub resolves a Hub id given as --vocab, on the launching machine)
 OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy", "dask", "distributed", "huggingface_hub", "boto3", "botocore"}
-# (boto3, botocore: only for s3:// paths, from the cloud extra: pipeline/remote.py)
+# (boto3, botocore: only for s3:// paths, from the cloud extra: core/storage.py)
 
 
 def _config(**kw) -> ShardsConfig:

@@ -9,8 +9,13 @@ reached through the client libraries Beam uses (google-cloud-storage, boto3).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -88,7 +93,7 @@ def test_the_same_corpus_in_another_folder_gives_the_same_bytes(corpus, local_di
 
 
 #: The S3 runs take seconds since make-shards shares one boto3 client among Beam's S3 operations
-#: (``remote._share_s3_clients``; before, 30-50 s each); the second GCS run is ``slow`` (``make test`` runs it,
+#: (``filesystems._share_s3_clients``; before, 30-50 s each); the second GCS run is ``slow`` (``make test`` runs it,
 #: ``make test-fast`` does not).
 STORES = [
     ("gcs", "default"),
@@ -144,7 +149,7 @@ def _reader_verdict(root: str, local: Path) -> str:
     (every shard's size and sha256 as its manifest lists them, and every row valid), else the errors."""
     from apache_beam.io.filesystems import FileSystems
 
-    from bertprep.core import schema
+    from bertprep.core import storage
     from bertprep.pipeline.shards.inspection import verify_shards
 
     shutil.rmtree(local, ignore_errors=True)
@@ -154,7 +159,7 @@ def _reader_verdict(root: str, local: Path) -> str:
         with FileSystems.open(meta.path) as f:
             path.write_bytes(f.read())
     try:
-        schema.read_manifest(str(local))
+        storage.read_manifest(str(local))
     except FileNotFoundError:
         return "refused"
     errors = verify_shards(str(local))["errors"]
@@ -243,7 +248,7 @@ def _worker_endpoints() -> dict[str, str]:
     """The storage endpoint variables set in a worker process (``client.run`` calls it in each)."""
     import os
 
-    from bertprep.pipeline.remote import ENDPOINT_VARIABLES
+    from bertprep.core.storage import ENDPOINT_VARIABLES
 
     return {name: os.environ[name] for name in ENDPOINT_VARIABLES if name in os.environ}
 
@@ -329,3 +334,59 @@ def test_make_shards_on_gcs_rides_out_an_outage_during_its_publish(corpus, local
     assert len(outages) == 1 and server.proc.poll() is None  # the restarted server took the publish
     assert got == local_digests["default"]
     assert not [name for name in object_digests(f"{bucket}/out") if name.startswith(".")]  # no journal, no staging
+
+
+def _started_make_shards(corpus, out: str, env: dict) -> tuple[subprocess.Popen, list[str], threading.Event]:
+    """``bertprep make-shards`` of ``corpus`` into ``out`` in a subprocess, its stderr lines collected; the event
+    is set once it logs that its pipeline starts (its inputs found, its output checked)."""
+    command = [sys.executable, "-m", "bertprep.cli.main", "make-shards", "-i", str(corpus), "--vocab",
+               str(CORPUS_VOCAB), "-o", out, "--input-format", "bert", "--max-seq-length", "64", "--dupe-factor",
+               "20", "--num-shards", "3", "--overwrite", *ONE_WORKER]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    lines, started = [], threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if " input files -> " in line:
+                started.set()
+        started.set()  # (ended before: the test's assertions say why)
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines, started
+
+
+@pytest.mark.slow  # about 20 s on 2 busy cores (two make-shards runs and a subprocess's start)
+@pytest.mark.parametrize("store", ["gcs", "s3"])
+def test_make_shards_stops_in_one_line_when_its_store_goes_away(corpus, request, store, tmp_path):
+    """The store goes away for good while make-shards writes to it: within the stated wait
+    (``BERTPREP_STORE_TIMEOUT_S``, 3 s here, and a probe's second) one line names the store and the output folder,
+    no traceback, exit status 1 (before: minutes of the clients' retries without a word, then a 260-line
+    traceback). The earlier output is untouched, and the next run into the folder finishes and cleans up."""
+    from bertprep.pipeline.beam.filesystems import STORE_TIMEOUT_ENV
+
+    server, bucket = request.getfixturevalue("gcs_to_restart" if store == "gcs" else "s3_to_stop")
+    out = f"{bucket}/out"
+    _make(bucket, str(corpus), str(CORPUS_VOCAB), OPTIONS["default"])
+    earlier = object_digests(out)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", STORE_TIMEOUT_ENV: "3"}
+    proc, lines, started = _started_make_shards(corpus, out, env)
+    try:
+        assert started.wait(120) and proc.poll() is None, "\n".join(lines)
+        server.stop()
+        stopped = time.monotonic()
+        assert proc.wait(timeout=60) == 1, "\n".join(lines)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    after = "\n".join(lines[next(i for i, x in enumerate(lines) if " input files -> " in x) :])
+    assert "Traceback" not in after, after
+    assert lines[-1].startswith(f"Error: the store of {out} (127.0.0.1:") and "has not answered for 3 s" in lines[-1]
+    assert "holds its earlier output" in lines[-1] and STORE_TIMEOUT_ENV in lines[-1]
+    assert took < 3 + 10, took
+    if store == "gcs":  # (moto keeps its objects in memory: a stopped S3 emulator has none to show)
+        server.restart()
+        assert {k: v for k, v in object_digests(out).items() if not k.startswith(".")} == earlier
+        _make(bucket, str(corpus), str(CORPUS_VOCAB), dict(OPTIONS["default"], overwrite=True))
+        assert not [name for name in object_digests(out) if name.startswith(".")]  # no staging, no journal left

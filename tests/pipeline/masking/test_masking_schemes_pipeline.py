@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from bertprep.core.schema import read_manifest
+from bertprep.core.storage import read_manifest
 from bertprep.pipeline.shards.inspection import iter_rows
 from conftest import FIXTURES, need_module
 from pipeline_factory import make_shards

@@ -34,8 +34,8 @@ google_exceptions = need_module("google.api_core.exceptions")
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.io.gcp.gcsio import parse_gcs_path  # noqa: E402
 
-from bertprep.core import schema  # noqa: E402
-from bertprep.pipeline import readers, remote  # noqa: E402
+from bertprep.core import schema, storage  # noqa: E402
+from bertprep.pipeline import readers  # noqa: E402
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards  # noqa: E402
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig  # noqa: E402
 from bertprep.pipeline.masking.config import MaskingConfig  # noqa: E402
@@ -169,9 +169,9 @@ def fake_gcs(monkeypatch, no_network) -> FakeGcsIO:
     """``gs://`` served by Beam's GCSFileSystem over an in-memory object store."""
     store = FakeGcsIO()
     monkeypatch.setattr(gcsfilesystem.GCSFileSystem, "_gcsIO", lambda self: store)
-    # the store stands in for the service: it answers, with credentials (bertprep's fast check, remote.py)
-    monkeypatch.setattr(remote, "_gcs_credentials_found", lambda timeout: True)
-    monkeypatch.setattr(remote, "_reachable", lambda address, timeout: None)
+    # the store stands in for the service: it answers, with credentials (bertprep's fast check, core/storage.py)
+    monkeypatch.setattr(storage, "_gcs_credentials_found", lambda timeout: True)
+    monkeypatch.setattr(storage, "_reachable", lambda address, timeout: None)
     return store
 
 
