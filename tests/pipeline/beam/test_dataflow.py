@@ -69,8 +69,11 @@ DATAFLOW_ARGS = [
 # Imported only when asked for (--segmenter blingfire, --word-segmenter jieba / kiwi), with an error naming the
 # package to install when it is missing.
 # (extras, imported where used: huggingface_hub resolves a Hub id given as --vocab, on the launching machine)
-OPTIONAL_IMPORTS = {"blingfire", "jieba", "kiwipiepy", "dask", "distributed", "huggingface_hub", "boto3", "botocore"}
-# (boto3, botocore: only for s3:// paths, from the cloud extra: core/storage.py)
+OPTIONAL_IMPORTS = {
+    *("blingfire", "jieba", "kiwipiepy", "dask", "distributed", "huggingface_hub", "boto3", "botocore", "fsspec"),
+}
+# (boto3, botocore: only for s3:// paths, from the cloud extra: core/storage.py; fsspec: core/storage.py's client
+# for the commands' own reads of a bucket, from the gcp and cloud extras, imported where it is used)
 
 
 def _config(**kw) -> ShardsConfig:
