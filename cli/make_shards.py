@@ -22,6 +22,7 @@ from bertprep.pipeline.config import (
     MASKING_MODES,
     MIN_SPLIT_BYTES,
     OBJECTIVES,
+    OUTPUT_FORMATS,
     PAIRING_SCOPES,
     SAMPLING_MODES,
     InstanceConfig,
@@ -127,6 +128,15 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     type=click.IntRange(min=0),
     callback=_check_split_bytes,
     help=f"{field_help(ShardsConfig, 'split_bytes')} At least {MIN_SPLIT_BYTES:,} (1 MiB) besides 0.",
+)
+@_option("output_format", type=click.Choice(OUTPUT_FORMATS))
+@_option("mds_compression", metavar="NAME")
+@_option(
+    "mds_hashes",
+    metavar="NAMES",
+    default="",
+    show_default=False,
+    help=f"{field_help(ShardsConfig, 'mds_hashes')} Comma-separated.",
 )
 @_option("dedup", type=click.Choice(DEDUP_MODES))
 @_option("dedup_threshold", type=click.FloatRange(0, 1, min_open=True))
