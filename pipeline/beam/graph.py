@@ -97,11 +97,7 @@ def build_pipeline(
         spill_to = spill_to if plan is None and config.output_format != "megatron" else None
         made, read_counts = _global_instances(config, keys, file_list, tmp_dir, folders, split_files, plan, spill_to)
         shared_counts.extend(read_counts)
-        documents = {side: docs for side, (_, _, docs) in made.items()}  # each side's tokenized documents
-        made = {side: (side_buckets, side_counts) for side, (side_buckets, side_counts, _) in made.items()}
-        if config.output_format == "megatron":
-            side_dirs = {"train": tmp_dir, "eval": eval_dir}
-            format_parts = _megatron_parts(documents, keys, side_dirs, len(vocab.tokens))
+        made, format_parts = _megatron_parts(config, made, keys, {"train": tmp_dir, "eval": eval_dir}, vocab)
     if split:
         made = _with_other_side_counts(made)
     vocab_info = _vocab_info(config, vocab)
@@ -241,16 +237,20 @@ def _global_instances(
 
 
 def _megatron_parts(
-    documents: dict[str, beam.PCollection], keys: Sequence[str], side_dirs: dict[str, str], vocab_size: int
-) -> dict[str, beam.PCollection]:
-    """``--output-format megatron``: each side's tokenized documents -> its Megatron parts in that side's
-    staging folder (``megatron_output.py``); side -> the parts' entries."""
-    return {
-        side: docs
-        | ("WriteMegatronDocuments" if side == "train" else "WriteEvalMegatronDocuments")
-        >> WriteMegatronDocuments(side_dirs[side], keys, vocab_size)
-        for side, docs in documents.items()
-    }
+    config: ShardsConfig, made: dict[str, tuple], keys: Sequence[str], side_dirs: dict[str, str], vocab: Vocab
+) -> tuple[dict[str, tuple], dict[str, beam.PCollection]]:
+    """``made`` (side -> (bucket metas, counts, tokenized documents)) without the documents, and with
+    ``--output-format megatron`` each side's documents -> its Megatron parts in that side's staging folder
+    (``megatron_output.py``): side -> the parts' entries (else none)."""
+    parts = {}
+    if config.output_format == "megatron":
+        parts = {
+            side: docs
+            | ("WriteMegatronDocuments" if side == "train" else "WriteEvalMegatronDocuments")
+            >> WriteMegatronDocuments(side_dirs[side], keys, len(vocab.tokens))
+            for side, (_, _, docs) in made.items()
+        }
+    return {side: (side_buckets, counts) for side, (side_buckets, counts, _) in made.items()}, parts
 
 
 def _with_other_side_counts(made: dict[str, tuple]) -> dict[str, tuple]:

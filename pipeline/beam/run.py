@@ -342,7 +342,10 @@ def _refuse_foreign_files(config: ShardsConfig) -> None:
         "megatron": formats.MEGATRON_FILES,
     }[config.output_format]
     eval_names = tuple(n for n in names if n != formats.DATASET_CARD)  # the card is the training set's
-    for folder, folder_names in ((config.output_dir, names), (FileSystems.join(config.output_dir, heldout.EVAL_DIR), eval_names)):
+    for folder, folder_names in (
+        (config.output_dir, names),
+        (FileSystems.join(config.output_dir, heldout.EVAL_DIR), eval_names),
+    ):
         found = formats.foreign_files(folder, folder_names)
         if found:
             raise MakeShardsError(

@@ -217,7 +217,9 @@ def write_mds_shard(
         out = os.path.join(local, folder)
         with (
             _library_logs_quiet(),
-            streaming.MDSWriter(out=out, columns=columns, compression=compression, hashes=list(hashes) or None) as writer,
+            streaming.MDSWriter(
+                out=out, columns=columns, compression=compression, hashes=list(hashes) or None
+            ) as writer,
         ):
             for sample in _mds_samples(plan, columns):
                 writer.write(sample)
@@ -363,7 +365,14 @@ def dataset_card(manifest: dict[str, Any], has_eval: bool) -> str:
     vocab_size = int(manifest["vocab"]["size"])
     objective = manifest["config"].get("objective", "nsp")
     arrow_schema = schema.shard_schema(vocab_size, objective, "word_ids" in columns)
-    lines = ["---", "configs:", "- config_name: default", "  data_files:", "  - split: train", "    path: shard-*.arrow"]
+    lines = [
+        "---",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        "  - split: train",
+        "    path: shard-*.arrow",
+    ]
     if has_eval:
         lines += [f"  - split: {EVAL_SPLIT}", f"    path: {schema.EVAL_DIR}/shard-*.arrow"]
     lines += ["dataset_info:", "  features:"]

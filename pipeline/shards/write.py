@@ -193,7 +193,6 @@ class WriteManifestFn(beam.DoFn):
         except OSError as err:
             raise MakeShardsError(shards.os_error_message(err, f"writing manifest.json (in {self.tmp_dir})")) from err
 
-
     def _format_files(self, entries: list[dict], manifest: dict, format_parts: list[dict]) -> dict:
         """The output format's files besides the shards, written into the staging folder: the merged MDS index
         (``mds``), the Megatron dataset merged from ``format_parts`` (``megatron``: the parts' entries,

@@ -4,6 +4,7 @@ Arrow shards of the same input, vocab and seed, in the same order; bad input is 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -18,11 +19,12 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.core import schema
 from bertprep.pipeline.shards import formats
+from conftest import need_module
 from pipeline_factory import FILES, make_shards, tokenized
 
-pytest.importorskip("megatron.core.datasets.indexed_dataset", reason="the megatron extra is not installed")
-if __import__("importlib").util.find_spec("streaming") is None:
-    pytest.skip("the mds extra (mosaicml-streaming) is not installed", allow_module_level=True)
+for _library in ("streaming", "megatron"):  # the mds and megatron extras (imported by the runs, not here)
+    if importlib.util.find_spec(_library) is None:
+        need_module(_library)  # skips, or fails under CI=true
 
 #: The runs' settings besides the fixture's: a held-out set, so that both sets and the card's two splits exist.
 RUN = ("--eval-fraction", "0.2")
@@ -42,7 +44,11 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def _arrow_rows(folder: Path) -> list[dict]:
     manifest = schema.read_manifest(str(folder))
-    return [row for path in schema.shard_paths(str(folder), manifest) for row in schema.read_shard(path).read_all().to_pylist()]
+    return [
+        row
+        for path in schema.shard_paths(str(folder), manifest)
+        for row in schema.read_shard(path).read_all().to_pylist()
+    ]
 
 
 def _streaming_rows(folder: Path) -> list[dict]:
@@ -109,7 +115,7 @@ def test_megatron_holds_the_documents_of_the_arrow_rows_in_input_order(runs):
     manifest = json.loads((runs["megatron"] / "manifest.json").read_text())
     assert manifest["megatron"]["documents"] == len(train)
     # the same run's Arrow instances: each A segment is a run of consecutive word pieces of one document
-    flat = [sum(doc, []) for doc in train]
+    flat = [[i for sentence in doc for i in sentence] for doc in train]
     for row in _arrow_rows(runs["megatron"]):
         a = _segment_a(row)
         assert any(a == f[i : i + len(a)] for f in flat for i in range(len(f) - len(a) + 1)), a
@@ -142,7 +148,9 @@ def test_bertprep_train_refuses_mds_shards_in_one_line(runs):
 
 def test_a_missing_library_is_refused_before_any_work(tmp_path, monkeypatch):
     real = formats.importlib.util.find_spec
-    monkeypatch.setattr(formats.importlib.util, "find_spec", lambda name, *a: None if name == "streaming" else real(name, *a))
+    monkeypatch.setattr(
+        formats.importlib.util, "find_spec", lambda name, *a: None if name == "streaming" else real(name, *a)
+    )
     result = make_shards(tmp_path / "out", "--output-format", "mds")
     assert result.exit_code == 2 and "pip install 'bertprep[mds]'" in result.output
     assert not (tmp_path / "out").exists()
@@ -173,7 +181,13 @@ def test_another_tools_files_are_never_replaced_and_formats_replace_each_other(t
     assert make_shards(out, "--output-format", "mds").exit_code == 0
     assert make_shards(out, "--overwrite").exit_code == 0  # Arrow now: the MDS set goes, sub-folders included
     names = sorted(os.listdir(out))
-    assert names == ["README.md", "manifest.json", "shard-00000-of-00002.arrow", "shard-00001-of-00002.arrow", "vocab.txt"]
+    assert names == [
+        "README.md",
+        "manifest.json",
+        "shard-00000-of-00002.arrow",
+        "shard-00001-of-00002.arrow",
+        "vocab.txt",
+    ]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
