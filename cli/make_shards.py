@@ -188,8 +188,10 @@ def make_shards(beam_args, quiet, **options):
           --runner=DataflowRunner --project=P --region=us-central1 \\
           --temp_location=gs://b/tmp --setup_file=./setup.py
 
-    Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt
-    and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
+    Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt, a
+    dataset card README.md (datasets.load_dataset(DIR) loads them) and manifest.json (written last: a directory
+    without it is incomplete); --output-format mds or megatron writes the same data for Composer or Megatron-LM.
+    See `bertprep inspect`.
     """
     from apache_beam.options.pipeline_options import PipelineOptions
 

@@ -32,7 +32,8 @@ import shutil
 import sys
 import tempfile
 import types
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,7 +88,7 @@ def check_output_format(output_format: str, vocab_size: int, mds_compression=Non
 
 
 def _check_megatron_vocab(vocab_size: int) -> None:
-    from megatron.core.datasets.indexed_dataset import DType
+    DType = _indexed_dataset("DType")
 
     dtype = DType.optimal_dtype(vocab_size)
     if vocab_size - 1 > np.iinfo(dtype).max:
@@ -143,6 +144,17 @@ def import_streaming() -> types.ModuleType:
     package.__spec__ = spec
     sys.modules["streaming"] = package
     return importlib.import_module("streaming.base")
+
+
+def _indexed_dataset(*names: str) -> Any:
+    """``names`` of ``megatron.core.datasets.indexed_dataset``, imported without the UserWarnings that importing
+    ``megatron.core`` prints where NVIDIA's Transformer Engine and Apex are not installed (none of it is used to
+    write or read an indexed dataset)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Transformer Engine and Apex", category=UserWarning)
+        module = importlib.import_module("megatron.core.datasets.indexed_dataset")
+    found = tuple(getattr(module, name) for name in names)
+    return found if len(found) > 1 else found[0]
 
 
 # ------------------------------------------------------------------------------------------------- MDS
@@ -266,12 +278,14 @@ def merge_mds_index(output_dir: str, entries: list[dict[str, Any]]) -> dict[str,
 # -------------------------------------------------------------------------------------------- Megatron
 
 
-def write_megatron_part(local_prefix: str, documents: list[list[list[int]]], vocab_size: int) -> int:
-    """Write ``documents`` (each a list of sentences, each a list of token ids) with megatron.core's
+def write_megatron_part(local_prefix: str, documents: Sequence[Sequence[Any]], vocab_size: int) -> int:
+    """Write ``documents`` (each a list of sentences, each a list or array of token ids) with megatron.core's
     ``IndexedDatasetBuilder`` to ``local_prefix.bin``/``.idx``: one sequence per sentence and a document
     boundary after each document (``add_document``, as preprocess_data.py --split-sentences); returns the
     number of sentences."""
-    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder, get_bin_path, get_idx_path
+    DType, IndexedDatasetBuilder, get_bin_path, get_idx_path = _indexed_dataset(
+        "DType", "IndexedDatasetBuilder", "get_bin_path", "get_idx_path"
+    )
 
     builder = IndexedDatasetBuilder(get_bin_path(local_prefix), dtype=DType.optimal_dtype(vocab_size))
     sentences = 0
@@ -311,7 +325,7 @@ def megatron_manifest(output_dir: str, parts: list[dict[str, Any]], vocab_size: 
     """Merge the parts (entries of :func:`write_megatron_documents`, any order: merged in ``key`` order) into
     ``output_dir/text_sentence.bin``/``.idx``, delete them, and return the manifest's entries: ``output_format``,
     ``format_files`` and ``megatron`` (prefix, documents, sentences, tokens, dtype)."""
-    from megatron.core.datasets.indexed_dataset import DType
+    DType = _indexed_dataset("DType")
 
     ordered = sorted(parts, key=lambda p: p["key"])
     files = merge_megatron_parts(output_dir, [p["part"] for p in ordered], vocab_size)
@@ -330,7 +344,9 @@ def merge_megatron_parts(output_dir: str, parts: list[str], vocab_size: int) -> 
     """Concatenate the part datasets ``parts`` (prefixes in ``output_dir``, in order) into
     ``output_dir/text_sentence.bin``/``.idx`` with ``IndexedDatasetBuilder.add_index`` (as Megatron's
     tools/merge_datasets.py does); returns the two files' manifest entries."""
-    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder, get_bin_path, get_idx_path
+    DType, IndexedDatasetBuilder, get_bin_path, get_idx_path = _indexed_dataset(
+        "DType", "IndexedDatasetBuilder", "get_bin_path", "get_idx_path"
+    )
 
     with tempfile.TemporaryDirectory(prefix="bertprep-megatron-") as local:
         merged = os.path.join(local, MEGATRON_PREFIX)
@@ -438,7 +454,7 @@ def iter_mds_rows(shard_dir: str, manifest: dict[str, Any]) -> Iterator[dict[str
     streaming = import_streaming()
     with _library_logs_quiet():
         dataset = streaming.StreamingDataset(local=shard_dir, shuffle=False, batch_size=1)
-    empty = {"masked_lm_positions": [], "masked_lm_ids": []}
+    empty: dict[str, Any] = {"masked_lm_positions": [], "masked_lm_ids": []}
     for i in range(len(dataset)):
         sample = dataset[i]
         yield empty | {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in sample.items() if k != "len"}
@@ -471,7 +487,7 @@ def verify_format_files(shard_dir: str, manifest: dict[str, Any]) -> dict[str, A
         if (rows, tokens) != expected:
             errors.append(f"StreamingDataset reads {rows} rows of {tokens} tokens; the manifest has {expected}")
         return {"rows": rows, "files": len(files), "errors": errors}
-    from megatron.core.datasets.indexed_dataset import IndexedDataset
+    IndexedDataset = _indexed_dataset("IndexedDataset")
 
     meta = manifest["megatron"]
     dataset = IndexedDataset(os.path.join(shard_dir, meta["prefix"]))
