@@ -51,9 +51,11 @@ def _arrow_rows(folder: Path) -> list[dict]:
     ]
 
 
-def _streaming_rows(folder: Path) -> list[dict]:
+def _streaming_rows(folder: Path, split: str | None = None) -> list[dict]:
+    """The rows as a Composer trainer reads them: ``StreamingDataset(local=..., split=...)``, as the YAML of
+    docs/other-trainers.md sets them (the training set: split None; the held-out set: split "eval")."""
     streaming = formats.import_streaming()
-    dataset = streaming.StreamingDataset(local=str(folder), shuffle=False, batch_size=1)
+    dataset = streaming.StreamingDataset(local=str(folder), split=split, shuffle=False, batch_size=1)
     return [dataset[i] for i in range(len(dataset))]
 
 
@@ -61,7 +63,7 @@ def _streaming_rows(folder: Path) -> list[dict]:
 @pytest.mark.parametrize("subset", ["", schema.EVAL_DIR])
 def test_streaming_reads_the_arrow_rows_in_order(runs, subset):
     arrow = _arrow_rows(runs["arrow"] / subset)
-    mds = _streaming_rows(runs["mds"] / subset)
+    mds = _streaming_rows(runs["mds"], subset or None)
     assert len(mds) == len(arrow) > 0
     for a, m in zip(arrow, mds, strict=True):
         assert m["input_ids"].dtype == np.uint16  # the fixture vocab fits
@@ -228,3 +230,12 @@ def test_mds_columns_follow_the_vocab_size():
     columns = formats.mds_columns(50_368, "none", masked=False)
     assert list(columns) == ["input_ids", "token_type_ids", "len"]
     assert pa.uint16() == schema.id_type_for_vocab(50_368)
+
+
+@pytest.mark.slow  # one run: ~15 s
+def test_megatron_parts_of_any_size_merge_into_the_same_files(runs, tmp_path, monkeypatch):
+    from bertprep.pipeline.beam import megatron_output
+
+    monkeypatch.setattr(megatron_output, "DOCUMENTS_PER_PART", 4)  # the fixture's 30 documents: 8 parts
+    assert make_shards(tmp_path / "out", "--output-format", "megatron", *RUN).exit_code == 0
+    assert _files(tmp_path / "out") == _files(runs["megatron"])
