@@ -104,12 +104,18 @@ def _play_set(staging_dir: str, target: str, files: Sequence[str], recorded: Seq
             for folder in sorted({os.path.dirname(dst) for _, dst in moves}):
                 os.makedirs(folder, exist_ok=True)
         FileSystems.rename([src for src, _ in moves], [dst for _, dst in moves])
-    new = {FileSystems.join(target, f) for f in files}
-    replaced = [p for p in old if p not in markers and p not in new]
+    new = set(files)
+    replaced = [p for p in old if p not in markers and _relative(target, p) not in new]
     if replaced:
         FileSystems.delete(replaced)
         _remove_empty_folders(target, replaced)
     FileSystems.rename([staged_manifest], [FileSystems.join(target, schema.MANIFEST_NAME)])
+
+
+def _relative(target: str, path: str) -> str:
+    """``path`` (as ``FileSystems.match`` or ``join`` spell it under ``target``) relative to ``target``."""
+    base = target.rstrip("/") + "/"
+    return path[len(base) :] if path.startswith(base) else os.path.basename(path)
 
 
 def _recorded_outputs(target: str, recorded: Sequence[str], listed: Sequence[str]) -> list[str]:

@@ -171,7 +171,7 @@ def test_bad_mds_options_are_refused_in_one_line(tmp_path):
     assert result.exit_code == 2 and "--output-format mds only" in result.output
 
 
-@pytest.mark.slow  # two runs: ~20 s
+@pytest.mark.slow  # three runs: ~30 s
 def test_another_tools_files_are_never_replaced_and_formats_replace_each_other(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -190,6 +190,10 @@ def test_another_tools_files_are_never_replaced_and_formats_replace_each_other(t
         "shard-00001-of-00002.arrow",
         "vocab.txt",
     ]
+    # MDS again, one shard: the Arrow shards and the card (recorded by the Arrow manifest) go; no folder is left
+    assert make_shards(out, "--output-format", "mds", "--overwrite", num_shards=1).exit_code == 0
+    assert sorted(os.listdir(out)) == ["index.json", "manifest.json", "shard-00000-of-00001", "vocab.txt"]
+    assert sorted(p.name for p in (out / "shard-00000-of-00001").iterdir()) == ["index.json", "shard.00000.mds"]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
