@@ -243,3 +243,15 @@ def test_megatron_parts_of_any_size_merge_into_the_same_files(runs, tmp_path, mo
     monkeypatch.setattr(megatron_output, "DOCUMENTS_PER_PART", 4)  # the fixture's 30 documents: 8 parts
     assert make_shards(tmp_path / "out", "--output-format", "megatron", *RUN).exit_code == 0
     assert _files(tmp_path / "out") == _files(runs["megatron"])
+
+
+def test_settings_a_format_cannot_take_are_refused():
+    from pipeline_factory import shards_config
+
+    with pytest.raises(ValueError, match="drop --pairing-scope file"):
+        shards_config(output_format="megatron", pairing_scope="file")
+    with pytest.raises(ValueError, match="--output-format mds only"):
+        shards_config(output_format="megatron", mds_compression="zstd")
+    config = shards_config(output_format="mds", mds_hashes=("sha1",))
+    assert config.to_dict()["output_format"] == "mds" and config.to_dict()["mds_hashes"] == ["sha1"]
+    assert "output_format" not in shards_config().to_dict()  # an Arrow run's manifest is unchanged
