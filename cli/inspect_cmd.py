@@ -64,6 +64,9 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
         raise click.ClickException(str(err)) from err
     if stats:
         click.echo(inspection.format_statistics(manifest))
+    if manifest.get("output_format") == "mds":
+        _inspect_mds(shard_dir, manifest, num_examples, skip, verify)
+        return
     if num_examples:
         tokens = inspection.load_vocab_tokens(local_dir, manifest)
         rows = itertools.islice(inspection.iter_rows(local_dir, manifest, shard_path), skip, skip + num_examples)
@@ -84,8 +87,45 @@ def inspect_shards(shard_dir: str, num_examples: int, skip: int, stats: bool, ve
             if objective != "none"
             else "is full but the last of each bucket, document separators as counted"
         )
+        if manifest.get("output_format") == "megatron":
+            _verify_format_files(shard_dir, manifest)
         click.echo(
             f"\nverified: {report['rows']:,} rows in {report['shards']} shards match the manifest "
             f"(objective {objective}); every row <= max_seq_length, starts with [CLS], {layout}; token "
             "types and masked positions well formed"
         )
+
+
+def _verify_format_files(shard_dir: str, manifest: dict) -> dict:
+    """``--verify`` of an ``mds`` or ``megatron`` directory's files (``formats.verify_format_files``); a local
+    directory only."""
+    from bertprep.core import storage
+    from bertprep.pipeline.shards import formats
+
+    if storage.is_remote(shard_dir):
+        raise click.ClickException(
+            f"--verify of --output-format {manifest['output_format']} files reads a local directory: copy "
+            f"{shard_dir} to a local folder and verify that"
+        )
+    report = formats.verify_format_files(shard_dir, manifest)
+    if report["errors"]:
+        raise click.ClickException("verification failed:\n  " + "\n  ".join(report["errors"]))
+    click.echo(
+        f"\nverified: the {report['files']} {manifest['output_format']} files match the manifest (sha256) and "
+        f"{formats.LIBRARIES[manifest['output_format']][2]} reads {report['rows']:,} rows/sequences as recorded"
+    )
+    return report
+
+
+def _inspect_mds(shard_dir: str, manifest: dict, num_examples: int, skip: int, verify: bool) -> None:
+    """Instances of an MDS directory (read with ``StreamingDataset``), decoded; ``--verify``: its files."""
+    from bertprep.core import storage
+    from bertprep.pipeline.shards import formats, inspection
+
+    if num_examples and not storage.is_remote(shard_dir):
+        tokens = inspection.load_vocab_tokens(shard_dir, manifest)
+        rows = itertools.islice(formats.iter_mds_rows(shard_dir, manifest), skip, skip + num_examples)
+        for k, row in enumerate(rows, start=skip):
+            click.echo(f"\n#{k}: {inspection.decode_instance(row, tokens, inspection.objective_of(manifest))}")
+    if verify:
+        _verify_format_files(shard_dir, manifest)

@@ -22,6 +22,7 @@ from bertprep.pipeline.config import (
     MASKING_MODES,
     MIN_SPLIT_BYTES,
     OBJECTIVES,
+    OUTPUT_FORMATS,
     PAIRING_SCOPES,
     SAMPLING_MODES,
     InstanceConfig,
@@ -128,6 +129,15 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
     callback=_check_split_bytes,
     help=f"{field_help(ShardsConfig, 'split_bytes')} At least {MIN_SPLIT_BYTES:,} (1 MiB) besides 0.",
 )
+@_option("output_format", type=click.Choice(OUTPUT_FORMATS))
+@_option("mds_compression", metavar="NAME")
+@_option(
+    "mds_hashes",
+    metavar="NAMES",
+    default="",
+    show_default=False,
+    help=f"{field_help(ShardsConfig, 'mds_hashes')} Comma-separated.",
+)
 @_option("dedup", type=click.Choice(DEDUP_MODES))
 @_option("dedup_threshold", type=click.FloatRange(0, 1, min_open=True))
 @_option("dedup_ngram", type=click.IntRange(min=1))
@@ -178,8 +188,10 @@ def make_shards(beam_args, quiet, **options):
           --runner=DataflowRunner --project=P --region=us-central1 \\
           --temp_location=gs://b/tmp --setup_file=./setup.py
 
-    Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt
-    and manifest.json (written last: a directory without it is incomplete). See `bertprep inspect`.
+    Without --runner it runs locally on every core. Output: shard-NNNNN-of-MMMMM.arrow files, vocab.txt, a
+    dataset card README.md (datasets.load_dataset(DIR) loads them) and manifest.json (written last: a directory
+    without it is incomplete); --output-format mds or megatron writes the same data for Composer or Megatron-LM.
+    See `bertprep inspect`.
     """
     from apache_beam.options.pipeline_options import PipelineOptions
 

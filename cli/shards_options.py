@@ -195,11 +195,25 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
     settings.update(do_lower_case=do_lower_case, strip_accents=strip_accents)
     settings.update(sources=sources, mixture_alpha=mixture_alpha)
     settings["decontaminate"] = split_inputs(options.get("decontaminate") or ())
+    if isinstance(settings.get("mds_hashes"), str):  # --mds-hashes sha1,xxh64
+        settings["mds_hashes"] = split_inputs([settings["mds_hashes"]]) if settings["mds_hashes"] else ()
     try:
         config = ShardsConfig(inputs=inputs, instance=instance, **settings)
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
+    _check_output_format(config, vocab)
     return config, vocab, warnings
+
+
+def _check_output_format(config: ShardsConfig, vocab) -> None:
+    """Refuse, before any work, an output format whose library is missing or that cannot hold the vocab
+    (``shards.formats.check_output_format``)."""
+    from bertprep.pipeline.shards.formats import FormatError, check_output_format
+
+    try:
+        check_output_format(config.output_format, vocab.size, config.mds_compression, config.mds_hashes)
+    except FormatError as err:
+        raise click.BadParameter(str(err), param_hint="--output-format") from err
 
 
 def _refuse_a_guessed_normalization(vocab, do_lower_case: bool, strip_accents, warnings: list, explicit) -> None:

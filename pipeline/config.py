@@ -27,6 +27,9 @@ DEDUP_MODES = ("none", "exact", "minhash")
 DECONTAMINATE_MODES = ("drop", "cut")
 #: Pre-training objectives (``--objective``): what a row holds besides the masked LM (see InstanceConfig.objective).
 OBJECTIVES = ("nsp", "sop", "none")
+#: What make-shards writes (``shards/formats.py``): bertprep's Arrow shards, MosaicML Streaming's MDS, or
+#: Megatron-LM's indexed dataset.
+OUTPUT_FORMATS = ("arrow", "mds", "megatron")
 
 
 @dataclass(frozen=True)
@@ -290,6 +293,22 @@ class ShardsConfig:
     5-7x what it keeps). 0: every document on disk. The shards are the same for any value (not in the
     manifest); Dask and Dataflow shuffle out of memory themselves and ignore it."""
 
+    output_format: str = "arrow"
+    """What the run writes. ``arrow``: bertprep's shards (shard-NNNNN-of-MMMMM.arrow), which ``bertprep train``
+    reads and Hugging Face ``datasets.load_dataset(OUTPUT_DIR)`` loads (a dataset card README.md names the
+    splits). ``mds``: the same instances as MosaicML Streaming's MDS (``MDSWriter``; one sub-folder per shard and
+    a merged index.json) for Composer trainers such as ModernBERT's (pip install 'bertprep[mds]'). ``megatron``:
+    the tokenized documents, one sequence per sentence with document boundaries, as Megatron-LM's indexed
+    dataset (``text_sentence.bin``/``.idx``, as its preprocess_data.py --split-sentences writes) for its BERT
+    dataset, which pairs and masks at training time (pip install 'bertprep[megatron]'; pairing_scope ``global``).
+    Every format has manifest.json written last."""
+    mds_compression: str | None = None
+    """``output_format`` ``mds``: the compression of MDS's shard files (one of the library's, e.g. ``zstd``,
+    ``zstd:7``, ``gz``, ``br``, ``snappy``, ``bz2``); ``None``: uncompressed."""
+    mds_hashes: tuple[str, ...] = ()
+    """``output_format`` ``mds``: the hashes MDS records of each shard file in index.json (the library's, e.g.
+    ``sha1``, ``xxh64``), which ``StreamingDataset(validate_hash=...)`` checks."""
+
     def __post_init__(self) -> None:
         if not self.inputs:
             raise ValueError("no inputs given")
@@ -327,11 +346,23 @@ class ShardsConfig:
         if self.dedup_ngram < 1:
             raise ValueError(f"--dedup-ngram must be >= 1 (words per shingle), got {self.dedup_ngram}")
         self._check_mixture()
+        self._check_output_format()
         if self.decontaminate_ngram < 1:
             raise ValueError(f"--decontaminate-ngram must be >= 1 (words per n-gram), got {self.decontaminate_ngram}")
         if self.decontaminate_mode not in DECONTAMINATE_MODES:
             raise ValueError(
                 f"--decontaminate-mode must be one of {', '.join(DECONTAMINATE_MODES)}, got {self.decontaminate_mode!r}"
+            )
+
+    def _check_output_format(self) -> None:
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ValueError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}, got {self.output_format!r}")
+        if self.output_format != "mds" and (self.mds_compression or self.mds_hashes):
+            raise ValueError("--mds-compression and --mds-hashes go with --output-format mds only")
+        if self.output_format == "megatron" and self.pairing_scope != "global":
+            raise ValueError(
+                "--output-format megatron writes the tokenized documents, which --pairing-scope global gathers; "
+                "drop --pairing-scope file"
             )
 
     def _check_mixture(self) -> None:
@@ -410,6 +441,12 @@ class ShardsConfig:
             del d["decontaminate"], d["decontaminate_ngram"], d["decontaminate_mode"]
         else:
             d["decontaminate"] = list(self.decontaminate)
+        if self.output_format == "arrow":  # the manifest of an Arrow run is unchanged
+            del d["output_format"]
+        if not self.mds_compression and not self.mds_hashes:
+            del d["mds_compression"], d["mds_hashes"]
+        else:
+            d["mds_hashes"] = list(self.mds_hashes)
         del d["split_bytes"]  # how the reading is spread over workers; the output is the same
         del d["memory_budget"]  # where the shuffle's documents wait; the output is the same
         # the mode used; what was asked for beside it where that was auto (the choice is then the options')

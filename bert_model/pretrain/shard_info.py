@@ -117,6 +117,11 @@ def shard_info_from_manifest(
     read through ``source`` when given. Raises ``ValueError`` as :func:`read_shard_info` does."""
     path = _join(shard_dir, schema.MANIFEST_NAME)
     vocab_dir = shard_dir if vocab_dir is None else vocab_dir
+    if manifest.get("output_format") == "mds":  # make-shards --output-format mds: for Composer / streaming
+        raise ValueError(
+            f"{path}: these are MDS shards (make-shards --output-format mds), which a Composer trainer reads "
+            "through mosaicml-streaming; bertprep train reads Arrow shards: make them with --output-format arrow"
+        )
     try:
         config, vocab = manifest["config"], manifest["vocab"]
         info = ShardInfo(

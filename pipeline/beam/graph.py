@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from bertprep.core import schema
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
+from bertprep.pipeline.beam.megatron_output import WriteMegatronDocuments
 from bertprep.pipeline.beam.transforms import (
     CreateTrainingInstances,
     ProcessFilesStreaming,
@@ -67,6 +68,7 @@ def build_pipeline(
     ``global`` scope without ``config.sources``, tokenized documents beyond the budget wait on disk
     (``spill.py``); the shards are the same."""
     elements, split_files = _input_elements(config, files)
+    format_parts: dict[str, beam.PCollection] = {}  # side -> the Megatron parts' entries (output_format megatron)
     keys = readers.input_keys(config.inputs, files)  # what the documents' keys hash: paths relative to the inputs
     file_list = pipeline | "ListInputFiles" >> beam.Create(elements)
     shared_counts = []  # counts that both shard sets record (readers, dedup)
@@ -91,9 +93,11 @@ def build_pipeline(
         if split:
             made["eval"] = (result.eval_buckets, [result.eval_counts])
     else:
-        spill_to = spill_to if plan is None else None  # a mixture cuts documents: they stay in memory
+        # a mixture cuts documents, Megatron's parts read them: they stay in memory
+        spill_to = spill_to if plan is None and config.output_format != "megatron" else None
         made, read_counts = _global_instances(config, keys, file_list, tmp_dir, folders, split_files, plan, spill_to)
         shared_counts.extend(read_counts)
+        made, format_parts = _megatron_parts(config, made, keys, {"train": tmp_dir, "eval": eval_dir}, vocab)
     if split:
         made = _with_other_side_counts(made)
     vocab_info = _vocab_info(config, vocab)
@@ -111,7 +115,8 @@ def build_pipeline(
             vocab_files=vocab.files(),
             manifest_sections=manifest_sections,
         )
-        (side_buckets, counts) | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(manifest)
+        written = (side_buckets, counts, format_parts[side]) if side in format_parts else (side_buckets, counts)
+        written | ("WriteArrowShards" if train else "WriteEvalShards") >> WriteArrowShards(manifest)
 
 
 #: How a document is named in the hashes that place it (bucket, held-out side, mixture draw): the manifest's
@@ -194,7 +199,8 @@ def _global_instances(
 ) -> tuple[dict[str, tuple], list]:
     """The ``global`` scope: documents read, (optionally) decontaminated, deduplicated, tokenized, sampled per
     source and split into the held-out side, then each side's instances in its bucket folder. Returns
-    ``(made, shared_counts)``: side -> (bucket metas, [counts of that side's instances]), and the counts both
+    ``(made, shared_counts)``: side -> (bucket metas, [counts of that side's instances], its tokenized
+    documents), and the counts both
     sides record (decontamination, dedup, the readers', the mixture's, in that order). ``keys``: the input
     files' paths as the documents' keys hash them (``readers.input_keys``)."""
     shared_counts = []
@@ -226,8 +232,25 @@ def _global_instances(
         label = "CreateTrainingInstances" if side == "train" else "CreateEvalInstances"
         sources = None if plan is None else (plan.file_source, plan.names)  # instances counted per source
         result = docs | label >> CreateTrainingInstances(config, keys, folders[side], sources)
-        made[side] = (result.buckets, [result.counts])
+        made[side] = (result.buckets, [result.counts], docs)
     return made, shared_counts
+
+
+def _megatron_parts(
+    config: ShardsConfig, made: dict[str, tuple], keys: Sequence[str], side_dirs: dict[str, str], vocab: Vocab
+) -> tuple[dict[str, tuple], dict[str, beam.PCollection]]:
+    """``made`` (side -> (bucket metas, counts, tokenized documents)) without the documents, and with
+    ``--output-format megatron`` each side's documents -> its Megatron parts in that side's staging folder
+    (``megatron_output.py``): side -> the parts' entries (else none)."""
+    parts = {}
+    if config.output_format == "megatron":
+        parts = {
+            side: docs
+            | ("WriteMegatronDocuments" if side == "train" else "WriteEvalMegatronDocuments")
+            >> WriteMegatronDocuments(side_dirs[side], keys, len(vocab.tokens))
+            for side, (_, _, docs) in made.items()
+        }
+    return {side: (side_buckets, counts) for side, (side_buckets, counts, _) in made.items()}, parts
 
 
 def _with_other_side_counts(made: dict[str, tuple]) -> dict[str, tuple]:

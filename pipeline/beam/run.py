@@ -37,7 +37,7 @@ from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.beam.graph import build_pipeline
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, MakeShardsError, recorded_error
-from bertprep.pipeline.shards import publish
+from bertprep.pipeline.shards import formats, publish
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.text.tokenization import Vocab, load_vocab
 
@@ -253,6 +253,7 @@ def _make_and_publish(
         publish.repair(output_dir)
     except ValueError as err:
         raise MakeShardsError(str(err)) from err
+    _refuse_foreign_files(config)
     existing = shards.existing_outputs(output_dir) + shards.existing_outputs(eval_output_dir)
     if existing and not config.overwrite:
         raise MakeShardsError(
@@ -333,7 +334,7 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     sets, remove = [], []
     if config.eval_fraction > 0:
         eval_manifest = _staged_manifest(storage.join(staging_dir, heldout.EVAL_DIR))
-        eval_files = [entry["file"] for entry in eval_manifest["shards"]] + schema.vocab_file_names(eval_manifest)
+        eval_files = formats.recorded_files(eval_manifest)
         sets.append((heldout.EVAL_DIR, heldout.EVAL_DIR, eval_files))
         log.info(
             "held-out set: %d instances from %d documents in %s",
@@ -344,7 +345,7 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
     elif shards.existing_outputs(FileSystems.join(output_dir, heldout.EVAL_DIR)):
         remove.append(heldout.EVAL_DIR)
         log.info("removing the held-out set of an earlier run (this run has no --eval-fraction)")
-    sets.append(("", "", [entry["file"] for entry in manifest["shards"]] + schema.vocab_file_names(manifest)))
+    sets.append(("", "", formats.recorded_files(manifest)))
     publish.publish(output_dir, staging_dir, sets, remove)
 
 
@@ -355,6 +356,30 @@ def _staged_manifest(directory: str) -> dict:
     path = FileSystems.join(directory, schema.MANIFEST_NAME)
     with FileSystems.open(path) as f:
         return schema.parse_manifest(f.read(), path)
+
+
+def _refuse_foreign_files(config: ShardsConfig) -> None:
+    """Refuse, before any work, an output directory (or its ``eval/``) holding a file this run would write
+    besides its shards (an MDS ``index.json``, Megatron's ``text_sentence.bin``, a ``README.md``) that the
+    directory's manifest does not record: another tool's, which the publish would replace, even with
+    ``--overwrite``."""
+    names = {
+        "arrow": (formats.DATASET_CARD,),
+        "mds": (formats.MDS_INDEX,),
+        "megatron": formats.MEGATRON_FILES,
+    }[config.output_format]
+    eval_names = tuple(n for n in names if n != formats.DATASET_CARD)  # the card is the training set's
+    for folder, folder_names in (
+        (config.output_dir, names),
+        (FileSystems.join(config.output_dir, heldout.EVAL_DIR), eval_names),
+    ):
+        found = formats.foreign_files(folder, folder_names)
+        if found:
+            raise MakeShardsError(
+                f"{FileSystems.join(folder, found[0])} is not make-shards' (no manifest there records it) and "
+                f"--output-format {config.output_format} writes a file of that name; move it away or choose "
+                "another --output-dir"
+            )
 
 
 def _same_dir(a: str, b: str) -> bool:

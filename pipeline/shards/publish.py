@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.core import atomic, schema, storage
-from bertprep.pipeline.shards import store
+from bertprep.pipeline.shards import formats, store
 
 log = logging.getLogger("bertprep")
 
@@ -79,8 +79,9 @@ def _read_journal(output_dir: str) -> dict | None:
         return json.loads(f.read().decode())
 
 
-def _play_set(staging_dir: str, target: str, files: Sequence[str]) -> None:
-    """Move one set (``files`` and its manifest) from ``staging_dir`` into ``target``; idempotent."""
+def _play_set(staging_dir: str, target: str, files: Sequence[str], recorded: Sequence[str] = ()) -> None:
+    """Move one set (``files`` and its manifest) from ``staging_dir`` into ``target``; idempotent. ``recorded``:
+    the files the set in ``target`` recorded when the journal was written (:func:`_recorded_outputs`)."""
     staged_manifest = FileSystems.join(staging_dir, schema.MANIFEST_NAME)
     if not _exists(staged_manifest):  # the new manifest was moved in: this set is done
         return
@@ -92,27 +93,58 @@ def _play_set(staging_dir: str, target: str, files: Sequence[str]) -> None:
         for p in store.existing_outputs(target)  # directly in target, never inside a staging folder
         if store.is_output_name(os.path.basename(p)) and FileSystems.split(p)[0] == top
     ]
+    old += _recorded_outputs(target, recorded, old)
     markers = [p for p in old if os.path.basename(p) in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp")]
     if markers:
         FileSystems.delete(markers)
     moves = [(FileSystems.join(staging_dir, f), FileSystems.join(target, f)) for f in files]
     moves = [(src, dst) for src, dst in moves if _exists(src)]  # the others were moved before a kill
     if moves:
+        if not storage.is_remote(target):  # an MDS shard's files go into its sub-folder
+            for folder in sorted({os.path.dirname(dst) for _, dst in moves}):
+                os.makedirs(folder, exist_ok=True)
         FileSystems.rename([src for src, _ in moves], [dst for _, dst in moves])
     new = set(files)
-    replaced = [p for p in old if p not in markers and os.path.basename(p) not in new]
+    replaced = [p for p in old if p not in markers and _relative(target, p) not in new]
     if replaced:
         FileSystems.delete(replaced)
+        _remove_empty_folders(target, replaced)
     FileSystems.rename([staged_manifest], [FileSystems.join(target, schema.MANIFEST_NAME)])
 
 
-def _remove_set(target: str) -> None:
-    """Delete an earlier run's set in ``target`` (its manifest first); the folder too when it is then empty."""
+def _relative(target: str, path: str) -> str:
+    """``path`` (as ``FileSystems.match`` or ``join`` spell it under ``target``) relative to ``target``."""
+    base = target.rstrip("/") + "/"
+    return path[len(base) :] if path.startswith(base) else os.path.basename(path)
+
+
+def _recorded_outputs(target: str, recorded: Sequence[str], listed: Sequence[str]) -> list[str]:
+    """The files of ``recorded`` (relative to ``target``: what the manifest of its set recorded when the publish
+    was decided, read before that manifest goes) that are still there, besides those ``listed``: an MDS
+    shard's files in its sub-folder, the MDS index, the Megatron files, the dataset card."""
+    paths = [FileSystems.join(target, f) for f in recorded]
+    return [p for p in paths if p not in set(listed) and _exists(p)]
+
+
+def _remove_empty_folders(target: str, deleted: Sequence[str]) -> None:
+    """Remove the local sub-folders of ``target`` that deleting ``deleted`` left empty (an MDS shard's)."""
+    if storage.is_remote(target):
+        return
+    for folder in sorted({os.path.dirname(p) for p in deleted}, reverse=True):
+        if os.path.realpath(folder) != os.path.realpath(target) and os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
+
+
+def _remove_set(target: str, recorded: Sequence[str] = ()) -> None:
+    """Delete an earlier run's set in ``target`` (its manifest first; ``recorded``: the files it recorded); the
+    folder too when it is then empty."""
     old = [p for p in store.existing_outputs(target) if store.is_output_name(os.path.basename(p))]
+    old += _recorded_outputs(target, recorded, old)
     markers = [p for p in old if os.path.basename(p).startswith(schema.MANIFEST_NAME)]
     for group in (markers, [p for p in old if p not in markers]):
         if group:
             FileSystems.delete(group)
+    _remove_empty_folders(target, old)
     if not storage.is_remote(target) and os.path.isdir(target) and not os.listdir(target):
         os.rmdir(target)
 
@@ -122,10 +154,12 @@ def _play(output_dir: str, journal: dict) -> None:
     top_manifest = FileSystems.join(output_dir, schema.MANIFEST_NAME)
     if _exists(FileSystems.join(staging_dir, schema.MANIFEST_NAME)) and _exists(top_manifest):
         FileSystems.delete([top_manifest])  # first: the whole output is marked incomplete until the last step
+    recorded = journal.get("recorded", {})  # sub-folder -> the files its earlier set recorded
     for sub in journal.get("remove", []):  # the training set's manifest is the last file written
-        _remove_set(_join(output_dir, sub))
+        _remove_set(_join(output_dir, sub), recorded.get(sub, ()))
     for entry in journal["sets"]:
-        _play_set(_join(staging_dir, entry["from"]), _join(output_dir, entry["to"]), entry["files"])
+        target = _join(output_dir, entry["to"])
+        _play_set(_join(staging_dir, entry["from"]), target, entry["files"], recorded.get(entry["to"], ()))
     if _exists(staging_dir):  # before the journal: a run killed in between finds the journal and ends here
         store.remove_tree(staging_dir)
     FileSystems.delete([FileSystems.join(output_dir, JOURNAL_NAME)])
@@ -143,6 +177,12 @@ def publish(output_dir: str, staging_dir: str, sets: Sequence[tuple[str, str, Se
         "staging": os.path.basename(staging_dir.rstrip("/")),
         "sets": [{"from": src, "to": dst, "files": list(files)} for src, dst, files in sets],
         "remove": list(remove),
+        # the files each earlier set's manifest records (an MDS shard's sub-folder files, the dataset card...):
+        # read now, as the manifests go first when the journal is played
+        "recorded": {
+            sub: formats.recorded_files(formats.read_manifest_if_any(_join(output_dir, sub)))
+            for sub in [*remove, *(dst for _, dst, _ in sets)]
+        },
     }
     global _publishing
     _publishing = True

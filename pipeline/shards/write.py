@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable, Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import schema
+from bertprep.core import atomic, schema
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, record_error, records_errors
+from bertprep.pipeline.shards import formats
 from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.shards.store import BUCKETS_DIR
 
@@ -98,17 +99,32 @@ def _plan_shards(bucket_metas: list[tuple[int, str, int]], num_shards: int) -> l
 class WriteShardFn(beam.DoFn):
     """A :class:`shards.ShardPlan` -> the shard file in ``output_dir`` (the staging folder) -> its manifest entry."""
 
-    def __init__(self, output_dir: str, vocab_size: int, objective: str = "nsp", word_ids: bool = False):
+    def __init__(
+        self,
+        output_dir: str,
+        vocab_size: int,
+        objective: str = "nsp",
+        word_ids: bool = False,
+        config: ShardsConfig | None = None,
+    ):
         self.output_dir = output_dir
         self.vocab_size = vocab_size
         self.objective = objective
         self.word_ids = word_ids
+        self.config = config  # its output_format ``mds``: the shard is an MDS sub-folder (``formats.py``)
 
     @records_errors("output_dir")
     def process(self, plan: shards.ShardPlan) -> Iterator[dict]:
         name = schema.shard_name(plan.index, plan.count)
+        args = (self.output_dir, plan, self.vocab_size, self.objective, self.word_ids)
         try:
-            entry = shards.write_shard(self.output_dir, plan, self.vocab_size, self.objective, self.word_ids)
+            if self.config is not None and self.config.output_format == "mds":
+                config = self.config
+                entry = formats.write_mds_shard(
+                    *args, config.mds_compression, config.mds_hashes, masked=config.masking == "static"
+                )
+            else:
+                entry = shards.write_shard(*args)
         except OSError as err:
             raise MakeShardsError(shards.os_error_message(err, f"writing shard {name} (in {self.output_dir})")) from err
         log.info("wrote %s: %d rows", entry["file"], entry["rows"])
@@ -142,7 +158,7 @@ class WriteManifestFn(beam.DoFn):
         self.manifest_sections = manifest_sections
 
     @records_errors("tmp_dir")
-    def process(self, shard_entries: list[dict], counts: dict) -> Iterator[str]:
+    def process(self, shard_entries: list[dict], counts: dict, format_parts: Iterable[dict] = ()) -> Iterator[str]:
         log.info("writing %s (%d shards)", schema.MANIFEST_NAME, len(shard_entries))
         entries = sorted(shard_entries, key=lambda e: e["file"])
         counts = dict(counts)
@@ -172,9 +188,30 @@ class WriteManifestFn(beam.DoFn):
         if self.manifest_sections is not None:
             manifest.update(self.manifest_sections(self.config, counts, self.role))
         try:
+            manifest.update(self._format_files(entries, manifest, list(format_parts)))
             yield shards.write_manifest(self.tmp_dir, manifest)
         except OSError as err:
             raise MakeShardsError(shards.os_error_message(err, f"writing manifest.json (in {self.tmp_dir})")) from err
+
+    def _format_files(self, entries: list[dict], manifest: dict, format_parts: list[dict]) -> dict:
+        """The output format's files besides the shards, written into the staging folder: the merged MDS index
+        (``mds``), the Megatron dataset merged from ``format_parts`` (``megatron``: the parts' entries,
+        ``formats.write_megatron_part``), or the dataset card (``arrow``, training set); the manifest's entries
+        that record them."""
+        output_format = self.config.output_format
+        if output_format == "mds":
+            index = formats.merge_mds_index(self.tmp_dir, entries)
+            return {"output_format": output_format, "format_files": [index]}
+        if output_format == "megatron":
+            return formats.megatron_manifest(self.tmp_dir, format_parts, len(self.vocab_tokens))
+        if output_format == "arrow" and self.role == "train":
+            card = formats.dataset_card(manifest, self.config.eval_fraction > 0)
+            path = FileSystems.join(self.tmp_dir, formats.DATASET_CARD)
+            atomic.check_staging_alive(path)
+            with FileSystems.create(path) as f:
+                f.write(card.encode("utf-8"))
+            return {"dataset_card": formats.DATASET_CARD}
+        return {}
 
 
 class WriteArrowShards(beam.PTransform):
@@ -187,7 +224,7 @@ class WriteArrowShards(beam.PTransform):
         self.manifest = manifest
 
     def expand(self, pcolls):
-        bucket_metas, counts = pcolls
+        bucket_metas, counts, *format_parts = pcolls  # format_parts: the Megatron parts' entries, if any
         config, tmp_dir, role = self.manifest.config, self.manifest.tmp_dir, self.manifest.role
         merged_counts = counts | "MergeCounts" >> beam.CombineGlobally(MergeCountsFn())
         plans = (
@@ -212,8 +249,12 @@ class WriteArrowShards(beam.PTransform):
                     len(self.manifest.vocab_tokens),
                     config.instance.objective,
                     config.writes_word_ids,
+                    config,
                 )
             )
             | "CollectShards" >> beam.combiners.ToList()
         )
-        return entries | "WriteManifestFn" >> beam.ParDo(self.manifest, counts=beam.pvalue.AsSingleton(merged_counts))
+        side = {"format_parts": beam.pvalue.AsList(format_parts[0])} if format_parts else {}
+        return entries | "WriteManifestFn" >> beam.ParDo(
+            self.manifest, counts=beam.pvalue.AsSingleton(merged_counts), **side
+        )

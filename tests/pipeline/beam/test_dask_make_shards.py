@@ -12,6 +12,7 @@ workers count every full pass of the line readers (``readers.context._iter_lines
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -57,6 +58,9 @@ VARIANTS = {
         "--decontaminate-ngram",
         "8",
     ],
+    # the other trainers' formats (shards/formats.py): MDS shards, Megatron's documents beside the Arrow shards
+    "mds-eval": ["--output-format", "mds", "--eval-fraction", "0.3"],
+    "megatron-eval": ["--output-format", "megatron", "--eval-fraction", "0.3"],
 }
 #: Variants whose first pass (dedup) reads every input once more.
 TWO_READS = {"file-scope-eval-dedup", "minhash-eval", "file-scope-minhash"}
@@ -125,6 +129,9 @@ def _manifests(directory: Path) -> dict[str, dict]:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_dask_cluster_gives_the_local_runners_bytes(cluster, tmp_path, variant):
     cluster_, client, log = cluster
+    library = {"mds-eval": "streaming", "megatron-eval": "megatron"}.get(variant)
+    if library is not None and importlib.util.find_spec(library) is None:
+        need_module(library)  # skips, or fails under CI=true
     eval_file = tmp_path / "eval.txt"
     eval_file.write_text(next(line for line in INPUTS[0].read_text().splitlines() if len(line.split()) >= 8) + "\n")
     extra = [str(eval_file) if arg == "EVAL_FILE" else arg for arg in VARIANTS[variant]]
@@ -142,7 +149,7 @@ def test_dask_cluster_gives_the_local_runners_bytes(cluster, tmp_path, variant):
     after = client.run(lambda dask_worker: dask_worker.state.executed_count)
 
     local_digests = _digests(tmp_path / "local")
-    assert any(name.endswith(".arrow") for name in local_digests)
+    assert any(name.endswith((".arrow", ".mds")) for name in local_digests)
     assert _digests(tmp_path / "dask") == local_digests
     assert _manifests(tmp_path / "dask") == _manifests(tmp_path / "local")
 

@@ -158,7 +158,7 @@ def test_failed_overwrite_keeps_the_previous_output(tmp_path, previous_output):
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [e["file"] for e in manifest["shards"]] + ["manifest.json", "vocab.txt"]
+        [e["file"] for e in manifest["shards"]] + ["manifest.json", "vocab.txt", "README.md"]  # README: dataset card
     )
     assert manifest["statistics"]["files"] == 2
 

@@ -9,6 +9,7 @@ reached through the client libraries Beam uses (google-cloud-storage, boto3).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import shutil
 import socket
@@ -34,7 +35,17 @@ ONE_WORKER = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 OPTIONS = {
     "default": dict(bucket_tokens=2_000),
     "file-scope-eval": dict(pairing_scope="file", eval_fraction=0.05),
+    # the other trainers' formats (shards/formats.py; their extras): MDS shards, Megatron's documents
+    "mds-eval": dict(bucket_tokens=2_000, eval_fraction=0.05, output_format="mds"),
+    "megatron-eval": dict(bucket_tokens=2_000, eval_fraction=0.05, output_format="megatron"),
 }
+#: The module each option set needs besides bertprep's own (an extra).
+LIBRARIES = {"mds-eval": "streaming", "megatron-eval": "megatron"}
+
+
+def _need_library(name: str) -> None:
+    if name in LIBRARIES and importlib.util.find_spec(LIBRARIES[name]) is None:
+        need_module(LIBRARIES[name])  # skips, or fails under CI=true
 
 
 def _config(inputs: str, vocab: str, output_dir: str, options: dict) -> ShardsConfig:
@@ -70,6 +81,8 @@ def local_digests(corpus, tmp_path_factory) -> dict[str, dict[str, str]]:
     """Per option set, the digests of a local run over ``corpus``."""
     out = {}
     for name, options in OPTIONS.items():
+        if name in LIBRARIES and importlib.util.find_spec(LIBRARIES[name]) is None:
+            continue  # its tests skip
         root = tmp_path_factory.mktemp(f"local-{name}")
         out[name] = _make(str(root), str(corpus), str(CORPUS_VOCAB), options)
     return out
@@ -78,6 +91,7 @@ def local_digests(corpus, tmp_path_factory) -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize("name", list(OPTIONS))
 @pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_the_same_corpus_in_another_folder_gives_the_same_bytes(corpus, local_digests, tmp_path, name):
+    _need_library(name)
     moved = tmp_path / "elsewhere" / "copy-of-corpus"
     shutil.copytree(corpus, moved)
     vocab = tmp_path / "vocab.txt"
@@ -100,17 +114,39 @@ STORES = [
     pytest.param("gcs", "file-scope-eval", marks=pytest.mark.slow),
     ("s3", "default"),
     ("s3", "file-scope-eval"),
+    ("gcs", "mds-eval"),
+    ("s3", "megatron-eval"),
 ]
 
 
 @pytest.mark.parametrize(("store", "name"), STORES)
 @pytest.mark.slow  # ~10 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_make_shards_in_a_bucket_gives_the_bytes_of_a_local_run(corpus, local_digests, request, store, name):
+    _need_library(name)
     bucket = request.getfixturevalue(store)  # gs://NAME or s3://NAME on the emulator
     upload_folder(corpus, f"{bucket}/corpus")
     upload_folder(CORPUS_VOCAB.parent, f"{bucket}/vocab")  # (the fixture folder: vocab.txt and two texts)
     got = _make(bucket, f"{bucket}/corpus/", f"{bucket}/vocab/vocab.txt", OPTIONS[name])
     assert got == local_digests[name]
+
+
+@pytest.mark.slow  # ~15 s on 2 busy cores
+def test_streaming_reads_mds_shards_from_the_bucket(corpus, local_digests, s3, tmp_path):
+    """StreamingDataset(remote="s3://...") reads an MDS set make-shards wrote into a bucket: the rows of the same
+    run written locally, in the same order (boto3, which the library uses, finds the emulator through the
+    environment)."""
+    _need_library("mds-eval")
+    from bertprep.pipeline.shards import formats
+
+    upload_folder(corpus, f"{s3}/corpus")
+    _make(s3, f"{s3}/corpus/", str(CORPUS_VOCAB), OPTIONS["mds-eval"])
+    local = tmp_path / "local"
+    run_make_shards(_config(str(corpus), str(CORPUS_VOCAB), str(local), OPTIONS["mds-eval"]), ONE_WORKER)
+    streaming = formats.import_streaming()
+    remote = streaming.StreamingDataset(remote=f"{s3}/out", local=str(tmp_path / "cache"), shuffle=False, batch_size=1)
+    here = streaming.StreamingDataset(local=str(local), shuffle=False, batch_size=1)
+    assert len(remote) == len(here) > 0
+    assert all(remote[i]["input_ids"].tolist() == here[i]["input_ids"].tolist() for i in range(len(here)))
 
 
 def test_an_emulator_leaves_no_process_behind(tmp_path):

@@ -293,7 +293,7 @@ def test_no_temporary_files_left_on_gs(gs_corpus, fake_gcs):
     out = f"{BUCKET}/shards"
     run_make_shards(_config([gs_corpus["inputs"]], gs_corpus["vocab"], out), ONE_WORKER)
     left = _objects_under(fake_gcs, out + "/")
-    assert left == sorted(["manifest.json", "vocab.txt"] + [schema.shard_name(i, 3) for i in range(3)])
+    assert left == sorted(["manifest.json", "vocab.txt", "README.md"] + [schema.shard_name(i, 3) for i in range(3)])
 
 
 def test_existing_gs_output_is_refused(gs_corpus, fake_gcs):
