@@ -128,7 +128,7 @@ def all_gather_objects(obj: Any, world_size: int) -> list[Any]:
     parts = [torch.empty(longest, dtype=torch.uint8) for _ in range(world_size)]
     dist.all_gather(parts, padded)
     released([padded, *parts])
-    return [pickle.loads(part[: int(s.item())].numpy().tobytes()) for part, s in zip(parts, sizes)]
+    return [pickle.loads(part[: int(s.item())].numpy().tobytes()) for part, s in zip(parts, sizes, strict=True)]
 
 
 def gather(obj: Any, d: DistInfo) -> list[Any]:
