@@ -11,7 +11,7 @@ from typing import NoReturn
 import click
 from click.core import ParameterSource
 
-from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
+from bertprep.bert_model.models.bert_config import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.pretrain.phases import every_phase_sized
 from bertprep.bert_model.pretrain.train_config import (
     ARCHITECTURE_PRESETS,
