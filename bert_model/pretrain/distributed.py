@@ -90,10 +90,13 @@ def released(tensors: list[torch.Tensor], timeout_s: float = RELEASE_TIMEOUT_S) 
     interpreter is finalizing, when Python 3.11 ends a thread that asks for the GIL with ``pthread_exit``; its
     unwinding through C++ frames that may not throw ends in ``std::terminate`` ("terminate called without an
     active exception", SIGABRT: a rank that finished its work exits non-zero). Waiting here frees every tensor
-    of our collectives on the calling thread, with the interpreter alive.
+    of our collectives on the calling thread, with the interpreter alive. ``Tensor._use_count`` (the C++
+    tensor's reference count; private, not in torch's type stubs): a torch without it is not waited for.
     """
+    if not all(hasattr(t, "_use_count") for t in tensors):
+        return True
     deadline = time.monotonic() + timeout_s
-    while any(t._use_count() > 1 for t in tensors):
+    while any(t._use_count() > 1 for t in tensors):  # type: ignore[attr-defined]
         if time.monotonic() > deadline:
             logger.debug("gloo still holds %d tensor(s) of a finished collective", len(tensors))
             return False
