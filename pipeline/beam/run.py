@@ -50,9 +50,10 @@ ACTIVE_STAGING: set[str] = set()
 
 
 #: The work, input bytes x ``--dupe-factor``, up to which a run given no Beam arguments runs in this process
-#: (Beam's in-memory ``FnApiRunner``, no worker processes; :func:`in_process_args`). Measured on 2 cores: 20 KB
-#: at the default dupe factor took 2.4 s of CPU on two warm workers and 1.9 s in this process, and the demo
-#: corpus (464 KB) 2.9 s and 2.2 s (``benchmarks/bench_startup.py``); the output is the same bytes either way.
+#: (Beam's in-memory ``FnApiRunner``, no worker processes; :func:`in_process_args`). Measured on 2 busy cores
+#: (``benchmarks/bench_startup.py``, base install): 20 KB at the default dupe factor took 2.4 s of CPU with
+#: the worker processes and 1.7 s in this process; the demo corpus (464 KB) 2.9 s and 2.2 s, so its work is
+#: well under the processes' cost. The output is the same bytes either way.
 IN_PROCESS_MAX_WORK = 10_000_000
 
 

@@ -61,7 +61,7 @@ def test_a_small_input_runs_in_process_a_large_one_on_worker_processes(tmp_path)
 
 def test_make_shards_on_a_small_input_starts_no_worker_process(tmp_path, monkeypatch):
     """Before: two worker processes were forked and fed over gRPC for a file of kilobytes (2.4 s of CPU on the
-    base install against 1.6 s in process); the shards are the same bytes on any number of workers
+    base install against 1.7 s in process); the shards are the same bytes on any number of workers
     (tests/pipeline/instances/test_buckets.py)."""
     from bertprep.pipeline.beam import warm_workers
 
