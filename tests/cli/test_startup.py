@@ -71,3 +71,19 @@ def test_make_shards_on_a_small_input_starts_no_worker_process(tmp_path, monkeyp
     result = CliRunner().invoke(cli, [*args, "--max-seq-length", "64", "--dupe-factor", "2"])
     assert result.exit_code == 0, result.output
     assert started == [] and (tmp_path / "out" / "manifest.json").is_file()
+
+
+def test_a_stop_raised_in_an_in_process_step_keeps_its_one_line():
+    """In process, Beam re-raised the stop from inside a DoFn as a new exception whose line ended in " [while
+    running 'ReadDocuments/...']" (seen on a Ctrl-C of a small run, which now runs in process)."""
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    from bertprep.pipeline.beam.session import Interrupted
+
+    def stop(element):
+        raise Interrupted("make-shards stopped by SIGINT: nothing was published")
+
+    with pytest.raises(Interrupted) as caught, beam.Pipeline(runner=FnApiRunner()) as pipeline:
+        _ = pipeline | beam.Create([1]) | "Stop" >> beam.Map(stop)
+    assert str(caught.value) == "make-shards stopped by SIGINT: nothing was published"
