@@ -13,7 +13,7 @@ A checkpoint is a directory ``<run_dir>/checkpoints/step-000123/`` holding
   rank the data cursor and the RNG states (torch CPU and CUDA as base64, Python and numpy as lists).
 
 It is written into a staging folder ``checkpoints/.bertprep-checkpoint-<host>-<pid>-<8 hex>/`` (each file flushed
-and fsync'ed; ``pipeline.atomic``) and then renamed with ``os.replace``, so a directory named ``step-*`` is always
+and fsync'ed; ``core.atomic``) and then renamed with ``os.replace``, so a directory named ``step-*`` is always
 complete; a write that fails (a full disk) removes the temporary directory and leaves the earlier checkpoints as
 they were. Files get the permissions of
 any file the user creates (the umask), not safetensors' 0600. ``state.json`` records the sha256 and size of
@@ -45,7 +45,7 @@ from torch import nn
 from bertprep.bert_model.loop_config import KEEP_LAST  # (re-exported: the default of keep_last)
 from bertprep.bert_model.models.weights import load_state_dict_strict, row_layouts, trainable_state_dict  # (re-exp.)
 from bertprep.bert_model.runtime import set_default_permissions
-from bertprep.pipeline.atomic import fsync_file, replace_directory, staging_name, write_text_synced
+from bertprep.core.atomic import fsync_file, replace_directory, staging_name, write_text_synced
 
 logger = logging.getLogger(__name__)
 

@@ -20,16 +20,15 @@ from bertprep.pipeline.config import (
     DECONTAMINATE_MODES,
     DEDUP_MODES,
     MASKING_MODES,
-    MASKING_SCHEMES,
     MIN_SPLIT_BYTES,
     OBJECTIVES,
     PAIRING_SCOPES,
     SAMPLING_MODES,
     InstanceConfig,
-    MaskingConfig,
     ShardsConfig,
 )
 from bertprep.pipeline.instances.buckets import MIN_DOCUMENTS_PER_BUCKET
+from bertprep.pipeline.masking.config import MASKING_SCHEMES, MaskingConfig
 
 
 def _option(name: str, *decls: str, **attrs):
@@ -42,8 +41,8 @@ def _option(name: str, *decls: str, **attrs):
 
 
 def _local_vocab(value: str | None) -> str | None:
-    """``--vocab``: a Hugging Face Hub id becomes its cached snapshot directory (``pipeline.hub``)."""
-    from bertprep.pipeline.hub import HubError, resolve_model_dir
+    """``--vocab``: a Hugging Face Hub id becomes its cached snapshot directory (``core.hub``)."""
+    from bertprep.core.hub import HubError, resolve_model_dir
 
     try:
         return resolve_model_dir(value) if value else value

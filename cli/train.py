@@ -41,7 +41,7 @@ from bertprep.cli.options import (
     verify_option,
 )
 from bertprep.cli.run_lock import run_directory_lock
-from bertprep.pipeline.paths import WriteOverReadError, check_not_run_record, check_writes_apart
+from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
 
@@ -189,7 +189,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
     """Write the settings that run (the recipe file's, the command line's, the checkpoint's on --resume, the
     defaults) to ``output_dir/config.toml`` as a recipe file, ``--config`` of which repeats the run (main
     process only under torchrun)."""
-    from bertprep.pipeline.atomic import write_atomic, write_text_synced
+    from bertprep.core.atomic import write_atomic, write_text_synced
 
     if int(os.environ.get("RANK", "0")) != 0:
         return

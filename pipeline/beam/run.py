@@ -31,7 +31,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
-from bertprep.pipeline import readers, schema
+from bertprep.core import schema
+from bertprep.pipeline import readers
 from bertprep.pipeline.beam import dask_runner_name, dataflow, heldout, spill, warm_workers
 from bertprep.pipeline.beam.decontamination import check_evaluation_files
 from bertprep.pipeline.beam.graph import build_pipeline
