@@ -17,7 +17,9 @@ d. the same for ModernBERT-base against ``transformers.ModernBertForMaskedLM`` (
 e. with more than one GPU: 2 steps of ``torchrun --nproc_per_node=N``.
 
 The exit status is 1 when a correctness check fails (a, b, e), else 0. Every figure is printed and written to
-``--out`` (``results.jsonl``, one JSON object a measurement, and ``summary.md``, the table). Tokens/s count real
+a new folder ``--out``/run-N of each run, named in its first line (``results.jsonl``, one JSON object a
+measurement, ``summary.md``, the table, and the train runs and their logs), so a second run into the same ``--out``
+starts afresh and leaves the first's as they were. Tokens/s count real
 (non-padding) tokens; step times are medians over the timed steps (CUDA events). MFU = model FLOPs per token
 (``training_flops``: 6 N per token + 12 L H per (query, key) pair of each instance's own sum(l^2), PaLM appendix
 B) x real tokens/s / the GPU's dense bf16 peak (``metrics.GPU_PEAK_FLOPS``, the exact model); ``transformers``'
@@ -595,7 +597,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards-128", required=True, help="shards of max_seq_length 128 (make-shards output)")
     parser.add_argument("--shards-512", help="shards of max_seq_length 512 (the 512-token measurements)")
-    parser.add_argument("--out", required=True, help="folder for results.jsonl, summary.md and the train logs")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="folder of the runs: each run writes results.jsonl, summary.md and its train runs into a new OUT/run-N",
+    )
     parser.add_argument("--budget-minutes", type=float, default=7.5, help="stop starting sections after this")
     parser.add_argument("--tokens-per-step", type=int, default=65536, help="rows x sequence length of a step")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per measurement (median)")
@@ -685,9 +691,25 @@ def open_inputs(args) -> str | None:
             return f"{option} {path}: {str(err).splitlines()[0]}"
     try:
         os.makedirs(args.out, exist_ok=True)
+        args.out = fresh_run_folder(args.out)
     except OSError as err:
         return f"--out {args.out}: {err.strerror or err}"
     return None
+
+
+def fresh_run_folder(out: str) -> str:
+    """``OUT/run-N`` for the first N not taken, created here: each run of the check writes its table, logs and
+    train runs into a folder of its own, so a second run into the same ``--out`` (gpu.md asks for one with another
+    ``--compile-mode``) neither meets the first's train runs (``train`` refuses a folder holding checkpoints) nor
+    replaces its table. ``os.mkdir`` claims the number, so two checks started together get two folders."""
+    n = 1
+    while True:
+        path = os.path.join(out, f"run-{n}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            n += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -696,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"gpu_check: {problem}", file=sys.stderr)
         return 2
+    print(f"gpu_check: results of this run in {args.out}", flush=True)
     device = torch.device("cuda" if torch.cuda.is_available() and not args.self_test else "cpu")
     if args.self_test:
         args.tokens_per_step = 512  # tiny models; --steps, --warmup and --train-steps as given (fewer by default)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bertprep on a GPU, in one command (under 8 minutes on one GPU): correctness against the CPU, 200 training
 # steps, and tokens/s + MFU against transformers for BERT-Base and ModernBERT-base (benchmarks/gpu_check.py says
-# what each section does). Paste what it prints (or OUT/summary.md) into an issue.
+# what each section does). Paste what it prints (or OUT/run-N/summary.md: each run writes into a new run-N, named
+# in its first lines) into an issue.
 #
 #   bash benchmarks/gpu_check.sh                     # builds demo shards with bertprep make-shards, then runs
 #   bash benchmarks/gpu_check.sh --shards-128 S128 --shards-512 S512 --out OUT   # shards made elsewhere
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --out) needs_value "$1" $#; out=$2; shift 2 ;;
     --shards-128) needs_value "$1" $#; shards_128=$2; shift 2 ;;
     --shards-512) needs_value "$1" $#; shards_512=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) rest+=("$1"); shift ;;
   esac
 done

@@ -42,6 +42,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from bertprep.bert_model.loop_config import KEEP_LAST  # (re-exported: the default of keep_last)
 from bertprep.bert_model.models.weights import load_state_dict_strict, row_layouts, trainable_state_dict  # (re-exp.)
 from bertprep.bert_model.runtime import set_default_permissions
 from bertprep.core.atomic import fsync_file, replace_directory, staging_name, write_text_synced
@@ -50,8 +51,6 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 1
 CHECKPOINTS_DIR = "checkpoints"
-#: Checkpoints a run keeps by default (the newest; ``--keep-last``).
-KEEP_LAST = 3
 _STEP_RE = re.compile(r"^step-(\d+)$")
 
 

@@ -14,12 +14,28 @@ reads its defaults from its own config class (``cli/options.dataclass_default``)
 and nowhere else. The fields are keyword-only, so a command's own required fields can come first. The learning
 rate and the warm-up and schedule lengths are not here: pre-training and fine-tuning take different ones (paper,
 appendix A.2-A.3); the schedule's shape is (``schedules.py``).
-Standard library only.
+Standard library only (the command line reads its defaults without importing torch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: ``--precision`` values (``precision.py``: ``auto`` is bf16 autocast on CUDA, fp32 on the CPU).
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def check_precision(precision: str) -> None:
+    """Raise ``ValueError`` unless ``precision`` is one of :data:`PRECISIONS`."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+
+
+#: Checkpoints a run keeps by default (the newest; ``--keep-last``; ``checkpoint.save_checkpoint``).
+KEEP_LAST = 3
+#: The weight of the next-sentence loss in the training loss ``mlm_loss + weight * nsp_loss`` (BERT: 1;
+#: ``metrics.py``).
+NSP_LOSS_WEIGHT = 1.0
 
 
 @dataclass(kw_only=True)
@@ -51,7 +67,6 @@ class LoopConfig(DeviceConfig):
     ``output_dir/wandb/``); the scalars are named ``train/<field>`` and ``eval/<field>`` (``reporting.py``)."""
 
     def __post_init__(self) -> None:
-        from bertprep.bert_model.precision import check_precision  # (torch: only when a config is made)
         from bertprep.bert_model.reporting import REPORT_TO
 
         if self.log_every <= 0:
@@ -171,7 +186,7 @@ class KernelConfig:
     run keeps its checkpoint's."""
 
     def __post_init__(self) -> None:
-        from bertprep.bert_model.models.kernels import KERNELS  # (torch: only when a config is made)
+        from bertprep.bert_model.models.bert_config import KERNELS
 
         if self.kernels not in KERNELS:
             raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, got {self.kernels!r}")

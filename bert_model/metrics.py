@@ -9,13 +9,12 @@ from typing import Any
 
 import torch
 
+from bertprep.bert_model.loop_config import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.bert import IGNORE_INDEX
 from bertprep.bert_model.models.packing import attention_pairs, sequence_ids_from_attention_mask
 
 logger = logging.getLogger("bertprep")
 
-#: The weight of the next-sentence loss in the training loss ``mlm_loss + weight * nsp_loss`` (BERT: 1).
-NSP_LOSS_WEIGHT = 1.0
 
 #: Dense (no sparsity) peak FLOP/s of each GPU by the precision its matrix multiplies run in: ``bf16`` (bf16 /
 #: fp16 tensor cores), ``tf32`` (an fp32 run whose matmuls PyTorch lets use TF32 tensor cores,

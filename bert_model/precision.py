@@ -12,13 +12,8 @@ import contextlib
 
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16")
-
-
-def check_precision(precision: str) -> None:
-    """Raise ``ValueError`` unless ``precision`` is one of :data:`PRECISIONS`."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+# (torch-free, in loop_config: the command line's --precision choices and the configs' check)
+from bertprep.bert_model.loop_config import check_precision
 
 
 def uses_bf16(device: torch.device, precision: str) -> bool:

@@ -134,7 +134,7 @@ def _check_split_bytes(ctx: click.Context, param: click.Parameter, value: int) -
 @_option(
     "mds_hashes",
     metavar="NAMES",
-    default="",
+    default=None,  # (none: the config's default, no hashes)
     show_default=False,
     help=f"{field_help(ShardsConfig, 'mds_hashes')} Comma-separated.",
 )
@@ -203,6 +203,14 @@ def make_shards(beam_args, quiet, **options):
     explicit = frozenset(
         name for name in options if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     )
+    if not beam_args and not options.get("sources") and not options.get("mixture"):
+        from bertprep.cli.shards_options import split_inputs
+        from bertprep.pipeline import demo_corpus_dir
+        from bertprep.pipeline.beam.run import in_process_args
+
+        # a small input runs in this process: worker processes would cost more than its work
+        inputs = split_inputs(options.get("input_files") or ()) or (demo_corpus_dir(),)
+        beam_args = tuple(in_process_args(inputs, options["dupe_factor"]))
     try:
         with session(beam_args, quiet=quiet) as run_session:
             check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root

@@ -267,8 +267,7 @@ def progress_option(config: type | None = None):
 def loop_options(config: type):
     """What a training loop takes besides data and optimizer (``loop_config.LoopConfig``: train, finetune):
     ``--seed``, ``--log-every``, ``--precision``, ``--device``, ``--report-to``, ``--progress``."""
-    from bertprep.bert_model.loop_config import LoopConfig
-    from bertprep.bert_model.precision import PRECISIONS
+    from bertprep.bert_model.loop_config import PRECISIONS, LoopConfig
 
     def shared(name: str, *decls: str, **attrs: Any):
         return field_option(config, name, *decls, help=field_help(LoopConfig, name), **attrs)
@@ -538,7 +537,7 @@ def kernel_options(config: type):
     field docstrings are their help): how fast the model's own code runs, never what it computes. ``config``
     is the command's config class (its defaults)."""
     from bertprep.bert_model.loop_config import COMPILE_MODES
-    from bertprep.bert_model.models.kernels import KERNELS
+    from bertprep.bert_model.models.bert_config import KERNELS
 
     return apply(
         field_option(config, "kernels", type=click.Choice(KERNELS)),

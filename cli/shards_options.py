@@ -195,7 +195,9 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
     settings.update(do_lower_case=do_lower_case, strip_accents=strip_accents)
     settings.update(sources=sources, mixture_alpha=mixture_alpha)
     settings["decontaminate"] = split_inputs(options.get("decontaminate") or ())
-    if isinstance(settings.get("mds_hashes"), str):  # --mds-hashes sha1,xxh64
+    if settings.get("mds_hashes") is None:
+        settings.pop("mds_hashes", None)  # (the config's default: no hashes)
+    elif isinstance(settings["mds_hashes"], str):  # --mds-hashes sha1,xxh64
         settings["mds_hashes"] = split_inputs([settings["mds_hashes"]]) if settings["mds_hashes"] else ()
     try:
         config = ShardsConfig(inputs=inputs, instance=instance, **settings)

@@ -11,7 +11,7 @@ from typing import NoReturn
 import click
 from click.core import ParameterSource
 
-from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
+from bertprep.bert_model.models.bert_config import ATTN_IMPLEMENTATIONS
 from bertprep.bert_model.pretrain.phases import every_phase_sized
 from bertprep.bert_model.pretrain.train_config import (
     ARCHITECTURE_PRESETS,
@@ -41,7 +41,7 @@ from bertprep.cli.options import (
 )
 from bertprep.cli.recipe_option import config_option, log_recipe, recipe_header, resolved_recipe
 from bertprep.cli.run_lock import run_directory_lock
-from bertprep.core import storage
+from bertprep.core import urls
 from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
@@ -54,9 +54,9 @@ class ShardDirectory(click.ParamType):
     name = "directory|url"
 
     def convert(self, value, param, ctx):
-        if storage.is_remote(str(value)):
+        if urls.is_remote(str(value)):
             return str(value)
-        return click.Path(exists=True, file_okay=False).convert(storage.local_path(str(value)), param, ctx)
+        return click.Path(exists=True, file_okay=False).convert(urls.local_path(str(value)), param, ctx)
 
 
 #: What a run writes in --output-dir (checked against the inputs: none may be, or lie inside, one of them).

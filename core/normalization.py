@@ -24,6 +24,7 @@ The one place of the casing and accent rules: :func:`resolve_strip_accents` (the
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -219,14 +220,22 @@ def hangul_vocab_counts(tokens: Iterable[str]) -> tuple[int, int]:
     """``(entries holding a Hangul syllable, entries holding a conjoining jamo)`` of a vocab (a ``##``
     prefix and bracketed special entries are ignored)."""
     syllables = jamo = 0
-    for token in tokens:
+    for token in tokens:  # (one regular-expression search each: a per-character test took ~70 ms a vocab)
         if token.startswith("[") and token.endswith("]"):
             continue
-        if any(is_hangul_syllable(c) for c in token):
+        if _HANGUL_SYLLABLE.search(token):
             syllables += 1
-        if any(is_conjoining_jamo(c) for c in token):
+        if _CONJOINING_JAMO.search(token):
             jamo += 1
     return syllables, jamo
+
+
+def _char_class(ranges: Sequence[tuple[int, int]]) -> re.Pattern[str]:
+    return re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in ranges) + "]")
+
+
+_HANGUL_SYLLABLE = _char_class([HANGUL_SYLLABLES])
+_CONJOINING_JAMO = _char_class(CONJOINING_JAMO)
 
 
 def vocab_strip_accents(tokens: Iterable[str]) -> bool | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from bertprep.core import storage
+from bertprep.core import urls
 
 
 class WriteOverReadError(ValueError):
@@ -62,9 +62,9 @@ def check_writes_apart(
         WriteOverReadError: a written path is a read path, lies inside one (a file of the model directory), or
             holds one (a directory replaced with the input in it).
     """
-    reads = [(option, path) for option, path in reads if path and not storage.is_remote(path)]
+    reads = [(option, path) for option, path in reads if path and not urls.is_remote(path)]
     for w_option, written in writes:
-        if not written or storage.is_remote(written):
+        if not written or urls.is_remote(written):
             continue
         for r_option, read in reads:
             if path_is_within(written, read):
@@ -114,11 +114,11 @@ def check_not_run_record(
         WriteOverReadError: a written path is, or lies inside, one of the run's files (``RUN_RECORD_NAMES``,
             ``eval_predictions.*``).
     """
-    run = run_directory_of(model_dir) if model_dir and not storage.is_remote(model_dir) else None
+    run = run_directory_of(model_dir) if model_dir and not urls.is_remote(model_dir) else None
     if run is None:
         return
     for option, written in writes:
-        if not written or storage.is_remote(written) or not path_is_within(written, run):
+        if not written or urls.is_remote(written) or not path_is_within(written, run):
             continue
         name = os.path.relpath(os.path.realpath(written), run).split(os.sep)[0]
         if name in RUN_RECORD_NAMES or name.startswith(_RUN_RECORD_PREFIXES):

@@ -31,7 +31,7 @@ import threading
 import urllib.parse
 from typing import IO, Any
 
-from bertprep.core import atomic, schema
+from bertprep.core import atomic
 from bertprep.core.urls import LOCAL_SCHEMES, bucket_of, is_remote, join, local_path, scheme
 
 # ------------------------------------------------------------------------------------------ errors
@@ -247,6 +247,8 @@ def read_manifest(shard_dir: str) -> dict[str, Any]:
         StorageError: the bucket or its manifest does not exist or cannot be read (named, with the fix).
         ValueError: not a manifest of this format, or (local) a listed shard file is missing.
     """
+    from bertprep.core import schema  # (here: pyarrow, which the rule and the probe do without)
+
     url = join(shard_dir, schema.MANIFEST_NAME)
     if not is_remote(shard_dir):
         folder = local_path(shard_dir)
@@ -274,6 +276,8 @@ def read_manifest(shard_dir: str) -> dict[str, Any]:
 def write_manifest(shard_dir: str, manifest: dict[str, Any]) -> str:
     """Write ``manifest`` as ``shard_dir/manifest.json`` (sorted keys, indent 2: the bytes every writer of the
     project makes), whole or not at all (:func:`write_bytes`). Returns its path."""
+    from bertprep.core import schema  # (here: pyarrow, which the rule and the probe do without)
+
     path = join(shard_dir, schema.MANIFEST_NAME)
     write_bytes(path, json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8"))
     return path
@@ -299,6 +303,8 @@ def cache_folder(cache_dir: str, url: str) -> str:
 def cached_manifest(shard_dir: str, cache_dir: str | None = None) -> str:
     """The path of the copy of the bucket directory ``shard_dir``'s manifest that the last start of a run reading it
     through ``cache_dir`` (default :func:`default_cache_dir`) kept there; it may not exist."""
+    from bertprep.core import schema  # (here: pyarrow, which the rule and the probe do without)
+
     return os.path.join(
         cache_folder(os.path.abspath(cache_dir or default_cache_dir()), shard_dir), schema.MANIFEST_NAME
     )

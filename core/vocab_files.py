@@ -36,18 +36,8 @@ from dataclasses import dataclass
 
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, models, pre_tokenizers, processors
 
+from bertprep.core.errors import VocabError  # (raised here; defined apart, without tokenizers)
 from bertprep.core.normalization import bert_normalizer, normalizer_settings, resolve_strip_accents
-
-
-class VocabError(ValueError):
-    """A vocab file that cannot be used; the message names the file and what to do. ``option`` is the
-    command-line option at fault when the vocab is fine but an option contradicts it (``--no-do-lower-case``
-    for an uncased tokenizer.json), else None."""
-
-    def __init__(self, message: str, option: str | None = None):
-        super().__init__(message)
-        self.option = option
-
 
 #: The special entries of a BERT vocab, in the id order of a trained vocab ([PAD] first, as Hugging Face
 #: expects). Looked up by name: a trained vocab has [PAD]=0..[MASK]=4, Google's has [CLS]=101.

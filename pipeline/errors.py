@@ -2,7 +2,8 @@
 
 The errors are defined here, at the top, so that every stage raises them and this module imports none of the
 stages: :class:`MakeShardsError`, :class:`InputError` (``readers`` raise it: bad input files) and
-:class:`VocabError` (``core.vocab_files`` defines and raises it: a vocab that cannot be used; both halls).
+:class:`VocabError` (``core.errors`` defines it, ``core.vocab_files`` raises it: a vocab that cannot be used;
+both halls).
 Standard library only at import (Beam's ``FileSystems`` is imported where an error is recorded or read back).
 
 A worker's exception reaches the launching process as text only on some runners (other processes, remote
@@ -21,7 +22,7 @@ import os
 import uuid
 
 from bertprep.core import atomic
-from bertprep.core.vocab_files import VocabError  # defined beside the vocab code (core/), raised by both halls
+from bertprep.core.errors import VocabError  # (core/: raised by the vocab code of both halls)
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ def test_without_a_gpu_the_check_says_so_and_self_tests_its_plumbing(tiny_shards
     result = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert result.stdout.splitlines()[0].startswith("no CUDA GPU here: running the CPU self-test")
-    summary = (tmp_path / "summary.md").read_text()
+    assert result.stdout.splitlines()[1] == f"gpu_check: results of this run in {tmp_path / 'run-1'}"
+    summary = (tmp_path / "run-1" / "summary.md").read_text()
     for architecture in ("bert", "modernbert"):
         for layout in ("padded", "packed"):
             assert f"check: {architecture} {layout}: cpu bf16 (sdpa) vs CPU fp32 | ok" in summary
@@ -104,6 +105,27 @@ def test_the_self_test_honours_steps_0_and_train_steps_0(tiny_shards, tmp_path):
     out = tmp_path / "out"
     argv = ["--shards-128", str(tiny_shards / "train"), "--out", str(out), "--self-test", "--steps", "0"]
     assert _gpu_check().main([*argv, "--train-steps", "0"]) == 0
-    summary = (out / "summary.md").read_text()
+    summary = (out / "run-1" / "summary.md").read_text()
     assert "check: bert padded: cpu bf16 (sdpa) vs CPU fp32 | ok" in summary  # the correctness section ran
     assert "| bertprep |" not in summary and "check: train" not in summary  # no throughput, no train check
+
+
+@pytest.mark.slow  # ~8 s on 2 busy cores: two bertprep train processes (make test runs it; test-fast leaves it out)
+def test_a_second_run_into_the_same_out_gets_fresh_run_folders(tiny_shards, tmp_path, capsys):
+    """gpu.md asks for the check, then once more with another --compile-mode, into the same --out: the second run
+    failed its own train check ("train-bert already holds checkpoints of a run"). Each run now writes into a
+    fresh ``OUT/run-N`` named in its first line; the first run's table stays as it was."""
+    out = tmp_path / "out"
+    argv = ["--shards-128", str(tiny_shards / "train"), "--out", str(out), "--self-test", "--steps", "0"]
+    check = _gpu_check()
+    assert check.main([*argv, "--train-steps", "2"]) == 0
+    first = (out / "run-1" / "summary.md").read_text()
+    assert check.main([*argv, "--train-steps", "2", "--compile-mode", "reduce-overhead"]) == 0
+    second = (out / "run-2" / "summary.md").read_text()
+    for summary in (first, second):
+        assert "check: train bert tiny 2 steps (packed) | ok" in summary and "FAILED" not in summary
+    assert (out / "run-1" / "summary.md").read_text() == first
+    assert (out / "run-1" / "train-bert" / "metrics.jsonl").is_file()
+    assert (out / "run-2" / "train-bert" / "metrics.jsonl").is_file()
+    starts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("gpu_check: results of")]
+    assert starts == [f"gpu_check: results of this run in {out / f'run-{n}'}" for n in (1, 2)]

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from bertprep.bert_model.models.bert_config import ATTN_IMPLEMENTATIONS  # (torch-free, for the CLI's --help)
 from bertprep.bert_model.models.packing import (
     PADDING_SEQUENCE_ID,
     block_diagonal_mask,
@@ -57,8 +58,6 @@ from bertprep.bert_model.models.packing import (
 
 logger = logging.getLogger("bertprep.attention")
 
-#: ``attn_implementation`` values (``auto`` resolves to one of the others).
-ATTN_IMPLEMENTATIONS = ("auto", "sdpa", "varlen", "flash_attention_2", "flex_attention")
 
 #: Kernels that need CUDA and half precision (FlashAttention-2).
 FLASH_KERNELS = ("varlen", "flash_attention_2")

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+#: ``attn_implementation`` values (``auto`` resolves to one of the others; ``models/attention.py`` selects the
+#: kernel). Here, not there, so that the command line's options need no torch.
+ATTN_IMPLEMENTATIONS = ("auto", "sdpa", "varlen", "flash_attention_2", "flex_attention")
+#: ``kernels`` values (``auto`` resolves to one of the others; ``models/kernels.py``), here for the same reason.
+KERNELS = ("auto", "torch", "liger")
+
 #: Model sizes (num_hidden_layers, hidden_size, num_attention_heads): the paper's Base/Large and the
 #: smaller models of Turc et al. 2019 ("Well-Read Students Learn Better", google-research/bert README).
 PRESETS: dict[str, tuple[int, int, int]] = {

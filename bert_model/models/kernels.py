@@ -23,8 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-#: ``kernels`` values (``auto`` resolves to one of the others).
-KERNELS = ("auto", "torch", "liger")
+from bertprep.bert_model.models.bert_config import KERNELS  # (torch-free, for the CLI's --help)
 
 
 def liger_installed() -> bool:

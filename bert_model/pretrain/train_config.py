@@ -12,11 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from bertprep.bert_model.checkpoint import KEEP_LAST
-from bertprep.bert_model.loop_config import KernelConfig, LoopConfig, OptimConfig
-from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT
-from bertprep.bert_model.models.attention import ATTN_IMPLEMENTATIONS
-from bertprep.bert_model.models.bert_config import PRESETS
+from bertprep.bert_model.loop_config import KEEP_LAST, NSP_LOSS_WEIGHT, KernelConfig, LoopConfig, OptimConfig
+from bertprep.bert_model.models.bert_config import ATTN_IMPLEMENTATIONS, PRESETS
 from bertprep.bert_model.models.modernbert_config import DROPOUT_FIELDS as MODERNBERT_DROPOUT
 from bertprep.bert_model.models.modernbert_config import PRESETS as MODERNBERT_PRESETS
 from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, format_phase, parse_phase, parse_phases, size_phases

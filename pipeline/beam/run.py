@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import logging
 import os
 import re
@@ -46,6 +47,43 @@ log = logging.getLogger(__name__)
 #: Staging folders of runs under way in this process (added and removed here): what an abort deletes
 #: (``session.py`` reads it through ``sys.modules``, without importing this module).
 ACTIVE_STAGING: set[str] = set()
+
+
+#: The work, input bytes x ``--dupe-factor``, up to which a run given no Beam arguments runs in this process
+#: (Beam's in-memory ``FnApiRunner``, no worker processes; :func:`in_process_args`). Measured on 2 busy cores
+#: (``benchmarks/bench_startup.py``, base install): 20 KB at the default dupe factor took 2.4 s of CPU with
+#: the worker processes and 1.7 s in this process; the demo corpus (464 KB) 2.9 s and 2.2 s, so its work is
+#: well under the processes' cost. The output is the same bytes either way.
+IN_PROCESS_MAX_WORK = 10_000_000
+
+
+def in_process_args(patterns: Sequence[str], dupe_factor: int) -> list[str]:
+    """The Beam arguments for a run given none: ``["--direct_num_workers=1"]`` (the pipeline runs in this
+    process) when the local files ``patterns`` name hold at most :data:`IN_PROCESS_MAX_WORK` / ``dupe_factor``
+    bytes, else ``[]`` (worker processes on every core, :func:`default_pipeline_options`).
+
+    Starting, feeding and stopping worker processes costs more than a small input's work (a start-up of seconds
+    for a file of kilobytes); the shards are the same bytes on any number of workers. A remote pattern, or
+    one that cannot be read here, keeps the default (the run then reports it as usual)."""
+    limit = IN_PROCESS_MAX_WORK // max(1, dupe_factor)
+    total = 0
+    try:
+        for pattern in patterns:
+            if storage.is_remote(pattern):
+                return []
+            for path in sorted(glob.glob(pattern, recursive=True)) if any(c in pattern for c in "*?[") else [pattern]:
+                files = (
+                    [os.path.join(d, f) for d, _, names in os.walk(path) for f in names]
+                    if os.path.isdir(path)
+                    else [path]
+                )
+                for file in files:
+                    total += os.path.getsize(file)
+                    if total > limit:
+                        return []
+    except OSError:
+        return []
+    return ["--direct_num_workers=1"] if patterns else []
 
 
 def default_pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:

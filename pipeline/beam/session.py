@@ -46,6 +46,12 @@ INTERRUPTED_STATUS = 130
 class Interrupted(KeyboardInterrupt):
     """make-shards was stopped by SIGINT or SIGTERM; ``str()`` is the one line to show."""
 
+    #: Beam's in-process runner re-raises an exception from a DoFn as a new one of its type whose message ends
+    #: in " [while running 'STEP']", and logs it with its traceback, unless it carries this flag
+    #: (``apache_beam.runners.common.DoFnRunner._reraise_augmented``): a small input runs in process, and its
+    #: Ctrl-C must read as the workers' does.
+    _tagged_with_step = True
+
 
 def _children(pid: int) -> list[int]:
     """Process ids of the live children of ``pid`` (Linux ``/proc``; empty elsewhere)."""
