@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 $(BIN)/bertprep: setup.cfg setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train,finetune,dev,gcp,cloud,fast,bench,cjk,dask,tensorboard,wandb,recipes]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train,finetune,dev,gcp,cloud,fast,bench,cjk,dask,tensorboard,wandb,recipes,retrieval]'
 	touch $(BIN)/bertprep
 
 venv: $(BIN)/bertprep
