@@ -66,7 +66,7 @@ def evaluate() -> None:
       bertprep evaluate glue -m runs/mini --data glue/ --random-init -o eval/mini-random
       bertprep evaluate table eval/mini eval/mini-random
       bertprep evaluate squad -m runs/mini --train-file train-v1.1.json --dev-file dev-v1.1.json -o eval/mini
-      bertprep evaluate squad-to-beir dev-v1.1.json -o squad-beir
+      bertprep evaluate squad-to-beir -i dev-v1.1.json -o squad-beir
       bertprep evaluate retrieval -m runs/mini --data squad-beir --finetune -o eval/mini
     """
 
@@ -169,7 +169,8 @@ _RETRIEVAL_DEFAULT = dataclass_default(RetrievalEvalConfig)
 @click.option("--seed", type=int, default=_RETRIEVAL_DEFAULT("seed"), help="The first fine-tuning seed.")
 @click.option("--name", default=None, help="Row label (default: the model folder's name).")
 @click.option(
-    "--pooling",
+    "--embedding-pooling",
+    "pooling",
     type=click.Choice(list(POOLINGS)),
     default=None,
     help="mean or cls (default: the model's sentence-transformers pooling, else mean).",
@@ -228,7 +229,8 @@ def retrieval(**options) -> None:
 
 
 @evaluate.command("squad-to-beir", short_help="Make a BEIR retrieval folder from a SQuAD file.")
-@click.argument("squad_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-i", "--input", "squad_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="SQuAD v1.1 or v2.0 JSON file (v2.0's unanswerable questions are left out).")  # fmt: skip
 @click.option("-o", "--output-dir", required=True, type=click.Path(file_okay=False), help="The BEIR folder to write.")
 @click.option(
     "--test-fraction",

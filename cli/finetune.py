@@ -157,7 +157,8 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 # retrieval
 @click.option(
-    "--pooling",
+    "--embedding-pooling",
+    "pooling",
     type=click.Choice(list(RETRIEVAL_POOLINGS)),
     default=dataclass_default(RetrievalTrainConfig)("pooling"),
     help="retrieval: one vector per text from the last layer: mean (of every piece, Sentence-BERT's) or cls "

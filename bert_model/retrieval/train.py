@@ -196,7 +196,7 @@ def _fit(model: Any, pairs: list[Pair], config: RetrievalTrainConfig, trainer_di
         num_train_epochs=config.num_train_epochs,
         per_device_train_batch_size=config.batch_size,
         learning_rate=config.learning_rate,
-        warmup_ratio=config.warmup_proportion,
+        warmup_steps=config.warmup_proportion,  # a float below 1: a share of the steps (transformers v5)
         seed=config.seed,
         data_seed=config.seed,
         batch_sampler=BatchSamplers.NO_DUPLICATES,

@@ -116,9 +116,9 @@ def test_model_without_tokenizer_is_one_line(tmp_path, tiny_checkpoint_run):
 
 def test_squad_to_beir_command_and_a_file_that_is_not_squad(tmp_path):
     squad = squad_file(tmp_path / "squad.json", articles=4)
-    result = CliRunner().invoke(evaluate, ["squad-to-beir", str(squad), "-o", str(tmp_path / "beir")])
+    result = CliRunner().invoke(evaluate, ["squad-to-beir", "-i", str(squad), "-o", str(tmp_path / "beir")])
     assert result.exit_code == 0, result.output
     assert "12 documents" in result.output and (tmp_path / "beir" / "qrels" / "train.tsv").is_file()
     (tmp_path / "bad.json").write_text("[1, 2]")
-    line = _cli_error(evaluate, ["squad-to-beir", str(tmp_path / "bad.json"), "-o", str(tmp_path / "b2")])
+    line = _cli_error(evaluate, ["squad-to-beir", "-i", str(tmp_path / "bad.json"), "-o", str(tmp_path / "b2")])
     assert "not a SQuAD JSON file" in line and not (tmp_path / "b2").exists()

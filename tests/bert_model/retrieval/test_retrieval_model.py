@@ -112,7 +112,7 @@ def test_finetuned_directory_loads_everywhere_with_the_same_embeddings(
     )
     out = tmp_path / "retriever"
     args = ["--task", "retrieval", "-m", str(tiny_checkpoint_run), "--train-file", str(tmp_path / "pairs.jsonl")]
-    args += ["-o", str(out), "--pooling", pooling, "--batch-size", "4", "--lr", "1e-3", "--no-progress"]
+    args += ["-o", str(out), "--embedding-pooling", pooling, "--batch-size", "4", "--lr", "1e-3", "--no-progress"]
     result = CliRunner().invoke(finetune, args)
     assert result.exit_code == 0, result.output
     assert "2 steps on 8 pairs" in result.output  # hard negatives read, batches of 4
