@@ -17,9 +17,10 @@ and the commands, with $MINILM for the model directory and $DATA for the shared 
     python benchmarks/bench_retrieval.py --out /tmp/retrieval-bench
 
 Defaults (CPU-friendly: a fine-tuning step of MiniLM on 64 texts of 128 pieces takes ~20 s of one busy core):
-the first 20 of SQuAD dev's 48 articles, 320 training pairs, 300 test queries, 64 word pieces per text, batch 32, one epoch at 2e-5 (5e-4 for random init, which starts from nothing),
-4 continued pre-training steps of batch 16 (enough to make a bertprep checkpoint of a pre-trained encoder;
-they barely move MiniLM's encoder). Runs already finished in ``--out`` are reused (the commands are resumable).
+the first 20 of SQuAD dev's 48 articles, 320 training pairs, 300 test queries, 64 word pieces per text,
+batch 32, one epoch at 2e-5 (5e-4 for random init, which starts from nothing), 4 continued pre-training
+steps of batch 16 (enough to make a bertprep checkpoint of a pre-trained encoder; they barely move MiniLM's
+encoder). Runs already finished in ``--out`` are reused (the commands are resumable).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from bertprep.bert_model.evaluation.table import render_table
 from bertprep.bert_model.hf.interop import load_model_source
 from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.retrieval.data import BeirData, load_beir, qrels_path
-from bertprep.bert_model.retrieval.encoder import POOLINGS, RetrievalEncoder, exact_search
+from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS, RetrievalEncoder, exact_search
 from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
 from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
 from bertprep.pipeline.atomic import directory_lock, write_atomic
@@ -236,7 +236,7 @@ def _train(config: RetrievalEvalConfig, model_dir: str, seed: int, report: Calla
                 max_train_examples=config.max_train_examples,
                 progress=config.progress,
                 device=config.device,
-                **({"max_seq_length": config.max_seq_length} if config.max_seq_length else {}),
+                max_seq_length=config.max_seq_length or DEFAULT_MAX_SEQ_LENGTH,
             )
         )
     with open(record, encoding="utf-8") as f:
