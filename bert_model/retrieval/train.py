@@ -35,7 +35,7 @@ from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.retrieval.data import Pair, read_pairs
 from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS
 from bertprep.bert_model.runtime import resolve_device
-from bertprep.pipeline.atomic import LOCK_NAME, replace_directory, staging_name
+from bertprep.pipeline.atomic import LOCK_NAME, remove_stale_staging, replace_directory, staging_name
 
 logger = logging.getLogger(__name__)
 
@@ -158,8 +158,11 @@ def train_bi_encoder(config: RetrievalTrainConfig) -> RetrievalTrainResult:
     source = load_model_source(config.init_from)
     if source.vocab_tokens is None:
         raise ValueError(f"{config.init_from} has no tokenizer (vocab.txt or tokenizer.json beside its weights)")
+    import sentence_transformers  # noqa: F401  (imported before anything is written: a stop during an import exits)
+
     parent = os.path.dirname(os.path.abspath(config.output_dir))
     os.makedirs(parent, exist_ok=True)
+    remove_stale_staging(parent, "retrieval")  # left by a run that was stopped
     staging = os.path.join(parent, staging_name("retrieval"))
     try:
         hf_dir = config.init_from
@@ -190,6 +193,7 @@ def _fit(model: Any, pairs: list[Pair], config: RetrievalTrainConfig, trainer_di
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    from transformers.trainer_callback import PrinterCallback
 
     args = SentenceTransformerTrainingArguments(
         output_dir=trainer_dir,
@@ -208,5 +212,7 @@ def _fit(model: Any, pairs: list[Pair], config: RetrievalTrainConfig, trainer_di
     )
     loss = MultipleNegativesRankingLoss(model, scale=config.scale)
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=_dataset(pairs), loss=loss)
+    if not config.progress:  # transformers prints every log line to stdout when its progress bar is off
+        trainer.remove_callback(PrinterCallback)
     output = trainer.train()
     return int(output.global_step), float(output.training_loss)
