@@ -45,14 +45,18 @@ def minilm_dir() -> str:
 
 def _run(args: list[str], shown: list[str], log: list[str]) -> float:
     """Run a bertprep command; its wall seconds. ``shown`` is the command as printed."""
-    log.append("bertprep " + shlex.join(shown))
+    log.append("bertprep " + " ".join(a if a.startswith("$") else shlex.quote(a) for a in shown))
     start = time.perf_counter()
     subprocess.run([*BERTPREP, *args], check=True)
     return time.perf_counter() - start
 
 
-def _show(args: list[str], minilm: str, data: str) -> list[str]:
-    return [a.replace(minilm, "$MINILM").replace(data, "$DATA") for a in args]
+def _show(args: list[str], minilm: str, data: str, out: str = "") -> list[str]:
+    """The command as printed: $MINILM, $DATA and $OUT for the machine's paths."""
+    shown = [
+        a.replace(minilm, "$MINILM").replace(data, "$DATA") if data else a.replace(minilm, "$MINILM") for a in args
+    ]
+    return [a.replace(out, "$OUT") if out else a for a in shown]
 
 
 def _pretrain(out: Path, minilm: str, steps: int, log: list[str]) -> str:
@@ -66,11 +70,11 @@ def _pretrain(out: Path, minilm: str, steps: int, log: list[str]) -> str:
     make = ["make-shards", "-i", demo_corpus_dir(), "--vocab", f"{minilm}/vocab.txt", "-o", str(shards),
             "--max-seq-length", "128", "--max-predictions-per-seq", "20", "--masking", "dynamic", "-q"]  # fmt: skip
     if not (shards / "manifest.json").exists():
-        _run(make, _show(make, minilm, ""), log)
+        _run(make, _show(make, minilm, "", str(out)), log)
     train = ["train", "--shards", str(shards), "-m", minilm, "-o", str(run), "--batch-size", "16", "--lr", "5e-4",
              "--max-steps", str(steps), "--warmup-steps", str(max(1, steps // 10)), "--nsp-loss-weight", "0",
              "--no-progress"]  # fmt: skip
-    _run(train, _show(train, minilm, ""), log)
+    _run(train, _show(train, minilm, "", str(out)), log)
     return str(run)
 
 
@@ -90,7 +94,7 @@ def main() -> None:
     if not (beir / "corpus.jsonl").exists():
         make = ["evaluate", "squad-to-beir", "-i", f"{data}/squad/dev-v1.1.json", "-o", str(beir),
                 "--max-articles", str(args.articles)]  # fmt: skip
-        _run(make, _show(make, minilm, data), log)
+        _run(make, _show(make, minilm, data, str(args.out)), log)
     start = time.perf_counter()
     pretrained = _pretrain(args.out, minilm, args.cpt_steps, log)
     cpt_seconds = time.perf_counter() - start
@@ -110,7 +114,7 @@ def main() -> None:
     for i, (name, model, extra) in enumerate(rows):
         out = args.out / f"eval-{i}"
         cmd = ["evaluate", "retrieval", "-m", model, "-o", str(out), "--name", name, *common, *extra]
-        wall = _run(cmd, _show(cmd, minilm, data), log)
+        wall = _run(cmd, _show(cmd, minilm, data, str(args.out)), log)
         summary = json.loads((out / "retrieval.json").read_text())
         run = summary["runs"][0]
         figures = " | ".join(f"{100 * run['metrics'][m]:.1f}" for m in ("ndcg@10", "mrr@10", "recall@100"))
@@ -120,7 +124,7 @@ def main() -> None:
     print(f"SQuAD v1.1 dev, first {args.articles} articles: {documents} documents, {queries} test queries; "
           f"{args.train_pairs} training pairs; continued pre-training {cpt_seconds:.0f} s\n")  # fmt: skip
     print("\n".join(table))
-    print("\nCommands ($MINILM: all-MiniLM-L6-v2's directory; $DATA: the shared data folder):")
+    print("\nCommands ($MINILM: all-MiniLM-L6-v2's directory; $DATA: the shared data folder; $OUT: --out):")
     print("\n".join(log))
 
 
