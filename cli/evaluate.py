@@ -270,7 +270,8 @@ def table(output_dirs: tuple[str, ...], output: str | None) -> None:
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     text = render_table(rows) + (
-        "\nFigures in percent (each folder's glue.md / squad.md says how they were chosen); bold: the best of "
+        "\nFigures in percent (each folder's glue.md / squad.md / retrieval.md says how they were chosen); bold: "
+        "the best of "
         "each column; † an average over fewer tasks than another row's.\n"
     )
     if output:

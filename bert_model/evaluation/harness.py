@@ -449,7 +449,7 @@ def load_rows(output_dirs: list[str]) -> list[dict[str, Any]]:
                     parts.append(json.load(f))
         if not parts:
             raise ValueError(
-                f"{d} has no glue.json, squad.json or retrieval.json (an output folder of bertprep evaluate)"
+                f"{d} has no glue.json or squad.json (nor retrieval.json): not an output folder of bertprep evaluate"
             )
         row = dict(parts[0])
         row["columns"] = [c for p in parts for c in p["columns"]]
