@@ -196,3 +196,23 @@ def test_evaluation_fine_tunes_per_seed_and_is_a_table_row(tmp_path, tiny_checkp
     rows = load_rows([str(tmp_path / "glue"), str(out)])
     table = render_table(rows)
     assert "SST-2 Acc" in table and "beir nDCG@10/MRR@10/R@100" in table and len(table.splitlines()) == 4
+
+
+@pytest.mark.slow  # 7 s alone on 2 busy cores, most of it the first import of sentence-transformers
+def test_modernbert_checkpoint_trains_a_retriever_bertprep_encodes_alike(tmp_path, one_torch_thread):
+    from sentence_transformers import SentenceTransformer
+
+    from bertprep.bert_model.retrieval.train import RetrievalTrainConfig, train_bi_encoder
+    from finetune_factory import write_tiny_modernbert_checkpoint
+
+    run = write_tiny_modernbert_checkpoint(tmp_path / "pre")  # a bertprep run: exported, then trained
+    config = RetrievalTrainConfig(
+        train_file=str(write_beir(tmp_path / "beir")), output_dir=str(tmp_path / "out"), init_from=run,
+        batch_size=2, progress=False, device="cpu",
+    )  # fmt: skip
+    result = train_bi_encoder(config)
+    assert (result.pairs, result.steps) == (4, 2)
+    theirs = SentenceTransformer(str(tmp_path / "out"), device="cpu").encode(TEXTS)
+    ours = RetrievalEncoder(str(tmp_path / "out"), device="cpu").encode(TEXTS)
+    assert _cosines(theirs, ours).min() >= 0.9999
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".bertprep-")]  # no staging left
