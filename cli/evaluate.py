@@ -22,7 +22,7 @@ from bertprep.bert_model.retrieval.data import squad_to_beir
 from bertprep.bert_model.retrieval.encoder import POOLINGS
 from bertprep.bert_model.retrieval.evaluate import RetrievalEvalConfig, evaluate_retrieval
 from bertprep.cli.options import dataclass_default, evaluation_options, output_file_option
-from bertprep.pipeline.atomic import write_atomic
+from bertprep.core.atomic import write_atomic
 
 _ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError)
 

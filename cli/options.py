@@ -29,7 +29,7 @@ from typing import Any
 
 import click
 
-from bertprep.pipeline.paths import web_url_message
+from bertprep.core.paths import web_url_message
 
 
 class LocalPath(click.Path):
@@ -52,7 +52,7 @@ class ModelPath(click.ParamType):
         self.dir_okay_only = dir_okay_only
 
     def convert(self, value, param, ctx):
-        from bertprep.pipeline.hub import HubError, is_hub_id, resolve_model_dir
+        from bertprep.core.hub import HubError, is_hub_id, resolve_model_dir
 
         value = str(value)
         if is_hub_id(value):

@@ -40,7 +40,7 @@ from bertprep.bert_model.tasks.glue import GlueTask
 from bertprep.bert_model.tasks.predict import PredictConfig, predict
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.squad_data import squad_file_version
-from bertprep.pipeline.atomic import write_atomic
+from bertprep.core.atomic import write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
 

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bertprep.pipeline.atomic import replace_directory, staging_name
+from bertprep.core.atomic import replace_directory, staging_name
 
 SPLITS = ("train", "dev", "test")
 QRELS_HEADER = ("query-id", "corpus-id", "score")

@@ -36,7 +36,7 @@ from bertprep.bert_model.retrieval.data import BeirData, load_beir, qrels_path
 from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS, RetrievalEncoder, exact_search
 from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
 from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
-from bertprep.pipeline.atomic import directory_lock, write_atomic
+from bertprep.core.atomic import directory_lock, write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
 

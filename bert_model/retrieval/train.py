@@ -35,7 +35,7 @@ from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.retrieval.data import Pair, read_pairs
 from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS
 from bertprep.bert_model.runtime import resolve_device
-from bertprep.pipeline.atomic import LOCK_NAME, remove_stale_staging, replace_directory, staging_name
+from bertprep.core.atomic import LOCK_NAME, remove_stale_staging, replace_directory, staging_name
 
 logger = logging.getLogger(__name__)
 
