@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 $(BIN)/bertprep: setup.cfg setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train,finetune,dev,gcp,cloud,fast,bench,cjk,dask,tensorboard,wandb,recipes,megatron]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train,finetune,dev,gcp,cloud,fast,bench,cjk,dask,tensorboard,wandb,recipes,megatron,retrieval]'
 	# the mds extra: mosaicml-streaming without its pins of numpy<2.2 and transformers<5 (setup.cfg says why)
 	$(BIN)/python -m pip install --quiet -c constraints.txt Brotli python-snappy zstd xxhash catalogue
 	$(BIN)/python -m pip install --quiet -c constraints.txt --no-deps mosaicml-streaming

@@ -18,7 +18,10 @@ from bertprep.bert_model.evaluation.harness import (
     load_rows,
 )
 from bertprep.bert_model.evaluation.table import render_table
-from bertprep.cli.options import evaluation_options, output_file_option
+from bertprep.bert_model.retrieval.data import squad_to_beir
+from bertprep.bert_model.retrieval.encoder import POOLINGS
+from bertprep.bert_model.retrieval.evaluate import RetrievalEvalConfig, evaluate_retrieval
+from bertprep.cli.options import dataclass_default, evaluation_options, output_file_option
 from bertprep.core.atomic import write_atomic
 
 _ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError)
@@ -63,6 +66,8 @@ def evaluate() -> None:
       bertprep evaluate glue -m runs/mini --data glue/ --random-init -o eval/mini-random
       bertprep evaluate table eval/mini eval/mini-random
       bertprep evaluate squad -m runs/mini --train-file train-v1.1.json --dev-file dev-v1.1.json -o eval/mini
+      bertprep evaluate squad-to-beir -i dev-v1.1.json -o squad-beir
+      bertprep evaluate retrieval -m runs/mini --data squad-beir --finetune -o eval/mini
     """
 
 
@@ -111,6 +116,149 @@ def squad(**options) -> None:
     _run_evaluation(SquadEvalConfig, evaluate_squad, options)
 
 
+_RETRIEVAL_DEFAULT = dataclass_default(RetrievalEvalConfig)
+
+
+@evaluate.command(
+    context_settings={"show_default": True},
+    short_help="Encode a BEIR folder's corpus and queries; nDCG@10, MRR@10, Recall@100 (retrieval.md).",
+)
+@click.option(
+    "-m",
+    "--model",
+    required=True,
+    type=click.Path(exists=True),
+    help="The encoder: a bertprep run or checkpoint, a Hugging Face BERT / RoBERTa / ModernBERT directory, "
+    "or a sentence-transformers directory (its pooling is used).",
+)
+@click.option(
+    "--data",
+    "data_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/{train,dev,test}.tsv (bertprep evaluate "
+    "squad-to-beir makes one from a SQuAD file).",
+)
+@click.option(
+    "-o",
+    "--output-dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder of the runs (runs/RUN/: model, corpus vectors, run.trec), retrieval.md and "
+    "retrieval.json. Running the same command again continues where it stopped.",
+)
+@click.option("--split", default=_RETRIEVAL_DEFAULT("split"), help="The qrels scored: qrels/SPLIT.tsv.")
+@click.option(
+    "--finetune",
+    is_flag=True,
+    default=False,
+    help="Fine-tune on qrels/train.tsv first (in-batch negatives, sentence-transformers), once per seed.",
+)
+@click.option(
+    "--random-init",
+    is_flag=True,
+    default=False,
+    help="With --finetune: start from random weights of the model's architecture (the baseline).",
+)
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=_RETRIEVAL_DEFAULT("seeds"),
+    help="With --finetune: runs with seeds --seed, --seed + 1, ...; the table shows the median.",
+)
+@click.option("--seed", type=int, default=_RETRIEVAL_DEFAULT("seed"), help="The first fine-tuning seed.")
+@click.option("--name", default=None, help="Row label (default: the model folder's name).")
+@click.option(
+    "--embedding-pooling",
+    "pooling",
+    type=click.Choice(list(POOLINGS)),
+    default=None,
+    help="mean or cls (default: the model's sentence-transformers pooling, else mean).",
+)
+@click.option(
+    "--max-seq-length",
+    type=click.IntRange(min=3),
+    default=None,
+    help="Pieces per text (default: the model's sentence-transformers length, else 256 or its positions).",
+)
+@click.option(
+    "--lr",
+    "--learning-rate",
+    "learning_rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_RETRIEVAL_DEFAULT("learning_rate"),
+    help="With --finetune: peak learning rate.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=2),
+    default=_RETRIEVAL_DEFAULT("batch_size"),
+    help="With --finetune: pairs per batch (each query's in-batch negatives are the other positives).",
+)
+@click.option(
+    "--num-train-epochs",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_RETRIEVAL_DEFAULT("num_train_epochs"),
+    help="With --finetune: passes over the pairs.",
+)
+@click.option(
+    "--max-train-examples",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --finetune: train on the first N pairs.",
+)
+@click.option(
+    "--max-queries",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Score the first N judged queries of the split (a quicker, rougher figure).",
+)
+@click.option(
+    "--encode-batch-size",
+    type=click.IntRange(min=1),
+    default=_RETRIEVAL_DEFAULT("encode_batch_size"),
+    help="Texts per forward pass when encoding.",
+)
+@click.option("--device", default=_RETRIEVAL_DEFAULT("device"), help="'auto' (CUDA if available), 'cpu', 'cuda'.")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def retrieval(**options) -> None:
+    """Score an encoder on a BEIR folder: optionally fine-tune it on the train qrels, encode the corpus (batched,
+    to a file on disk), search every query exactly (cosine) and report nDCG@10, MRR@10 and Recall@100 as
+    pytrec_eval computes them. Ctrl-C stops; the same command continues."""  # fmt: skip
+    _run_evaluation(RetrievalEvalConfig, evaluate_retrieval, options)
+
+
+@evaluate.command("squad-to-beir", short_help="Make a BEIR retrieval folder from a SQuAD file.")
+@click.option("-i", "--input", "squad_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="SQuAD v1.1 or v2.0 JSON file (v2.0's unanswerable questions are left out).")  # fmt: skip
+@click.option("-o", "--output-dir", required=True, type=click.Path(file_okay=False), help="The BEIR folder to write.")
+@click.option(
+    "--test-fraction",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.5,
+    help="Share of the articles whose questions are the test queries.",
+)
+@click.option(
+    "--dev-fraction",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.0,
+    help="Share of the articles whose questions are the dev queries (qrels/dev.tsv).",
+)
+@click.option("--max-articles", type=click.IntRange(min=2), default=None, help="Use the file's first N articles.")
+@click.option("--overwrite", is_flag=True, default=False, help="Replace an existing folder.")
+def squad_to_beir_command(squad_file: str, output_dir: str, **options) -> None:
+    """Turn a SQuAD file into a BEIR folder: every paragraph a document, every answerable question a query whose
+    one relevant document is its paragraph. Articles (not questions) are split into train / dev / test, so no
+    paragraph is judged in two splits; the split is a fixed function of the titles (blake2b)."""
+    try:
+        counts = squad_to_beir(squad_file, output_dir, **options)
+    except (ValueError, FileExistsError) as err:
+        raise click.ClickException(str(err)) from None
+    splits = ", ".join(f"{s} {counts[s + '_queries']} queries ({counts[s + '_articles']} articles)"
+                       for s in ("train", "dev", "test") if counts[s + "_articles"])  # fmt: skip
+    click.echo(f"{output_dir}: {counts['documents']} documents; {splits}")
+
+
 @evaluate.command(short_help="Several evaluations side by side, the best per column in bold.")
 @click.argument("output_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @output_file_option("Also write the table to this file.", "output", default=None)
@@ -122,7 +270,8 @@ def table(output_dirs: tuple[str, ...], output: str | None) -> None:
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     text = render_table(rows) + (
-        "\nFigures in percent (each folder's glue.md / squad.md says how they were chosen); bold: the best of "
+        "\nFigures in percent (each folder's glue.md / squad.md / retrieval.md says how they were chosen); bold: "
+        "the best of "
         "each column; † an average over fewer tasks than another row's.\n"
     )
     if output:

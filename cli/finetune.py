@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import click
 
 from bertprep.bert_model.models.bert import PRESETS
+from bertprep.bert_model.retrieval.encoder import POOLINGS as RETRIEVAL_POOLINGS
+from bertprep.bert_model.retrieval.train import RetrievalTrainConfig, train_bi_encoder
 
 # Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
 # is reported by the command group's "needs the package ..." message.
@@ -18,6 +21,7 @@ from bertprep.cli.options import (
     batch_size_option,
     casing_options,
     column_options,
+    dataclass_default,
     field_option,
     loop_options,
     max_seq_length_option,
@@ -46,12 +50,13 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@task_option(required=True, type=click.Choice(["glue", "squad", "ner", "multiple-choice"]))
+@task_option(required=True, type=click.Choice(["glue", "squad", "ner", "multiple-choice", "retrieval"]))
 @click.option(
     "--train-file",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Training data (GLUE train.tsv, SQuAD JSON, or CoNLL file).",
+    type=click.Path(exists=True),
+    help="Training data (GLUE train.tsv, SQuAD JSON, or CoNLL file; retrieval: a query<TAB>positive[<TAB>negative] "
+    "TSV, a JSONL file with those keys, or a BEIR folder, whose qrels/train.tsv pairs are used).",
 )
 @click.option(
     "--eval-file",
@@ -150,6 +155,15 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
     default=None,
     help="multiple-choice: file layout (default auto: from the extension, .csv / .tsv / .jsonl).",
 )
+# retrieval
+@click.option(
+    "--embedding-pooling",
+    "pooling",
+    type=click.Choice(list(RETRIEVAL_POOLINGS)),
+    default=dataclass_default(RetrievalTrainConfig)("pooling"),
+    help="retrieval: one vector per text from the last layer: mean (of every piece, Sentence-BERT's) or cls "
+    "(the [CLS] vector, DPR's). retrieval's defaults differ: --lr 2e-5, --num-train-epochs 1 (sentence-transformers').",
+)
 # shared / SQuAD
 @max_seq_length_option()
 @squad_options()
@@ -193,7 +207,8 @@ def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option("--max-eval-examples", type=click.IntRange(min=1), default=None, help="Evaluate on the first N examples.")
 @overwrite_option()
-def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
+@click.pass_context
+def finetune(ctx: click.Context, task: str, glue_task: str | None, max_seq_length: int | None, **options) -> None:
     """Fine-tune a pre-trained BERT or ModernBERT on a GLUE-style, SQuAD v1.1 / v2.0, NER or multiple-choice
     task. Every task (feature-based NER included) runs on both architectures; a ModernBERT model gets the
     head of transformers' class (ModernBertForSequenceClassification, ...ForQuestionAnswering,
@@ -217,8 +232,11 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
           --train-file wnut17train.conll --eval-file emerging.dev.conll -o runs/wnut17-features
       bertprep finetune --task squad --model runs/modernbert \\
           --train-file train-v1.1.json --eval-file dev-v1.1.json -o runs/squad-modernbert
+      bertprep finetune --task retrieval --model runs/mini --train-file squad-beir/ -o runs/retriever
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if _ran_retrieval(ctx, task, options, max_seq_length):
+        return
     task_keys = (
         "text_a_column",
         "text_b_column",
@@ -265,4 +283,64 @@ def finetune(task: str, glue_task: str | None, max_seq_length: int | None, **opt
     click.echo(
         f"{result.steps} steps ({result.stop_reason}, {result.train_seconds / 60:.1f} min); {summary}"
         f"model {result.best_dir}"
+    )
+
+
+#: finetune's options --task retrieval reads (RetrievalTrainConfig fields); any other given is refused.
+_RETRIEVAL_OPTIONS = (
+    "train_file",
+    "output_dir",
+    "init_from",
+    "random_init",
+    "learning_rate",
+    "batch_size",
+    "num_train_epochs",
+    "warmup_proportion",
+    "seed",
+    "max_train_examples",
+    "overwrite",
+    "device",
+    "progress",
+)
+
+
+def _ran_retrieval(ctx: click.Context, task: str, options: dict, max_seq_length: int | None) -> bool:
+    """Run ``--task retrieval`` and say so; for another task, refuse a folder as ``--train-file`` (only
+    retrieval reads one) and drop retrieval's ``--pooling``."""
+    pooling = options.pop("pooling")
+    if task == "retrieval":
+        _finetune_retrieval(ctx, options, pooling, max_seq_length)
+        return True
+    if os.path.isdir(options["train_file"]):
+        hint = "--train-file"
+        raise click.BadParameter(f"{options['train_file']} is a folder; --task {task} reads a file", param_hint=hint)
+    return False
+
+
+def _finetune_retrieval(ctx: click.Context, options: dict, pooling: str, max_seq_length: int | None) -> None:
+    """``--task retrieval``: the options given -> ``RetrievalTrainConfig`` -> ``retrieval.train.train_bi_encoder``
+    (sentence-transformers' trainer). Options left at finetune's defaults take the retrieval defaults."""
+    source = click.core.ParameterSource
+    given = {k for k in options if ctx.get_parameter_source(k) not in (source.DEFAULT, None)}
+    unused = sorted(given - set(_RETRIEVAL_OPTIONS))
+    if unused:
+        name = "--" + unused[0].replace("_", "-")
+        raise click.BadParameter(f"{name} does not apply to --task retrieval", param_hint=name)
+    if options["init_from"] is None:
+        raise click.BadParameter("--task retrieval starts from a model; give --model", param_hint="--model")
+    values = {k: options[k] for k in _RETRIEVAL_OPTIONS if k in given or k in ("train_file", "output_dir", "init_from")}
+    if max_seq_length is not None:
+        values["max_seq_length"] = int(max_seq_length)
+    try:
+        config = RetrievalTrainConfig(pooling=pooling, **values)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    try:
+        with run_directory_lock(config.output_dir, "finetune"):
+            result = train_bi_encoder(config)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(
+        f"{result.steps} steps on {result.pairs} pairs ({result.train_seconds / 60:.1f} min), mean loss "
+        f"{result.train_loss:.4f}; model {result.output_dir} (SentenceTransformer(DIR) loads it)"
     )

@@ -553,7 +553,8 @@ _MAX_SEQ_LENGTH_HELP = (
     "Word pieces per sequence, [CLS] and [SEP] included (the original's max_seq_length). make-shards: tokens per "
     "instance (paper: 128 for 90% of steps, then 512); finetune: longer inputs are cut (default 128; squad 384: "
     "context windows); predict: default the fine-tuning's; extract-features: longer lines are cut (pairs "
-    "longest-first), default 128, or the model's max_position_embeddings when smaller."
+    "longest-first), default 128, or the model's max_position_embeddings when smaller; finetune --task retrieval: "
+    "default 256 or the model's positions when fewer."
 )
 _BATCH_SIZE_HELP = (
     "Examples per batch. train: instances per micro-batch on each process (global batch = this x accumulation x "
@@ -571,7 +572,8 @@ _TASK_HELP = (
     "What to train. train: pretrain = masked LM + next-sentence prediction on shards (the only task so far). "
     "finetune: glue = sentence (pair) classification / regression from TSV; squad = extractive QA from SQuAD "
     "v1.1 or v2.0 JSON; ner = token classification from CoNLL TOKEN<TAB>TAG files; multiple-choice = pick one of "
-    "N endings (SWAG CSV, or other CSV/TSV/JSONL via the column options)."
+    "N endings (SWAG CSV, or other CSV/TSV/JSONL via the column options); retrieval = a bi-encoder trained with "
+    "in-batch negatives on query / positive [/ negative] pairs (TSV, JSONL or a BEIR folder's train qrels)."
 )
 _VERIFY_HELP = (
     "Check the shards against their manifest: every file's sha256, so that a truncated or altered shard is named "

@@ -435,19 +435,22 @@ def evaluate_squad(config: SquadEvalConfig, report: Callable[[str], None] = logg
 
 
 def load_rows(output_dirs: list[str]) -> list[dict[str, Any]]:
-    """One table row per evaluation folder: its ``glue.json`` and ``squad.json`` (either or both) merged.
+    """One table row per evaluation folder: its ``glue.json``, ``squad.json`` and ``retrieval.json`` (``bertprep
+    evaluate retrieval``'s; any of them) merged.
 
-    Raises ``ValueError`` for a folder with neither."""
+    Raises ``ValueError`` for a folder with none."""
     rows = []
     for d in output_dirs:
         parts = []
-        for kind in ("glue", "squad"):
+        for kind in ("glue", "squad", "retrieval"):
             path = os.path.join(d, f"{kind}.json")
             if os.path.isfile(path):
                 with open(path, encoding="utf-8") as f:
                     parts.append(json.load(f))
         if not parts:
-            raise ValueError(f"{d} has no glue.json or squad.json (an output folder of bertprep evaluate)")
+            raise ValueError(
+                f"{d} has no glue.json or squad.json (nor retrieval.json): not an output folder of bertprep evaluate"
+            )
         row = dict(parts[0])
         row["columns"] = [c for p in parts for c in p["columns"]]
         row["average"] = next((p["average"] for p in parts if p.get("average") is not None), None)

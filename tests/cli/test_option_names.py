@@ -34,6 +34,8 @@ GROUPS = {
         "glue": [("-m", "--model", "model"), ("-o", "--output-dir", "output_dir")],
         "squad": [("-m", "--model", "model"), ("-o", "--output-dir", "output_dir")],
         "table": [("-o", "--output", "output")],
+        "retrieval": [("-m", "--model", "model"), ("-o", "--output-dir", "output_dir")],
+        "squad-to-beir": [("-i", "--input", "squad_file"), ("-o", "--output-dir", "output_dir")],
     }
 }
 

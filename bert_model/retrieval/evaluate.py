@@ -1,0 +1,320 @@
+"""``bertprep evaluate retrieval``: score an encoder on a BEIR folder, resumably.
+
+Per run (the model as it is, or one fine-tuning per seed on the folder's train qrels, ModernBERT's DPR setting):
+``OUT/runs/<run>/`` holds ``model/`` (the fine-tuned model, ``train.train_bi_encoder``), ``corpus.npy`` (the
+corpus vectors, float32 [documents, hidden], written in blocks of ``ENCODE_BLOCK`` documents into
+``corpus.partial.npy`` with ``corpus.progress.json`` recording the blocks done, renamed when complete),
+``run.trec`` (each query's best 100 documents, a TREC run file) and ``metrics.json`` (written last: a run with
+it is finished). Stopped with Ctrl-C, the same command continues from the last finished step: a fine-tuning
+that did not finish starts again (same seed, same model), the corpus from its last finished block, so the table
+comes out the same. ``OUT/retrieval_plan.json`` records the settings; another command on the same folder with
+other settings is refused.
+
+Search is exact (``encoder.exact_search``, cosine); metrics are ``scoring.mean_metrics`` (``pytrec_eval``).
+``OUT/retrieval.json`` is a row of ``bertprep evaluate table`` (nDCG@10 / MRR@10 / Recall@100 in percent, the
+median over seeds with their spread), with every run's figures and wall times; ``retrieval.md`` the table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from bertprep.bert_model.evaluation.table import render_table
+from bertprep.bert_model.hf.interop import load_model_source
+from bertprep.bert_model.loop_config import DeviceConfig
+from bertprep.bert_model.retrieval.data import BeirData, load_beir, qrels_path
+from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS, RetrievalEncoder, exact_search
+from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
+from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
+from bertprep.core.atomic import directory_lock, write_atomic
+
+logger = logging.getLogger("bertprep.evaluate")
+
+PLAN_FILE = "retrieval_plan.json"
+RECORD_FILE = "metrics.json"
+ENCODE_BLOCK = 2048
+TOP_K = 100
+METRIC_NAMES = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100"}
+
+
+@dataclass(kw_only=True)
+class RetrievalEvalConfig(DeviceConfig):
+    """Settings of ``bertprep evaluate retrieval`` (``device`` is :class:`DeviceConfig`'s)."""
+
+    model: str
+    """The encoder: a bertprep run or checkpoint, a Hugging Face or sentence-transformers directory."""
+    data_dir: str
+    """A BEIR folder (``data.py``)."""
+    output_dir: str
+    """Where the runs, ``retrieval.md`` and ``retrieval.json`` go."""
+    split: str = "test"
+    """The qrels scored (``qrels/<split>.tsv``)."""
+    finetune: bool = False
+    """Fine-tune on ``qrels/train.tsv`` first (one run per seed)."""
+    random_init: bool = False
+    """Fine-tune ``model``'s architecture from random weights (the no-pre-training baseline; needs ``finetune``)."""
+    seeds: int = 1
+    """Fine-tuning runs, seeds ``seed``, ``seed + 1``, ...; the table shows the median (needs ``finetune``)."""
+    seed: int = 12345
+    """The first seed."""
+    name: str | None = None
+    """The row label (default: the model folder's name, + " (fine-tuned)" / " (random init)")."""
+    pooling: str | None = None
+    """``mean`` or ``cls``; None: the model's sentence-transformers pooling, else mean."""
+    max_seq_length: int | None = None
+    """Pieces per text; None: the model's recorded length, else min(256, its positions)."""
+    learning_rate: float = 2e-5
+    """Fine-tuning: peak learning rate."""
+    batch_size: int = 32
+    """Fine-tuning: pairs per batch (in-batch negatives)."""
+    num_train_epochs: float = 1.0
+    """Fine-tuning: passes over the training pairs."""
+    max_train_examples: int | None = None
+    """Fine-tune on the first this many pairs."""
+    max_queries: int | None = None
+    """Score only the first this many judged queries of the split (file order)."""
+    encode_batch_size: int = 64
+    """Texts per forward pass when encoding."""
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pooling is not None and self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be at least 1, got {self.seeds}")
+        if not self.finetune and (self.random_init or self.seeds > 1):
+            raise ValueError("random_init and seeds > 1 fine-tune; add finetune (--finetune)")
+        for name in ("max_train_examples", "max_queries", "encode_batch_size"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    def label(self) -> str:
+        base = os.path.basename(os.path.abspath(self.model))
+        suffix = " (random init)" if self.random_init else " (fine-tuned)" if self.finetune else ""
+        return (self.name or base) + suffix
+
+    def run_names(self) -> list[tuple[str, int | None]]:
+        """(run folder name, seed): ``seed<N>`` per fine-tuning seed, or ``as-is``."""
+        if not self.finetune:
+            return [("as-is", None)]
+        return [(f"seed{self.seed + i}", self.seed + i) for i in range(self.seeds)]
+
+
+def _plan(config: RetrievalEvalConfig) -> dict[str, Any]:
+    plan = {k: v for k, v in asdict(config).items() if k not in ("output_dir", "name", "progress", "device")}
+    plan["model"], plan["data_dir"] = os.path.abspath(config.model), os.path.abspath(config.data_dir)
+    return plan
+
+
+def _check_plan(output_dir: str, plan: dict[str, Any]) -> None:
+    """Write ``retrieval_plan.json``, or refuse a folder whose runs were made with other settings."""
+    path = os.path.join(output_dir, PLAN_FILE)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            earlier = json.load(f)
+        changed = [k for k in sorted(set(plan) | set(earlier)) if plan.get(k) != earlier.get(k)]
+        if changed:
+            k = changed[0]
+            raise ValueError(
+                f"{output_dir} holds a retrieval evaluation made with other settings ({k}: {earlier.get(k)!r} "
+                f"there, {plan.get(k)!r} now); choose another --output-dir, or repeat its settings to continue it"
+            )
+        return
+    _write_json(path, plan)
+
+
+def _write_json(path: str, values: Any) -> None:
+    """``values`` as JSON at ``path``, atomically."""
+    write_atomic(path, lambda p: _dump_json(p, values))
+
+
+def _dump_json(path: str, values: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(values, f, indent=1)
+        f.write("\n")
+
+
+def evaluate_retrieval(config: RetrievalEvalConfig, report: Callable[[str], None] = logger.info) -> dict[str, Any]:
+    """Fine-tune (optionally), encode, search and score (module docstring); write ``retrieval.json`` and
+    ``retrieval.md`` and return the summary (a row of ``evaluation.table.render_table``, with ``note``).
+
+    Raises ValueError (bad BEIR folder, settings unlike the folder's earlier ones, another run holding the
+    folder), FileNotFoundError (the model)."""
+    data = load_beir(config.data_dir, config.split)
+    if load_model_source(config.model).vocab_tokens is None:  # before anything is written
+        raise ValueError(f"{config.model} has no vocab.txt or tokenizer.json beside its weights")
+    if config.finetune:
+        qrels_path(config.data_dir, "train")  # a missing train split fails now, not after encoding
+    if config.max_queries:
+        data.queries = dict(list(data.queries.items())[: config.max_queries])
+        data.qrels = {q: data.qrels[q] for q in data.queries}
+    os.makedirs(config.output_dir, exist_ok=True)
+    with directory_lock(config.output_dir, command="evaluate retrieval"):
+        _check_plan(config.output_dir, _plan(config))
+        records = []
+        for run_name, seed in config.run_names():
+            run_dir = os.path.join(config.output_dir, "runs", run_name)
+            record = _finished(run_dir) or _run(config, data, run_dir, seed, report)
+            report(f"{run_name}: " + ", ".join(f"{METRIC_NAMES[m]} {100 * record['metrics'][m]:.1f}" for m in METRICS))
+            records.append(record)
+        summary = _summary(config, data, records)
+        _write_outputs(config.output_dir, summary)
+    return summary
+
+
+def _finished(run_dir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(run_dir, RECORD_FILE), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _run(
+    config: RetrievalEvalConfig, data: BeirData, run_dir: str, seed: int | None, report: Callable[[str], None]
+) -> dict[str, Any]:
+    """One run: fine-tune (seed given), encode the corpus and queries, search, score; ``metrics.json`` last."""
+    os.makedirs(run_dir, exist_ok=True)
+    model_dir, train_seconds = config.model, None
+    if seed is not None:
+        model_dir = os.path.join(run_dir, "model")
+        train_seconds = _train(config, model_dir, seed, report)
+    encoder = RetrievalEncoder(
+        model_dir, pooling=config.pooling, max_seq_length=config.max_seq_length, device=config.device
+    )
+    start = time.perf_counter()
+    doc_vectors = _encode_corpus(encoder, list(data.corpus.values()), run_dir, config)
+    query_vectors = encoder.encode(list(data.queries.values()), batch_size=config.encode_batch_size)
+    indices, scores = exact_search(query_vectors, doc_vectors, TOP_K)
+    encode_seconds = time.perf_counter() - start
+    doc_ids = list(data.corpus)
+    run = {
+        q: {doc_ids[i]: float(s) for i, s in zip(indices[n], scores[n], strict=True)}
+        for n, q in enumerate(data.queries)
+    }
+    write_atomic(os.path.join(run_dir, "run.trec"), lambda p: write_run(p, run))
+    record = {
+        "seed": seed,
+        "metrics": mean_metrics(data.qrels, run),
+        "queries": len(data.queries),
+        "documents": len(doc_ids),
+        "pooling": encoder.pooling,
+        "max_seq_length": encoder.max_seq_length,
+        "train_seconds": train_seconds,
+        "encode_search_seconds": encode_seconds,
+    }
+    _write_json(os.path.join(run_dir, RECORD_FILE), record)
+    return record
+
+
+def _train(config: RetrievalEvalConfig, model_dir: str, seed: int, report: Callable[[str], None]) -> float:
+    """Fine-tune into ``model_dir`` unless a finished model is there; the training's wall seconds."""
+    record = os.path.join(model_dir, TRAIN_RECORD)
+    if not os.path.isfile(record):
+        report(f"fine-tuning {config.model} on {config.data_dir} qrels/train.tsv, seed {seed}")
+        train_bi_encoder(
+            RetrievalTrainConfig(
+                train_file=config.data_dir,
+                output_dir=model_dir,
+                init_from=config.model,
+                random_init=config.random_init,
+                pooling=config.pooling or "mean",
+                learning_rate=config.learning_rate,
+                batch_size=config.batch_size,
+                num_train_epochs=config.num_train_epochs,
+                seed=seed,
+                max_train_examples=config.max_train_examples,
+                progress=config.progress,
+                device=config.device,
+                max_seq_length=config.max_seq_length or DEFAULT_MAX_SEQ_LENGTH,
+            )
+        )
+    with open(record, encoding="utf-8") as f:
+        return float(json.load(f)["train_seconds"])
+
+
+def _encode_corpus(
+    encoder: RetrievalEncoder, texts: list[str], run_dir: str, config: RetrievalEvalConfig
+) -> np.ndarray:
+    """``corpus.npy`` (memory-mapped), encoded in blocks of ``ENCODE_BLOCK`` documents, continuing a stopped
+    encoding from its last finished block (module docstring)."""
+    final = os.path.join(run_dir, "corpus.npy")
+    if os.path.isfile(final):
+        return np.load(final, mmap_mode="r")
+    partial, progress = os.path.join(run_dir, "corpus.partial.npy"), os.path.join(run_dir, "corpus.progress.json")
+    done = 0
+    if os.path.isfile(partial) and os.path.isfile(progress):
+        with open(progress, encoding="utf-8") as f:
+            done = int(json.load(f)["rows"])
+        out = np.lib.format.open_memmap(partial, mode="r+")
+    else:
+        out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(len(texts), encoder.hidden_size))
+    bar = tqdm(total=len(texts), initial=done, unit="doc", desc="encode corpus", disable=not config.progress)
+    try:
+        for start in range(done, len(texts), ENCODE_BLOCK):
+            block = texts[start : start + ENCODE_BLOCK]
+            out[start : start + len(block)] = encoder.encode(
+                block, batch_size=config.encode_batch_size, on_batch=bar.update
+            )
+            out.flush()
+            _write_json(progress, {"rows": start + len(block)})
+    finally:
+        bar.close()
+    del out
+    os.replace(partial, final)
+    os.remove(progress)
+    return np.load(final, mmap_mode="r")
+
+
+def _summary(config: RetrievalEvalConfig, data: BeirData, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table row (``render_table``'s keys) with every run's record."""
+    dataset = os.path.basename(os.path.abspath(config.data_dir))
+    values = [100 * statistics.median(r["metrics"][m] for r in records) for m in METRICS]
+    spread = [100 * statistics.pstdev(r["metrics"][m] for r in records) for m in METRICS]
+    column = {
+        "name": f"{dataset} nDCG@10/MRR@10/R@100",
+        "task": f"retrieval:{dataset}",
+        "values": values,
+        "spread": spread,
+        "in_average": False,
+    }
+    seeds = [r["seed"] for r in records]
+    how = f"the median over {len(records)} fine-tuning seeds (± the spread)" if len(records) > 1 else "one run"
+    ft = "fine-tuned on its train qrels with in-batch negatives, " if config.finetune else ""
+    note = (
+        f"Retrieval on {dataset} ({config.split}: {len(data.queries)} queries, {len(data.corpus)} documents), "
+        f"{ft}exact cosine search; nDCG@10, MRR@10 and Recall@100 in percent (pytrec_eval), {how}."
+    )
+    return {"label": config.label(), "columns": [column], "average": None, "seeds": seeds, "note": note,
+            "model": os.path.abspath(config.model), "runs": records}  # fmt: skip
+
+
+def _write_outputs(output_dir: str, summary: dict[str, Any]) -> None:
+    _write_json(os.path.join(output_dir, "retrieval.json"), summary)
+    lines = [
+        render_table([summary]),
+        summary["note"],
+        "",
+        "| Run | nDCG@10 | MRR@10 | R@100 | train s | encode+search s |",
+    ]
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    for r in summary["runs"]:
+        train = "-" if r["train_seconds"] is None else f"{r['train_seconds']:.0f}"
+        figures = " | ".join(f"{100 * r['metrics'][m]:.1f}" for m in METRICS)
+        lines.append(f"| {r['seed'] or 'as is'} | {figures} | {train} | {r['encode_search_seconds']:.0f} |")
+
+    def write_md(p: str) -> None:
+        with open(p, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+    write_atomic(os.path.join(output_dir, "retrieval.md"), write_md)
