@@ -57,6 +57,7 @@ from bertprep.core.normalization import bert_normalizer
 from bertprep.pipeline import readers
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, record_error
+from bertprep.pipeline.instances.bucket_files import SpilledDocument, TokenizedDocument
 
 log = logging.getLogger(__name__)
 
@@ -110,18 +111,18 @@ def select_documents(
 
 
 class SplitSide:
-    """``beam.Partition`` function: a :data:`~bertprep.pipeline.instances.bucket_files.TokenizedDocument`
-    ``(file_index, ordinal, ...)`` -> 0 (train) or 1 (eval)."""
+    """``beam.Partition`` function: a :class:`~bertprep.pipeline.instances.bucket_files.TokenizedDocument`
+    (or its :class:`~bertprep.pipeline.instances.bucket_files.SpilledDocument`) -> 0 (train) or 1 (eval)."""
 
     def __init__(self, files: Sequence[str], eval_fraction: float, eval_seed: int):
         self.files = list(files)
         self.eval_fraction = eval_fraction
         self.eval_seed = eval_seed
 
-    def __call__(self, doc: Sequence[Any], num_partitions: int) -> int:
+    def __call__(self, doc: TokenizedDocument | SpilledDocument, num_partitions: int) -> int:
         # a mixture's copies (mixture.copy_ordinal) go where their document goes: its own ordinal decides
-        ordinal = doc[1] & 0xFFFFFFFF
-        return int(is_eval_document(self.eval_seed, self.files[doc[0]], ordinal, self.eval_fraction))
+        ordinal = doc.ordinal & 0xFFFFFFFF
+        return int(is_eval_document(self.eval_seed, self.files[doc.file_index], ordinal, self.eval_fraction))
 
 
 def normalized_text(sentences: Iterable[str], normalize) -> str:
