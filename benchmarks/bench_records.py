@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from apache_beam.coders import coders
 
-from bertprep.pipeline.instances.bucket_files import TokenizedDocument
+from bertprep.pipeline.instances.bucket_files import ReadDocument, TokenizedDocument
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "pipeline" / "demo_corpus"
@@ -52,9 +52,14 @@ def coder_figures(pieces: int, n: int = 20000) -> None:
     ids = rng.integers(1000, 30000, pieces, dtype=np.uint32).tobytes()
     lengths = np.full(pieces // 25, 25, dtype=np.int32).tobytes()
     named = TokenizedDocument(3, 123456, ids, lengths, 0)
+    sentence = "Sentence {} of about a hundred characters, as a reader hands it on to the tokenizer, in a list."
+    read = ReadDocument(3, 123456, [sentence.format(i) for i in range(20)])  # (distinct strings: pickle memoizes)
     coder = coders.FastPrimitivesCoder()
-    print(f"coder: FastPrimitivesCoder, one (bucket, document) element, {pieces} word pieces, {n} per batch")
-    for label, element in [("tuple", (7, tuple(named))), ("NamedTuple", (7, named))]:
+    print(f"coder: FastPrimitivesCoder, one (key, document) element, {n} per batch: a TokenizedDocument of {pieces}")
+    print("word pieces (the documents' GroupByKey), a ReadDocument of 20 sentences (--dedup exact's GroupByKey)")
+    cases = [(7, tuple(named)), (7, named), (b"key", tuple(read)), (b"key", read)]
+    for element in cases:
+        label = f"{type(element[1]).__name__}"
         encoded = coder.encode(element)
         assert coder.decode(encoded) == element and type(coder.decode(encoded)[1]) is type(element[1])
         enc, dec = [], []
@@ -68,7 +73,7 @@ def coder_figures(pieces: int, n: int = 20000) -> None:
                 coder.decode(encoded)
             dec.append((time.perf_counter() - start) / n * 1e6)
         print(
-            f"  {label:10s} {len(encoded):6d} bytes  encode {statistics.median(enc):6.2f} us  "
+            f"  {label:17s} {len(encoded):6d} bytes  encode {statistics.median(enc):6.2f} us  "
             f"decode {statistics.median(dec):6.2f} us"
         )
 

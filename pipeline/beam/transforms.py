@@ -3,7 +3,8 @@ buckets -> instances.
 
 Composites (each a ``beam.PTransform``, testable alone with ``TestPipeline``):
 
-- :class:`ReadDocuments`: input files -> ``(file_index, ordinal, sentences)`` via ``readers.read_documents``.
+- :class:`ReadDocuments`: input files -> a ``ReadDocument`` ``(file_index, ordinal, sentences)`` each, via
+  ``readers.read_documents``.
 - :class:`TokenizeDocuments`: sentences -> compact word-piece id arrays (Hugging Face ``tokenizers``, Rust).
 - :class:`CreateTrainingInstances`: seeded stable bucket keys, a ``GroupByKey``, and the reference algorithm
   per bucket (``bucket_files.make_bucket_instances``); each bucket's instances go to a temporary Arrow file.
@@ -41,6 +42,7 @@ from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, records_errors
 from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.instances.bucket_files import (
+    ReadDocument,
     SpilledDocument,
     TokenizedDocument,
     bucket_documents,
@@ -101,8 +103,8 @@ class _VocabResource:
 
 
 class ReadDocumentsFn(beam.DoFn):
-    """``(file_index, path)`` -> ``(file_index, ordinal, sentences)`` per document; reader counts as a
-    tagged ``counts`` output."""
+    """``(file_index, path)`` -> a :class:`~bertprep.pipeline.instances.bucket_files.ReadDocument` per document;
+    reader counts as a tagged ``counts`` output."""
 
     def __init__(self, config: ShardsConfig, error_dir: str | None = None):
         self.config = config
@@ -130,7 +132,7 @@ class ReadDocumentsFn(beam.DoFn):
         for doc in heldout.select_documents(documents, skip):
             self.documents.inc()
             count += 1
-            yield (file_index, range_ordinal(range_index, doc.ordinal), list(doc.sentences))
+            yield ReadDocument(file_index, range_ordinal(range_index, doc.ordinal), list(doc.sentences))
         yield beam.pvalue.TaggedOutput("counts", {"reader": stats.to_dict()})
         yield beam.pvalue.TaggedOutput("ranges", (file_index, range_index, count))
 
@@ -183,7 +185,8 @@ class NumberDocumentsFn(beam.DoFn):
 
 
 class TokenizeDocumentFn(beam.DoFn):
-    """``(file_index, ordinal, sentences)`` -> :class:`TokenizedDocument` (ids as bytes). With ``spill_to``
+    """A :class:`~bertprep.pipeline.instances.bucket_files.ReadDocument` -> :class:`TokenizedDocument` (ids as
+    bytes). With ``spill_to``
     (``(folder, bytes)``: the spill folder and this process's share of the memory budget, ``spill.py``) the
     documents beyond the budget are written there and handed on as references; a failed write is recorded in
     ``error_dir``."""
@@ -208,9 +211,8 @@ class TokenizeDocumentFn(beam.DoFn):
             self.spiller = spill.Spiller(*self.spill_to)
 
     @records_errors("error_dir")
-    def process(self, element: tuple[int, int, list[str]]) -> Iterator[TokenizedDocument | SpilledDocument]:
-        file_index, ordinal, sentences = element
-        doc = self.resource.encode(file_index, ordinal, sentences)
+    def process(self, element: ReadDocument) -> Iterator[TokenizedDocument | SpilledDocument]:
+        doc = self.resource.encode(element.file_index, element.ordinal, element.sentences)
         yield doc if self.spiller is None else self.spiller.keep(doc)
 
     def finish_bundle(self) -> None:

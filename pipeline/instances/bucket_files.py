@@ -4,6 +4,7 @@ Beam stages, and a bucket of them made into instances in a temporary Arrow bucke
 The DoFns of ``transforms.py`` only adapt these plain functions (pure algorithm, thin Beam wrapper), and the tests
 of the composites use them as their oracle:
 
+- :class:`ReadDocument`: a document as read, the sentences :func:`encode_document` tokenizes.
 - :class:`TokenizedDocument`, :func:`encode_document`: one document's word-piece ids and sentence lengths as
   bytes (no Python lists); :class:`SpilledDocument`: the reference ``beam/spill.py`` hands on instead of a
   document it wrote to disk; :func:`document_tokens`: the word pieces of either.
@@ -44,13 +45,27 @@ from bertprep.pipeline.text.tokenization import PretrainedSentenceEncoder, Sente
 from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, word_starts
 
 
+class ReadDocument(NamedTuple):
+    """A document as read (``transforms.ReadDocumentsFn``), before tokenization."""
+
+    file_index: int
+    """Index of the document's file in the sorted input list."""
+    ordinal: int
+    """Index of the document in its file (a byte range's reader: ``transforms.range_ordinal``)."""
+    sentences: list[str]
+    """Its non-empty, stripped sentences in order (``readers.Document.sentences``)."""
+
+
 class TokenizedDocument(NamedTuple):
     """One tokenized document in the compact form that crosses Beam stages (bytes, not Python lists).
 
-    A ``NamedTuple``, so it still unpacks and indexes as the plain tuple it replaced. Beam's default coder
-    pickles a tuple subclass (its own encoding is for exact tuples); measured on a 500-piece document that
-    costs ~56 bytes and ~15 us per stage boundary, under 1% of make-shards' time per document
-    (``benchmarks/bench_records.py``).
+    A ``NamedTuple``, so it still unpacks and indexes as the plain tuple it replaced. On the wire it is not
+    free: Beam's default coder (``FastPrimitivesCoder``) encodes only an exact ``tuple`` itself and pickles a
+    subclass, measured at ~90 more bytes (the class's path) and ~10 us more (encode + decode) per document per
+    stage boundary; make-shards' CPU time on 2,250 short documents showed no difference beyond the noise (under
+    1% expected), so the records cross stages as they are (``benchmarks/bench_records.py``). Should the bytes
+    matter (very short documents in the ``global`` scope's shuffle), hand Beam ``tuple(doc)`` and read it back
+    with ``TokenizedDocument._make``.
     """
 
     file_index: int
