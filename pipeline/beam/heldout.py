@@ -229,8 +229,8 @@ class ExactDedup(beam.PTransform):
 
 class KeyByTextFn(beam.DoFn):
     """A document as read (:class:`~bertprep.pipeline.instances.bucket_files.ReadDocument`) -> ``(key, document)``:
-    the key is the digest of
-    its normalised text, or for a document that normalises to nothing its own id (never a copy)."""
+    the key is the digest of its normalised text, or for a document that normalises to nothing its own id
+    (never a copy)."""
 
     def __init__(self, config: ShardsConfig):
         self.config = config

@@ -186,10 +186,9 @@ class NumberDocumentsFn(beam.DoFn):
 
 class TokenizeDocumentFn(beam.DoFn):
     """A :class:`~bertprep.pipeline.instances.bucket_files.ReadDocument` -> :class:`TokenizedDocument` (ids as
-    bytes). With ``spill_to``
-    (``(folder, bytes)``: the spill folder and this process's share of the memory budget, ``spill.py``) the
-    documents beyond the budget are written there and handed on as references; a failed write is recorded in
-    ``error_dir``."""
+    bytes). With ``spill_to`` (``(folder, bytes)``: the spill folder and this process's share of the memory
+    budget, ``spill.py``) the documents beyond the budget are written there and handed on as references
+    (:class:`SpilledDocument`); a failed write is recorded in ``error_dir``."""
 
     def __init__(
         self,
@@ -286,9 +285,8 @@ class PlanTokenBucketsFn(beam.CombineFn):
 
 class CreateInstancesFn(beam.DoFn):
     """``(bucket, documents)`` -> its :class:`~bertprep.pipeline.instances.bucket_files.BucketFile`; counts as
-    tagged output. With
-    ``sources`` (a mixture: the source index of each input file, and the sources' names) the counts hold the
-    instances per source (``mixture.instance_source_counts``)."""
+    tagged output. With ``sources`` (a mixture: the source index of each input file, and the sources' names)
+    the counts hold the instances per source (``mixture.instance_source_counts``)."""
 
     def __init__(self, config: ShardsConfig, tmp_dir: str, sources: tuple[Sequence[int], Sequence[str]] | None = None):
         self.config = config
