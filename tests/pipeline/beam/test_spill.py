@@ -9,11 +9,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from apache_beam import coders, typehints
 
 from bertprep.pipeline.beam import spill
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
-from bertprep.pipeline.instances.bucket_files import TokenizedDocument
+from bertprep.pipeline.instances.bucket_files import SpilledDocument, TokenizedDocument
 from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.readers import ranges
 from conftest import FIXTURES
@@ -120,6 +121,16 @@ def test_a_spilled_document_comes_back_with_its_word_starts(tmp_path):
     assert spill.is_spilled(ref) and (ref.file_index, ref.ordinal, ref.num_tokens) == (2, 7, 3)
     assert spill.load([ref]) == [doc]
     spiller.close()
+
+
+def test_documents_and_references_keep_their_type_through_beams_coder():
+    """spill.load tells a reference from a document by its type, after the GroupByKey has coded both."""
+    coder = coders.registry.get_coder(typehints.Tuple[int, typehints.Any])
+    doc = TokenizedDocument(0, 3, b"\x05\x00\x00\x00", b"\x01\x00\x00\x00", 0)
+    ref = SpilledDocument(0, 4, 1, "/spill/x.spill", 0, 40)
+    for record in (doc, ref):
+        (_, back) = coder.decode(coder.encode((9, record)))
+        assert back == record and type(back) is type(record)
 
 
 def test_a_full_disk_while_spilling_is_one_line_naming_the_folder(tmp_path, monkeypatch):
