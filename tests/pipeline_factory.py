@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 
 from bertprep.pipeline import readers
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
-from bertprep.pipeline.instances.bucket_files import encode_document
+from bertprep.pipeline.instances.bucket_files import ReadDocument, TokenizedDocument, encode_document
 from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.text.tokenization import SentenceEncoder, load_vocab
 
@@ -43,14 +43,16 @@ def shards_config(**kw) -> ShardsConfig:
     return ShardsConfig(**base)
 
 
-def documents() -> list[tuple[int, int, list[str]]]:
+def documents() -> list[ReadDocument]:
     """``(file_index, ordinal, sentences)`` of every fixture document, in id order."""
     return [
-        (i, d.ordinal, list(d.sentences)) for i, path in enumerate(FILES) for d in readers.read_documents(path, "bert")
+        ReadDocument(i, d.ordinal, list(d.sentences))
+        for i, path in enumerate(FILES)
+        for d in readers.read_documents(path, "bert")
     ]
 
 
-def tokenized() -> list[tuple]:
+def tokenized() -> list[TokenizedDocument]:
     """:func:`documents` encoded (``bucket_files.encode_document``, lower-cased)."""
     encoder = SentenceEncoder(load_vocab(VOCAB), True)
     return [encode_document(encoder, i, ordinal, sentences) for i, ordinal, sentences in documents()]

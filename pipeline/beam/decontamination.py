@@ -47,6 +47,7 @@ from apache_beam.metrics import Metrics
 from bertprep.core import storage
 from bertprep.pipeline.config import DECONTAMINATE_MIN_WORDS, ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, record_error
+from bertprep.pipeline.instances.bucket_files import ReadDocument
 
 #: Evaluation texts with fewer words are not matched (GPT-3's shortest n-gram, appendix C).
 MIN_WORDS = DECONTAMINATE_MIN_WORDS
@@ -293,7 +294,7 @@ def decontaminate_document(
 
 
 class DecontaminateFn(beam.DoFn):
-    """A document as read, ``(file_index, ordinal, sentences)`` -> the document (unchanged, cut, or nothing);
+    """A document as read (``bucket_files.ReadDocument``) -> the document (unchanged, cut, or nothing);
     tagged ``counts`` per contaminated document (:func:`decontaminate_document`). Side input:
     :class:`BuildNgramTableFn`'s table."""
 
@@ -302,12 +303,12 @@ class DecontaminateFn(beam.DoFn):
         self.mode = mode
         self.dropped = Metrics.counter("bertprep", "decontaminate_documents_dropped")
 
-    def process(self, doc: tuple[int, int, list[str]], table: dict) -> Iterator[Any]:
-        kept, counts = decontaminate_document(doc[2], table, self.mode)
+    def process(self, doc: ReadDocument, table: dict) -> Iterator[Any]:
+        kept, counts = decontaminate_document(doc.sentences, table, self.mode)
         if kept is None:
             self.dropped.inc()
         elif counts:
-            yield (doc[0], doc[1], kept)
+            yield doc._replace(sentences=kept)
         else:
             yield doc
         for c in counts:

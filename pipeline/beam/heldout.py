@@ -57,6 +57,7 @@ from bertprep.core.normalization import bert_normalizer
 from bertprep.pipeline import readers
 from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import USER_ERRORS, record_error
+from bertprep.pipeline.instances.bucket_files import ReadDocument, SpilledDocument, TokenizedDocument
 
 log = logging.getLogger(__name__)
 
@@ -110,18 +111,18 @@ def select_documents(
 
 
 class SplitSide:
-    """``beam.Partition`` function: a :data:`~bertprep.pipeline.instances.bucket_files.TokenizedDocument`
-    ``(file_index, ordinal, ...)`` -> 0 (train) or 1 (eval)."""
+    """``beam.Partition`` function: a :class:`~bertprep.pipeline.instances.bucket_files.TokenizedDocument`
+    (or its :class:`~bertprep.pipeline.instances.bucket_files.SpilledDocument`) -> 0 (train) or 1 (eval)."""
 
     def __init__(self, files: Sequence[str], eval_fraction: float, eval_seed: int):
         self.files = list(files)
         self.eval_fraction = eval_fraction
         self.eval_seed = eval_seed
 
-    def __call__(self, doc: Sequence[Any], num_partitions: int) -> int:
+    def __call__(self, doc: TokenizedDocument | SpilledDocument, num_partitions: int) -> int:
         # a mixture's copies (mixture.copy_ordinal) go where their document goes: its own ordinal decides
-        ordinal = doc[1] & 0xFFFFFFFF
-        return int(is_eval_document(self.eval_seed, self.files[doc[0]], ordinal, self.eval_fraction))
+        ordinal = doc.ordinal & 0xFFFFFFFF
+        return int(is_eval_document(self.eval_seed, self.files[doc.file_index], ordinal, self.eval_fraction))
 
 
 def normalized_text(sentences: Iterable[str], normalize) -> str:
@@ -227,8 +228,9 @@ class ExactDedup(beam.PTransform):
 
 
 class KeyByTextFn(beam.DoFn):
-    """A document as read, ``(file_index, ordinal, sentences)`` -> ``(key, document)``: the key is the digest of
-    its normalised text, or for a document that normalises to nothing its own id (never a copy)."""
+    """A document as read (:class:`~bertprep.pipeline.instances.bucket_files.ReadDocument`) -> ``(key, document)``:
+    the key is the digest of its normalised text, or for a document that normalises to nothing its own id
+    (never a copy)."""
 
     def __init__(self, config: ShardsConfig):
         self.config = config
@@ -237,9 +239,9 @@ class KeyByTextFn(beam.DoFn):
     def setup(self) -> None:
         self.normalize = bert_normalizer(self.config.do_lower_case, self.config.strip_accents).normalize_str
 
-    def process(self, doc: tuple[int, int, list[str]]) -> Iterator[tuple[bytes, tuple]]:
-        text = normalized_text(doc[2], self.normalize)
-        yield (text_digest(text) if text else f"id:{doc[0]}:{doc[1]}".encode("ascii")), doc
+    def process(self, doc: ReadDocument) -> Iterator[tuple[bytes, ReadDocument]]:
+        text = normalized_text(doc.sentences, self.normalize)
+        yield (text_digest(text) if text else f"id:{doc.file_index}:{doc.ordinal}".encode("ascii")), doc
 
 
 class KeepFirstCopyFn(beam.DoFn):
@@ -249,10 +251,10 @@ class KeepFirstCopyFn(beam.DoFn):
     def __init__(self):
         self.dropped = Metrics.counter("bertprep", "dedup_documents_dropped")
 
-    def process(self, element: tuple[bytes, Iterable[tuple]]) -> Iterator[Any]:
-        _, docs = element
-        docs = list(docs)
-        first = min(docs, key=lambda d: (d[0], d[1]))
+    def process(self, element: tuple[bytes, Iterable[ReadDocument]]) -> Iterator[Any]:
+        _, copies = element
+        docs = list(copies)
+        first = min(docs, key=lambda d: (d.file_index, d.ordinal))
         yield first
         if len(docs) > 1:
             self.dropped.inc(len(docs) - 1)

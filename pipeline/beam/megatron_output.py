@@ -37,9 +37,11 @@ class WriteMegatronPartFn(beam.DoFn):
     @records_errors("tmp_dir")
     def process(self, element: tuple[tuple[int, int], Iterable[tuple]]) -> Iterator[dict]:
         (file_index, chunk), docs = element
-        ordered = sorted(docs, key=lambda doc: doc[1])  # (file_index, ordinal, ids, lengths, ...)
+        ordered = sorted(docs, key=lambda doc: doc.ordinal)  # (TokenizedDocument records of one file)
         part = f"part-{file_index:06d}-{chunk:06d}"
-        entry = formats.write_megatron_documents(self.tmp_dir, part, [(d[2], d[3]) for d in ordered], self.vocab_size)
+        entry = formats.write_megatron_documents(
+            self.tmp_dir, part, [(d.input_ids, d.sentence_lengths) for d in ordered], self.vocab_size
+        )
         entry["key"] = [self.keys[file_index], file_index, chunk]
         yield entry
 
@@ -58,7 +60,7 @@ class WriteMegatronDocuments(beam.PTransform):
     def expand(self, tokenized):
         return (
             tokenized
-            | "KeyByFilePart" >> beam.Map(lambda doc: ((doc[0], doc[1] // DOCUMENTS_PER_PART), doc))
+            | "KeyByFilePart" >> beam.Map(lambda doc: ((doc.file_index, doc.ordinal // DOCUMENTS_PER_PART), doc))
             | "GroupByFilePart" >> beam.GroupByKey()
             | "WriteMegatronPartFn" >> beam.ParDo(WriteMegatronPartFn(self.tmp_dir, self.keys, self.vocab_size))
         )

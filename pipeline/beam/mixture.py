@@ -150,12 +150,15 @@ def copies_of(
 
 def first_sentences(doc: TokenizedDocument, k: int) -> TokenizedDocument:
     """The document with its first ``k`` sentences (ids, lengths and word starts cut to them)."""
-    lengths = np.frombuffer(doc[3], dtype=np.int32)
+    lengths = np.frombuffer(doc.sentence_lengths, dtype=np.int32)
     if k >= len(lengths):
         return doc
     n = int(lengths[:k].sum())
-    cut = (doc[0], doc[1], doc[2][: 4 * n], lengths[:k].tobytes(), doc[4])
-    return cut + ((doc[5][:n],) if len(doc) > 5 else ())
+    return doc._replace(
+        input_ids=doc.input_ids[: 4 * n],
+        sentence_lengths=lengths[:k].tobytes(),
+        word_starts=None if doc.word_starts is None else doc.word_starts[:n],
+    )
 
 
 def alpha_rates(sizes: Sequence[int], alpha: float) -> list[float]:
@@ -246,10 +249,10 @@ class PlanFractionsFn(beam.CombineFn):
         return {}
 
     def add_input(self, acc, doc: TokenizedDocument):
-        i = self.file_source[doc[0]]
+        i = self.file_source[doc.file_index]
         if i in self.fractional:
             keys, tokens = acc.setdefault(i, (array.array("Q"), array.array("q")))
-            keys.append(sampling_key(self.random_seed, self.names[i], self.files[doc[0]], doc[1]))
+            keys.append(sampling_key(self.random_seed, self.names[i], self.files[doc.file_index], doc.ordinal))
             tokens.append(document_tokens(doc))
         return acc
 
@@ -257,9 +260,9 @@ class PlanFractionsFn(beam.CombineFn):
         out: dict[int, tuple[array.array, array.array]] = {}
         for acc in accs:
             for i, (keys, tokens) in acc.items():
-                mine = out.setdefault(i, (array.array("Q"), array.array("q")))
-                mine[0].extend(keys)
-                mine[1].extend(tokens)
+                all_keys, all_tokens = out.setdefault(i, (array.array("Q"), array.array("q")))
+                all_keys.extend(keys)
+                all_tokens.extend(tokens)
         return out
 
     def extract_output(self, acc) -> dict[int, tuple[int, int]]:
@@ -270,7 +273,7 @@ class PlanFractionsFn(beam.CombineFn):
 
 
 class SampleSourcesFn(beam.DoFn):
-    """A :data:`TokenizedDocument` -> its copies (0, 1 or more; copy c with ordinal ``copy_ordinal(o, c)``,
+    """A :class:`TokenizedDocument` -> its copies (0, 1 or more; copy c with ordinal ``copy_ordinal(o, c)``,
     the last one perhaps cut to its first sentences); a tagged ``counts`` output per document with its source's
     documents and word pieces in and out. Side input: the :data:`FractionPlan`."""
 
@@ -283,17 +286,17 @@ class SampleSourcesFn(beam.DoFn):
         self.copies = Metrics.counter("bertprep", "mixture_documents_written")
 
     def process(self, doc: TokenizedDocument, fractions: FractionPlan) -> Iterator[Any]:
-        i = self.file_source[doc[0]]
+        i = self.file_source[doc.file_index]
         name = self.names[i]
         cut = fractions.get(i)
-        key = sampling_key(self.random_seed, name, self.files[doc[0]], doc[1]) if cut is not None else 0
-        lengths = np.frombuffer(doc[3], dtype=np.int32)
+        key = sampling_key(self.random_seed, name, self.files[doc.file_index], doc.ordinal) if cut is not None else 0
+        lengths = np.frombuffer(doc.sentence_lengths, dtype=np.int32)
         kept = copies_of(self.rates[i], key, cut, lengths)
         tokens_out = 0
         for c, k in enumerate(kept):
             copy = first_sentences(doc, k)
             tokens_out += document_tokens(copy)
-            yield (copy[0], copy_ordinal(copy[1], c)) + tuple(copy[2:])
+            yield copy._replace(ordinal=copy_ordinal(copy.ordinal, c))
         self.copies.inc(len(kept))
         yield beam.pvalue.TaggedOutput(
             "counts",

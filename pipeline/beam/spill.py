@@ -5,11 +5,12 @@ and the ``global`` pairing scope's ``GroupByKey`` of tokenized documents crosses
 5-7 MB per MB of text (``benchmarks/scale.md``). With a spill folder, :class:`Spiller` (used by
 ``transforms.TokenizeDocumentFn``) hands the runner each document inline while this process's share of the
 budget lasts (``--memory-budget`` over the worker processes), then appends the rest to a file of its own in
-the spill folder and hands the runner a small reference instead, a *spilled document*
-``(file_index, ordinal, word pieces, file, offset, length)`` (``bucket_files.document_tokens`` reads its
-word pieces). ``transforms.CreateInstancesFn`` reads a bucket's spilled documents back (:func:`load`) before it
-sorts them, so the buckets, and every byte of the shards, are the same whatever was spilled: only where a
-document waits changes. The runners that shuffle out of memory themselves (Dask, Dataflow) get no spill folder.
+the spill folder and hands the runner a small reference instead, a
+:class:`~bertprep.pipeline.instances.bucket_files.SpilledDocument` (the document's id and word pieces, and its
+file, offset and length there). ``transforms.CreateInstancesFn`` reads a bucket's spilled documents back
+(:func:`load`) before it sorts them, so the buckets, and every byte of the shards, are the same whatever was
+spilled: only where a document waits changes. The runners that shuffle out of memory themselves (Dask,
+Dataflow) get no spill folder.
 
 The spill folder is ``<staging folder>/spill/``: a failed or interrupted run's staging folder is removed whole
 (``run.py``), and :func:`report` logs what a successful run spilled and removes the folder.
@@ -23,12 +24,12 @@ import os
 import pickle
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import IO
 
 from bertprep.core import atomic
 from bertprep.pipeline.errors import MakeShardsError
-from bertprep.pipeline.instances.bucket_files import TokenizedDocument
+from bertprep.pipeline.instances.bucket_files import SpilledDocument, TokenizedDocument
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,9 @@ def spill_folder(staging_dir: str) -> str:
     return os.path.join(staging_dir, SPILL_DIR)
 
 
-def is_spilled(doc: Sequence) -> bool:
+def is_spilled(doc: TokenizedDocument | SpilledDocument) -> bool:
     """Whether ``doc`` is a spilled document's reference rather than the document."""
-    return isinstance(doc[2], int)
+    return isinstance(doc, SpilledDocument)
 
 
 class Spiller:
@@ -63,14 +64,17 @@ class Spiller:
         self._path = ""
         self._offset = 0
 
-    def keep(self, doc: TokenizedDocument) -> tuple:
+    def keep(self, doc: TokenizedDocument) -> TokenizedDocument | SpilledDocument:
         """``doc`` itself, or its spilled reference once this process's inline documents fill the budget."""
-        size = len(doc[2]) + len(doc[3])
+        size = len(doc.input_ids) + len(doc.sentence_lengths)
         inline = _inline_bytes.get(self.folder, 0)
         if inline + size <= self.budget_bytes:
             _inline_bytes[self.folder] = inline + size
             return doc
-        payload = pickle.dumps(tuple(doc[2:]), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps(
+            (doc.input_ids, doc.sentence_lengths, doc.dropped_sentences, doc.word_starts),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
         if self._file is None:
             atomic.check_staging_alive(self.folder)  # (StagingGone: not a full disk, the run has ended)
         try:
@@ -81,7 +85,9 @@ class Spiller:
             self._file.write(payload)
         except OSError as err:
             raise _write_error(self.folder, err) from err
-        ref = (doc[0], doc[1], len(doc[2]) // 4, self._path, self._offset, len(payload))
+        ref = SpilledDocument(
+            doc.file_index, doc.ordinal, len(doc.input_ids) // 4, self._path, self._offset, len(payload)
+        )
         self._offset += len(payload)
         return ref
 
@@ -107,17 +113,17 @@ def _write_error(folder: str, err: OSError) -> MakeShardsError:
     )
 
 
-def load(docs: Iterable[tuple]) -> list[TokenizedDocument]:
+def load(docs: Iterable[TokenizedDocument | SpilledDocument]) -> list[TokenizedDocument]:
     """``docs`` with each spilled reference replaced by its document, read back from its spill file (in file
     and offset order, each file opened once); the others as they are. Order is not kept."""
     docs = list(docs)
-    kept = [d for d in docs if not is_spilled(d)]
-    spilled = sorted((d for d in docs if is_spilled(d)), key=lambda d: (d[3], d[4]))
-    for path, refs in itertools.groupby(spilled, key=lambda d: d[3]):
+    kept = [d for d in docs if not isinstance(d, SpilledDocument)]
+    spilled = sorted((d for d in docs if isinstance(d, SpilledDocument)), key=lambda d: (d.spill_file, d.offset))
+    for path, refs in itertools.groupby(spilled, key=lambda d: d.spill_file):
         with open(path, "rb") as f:
-            for file_index, ordinal, _, _, offset, length in refs:
-                f.seek(offset)
-                kept.append((file_index, ordinal, *pickle.loads(f.read(length))))
+            for ref in refs:
+                f.seek(ref.offset)
+                kept.append(TokenizedDocument(ref.file_index, ref.ordinal, *pickle.loads(f.read(ref.length))))
     return kept
 
 

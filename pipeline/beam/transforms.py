@@ -3,7 +3,8 @@ buckets -> instances.
 
 Composites (each a ``beam.PTransform``, testable alone with ``TestPipeline``):
 
-- :class:`ReadDocuments`: input files -> ``(file_index, ordinal, sentences)`` via ``readers.read_documents``.
+- :class:`ReadDocuments`: input files -> a ``ReadDocument`` ``(file_index, ordinal, sentences)`` each, via
+  ``readers.read_documents``.
 - :class:`TokenizeDocuments`: sentences -> compact word-piece id arrays (Hugging Face ``tokenizers``, Rust).
 - :class:`CreateTrainingInstances`: seeded stable bucket keys, a ``GroupByKey``, and the reference algorithm
   per bucket (``bucket_files.make_bucket_instances``); each bucket's instances go to a temporary Arrow file.
@@ -41,6 +42,8 @@ from bertprep.pipeline.config import ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError, records_errors
 from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.instances.bucket_files import (
+    ReadDocument,
+    SpilledDocument,
     TokenizedDocument,
     bucket_documents,
     document_counts,
@@ -100,8 +103,8 @@ class _VocabResource:
 
 
 class ReadDocumentsFn(beam.DoFn):
-    """``(file_index, path)`` -> ``(file_index, ordinal, sentences)`` per document; reader counts as a
-    tagged ``counts`` output."""
+    """``(file_index, path)`` -> a :class:`~bertprep.pipeline.instances.bucket_files.ReadDocument` per document;
+    reader counts as a tagged ``counts`` output."""
 
     def __init__(self, config: ShardsConfig, error_dir: str | None = None):
         self.config = config
@@ -129,7 +132,7 @@ class ReadDocumentsFn(beam.DoFn):
         for doc in heldout.select_documents(documents, skip):
             self.documents.inc()
             count += 1
-            yield (file_index, range_ordinal(range_index, doc.ordinal), list(doc.sentences))
+            yield ReadDocument(file_index, range_ordinal(range_index, doc.ordinal), list(doc.sentences))
         yield beam.pvalue.TaggedOutput("counts", {"reader": stats.to_dict()})
         yield beam.pvalue.TaggedOutput("ranges", (file_index, range_index, count))
 
@@ -174,18 +177,18 @@ class NumberDocumentsFn(beam.DoFn):
     documents before each range, :class:`RangeOffsetsFn`): the id a whole-file read gives it."""
 
     def process(self, doc: TokenizedDocument, offsets: dict) -> Iterator[TokenizedDocument]:
-        range_index = doc[1] >> RANGE_SHIFT
+        range_index = doc.ordinal >> RANGE_SHIFT
         if range_index:
-            ordinal = offsets[(doc[0], range_index)] + (doc[1] & ((1 << RANGE_SHIFT) - 1))
-            doc = (doc[0], ordinal) + tuple(doc[2:])
+            ordinal = offsets[(doc.file_index, range_index)] + (doc.ordinal & ((1 << RANGE_SHIFT) - 1))
+            doc = doc._replace(ordinal=ordinal)
         yield doc
 
 
 class TokenizeDocumentFn(beam.DoFn):
-    """``(file_index, ordinal, sentences)`` -> :data:`TokenizedDocument` (ids as bytes). With ``spill_to``
-    (``(folder, bytes)``: the spill folder and this process's share of the memory budget, ``spill.py``) the
-    documents beyond the budget are written there and handed on as references; a failed write is recorded in
-    ``error_dir``."""
+    """A :class:`~bertprep.pipeline.instances.bucket_files.ReadDocument` -> :class:`TokenizedDocument` (ids as
+    bytes). With ``spill_to`` (``(folder, bytes)``: the spill folder and this process's share of the memory
+    budget, ``spill.py``) the documents beyond the budget are written there and handed on as references
+    (:class:`SpilledDocument`); a failed write is recorded in ``error_dir``."""
 
     def __init__(
         self,
@@ -207,9 +210,8 @@ class TokenizeDocumentFn(beam.DoFn):
             self.spiller = spill.Spiller(*self.spill_to)
 
     @records_errors("error_dir")
-    def process(self, element: tuple[int, int, list[str]]) -> Iterator[TokenizedDocument]:
-        file_index, ordinal, sentences = element
-        doc = self.resource.encode(file_index, ordinal, sentences)
+    def process(self, element: ReadDocument) -> Iterator[TokenizedDocument | SpilledDocument]:
+        doc = self.resource.encode(element.file_index, element.ordinal, element.sentences)
         yield doc if self.spiller is None else self.spiller.keep(doc)
 
     def finish_bundle(self) -> None:
@@ -234,8 +236,10 @@ class AssignBucketFn(beam.DoFn):
         self.random_seed = random_seed
         self.bucket_size = bucket_size
 
-    def process(self, doc: TokenizedDocument, plan: Any) -> Iterator[tuple[int, TokenizedDocument]]:
-        path, ordinal = self.files[doc[0]], doc[1]
+    def process(
+        self, doc: TokenizedDocument | SpilledDocument, plan: Any
+    ) -> Iterator[tuple[int, TokenizedDocument | SpilledDocument]]:
+        path, ordinal = self.files[doc.file_index], doc.ordinal
         if self.bucket_size is None:
             yield buckets.token_bucket_of(buckets.document_key(self.random_seed, path, ordinal), plan), doc
             return
@@ -257,9 +261,10 @@ class PlanTokenBucketsFn(beam.CombineFn):
     def create_accumulator(self) -> tuple[array.array, array.array]:
         return array.array("Q"), array.array("q")
 
-    def add_input(self, acc, doc: TokenizedDocument):
-        acc[0].append(buckets.document_key(self.random_seed, self.files[doc[0]], doc[1]))
-        acc[1].append(document_tokens(doc))
+    def add_input(self, acc, doc: TokenizedDocument | SpilledDocument):
+        keys, tokens = acc
+        keys.append(buckets.document_key(self.random_seed, self.files[doc.file_index], doc.ordinal))
+        tokens.append(document_tokens(doc))
         return acc
 
     def merge_accumulators(self, accs):
@@ -270,17 +275,18 @@ class PlanTokenBucketsFn(beam.CombineFn):
         return keys, tokens
 
     def extract_output(self, acc) -> list[int]:
+        keys, tokens = acc
         return buckets.plan_token_buckets(
-            np.frombuffer(acc[0], dtype=np.uint64) if len(acc[0]) else [],
-            np.frombuffer(acc[1], dtype=np.int64) if len(acc[1]) else [],
+            np.frombuffer(keys, dtype=np.uint64) if len(keys) else [],
+            np.frombuffer(tokens, dtype=np.int64) if len(tokens) else [],
             self.bucket_tokens,
         )
 
 
 class CreateInstancesFn(beam.DoFn):
-    """``(bucket, documents)`` -> bucket file meta ``(bucket, path, rows)``; counts as tagged output. With
-    ``sources`` (a mixture: the source index of each input file, and the sources' names) the counts hold the
-    instances per source (``mixture.instance_source_counts``)."""
+    """``(bucket, documents)`` -> its :class:`~bertprep.pipeline.instances.bucket_files.BucketFile`; counts as
+    tagged output. With ``sources`` (a mixture: the source index of each input file, and the sources' names)
+    the counts hold the instances per source (``mixture.instance_source_counts``)."""
 
     def __init__(self, config: ShardsConfig, tmp_dir: str, sources: tuple[Sequence[int], Sequence[str]] | None = None):
         self.config = config
@@ -293,33 +299,35 @@ class CreateInstancesFn(beam.DoFn):
         self.resource.load()
 
     @records_errors("tmp_dir")
-    def process(self, element: tuple[int, Iterable[TokenizedDocument]]) -> Iterator[Any]:
-        bucket, tokenized = element
-        tokenized = sorted(spill.load(tokenized), key=lambda d: (d[0], d[1]))  # spilled ones read back
+    def process(self, element: tuple[int, Iterable[TokenizedDocument | SpilledDocument]]) -> Iterator[Any]:
+        bucket, received = element
+        tokenized = sorted(spill.load(received), key=lambda d: (d.file_index, d.ordinal))  # spilled ones read back
         docs = bucket_documents(tokenized)
         vocab, encoder, ids = self.resource.loaded()
-        counts = document_counts(docs, sum(d[4] for d in tokenized), encoder.unk_id)
+        counts = document_counts(docs, sum(d.dropped_sentences for d in tokenized), encoder.unk_id)
         per_source: dict = {}  # a mixture's instances per source
         on_described = None
         if self.sources is not None:
             file_source, names = self.sources
-            doc_sources = [file_source[d[0]] for d in tokenized]
+            doc_sources = [file_source[d.file_index] for d in tokenized]
 
             def on_described(docs, described):
                 per_source.update(mixture.instance_source_counts(docs, described, doc_sources, names))
 
         del tokenized
         start = time.time()
-        meta, stats = make_bucket_instances(bucket, docs, self.config, ids, vocab.size, self.tmp_dir, on_described)
+        bucket_file, stats = make_bucket_instances(
+            bucket, docs, self.config, ids, vocab.size, self.tmp_dir, on_described
+        )
         log.info(
             "bucket %d: %d documents -> %d instances in %.1f s",
             bucket,
             len(docs.doc_starts),
-            meta[2],
+            bucket_file.rows,
             time.time() - start,
         )
-        self.instances.inc(meta[2])
-        yield meta
+        self.instances.inc(bucket_file.rows)
+        yield bucket_file
         yield beam.pvalue.TaggedOutput(
             "counts", {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1, **per_source}
         )
@@ -369,26 +377,26 @@ class ProcessFileStreamingFn(beam.DoFn):
             state = runs[side]
             run = state.documents
             docs = bucket_documents(run)
-            counts = document_counts(docs, sum(d[4] for d in run), encoder.unk_id)
+            counts = document_counts(docs, sum(d.dropped_sentences for d in run), encoder.unk_id)
             bucket = (file_index << 24) | state.index
             tmp_dir = self.tmp_dir if side == "train" else self.eval_tmp_dir
             assert tmp_dir is not None  # (an eval side exists only with eval_tmp_dir)
-            meta, stats = make_bucket_instances(bucket, docs, self.config, ids, vocab.size, tmp_dir)
+            bucket_file, stats = make_bucket_instances(bucket, docs, self.config, ids, vocab.size, tmp_dir)
             log.info(
                 "%s, %sdocuments %d-%d: %d instances",
                 path,
                 "eval " if side == "eval" else "",
                 state.seen - len(run),
                 state.seen - 1,
-                meta[2],
+                bucket_file.rows,
             )
             state.documents, state.index, state.tokens = [], state.index + 1, 0
             counted = {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1}
             if side == "train":
-                yield meta
+                yield bucket_file
                 yield beam.pvalue.TaggedOutput("counts", counted)
             else:
-                yield beam.pvalue.TaggedOutput("eval_buckets", meta)
+                yield beam.pvalue.TaggedOutput("eval_buckets", bucket_file)
                 yield beam.pvalue.TaggedOutput("eval_counts", counted)
 
         documents = readers.read_documents(

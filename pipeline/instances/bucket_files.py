@@ -4,8 +4,10 @@ Beam stages, and a bucket of them made into instances in a temporary Arrow bucke
 The DoFns of ``transforms.py`` only adapt these plain functions (pure algorithm, thin Beam wrapper), and the tests
 of the composites use them as their oracle:
 
-- :data:`TokenizedDocument`, :func:`encode_document`: one document's word-piece ids and sentence lengths as
-  bytes (no Python lists); :func:`document_tokens`: its word pieces.
+- :class:`ReadDocument`: a document as read, the sentences :func:`encode_document` tokenizes.
+- :class:`TokenizedDocument`, :func:`encode_document`: one document's word-piece ids and sentence lengths as
+  bytes (no Python lists); :class:`SpilledDocument`: the reference ``beam/spill.py`` hands on instead of a
+  document it wrote to disk; :func:`document_tokens`: the word pieces of either.
 - :func:`stable_bucket`: which of ``num_buckets`` buckets a document goes to (``buckets.py``).
 - :func:`bucket_documents`, :func:`document_counts`: a bucket's documents as one flat ``BucketDocuments``,
   and their tokenizer counters.
@@ -13,7 +15,7 @@ of the composites use them as their oracle:
   with ``random.Random(bucket_seed(seed, bucket))``, the same draws and instances as the list-based
   reference ``create_training_instances`` of ``tests/reference/instances.py``, on arrays instead of token
   lists); the bucket's instances go to a temporary ``bucket-<key>.arrows`` (in the staging folder's
-  ``store.BUCKETS_DIR``), which ``shards/write.py`` cuts into shards.
+  ``store.BUCKETS_DIR``), described by a :class:`BucketFile`, which ``shards/write.py`` cuts into shards.
 
 Files are reached through Beam's ``FileSystems`` (so ``gs://`` works), as in ``shards.py``.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -41,8 +44,74 @@ from bertprep.pipeline.shards import store as shards
 from bertprep.pipeline.text.tokenization import PretrainedSentenceEncoder, SentenceEncoder
 from bertprep.pipeline.text.word_segmentation import WordSegmenter, WordSegmenterError, word_starts
 
-# (file_index, ordinal, ids as uint32 bytes, sentence lengths as int32 bytes, sentences dropped as empty)
-TokenizedDocument = tuple
+
+class ReadDocument(NamedTuple):
+    """A document as read (``transforms.ReadDocumentsFn``), before tokenization."""
+
+    file_index: int
+    """Index of the document's file in the sorted input list."""
+    ordinal: int
+    """Index of the document in its file (a byte range's reader: ``transforms.range_ordinal``)."""
+    sentences: list[str]
+    """Its non-empty, stripped sentences in order (``readers.Document.sentences``)."""
+
+
+class TokenizedDocument(NamedTuple):
+    """One tokenized document in the compact form that crosses Beam stages (bytes, not Python lists).
+
+    A ``NamedTuple``, so it still unpacks and indexes as the plain tuple it replaced. On the wire it is not
+    free: Beam's default coder (``FastPrimitivesCoder``) encodes only an exact ``tuple`` itself and pickles a
+    subclass, measured at ~90 more bytes (the class's path) and ~10 us more (encode + decode) per document per
+    stage boundary; make-shards' CPU time on 2,250 short documents showed no difference beyond the noise (under
+    1% expected), so the records cross stages as they are (``benchmarks/bench_records.py``). Should the bytes
+    matter (very short documents in the ``global`` scope's shuffle), hand Beam ``tuple(doc)`` and read it back
+    with ``TokenizedDocument._make``.
+    """
+
+    file_index: int
+    """Index of the document's file in the sorted input list."""
+    ordinal: int
+    """Index of the document in its file (a byte range's reader numbers its own documents,
+    ``transforms.NumberDocumentsFn``; a mixture's copies, ``mixture.copy_ordinal``)."""
+    input_ids: bytes
+    """The word-piece ids of the kept sentences, concatenated: uint32, native byte order, 4 bytes a piece."""
+    sentence_lengths: bytes
+    """Word pieces of each kept sentence: int32, native byte order."""
+    dropped_sentences: int
+    """Sentences dropped because they tokenized to nothing."""
+    word_starts: bytes | None = None
+    """With a word segmenter: each piece's "starts a word" flag, uint8 (``word_segmentation.word_starts``);
+    else None."""
+
+
+class SpilledDocument(NamedTuple):
+    """The reference to a :class:`TokenizedDocument` that ``beam/spill.py`` wrote to its spill file; its
+    ``spill.load`` reads the document back."""
+
+    file_index: int
+    """As the document's."""
+    ordinal: int
+    """As the document's."""
+    num_tokens: int
+    """The document's word pieces (the token-sized buckets' plan needs them, not the ids)."""
+    spill_file: str
+    """The local spill file the document was appended to."""
+    offset: int
+    """Byte offset of its pickled ``input_ids, sentence_lengths, dropped_sentences, word_starts`` there."""
+    length: int
+    """Bytes of that pickle."""
+
+
+class BucketFile(NamedTuple):
+    """A bucket's temporary Arrow file of instances (:func:`make_bucket_instances`); ``shards/write.py``
+    orders buckets by ``bucket`` and cuts their rows into shards."""
+
+    bucket: int
+    """The bucket's key (its place in the shards' order)."""
+    path: str
+    """The ``bucket-<key>.arrows`` file (``FileSystems`` path)."""
+    rows: int
+    """Instances in it (0: no file was written)."""
 
 
 def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -> int:
@@ -50,10 +119,10 @@ def stable_bucket(random_seed: int, path: str, ordinal: int, num_buckets: int) -
     return buckets.stable_bucket(random_seed, path, ordinal, num_buckets)
 
 
-def document_tokens(doc: TokenizedDocument) -> int:
-    """Word pieces of a :data:`TokenizedDocument` (its ids are uint32 bytes), or of a spilled document's
-    reference ``(file_index, ordinal, word pieces, file, offset, length)`` (``beam/spill.py``)."""
-    return doc[2] if isinstance(doc[2], int) else len(doc[2]) // 4
+def document_tokens(doc: TokenizedDocument | SpilledDocument) -> int:
+    """Word pieces of a :class:`TokenizedDocument` (its ids are uint32 bytes), or of a
+    :class:`SpilledDocument` (``beam/spill.py``)."""
+    return doc.num_tokens if isinstance(doc, SpilledDocument) else len(doc.input_ids) // 4
 
 
 def encode_document(
@@ -65,7 +134,7 @@ def encode_document(
     segmenter_name: str = "the word segmenter",
 ) -> TokenizedDocument:
     """Tokenize one document into the compact form that crosses Beam stages (bytes, not lists); sentences
-    that tokenize to nothing are dropped and counted. With a word ``segmenter`` a sixth element holds each
+    that tokenize to nothing are dropped and counted. With a word ``segmenter`` ``word_starts`` holds each
     piece's "starts a word" flag (uint8 bytes, ``word_segmentation.word_starts``).
 
     Raises:
@@ -73,7 +142,7 @@ def encode_document(
     """
     ids, lengths = encoder.encode_flat(sentences)
     kept = lengths[lengths > 0].astype(np.int32)
-    doc = (file_index, ordinal, ids.tobytes(), kept.tobytes(), len(lengths) - len(kept))
+    doc = TokenizedDocument(file_index, ordinal, ids.tobytes(), kept.tobytes(), len(lengths) - len(kept))
     if segmenter is None:
         return doc
     assert isinstance(encoder, SentenceEncoder)  # (--word-segmenter with a tokenizer.json is refused up front)
@@ -81,17 +150,17 @@ def encode_document(
         flags = word_starts(encoder.tokenizer, sentences, segmenter, lengths, segmenter_name)
     except WordSegmenterError as err:
         raise MakeShardsError(f"bertprep: {err}") from err
-    return doc + (flags.tobytes(),)
+    return doc._replace(word_starts=flags.tobytes())
 
 
 def bucket_documents(docs: Sequence[TokenizedDocument]) -> BucketDocuments:
     """A bucket's tokenized documents (already in id order) as one flat id array (no Python lists); with the
     documents' word-start flags when they carry them (a word segmenter)."""
     bucket = BucketDocuments.from_arrays(
-        [(np.frombuffer(d[2], dtype=np.uint32), np.frombuffer(d[3], dtype=np.int32)) for d in docs]
+        [(np.frombuffer(d.input_ids, dtype=np.uint32), np.frombuffer(d.sentence_lengths, dtype=np.int32)) for d in docs]
     )
-    if docs and len(docs[0]) > 5:
-        bucket.word_starts = np.frombuffer(b"".join(d[5] for d in docs), dtype=np.uint8)
+    if docs and docs[0].word_starts is not None:
+        bucket.word_starts = np.frombuffer(b"".join(d.word_starts or b"" for d in docs), dtype=np.uint8)
     return bucket
 
 
@@ -117,7 +186,7 @@ def make_bucket_instances(
     vocab_size: int,
     tmp_dir: str,
     on_described: Callable[[BucketDocuments, InstanceDescriptions], None] | None = None,
-) -> tuple[tuple, InstanceStats]:
+) -> tuple[BucketFile, InstanceStats]:
     """Run the reference algorithm on one bucket and write its rows to a temporary Arrow file.
 
     Sampling ``exact`` (``config.effective_sampling``: ``--sampling`` with ``auto`` resolved) draws everything
@@ -131,7 +200,7 @@ def make_bucket_instances(
     their segments) before the rows are assembled (``mixture.InstanceSourcesFn`` counts them per source).
 
     Returns:
-        ``((bucket, path, rows), stats)``.
+        ``(BucketFile(bucket, path, rows), stats)``.
     """
     stats = InstanceStats()
     instance_config = config.instance
@@ -146,7 +215,7 @@ def make_bucket_instances(
         on_described(docs, described)
     path = FileSystems.join(tmp_dir, f"bucket-{bucket:016d}.arrows")
     if not len(described):
-        return (bucket, path, 0), stats
+        return BucketFile(bucket, path, 0), stats
     word_ids = config.writes_word_ids
     batches = assemble_batches(docs, described, ids, vocab_size, word_ids=word_ids)
     objective = instance_config.objective
@@ -169,4 +238,4 @@ def make_bucket_instances(
         rows = shards.write_bucket_file(path, batches, vocab_size, objective, word_ids)
     except OSError as err:
         raise MakeShardsError(shards.os_error_message(err, f"writing the temporary bucket file {path}")) from err
-    return (bucket, path, rows), stats
+    return BucketFile(bucket, path, rows), stats

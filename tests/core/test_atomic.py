@@ -238,6 +238,7 @@ def test_a_worker_writing_after_its_run_removed_the_staging_folder_makes_nothing
     from bertprep.core import schema
     from bertprep.pipeline import errors
     from bertprep.pipeline.beam import spill
+    from bertprep.pipeline.instances.bucket_files import TokenizedDocument
     from bertprep.pipeline.shards import store
 
     out = tmp_path / "out"
@@ -254,7 +255,9 @@ def test_a_worker_writing_after_its_run_removed_the_staging_folder_makes_nothing
     with pytest.raises(atomic.StagingGone):
         store.copy_vocab(str(staging), ["[PAD]", "[UNK]"])
     with pytest.raises(atomic.StagingGone):
-        spill.Spiller(spill.spill_folder(str(staging)), budget_bytes=0).keep((0, 1, b"\x01\x00\x00\x00", b"", 0))
+        spill.Spiller(spill.spill_folder(str(staging)), budget_bytes=0).keep(
+            TokenizedDocument(0, 1, b"\x01\x00\x00\x00", b"", 0)
+        )
     errors.record_error(str(staging), ValueError("late"))  # best effort: records nothing, raises nothing
     assert os.listdir(out) == []  # nothing made again
     atomic.check_staging_alive("gs://bucket/out/.bertprep-tmp-x/buckets/b.arrows")  # object stores: no folders

@@ -25,6 +25,7 @@ from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig, Source
+from bertprep.pipeline.instances.bucket_files import TokenizedDocument
 from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.shards.inspection import format_statistics
 
@@ -138,9 +139,13 @@ def test_alpha_rates_follow_xlmr_temperature_sampling():
 
 def test_copies_are_distinct_ids_on_their_documents_side():
     split = heldout.SplitSide(["a", "b"], 0.5, 0)
+
+    def doc(ordinal: int) -> TokenizedDocument:
+        return TokenizedDocument(1, ordinal, b"\x05\x00\x00\x00", b"\x01\x00\x00\x00", 0)
+
     for ordinal in range(200):
-        sides = {split((1, mixture.copy_ordinal(ordinal, c)), 2) for c in range(3)}
-        assert sides == {split((1, ordinal), 2)}
+        sides = {split(doc(mixture.copy_ordinal(ordinal, c)), 2) for c in range(3)}
+        assert sides == {split(doc(ordinal), 2)}
         assert mixture.base_ordinal(mixture.copy_ordinal(ordinal, 2)) == ordinal
         assert mixture.copy_ordinal(ordinal, 1) != ordinal
 

@@ -30,6 +30,7 @@ from bertprep.pipeline import readers
 from bertprep.pipeline.beam import heldout
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.instances.bucket_files import ReadDocument
 from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.shards.inspection import iter_rows, verify_shards
 from bertprep.pipeline.shards.write import MergeCountsFn
@@ -169,17 +170,17 @@ def test_exact_dedup_drops_every_copy_but_the_first_in_input_order(tmp_path):
 def test_drop_duplicate_documents_keeps_the_first_copy_of_each_text():
     config = ShardsConfig(inputs=("unused",), vocab="unused", output_dir="unused", dedup="exact")
     docs = [
-        (1, 0, ["One doc.", "Its second line."]),
-        (0, 4, ["one   DOC.", "its second line."]),
-        (0, 7, ["one doc.", "its second line."]),
-        (0, 1, ["Unique."]),
-        (2, 0, ["\x00", " "]),
-        (2, 1, ["\x00"]),
-        (1, 1, ["Unique!"]),
+        ReadDocument(1, 0, ["One doc.", "Its second line."]),
+        ReadDocument(0, 4, ["one   DOC.", "its second line."]),
+        ReadDocument(0, 7, ["one doc.", "its second line."]),
+        ReadDocument(0, 1, ["Unique."]),
+        ReadDocument(2, 0, ["\x00", " "]),
+        ReadDocument(2, 1, ["\x00"]),
+        ReadDocument(1, 1, ["Unique!"]),
     ]
     with BeamTestPipeline() as p:
         result = (p | beam.Create(docs)) | heldout.DropDuplicateDocuments(config)
-        kept = result["documents"] | beam.Map(lambda d: (d[0], d[1]))
+        kept = result["documents"] | beam.Map(lambda d: (d.file_index, d.ordinal))
         # (0, 4) is the first copy of "one doc. / its second line."; documents that normalise to nothing
         # are never copies of each other (they are dropped later as empty)
         assert_that(kept, equal_to([(0, 4), (0, 1), (2, 0), (2, 1), (1, 1)]), label="kept")

@@ -9,10 +9,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from apache_beam import coders, typehints
 
 from bertprep.pipeline.beam import spill
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
+from bertprep.pipeline.instances.bucket_files import SpilledDocument, TokenizedDocument
 from bertprep.pipeline.masking.config import MaskingConfig
 from bertprep.pipeline.readers import ranges
 from conftest import FIXTURES
@@ -99,14 +101,36 @@ def test_the_spill_log_names_the_folder_and_the_budget(tmp_path, caplog):
 
 def test_the_budget_keeps_documents_in_memory_until_it_is_full(tmp_path):
     folder = str(tmp_path / "spill")
-    doc = (0, 1, b"\x01\x00\x00\x00" * 100, b"\x64\x00\x00\x00", 0)  # 100 word pieces: 404 bytes
+    doc = TokenizedDocument(0, 1, b"\x01\x00\x00\x00" * 100, b"\x64\x00\x00\x00", 0)  # 100 pieces: 404 bytes
     spiller = spill.Spiller(folder, budget_bytes=1000)
-    kept = [spiller.keep((0, k, *doc[2:])) for k in range(4)]
+    kept = [spiller.keep(doc._replace(ordinal=k)) for k in range(4)]
     spiller.flush()
     assert [spill.is_spilled(d) for d in kept] == [False, False, True, True]
-    assert kept[2][2] == 100  # a reference carries its word pieces (for the token-sized buckets' plan)
-    assert sorted(spill.load(kept)) == [(0, k, *doc[2:]) for k in range(4)]
+    assert kept[2].num_tokens == 100  # a reference carries its word pieces (for the token-sized buckets' plan)
+    loaded = sorted(spill.load(kept))
+    assert loaded == [doc._replace(ordinal=k) for k in range(4)]
+    assert all(type(d) is TokenizedDocument for d in loaded)
     spiller.close()
+
+
+def test_a_spilled_document_comes_back_with_its_word_starts(tmp_path):
+    doc = TokenizedDocument(2, 7, b"\x05\x00\x00\x00" * 3, b"\x02\x00\x00\x00\x01\x00\x00\x00", 1, b"\x01\x00\x01")
+    spiller = spill.Spiller(str(tmp_path / "spill"), budget_bytes=0)
+    (ref,) = [spiller.keep(doc)]
+    spiller.flush()
+    assert spill.is_spilled(ref) and (ref.file_index, ref.ordinal, ref.num_tokens) == (2, 7, 3)
+    assert spill.load([ref]) == [doc]
+    spiller.close()
+
+
+def test_documents_and_references_keep_their_type_through_beams_coder():
+    """spill.load tells a reference from a document by its type, after the GroupByKey has coded both."""
+    coder = coders.registry.get_coder(typehints.Tuple[int, typehints.Any])
+    doc = TokenizedDocument(0, 3, b"\x05\x00\x00\x00", b"\x01\x00\x00\x00", 0)
+    ref = SpilledDocument(0, 4, 1, "/spill/x.spill", 0, 40)
+    for record in (doc, ref):
+        (_, back) = coder.decode(coder.encode((9, record)))
+        assert back == record and type(back) is type(record)
 
 
 def test_a_full_disk_while_spilling_is_one_line_naming_the_folder(tmp_path, monkeypatch):

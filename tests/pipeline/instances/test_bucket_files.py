@@ -25,11 +25,10 @@ def test_encode_document_keeps_ids_as_bytes_and_counts_the_empty_sentences_it_dr
     vocab = load_vocab(VOCAB)
     encoder = SentenceEncoder(vocab, True)
     doc = encode_document(encoder, 1, 4, ["The old man.", "", "He went home."])
-    file_index, ordinal, ids, lengths, dropped = doc
     expected = encoder.encode(["The old man.", "He went home."])
-    assert (file_index, ordinal, dropped) == (1, 4, 1)
-    assert np.frombuffer(ids, dtype=np.uint32).tolist() == [i for ids in expected for i in ids]
-    assert np.frombuffer(lengths, dtype=np.int32).tolist() == [len(ids) for ids in expected]
+    assert (doc.file_index, doc.ordinal, doc.dropped_sentences, doc.word_starts) == (1, 4, 1, None)
+    assert np.frombuffer(doc.input_ids, dtype=np.uint32).tolist() == [i for ids in expected for i in ids]
+    assert np.frombuffer(doc.sentence_lengths, dtype=np.int32).tolist() == [len(ids) for ids in expected]
     assert document_tokens(doc) == sum(map(len, expected))
 
 

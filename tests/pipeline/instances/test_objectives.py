@@ -421,7 +421,7 @@ def test_export_of_a_none_run_loads_in_transformers(shard_sets, tmp_path):
 def test_two_process_ddp_trains_on_none_shards(tmp_path):
     """Without a sentence label the NSP head gets no gradient; DDP (which expects a gradient for every
     parameter) must still average and keep the replicas identical."""
-    from test_ddp import run_worker
+    from ddp_factory import run_worker
 
     made = _run(
         [
