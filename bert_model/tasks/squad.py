@@ -267,13 +267,13 @@ class SquadTask(TaskSettings):
         example_index: int,
         query_ids: list[int],
         doc_ids: list[int],
-        doc_offsets: list[tuple[int, int]],
+        doc_offsets: Sequence[Any],
         answer_span: tuple[int, int] | None,
     ) -> list[dict[str, Any]]:
         """The features of one question (``featurize``): its context cut into windows of at most
         ``max_seq_length`` pieces with the question, ``doc_stride`` pieces apart (``run_squad.py``
-        ``doc_spans``). ``answer_span`` is the answer's first and last context piece, ``(-1, -1)`` for no
-        answer, None without labels."""
+        ``doc_spans``). ``doc_offsets`` are the context pieces' ``(start, end)`` character spans; ``answer_span``
+        is the answer's first and last context piece, ``(-1, -1)`` for no answer, None without labels."""
         max_tokens_for_doc = self.max_seq_length - len(query_ids) - tokenizer.num_special_tokens_to_add(pair=True)
         doc_spans = _doc_spans(len(doc_ids), max_tokens_for_doc, self.doc_stride)
         # the tokenizer's layout: [CLS] Q [SEP] D [SEP] (BERT), <s> Q </s></s> D </s> (RoBERTa)
