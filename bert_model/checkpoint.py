@@ -311,33 +311,11 @@ def save_checkpoint(
     try:
         os.makedirs(root, exist_ok=True)
         os.makedirs(tmp)
-        weights = {k: v.detach().to("cpu").contiguous() for k, v in trainable_state_dict(model).items()}
-        save_file(weights, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        opt_tensors, opt_meta = optimizer_state_to_flat(optimizer)
-        save_file(opt_tensors, os.path.join(tmp, "optimizer.safetensors"), metadata={"format": "pt"})
-        for name in ("model.safetensors", "optimizer.safetensors"):
-            fsync_file(os.path.join(tmp, name))
-            set_default_permissions(os.path.join(tmp, name))
-        if hf_config is not None:
-            _write_json(os.path.join(tmp, "config.json"), hf_config)
-        for source, name in vocab_files_to_copy(vocab_file):
-            shutil.copyfile(source, os.path.join(tmp, name))
-            fsync_file(os.path.join(tmp, name))
-        files = {name: file_digest(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
-        _write_json(
-            os.path.join(tmp, "state.json"),
-            {"format": CHECKPOINT_FORMAT, **state, "step": step, "optimizer": opt_meta, "files": files},
-        )
+        _write_checkpoint_files(tmp, step, model, optimizer, state, hf_config, vocab_file)
         replace_directory(tmp, final)  # final exists when the same step is saved again (end of run after a save)
     except (OSError, SafetensorError) as err:  # safetensors reports a full disk as SafetensorError
         shutil.rmtree(tmp, ignore_errors=True)
-        previous = [p for s, p in list_checkpoints(root) if s != step]
-        kept = f"the previous checkpoint {previous[-1]} is intact" if previous else "no earlier checkpoint exists"
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        fix = _write_fix(root, err, run_dir)
-        failure = CheckpointWriteError(f"checkpoint {final} not written ({reason}); {kept}. {fix}")
-        failure.errno = err.errno if isinstance(err, OSError) else None
-        raise failure from err
+        raise _write_failure(err, run_dir, final, step) from err
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -346,6 +324,51 @@ def save_checkpoint(
         for path in earlier[:-keep_last]:
             shutil.rmtree(path, ignore_errors=True)
     return final
+
+
+def _write_checkpoint_files(
+    folder: str,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    hf_config: dict | None,
+    vocab_file: str | None,
+) -> None:
+    """A checkpoint's files in ``folder`` (the staging directory): ``model.safetensors`` (the trainable
+    weights, on the CPU), ``optimizer.safetensors``, ``config.json`` when given, the shards' vocab files, and
+    last ``state.json`` (``state`` with the format, ``step``, the optimizer's hyper-parameters and each other
+    file's sha256 and size). Raises ``OSError`` / ``SafetensorError`` from a failed write."""
+    weights = {k: v.detach().to("cpu").contiguous() for k, v in trainable_state_dict(model).items()}
+    save_file(weights, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    opt_tensors, opt_meta = optimizer_state_to_flat(optimizer)
+    save_file(opt_tensors, os.path.join(folder, "optimizer.safetensors"), metadata={"format": "pt"})
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        fsync_file(os.path.join(folder, name))
+        set_default_permissions(os.path.join(folder, name))
+    if hf_config is not None:
+        _write_json(os.path.join(folder, "config.json"), hf_config)
+    for source, name in vocab_files_to_copy(vocab_file):
+        shutil.copyfile(source, os.path.join(folder, name))
+        fsync_file(os.path.join(folder, name))
+    files = {name: file_digest(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
+    _write_json(
+        os.path.join(folder, "state.json"),
+        {"format": CHECKPOINT_FORMAT, **state, "step": step, "optimizer": opt_meta, "files": files},
+    )
+
+
+def _write_failure(err: OSError | SafetensorError, run_dir: str, final: str, step: int) -> CheckpointWriteError:
+    """The one-line error for checkpoint ``final`` (of ``step``) not written because of ``err``: the cause,
+    whether an earlier checkpoint is intact, and what to do (``_write_fix``); its ``errno`` is ``err``'s."""
+    root = os.path.join(run_dir, CHECKPOINTS_DIR)
+    previous = [p for s, p in list_checkpoints(root) if s != step]
+    kept = f"the previous checkpoint {previous[-1]} is intact" if previous else "no earlier checkpoint exists"
+    reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+    fix = _write_fix(root, err, run_dir)
+    failure = CheckpointWriteError(f"checkpoint {final} not written ({reason}); {kept}. {fix}")
+    failure.errno = err.errno if isinstance(err, OSError) else None
+    return failure
 
 
 def resolve_checkpoint(path: str) -> str:

@@ -207,11 +207,7 @@ def collate_packed_numpy(
     Raises:
         ValueError: see ``packing.pack_documents``.
     """
-    labels = []
-    for r in rows:
-        row_labels = np.full(len(r["input_ids"]), IGNORE_INDEX, dtype=np.int64)
-        row_labels[np.asarray(r["masked_lm_positions"], dtype=np.int64)] = r["masked_lm_ids"]
-        labels.append(row_labels)
+    labels = [_token_labels(r) for r in rows]
     packed = pack_documents(
         [r["input_ids"] for r in rows],
         max_seq_length,
@@ -230,9 +226,23 @@ def collate_packed_numpy(
         **layout_indices(sequence_ids),
     }
     if "next_sentence_label" in rows[0]:
-        order = range(len(rows)) if layout is None else [i for row in layout for i in row]  # row-major
-        out["next_sentence_label"] = np.array([rows[i]["next_sentence_label"] for i in order], dtype=np.int64)
+        out["next_sentence_label"] = _packed_next_sentence_labels(rows, layout)
     return out
+
+
+def _token_labels(row: dict[str, np.ndarray]) -> np.ndarray:
+    """Per-token targets of a shard row: int64 (len(input_ids),), the original id at each of its
+    ``masked_lm_positions``, -100 elsewhere."""
+    row_labels = np.full(len(row["input_ids"]), IGNORE_INDEX, dtype=np.int64)
+    row_labels[np.asarray(row["masked_lm_positions"], dtype=np.int64)] = row["masked_lm_ids"]
+    return row_labels
+
+
+def _packed_next_sentence_labels(rows: list[dict[str, np.ndarray]], layout: list[list[int]] | None) -> np.ndarray:
+    """The rows' ``next_sentence_label`` as int64 (D,) in the packed batch's row-major order (the order of
+    ``rows`` without ``layout``)."""
+    order = range(len(rows)) if layout is None else [i for row in layout for i in row]  # row-major
+    return np.array([rows[i]["next_sentence_label"] for i in order], dtype=np.int64)
 
 
 def _stream_slots(labels: np.ndarray, pad_to_multiple_of: int) -> dict[str, np.ndarray]:

@@ -370,22 +370,36 @@ def load_model_source(path: str) -> ModelSource:
     except FileNotFoundError:
         checkpoint_dir = None
     if checkpoint_dir is not None:
-        state = ckpt.verify_checkpoint(checkpoint_dir)  # sha256 as recorded: a damaged file is named, not used
-        modern = state["model_config"].get("architecture") == "modernbert"
-        config = (ModernBertConfig if modern else BertConfig).from_dict(state["model_config"])
-        weights = load_safetensors(os.path.join(checkpoint_dir, "model.safetensors"))
-        tokens, tokenizer = tokenizer_beside(checkpoint_dir)
-        return ModelSource(
-            path=checkpoint_dir,
-            kind="bertprep-checkpoint",
-            config=config,
-            state_dict=weights,
-            architecture=MODERNBERT_MLM_ARCHITECTURE if modern else PRETRAINING_ARCHITECTURE,
-            vocab_tokens=tokens,
-            do_lower_case=_do_lower_case_from_checkpoint(state),
-            strip_accents=shards_strip_accents(*_checkpoint_shards(state)),
-            tokenizer=tokenizer,
-        )
+        return _checkpoint_source(checkpoint_dir)
+    return _hf_directory_source(path)
+
+
+def _checkpoint_source(checkpoint_dir: str) -> ModelSource:
+    """A bertprep pre-training checkpoint (``step-*``), its files verified against their recorded sha256
+    first (a damaged file is named, not used); the casing and accent stripping are its shards'."""
+    state = ckpt.verify_checkpoint(checkpoint_dir)
+    modern = state["model_config"].get("architecture") == "modernbert"
+    config = (ModernBertConfig if modern else BertConfig).from_dict(state["model_config"])
+    weights = load_safetensors(os.path.join(checkpoint_dir, "model.safetensors"))
+    tokens, tokenizer = tokenizer_beside(checkpoint_dir)
+    return ModelSource(
+        path=checkpoint_dir,
+        kind="bertprep-checkpoint",
+        config=config,
+        state_dict=weights,
+        architecture=MODERNBERT_MLM_ARCHITECTURE if modern else PRETRAINING_ARCHITECTURE,
+        vocab_tokens=tokens,
+        do_lower_case=_do_lower_case_from_checkpoint(state),
+        strip_accents=shards_strip_accents(*_checkpoint_shards(state)),
+        tokenizer=tokenizer,
+    )
+
+
+def _hf_directory_source(path: str) -> ModelSource:
+    """A Hugging Face model directory (or a ``bertprep export`` / ``finetune`` output): its ``config.json``,
+    weights, tokenizer files and, when present, ``finetune.json``.
+
+    Raises ``FileNotFoundError`` without ``config.json``, ``ValueError`` for a config that does not load."""
     config_path = os.path.join(path, "config.json")
     if not os.path.exists(config_path):
         raise FileNotFoundError(
@@ -393,18 +407,8 @@ def load_model_source(path: str) -> ModelSource:
             "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)"
         )
     hf_config = _read_json(config_path)
-    if hf_config.get("model_type") == "modernbert":
-        try:
-            head_keys = ("num_labels", "finetuning_task")  # (a fine-tuned export's; not encoder settings)
-            config = ModernBertConfig.from_dict({k: v for k, v in hf_config.items() if k not in head_keys})
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{config_path}: {err}") from None
-    else:
-        config = bert_config_from_hf(hf_config, config_path)
+    config = _encoder_config_from_hf(hf_config, config_path)
     state_dict = read_hf_state_dict(path, hf_config.get("model_type", "bert"))
-    architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
-    if hf_config.get("model_type") in ROBERTA_MODEL_TYPES and architectures[0] not in ROBERTA_MLM_ARCHITECTURES:
-        architectures = ["Bert" + architectures[0].split("Roberta", 1)[-1]]  # its BERT head (RobertaModel: BertModel)
     tokens, tokenizer = tokenizer_beside(path)
     finetune_file = os.path.join(path, FINETUNE_FILE)
     finetune = _read_json(finetune_file) if os.path.exists(finetune_file) else None
@@ -419,7 +423,7 @@ def load_model_source(path: str) -> ModelSource:
         kind="huggingface",
         config=config,
         state_dict=state_dict,
-        architecture=architectures[0],
+        architecture=_hf_architecture(hf_config, state_dict),
         vocab_tokens=tokens,
         do_lower_case=do_lower_case,
         strip_accents=strip_accents,
@@ -427,6 +431,30 @@ def load_model_source(path: str) -> ModelSource:
         finetune=finetune,
         tokenizer=tokenizer,
     )
+
+
+def _encoder_config_from_hf(hf_config: dict[str, Any], config_path: str) -> BertConfig | ModernBertConfig:
+    """The encoder configuration of a Hugging Face ``config.json`` (``config_path``, named in errors):
+    ModernBERT's without the head fields of a fine-tuned export, else ``bert_config_from_hf``'s.
+
+    Raises ``ValueError`` naming ``config_path`` for fields that do not make a configuration."""
+    if hf_config.get("model_type") == "modernbert":
+        try:
+            head_keys = ("num_labels", "finetuning_task")  # (a fine-tuned export's; not encoder settings)
+            return ModernBertConfig.from_dict({k: v for k, v in hf_config.items() if k not in head_keys})
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{config_path}: {err}") from None
+    return bert_config_from_hf(hf_config, config_path)
+
+
+def _hf_architecture(hf_config: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> str:
+    """The model class a Hugging Face directory holds: the first of its ``architectures`` (else inferred
+    from the weights' names); a RoBERTa head other than masked LM as its BERT head (``RobertaModel`` ->
+    ``BertModel``)."""
+    architectures = hf_config.get("architectures") or [infer_architecture(state_dict)]
+    if hf_config.get("model_type") in ROBERTA_MODEL_TYPES and architectures[0] not in ROBERTA_MLM_ARCHITECTURES:
+        architectures = ["Bert" + architectures[0].split("Roberta", 1)[-1]]  # its BERT head (RobertaModel: BertModel)
+    return architectures[0]
 
 
 def tokenizer_beside(model_dir: str) -> tuple[list[str] | None, PretrainedTokenizer | None]:

@@ -205,6 +205,30 @@ def _init_weights(module: nn.Module, config: ModernBertConfig) -> None:
             nn.init.zeros_(module.bias)
 
 
+def _unpadded_as_one_row(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    sequence_ids: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    cu_seqlens: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The unpadded layout (int ``input_ids`` (N,) with int32 ``cu_seqlens`` (S + 1,)) as one packed row:
+    ``(input_ids, sequence_ids, position_ids)``, int (1, N) each; the positions restart at 0 at each document
+    unless given ((N,) or (1, N)).
+
+    Raises:
+        ValueError: no ``cu_seqlens``, or an ``attention_mask`` / ``sequence_ids`` given with them.
+    """
+    if cu_seqlens is None:
+        raise ValueError("1-D input_ids (the unpadded layout) need cu_seqlens")
+    if attention_mask is not None or sequence_ids is not None:
+        raise ValueError("the unpadded layout takes cu_seqlens, not attention_mask or sequence_ids")
+    sequence_ids = sequence_ids_from_cu_seqlens(cu_seqlens)[None]  # (1, N)
+    if position_ids is None:
+        position_ids = position_ids_from_cu_seqlens(cu_seqlens)
+    return input_ids[None], sequence_ids, position_ids.reshape(1, -1)  # (1, N) each
+
+
 class ModernBertModel(nn.Module):
     """The bare encoder: embeddings, L layers, final LayerNorm. Heads hold it as ``self.model`` (HF's name).
     ``attn_implementation`` picks the attention kernel (``attention.py``; ``sdpa`` unless set)."""
@@ -262,14 +286,9 @@ class ModernBertModel(nn.Module):
         """
         unpadded = input_ids.dim() == 1
         if unpadded:
-            if cu_seqlens is None:
-                raise ValueError("1-D input_ids (the unpadded layout) need cu_seqlens")
-            if attention_mask is not None or sequence_ids is not None:
-                raise ValueError("the unpadded layout takes cu_seqlens, not attention_mask or sequence_ids")
-            sequence_ids = sequence_ids_from_cu_seqlens(cu_seqlens)[None]  # (1, N)
-            if position_ids is None:
-                position_ids = position_ids_from_cu_seqlens(cu_seqlens)
-            input_ids, position_ids = input_ids[None], position_ids.reshape(1, -1)  # (1, N)
+            input_ids, sequence_ids, position_ids = _unpadded_as_one_row(
+                input_ids, attention_mask, sequence_ids, position_ids, cu_seqlens
+            )
         elif input_ids.size(1) > self.config.max_position_embeddings:
             raise ValueError(
                 f"sequence length {input_ids.size(1)} exceeds max_position_embeddings "
@@ -279,6 +298,17 @@ class ModernBertModel(nn.Module):
         if position_ids is None:
             position_ids = plan.position_ids()  # (B, T)
         hidden_states = self.embeddings(input_ids)  # (B, T, H)
+        hidden_states, states = self._layers(hidden_states, position_ids, plan, output_hidden_states)
+        last = hidden_states[0] if unpadded else hidden_states  # (N, H) or (B, T, H)
+        return EncoderOutput(last, None, None if states is None else tuple(states))
+
+    def _layers(
+        self, hidden_states: torch.Tensor, position_ids: torch.Tensor, plan: AttentionPlan, output_hidden_states: bool
+    ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """Every layer, then the final LayerNorm, over the embedding output float (B, T, H), each layer with the
+        rotary tables of its attention kind at int ``position_ids`` (B, T). Returns the normalised float
+        (B, T, H) and, when ``output_hidden_states``, the embedding output and every layer's output (before
+        the final LayerNorm, as ``transformers``), else None."""
         kinds = dict.fromkeys(self.config.layer_types)  # (global, local: each table once)
         rope = {kind: self.rotary[kind](position_ids, hidden_states.dtype) for kind in kinds}
         states = [hidden_states] if output_hidden_states else None
@@ -287,9 +317,7 @@ class ModernBertModel(nn.Module):
             hidden_states = layer(hidden_states, cos, sin, plan)
             if states is not None:
                 states.append(hidden_states)
-        hidden_states = self.final_norm(hidden_states)  # (B, T, H)
-        last = hidden_states[0] if unpadded else hidden_states  # (N, H) or (B, T, H)
-        return EncoderOutput(last, None, None if states is None else tuple(states))
+        return self.final_norm(hidden_states), states  # (B, T, H)
 
     def sentence_representation(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None):
         """One vector per sequence as ``config.classifier_pooling`` says: (B, T, H) -> (B, H). ``cls``: the

@@ -84,6 +84,22 @@ def _rows(path: str, input_format: str):
             line = reader.line_num + 1
 
 
+def _column(row: dict[str, Any], column: str, option: str, where: str, required: bool = True) -> Any:
+    """The value of ``column`` in a row; None when the row lacks it and it is not ``required``.
+
+    Raises:
+        ValueError: a required column missing (or null), naming the row's columns and the option to set
+            (``option`` as a flag); the message starts with ``where`` (``path:line``).
+    """
+    if column not in row or row[column] is None:
+        if not required:
+            return None
+        raise ValueError(
+            f"{where}: no column {column!r} (columns: {', '.join(map(str, row))}); set --{option.replace('_', '-')}"
+        )
+    return row[column]
+
+
 @dataclass
 class MultipleChoiceTask(TaskSettings):
     """Multiple-choice settings (SWAG layout by default) and the task interface ``finetune`` uses."""
@@ -141,45 +157,21 @@ class MultipleChoiceTask(TaskSettings):
         for line, row in _rows(path, input_format):
             if input_format != "jsonl" and not any((v or "").strip() for v in row.values() if isinstance(v, str)):
                 continue
-
-            def get(column: str, option: str, required: bool = True) -> Any:
-                if column not in row or row[column] is None:  # noqa: B023 (get() is called for this row only)
-                    if not required:
-                        return None
-                    raise ValueError(
-                        f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}); "  # noqa: B023 (get() is called for this row only)
-                        f"set --{option.replace('_', '-')}"
-                    )
-                return row[column]  # noqa: B023 (get() is called for this row only)
-
-            context = str(get(self.context_column, "context_column"))
-            question = str(get(self.question_column, "question_column")) if self.question_column else ""
-            if len(self.ending_columns) == 1 and isinstance(row.get(self.ending_columns[0]), list):
-                endings = [str(e) for e in row[self.ending_columns[0]]]
-            else:
-                endings = [str(get(c, "ending_columns")) for c in self.ending_columns]
-            if len(endings) < 2:
-                raise ValueError(
-                    f"{path}:{line}: {len(endings)} candidate(s); multiple choice needs at least 2 (--ending-columns)"
-                )
+            where = f"{path}:{line}"
+            context = str(_column(row, self.context_column, "context_column", where))
+            question = str(_column(row, self.question_column, "question_column", where)) if self.question_column else ""
+            endings = self._endings(row, where)
             if num_choices is None:
                 num_choices = len(endings)
             elif len(endings) != num_choices:
-                raise ValueError(f"{path}:{line}: {len(endings)} candidates, but earlier rows have {num_choices}")
-            label = None
-            raw = get(self.label_column, "label_column", required=with_labels) if self.label_column else None
-            if raw is not None and str(raw).strip() != "":
-                try:
-                    label = int(str(raw).strip())
-                except ValueError:
-                    raise ValueError(f"{path}:{line}: label {raw!r} is not an integer index of a candidate") from None
-                if not 0 <= label < len(endings):
-                    raise ValueError(
-                        f"{path}:{line}: label {label} is not an index of the {len(endings)} candidates (0-based)"
-                    )
-            elif with_labels:
-                raise ValueError(f"{path}:{line}: no label in column {self.label_column!r}")
-            example_id = str(get(self.id_column, "id_column")) if self.id_column else str(len(examples))
+                raise ValueError(f"{where}: {len(endings)} candidates, but earlier rows have {num_choices}")
+            raw = (
+                _column(row, self.label_column, "label_column", where, required=with_labels)
+                if self.label_column
+                else None
+            )
+            label = self._label(raw, len(endings), where, with_labels)
+            example_id = str(_column(row, self.id_column, "id_column", where)) if self.id_column else str(len(examples))
             second = [f"{question} {e}".strip() if question else e for e in endings]
             examples.append(MultipleChoiceExample(example_id, context, second, label, line))
             if limit is not None and len(examples) >= limit:
@@ -187,6 +179,42 @@ class MultipleChoiceTask(TaskSettings):
         if not examples:
             raise ValueError(f"{path}: no examples found")
         return examples
+
+    def _endings(self, row: dict[str, Any], where: str) -> list[str]:
+        """The candidates of a row: the ``ending_columns``, or the list in the one field they name.
+
+        Raises:
+            ValueError: a missing column, or fewer than 2 candidates; the message starts with ``where``.
+        """
+        if len(self.ending_columns) == 1 and isinstance(row.get(self.ending_columns[0]), list):
+            endings = [str(e) for e in row[self.ending_columns[0]]]
+        else:
+            endings = [str(_column(row, c, "ending_columns", where)) for c in self.ending_columns]
+        if len(endings) < 2:
+            raise ValueError(
+                f"{where}: {len(endings)} candidate(s); multiple choice needs at least 2 (--ending-columns)"
+            )
+        return endings
+
+    def _label(self, raw: Any, num_choices: int, where: str, with_labels: bool) -> int | None:
+        """The 0-based index of the right candidate from the ``label_column`` value ``raw`` (None or blank:
+        unlabelled).
+
+        Raises:
+            ValueError: a label that is not an integer in ``[0, num_choices)``, or none when ``with_labels``;
+                the message starts with ``where``.
+        """
+        if raw is not None and str(raw).strip() != "":
+            try:
+                label = int(str(raw).strip())
+            except ValueError:
+                raise ValueError(f"{where}: label {raw!r} is not an integer index of a candidate") from None
+            if not 0 <= label < num_choices:
+                raise ValueError(f"{where}: label {label} is not an index of the {num_choices} candidates (0-based)")
+            return label
+        if with_labels:
+            raise ValueError(f"{where}: no label in column {self.label_column!r}")
+        return None
 
     def prepare(self, train_examples: Sequence[MultipleChoiceExample]) -> None:
         """Nothing to learn from the training set (the labels are candidate indices)."""

@@ -91,21 +91,9 @@ def read_conll(path: str, *, with_labels: bool = True, limit: int | None = None)
             if line.startswith("-DOCSTART-"):
                 flush()
                 continue
-            fields = line.split("\t") if "\t" in line else line.split()
-            token = fields[0].strip()
-            if not token:
-                raise ValueError(f"{path}:{lineno}: empty token in {line!r}; expected TOKEN<TAB>TAG")
-            tag: str | None = fields[-1].strip() if len(fields) >= 2 else None
-            if tag is None or not tag:
-                if with_labels:
-                    raise ValueError(
-                        f"{path}:{lineno}: no tag in {line!r}; expected TOKEN<TAB>TAG "
-                        "(sentences are separated by empty lines)"
-                    )
-                tag = None
+            token, tag = _token_and_tag(line, f"{path}:{lineno}", with_labels)
+            if tag is None:
                 all_tagged = False
-            elif not _TAG_RE.match(tag):
-                raise ValueError(f"{path}:{lineno}: tag {tag!r} is not a BIO tag (O, B-TYPE or I-TYPE)")
             if not words:
                 first_line = lineno
             words.append(token)
@@ -119,6 +107,30 @@ def read_conll(path: str, *, with_labels: bool = True, limit: int | None = None)
         for e in examples:
             e.tags = None
     return examples
+
+
+def _token_and_tag(line: str, where: str, with_labels: bool) -> tuple[str, str | None]:
+    """The token (first column) and BIO tag (last column; None when the line has none and ``with_labels``
+    is False) of a non-empty CoNLL line; columns are TAB-separated, else space-separated.
+
+    Raises:
+        ValueError: an empty token, a missing tag when ``with_labels``, or a tag that is not BIO; the message
+            starts with ``where`` (``path:line``).
+    """
+    fields = line.split("\t") if "\t" in line else line.split()
+    token = fields[0].strip()
+    if not token:
+        raise ValueError(f"{where}: empty token in {line!r}; expected TOKEN<TAB>TAG")
+    tag: str | None = fields[-1].strip() if len(fields) >= 2 else None
+    if tag is None or not tag:
+        if with_labels:
+            raise ValueError(
+                f"{where}: no tag in {line!r}; expected TOKEN<TAB>TAG (sentences are separated by empty lines)"
+            )
+        return token, None
+    if not _TAG_RE.match(tag):
+        raise ValueError(f"{where}: tag {tag!r} is not a BIO tag (O, B-TYPE or I-TYPE)")
+    return token, tag
 
 
 @dataclass

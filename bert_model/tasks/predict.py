@@ -16,7 +16,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import collate_features
-from bertprep.bert_model.hf.interop import FINETUNE_FILE, build_model, load_model_source, resolve_do_lower_case
+from bertprep.bert_model.hf.interop import (
+    FINETUNE_FILE,
+    ModelSource,
+    build_model,
+    load_model_source,
+    resolve_do_lower_case,
+)
 from bertprep.bert_model.loop_config import DeviceConfig, LoopConfig
 from bertprep.bert_model.models.heads import load_full_weights
 from bertprep.bert_model.precision import autocast_context
@@ -142,43 +148,11 @@ def load_finetuned(
     source = load_model_source(model_dir)
     overrides = {k: v for k, v in (task_overrides or {}).items() if v is not None}
     if source.finetune is not None:
-        values = {
-            **source.finetune,
-            "train_articles": None,
-            "eval_articles": None,
-            "train_paragraphs": None,
-            "eval_paragraphs": None,
-            **overrides,
-        }
-        task = task_from_json(
-            {k: v for k, v in values.items() if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__}
-        )
+        task = _task_from_finetune_json(source.finetune, overrides)
         recorded = source.finetune.get("do_lower_case")
         recorded_strip = source.finetune.get("strip_accents", source.strip_accents)
     else:
-        labels = [source.id2label[i] for i in sorted(source.id2label)] if source.id2label else None
-        family = _TASK_OF_HEAD.get(source.architecture)
-        if family == "squad":
-            task = SquadTask(**overrides)
-        elif family == "ner":
-            task = NerTask(labels=labels, **overrides)
-        elif family == "multiple-choice":
-            task = MultipleChoiceTask(**overrides)
-        elif family == "glue":
-            if "text_a_column" not in overrides:
-                raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
-            regression = source.hf_config.get("problem_type") == "regression" or len(labels or []) == 1
-            task = GlueTask(
-                labels=None if regression else labels,
-                is_regression=regression,
-                metrics=["pearson", "spearman"] if regression else ["accuracy"],
-                **overrides,
-            )
-        else:
-            raise ValueError(
-                f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
-                "predict needs a model from 'bertprep finetune'"
-            )
+        task = _task_from_architecture(model_dir, source, overrides)
         recorded = source.do_lower_case
         recorded_strip = source.strip_accents
     if source.architecture not in task_architectures(task):
@@ -187,11 +161,7 @@ def load_finetuned(
         )
     if source.vocab_tokens is None:
         raise ValueError(f"{model_dir} has no vocab.txt or tokenizer.json")
-    if getattr(task, "feature_based", None):  # the frozen encoder + BiLSTM: its shape is in finetune.json
-        model = task.build_model(source.config)
-        load_full_weights(model, source.state_dict)
-    else:
-        model = build_model(source)
+    model = _build_head(source, task)
     if source.tokenizer is not None:  # a BPE / Unigram tokenizer (RoBERTa's, ModernBERT's) normalises text itself
         return model, task, source.tokenizer
     lower = resolve_do_lower_case(do_lower_case, recorded, source.vocab_tokens)
@@ -199,6 +169,62 @@ def load_finetuned(
         source.vocab_tokens, lower, resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, lower)
     )
     return model, task, tokenizer
+
+
+def _task_from_finetune_json(finetune: dict[str, Any], overrides: dict[str, Any]) -> Task:
+    """The task recorded in a ``finetune.json`` (its settings, less the training/evaluation article and
+    paragraph ranges, which do not apply to another file), with ``overrides`` replacing settings."""
+    values = {
+        **finetune,
+        "train_articles": None,
+        "eval_articles": None,
+        "train_paragraphs": None,
+        "eval_paragraphs": None,
+        **overrides,
+    }
+    return task_from_json(
+        {k: v for k, v in values.items() if k == "task" or k in TASKS[values.get("task")].__dataclass_fields__}
+    )
+
+
+def _task_from_architecture(model_dir: str, source: ModelSource, overrides: dict[str, Any]) -> Task:
+    """The task of a head fine-tuned elsewhere (no ``finetune.json``), from its ``architectures`` and
+    ``id2label``; sequence classification needs ``text_a_column`` in ``overrides`` (regression when the
+    config's ``problem_type`` says so or there is one label).
+
+    Raises ``ValueError`` for missing columns or an architecture that is not a fine-tuned head."""
+    labels = [source.id2label[i] for i in sorted(source.id2label)] if source.id2label else None
+    family = _TASK_OF_HEAD.get(source.architecture)
+    if family == "squad":
+        return SquadTask(**overrides)
+    if family == "ner":
+        return NerTask(labels=labels, **overrides)
+    if family == "multiple-choice":
+        return MultipleChoiceTask(**overrides)
+    if family == "glue":
+        if "text_a_column" not in overrides:
+            raise ValueError(f"{model_dir} has no {FINETUNE_FILE}; give the input columns (--text-a-column...)")
+        regression = source.hf_config.get("problem_type") == "regression" or len(labels or []) == 1
+        return GlueTask(
+            labels=None if regression else labels,
+            is_regression=regression,
+            metrics=["pearson", "spearman"] if regression else ["accuracy"],
+            **overrides,
+        )
+    raise ValueError(
+        f"{model_dir}: architecture {source.architecture!r} is not a fine-tuned head; "
+        "predict needs a model from 'bertprep finetune'"
+    )
+
+
+def _build_head(source: ModelSource, task: Task) -> nn.Module:
+    """The fine-tuned model with ``source``'s weights: the task's own model for a feature-based task (the
+    frozen encoder + BiLSTM, whose shape is in ``finetune.json``), else the head its architecture names."""
+    if getattr(task, "feature_based", None):
+        model = task.build_model(source.config)
+        load_full_weights(model, source.state_dict)
+        return model
+    return build_model(source)
 
 
 def predict(config: PredictConfig) -> PredictResult:

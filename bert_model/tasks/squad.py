@@ -100,6 +100,35 @@ def _answer_token_span(offsets: Sequence[tuple[int, int]], start_char: int, end_
     return first, last
 
 
+def _labelled_answer_span(example: SquadExample, offsets: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    """First and last context piece of the example's first answer; ``(-1, -1)`` for a v2.0 no-answer question
+    (every window then points at ``[CLS]``, as ``run_squad.py`` does); None when the answer text is not at its
+    ``answer_start`` or covers no piece (the question is then skipped)."""
+    if example.is_impossible:
+        return (-1, -1)
+    answer = example.answers[0]
+    start_char = answer["answer_start"]
+    end_char = start_char + len(answer["text"])
+    if " ".join(example.context[start_char:end_char].split()) != " ".join(answer["text"].split()):
+        return None
+    return _answer_token_span(offsets, start_char, end_char)
+
+
+def _doc_spans(num_doc_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> list[tuple[int, int]]:
+    """``run_squad.py`` windows over a context of ``num_doc_tokens`` pieces: ``(start, length)`` pairs of at
+    most ``max_tokens_for_doc`` pieces, each starting ``doc_stride`` pieces (or one window) after the last,
+    until the context's end; one empty window for an empty context."""
+    doc_spans: list[tuple[int, int]] = []
+    start_offset = 0
+    while start_offset < num_doc_tokens or not doc_spans:
+        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
+        doc_spans.append((start_offset, length))
+        if start_offset + length >= num_doc_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
 @dataclass
 class SquadTask(TaskSettings):
     """SQuAD v1.1 settings (``run_squad.py`` defaults) and the task interface ``finetune`` uses."""
@@ -221,62 +250,60 @@ class SquadTask(TaskSettings):
             query_ids = list(q.ids)[: self.max_query_length]
             context = contexts[e.context_index]
             doc_ids, doc_offsets = list(context.ids), list(context.offsets)
-            answer_span = None
-            if with_labels and e.is_impossible:
-                answer_span = (-1, -1)  # no answer: every window points at [CLS] (run_squad.py, v2.0)
-            elif with_labels:
-                answer = e.answers[0]
-                start_char = answer["answer_start"]
-                end_char = start_char + len(answer["text"])
-                if " ".join(e.context[start_char:end_char].split()) != " ".join(answer["text"].split()):
-                    skipped += 1
-                    continue
-                answer_span = _answer_token_span(doc_offsets, start_char, end_char)
-                if answer_span is None:
-                    skipped += 1
-                    continue
-            max_tokens_for_doc = self.max_seq_length - len(query_ids) - tokenizer.num_special_tokens_to_add(pair=True)
-            doc_spans: list[tuple[int, int]] = []
-            start_offset = 0
-            while start_offset < len(doc_ids) or not doc_spans:
-                length = min(len(doc_ids) - start_offset, max_tokens_for_doc)
-                doc_spans.append((start_offset, length))
-                if start_offset + length >= len(doc_ids):
-                    break
-                start_offset += min(length, self.doc_stride)
-            # the tokenizer's layout: [CLS] Q [SEP] D [SEP] (BERT), <s> Q </s></s> D </s> (RoBERTa)
-            prefix = len(tokenizer.build_inputs_with_special_tokens(query_ids, [])) - 1  # (D starts there)
-            for span_index, (span_start, span_length) in enumerate(doc_spans):
-                window = doc_ids[span_start : span_start + span_length]
-                input_ids = tokenizer.build_inputs_with_special_tokens(query_ids, window)
-                token_type_ids = tokenizer.create_token_type_ids_from_sequences(query_ids, window)
-                offsets: list[tuple[int, int] | None] = [None] * prefix
-                offsets += [tuple(o) for o in doc_offsets[span_start : span_start + span_length]]
-                offsets.append(None)
-                max_context = (
-                    [False] * prefix
-                    + [_is_max_context(doc_spans, span_index, span_start + j) for j in range(span_length)]
-                    + [False]
-                )
-                feature: dict[str, Any] = {
-                    "input_ids": input_ids,
-                    "token_type_ids": token_type_ids,
-                    "example_index": i,
-                    "offsets": offsets,
-                    "max_context": max_context,
-                }
-                if answer_span is not None:
-                    s, t = answer_span
-                    if s >= 0 and span_start <= s and t < span_start + span_length:
-                        feature["start_positions"] = s - span_start + prefix
-                        feature["end_positions"] = t - span_start + prefix
-                    else:
-                        feature["start_positions"] = feature["end_positions"] = 0  # [CLS]: not in this window
-                features.append(feature)
+            answer_span = _labelled_answer_span(e, doc_offsets) if with_labels else None
+            if with_labels and answer_span is None:
+                skipped += 1
+                continue
+            features += self._question_windows(tokenizer, i, query_ids, doc_ids, doc_offsets, answer_span)
         if skipped:
             logger.warning(
                 "skipped %d of %d questions whose answer text is not at its answer_start", skipped, len(examples)
             )
+        return features
+
+    def _question_windows(
+        self,
+        tokenizer: WordPieceTokenizer,
+        example_index: int,
+        query_ids: list[int],
+        doc_ids: list[int],
+        doc_offsets: Sequence[Any],
+        answer_span: tuple[int, int] | None,
+    ) -> list[dict[str, Any]]:
+        """The features of one question (``featurize``): its context cut into windows of at most
+        ``max_seq_length`` pieces with the question, ``doc_stride`` pieces apart (``run_squad.py``
+        ``doc_spans``). ``doc_offsets`` are the context pieces' ``(start, end)`` character spans; ``answer_span``
+        is the answer's first and last context piece, ``(-1, -1)`` for no answer, None without labels."""
+        max_tokens_for_doc = self.max_seq_length - len(query_ids) - tokenizer.num_special_tokens_to_add(pair=True)
+        doc_spans = _doc_spans(len(doc_ids), max_tokens_for_doc, self.doc_stride)
+        # the tokenizer's layout: [CLS] Q [SEP] D [SEP] (BERT), <s> Q </s></s> D </s> (RoBERTa)
+        prefix = len(tokenizer.build_inputs_with_special_tokens(query_ids, [])) - 1  # (D starts there)
+        features: list[dict[str, Any]] = []
+        for span_index, (span_start, span_length) in enumerate(doc_spans):
+            window = doc_ids[span_start : span_start + span_length]
+            offsets: list[tuple[int, int] | None] = [None] * prefix
+            offsets += [tuple(o) for o in doc_offsets[span_start : span_start + span_length]]
+            offsets.append(None)
+            max_context = (
+                [False] * prefix
+                + [_is_max_context(doc_spans, span_index, span_start + j) for j in range(span_length)]
+                + [False]
+            )
+            feature: dict[str, Any] = {
+                "input_ids": tokenizer.build_inputs_with_special_tokens(query_ids, window),
+                "token_type_ids": tokenizer.create_token_type_ids_from_sequences(query_ids, window),
+                "example_index": example_index,
+                "offsets": offsets,
+                "max_context": max_context,
+            }
+            if answer_span is not None:
+                s, t = answer_span
+                if s >= 0 and span_start <= s and t < span_start + span_length:
+                    feature["start_positions"] = s - span_start + prefix
+                    feature["end_positions"] = t - span_start + prefix
+                else:
+                    feature["start_positions"] = feature["end_positions"] = 0  # [CLS]: not in this window
+            features.append(feature)
         return features
 
     def predictions(

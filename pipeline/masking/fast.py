@@ -60,17 +60,7 @@ def mask_table(
     n_rows = len(lengths)
     if n_rows == 0:
         return table, {"masked": 0, "masked_as_mask": 0, "masked_as_random": 0, "masked_as_kept": 0}
-    # B starts after the tokens of type 0 ([CLS] A [SEP]); the middle [SEP] is just before it
-    tt = schema.numpy_view(table.column("token_type_ids").chunk(0).values)
-    first_b = lengths - np.add.reduceat(tt.astype(np.int64), offsets[:-1])
-    k = _predictions_per_row(config, offsets, values, sep_id)
-    max_k = int(k.max())
-    positions = np.concatenate(
-        [
-            _chunk_positions(offsets, values, first_b, k, max_k, lo, min(lo + _CHUNK_ROWS, n_rows), rng, sep_id)
-            for lo in range(0, n_rows, _CHUNK_ROWS)
-        ]
-    )
+    k, positions = _choose_positions(table, config, offsets, values, rng, sep_id)
     m_offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(k, out=m_offsets[1:])
     flat = offsets[:-1][np.repeat(np.arange(n_rows), k)] + positions
@@ -84,6 +74,33 @@ def mask_table(
         "masked_as_kept": len(flat) - n_mask - n_random,
     }
     return _with_predictions(table, offsets, out_values, m_offsets, positions, labels), counts
+
+
+def _choose_positions(
+    table: pa.Table,
+    config: MaskingConfig,
+    offsets: np.ndarray,
+    values: np.ndarray,
+    rng: np.random.Generator,
+    sep_id: int | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions to mask in a single-chunk table with at least one row: per row the number of predictions
+    ``k`` (int64, (rows,)), and the positions, int64 (sum of ``k``,), row-major, each row's ascending and
+    relative to its start (``_chunk_positions`` over chunks of ``_CHUNK_ROWS`` rows, in order)."""
+    lengths = np.diff(offsets)
+    n_rows = len(lengths)
+    # B starts after the tokens of type 0 ([CLS] A [SEP]); the middle [SEP] is just before it
+    tt = schema.numpy_view(table.column("token_type_ids").chunk(0).values)
+    first_b = lengths - np.add.reduceat(tt.astype(np.int64), offsets[:-1])
+    k = _predictions_per_row(config, offsets, values, sep_id)
+    max_k = int(k.max())
+    positions = np.concatenate(
+        [
+            _chunk_positions(offsets, values, first_b, k, max_k, lo, min(lo + _CHUNK_ROWS, n_rows), rng, sep_id)
+            for lo in range(0, n_rows, _CHUNK_ROWS)
+        ]
+    )
+    return k, positions
 
 
 def _predictions_per_row(

@@ -284,56 +284,87 @@ def rank_pieces(
     """
     vocab = set(base_tokens)
     candidate_set = {c for c in candidates if c not in vocab}
+    corpus = _split_words(word_counts, vocab, candidate_set)
+    chosen = _choose_greedily(corpus, vocab, extend_size)
+    saved_in_all, uses = _tally(
+        corpus.words, corpus.counts, corpus.base_lengths, corpus.current, vocab, {p for p, _ in chosen}
+    )
+    return chosen, corpus.pieces_before, corpus.pieces_before - saved_in_all, uses
+
+
+@dataclass
+class _SplitWords:
+    """The corpus's words that the base vocab splits into two pieces or more (the only ones a piece can
+    shorten), by index, with what ``rank_pieces`` tracks of them."""
+
+    words: list[str] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    """Occurrences of each word in the corpus."""
+    base_lengths: list[int] = field(default_factory=list)
+    """Pieces of each word under the base vocab."""
+    current: list[int] = field(default_factory=list)
+    """Pieces of each word under the current vocab (the base plus the pieces chosen so far)."""
+    words_of: dict[str, list[int]] = field(default_factory=dict)
+    """Per candidate, the indices of the words it occurs in where WordPiece can use it."""
+    pieces_before: int = 0
+    """Word pieces of the whole corpus under the base vocab (words it cannot split not counted)."""
+
+
+def _split_words(word_counts: Counter[str], vocab: set[str], candidate_set: set[str]) -> _SplitWords:
+    """The words of ``word_counts`` split by the base ``vocab``, and the ``candidate_set`` pieces in each."""
     longest = max((len(c.removeprefix(CONTINUING_SUBWORD_PREFIX)) for c in candidate_set), default=0)
-    words: list[str] = []
-    counts: list[int] = []
-    base_lengths: list[int] = []  # pieces of each word under the base vocab
-    current: list[int] = []  # and under the current vocab
-    words_of: dict[str, list[int]] = {}
-    pieces_before = 0
+    corpus = _SplitWords()
     for word, count in word_counts.items():
         pieces = wordpiece_split(word, vocab)
         if pieces is None:
             continue
-        pieces_before += count * len(pieces)
+        corpus.pieces_before += count * len(pieces)
         if len(pieces) < 2:
             continue
-        index = len(words)
-        words.append(word)
-        counts.append(count)
-        base_lengths.append(len(pieces))
-        current.append(len(pieces))
+        index = len(corpus.words)
+        corpus.words.append(word)
+        corpus.counts.append(count)
+        corpus.base_lengths.append(len(pieces))
+        corpus.current.append(len(pieces))
         for piece in _substring_candidates(word, candidate_set, longest):
-            words_of.setdefault(piece, []).append(index)
+            corpus.words_of.setdefault(piece, []).append(index)
+    return corpus
 
-    def gain(piece: str) -> tuple[int, int, dict[int, int]]:
-        """(pieces saved, occurrences of the words it helps, new piece counts of those words) with ``piece``."""
-        vocab.add(piece)
-        saved = occurrences = 0
-        new_lengths = {}
-        for index in words_of[piece]:
-            pieces = wordpiece_split(words[index], vocab)
-            if pieces is None:  # greedy matching can strand a word's rest: never make a word [UNK]
-                vocab.discard(piece)
-                return -1, 0, {}
-            if len(pieces) != current[index]:  # shorter, or (rarely, greedy again) longer
-                saved += counts[index] * (current[index] - len(pieces))
-                occurrences += counts[index]
-                new_lengths[index] = len(pieces)
-        vocab.discard(piece)
-        return saved, occurrences, new_lengths
 
+def _gain(piece: str, corpus: _SplitWords, vocab: set[str]) -> tuple[int, int, dict[int, int]]:
+    """(pieces saved, occurrences of the words it helps, new piece counts of those words) with ``piece`` added
+    to the current ``vocab`` (left as it was); ``(-1, 0, {})`` when it would leave a word unsplittable."""
+    vocab.add(piece)
+    saved = occurrences = 0
+    new_lengths = {}
+    for index in corpus.words_of[piece]:
+        pieces = wordpiece_split(corpus.words[index], vocab)
+        if pieces is None:  # greedy matching can strand a word's rest: never make a word [UNK]
+            vocab.discard(piece)
+            return -1, 0, {}
+        if len(pieces) != corpus.current[index]:  # shorter, or (rarely, greedy again) longer
+            saved += corpus.counts[index] * (corpus.current[index] - len(pieces))
+            occurrences += corpus.counts[index]
+            new_lengths[index] = len(pieces)
+    vocab.discard(piece)
+    return saved, occurrences, new_lengths
+
+
+def _choose_greedily(corpus: _SplitWords, vocab: set[str], extend_size: int) -> list[tuple[str, int]]:
+    """Up to ``extend_size`` ``(piece, saved_tokens)``, each the best by its gain over the vocab chosen so far
+    (lazy greedy: a popped entry whose gain fell goes back with its true gain); adds them to ``vocab`` and
+    updates ``corpus.current``."""
     # Max-heap on (saved, occurrences, then the piece's text) via negation; an entry's gain may be stale.
     heap = []
-    for piece in words_of:
-        saved, occurrences, _ = gain(piece)
+    for piece in corpus.words_of:
+        saved, occurrences, _ = _gain(piece, corpus, vocab)
         if saved > 0:
             heap.append((-saved, -occurrences, piece))
     heapq.heapify(heap)
     chosen: list[tuple[str, int]] = []
     while heap and len(chosen) < extend_size:
         _, _, piece = heapq.heappop(heap)
-        saved, occurrences, new_lengths = gain(piece)
+        saved, occurrences, new_lengths = _gain(piece, corpus, vocab)
         if saved <= 0:
             continue
         if heap and (-saved, -occurrences, piece) > heap[0]:
@@ -342,9 +373,8 @@ def rank_pieces(
         vocab.add(piece)
         chosen.append((piece, saved))
         for index, length in new_lengths.items():
-            current[index] = length
-    saved_in_all, uses = _tally(words, counts, base_lengths, current, vocab, {p for p, _ in chosen})
-    return chosen, pieces_before, pieces_before - saved_in_all, uses
+            corpus.current[index] = length
+    return chosen
 
 
 def _tally(
