@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import apache_beam as beam
 
 from bertprep.pipeline.errors import records_errors
+from bertprep.pipeline.instances.bucket_files import TokenizedDocument
 from bertprep.pipeline.shards import formats
 
 #: Documents of one input file per Megatron part (the unit a worker holds and writes).
@@ -35,7 +36,7 @@ class WriteMegatronPartFn(beam.DoFn):
         self.vocab_size = vocab_size
 
     @records_errors("tmp_dir")
-    def process(self, element: tuple[tuple[int, int], Iterable[tuple]]) -> Iterator[dict]:
+    def process(self, element: tuple[tuple[int, int], Iterable[TokenizedDocument]]) -> Iterator[dict]:
         (file_index, chunk), docs = element
         ordered = sorted(docs, key=lambda doc: doc.ordinal)  # (TokenizedDocument records of one file)
         part = f"part-{file_index:06d}-{chunk:06d}"
