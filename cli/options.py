@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import inspect
 import itertools
-import json
 import math
 import os
 import re
@@ -29,6 +28,7 @@ from typing import Any
 
 import click
 
+from bertprep.core import strict_json
 from bertprep.core.paths import web_url_message
 
 
@@ -190,6 +190,36 @@ def field_help(cls: type, name: str) -> str | None:
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
 
 
+class FiniteFloat(click.FloatRange):
+    """click's ``FloatRange`` (or plain float) that also refuses ``inf`` and ``nan``: ``float("1e999")`` is
+    ``inf``, which passes every lower bound (and ``nan`` every bound), so a learning rate of ``1e999`` would train.
+    ``field_option`` gives every float option this type."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.min is None and self.max is None:
+            self.name = "float"  # shown as FLOAT, as a plain float option
+
+    def _describe_range(self) -> str:
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        converted = super().convert(value, param, ctx)
+        if isinstance(converted, float) and not math.isfinite(converted):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return converted
+
+
+def finite_float_type(type_: Any) -> Any:
+    """``type_`` with infinities and NaN refused when it is a float type (``float``, ``click.FLOAT``, a
+    ``click.FloatRange``, keeping its bounds); any other type as it is."""
+    if type_ is float or type_ is click.FLOAT:
+        return FiniteFloat()
+    if isinstance(type_, click.FloatRange) and not isinstance(type_, FiniteFloat):
+        return FiniteFloat(type_.min, type_.max, type_.min_open, type_.max_open, type_.clamp)
+    return type_
+
+
 def field_option(config: type, name: str, *decls: str, **attrs: Any) -> Callable:
     """``click.option(*decls, **attrs)`` for field ``name`` of the dataclass ``config``: its ``default`` is the
     field's (:func:`dataclass_default`, when the field has a plain one and ``attrs`` give none), its ``help`` the
@@ -199,6 +229,8 @@ def field_option(config: type, name: str, *decls: str, **attrs: Any) -> Callable
         field = {f.name: f for f in dataclasses.fields(config)}[name]
         attrs["default"] = None if field.default is dataclasses.MISSING else field.default
     attrs.setdefault("help", field_help(config, name))
+    if "type" in attrs:
+        attrs["type"] = finite_float_type(attrs["type"])
     return click.option(*decls, **attrs)
 
 
@@ -393,7 +425,7 @@ def squad_options():
         ),
         click.option(
             "--null-score-diff-threshold",
-            type=float,
+            type=FiniteFloat(),
             default=None,
             help="squad v2.0: predict no answer when s_null - s_best_span > this (tau). Default: chosen on the "
             "eval file as the official best_f1_thresh and saved with the model (0.0 without an eval file); "
@@ -615,6 +647,7 @@ def verify_option(*decls: str, **attrs: Any):
 def masked_lm_prob_option(**attrs: Any):
     """``--masked-lm-prob`` (make-shards: the masked-LM rule's rate; train: a dynamic-masking rate instead of the
     shards'): one help text; ``attrs`` give the command's type and default."""
+    attrs["type"] = finite_float_type(attrs.get("type", float))
     return click.option("--masked-lm-prob", help=_MASKED_LM_PROB_HELP, **attrs)
 
 
@@ -766,7 +799,7 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
+    return strict_json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
 
 
 def resolved_recipe(command: click.Command, values: dict[str, Any]) -> str:
@@ -784,16 +817,21 @@ def resolved_recipe(command: click.Command, values: dict[str, Any]) -> str:
 
 
 def _parse_set(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
-    """``--set KEY=V1,V2`` -> {KEY: [V1, V2]} (numbers); the grid refuses an unknown KEY."""
+    """``--set KEY=V1,V2`` -> {KEY: [V1, V2]} (finite numbers); the grid refuses an unknown KEY."""
     out: dict[str, Any] = {}
     for item in value:
         key, sep, values = item.partition("=")
         try:
             if not sep:
                 raise ValueError
-            out[key.strip()] = [float(v) if any(c in v for c in ".eE") else int(v) for v in values.split(",")]
+            numbers = [float(v) if any(c in v for c in ".eE") else int(v) for v in values.split(",")]
         except ValueError:
-            raise click.BadParameter(f"{item!r}: write KEY=VALUE or KEY=V1,V2 with numbers", ctx, param) from None
+            numbers = None
+        if numbers is None or any(not math.isfinite(v) for v in numbers):
+            raise click.BadParameter(
+                f"{item!r}: write KEY=VALUE or KEY=V1,V2 with finite numbers", ctx, param
+            ) from None
+        out[key.strip()] = numbers
     return out
 
 
@@ -810,7 +848,8 @@ def evaluation_options(command):
                      "directory."),
         click.option("-o", "--output-dir", required=True, type=click.Path(file_okay=False),
                      help="Folder of the runs (runs/TASK/SETTING-seedN/, each a finetune run), the table (.md) and "
-                     "every run's numbers (.json). Running the same command again skips the finished runs."),
+                     "every run's numbers (.json). Running the same command again skips the finished runs; a second "
+                     "evaluate into a folder that one is writing is refused."),
         click.option("--random-init", is_flag=True, default=default("random_init"),
                      help="Fine-tune the model's architecture from random weights (the 'no pre-training' row)."),
         click.option("--name", default=None,

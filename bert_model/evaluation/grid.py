@@ -10,6 +10,7 @@ numbers; a list is swept (every combination is one run per seed). The keys are t
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,8 @@ def _values(key: str, value: Any, where: str) -> list[float | int]:
     values = value if isinstance(value, list) else [value]
     if not values or any(isinstance(v, bool) or not isinstance(v, int | float) for v in values):
         raise ValueError(f"{where}: {key} must be a number or a list of numbers, got {value!r}")
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError(f"{where}: {key} must be a finite number, got {value!r}")
     if key in _INTEGER_KEYS and any(not float(v).is_integer() for v in values):
         raise ValueError(f"{where}: {key} must be whole numbers, got {value!r}")
     if any(v <= 0 for v in values) and key not in ("weight_decay", "warmup_proportion", "max_grad_norm"):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import threading
@@ -37,7 +36,7 @@ from typing import Any
 
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, read_shard_info, shard_info_from_manifest
 from bertprep.bert_model.shard_cache import cache_folder, cached_manifest, default_cache_dir, is_remote
-from bertprep.core import atomic, schema
+from bertprep.core import atomic, schema, strict_json
 from bertprep.pipeline import remote
 
 logger = logging.getLogger(__name__)
@@ -356,7 +355,7 @@ def _keep_manifest(cache: ShardCache, manifest: dict[str, Any]) -> None:
     path = os.path.join(cache.folder, schema.MANIFEST_NAME)
     os.makedirs(cache.folder, exist_ok=True)
     with atomic.atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
-        json.dump(manifest, out, indent=2, sort_keys=True)
+        strict_json.dump(manifest, out, indent=2, sort_keys=True)
 
 
 def has_manifest(shard_dir: str) -> bool:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from bertprep.core import strict_json
 from bertprep.core.vocab_files import (
     MODEL_MAX_LENGTH,
     SPECIAL_TOKENS_MAP_FILE,
@@ -129,7 +130,7 @@ def _canonical_unigram(tokenizer: Tokenizer) -> Tokenizer:
     vocab = [(piece, score) for piece, score in spec["model"]["vocab"]]
     spec["model"]["vocab"] = [list(item) for item in canonical_unigram_vocab(vocab, len(SPECIAL_TOKENS))]
     spec["model"]["unk_id"] = SPECIAL_TOKENS.index("<unk>")
-    return Tokenizer.from_str(json.dumps(spec))
+    return Tokenizer.from_str(strict_json.dumps(spec))
 
 
 def model_files(tokenizer: Tokenizer, model: str, model_max_length: int = MODEL_MAX_LENGTH) -> dict[str, str]:
@@ -143,8 +144,8 @@ def model_files(tokenizer: Tokenizer, model: str, model_max_length: int = MODEL_
         **SPECIAL_TOKENS_MAP,
     }
     return {
-        TOKENIZER_CONFIG_FILE: json.dumps(config, indent=2) + "\n",
-        SPECIAL_TOKENS_MAP_FILE: json.dumps(SPECIAL_TOKENS_MAP, indent=2) + "\n",
+        TOKENIZER_CONFIG_FILE: strict_json.dumps(config, indent=2) + "\n",
+        SPECIAL_TOKENS_MAP_FILE: strict_json.dumps(SPECIAL_TOKENS_MAP, indent=2) + "\n",
         TOKENIZER_FILE: tokenizer.to_str(pretty=True),
     }
 
