@@ -11,6 +11,10 @@ For each task and seed, two runs in turn:
   directory, ``torch.optim.AdamW`` with the same groups and settings, ``get_linear_schedule_with_warmup``
   (10%), clipping at 1.0, shuffled batches padded per batch (``DataCollatorWithPadding``), dropout on; scored
   once on the full dev set after training (argmax; accuracy, and F1 of class 1 for MRPC, with scikit-learn).
+  ``--transformers-schedule bert`` gives it the harness's schedule instead (BERT's ``optimization.py``: the
+  linear decay counted from step 0, so after the warm-up the rate is 1 - W/N of the peak), which leaves the
+  random draws as the only difference (``tests/bert_model/evaluation/test_harness_against_transformers.py``
+  shows the steps equal from the same start).
 
 The training rows are the first ``--max-train-examples`` of ``train.tsv`` (both sides read them with the
 harness's reader, so the texts and labels are the same). Seeds are 12345, 12346, ... (the harness's
@@ -30,6 +34,7 @@ GLUE's RTE is not in the shared data; MRPC (the other small sentence-pair task) 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -120,7 +125,13 @@ def run_transformers(args: argparse.Namespace, task: str, seed: int) -> dict[str
         eps=1e-6,
     )
     steps = int(len(loader) * args.epochs)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
+    if args.transformers_schedule == "bert":  # the harness's: the decay counted from step 0
+        from bertprep.bert_model.schedules import lr_factor
+
+        factor = functools.partial(lr_factor, warmup_steps=int(0.1 * steps), max_steps=steps, schedule="linear")
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    else:
+        scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
     model.train()
     step = 0
     while step < steps:
@@ -187,6 +198,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 on a shared machine).")
     parser.add_argument("--rerun", action="store_true", help="Ignore records.json and run everything again.")
+    parser.add_argument(
+        "--transformers-schedule",
+        choices=("transformers", "bert"),
+        default="transformers",
+        help="The transformers side's schedule: get_linear_schedule_with_warmup (decay from the end of the "
+        "warm-up), or BERT's (decay from step 0), which the harness runs. Use another --out for each.",
+    )
     args = parser.parse_args(argv)
     args.model = args.model or _model_dir()
     import torch
@@ -199,7 +217,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{platform.node()}: torch {torch.__version__}, transformers {transformers.__version__}, "
         f"{args.threads} thread(s); model {os.path.basename(os.path.dirname(args.model)) or args.model}; "
         f"{args.max_train_examples} train rows, lr {args.lr:g}, batch {args.batch_size}, {args.epochs:g} epoch(s), "
-        f"length {args.max_seq_length}; seeds {seeds[0]}..{seeds[-1]}"
+        f"length {args.max_seq_length}; seeds {seeds[0]}..{seeds[-1]}; transformers side: "
+        f"{args.transformers_schedule} schedule"
     )
     os.makedirs(args.out, exist_ok=True)
     record_file = os.path.join(args.out, "records.json")
