@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,24 @@ def test_a_grid_file_with_a_non_finite_value_is_refused_naming_the_file(tmp_path
     grid = tmp_path / "mine.toml"
     grid.write_text(text + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{grid}: \w+ must be a finite number"):
+        load_grid(str(grid))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("weight_decay = -0.01", "weight_decay must be in [0, inf)"),
+        ("warmup_proportion = 1.0", "warmup_proportion must be in [0, 1)"),
+        ("adam_beta2 = [0.999, 1.5]", "adam_beta2 must be in [0, 1)"),
+        ("max_grad_norm = -1", "max_grad_norm must be in [0, inf)"),
+        ("learning_rate = 0", "learning_rate must be positive"),
+    ],
+)
+def test_a_grid_value_out_of_its_range_is_refused_before_any_run(tmp_path, text, message):
+    """(A negative weight decay passed the grid and stopped the sweep at its first run of that setting.)"""
+    grid = tmp_path / "mine.toml"
+    grid.write_text(text + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(f"{grid}: {message}")):
         load_grid(str(grid))
 
 
