@@ -45,6 +45,7 @@ from torch import nn
 from bertprep.bert_model.loop_config import KEEP_LAST  # (re-exported: the default of keep_last)
 from bertprep.bert_model.models.weights import load_state_dict_strict, row_layouts, trainable_state_dict  # (re-exp.)
 from bertprep.bert_model.runtime import set_default_permissions
+from bertprep.core import strict_json
 from bertprep.core.atomic import fsync_file, replace_directory, staging_name, write_text_synced
 
 logger = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ def file_digest(path: str, chunk_size: int = 1 << 20) -> dict[str, Any]:
 
 
 def _write_json(path: str, value: Any) -> None:
-    write_text_synced(path, json.dumps(value, indent=1))
+    write_text_synced(path, strict_json.dumps(value, indent=1))
 
 
 def list_checkpoints(checkpoints_dir: str) -> list[tuple[int, str]]:

@@ -19,6 +19,8 @@ Standard library only (the command line reads its defaults without importing tor
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 #: ``--precision`` values (``precision.py``: ``auto`` is bf16 autocast on CUDA, fp32 on the CPU).
@@ -36,6 +38,15 @@ KEEP_LAST = 3
 #: The weight of the next-sentence loss in the training loss ``mlm_loss + weight * nsp_loss`` (BERT: 1;
 #: ``metrics.py``).
 NSP_LOSS_WEIGHT = 1.0
+
+
+def check_finite_fields(config: object) -> None:
+    """Raise ``ValueError`` for a float field of the dataclass ``config`` that is infinite or NaN (``1e999``
+    reads as ``inf``, which passes a ``> 0`` check: a run would train at ``lr Infinity``)."""
+    for f in dataclasses.fields(config):  # type: ignore[arg-type]
+        value = getattr(config, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{f.name} must be a finite number, got {value}")
 
 
 @dataclass(kw_only=True)
@@ -69,11 +80,16 @@ class LoopConfig(DeviceConfig):
     def __post_init__(self) -> None:
         from bertprep.bert_model.reporting import REPORT_TO
 
+        check_finite_fields(self)
         if self.log_every <= 0:
             raise ValueError(f"log_every must be positive, got {self.log_every}")
         check_precision(self.precision)
         if self.report_to not in REPORT_TO:
             raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
+
+
+#: ``OptimConfig``'s settings of the ``wsd`` schedule's final decay, which no other schedule reads.
+WSD_ONLY = ("decay_fraction", "decay_steps", "decay_shape")
 
 
 @dataclass(kw_only=True)
@@ -105,12 +121,14 @@ class OptimConfig:
     or ``polynomial-from-0`` ((1 - step / max_steps)^polynomial_power, counted from step 0 as linear is; NVIDIA's
     BERT with power 0.5)."""
     decay_fraction: float = 0.1
-    """``wsd``: the fraction of the steps (max_steps) the final decay takes, unless decay_steps is given."""
+    """``wsd``: the fraction of the steps (max_steps) the final decay takes, unless decay_steps is given
+    (refused with another lr_schedule, which would ignore it)."""
     decay_steps: int | None = None
-    """``wsd``: the steps of the final decay, instead of decay_fraction of them."""
+    """``wsd``: the steps of the final decay, instead of decay_fraction of them (refused with another
+    lr_schedule)."""
     decay_shape: str = "1-sqrt"
     """``wsd``: the decay's shape; ``1-sqrt`` is ModernBERT's (1 - sqrt(progress); Hägele et al. 2024), else
-    ``linear`` or ``cosine``."""
+    ``linear`` or ``cosine`` (refused with another lr_schedule)."""
     min_lr_ratio: float = 0.0
     """The learning rate the decay ends at, as a fraction of the peak (``linear``, ``cosine``, ``wsd``,
     ``polynomial``: fairseq's end_learning_rate / lr)."""
@@ -158,6 +176,21 @@ class OptimConfig:
             raise ValueError(f"polynomial_power must be positive, got {self.polynomial_power}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        self._check_wsd_settings()
+
+    def _check_wsd_settings(self) -> None:
+        """Refuse a setting of ``wsd``'s final decay (``WSD_ONLY``) changed from its default with another
+        schedule, which would ignore it: linear and cosine decay over the whole run, constant never."""
+        if self.lr_schedule == "wsd":
+            return
+        defaults = {f.name: f.default for f in dataclasses.fields(OptimConfig)}
+        given = [name for name in WSD_ONLY if getattr(self, name) != defaults[name]]
+        if given:
+            name = given[0]
+            raise ValueError(
+                f"{name} {getattr(self, name)} applies to lr_schedule wsd only (the length and shape of its final "
+                f"decay); lr_schedule {self.lr_schedule} would ignore it: leave it out, or choose --lr-schedule wsd"
+            )
 
 
 #: ``compile_mode`` values: ``torch.compile``'s ``mode`` argument (PyTorch docs, ``torch.compile``).
@@ -174,7 +207,8 @@ class KernelConfig:
     Triton LayerNorm; CUDA only, ``pip install liger-kernel``) or ``auto`` (``liger`` on CUDA where installed,
     else ``torch``)."""
     compile_mode: str = "default"
-    """``torch.compile``'s mode when the model is compiled: ``default``; ``reduce-overhead`` (CUDA graphs: the
+    """``torch.compile``'s mode when the model is compiled (another mode than ``default`` for a model that is not
+    compiled is refused: give ``--compile`` off CUDA): ``default``; ``reduce-overhead`` (CUDA graphs: the
     step replayed without a launch per kernel; pays only where every batch has the same shapes, which packed
     batches of static shards have, and compiles with static shapes then); ``max-autotune`` (searches matmul
     and fusion configurations first: minutes of compilation, with CUDA graphs); ``max-autotune-no-cudagraphs``."""
@@ -192,8 +226,27 @@ class KernelConfig:
             raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, got {self.kernels!r}")
         if self.compile_mode not in COMPILE_MODES:
             raise ValueError(f"compile_mode must be one of {', '.join(COMPILE_MODES)}, got {self.compile_mode!r}")
+        self._check_compile_mode()
         if self.pad_vocab_size_multiple < 1:
             raise ValueError(f"pad_vocab_size_multiple must be >= 1, got {self.pad_vocab_size_multiple}")
+
+    def _check_compile_mode(self) -> None:
+        """Refuse a ``compile_mode`` other than ``default`` for a model that will not be compiled: a config
+        with a ``compile`` field (``TrainConfig``) set False, or left None (compiled on CUDA only) with a
+        ``device`` that is not CUDA (``cpu``, or ``auto`` without CUDA)."""
+        if self.compile_mode == "default" or not hasattr(self, "compile"):
+            return
+        compile_ = self.compile
+        if compile_ is None:
+            import torch
+
+            device = str(getattr(self, "device", "auto"))
+            compile_ = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        if not compile_:
+            raise ValueError(
+                f"compile_mode {self.compile_mode} applies to a compiled model, and this run's is not (compile "
+                "is off, or left to the device and not on CUDA): add --compile, or leave --compile-mode out"
+            )
 
 
 #: ``optimizer`` values (``optim.create_optimizer`` builds each).

@@ -12,6 +12,7 @@ import torch
 from bertprep.bert_model.loop_config import NSP_LOSS_WEIGHT
 from bertprep.bert_model.models.bert import IGNORE_INDEX
 from bertprep.bert_model.models.packing import attention_pairs, sequence_ids_from_attention_mask
+from bertprep.core import strict_json
 
 logger = logging.getLogger("bertprep")
 
@@ -217,11 +218,11 @@ class JsonlWriter:
             # Resuming at step N: entries logged after the checkpoint (by the interrupted run) are dropped.
             kept = [line for line in read_jsonl(path) if line.get("step", 0) <= truncate_after_step]
             with open(path, "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(line) + "\n" for line in kept)
+                f.writelines(strict_json.dumps(line) + "\n" for line in kept)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (the logger's file, closed by close())
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record) + "\n")
+        self._file.write(strict_json.dumps(record) + "\n")
         self._file.flush()
 
     def close(self) -> None:

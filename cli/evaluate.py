@@ -22,6 +22,7 @@ from bertprep.bert_model.retrieval.data import squad_to_beir
 from bertprep.bert_model.retrieval.encoder import POOLINGS
 from bertprep.bert_model.retrieval.evaluate import RetrievalEvalConfig, evaluate_retrieval
 from bertprep.cli.options import dataclass_default, evaluation_options, output_file_option
+from bertprep.cli.run_lock import run_directory_lock
 from bertprep.core.atomic import write_atomic
 
 _ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError)
@@ -43,13 +44,17 @@ def _echo(line: str) -> None:
 
 def _run_evaluation(config_type: Callable[..., Any], run: Callable[..., dict], options: dict[str, Any]) -> None:
     """One evaluation command: ``config_type(**options)`` (a ValueError is a bad option), ``run(config)`` with
-    progress lines on stderr (its errors end the command with their message), then the summary's table and note."""
+    progress lines on stderr (its errors end the command with their message) holding ``--output-dir``'s lock
+    (``run_lock``: a second evaluation into the same folder is refused naming the first), then the summary's
+    table and note."""
     try:
         config = config_type(**options)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+    command = f"evaluate {click.get_current_context().info_name}"
     try:
-        summary = run(config, report=_echo)
+        with run_directory_lock(config.output_dir, command):  # one evaluation at a time writes a folder
+            summary = run(config, report=_echo)
     except _ERRORS as err:
         raise click.ClickException(str(err)) from None
     click.echo(render_table([summary]) + "\n" + summary["note"])
@@ -103,7 +108,12 @@ def glue(**options) -> None:
     context_settings={"show_default": True}, short_help="Fine-tune and score a model on SQuAD v1.1 or v2.0 dev."
 )
 @evaluation_options
-@click.option("--train-file", required=True, type=click.Path(exists=True, dir_okay=False), help="SQuAD train JSON.")
+@click.option(
+    "--train-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="SQuAD train JSON, of the dev file's version (a version field naming the other one is refused).",
+)
 @click.option(
     "--dev-file",
     required=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import click
@@ -17,6 +16,7 @@ from bertprep.cli.options import (
     input_file_option,
     model_option,
 )
+from bertprep.core import strict_json
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -84,7 +84,7 @@ def fill_mask(
     for result in results:
         if as_json:
             click.echo(
-                json.dumps(
+                strict_json.dumps(
                     {
                         "text": result.text,
                         "pieces": result.pieces,

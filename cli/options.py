@@ -9,7 +9,7 @@ The same idea has the same name in every command (``--help`` and the CLI referen
 
 Earlier spellings (``--input-file``, ``--init-from``, ...) still parse as hidden aliases
 (:class:`AliasedOption`); docs/cli.md lists them. An option's default is its library dataclass field's, read by
-:func:`dataclass_default`, never restated in ``cli/``.
+:func:`dataclass_default`, never restated in ``cli/``. The parameter types themselves are ``param_types.py``'s.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import math
 import re
 import textwrap
 from collections.abc import Callable
@@ -26,64 +27,7 @@ from typing import Any
 
 import click
 
-from bertprep.core.paths import web_url_message
-
-
-class LocalPath(click.Path):
-    """``click.Path`` that refuses a web URL with the fix (download it first) instead of "does not exist"."""
-
-    def convert(self, value, param, ctx):
-        message = web_url_message(str(value), "") if value is not None else None
-        if message:
-            self.fail(message.lstrip(), param, ctx)
-        return super().convert(value, param, ctx)
-
-
-class ModelPath(click.ParamType):
-    """A model directory that exists, or a Hugging Face Hub id resolved to its cached snapshot
-    (``core.hub.resolve_model_dir``: downloaded unless ``HF_HUB_OFFLINE=1``); the value is the local path."""
-
-    name = "path"
-
-    def __init__(self, dir_okay_only: bool = True):
-        self.dir_okay_only = dir_okay_only
-
-    def convert(self, value, param, ctx):
-        from bertprep.core.hub import HubError, is_hub_id, resolve_model_dir
-
-        value = str(value)
-        if is_hub_id(value):
-            try:
-                return resolve_model_dir(value)
-            except HubError as err:
-                self.fail(str(err), param, ctx)
-        path = click.Path(exists=True, file_okay=not self.dir_okay_only)
-        return path.convert(value, param, ctx)
-
-
-class AliasedOption(click.Option):
-    """A ``click.Option`` that also parses older spellings (``aliases``) without showing them.
-
-    The aliases are handed to the parser only, so ``--help``, the generated CLI reference and error
-    messages name the option by its current names; a command line written with an old name still works
-    and fills the same parameter.
-    """
-
-    def __init__(self, *args, aliases: tuple[str, ...] = (), **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.aliases = tuple(aliases)
-        clash = set(self.aliases) & set(self.opts + self.secondary_opts)
-        assert not clash, f"aliases repeat the option's names: {sorted(clash)}"
-
-    def add_to_parser(self, parser, ctx: click.Context) -> None:
-        super().add_to_parser(parser, ctx)
-        if self.aliases:
-            opts = self.opts
-            self.opts = list(self.aliases)
-            try:
-                super().add_to_parser(parser, ctx)
-            finally:
-                self.opts = opts
+from bertprep.cli.param_types import AliasedOption, FiniteFloat, LocalPath, ModelPath, finite_float_type
 
 
 def _check_report_to(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -196,6 +140,8 @@ def field_option(config: type, name: str, *decls: str, **attrs: Any) -> Callable
         field = {f.name: f for f in dataclasses.fields(config)}[name]
         attrs["default"] = None if field.default is dataclasses.MISSING else field.default
     attrs.setdefault("help", field_help(config, name))
+    if "type" in attrs:
+        attrs["type"] = finite_float_type(attrs["type"])
     return click.option(*decls, **attrs)
 
 
@@ -389,7 +335,7 @@ def squad_options():
         ),
         click.option(
             "--null-score-diff-threshold",
-            type=float,
+            type=FiniteFloat(),
             default=None,
             help="squad v2.0: predict no answer when s_null - s_best_span > this (tau). Default: chosen on the "
             "eval file as the official best_f1_thresh and saved with the model (0.0 without an eval file); "
@@ -615,6 +561,7 @@ def verify_option(*decls: str, **attrs: Any):
 def masked_lm_prob_option(**attrs: Any):
     """``--masked-lm-prob`` (make-shards: the masked-LM rule's rate; train: a dynamic-masking rate instead of the
     shards'): one help text; ``attrs`` give the command's type and default."""
+    attrs["type"] = finite_float_type(attrs.get("type", float))
     return click.option("--masked-lm-prob", help=_MASKED_LM_PROB_HELP, **attrs)
 
 
@@ -655,16 +602,21 @@ def recipe_options(config: type):
 
 
 def _parse_set(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
-    """``--set KEY=V1,V2`` -> {KEY: [V1, V2]} (numbers); the grid refuses an unknown KEY."""
+    """``--set KEY=V1,V2`` -> {KEY: [V1, V2]} (finite numbers); the grid refuses an unknown KEY."""
     out: dict[str, Any] = {}
     for item in value:
         key, sep, values = item.partition("=")
         try:
             if not sep:
                 raise ValueError
-            out[key.strip()] = [float(v) if any(c in v for c in ".eE") else int(v) for v in values.split(",")]
+            numbers = [float(v) if any(c in v for c in ".eE") else int(v) for v in values.split(",")]
         except ValueError:
-            raise click.BadParameter(f"{item!r}: write KEY=VALUE or KEY=V1,V2 with numbers", ctx, param) from None
+            numbers = None
+        if numbers is None or any(not math.isfinite(v) for v in numbers):
+            raise click.BadParameter(
+                f"{item!r}: write KEY=VALUE or KEY=V1,V2 with finite numbers", ctx, param
+            ) from None
+        out[key.strip()] = numbers
     return out
 
 
@@ -681,7 +633,8 @@ def evaluation_options(command):
                      "directory."),
         click.option("-o", "--output-dir", required=True, type=click.Path(file_okay=False),
                      help="Folder of the runs (runs/TASK/SETTING-seedN/, each a finetune run), the table (.md) and "
-                     "every run's numbers (.json). Running the same command again skips the finished runs."),
+                     "every run's numbers (.json). Running the same command again skips the finished runs; a second "
+                     "evaluate into a folder that one is writing is refused."),
         click.option("--random-init", is_flag=True, default=default("random_init"),
                      help="Fine-tune the model's architecture from random weights (the 'no pre-training' row)."),
         click.option("--name", default=None,

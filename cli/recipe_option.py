@@ -5,7 +5,6 @@ in ``OUTPUT/config.toml``, itself a recipe file."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from typing import Any
@@ -21,6 +20,7 @@ from bertprep.bert_model.pretrain.recipe_files import (
     shipped_recipes,
 )
 from bertprep.cli.options import LocalPath
+from bertprep.core import strict_json
 
 #: ``ctx.meta`` key of the :class:`Recipe` that ``--config`` read.
 RECIPE_META = "bertprep.recipe"
@@ -172,7 +172,7 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
+    return strict_json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
 
 
 def resolved_recipe(command: click.Command, values: dict[str, Any]) -> str:

@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO
 
-from bertprep.core import urls
+from bertprep.core import strict_json, urls
 
 log = logging.getLogger("bertprep")
 
@@ -408,7 +408,7 @@ def _take_lock(path: str, directory: str, me: dict, option: str) -> None:
                 f"cannot write to {option} {directory} ({err.strerror or err}); choose a writable {option}"
             ) from err
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(me, f)
+            strict_json.dump(me, f)
         _held_locks.add(path)
         return
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
-from bertprep.core import storage
+from bertprep.core import storage, strict_json
 from bertprep.core.vocab_files import (
     SPECIAL_TOKENS,
     SPECIAL_TOKENS_MAP_FILE,
@@ -230,7 +230,7 @@ def _without_special_added_tokens(spec: dict) -> Tokenizer:
     if model.get("type") == "Unigram":
         vocab = [[_UNREACHABLE + piece if piece in special else piece, score] for piece, score in model["vocab"]]
         stripped["model"] = dict(model, vocab=vocab)
-    return Tokenizer.from_str(json.dumps(stripped))
+    return Tokenizer.from_str(strict_json.dumps(stripped))
 
 
 @dataclass

@@ -23,7 +23,6 @@ from __future__ import annotations
 import builtins
 import functools
 import hashlib
-import json
 import logging
 import os
 import socket
@@ -31,7 +30,7 @@ import threading
 import urllib.parse
 from typing import IO, Any
 
-from bertprep.core import atomic
+from bertprep.core import atomic, strict_json
 from bertprep.core.urls import LOCAL_SCHEMES, bucket_of, is_remote, join, local_path, scheme
 
 # ------------------------------------------------------------------------------------------ errors
@@ -279,7 +278,7 @@ def write_manifest(shard_dir: str, manifest: dict[str, Any]) -> str:
     from bertprep.core import schema  # (here: pyarrow, which the rule and the probe do without)
 
     path = join(shard_dir, schema.MANIFEST_NAME)
-    write_bytes(path, json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8"))
+    write_bytes(path, strict_json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8"))
     return path
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, models, pre_tokenizers, processors
 
+from bertprep.core import strict_json
 from bertprep.core.errors import VocabError  # (raised here; defined apart, without tokenizers)
 from bertprep.core.normalization import bert_normalizer, normalizer_settings, resolve_strip_accents
 
@@ -348,11 +349,11 @@ def tokenizer_files(
     the directory gives the ids of :func:`build_tokenizer` for text without special tokens.
     """
     return {
-        TOKENIZER_CONFIG_FILE: json.dumps(
+        TOKENIZER_CONFIG_FILE: strict_json.dumps(
             tokenizer_config(do_lower_case, model_max_length, strip_accents=strip_accents), indent=2
         )
         + "\n",
-        SPECIAL_TOKENS_MAP_FILE: json.dumps(special_tokens_map(), indent=2) + "\n",
+        SPECIAL_TOKENS_MAP_FILE: strict_json.dumps(special_tokens_map(), indent=2) + "\n",
         TOKENIZER_FILE: hf_tokenizer_json(tokens, do_lower_case, strip_accents=strip_accents),
         VOCAB_FILE: "".join(f"{t}\n" for t in tokens),
     }

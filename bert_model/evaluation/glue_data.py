@@ -63,15 +63,21 @@ def find_glue_tasks(data_dir: str, tasks: list[str] | None, export_dir: str) -> 
     A ``datasets`` save's TSV files will be in ``export_dir/<Folder>/`` (``export_datasets_task`` writes them).
 
     Raises:
-        ValueError: ``data_dir`` holds no known task folder, a chosen task is missing, or a task folder lacks
+        ValueError: ``data_dir`` holds no known task folder or two folders of one task (``SST-2`` and ``sst2``),
+            a chosen task is missing, or a task folder lacks
             ``train.tsv`` or ``dev.tsv`` (MNLI: ``dev_matched.tsv`` / ``dev_mismatched.tsv``); one line each.
     """
     if not os.path.isdir(data_dir):
         raise ValueError(f"--data {data_dir}: no such folder")
-    found = {}
+    found: dict[str, str] = {}
     for name in sorted(os.listdir(data_dir)):
         task = _task_of(name)
         if task and os.path.isdir(os.path.join(data_dir, name)):
+            if task in found and (not tasks or task in tasks):
+                raise ValueError(
+                    f"--data {data_dir} holds two {GLUE_FOLDERS[task]} folders, {os.path.basename(found[task])} "
+                    f"and {name}; keep one of them there"
+                )
             found[task] = os.path.join(data_dir, name)
     if not found:
         raise ValueError(

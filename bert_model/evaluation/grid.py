@@ -10,6 +10,7 @@ numbers; a list is swept (every combination is one run per seed). The keys are t
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,14 @@ GRID_KEYS: dict[str, str] = {
     "max_seq_length": "len",
 }
 _INTEGER_KEYS = ("batch_size", "max_seq_length")
+#: Keys that may be 0, and their range [low, high) (None: unbounded); every other key must be positive.
+_RANGES: dict[str, tuple[float, float | None]] = {
+    "weight_decay": (0.0, None),
+    "max_grad_norm": (0.0, None),
+    "warmup_proportion": (0.0, 1.0),
+    "adam_beta1": (0.0, 1.0),
+    "adam_beta2": (0.0, 1.0),
+}
 #: The grids shipped with bertprep (``--grid NAME``).
 GRID_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids")
 SHIPPED_GRIDS = ("bert", "roberta", "modernbert")
@@ -71,10 +80,17 @@ def _values(key: str, value: Any, where: str) -> list[float | int]:
     values = value if isinstance(value, list) else [value]
     if not values or any(isinstance(v, bool) or not isinstance(v, int | float) for v in values):
         raise ValueError(f"{where}: {key} must be a number or a list of numbers, got {value!r}")
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError(f"{where}: {key} must be a finite number, got {value!r}")
     if key in _INTEGER_KEYS and any(not float(v).is_integer() for v in values):
         raise ValueError(f"{where}: {key} must be whole numbers, got {value!r}")
-    if any(v <= 0 for v in values) and key not in ("weight_decay", "warmup_proportion", "max_grad_norm"):
+    low, high = _RANGES.get(key, (None, None))
+    if low is None and any(v <= 0 for v in values):
         raise ValueError(f"{where}: {key} must be positive, got {value!r}")
+    if low is not None and any(not low <= v < (high or math.inf) for v in values):
+        raise ValueError(
+            f"{where}: {key} must be in [{low:g}, {'inf' if high is None else f'{high:g}'}), got {value!r}"
+        )
     return [int(v) if key in _INTEGER_KEYS else v for v in values]
 
 

@@ -16,7 +16,6 @@ the best MNLI setting, same seed. Selection, medians and the table: ``table.py``
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import logging
@@ -40,6 +39,7 @@ from bertprep.bert_model.tasks.glue import GlueTask
 from bertprep.bert_model.tasks.predict import PredictConfig, predict
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.squad_data import squad_file_version
+from bertprep.core import strict_json
 from bertprep.core.atomic import write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
@@ -147,28 +147,66 @@ def _plan(config: EvalConfig, grid: Grid, kind: str, data: dict[str, Any]) -> di
     }
 
 
-def _check_plan(output_dir: str, plan: dict[str, Any]) -> None:
-    """Write ``evaluation.json``, or refuse an ``output_dir`` whose runs were made with other settings."""
+def _check_plan(output_dir: str, plan: dict[str, Any], report: Callable[[str], None] = logger.info) -> None:
+    """Write ``evaluation.json``, or refuse an ``output_dir`` whose finished runs were made with other settings.
+
+    A folder whose ``evaluation.json`` records other settings but holds no finished run (a command refused or
+    stopped before its first run finished, as one with a wrong ``--model``) takes the new settings.
+
+    Raises:
+        ValueError: the folder holds finished runs of other settings, or its ``evaluation.json`` is not JSON
+            (the message names the file and what to do).
+    """
     path = os.path.join(output_dir, PLAN_FILE)
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            earlier = json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                earlier = json.load(f)
+            if not isinstance(earlier, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ValueError(
+                f"{path} is not an evaluation record ({err}); choose another --output-dir, or delete the file "
+                "when the folder's runs may be redone"
+            ) from None
         changed = [k for k in sorted(set(plan) | set(earlier)) if plan.get(k) != earlier.get(k)]
-        if changed:
-            k = changed[0]
+        if not changed:
+            return
+        k = next((c for c in changed if c != "grid"), changed[0])  # (a grid is long to show)
+        more = f"; {', '.join(c for c in changed if c != k)} differ too" if len(changed) > 1 else ""
+        finished = _finished_runs(output_dir)
+        if finished:
             raise ValueError(
                 f"{output_dir} holds an evaluation made with other settings ({k}: {earlier.get(k)!r} there, "
-                f"{plan.get(k)!r} now); choose another --output-dir, or repeat its settings to continue it"
+                f"{plan.get(k)!r} now{more}; {path}, {len(finished)} finished run(s)); choose another "
+                "--output-dir, or repeat its settings to continue it"
             )
-        return
+        report(f"{path}: no run of the settings it records finished ({', '.join(changed)}); it takes this command's")
     os.makedirs(output_dir, exist_ok=True)
-    write_atomic(path, lambda p: _dump_json(p, plan))
+    _write_json(path, plan)
 
 
-def _dump_json(path: str, values: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(values, f, indent=1)
-        f.write("\n")
+def _finished_runs(output_dir: str) -> list[str]:
+    """The run records (``glue_run.json``, ``squad_run.json``) under ``output_dir/runs/``."""
+    runs = os.path.join(output_dir, "runs")
+    return sorted(
+        os.path.join(root, name)
+        for root, _, names in os.walk(runs)
+        for name in names
+        if name in ("glue_run.json", "squad_run.json")
+    )
+
+
+def _write_json(path: str, values: Any) -> None:
+    """``values`` as strict JSON in ``path``, atomically (``core.strict_json``: a NaN or an infinity is refused
+    naming the file and the value's place, and nothing is written)."""
+    text = strict_json.dumps(values, what=path, indent=1) + "\n"
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    write_atomic(path, write)
 
 
 def _specs(config: EvalConfig, grid: Grid, tasks: list[str]) -> list[RunSpec]:
@@ -258,7 +296,7 @@ def _run_sweep(
                 t0 = time.monotonic()
                 record = run_one(spec)
                 record["seconds"] = round(time.monotonic() - t0, 1)
-                write_atomic(os.path.join(spec.run_dir, record_name), functools.partial(_dump_json, values=record))
+                _write_json(os.path.join(spec.run_dir, record_name), record)
             records.append(record)
             under_way = ""
             metric = metric_of(spec.task)
@@ -307,7 +345,7 @@ def evaluate_glue(config: GlueEvalConfig, report: Callable[[str], None] = logger
         raise ValueError("--small-tasks-from-mnli needs MNLI among the tasks (RTE, MRPC, STS-B start from it)")
     plan = _plan(config, grid, "glue", {"data": os.path.abspath(config.data_dir)})
     plan["small_tasks_from_mnli"] = config.small_tasks_from_mnli
-    _check_plan(config.output_dir, plan)
+    _check_plan(config.output_dir, plan, report)
     for f in files:
         if f.datasets_folder:
             export_datasets_task(f)
@@ -379,7 +417,7 @@ def _write_glue_summary(config: GlueEvalConfig, grid: Grid, records: list[dict[s
 
 def _write_outputs(output_dir: str, kind: str, summary: dict[str, Any]) -> None:
     text = f"# {'GLUE' if kind == 'glue' else 'SQuAD'} dev\n\n{table.render_table([summary])}\n{summary['note']}\n"
-    write_atomic(os.path.join(output_dir, f"{kind}.json"), lambda p: _dump_json(p, summary))
+    _write_json(os.path.join(output_dir, f"{kind}.json"), summary)
 
     def write_md(p: str) -> None:
         with open(p, "w", encoding="utf-8") as f:
@@ -388,25 +426,43 @@ def _write_outputs(output_dir: str, kind: str, summary: dict[str, Any]) -> None:
     write_atomic(os.path.join(output_dir, f"{kind}.md"), write_md)
 
 
+def _squad_version(config: SquadEvalConfig) -> str:
+    """The version of the dev file (its ``version`` field, v1.1 when absent).
+
+    Raises:
+        ValueError: a file is missing or not SQuAD JSON, or the training file's ``version`` field names the
+            other version (a v1.1 model never answers "no answer", and would be scored on v2.0's questions).
+    """
+    versions = []
+    for path in (config.train_file, config.dev_file):
+        if not os.path.isfile(path):
+            raise ValueError(f"{path}: no such file")
+        with open(path, encoding="utf-8") as f:
+            try:
+                versions.append(squad_file_version(json.load(f)))
+            except ValueError:
+                raise ValueError(f"{path}: not a SQuAD JSON file") from None
+    train_version, version = versions[0], versions[1] or "1.1"
+    if train_version is not None and train_version != version:
+        raise ValueError(
+            f"{config.train_file} is SQuAD v{train_version} but {config.dev_file} is v{version} (their version "
+            "fields); give a training and a dev file of one version"
+        )
+    return version
+
+
 def evaluate_squad(config: SquadEvalConfig, report: Callable[[str], None] = logger.info) -> dict[str, Any]:
     """Fine-tune and score ``config.model`` on SQuAD (the dev file's version) over the grid (its
     ``[tasks."squad-v1.1"]`` / ``"squad-v2.0"`` table) and seeds; EM and F1 as the official scripts compute
     them (``tasks.squad_eval``); write ``squad.md`` and ``squad.json``. Raises as ``evaluate_glue`` does, and
-    ``ValueError`` for a dev file that is not SQuAD JSON."""
+    ``ValueError`` for a file that is not SQuAD JSON or a training file of the other version."""
     grid = load_grid(config.grid, config.overrides)
-    for path in (config.train_file, config.dev_file):
-        if not os.path.isfile(path):
-            raise ValueError(f"{path}: no such file")
-    with open(config.dev_file, encoding="utf-8") as f:
-        try:
-            version = squad_file_version(json.load(f)) or "1.1"
-        except ValueError:
-            raise ValueError(f"{config.dev_file}: not a SQuAD JSON file") from None
+    version = _squad_version(config)
     key = f"squad-v{version}"
     if key not in table.SQUAD_COLUMNS:
         raise ValueError(f"{config.dev_file}: SQuAD version {version!r}; expected 1.1 or 2.0")
     data = {"train_file": os.path.abspath(config.train_file), "dev_file": os.path.abspath(config.dev_file)}
-    _check_plan(config.output_dir, _plan(config, grid, "squad", data))
+    _check_plan(config.output_dir, _plan(config, grid, "squad", data), report)
     specs = _specs(config, grid, [key])
 
     def run_one(spec: RunSpec) -> dict[str, Any]:
@@ -438,15 +494,14 @@ def load_rows(output_dirs: list[str]) -> list[dict[str, Any]]:
     """One table row per evaluation folder: its ``glue.json``, ``squad.json`` and ``retrieval.json`` (``bertprep
     evaluate retrieval``'s; any of them) merged.
 
-    Raises ``ValueError`` for a folder with none."""
+    Raises ``ValueError`` for a folder with neither, or a file that is not such a summary (``read_summary``)."""
     rows = []
     for d in output_dirs:
         parts = []
         for kind in ("glue", "squad", "retrieval"):
             path = os.path.join(d, f"{kind}.json")
             if os.path.isfile(path):
-                with open(path, encoding="utf-8") as f:
-                    parts.append(json.load(f))
+                parts.append(read_summary(path))
         if not parts:
             raise ValueError(
                 f"{d} has no glue.json or squad.json (nor retrieval.json): not an output folder of bertprep evaluate"
@@ -456,3 +511,31 @@ def load_rows(output_dirs: list[str]) -> list[dict[str, Any]]:
         row["average"] = next((p["average"] for p in parts if p.get("average") is not None), None)
         rows.append(row)
     return rows
+
+
+#: What a table row needs of a summary (``glue.json``, ``squad.json``), and of each of its columns.
+_SUMMARY_KEYS = ("label", "columns")
+_COLUMN_KEYS = ("name", "values", "spread", "in_average")
+
+
+def read_summary(path: str) -> dict[str, Any]:
+    """A ``glue.json`` / ``squad.json`` written by ``evaluate``, checked for what a table row needs.
+
+    Raises:
+        ValueError: the file is not JSON (truncated, say), or lacks ``label`` / ``columns`` or a column's
+            ``name`` / ``values``; one line naming the file and what to do.
+    """
+    redo = "run its evaluate command again (finished runs are kept) or leave the folder out"
+    try:
+        with open(path, encoding="utf-8") as f:
+            summary = json.load(f)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not JSON ({err}); {redo}") from None
+    missing = [k for k in _SUMMARY_KEYS if not isinstance(summary, dict) or k not in summary]
+    if not missing and not isinstance(summary["columns"], list):
+        missing = ["columns (a list)"]
+    for c in summary.get("columns", []) if not missing else []:
+        missing += [f"columns[].{k}" for k in _COLUMN_KEYS if not isinstance(c, dict) or k not in c][:1]
+    if missing:
+        raise ValueError(f"{path} is not an evaluate summary (no {missing[0]!r}); {redo}")
+    return summary

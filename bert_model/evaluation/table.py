@@ -14,10 +14,11 @@ first).
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Sequence
 from typing import Any
+
+from bertprep.core import strict_json
 
 #: Per task: its column header and the metric it shows (its table metric; MNLI shows matched / mismatched).
 GLUE_COLUMNS = {
@@ -41,7 +42,7 @@ SQUAD_COLUMNS = {
 
 
 def _setting_key(record: dict[str, Any]) -> str:
-    return json.dumps(record["setting"], sort_keys=True)
+    return strict_json.dumps(record["setting"], sort_keys=True)
 
 
 def select_setting(records: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:

@@ -23,7 +23,6 @@ read backwards), without the pooler and next-sentence head RoBERTa's class does 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from bertprep.bert_model.models.heads import HEADS
 from bertprep.bert_model.models.modernbert import MASKED_LM_ARCHITECTURE as MODERNBERT_MLM_ARCHITECTURE
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertprep.bert_model.runtime import path_is_within, set_default_permissions
+from bertprep.core import strict_json
 from bertprep.core.atomic import fsync_file, replace_directory, replace_entries, staging_name, write_text_synced
 from bertprep.core.normalization import resolve_strip_accents_setting
 from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
@@ -272,7 +272,7 @@ def write_hf_directory(
     os.makedirs(tmp)
     try:
         _write_weights(os.path.join(tmp, "model.safetensors"), model, hf_config["architectures"][0])
-        write_text_synced(os.path.join(tmp, "config.json"), json.dumps(hf_config, indent=2) + "\n")
+        write_text_synced(os.path.join(tmp, "config.json"), strict_json.dumps(hf_config, indent=2) + "\n")
         # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
         files = (
             tokenizer.files
@@ -287,7 +287,7 @@ def write_hf_directory(
         for name, text in files.items():
             write_text_synced(os.path.join(tmp, name), text)
         for name, content in (extra_json or {}).items():
-            write_text_synced(os.path.join(tmp, name), json.dumps(content, indent=2) + "\n")
+            write_text_synced(os.path.join(tmp, name), strict_json.dumps(content, indent=2) + "\n")
         others = [n for n in os.listdir(output_dir) if n not in EXPORT_FILES] if os.path.isdir(output_dir) else []
         if others:  # the export files are replaced, the others kept; config.json moves in last
             old = [name for name in EXPORT_FILES if os.path.lexists(os.path.join(output_dir, name))]

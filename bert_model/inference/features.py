@@ -62,6 +62,7 @@ from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 from bertprep.bert_model.runtime import resolve_device
+from bertprep.core import strict_json
 from bertprep.core.atomic import atomic_file
 from bertprep.core.normalization import resolve_strip_accents_setting
 from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
@@ -332,7 +333,7 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
         "do_lower_case": tokenizer.do_lower_case,
         "model": os.path.abspath(config.model),
     }
-    schema = feature_schema(config, bert_config.hidden_size, {"bertprep": json.dumps(settings)})
+    schema = feature_schema(config, bert_config.hidden_size, {"bertprep": strict_json.dumps(settings)})
     os.makedirs(os.path.dirname(os.path.abspath(config.output_file)), exist_ok=True)
     lines = pieces = truncated = 0
     bar = tqdm(disable=not config.progress, unit="line", desc="extract-features")

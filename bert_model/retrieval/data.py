@@ -21,6 +21,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from bertprep.core import strict_json
 from bertprep.core.atomic import replace_directory, staging_name
 
 SPLITS = ("train", "dev", "test")
@@ -274,12 +275,12 @@ def _write_beir(articles: list[dict], titles: list[str], split_of: dict[str, str
             counts[f"{split}_articles"] += 1
             for p, paragraph in enumerate(article.get("paragraphs", [])):
                 doc_id = f"{a}-{p}"
-                corpus.write(json.dumps({"_id": doc_id, "title": title, "text": paragraph["context"]}) + "\n")
+                corpus.write(strict_json.dumps({"_id": doc_id, "title": title, "text": paragraph["context"]}) + "\n")
                 counts["documents"] += 1
                 for qa in paragraph.get("qas", []):
                     if qa.get("is_impossible") or not qa.get("answers"):
                         continue  # SQuAD 2.0's unanswerable questions have no relevant paragraph
-                    queries.write(json.dumps({"_id": str(qa["id"]), "text": qa["question"]}) + "\n")
+                    queries.write(strict_json.dumps({"_id": str(qa["id"]), "text": qa["question"]}) + "\n")
                     qrels[split].append((str(qa["id"]), doc_id))
                     counts[f"{split}_queries"] += 1
     for split, rows in qrels.items():

@@ -36,6 +36,7 @@ from bertprep.bert_model.retrieval.data import BeirData, load_beir, qrels_path
 from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS, RetrievalEncoder, exact_search
 from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
 from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
+from bertprep.core import atomic, strict_json
 from bertprep.core.atomic import directory_lock, write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
@@ -140,7 +141,7 @@ def _write_json(path: str, values: Any) -> None:
 
 def _dump_json(path: str, values: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(values, f, indent=1)
+        strict_json.dump(values, f, indent=1)
         f.write("\n")
 
 
@@ -271,7 +272,8 @@ def _encode_corpus(
     finally:
         bar.close()
     del out
-    os.replace(partial, final)
+    atomic.fsync_file(partial)
+    atomic.LocalFiles.rename(partial, final)  # (the finished matrix under its name: durable writes are atomic's)
     os.remove(progress)
     return np.load(final, mmap_mode="r")
 

@@ -19,7 +19,6 @@ complete: a directory with the model is finished; a stopped run leaves none and 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -35,6 +34,7 @@ from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.retrieval.data import Pair, read_pairs
 from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS
 from bertprep.bert_model.runtime import resolve_device
+from bertprep.core import strict_json
 from bertprep.core.atomic import LOCK_NAME, remove_stale_staging, replace_directory, staging_name
 
 logger = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ def train_bi_encoder(config: RetrievalTrainConfig) -> RetrievalTrainResult:
         model.save(final)
         record = {"settings": _settings(config), "pairs": len(pairs), "steps": steps, "train_loss": loss}
         with open(os.path.join(final, TRAIN_RECORD), "w", encoding="utf-8") as f:
-            json.dump({**record, "train_seconds": seconds}, f, indent=2)
+            strict_json.dump({**record, "train_seconds": seconds}, f, indent=2)
         replace_directory(final, config.output_dir, keep=lambda name: name == LOCK_NAME)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

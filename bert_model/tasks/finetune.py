@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -59,6 +58,7 @@ from bertprep.bert_model.reporting import REPORT_DIRS, ConsoleReporter, MetricsL
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
+from bertprep.core import strict_json
 from bertprep.core.atomic import remove_stale_staging, replace_entries, staging_name, write_atomic
 from bertprep.core.normalization import resolve_strip_accents_setting
 from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
@@ -636,7 +636,7 @@ def _write_results(run: _Run, state: _LoopState, train_seconds: float) -> None:
 
     def dump(p: str) -> None:
         with open(p, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+            strict_json.dump(results, f, indent=1)
             f.write("\n")
 
     write_atomic(os.path.join(run.run_dir, "results.json"), dump)

@@ -26,7 +26,6 @@ the evaluation set as ``best_f1_thresh`` (what the BERT README has one do by han
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -51,6 +50,7 @@ from bertprep.bert_model.tasks.squad_eval import (
     squad_v2_metrics,
     squad_v2_raw_scores,
 )
+from bertprep.core import strict_json
 from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -182,6 +182,9 @@ class SquadTask(TaskSettings):
             if self.version not in SQUAD_VERSIONS:
                 raise ValueError(f"version must be one of {', '.join(SQUAD_VERSIONS)}, got {self.version!r}")
         self._detected_version: str | None = None
+        self._detected_from = ""
+        self._detected_field: str | None = None
+        """The first file's ``version`` field (None: absent)."""
         self._chosen_threshold: float | None = None
 
     @property
@@ -205,15 +208,19 @@ class SquadTask(TaskSettings):
     ) -> list[SquadExample]:
         """``read_squad`` with this task's article and paragraph ranges for ``split`` (``"train"`` or
         ``"eval"``). Without a ``version`` setting, the first file read fixes the version (its ``version``
-        field), and later files are read as that version."""
+        field), and later files are read as that version; a later file whose ``version`` field names the other
+        version is refused (``check_same_version``)."""
         articles = self.train_articles if split == "train" else self.eval_articles
         paragraphs = self.train_paragraphs if split == "train" else self.eval_paragraphs
         dataset = load_squad_json(path)
         if self.version is None and self._detected_version is None:
             self._detected_version = "2.0" if squad_file_version(dataset) == "2.0" else "1.1"
+            self._detected_from, self._detected_field = path, squad_file_version(dataset)
             logger.info(
                 "%s: SQuAD v%s (from its version field; --squad-version overrides)", path, self._detected_version
             )
+        elif self.version is None:
+            check_same_version(self._detected_from, self._detected_field, path, squad_file_version(dataset))
         return read_squad(
             path,
             with_labels=with_labels,
@@ -386,7 +393,9 @@ class SquadTask(TaskSettings):
         """``predictions.json`` as ``run_squad.py`` writes it: ``{question id: answer text}``."""
         texts = [p.text if isinstance(p, SquadAnswer) else p for p in predictions]
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({e.qas_id: p for e, p in zip(examples, texts, strict=True)}, f, indent=1, ensure_ascii=False)
+            strict_json.dump(
+                {e.qas_id: p for e, p in zip(examples, texts, strict=True)}, f, indent=1, ensure_ascii=False
+            )
             f.write("\n")
 
     def side_files(self, path: str) -> list[str]:
@@ -406,7 +415,7 @@ class SquadTask(TaskSettings):
 
         def write(tmp: str) -> None:
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({e.qas_id: p.null_odds for e, p in zip(examples, answers, strict=True)}, f, indent=1)
+                strict_json.dump({e.qas_id: p.null_odds for e, p in zip(examples, answers, strict=True)}, f, indent=1)
                 f.write("\n")
 
         return {null_odds_path(path): write}
@@ -421,3 +430,19 @@ def null_odds_path(predictions_path: str) -> str:
 def _truths(examples: Sequence[SquadExample]) -> dict[str, list[str]]:
     """Gold answer texts per question id (empty for no-answer questions)."""
     return {e.qas_id: [] if e.is_impossible else [a["text"] for a in e.answers] for e in examples}
+
+
+def check_same_version(first: str, first_version: str | None, path: str, version: str | None) -> None:
+    """Refuse SQuAD files of two versions in one run: a v1.1 training file with a v2.0 dev file trains a model
+    that never predicts "no answer" and is scored on unanswerable questions (and the reverse trains on
+    questions the dev file's scoring ignores). A file without a ``version`` field passes.
+
+    Raises:
+        ValueError: both versions are known and differ; the message names both files.
+    """
+    if first_version is None or version is None or first_version == version:
+        return
+    raise ValueError(
+        f"{path} is SQuAD v{version} but {first} is v{first_version} (their version fields); give a training and a "
+        "dev file of one version (or --squad-version to read both as one)"
+    )

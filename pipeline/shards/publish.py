@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import atomic, schema, storage
+from bertprep.core import atomic, schema, storage, strict_json
 from bertprep.pipeline.shards import formats, store
 
 log = logging.getLogger("bertprep")
@@ -63,7 +63,7 @@ def _exists(path: str) -> bool:
 
 def _write_journal(output_dir: str, journal: dict) -> None:
     path = FileSystems.join(output_dir, JOURNAL_NAME)
-    data = json.dumps(journal, indent=1).encode()
+    data = strict_json.dumps(journal, indent=1).encode()
     if storage.is_remote(output_dir):  # one object write is atomic on an object store
         with FileSystems.create(path) as f:
             f.write(data)

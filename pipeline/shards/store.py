@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
-import json
 import logging
 import math
 import os
@@ -35,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import atomic, schema, storage
+from bertprep.core import atomic, schema, storage, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +299,9 @@ def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:
     """Write ``manifest.json`` (the commit marker) through a temporary name and a rename (``atomic.write_bytes``
     over Beam's ``FileSystems``: on ``gs://`` a rename is a copy, atomic per object, not POSIX)."""
     path = FileSystems.join(output_dir, schema.MANIFEST_NAME)
-    atomic.write_bytes(path, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"), BEAM_FILES)
+    atomic.write_bytes(
+        path, (strict_json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"), BEAM_FILES
+    )
     return path
 
 

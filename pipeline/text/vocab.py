@@ -491,8 +491,9 @@ def check_output_dir(output_dir: str, inputs: Iterable[str] = ()) -> None:
                 os.rmdir(folder)
     parent = os.path.dirname(os.path.abspath(output_dir))
     try:  # the new vocab is staged beside --output-dir, then swapped in (save_vocab)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".bertprep-write-test-"):
-            pass
+        if parent not in missing:  # (a missing parent was just created and written into above)
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".bertprep-write-test-"):
+                pass
     except OSError as err:
         raise ValueError(
             f"--output-dir {output_dir}: its parent {parent} is not writable ({err.strerror or err}), and "

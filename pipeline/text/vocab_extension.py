@@ -28,7 +28,6 @@ model's embedding matrix keeps its size), then are appended after the last id.
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import time
 from collections import Counter
@@ -36,6 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bertprep.core import strict_json
 from bertprep.core.atomic import atomic_files
 from bertprep.core.normalization import looks_cased, resolve_strip_accents
 from bertprep.core.vocab_files import (
@@ -484,7 +484,7 @@ def save_extended_vocab(extended: ExtendedVocab, output_dir: str, *, overwrite: 
     if found and not overwrite:
         raise FileExistsError(f"{', '.join(found)} already exist(s); pass overwrite=True (--overwrite) to replace")
     files = tokenizer_files(extended.tokens, extended.base.do_lower_case, strip_accents=extended.base.strip_accents)
-    contents = {EXTENSION_FILE: json.dumps(extended.record(), indent=2, ensure_ascii=False) + "\n", **files}
+    contents = {EXTENSION_FILE: strict_json.dumps(extended.record(), indent=2, ensure_ascii=False) + "\n", **files}
     contents[VOCAB_FILE] = contents.pop(VOCAB_FILE)  # last: its presence marks a complete directory
     with atomic_files([os.path.join(output_dir, name) for name in contents]) as temps:
         for tmp, text in zip(temps, contents.values(), strict=True):

@@ -33,6 +33,7 @@ from collections.abc import Collection, Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from bertprep.core import strict_json
 from bertprep.core.vocab_files import (
     MODEL_MAX_LENGTH,
     SPECIAL_TOKENS_MAP_FILE,
@@ -182,7 +183,7 @@ def _canonical_unigram(tokenizer: Tokenizer, style: str = "roberta") -> Tokenize
     specials = STYLE_TOKENS[style]
     spec["model"]["vocab"] = [list(item) for item in canonical_unigram_vocab(vocab, len(specials))]
     spec["model"]["unk_id"] = specials.index(unk_token(style))
-    return Tokenizer.from_str(json.dumps(spec))
+    return Tokenizer.from_str(strict_json.dumps(spec))
 
 
 def unused_names(count: int, taken: Collection[str], first: int = 0) -> list[str]:
@@ -231,8 +232,8 @@ def model_files(
     if style == "bert":  # (the generic fast tokenizer's default leaves token_type_ids out; BERT's template sets them)
         config["model_input_names"] = list(BERT_MODEL_INPUT_NAMES)
     return {
-        TOKENIZER_CONFIG_FILE: json.dumps(config, indent=2) + "\n",
-        SPECIAL_TOKENS_MAP_FILE: json.dumps(special_map, indent=2) + "\n",
+        TOKENIZER_CONFIG_FILE: strict_json.dumps(config, indent=2) + "\n",
+        SPECIAL_TOKENS_MAP_FILE: strict_json.dumps(special_map, indent=2) + "\n",
         TOKENIZER_FILE: tokenizer.to_str(pretty=True),
     }
 

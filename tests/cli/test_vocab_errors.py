@@ -61,3 +61,17 @@ def test_a_tokenizer_json_of_random_bytes_is_called_damaged(tmp_path):
         args = ["make-shards", "-i", str(corpus), "--vocab", str(vocab), "-o", str(tmp_path / "s"), "-q"]
         line = _error(CliRunner().invoke(cli, args))
         assert "not a tokenizer.json" in line and "damaged" in line and "vocab.txt" not in line
+
+
+def test_an_output_dir_whose_parent_is_missing_is_created_as_help_says(tmp_path, monkeypatch):
+    """``--help``: "The directory to write, created if needed"; ``-o voc/x`` with ``voc/`` missing was refused,
+    its parent "not writable (No such file or directory)"."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world.\nthe cat sat on the mat.\n\nanother document here.\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["build-vocab", str(corpus), "-o", "voc/x", "--vocab-size", "200"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "voc" / "x" / "vocab.txt").is_file()
+    assert sorted(p.name for p in (tmp_path / "voc").iterdir()) == ["x"]  # no staging or test file left
+    help_text = " ".join(CliRunner().invoke(cli, ["build-vocab", "--help"]).output.split())
+    assert "The directory to write, created if needed." in help_text
