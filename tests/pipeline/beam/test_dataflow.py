@@ -71,9 +71,11 @@ DATAFLOW_ARGS = [
 # (extras, imported where used: huggingface_hub resolves a Hub id given as --vocab, on the launching machine)
 OPTIONAL_IMPORTS = {
     *("blingfire", "jieba", "kiwipiepy", "dask", "distributed", "huggingface_hub", "boto3", "botocore", "fsspec"),
+    *("streaming", "megatron"),
 }
 # (boto3, botocore: only for s3:// paths, from the cloud extra: core/storage.py; fsspec: core/storage.py's client
-# for the commands' own reads of a bucket, from the gcp and cloud extras, imported where it is used)
+# for the commands' own reads of a bucket, from the gcp and cloud extras, imported where it is used; streaming,
+# megatron: --output-format mds | megatron, the mds and megatron extras, which a worker needs only for those)
 
 
 def _config(**kw) -> ShardsConfig:

@@ -134,10 +134,16 @@ def test_a_second_run_into_the_same_directory_is_refused_naming_the_first(earlie
         deadline = time.monotonic() + 20
         while not (out / publish.LOCK_NAME).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        # The first run is paused while it holds the lock (its whole process group: a fast machine, or a run in
+        # one process, would otherwise finish before the second run starts), and resumed after it.
+        os.killpg(first.pid, signal.SIGSTOP)
         assert first.poll() is None, "the first run ended too soon: make it longer"
-        second = subprocess.run(
-            [BERTPREP, *_args(corpus, out, "--overwrite")], capture_output=True, text=True, timeout=120
-        )
+        try:
+            second = subprocess.run(
+                [BERTPREP, *_args(corpus, out, "--overwrite")], capture_output=True, text=True, timeout=120
+            )
+        finally:
+            os.killpg(first.pid, signal.SIGCONT)
         assert second.returncode != 0
         assert f"process {first.pid}" in second.stderr and "another make-shards run" in second.stderr
         assert "Traceback" not in second.stderr
