@@ -37,7 +37,7 @@ from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLIN
 from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
 from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
 from bertprep.core import atomic, strict_json
-from bertprep.core.atomic import directory_lock, write_atomic
+from bertprep.core.atomic import write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
 
@@ -149,8 +149,8 @@ def evaluate_retrieval(config: RetrievalEvalConfig, report: Callable[[str], None
     """Fine-tune (optionally), encode, search and score (module docstring); write ``retrieval.json`` and
     ``retrieval.md`` and return the summary (a row of ``evaluation.table.render_table``, with ``note``).
 
-    Raises ValueError (bad BEIR folder, settings unlike the folder's earlier ones, another run holding the
-    folder), FileNotFoundError (the model)."""
+    The caller holds ``output_dir``'s lock (``bertprep evaluate retrieval`` does). Raises ValueError (bad BEIR
+    folder, settings unlike the folder's earlier ones), FileNotFoundError (the model)."""
     data = load_beir(config.data_dir, config.split)
     if load_model_source(config.model).vocab_tokens is None:  # before anything is written
         raise ValueError(f"{config.model} has no vocab.txt or tokenizer.json beside its weights")
@@ -159,17 +159,18 @@ def evaluate_retrieval(config: RetrievalEvalConfig, report: Callable[[str], None
     if config.max_queries:
         data.queries = dict(list(data.queries.items())[: config.max_queries])
         data.qrels = {q: data.qrels[q] for q in data.queries}
+    # No lock of its own here: the command (cli/evaluate.py) holds --output-dir's lock around this call, and a
+    # second lock in the same process would refuse the command's own run as "another run".
     os.makedirs(config.output_dir, exist_ok=True)
-    with directory_lock(config.output_dir, command="evaluate retrieval"):
-        _check_plan(config.output_dir, _plan(config))
-        records = []
-        for run_name, seed in config.run_names():
-            run_dir = os.path.join(config.output_dir, "runs", run_name)
-            record = _finished(run_dir) or _run(config, data, run_dir, seed, report)
-            report(f"{run_name}: " + ", ".join(f"{METRIC_NAMES[m]} {100 * record['metrics'][m]:.1f}" for m in METRICS))
-            records.append(record)
-        summary = _summary(config, data, records)
-        _write_outputs(config.output_dir, summary)
+    _check_plan(config.output_dir, _plan(config))
+    records = []
+    for run_name, seed in config.run_names():
+        run_dir = os.path.join(config.output_dir, "runs", run_name)
+        record = _finished(run_dir) or _run(config, data, run_dir, seed, report)
+        report(f"{run_name}: " + ", ".join(f"{METRIC_NAMES[m]} {100 * record['metrics'][m]:.1f}" for m in METRICS))
+        records.append(record)
+    summary = _summary(config, data, records)
+    _write_outputs(config.output_dir, summary)
     return summary
 
 

@@ -216,3 +216,21 @@ def test_modernbert_checkpoint_trains_a_retriever_bertprep_encodes_alike(tmp_pat
     ours = RetrievalEncoder(str(tmp_path / "out"), device="cpu").encode(TEXTS)
     assert _cosines(theirs, ours).min() >= 0.9999
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".bertprep-")]  # no staging left
+
+
+def test_the_command_runs_holding_its_folder_and_refuses_a_second_writer(
+    tmp_path, tiny_checkpoint_run, one_torch_thread
+):
+    from bertprep.cli.main import cli
+    from bertprep.core import atomic
+
+    beir = write_beir(tmp_path / "beir", documents=8)
+    out = tmp_path / "eval"
+    args = ["evaluate", "retrieval", "-m", str(tiny_checkpoint_run), "--data", str(beir), "-o", str(out),
+            "--device", "cpu", "--no-progress"]  # fmt: skip
+    result = CliRunner().invoke(cli, args)  # the command's lock and the library's must not refuse each other
+    assert result.exit_code == 0, result.output
+    assert (out / "retrieval.json").is_file() and not (out / atomic.LOCK_NAME).exists()
+    with atomic.directory_lock(str(tmp_path / "busy"), command="evaluate retrieval"):  # a first run, still running
+        busy = CliRunner().invoke(cli, [*args[:7], str(tmp_path / "busy"), *args[8:]])
+    assert busy.exit_code == 1 and "is being written by another evaluate retrieval run" in busy.output, busy.output
