@@ -40,9 +40,9 @@ class BeirData:
     """Query id -> {document id: relevance score} (scores as in the file, 0 included)."""
 
 
-def _read_jsonl(path: str) -> Iterator[tuple[int, dict]]:
+def _read_jsonl(path: str, keys: tuple[str, ...] = ("_id",)) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` of every non-blank line; ValueError naming the line for one that is not a JSON
-    object with an ``_id``."""
+    object with every one of ``keys``."""
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -51,8 +51,9 @@ def _read_jsonl(path: str) -> Iterator[tuple[int, dict]]:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path} line {number}: not JSON ({err.msg})") from None
-            if not isinstance(record, dict) or "_id" not in record:
-                raise ValueError(f'{path} line {number}: expected a JSON object with "_id"')
+            if not isinstance(record, dict) or not set(keys) <= record.keys():
+                names = " and ".join(f'"{k}"' for k in keys)
+                raise ValueError(f"{path} line {number}: expected a JSON object with {names}")
             yield number, record
 
 
@@ -169,18 +170,9 @@ def read_pairs(path: str) -> list[Pair]:
 
 
 def _jsonl_pairs(path: str) -> Iterator[Pair]:
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} line {number}: not JSON ({err.msg})") from None
-            if not isinstance(record, dict) or not {"query", "positive"} <= record.keys():
-                raise ValueError(f'{path} line {number}: expected an object with "query" and "positive"')
-            negative = record.get("negative")
-            yield Pair(str(record["query"]), str(record["positive"]), None if negative is None else str(negative))
+    for _, record in _read_jsonl(path, ("query", "positive")):
+        negative = record.get("negative")
+        yield Pair(str(record["query"]), str(record["positive"]), None if negative is None else str(negative))
 
 
 def _tsv_pairs(path: str) -> Iterator[Pair]:
