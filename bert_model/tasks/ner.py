@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 #: Whether ``feature_based`` -> the (BERT, ModernBERT) head's architecture name: fine-tuned (``heads``), or the
 #: frozen encoder's BiLSTM tagger (``feature_based``).
-_HEADS: dict[bool, tuple[str, str]] = {
+_HEAD_ARCHITECTURES: dict[bool, tuple[str, str]] = {
     False: (BertForTokenClassification.architecture, ModernBertForTokenClassification.architecture),
     True: (
         BertFeatureBasedForTokenClassification.architecture,
@@ -198,11 +198,11 @@ class NerTask(TaskSettings):
 
     @property
     def architecture(self) -> str:
-        return _HEADS[bool(self.feature_based)][0]
+        return _HEAD_ARCHITECTURES[bool(self.feature_based)][0]
 
     @property
     def modernbert_architecture(self) -> str:
-        return _HEADS[bool(self.feature_based)][1]
+        return _HEAD_ARCHITECTURES[bool(self.feature_based)][1]
 
     @property
     def head_options(self) -> dict[str, Any]:
