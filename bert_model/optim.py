@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -115,7 +116,8 @@ def create_optimizer(
         raise ValueError(f"weight decay must be >= 0, got {weight_decay}")
     if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
         raise ValueError(f"Adam betas must be in [0, 1), got {betas}")
-    cls = optimizer_class(optimizer)
+    # (each class takes the groups and its own keywords, which Optimizer's constructor does not declare)
+    cls: Callable[..., torch.optim.Optimizer] = optimizer_class(optimizer)
     groups = param_groups(model, weight_decay)
     if optimizer != "adamw":
         return cls(groups, lr=learning_rate, betas=betas, eps=eps, weight_decay=weight_decay)
@@ -177,7 +179,7 @@ def optimizer_step(
     grad_norm = None
     if max_grad_norm > 0:
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-    lr = scheduler.get_last_lr()[0]
+    lr = float(scheduler.get_last_lr()[0])  # (a float: create_optimizer's learning rate is one)
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)

@@ -45,14 +45,14 @@ def export(
       bertprep export -m runs/mini -o hf/mini     (or: bertprep export runs/mini -o hf/mini)
       python -c "from transformers import BertForPreTraining as M; M.from_pretrained('hf/mini')"
     """
-    if (model_dir is None) == (model_option is None):
+    given = [path for path in (model_dir, model_option) if path is not None]
+    if len(given) != 1:
         raise click.UsageError("give the model to export once: -m/--model DIR or MODEL_DIR")
-    model_dir = model_dir or model_option
     from bertprep.bert_model.hf.export import ExportError, export_model
 
     try:
         result = export_model(
-            model_dir,
+            given[0],
             output_dir,
             vocab_file=vocab,
             do_lower_case=do_lower_case,
@@ -63,7 +63,7 @@ def export(
         raise click.BadParameter(str(err), param_hint=err.option) from None
     except (ValueError, OSError) as err:  # OSError: FileNotFoundError, FileExistsError, a full disk...
         raise click.ClickException(str(err)) from None
-    config = result.model.config
+    config = result.source.config  # (the model's: build_model builds it with this config)
     click.echo(
         f"wrote {result.architecture} ({config.num_hidden_layers} layers, hidden {config.hidden_size}) to {result.path}"
     )

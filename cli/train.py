@@ -6,7 +6,8 @@ import logging
 import os
 import signal
 import sys
-from typing import NoReturn
+from collections.abc import Mapping
+from typing import NoReturn, cast
 
 import click
 from click.core import ParameterSource
@@ -45,6 +46,11 @@ from bertprep.core import urls
 from bertprep.core.paths import WriteOverReadError, check_not_run_record, check_writes_apart
 
 _default = dataclass_default(TrainConfig)  # defaults shown in --help come from the dataclass
+#: Every ``--preset`` name, of either architecture. (The cast states ``ARCHITECTURE_PRESETS``' type: mypy joins
+#: its two tables, whose values differ, to ``object``.)
+_PRESET_NAMES = sorted(
+    {p for presets in cast("dict[str, Mapping[str, object]]", ARCHITECTURE_PRESETS).values() for p in presets}
+)
 
 
 class ShardDirectory(click.ParamType):
@@ -219,7 +225,7 @@ def _write_resolved_settings(ctx: click.Context, values: dict, output_dir: str) 
 )
 @output_dir_option(type=click.Path(file_okay=False))
 @field_option(TrainConfig, "architecture", type=click.Choice(list(ARCHITECTURE_PRESETS)))
-@preset_option(sorted({p for presets in ARCHITECTURE_PRESETS.values() for p in presets}), _default("preset"))
+@preset_option(_PRESET_NAMES, _default("preset"))
 @field_option(TrainConfig, "num_hidden_layers", type=click.IntRange(min=1))
 @field_option(TrainConfig, "hidden_size", type=click.IntRange(min=1))
 @field_option(TrainConfig, "num_attention_heads", type=click.IntRange(min=1))

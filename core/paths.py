@@ -62,11 +62,11 @@ def check_writes_apart(
         WriteOverReadError: a written path is a read path, lies inside one (a file of the model directory), or
             holds one (a directory replaced with the input in it).
     """
-    reads = [(option, path) for option, path in reads if path and not urls.is_remote(path)]
+    local_reads = [(option, path) for option, path in reads if path and not urls.is_remote(path)]
     for w_option, written in writes:
         if not written or urls.is_remote(written):
             continue
-        for r_option, read in reads:
+        for r_option, read in local_reads:
             if path_is_within(written, read):
                 where = "is" if os.path.realpath(written) == os.path.realpath(read) else "lies inside"
             elif path_is_within(read, written):

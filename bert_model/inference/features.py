@@ -124,7 +124,7 @@ def resolve_layers(layers: Sequence[int], num_hidden_layers: int) -> list[int]:
 
 def load_encoder(
     model_dir: str, *, do_lower_case: bool | None = None
-) -> tuple[BertModel, WordPieceTokenizer | PretrainedTokenizer, BertConfig]:
+) -> tuple[BertModel | ModernBertModel, WordPieceTokenizer | PretrainedTokenizer, BertConfig | ModernBertConfig]:
     """The bare encoder (weights of any bertprep checkpoint, fine-tuned head or Hugging Face BERT directory)
     and its tokenizer, in eval mode.
 
@@ -133,6 +133,7 @@ def load_encoder(
     source = load_model_source(model_dir)
     if source.vocab_tokens is None:
         raise ValueError(f"{model_dir} has no vocab.txt or tokenizer.json beside its weights")
+    bert: BertModel | ModernBertModel
     if isinstance(source.config, ModernBertConfig):
         bert = ModernBertModel(source.config)
         weights = {k[len("model.") :]: v for k, v in source.state_dict.items() if k.startswith("model.")}
@@ -262,13 +263,14 @@ def _lists(values: pa.Array, lengths: Sequence[int]) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets), values)
 
 
-def _pairs(values: Sequence[tuple[int, int]]) -> pa.FixedSizeListArray:
+def _pairs(values: Sequence[Sequence[int]] | np.ndarray) -> pa.FixedSizeListArray:
     flat = np.asarray(values, dtype=np.int32).reshape(-1)
     return pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.int32()), 2)
 
 
 def feature_schema(config: FeatureConfig, hidden_size: int, metadata: dict[str, str] | None = None) -> pa.Schema:
-    """The output schema (see the module docstring)."""
+    """The output schema (see the module docstring) of a config whose ``layers`` are resolved (not None)."""
+    assert config.layers is not None, "extract_features resolves the default layers first"
     value = pa.float16() if config.dtype == "float16" else pa.float32()
     vector = pa.list_(value, hidden_size)
     pair = pa.list_(pa.int32(), 2)
@@ -315,16 +317,20 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     _check_paths(config)
     device = resolve_device(config.device)
     bert, tokenizer, bert_config = load_encoder(config.model, do_lower_case=config.do_lower_case)
-    if config.max_seq_length is None:
-        config = dataclasses.replace(config, max_seq_length=min(128, max_sequence_length(bert_config)))
-    if config.max_seq_length > max_sequence_length(bert_config):
+    max_seq_length = config.max_seq_length
+    if max_seq_length is None:
+        max_seq_length = min(128, max_sequence_length(bert_config))
+        config = dataclasses.replace(config, max_seq_length=max_seq_length)
+    if max_seq_length > max_sequence_length(bert_config):
         raise ValueError(
-            f"max_seq_length {config.max_seq_length} exceeds the model's max_position_embeddings "
+            f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
             f"{max_sequence_length(bert_config)}"
         )
-    if config.layers is None:
-        config = dataclasses.replace(config, layers=default_layers(bert_config.num_hidden_layers))
-    indices = resolve_layers(config.layers, bert_config.num_hidden_layers)
+    layers = config.layers
+    if layers is None:
+        layers = default_layers(bert_config.num_hidden_layers)
+        config = dataclasses.replace(config, layers=layers)
+    indices = resolve_layers(layers, bert_config.num_hidden_layers)
     bert.to(device)
     settings = {
         **{k: v for k, v in asdict(config).items() if k not in ("overwrite", "progress", "device")},
@@ -344,7 +350,7 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
             pa.ipc.new_file(sink, schema) as writer,
         ):
             for batch in _batches(read_lines(config.input_file), config.batch_size):
-                rows, cut = _encode_batch(tokenizer, batch, config.max_seq_length)
+                rows, cut = _encode_batch(tokenizer, batch, max_seq_length)
                 chosen = _layer_activations(bert, rows, indices, tokenizer.pad_token_id, device)
                 writer.write_batch(_record_batch(rows, chosen, config, schema, bert_config.hidden_size))
                 lines += len(rows)
@@ -356,7 +362,7 @@ def extract_features(config: FeatureConfig) -> FeatureResult:
     finally:
         bar.close()
     if truncated:
-        logger.info("%d of %d lines were cut to max_seq_length=%d", truncated, lines, config.max_seq_length)
+        logger.info("%d of %d lines were cut to max_seq_length=%d", truncated, lines, max_seq_length)
     return FeatureResult(config.output_file, lines, pieces, truncated)
 
 
@@ -429,7 +435,7 @@ def _append_segment(row: _Row, enc: Any, keep: int, seg: int, text: str, sep_id:
 
 
 def _layer_activations(
-    bert: BertModel, rows: list[_Row], indices: list[int], pad_id: int, device: torch.device
+    bert: BertModel | ModernBertModel, rows: list[_Row], indices: list[int], pad_id: int, device: torch.device
 ) -> list[np.ndarray]:
     """Run the encoder on the padded batch of ``rows``; the float32 hidden states of the layers ``indices``,
     each a (B, T, H) array (T = the longest row)."""
@@ -453,6 +459,7 @@ def _record_batch(
 ) -> pa.RecordBatch:
     """The output rows of a batch (see the module docstring): pieces, words (word pooling) and each chosen
     layer's activations, pooled and cast to ``config.dtype``."""
+    assert config.layers is not None, "extract_features resolves the default layers first"
     np_dtype = np.float16 if config.dtype == "float16" else np.float32
     pa_dtype = pa.float16() if config.dtype == "float16" else pa.float32()
     lengths = [len(r.ids) for r in rows]

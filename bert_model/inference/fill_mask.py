@@ -31,13 +31,17 @@ from bertprep.bert_model.hf.interop import (
     resolve_do_lower_case,
 )
 from bertprep.bert_model.loop_config import DeviceConfig
-from bertprep.bert_model.models.bert import BertForPreTraining
+from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
+from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.core.normalization import resolve_strip_accents_setting
 from bertprep.core.pretrained_tokenizer import PretrainedTokenizer
 from bertprep.core.vocab_files import WordPieceTokenizer
 
 MASK_TOKEN = "[MASK]"
+
+#: The models with a trained MLM head that fill-mask runs (``load_mlm_model``).
+MlmModel = BertForPreTraining | ModernBertForMaskedLM
 
 #: Source architectures that carry a trained MLM head.
 MLM_ARCHITECTURES = (
@@ -77,7 +81,7 @@ class FillMaskResult:
 
 def load_mlm_model(
     path: str, *, do_lower_case: bool | None = None
-) -> tuple[BertForPreTraining, WordPieceTokenizer | PretrainedTokenizer]:
+) -> tuple[MlmModel, WordPieceTokenizer | PretrainedTokenizer]:
     """A model with a trained MLM head and its tokenizer, from a bertprep checkpoint or run directory (BERT or
     ModernBERT), or a Hugging Face ``BertForPreTraining`` / ``BertForMaskedLM`` / ``ModernBertForMaskedLM``
     directory (``bertprep export`` writes one).
@@ -96,9 +100,13 @@ def load_mlm_model(
         )
     if source.vocab_tokens is None:
         raise ValueError(f"{source.path} has no vocab.txt or tokenizer.json beside its weights")
+    model: MlmModel
     if source.architecture == MODERNBERT_MLM_ARCHITECTURE:
-        model = build_model(source)  # a ModernBertForMaskedLM, weights loaded strictly
+        built = build_model(source)  # weights loaded strictly
+        assert isinstance(built, ModernBertForMaskedLM), "build_model builds this architecture's class"
+        model = built
     else:
+        assert isinstance(source.config, BertConfig)  # (BERT's or RoBERTa's, as load_model_source reads it)
         model = BertForPreTraining(source.config)
         initialised, _ = load_pretraining_weights(model, source.state_dict)
         head = [k for k in initialised if k.startswith("cls.predictions.")]
@@ -172,7 +180,7 @@ def fill_mask_texts(config: FillMaskConfig, texts: Sequence[str]) -> list[FillMa
 
 @torch.no_grad()
 def fill_mask(
-    model: BertForPreTraining,
+    model: MlmModel,
     tokenizer: WordPieceTokenizer | PretrainedTokenizer,
     texts: Sequence[str],
     *,
@@ -183,7 +191,8 @@ def fill_mask(
     """Top-``top_k`` pieces at every ``[MASK]`` of each text.
 
     Args:
-        model: a ``BertForPreTraining`` with a trained MLM head (``load_mlm_model``), on ``device``.
+        model: a ``BertForPreTraining`` or ``ModernBertForMaskedLM`` with a trained MLM head (``load_mlm_model``),
+            on ``device``.
         tokenizer: its vocab's tokenizer.
         texts: sentences with one or more literal ``[MASK]``; each is encoded as one segment
             (``token_type_ids`` all 0), at most ``max_position_embeddings`` pieces with ``[CLS]``/``[SEP]``.
@@ -228,7 +237,7 @@ def fill_mask(
 
 
 def _mlm_logits(
-    model: torch.nn.Module,
+    model: MlmModel,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     rows: torch.Tensor,

@@ -354,8 +354,8 @@ ModernBertForQuestionAnswering = _named(QuestionAnswerer, "ModernBertForQuestion
 ModernBertForTokenClassification = _named(TokenClassifier, "ModernBertForTokenClassification")
 ModernBertForMultipleChoice = _named(MultipleChoiceScorer, "ModernBertForMultipleChoice")
 
-#: Hugging Face architecture name -> head class.
-HEADS: dict[str, type[TaskHead]] = {
+#: Hugging Face architecture name -> head class (``tasks.feature_based`` adds its BiLSTM taggers, not ``TaskHead``s).
+HEADS: dict[str, type[nn.Module]] = {
     cls.architecture: cls
     for cls in (
         BertForSequenceClassification,

@@ -213,6 +213,7 @@ class PretrainingModel(nn.Module):
         labels = (masked_lm_positions, masked_lm_ids, next_sentence_label)
         heads = pretraining_heads(self.model, input_ids, token_type_ids, attention_mask, *labels, **layout)
         inputs = gather_positions(input_ids, masked_lm_positions)  # (B, P) or (1, M)
+        assert heads.mlm_loss is not None, "pretraining_heads computes the MLM loss whenever masked_lm_ids is given"
         return PretrainingOutput(
             heads.prediction_logits,
             masked_lm_ids,

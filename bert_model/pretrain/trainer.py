@@ -282,7 +282,10 @@ def _train_step(run: build.Run, state: _LoopState, metrics: PretrainingMetrics) 
         state.tokens_seen += int(batch["attention_mask"].sum())  # on the host: no device sync
         batch = _move(batch, run.device)
         last_micro = micro == accumulation - 1
-        sync = train_model.no_sync() if run.d.enabled and not last_micro else contextlib.nullcontext()
+        sync: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        # (build.wrap_model wraps the model in DDP when the run is distributed)
+        if isinstance(train_model, nn.parallel.DistributedDataParallel) and not last_micro:
+            sync = train_model.no_sync()
         with sync:
             with run.autocast:
                 out = train_model(**batch)
@@ -365,6 +368,7 @@ def _run_eval(run: build.Run, state: _LoopState) -> dict[str, Any]:
     """Evaluate on ``eval_shards`` (the first ``eval_batches``) after ``state.step``; log the result (main rank)
     and return it. The record carries the run's ``tokens_seen`` (all ranks), ``elapsed_s`` and ``process_cpu_s``
     when the evaluation began, as training lines do, so curves against tokens or minutes need no interpolation."""
+    assert run.eval_info is not None, "evaluations run with eval_shards, whose info build.read_eval_shards read"
     at_step = state.step
     progress = {
         "tokens_seen": int(sum(gather(state.tokens_seen, run.d))),

@@ -29,13 +29,24 @@ class TaskSettings:
 
     name: ClassVar[str]
     """The ``--task`` name, written as ``task`` in ``finetune.json``."""
-    architecture: str
-    """The BERT head's ``transformers`` class name (e.g. ``BertForSequenceClassification``)."""
-    modernbert_architecture: str
-    """The ModernBERT head's (e.g. ``ModernBertForSequenceClassification``)."""
-    num_labels: int
-    """Outputs of the head (a multiple-choice head takes it for a uniform constructor and has 1)."""
     __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    # Read-only: each task gives these as class attributes, or as properties where they follow its settings
+    # (NER's head after ``feature_based``, GLUE's and NER's label count after ``labels``).
+    @property
+    def architecture(self) -> str:
+        """The BERT head's ``transformers`` class name (e.g. ``BertForSequenceClassification``)."""
+        raise NotImplementedError(f"{type(self).__name__} names no BERT head")
+
+    @property
+    def modernbert_architecture(self) -> str:
+        """The ModernBERT head's (e.g. ``ModernBertForSequenceClassification``)."""
+        raise NotImplementedError(f"{type(self).__name__} names no ModernBERT head")
+
+    @property
+    def num_labels(self) -> int:
+        """Outputs of the head (a multiple-choice head takes it for a uniform constructor and has 1)."""
+        raise NotImplementedError(f"{type(self).__name__} has no label count")
 
     def to_json(self) -> dict[str, Any]:
         """Settings for ``finetune.json``: ``task`` (the name), then every field."""

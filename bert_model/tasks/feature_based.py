@@ -25,14 +25,16 @@ gives them, the last one after the final LayerNorm). No ``transformers`` class h
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertprep.bert_model.inference.features import encoder_hidden_states
-from bertprep.bert_model.models.bert import BertConfig
+from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.heads import HEADS, LabelledScores, TokenClassifierOutput, _init_linear, family_of
-from bertprep.bert_model.models.modernbert import ModernBertConfig
+from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 from bertprep.bert_model.models.outputs import token_classification_loss
 
 FEATURE_MODES = ("last4-concat", "last4-sum", "second-to-last", "last", "embeddings")
@@ -64,6 +66,8 @@ class FeatureBasedTokenClassifier(LabelledScores):
     defaults to the family's dropout of task heads (BERT ``hidden_dropout_prob``, ModernBERT
     ``classifier_dropout``)."""
 
+    #: The architecture name of a named tagger (``_named``), what ``config.json`` records.
+    architecture: ClassVar[str]
     per_token_outputs: tuple[str, ...] = ("logits",)
 
     def __init__(
@@ -110,7 +114,7 @@ class FeatureBasedTokenClassifier(LabelledScores):
         self._cache_bytes = 0
 
     @property
-    def encoder(self) -> nn.Module:
+    def encoder(self) -> BertModel | ModernBertModel:
         """The frozen encoder (``self.bert``, or ``self.model`` for ModernBERT)."""
         return getattr(self, self.base_model_prefix)
 

@@ -79,8 +79,8 @@ class GlueExample:
     """Position among the file's examples (the GLUE submission ``index``)."""
 
 
-def _parse_column(value: str | int | None) -> str | int | None:
-    if value is None or isinstance(value, int):
+def _parse_column(value: str | int) -> str | int:
+    if isinstance(value, int):
         return value
     value = str(value)
     return int(value) if value.strip().lstrip("-").isdigit() else value
@@ -118,7 +118,8 @@ class GlueTask(TaskSettings):
 
     def __post_init__(self) -> None:
         self.text_a_column = _parse_column(self.text_a_column)
-        self.text_b_column = _parse_column(self.text_b_column)
+        if self.text_b_column is not None:
+            self.text_b_column = _parse_column(self.text_b_column)
         self.label_column = _parse_column(self.label_column)
         unknown = [m for m in self.metrics if m not in METRICS]
         if unknown or not self.metrics:
@@ -199,7 +200,7 @@ class GlueTask(TaskSettings):
                     raise ValueError(f"{path}: the file is empty (expected a header line)") from None
                 columns = {name.strip(): i for i, name in enumerate(header)}
             a = self._index(self.text_a_column, columns, path, "text_a_column")
-            b = self._index(self.text_b_column, columns, path, "text_b_column")
+            b = None if self.text_b_column is None else self._index(self.text_b_column, columns, path, "text_b_column")
             label_required = with_labels
             try:
                 y = self._index(self.label_column, columns, path, "label_column")
@@ -228,9 +229,7 @@ class GlueTask(TaskSettings):
         return examples
 
     @staticmethod
-    def _index(column: str | int | None, columns: dict[str, int], path: str, option: str) -> int | None:
-        if column is None:
-            return None
+    def _index(column: str | int, columns: dict[str, int], path: str, option: str) -> int:
         if isinstance(column, int):
             if column < 0:
                 raise ValueError(f"{option} must be >= 0, got {column}")
@@ -316,15 +315,21 @@ class GlueTask(TaskSettings):
 
     def metric_values(self, examples: Sequence[GlueExample], predictions: Sequence[str | float]) -> dict[str, float]:
         """The task's ``metrics`` of ``predictions`` against the examples' labels (fractions 0..1)."""
+        labels: list[str | float] = []
+        for e in examples:
+            assert e.label is not None, f"line {e.line}: metrics are of labelled examples (registry.has_label)"
+            labels.append(e.label)
         if self.is_regression:
             return glue_metrics(
                 self.metrics,
                 np.array(predictions, dtype=np.float64),
-                np.array([float(e.label) for e in examples], dtype=np.float64),
+                np.array([float(label) for label in labels], dtype=np.float64),
             )
         index = {label: i for i, label in enumerate(self.labels or [])}
         return glue_metrics(
-            self.metrics, np.array([index[p] for p in predictions]), np.array([index[str(e.label)] for e in examples])
+            self.metrics,
+            np.array([index[str(p)] for p in predictions]),  # label strings (``prediction``)
+            np.array([index[str(label)] for label in labels]),
         )
 
     def write_predictions(self, path: str, examples: Sequence[GlueExample], predictions: Sequence[str | float]) -> None:

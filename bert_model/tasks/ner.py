@@ -36,11 +36,14 @@ from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 
-#: Whether ``feature_based`` -> the (BERT, ModernBERT) head: fine-tuned (``heads``), or the frozen encoder's
-#: BiLSTM tagger (``feature_based``).
-_HEADS = {
-    False: (BertForTokenClassification, ModernBertForTokenClassification),
-    True: (BertFeatureBasedForTokenClassification, ModernBertFeatureBasedForTokenClassification),
+#: Whether ``feature_based`` -> the (BERT, ModernBERT) head's architecture name: fine-tuned (``heads``), or the
+#: frozen encoder's BiLSTM tagger (``feature_based``).
+_HEAD_ARCHITECTURES: dict[bool, tuple[str, str]] = {
+    False: (BertForTokenClassification.architecture, ModernBertForTokenClassification.architecture),
+    True: (
+        BertFeatureBasedForTokenClassification.architecture,
+        ModernBertFeatureBasedForTokenClassification.architecture,
+    ),
 }
 
 _TAG_RE = re.compile(r"^(O|[BI]-\S+)$")
@@ -195,11 +198,11 @@ class NerTask(TaskSettings):
 
     @property
     def architecture(self) -> str:
-        return _HEADS[bool(self.feature_based)][0].architecture
+        return _HEAD_ARCHITECTURES[bool(self.feature_based)][0]
 
     @property
     def modernbert_architecture(self) -> str:
-        return _HEADS[bool(self.feature_based)][1].architecture
+        return _HEAD_ARCHITECTURES[bool(self.feature_based)][1]
 
     @property
     def head_options(self) -> dict[str, Any]:

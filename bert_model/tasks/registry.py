@@ -17,7 +17,12 @@ from bertprep.bert_model.tasks.ner import NerTask
 from bertprep.bert_model.tasks.squad import SquadTask
 
 Task = GlueTask | SquadTask | NerTask | MultipleChoiceTask
-TASKS: dict[str, type] = {"glue": GlueTask, "squad": SquadTask, "ner": NerTask, "multiple-choice": MultipleChoiceTask}
+TASKS: dict[str, type[Task]] = {
+    "glue": GlueTask,
+    "squad": SquadTask,
+    "ner": NerTask,
+    "multiple-choice": MultipleChoiceTask,
+}
 #: File name of the evaluation / prediction output per task (GLUE submission TSV, SQuAD JSON, CoNLL, CSV).
 PREDICTION_SUFFIX = {"glue": "tsv", "squad": "json", "ner": "conll", "multiple-choice": "csv"}
 

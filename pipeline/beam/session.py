@@ -27,10 +27,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from bertprep.pipeline import interrupts
 from bertprep.pipeline.beam.output import install_log_filter, worker_stderr_captured
 from bertprep.pipeline.config import ShardsConfig
+
+if TYPE_CHECKING:  # imported where the workers start (session), as Beam-free as this module is
+    from bertprep.pipeline.beam.warm_workers import WarmWorkerPool
 
 log = logging.getLogger("bertprep")
 
@@ -55,7 +59,7 @@ class Interrupted(KeyboardInterrupt):
 
 def _children(pid: int) -> list[int]:
     """Process ids of the live children of ``pid`` (Linux ``/proc``; empty elsewhere)."""
-    out = []
+    out: list[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -204,7 +208,7 @@ class Session:
 
     quiet: bool
     local: bool
-    workers: object | None = None
+    workers: WarmWorkerPool | None = None
     kept_log: str | None = None
     """Where the local workers' output was kept after an unexpected failure under ``-q``, else None."""
 

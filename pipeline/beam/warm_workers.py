@@ -115,6 +115,7 @@ class WarmWorkerPool:
             self._listener.bind(self.socket_path)
         self._listener.listen(max(8, size))
         fd = self._listener.fileno()
+        self._procs: list[_ForkedWorker | subprocess.Popen[bytes]]
         if fork:
             gc.freeze()  # the workers never collect what was imported: fewer copy-on-write pages, shorter GC passes
             try:
@@ -184,12 +185,12 @@ class _ForkedWorker:
                 os.kill(self.pid, sig)
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        start = time.monotonic()
+        while (returncode := self.poll()) is None:
+            if timeout is not None and time.monotonic() - start > timeout:
                 raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
             time.sleep(0.01)
-        return self.returncode
+        return returncode
 
 
 def _fork_worker(listen_fd: int) -> _ForkedWorker:

@@ -86,7 +86,8 @@ class ReaderStats:
     def from_dict(cls, data: dict[str, Any]) -> ReaderStats:
         """Inverse of :meth:`to_dict`; unknown keys are ignored, missing ones are zero."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items() if k in names})
+        values: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items() if k in names}
+        return cls(**values)
 
     def _count(self, counter: dict[str, int], reason: str, n: int = 1) -> None:
         counter[reason] = counter.get(reason, 0) + n

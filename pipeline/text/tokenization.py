@@ -377,6 +377,7 @@ def _pretrained_text_settings(
     """:func:`resolve_text_settings` for a BPE / Unigram tokenizer: its own normaliser decides, so
     ``--do-lower-case`` and ``--strip-accents`` (either way) are refused; ``(False, False, [])`` (bertprep changes
     no text before the tokenizer)."""
+    assert vocab.pretrained is not None, "resolve_text_settings asks this of a BPE / Unigram vocab only"
     for value, flag in ((do_lower_case, "do-lower-case"), (strip_accents, "strip-accents")):
         if value is not None:
             given = f"--{'' if value else 'no-'}{flag}"
@@ -427,6 +428,7 @@ class PretrainedSentenceEncoder:
     tokenizer marks words so, no special tokens recognised in the text)."""
 
     def __init__(self, vocab: Vocab):
+        assert vocab.pretrained is not None, f"{vocab.source} is a WordPiece vocab: SentenceEncoder serves it"
         self.vocab = vocab
         self.pretrained = vocab.pretrained
         unk = self.pretrained.unk_token_id
@@ -545,9 +547,9 @@ class SentenceEncoder:
                 self._count.append(len(encoding.ids))
                 self._pieces.extend(encoding.ids)
             word_index = [index[w] for w in words]
-        word_index = np.array(word_index, dtype=np.int64)
-        first = np.frombuffer(self._first, dtype=np.int64)[word_index]
-        count = np.frombuffer(self._count, dtype=np.int64)[word_index]  # 0 at sentence breaks
+        word_rows = np.array(word_index, dtype=np.int64)
+        first = np.frombuffer(self._first, dtype=np.int64)[word_rows]
+        count = np.frombuffer(self._count, dtype=np.int64)[word_rows]  # 0 at sentence breaks
         ends = np.cumsum(count)
         total = int(ends[-1]) if len(ends) else 0
         # every piece: its word's first piece + its rank within the word
@@ -555,7 +557,7 @@ class SentenceEncoder:
         ranks = np.arange(total) - (ends - count)[piece_word]
         ids = np.frombuffer(self._pieces, dtype=np.uint32)[first[piece_word] + ranks]
         # sentence lengths: pieces between consecutive breaks
-        breaks = ends[word_index == 0]
+        breaks = ends[word_rows == 0]
         bounds = np.concatenate([[0], breaks, [total]])
         return ids, np.diff(bounds)
 

@@ -121,6 +121,7 @@ def add_post_processor(tokenizer: Tokenizer, model: str, style: str = "roberta")
         )
         return
     cls_id, sep_id = tokenizer.token_to_id("<s>"), tokenizer.token_to_id("</s>")
+    assert cls_id is not None and sep_id is not None, "trained with <s> and </s> (special_added_tokens)"
     if model == "bpe":
         tokenizer.post_processor = processors.RobertaProcessing(
             ("</s>", sep_id), ("<s>", cls_id), trim_offsets=True, add_prefix_space=False
@@ -146,6 +147,7 @@ def train_model(
     Raises:
         ValueError: the trainer refused ``vocab_size`` (Unigram: smaller than the corpus's characters).
     """
+    trainer: trainers.Trainer
     if model == "bpe":
         tokenizer = bpe_tokenizer(lowercase)
         trainer = trainers.BpeTrainer(
