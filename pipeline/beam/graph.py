@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -170,7 +171,7 @@ def manifest_sections(config: ShardsConfig, counts: dict, role: str) -> dict:
     (``heldout.manifest_sections``, with MinHash's settings from ``near_dedup`` under ``--dedup minhash``), the
     mixture's (``mixture.manifest_section``) and decontamination's; each absent where its option is not used.
     ``WriteArrowShards`` adds them to each shard set's manifest (``role``: ``train`` or ``eval``)."""
-    sections = {"document_id": DOCUMENT_ID}
+    sections: dict[str, Any] = {"document_id": DOCUMENT_ID}
     sections.update(heldout.manifest_sections(config, counts, role))
     if "dedup" in sections and config.dedup == "minhash":
         sections["dedup"].update(near_dedup.manifest_details(config))
@@ -260,7 +261,9 @@ def _global_instances(
     parts = {"train": tokenized}
     if config.eval_fraction > 0:
         parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
-            heldout.SplitSide(keys, config.eval_fraction, config.eval_seed), 2
+            # (Beam's type comment says a PartitionFn; Partition takes "a PartitionFn, or a callable" and wraps it)
+            heldout.SplitSide(keys, config.eval_fraction, config.eval_seed),  # type: ignore[arg-type]
+            2,
         )
     made = {}
     for side, docs in parts.items():
