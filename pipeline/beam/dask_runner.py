@@ -39,6 +39,9 @@ How a caller uses it
     except DaskSchedulerUnreachable as e:            # a ValueError: print it, exit 2
         raise SystemExit(str(e))
 
+Connecting to a scheduler, and the errors above, live in :mod:`~bertprep.pipeline.beam.dask_connection`; this
+module re-exports them.
+
 Importing this module needs the ``dask`` extra (``pip install 'bertprep[dask]'``: dask, distributed,
 apache-beam[dask]); a caller that must work without it checks ``--runner`` first (the names are
 :data:`DASK_RUNNER_NAMES`) and imports this module only for Dask.
@@ -70,13 +73,9 @@ beyond the global window, element timestamps, ``beam.io.Read`` of a BoundedSourc
 from __future__ import annotations
 
 import argparse
-import asyncio
-import concurrent.futures
 import dataclasses
 import itertools
-import json
 import logging
-import os
 import typing as t
 
 import apache_beam as beam
@@ -94,20 +93,27 @@ from apache_beam.runners.runner import PipelineRunner, PipelineState
 from apache_beam.runners.runner import create_runner as _beam_create_runner
 from apache_beam.transforms.sideinputs import SideInputMap
 
-from bertprep.core import storage
 from bertprep.pipeline.beam import filesystems
+from bertprep.pipeline.beam.dask_connection import (  # noqa: F401  (the connection errors re-exported for callers)
+    CONNECTION_LOST,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DaskNoWorkers,
+    DaskSchedulerLost,
+    DaskSchedulerUnreachable,
+    LostConnectionRecords,
+    connect_or_explain,
+    lost_message,
+    wait_for_a_worker,
+)
 
 _LOG = logging.getLogger(__name__)
 
 #: ``--runner`` values (lower-cased) that mean this adapter.
 DASK_RUNNER_NAMES = frozenset({"dask", "daskrunner", "bertprepdaskrunner"})
 
-#: Seconds to wait for a scheduler when ``--dask_connection_timeout`` is not given.
-DEFAULT_CONNECT_TIMEOUT_S = 10.0
-
 
 # --------------------------------------------------------------------------------------------------
-# Runner names and connecting
+# Runner names (connecting to a scheduler: dask_connection.py)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -137,109 +143,6 @@ def runner_from_options(options: PipelineOptions) -> PipelineRunner | None:
     if isinstance(name, str) and is_dask_runner_name(name):
         return BertprepDaskRunner()
     return None
-
-
-class DaskSchedulerUnreachable(ValueError):
-    """No Dask scheduler answered at the address (or scheduler file) given; ``str()`` is one line."""
-
-
-def _unreachable_message(address: str) -> str:
-    return (
-        f"cannot reach the Dask scheduler at {address}: start one with `dask scheduler` "
-        f"(and `dask worker {address}` on each machine), or leave --dask_client_address out to start "
-        "a local cluster"
-    )
-
-
-def connect_or_explain(
-    address: str | None = None,
-    scheduler_file: str | None = None,
-    timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-    **client_kwargs,
-) -> distributed.Client:
-    """A ``distributed.Client`` connected to ``address`` or ``scheduler_file``; else one clear line.
-
-    Raises :class:`DaskSchedulerUnreachable` (a ValueError) within about ``timeout`` seconds when no
-    scheduler answers, instead of distributed's traceback of retries and ``OSError: Timed out ...``.
-    """
-    if bool(address) == bool(scheduler_file):
-        raise ValueError("give exactly one of a Dask scheduler address or a scheduler file")
-    given = f"--dask_client_address {address}" if address else f"--dask_scheduler_file {scheduler_file}"
-    if scheduler_file:
-        if not os.path.exists(scheduler_file):
-            raise DaskSchedulerUnreachable(
-                f"no Dask scheduler file at {scheduler_file}: start the scheduler with "
-                f"`dask scheduler --scheduler-file {scheduler_file}` (and `dask worker --scheduler-file "
-                f"{scheduler_file}` on each machine), or leave --dask_scheduler_file out to start a local "
-                "cluster"
-            )
-        try:
-            with open(scheduler_file) as f:
-                shown = json.load(f).get("address", scheduler_file)
-        except (OSError, ValueError):
-            shown = scheduler_file
-        target = {"scheduler_file": scheduler_file}
-    else:
-        assert address  # (exactly one of the two, checked above)
-        if not storage.scheme(address):
-            address = "tcp://" + address
-        shown = address
-        target = {"address": address}
-    try:
-        return distributed.Client(**target, timeout=timeout, **client_kwargs)
-    except (OSError, TimeoutError) as e:  # distributed raises OSError("Timed out trying to connect ...")
-        raise DaskSchedulerUnreachable(_unreachable_message(shown)) from e
-    except (ValueError, TypeError) as e:  # e.g. "missing port number in address 'not-an-address'"
-        raise DaskSchedulerUnreachable(
-            f"{given}: not a Dask scheduler address ({e}); give the tcp://HOST:PORT that "
-            "`dask scheduler` prints, or leave --dask_client_address out to start a local cluster"
-        ) from None
-
-
-class DaskNoWorkers(DaskSchedulerUnreachable):
-    """The scheduler answered but no worker joined it within the connection timeout."""
-
-
-def wait_for_a_worker(client: distributed.Client, timeout: float) -> None:
-    """Return once the scheduler has a worker; raise :class:`DaskNoWorkers` (one line) after ``timeout`` seconds
-    (``--dask_connection_timeout``) without one. A scheduler without workers accepts the tasks and holds them
-    for ever, without a word (the run hung)."""
-    try:
-        client.wait_for_workers(1, timeout=timeout)
-    except (TimeoutError, OSError) as e:
-        address = client.scheduler.address
-        raise DaskNoWorkers(
-            f"no Dask worker joined the scheduler at {address} within {timeout:g} s (--dask_connection_timeout): "
-            f"start one with `dask worker {address}` on each machine, then run make-shards again"
-        ) from e
-
-
-class DaskSchedulerLost(DaskSchedulerUnreachable):
-    """The scheduler went away (killed, its machine lost) while the run was computing."""
-
-
-#: What distributed raises or logs when the scheduler's connection is gone.
-_CONNECTION_LOST = (
-    asyncio.CancelledError,
-    concurrent.futures.CancelledError,
-    distributed.comm.CommClosedError,
-    OSError,
-)
-
-
-def _lost_message(address: str, unfinished: int, total: int) -> str:
-    return (
-        f"the Dask scheduler at {address} went away during the run ({unfinished} of {total} results never came "
-        "back); nothing was published: start the scheduler and its workers again, then run make-shards again"
-    )
-
-
-class _LostConnectionRecords(logging.Filter):
-    """Drops distributed's ERROR records of a lost scheduler connection: the run reports it in one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return not (record.name.startswith("distributed") and isinstance(error, _CONNECTION_LOST))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -580,7 +483,7 @@ class BertprepDaskResult(DaskRunnerResult):
         """Beam's wait, and :class:`DaskSchedulerLost` (one line) when the scheduler went away meanwhile: the
         futures then end cancelled (``CancelledError``) or, in some versions, unfinished without an error, and
         the run went on to read a manifest that was never written."""
-        quiet = _LostConnectionRecords()
+        quiet = LostConnectionRecords()
         handlers = logging.getLogger().handlers
         for handler in handlers:
             handler.addFilter(quiet)
@@ -589,11 +492,11 @@ class BertprepDaskResult(DaskRunnerResult):
             unfinished = sum(1 for f in self.futures if f.status != "finished")
             if unfinished:
                 self._state = PipelineState.FAILED
-                raise DaskSchedulerLost(_lost_message(self._address(), unfinished, len(self.futures)))
+                raise DaskSchedulerLost(lost_message(self._address(), unfinished, len(self.futures)))
             return state
-        except _CONNECTION_LOST as e:
+        except CONNECTION_LOST as e:
             unfinished = sum(1 for f in self.futures if f.status != "finished")
-            raise DaskSchedulerLost(_lost_message(self._address(), unfinished, len(self.futures))) from e
+            raise DaskSchedulerLost(lost_message(self._address(), unfinished, len(self.futures))) from e
         except KeyboardInterrupt:  # Ctrl-C / SIGTERM (make-shards' stop is one): the workers are being killed
             self._state = PipelineState.CANCELLED
             self.close(timeout=STOP_CLOSE_TIMEOUT_S)

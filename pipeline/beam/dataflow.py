@@ -275,6 +275,7 @@ def dry_run(
         RuntimeError: the stager could not build the sdist from ``--setup_file`` (Beam's message).
     """
     import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
 
     from bertprep.pipeline import readers
     from bertprep.pipeline.beam.graph import build_pipeline
@@ -285,14 +286,7 @@ def dry_run(
         raise ValueError(
             f"a Dataflow dry run needs --runner=DataflowRunner (got --runner={options.view_as(StandardOptions).runner})"
         )
-    try:
-        from apache_beam.runners.dataflow.internal import apiclient
-        from apache_beam.runners.internal import names as shared_names
-    except ImportError as err:
-        raise DataflowUnavailable(
-            f"the Dataflow runner needs Beam's Google Cloud extras ({err}): pip install 'bertprep[gcp]' "
-            "(or 'apache-beam[gcp]')"
-        ) from err
+    apiclient, shared_names = _dataflow_api_client()
     check_dataflow_options(options, config)
     options.view_as(TestOptions).dry_run = True
     temp_location = options.view_as(GoogleCloudOptions).temp_location
@@ -301,22 +295,12 @@ def dry_run(
     if vocab is None:
         vocab = load_vocab(config.vocab)
 
-    from apache_beam.io.filesystems import FileSystems
-
     tmp_dir = FileSystems.join(config.output_dir, shards.staging_dir_name())  # what a real run would use
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config, list(files), vocab, tmp_dir)
     result = pipeline.run()  # DataflowRunner with dry_run: builds and validates the job, returns before submitting
     job = result.job  # type: ignore[attr-defined]  # DataflowPipelineResult's (a dry run's too)
-    cloud = job.options.view_as(GoogleCloudOptions)
-    environment = apiclient.Environment(
-        packages=[],
-        options=job.options,
-        environment_version=apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION,
-        proto_pipeline_staged_url=FileSystems.join(cloud.staging_location, shared_names.STAGED_PIPELINE_FILENAME),
-        proto_pipeline=job.proto_pipeline,
-    )
-    job.proto.environment = environment.proto
+    _describe_environment(job, apiclient, shared_names)
     return DataflowDryRun(
         job_name=job.proto.name,
         job=json.loads(job.json()),
@@ -326,3 +310,34 @@ def dry_run(
         options=job.options,
         temp_location=temp_location,
     )
+
+
+def _dataflow_api_client() -> tuple[Any, Any]:
+    """Beam's Dataflow API client module and its shared names (``apache_beam.runners.internal.names``), imported
+    lazily. Raises :class:`DataflowUnavailable` (saying what to install) without ``apache-beam[gcp]``."""
+    try:
+        from apache_beam.runners.dataflow.internal import apiclient
+        from apache_beam.runners.internal import names as shared_names
+    except ImportError as err:
+        raise DataflowUnavailable(
+            f"the Dataflow runner needs Beam's Google Cloud extras ({err}): pip install 'bertprep[gcp]' "
+            "(or 'apache-beam[gcp]')"
+        ) from err
+    return apiclient, shared_names
+
+
+def _describe_environment(job: Any, apiclient: Any, shared_names: Any) -> None:
+    """Set the dry-run ``job``'s worker environment (machine type, autoscaling, container image, experiments) on
+    its proto with Beam's ``apiclient.Environment``, as ``create_job_description`` does before it uploads
+    (nothing is uploaded: the staged pipeline's URL is only named)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    cloud = job.options.view_as(GoogleCloudOptions)
+    environment = apiclient.Environment(
+        packages=[],
+        options=job.options,
+        environment_version=apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION,
+        proto_pipeline_staged_url=FileSystems.join(cloud.staging_location, shared_names.STAGED_PIPELINE_FILENAME),
+        proto_pipeline=job.proto_pipeline,
+    )
+    job.proto.environment = environment.proto

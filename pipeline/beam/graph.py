@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -81,17 +82,8 @@ def build_pipeline(
     eval_dir = FileSystems.join(tmp_dir, heldout.EVAL_DIR)
     folders = {"train": FileSystems.join(tmp_dir, BUCKETS_DIR), "eval": FileSystems.join(eval_dir, BUCKETS_DIR)}
     if config.pairing_scope == "file":  # no shuffle: one streaming pass makes both sides' runs
-        table = None
-        if config.decontaminate:  # the evaluation n-grams reach the reading step as a side input
-            built = pipeline | "BuildNgramTable" >> decontamination.BuildNgramTable(config, tmp_dir)
-            table = built["table"]
-            shared_counts.append(built["counts"])
-        result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(
-            config, folders["train"], folders["eval"], table, keys
-        )
-        made = {"train": (result.buckets, [result.counts])}  # side -> (bucket metas, [counts of its instances])
-        if split:
-            made["eval"] = (result.eval_buckets, [result.eval_counts])
+        made, streaming_counts = _streaming_instances(pipeline, config, file_list, tmp_dir, folders, keys)
+        shared_counts.extend(streaming_counts)
     else:
         # a mixture cuts documents, Megatron's parts read them: they stay in memory
         spill_to = spill_to if plan is None and config.output_format != "megatron" else None
@@ -100,6 +92,50 @@ def build_pipeline(
         made, format_parts = _megatron_parts(config, made, keys, {"train": tmp_dir, "eval": eval_dir}, vocab)
     if split:
         made = _with_other_side_counts(made)
+    _write_shard_sets(config, vocab, made, shared_counts, format_parts, {"train": tmp_dir, "eval": eval_dir})
+
+
+def _streaming_instances(
+    pipeline: beam.Pipeline,
+    config: ShardsConfig,
+    file_list: beam.PCollection,
+    tmp_dir: str,
+    folders: dict[str, str],
+    keys: Sequence[str],
+) -> tuple[dict[str, tuple], list]:
+    """The ``file`` scope: one streaming pass (``ProcessFilesStreaming``, no shuffle) reads each file, with
+    ``config.decontaminate`` decontaminates its documents against the evaluation n-grams (``BuildNgramTable``,
+    a side input), and writes both sides' bucket runs to ``folders`` (side -> bucket folder). Returns
+    ``(made, shared_counts)``: side -> (bucket metas, [counts of that side's instances]), ``eval`` only with
+    ``config.eval_fraction``, and the counts both sides record (the n-gram table's)."""
+    shared_counts = []
+    table = None
+    if config.decontaminate:  # the evaluation n-grams reach the reading step as a side input
+        built = pipeline | "BuildNgramTable" >> decontamination.BuildNgramTable(config, tmp_dir)
+        table = built["table"]
+        shared_counts.append(built["counts"])
+    result = file_list | "ProcessFilesStreaming" >> ProcessFilesStreaming(
+        config, folders["train"], folders["eval"], table, keys
+    )
+    made = {"train": (result.buckets, [result.counts])}  # side -> (bucket metas, [counts of its instances])
+    if config.eval_fraction > 0:
+        made["eval"] = (result.eval_buckets, [result.eval_counts])
+    return made, shared_counts
+
+
+def _write_shard_sets(
+    config: ShardsConfig,
+    vocab: Vocab,
+    made: dict[str, tuple],
+    shared_counts: list,
+    format_parts: dict[str, beam.PCollection],
+    side_dirs: dict[str, str],
+) -> None:
+    """Each side's shard set (``WriteArrowShards``): its shards, vocab.txt and manifest.json in its staging
+    folder (``side_dirs``: side -> folder). ``made``: side -> (bucket metas, [counts of that side's
+    instances]); each manifest records ``shared_counts`` then its side's counts; ``format_parts``: side -> its
+    Megatron parts' entries (``--output-format megatron``; else empty). The eval set gets one shard per
+    ~50,000 rows (``num_shards=0``)."""
     vocab_info = _vocab_info(config, vocab)
     for side, (side_buckets, side_counts) in made.items():
         train = side == "train"
@@ -110,7 +146,7 @@ def build_pipeline(
             config if train else dataclasses.replace(config, num_shards=0),  # eval: one shard per ~50,000 rows
             vocab_info,
             list(vocab.tokens),
-            tmp_dir if train else eval_dir,
+            side_dirs[side],
             role=side,
             vocab_files=vocab.files(),
             manifest_sections=manifest_sections,
@@ -135,7 +171,7 @@ def manifest_sections(config: ShardsConfig, counts: dict, role: str) -> dict:
     (``heldout.manifest_sections``, with MinHash's settings from ``near_dedup`` under ``--dedup minhash``), the
     mixture's (``mixture.manifest_section``) and decontamination's; each absent where its option is not used.
     ``WriteArrowShards`` adds them to each shard set's manifest (``role``: ``train`` or ``eval``)."""
-    sections = {"document_id": DOCUMENT_ID}
+    sections: dict[str, Any] = {"document_id": DOCUMENT_ID}
     sections.update(heldout.manifest_sections(config, counts, role))
     if "dedup" in sections and config.dedup == "minhash":
         sections["dedup"].update(near_dedup.manifest_details(config))
@@ -225,7 +261,9 @@ def _global_instances(
     parts = {"train": tokenized}
     if config.eval_fraction > 0:
         parts["train"], parts["eval"] = tokenized | "SplitHeldOut" >> beam.Partition(
-            heldout.SplitSide(keys, config.eval_fraction, config.eval_seed), 2
+            # (Beam's type comment says a PartitionFn; Partition takes "a PartitionFn, or a callable" and wraps it)
+            heldout.SplitSide(keys, config.eval_fraction, config.eval_seed),  # type: ignore[arg-type]
+            2,
         )
     made = {}
     for side, docs in parts.items():

@@ -371,34 +371,6 @@ class ProcessFileStreamingFn(beam.DoFn):
         size = self.config.bucket_size  # documents per run; None: runs of bucket_tokens word pieces
         split = self.config.eval_fraction > 0
         runs = {side: _Run() for side in heldout.sides(self.config)}  # one side without a held-out split
-        vocab, encoder, ids = self.resource.loaded()
-
-        def flush(side: str) -> Iterator[Any]:
-            state = runs[side]
-            run = state.documents
-            docs = bucket_documents(run)
-            counts = document_counts(docs, sum(d.dropped_sentences for d in run), encoder.unk_id)
-            bucket = (file_index << 24) | state.index
-            tmp_dir = self.tmp_dir if side == "train" else self.eval_tmp_dir
-            assert tmp_dir is not None  # (an eval side exists only with eval_tmp_dir)
-            bucket_file, stats = make_bucket_instances(bucket, docs, self.config, ids, vocab.size, tmp_dir)
-            log.info(
-                "%s, %sdocuments %d-%d: %d instances",
-                path,
-                "eval " if side == "eval" else "",
-                state.seen - len(run),
-                state.seen - 1,
-                bucket_file.rows,
-            )
-            state.documents, state.index, state.tokens = [], state.index + 1, 0
-            counted = {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1}
-            if side == "train":
-                yield bucket_file
-                yield beam.pvalue.TaggedOutput("counts", counted)
-            else:
-                yield beam.pvalue.TaggedOutput("eval_buckets", bucket_file)
-                yield beam.pvalue.TaggedOutput("eval_counts", counted)
-
         documents = readers.read_documents(
             path, self.config.input_format, stats=reader_stats, **self.config.reader_kwargs()
         )
@@ -424,13 +396,43 @@ class ProcessFileStreamingFn(beam.DoFn):
             state.seen += 1
             state.tokens += document_tokens(state.documents[-1])
             if (size is None and state.tokens >= self.config.bucket_tokens) or (size and len(state.documents) >= size):
-                yield from flush(side)
+                yield from self._flush(side, state, file_index, path)
         for side, state in runs.items():
             if state.documents:
-                yield from flush(side)
+                yield from self._flush(side, state, file_index, path)
         yield beam.pvalue.TaggedOutput("counts", {"reader": reader_stats.to_dict()})
         if split:
             yield beam.pvalue.TaggedOutput("eval_counts", {"reader": reader_stats.to_dict()})
+
+    def _flush(self, side: str, state: _Run, file_index: int, path: str) -> Iterator[Any]:
+        """Make ``state``'s run (one side's complete run of the file ``path``) into a bucket: its instances in a
+        bucket file of that side's folder, numbered ``(file_index << 24) | run index``; then empty the run for
+        the next one. Yields the bucket file's meta and the run's counts (tokenizer, instances, one bucket): the
+        main output and ``counts`` for ``train``, ``eval_buckets`` and ``eval_counts`` for ``eval``."""
+        vocab, encoder, ids = self.resource.loaded()
+        run = state.documents
+        docs = bucket_documents(run)
+        counts = document_counts(docs, sum(d.dropped_sentences for d in run), encoder.unk_id)
+        bucket = (file_index << 24) | state.index
+        tmp_dir = self.tmp_dir if side == "train" else self.eval_tmp_dir
+        assert tmp_dir is not None  # (an eval side exists only with eval_tmp_dir)
+        bucket_file, stats = make_bucket_instances(bucket, docs, self.config, ids, vocab.size, tmp_dir)
+        log.info(
+            "%s, %sdocuments %d-%d: %d instances",
+            path,
+            "eval " if side == "eval" else "",
+            state.seen - len(run),
+            state.seen - 1,
+            bucket_file.rows,
+        )
+        state.documents, state.index, state.tokens = [], state.index + 1, 0
+        counted = {"tokenizer": counts, "instances": stats.to_dict(), "buckets": 1}
+        if side == "train":
+            yield bucket_file
+            yield beam.pvalue.TaggedOutput("counts", counted)
+        else:
+            yield beam.pvalue.TaggedOutput("eval_buckets", bucket_file)
+            yield beam.pvalue.TaggedOutput("eval_counts", counted)
 
 
 class ReadDocuments(beam.PTransform):

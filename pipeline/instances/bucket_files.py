@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -32,7 +32,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from bertprep.core import schema
-from bertprep.pipeline.config import ShardsConfig
+from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.errors import MakeShardsError
 from bertprep.pipeline.instances import buckets
 from bertprep.pipeline.instances.bucket_arrays import BucketDocuments, InstanceDescriptions
@@ -217,25 +217,46 @@ def make_bucket_instances(
     if not len(described):
         return BucketFile(bucket, path, 0), stats
     word_ids = config.writes_word_ids
-    batches = assemble_batches(docs, described, ids, vocab_size, word_ids=word_ids)
+    batches: Iterable[pa.RecordBatch] = assemble_batches(docs, described, ids, vocab_size, word_ids=word_ids)
     objective = instance_config.objective
     if vectorized_masking:
-        table = pa.Table.from_batches(list(batches), schema=schema.shard_schema(vocab_size, objective, word_ids))
-        del described
-        np_rng = np.random.default_rng([instance_config.random_seed, bucket])
-        table, counts = mask_table(
-            table,
-            instance_config.mlm,
-            ids.mask_id,
-            np.asarray(ids.random_ids, dtype=np.int64),
-            np_rng,
-            sep_id=ids.sep_id if objective == "none" else None,
-        )
-        for name, value in counts.items():
-            setattr(stats, name, getattr(stats, name) + value)
-        batches = table.to_batches()
+        del described  # (the batches' generator holds it until it has made them)
+        batches = _mask_batches_fast(batches, instance_config, ids, vocab_size, word_ids, bucket, stats)
     try:
         rows = shards.write_bucket_file(path, batches, vocab_size, objective, word_ids)
     except OSError as err:
         raise MakeShardsError(shards.os_error_message(err, f"writing the temporary bucket file {path}")) from err
     return BucketFile(bucket, path, rows), stats
+
+
+def _mask_batches_fast(
+    batches: Iterable[pa.RecordBatch],
+    instance_config: InstanceConfig,
+    ids: VocabIds,
+    vocab_size: int,
+    word_ids: bool,
+    bucket: int,
+    stats: InstanceStats,
+) -> list[pa.RecordBatch]:
+    """``--sampling fast`` with static token masking: the bucket's unmasked rows (``batches``, schema
+    :func:`schema.shard_schema`) masked all at once by :func:`~bertprep.pipeline.masking.fast.mask_table`
+    (numpy, ``np.random.default_rng([random_seed, bucket])``); what it masked is added to ``stats``. Without
+    the ``next_sentence_label`` column (objective ``none``) a [SEP] is never masked.
+
+    Returns:
+        The masked rows, as record batches of the same schema.
+    """
+    objective = instance_config.objective
+    table = pa.Table.from_batches(list(batches), schema=schema.shard_schema(vocab_size, objective, word_ids))
+    np_rng = np.random.default_rng([instance_config.random_seed, bucket])
+    table, counts = mask_table(
+        table,
+        instance_config.mlm,
+        ids.mask_id,
+        np.asarray(ids.random_ids, dtype=np.int64),
+        np_rng,
+        sep_id=ids.sep_id if objective == "none" else None,
+    )
+    for name, value in counts.items():
+        setattr(stats, name, getattr(stats, name) + value)
+    return table.to_batches()

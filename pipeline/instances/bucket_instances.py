@@ -409,24 +409,7 @@ def _describe_stream(
     perm = list(range(len(used)))
     shuffle(perm, rng)
     order = [used[p] for p in perm]
-    separator = np.array([ids.sep_id], dtype=np.uint32)
-    pieces = []
-    for n, d in enumerate(order):
-        if n:
-            pieces.append(separator)
-        start = docs.doc_starts[d]
-        pieces.append(docs.ids[start : start + sum(docs.sentence_lengths[d])])
-    stream = np.concatenate(pieces).astype(np.uint32, copy=False)
-    out.ids = stream
-    out.stream_documents = order
-    if docs.word_starts is not None:  # a word segmenter's word starts, laid out as the stream (0 at a [SEP])
-        flag_pieces = []
-        for n, d in enumerate(order):
-            if n:
-                flag_pieces.append(np.zeros(1, dtype=np.uint8))
-            start = docs.doc_starts[d]
-            flag_pieces.append(docs.word_starts[start : start + sum(docs.sentence_lengths[d])])
-        out.stream_word_starts = np.concatenate(flag_pieces)
+    stream = _join_documents(docs, order, ids.sep_id, out)
     stream_starts = out.stream_word_starts if out.word_starts is not None else None
     word_starts = stream_starts.tolist() if mask and stream_starts is not None else None
     width = config.max_seq_length - 2
@@ -454,6 +437,32 @@ def _describe_stream(
             out.label.append(0)
             out.n_masked.append(n_masked)
     stats.document_separators += (len(order) - 1) * config.dupe_factor
+
+
+def _join_documents(docs: BucketDocuments, order: list[int], sep_id: int, out: InstanceDescriptions) -> np.ndarray:
+    """:func:`_describe_stream`'s stream: the documents of ``order`` (indices into ``docs``) back to back, one
+    ``[SEP]`` (``sep_id``) between two, set as ``out.ids``, with ``out.stream_documents = order`` and, where
+    ``docs`` has a word segmenter's word starts, ``out.stream_word_starts`` laid out the same (0 at a
+    ``[SEP]``). Returns the stream: uint32 array of shape ``[tokens of the documents + len(order) - 1]``."""
+    separator = np.array([sep_id], dtype=np.uint32)
+    pieces = []
+    for n, d in enumerate(order):
+        if n:
+            pieces.append(separator)
+        start = docs.doc_starts[d]
+        pieces.append(docs.ids[start : start + sum(docs.sentence_lengths[d])])
+    stream = np.concatenate(pieces).astype(np.uint32, copy=False)
+    out.ids = stream
+    out.stream_documents = order
+    if docs.word_starts is not None:  # a word segmenter's word starts, laid out as the stream (0 at a [SEP])
+        flag_pieces = []
+        for n, d in enumerate(order):
+            if n:
+                flag_pieces.append(np.zeros(1, dtype=np.uint8))
+            start = docs.doc_starts[d]
+            flag_pieces.append(docs.word_starts[start : start + sum(docs.sentence_lengths[d])])
+        out.stream_word_starts = np.concatenate(flag_pieces)
+    return stream
 
 
 __all__ = ["describe_instances"]

@@ -303,6 +303,34 @@ def word_masked_lm_predictions(
         span_geometric_p=config.span_geometric_p,
         max_span_length=config.max_span_length,
     )
+    output, positions, n_mask, n_random = _replace_spans(
+        tokens, words, spans, config.masking_scheme == "span", mask_id, random_ids, draws
+    )
+    return (
+        output,
+        positions,
+        [int(tokens[p]) for p in positions],
+        (n_mask, n_random, len(positions) - n_mask - n_random),
+    )
+
+
+def _replace_spans(
+    tokens: Sequence[int],
+    words: Sequence[Sequence[int]],
+    spans: Sequence[tuple[int, int]],
+    per_span: bool,
+    mask_id: int,
+    random_ids: Sequence[int] | int,
+    draws: Draws,
+) -> tuple[list[int], list[int], int, int]:
+    """:func:`word_masked_lm_predictions`'s 80/10/10: ``tokens`` with the pieces of the chosen ``spans``
+    (``(first word, number of words)``, in the order chosen) replaced, each fate drawn as
+    :func:`draw_replacements` does (``random() < 0.8`` [MASK], then ``random() < 0.5`` kept, else a random id
+    drawn with ``randbelow`` when its piece is replaced); with ``per_span`` one fate per span (SpanBERT).
+
+    Returns:
+        ``(output_ids, masked_lm_positions ascending, n_mask, n_random)``.
+    """
     n_random_ids = random_ids if isinstance(random_ids, (int, np.integer)) else len(random_ids)
 
     def random_id() -> int:
@@ -312,7 +340,6 @@ def word_masked_lm_predictions(
     output = [int(t) for t in tokens]
     positions: list[int] = []
     n_mask = n_random = 0
-    per_span = config.masking_scheme == "span"
     for first, n in spans:
         span_positions = [p for w in range(first, first + n) for p in words[w]]
         fate = None
@@ -327,12 +354,7 @@ def word_masked_lm_predictions(
                 n_random += 1
         positions.extend(span_positions)
     positions.sort()
-    return (
-        output,
-        positions,
-        [int(tokens[p]) for p in positions],
-        (n_mask, n_random, len(positions) - n_mask - n_random),
-    )
+    return output, positions, n_mask, n_random
 
 
 # ------------------------------------------------------------------------------------------ numpy (dynamic)

@@ -449,19 +449,9 @@ def _iter_lines(
     lineno = 0
     line_start = 0  # offset of the first byte of the current line
     empty = True
-    seeking = start > 0  # dropping bytes up to the first line start at or after `start`
-    for offset, block in _read_blocks_at(path, max(0, start - 1)):  # from byte start - 1: is `start` a line start?
-        empty = False
-        block_end = offset + len(block)
-        stats.bytes += max(0, min(block_end, block_end if end is None else end) - max(offset, start))
-        if seeking:
-            cut = _first_line_start(block, offset, start)
-            if cut < 0:
-                continue
-            seeking = False
-            offset += cut
-            block = block[cut:]
-            line_start = offset
+    for offset, block in _range_blocks(path, start, end, stats):
+        if empty:  # the first block starts at the range's first line
+            empty, line_start = False, offset
         pieces = block.split(b"\n")
         next_start = offset
         for piece in pieces[:-1]:  # each of these ends a line
@@ -480,15 +470,28 @@ def _iter_lines(
                     return  # no sync line in [start, end): the range is empty, the next one starts here too
                 lines.owned = True  # this range's lines start after its first sync line
         lines.keep(pieces[-1])
-    if not lines.owned:
-        return
-    if empty:
-        stats.empty_files += 1
-        logger.info("%s: empty file", path)
-        return
-    last = lines.last(lineno + 1)
+    last = lines.finish(lineno + 1, empty)
     if last is not None:
         yield lineno + 1, last
+
+
+def _range_blocks(path: str, start: int, end: int | None, stats: ReaderStats) -> Iterator[tuple[int, bytes]]:
+    """``(offset, block)`` of ``path``'s bytes for :func:`_iter_lines`' range ``[start, end)``: read from byte
+    ``start - 1`` on (to see whether ``start`` begins a line), the first block yielded cut to begin at the first
+    line that starts at or after ``start`` (blocks before it are not yielded), each block read counted in
+    ``stats.bytes`` for its bytes within ``[start, end)`` (``end`` None: to the file's end)."""
+    seeking = start > 0  # dropping bytes up to the first line start at or after `start`
+    for offset, block in _read_blocks_at(path, max(0, start - 1)):
+        block_end = offset + len(block)
+        stats.bytes += max(0, min(block_end, block_end if end is None else end) - max(offset, start))
+        if seeking:
+            cut = _first_line_start(block, offset, start)
+            if cut < 0:
+                continue
+            seeking = False
+            offset += cut
+            block = block[cut:]
+        yield offset, block
 
 
 def _first_line_start(block: bytes, offset: int, start: int) -> int:
@@ -571,6 +574,17 @@ class _LineTexts:
         elif self.carry:
             return self.complete(b"", n)  # (the carried bytes are within the limit: keep checked them)
         return None
+
+    def finish(self, n: int, empty: bool) -> str | None:
+        """At the end of the range: :meth:`last` (line ``n``), or None where the lines are not the range's
+        (``owned`` false), or where the file is empty (``empty``: no byte read; counted in ``empty_files``)."""
+        if not self.owned:
+            return None
+        if empty:
+            self.stats.empty_files += 1
+            logger.info("%s: empty file", self.path)
+            return None
+        return self.last(n)
 
     def where(self, n: int) -> int:
         """Line ``n`` of the range as a line number of the file (for a warning)."""

@@ -63,79 +63,108 @@ def _sentence_task(s: dict[str, Any], objective: str, short: bool = False) -> tu
 
 
 def _split_and_dedup(manifest: dict[str, Any]) -> list[tuple[str, str]]:
-    """Rows for the held-out split and deduplication (``heldout.manifest_sections``), when the run had them."""
-    rows = []
-    split = manifest.get("split")
-    if split:
-        where = (
-            f"eval set in {split['eval_dir']}/"
-            if split["role"] == "train"
-            else f"this is the eval set; training set in {split['train_dir']}"
+    """Rows for the corpus controls the run had, in this order: the held-out split, the mixture of sources,
+    decontamination and deduplication (``heldout.manifest_sections`` and the others'); none for one it did not
+    have."""
+    return [
+        *_split_rows(manifest.get("split")),
+        *_mixture_rows(manifest.get("mixture")),
+        *_decontamination_rows(manifest.get("decontamination")),
+        *_dedup_rows(manifest),
+    ]
+
+
+def _split_rows(split: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The held-out split's row (the manifest's ``split`` section): fraction, seed, documents per side and where
+    the other set is; none without a split."""
+    if not split:
+        return []
+    where = (
+        f"eval set in {split['eval_dir']}/"
+        if split["role"] == "train"
+        else f"this is the eval set; training set in {split['train_dir']}"
+    )
+    return [
+        (
+            "held-out split",
+            f"eval_fraction {split['eval_fraction']} (eval_seed {split['eval_seed']}): "
+            f"{split['train_documents']:,} training / {split['eval_documents']:,} eval "
+            f"documents; {where}",
         )
+    ]
+
+
+def _mixture_rows(mixture: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The mixture's rows (the manifest's ``mixture`` section): how the sources were weighed, then per source
+    what it held, what was sampled and the shares asked -> realised; none without a mixture."""
+    if not mixture:
+        return []
+    how = (
+        f"temperature alpha {mixture['temperature_alpha']}"
+        if mixture.get("temperature_alpha") is not None
+        else "weights"
+    )
+    rows = [
+        (
+            "mixture",
+            f"{len(mixture['sources'])} sources by {how}; share of word pieces asked -> realised in the "
+            "sampled documents, in the instances (by their first segment) and their word pieces",
+        )
+    ]
+    for src in mixture["sources"]:
+        realised = f"{_pct(src.get('asked_token_share'))} -> {_pct(src.get('token_share'))}"
+        if "instance_share" in src:  # manifests before instances were counted per source lack them
+            realised += f", {_pct(src['instance_share'])}, {_pct(src['instance_token_share'])}"
+            made = f"; {src['instances']:,} instances"
+        else:
+            made = ""
         rows.append(
             (
-                "held-out split",
-                f"eval_fraction {split['eval_fraction']} (eval_seed {split['eval_seed']}): "
-                f"{split['train_documents']:,} training / {split['eval_documents']:,} eval "
-                f"documents; {where}",
-            )
-        )
-    mixture = manifest.get("mixture")
-    if mixture:
-        how = (
-            f"temperature alpha {mixture['temperature_alpha']}"
-            if mixture.get("temperature_alpha") is not None
-            else "weights"
-        )
-        rows.append(
-            (
-                "mixture",
-                f"{len(mixture['sources'])} sources by {how}; share of word pieces asked -> realised in the "
-                "sampled documents, in the instances (by their first segment) and their word pieces",
-            )
-        )
-        for src in mixture["sources"]:
-            realised = f"{_pct(src.get('asked_token_share'))} -> {_pct(src.get('token_share'))}"
-            if "instance_share" in src:  # manifests before instances were counted per source lack them
-                realised += f", {_pct(src['instance_share'])}, {_pct(src['instance_token_share'])}"
-                made = f"; {src['instances']:,} instances"
-            else:
-                made = ""
-            rows.append(
-                (
-                    f"  {src['name']}",
-                    f"{src['files']:,} files, {src['bytes']:,} bytes, {src['documents_in']:,} documents; weight "
-                    f"{src['weight']}, rate {src['rate']}: {src['documents']:,} documents, {src['tokens']:,} word "
-                    f"pieces{made}; share {realised}",
-                )
-            )
-    decon = manifest.get("decontamination")
-    if decon:
-        rows.append(
-            (
-                "decontamination",
-                f"{decon['mode']}, {decon['ngram']}-grams: {decon['documents_matched']:,} documents matched, "
-                f"{decon['documents_dropped']:,} dropped, {decon['sentences_cut']:,} sentences cut",
-            )
-        )
-        for f in decon["files"]:
-            rows.append(
-                (
-                    f"  {f['path']}",
-                    f"{f['format']}: {f['texts']:,} texts ({f['texts_too_short']:,} too short), {f['ngrams']:,} "
-                    f"n-grams; {f['documents_matched']:,} documents matched",
-                )
-            )
-    dedup = manifest.get("dedup")
-    if dedup:
-        rows.append(
-            (
-                "dedup",
-                f"{dedup['method']}: {dedup['documents_dropped']:,} of {manifest['statistics']['documents']['read']:,} "
-                f"documents dropped as copies ({dedup['duplicate_groups']:,} texts had copies)",
+                f"  {src['name']}",
+                f"{src['files']:,} files, {src['bytes']:,} bytes, {src['documents_in']:,} documents; weight "
+                f"{src['weight']}, rate {src['rate']}: {src['documents']:,} documents, {src['tokens']:,} word "
+                f"pieces{made}; share {realised}",
             )
         )
     return rows
+
+
+def _decontamination_rows(decon: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Decontamination's rows (the manifest's ``decontamination`` section): mode, n-gram size and what it
+    matched, dropped and cut, then per evaluation file its texts and n-grams; none without it."""
+    if not decon:
+        return []
+    rows = [
+        (
+            "decontamination",
+            f"{decon['mode']}, {decon['ngram']}-grams: {decon['documents_matched']:,} documents matched, "
+            f"{decon['documents_dropped']:,} dropped, {decon['sentences_cut']:,} sentences cut",
+        )
+    ]
+    for f in decon["files"]:
+        rows.append(
+            (
+                f"  {f['path']}",
+                f"{f['format']}: {f['texts']:,} texts ({f['texts_too_short']:,} too short), {f['ngrams']:,} "
+                f"n-grams; {f['documents_matched']:,} documents matched",
+            )
+        )
+    return rows
+
+
+def _dedup_rows(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """Deduplication's row (the manifest's ``dedup`` section): method and the copies dropped of the documents
+    read; none without dedup."""
+    dedup = manifest.get("dedup")
+    if not dedup:
+        return []
+    return [
+        (
+            "dedup",
+            f"{dedup['method']}: {dedup['documents_dropped']:,} of {manifest['statistics']['documents']['read']:,} "
+            f"documents dropped as copies ({dedup['duplicate_groups']:,} texts had copies)",
+        )
+    ]
 
 
 def format_summary(manifest: dict[str, Any], shard_dir: str = "") -> str:
@@ -158,51 +187,62 @@ def format_summary(manifest: dict[str, Any], shard_dir: str = "") -> str:
     return "\n".join(lines)
 
 
+#: The settings ``inspect`` shows on its ``config`` line, in this order (each where the manifest has it).
+_CONFIG_SHOWN = (
+    "objective",
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "masked_lm_prob",
+    "short_seq_prob",
+    "dupe_factor",
+    "random_seed",
+    "do_lower_case",
+    "strip_accents",
+    "do_whole_word_mask",
+    "masking_scheme",
+    "max_ngram_size",
+    "span_geometric_p",
+    "max_span_length",
+    "word_segmenter",
+    "masking",
+    "sampling",
+    "sampling_requested",
+    "pairing_scope",
+    "bucket_size",
+    "bucket_tokens",
+)
+
+
+def _config_shown(config: dict[str, Any]) -> str:
+    """``inspect``'s ``config`` line: ``key=value`` of each :data:`_CONFIG_SHOWN` setting the manifest's
+    ``config`` has (not None), as :func:`_shown_config_value` shows it."""
+    return ", ".join(
+        f"{k}={_shown_config_value(config, k)}"
+        for k in _CONFIG_SHOWN
+        if config.get(k) is not None  # (bucket_size None: buckets cut by bucket_tokens)
+    )
+
+
+def _shards_shown(shards: list[dict[str, Any]]) -> str:
+    """``inspect``'s ``shards`` line: the manifest's shard files, their rows in all and the fewest-most rows of
+    one."""
+    total_rows = sum(x["rows"] for x in shards)
+    return (
+        f"{len(shards)} files, {total_rows:,} rows "
+        f"({min(x['rows'] for x in shards):,}-{max(x['rows'] for x in shards):,} per shard)"
+    )
+
+
 def format_statistics(manifest: dict[str, Any]) -> str:
     """All manifest statistics, one per line, with the config that made the shards."""
     s = manifest["statistics"]
     c = manifest["config"]
     v = manifest["vocab"]
-    total_rows = sum(x["rows"] for x in manifest["shards"])
     rows = [
         ("made by", manifest.get("created_by", "?")),
-        (
-            "config",
-            ", ".join(
-                f"{k}={_shown_config_value(c, k)}"
-                for k in (
-                    "objective",
-                    "max_seq_length",
-                    "max_predictions_per_seq",
-                    "masked_lm_prob",
-                    "short_seq_prob",
-                    "dupe_factor",
-                    "random_seed",
-                    "do_lower_case",
-                    "strip_accents",
-                    "do_whole_word_mask",
-                    "masking_scheme",
-                    "max_ngram_size",
-                    "span_geometric_p",
-                    "max_span_length",
-                    "word_segmenter",
-                    "masking",
-                    "sampling",
-                    "sampling_requested",
-                    "pairing_scope",
-                    "bucket_size",
-                    "bucket_tokens",
-                )
-                if c.get(k) is not None  # (bucket_size None: buckets cut by bucket_tokens)
-            ),
-        ),
+        ("config", _config_shown(c)),
         ("vocab", f"{v['size']:,} entries, sha256 {v['sha256'][:16]}..., specials {v['special_token_ids']}"),
-        (
-            "shards",
-            f"{len(manifest['shards'])} files, {total_rows:,} rows "
-            f"({min(x['rows'] for x in manifest['shards']):,}-{max(x['rows'] for x in manifest['shards']):,}"
-            f" per shard)",
-        ),
+        ("shards", _shards_shown(manifest["shards"])),
         ("files read", f"{s['files']:,} ({', '.join(f'{k}: {n}' for k, n in s['formats'].items())})"),
         (
             "documents",
@@ -503,15 +543,7 @@ def _verify_batch(batch: pa.RecordBatch, file: str, b: int, c: _Checks) -> tuple
     unmasked[offsets[:-1][row_of_pos] + positions] = labels
     starts, ends = offsets[:-1], offsets[1:] - 1
     where = f"{file} batch {b}"
-    for name, values in (("input_ids", ids), ("masked_lm_ids", labels)):
-        if len(values) and int(values.max()) >= c.vocab_size:
-            c.error(f"{where}: {name} holds id {int(values.max())}, outside the vocab of {c.vocab_size} entries")
-    if (lengths > c.max_len).any():
-        c.error(f"{where}: {int((lengths > c.max_len).sum())} rows longer than max_seq_length {c.max_len}")
-    if (unmasked[starts] != c.cls_id).any():
-        c.error(f"{where}: rows not starting with [CLS]")
-    if (unmasked[ends] != c.sep_id).any():
-        c.error(f"{where}: rows not ending with [SEP]")
+    _verify_ids_and_ends(ids, labels, unmasked, lengths, starts, ends, where, c)
     row_of_tok = np.repeat(np.arange(batch.num_rows), lengths)
     seps = np.bincount(row_of_tok[unmasked == c.sep_id], minlength=batch.num_rows)
     if c.objective == "none":
@@ -522,14 +554,7 @@ def _verify_batch(batch: pa.RecordBatch, file: str, b: int, c: _Checks) -> tuple
     else:
         _verify_segments(unmasked, tt, seps, starts, lengths, row_of_tok, where, c)
         c.label_ones += int(schema.numpy_view(batch.column("next_sentence_label")).astype(np.int64).sum())
-    if len(positions):
-        same_row = row_of_pos[1:] == row_of_pos[:-1]
-        if (np.diff(positions)[same_row] <= 0).any():
-            c.error(f"{where}: masked positions not strictly ascending")
-        if np.isin(unmasked[offsets[:-1][row_of_pos] + positions], [c.cls_id, c.sep_id]).any():
-            c.error(f"{where}: a masked position is on [CLS] or [SEP]")
-    if c.static_masking and (m_lengths > c.max_pred).any():
-        c.error(f"{where}: more than max_predictions_per_seq {c.max_pred} predictions in a row")
+    _verify_masked_positions(unmasked, offsets, positions, row_of_pos, m_lengths, where, c)
     if c.has_word_ids:
         _verify_word_ids(
             batch.column("word_ids"),
@@ -545,6 +570,37 @@ def _verify_batch(batch: pa.RecordBatch, file: str, b: int, c: _Checks) -> tuple
             c.error,
         )
     return batch.num_rows, int(lengths.sum())
+
+
+def _verify_ids_and_ends(ids, labels, unmasked, lengths, starts, ends, where: str, c: _Checks) -> None:
+    """The checks of one record batch's rows as a whole: ``input_ids`` and ``masked_lm_ids`` (``labels``) within
+    the vocab, no row longer than ``max_seq_length``, and each row (``unmasked``: labels put back) starting with
+    [CLS] and ending with [SEP] (``starts``, ``ends``: flat indices of each row's first and last token)."""
+    for name, values in (("input_ids", ids), ("masked_lm_ids", labels)):
+        if len(values) and int(values.max()) >= c.vocab_size:
+            c.error(f"{where}: {name} holds id {int(values.max())}, outside the vocab of {c.vocab_size} entries")
+    if (lengths > c.max_len).any():
+        c.error(f"{where}: {int((lengths > c.max_len).sum())} rows longer than max_seq_length {c.max_len}")
+    if (unmasked[starts] != c.cls_id).any():
+        c.error(f"{where}: rows not starting with [CLS]")
+    if (unmasked[ends] != c.sep_id).any():
+        c.error(f"{where}: rows not ending with [SEP]")
+
+
+def _verify_masked_positions(unmasked, offsets, positions, row_of_pos, m_lengths, where: str, c: _Checks) -> None:
+    """The masked-position checks of one record batch: positions strictly ascending within a row, none on [CLS]
+    or [SEP] (``unmasked``: labels put back; ``row_of_pos``: the row of each position), and under static masking
+    no row with more than ``max_predictions_per_seq`` (``m_lengths``: positions per row)."""
+    import numpy as np
+
+    if len(positions):
+        same_row = row_of_pos[1:] == row_of_pos[:-1]
+        if (np.diff(positions)[same_row] <= 0).any():
+            c.error(f"{where}: masked positions not strictly ascending")
+        if np.isin(unmasked[offsets[:-1][row_of_pos] + positions], [c.cls_id, c.sep_id]).any():
+            c.error(f"{where}: a masked position is on [CLS] or [SEP]")
+    if c.static_masking and (m_lengths > c.max_pred).any():
+        c.error(f"{where}: more than max_predictions_per_seq {c.max_pred} predictions in a row")
 
 
 def _verify_segments(unmasked, tt, seps, starts, lengths, row_of_tok, where: str, c: _Checks) -> None:

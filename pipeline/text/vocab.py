@@ -351,7 +351,6 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
             entries this corpus needs at least.
     """
     del length
-    reserved = config.reserved_tokens
     # The words counted with the normalizer and pre-tokenizer that the saved tokenizer uses: the trainer sees the
     # words exactly as they will be tokenized.
     bert = build_tokenizer({}, config.do_lower_case, config.strip_accents)
@@ -367,23 +366,44 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
         )
         if stats.sentences == 0:
             raise ValueError("no text to train on: the input held no non-blank sentence")
-        alphabet, _, fixed = fixed_alphabet(words, config.limit_alphabet, CONTINUING_SUBWORD_PREFIX)
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=config.vocab_size,
-            min_frequency=config.min_frequency,
-            show_progress=config.show_progress,
-            special_tokens=reserved + fixed,
-            continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
-            initial_alphabet=alphabet,  # (with limit_alphabet = its size: exactly these characters are kept)
-            limit_alphabet=len(alphabet),
-        )
-        training = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX))
-        training.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # (the words are normalised already)
-        training.train_from_iterator(texts_of_counts(words), trainer=trainer, length=len(words))
+        training = _train_on_words(words, config)
     finally:
         interrupts.stop_listening()
     seconds = time.perf_counter() - start
+    tokens = _learned_tokens(training, config)
+    # [unusedK] padding after the learned pieces, numbered on from the --num-unused slots (plain entries as theirs)
+    padding = vocab_models.unused_names(
+        vocab_models.padding_size(len(tokens), config.pad_to_multiple_of), set(tokens), first=config.num_unused
+    )
+    tokens += padding
+    tokenizer = hf_tokenizer(tokens, config.do_lower_case, config.strip_accents)
+    return TrainedVocab(tokenizer, tokens, config, stats, seconds, padding)
 
+
+def _train_on_words(words: Counter, config: VocabConfig) -> Tokenizer:
+    """A WordPiece ``Tokenizer`` trained by ``WordPieceTrainer`` on the counted ``words`` (normalised already), the
+    alphabet and ``##`` forms fixed in code-point order after ``config.reserved_tokens`` (``fixed_alphabet``, for
+    huggingface/tokenizers#1794): the same words give the same vocab in every run and process."""
+    alphabet, _, fixed = fixed_alphabet(words, config.limit_alphabet, CONTINUING_SUBWORD_PREFIX)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=config.vocab_size,
+        min_frequency=config.min_frequency,
+        show_progress=config.show_progress,
+        special_tokens=config.reserved_tokens + fixed,
+        continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+        initial_alphabet=alphabet,  # (with limit_alphabet = its size: exactly these characters are kept)
+        limit_alphabet=len(alphabet),
+    )
+    training = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX))
+    training.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # (the words are normalised already)
+    training.train_from_iterator(texts_of_counts(words), trainer=trainer, length=len(words))
+    return training
+
+
+def _learned_tokens(training: Tokenizer, config: VocabConfig) -> list[str]:
+    """The trained vocab's entries in id order (reserved tokens first). Raises :class:`VocabSizeError` when they are
+    more than ``config.vocab_size`` (the reserved tokens and this corpus's alphabet do not fit)."""
+    reserved = config.reserved_tokens
     vocab = training.get_vocab(with_added_tokens=False)
     tokens = sorted(vocab, key=vocab.__getitem__)
     # Internal invariants of WordPieceTrainer: contiguous ids, reserved tokens first in the given order.
@@ -400,13 +420,7 @@ def train_wordpiece(texts: Iterable[str], config: VocabConfig, *, length: int | 
             "(or lower --limit-alphabet / --num-unused)",
             len(tokens),
         )
-    # [unusedK] padding after the learned pieces, numbered on from the --num-unused slots (plain entries as theirs)
-    padding = vocab_models.unused_names(
-        vocab_models.padding_size(len(tokens), config.pad_to_multiple_of), set(tokens), first=config.num_unused
-    )
-    tokens += padding
-    tokenizer = hf_tokenizer(tokens, config.do_lower_case, config.strip_accents)
-    return TrainedVocab(tokenizer, tokens, config, stats, seconds, padding)
+    return tokens
 
 
 def train_vocab(texts: Iterable[str], config: VocabConfig) -> TrainedVocab:
