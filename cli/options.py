@@ -624,7 +624,7 @@ def evaluation_options(command):
     """The options ``bertprep evaluate glue`` and ``squad`` share: the model, the output folder, the grid,
     seeds and slices (``bert_model.evaluation.harness.EvalConfig``, whose defaults they show)."""
     from bertprep.bert_model.evaluation.grid import GRID_KEYS, SHIPPED_GRIDS
-    from bertprep.bert_model.evaluation.harness import EvalConfig
+    from bertprep.bert_model.evaluation.config import EvalConfig
 
     default = dataclass_default(EvalConfig)
     options = [
