@@ -7,20 +7,11 @@ from typing import Any
 
 import click
 
-# Imported here, not in the command bodies, so that a missing dependency (torch, scikit-learn, scipy) is
-# reported by the command group's "needs the package ..." message.
-from bertprep.bert_model.evaluation.glue_data import GLUE_FOLDERS
-from bertprep.bert_model.evaluation.harness import (
-    GlueEvalConfig,
-    SquadEvalConfig,
-    evaluate_glue,
-    evaluate_squad,
-    load_rows,
-)
+# Settings and choices only (torch-free: --help imports no torch); the work is imported in the commands' bodies.
+from bertprep.bert_model.evaluation.config import GlueEvalConfig, SquadEvalConfig
 from bertprep.bert_model.evaluation.table import render_table
+from bertprep.bert_model.retrieval.config import POOLINGS, RetrievalEvalConfig
 from bertprep.bert_model.retrieval.data import squad_to_beir
-from bertprep.bert_model.retrieval.encoder import POOLINGS
-from bertprep.bert_model.retrieval.evaluate import RetrievalEvalConfig, evaluate_retrieval
 from bertprep.cli.options import dataclass_default, evaluation_options, output_file_option
 from bertprep.cli.run_lock import run_directory_lock
 from bertprep.core.atomic import write_atomic
@@ -29,6 +20,8 @@ _ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError)
 
 
 def _task_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    from bertprep.bert_model.evaluation.glue_data import GLUE_FOLDERS
+
     if value is None:
         return None
     tasks = [t.strip().lower().replace("-", "") for t in value.split(",") if t.strip()]
@@ -101,6 +94,8 @@ def glue(**options) -> None:
     """Fine-tune and score a model on the GLUE dev sets (BERT's Table 1: batch 32, 3 epochs, best learning rate
     of 5e-5, 4e-5, 3e-5, 2e-5 on dev, by default). One progress line per run; Ctrl-C stops, and the same command
     continues."""
+    from bertprep.bert_model.evaluation.harness import evaluate_glue
+
     _run_evaluation(GlueEvalConfig, evaluate_glue, options)
 
 
@@ -123,6 +118,8 @@ def glue(**options) -> None:
 def squad(**options) -> None:
     """Fine-tune and score a model on SQuAD v1.1 or v2.0 dev: exact match and F1 as the official scripts compute
     them (BERT: 3 epochs at 5e-5, batch 32 for v1.1; 2 epochs, batch 48 for v2.0)."""
+    from bertprep.bert_model.evaluation.harness import evaluate_squad
+
     _run_evaluation(SquadEvalConfig, evaluate_squad, options)
 
 
@@ -235,6 +232,8 @@ def retrieval(**options) -> None:
     """Score an encoder on a BEIR folder: optionally fine-tune it on the train qrels, encode the corpus (batched,
     to a file on disk), search every query exactly (cosine) and report nDCG@10, MRR@10 and Recall@100 as
     pytrec_eval computes them. Ctrl-C stops; the same command continues."""  # fmt: skip
+    from bertprep.bert_model.retrieval.evaluate import evaluate_retrieval
+
     _run_evaluation(RetrievalEvalConfig, evaluate_retrieval, options)
 
 
@@ -275,6 +274,8 @@ def squad_to_beir_command(squad_file: str, output_dir: str, **options) -> None:
 def table(output_dirs: tuple[str, ...], output: str | None) -> None:
     """Put several evaluations side by side (their glue.json / squad.json), the best figure of each column in
     bold."""
+    from bertprep.bert_model.evaluation.harness import load_rows
+
     try:
         rows = load_rows(list(output_dirs))
     except ValueError as err:

@@ -7,8 +7,8 @@ import logging
 
 import click
 
-# Imported at load time so that a missing dependency is reported by the command group's message.
-from bertprep.bert_model.inference.features import DTYPES, POOLINGS, FeatureConfig, extract_features
+# Settings and choices only (torch-free: --help imports no torch); the work is imported in the command's body.
+from bertprep.bert_model.inference.config import DTYPES, POOLINGS, FeatureConfig
 from bertprep.cli.options import (
     batch_size_option,
     casing_options,
@@ -81,6 +81,8 @@ def extract_features_cmd(**options) -> None:
       bertprep extract-features --model hf/bert-base-uncased --input sentences.txt \\
           --output features.arrow --layers -1,-2,-3,-4 --pooling first-piece
     """
+    from bertprep.bert_model.inference.features import extract_features
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = FeatureConfig(**options)

@@ -6,8 +6,8 @@ import logging
 
 import click
 
-# Imported at load time so that a missing dependency is reported by the command group's message.
-from bertprep.bert_model.inference.fill_mask import FillMaskConfig, fill_mask_texts
+# Settings only (torch-free: --help imports no torch); the work is imported in the command's body.
+from bertprep.bert_model.inference.config import FillMaskConfig
 from bertprep.cli.options import (
     batch_size_option,
     casing_options,
@@ -64,6 +64,8 @@ def fill_mask(
       bertprep fill-mask --model runs/mini "the capital of france is [MASK] ."
       bertprep fill-mask --model hf/my-bert --input probes.txt --top-k 10 --json
     """
+    from bertprep.bert_model.inference.fill_mask import fill_mask_texts
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sentences = list(texts)
     if input_file:

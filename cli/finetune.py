@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from bertprep.bert_model.models.bert import PRESETS
-from bertprep.bert_model.retrieval.encoder import POOLINGS as RETRIEVAL_POOLINGS
-from bertprep.bert_model.retrieval.train import RetrievalTrainConfig, train_bi_encoder
-
-# Imported here, not in the command body, so that a missing dependency (torch, scikit-learn, scipy, seqeval)
-# is reported by the command group's "needs the package ..." message.
-from bertprep.bert_model.tasks.finetune import FinetuneConfig
-from bertprep.bert_model.tasks.finetune import finetune as run_finetune
-from bertprep.bert_model.tasks.glue import GLUE_TASKS
-from bertprep.bert_model.tasks.registry import make_task
+# Settings and choices only (torch-free: --help imports no torch); the work through the wrappers below.
+from bertprep.bert_model.models.bert_config import PRESETS
+from bertprep.bert_model.retrieval.config import POOLINGS as RETRIEVAL_POOLINGS
+from bertprep.bert_model.retrieval.config import RetrievalTrainConfig
+from bertprep.bert_model.tasks.config import GLUE_TASKS, FinetuneConfig
 from bertprep.cli.options import (
     batch_size_option,
     casing_options,
@@ -37,7 +33,34 @@ from bertprep.cli.options import (
 )
 from bertprep.cli.run_lock import run_directory_lock
 
+if TYPE_CHECKING:
+    from bertprep.bert_model.retrieval.train import RetrievalTrainResult
+    from bertprep.bert_model.tasks.finetune import FinetuneResult
+    from bertprep.bert_model.tasks.registry import Task
+
 GLUE_TASK_NAMES = tuple(GLUE_TASKS)
+
+
+# The work, imported when a run starts (it imports torch, scikit-learn, sentence-transformers; --help needs none).
+def make_task(name: str, **options: Any) -> Task:
+    """``tasks.registry.make_task``."""
+    from bertprep.bert_model.tasks.registry import make_task as make
+
+    return make(name, **options)
+
+
+def run_finetune(config: FinetuneConfig, task: Task) -> FinetuneResult:
+    """``tasks.finetune.finetune``."""
+    from bertprep.bert_model.tasks.finetune import finetune as run
+
+    return run(config, task)
+
+
+def train_bi_encoder(config: RetrievalTrainConfig) -> RetrievalTrainResult:
+    """``retrieval.train.train_bi_encoder``."""
+    from bertprep.bert_model.retrieval.train import train_bi_encoder as run
+
+    return run(config)
 
 
 def _split_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import signal
 import sys
+from typing import Any
 
 import click
 
@@ -54,6 +55,13 @@ _EXTRAS = {
 }
 
 
+def _missing_package(cmd_name: str, err: ModuleNotFoundError) -> click.ClickException:
+    """The one line for a command whose third-party package is not installed, naming the extra to install."""
+    extra = _EXTRAS.get(cmd_name)
+    hint = f" (pip install 'bertprep[{extra}]')" if extra else ""
+    return click.ClickException(f"'{cmd_name}' needs the package {err.name!r}, which is not installed{hint}")
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -68,15 +76,21 @@ class LazyGroup(click.Group):
             except ModuleNotFoundError as err:
                 if err.name and err.name.startswith("bertprep.cli."):
                     return None
-                extra = _EXTRAS.get(cmd_name)
-                hint = f" (pip install 'bertprep[{extra}]')" if extra else ""
-                raise click.ClickException(
-                    f"'{cmd_name}' needs the package {err.name!r}, which is not installed{hint}"
-                ) from err
+                raise _missing_package(cmd_name, err) from err
             command = getattr(module, attr)
             command.short_help = command.short_help or _HELP.get(cmd_name)  # listings say what `bertprep --help` does
             return command
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # The commands import their work (torch, Beam, ...) in their bodies, so that --help needs none of it:
+        # a package missing there gets the same one line as one missing while the command's module loads.
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as err:
+            if not err.name or err.name.startswith("bertprep.") or ctx.invoked_subcommand not in _COMMANDS:
+                raise
+            raise _missing_package(ctx.invoked_subcommand, err) from err
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help without importing every subcommand's dependencies.

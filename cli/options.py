@@ -622,9 +622,9 @@ def _parse_set(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 def evaluation_options(command):
     """The options ``bertprep evaluate glue`` and ``squad`` share: the model, the output folder, the grid,
-    seeds and slices (``bert_model.evaluation.harness.EvalConfig``, whose defaults they show)."""
+    seeds and slices (``bert_model.evaluation.config.EvalConfig``, whose defaults they show)."""
+    from bertprep.bert_model.evaluation.config import EvalConfig
     from bertprep.bert_model.evaluation.grid import GRID_KEYS, SHIPPED_GRIDS
-    from bertprep.bert_model.evaluation.harness import EvalConfig
 
     default = dataclass_default(EvalConfig)
     options = [

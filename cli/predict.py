@@ -6,9 +6,8 @@ import logging
 
 import click
 
-# Imported at load time so that a missing dependency is reported by the command group's message.
-from bertprep.bert_model.tasks.predict import PredictConfig
-from bertprep.bert_model.tasks.predict import predict as run_predict
+# Settings only (torch-free: --help imports no torch); the work is imported in the command's body.
+from bertprep.bert_model.tasks.config import PredictConfig
 from bertprep.cli.options import (
     batch_size_option,
     casing_options,
@@ -65,6 +64,8 @@ def predict(
     Example:
       bertprep predict --model runs/sst2 --input glue/SST-2/test.tsv --output sst2-test.tsv
     """
+    from bertprep.bert_model.tasks.predict import predict as run_predict
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         result = run_predict(

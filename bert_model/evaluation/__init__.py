@@ -6,6 +6,7 @@ In: a model (a bertprep run or a Hugging Face directory), a GLUE folder (the sta
 ``glue.json`` / ``squad.json`` (every run's numbers).
 
 Entry points:
+- ``config``: ``GlueEvalConfig`` and ``SquadEvalConfig``, torch-free (the commands' ``--help``);
 - ``grid``: the sweep (BERT's by default; TOML files for others, ``grids/*.toml``);
 - ``glue_data``: finding the GLUE tasks in a folder;
 - ``harness``: ``evaluate_glue`` and ``evaluate_squad`` (resumable: a finished run is kept, a broken one redone);

@@ -58,7 +58,7 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.collate import truncate_seq_pair
 from bertprep.bert_model.hf.interop import load_model_source, max_sequence_length, resolve_do_lower_case
-from bertprep.bert_model.loop_config import DeviceConfig
+from bertprep.bert_model.inference.config import FeatureConfig
 from bertprep.bert_model.models.bert import BertConfig, BertModel
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertModel
 from bertprep.bert_model.runtime import resolve_device
@@ -70,8 +70,6 @@ from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 
-POOLINGS = ("none", "first-piece", "mean-word", "cls", "mean-sentence")
-DTYPES = ("float32", "float16")
 PAIR_SEPARATOR = " ||| "
 
 
@@ -164,51 +162,7 @@ def _load_bert_encoder(source, model_dir: str) -> BertModel:
     return bert
 
 
-# -------------------------------------------------------------------------------------------- settings
-
-
-@dataclass
-class FeatureConfig(DeviceConfig):
-    """Settings of ``bertprep extract-features`` (``device`` is :class:`DeviceConfig`'s)."""
-
-    model: str
-    """bertprep checkpoint / run directory, fine-tuned model or Hugging Face BERT directory."""
-    input_file: str
-    """UTF-8 text, one sequence per line; ``A ||| B`` for a pair (blank lines are skipped)."""
-    output_file: str
-    """Arrow IPC file to write."""
-    layers: tuple[int, ...] | None = None
-    """Hidden states to write (0 = embeddings, -1 = last layer). None: the last ``min(4, L)`` encoder layers
-    (the original's ``-1,-2,-3,-4`` where the model has 4 or more layers, so the default never fails)."""
-    pooling: str = "none"
-    """none: a vector per word piece; first-piece / mean-word: a vector per word (its first piece, or the mean of
-    its pieces); cls: the [CLS] vector; mean-sentence: the mean over all pieces ([CLS]/[SEP] included)."""
-    max_seq_length: int | None = None
-    """Pieces per sequence, [CLS]/[SEP] included; longer lines are cut (pairs longest-first). None: 128, or the
-    model's ``max_position_embeddings`` when smaller (a default that fails on a small model is no default)."""
-    batch_size: int = 32
-    """Lines per forward pass and per Arrow record batch (what is held in memory at a time)."""
-    dtype: str = "float32"
-    """Stored activation type (float16 halves the file)."""
-    do_lower_case: bool | None = None
-    """Lower-case input; None = as recorded with the model."""
-    overwrite: bool = False
-    """Replace an existing output file."""
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.layers is not None:
-            self.layers = tuple(int(x) for x in self.layers)
-            if not self.layers:
-                raise ValueError("give at least one layer")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.max_seq_length is not None and self.max_seq_length < 3:
-            raise ValueError(f"max_seq_length must be at least 3, got {self.max_seq_length}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+# ----------------------------------------------------- the result (the settings: config.FeatureConfig)
 
 
 @dataclass

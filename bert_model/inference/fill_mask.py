@@ -30,7 +30,7 @@ from bertprep.bert_model.hf.interop import (
     max_sequence_length,
     resolve_do_lower_case,
 )
-from bertprep.bert_model.loop_config import DeviceConfig
+from bertprep.bert_model.inference.config import FillMaskConfig
 from bertprep.bert_model.models.bert import BertConfig, BertForPreTraining
 from bertprep.bert_model.models.modernbert import ModernBertForMaskedLM
 from bertprep.bert_model.runtime import resolve_device
@@ -149,20 +149,6 @@ def encode_with_masks(tokenizer: WordPieceTokenizer | PretrainedTokenizer, text:
     ids.append(tokenizer.sep_token_id)
     pieces.append("[SEP]")
     return ids, pieces
-
-
-@dataclass
-class FillMaskConfig(DeviceConfig):
-    """The settings of ``bertprep fill-mask`` (:func:`fill_mask_texts`; the CLI reads its defaults here)."""
-
-    model_dir: str
-    """A bertprep checkpoint or run directory, or a Hugging Face directory with an MLM head (:func:`load_mlm_model`)."""
-    top_k: int = 5
-    """Candidates shown per ``[MASK]``."""
-    batch_size: int = 32
-    """Sentences per forward pass."""
-    do_lower_case: bool | None = None
-    """Tokenizer casing; None: as recorded with the model, else guessed from its vocab."""
 
 
 def fill_mask_texts(config: FillMaskConfig, texts: Sequence[str]) -> list[FillMaskResult]:

@@ -10,5 +10,5 @@ Entry points: ``data`` (``load_beir``, ``read_pairs``, ``squad_to_beir``), ``enc
 of a retrieval model: ``RetrievalEncoder``, ``exact_search``), ``train`` (``train_bi_encoder``: the
 sentence-transformers trainer with ``MultipleNegativesRankingLoss``), ``scoring`` (the metrics through
 ``pytrec_eval``, TREC run files) and ``evaluate`` (``evaluate_retrieval``: fine-tune, encode, search, score,
-resumably).
+resumably); ``config``: the settings of both commands, torch-free (their ``--help``).
 """

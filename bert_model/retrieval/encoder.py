@@ -27,10 +27,8 @@ import torch
 
 from bertprep.bert_model.hf.interop import max_sequence_length
 from bertprep.bert_model.inference.features import load_encoder
+from bertprep.bert_model.retrieval.config import DEFAULT_MAX_SEQ_LENGTH, POOLINGS
 from bertprep.bert_model.runtime import resolve_device
-
-POOLINGS = ("mean", "cls")
-DEFAULT_MAX_SEQ_LENGTH = 256
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -31,9 +31,9 @@ from tqdm.auto import tqdm
 
 from bertprep.bert_model.evaluation.table import render_table
 from bertprep.bert_model.hf.interop import load_model_source
-from bertprep.bert_model.loop_config import DeviceConfig
+from bertprep.bert_model.retrieval.config import RetrievalEvalConfig
 from bertprep.bert_model.retrieval.data import BeirData, load_beir, qrels_path
-from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS, RetrievalEncoder, exact_search
+from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, RetrievalEncoder, exact_search
 from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
 from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
 from bertprep.core import atomic, strict_json
@@ -46,69 +46,6 @@ RECORD_FILE = "metrics.json"
 ENCODE_BLOCK = 2048
 TOP_K = 100
 METRIC_NAMES = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100"}
-
-
-@dataclass(kw_only=True)
-class RetrievalEvalConfig(DeviceConfig):
-    """Settings of ``bertprep evaluate retrieval`` (``device`` is :class:`DeviceConfig`'s)."""
-
-    model: str
-    """The encoder: a bertprep run or checkpoint, a Hugging Face or sentence-transformers directory."""
-    data_dir: str
-    """A BEIR folder (``data.py``)."""
-    output_dir: str
-    """Where the runs, ``retrieval.md`` and ``retrieval.json`` go."""
-    split: str = "test"
-    """The qrels scored (``qrels/<split>.tsv``)."""
-    finetune: bool = False
-    """Fine-tune on ``qrels/train.tsv`` first (one run per seed)."""
-    random_init: bool = False
-    """Fine-tune ``model``'s architecture from random weights (the no-pre-training baseline; needs ``finetune``)."""
-    seeds: int = 1
-    """Fine-tuning runs, seeds ``seed``, ``seed + 1``, ...; the table shows the median (needs ``finetune``)."""
-    seed: int = 12345
-    """The first seed."""
-    name: str | None = None
-    """The row label (default: the model folder's name, + " (fine-tuned)" / " (random init)")."""
-    pooling: str | None = None
-    """``mean`` or ``cls``; None: the model's sentence-transformers pooling, else mean."""
-    max_seq_length: int | None = None
-    """Pieces per text; None: the model's recorded length, else min(256, its positions)."""
-    learning_rate: float = 2e-5
-    """Fine-tuning: peak learning rate."""
-    batch_size: int = 32
-    """Fine-tuning: pairs per batch (in-batch negatives)."""
-    num_train_epochs: float = 1.0
-    """Fine-tuning: passes over the training pairs."""
-    max_train_examples: int | None = None
-    """Fine-tune on the first this many pairs."""
-    max_queries: int | None = None
-    """Score only the first this many judged queries of the split (file order)."""
-    encode_batch_size: int = 64
-    """Texts per forward pass when encoding."""
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.pooling is not None and self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be at least 1, got {self.seeds}")
-        if not self.finetune and (self.random_init or self.seeds > 1):
-            raise ValueError("random_init and seeds > 1 fine-tune; add finetune (--finetune)")
-        for name in ("max_train_examples", "max_queries", "encode_batch_size"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-
-    def label(self) -> str:
-        base = os.path.basename(os.path.abspath(self.model))
-        suffix = " (random init)" if self.random_init else " (fine-tuned)" if self.finetune else ""
-        return (self.name or base) + suffix
-
-    def run_names(self) -> list[tuple[str, int | None]]:
-        """(run folder name, seed): ``seed<N>`` per fine-tuning seed, or ``as-is``."""
-        if not self.finetune:
-            return [("as-is", None)]
-        return [(f"seed{self.seed + i}", self.seed + i) for i in range(self.seeds)]
 
 
 def _plan(config: RetrievalEvalConfig) -> dict[str, Any]:

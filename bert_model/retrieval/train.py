@@ -30,9 +30,8 @@ import torch
 
 from bertprep.bert_model.hf.export import export_model
 from bertprep.bert_model.hf.interop import load_model_source
-from bertprep.bert_model.loop_config import DeviceConfig
+from bertprep.bert_model.retrieval.config import RetrievalTrainConfig
 from bertprep.bert_model.retrieval.data import Pair, read_pairs
-from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS
 from bertprep.bert_model.runtime import resolve_device
 from bertprep.core import strict_json
 from bertprep.core.atomic import LOCK_NAME, remove_stale_staging, replace_directory, staging_name
@@ -41,56 +40,6 @@ logger = logging.getLogger(__name__)
 
 TRAIN_RECORD = "retrieval_train.json"
 _HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
-
-
-@dataclass(kw_only=True)
-class RetrievalTrainConfig(DeviceConfig):
-    """Settings of ``bertprep finetune --task retrieval`` (``device`` is :class:`DeviceConfig`'s)."""
-
-    train_file: str
-    """Pairs: TSV with a ``query``, ``positive`` [, ``negative``] header, JSONL with those keys, or a BEIR folder
-    (its ``qrels/train.tsv``)."""
-    output_dir: str
-    """The sentence-transformers directory to write."""
-    init_from: str
-    """The starting model: a bertprep run or checkpoint, or a Hugging Face / sentence-transformers directory."""
-    random_init: bool = False
-    """Keep ``init_from``'s architecture and tokenizer but draw new weights (the no-pre-training baseline)."""
-    pooling: str = "mean"
-    """``mean`` (the attention-mask mean of the last layer, Sentence-BERT's) or ``cls`` (the [CLS] vector, DPR's)."""
-    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
-    """Pieces per text, special tokens included (cut to the model's positions when it has fewer)."""
-    learning_rate: float = 2e-5
-    """Peak AdamW learning rate (linear warm-up, then linear decay)."""
-    batch_size: int = 32
-    """Pairs per batch: each query's in-batch negatives are the other ``batch_size - 1`` positives."""
-    num_train_epochs: float = 1.0
-    """Passes over the pairs."""
-    warmup_proportion: float = 0.1
-    """Share of the steps with a linearly rising learning rate."""
-    scale: float = 20.0
-    """Similarity scale of the loss (sentence-transformers' default; 1 / temperature)."""
-    seed: int = 12345
-    """Seed of the weights drawn (``random_init``), the batch order and dropout."""
-    max_train_examples: int | None = None
-    """Train on the first this many pairs."""
-    overwrite: bool = False
-    """Replace an existing output directory."""
-    progress: bool = True
-    """Show the trainer's progress bar."""
-
-    def __post_init__(self) -> None:
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
-        if self.batch_size < 2:
-            raise ValueError(f"batch_size must be at least 2 (in-batch negatives), got {self.batch_size}")
-        for name in ("learning_rate", "num_train_epochs", "scale"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_seq_length < 3:
-            raise ValueError(f"max_seq_length must be at least 3, got {self.max_seq_length}")
-        if self.max_train_examples is not None and self.max_train_examples < 1:
-            raise ValueError(f"max_train_examples must be positive, got {self.max_train_examples}")
 
 
 @dataclass

@@ -9,4 +9,5 @@ Entry points:
 - One module per task family: ``glue``, ``squad`` (+ ``squad_data``, ``squad_eval``), ``ner``,
   ``multiple_choice``, ``feature_based``; ``base``: what every task shares (``finetune.json`` settings, the head
   built from its ``architectures`` names, predictions gathered per example).
+- ``config``: ``FinetuneConfig``, ``PredictConfig`` and ``GLUE_TASKS``, torch-free (the commands' ``--help``).
 """

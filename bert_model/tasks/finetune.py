@@ -47,15 +47,15 @@ from bertprep.bert_model.hf.interop import (
     max_sequence_length,
     resolve_do_lower_case,
 )
-from bertprep.bert_model.loop_config import LoopConfig, OptimConfig
 from bertprep.bert_model.metrics import JsonlWriter
 from bertprep.bert_model.models.attention import configure_attention
-from bertprep.bert_model.models.bert import PRESETS, BertConfig
+from bertprep.bert_model.models.bert import BertConfig
 from bertprep.bert_model.models.heads import load_encoder_weights
 from bertprep.bert_model.optim import create_optimizer, create_scheduler, optimizer_step
 from bertprep.bert_model.precision import autocast_context, uses_bf16
 from bertprep.bert_model.reporting import REPORT_DIRS, ConsoleReporter, MetricsLog, open_reporter
 from bertprep.bert_model.runtime import path_is_within, resolve_device, seed_everything
+from bertprep.bert_model.tasks.config import FinetuneConfig
 from bertprep.bert_model.tasks.predict import run_model, write_extra_predictions
 from bertprep.bert_model.tasks.registry import PREDICTION_SUFFIX, Task
 from bertprep.core import strict_json
@@ -68,79 +68,6 @@ from bertprep.core.vocab_files import WordPieceTokenizer, read_vocab_file
 AnyTokenizer = WordPieceTokenizer | PretrainedTokenizer
 
 logger = logging.getLogger("bertprep.finetune")
-
-
-@dataclass
-class FinetuneConfig(LoopConfig, OptimConfig):
-    """Training settings of ``bertprep finetune`` (the task's own settings live in the task object; the loop's
-    and the optimizer's that pre-training shares are :class:`LoopConfig`'s and :class:`OptimConfig`'s)."""
-
-    train_file: str
-    """Training data (GLUE TSV, SQuAD JSON or CoNLL)."""
-    output_dir: str
-    """Run directory: metrics.jsonl, results.json, best/ and eval_predictions.*."""
-    eval_file: str | None = None
-    """Evaluation data in the same format; without it the last step's model is kept."""
-    init_from: str | None = None
-    """bertprep checkpoint / run directory or Hugging Face BERT / ModernBERT directory whose encoder starts
-    training; its architecture picks the head (``task.build_model``)."""
-    random_init: bool = False
-    """Take only the config and vocab from ``init_from`` and start from random weights (a baseline)."""
-    preset: str | None = None
-    """Model size for random initialisation without ``init_from`` (needs ``vocab``)."""
-    vocab: str | None = None
-    """``vocab.txt`` to tokenize with (default: the one beside ``init_from``'s weights)."""
-    do_lower_case: bool | None = None
-    """Lower-case input; None = as recorded with the model (else guessed from the vocab)."""
-    strip_accents: bool | None = None
-    """Strip accents (NFD; splits Hangul syllables into jamo); None = as recorded with the model, else the same
-    as ``do_lower_case`` (the original)."""
-    learning_rate: float = 5e-5
-    """Peak learning rate (paper: one of 5e-5, 3e-5, 2e-5)."""
-    batch_size: int = 32
-    """Training examples (features) per step."""
-    eval_batch_size: int = 64
-    """Batch size when evaluating."""
-    num_train_epochs: float = 3.0
-    """Epochs over the training data (paper: 3)."""
-    max_steps: int | None = None
-    """Length of the schedule in steps, overriding ``num_train_epochs``."""
-    max_time_minutes: float | None = None
-    """Stop training after this many minutes (schedule unchanged), then evaluate and save."""
-    warmup_proportion: float = 0.1
-    """Share of steps with linear warm-up; then linear decay to 0."""
-    eval_every: int = 0
-    """Also evaluate every this many steps (0 = after each epoch only)."""
-    max_train_examples: int | None = None
-    """Use only the first this many training examples (questions for SQuAD, sentences for NER)."""
-    max_eval_examples: int | None = None
-    """Evaluate on only the first this many examples."""
-    overwrite: bool = False
-    """Replace an existing run in ``output_dir``."""
-
-    def __post_init__(self) -> None:
-        LoopConfig.__post_init__(self)
-        OptimConfig.__post_init__(self)
-        if self.init_from is None and (self.preset is None or self.vocab is None):
-            raise ValueError(
-                "give init_from (a pre-trained checkpoint or Hugging Face directory), or preset and "
-                "vocab for a randomly initialised model"
-            )
-        if self.random_init and self.init_from is None:
-            raise ValueError("random_init takes the config from init_from; give init_from (or preset + vocab)")
-        if self.preset is not None and self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        for name in ("learning_rate", "batch_size", "eval_batch_size", "num_train_epochs"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("max_steps", "max_time_minutes", "max_train_examples", "max_eval_examples"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be positive, got {value}")
-        if not 0 <= self.warmup_proportion < 1:
-            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
-        if self.eval_every < 0:
-            raise ValueError(f"eval_every must be >= 0, got {self.eval_every}")
 
 
 @dataclass

@@ -30,41 +30,13 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from bertprep.bert_model.collate import truncate_seq_pair
 from bertprep.bert_model.models.heads import ModernBertForSequenceClassification
 from bertprep.bert_model.tasks.base import TaskSettings
+from bertprep.bert_model.tasks.config import GLUE_TASKS
 from bertprep.core.vocab_files import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
 
 #: Metric names ``glue_metrics`` computes.
 METRICS = ("accuracy", "f1", "matthews_corrcoef", "pearson", "spearman")
-
-
-@dataclass(frozen=True)
-class GluePreset:
-    """Column layout, labels and metrics of one GLUE task (train.tsv / dev.tsv as GLUE distributes them)."""
-
-    text_a_column: str | int
-    text_b_column: str | int | None
-    label_column: str | int
-    header: bool
-    labels: tuple[str, ...] | None
-    """Label strings in class-index order; None for regression."""
-    metrics: tuple[str, ...]
-    """GLUE's metrics for the task; the first selects the best checkpoint."""
-
-
-GLUE_TASKS: dict[str, GluePreset] = {
-    "cola": GluePreset(3, None, 1, False, ("0", "1"), ("matthews_corrcoef", "accuracy")),
-    "sst2": GluePreset("sentence", None, "label", True, ("0", "1"), ("accuracy",)),
-    "mrpc": GluePreset("#1 String", "#2 String", "Quality", True, ("0", "1"), ("f1", "accuracy")),
-    "stsb": GluePreset("sentence1", "sentence2", "score", True, None, ("pearson", "spearman")),
-    "qqp": GluePreset("question1", "question2", "is_duplicate", True, ("0", "1"), ("f1", "accuracy")),
-    "mnli": GluePreset(
-        "sentence1", "sentence2", "gold_label", True, ("contradiction", "entailment", "neutral"), ("accuracy",)
-    ),
-    "qnli": GluePreset("question", "sentence", "label", True, ("entailment", "not_entailment"), ("accuracy",)),
-    "rte": GluePreset("sentence1", "sentence2", "label", True, ("entailment", "not_entailment"), ("accuracy",)),
-    "wnli": GluePreset("sentence1", "sentence2", "label", True, ("0", "1"), ("accuracy",)),
-}
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,10 +23,11 @@ from bertprep.bert_model.hf.interop import (
     load_model_source,
     resolve_do_lower_case,
 )
-from bertprep.bert_model.loop_config import DeviceConfig, LoopConfig
+from bertprep.bert_model.loop_config import LoopConfig
 from bertprep.bert_model.models.heads import load_full_weights
 from bertprep.bert_model.precision import autocast_context
 from bertprep.bert_model.runtime import resolve_device
+from bertprep.bert_model.tasks.config import PredictConfig
 from bertprep.bert_model.tasks.glue import GlueTask
 from bertprep.bert_model.tasks.multiple_choice import MultipleChoiceTask
 from bertprep.bert_model.tasks.ner import NerTask
@@ -94,30 +95,6 @@ _TASK_OF_HEAD = {
     )
     for name in names
 }
-
-
-@dataclass
-class PredictConfig(DeviceConfig):
-    """The settings of ``bertprep predict`` (:func:`predict`; the CLI reads its defaults here)."""
-
-    model_dir: str
-    """A ``bertprep finetune`` run or its ``best/`` directory (or an exported / Hugging Face fine-tuned one)."""
-    input_file: str
-    """The file to predict, in the task's format (labels optional)."""
-    output_file: str
-    """Where the predictions go (the task's format; written atomically)."""
-    task_overrides: dict[str, Any] = field(default_factory=dict)
-    """Task settings that replace those recorded with the model (glue columns, ``max_seq_length``, ...)."""
-    batch_size: int = 64
-    """Inputs per forward pass."""
-    max_examples: int | None = None
-    """Predict only the first this many examples."""
-    do_lower_case: bool | None = None
-    """Tokenizer casing instead of the one recorded with the model."""
-    strip_accents: bool | None = None
-    """Accent stripping instead of the one recorded with the model (None: as recorded, else as the casing)."""
-    progress: bool = True
-    """Show a progress bar."""
 
 
 @dataclass

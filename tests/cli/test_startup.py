@@ -15,20 +15,25 @@ from bertprep.cli.main import cli
 from bertprep.pipeline.beam import run
 from pipeline_factory import FILES, VOCAB
 
-HEAVY = ("torch", "apache_beam", "pyarrow", "scipy", "tokenizers")
+HEAVY = ("torch", "transformers", "sentence_transformers", "apache_beam", "pyarrow", "scipy", "sklearn", "tokenizers")
+#: What a command's --help may import of HEAVY (build-vocab's option lists come from the tokenizers library).
+ALLOWED = {"build-vocab": ("tokenizers",)}
 
 
-@pytest.mark.parametrize(
-    "args,allowed",
-    [
-        ([], ()),
-        (["train"], ()),  # before: torch (1.4 s of CPU) for the option lists of --attn-implementation and others
-        (["make-shards"], ()),
-        (["inspect"], ()),
-        (["build-vocab"], ("tokenizers",)),
-    ],
-)
-def test_help_imports_no_heavy_library(args, allowed):
+def every_command() -> list[list[str]]:
+    """The group, each command and each of evaluate's subcommands (a command added later is checked too)."""
+    from bertprep.cli.evaluate import evaluate
+    from bertprep.cli.main import _COMMANDS
+
+    return [[], *([name] for name in sorted(_COMMANDS)), *(["evaluate", sub] for sub in sorted(evaluate.commands))]
+
+
+@pytest.mark.parametrize("args", every_command(), ids=lambda args: " ".join(args) or "bertprep")
+def test_help_imports_no_heavy_library(args):
+    """In a fresh process. Before: train --help imported torch (1.4 s of CPU) for its option lists; finetune,
+    evaluate (and its subcommands), predict, extract-features and fill-mask --help imported torch, scipy and
+    scikit-learn (1.2 to 2.5 s of CPU, 1,200 to 2,500 modules) for their settings' defaults."""
+    allowed = ALLOWED.get(args[0] if args else "", ())
     code = (
         "import sys\nfrom bertprep.cli.main import main\n"
         f"sys.argv = ['bertprep', *{args!r}, '--help']\n"
@@ -40,6 +45,45 @@ def test_help_imports_no_heavy_library(args, allowed):
     assert "Usage:" in result.stdout
     loaded = ast.literal_eval(result.stdout.strip().splitlines()[-1])  # the list printed last
     assert set(loaded) <= set(allowed), f"bertprep {' '.join(args)} --help imported {loaded}"
+
+
+#: Runs (arguments that pass click's checks) of the commands whose work needs torch, which they import in their
+#: bodies; M is a folder, F a file. (evaluate glue / squad: scipy and scikit-learn load first, 6 s.)
+NEEDS_TORCH = [
+    ["fill-mask", "-m", "M", "the [MASK] ."],
+    ["predict", "-m", "M", "-i", "F", "-o", "OUT/p.tsv"],
+    ["extract-features", "-m", "M", "-i", "F", "-o", "OUT/f.arrow"],
+    ["finetune", "--task", "glue", "--train-file", "F", "--model", "M", "-o", "OUT"],
+    ["finetune", "--task", "retrieval", "--train-file", "F", "--model", "M", "-o", "OUT"],
+    ["evaluate", "retrieval", "-m", "M", "--data", "M", "-o", "OUT"],
+]
+
+
+@pytest.mark.parametrize("args", NEEDS_TORCH, ids=lambda args: " ".join(args[:3]))
+def test_a_missing_package_imported_by_a_command_body_is_one_line(tmp_path, args):
+    """The work is imported when the command runs (not when its module loads, so that --help needs no torch):
+    torch missing there gets the group's one line naming the extra, as it did at load time, not a traceback."""
+    (tmp_path / "M").mkdir()
+    (tmp_path / "F").write_text("a\tb\n", encoding="utf-8")
+    argv = [str(tmp_path / a) if a in ("M", "F") or a.startswith("OUT") else a for a in args]
+    code = (
+        "import sys\n"
+        "class NoTorch:  # as if torch were not installed\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "from bertprep.cli.main import main\n"
+        f"sys.argv = ['bertprep', *{argv!r}]\n"
+        "main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"Error: '{args[0]}' needs the package 'torch', which is not installed (pip install 'bertprep[finetune]')"
+    ]
+    assert not (tmp_path / "OUT").exists()
 
 
 def test_a_small_input_runs_in_process_a_large_one_on_worker_processes(tmp_path):
