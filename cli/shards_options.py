@@ -309,7 +309,7 @@ def beam_parser(args: Sequence[str]):
             create_runner(runner)  # imports the runner's module, which defines its options classes
         except Exception as err:  # Beam's own reason, not "no such option" for the runner's options
             raise ValueError(f"--runner={runner}: Beam cannot create this runner: {err}") from err
-    parsers = []
+    parsers: list = []  # (argparse parsers, given by Beam)
     beam_log = logging.getLogger("apache_beam.options.pipeline_options")
     level = beam_log.level
     beam_log.setLevel(logging.ERROR)  # its "Discarding unparseable args" warning: reported here instead

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors.torch import save_file
@@ -213,7 +213,7 @@ def hf_config_dict(
     """``config.json`` contents for ``model``: the encoder config, ``architectures``, and for heads
     ``id2label``/``label2id`` (string keys, as Hugging Face writes them) and ``problem_type``."""
     architecture = _architecture_of(model)
-    config: BertConfig = model.config
+    config = cast(BertConfig, model.config)
     out = config.to_hf_dict()
     out["architectures"] = [architecture]
     if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE, "RobertaForMaskedLM"):
@@ -221,7 +221,7 @@ def hf_config_dict(
     out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
     if not isinstance(model.config, ModernBertConfig):  # (ModernBERT's is a float its heads use: kept)
         out["classifier_dropout"] = None
-    num_labels = model.num_labels
+    num_labels = cast(int, model.num_labels)
     if id2label is None:
         id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
     if len(id2label) != num_labels:
@@ -299,7 +299,7 @@ def write_hf_directory(
 def _check_exportable(model: nn.Module, vocab_tokens: list[str], tokenizer: PretrainedTokenizer | None) -> None:
     """Raise ``ValueError`` when ``vocab_tokens`` has more entries than ``model``'s ``vocab_size`` (fewer is a
     padded embedding matrix, kept as the model has it) or, for BERT's tokenizer files, lacks a special token."""
-    config: BertConfig = model.config
+    config = cast(BertConfig, model.config)
     if len(vocab_tokens) > config.vocab_size:  # fewer is a padded embedding matrix, kept as the model has it
         raise ValueError(
             f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is only "
@@ -321,7 +321,7 @@ def _write_tokenizer_files(
     """Write, synced, into ``directory`` the tokenizer files build-vocab writes (``vocab.txt``, ``tokenizer.json``,
     ``tokenizer_config.json``, ``special_tokens_map.json``; ``model_max_length`` the model's
     ``max_position_embeddings``), or ``tokenizer``'s own files as they are."""
-    config: BertConfig = model.config
+    config = cast(BertConfig, model.config)
     files = (
         tokenizer.files
         if tokenizer is not None

@@ -173,7 +173,7 @@ def _start_and_phase(config: TrainConfig, d: DistInfo) -> tuple[Start, TrainConf
     base = size_phases_in_steps(config.for_world_size(d.world_size), d)  # (accumulation of the global batch;
     # phases of tokens, max_steps 0: the run's length in steps now)
     check_phase_steps_on_resume(config, base, start, d)
-    return start, base, phase_at(base.phase_settings(), start.saved["step"] if config.resume else 0)
+    return start, base, phase_at(base.phase_settings(), start.checkpoint_state()[1]["step"] if config.resume else 0)
 
 
 def _plot_unavailable(d: DistInfo) -> str | None:

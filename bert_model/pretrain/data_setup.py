@@ -44,6 +44,7 @@ def warn_if_not_held_out(shards: str, eval_shards: str, is_main: bool) -> None:
     the held-out set make-shards made with them (``schema.held_out_mismatch``)."""
     if not is_main:
         return
+    problem: str | None
     if _same_directory(shards, eval_shards):
         problem = "it is the training shards themselves"
     else:
@@ -126,7 +127,7 @@ def train_loader(config: TrainConfig, info: ShardInfo, start: Start, d: DistInfo
     )
     loader = ShardLoader(dataset, num_workers=config.num_workers, pin_memory=device.type == "cuda")
     if config.resume:
-        ranks = start.saved["ranks"]
+        ranks = start.checkpoint_state()[1]["ranks"]
         loader.load_state_dict(ranks[min(d.rank, len(ranks) - 1)]["data_cursor"])
     return loader
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import cast
 
 import torch
 from torch import nn
@@ -226,7 +227,7 @@ def compile_model(model: nn.Module, mode: str) -> nn.Module:
     ``max-autotune``) record one graph per shape, so they start static (``dynamic=None``: PyTorch marks a size
     dynamic only once it changes), which suits packed batches, whose rows are all ``max_seq_length`` long."""
     cuda_graphs = mode in ("reduce-overhead", "max-autotune")
-    return torch.compile(model, mode=mode, dynamic=None if cuda_graphs else True)
+    return cast(nn.Module, torch.compile(model, mode=mode, dynamic=None if cuda_graphs else True))
 
 
 def compile_enabled(config: TrainConfig, device: torch.device) -> bool:

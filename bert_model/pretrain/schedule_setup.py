@@ -156,6 +156,7 @@ def _batch_warmup(config: TrainConfig, max_seq_length: int, d: DistInfo) -> Batc
     tokens_per_micro_batch = per_micro_batch * max_seq_length
     if not config.batch_size_warmup_tokens:
         return BatchSizeWarmup(start=full, full=full, warmup_tokens=0, tokens_per_micro_batch=tokens_per_micro_batch)
+    assert config.batch_size_start is not None  # (TrainConfig refuses a warm-up without one)
     start = max(1, round(config.batch_size_start / per_micro_batch))
     if start > full:
         raise ValueError(

@@ -47,6 +47,11 @@ class Start:
     hf_source: ModelSource | None = None
     """The Hugging Face directory's config and weights."""
 
+    def checkpoint_state(self) -> tuple[str, dict[str, Any]]:
+        """``(checkpoint, saved)`` of a start from a bertprep checkpoint (every ``resume``'s), neither None."""
+        assert self.checkpoint is not None and self.saved is not None, "not a start from a bertprep checkpoint"
+        return self.checkpoint, self.saved
+
 
 def check_output_dir(config: TrainConfig) -> None:
     """Raise ValueError when ``output_dir`` already holds checkpoints and the run does not resume."""
@@ -89,7 +94,7 @@ def extend_start_vocab(config: TrainConfig, info: ShardInfo, start: Start) -> St
         return start
     if start.saved is not None and start.saved["data"]["vocab_sha256"] == info.vocab_sha256:
         return start
-    source = start.hf_source if start.hf_source is not None else load_model_source(start.checkpoint)
+    source = start.hf_source if start.hf_source is not None else load_model_source(start.checkpoint_state()[0])
     grown = extend_source_vocab(source, read_vocab_tokens(info.vocab_file), shards=info.shard_dir)
     return start if grown is source else Start(hf_source=grown)
 
@@ -122,8 +127,8 @@ def restore_progress(
     (``(0, 0)`` for a new run). Warns when a setting that shapes the run differs from the checkpoint's."""
     if not config.resume:
         return 0, 0
-    saved = start.saved
-    ckpt.load_optimizer_state(start.checkpoint, optimizer, saved)
+    checkpoint, saved = start.checkpoint_state()
+    ckpt.load_optimizer_state(checkpoint, optimizer, saved)
     scheduler.load_state_dict(saved["scheduler"])
     tokens_seen = 0  # real (non-padding) tokens this rank trained on
     if d.rank < len(saved["ranks"]):
@@ -142,6 +147,6 @@ def restore_rng(config: TrainConfig, start: Start, d: DistInfo) -> None:
     """On ``resume``, restore this rank's RNG streams. Call it last: everything before may draw from them, and
     the uninterrupted run was past all of it."""
     if config.resume:
-        ranks = start.saved["ranks"]
+        ranks = start.checkpoint_state()[1]["ranks"]
         if d.rank < len(ranks):
             ckpt.restore_rng_state(ranks[d.rank]["rng"])
