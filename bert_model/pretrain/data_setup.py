@@ -14,7 +14,7 @@ import time
 import torch
 
 from bertprep.bert_model.pretrain.architectures import ModelConfig
-from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.data import ShardDataset, masked_lm_prob_at
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.remote_shards import has_manifest, open_shard_info
@@ -98,9 +98,9 @@ def verify_shards(config: TrainConfig, infos: tuple[ShardInfo | None, ...], d: D
     if not config.verify_shards:
         return
     t_verify = time.monotonic()
-    for shard_info in infos:
-        if shard_info is not None:
-            verify_shard_files(shard_info, rank=d.rank, world_size=d.world_size)
+    for info in infos:
+        if info is not None:
+            verify_shard_files(info, rank=d.rank, world_size=d.world_size)
     if d.is_main:
         logger.info(
             "shard files match the sha256 of their manifest (%.1f s; --no-verify skips this)",
@@ -151,8 +151,6 @@ def eval_loader(config: TrainConfig, eval_info: ShardInfo | None, d: DistInfo) -
 def train_masked_lm_prob(config: TrainConfig, info: ShardInfo, step: int) -> float:
     """The training masking rate at optimizer step ``step`` (what the metrics report): the schedule's for
     dynamic shards, the rate make-shards masked with for static ones."""
-    from bertprep.bert_model.pretrain.data import masked_lm_prob_at
-
     start = info.masked_lm_prob if config.masked_lm_prob is None else config.masked_lm_prob
     return masked_lm_prob_at(start, config.masked_lm_prob_final, step / config.max_steps)
 
