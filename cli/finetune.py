@@ -260,33 +260,7 @@ def finetune(ctx: click.Context, task: str, glue_task: str | None, max_seq_lengt
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if _ran_retrieval(ctx, task, options, max_seq_length):
         return
-    task_keys = (
-        "text_a_column",
-        "text_b_column",
-        "label_column",
-        "header",
-        "labels",
-        "is_regression",
-        "metrics",
-        "doc_stride",
-        "max_query_length",
-        "max_answer_length",
-        "n_best_size",
-        "train_articles",
-        "eval_articles",
-        "train_paragraphs",
-        "eval_paragraphs",
-        "version",
-        "null_score_diff_threshold",
-        "context_column",
-        "question_column",
-        "ending_columns",
-        "id_column",
-        "input_format",
-        "feature_based",
-        "lstm_hidden_size",
-    )
-    task_options = {k: options.pop(k) for k in task_keys}
+    task_options = {k: options.pop(k) for k in _TASK_OPTIONS}
     task_options["is_regression"] = task_options["is_regression"] or None  # unset flag: keep the preset's
     try:
         task_obj = make_task(task, glue_task=glue_task, max_seq_length=max_seq_length, **task_options)
@@ -307,6 +281,35 @@ def finetune(ctx: click.Context, task: str, glue_task: str | None, max_seq_lengt
         f"{result.steps} steps ({result.stop_reason}, {result.train_seconds / 60:.1f} min); {summary}"
         f"model {result.best_dir}"
     )
+
+
+#: finetune's options that set up the task (``registry.make_task``); the others make the ``FinetuneConfig``.
+_TASK_OPTIONS = (
+    "text_a_column",
+    "text_b_column",
+    "label_column",
+    "header",
+    "labels",
+    "is_regression",
+    "metrics",
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "n_best_size",
+    "train_articles",
+    "eval_articles",
+    "train_paragraphs",
+    "eval_paragraphs",
+    "version",
+    "null_score_diff_threshold",
+    "context_column",
+    "question_column",
+    "ending_columns",
+    "id_column",
+    "input_format",
+    "feature_based",
+    "lstm_hidden_size",
+)
 
 
 #: finetune's options --task retrieval reads (RetrievalTrainConfig fields); any other given is refused.

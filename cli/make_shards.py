@@ -203,14 +203,7 @@ def make_shards(beam_args, quiet, **options):
     explicit = frozenset(
         name for name in options if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     )
-    if not beam_args and not options.get("sources") and not options.get("mixture"):
-        from bertprep.cli.shards_options import split_inputs
-        from bertprep.pipeline import demo_corpus_dir
-        from bertprep.pipeline.beam.run import in_process_args
-
-        # a small input runs in this process: worker processes would cost more than its work
-        inputs = split_inputs(options.get("input_files") or ()) or (demo_corpus_dir(),)
-        beam_args = tuple(in_process_args(inputs, options["dupe_factor"]))
+    beam_args = beam_args or _in_process_args(options)
     try:
         with session(beam_args, quiet=quiet) as run_session:
             check_beam_args(ctx, beam_args)  # after the session's logging set-up: Beam's parser logs via root
@@ -232,11 +225,31 @@ def make_shards(beam_args, quiet, **options):
     except Interrupted as err:  # SIGINT / SIGTERM: one line, exit status 130
         click.echo(str(err), err=True)
         raise SystemExit(INTERRUPTED_STATUS) from None
+    _echo_outcome(manifest, config.output_dir)
+
+
+def _in_process_args(options: dict) -> tuple[str, ...]:
+    """The Beam arguments of a run given none: with ``-i`` inputs (or the demo corpus) and no ``--sources`` /
+    ``--mixture``, the small-input settings that run it in this process (``run.in_process_args``: worker
+    processes would cost more than its work); else none (``()``: every core)."""
+    if options.get("sources") or options.get("mixture"):
+        return ()
+    from bertprep.cli.shards_options import split_inputs
+    from bertprep.pipeline import demo_corpus_dir
+    from bertprep.pipeline.beam.run import in_process_args
+
+    inputs = split_inputs(options.get("input_files") or ()) or (demo_corpus_dir(),)
+    return tuple(in_process_args(inputs, options["dupe_factor"]))
+
+
+def _echo_outcome(manifest: dict, output_dir: str) -> None:
+    """Print what the run did: a dry run's plan, the summary of the shards written (``format_summary``), or
+    where they are when the runner returned no manifest."""
     if "dry_run" in manifest:
         click.echo(manifest["dry_run"])
     elif manifest:
         from bertprep.pipeline.shards.inspection import format_summary
 
-        click.echo(format_summary(manifest, config.output_dir))
+        click.echo(format_summary(manifest, output_dir))
     else:
-        click.echo(f"Shards written to {config.output_dir} (manifest.json)")
+        click.echo(f"Shards written to {output_dir} (manifest.json)")

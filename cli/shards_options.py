@@ -145,52 +145,17 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
         click.BadParameter: a value the configs refuse, a word segmenter that cannot be loaded, a vocab that
             cannot be used or that contradicts ``--do-lower-case`` / ``--strip-accents``.
     """
-    from bertprep.pipeline.text.tokenization import (
-        VocabError,
-        check_tokenizer_options,
-        load_vocab,
-        resolve_text_settings,
-    )
-
     try:
         instance = InstanceConfig.from_flat(**{k: v for k, v in options.items() if k in _INSTANCE_FIELDS})
     except ValueError as err:
         raise click.BadParameter(str(err)) from err
-    if options.get("word_segmenter"):
-        from bertprep.pipeline.text.word_segmentation import WordSegmenterError, load_word_segmenter
-
-        try:
-            load_word_segmenter(options["word_segmenter"])  # fail here, before any worker starts
-        except WordSegmenterError as err:
-            raise click.BadParameter(str(err), param_hint="--word-segmenter") from err
-    try:
-        vocab = load_vocab(options["vocab"])
-    except VocabError as err:
-        raise click.BadParameter(str(err), param_hint="--vocab") from err
-    try:
-        do_lower_case, strip_accents, warnings = resolve_text_settings(
-            vocab, options.get("do_lower_case"), options.get("strip_accents")
-        )
-        check_tokenizer_options(vocab, instance.mlm.effective_masking_scheme, options.get("word_segmenter"))
-    except VocabError as err:  # an option contradicts what the tokenizer.json records
-        raise click.BadParameter(str(err), param_hint=err.option or "--vocab") from err
-    warnings = list(warnings)
+    _check_word_segmenter(options.get("word_segmenter"))
+    vocab, do_lower_case, strip_accents, warnings = _vocab_and_text_settings(options, instance)
     _refuse_a_guessed_normalization(vocab, do_lower_case, strip_accents, warnings, explicit)
     if instance.objective == "none" and "short_seq_prob" in explicit:
         warnings.append("--short-seq-prob is not used with --objective none (every row is filled to --max-seq-length)")
     warnings += _options_without_effect(instance, options, explicit)
-    inputs = split_inputs(options.get("input_files") or ())
-    sources, mixture_alpha = mixture_sources(options)
-    if sources and inputs:
-        raise click.BadParameter(
-            "give inputs with -i or with --source/--mixture, not both (a source names its own globs)"
-        )
-    inputs = inputs or tuple(p for source in sources for p in source.inputs)
-    if not inputs:
-        from bertprep.pipeline import demo_corpus_dir
-
-        inputs = (demo_corpus_dir(),)
-        warnings.append(f"No -i/--input given: using the bundled demo corpus {inputs[0]}")
+    inputs, sources, mixture_alpha = _inputs_and_sources(options, warnings)
     settings = {k: v for k, v in options.items() if k in _SHARDS_FIELDS}
     settings.update(do_lower_case=do_lower_case, strip_accents=strip_accents)
     settings.update(sources=sources, mixture_alpha=mixture_alpha)
@@ -205,6 +170,63 @@ def shards_config(options: Mapping, explicit: frozenset[str] = frozenset()) -> t
         raise click.BadParameter(str(err)) from err
     _check_output_format(config, vocab)
     return config, vocab, warnings
+
+
+def _check_word_segmenter(name: str | None) -> None:
+    """Load the ``--word-segmenter`` ``name`` (if any) now, so that one that cannot be loaded fails here, before
+    any worker starts: ``click.BadParameter`` naming the option."""
+    if name:
+        from bertprep.pipeline.text.word_segmentation import WordSegmenterError, load_word_segmenter
+
+        try:
+            load_word_segmenter(name)  # fail here, before any worker starts
+        except WordSegmenterError as err:
+            raise click.BadParameter(str(err), param_hint="--word-segmenter") from err
+
+
+def _vocab_and_text_settings(options: Mapping, instance: InstanceConfig) -> tuple[object, bool, bool | None, list]:
+    """``(vocab, do_lower_case, strip_accents, warnings)``: the ``--vocab`` loaded, the casing and accent settings
+    the options and the vocab resolve to (``resolve_text_settings``) with their warnings, and the tokenizer
+    checked against the masking scheme and word segmenter. ``click.BadParameter`` (naming the option) for a vocab
+    that cannot be used or that an option contradicts."""
+    from bertprep.pipeline.text.tokenization import (
+        VocabError,
+        check_tokenizer_options,
+        load_vocab,
+        resolve_text_settings,
+    )
+
+    try:
+        vocab = load_vocab(options["vocab"])
+    except VocabError as err:
+        raise click.BadParameter(str(err), param_hint="--vocab") from err
+    try:
+        do_lower_case, strip_accents, warnings = resolve_text_settings(
+            vocab, options.get("do_lower_case"), options.get("strip_accents")
+        )
+        check_tokenizer_options(vocab, instance.mlm.effective_masking_scheme, options.get("word_segmenter"))
+    except VocabError as err:  # an option contradicts what the tokenizer.json records
+        raise click.BadParameter(str(err), param_hint=err.option or "--vocab") from err
+    return vocab, do_lower_case, strip_accents, list(warnings)
+
+
+def _inputs_and_sources(options: Mapping, warnings: list) -> tuple[tuple[str, ...], tuple, float | None]:
+    """``(inputs, sources, mixture_alpha)``: the ``-i`` patterns, or those of the ``--source`` / ``--mixture``
+    sources (``mixture_sources``), or the bundled demo corpus (appending a warning that says so to
+    ``warnings``). ``click.BadParameter`` when both ``-i`` and sources are given."""
+    inputs = split_inputs(options.get("input_files") or ())
+    sources, mixture_alpha = mixture_sources(options)
+    if sources and inputs:
+        raise click.BadParameter(
+            "give inputs with -i or with --source/--mixture, not both (a source names its own globs)"
+        )
+    inputs = inputs or tuple(p for source in sources for p in source.inputs)
+    if not inputs:
+        from bertprep.pipeline import demo_corpus_dir
+
+        inputs = (demo_corpus_dir(),)
+        warnings.append(f"No -i/--input given: using the bundled demo corpus {inputs[0]}")
+    return inputs, sources, mixture_alpha
 
 
 def _check_output_format(config: ShardsConfig, vocab) -> None:
@@ -287,7 +309,7 @@ def beam_parser(args: Sequence[str]):
             create_runner(runner)  # imports the runner's module, which defines its options classes
         except Exception as err:  # Beam's own reason, not "no such option" for the runner's options
             raise ValueError(f"--runner={runner}: Beam cannot create this runner: {err}") from err
-    parsers = []
+    parsers: list = []  # (argparse parsers, given by Beam)
     beam_log = logging.getLogger("apache_beam.options.pipeline_options")
     level = beam_log.level
     beam_log.setLevel(logging.ERROR)  # its "Discarding unparseable args" warning: reported here instead

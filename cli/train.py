@@ -147,7 +147,7 @@ def _settle_options_on_resume(ctx: click.Context, options: dict) -> None:
 
 def _max_steps_from_phases(ctx: click.Context, options: dict) -> None:
     """Without --max-steps, a run whose every --phase gives steps= or tokens= is as long as its phases:
-    max_steps 0, their sum once the run knows its world size and shards (``build.size_phases_in_steps``).
+    max_steps 0, their sum once the run knows its world size and shards (``schedule_setup.size_phases_in_steps``).
     Called before ``_settle_options_on_resume``, which puts a resumed run's own max_steps back."""
     if ctx.get_parameter_source("max_steps") not in _GIVEN and every_phase_sized(options.get("phases") or ()):
         options["max_steps"] = 0

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors.torch import save_file
@@ -126,28 +126,8 @@ def export_model(
             f"{output_dir} is (or holds) the model directory {model_dir}; export to another directory", "--output-dir"
         )
     source = load_model_source(model_dir)
-    if path_is_within(source.path, output_dir):
-        raise ExportError(f"{output_dir} holds the model {source.path}; export to another directory", "--output-dir")
-    written = [("--output-dir", os.path.join(output_dir, name)) for name in EXPORT_FILES]
-    try:
-        check_writes_apart(
-            written, [("MODEL_DIR", model_dir), ("MODEL_DIR", source.path), ("--vocab", vocab_file)], command="export"
-        )
-        check_not_run_record(written, "MODEL_DIR", model_dir, command="export")
-    except WriteOverReadError as err:
-        raise ExportError(str(err), err.option) from None
-    tokens = read_vocab_file(vocab_file) if vocab_file else source.vocab_tokens
-    if tokens is None:
-        raise ExportError(f"{model_dir} has no vocab.txt or tokenizer.json; pass --vocab", "--vocab")
-    tokenizer = None if vocab_file else source.tokenizer
-    recorded = source.do_lower_case
-    if recorded is None and source.finetune is not None:
-        recorded = source.finetune.get("do_lower_case")
-    casing = resolve_do_lower_case(do_lower_case, recorded, tokens)
-    recorded_strip = source.strip_accents
-    if recorded_strip is None and source.finetune is not None:
-        recorded_strip = source.finetune.get("strip_accents")
-    strip = resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, casing)
+    _check_writes_apart(model_dir, output_dir, source, vocab_file)
+    tokens, tokenizer, casing, strip = _tokenizer_settings(model_dir, source, vocab_file, do_lower_case, strip_accents)
     model = build_model(source)
     extra = (
         {FINETUNE_FILE: {**source.finetune, "do_lower_case": casing, "strip_accents": strip}}
@@ -167,6 +147,47 @@ def export_model(
         tokenizer=tokenizer,
     )
     return ExportResult(path, source, model, _architecture_of(model))
+
+
+def _check_writes_apart(model_dir: str, output_dir: str, source: ModelSource, vocab_file: str | None) -> None:
+    """Raise ``ExportError`` (naming the option) when an export to ``output_dir`` would write over the model it
+    reads (``source.path``, ``model_dir``), the vocab, or a run's own record (``core.paths``)."""
+    if path_is_within(source.path, output_dir):
+        raise ExportError(f"{output_dir} holds the model {source.path}; export to another directory", "--output-dir")
+    written = [("--output-dir", os.path.join(output_dir, name)) for name in EXPORT_FILES]
+    try:
+        check_writes_apart(
+            written, [("MODEL_DIR", model_dir), ("MODEL_DIR", source.path), ("--vocab", vocab_file)], command="export"
+        )
+        check_not_run_record(written, "MODEL_DIR", model_dir, command="export")
+    except WriteOverReadError as err:
+        raise ExportError(str(err), err.option) from None
+
+
+def _tokenizer_settings(
+    model_dir: str,
+    source: ModelSource,
+    vocab_file: str | None,
+    do_lower_case: bool | None,
+    strip_accents: bool | None,
+) -> tuple[list[str], PretrainedTokenizer | None, bool, bool | None]:
+    """``(vocab tokens, tokenizer, do_lower_case, strip_accents)`` the export writes: the vocab of ``vocab_file``
+    (then BERT's tokenizer files) or the model's own (and its BPE / Unigram tokenizer, if it has one), and the
+    casing and accent settings given, else recorded with the model (its shards' manifest, or its fine-tuning
+    settings), else resolved as ``export_model`` says. Raises ``ExportError`` (``--vocab``) without a vocab."""
+    tokens = read_vocab_file(vocab_file) if vocab_file else source.vocab_tokens
+    if tokens is None:
+        raise ExportError(f"{model_dir} has no vocab.txt or tokenizer.json; pass --vocab", "--vocab")
+    tokenizer = None if vocab_file else source.tokenizer
+    recorded = source.do_lower_case
+    if recorded is None and source.finetune is not None:
+        recorded = source.finetune.get("do_lower_case")
+    casing = resolve_do_lower_case(do_lower_case, recorded, tokens)
+    recorded_strip = source.strip_accents
+    if recorded_strip is None and source.finetune is not None:
+        recorded_strip = source.finetune.get("strip_accents")
+    strip = resolve_strip_accents_setting(strip_accents, recorded_strip, recorded, casing)
+    return tokens, tokenizer, casing, strip
 
 
 def _is_roberta(model: nn.Module) -> bool:
@@ -192,7 +213,7 @@ def hf_config_dict(
     """``config.json`` contents for ``model``: the encoder config, ``architectures``, and for heads
     ``id2label``/``label2id`` (string keys, as Hugging Face writes them) and ``problem_type``."""
     architecture = _architecture_of(model)
-    config: BertConfig = model.config
+    config = cast(BertConfig, model.config)
     out = config.to_hf_dict()
     out["architectures"] = [architecture]
     if architecture in (PRETRAINING_ARCHITECTURE, MODERNBERT_MLM_ARCHITECTURE, "RobertaForMaskedLM"):
@@ -200,7 +221,7 @@ def hf_config_dict(
     out["tie_word_embeddings"] = True  # harmless for heads (no decoder); keeps transformers' default
     if not isinstance(model.config, ModernBertConfig):  # (ModernBERT's is a float its heads use: kept)
         out["classifier_dropout"] = None
-    num_labels = model.num_labels
+    num_labels = cast(int, model.num_labels)
     if id2label is None:
         id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
     if len(id2label) != num_labels:
@@ -253,15 +274,7 @@ def write_hf_directory(
         FileExistsError: ``output_dir`` exists, is not empty and ``overwrite`` is False.
         ValueError: the vocab does not match the model, or the model is not exportable.
     """
-    config: BertConfig = model.config
-    if len(vocab_tokens) > config.vocab_size:  # fewer is a padded embedding matrix, kept as the model has it
-        raise ValueError(
-            f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is only "
-            f"{config.vocab_size}; pass the vocab the model was trained with"
-        )
-    missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
-    if missing and tokenizer is None:
-        raise ValueError(f"the vocab lacks {', '.join(missing)}")
+    _check_exportable(model, vocab_tokens, tokenizer)
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
         raise FileExistsError(f"{output_dir} exists and is not empty; choose another directory or overwrite it")
@@ -273,31 +286,66 @@ def write_hf_directory(
     try:
         _write_weights(os.path.join(tmp, "model.safetensors"), model, hf_config["architectures"][0])
         write_text_synced(os.path.join(tmp, "config.json"), strict_json.dumps(hf_config, indent=2) + "\n")
-        # vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json: the files build-vocab writes
-        files = (
-            tokenizer.files
-            if tokenizer is not None
-            else tokenizer_files(
-                vocab_tokens,
-                do_lower_case,
-                strip_accents=strip_accents,
-                model_max_length=config.max_position_embeddings,
-            )
-        )
-        for name, text in files.items():
-            write_text_synced(os.path.join(tmp, name), text)
+        _write_tokenizer_files(tmp, model, vocab_tokens, do_lower_case, strip_accents, tokenizer)
         for name, content in (extra_json or {}).items():
             write_text_synced(os.path.join(tmp, name), strict_json.dumps(content, indent=2) + "\n")
-        others = [n for n in os.listdir(output_dir) if n not in EXPORT_FILES] if os.path.isdir(output_dir) else []
-        if others:  # the export files are replaced, the others kept; config.json moves in last
-            old = [name for name in EXPORT_FILES if os.path.lexists(os.path.join(output_dir, name))]
-            replace_entries(tmp, output_dir, old, last="config.json")
-        else:
-            replace_directory(tmp, output_dir)
+        _move_into_place(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
+
+
+def _check_exportable(model: nn.Module, vocab_tokens: list[str], tokenizer: PretrainedTokenizer | None) -> None:
+    """Raise ``ValueError`` when ``vocab_tokens`` has more entries than ``model``'s ``vocab_size`` (fewer is a
+    padded embedding matrix, kept as the model has it) or, for BERT's tokenizer files, lacks a special token."""
+    config = cast(BertConfig, model.config)
+    if len(vocab_tokens) > config.vocab_size:  # fewer is a padded embedding matrix, kept as the model has it
+        raise ValueError(
+            f"the vocab has {len(vocab_tokens)} entries but the model's vocab_size is only "
+            f"{config.vocab_size}; pass the vocab the model was trained with"
+        )
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab_tokens]
+    if missing and tokenizer is None:
+        raise ValueError(f"the vocab lacks {', '.join(missing)}")
+
+
+def _write_tokenizer_files(
+    directory: str,
+    model: nn.Module,
+    vocab_tokens: list[str],
+    do_lower_case: bool,
+    strip_accents: bool | None,
+    tokenizer: PretrainedTokenizer | None,
+) -> None:
+    """Write, synced, into ``directory`` the tokenizer files build-vocab writes (``vocab.txt``, ``tokenizer.json``,
+    ``tokenizer_config.json``, ``special_tokens_map.json``; ``model_max_length`` the model's
+    ``max_position_embeddings``), or ``tokenizer``'s own files as they are."""
+    config = cast(BertConfig, model.config)
+    files = (
+        tokenizer.files
+        if tokenizer is not None
+        else tokenizer_files(
+            vocab_tokens,
+            do_lower_case,
+            strip_accents=strip_accents,
+            model_max_length=config.max_position_embeddings,
+        )
+    )
+    for name, text in files.items():
+        write_text_synced(os.path.join(directory, name), text)
+
+
+def _move_into_place(staging: str, output_dir: str) -> None:
+    """Move the complete export in ``staging`` to ``output_dir``: swapped whole when ``output_dir`` holds only
+    :data:`EXPORT_FILES` (or is absent); else the export files are replaced and the others kept, ``config.json``
+    moved in last (``core.atomic.replace_entries``)."""
+    others = [n for n in os.listdir(output_dir) if n not in EXPORT_FILES] if os.path.isdir(output_dir) else []
+    if others:  # the export files are replaced, the others kept; config.json moves in last
+        old = [name for name in EXPORT_FILES if os.path.lexists(os.path.join(output_dir, name))]
+        replace_entries(staging, output_dir, old, last="config.json")
+    else:
+        replace_directory(staging, output_dir)
 
 
 def _write_weights(path: str, model: nn.Module, architecture: str) -> None:

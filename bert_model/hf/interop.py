@@ -1,6 +1,6 @@
 """Models in: bertprep checkpoints and Hugging Face BERT directories (export to ``transformers`` is ``export.py``),
 and the checks of shards against one (:func:`check_same_vocab`, the shards' casing); the model config of a
-pre-training run started from one is ``pretrain/build.hf_model_config``'s (this package imports nothing of
+pre-training run started from one is ``pretrain/model_setup.hf_model_config``'s (this package imports nothing of
 ``pretrain/``).
 
 Reading never executes anything from disk: weights come from ``model.safetensors`` (``safetensors``) or

@@ -298,22 +298,37 @@ class ShardDataset(IterableDataset):
         rows_per_stream_epoch = (self.info.num_shards // self.num_streams) * min(self.info.shard_rows)
         if self.shuffle_buffer_size > rows_per_stream_epoch > 0:
             self.shuffle_buffer_size = rows_per_stream_epoch
-        # Shards made with --masking dynamic hold unmasked rows: mask each row as it is batched.
+        self._set_masking(shard_dir, masked_lm_prob, masked_lm_prob_final, schedule_batches)
+        self.packing = packing
+        # Set by ShardLoader before each iteration.
+        self.start_states: dict[int, dict[str, Any]] = {}
+        self.worker_offset = 0
+
+    def _set_masking(
+        self,
+        shard_dir: str,
+        masked_lm_prob: float | None,
+        masked_lm_prob_final: float | None,
+        schedule_batches: int,
+    ) -> None:
+        """The masking rate and its schedule (see the class docstring's ``masked_lm_prob``,
+        ``masked_lm_prob_final``, ``schedule_batches``) and, for shards made with ``--masking dynamic`` (unmasked
+        rows, masked as they are batched), the masking settings and vocab of the rule.
+
+        Raises:
+            ValueError: a rate given for shards that make-shards masked (naming ``shard_dir``).
+        """
         if (masked_lm_prob is not None or masked_lm_prob_final is not None) and self.info.masking != "dynamic":
             raise ValueError(
                 f"shards {shard_dir} were masked by make-shards (--masking {self.info.masking}, masked_lm_prob "
                 f"{self.info.masked_lm_prob}); another masking rate needs shards made with --masking dynamic"
             )
-        self.packing = packing
         self.masked_lm_prob = self.info.masked_lm_prob if masked_lm_prob is None else masked_lm_prob
         self.masked_lm_prob_final = masked_lm_prob_final
         self.schedule_batches = max(1, schedule_batches)
         final = self.masked_lm_prob if masked_lm_prob_final is None else max(self.masked_lm_prob, masked_lm_prob_final)
         self.masking = masking_config(self.info, final) if self.info.masking == "dynamic" else None
         self.masking_vocab = masking_vocab(self.info) if self.info.masking == "dynamic" else None
-        # Set by ShardLoader before each iteration.
-        self.start_states: dict[int, dict[str, Any]] = {}
-        self.worker_offset = 0
 
     # -- stream mechanics
 

@@ -16,7 +16,7 @@ from bertprep.bert_model.pretrain.remote_shards import open_shard_info
 from bertprep.bert_model.pretrain.shard_info import ShardInfo, check_compatible
 from bertprep.bert_model.pretrain.train_config import TrainConfig
 
-#: The phase keys that set a ModernBERT's RoPE bases (``build.set_rope_theta``).
+#: The phase keys that set a ModernBERT's RoPE bases (``model_setup.set_rope_theta``).
 ROPE_KEYS = ("global_rope_theta", "local_rope_theta")
 
 

@@ -8,7 +8,7 @@ Defaults are the paper's (section A.2) and google-research/bert ``run_pretrainin
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -20,7 +20,7 @@ from bertprep.bert_model.pretrain.phases import CONFIG_KEYS, format_phase, parse
 from bertprep.bert_model.schedules import BATCH_WARMUP_SHAPES
 
 #: ``architecture`` values and the size presets of each (``preset`` names one of its architecture's).
-ARCHITECTURE_PRESETS = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
+ARCHITECTURE_PRESETS: dict[str, Mapping[str, Any]] = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
 
 #: Tasks ``bertprep train --task`` knows; fine-tuning is its own command (``bertprep finetune``).
 TASKS = ("pretrain",)
@@ -269,17 +269,7 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         LoopConfig.__post_init__(self)
         OptimConfig.__post_init__(self)
         KernelConfig.__post_init__(self)
-        if self.task not in TASKS:
-            raise ValueError(f"task {self.task!r} is not supported; choose one of {', '.join(TASKS)}")
-        if self.architecture not in ARCHITECTURE_PRESETS:
-            raise ValueError(
-                f"unknown architecture {self.architecture!r}; choose one of {', '.join(ARCHITECTURE_PRESETS)}"
-            )
-        presets = ARCHITECTURE_PRESETS[self.architecture]
-        if self.preset not in presets:
-            raise ValueError(
-                f"preset {self.preset!r} is not one of {self.architecture}'s; choose one of {', '.join(presets)}"
-            )
+        self._check_model_choice()
         for name in ("masked_lm_prob", "masked_lm_prob_final", "eval_masked_lm_prob"):
             value = getattr(self, name)
             if value is not None and not 0.0 < value < 1.0:
@@ -302,15 +292,7 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.batch_size_warmup_tokens < 0:
-            raise ValueError(f"batch_size_warmup_tokens must be >= 0, got {self.batch_size_warmup_tokens}")
-        if self.batch_size_warmup_tokens and (self.batch_size_start is None or self.batch_size_start <= 0):
-            raise ValueError("a batch-size warm-up (batch_size_warmup_tokens) needs a positive batch_size_start")
-        if self.batch_size_warmup_tokens and self.gradient_accumulation_steps == 1 and not self.global_batch_size:
-            raise ValueError(
-                "the batch-size warm-up grows the micro-batches per step up to gradient_accumulation_steps: "
-                "give gradient_accumulation_steps > 1"
-            )
+        self._check_batch_size_warmup()
         self._check_batch_settings()
         self.phases = tuple(self.phases)
         parse_phases(self.phases, self.max_steps)  # (ValueError naming the phase)
@@ -331,6 +313,34 @@ class TrainConfig(LoopConfig, OptimConfig, KernelConfig):
             raise ValueError(f"cache_max_gb must be positive, got {self.cache_max_gb}")
         if self.stop_after_steps is not None and self.stop_after_steps <= 0:
             raise ValueError(f"stop_after_steps must be positive, got {self.stop_after_steps}")
+
+    def _check_model_choice(self) -> None:
+        """``ValueError`` for a ``task`` not in :data:`TASKS`, an ``architecture`` not in :data:`ARCHITECTURE_PRESETS`,
+        or a ``preset`` that is not one of its architecture's."""
+        if self.task not in TASKS:
+            raise ValueError(f"task {self.task!r} is not supported; choose one of {', '.join(TASKS)}")
+        if self.architecture not in ARCHITECTURE_PRESETS:
+            raise ValueError(
+                f"unknown architecture {self.architecture!r}; choose one of {', '.join(ARCHITECTURE_PRESETS)}"
+            )
+        presets = ARCHITECTURE_PRESETS[self.architecture]
+        if self.preset not in presets:
+            raise ValueError(
+                f"preset {self.preset!r} is not one of {self.architecture}'s; choose one of {', '.join(presets)}"
+            )
+
+    def _check_batch_size_warmup(self) -> None:
+        """``ValueError`` for a batch-size warm-up (``batch_size_warmup_tokens``) that cannot grow: negative, without
+        a positive ``batch_size_start``, or with one micro-batch a step and no ``global_batch_size``."""
+        if self.batch_size_warmup_tokens < 0:
+            raise ValueError(f"batch_size_warmup_tokens must be >= 0, got {self.batch_size_warmup_tokens}")
+        if self.batch_size_warmup_tokens and (self.batch_size_start is None or self.batch_size_start <= 0):
+            raise ValueError("a batch-size warm-up (batch_size_warmup_tokens) needs a positive batch_size_start")
+        if self.batch_size_warmup_tokens and self.gradient_accumulation_steps == 1 and not self.global_batch_size:
+            raise ValueError(
+                "the batch-size warm-up grows the micro-batches per step up to gradient_accumulation_steps: "
+                "give gradient_accumulation_steps > 1"
+            )
 
     def _check_batch_settings(self) -> None:
         """``ValueError`` for a global batch, warm-up in tokens or batch warm-up shape out of range."""

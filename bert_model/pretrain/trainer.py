@@ -33,10 +33,10 @@ from tqdm.auto import tqdm
 from bertprep.bert_model import checkpoint as ckpt
 from bertprep.bert_model.metrics import NSP_LOSS_WEIGHT, PretrainingMetrics, plot_metrics
 from bertprep.bert_model.optim import optimizer_step
-from bertprep.bert_model.pretrain import build
+from bertprep.bert_model.pretrain import build, data_setup
 from bertprep.bert_model.pretrain.architectures import training_flops
-from bertprep.bert_model.pretrain.build import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
 from bertprep.bert_model.pretrain.data import ShardReadError
+from bertprep.bert_model.pretrain.data_setup import warn_if_not_held_out as _warn_if_not_held_out  # noqa: F401 (tests)
 from bertprep.bert_model.pretrain.distributed import DistInfo, StopSignals, any_rank, gather, setup_distributed
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.phases import phase_at
@@ -319,7 +319,7 @@ def _log_train_metrics(
         "lr": lr,
         "tokens_per_s": m["tokens"] / elapsed,  # real (non-padding) tokens
         "real_token_fraction": m["tokens"] / m["padded_tokens"],
-        "masked_lm_prob": build.train_masked_lm_prob(run.config, run.info, state.step),
+        "masked_lm_prob": data_setup.train_masked_lm_prob(run.config, run.info, state.step),
         "masked_fraction": m["masked_fraction"],
         "tokens_seen": int(m["tokens_seen"]),
         "elapsed_s": time.monotonic() - run.t_start,
@@ -377,14 +377,14 @@ def _run_eval(run: build.Run, state: _LoopState) -> dict[str, Any]:
     }
     result = evaluate(
         run.eval_model,
-        build.eval_loader(run.config, run.eval_info, run.d),
+        data_setup.eval_loader(run.config, run.eval_info, run.d),
         device=run.device,
         max_batches=run.config.eval_batches,
         autocast=run.autocast,
         mask_token_id=run.mask_token_id,
         nsp_loss_weight=run.config.nsp_loss_weight,
     )
-    rate = build.eval_masked_lm_prob(run.config, run.eval_info)
+    rate = data_setup.eval_masked_lm_prob(run.config, run.eval_info)
     record = {"step": at_step, "split": "eval", **result, "masked_lm_prob": rate, **progress}
     if run.writer:
         run.writer.write(record)

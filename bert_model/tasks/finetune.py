@@ -340,10 +340,7 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     the plan (seeded: the same settings give the same run)."""
     device = resolve_device(config.device)
     bert_config, source, tokenizer = _model_inputs(config)
-    # Nothing of an earlier crashed run (no results.json) may pass for a result of this one.
-    for name in _run_files(run_dir):
-        path = os.path.join(run_dir, name)
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    _remove_earlier_run_files(run_dir)
     if task.max_seq_length > max_sequence_length(bert_config):
         raise ValueError(
             f"max_seq_length {task.max_seq_length} exceeds the model's max_position_embeddings "
@@ -354,24 +351,9 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
     steps_per_epoch = math.ceil(len(data.train_features) / config.batch_size)
     num_train_steps = config.max_steps or max(1, math.ceil(steps_per_epoch * config.num_train_epochs))
     warmup_steps = int(config.warmup_proportion * num_train_steps)
-    optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
-    scheduler = create_scheduler(
-        optimizer,
-        warmup_steps=warmup_steps,
-        max_steps=num_train_steps,
-        **config.schedule_settings(num_train_steps),
-    )
-    loader = torch.utils.data.DataLoader(
-        data.train_features,
-        batch_size=config.batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(config.seed),
-        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id),
-    )
-    os.makedirs(run_dir, exist_ok=True)
-    reporter = open_reporter(config.report_to, run_dir, job_type="finetune", config=dataclasses.asdict(config))
-    console = None if config.progress else ConsoleReporter(num_train_steps)  # --no-progress: a line per log step
-    writer = MetricsLog(JsonlWriter(os.path.join(run_dir, "metrics.jsonl")), console, reporter)
+    optimizer, scheduler = _optimizer_and_schedule(config, model, warmup_steps, num_train_steps)
+    loader = _train_loader(config, data, tokenizer)
+    writer = _open_metrics_log(config, run_dir, num_train_steps)
     logger.info(
         "%s: %d training examples -> %d features, %d eval examples; %d steps (%d per epoch), warm-up %d, "
         "lr %g, batch %d, device %s, init %s",
@@ -405,6 +387,50 @@ def _build(config: FinetuneConfig, task: Task, run_dir: str, t_start: float) -> 
         run_info=_run_info(config, data, init, source, num_train_steps, warmup_steps),
         t_start=t_start,
     )
+
+
+def _remove_earlier_run_files(run_dir: str) -> None:
+    """Remove what an earlier run that crashed (no ``results.json``) left in ``run_dir`` (``_run_files``), so that
+    nothing of it may pass for a result of this one."""
+    for name in _run_files(run_dir):
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def _optimizer_and_schedule(
+    config: FinetuneConfig, model: nn.Module, warmup_steps: int, num_train_steps: int
+) -> tuple[torch.optim.Optimizer, Any]:
+    """``config.optimizer`` over ``model``'s parameters and its learning-rate schedule: ``warmup_steps`` of linear
+    warm-up, then ``config.lr_schedule`` to step ``num_train_steps``."""
+    optimizer = create_optimizer(model, learning_rate=config.learning_rate, **config.adamw_settings())
+    scheduler = create_scheduler(
+        optimizer,
+        warmup_steps=warmup_steps,
+        max_steps=num_train_steps,
+        **config.schedule_settings(num_train_steps),
+    )
+    return optimizer, scheduler
+
+
+def _train_loader(config: FinetuneConfig, data: _Data, tokenizer: AnyTokenizer) -> torch.utils.data.DataLoader:
+    """Batches of ``config.batch_size`` training features, shuffled by a generator of ``config.seed`` (the same
+    order for the same seed), padded with the tokenizer's ``[PAD]`` id (``collate_features``)."""
+    return torch.utils.data.DataLoader(
+        data.train_features,
+        batch_size=config.batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(config.seed),
+        collate_fn=lambda rows: collate_features(rows, tokenizer.pad_token_id),
+    )
+
+
+def _open_metrics_log(config: FinetuneConfig, run_dir: str, num_train_steps: int) -> MetricsLog:
+    """``run_dir/metrics.jsonl`` (``run_dir`` created) and the ``report_to`` reporter; with ``--no-progress`` a
+    line per log step on stderr."""
+    os.makedirs(run_dir, exist_ok=True)
+    reporter = open_reporter(config.report_to, run_dir, job_type="finetune", config=dataclasses.asdict(config))
+    console = None if config.progress else ConsoleReporter(num_train_steps)  # --no-progress: a line per log step
+    return MetricsLog(JsonlWriter(os.path.join(run_dir, "metrics.jsonl")), console, reporter)
 
 
 def _run_info(

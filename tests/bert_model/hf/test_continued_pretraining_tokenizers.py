@@ -20,7 +20,7 @@ import torch
 from click.testing import CliRunner
 
 from bertprep.bert_model.inference.fill_mask import fill_mask, load_mlm_model
-from bertprep.bert_model.pretrain import build
+from bertprep.bert_model.pretrain import architectures
 from bertprep.bert_model.pretrain.trainer import train
 from bertprep.cli.main import cli
 from bertprep.core.pretrained_tokenizer import load_pretrained_tokenizer
@@ -104,7 +104,7 @@ def _labels(bound: dict, shape) -> torch.Tensor:
 def test_first_step_loss_equals_transformers(published, tmp_path, monkeypatch):
     kind, directory, hf, shards = published
     first: dict = {}
-    forward = build.PretrainingModel.forward
+    forward = architectures.PretrainingModel.forward
 
     def recording_forward(self, **batch):
         output = forward(self, **batch)
@@ -112,7 +112,7 @@ def test_first_step_loss_equals_transformers(published, tmp_path, monkeypatch):
             first.update(bound={k: v.detach().clone() for k, v in batch.items()}, loss=output.mlm_loss.item())
         return output
 
-    monkeypatch.setattr(build.PretrainingModel, "forward", recording_forward)
+    monkeypatch.setattr(architectures.PretrainingModel, "forward", recording_forward)
     no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     settings = dict(batch_size=4, max_steps=1, warmup_steps=0, log_every=1, **no_dropout)
     result = train(init_from_train_config(shards, tmp_path / "run", directory, **settings))

@@ -17,7 +17,7 @@ import torch
 from bertprep.bert_model.hf.interop import load_model_source, load_pretraining_weights
 from bertprep.bert_model.models import modernbert
 from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
-from bertprep.bert_model.pretrain import build
+from bertprep.bert_model.pretrain import architectures
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from conftest import need_module
 from model_factory import init_from_train_config, tiny_modernbert
@@ -112,7 +112,7 @@ def test_train_init_from_a_transformers_modernbert_directory_first_loss_equals_t
     (without --architecture) whose first step's loss is transformers' loss on that step's batch."""
     hf = _save_hf(tmp_path / "hf")
     first: dict = {}
-    forward = build.PretrainingModel.forward
+    forward = architectures.PretrainingModel.forward
 
     def recording_forward(self, **batch):
         output = forward(self, **batch)
@@ -120,7 +120,7 @@ def test_train_init_from_a_transformers_modernbert_directory_first_loss_equals_t
             first.update(batch={k: v.detach().clone() for k, v in batch.items()}, loss=output.mlm_loss.item())
         return output
 
-    monkeypatch.setattr(build.PretrainingModel, "forward", recording_forward)
+    monkeypatch.setattr(architectures.PretrainingModel, "forward", recording_forward)
     with caplog.at_level(logging.INFO, logger="bertprep.train"):
         result = train(_train_config(tmp_path, tmp_path / "hf"))
     assert result.step == 1 and isinstance(result.model, modernbert.ModernBertForMaskedLM)

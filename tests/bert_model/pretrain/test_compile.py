@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from batch_factory import loader_batch, tiny_config
-from bertprep.bert_model.pretrain import build
+from bertprep.bert_model.pretrain import model_setup
 from bertprep.bert_model.pretrain.architectures import PretrainingModel, build_model
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from model_factory import tiny_train_config
@@ -63,7 +63,7 @@ def test_a_compiled_run_follows_eager_and_resumes_exactly(tiny_shards, tmp_path,
         compiled_with.append(kwargs)
         return real_compile(model, backend="aot_eager", **kwargs)
 
-    monkeypatch.setattr(build.torch, "compile", compile_aot_eager)
+    monkeypatch.setattr(model_setup.torch, "compile", compile_aot_eager)
     eager = train(_train_config(tiny_shards, tmp_path / "eager", compile=False))
     assert not compiled_with
     full = train(_train_config(tiny_shards, tmp_path / "full", compile=True))
@@ -80,10 +80,10 @@ def test_a_compiled_run_follows_eager_and_resumes_exactly(tiny_shards, tmp_path,
 
 def test_compile_is_on_for_cuda_and_off_on_the_cpu_unless_asked():
     config = functools.partial(TrainConfig, shards="s", output_dir="o")
-    assert build.compile_enabled(config(), torch.device("cuda")) is True
-    assert build.compile_enabled(config(), torch.device("cpu")) is False
-    assert build.compile_enabled(config(compile=True), torch.device("cpu")) is True
-    assert build.compile_enabled(config(compile=False), torch.device("cuda")) is False
+    assert model_setup.compile_enabled(config(), torch.device("cuda")) is True
+    assert model_setup.compile_enabled(config(), torch.device("cpu")) is False
+    assert model_setup.compile_enabled(config(compile=True), torch.device("cpu")) is True
+    assert model_setup.compile_enabled(config(compile=False), torch.device("cuda")) is False
 
 
 @pytest.mark.slow  # ~9 s on 2 busy cores (make test runs it; make test-fast leaves it out)
@@ -97,7 +97,7 @@ def test_inductor_itself_gives_eager_losses_with_dropout_0():
         torch.manual_seed(0)
         models.append(PretrainingModel(build_model(config)))
     eager, twin = models
-    compiled = build.compile_model(twin, "default")
+    compiled = model_setup.compile_model(twin, "default")
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (eager, twin)]
     batch = loader_batch(False)
     for _ in range(3):
@@ -117,6 +117,6 @@ def test_inductor_itself_gives_eager_losses_with_dropout_0():
 )
 def test_compile_mode_reaches_torch_compile_and_cuda_graph_modes_start_static(monkeypatch, mode, dynamic):
     calls = []
-    monkeypatch.setattr(build.torch, "compile", lambda model, **kwargs: calls.append(kwargs) or model)
-    build.compile_model(torch.nn.Linear(2, 2), mode)
+    monkeypatch.setattr(model_setup.torch, "compile", lambda model, **kwargs: calls.append(kwargs) or model)
+    model_setup.compile_model(torch.nn.Linear(2, 2), mode)
     assert calls == [{"mode": mode, "dynamic": dynamic}]

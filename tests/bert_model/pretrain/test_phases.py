@@ -1,13 +1,14 @@
-"""Phases sized by tokens (``pretrain/phases.py``, ``build.size_phases_in_steps``): the count a phase reads, its
-steps from the full global batch in token slots, the run's length, and the errors that name the phase."""
+"""Phases sized by tokens (``pretrain/phases.py``, ``schedule_setup.size_phases_in_steps``): the count a phase
+reads, its steps from the full global batch in token slots, the run's length, and the errors that name the phase."""
 
 from __future__ import annotations
 
 import pytest
 
-from bertprep.bert_model.pretrain import build
+from bertprep.bert_model.pretrain import data_setup, schedule_setup
 from bertprep.bert_model.pretrain.distributed import DistInfo
 from bertprep.bert_model.pretrain.phases import parse_count, parse_phase, size_phases
+from bertprep.bert_model.pretrain.start import Start
 from model_factory import tiny_train_config
 
 
@@ -68,7 +69,7 @@ def test_token_slots_are_batch_accumulation_world_size_and_the_phase_shards_max_
     config = tiny_train_config(
         tiny_shards / "train", tmp_path, max_steps=0, gradient_accumulation_steps=2, phases=("tokens=10000", second)
     )
-    sized = build.size_phases_in_steps(config, DistInfo(world_size=world_size))
+    sized = schedule_setup.size_phases_in_steps(config, DistInfo(world_size=world_size))
     slots = [8 * 2 * 32 * world_size, 4 * 3 * 48 * world_size]
     expected = [-(-10_000 // slots[0]), -(-20_000 // slots[1])]
     assert expected == ([20, 35] if world_size == 1 else [10, 18])
@@ -83,12 +84,12 @@ def test_a_resume_whose_phases_come_to_other_steps_is_refused(tiny_shards, tmp_p
     phases = ("tokens=10000", "tokens=20000")
     config = tiny_train_config(tiny_shards / "train", tmp_path, max_steps=0, resume=str(tmp_path), phases=phases)
     d = DistInfo(world_size=2)
-    sized = build.size_phases_in_steps(config, d)
-    start = build.Start(saved={"phase_steps": [40, 79], "world_size": 1})
+    sized = schedule_setup.size_phases_in_steps(config, d)
+    start = Start(saved={"phase_steps": [40, 79], "world_size": 1})
     with pytest.raises(ValueError, match=r"the phases come to \[20, 40\] steps at world size 2, but the checkpoint's "
                        r"run had \[40, 79\] \(world size 1\): resume with that number of processes"):  # fmt: skip
-        build.check_phase_steps_on_resume(config, sized, start, d)
-    build.check_phase_steps_on_resume(config, sized, build.Start(saved={"phase_steps": [20, 40]}), d)
+        schedule_setup.check_phase_steps_on_resume(config, sized, start, d)
+    schedule_setup.check_phase_steps_on_resume(config, sized, Start(saved={"phase_steps": [20, 40]}), d)
 
 
 def test_the_batch_size_warmup_is_the_first_phase_s_and_later_phases_take_their_full_batch(tiny_shards, tmp_path):
@@ -98,10 +99,10 @@ def test_the_batch_size_warmup_is_the_first_phase_s_and_later_phases_take_their_
         tiny_shards / "train", tmp_path, gradient_accumulation_steps=3, batch_size_start=16,
         batch_size_warmup_tokens=2048, max_steps=0, phases=("steps=4", "steps=4,batch-size=4"),
     )  # fmt: skip
-    info = build.shard_info(config, config.shards)
-    first = build.batch_size_warmup(config.for_phase(0), info, DistInfo())
+    info = data_setup.shard_info(config, config.shards)
+    first = schedule_setup.batch_size_warmup(config.for_phase(0), info, DistInfo())
     assert [first.micro_batches(s) for s in range(5)] == [2, 2, 3, 3, 3]
-    second = build.batch_size_warmup(config.for_phase(1), info, DistInfo(), phase=1)
+    second = schedule_setup.batch_size_warmup(config.for_phase(1), info, DistInfo(), phase=1)
     assert second.warmup_steps == 0 and second.micro_batches(0) == 3
 
 

@@ -161,7 +161,7 @@ def test_recorded_train_config_is_the_trained_model():
     """The checkpoint's train_config takes the architecture from the model, and on resume the preset and model
     options from the checkpoint resumed, whatever the TrainConfig says (a library caller's defaults)."""
     from bertprep.bert_model.models.modernbert_config import ModernBertConfig
-    from bertprep.bert_model.pretrain.build import Start, recorded_train_config
+    from bertprep.bert_model.pretrain.start import Start, recorded_train_config
     from bertprep.bert_model.pretrain.train_config import TrainConfig
 
     model_config = ModernBertConfig.from_preset("tiny", vocab_size=64, pad_token_id=0, cls_token_id=2, sep_token_id=3,
