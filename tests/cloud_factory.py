@@ -87,9 +87,40 @@ class Emulator:
                 self.proc.wait(10)
 
 
+def _pdeathsig():
+    """``prctl`` from the C library, looked up here, in the parent: a child between fork and exec should not import
+    (another thread may hold the import lock). None off Linux or without it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _pdeathsig()
+
+
+def _die_with_parent() -> None:
+    """In the emulator's process, before it runs: the kernel sends it SIGTERM when the pytest worker that started
+    it ends (``PR_SET_PDEATHSIG``, 1), so a worker killed before its fixtures' teardown (a CI timeout, ``kill``)
+    leaves no server behind. Without ``prctl`` nothing: :meth:`Emulator.stop` is then the only stop."""
+    if _PRCTL is not None:
+        _PRCTL(1, int(signal.SIGTERM), 0, 0, 0)
+
+
 def _start(argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Emulator:
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            preexec_fn=_die_with_parent,
+        )
     emulator = Emulator(proc, f"http://127.0.0.1:{port}", argv, log, env)
     try:
         _wait_until_listening(proc, port, log)
