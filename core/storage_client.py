@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
+from bertprep.core import atomic
 from bertprep.core.urls import is_remote, join, local_path, scheme
 
 # ------------------------------------------------------------------------------------------ errors
@@ -173,10 +174,10 @@ def copy(sources: Sequence[str], destinations: Sequence[str]) -> None:
 def rename(sources: Sequence[str], destinations: Sequence[str]) -> None:
     """Move each file of ``sources`` to the path at the same place in ``destinations``, replacing what is there.
 
-    Locally ``os.replace`` (atomic per file, POSIX). An object store has no rename: every object is copied on the
-    server (:func:`copy`), then the sources are deleted (as Beam's ``FileSystems.rename`` does on GCS and S3),
-    atomic per object, not for the list: a caller that may be killed in between keeps a journal (make-shards'
-    publish does).
+    Locally ``os.replace`` (``atomic.LocalFiles.rename``: atomic per file, POSIX). An object store has no rename:
+    every object is copied on the server (:func:`copy`), then the sources are deleted (as Beam's
+    ``FileSystems.rename`` does on GCS and S3), atomic per object, not for the list: a caller that may be killed
+    in between keeps a journal (make-shards' publish does).
 
     Raises:
         FileNotFoundError: a source does not exist.
@@ -187,7 +188,7 @@ def rename(sources: Sequence[str], destinations: Sequence[str]) -> None:
     pairs = _pairs(sources, destinations)
     if not pairs or not is_remote(pairs[0][0]):
         for src, dst in pairs:
-            os.replace(local_path(src), local_path(dst))
+            atomic.LocalFiles.rename(local_path(src), local_path(dst))  # os.replace: atomic's, the one place
         return
     copy([s for s, _ in pairs], [d for _, d in pairs])
     delete([s for s, _ in pairs])
