@@ -263,7 +263,9 @@ def run_make_shards(
     return manifest
 
 
-def _dataflow_dry_run_or_checks(config: ShardsConfig, options: PipelineOptions, files, vocab: Vocab) -> dict | None:
+def _dataflow_dry_run_or_checks(
+    config: ShardsConfig, options: PipelineOptions, files: Sequence[str], vocab: Vocab
+) -> dict | None:
     """On Dataflow: with ``--dry_run=True`` the job built and validated locally, nothing written or submitted
     (``{"dry_run": summary, "job": job description}``); else None once the options and paths are checked."""
     try:
