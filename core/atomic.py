@@ -20,9 +20,11 @@ so either side may import it without crossing the boundary.
 * **stale staging**: :func:`pid_alive`, :func:`is_stale_staging`, :func:`remove_stale_staging` (the folders
   of runs that were killed).
 
-A write through :func:`write_bytes` or :func:`remove_stale_staging` goes to the local disk by default; the
-shard store hands in Beam's ``FileSystems`` instead (``gs://``, where ``os.replace`` does not exist and a
-rename is a copy: atomic per object, not POSIX), as an object with the methods of :class:`LocalFiles`.
+A write through :func:`write_bytes` or :func:`remove_stale_staging` goes to the local disk by default; for a path
+that may be remote the storage layer's ``storage.Files`` is handed in instead (make-shards' driver), or Beam's
+``FileSystems`` where a pipeline's worker writes (the staged manifest): on ``gs://`` and ``s3://`` ``os.replace``
+does not exist and a rename is a copy (atomic per object, not POSIX). Either is an object with the methods of
+:class:`LocalFiles`.
 """
 
 from __future__ import annotations
@@ -162,8 +164,9 @@ def atomic_files(paths: Sequence[str]) -> Iterator[list[str]]:
 
 
 class LocalFiles:
-    """The file operations :func:`write_bytes` and :func:`remove_stale_staging` use, on the local disk. The shard
-    store passes an object with the same methods over Beam's ``FileSystems``."""
+    """The file operations :func:`write_bytes` and :func:`remove_stale_staging` use, on the local disk. The storage
+    layer (``storage.Files``) and the shard store's workers (over Beam's ``FileSystems``) pass objects with the
+    same methods."""
 
     @staticmethod
     def create(path: str) -> IO[bytes]:
@@ -201,7 +204,7 @@ class LocalFiles:
 def write_bytes(path: str, data: bytes, files=LocalFiles) -> None:
     """Write ``data`` to a temporary name beside ``path`` (:func:`temporary_path`) and rename it to ``path``;
     on failure the temporary file is removed and ``path`` is left as it was. ``files``: the file system
-    (:class:`LocalFiles`, or the shard store's over Beam's ``FileSystems``)."""
+    (:class:`LocalFiles`, ``storage.Files``, or the shard store's workers' over Beam's ``FileSystems``)."""
     tmp = temporary_path(path)
     try:
         with files.create(tmp) as f:

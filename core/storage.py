@@ -1,16 +1,24 @@
 """One storage layer for local folders, ``gs://`` and ``s3://``: the rule of what is remote, the operations the
-commands do themselves (open, exists, list, an object's version, read and write a manifest), the shard cache's
-paths, and a probe that refuses an unreachable store in seconds.
+commands do themselves (open, exists, list, an object's version, read and write a manifest; make a folder, list
+its files, copy, rename, delete, remove a folder), the shard cache's paths, and a probe that refuses an
+unreachable store in seconds.
 
 In: a path (a local path, ``file:///...``, or a ``gs://`` / ``s3://`` URL). Out: bytes, file objects, manifests,
 names. Entry points: :func:`is_remote` (the one rule), :func:`open`, :func:`exists`, :func:`listdir`,
-:func:`object_version`, :func:`read_manifest`, :func:`write_manifest`, :func:`check_remote_path`.
+:func:`list_files`, :func:`object_version`, :func:`read_manifest`, :func:`write_manifest`, :func:`mkdirs`,
+:func:`copy`, :func:`rename`, :func:`delete`, :func:`remove_tree`, :class:`Files` (``atomic``'s file operations
+over this layer), :func:`check_remote_path`. The client, its errors and the file operations live in
+``core/storage_client.py``, the rule in ``core/urls.py``; this module re-exports every name of both.
 
-Every command (make-shards, train, inspect, evaluate) goes through this module for what it reads or writes
-itself, on one client library: ``fsspec`` (``gcsfs`` for ``gs://``, ``s3fs`` for ``s3://``; the ``cloud``
+Every command (make-shards, train, inspect, evaluate) goes through this module for what its own process reads or
+writes, on one client library: ``fsspec`` (``gcsfs`` for ``gs://``, ``s3fs`` for ``s3://``; the ``cloud``
 extra), which honours what users set for it: ``STORAGE_EMULATOR_HOST`` and Google's default credentials,
-``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_PROFILE`` and the rest of botocore's configuration.
-A Beam pipeline's own reads and writes stay on Beam's ``FileSystems`` (its client patches live in
+``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_PROFILE`` and the rest of botocore's configuration. For
+make-shards that is its driver's work: the checks before a run, the staging folder, the publish and its
+journal, reading back the manifests its pipeline wrote, the clean-up. What a Beam pipeline reads and writes
+inside its transforms, on its workers (the inputs, bucket files, shards, vocab and manifest in the staging
+folder), stays on Beam's ``FileSystems``: a worker of Dataflow or Dask has Beam's clients and the run's Beam
+options (``--s3_endpoint_url``...), which Beam hands it, not this layer's (its client patches live in
 ``pipeline/beam/filesystems.py``). Local paths use the standard library.
 
 The probe (:func:`check_reachable`, :func:`check_remote_path`) is standard library and botocore's credential
@@ -23,7 +31,6 @@ from __future__ import annotations
 import builtins
 import functools
 import hashlib
-import logging
 import os
 import socket
 import threading
@@ -31,75 +38,21 @@ import urllib.parse
 from typing import IO, Any
 
 from bertprep.core import atomic, strict_json
+from bertprep.core.storage_client import (
+    _S3_ENDPOINT_URL,
+    RemotePathError,
+    StorageError,
+    client_error,
+    copy,
+    delete,
+    filesystem,
+    list_files,
+    mkdirs,
+    remove_tree,
+    rename,
+    set_s3_endpoint_url,
+)
 from bertprep.core.urls import LOCAL_SCHEMES, bucket_of, is_remote, join, local_path, scheme
-
-# ------------------------------------------------------------------------------------------ errors
-
-
-class StorageError(ValueError):
-    """A path that cannot be used or an object that cannot be read or written: the one-line message names the
-    object and what to do."""
-
-
-class RemotePathError(StorageError):
-    """A remote path that cannot be used from here (no client, no credentials, no answer, no bucket); the message
-    names it, the option and the fix."""
-
-
-def client_error(url: str, err: BaseException, doing: str = "read") -> StorageError:
-    """The one line for a client library's own error (HTTP, credentials, network) on ``url``."""
-    first = str(err).splitlines()[0] if str(err) else ""
-    return StorageError(
-        f"cannot {doing} {url}: {type(err).__name__}: {first}; check the credentials and network "
-        "(or STORAGE_EMULATOR_HOST / AWS_ENDPOINT_URL_S3 for an emulator)"
-    )
-
-
-# ------------------------------------------------------------------------------------------ the client
-
-
-def filesystem(url: str) -> tuple[Any, str]:
-    """``(fsspec file system, path in it)`` of the remote ``url``.
-
-    Raises:
-        StorageError: the protocol's client is not installed (named, with the extra that brings it).
-    """
-    try:
-        import fsspec
-
-        endpoint = {"endpoint_url": _S3_ENDPOINT_URL[0]} if scheme(url) == "s3" and _S3_ENDPOINT_URL[0] else {}
-        fs, path = fsspec.core.url_to_fs(url, **endpoint)
-    except ImportError as err:
-        raise StorageError(
-            f"{url}: reading or writing a bucket needs {err.name or 'its fsspec client'} "
-            "(pip install 'bertprep[cloud]': gcsfs for gs://, s3fs for s3://)"
-        ) from None
-    _quiet_client_logs()
-    return fs, path
-
-
-class _TracebacksAsDebug(logging.Filter):
-    """Log a client's own error records (``logger.exception``: gcsfs's "out of retries on exception", with the
-    aiohttp traceback, once per request that gave up: ten of them above the one line of a train whose store went
-    away) at DEBUG, without the traceback: the layer raises the error itself, in one line that names the object.
-    Other records pass as they are."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR and record.exc_info:
-            first = str(record.exc_info[1]).splitlines()[0] if record.exc_info[1] is not None else ""
-            record.msg, record.args = f"{record.getMessage()} ({type(record.exc_info[1]).__name__}: {first})", ()
-            record.exc_info, record.exc_text = None, None
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return True
-
-
-@functools.cache
-def _quiet_client_logs() -> None:
-    """gcsfs asks the storage-control API, which no emulator serves, for each bucket's layout and warns each time
-    it gets no answer (it then reads the bucket as any other): those warnings only at ERROR. Its tracebacks of a
-    request that gave up are DEBUG lines (:class:`_TracebacksAsDebug`)."""
-    logging.getLogger("gcsfs.extended_gcsfs").setLevel(logging.ERROR)
-    logging.getLogger("gcsfs").addFilter(_TracebacksAsDebug())
 
 
 def open(path: str, mode: str = "rb") -> IO[Any]:
@@ -135,7 +88,8 @@ def read_bytes(path: str) -> bytes:
 
 
 def exists(path: str) -> bool:
-    """Whether the file, folder or object ``path`` exists.
+    """Whether the file, folder or object ``path`` exists (asked afresh, not from the client's listing cache: an
+    object that a pipeline's worker wrote or deleted since is seen).
 
     Raises:
         StorageError: the store cannot be asked (named, one line).
@@ -144,6 +98,7 @@ def exists(path: str) -> bool:
         return os.path.exists(local_path(path))
     fs, inner = filesystem(path)
     try:
+        fs.invalidate_cache(inner)
         return bool(fs.exists(inner))
     except Exception as err:
         raise client_error(path, err, "ask for") from None
@@ -231,6 +186,41 @@ def write_bytes(path: str, data: bytes) -> None:
         fs.pipe_file(inner, data)
     except Exception as err:
         raise client_error(path, err, "write") from None
+
+
+class Files(atomic.LocalFiles):
+    """``atomic``'s file operations (:class:`atomic.LocalFiles`' methods) over this layer, on local folders and
+    stores alike: what a durable write (``atomic.write_bytes``) or the removal of dead runs' staging folders
+    (``atomic.remove_stale_staging``) is handed for a path that may be remote."""
+
+    @staticmethod
+    def create(path: str) -> IO[bytes]:
+        return open(path, "wb")
+
+    @staticmethod
+    def rename(src: str, dst: str) -> None:
+        rename([src], [dst])
+
+    @staticmethod
+    def delete(path: str) -> None:
+        delete([path])
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        return exists(path)
+
+    @staticmethod
+    def join(directory: str, name: str) -> str:
+        return join(directory, name)
+
+    @staticmethod
+    def names(directory: str, prefix: str) -> list[str]:
+        """The entries (files and folders) directly under ``directory`` whose names start with ``prefix``."""
+        return [n for n in listdir(directory) if n.startswith(prefix)]
+
+    @staticmethod
+    def remove_tree(path: str) -> None:
+        remove_tree(path)
 
 
 # ------------------------------------------------------------------------------------------ manifests
@@ -396,16 +386,6 @@ def _configured_s3_endpoint() -> str | None:
     return None if host.endswith("amazonaws.com") else url
 
 
-#: Beam's ``--s3_endpoint_url`` of the running command (None: boto3's own choice).
-_S3_ENDPOINT_URL: list[str | None] = [None]
-
-
-def set_s3_endpoint_url(url: str | None) -> None:
-    """Use ``url`` (Beam's ``--s3_endpoint_url``) for ``s3://`` paths instead of the environment's endpoint: the
-    probe asks it, and this layer's S3 client (s3fs) talks to it."""
-    _S3_ENDPOINT_URL[0] = url or None
-
-
 def _aws_credentials_found() -> bool:
     """Whether boto3's default chain finds credentials (environment, shared files, instance metadata: at most
     about 2 s there, botocore's own timeout and attempts)."""
@@ -531,6 +511,7 @@ __all__ = [
     "ENDPOINT_VARIABLES",
     "LOCAL_SCHEMES",
     "PROBE_TIMEOUT_S",
+    "Files",
     "RemotePathError",
     "StorageError",
     "answers",
@@ -540,18 +521,24 @@ __all__ = [
     "check_reachable",
     "check_remote_path",
     "client_error",
+    "copy",
     "default_cache_dir",
+    "delete",
     "exists",
     "filesystem",
     "is_remote",
     "join",
+    "list_files",
     "list_versions",
     "listdir",
     "local_path",
+    "mkdirs",
     "object_version",
     "open",
     "read_bytes",
     "read_manifest",
+    "remove_tree",
+    "rename",
     "scheme",
     "set_s3_endpoint_url",
     "storage_endpoint",

@@ -4,7 +4,9 @@ The errors are defined here, at the top, so that every stage raises them and thi
 stages: :class:`MakeShardsError`, :class:`InputError` (``readers`` raise it: bad input files) and
 :class:`VocabError` (``core.errors`` defines it, ``core.vocab_files`` raises it: a vocab that cannot be used;
 both halls).
-Standard library only at import (Beam's ``FileSystems`` is imported where an error is recorded or read back).
+Standard library and ``core`` only at import. A worker records its error through Beam's ``FileSystems`` (Beam
+imported there: a worker of Dataflow or Dask has Beam's clients and the run's Beam options, no others); the
+launching process reads it back through ``core/storage.py``, as it does all its own reading.
 
 A worker's exception reaches the launching process as text only on some runners (other processes, remote
 workers); so a DoFn that raises one of :data:`USER_ERRORS` first leaves its message as a small file in the run's
@@ -21,7 +23,7 @@ import logging
 import os
 import uuid
 
-from bertprep.core import atomic
+from bertprep.core import atomic, storage
 from bertprep.core.errors import VocabError  # (core/: raised by the vocab code of both halls)
 
 log = logging.getLogger(__name__)
@@ -76,15 +78,13 @@ def records_errors(folder_attribute: str):
 
 
 def recorded_error(staging_dir: str) -> str | None:
-    """The message of an error record left under ``staging_dir`` by a worker, if any."""
-    from apache_beam.io.filesystems import FileSystems
-
+    """The message of an error record left under ``staging_dir`` (at any depth) by a worker, if any: the first
+    by path. Read by the launching process (through ``core/storage.py``); None also when it cannot be read."""
     try:
-        matched = FileSystems.match([FileSystems.join(staging_dir, "**")])[0].metadata_list
-        records = sorted(m.path for m in matched if os.path.basename(m.path).startswith(ERROR_RECORD_PREFIX))
+        matched = storage.list_files(staging_dir, recursive=True)
+        records = sorted(p for p in matched if os.path.basename(p).startswith(ERROR_RECORD_PREFIX))
         if not records:
             return None
-        with FileSystems.open(records[0]) as f:
-            return f.read().decode("utf-8", "replace").strip() or None
+        return storage.read_bytes(records[0]).decode("utf-8", "replace").strip() or None
     except Exception:
         return None

@@ -4,7 +4,8 @@ read, the settings a Dask worker needs to reach the same store, and the patches 
 
 The one module that touches Beam's client internals: each patch is guarded (a Beam without the private name
 works as before) and ``tests/pipeline/beam/test_beam_private_api.py`` names what each needs. What the commands
-read and write themselves goes through ``core/storage.py``; the pipeline's own I/O stays on Beam's
+read and write themselves (make-shards' driver included: its checks, staging folder, publish and clean-up) goes
+through ``core/storage.py``; the pipeline's own I/O inside its transforms, on its workers, stays on Beam's
 ``FileSystems``.
 """
 
@@ -221,13 +222,14 @@ def _search_credentials_again() -> None:
 
 
 def check_beam_path(path: str, option: str) -> None:
-    """:func:`storage.check_remote_path` of a path that a pipeline reads or writes through Beam's file systems
-    (make-shards' output): Beam's client for its scheme must be installed.
+    """:func:`storage.check_remote_path` of make-shards' output folder: its pipeline writes there through Beam's
+    file systems and its driver (staging, publish, clean-up) through ``core/storage.py``'s fsspec, so both
+    clients for its scheme must be installed.
 
     Raises:
         storage.RemotePathError: as ``check_remote_path``.
     """
-    storage.check_remote_path(path, option, clients=("beam",))
+    storage.check_remote_path(path, option, clients=("beam", "fsspec"))
 
 
 #: How long a run's store may leave every connection unanswered before make-shards stops, in seconds (the

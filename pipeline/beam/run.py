@@ -12,6 +12,11 @@ shards, vocab.txt and manifest.json), and :func:`run_make_shards` then moves the
 (``publish.publish``, journalled: a run killed while it moves its files is finished by the next run), so a
 failed or killed run leaves an earlier run's output intact. A user error raised in a worker reaches the user
 as the worker's one-line message (``errors.recorded_error``).
+
+This module is the driver: what it does to the output folder itself (the checks before a run, the staging
+folder, reading back the manifests its pipeline wrote, the publish, the clean-up) goes through
+``core/storage.py``, as every command's own reads and writes do. Only the pipeline's transforms, on its
+workers, read and write through Beam's ``FileSystems``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ import time
 from collections.abc import Sequence
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
 from bertprep.core import schema, storage
@@ -241,22 +245,11 @@ def run_make_shards(
     vocab = vocab if vocab is not None else load_vocab(config.vocab)
     options = default_pipeline_options(beam_args)
     if dataflow.is_dataflow_runner(options):
-        try:
-            if options.view_as(TestOptions).dry_run:
-                report = dataflow.dry_run(config, options, files=files, vocab=vocab)
-                return {"dry_run": report.summary(), "job": report.job}
-            dataflow.check_dataflow_options(options, config)
-        except (ValueError, ImportError) as err:
-            raise MakeShardsError(str(err)) from err
+        dry_run = _dataflow_dry_run_or_checks(config, options, files, vocab)
+        if dry_run is not None:
+            return dry_run
     output_dir = config.output_dir
-    try:
-        filesystems.check_beam_path(output_dir, "--output-dir")  # no network, no credentials: one line at once
-    except storage.RemotePathError as err:
-        raise MakeShardsError(str(err)) from err
-    _check_inputs_outside_outputs(files, output_dir)
-    _check_inputs_outside_outputs(files, FileSystems.join(output_dir, heldout.EVAL_DIR))
-    if not storage.is_remote(output_dir) and os.path.exists(output_dir) and not os.path.isdir(output_dir):
-        raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
+    _check_output_dir(output_dir, files)
     created = not storage.is_remote(output_dir) and not os.path.exists(output_dir)
     try:
         with publish.output_lock(output_dir):
@@ -266,6 +259,41 @@ def run_make_shards(
     finally:
         if created and os.path.isdir(output_dir) and not os.listdir(output_dir):
             os.rmdir(output_dir)  # a failed run leaves no empty folder it made
+    _log_outcome(config, manifest)
+    return manifest
+
+
+def _dataflow_dry_run_or_checks(
+    config: ShardsConfig, options: PipelineOptions, files: Sequence[str], vocab: Vocab
+) -> dict | None:
+    """On Dataflow: with ``--dry_run=True`` the job built and validated locally, nothing written or submitted
+    (``{"dry_run": summary, "job": job description}``); else None once the options and paths are checked."""
+    try:
+        if options.view_as(TestOptions).dry_run:
+            report = dataflow.dry_run(config, options, files=files, vocab=vocab)
+            return {"dry_run": report.summary(), "job": report.job}
+        dataflow.check_dataflow_options(options, config)
+    except (ValueError, ImportError) as err:
+        raise MakeShardsError(str(err)) from err
+    return None
+
+
+def _check_output_dir(output_dir: str, files: Sequence[str]) -> None:
+    """Refuse, before any work, an ``--output-dir`` whose store cannot be used (one line at once, without the
+    clients' retries), one that is a file, or inputs that are files make-shards writes there."""
+    try:
+        filesystems.check_beam_path(output_dir, "--output-dir")
+    except storage.RemotePathError as err:
+        raise MakeShardsError(str(err)) from err
+    _check_inputs_outside_outputs(files, output_dir)
+    _check_inputs_outside_outputs(files, storage.join(output_dir, heldout.EVAL_DIR))
+    if not storage.is_remote(output_dir) and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
+
+
+def _log_outcome(config: ShardsConfig, manifest: dict) -> None:
+    """Log what a finished run's manifest says a user should see: the copies ``--dedup`` dropped, a small
+    held-out set."""
     if "dedup" in manifest:
         log.info(
             "--dedup %s: %d of %d documents dropped as copies (%d texts had copies)",
@@ -277,7 +305,6 @@ def run_make_shards(
     small = heldout.small_eval_set_warning(manifest)
     if small:
         log.warning("%s", small)
-    return manifest
 
 
 def _make_and_publish(
@@ -286,7 +313,7 @@ def _make_and_publish(
     """With the output directory locked: finish an earlier run's cut-short publish, refuse existing shards
     without ``overwrite``, run the pipeline into a staging folder and publish it (``publish.py``)."""
     output_dir = config.output_dir
-    eval_output_dir = FileSystems.join(output_dir, heldout.EVAL_DIR)
+    eval_output_dir = storage.join(output_dir, heldout.EVAL_DIR)
     try:
         publish.repair(output_dir)
     except ValueError as err:
@@ -378,9 +405,9 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
             "held-out set: %d instances from %d documents in %s",
             eval_manifest["statistics"]["instances"],
             eval_manifest["split"]["eval_documents"],
-            FileSystems.join(output_dir, heldout.EVAL_DIR),
+            storage.join(output_dir, heldout.EVAL_DIR),
         )
-    elif shards.existing_outputs(FileSystems.join(output_dir, heldout.EVAL_DIR)):
+    elif shards.existing_outputs(storage.join(output_dir, heldout.EVAL_DIR)):
         remove.append(heldout.EVAL_DIR)
         log.info("removing the held-out set of an earlier run (this run has no --eval-fraction)")
     sets.append(("", "", formats.recorded_files(manifest)))
@@ -388,12 +415,10 @@ def _publish(config: ShardsConfig, staging_dir: str, manifest: dict) -> None:
 
 
 def _staged_manifest(directory: str) -> dict:
-    """The manifest the pipeline wrote in its staging folder ``directory``, read through Beam's file systems, as
-    the pipeline's other outputs are read and published (``publish.py``), and checked as every manifest is
-    (``schema.parse_manifest``)."""
-    path = FileSystems.join(directory, schema.MANIFEST_NAME)
-    with FileSystems.open(path) as f:
-        return schema.parse_manifest(f.read(), path)
+    """The manifest the pipeline wrote in its staging folder ``directory``, read back through ``core/storage.py``
+    (as the publish moves it: ``publish.py``), and checked as every manifest is (``schema.parse_manifest``)."""
+    path = storage.join(directory, schema.MANIFEST_NAME)
+    return schema.parse_manifest(storage.read_bytes(path), path)
 
 
 def _refuse_foreign_files(config: ShardsConfig) -> None:
@@ -409,12 +434,12 @@ def _refuse_foreign_files(config: ShardsConfig) -> None:
     eval_names = tuple(n for n in names if n != formats.DATASET_CARD)  # the card is the training set's
     for folder, folder_names in (
         (config.output_dir, names),
-        (FileSystems.join(config.output_dir, heldout.EVAL_DIR), eval_names),
+        (storage.join(config.output_dir, heldout.EVAL_DIR), eval_names),
     ):
         found = formats.foreign_files(folder, folder_names)
         if found:
             raise MakeShardsError(
-                f"{FileSystems.join(folder, found[0])} is not make-shards' (no manifest there records it) and "
+                f"{storage.join(folder, found[0])} is not make-shards' (no manifest there records it) and "
                 f"--output-format {config.output_format} writes a file of that name; move it away or choose "
                 "another --output-dir"
             )
@@ -448,16 +473,12 @@ def _make_staging_dir(output_dir: str) -> tuple[str, bool]:
     local = not storage.is_remote(output_dir)
     if local and os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise MakeShardsError(f"--output-dir {output_dir} is a file, not a directory; choose another --output-dir")
-    created = False
-    staging_dir = FileSystems.join(output_dir, shards.staging_dir_name())
+    created = local and not os.path.exists(output_dir)  # (a store has no folders: nothing is made there)
+    staging_dir = storage.join(output_dir, shards.staging_dir_name())
     try:
-        if not FileSystems.exists(output_dir):
-            FileSystems.mkdirs(output_dir)
-            created = True
-        FileSystems.mkdirs(staging_dir)
-    except Exception as err:  # BeamIOError/IOError wrapping the OSError (permission, read-only, a file in the way)
-        causes = (err.__cause__, err.__context__, err)
-        reason = next((e.strerror for e in causes if isinstance(e, OSError) and e.strerror), None) or str(err)
+        storage.mkdirs(staging_dir)  # and the output folder above it
+    except OSError as err:  # permission, a read-only disk, a file in the way
+        reason = err.strerror or str(err)
         if created:
             _remove_failed_run(None, output_dir)
         raise MakeShardsError(
@@ -471,7 +492,7 @@ def _remove_failed_run(staging_dir: str | None, created_output_dir: str | None) 
     empty; failures are logged, never raised (they must not hide the run's own error)."""
     if staging_dir:
         try:
-            shards.remove_tree(staging_dir)
+            storage.remove_tree(staging_dir)
         except Exception:
             log.warning("could not remove %s", staging_dir)
     if created_output_dir and not storage.is_remote(created_output_dir):

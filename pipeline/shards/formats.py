@@ -17,7 +17,9 @@ trainer's own library, and the dataset card that lets Hugging Face ``datasets`` 
 The libraries are optional (extras ``bertprep[mds]``, ``bertprep[megatron]``): :func:`check_output_format`
 refuses a format whose library is missing, before any work. Files are written to a local temporary folder by
 the library, then copied through Beam's ``FileSystems`` into the staging folder (local, ``gs://``, ``s3://``),
-with their sha256 and size for the manifest.
+with their sha256 and size for the manifest: that runs in the pipeline's transforms, on its workers, which have
+Beam's clients. What make-shards' driver asks of an output folder (:func:`read_manifest_if_any`,
+:func:`foreign_files`) goes through ``core/storage.py``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from bertprep.core import atomic, schema
+from bertprep.core import atomic, schema, storage
 from bertprep.pipeline.shards import store
 
 #: format -> (the module it needs, the extra that installs it, the library's PyPI name).
@@ -424,24 +426,25 @@ def recorded_files(manifest: dict[str, Any] | None) -> list[str]:
 
 
 def read_manifest_if_any(directory: str) -> dict[str, Any] | None:
-    """The manifest of ``directory`` (any Beam file system) as JSON, or None when there is none or it is
-    unreadable (a run then treats the directory's files as not its own)."""
-    path = FileSystems.join(directory, schema.MANIFEST_NAME)
+    """The manifest of ``directory`` (local or a store: make-shards' driver reads it, through ``core/storage.py``)
+    as JSON, or None when there is none or it is unreadable (a run then treats the directory's files as not its
+    own)."""
+    path = storage.join(directory, schema.MANIFEST_NAME)
     try:
-        if not FileSystems.exists(path):
+        if not storage.exists(path):
             return None
-        with FileSystems.open(path) as f:
-            manifest = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError):
+        manifest = json.loads(storage.read_bytes(path).decode("utf-8"))
+    except (OSError, ValueError):  # (storage.StorageError is a ValueError)
         return None
     return manifest if isinstance(manifest, dict) else None
 
 
 def foreign_files(output_dir: str, names: tuple[str, ...]) -> list[str]:
     """The files among ``names`` (relative to ``output_dir``) that ``output_dir`` holds and its manifest does
-    not record: another tool's, which a run writing those names must not replace."""
+    not record: another tool's, which a run writing those names must not replace (asked by make-shards' driver,
+    through ``core/storage.py``)."""
     recorded = set(recorded_files(read_manifest_if_any(output_dir)))
-    return [n for n in names if n not in recorded and FileSystems.exists(FileSystems.join(output_dir, n))]
+    return [n for n in names if n not in recorded and storage.exists(storage.join(output_dir, n))]
 
 
 # ------------------------------------------------------------------------------------- inspect and --verify

@@ -20,6 +20,10 @@ plays it again to the end. So at rest a directory holds either the old complete 
 a publish is under way, or after one was killed and before the next run, it has no ``manifest.json``,
 which every reader takes as "incomplete" (the format's commit marker, ``schema.MANIFEST_NAME``).
 Files that make-shards does not write are never touched.
+
+All of it runs in make-shards' own process (the driver), after the pipeline: every file operation goes through
+``core/storage.py`` (local folders on the standard library, ``gs://`` and ``s3://`` on fsspec), as every
+command's own reads and writes do. Only the pipeline's transforms write through Beam's ``FileSystems``.
 """
 
 from __future__ import annotations
@@ -29,8 +33,6 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-
-from apache_beam.io.filesystems import FileSystems
 
 from bertprep.core import atomic, schema, storage, strict_json
 from bertprep.pipeline.shards import formats, store
@@ -54,66 +56,53 @@ def publishing() -> bool:
 
 
 def _join(base: str, sub: str) -> str:
-    return FileSystems.join(base, sub) if sub else base
+    return storage.join(base, sub) if sub else base
 
 
 def _exists(path: str) -> bool:
-    return FileSystems.exists(path)
+    return storage.exists(path)
 
 
 def _write_journal(output_dir: str, journal: dict) -> None:
-    path = FileSystems.join(output_dir, JOURNAL_NAME)
-    data = strict_json.dumps(journal, indent=1).encode()
-    if storage.is_remote(output_dir):  # one object write is atomic on an object store
-        with FileSystems.create(path) as f:
-            f.write(data)
-        return
-    atomic.write_bytes(path, data)
+    """Write the journal whole or not at all: a local file renamed into place, one object upload on a store."""
+    storage.write_bytes(storage.join(output_dir, JOURNAL_NAME), strict_json.dumps(journal, indent=1).encode())
 
 
 def _read_journal(output_dir: str) -> dict | None:
-    path = FileSystems.join(output_dir, JOURNAL_NAME)
+    path = storage.join(output_dir, JOURNAL_NAME)
     if not _exists(path):
         return None
-    with FileSystems.open(path) as f:
-        return json.loads(f.read().decode())
+    return json.loads(storage.read_bytes(path).decode())
 
 
 def _play_set(staging_dir: str, target: str, files: Sequence[str], recorded: Sequence[str] = ()) -> None:
     """Move one set (``files`` and its manifest) from ``staging_dir`` into ``target``; idempotent. ``recorded``:
     the files the set in ``target`` recorded when the journal was written (:func:`_recorded_outputs`)."""
-    staged_manifest = FileSystems.join(staging_dir, schema.MANIFEST_NAME)
+    staged_manifest = storage.join(staging_dir, schema.MANIFEST_NAME)
     if not _exists(staged_manifest):  # the new manifest was moved in: this set is done
         return
-    if not storage.is_remote(target) and not os.path.isdir(target):
-        os.makedirs(target)
-    top = FileSystems.split(FileSystems.join(target, schema.MANIFEST_NAME))[0]
-    old = [
-        p
-        for p in store.existing_outputs(target)  # directly in target, never inside a staging folder
-        if store.is_output_name(os.path.basename(p)) and FileSystems.split(p)[0] == top
-    ]
+    storage.mkdirs(target)
+    old = store.existing_outputs(target)  # directly in target, never inside a staging folder
     old += _recorded_outputs(target, recorded, old)
     markers = [p for p in old if os.path.basename(p) in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp")]
     if markers:
-        FileSystems.delete(markers)
-    moves = [(FileSystems.join(staging_dir, f), FileSystems.join(target, f)) for f in files]
+        storage.delete(markers)
+    moves = [(storage.join(staging_dir, f), storage.join(target, f)) for f in files]
     moves = [(src, dst) for src, dst in moves if _exists(src)]  # the others were moved before a kill
     if moves:
-        if not storage.is_remote(target):  # an MDS shard's files go into its sub-folder
-            for folder in sorted({os.path.dirname(dst) for _, dst in moves}):
-                os.makedirs(folder, exist_ok=True)
-        FileSystems.rename([src for src, _ in moves], [dst for _, dst in moves])
+        for folder in sorted({os.path.dirname(dst) for _, dst in moves}):  # an MDS shard's files: its sub-folder
+            storage.mkdirs(folder)
+        storage.rename([src for src, _ in moves], [dst for _, dst in moves])
     new = set(files)
     replaced = [p for p in old if p not in markers and _relative(target, p) not in new]
     if replaced:
-        FileSystems.delete(replaced)
+        storage.delete(replaced)
         _remove_empty_folders(target, replaced)
-    FileSystems.rename([staged_manifest], [FileSystems.join(target, schema.MANIFEST_NAME)])
+    storage.rename([staged_manifest], [storage.join(target, schema.MANIFEST_NAME)])
 
 
 def _relative(target: str, path: str) -> str:
-    """``path`` (as ``FileSystems.match`` or ``join`` spell it under ``target``) relative to ``target``."""
+    """``path`` (as ``storage.list_files`` or ``join`` spell it under ``target``) relative to ``target``."""
     base = target.rstrip("/") + "/"
     return path[len(base) :] if path.startswith(base) else os.path.basename(path)
 
@@ -122,7 +111,7 @@ def _recorded_outputs(target: str, recorded: Sequence[str], listed: Sequence[str
     """The files of ``recorded`` (relative to ``target``: what the manifest of its set recorded when the publish
     was decided, read before that manifest goes) that are still there, besides those ``listed``: an MDS
     shard's files in its sub-folder, the MDS index, the Megatron files, the dataset card."""
-    paths = [FileSystems.join(target, f) for f in recorded]
+    paths = [storage.join(target, f) for f in recorded]
     return [p for p in paths if p not in set(listed) and _exists(p)]
 
 
@@ -138,31 +127,30 @@ def _remove_empty_folders(target: str, deleted: Sequence[str]) -> None:
 def _remove_set(target: str, recorded: Sequence[str] = ()) -> None:
     """Delete an earlier run's set in ``target`` (its manifest first; ``recorded``: the files it recorded); the
     folder too when it is then empty."""
-    old = [p for p in store.existing_outputs(target) if store.is_output_name(os.path.basename(p))]
+    old = store.existing_outputs(target)
     old += _recorded_outputs(target, recorded, old)
     markers = [p for p in old if os.path.basename(p).startswith(schema.MANIFEST_NAME)]
     for group in (markers, [p for p in old if p not in markers]):
         if group:
-            FileSystems.delete(group)
+            storage.delete(group)
     _remove_empty_folders(target, old)
     if not storage.is_remote(target) and os.path.isdir(target) and not os.listdir(target):
         os.rmdir(target)
 
 
 def _play(output_dir: str, journal: dict) -> None:
-    staging_dir = FileSystems.join(output_dir, journal["staging"])
-    top_manifest = FileSystems.join(output_dir, schema.MANIFEST_NAME)
-    if _exists(FileSystems.join(staging_dir, schema.MANIFEST_NAME)) and _exists(top_manifest):
-        FileSystems.delete([top_manifest])  # first: the whole output is marked incomplete until the last step
+    staging_dir = storage.join(output_dir, journal["staging"])
+    top_manifest = storage.join(output_dir, schema.MANIFEST_NAME)
+    if _exists(storage.join(staging_dir, schema.MANIFEST_NAME)) and _exists(top_manifest):
+        storage.delete([top_manifest])  # first: the whole output is marked incomplete until the last step
     recorded = journal.get("recorded", {})  # sub-folder -> the files its earlier set recorded
     for sub in journal.get("remove", []):  # the training set's manifest is the last file written
         _remove_set(_join(output_dir, sub), recorded.get(sub, ()))
     for entry in journal["sets"]:
         target = _join(output_dir, entry["to"])
         _play_set(_join(staging_dir, entry["from"]), target, entry["files"], recorded.get(entry["to"], ()))
-    if _exists(staging_dir):  # before the journal: a run killed in between finds the journal and ends here
-        store.remove_tree(staging_dir)
-    FileSystems.delete([FileSystems.join(output_dir, JOURNAL_NAME)])
+    storage.remove_tree(staging_dir)  # before the journal: a run killed in between finds the journal, ends here
+    storage.delete([storage.join(output_dir, JOURNAL_NAME)])
 
 
 def publish(output_dir: str, staging_dir: str, sets: Sequence[tuple[str, str, Sequence[str]]], remove=()) -> None:
@@ -204,12 +192,12 @@ def repair(output_dir: str) -> bool:
         journal = _read_journal(output_dir)
     except (ValueError, OSError) as err:
         raise ValueError(
-            f"{FileSystems.join(output_dir, JOURNAL_NAME)} is unreadable ({err}): a publish was cut short and "
+            f"{storage.join(output_dir, JOURNAL_NAME)} is unreadable ({err}): a publish was cut short and "
             "its record is damaged; delete that file and the shard files of --output-dir, then run again"
         ) from err
     if journal is None:
         return False
-    staging_dir = FileSystems.join(output_dir, journal["staging"])
+    staging_dir = storage.join(output_dir, journal["staging"])
     log.warning("finishing the publish of an earlier run that was stopped while it moved its files (%s)", staging_dir)
     _play(output_dir, journal)
     return True

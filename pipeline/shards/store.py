@@ -1,10 +1,13 @@
 """Arrow shards and the manifest: instances -> Arrow, bucket files -> balanced shards, statistics.
 
-Everything here is plain pyarrow/numpy over Beam's ``FileSystems`` (so ``gs://`` works): the staging names, the
-manifest's write-then-rename and the removal of stale staging folders are ``core.atomic``'s, handed Beam's
-file operations (:data:`BEAM_FILES`); the bucket files
-are written by ``bucket_files.make_bucket_instances``, the shards and the manifest by the DoFns of
-``write_shards.py``.
+Plain pyarrow/numpy, on two sides. What the pipeline's transforms call on its workers (the bucket files, the
+shards, the vocab, the manifest, :func:`remove_tree` of the bucket files) goes through Beam's ``FileSystems``
+(so ``gs://`` and ``s3://`` work): a Beam worker (Dataflow's, Dask's) has Beam's clients and the run's Beam
+options, which Beam hands it, and no other. The manifest's write-then-rename there is ``core.atomic``'s, handed
+Beam's file operations (:data:`BEAM_FILES`). What make-shards' driver does itself (:func:`existing_outputs`,
+:func:`remove_stale_staging`) goes through ``core/storage.py``, as every command's own reads and writes do.
+The bucket files are written by ``bucket_files.make_bucket_instances``, the shards and the manifest by the DoFns
+of ``write.py``.
 
 How shards are cut. Each bucket's instances are first written, in the bucket's own order, to a temporary
 Arrow *stream* file ``<output>/.bertprep-tmp-<host>-<pid>-<run>/buckets/bucket-<key>.arrows``. When every
@@ -231,20 +234,26 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
     ``document_separators`` and neither.
     """
     reader = counts.get("reader", {}) or {}
-    tok = counts.get("tokenizer", {}) or {}
     inst = counts.get("instances", {}) or {}
-    n_inst = inst.get("instances", 0)
-    masked = inst.get("masked", 0)
-    hist = {int(k): v for k, v in (inst.get("length_histogram") or {}).items()}
-    max_len = counts.get("max_seq_length")
+    out = {
+        **_corpus_figures(reader, counts.get("tokenizer", {}) or {}),
+        **_instance_figures(inst, counts.get("max_seq_length")),
+        "buckets": counts.get("buckets", 0),
+        "formats": dict(sorted((reader.get("formats", {}) or {}).items())),
+    }
+    objective = counts.get("objective", "nsp")
+    return out if objective == "nsp" else _with_sentence_task(out, objective, inst)
+
+
+def _corpus_figures(reader: dict[str, Any], tok: dict[str, Any]) -> dict[str, Any]:
+    """The statistics of what was read and tokenized: files, documents, sentences, skipped lines, word pieces."""
     skipped = dict(reader.get("skipped_documents", {}) or {})
     if tok.get("empty_documents"):
         skipped["empty_after_tokenization"] = skipped.get("empty_after_tokenization", 0) + tok["empty_documents"]
     # The reader's counters are merged in the order the workers finish (merge_counts): sorted, so that the
     # manifest's bytes do not depend on timing (statistics.formats of inputs in mixed formats did).
     skipped = dict(sorted(skipped.items()))
-    objective = counts.get("objective", "nsp")
-    out = {
+    return {
         "files": reader.get("files", 0),
         "documents": {
             "read": reader.get("documents", 0),
@@ -258,6 +267,15 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
         "sentences_dropped_empty_after_tokenization": tok.get("empty_sentences", 0),
         "corpus_word_pieces": tok.get("tokens", 0),
         "unk_rate": _share(tok.get("unk_tokens", 0), tok.get("tokens", 0)),
+    }
+
+
+def _instance_figures(inst: dict[str, Any], max_len: int | None) -> dict[str, Any]:
+    """The statistics of the instances made: count, NotNext share, tokens, masking, truncation, lengths."""
+    n_inst = inst.get("instances", 0)
+    masked = inst.get("masked", 0)
+    hist = {int(k): v for k, v in (inst.get("length_histogram") or {}).items()}
+    return {
         "instances": n_inst,
         "not_next_share": _share(inst.get("not_next", 0), n_inst),
         "not_next_same_document": inst.get("same_document_not_next", 0),
@@ -274,25 +292,25 @@ def summarize_statistics(counts: dict[str, Any]) -> dict[str, Any]:
         "truncated_share": _share(inst.get("truncated", 0), n_inst),
         "full_length_share": _share(hist.get(max_len, 0), n_inst) if max_len else None,
         "length_histogram": {str(k): hist[k] for k in sorted(hist)},
-        "buckets": counts.get("buckets", 0),
-        "formats": dict(sorted((reader.get("formats", {}) or {}).items())),
     }
-    if objective != "nsp":  # the sentence-task figures of the objective, where the NotNext ones were
-        figures = list(out.items())
-        at = [k for k, _ in figures].index("not_next_share")
-        task: dict[str, Any] = {"objective": objective}
-        if objective == "sop":
-            task["swapped_share"] = out["not_next_share"]
-            task["one_segment_chunks"] = {
-                "merged": inst.get("one_segment_chunks_merged", 0),
-                "skipped": inst.get("one_segment_chunks_skipped", 0),
-                "tokens_skipped": inst.get("one_segment_tokens_skipped", 0),
-            }
-        else:
-            task["document_separators"] = inst.get("document_separators", 0)
-        rest = [(k, v) for k, v in figures[at:] if k not in ("not_next_share", "not_next_same_document")]
-        out = dict(figures[:at] + list(task.items()) + rest)
-    return out
+
+
+def _with_sentence_task(out: dict[str, Any], objective: str, inst: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with the sentence-task figures of ``objective`` (``sop``, ``none``) where the NotNext ones were."""
+    figures = list(out.items())
+    at = [k for k, _ in figures].index("not_next_share")
+    task: dict[str, Any] = {"objective": objective}
+    if objective == "sop":
+        task["swapped_share"] = out["not_next_share"]
+        task["one_segment_chunks"] = {
+            "merged": inst.get("one_segment_chunks_merged", 0),
+            "skipped": inst.get("one_segment_chunks_skipped", 0),
+            "tokens_skipped": inst.get("one_segment_tokens_skipped", 0),
+        }
+    else:
+        task["document_separators"] = inst.get("document_separators", 0)
+    rest = [(k, v) for k, v in figures[at:] if k not in ("not_next_share", "not_next_same_document")]
+    return dict(figures[:at] + list(task.items()) + rest)
 
 
 def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:
@@ -325,23 +343,20 @@ def is_output_name(name: str) -> bool:
 
 
 def existing_outputs(output_dir: str) -> list[str]:
-    """Shard files, a manifest or a vocab already in ``output_dir`` (empty list if the dir is absent)."""
-    pattern = FileSystems.join(output_dir, "*")  # no exists() check: on gs:// a folder is only a name prefix
-    found = []
-    for result in FileSystems.match([pattern]):
-        for meta in result.metadata_list:
-            base = os.path.basename(meta.path.rstrip("/"))
-            if (
-                schema.SHARD_RE.match(base)
-                or base in (schema.MANIFEST_NAME, schema.MANIFEST_NAME + ".tmp", *VOCAB_NAMES)
-                or base.startswith(TMP_PREFIX)
-            ):
-                found.append(meta.path)
-    return sorted(found)
+    """The paths of the shard files, manifest (or its ``.tmp``) and vocab files (:func:`is_output_name`) directly in
+    ``output_dir``, sorted; empty when it does not exist. Folders are not listed (a staging folder, an MDS shard's
+    sub-folder). Driver-side: through ``core/storage.py``.
+
+    Raises:
+        storage.StorageError: the store cannot be listed (one line).
+    """
+    return [path for path in storage.list_files(output_dir) if is_output_name(os.path.basename(path))]
 
 
 def remove_tree(path: str) -> None:
-    """Delete the folder ``path`` and everything under it, on any Beam filesystem.
+    """Delete the folder ``path`` and everything under it, on any Beam filesystem: the pipeline's own clean-up
+    inside its transforms (the bucket files, the Megatron parts), on its workers. The driver's is
+    ``storage.remove_tree``.
 
     On object stores (``gs://``, ``s3://``) a folder is only a name prefix: ``FileSystems.exists`` is False
     for it and ``FileSystems.delete`` of the bare prefix deletes nothing, so its objects are matched and
@@ -365,8 +380,9 @@ def remove_tree(path: str) -> None:
 
 
 class _BeamFiles(atomic.LocalFiles):
-    """``atomic``'s file operations over Beam's ``FileSystems`` (local disks, ``gs://`` and the other Beam file
-    systems): what :func:`write_manifest` and :func:`remove_stale_staging` hand it."""
+    """``atomic.write_bytes``' file operations over Beam's ``FileSystems`` (local disks, ``gs://`` and the other
+    Beam file systems): what :func:`write_manifest`, which runs in the pipeline's last transform on a worker,
+    hands it."""
 
     @staticmethod
     def create(path: str):
@@ -388,22 +404,8 @@ class _BeamFiles(atomic.LocalFiles):
     def join(directory: str, name: str) -> str:
         return FileSystems.join(directory, name)
 
-    @staticmethod
-    def names(directory: str, prefix: str) -> list[str]:
-        """Names under ``directory`` starting with ``prefix``; on an object store, where a folder is a name
-        prefix, the first path component of the objects found under ``<directory>/<prefix>*``."""
-        if not storage.is_remote(directory):
-            return atomic.LocalFiles.names(directory, prefix)
-        matched = FileSystems.match([FileSystems.join(directory, prefix + "*/**")])[0].metadata_list
-        base = directory.rstrip("/") + "/"
-        return sorted({m.path[len(base) :].split("/", 1)[0] for m in matched if m.path.startswith(base)})
 
-    @staticmethod
-    def remove_tree(path: str) -> None:
-        remove_tree(path)
-
-
-#: The file operations of the shard store, for ``core.atomic``.
+#: The file operations of the shard store's workers, for ``core.atomic``.
 BEAM_FILES = _BeamFiles
 
 
@@ -414,9 +416,10 @@ def staging_dir_name() -> str:
 
 
 def remove_stale_staging(output_dir: str, keep: str = "") -> list[str]:
-    """Delete the staging folders of dead runs in ``output_dir`` (``atomic.remove_stale_staging``, on any Beam
-    file system), except ``keep``; returns their paths. Failures are logged, not raised."""
-    removed = atomic.remove_stale_staging(output_dir, STAGING_KIND, keep=keep, files=BEAM_FILES)
+    """Delete the staging folders of dead runs in ``output_dir`` (``atomic.remove_stale_staging`` over
+    ``storage.Files``: local folders and stores alike), except ``keep``; returns their paths. Failures to delete
+    are logged, not raised."""
+    removed = atomic.remove_stale_staging(output_dir, STAGING_KIND, keep=keep, files=storage.Files)
     for path in removed:
         log.info("removed %s, left by an earlier run that was stopped", path)
     return removed

@@ -127,3 +127,85 @@ def test_the_layer_imports_no_client_until_a_bucket_is_used():
     code = "import sys, bertprep.core.storage; print(sorted(m for m in ('fsspec', 'apache_beam') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_local_folder_made_listed_copied_moved_and_deleted(tmp_path):
+    """What make-shards' driver does to its output folder, on a local disk: a folder made with its parents, the
+    files (not the folders) directly under it or at any depth, copies and moves that replace their targets, a
+    delete that a step repeated after a kill survives, a folder removed with what it holds."""
+    out = str(tmp_path / "out")
+    storage.mkdirs(storage.join(out, ".staging", "eval"))
+    storage.mkdirs(storage.join(out, ".staging"))  # (one that exists is fine)
+    for name, data in (("a.arrow", b"a"), (".staging/b.arrow", b"b"), (".staging/eval/c.arrow", b"c")):
+        storage.write_bytes(storage.join(out, name), data)
+    assert storage.list_files(out) == [storage.join(out, "a.arrow")]  # not the folder .staging
+    assert storage.list_files(out, recursive=True) == [
+        storage.join(out, n) for n in (".staging/b.arrow", ".staging/eval/c.arrow", "a.arrow")
+    ]
+    assert storage.list_files(str(tmp_path / "missing"), recursive=True) == []
+    storage.copy([storage.join(out, "a.arrow")], [storage.join(out, "copy.arrow")])
+    storage.rename([storage.join(out, ".staging/b.arrow")], [storage.join(out, "a.arrow")])  # replaces it
+    assert (tmp_path / "out" / "a.arrow").read_bytes() == b"b"
+    assert (tmp_path / "out" / "copy.arrow").read_bytes() == b"a"
+    assert not (tmp_path / "out" / ".staging" / "b.arrow").exists()
+    storage.delete([storage.join(out, "copy.arrow"), storage.join(out, "never-there.arrow")])
+    storage.delete([storage.join(out, "copy.arrow")])  # again: already gone, no error
+    storage.remove_tree(storage.join(out, ".staging"))
+    storage.remove_tree(storage.join(out, ".staging"))  # nothing left to remove
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.arrow"]
+    with pytest.raises(FileNotFoundError):
+        storage.rename([storage.join(out, "gone.arrow")], [storage.join(out, "x.arrow")])
+    with pytest.raises(ValueError, match="between local paths and stores"):
+        storage.copy([storage.join(out, "a.arrow")], ["gs://b/a.arrow"])
+    with pytest.raises(ValueError, match="1 sources but 0 destinations"):
+        storage.rename([storage.join(out, "a.arrow")], [])
+
+
+def test_atomic_writes_and_stale_staging_through_the_layer(tmp_path):
+    """``storage.Files`` is what ``atomic`` is handed for a path that may be remote: the write-then-rename and the
+    removal of a dead run's staging folder work through it as through the local default."""
+    from bertprep.core import atomic
+
+    atomic.write_bytes(str(tmp_path / "journal.json"), b"{}", storage.Files)
+    assert (tmp_path / "journal.json").read_bytes() == b"{}" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "journal.json"
+    ]
+    dead = tmp_path / f"{atomic.STAGING_PREFIX}tmp-{atomic.host_name()}-999999999-0123abcd"
+    (dead / "buckets").mkdir(parents=True)
+    (dead / "buckets" / "bucket-0.arrows").write_bytes(b"rows")
+    assert atomic.remove_stale_staging(str(tmp_path), "tmp", files=storage.Files) == [str(dead)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal.json"]
+
+
+@pytest.mark.parametrize("store", ["gcs", "s3"])
+def test_a_bucket_folder_made_listed_copied_moved_and_deleted(request, store):
+    """The same operations on a bucket, where a folder is a name prefix and a rename a copy and a delete; an
+    object another client wrote after the layer listed the folder (a Beam worker's shard) is seen at once,
+    not hidden by fsspec's listing cache."""
+    need_module("gcsfs" if store == "gcs" else "s3fs")
+    from apache_beam.io.filesystems import FileSystems
+
+    out = f"{request.getfixturevalue(store)}/out"
+    storage.mkdirs(f"{out}/.staging")  # nothing to make on a store
+    for name, data in (("a.arrow", b"a"), (".staging/b.arrow", b"b"), (".staging/eval/c.arrow", b"c")):
+        storage.write_bytes(f"{out}/{name}", data)
+    assert storage.list_files(out) == [f"{out}/a.arrow"]
+    assert storage.listdir(out) == [".staging", "a.arrow"]  # (the listing the client may keep)
+    with FileSystems.create(f"{out}/.staging/d.arrow") as f:  # as a worker writes, through Beam's client
+        f.write(b"d")
+    assert storage.exists(f"{out}/.staging/d.arrow")
+    assert storage.list_files(out, recursive=True) == [
+        f"{out}/{n}" for n in (".staging/b.arrow", ".staging/d.arrow", ".staging/eval/c.arrow", "a.arrow")
+    ]
+    storage.copy([f"{out}/a.arrow"], [f"{out}/copy.arrow"])
+    storage.rename([f"{out}/.staging/b.arrow", f"{out}/.staging/d.arrow"], [f"{out}/a.arrow", f"{out}/d.arrow"])
+    assert storage.read_bytes(f"{out}/a.arrow") == b"b" and storage.read_bytes(f"{out}/copy.arrow") == b"a"
+    assert not storage.exists(f"{out}/.staging/b.arrow") and storage.read_bytes(f"{out}/d.arrow") == b"d"
+    storage.delete([f"{out}/copy.arrow", f"{out}/never-there.arrow"])
+    storage.delete([f"{out}/copy.arrow"])  # again: already gone, no error
+    storage.remove_tree(f"{out}/.staging")
+    storage.remove_tree(f"{out}/.staging")  # nothing left to remove
+    assert storage.list_files(out, recursive=True) == [f"{out}/a.arrow", f"{out}/d.arrow"]
+    assert not storage.exists(f"{out}/copy.arrow")
+    with pytest.raises(ValueError, match="is a whole bucket: not deleting it"):
+        storage.remove_tree(out.rsplit("/", 1)[0])

@@ -59,6 +59,21 @@ def test_a_scheme_without_filesystem_names_the_extra(monkeypatch):
         storage.check_remote_path("gs://b/x", "--output-dir", clients=("beam",))
 
 
+def test_make_shards_output_in_a_bucket_needs_the_layers_client_too(gcs_installed, monkeypatch):
+    """make-shards' pipeline writes its output through Beam's client, its driver (staging, publish, clean-up)
+    through the storage layer's fsspec: without gcsfs the run is refused in one line before any work."""
+    import fsspec
+
+    def not_installed(protocol):  # as fsspec answers without gcsfs
+        raise ImportError("Install gcsfs to access Google Storage")
+
+    monkeypatch.setattr(fsspec, "get_filesystem_class", not_installed)
+    with pytest.raises(
+        storage.RemotePathError, match=r"^--output-dir gs://b/x: no filesystem for gs://.*bertprep\[cloud\]"
+    ):
+        filesystems.check_beam_path("gs://b/x", "--output-dir")
+
+
 def test_no_credentials_is_refused_at_once(gcs_installed, no_network, monkeypatch, tmp_path):
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))

@@ -204,12 +204,12 @@ def _reader_verdict(root: str, local: Path) -> str:
 
 @pytest.mark.slow
 def test_a_kill_at_any_publish_step_on_gcs_leaves_a_whole_set_or_one_a_reader_refuses(corpus, gcs, tmp_path):
-    """GCS has no rename: Beam copies then deletes. make-shards is cut at each copy/delete of its publish in
-    turn (the failed run's own clean-up skipped, as a kill -9 skips it): the folder then holds the old set,
-    the new set, or no manifest (``inspect`` refuses it), never a mix; and the next run finishes the publish.
-    The runs after the first reuse its pipeline output (``PipelineOutputReplayed``: 38 s -> 11 s)."""
-    from apache_beam.io.filesystems import FileSystems
-
+    """GCS has no rename: the storage layer copies then deletes. make-shards is cut at each rename, copy and
+    delete of its publish in turn, the copy and the delete inside a rename included (the failed run's own
+    clean-up skipped, as a kill -9 skips it): the folder then holds the old set, the new set, or no manifest
+    (``inspect`` refuses it), never a mix; and the next run finishes the publish. The runs after the first
+    reuse its pipeline output (``PipelineOutputReplayed``: 38 s -> 11 s)."""
+    from bertprep.core import storage, storage_client
     from bertprep.pipeline.beam import run
     from bertprep.pipeline.shards import publish
 
@@ -228,7 +228,9 @@ def test_a_kill_at_any_publish_step_on_gcs_leaves_a_whole_set_or_one_a_reader_re
     old_state = _visible(out)
     make(f"{gcs}/reference", 2)
     expected = {k: v for k, v in object_digests(f"{gcs}/reference").items() if not k.endswith("manifest.json")}
-    real_rename, real_delete, real_copy = FileSystems.rename, FileSystems.delete, FileSystems.copy
+    # what the publish calls (storage's names) and what a rename on a store calls (storage_client's own)
+    steps_of = {storage: ("rename", "delete", "remove_tree"), storage_client: ("copy", "delete")}
+    real = {(module, name): getattr(module, name) for module, names in steps_of.items() for name in names}
     replayed = PipelineOutputReplayed(f"{gcs}/pipeline-output", _replace_objects)
     steps = 0
     while True:
@@ -245,8 +247,8 @@ def test_a_kill_at_any_publish_step_on_gcs_leaves_a_whole_set_or_one_a_reader_re
             return step
 
         with pytest.MonkeyPatch.context() as patch:  # (apart from the fixture's: its environment stays)
-            for name, real in (("rename", real_rename), ("delete", real_delete), ("copy", real_copy)):
-                patch.setattr(FileSystems, name, staticmethod(counting(real)))
+            for (module, name), function in real.items():
+                patch.setattr(module, name, counting(function))
             patch.setattr(run, "_remove_failed_run", lambda *a, **k: None)  # a kill -9 cleans nothing
             replayed.patch(patch)
             try:
@@ -338,19 +340,18 @@ def test_make_shards_in_a_bucket_on_dask_gives_the_bytes_of_a_local_run(
 
 def test_make_shards_on_gcs_rides_out_an_outage_during_its_publish(corpus, local_digests, gcs_to_restart, monkeypatch):
     """The storage server goes away at the first move of make-shards' publish (the shards staged, the journal
-    written) and is back a second later (restarted on its port, objects kept): google-cloud-storage's retries,
-    which Beam's GCS file system asks for, carry the publish through, and the folder holds the local run's bytes."""
+    written) and is back a second later (restarted on its port, objects kept): gcsfs's retries, which the storage
+    layer's publish rides on, carry it through, and the folder holds the local run's bytes."""
     import threading
     import time
 
-    from apache_beam.io.filesystems import FileSystems
-
+    from bertprep.core import storage
     from bertprep.pipeline.shards import publish
 
     server, bucket = gcs_to_restart
     upload_folder(corpus, f"{bucket}/corpus")
     upload_folder(CORPUS_VOCAB.parent, f"{bucket}/vocab")
-    real_rename, stopped, outages = FileSystems.rename, threading.Event(), []
+    real_rename, stopped, outages = storage.rename, threading.Event(), []
 
     def rename(*args, **kwargs):
         if publish.publishing() and not stopped.is_set():
@@ -359,7 +360,7 @@ def test_make_shards_on_gcs_rides_out_an_outage_during_its_publish(corpus, local
             stopped.set()
         return real_rename(*args, **kwargs)  # sent while the server is down: only a retry can succeed
 
-    monkeypatch.setattr(FileSystems, "rename", staticmethod(rename))
+    monkeypatch.setattr(storage, "rename", rename)
     restarter = threading.Thread(target=lambda: stopped.wait(120) and not time.sleep(1.0) and server.restart())
     restarter.start()
     try:

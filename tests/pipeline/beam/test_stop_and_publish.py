@@ -179,8 +179,7 @@ class _Killed(BaseException):
 @pytest.mark.slow
 @pytest.mark.parametrize("eval_fraction", ["0", "0.3"])
 def test_a_kill_at_any_publish_step_is_finished_by_the_next_run(tmp_path, monkeypatch, eval_fraction):
-    from apache_beam.io.filesystems import FileSystems
-
+    from bertprep.core import storage
     from bertprep.pipeline.beam import run
 
     corpus = _corpus(tmp_path, copies=3)
@@ -197,7 +196,7 @@ def test_a_kill_at_any_publish_step_is_finished_by_the_next_run(tmp_path, monkey
     expected = {k: v for k, v in _snapshot(reference).items() if not k.endswith("manifest.json")}
 
     calls = {"n": 0}
-    real_rename, real_delete = FileSystems.rename, FileSystems.delete
+    real = {name: getattr(storage, name) for name in ("rename", "delete", "remove_tree")}  # the publish's moves
     replayed = PipelineOutputReplayed(
         str(tmp_path / "pipeline-output"), lambda a, b: shutil.copytree(a, b, dirs_exist_ok=True)
     )
@@ -216,8 +215,8 @@ def test_a_kill_at_any_publish_step_is_finished_by_the_next_run(tmp_path, monkey
 
             return step
 
-        monkeypatch.setattr(FileSystems, "rename", staticmethod(counting(real_rename)))
-        monkeypatch.setattr(FileSystems, "delete", staticmethod(counting(real_delete)))
+        for name, function in real.items():
+            monkeypatch.setattr(storage, name, counting(function))
         monkeypatch.setattr(run, "_remove_failed_run", lambda *a, **k: None)  # a kill -9 cleans nothing
         replayed.patch(monkeypatch)
         killed = False

@@ -1,10 +1,12 @@
-"""make-shards on ``gs://`` paths, offline: every byte goes through Beam's ``FileSystems``.
+"""make-shards on ``gs://`` paths, offline: the pipeline's bytes go through Beam's ``FileSystems``, its driver's
+(staging, publish, clean-up) through the storage layer's fsspec, both on one in-memory store.
 
 The ``gs://`` scheme is served by Beam's real ``GCSFileSystem`` (its path joining, globbing, prefix listing,
 ``exists``/``delete``/``rename`` semantics), with only the storage client underneath replaced by
 :class:`FakeGcsIO`, an in-memory object store that behaves as GCS does where it matters here: a flat
 namespace of objects (no directories: ``mkdirs`` does nothing, a "folder" exists only as a name prefix),
 an object appears when its writer is closed, and reading a missing object raises Google's ``NotFound``.
+The storage layer sees the same objects through :class:`FakeGcsFileSystem`, fsspec's view of that store.
 The pipeline runs in-process (``--direct_running_mode=in_memory``) so its workers see the fake; a
 socket guard fails the test on any network access.
 
@@ -30,9 +32,11 @@ from conftest import need_module
 
 gcsfilesystem = need_module("apache_beam.io.gcp.gcsfilesystem")
 google_exceptions = need_module("google.api_core.exceptions")
+fsspec_registry = need_module("fsspec.registry")  # (the module: the package's ``registry`` is a read-only view)
 
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.io.gcp.gcsio import parse_gcs_path  # noqa: E402
+from fsspec.spec import AbstractFileSystem  # noqa: E402
 
 from bertprep.core import schema, storage  # noqa: E402
 from bertprep.pipeline import readers  # noqa: E402
@@ -152,6 +156,59 @@ class FakeGcsIO:
         self.delete(src)
 
 
+class FakeGcsFileSystem(AbstractFileSystem):
+    """fsspec's ``gs://`` over a :class:`FakeGcsIO` (``gcs``, set per test): what the storage layer (make-shards'
+    driver: its listing, journal, publish and clean-up) reads and writes, on the objects Beam's file system
+    sees. A folder is a name prefix; a bucket always exists."""
+
+    protocol = ("gs", "gcs")
+    cachable = False
+    root_marker = ""
+    gcs: FakeGcsIO
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        return str(path).removeprefix("gs://").removeprefix("gcs://").rstrip("/")
+
+    def _url(self, path: str) -> str:
+        return "gs://" + self._strip_protocol(path)
+
+    def ls(self, path, detail=True, **kwargs):
+        prefix, entries = self._url(path) + "/", {}
+        for name, size in self.gcs.list_files(prefix):
+            first, below, _ = name[len(prefix) :].partition("/")
+            full = self._strip_protocol(prefix + first)
+            entries[full] = {"name": full, "size": 0 if below else size, "type": "directory" if below else "file"}
+        if not entries:
+            entries = {self._strip_protocol(path): self.info(path)}  # a file, or FileNotFoundError
+        return [entries[k] if detail else k for k in sorted(entries)]
+
+    def info(self, path, **kwargs):
+        name, url = self._strip_protocol(path), self._url(path)
+        if "/" in name and self.gcs.exists(url):
+            return {"name": name, "size": self.gcs.size(url), "type": "file"}
+        if "/" not in name or next(self.gcs.list_files(url + "/"), None):
+            return {"name": name, "size": 0, "type": "directory"}
+        raise FileNotFoundError(path)
+
+    def _open(self, path, mode="rb", **kwargs):
+        if "w" in mode:
+            return _FakeBlobWriter(self.gcs, self._url(path))
+        try:
+            return io.BytesIO(self.gcs._get(self._url(path))[0])
+        except google_exceptions.NotFound:
+            raise FileNotFoundError(path) from None
+
+    def cp_file(self, path1, path2, **kwargs):
+        try:
+            self.gcs.copy(self._url(path1), self._url(path2))
+        except google_exceptions.NotFound:
+            raise FileNotFoundError(path1) from None
+
+    def rm_file(self, path):
+        self.gcs.delete(self._url(path))
+
+
 @pytest.fixture
 def no_network(monkeypatch):
     """Any attempt to resolve a host name or open a connection fails the test at once."""
@@ -166,9 +223,11 @@ def no_network(monkeypatch):
 
 @pytest.fixture
 def fake_gcs(monkeypatch, no_network) -> FakeGcsIO:
-    """``gs://`` served by Beam's GCSFileSystem over an in-memory object store."""
+    """``gs://`` served by Beam's GCSFileSystem and, for the storage layer, by fsspec over one in-memory store."""
     store = FakeGcsIO()
     monkeypatch.setattr(gcsfilesystem.GCSFileSystem, "_gcsIO", lambda self: store)
+    fsspec_view = type("FakeGcsFileSystemOfTest", (FakeGcsFileSystem,), {"gcs": store})
+    monkeypatch.setitem(fsspec_registry._registry, "gs", fsspec_view)
     # the store stands in for the service: it answers, with credentials (bertprep's fast check, core/storage.py)
     monkeypatch.setattr(storage, "_gcs_credentials_found", lambda timeout: True)
     monkeypatch.setattr(storage, "_reachable", lambda address, timeout: None)
