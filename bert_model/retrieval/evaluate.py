@@ -8,7 +8,8 @@ corpus vectors, float32 [documents, hidden], written in blocks of ``ENCODE_BLOCK
 it is finished). Stopped with Ctrl-C, the same command continues from the last finished step: a fine-tuning
 that did not finish starts again (same seed, same model), the corpus from its last finished block, so the table
 comes out the same. ``OUT/retrieval_plan.json`` records the settings; another command on the same folder with
-other settings is refused.
+other settings is refused once a run has finished; before that, the folder takes the new settings and its
+unfinished runs are removed (``evaluation.plan.check_plan``, the rule of ``evaluate glue`` and ``squad``).
 
 Search is exact (``encoder.exact_search``, cosine); metrics are ``scoring.mean_metrics`` (``pytrec_eval``).
 ``OUT/retrieval.json`` is a row of ``bertprep evaluate table`` (nDCG@10 / MRR@10 / Recall@100 in percent, the
@@ -29,14 +30,15 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from bertprep.bert_model.evaluation.plan import check_plan, write_json
 from bertprep.bert_model.evaluation.table import render_table
 from bertprep.bert_model.hf.interop import load_model_source
 from bertprep.bert_model.loop_config import DeviceConfig
 from bertprep.bert_model.retrieval.data import BeirData, load_beir, qrels_path
-from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, POOLINGS, RetrievalEncoder, exact_search
+from bertprep.bert_model.retrieval.encoder import POOLINGS, RetrievalEncoder, exact_search
 from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
 from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
-from bertprep.core import atomic, strict_json
+from bertprep.core import atomic
 from bertprep.core.atomic import write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
@@ -45,48 +47,63 @@ PLAN_FILE = "retrieval_plan.json"
 RECORD_FILE = "metrics.json"
 ENCODE_BLOCK = 2048
 TOP_K = 100
+#: The fields of :class:`RetrievalEvalConfig` that its fine-tuning takes as they are (``RetrievalTrainConfig``'s).
+TRAIN_FIELDS = (
+    "random_init",
+    "learning_rate",
+    "batch_size",
+    "num_train_epochs",
+    "max_train_examples",
+    "progress",
+    "device",
+)
 METRIC_NAMES = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100"}
 
 
 @dataclass(kw_only=True)
 class RetrievalEvalConfig(DeviceConfig):
-    """Settings of ``bertprep evaluate retrieval`` (``device`` is :class:`DeviceConfig`'s)."""
+    """Settings of ``bertprep evaluate retrieval`` (``device`` is :class:`DeviceConfig`'s); each field's docstring
+    is its option's help. The fine-tuning's defaults are :class:`RetrievalTrainConfig`'s."""
 
     model: str
-    """The encoder: a bertprep run or checkpoint, a Hugging Face or sentence-transformers directory."""
+    """The encoder: a bertprep run or checkpoint, a Hugging Face BERT / RoBERTa / ModernBERT directory, or a
+    sentence-transformers directory (its pooling is used)."""
     data_dir: str
-    """A BEIR folder (``data.py``)."""
+    """BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/{train,dev,test}.tsv`` (``bertprep evaluate
+    squad-to-beir`` makes one from a SQuAD file)."""
     output_dir: str
-    """Where the runs, ``retrieval.md`` and ``retrieval.json`` go."""
+    """Folder of the runs (``runs/RUN/``: model, corpus vectors, ``run.trec``), ``retrieval.md`` and
+    ``retrieval.json``. Running the same command again continues where it stopped."""
     split: str = "test"
-    """The qrels scored (``qrels/<split>.tsv``)."""
+    """The qrels scored: ``qrels/SPLIT.tsv``."""
     finetune: bool = False
-    """Fine-tune on ``qrels/train.tsv`` first (one run per seed)."""
+    """Fine-tune on ``qrels/train.tsv`` first (in-batch negatives, sentence-transformers), once per seed."""
     random_init: bool = False
-    """Fine-tune ``model``'s architecture from random weights (the no-pre-training baseline; needs ``finetune``)."""
+    """With ``--finetune``: start from random weights of the model's architecture (the baseline)."""
     seeds: int = 1
-    """Fine-tuning runs, seeds ``seed``, ``seed + 1``, ...; the table shows the median (needs ``finetune``)."""
-    seed: int = 12345
-    """The first seed."""
+    """With ``--finetune``: runs with seeds ``--seed``, ``--seed + 1``, ...; the table shows the median."""
+    seed: int = RetrievalTrainConfig.seed
+    """The first fine-tuning seed."""
     name: str | None = None
-    """The row label (default: the model folder's name, + " (fine-tuned)" / " (random init)")."""
+    """Row label (default: the model folder's name)."""
     pooling: str | None = None
-    """``mean`` or ``cls``; None: the model's sentence-transformers pooling, else mean."""
+    """``mean`` or ``cls`` (default: the model's sentence-transformers pooling, else mean)."""
     max_seq_length: int | None = None
-    """Pieces per text; None: the model's recorded length, else min(256, its positions)."""
-    learning_rate: float = 2e-5
-    """Fine-tuning: peak learning rate."""
-    batch_size: int = 32
-    """Fine-tuning: pairs per batch (in-batch negatives)."""
-    num_train_epochs: float = 1.0
-    """Fine-tuning: passes over the training pairs."""
+    """Pieces per text (default: the model's sentence-transformers length, else 256 or its positions)."""
+    learning_rate: float = RetrievalTrainConfig.learning_rate
+    """With ``--finetune``: peak learning rate."""
+    batch_size: int = RetrievalTrainConfig.batch_size
+    """With ``--finetune``: pairs per batch (each query's in-batch negatives are the other positives)."""
+    num_train_epochs: float = RetrievalTrainConfig.num_train_epochs
+    """With ``--finetune``: passes over the pairs."""
     max_train_examples: int | None = None
-    """Fine-tune on the first this many pairs."""
+    """With ``--finetune``: train on the first N pairs."""
     max_queries: int | None = None
-    """Score only the first this many judged queries of the split (file order)."""
+    """Score the first N judged queries of the split (a quicker, rougher figure)."""
     encode_batch_size: int = 64
     """Texts per forward pass when encoding."""
     progress: bool = True
+    """Progress bars on stderr."""
 
     def __post_init__(self) -> None:
         if self.pooling is not None and self.pooling not in POOLINGS:
@@ -100,6 +117,7 @@ class RetrievalEvalConfig(DeviceConfig):
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
     def label(self) -> str:
+        """The row label: ``name`` or the model folder's name, + " (fine-tuned)" / " (random init)"."""
         base = os.path.basename(os.path.abspath(self.model))
         suffix = " (random init)" if self.random_init else " (fine-tuned)" if self.finetune else ""
         return (self.name or base) + suffix
@@ -115,34 +133,6 @@ def _plan(config: RetrievalEvalConfig) -> dict[str, Any]:
     plan = {k: v for k, v in asdict(config).items() if k not in ("output_dir", "name", "progress", "device")}
     plan["model"], plan["data_dir"] = os.path.abspath(config.model), os.path.abspath(config.data_dir)
     return plan
-
-
-def _check_plan(output_dir: str, plan: dict[str, Any]) -> None:
-    """Write ``retrieval_plan.json``, or refuse a folder whose runs were made with other settings."""
-    path = os.path.join(output_dir, PLAN_FILE)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            earlier = json.load(f)
-        changed = [k for k in sorted(set(plan) | set(earlier)) if plan.get(k) != earlier.get(k)]
-        if changed:
-            k = changed[0]
-            raise ValueError(
-                f"{output_dir} holds a retrieval evaluation made with other settings ({k}: {earlier.get(k)!r} "
-                f"there, {plan.get(k)!r} now); choose another --output-dir, or repeat its settings to continue it"
-            )
-        return
-    _write_json(path, plan)
-
-
-def _write_json(path: str, values: Any) -> None:
-    """``values`` as JSON at ``path``, atomically."""
-    write_atomic(path, lambda p: _dump_json(p, values))
-
-
-def _dump_json(path: str, values: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        strict_json.dump(values, f, indent=1)
-        f.write("\n")
 
 
 def evaluate_retrieval(config: RetrievalEvalConfig, report: Callable[[str], None] = logger.info) -> dict[str, Any]:
@@ -162,7 +152,14 @@ def evaluate_retrieval(config: RetrievalEvalConfig, report: Callable[[str], None
     # No lock of its own here: the command (cli/evaluate.py) holds --output-dir's lock around this call, and a
     # second lock in the same process would refuse the command's own run as "another run".
     os.makedirs(config.output_dir, exist_ok=True)
-    _check_plan(config.output_dir, _plan(config))
+    check_plan(
+        config.output_dir,
+        _plan(config),
+        plan_file=PLAN_FILE,
+        record_names=(RECORD_FILE,),
+        report=report,
+        remove_unfinished=True,
+    )
     records = []
     for run_name, seed in config.run_names():
         run_dir = os.path.join(config.output_dir, "runs", run_name)
@@ -215,7 +212,7 @@ def _run(
         "train_seconds": train_seconds,
         "encode_search_seconds": encode_seconds,
     }
-    _write_json(os.path.join(run_dir, RECORD_FILE), record)
+    write_json(os.path.join(run_dir, RECORD_FILE), record)
     return record
 
 
@@ -229,16 +226,10 @@ def _train(config: RetrievalEvalConfig, model_dir: str, seed: int, report: Calla
                 train_file=config.data_dir,
                 output_dir=model_dir,
                 init_from=config.model,
-                random_init=config.random_init,
-                pooling=config.pooling or "mean",
-                learning_rate=config.learning_rate,
-                batch_size=config.batch_size,
-                num_train_epochs=config.num_train_epochs,
                 seed=seed,
-                max_train_examples=config.max_train_examples,
-                progress=config.progress,
-                device=config.device,
-                max_seq_length=config.max_seq_length or DEFAULT_MAX_SEQ_LENGTH,
+                pooling=config.pooling or RetrievalTrainConfig.pooling,
+                max_seq_length=config.max_seq_length or RetrievalTrainConfig.max_seq_length,
+                **{name: getattr(config, name) for name in TRAIN_FIELDS},
             )
         )
     with open(record, encoding="utf-8") as f:
@@ -269,7 +260,7 @@ def _encode_corpus(
                 block, batch_size=config.encode_batch_size, on_batch=bar.update
             )
             out.flush()
-            _write_json(progress, {"rows": start + len(block)})
+            write_json(progress, {"rows": start + len(block)})
     finally:
         bar.close()
     del out
@@ -303,7 +294,7 @@ def _summary(config: RetrievalEvalConfig, data: BeirData, records: list[dict[str
 
 
 def _write_outputs(output_dir: str, summary: dict[str, Any]) -> None:
-    _write_json(os.path.join(output_dir, "retrieval.json"), summary)
+    write_json(os.path.join(output_dir, "retrieval.json"), summary)
     lines = [
         render_table([summary]),
         summary["note"],
