@@ -218,6 +218,25 @@ def test_modernbert_checkpoint_trains_a_retriever_bertprep_encodes_alike(tmp_pat
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".bertprep-")]  # no staging left
 
 
+def test_finetune_retrieval_trains_a_roberta_that_bertprep_encodes_alike(tmp_path, one_torch_thread):
+    from sentence_transformers import SentenceTransformer
+
+    from model_factory import write_tiny_roberta
+
+    roberta = write_tiny_roberta(tmp_path / "roberta")  # 64 positions after its offset of 2; one token type
+    out = tmp_path / "retriever"
+    args = ["--task", "retrieval", "-m", str(roberta), "--train-file", str(write_beir(tmp_path / "beir"))]
+    result = CliRunner().invoke(finetune, [*args, "-o", str(out), "--batch-size", "2", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "2 steps on 4 pairs" in result.output
+    assert json.loads((out / "config.json").read_text())["model_type"] == "roberta"
+    theirs = SentenceTransformer(str(out), device="cpu")
+    assert theirs.max_seq_length == 64  # RoBERTa's positions less its offset: TEXTS[3] is longer and is cut
+    ours = RetrievalEncoder(str(out), device="cpu")
+    assert (ours.pooling, ours.max_seq_length) == ("mean", 64)
+    assert _cosines(theirs.encode(TEXTS), ours.encode(TEXTS)).min() >= 0.9999
+
+
 def test_the_command_runs_holding_its_folder_and_refuses_a_second_writer(
     tmp_path, tiny_checkpoint_run, one_torch_thread
 ):
