@@ -12,7 +12,7 @@ from bertprep.bert_model.evaluation.config import GlueEvalConfig, SquadEvalConfi
 from bertprep.bert_model.evaluation.table import render_table
 from bertprep.bert_model.retrieval.config import POOLINGS, RetrievalEvalConfig
 from bertprep.bert_model.retrieval.data import squad_to_beir
-from bertprep.cli.options import dataclass_default, evaluation_options, output_file_option
+from bertprep.cli.options import apply, evaluation_options, field_option, output_file_option
 from bertprep.cli.run_lock import run_directory_lock
 from bertprep.core.atomic import write_atomic
 
@@ -123,111 +123,52 @@ def squad(**options) -> None:
     _run_evaluation(SquadEvalConfig, evaluate_squad, options)
 
 
-_RETRIEVAL_DEFAULT = dataclass_default(RetrievalEvalConfig)
+def retrieval_options():
+    """The options of ``evaluate retrieval``, one per :class:`RetrievalEvalConfig` field (its default; its docstring
+    the help): what is scored, the fine-tuning (``--finetune`` and what it takes), and the encoding."""
+    config = RetrievalEvalConfig
+    scored = apply(
+        field_option(config, "model", "-m", "--model", required=True, type=click.Path(exists=True)),
+        field_option(
+            config, "data_dir", "--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False)
+        ),
+        field_option(config, "output_dir", "-o", "--output-dir", required=True, type=click.Path(file_okay=False)),
+        field_option(config, "split"),
+        field_option(config, "max_queries", type=click.IntRange(min=1)),
+        field_option(config, "name"),
+    )
+    fine_tuning = apply(
+        field_option(config, "finetune", is_flag=True),
+        field_option(config, "random_init", is_flag=True),
+        field_option(config, "seeds", type=click.IntRange(min=1)),
+        field_option(config, "seed", type=int),
+        field_option(
+            config,
+            "learning_rate",
+            "--lr",
+            "--learning-rate",
+            "learning_rate",
+            type=click.FloatRange(min=0, min_open=True),
+        ),
+        field_option(config, "batch_size", type=click.IntRange(min=2)),
+        field_option(config, "num_train_epochs", type=click.FloatRange(min=0, min_open=True)),
+        field_option(config, "max_train_examples", type=click.IntRange(min=1)),
+    )
+    encoding = apply(
+        field_option(config, "pooling", "--embedding-pooling", "pooling", type=click.Choice(list(POOLINGS))),
+        field_option(config, "max_seq_length", type=click.IntRange(min=3)),
+        field_option(config, "encode_batch_size", type=click.IntRange(min=1)),
+        field_option(config, "device", help="'auto' (CUDA if available), 'cpu', 'cuda'."),
+        field_option(config, "progress", "--progress/--no-progress"),
+    )
+    return apply(scored, fine_tuning, encoding)
 
 
 @evaluate.command(
     context_settings={"show_default": True},
     short_help="Encode a BEIR folder's corpus and queries; nDCG@10, MRR@10, Recall@100 (retrieval.md).",
 )
-@click.option(
-    "-m",
-    "--model",
-    required=True,
-    type=click.Path(exists=True),
-    help="The encoder: a bertprep run or checkpoint, a Hugging Face BERT / RoBERTa / ModernBERT directory, "
-    "or a sentence-transformers directory (its pooling is used).",
-)
-@click.option(
-    "--data",
-    "data_dir",
-    required=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/{train,dev,test}.tsv (bertprep evaluate "
-    "squad-to-beir makes one from a SQuAD file).",
-)
-@click.option(
-    "-o",
-    "--output-dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Folder of the runs (runs/RUN/: model, corpus vectors, run.trec), retrieval.md and "
-    "retrieval.json. Running the same command again continues where it stopped.",
-)
-@click.option("--split", default=_RETRIEVAL_DEFAULT("split"), help="The qrels scored: qrels/SPLIT.tsv.")
-@click.option(
-    "--finetune",
-    is_flag=True,
-    default=False,
-    help="Fine-tune on qrels/train.tsv first (in-batch negatives, sentence-transformers), once per seed.",
-)
-@click.option(
-    "--random-init",
-    is_flag=True,
-    default=False,
-    help="With --finetune: start from random weights of the model's architecture (the baseline).",
-)
-@click.option(
-    "--seeds",
-    type=click.IntRange(min=1),
-    default=_RETRIEVAL_DEFAULT("seeds"),
-    help="With --finetune: runs with seeds --seed, --seed + 1, ...; the table shows the median.",
-)
-@click.option("--seed", type=int, default=_RETRIEVAL_DEFAULT("seed"), help="The first fine-tuning seed.")
-@click.option("--name", default=None, help="Row label (default: the model folder's name).")
-@click.option(
-    "--embedding-pooling",
-    "pooling",
-    type=click.Choice(list(POOLINGS)),
-    default=None,
-    help="mean or cls (default: the model's sentence-transformers pooling, else mean).",
-)
-@click.option(
-    "--max-seq-length",
-    type=click.IntRange(min=3),
-    default=None,
-    help="Pieces per text (default: the model's sentence-transformers length, else 256 or its positions).",
-)
-@click.option(
-    "--lr",
-    "--learning-rate",
-    "learning_rate",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_RETRIEVAL_DEFAULT("learning_rate"),
-    help="With --finetune: peak learning rate.",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=2),
-    default=_RETRIEVAL_DEFAULT("batch_size"),
-    help="With --finetune: pairs per batch (each query's in-batch negatives are the other positives).",
-)
-@click.option(
-    "--num-train-epochs",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_RETRIEVAL_DEFAULT("num_train_epochs"),
-    help="With --finetune: passes over the pairs.",
-)
-@click.option(
-    "--max-train-examples",
-    type=click.IntRange(min=1),
-    default=None,
-    help="With --finetune: train on the first N pairs.",
-)
-@click.option(
-    "--max-queries",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Score the first N judged queries of the split (a quicker, rougher figure).",
-)
-@click.option(
-    "--encode-batch-size",
-    type=click.IntRange(min=1),
-    default=_RETRIEVAL_DEFAULT("encode_batch_size"),
-    help="Texts per forward pass when encoding.",
-)
-@click.option("--device", default=_RETRIEVAL_DEFAULT("device"), help="'auto' (CUDA if available), 'cpu', 'cuda'.")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@retrieval_options()
 def retrieval(**options) -> None:
     """Score an encoder on a BEIR folder: optionally fine-tune it on the train qrels, encode the corpus (batched,
     to a file on disk), search every query exactly (cosine) and report nDCG@10, MRR@10 and Recall@100 as

@@ -230,7 +230,16 @@ def _without_special_added_tokens(spec: dict) -> Tokenizer:
     if model.get("type") == "Unigram":
         vocab = [[_UNREACHABLE + piece if piece in special else piece, score] for piece, score in model["vocab"]]
         stripped["model"] = dict(model, vocab=vocab)
-    return Tokenizer.from_str(strict_json.dumps(stripped))
+    return _unbounded(Tokenizer.from_str(strict_json.dumps(stripped)))
+
+
+def _unbounded(tokenizer: Tokenizer) -> Tokenizer:
+    """``tokenizer`` without the padding and truncation a ``tokenizer.json`` may carry (transformers and
+    sentence-transformers save theirs with the settings of their last call): bertprep cuts and pads every
+    sequence itself, and a batch the tokenizer padded would hold its pad pieces as text."""
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 @dataclass
@@ -248,7 +257,8 @@ class PretrainedTokenizer(SpecialTokenIds):
     model_type: str
     """``WordPiece``, ``BPE`` or ``Unigram`` (the ``tokenizer.json`` model)."""
     full: Tokenizer
-    """The ``tokenizer.json`` as written: special tokens recognised in text, its post-processor."""
+    """The ``tokenizer.json`` as written (less any padding and truncation): special tokens recognised in text, its
+    post-processor."""
     tokenizer: Tokenizer
     """The same without its special added tokens: the encoder of pre-training and task text."""
     files: dict[str, str]
@@ -275,7 +285,7 @@ class PretrainedTokenizer(SpecialTokenIds):
         """
         try:
             spec = json.loads(files[TOKENIZER_FILE])
-            full = Tokenizer.from_str(files[TOKENIZER_FILE])
+            full = _unbounded(Tokenizer.from_str(files[TOKENIZER_FILE]))
         except Exception as err:  # json.JSONDecodeError, or the Rust parser's Exception
             raise VocabError(f"{source}: not a tokenizer.json that tokenizers reads ({err})") from None
         model_type = (spec.get("model") or {}).get("type")

@@ -2,6 +2,7 @@
 
 TINY = tiny_bert(vocab_size=99)                        # kwargs for BertConfig (or transformers.BertConfig)
 TINY = tiny_modernbert(vocab_size=101, cls_token_id=1, sep_token_id=2)   # kwargs for ModernBertConfig
+roberta = write_tiny_roberta(tmp_path / "roberta")      # a Hugging Face RoBERTa directory with its own BPE
 config = tiny_train_config(shards, out, max_steps=4)   # a TrainConfig: the tiny preset narrowed to H=32
 config = init_from_train_config(shards, out, hf_dir)   # the same run, the model from a checkpoint
 
@@ -47,6 +48,29 @@ def tiny_modernbert(vocab_size: int, *, cls_token_id: int = 2, sep_token_id: int
         eos_token_id=sep_token_id,
     )
     return {**values, **overrides}
+
+
+def write_tiny_roberta(directory: Path) -> Path:
+    """A Hugging Face RoBERTa directory made offline: a random-weight ``RobertaForMaskedLM`` (transformers'
+    ``save_pretrained``; H=32, 2 layers, 2 heads, FFN 64, 64 positions after RoBERTa's offset of 2, one token type)
+    beside a byte-level BPE tokenizer trained in the test (``tokenizer_factory.roberta_tokenizer_dir``: ``<s>``=0,
+    ``<pad>``=1, ``</s>``=2). Seeded: the same weights every time. Returns ``directory``."""
+    import json
+
+    import torch
+    import transformers
+
+    from tokenizer_factory import roberta_tokenizer_dir
+
+    roberta_tokenizer_dir(directory)
+    vocab_size = len(json.loads((directory / "tokenizer.json").read_text())["model"]["vocab"])
+    special = dict(type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    config = transformers.RobertaConfig(
+        **tiny_bert(vocab_size, max_position_embeddings=64 + 2, intermediate_size=64, **special)
+    )
+    torch.manual_seed(0)
+    transformers.RobertaForMaskedLM(config).save_pretrained(directory)
+    return directory
 
 
 #: What every tiny run shares: batch 8, 8 steps (2 of warm-up), learning rate 1e-3, a log line every 2 steps, no

@@ -10,6 +10,7 @@ Entry points:
 - ``grid``: the sweep (BERT's by default; TOML files for others, ``grids/*.toml``);
 - ``glue_data``: finding the GLUE tasks in a folder;
 - ``harness``: ``evaluate_glue`` and ``evaluate_squad`` (resumable: a finished run is kept, a broken one redone);
+- ``plan``: the settings record of an evaluation folder (``check_plan``, shared with ``retrieval.evaluate``);
 - ``table``: choosing the best setting per task, the median over seeds, and the Markdown tables
   (``render_table``, ``bertprep evaluate table``).
 """

@@ -5,8 +5,9 @@ Every (task, setting, seed) is one ``bertprep finetune`` run (``tasks.finetune.f
 checkpoint kept. When a run has finished, the harness writes ``glue_run.json`` / ``squad_run.json`` in its
 folder (atomically, last): a run with that record is finished and is skipped by a later invocation; any other
 run folder (killed, crashed) is run again from scratch (``finetune``'s ``overwrite``). ``OUT/evaluation.json``
-records the model and the settings; an invocation with other ones on the same folder is refused, so the runs
-of one table share them. Seeds are ``LoopConfig.seed``, ``+1``, ... (seed one is ``bertprep finetune``'s run).
+records the model and the settings; an invocation with other ones on a folder where a run has finished is
+refused (``plan.check_plan``), so the runs of one table share them. Seeds are ``LoopConfig.seed``, ``+1``, ...
+(seed one is ``bertprep finetune``'s run).
 
 MNLI's kept model is also scored on ``dev_mismatched.tsv`` (``tasks.predict.predict``). With
 ``small_tasks_from_mnli`` (RoBERTa's and ModernBERT's rule) RTE, MRPC and STS-B start from the MNLI model of
@@ -34,12 +35,12 @@ from bertprep.bert_model.evaluation.glue_data import (
     find_glue_tasks,
 )
 from bertprep.bert_model.evaluation.grid import Grid, load_grid, setting_slug
+from bertprep.bert_model.evaluation.plan import check_plan, write_json
 from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.glue import GlueTask
 from bertprep.bert_model.tasks.predict import PredictConfig, predict
 from bertprep.bert_model.tasks.squad import SquadTask
 from bertprep.bert_model.tasks.squad_data import squad_file_version
-from bertprep.core import strict_json
 from bertprep.core.atomic import write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
@@ -47,6 +48,9 @@ logger = logging.getLogger("bertprep.evaluate")
 #: The small tasks RoBERTa and ModernBERT start from the MNLI model.
 SMALL_TASKS = ("rte", "mrpc", "stsb")
 PLAN_FILE = "evaluation.json"
+#: The record a finished run writes in its folder, last (``plan.finished_runs``).
+GLUE_RECORD, SQUAD_RECORD = "glue_run.json", "squad_run.json"
+RUN_RECORDS = (GLUE_RECORD, SQUAD_RECORD)
 
 
 @dataclass(frozen=True)
@@ -75,68 +79,6 @@ def _plan(config: EvalConfig, grid: Grid, kind: str, data: dict[str, Any]) -> di
         "max_eval_examples": config.max_eval_examples,
         **data,
     }
-
-
-def _check_plan(output_dir: str, plan: dict[str, Any], report: Callable[[str], None] = logger.info) -> None:
-    """Write ``evaluation.json``, or refuse an ``output_dir`` whose finished runs were made with other settings.
-
-    A folder whose ``evaluation.json`` records other settings but holds no finished run (a command refused or
-    stopped before its first run finished, as one with a wrong ``--model``) takes the new settings.
-
-    Raises:
-        ValueError: the folder holds finished runs of other settings, or its ``evaluation.json`` is not JSON
-            (the message names the file and what to do).
-    """
-    path = os.path.join(output_dir, PLAN_FILE)
-    if os.path.isfile(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                earlier = json.load(f)
-            if not isinstance(earlier, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ValueError(
-                f"{path} is not an evaluation record ({err}); choose another --output-dir, or delete the file "
-                "when the folder's runs may be redone"
-            ) from None
-        changed = [k for k in sorted(set(plan) | set(earlier)) if plan.get(k) != earlier.get(k)]
-        if not changed:
-            return
-        k = next((c for c in changed if c != "grid"), changed[0])  # (a grid is long to show)
-        more = f"; {', '.join(c for c in changed if c != k)} differ too" if len(changed) > 1 else ""
-        finished = _finished_runs(output_dir)
-        if finished:
-            raise ValueError(
-                f"{output_dir} holds an evaluation made with other settings ({k}: {earlier.get(k)!r} there, "
-                f"{plan.get(k)!r} now{more}; {path}, {len(finished)} finished run(s)); choose another "
-                "--output-dir, or repeat its settings to continue it"
-            )
-        report(f"{path}: no run of the settings it records finished ({', '.join(changed)}); it takes this command's")
-    os.makedirs(output_dir, exist_ok=True)
-    _write_json(path, plan)
-
-
-def _finished_runs(output_dir: str) -> list[str]:
-    """The run records (``glue_run.json``, ``squad_run.json``) under ``output_dir/runs/``."""
-    runs = os.path.join(output_dir, "runs")
-    return sorted(
-        os.path.join(root, name)
-        for root, _, names in os.walk(runs)
-        for name in names
-        if name in ("glue_run.json", "squad_run.json")
-    )
-
-
-def _write_json(path: str, values: Any) -> None:
-    """``values`` as strict JSON in ``path``, atomically (``core.strict_json``: a NaN or an infinity is refused
-    naming the file and the value's place, and nothing is written)."""
-    text = strict_json.dumps(values, what=path, indent=1) + "\n"
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-
-    write_atomic(path, write)
 
 
 def _specs(config: EvalConfig, grid: Grid, tasks: list[str]) -> list[RunSpec]:
@@ -226,7 +168,7 @@ def _run_sweep(
                 t0 = time.monotonic()
                 record = run_one(spec)
                 record["seconds"] = round(time.monotonic() - t0, 1)
-                _write_json(os.path.join(spec.run_dir, record_name), record)
+                write_json(os.path.join(spec.run_dir, record_name), record)
             records.append(record)
             under_way = ""
             metric = metric_of(spec.task)
@@ -275,7 +217,7 @@ def evaluate_glue(config: GlueEvalConfig, report: Callable[[str], None] = logger
         raise ValueError("--small-tasks-from-mnli needs MNLI among the tasks (RTE, MRPC, STS-B start from it)")
     plan = _plan(config, grid, "glue", {"data": os.path.abspath(config.data_dir)})
     plan["small_tasks_from_mnli"] = config.small_tasks_from_mnli
-    _check_plan(config.output_dir, plan, report)
+    check_plan(config.output_dir, plan, plan_file=PLAN_FILE, record_names=RUN_RECORDS, report=report)
     for f in files:
         if f.datasets_folder:
             export_datasets_task(f)
@@ -289,7 +231,7 @@ def evaluate_glue(config: GlueEvalConfig, report: Callable[[str], None] = logger
     records: list[dict] = []
     for task in by_task:
         task_specs = [s for s in specs if s.task == task]
-        done = _run_sweep(task_specs, "glue_run.json", run_one, glue_metric, report, len(records), len(specs))
+        done = _run_sweep(task_specs, GLUE_RECORD, run_one, glue_metric, report, len(records), len(specs))
         records += done
         if task == "mnli":
             mnli_best.update(table.select_setting(done, "accuracy"))
@@ -347,7 +289,7 @@ def _write_glue_summary(config: GlueEvalConfig, grid: Grid, records: list[dict[s
 
 def _write_outputs(output_dir: str, kind: str, summary: dict[str, Any]) -> None:
     text = f"# {'GLUE' if kind == 'glue' else 'SQuAD'} dev\n\n{table.render_table([summary])}\n{summary['note']}\n"
-    _write_json(os.path.join(output_dir, f"{kind}.json"), summary)
+    write_json(os.path.join(output_dir, f"{kind}.json"), summary)
 
     def write_md(p: str) -> None:
         with open(p, "w", encoding="utf-8") as f:
@@ -392,7 +334,8 @@ def evaluate_squad(config: SquadEvalConfig, report: Callable[[str], None] = logg
     if key not in table.SQUAD_COLUMNS:
         raise ValueError(f"{config.dev_file}: SQuAD version {version!r}; expected 1.1 or 2.0")
     data = {"train_file": os.path.abspath(config.train_file), "dev_file": os.path.abspath(config.dev_file)}
-    _check_plan(config.output_dir, _plan(config, grid, "squad", data), report)
+    plan = _plan(config, grid, "squad", data)
+    check_plan(config.output_dir, plan, plan_file=PLAN_FILE, record_names=RUN_RECORDS, report=report)
     specs = _specs(config, grid, [key])
 
     def run_one(spec: RunSpec) -> dict[str, Any]:
@@ -400,7 +343,7 @@ def evaluate_squad(config: SquadEvalConfig, report: Callable[[str], None] = logg
         ft_config = _finetune_config(config, spec, config.train_file, config.dev_file, config.model)
         return _record(spec, _run_finetune(ft_config, task), {"mismatched": None})
 
-    records = _run_sweep(specs, "squad_run.json", run_one, lambda _: "f1", report)
+    records = _run_sweep(specs, SQUAD_RECORD, run_one, lambda _: "f1", report)
     selected = {key: table.select_setting(records, "f1")}
     spread = f"median over {config.seeds} seeds" if config.seeds > 1 else "one seed"
     summary = {

@@ -70,43 +70,48 @@ class RetrievalTrainConfig(DeviceConfig):
 
 @dataclass(kw_only=True)
 class RetrievalEvalConfig(DeviceConfig):
-    """Settings of ``bertprep evaluate retrieval`` (``device`` is :class:`DeviceConfig`'s)."""
+    """Settings of ``bertprep evaluate retrieval`` (``device`` is :class:`DeviceConfig`'s); each field's docstring
+    is its option's help. The fine-tuning's defaults are :class:`RetrievalTrainConfig`'s."""
 
     model: str
-    """The encoder: a bertprep run or checkpoint, a Hugging Face or sentence-transformers directory."""
+    """The encoder: a bertprep run or checkpoint, a Hugging Face BERT / RoBERTa / ModernBERT directory, or a
+    sentence-transformers directory (its pooling is used)."""
     data_dir: str
-    """A BEIR folder (``data.py``)."""
+    """BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/{train,dev,test}.tsv`` (``bertprep evaluate
+    squad-to-beir`` makes one from a SQuAD file)."""
     output_dir: str
-    """Where the runs, ``retrieval.md`` and ``retrieval.json`` go."""
+    """Folder of the runs (``runs/RUN/``: model, corpus vectors, ``run.trec``), ``retrieval.md`` and
+    ``retrieval.json``. Running the same command again continues where it stopped."""
     split: str = "test"
-    """The qrels scored (``qrels/<split>.tsv``)."""
+    """The qrels scored: ``qrels/SPLIT.tsv``."""
     finetune: bool = False
-    """Fine-tune on ``qrels/train.tsv`` first (one run per seed)."""
+    """Fine-tune on ``qrels/train.tsv`` first (in-batch negatives, sentence-transformers), once per seed."""
     random_init: bool = False
-    """Fine-tune ``model``'s architecture from random weights (the no-pre-training baseline; needs ``finetune``)."""
+    """With ``--finetune``: start from random weights of the model's architecture (the baseline)."""
     seeds: int = 1
-    """Fine-tuning runs, seeds ``seed``, ``seed + 1``, ...; the table shows the median (needs ``finetune``)."""
-    seed: int = 12345
-    """The first seed."""
+    """With ``--finetune``: runs with seeds ``--seed``, ``--seed + 1``, ...; the table shows the median."""
+    seed: int = RetrievalTrainConfig.seed
+    """The first fine-tuning seed."""
     name: str | None = None
-    """The row label (default: the model folder's name, + " (fine-tuned)" / " (random init)")."""
+    """Row label (default: the model folder's name)."""
     pooling: str | None = None
-    """``mean`` or ``cls``; None: the model's sentence-transformers pooling, else mean."""
+    """``mean`` or ``cls`` (default: the model's sentence-transformers pooling, else mean)."""
     max_seq_length: int | None = None
-    """Pieces per text; None: the model's recorded length, else min(256, its positions)."""
-    learning_rate: float = 2e-5
-    """Fine-tuning: peak learning rate."""
-    batch_size: int = 32
-    """Fine-tuning: pairs per batch (in-batch negatives)."""
-    num_train_epochs: float = 1.0
-    """Fine-tuning: passes over the training pairs."""
+    """Pieces per text (default: the model's sentence-transformers length, else 256 or its positions)."""
+    learning_rate: float = RetrievalTrainConfig.learning_rate
+    """With ``--finetune``: peak learning rate."""
+    batch_size: int = RetrievalTrainConfig.batch_size
+    """With ``--finetune``: pairs per batch (each query's in-batch negatives are the other positives)."""
+    num_train_epochs: float = RetrievalTrainConfig.num_train_epochs
+    """With ``--finetune``: passes over the pairs."""
     max_train_examples: int | None = None
-    """Fine-tune on the first this many pairs."""
+    """With ``--finetune``: train on the first N pairs."""
     max_queries: int | None = None
-    """Score only the first this many judged queries of the split (file order)."""
+    """Score the first N judged queries of the split (a quicker, rougher figure)."""
     encode_batch_size: int = 64
     """Texts per forward pass when encoding."""
     progress: bool = True
+    """Progress bars on stderr."""
 
     def __post_init__(self) -> None:
         if self.pooling is not None and self.pooling not in POOLINGS:
@@ -120,6 +125,7 @@ class RetrievalEvalConfig(DeviceConfig):
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
     def label(self) -> str:
+        """The row label: ``name`` or the model folder's name, + " (fine-tuned)" / " (random init)"."""
         base = os.path.basename(os.path.abspath(self.model))
         suffix = " (random init)" if self.random_init else " (fine-tuned)" if self.finetune else ""
         return (self.name or base) + suffix

@@ -21,6 +21,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from bertprep.bert_model.json_lines import read_json_lines
 from bertprep.core import strict_json
 from bertprep.core.atomic import replace_directory, staging_name
 
@@ -40,30 +41,13 @@ class BeirData:
     """Query id -> {document id: relevance score} (scores as in the file, 0 included)."""
 
 
-def _read_jsonl(path: str, keys: tuple[str, ...] = ("_id",)) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` of every non-blank line; ValueError naming the line for one that is not a JSON
-    object with every one of ``keys``."""
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} line {number}: not JSON ({err.msg})") from None
-            if not isinstance(record, dict) or not set(keys) <= record.keys():
-                names = " and ".join(f'"{k}"' for k in keys)
-                raise ValueError(f"{path} line {number}: expected a JSON object with {names}")
-            yield number, record
-
-
 def read_corpus(path: str) -> dict[str, str]:
     """``corpus.jsonl`` -> {id: title + " " + text}. ValueError for an empty file or a repeated id."""
     corpus: dict[str, str] = {}
-    for number, record in _read_jsonl(path):
+    for number, record in read_json_lines(path, ("_id",)):
         doc_id = str(record["_id"])
         if doc_id in corpus:
-            raise ValueError(f"{path} line {number}: document id {doc_id!r} appears twice")
+            raise ValueError(f"{path}:{number}: document id {doc_id!r} appears twice")
         corpus[doc_id] = (str(record.get("title") or "") + " " + str(record.get("text") or "")).strip()
     if not corpus:
         raise ValueError(f"{path}: no documents")
@@ -72,7 +56,7 @@ def read_corpus(path: str) -> dict[str, str]:
 
 def read_queries(path: str) -> dict[str, str]:
     """``queries.jsonl`` -> {id: text}. ValueError for an empty file."""
-    queries = {str(record["_id"]): str(record.get("text") or "") for _, record in _read_jsonl(path)}
+    queries = {str(record["_id"]): str(record.get("text") or "") for _, record in read_json_lines(path, ("_id",))}
     if not queries:
         raise ValueError(f"{path}: no queries")
     return queries
@@ -86,11 +70,11 @@ def read_qrels(path: str) -> dict[str, dict[str, int]]:
             if not row or (number == 1 and tuple(row[:3]) == QRELS_HEADER):
                 continue
             if len(row) < 3:
-                raise ValueError(f"{path} line {number}: expected query-id, corpus-id and score separated by tabs")
+                raise ValueError(f"{path}:{number}: expected query-id, corpus-id and score separated by tabs")
             try:
                 score = int(row[2])
             except ValueError:
-                raise ValueError(f"{path} line {number}: score {row[2]!r} is not an integer") from None
+                raise ValueError(f"{path}:{number}: score {row[2]!r} is not an integer") from None
             qrels.setdefault(row[0], {})[row[1]] = score
     if not qrels:
         raise ValueError(f"{path}: no judgements")
@@ -170,7 +154,7 @@ def read_pairs(path: str) -> list[Pair]:
 
 
 def _jsonl_pairs(path: str) -> Iterator[Pair]:
-    for _, record in _read_jsonl(path, ("query", "positive")):
+    for _, record in read_json_lines(path, ("query", "positive")):
         negative = record.get("negative")
         yield Pair(str(record["query"]), str(record["positive"]), None if negative is None else str(negative))
 
@@ -180,13 +164,13 @@ def _tsv_pairs(path: str) -> Iterator[Pair]:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None or header[:2] != ["query", "positive"]:
-            raise ValueError(f"{path} line 1: expected the header query<TAB>positive[<TAB>negative]")
+            raise ValueError(f"{path}:1: expected the header query<TAB>positive[<TAB>negative]")
         has_negative = len(header) > 2 and header[2] == "negative"
         for number, row in enumerate(reader, start=2):
             if not row:
                 continue
             if len(row) < (3 if has_negative else 2):
-                raise ValueError(f"{path} line {number}: expected {len(header)} tab-separated columns")
+                raise ValueError(f"{path}:{number}: expected {len(header)} tab-separated columns")
             yield Pair(row[0], row[1], row[2] if has_negative else None)
 
 

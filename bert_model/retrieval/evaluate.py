@@ -8,7 +8,8 @@ corpus vectors, float32 [documents, hidden], written in blocks of ``ENCODE_BLOCK
 it is finished). Stopped with Ctrl-C, the same command continues from the last finished step: a fine-tuning
 that did not finish starts again (same seed, same model), the corpus from its last finished block, so the table
 comes out the same. ``OUT/retrieval_plan.json`` records the settings; another command on the same folder with
-other settings is refused.
+other settings is refused once a run has finished; before that, the folder takes the new settings and its
+unfinished runs are removed (``evaluation.plan.check_plan``, the rule of ``evaluate glue`` and ``squad``).
 
 Search is exact (``encoder.exact_search``, cosine); metrics are ``scoring.mean_metrics`` (``pytrec_eval``).
 ``OUT/retrieval.json`` is a row of ``bertprep evaluate table`` (nDCG@10 / MRR@10 / Recall@100 in percent, the
@@ -29,14 +30,15 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from bertprep.bert_model.evaluation.plan import check_plan, write_json
 from bertprep.bert_model.evaluation.table import render_table
 from bertprep.bert_model.hf.interop import load_model_source
 from bertprep.bert_model.retrieval.config import RetrievalEvalConfig
 from bertprep.bert_model.retrieval.data import BeirData, load_beir, qrels_path
-from bertprep.bert_model.retrieval.encoder import DEFAULT_MAX_SEQ_LENGTH, RetrievalEncoder, exact_search
+from bertprep.bert_model.retrieval.encoder import RetrievalEncoder, exact_search
 from bertprep.bert_model.retrieval.scoring import METRICS, mean_metrics, write_run
 from bertprep.bert_model.retrieval.train import TRAIN_RECORD, RetrievalTrainConfig, train_bi_encoder
-from bertprep.core import atomic, strict_json
+from bertprep.core import atomic
 from bertprep.core.atomic import write_atomic
 
 logger = logging.getLogger("bertprep.evaluate")
@@ -45,6 +47,16 @@ PLAN_FILE = "retrieval_plan.json"
 RECORD_FILE = "metrics.json"
 ENCODE_BLOCK = 2048
 TOP_K = 100
+#: The fields of :class:`RetrievalEvalConfig` that its fine-tuning takes as they are (``RetrievalTrainConfig``'s).
+TRAIN_FIELDS = (
+    "random_init",
+    "learning_rate",
+    "batch_size",
+    "num_train_epochs",
+    "max_train_examples",
+    "progress",
+    "device",
+)
 METRIC_NAMES = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100"}
 
 
@@ -52,34 +64,6 @@ def _plan(config: RetrievalEvalConfig) -> dict[str, Any]:
     plan = {k: v for k, v in asdict(config).items() if k not in ("output_dir", "name", "progress", "device")}
     plan["model"], plan["data_dir"] = os.path.abspath(config.model), os.path.abspath(config.data_dir)
     return plan
-
-
-def _check_plan(output_dir: str, plan: dict[str, Any]) -> None:
-    """Write ``retrieval_plan.json``, or refuse a folder whose runs were made with other settings."""
-    path = os.path.join(output_dir, PLAN_FILE)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            earlier = json.load(f)
-        changed = [k for k in sorted(set(plan) | set(earlier)) if plan.get(k) != earlier.get(k)]
-        if changed:
-            k = changed[0]
-            raise ValueError(
-                f"{output_dir} holds a retrieval evaluation made with other settings ({k}: {earlier.get(k)!r} "
-                f"there, {plan.get(k)!r} now); choose another --output-dir, or repeat its settings to continue it"
-            )
-        return
-    _write_json(path, plan)
-
-
-def _write_json(path: str, values: Any) -> None:
-    """``values`` as JSON at ``path``, atomically."""
-    write_atomic(path, lambda p: _dump_json(p, values))
-
-
-def _dump_json(path: str, values: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        strict_json.dump(values, f, indent=1)
-        f.write("\n")
 
 
 def evaluate_retrieval(config: RetrievalEvalConfig, report: Callable[[str], None] = logger.info) -> dict[str, Any]:
@@ -99,7 +83,14 @@ def evaluate_retrieval(config: RetrievalEvalConfig, report: Callable[[str], None
     # No lock of its own here: the command (cli/evaluate.py) holds --output-dir's lock around this call, and a
     # second lock in the same process would refuse the command's own run as "another run".
     os.makedirs(config.output_dir, exist_ok=True)
-    _check_plan(config.output_dir, _plan(config))
+    check_plan(
+        config.output_dir,
+        _plan(config),
+        plan_file=PLAN_FILE,
+        record_names=(RECORD_FILE,),
+        report=report,
+        remove_unfinished=True,
+    )
     records = []
     for run_name, seed in config.run_names():
         run_dir = os.path.join(config.output_dir, "runs", run_name)
@@ -152,7 +143,7 @@ def _run(
         "train_seconds": train_seconds,
         "encode_search_seconds": encode_seconds,
     }
-    _write_json(os.path.join(run_dir, RECORD_FILE), record)
+    write_json(os.path.join(run_dir, RECORD_FILE), record)
     return record
 
 
@@ -166,16 +157,10 @@ def _train(config: RetrievalEvalConfig, model_dir: str, seed: int, report: Calla
                 train_file=config.data_dir,
                 output_dir=model_dir,
                 init_from=config.model,
-                random_init=config.random_init,
-                pooling=config.pooling or "mean",
-                learning_rate=config.learning_rate,
-                batch_size=config.batch_size,
-                num_train_epochs=config.num_train_epochs,
                 seed=seed,
-                max_train_examples=config.max_train_examples,
-                progress=config.progress,
-                device=config.device,
-                max_seq_length=config.max_seq_length or DEFAULT_MAX_SEQ_LENGTH,
+                pooling=config.pooling or RetrievalTrainConfig.pooling,
+                max_seq_length=config.max_seq_length or RetrievalTrainConfig.max_seq_length,
+                **{name: getattr(config, name) for name in TRAIN_FIELDS},
             )
         )
     with open(record, encoding="utf-8") as f:
@@ -206,7 +191,7 @@ def _encode_corpus(
                 block, batch_size=config.encode_batch_size, on_batch=bar.update
             )
             out.flush()
-            _write_json(progress, {"rows": start + len(block)})
+            write_json(progress, {"rows": start + len(block)})
     finally:
         bar.close()
     del out
@@ -240,7 +225,7 @@ def _summary(config: RetrievalEvalConfig, data: BeirData, records: list[dict[str
 
 
 def _write_outputs(output_dir: str, summary: dict[str, Any]) -> None:
-    _write_json(os.path.join(output_dir, "retrieval.json"), summary)
+    write_json(os.path.join(output_dir, "retrieval.json"), summary)
     lines = [
         render_table([summary]),
         summary["note"],

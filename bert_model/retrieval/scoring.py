@@ -76,6 +76,6 @@ def read_run(path: str) -> dict[str, dict[str, float]]:
         for number, line in enumerate(f, start=1):
             parts = line.split()
             if len(parts) != 6:
-                raise ValueError(f"{path} line {number}: expected 'query-id Q0 doc-id rank score tag'")
+                raise ValueError(f"{path}:{number}: expected 'query-id Q0 doc-id rank score tag'")
             run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
     return run

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from bertprep.bert_model.hf.export import export_model
-from bertprep.bert_model.hf.interop import load_model_source
+from bertprep.bert_model.hf.interop import load_model_source, max_sequence_length
 from bertprep.bert_model.retrieval.config import RetrievalTrainConfig
 from bertprep.bert_model.retrieval.data import Pair, read_pairs
 from bertprep.bert_model.runtime import resolve_device
@@ -76,7 +76,7 @@ def build_sentence_transformer(config: RetrievalTrainConfig, hf_dir: str) -> Any
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import AutoModel
 
-    limit = load_model_source(hf_dir).config.max_position_embeddings
+    limit = max_sequence_length(load_model_source(hf_dir).config)  # a RoBERTa's positions less its offset
     word = Transformer(hf_dir, max_seq_length=min(config.max_seq_length, limit))
     if config.random_init:
         torch.manual_seed(config.seed)

@@ -16,7 +16,6 @@ layouts map their columns (``context_column``, ``question_column``, ``ending_col
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import accuracy_score
 
+from bertprep.bert_model.json_lines import read_json_lines
 from bertprep.bert_model.models.heads import ModernBertForMultipleChoice
 from bertprep.bert_model.tasks.base import TaskSettings
 from bertprep.bert_model.tasks.glue import truncate_seq_pair
@@ -60,21 +60,10 @@ def _format_of(path: str, requested: str) -> str:
 
 def _rows(path: str, input_format: str):
     """(line, row dict) of a CSV/TSV with a header or a JSON-lines file."""
+    if input_format == "jsonl":
+        yield from read_json_lines(path)
+        return
     with open(path, encoding="utf-8-sig", newline="") as f:
-        if input_format == "jsonl":
-            for lineno, raw in enumerate(f, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    row = json.loads(raw)
-                except json.JSONDecodeError as err:
-                    raise ValueError(
-                        f"{path}:{lineno}: invalid JSON ({err.msg}); expected one object per line (JSON lines)"
-                    ) from None
-                if not isinstance(row, dict):
-                    raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-                yield lineno, row
-            return
         reader = csv.DictReader(f, delimiter="\t" if input_format == "tsv" else ",")
         if not reader.fieldnames:
             raise ValueError(f"{path}: empty file; expected a header line naming the columns")

@@ -124,3 +124,20 @@ def test_one_loader_for_local_files_and_make_shards_file_systems(dirs, tmp_path)
     assert model_type_of("not json") is None and tokenizer_json_model_type(str(tmp_path)) is None
     with pytest.raises(FileNotFoundError, match=r"no tokenizer\.json"):
         load_pretrained_tokenizer(str(tmp_path))
+
+
+def test_a_tokenizer_json_saved_with_padding_and_truncation_neither_pads_nor_cuts(dirs, tmp_path):
+    """transformers and sentence-transformers save tokenizer.json with the padding and truncation of their last
+    call; bertprep pads and cuts itself, so a batch must hold each text's own pieces, all of them."""
+    spec = json.loads((dirs["roberta"] / "tokenizer.json").read_text())
+    plain = load_pretrained_tokenizer(str(dirs["roberta"]))
+    spec["padding"] = {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None, "pad_id": 1,
+                       "pad_type_id": 0, "pad_token": "<pad>"}  # fmt: skip
+    spec["truncation"] = {"direction": "Right", "max_length": 4, "strategy": "LongestFirst", "stride": 0}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    saved = load_pretrained_tokenizer(str(tmp_path))
+    texts = ["they", TEXT]
+    expected = [e.ids for e in plain.encode_batch(texts)]
+    assert len(expected[1]) > 4 and len(expected[0]) < len(expected[1])
+    assert [e.ids for e in saved.encode_batch(texts)] == expected
+    assert saved.full.encode(TEXT).ids == plain.full.encode(TEXT).ids

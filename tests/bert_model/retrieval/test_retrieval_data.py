@@ -84,7 +84,7 @@ def _cli_error(command, args: list[str]) -> str:
             lambda d: (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq3\tmissing-doc\t1\n"),
             "corpus-id 'missing-doc' (query 'q3') is not in corpus.jsonl",
         ),
-        (lambda d: (d / "corpus.jsonl").write_text('{"_id": "d0"\n'), "corpus.jsonl line 1: not JSON"),
+        (lambda d: (d / "corpus.jsonl").write_text('{"_id": "d0"\n'), "corpus.jsonl:1: not JSON"),
     ],
     ids=["no-qrels", "empty-queries", "missing-doc", "bad-json"],
 )

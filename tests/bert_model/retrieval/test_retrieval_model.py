@@ -218,6 +218,25 @@ def test_modernbert_checkpoint_trains_a_retriever_bertprep_encodes_alike(tmp_pat
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".bertprep-")]  # no staging left
 
 
+def test_finetune_retrieval_trains_a_roberta_that_bertprep_encodes_alike(tmp_path, one_torch_thread):
+    from sentence_transformers import SentenceTransformer
+
+    from model_factory import write_tiny_roberta
+
+    roberta = write_tiny_roberta(tmp_path / "roberta")  # 64 positions after its offset of 2; one token type
+    out = tmp_path / "retriever"
+    args = ["--task", "retrieval", "-m", str(roberta), "--train-file", str(write_beir(tmp_path / "beir"))]
+    result = CliRunner().invoke(finetune, [*args, "-o", str(out), "--batch-size", "2", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "2 steps on 4 pairs" in result.output
+    assert json.loads((out / "config.json").read_text())["model_type"] == "roberta"
+    theirs = SentenceTransformer(str(out), device="cpu")
+    assert theirs.max_seq_length == 64  # RoBERTa's positions less its offset: TEXTS[3] is longer and is cut
+    ours = RetrievalEncoder(str(out), device="cpu")
+    assert (ours.pooling, ours.max_seq_length) == ("mean", 64)
+    assert _cosines(theirs.encode(TEXTS), ours.encode(TEXTS)).min() >= 0.9999
+
+
 def test_the_command_runs_holding_its_folder_and_refuses_a_second_writer(
     tmp_path, tiny_checkpoint_run, one_torch_thread
 ):
@@ -234,3 +253,62 @@ def test_the_command_runs_holding_its_folder_and_refuses_a_second_writer(
     with atomic.directory_lock(str(tmp_path / "busy"), command="evaluate retrieval"):  # a first run, still running
         busy = CliRunner().invoke(cli, [*args[:7], str(tmp_path / "busy"), *args[8:]])
     assert busy.exit_code == 1 and "is being written by another evaluate retrieval run" in busy.output, busy.output
+
+
+def _evaluate_command(model: Path, beir: Path, out: Path, *extra: str):
+    from bertprep.cli.main import cli
+
+    args = ["evaluate", "retrieval", "-m", str(model), "--data", str(beir), "-o", str(out), "--device", "cpu"]
+    return CliRunner().invoke(cli, [*args, "--no-progress", *extra])
+
+
+def test_a_finished_evaluation_refuses_other_settings_in_one_line_and_repeats_its_table(
+    tmp_path, tiny_checkpoint_run, one_torch_thread
+):
+    from cli_factory import one_line
+
+    beir, out = write_beir(tmp_path / "beir"), tmp_path / "eval"
+    first = _evaluate_command(tiny_checkpoint_run, beir, out)
+    assert first.exit_code == 0, first.output
+    refused = _evaluate_command(tiny_checkpoint_run, beir, out, "--embedding-pooling", "cls")
+    assert refused.exit_code == 1 and refused.output == one_line(refused.output) + "\n"
+    assert f"{out} holds an evaluation made with other settings (pooling: None there, 'cls' now;" in refused.output
+    assert f"{out / retrieval_evaluate.PLAN_FILE}, 1 finished run(s))" in refused.output
+    again = _evaluate_command(tiny_checkpoint_run, beir, out)
+    assert again.exit_code == 0, again.output
+    assert again.stdout == first.stdout and again.stdout.startswith("| Model |")  # the table and its note
+
+
+def test_a_folder_without_a_finished_run_takes_new_settings_and_drops_the_old_vectors(
+    tmp_path, tiny_checkpoint_run, monkeypatch, one_torch_thread
+):
+    beir = write_beir(tmp_path / "beir", documents=8)
+    monkeypatch.setattr(retrieval_evaluate, "ENCODE_BLOCK", 3)
+    fresh = evaluate_retrieval(_config(tiny_checkpoint_run, beir, tmp_path / "fresh", pooling="cls"))
+    original = RetrievalEncoder.encode
+
+    def interrupted(self, texts, **kwargs):
+        if interrupted.calls == 1:
+            raise KeyboardInterrupt  # Ctrl-C during the corpus's second block
+        interrupted.calls += 1
+        return original(self, texts, **kwargs)
+
+    interrupted.calls = 0
+    monkeypatch.setattr(RetrievalEncoder, "encode", interrupted)
+    with pytest.raises(KeyboardInterrupt):  # a first command, mean pooling, stopped with 3 documents encoded
+        evaluate_retrieval(_config(tiny_checkpoint_run, beir, tmp_path / "out"))
+    assert (tmp_path / "out" / "runs" / "as-is" / "corpus.progress.json").is_file()
+    monkeypatch.setattr(RetrievalEncoder, "encode", original)
+    lines: list[str] = []
+    again = evaluate_retrieval(_config(tiny_checkpoint_run, beir, tmp_path / "out", pooling="cls"), report=lines.append)
+    plan = tmp_path / "out" / retrieval_evaluate.PLAN_FILE
+    assert lines[0] == (
+        f"{plan}: no run of the settings it records finished (pooling); it takes this command's (the unfinished "
+        "runs' files are removed)"
+    )
+    assert json.loads(plan.read_text())["pooling"] == "cls"
+    assert again["runs"][0]["metrics"] == fresh["runs"][0]["metrics"]  # no mean-pooled vector kept
+    assert np.array_equal(
+        np.load(tmp_path / "out" / "runs" / "as-is" / "corpus.npy"),
+        np.load(tmp_path / "fresh" / "runs" / "as-is" / "corpus.npy"),
+    )

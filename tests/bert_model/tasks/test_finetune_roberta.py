@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from bertprep.bert_model.tasks.predict import load_finetuned, run_model
 from bertprep.cli.main import cli
 from conftest import FIXTURES, need_module
-from tokenizer_factory import roberta_tokenizer_dir
+from model_factory import write_tiny_roberta
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()
@@ -26,24 +26,7 @@ MRPC = FIXTURES / "finetune" / "mrpc_like.tsv"
 
 @pytest.fixture(scope="module")
 def roberta_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("roberta") / "model"
-    roberta_tokenizer_dir(directory)
-    vocab_size = len(json.loads((directory / "tokenizer.json").read_text())["model"]["vocab"])
-    config = transformers.RobertaConfig(
-        vocab_size=vocab_size,
-        max_position_embeddings=66,
-        type_vocab_size=1,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    torch.manual_seed(0)
-    transformers.RobertaForMaskedLM(config).save_pretrained(directory)
-    return directory
+    return write_tiny_roberta(tmp_path_factory.mktemp("roberta") / "model")
 
 
 def test_finetune_predict_export_a_roberta_pair_task(roberta_dir, tmp_path):
