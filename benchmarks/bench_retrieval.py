@@ -10,9 +10,11 @@ retrieval`` six times, one after the other, with the same data, seed and setting
    masked-LM pre-training on the demo books (``make-shards`` + ``train --model``, as ``make demo`` does), read
    from its bertprep checkpoint;
 4. MiniLM's architecture and vocab from random weights, fine-tuned the same way (no pre-training);
-5. an encoder pre-trained from scratch by bertprep (``build-vocab`` + ``make-shards`` + ``train``, MiniLM's
-   shape L6/H384, masked LM only) on the Gutenberg books of the shared data (not Wikipedia, whose articles
-   hold the benchmark's paragraphs), fine-tuned exactly as the random-init rows (same pairs, epoch, lr 5e-4);
+5. an encoder pre-trained from scratch by bertprep (``build-vocab`` + ``make-shards`` + ``train``, masked LM
+   only) with one of ``RECIPES`` (``--scratch-recipe``): by default ModernBERT tiny on the shared Wikipedia
+   articles, minus those sharing a 13-word n-gram with SQuAD v1.1 dev (``make-shards --decontaminate``), 2,000
+   steps of batch 32; ``gutenberg-minilm`` is the first recipe measured, MiniLM's shape on the Gutenberg books
+   for 120 steps. Fine-tuned exactly as the random-init rows (same pairs, lr 5e-4; ``--scratch-epochs`` epochs);
 6. that encoder's architecture and vocab from random weights, fine-tuned the same way: the baseline that
    differs from row 5 only in the starting weights.
 
@@ -22,13 +24,16 @@ It prints a Markdown table (nDCG@10, MRR@10, Recall@100 in percent, pytrec_eval;
 and the commands, with $MINILM for the model directory and $DATA for the shared data folder::
 
     python benchmarks/bench_retrieval.py --out /tmp/retrieval-bench
+    python benchmarks/bench_retrieval.py --out /tmp/retrieval-bench --rows scratch --scratch-epochs 10
+    python benchmarks/bench_retrieval.py --out /tmp/retrieval-bench --rows scratch --scratch-recipe gutenberg-minilm
 
 Defaults (CPU-friendly: a fine-tuning step of MiniLM on 64 texts of 128 pieces takes ~20 s of one busy core):
 the first 20 of SQuAD dev's 48 articles, 320 training pairs, 300 test queries, 64 word pieces per text,
-batch 32, one epoch at 2e-5 (5e-4 for random init, which starts from nothing), 4 continued pre-training
-steps of batch 16 (enough to make a bertprep checkpoint of a pre-trained encoder; they barely move MiniLM's
-encoder), 120 steps of batch 32 of pre-training from scratch (about ten minutes of two busy cores). Runs
-already finished in ``--out`` are reused (the commands are resumable).
+batch 32, one epoch at 2e-5 (5e-4 for random init, which starts from nothing, and for the from-scratch pair),
+4 continued pre-training steps of batch 16 (enough to make a bertprep checkpoint of a pre-trained encoder; they
+barely move MiniLM's encoder), 2,000 steps of batch 32 of pre-training from scratch (about 16 minutes of one
+busy core; bf16 autocast, which wants a CPU with AVX512-BF16 or AMX). Runs already finished in ``--out`` are
+reused (the commands are resumable).
 """
 
 from __future__ import annotations
@@ -88,28 +93,63 @@ def _pretrain(out: Path, minilm: str, steps: int, log: list[str]) -> str:
     return str(run)
 
 
-def _pretrain_scratch(out: Path, data: str, steps: int, log: list[str]) -> str:
-    """An encoder pre-trained from scratch by bertprep on the Gutenberg books; its run directory.
+# The from-scratch recipes (--scratch-recipe): every option of build-vocab, make-shards and train written out, so
+# the printed commands are the whole recipe. "{data}" is the shared data folder; the warm-up is 10% of the steps.
+RECIPES: dict[str, dict] = {
+    # ModernBERT tiny (L4/H128, pre-LayerNorm, rotary positions, GeGLU; 30% masking, ModernBERT's rate: on this CPU
+    # it leaves the masked-LM plateau after far fewer tokens than BERT, benchmarks/pretraining_cpu_study.md) on the
+    # shared Wikipedia articles, minus every one sharing a 13-word n-gram with SQuAD v1.1 dev (--decontaminate).
+    "wikipedia-modernbert-tiny": {
+        "label": "Wikipedia, ModernBERT tiny",
+        "data": "wikipedia",
+        "text": "{data}/wikipedia/wikiextractor-featured/AA/wiki_*",
+        "vocab": ["--vocab-size", "8000", "--lowercase"],
+        "shards": ["--max-seq-length", "64", "--max-predictions-per-seq", "10", "--masking", "dynamic",
+                   "--decontaminate", "{data}/squad/dev-v1.1.json"],
+        "train": ["--architecture", "modernbert", "--preset", "tiny", "--masked-lm-prob", "0.3", "--batch-size",
+                  "32", "--lr", "2e-3", "--precision", "bf16"],
+        "steps": 2000,
+    },
+    # The first measured recipe: MiniLM's shape (L6/H384/A12, FFN 1536) on the Gutenberg books, 120 steps.
+    "gutenberg-minilm": {
+        "label": "Gutenberg, MiniLM's shape",
+        "data": "gutenberg",
+        "text": "{data}/gutenberg/*.txt",
+        "vocab": ["--vocab-size", "16000", "--lowercase"],
+        "shards": ["--max-seq-length", "64", "--max-predictions-per-seq", "10", "--masking", "dynamic"],
+        "train": ["--preset", "mini", "--num-hidden-layers", "6", "--hidden-size", "384", "--num-attention-heads",
+                  "12", "--intermediate-size", "1536", "--batch-size", "32", "--lr", "5e-4", "--nsp-loss-weight", "0"],
+        "steps": 120,
+    },
+}  # fmt: skip
 
-    build-vocab (16,000 uncased WordPiece pieces) + make-shards (64 pieces, dynamic masking) + train with
-    MiniLM's shape (L6/H384/A12, FFN 1536, the random-init row's architecture), masked LM only. The books are
-    not the benchmark's text (SQuAD's paragraphs are Wikipedia's), so nothing of the test set is seen.
+
+def _pretrain_scratch(out: Path, data: str, recipe: str, steps: int, log: list[str]) -> str:
+    """An encoder pre-trained from scratch by bertprep with one of ``RECIPES``; its run directory.
+
+    build-vocab (uncased WordPiece on the recipe's text) + make-shards (64 pieces, dynamic masking) + train,
+    masked LM only. The text never holds the benchmark's paragraphs: the Gutenberg books are not Wikipedia, and
+    the Wikipedia recipe drops every article that shares a 13-word n-gram with SQuAD v1.1 dev.
     """
-    run, vocab, shards = out / "scratch", out / "vocab-gutenberg", out / "shards-gutenberg"
+    spec = RECIPES[recipe]
+    run, vocab, shards = (
+        out / f"scratch-{recipe}-{steps}",
+        out / f"vocab-{spec['data']}",
+        out / f"shards-{spec['data']}",
+    )
     if run.is_dir():
         return str(run)
-    books = f"{data}/gutenberg/*.txt"
-    build = ["build-vocab", "-i", books, "-o", str(vocab), "--vocab-size", "16000", "--lowercase", "-q"]
+    text = spec["text"].format(data=data)
+    build = ["build-vocab", "-i", text, "-o", str(vocab), *spec["vocab"], "-q"]
     if not (vocab / "vocab.txt").exists():
         _run(build, _show(build, "", data, str(out)), log)
-    make = ["make-shards", "-i", books, "--vocab", f"{vocab}/vocab.txt", "-o", str(shards), "--max-seq-length", "64",
-            "--max-predictions-per-seq", "10", "--masking", "dynamic", "-q"]  # fmt: skip
+    make = ["make-shards", "-i", text, "--vocab", f"{vocab}/vocab.txt", "-o", str(shards),
+            *(a.format(data=data) for a in spec["shards"]), "-q"]  # fmt: skip
     if not (shards / "manifest.json").exists():
         _run(make, _show(make, "", data, str(out)), log)
-    train = ["train", "--shards", str(shards), "-o", str(run), "--preset", "mini", "--num-hidden-layers", "6",
-             "--hidden-size", "384", "--num-attention-heads", "12", "--intermediate-size", "1536", "--batch-size",
-             "32", "--lr", "5e-4", "--max-steps", str(steps), "--warmup-steps", str(max(1, steps // 10)),
-             "--nsp-loss-weight", "0", "--log-every", "10", "--no-progress"]  # fmt: skip
+    train = ["train", "--shards", str(shards), "-o", str(run), *spec["train"], "--max-steps", str(steps),
+             "--warmup-steps", str(max(1, steps // 10)), "--log-every", str(max(10, steps // 60)), "--save-every",
+             "1000", "--keep-last", "0", "--no-progress"]  # fmt: skip
     _run(train, _show(train, "", data, str(out)), log)
     return str(run)
 
@@ -135,7 +175,7 @@ def _evaluate(name: str, model: str, extra: list[str], out: Path, common: list[s
 
 
 def _rows(args: argparse.Namespace, minilm: str, data: str, log: list[str]) -> tuple[list, list[str]]:
-    """The rows to run (label, model, extra options) and the pre-training lines to print."""
+    """The rows to run (label, model, extra options, folder) and the pre-training lines to print."""
     tuned = ["--finetune", "--max-train-examples", str(args.train_pairs)]
     random_init = [*tuned, "--random-init", "--lr", "5e-4"]
     rows, notes = [], []
@@ -144,18 +184,24 @@ def _rows(args: argparse.Namespace, minilm: str, data: str, log: list[str]) -> t
         pretrained = _pretrain(args.out, minilm, args.cpt_steps, log)
         notes.append(f"continued pre-training {time.perf_counter() - start:.0f} s")
         rows += [
-            ("all-MiniLM-L6-v2", minilm, []),
-            ("all-MiniLM-L6-v2", minilm, tuned),
-            ("bertprep run (MiniLM + CPT)", pretrained, tuned),
-            ("MiniLM architecture", minilm, random_init),
+            ("all-MiniLM-L6-v2", minilm, [], "eval-0"),
+            ("all-MiniLM-L6-v2", minilm, tuned, "eval-1"),
+            ("bertprep run (MiniLM + CPT)", pretrained, tuned, "eval-2"),
+            ("MiniLM architecture", minilm, random_init, "eval-3"),
         ]
-    scratch = _pretrain_scratch(args.out, data, args.scratch_steps, log)
-    notes.append(f"pre-training from scratch on the Gutenberg books: {_pretrain_summary(scratch)}")
-    # Same fine-tuning as the random-init rows (pairs, epochs, lr 5e-4), so only the starting weights differ.
+    recipe, steps = args.scratch_recipe, args.scratch_steps or RECIPES[args.scratch_recipe]["steps"]
+    start = time.perf_counter()
+    scratch = _pretrain_scratch(args.out, data, recipe, steps, log)
+    notes.append(f"pre-training from scratch ({recipe}, {time.perf_counter() - start:.0f} s of wall in this "
+                 f"command): {_pretrain_summary(scratch)}")  # fmt: skip
+    # Both fine-tuned alike (pairs, epochs, lr 5e-4, the random-init rows' rate), so only the starting weights differ.
+    epochs = ["--num-train-epochs", str(args.scratch_epochs), "--lr", "5e-4"]
+    label, tag = RECIPES[recipe]["label"], f"{recipe}-e{args.scratch_epochs:g}"
     rows += [
-        ("bertprep from scratch (Gutenberg)", scratch, [*tuned, "--lr", "5e-4"]),
-        ("bertprep architecture and vocab", scratch, random_init),
-    ]
+        (f"bertprep from scratch ({label}, {steps} steps)", scratch, [*tuned, *epochs], f"eval-scratch-{tag}-{steps}"),
+        (f"{label}: architecture and vocab, random init", scratch, [*tuned, "--random-init", *epochs],
+         f"eval-random-{tag}"),
+    ]  # fmt: skip
     return rows, notes
 
 
@@ -168,7 +214,24 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--max-seq-length", type=int, default=64)
     parser.add_argument("--cpt-steps", type=int, default=4)
-    parser.add_argument("--scratch-steps", type=int, default=120, help="Steps of pre-training from scratch.")
+    parser.add_argument(
+        "--scratch-recipe",
+        choices=sorted(RECIPES),
+        default="wikipedia-modernbert-tiny",
+        help="How the from-scratch encoder is pre-trained (RECIPES in this script).",
+    )
+    parser.add_argument(
+        "--scratch-steps",
+        type=int,
+        default=0,
+        help="Steps of pre-training from scratch (0: the recipe's, 2000 or 120).",
+    )
+    parser.add_argument(
+        "--scratch-epochs",
+        type=float,
+        default=1,
+        help="Fine-tuning epochs of the from-scratch encoder and of its random-init twin.",
+    )
     only = "all: every row; scratch: only the from-scratch encoder and its random-init twin."
     parser.add_argument("--rows", choices=["all", "scratch"], default="all", help=only)
     args = parser.parse_args()
@@ -186,9 +249,8 @@ def main() -> None:
         "| Model | nDCG@10 | MRR@10 | R@100 | fine-tune s | encode+search s | wall s |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    first = 0 if args.rows == "all" else 4  # the folders eval-4, eval-5 are the same rows in either mode
-    for i, (name, model, extra) in enumerate(rows, start=first):
-        line, run = _evaluate(name, model, extra, args.out / f"eval-{i}", common, (minilm, data, str(args.out)), log)
+    for name, model, extra, folder in rows:
+        line, run = _evaluate(name, model, extra, args.out / folder, common, (minilm, data, str(args.out)), log)
         table.append(line)
     print(f"SQuAD v1.1 dev, first {args.articles} articles: {run['documents']} documents, {run['queries']} test "
           f"queries; {args.train_pairs} training pairs; " + "; ".join(notes) + "\n")  # fmt: skip

@@ -115,7 +115,8 @@ def train_bi_encoder(config: RetrievalTrainConfig) -> RetrievalTrainResult:
     staging = os.path.join(parent, staging_name("retrieval"))
     try:
         hf_dir = config.init_from
-        if not _is_hf_directory(hf_dir):
+        # A checkpoint's step-* folder has config.json and model.safetensors too, but no tokenizer files.
+        if source.kind == "bertprep-checkpoint" or not _is_hf_directory(hf_dir):
             hf_dir = os.path.join(staging, "init")
             export_model(config.init_from, hf_dir)
         start = time.perf_counter()

@@ -312,3 +312,26 @@ def test_a_folder_without_a_finished_run_takes_new_settings_and_drops_the_old_ve
         np.load(tmp_path / "out" / "runs" / "as-is" / "corpus.npy"),
         np.load(tmp_path / "fresh" / "runs" / "as-is" / "corpus.npy"),
     )
+
+
+@pytest.mark.slow  # ~8 s on 2 busy cores, most of it the first import of sentence-transformers
+def test_a_modernbert_step_directory_trains_a_retriever_as_its_run_does(tmp_path, one_torch_thread):
+    """A checkpoint's step-* folder holds config.json and model.safetensors as a Hugging Face folder does, but no
+    tokenizer files: it must be exported like its run directory, not loaded as it is (AutoTokenizer cannot read
+    a ModernBERT folder with only vocab.txt)."""
+    from bertprep.bert_model.retrieval.train import RetrievalTrainConfig, train_bi_encoder
+    from finetune_factory import write_tiny_modernbert_checkpoint
+
+    run = write_tiny_modernbert_checkpoint(tmp_path / "pre")
+    step = str(Path(run) / "checkpoints" / "step-000001")
+    assert (Path(step) / "config.json").is_file() and (Path(step) / "model.safetensors").is_file()
+    beir = write_beir(tmp_path / "beir")
+    vectors = []
+    for name, init_from in (("from-run", run), ("from-step", step)):
+        config = RetrievalTrainConfig(
+            train_file=str(beir), output_dir=str(tmp_path / name), init_from=init_from, batch_size=2,
+            progress=False, device="cpu",
+        )  # fmt: skip
+        assert train_bi_encoder(config).steps == 2
+        vectors.append(RetrievalEncoder(str(tmp_path / name), device="cpu").encode(TEXTS))
+    assert _cosines(vectors[0], vectors[1]).min() >= 0.9999
