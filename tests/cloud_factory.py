@@ -111,6 +111,16 @@ def _die_with_parent() -> None:
         _PRCTL(1, int(signal.SIGTERM), 0, 0, 0)
 
 
+def _death_signal():
+    """The ``preexec_fn`` for a server started from this thread: :func:`_die_with_parent` from the main thread
+    only. The kernel sends the signal when the *thread* that forked ends, not the process (prctl(2)), so a server
+    restarted from a helper thread (an outage's end, :meth:`Emulator.restart`) would be stopped as that thread
+    returns; such a server is stopped by its block's :meth:`Emulator.stop`."""
+    import threading
+
+    return _die_with_parent if threading.current_thread() is threading.main_thread() else None
+
+
 def _start(argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Emulator:
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -119,7 +129,7 @@ def _start(argv: list[str], port: int, log: Path, env: dict[str, str] | None = N
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_death_signal(),
         )
     emulator = Emulator(proc, f"http://127.0.0.1:{port}", argv, log, env)
     try:
