@@ -5,6 +5,7 @@ TINY = tiny_modernbert(vocab_size=101, cls_token_id=1, sep_token_id=2)   # kwarg
 roberta = write_tiny_roberta(tmp_path / "roberta")      # a Hugging Face RoBERTa directory with its own BPE
 config = tiny_train_config(shards, out, max_steps=4)   # a TrainConfig: the tiny preset narrowed to H=32
 config = init_from_train_config(shards, out, hf_dir)   # the same run, the model from a checkpoint
+args = tiny_train_args(shards, out, "--max-steps", "2")  # `bertprep train` of that model, batches of 8
 
 Each returns a fresh object; a test states only where it differs from these settings.
 """
@@ -95,6 +96,14 @@ def tiny_train_config(shards: str | Path, output_dir: str | Path, **overrides):
 
     model = dict(preset="tiny", hidden_size=32, num_attention_heads=2)
     return TrainConfig(**{**TINY_RUN, **model, "shards": str(shards), "output_dir": str(output_dir), **overrides})
+
+
+def tiny_train_args(shards: str | Path, output_dir: str | Path, *options: str, batch_size: int = 8) -> list[str]:
+    """The arguments of ``bertprep train`` (after the program name) on ``shards`` into ``output_dir`` of the model
+    of :func:`tiny_train_config` (the ``tiny`` preset narrowed to H=32 and 2 heads), ``batch_size`` rows a batch,
+    then ``options``."""
+    model = ["--preset", "tiny", "--hidden-size", "32", "--num-attention-heads", "2"]
+    return ["train", "--shards", str(shards), "-o", str(output_dir), *model, "--batch-size", str(batch_size), *options]
 
 
 def init_from_train_config(shards: str | Path, output_dir: str | Path, init_from: str | Path, **overrides):

@@ -24,9 +24,12 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from conftest import REPO_ROOT
+from model_factory import tiny_train_args
 from shard_factory import write_shard_dir
 
 REPO_ROOT = REPO_ROOT
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 #: Runs `bertprep ARGS...` after applying the fault named by argv[1] (in the child process only).
 _RUNNER = r"""
@@ -57,16 +60,6 @@ main()
 """
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     """Batches of 64 x 128 tokens are bigger than a pipe's buffer: a worker whose parent is gone blocks on a
@@ -77,29 +70,8 @@ def shards(tmp_path_factory):
 
 
 def _train_args(shards: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "train",
-        "--shards",
-        str(shards / "train"),
-        "-o",
-        str(out),
-        "--preset",
-        "tiny",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--batch-size",
-        "64",
-        "--warmup-steps",
-        "1",
-        "--log-every",
-        "1",
-        "--no-progress",
-        "--device",
-        "cpu",
-        *extra,
-    ]
+    options = ["--warmup-steps", "1", "--log-every", "1", "--no-progress", "--device", "cpu", *extra]
+    return tiny_train_args(shards / "train", out, *options, batch_size=64)
 
 
 def _spawn(fault: str, args: list[str], log: Path) -> subprocess.Popen:
@@ -242,31 +214,8 @@ def test_loader_workers_die_with_a_sigkilled_trainer(shards, tmp_path, fault):
 
 
 def _small_args(small: Path, out: Path, *extra: str, shards: str = "train") -> list[str]:
-    return [
-        "train",
-        "--shards",
-        str(small / shards),
-        "-o",
-        str(out),
-        "--preset",
-        "tiny",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--batch-size",
-        "8",
-        "--warmup-steps",
-        "1",
-        "--log-every",
-        "1",
-        "--no-progress",
-        "--device",
-        "cpu",
-        "--num-workers",
-        "0",
-        *extra,
-    ]
+    options = ["--warmup-steps", "1", "--log-every", "1", "--no-progress", "--device", "cpu", "--num-workers", "0"]
+    return tiny_train_args(small / shards, out, *options, *extra)
 
 
 def _error_line(result) -> str:
