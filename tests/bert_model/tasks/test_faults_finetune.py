@@ -8,7 +8,6 @@ byte-for-byte as before.
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -19,12 +18,11 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.core import atomic
 from conftest import FIXTURES
-from finetune_factory import write_tiny_checkpoint
+from finetune_factory import write_sentiment_files, write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
-FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
@@ -51,15 +49,7 @@ def pretrain_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("glue")
-    rng = random.Random(0)
-    for name, n in (("train.tsv", 48), ("dev.tsv", 16)):
-        lines = ["sentence\tlabel"]
-        for _ in range(n):
-            label = rng.randrange(2)
-            words = rng.sample(FILLER, 5)
-            words.insert(rng.randrange(6), rng.choice(["good", "great"] if label else ["bad", "awful"]))
-            lines.append(f"{' '.join(words)}\t{label}")
-        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_sentiment_files(root, train=48, dev=16)
     return root
 
 

@@ -29,15 +29,13 @@ from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from bertprep.core.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
-from finetune_factory import write_tiny_modernbert_checkpoint
+from finetune_factory import FILLER, write_ner_files, write_squad_files, write_tiny_modernbert_checkpoint
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
-FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
-NAMES = {"john": "B-person", "mary": "B-person", "paris": "B-location", "london": "B-location"}
 
 
 @pytest.fixture(scope="module")
@@ -83,37 +81,9 @@ def _export_equals_transformers(run: Path, out: Path, auto_class: str, architect
 # ------------------------------------------------------------------------------------------------ SQuAD
 
 
-def _squad_files(root: Path, version: str) -> tuple[Path, Path]:
-    """ "who said" -> the name in the context; in v2.0 also "where" -> no answer (is_impossible)."""
-    rng = random.Random(2)
-
-    def write(path: Path, n: int) -> None:
-        articles = []
-        for k in range(n):
-            words = rng.sample(FILLER, 7)
-            name = rng.choice(["john", "mary"])
-            words.insert(rng.randrange(8), name)
-            context = " ".join(words)
-            qa = {
-                "id": f"q{k}",
-                "question": "who said",
-                "answers": [{"text": name, "answer_start": context.index(name)}],
-            }
-            if version == "2.0":
-                qa["is_impossible"] = False
-                if k % 3 == 0:
-                    qa = {"id": f"q{k}", "question": "where", "answers": [], "is_impossible": True}
-            articles.append({"title": str(k), "paragraphs": [{"context": context, "qas": [qa]}]})
-        path.write_text(json.dumps({"version": version, "data": articles}), encoding="utf-8")
-
-    write(root / "train.json", 192)
-    write(root / "dev.json", 48)
-    return root / "train.json", root / "dev.json"
-
-
 @pytest.mark.parametrize("version", ["1.1", "2.0"])
 def test_squad_on_modernbert_learns_exports_and_predicts(tmp_path, checkpoint, version):
-    train, dev = _squad_files(tmp_path, version)
+    train, dev = write_squad_files(tmp_path, version)
     config = FinetuneConfig(
         train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"), init_from=checkpoint, **_fast()
     )
@@ -156,22 +126,6 @@ def test_squad_fixture_predicts_from_a_transformers_directory_without_finetune_j
 # -------------------------------------------------------------------------------------------------- NER
 
 
-def _ner_files(root: Path) -> tuple[Path, Path]:
-    rng = random.Random(1)
-
-    def write(path: Path, n: int) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            for _ in range(n):
-                words = rng.sample(FILLER, 4)
-                words.insert(rng.randrange(5), rng.choice(list(NAMES)))
-                f.writelines(f"{w}\t{NAMES.get(w, 'O')}\n" for w in words)
-                f.write("\n")
-
-    write(root / "train.conll", 160)
-    write(root / "dev.conll", 40)
-    return root / "train.conll", root / "dev.conll"
-
-
 def _transformers_directory(checkpoint: str, out: Path) -> Path:
     """The checkpoint as a transformers ``ModernBertForMaskedLM.save_pretrained`` directory plus its vocab.txt
     and tokenizer_config.json (what a downloaded ModernBERT-style model directory holds)."""
@@ -184,7 +138,7 @@ def _transformers_directory(checkpoint: str, out: Path) -> Path:
 
 
 def test_ner_on_modernbert_from_a_transformers_directory_learns_exports_and_predicts(tmp_path, checkpoint):
-    train, dev = _ner_files(tmp_path)
+    train, dev = write_ner_files(tmp_path)
     hf_dir = _transformers_directory(checkpoint, tmp_path)
     config = FinetuneConfig(
         train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"), init_from=str(hf_dir), **_fast()
@@ -205,7 +159,7 @@ def test_ner_on_modernbert_from_a_transformers_directory_learns_exports_and_pred
 
 
 def test_feature_based_ner_on_modernbert_learns_and_predict_reloads_it(tmp_path, checkpoint):
-    train, dev = _ner_files(tmp_path)
+    train, dev = write_ner_files(tmp_path)
     args = ["finetune", "--task", "ner", "--feature-based", "last4-concat", "--init-from", checkpoint]
     args += ["--train-file", str(train), "--eval-file", str(dev), "-o", str(tmp_path / "run"), "--lr", "5e-3"]
     args += ["--batch-size", "16", "--num-train-epochs", "15", "--max-seq-length", "16", "--no-progress"]
