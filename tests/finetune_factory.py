@@ -6,6 +6,8 @@ run = write_tiny_modernbert_checkpoint(tmp_path / "pretrain")   # the same for M
 train, dev = write_sentiment_files(tmp_path)   # trivially learnable synthetic data, seeded: SST-2 TSV,
 train, dev = write_ner_files(tmp_path)         # CoNLL name tags,
 train, dev = write_squad_files(tmp_path, "2.0")   # SQuAD JSON ("who said" -> a name)
+args = sst2_finetune_args(run, train, dev, tmp_path / "ft", epochs=6)   # `bertprep finetune` on the TSV files
+args = predict_args(tmp_path / "ft", dev, tmp_path / "pred.tsv")   # `bertprep predict`
 """
 
 from __future__ import annotations
@@ -127,3 +129,21 @@ def write_squad_files(root: Path, version: str = "1.1") -> tuple[Path, Path]:
             articles.append({"title": str(k), "paragraphs": [{"context": context, "qas": [qa]}]})
         (root / name).write_text(json.dumps({"version": version, "data": articles}), encoding="utf-8")
     return root / "train.json", root / "dev.json"
+
+
+def sst2_finetune_args(
+    init_from: str | Path, train: str | Path, dev: str | Path, output_dir: str | Path, *options: str, epochs: int
+) -> list[str]:
+    """The arguments of ``bertprep finetune`` (after the program name) of :func:`write_sentiment_files`' task as
+    GLUE SST-2 from ``init_from``: sequences of 16 tokens, lr 5e-3, batches of 16, ``epochs`` epochs, no progress
+    bar; then ``options``."""
+    files = ["--train-file", str(train), "--eval-file", str(dev), "-o", str(output_dir)]
+    settings = ["--max-seq-length", "16", "--lr", "5e-3", "--batch-size", "16", "--num-train-epochs", str(epochs)]
+    return ["finetune", "--task", "glue", "--glue-task", "sst2", "--init-from", str(init_from), *files, *settings,
+            "--no-progress", *options]  # fmt: skip
+
+
+def predict_args(model: str | Path, input_file: str | Path, output_file: str | Path) -> list[str]:
+    """The arguments of ``bertprep predict`` (after the program name): ``model`` on ``input_file`` into
+    ``output_file``, no progress bar."""
+    return ["predict", "--model", str(model), "--input", str(input_file), "--output", str(output_file), "--no-progress"]

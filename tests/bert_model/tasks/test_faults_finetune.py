@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.core import atomic
 from conftest import FIXTURES
-from finetune_factory import write_sentiment_files, write_tiny_checkpoint
+from finetune_factory import predict_args, sst2_finetune_args, write_sentiment_files, write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -54,31 +54,7 @@ def data(tmp_path_factory) -> Path:
 
 
 def _finetune_args(init_from: Path, data: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "finetune",
-        "--task",
-        "glue",
-        "--glue-task",
-        "sst2",
-        "--init-from",
-        str(init_from),
-        "--train-file",
-        str(data / "train.tsv"),
-        "--eval-file",
-        str(data / "dev.tsv"),
-        "-o",
-        str(out),
-        "--max-seq-length",
-        "16",
-        "--lr",
-        "5e-3",
-        "--batch-size",
-        "16",
-        "--num-train-epochs",
-        "1",
-        "--no-progress",
-        *extra,
-    ]
+    return sst2_finetune_args(init_from, data / "train.tsv", data / "dev.tsv", out, *extra, epochs=1)
 
 
 @pytest.fixture(scope="module")
@@ -97,16 +73,7 @@ def test_predict_refuses_output_equal_to_input(finetune_run, data, tmp_path):
     for output in (input_file, tmp_path / "." / "test.tsv"):
         result = CliRunner().invoke(
             cli,
-            [
-                "predict",
-                "--model",
-                str(finetune_run),
-                "--input",
-                str(input_file),
-                "--output",
-                str(output),
-                "--no-progress",
-            ],
+            predict_args(finetune_run, input_file, output),
         )
         line = _error_line(result)
         assert "which is --input" in line and str(output) in line
@@ -119,16 +86,7 @@ def test_predict_refuses_to_overwrite_a_file_of_the_model(finetune_run, data):
     for target in (finetune_run / "best" / "config.json", finetune_run / "results.json"):
         result = CliRunner().invoke(
             cli,
-            [
-                "predict",
-                "--model",
-                str(finetune_run),
-                "--input",
-                str(data / "dev.tsv"),
-                "--output",
-                str(target),
-                "--no-progress",
-            ],
+            predict_args(finetune_run, data / "dev.tsv", target),
         )
         line = _error_line(result)
         assert str(target) in line and "lies inside --model" in line

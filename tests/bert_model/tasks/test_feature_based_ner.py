@@ -21,7 +21,7 @@ from bertprep.bert_model.tasks.feature_based import (
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import FIXTURES
-from finetune_factory import write_ner_files
+from finetune_factory import predict_args, write_ner_files
 from model_factory import tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -133,16 +133,7 @@ def test_feature_based_ner_learns_names_and_predict_reloads_it(tmp_path):
     assert any(k.startswith("lstm.") for k in saved)
     out = runner.invoke(
         cli,
-        [
-            "predict",
-            "--model",
-            str(tmp_path / "run"),
-            "--input",
-            str(tmp_path / "dev.conll"),
-            "--output",
-            str(tmp_path / "p.conll"),
-            "--no-progress",
-        ],
+        predict_args(tmp_path / "run", tmp_path / "dev.conll", tmp_path / "p.conll"),
     )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "p.conll").read_text() == (tmp_path / "run" / "eval_predictions.conll").read_text()

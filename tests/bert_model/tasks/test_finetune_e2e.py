@@ -14,7 +14,14 @@ from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import FIXTURES, need_module
-from finetune_factory import write_ner_files, write_sentiment_files, write_squad_files, write_tiny_checkpoint
+from finetune_factory import (
+    predict_args,
+    sst2_finetune_args,
+    write_ner_files,
+    write_sentiment_files,
+    write_squad_files,
+    write_tiny_checkpoint,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -129,30 +136,7 @@ def test_cli_finetune_predict_export(tmp_path, checkpoint):
     train, dev = write_sentiment_files(tmp_path)
     runner = CliRunner()
     run = tmp_path / "run"
-    args = [
-        "finetune",
-        "--task",
-        "glue",
-        "--glue-task",
-        "sst2",
-        "--init-from",
-        checkpoint,
-        "--train-file",
-        str(train),
-        "--eval-file",
-        str(dev),
-        "-o",
-        str(run),
-        "--max-seq-length",
-        "16",
-        "--lr",
-        "5e-3",
-        "--batch-size",
-        "16",
-        "--num-train-epochs",
-        "6",
-        "--no-progress",
-    ]
+    args = sst2_finetune_args(checkpoint, train, dev, run, epochs=6)
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "72 steps (completed" in result.output and "accuracy" in result.output
@@ -164,31 +148,13 @@ def test_cli_finetune_predict_export(tmp_path, checkpoint):
     test_file.write_text("index\tsentence\n0\tthe city was good\n1\tthey said awful\n", encoding="utf-8")
     out = runner.invoke(
         cli,
-        [
-            "predict",
-            "--model",
-            str(run),
-            "--input",
-            str(test_file),
-            "--output",
-            str(tmp_path / "pred.tsv"),
-            "--no-progress",
-        ],
+        predict_args(run, test_file, tmp_path / "pred.tsv"),
     )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "pred.tsv").read_text() == "index\tprediction\n0\t1\n1\t0\n"
     out = runner.invoke(
         cli,
-        [
-            "predict",
-            "--model",
-            str(run / "best"),
-            "--input",
-            str(dev),
-            "--output",
-            str(tmp_path / "dev-pred.tsv"),
-            "--no-progress",
-        ],
+        predict_args(run / "best", dev, tmp_path / "dev-pred.tsv"),
     )
     assert out.exit_code == 0 and "48 predictions" in out.output and "accuracy" in out.output
     # export the fine-tuned model: transformers loads it with the labels.
