@@ -68,6 +68,42 @@ def _config(shards, out, init_from, **kw):
     return init_from_train_config(shards, out, init_from, **{"max_steps": 2, "warmup_steps": 1, "log_every": 1, **kw})
 
 
+#: Each new token of NEW and the old pieces it splits into: its rows start as their mean.
+GROWN = {
+    "psilocybin": ["psi", "##lo", "##cy", "##bin"],
+    "##locy": ["##lo", "##cy"],  # a ## entry splits as a continuation
+    "cats": ["cat", "##s"],
+    "##bincy": ["##bin", "##cy"],
+}
+
+
+def _rows_of(pieces, weight):
+    """The mean of ``weight``'s rows (or entries) of the old ``pieces``."""
+    return weight[[OLD.index(p) for p in pieces]].mean(0)
+
+
+def _train_old_then_new(tmp_path, hf_dir):
+    """One step from ``hf_dir`` on shards of OLD (``run1``), then one step at lr 1e-9 from that bertprep run on
+    shards of NEW (``run2``); the two TrainResults."""
+    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
+    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
+    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
+    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
+    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    return first, second
+
+
+def _fill_mask_predicts_the_new_tokens(run, export, runner):
+    """fill-mask of the grown ``run`` keeps the new tokens whole and predicts them too; the CLI fills a mask with
+    the ``export`` of it."""
+    mlm, tokenizer = load_mlm_model(str(run))
+    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
+    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
+    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
+    shown = runner.invoke(cli, ["fill-mask", "--model", str(export), "the [MASK] cats"])
+    assert shown.exit_code == 0, shown.output
+
+
 def test_an_extension_keeps_every_old_id_except_unused_slots():
     assert extension_ids(OLD, NEW) == [5, 6, 64, 65]
     assert extension_ids(OLD, OLD) == []
@@ -95,19 +131,10 @@ def test_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
     assert emb.shape == (66, 32) and bias.shape == (66,)
     keep = [i for i in range(64) if i not in (5, 6)]
     torch.testing.assert_close(emb[keep], old_emb[keep], rtol=0, atol=0)
-
-    def mean(pieces, weight):
-        return weight[[OLD.index(p) for p in pieces]].mean(0)
-
     old_bias = source.state_dict["cls.predictions.bias"]
-    for token, pieces in {
-        "psilocybin": ["psi", "##lo", "##cy", "##bin"],
-        "##locy": ["##lo", "##cy"],  # a ## entry splits as a continuation
-        "cats": ["cat", "##s"],
-        "##bincy": ["##bin", "##cy"],
-    }.items():
-        torch.testing.assert_close(emb[NEW.index(token)], mean(pieces, old_emb))
-        torch.testing.assert_close(bias[NEW.index(token)], mean(pieces, old_bias))
+    for token, pieces in GROWN.items():
+        torch.testing.assert_close(emb[NEW.index(token)], _rows_of(pieces, old_emb))
+        torch.testing.assert_close(bias[NEW.index(token)], _rows_of(pieces, old_bias))
     assert extend_source_vocab(source, OLD, shards="S") is source
 
 
@@ -134,22 +161,13 @@ def test_train_init_from_hf_onto_extended_shards_grows_the_model_and_exports(tmp
     assert hf.config.vocab_size == len(NEW)
     assert (tmp_path / "export" / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1] == NEW
 
-    mlm, tokenizer = load_mlm_model(str(tmp_path / "run"))
-    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
-    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
-    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
-    shown = runner.invoke(cli, ["fill-mask", "--model", str(tmp_path / "export"), "the [MASK] cats"])
-    assert shown.exit_code == 0, shown.output
+    _fill_mask_predicts_the_new_tokens(tmp_path / "run", tmp_path / "export", runner)
 
 
 @pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_train_init_from_a_bertprep_run_onto_extended_shards(tmp_path):
     hf_dir = _save_hf(tmp_path / "hf")
-    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
-    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
-    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
-    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
-    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    first, second = _train_old_then_new(tmp_path, hf_dir)
     assert first.model.config.vocab_size == 64 and second.model.config.vocab_size == len(NEW)
     trained = first.model.bert.embeddings.word_embeddings.weight.detach()
     pieces = [OLD.index(p) for p in ("cat", "##s")]
@@ -170,18 +188,6 @@ def test_shards_of_a_larger_vocab_that_moves_old_ids_are_refused_before_any_step
     with pytest.raises(ValueError, match=r"does not extend the vocab of .*hf \(64\): at id 11 the model has 'the'"):
         train(_config(shards, tmp_path / "run", hf_dir))
     assert not (tmp_path / "run" / "checkpoints").exists()
-
-
-GROWN = {
-    "psilocybin": ["psi", "##lo", "##cy", "##bin"],
-    "##locy": ["##lo", "##cy"],
-    "cats": ["cat", "##s"],
-    "##bincy": ["##bin", "##cy"],
-}
-
-
-def _rows_of(pieces, weight):
-    return weight[[OLD.index(p) for p in pieces]].mean(0)
 
 
 def test_modernbert_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
@@ -246,21 +252,12 @@ def test_train_init_from_hf_modernbert_onto_extended_shards_grows_the_model_and_
         theirs = hf(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits
     assert theirs.shape == (1, 5, len(NEW)) and (ours - theirs).abs().max().item() < 1e-4
 
-    mlm, tokenizer = load_mlm_model(str(tmp_path / "run"))
-    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
-    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
-    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
-    shown = runner.invoke(cli, ["fill-mask", "--model", str(tmp_path / "export"), "the [MASK] cats"])
-    assert shown.exit_code == 0, shown.output
+    _fill_mask_predicts_the_new_tokens(tmp_path / "run", tmp_path / "export", runner)
 
 
 def test_train_init_from_a_bertprep_modernbert_run_onto_extended_shards(tmp_path):
     hf_dir = _save_hf_modernbert(tmp_path / "hf")
-    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
-    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
-    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
-    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
-    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    first, second = _train_old_then_new(tmp_path, hf_dir)
     assert isinstance(second.model, ModernBertForMaskedLM)
     assert first.model.config.vocab_size == 64 and second.model.config.vocab_size == len(NEW)
     trained = first.model.model.embeddings.tok_embeddings.weight.detach()
