@@ -78,6 +78,20 @@ def _export_equals_transformers(run: Path, out: Path, auto_class: str, architect
             assert (x - y).abs().max().item() < 1e-4, name
 
 
+def _exports_and_predicts(tmp_path: Path, task, dev: Path, examples: int, architecture: str, name: str) -> Path:
+    """The fine-tuning run ``tmp_path/run`` exports as ``architecture`` (``_export_equals_transformers`` on the
+    first ``examples`` examples of ``dev``, into ``tmp_path/exported``), and ``predict`` of it on ``dev`` succeeds;
+    returns its predictions file, ``tmp_path/name``."""
+    features = task.featurize(task.read(str(dev))[:examples], _tokenizer(), with_labels=False)
+    batch = collate_features(features, pad_token_id=0)
+    auto_class = architecture.replace("ModernBert", "AutoModel")
+    _export_equals_transformers(tmp_path / "run", tmp_path / "exported", auto_class, architecture, batch)
+    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / name), "--no-progress"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    return tmp_path / name
+
+
 # ------------------------------------------------------------------------------------------------ SQuAD
 
 
@@ -95,15 +109,8 @@ def test_squad_on_modernbert_learns_exports_and_predicts(tmp_path, checkpoint, v
     else:  # the official v2.0 figures, answerable and unanswerable questions both learnt
         assert result.best_metrics["HasAns_exact"] >= 90.0 and result.best_metrics["NoAns_exact"] >= 90.0
         assert (tmp_path / "run" / "eval_predictions.null_odds.json").exists()
-    features = task.featurize(task.read(str(dev))[:6], _tokenizer(), with_labels=False)
-    batch = collate_features(features, pad_token_id=0)
-    _export_equals_transformers(
-        tmp_path / "run", tmp_path / "hf", "AutoModelForQuestionAnswering", "ModernBertForQuestionAnswering", batch
-    )
-    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / "p.json"), "--no-progress"]
-    out = CliRunner().invoke(cli, args)
-    assert out.exit_code == 0, out.output
-    assert len(json.loads((tmp_path / "p.json").read_text())) == 48
+    predictions = _exports_and_predicts(tmp_path, task, dev, 6, "ModernBertForQuestionAnswering", "p.json")
+    assert len(json.loads(predictions.read_text())) == 48
 
 
 def test_squad_fixture_predicts_from_a_transformers_directory_without_finetune_json(tmp_path, checkpoint):
@@ -147,15 +154,8 @@ def test_ner_on_modernbert_from_a_transformers_directory_learns_exports_and_pred
     result = finetune(config, task)
     assert isinstance(result.model, ModernBertForTokenClassification)
     assert result.best_metrics["f1"] >= 0.95
-    features = task.featurize(task.read(str(dev))[:6], _tokenizer(), with_labels=False)
-    batch = collate_features(features, pad_token_id=0)
-    _export_equals_transformers(
-        tmp_path / "run", tmp_path / "exp", "AutoModelForTokenClassification", "ModernBertForTokenClassification", batch
-    )
-    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / "p.conll"), "--no-progress"]
-    out = CliRunner().invoke(cli, args)
-    assert out.exit_code == 0, out.output
-    assert (tmp_path / "p.conll").read_text().count("\n\n") == 40
+    predictions = _exports_and_predicts(tmp_path, task, dev, 6, "ModernBertForTokenClassification", "p.conll")
+    assert predictions.read_text().count("\n\n") == 40
 
 
 def test_feature_based_ner_on_modernbert_learns_and_predict_reloads_it(tmp_path, checkpoint):
@@ -217,12 +217,5 @@ def test_multiple_choice_on_modernbert_learns_exports_and_predicts(tmp_path, che
     result = finetune(config, task)
     assert isinstance(result.model, ModernBertForMultipleChoice)
     assert result.best_metrics["accuracy"] >= 0.9  # chance is 0.25
-    features = task.featurize(task.read(str(dev))[:4], _tokenizer(), with_labels=False)
-    batch = collate_features(features, pad_token_id=0)
-    _export_equals_transformers(
-        tmp_path / "run", tmp_path / "hf", "AutoModelForMultipleChoice", "ModernBertForMultipleChoice", batch
-    )
-    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / "p.csv"), "--no-progress"]
-    out = CliRunner().invoke(cli, args)
-    assert out.exit_code == 0, out.output
-    assert len((tmp_path / "p.csv").read_text().splitlines()) == 1 + 48
+    predictions = _exports_and_predicts(tmp_path, task, dev, 4, "ModernBertForMultipleChoice", "p.csv")
+    assert len(predictions.read_text().splitlines()) == 1 + 48
