@@ -109,6 +109,17 @@ def _kill_all(proc: subprocess.Popen, pids: set[int]) -> None:
     proc.wait()
 
 
+def _end_time(proc: subprocess.Popen, workers: set[int], case: str) -> float:
+    """The ``time.time()`` at which the run ``proc`` ended, within 60 s; else it is killed with its ``workers``
+    and the test fails: "bertprep train hung ``case``"."""
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        _kill_all(proc, workers)
+        raise AssertionError(f"bertprep train hung {case}") from None
+    return time.time()
+
+
 def _wait_for_workers(proc: subprocess.Popen, count: int, timeout: float = 60) -> set[int]:
     """Pids of the loader workers (children) of ``proc`` once ``count`` of them run and training has started."""
     deadline = time.monotonic() + timeout
@@ -135,12 +146,7 @@ def test_exception_in_the_training_loop_exits_nonzero_within_seconds_leaving_no_
         "raise-at-batch-6", _train_args(shards, tmp_path / "run", "--max-steps", "1000", "--num-workers", "2"), log
     )
     workers = _wait_for_workers(proc, 2)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung after an exception in the training loop") from None
-    exited = time.time()
+    exited = _end_time(proc, workers, "after an exception in the training loop")
     stderr = log.read_text()
     assert proc.returncode not in (0, None)
     assert "injected fault in the training loop" in stderr
@@ -161,12 +167,7 @@ def test_missing_matplotlib_is_found_before_training_and_the_run_ends_cleanly(sh
     log = tmp_path / "log"
     proc = _spawn("no-matplotlib", _train_args(shards, out, "--max-steps", "3", "--num-workers", "2"), log)
     workers = _wait_for_workers(proc, 2)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung without matplotlib") from None
-    exited = time.time()
+    exited = _end_time(proc, workers, "without matplotlib")
     stderr = log.read_text()
     assert proc.returncode == 0, stderr
     trained = (out / "checkpoints" / "step-000003" / "state.json").stat().st_mtime  # the end of training
