@@ -10,7 +10,6 @@ embeddings, the decoder tied to them and the decoder bias.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import re
 
@@ -25,7 +24,7 @@ from bertprep.bert_model.pretrain.trainer import train
 from bertprep.bert_model.pretrain.vocab_extension import check_extension, extend_source_vocab, extension_ids
 from bertprep.cli.main import cli
 from conftest import need_module
-from model_factory import init_from_train_config, tiny_bert, tiny_modernbert
+from model_factory import init_from_train_config, tiny_bert, tiny_modernbert, write_uncased_vocab
 from shard_factory import write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -47,8 +46,7 @@ def _save_hf(path, cls_name="BertForMaskedLM"):
     torch.manual_seed(0)
     model = getattr(transformers, cls_name)(transformers.BertConfig(**TINY)).eval()
     model.save_pretrained(path)
-    (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    write_uncased_vocab(path, OLD)
     return path
 
 
@@ -59,8 +57,7 @@ def _save_hf_modernbert(path):
     with torch.no_grad():  # transformers starts the decoder bias at 0: random, so that growing it is seen
         model.decoder.bias.normal_()
     model.eval().save_pretrained(path)
-    (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    write_uncased_vocab(path, OLD)
     return path
 
 
