@@ -79,6 +79,19 @@ def _rows_of(pieces, weight):
     return weight[[OLD.index(p) for p in pieces]].mean(0)
 
 
+def _grow_from_hf(tmp_path, hf_dir, caplog):
+    """One step at lr 1e-9 from the Hugging Face directory ``hf_dir`` (vocab OLD) on shards of NEW into
+    ``tmp_path/run``: the model grows to NEW's size and the log says how; the TrainResult."""
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
+    with caplog.at_level(logging.INFO, logger="bertprep.train"):
+        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
+    assert result.step == 1 and result.model.config.vocab_size == len(NEW)
+    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
+    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
+    return result
+
+
 def _train_old_then_new(tmp_path, hf_dir):
     """One step from ``hf_dir`` on shards of OLD (``run1``), then one step at lr 1e-9 from that bertprep run on
     shards of NEW (``run2``); the two TrainResults."""
@@ -137,14 +150,7 @@ def test_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
 
 def test_train_init_from_hf_onto_extended_shards_grows_the_model_and_exports(tmp_path, caplog):
     hf_dir = _save_hf(tmp_path / "hf")
-    shards = tmp_path / "shards"
-    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
-    with caplog.at_level(logging.INFO, logger="bertprep.train"):
-        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
-    assert result.step == 1 and result.model.config.vocab_size == len(NEW)
-    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
-    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
-    model = result.model
+    model = _grow_from_hf(tmp_path, hf_dir, caplog).model
     assert model.cls.predictions.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
     assert model.state_dict()["cls.predictions.bias"].shape == (len(NEW),)  # (64-row padding inside the model)
     old_emb = load_model_source(str(hf_dir)).state_dict["bert.embeddings.word_embeddings.weight"]
@@ -215,14 +221,8 @@ def test_modernbert_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
 
 def test_train_init_from_hf_modernbert_onto_extended_shards_grows_the_model_and_exports(tmp_path, caplog):
     hf_dir = _save_hf_modernbert(tmp_path / "hf")
-    shards = tmp_path / "shards"
-    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
-    with caplog.at_level(logging.INFO, logger="bertprep.train"):
-        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
-    model = result.model
-    assert result.step == 1 and isinstance(model, ModernBertForMaskedLM) and model.config.vocab_size == len(NEW)
-    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
-    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
+    model = _grow_from_hf(tmp_path, hf_dir, caplog).model
+    assert isinstance(model, ModernBertForMaskedLM)
     assert model.decoder.weight.data_ptr() == model.model.embeddings.tok_embeddings.weight.data_ptr()
     assert model.decoder.bias.shape == (len(NEW),)
     source = load_model_source(str(hf_dir))
