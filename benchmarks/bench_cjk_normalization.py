@@ -105,6 +105,24 @@ def _measure(train: list[str], heldout: list[str], vocab_size: int, limit_alphab
     }
 
 
+def _rows(
+    settings: list[tuple[str, str, dict, int | None]],
+    all_text: list[str],
+    train: list[str],
+    heldout: list[str],
+    vocab_size: int,
+) -> list[tuple[str, str, dict]]:
+    """One ``_table`` row per ``(label, flags, VocabConfig settings, limit_alphabet)``: the measures of a vocab
+    trained on ``all_text``, with ``[UNK]`` out and pieces per word out from one trained on ``train`` alone."""
+    rows = []
+    for label, flags, config, limit in settings:
+        r = _measure(all_text, heldout, vocab_size, limit, config)
+        out = _measure(train, heldout, vocab_size, limit, config)
+        r["unk_out"], r["per_word_out"] = out["unk_out"], out["per_word_out"]
+        rows.append((label, flags, r))
+    return rows
+
+
 def _table(title: str, command: str, rows: list[tuple[str, str, dict]], korean: bool) -> None:
     print(f"\n{title}\n  {command}")
     vocab_head = "vocab syll/jamo" if korean else "vocab CJK"
@@ -147,8 +165,7 @@ def main() -> int:
         f"Korean: {len(ko_all):,} sentences, {stats.letters:,} letters, of which {stats.hangul_syllables:,} "
         f"Hangul syllables; accent stripping changes {stats.share:.1%} of the letters"
     )
-    rows = []
-    for label, flags, settings, limit in [
+    ko_settings = [
         *((label_, f, s, 1000) for label_, f, s in SETTINGS),
         (
             "no stripping, every char kept",
@@ -156,11 +173,8 @@ def main() -> int:
             dict(do_lower_case=True, strip_accents=False),
             None,
         ),
-    ]:
-        r = _measure(ko_all, ko_heldout, args.vocab_size, limit, settings)
-        out = _measure(ko_train, ko_heldout, args.vocab_size, limit, settings)
-        r["unk_out"], r["per_word_out"] = out["unk_out"], out["per_word_out"]
-        rows.append((label, flags, r))
+    ]
+    rows = _rows(ko_settings, ko_all, ko_train, ko_heldout, args.vocab_size)
     _table(
         f"Korean, vocab_size {args.vocab_size:,} ([UNK] out: vocab from the constitution, text of the article)",
         f"bertprep build-vocab {ko} --input-format text --vocab-size {args.vocab_size} FLAGS",
@@ -174,15 +188,11 @@ def main() -> int:
     zh_heldout = _sentences([p for p in zh_files if p.name.startswith("luxun")])
     distinct = len({c for s in zh_all for c in s if _is_cjk(c)})
     print(f"\nChinese: {len(zh_all):,} sentences, {distinct:,} distinct ideographs")
-    rows = []
-    for label, flags, settings, limit in [
+    zh_settings = [
         *((label_, f, s, 1000) for label_, f, s in SETTINGS[:2]),
         ("uncased, every character kept", "--limit-alphabet 0", dict(do_lower_case=True), None),
-    ]:
-        r = _measure(zh_all, zh_heldout, args.zh_vocab_size, limit, settings)
-        out = _measure(zh_train, zh_heldout, args.zh_vocab_size, limit, settings)
-        r["unk_out"], r["per_word_out"] = out["unk_out"], out["per_word_out"]
-        rows.append((label, flags, r))
+    ]
+    rows = _rows(zh_settings, zh_all, zh_train, zh_heldout, args.zh_vocab_size)
     _table(
         f"Chinese, vocab_size {args.zh_vocab_size:,} ([UNK] out: vocab without the Lu Xun stories, text of them)",
         f"bertprep build-vocab {zh} --input-format text --vocab-size {args.zh_vocab_size} FLAGS",

@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_make_shards import BERTPREP, WORK, build_corpus, data_dir, measure  # noqa: E402
+from bench_make_shards import WORK, build_corpus, data_dir, make_shards_command, measure  # noqa: E402
 
 
 def loader_rate(shard_dir: str, batches: int, repeats: int) -> float:
@@ -64,28 +64,8 @@ def main() -> None:
             out = f"{tmp}/{masking}"
             walls = []
             for _ in range(args.repeats):
-                wall, _peak, _ = measure(
-                    BERTPREP
-                    + [
-                        "make-shards",
-                        "-i",
-                        str(corpus),
-                        "--vocab",
-                        vocab,
-                        "-o",
-                        out,
-                        "--input-format",
-                        "bert",
-                        "--dupe-factor",
-                        str(args.dupe_factor),
-                        "--masking",
-                        masking,
-                        "--bucket-size",
-                        "64",
-                        "--overwrite",
-                        "-q",
-                    ]
-                )
+                options = ["--masking", masking, "--bucket-size", "64", "--overwrite", "-q"]
+                wall, _peak, _ = measure(make_shards_command(corpus, vocab, out, args.dupe_factor, options))
                 walls.append(wall)
             size = sum(p.stat().st_size for p in Path(out).glob("shard-*.arrow"))
             manifest = json.loads((Path(out) / "manifest.json").read_text())

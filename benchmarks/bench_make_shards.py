@@ -244,6 +244,11 @@ def command_for(
             f"unknown variant {name!r}; known: original, tokenize, tokenize-encoder, beam-startup, "
             f"baseline, {', '.join(MAKE_SHARDS_VARIANTS)}"
         )
+    return make_shards_command(corpus, vocab, f"{tmp}/shards", dupe, ["-q", *MAKE_SHARDS_VARIANTS[name], *extra]), None
+
+
+def make_shards_command(corpus: Path, vocab: str, output: str, dupe: int, options: list[str]) -> list[str]:
+    """``bertprep make-shards`` of the benchmark corpus (``--input-format bert``) into ``output``, then ``options``."""
     return BERTPREP + [
         "make-shards",
         "-i",
@@ -251,13 +256,13 @@ def command_for(
         "--vocab",
         vocab,
         "-o",
-        f"{tmp}/shards",
+        output,
         "--input-format",
         "bert",
         "--dupe-factor",
         str(dupe),
-        "-q",
-    ] + MAKE_SHARDS_VARIANTS[name] + extra, None
+        *options,
+    ]
 
 
 def instances_in(output: str) -> int | None:

@@ -329,6 +329,13 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
+def check_close(report: Report, name: str, out: torch.Tensor, ref: torch.Tensor, limit: float) -> None:
+    """Report check ``name``: the relative error (L2) of ``out`` against ``ref`` is below ``limit``."""
+    err = relative_error(out, ref)
+    mantissa, exponent = f"{limit:.0e}".split("e")  # 2e-2, not 2e-02
+    report.check(name, err < limit, f"relative error {err:.2e} (< {mantissa}e{int(exponent)})")
+
+
 def check_correctness(report: Report, args, device: torch.device, rows: list[dict], specials: dict) -> None:
     """Section a (see the module docstring)."""
     preset = "tiny" if args.self_test else "mini"
@@ -351,21 +358,13 @@ def check_correctness(report: Report, args, device: torch.device, rows: list[dic
                 gpu_batch = {k: v.to(device) for k, v in batch.items()}
                 with torch.autocast(device.type, dtype=torch.bfloat16):
                     out = on_device(**gpu_batch).prediction_logits[real.to(device)]
-                err = relative_error(out, ref)
-                report.check(
-                    f"{architecture} {layout}: {device.type} bf16 ({kernel}) vs CPU fp32",
-                    err < 2e-2,
-                    f"relative error {err:.2e} (< 2e-2)",
+                check_close(
+                    report, f"{architecture} {layout}: {device.type} bf16 ({kernel}) vs CPU fp32", out, ref, 2e-2
                 )
                 if device.type == "cuda":
                     configure_attention(on_device, "sdpa", device, False)
                     fp32 = on_device(**gpu_batch).prediction_logits[real.to(device)]
-                    err32 = relative_error(fp32, ref)
-                    report.check(
-                        f"{architecture} {layout}: cuda fp32 sdpa vs CPU fp32",
-                        err32 < 1e-4,
-                        f"relative error {err32:.2e} (< 1e-4)",
-                    )
+                    check_close(report, f"{architecture} {layout}: cuda fp32 sdpa vs CPU fp32", fp32, ref, 1e-4)
                     configure_attention(on_device, "auto", device, True)
     if device.type == "cuda":
         check_attention_dropout(report, device, rows, specials, args)

@@ -38,6 +38,7 @@ import urllib.parse
 from typing import IO, Any
 
 from bertprep.core import atomic, strict_json
+from bertprep.core.paths import web_url_message
 from bertprep.core.storage_client import (
     _S3_ENDPOINT_URL,
     RemotePathError,
@@ -465,6 +466,22 @@ def check_remote_path(
         )
 
 
+def beam_read_refusal(path: str, what: str) -> str | None:
+    """The one-line message refusing ``path``, read as ``what`` (e.g. ``"input"``) through Beam's
+    ``FileSystems``, before anything reads it; None when it may be read. Refused: a web URL
+    (:func:`bertprep.core.paths.web_url_message`) and a remote path :func:`check_remote_path` refuses (checked
+    within seconds, not the client's minutes of retries without network).
+    """
+    url = web_url_message(path, what, gs_ok=True)
+    if url:
+        return url
+    try:
+        check_remote_path(path, what, clients=("beam",))
+    except RemotePathError as err:
+        return str(err)
+    return None
+
+
 #: What installs each client of a scheme (the message of a missing one).
 _EXTRAS = {
     ("beam", "gs"): "apache-beam[gcp]",
@@ -515,6 +532,7 @@ __all__ = [
     "RemotePathError",
     "StorageError",
     "answers",
+    "beam_read_refusal",
     "bucket_of",
     "cache_folder",
     "cached_manifest",

@@ -1,6 +1,7 @@
 """The real ``bertprep`` CLI in a subprocess, as the fault tests run it, and what they assert of its output.
 
 done = bertprep("train", "--shards", shards, "-o", out, timeout=300)   # a CompletedProcess, bounded in time
+proc = spawn_bertprep("build-vocab", "-i", corpus, "-o", out)   # a Popen in its own session, to be signalled
 line = error_line(done)              # the one "Error:" line (exit status 2, no traceback)
 line = one_line(done.stderr)         # the same for any output and status
 before = snapshot(run)               # {relative path: bytes} of a folder, to assert it is intact afterwards
@@ -29,6 +30,18 @@ def bertprep(
         timeout=timeout,
         cwd=cwd,
         env=env or ENV,
+    )
+
+
+def spawn_bertprep(*args) -> subprocess.Popen:
+    """Start the ``bertprep`` console script with ``args`` in a session of its own (a signal can go to its whole
+    process group, as a terminal's Ctrl-C does), stdout discarded and stderr piped as text; the caller ends it."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "bertprep"), *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 

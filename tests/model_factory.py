@@ -3,8 +3,10 @@
 TINY = tiny_bert(vocab_size=99)                        # kwargs for BertConfig (or transformers.BertConfig)
 TINY = tiny_modernbert(vocab_size=101, cls_token_id=1, sep_token_id=2)   # kwargs for ModernBertConfig
 roberta = write_tiny_roberta(tmp_path / "roberta")      # a Hugging Face RoBERTa directory with its own BPE
+write_uncased_vocab(hf_dir, tokens)                     # vocab.txt + tokenizer_config.json beside a BERT's weights
 config = tiny_train_config(shards, out, max_steps=4)   # a TrainConfig: the tiny preset narrowed to H=32
 config = init_from_train_config(shards, out, hf_dir)   # the same run, the model from a checkpoint
+args = tiny_train_args(shards, out, "--max-steps", "2")  # `bertprep train` of that model, batches of 8
 
 Each returns a fresh object; a test states only where it differs from these settings.
 """
@@ -48,6 +50,16 @@ def tiny_modernbert(vocab_size: int, *, cls_token_id: int = 2, sep_token_id: int
         eos_token_id=sep_token_id,
     )
     return {**values, **overrides}
+
+
+def write_uncased_vocab(directory: Path, tokens: list[str]) -> None:
+    """What a Hugging Face BERT directory holds for its tokenizer beside the weights ``save_pretrained`` wrote:
+    ``vocab.txt`` (``tokens``, one a line; the line number is the id) and a ``tokenizer_config.json`` saying
+    ``do_lower_case``."""
+    import json
+
+    (directory / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
 
 
 def write_tiny_roberta(directory: Path) -> Path:
@@ -95,6 +107,14 @@ def tiny_train_config(shards: str | Path, output_dir: str | Path, **overrides):
 
     model = dict(preset="tiny", hidden_size=32, num_attention_heads=2)
     return TrainConfig(**{**TINY_RUN, **model, "shards": str(shards), "output_dir": str(output_dir), **overrides})
+
+
+def tiny_train_args(shards: str | Path, output_dir: str | Path, *options: str, batch_size: int = 8) -> list[str]:
+    """The arguments of ``bertprep train`` (after the program name) on ``shards`` into ``output_dir`` of the model
+    of :func:`tiny_train_config` (the ``tiny`` preset narrowed to H=32 and 2 heads), ``batch_size`` rows a batch,
+    then ``options``."""
+    model = ["--preset", "tiny", "--hidden-size", "32", "--num-attention-heads", "2"]
+    return ["train", "--shards", str(shards), "-o", str(output_dir), *model, "--batch-size", str(batch_size), *options]
 
 
 def init_from_train_config(shards: str | Path, output_dir: str | Path, init_from: str | Path, **overrides):

@@ -12,7 +12,6 @@ import zlib
 from collections.abc import Callable, Generator, Iterator, Sequence
 
 from bertprep.core import storage
-from bertprep.core.paths import web_url_message
 from bertprep.pipeline.readers.base import InputError, ReaderStats
 
 logger = logging.getLogger(__name__)
@@ -59,13 +58,9 @@ def _expand_directory(directory: str) -> list[tuple[str, int]]:
 
 
 def _expand_pattern(pattern: str) -> list[tuple[str, int]]:
-    url = web_url_message(pattern, "input", gs_ok=True)
-    if url:
-        raise InputError(url)
-    try:
-        storage.check_remote_path(pattern, "input", clients=("beam",))
-    except storage.RemotePathError as err:
-        raise InputError(str(err)) from None
+    refusal = storage.beam_read_refusal(pattern, "input")
+    if refusal:
+        raise InputError(refusal)
     if _has_glob(pattern):
         matches = _match(pattern)
         if not matches:

@@ -28,7 +28,6 @@ from bertprep.core.normalization import (
     resolve_strip_accents,
     strip_accents_flag,
 )
-from bertprep.core.paths import web_url_message
 from bertprep.core.pretrained_tokenizer import (
     PretrainedTokenizer,
     beside,
@@ -159,14 +158,9 @@ class Vocab:
 def _read_text(path: str) -> str:
     from apache_beam.io.filesystems import FileSystems  # (here only: the rest of the module is Beam-free)
 
-    url = web_url_message(path, "vocab", gs_ok=True)
-    if url:
-        raise VocabError(url)
-    try:
-        # seconds, not the client's minutes of retries without network
-        storage.check_remote_path(path, "vocab", clients=("beam",))
-    except storage.RemotePathError as err:
-        raise VocabError(str(err)) from None
+    refusal = storage.beam_read_refusal(path, "vocab")
+    if refusal:
+        raise VocabError(refusal)
     if not storage.is_remote(path) and os.path.isdir(path):
         raise VocabError(f"{path} is a directory without a vocab.txt or tokenizer.json; pass the vocab file itself")
     if not FileSystems.exists(path):  # a missing gs:// object raises google's NotFound (not an OSError) on open

@@ -59,6 +59,34 @@ def test_a_scheme_without_filesystem_names_the_extra(monkeypatch):
         storage.check_remote_path("gs://b/x", "--output-dir", clients=("beam",))
 
 
+def test_inputs_and_vocabs_read_through_beam_are_refused_alike_before_any_read(monkeypatch):
+    """make-shards' inputs and its vocab go through Beam's FileSystems: a web URL, or a remote path without its
+    Beam file system, is one line naming the option's role, the same check for both."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from bertprep.core.errors import VocabError
+    from bertprep.pipeline import readers
+    from bertprep.pipeline.text.tokenization import load_vocab
+
+    def no_filesystem(path):
+        raise ValueError(f"Unable to get filesystem from specified path. Path specified: {path}")
+
+    monkeypatch.setattr(FileSystems, "get_filesystem", staticmethod(no_filesystem))
+    url = "https://example.com/corpus.txt"
+    assert storage.beam_read_refusal("/data/corpus.txt", "input") is None
+    assert storage.beam_read_refusal(url, "input").startswith(f"input {url}: URLs are not supported; download it")
+    assert storage.beam_read_refusal("gs://b/x", "vocab").startswith("vocab gs://b/x: no filesystem for gs://")
+    with pytest.raises(readers.InputError) as err:
+        readers.expand_inputs([url])
+    assert str(err.value) == storage.beam_read_refusal(url, "input")
+    with pytest.raises(readers.InputError) as err:
+        readers.expand_inputs(["gs://b/corpus/*.txt"])
+    assert str(err.value) == storage.beam_read_refusal("gs://b/corpus/*.txt", "input")
+    with pytest.raises(VocabError) as err:
+        load_vocab("gs://b/vocab.txt")
+    assert str(err.value) == storage.beam_read_refusal("gs://b/vocab.txt", "vocab")
+
+
 def test_make_shards_output_in_a_bucket_needs_the_layers_client_too(gcs_installed, monkeypatch):
     """make-shards' pipeline writes its output through Beam's client, its driver (staging, publish, clean-up)
     through the storage layer's fsspec: without gcsfs the run is refused in one line before any work."""

@@ -21,7 +21,7 @@ from bertprep.bert_model.models.bert import BertForPreTraining
 from bertprep.bert_model.pretrain.trainer import train
 from bertprep.cli.main import cli
 from conftest import need_module
-from model_factory import init_from_train_config, tiny_bert
+from model_factory import init_from_train_config, tiny_bert, write_uncased_vocab
 from shard_factory import make_vocab, write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -37,8 +37,7 @@ def _save_hf(path, cls_name: str, *, safe: bool = True, vocab: list[str] | None 
     config = transformers.BertConfig(**TINY)
     model = getattr(transformers, cls_name)(config).eval()
     model.save_pretrained(path, safe_serialization=safe)
-    (path / "vocab.txt").write_text("".join(t + "\n" for t in (vocab or make_vocab(VOCAB_SIZE))), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    write_uncased_vocab(path, vocab or make_vocab(VOCAB_SIZE))
     return model
 
 

@@ -20,7 +20,7 @@ from bertprep.bert_model.models.modernbert import ModernBertConfig, ModernBertFo
 from bertprep.bert_model.pretrain import architectures
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from conftest import need_module
-from model_factory import init_from_train_config, tiny_modernbert
+from model_factory import init_from_train_config, tiny_modernbert, write_uncased_vocab
 from shard_factory import make_vocab, write_shard_dir
 
 transformers = need_module("transformers")
@@ -38,8 +38,7 @@ def _save_hf(path, cls_name: str = "ModernBertForMaskedLM"):
     config = transformers.ModernBertConfig(**ModernBertConfig(**TINY).to_hf_dict())
     model = getattr(transformers, cls_name)(config).eval()
     model.save_pretrained(path)
-    (path / "vocab.txt").write_text("".join(t + "\n" for t in make_vocab(VOCAB_SIZE)), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    write_uncased_vocab(path, make_vocab(VOCAB_SIZE))
     return model
 
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from bertprep.bert_model.inference.fill_mask import encode_with_masks, fill_mask, load_mlm_model
 from bertprep.cli.main import cli
 from conftest import need_module
-from model_factory import tiny_bert
+from model_factory import tiny_bert, write_uncased_vocab
 
 transformers = need_module("transformers")
 
@@ -24,8 +24,7 @@ def _save(path, cls_name="BertForMaskedLM"):
     config = transformers.BertConfig(**tiny_bert(len(VOCAB), intermediate_size=64, max_position_embeddings=32))
     model = getattr(transformers, cls_name)(config).eval()
     model.save_pretrained(path)
-    (path / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    write_uncased_vocab(path, VOCAB)
     return model
 
 

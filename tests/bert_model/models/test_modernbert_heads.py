@@ -51,6 +51,12 @@ def _batch(rows: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return input_ids * attention_mask, attention_mask
 
 
+def _both(ours, hf, input_ids: torch.Tensor, **inputs):
+    """Our head's output and transformers' on the same ``input_ids`` and keyword ``inputs`` (no gradients)."""
+    with torch.no_grad():
+        return ours(input_ids, **inputs), hf(input_ids=input_ids, **inputs)
+
+
 def test_every_head_is_registered_under_its_transformers_name():
     for cls in (
         ModernBertForSequenceClassification,
@@ -67,9 +73,7 @@ def test_sequence_classification_matches_transformers(pooling):
     ours, hf = _pair(ModernBertForSequenceClassification, 3, classifier_pooling=pooling)
     input_ids, attention_mask = _batch()
     labels = torch.tensor([0, 2, 1])
-    with torch.no_grad():
-        a = ours(input_ids, attention_mask=attention_mask, labels=labels)
-        b = hf(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    a, b = _both(ours, hf, input_ids, attention_mask=attention_mask, labels=labels)
     assert a.logits.shape == (3, 3)
     assert (a.logits - b.logits).abs().max().item() < 1e-4
     assert abs(a.loss.item() - b.loss.item()) < 1e-5
@@ -81,9 +85,7 @@ def test_token_classification_matches_transformers():
     labels = torch.randint(0, 5, input_ids.shape, generator=torch.Generator().manual_seed(1))
     labels[attention_mask == 0] = -100
     labels[:, 0] = -100
-    with torch.no_grad():
-        a = ours(input_ids, attention_mask=attention_mask, labels=labels)
-        b = hf(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    a, b = _both(ours, hf, input_ids, attention_mask=attention_mask, labels=labels)
     real = attention_mask.bool()
     assert a.logits.shape == (3, T, 5)
     assert (a.logits - b.logits)[real].abs().max().item() < 1e-4
@@ -94,9 +96,7 @@ def test_question_answering_matches_transformers():
     ours, hf = _pair(ModernBertForQuestionAnswering, 2)
     assert ours.classifier.out_features == 2  # transformers' ModernBERT names it classifier (BERT: qa_outputs)
     input_ids, attention_mask = _batch()
-    with torch.no_grad():
-        a = ours(input_ids, attention_mask=attention_mask)
-        b = hf(input_ids=input_ids, attention_mask=attention_mask)
+    a, b = _both(ours, hf, input_ids, attention_mask=attention_mask)
     real = attention_mask.bool()
     assert a.start_logits.shape == a.end_logits.shape == (3, T)
     assert (a.start_logits - b.start_logits)[real].abs().max().item() < 1e-4
@@ -106,9 +106,7 @@ def test_question_answering_matches_transformers():
     # equal losses on full rows. The second row's positions lie outside the sequence (ignored), the third
     # points at [CLS] (no answer).
     start, end = torch.tensor([3, 40, 0]), torch.tensor([5, 41, 0])
-    with torch.no_grad():
-        a = ours(input_ids, start_positions=start, end_positions=end)
-        b = hf(input_ids=input_ids, start_positions=start, end_positions=end)
+    a, b = _both(ours, hf, input_ids, start_positions=start, end_positions=end)
     assert abs(a.loss.item() - b.loss.item()) < 1e-5
 
 
@@ -118,9 +116,7 @@ def test_multiple_choice_matches_transformers(pooling):
     input_ids, attention_mask = _batch(rows=8)
     input_ids, attention_mask = input_ids.view(2, 4, T), attention_mask.view(2, 4, T)  # 2 examples, 4 candidates
     labels = torch.tensor([3, 1])
-    with torch.no_grad():
-        a = ours(input_ids, attention_mask=attention_mask, labels=labels)
-        b = hf(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    a, b = _both(ours, hf, input_ids, attention_mask=attention_mask, labels=labels)
     assert a.logits.shape == (2, 4)
     assert (a.logits - b.logits).abs().max().item() < 1e-4
     assert abs(a.loss.item() - b.loss.item()) < 1e-5

@@ -24,9 +24,12 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from conftest import REPO_ROOT
+from model_factory import tiny_train_args
 from shard_factory import write_shard_dir
 
 REPO_ROOT = REPO_ROOT
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 #: Runs `bertprep ARGS...` after applying the fault named by argv[1] (in the child process only).
 _RUNNER = r"""
@@ -57,16 +60,6 @@ main()
 """
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     """Batches of 64 x 128 tokens are bigger than a pipe's buffer: a worker whose parent is gone blocks on a
@@ -77,29 +70,8 @@ def shards(tmp_path_factory):
 
 
 def _train_args(shards: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "train",
-        "--shards",
-        str(shards / "train"),
-        "-o",
-        str(out),
-        "--preset",
-        "tiny",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--batch-size",
-        "64",
-        "--warmup-steps",
-        "1",
-        "--log-every",
-        "1",
-        "--no-progress",
-        "--device",
-        "cpu",
-        *extra,
-    ]
+    options = ["--warmup-steps", "1", "--log-every", "1", "--no-progress", "--device", "cpu", *extra]
+    return tiny_train_args(shards / "train", out, *options, batch_size=64)
 
 
 def _spawn(fault: str, args: list[str], log: Path) -> subprocess.Popen:
@@ -137,6 +109,17 @@ def _kill_all(proc: subprocess.Popen, pids: set[int]) -> None:
     proc.wait()
 
 
+def _end_time(proc: subprocess.Popen, workers: set[int], case: str) -> float:
+    """The ``time.time()`` at which the run ``proc`` ended, within 60 s; else it is killed with its ``workers``
+    and the test fails: "bertprep train hung ``case``"."""
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        _kill_all(proc, workers)
+        raise AssertionError(f"bertprep train hung {case}") from None
+    return time.time()
+
+
 def _wait_for_workers(proc: subprocess.Popen, count: int, timeout: float = 60) -> set[int]:
     """Pids of the loader workers (children) of ``proc`` once ``count`` of them run and training has started."""
     deadline = time.monotonic() + timeout
@@ -163,12 +146,7 @@ def test_exception_in_the_training_loop_exits_nonzero_within_seconds_leaving_no_
         "raise-at-batch-6", _train_args(shards, tmp_path / "run", "--max-steps", "1000", "--num-workers", "2"), log
     )
     workers = _wait_for_workers(proc, 2)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung after an exception in the training loop") from None
-    exited = time.time()
+    exited = _end_time(proc, workers, "after an exception in the training loop")
     stderr = log.read_text()
     assert proc.returncode not in (0, None)
     assert "injected fault in the training loop" in stderr
@@ -189,12 +167,7 @@ def test_missing_matplotlib_is_found_before_training_and_the_run_ends_cleanly(sh
     log = tmp_path / "log"
     proc = _spawn("no-matplotlib", _train_args(shards, out, "--max-steps", "3", "--num-workers", "2"), log)
     workers = _wait_for_workers(proc, 2)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        _kill_all(proc, workers)
-        raise AssertionError("bertprep train hung without matplotlib") from None
-    exited = time.time()
+    exited = _end_time(proc, workers, "without matplotlib")
     stderr = log.read_text()
     assert proc.returncode == 0, stderr
     trained = (out / "checkpoints" / "step-000003" / "state.json").stat().st_mtime  # the end of training
@@ -242,31 +215,8 @@ def test_loader_workers_die_with_a_sigkilled_trainer(shards, tmp_path, fault):
 
 
 def _small_args(small: Path, out: Path, *extra: str, shards: str = "train") -> list[str]:
-    return [
-        "train",
-        "--shards",
-        str(small / shards),
-        "-o",
-        str(out),
-        "--preset",
-        "tiny",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--batch-size",
-        "8",
-        "--warmup-steps",
-        "1",
-        "--log-every",
-        "1",
-        "--no-progress",
-        "--device",
-        "cpu",
-        "--num-workers",
-        "0",
-        *extra,
-    ]
+    options = ["--warmup-steps", "1", "--log-every", "1", "--no-progress", "--device", "cpu", "--num-workers", "0"]
+    return tiny_train_args(small / shards, out, *options, *extra)
 
 
 def _error_line(result) -> str:

@@ -10,7 +10,6 @@ embeddings, the decoder tied to them and the decoder bias.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import re
 
@@ -25,7 +24,7 @@ from bertprep.bert_model.pretrain.trainer import train
 from bertprep.bert_model.pretrain.vocab_extension import check_extension, extend_source_vocab, extension_ids
 from bertprep.cli.main import cli
 from conftest import need_module
-from model_factory import init_from_train_config, tiny_bert, tiny_modernbert
+from model_factory import init_from_train_config, tiny_bert, tiny_modernbert, write_uncased_vocab
 from shard_factory import write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -47,8 +46,7 @@ def _save_hf(path, cls_name="BertForMaskedLM"):
     torch.manual_seed(0)
     model = getattr(transformers, cls_name)(transformers.BertConfig(**TINY)).eval()
     model.save_pretrained(path)
-    (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    write_uncased_vocab(path, OLD)
     return path
 
 
@@ -59,13 +57,61 @@ def _save_hf_modernbert(path):
     with torch.no_grad():  # transformers starts the decoder bias at 0: random, so that growing it is seen
         model.decoder.bias.normal_()
     model.eval().save_pretrained(path)
-    (path / "vocab.txt").write_text("".join(t + "\n" for t in OLD), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    write_uncased_vocab(path, OLD)
     return path
 
 
 def _config(shards, out, init_from, **kw):
     return init_from_train_config(shards, out, init_from, **{"max_steps": 2, "warmup_steps": 1, "log_every": 1, **kw})
+
+
+#: Each new token of NEW and the old pieces it splits into: its rows start as their mean.
+GROWN = {
+    "psilocybin": ["psi", "##lo", "##cy", "##bin"],
+    "##locy": ["##lo", "##cy"],  # a ## entry splits as a continuation
+    "cats": ["cat", "##s"],
+    "##bincy": ["##bin", "##cy"],
+}
+
+
+def _rows_of(pieces, weight):
+    """The mean of ``weight``'s rows (or entries) of the old ``pieces``."""
+    return weight[[OLD.index(p) for p in pieces]].mean(0)
+
+
+def _grow_from_hf(tmp_path, hf_dir, caplog):
+    """One step at lr 1e-9 from the Hugging Face directory ``hf_dir`` (vocab OLD) on shards of NEW into
+    ``tmp_path/run``: the model grows to NEW's size and the log says how; the TrainResult."""
+    shards = tmp_path / "shards"
+    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
+    with caplog.at_level(logging.INFO, logger="bertprep.train"):
+        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
+    assert result.step == 1 and result.model.config.vocab_size == len(NEW)
+    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
+    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
+    return result
+
+
+def _train_old_then_new(tmp_path, hf_dir):
+    """One step from ``hf_dir`` on shards of OLD (``run1``), then one step at lr 1e-9 from that bertprep run on
+    shards of NEW (``run2``); the two TrainResults."""
+    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
+    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
+    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
+    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
+    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    return first, second
+
+
+def _fill_mask_predicts_the_new_tokens(run, export, runner):
+    """fill-mask of the grown ``run`` keeps the new tokens whole and predicts them too; the CLI fills a mask with
+    the ``export`` of it."""
+    mlm, tokenizer = load_mlm_model(str(run))
+    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
+    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
+    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
+    shown = runner.invoke(cli, ["fill-mask", "--model", str(export), "the [MASK] cats"])
+    assert shown.exit_code == 0, shown.output
 
 
 def test_an_extension_keeps_every_old_id_except_unused_slots():
@@ -95,32 +141,16 @@ def test_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
     assert emb.shape == (66, 32) and bias.shape == (66,)
     keep = [i for i in range(64) if i not in (5, 6)]
     torch.testing.assert_close(emb[keep], old_emb[keep], rtol=0, atol=0)
-
-    def mean(pieces, weight):
-        return weight[[OLD.index(p) for p in pieces]].mean(0)
-
     old_bias = source.state_dict["cls.predictions.bias"]
-    for token, pieces in {
-        "psilocybin": ["psi", "##lo", "##cy", "##bin"],
-        "##locy": ["##lo", "##cy"],  # a ## entry splits as a continuation
-        "cats": ["cat", "##s"],
-        "##bincy": ["##bin", "##cy"],
-    }.items():
-        torch.testing.assert_close(emb[NEW.index(token)], mean(pieces, old_emb))
-        torch.testing.assert_close(bias[NEW.index(token)], mean(pieces, old_bias))
+    for token, pieces in GROWN.items():
+        torch.testing.assert_close(emb[NEW.index(token)], _rows_of(pieces, old_emb))
+        torch.testing.assert_close(bias[NEW.index(token)], _rows_of(pieces, old_bias))
     assert extend_source_vocab(source, OLD, shards="S") is source
 
 
 def test_train_init_from_hf_onto_extended_shards_grows_the_model_and_exports(tmp_path, caplog):
     hf_dir = _save_hf(tmp_path / "hf")
-    shards = tmp_path / "shards"
-    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
-    with caplog.at_level(logging.INFO, logger="bertprep.train"):
-        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
-    assert result.step == 1 and result.model.config.vocab_size == len(NEW)
-    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
-    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
-    model = result.model
+    model = _grow_from_hf(tmp_path, hf_dir, caplog).model
     assert model.cls.predictions.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
     assert model.state_dict()["cls.predictions.bias"].shape == (len(NEW),)  # (64-row padding inside the model)
     old_emb = load_model_source(str(hf_dir)).state_dict["bert.embeddings.word_embeddings.weight"]
@@ -134,22 +164,13 @@ def test_train_init_from_hf_onto_extended_shards_grows_the_model_and_exports(tmp
     assert hf.config.vocab_size == len(NEW)
     assert (tmp_path / "export" / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1] == NEW
 
-    mlm, tokenizer = load_mlm_model(str(tmp_path / "run"))
-    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
-    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
-    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
-    shown = runner.invoke(cli, ["fill-mask", "--model", str(tmp_path / "export"), "the [MASK] cats"])
-    assert shown.exit_code == 0, shown.output
+    _fill_mask_predicts_the_new_tokens(tmp_path / "run", tmp_path / "export", runner)
 
 
 @pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_train_init_from_a_bertprep_run_onto_extended_shards(tmp_path):
     hf_dir = _save_hf(tmp_path / "hf")
-    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
-    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
-    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
-    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
-    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    first, second = _train_old_then_new(tmp_path, hf_dir)
     assert first.model.config.vocab_size == 64 and second.model.config.vocab_size == len(NEW)
     trained = first.model.bert.embeddings.word_embeddings.weight.detach()
     pieces = [OLD.index(p) for p in ("cat", "##s")]
@@ -170,18 +191,6 @@ def test_shards_of_a_larger_vocab_that_moves_old_ids_are_refused_before_any_step
     with pytest.raises(ValueError, match=r"does not extend the vocab of .*hf \(64\): at id 11 the model has 'the'"):
         train(_config(shards, tmp_path / "run", hf_dir))
     assert not (tmp_path / "run" / "checkpoints").exists()
-
-
-GROWN = {
-    "psilocybin": ["psi", "##lo", "##cy", "##bin"],
-    "##locy": ["##lo", "##cy"],
-    "cats": ["cat", "##s"],
-    "##bincy": ["##bin", "##cy"],
-}
-
-
-def _rows_of(pieces, weight):
-    return weight[[OLD.index(p) for p in pieces]].mean(0)
 
 
 def test_modernbert_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
@@ -212,14 +221,8 @@ def test_modernbert_new_rows_are_the_mean_of_their_old_pieces(tmp_path):
 
 def test_train_init_from_hf_modernbert_onto_extended_shards_grows_the_model_and_exports(tmp_path, caplog):
     hf_dir = _save_hf_modernbert(tmp_path / "hf")
-    shards = tmp_path / "shards"
-    write_shard_dir(shards, num_shards=2, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=1)
-    with caplog.at_level(logging.INFO, logger="bertprep.train"):
-        result = train(_config(shards, tmp_path / "run", hf_dir, learning_rate=1e-9, max_steps=1))
-    model = result.model
-    assert result.step == 1 and isinstance(model, ModernBertForMaskedLM) and model.config.vocab_size == len(NEW)
-    assert "4 new tokens (2 in [unusedK] slots, 2 appended; vocab 64 -> 66)" in caplog.text
-    assert "'psilocybin' = mean(psi ##lo ##cy ##bin)" in caplog.text
+    model = _grow_from_hf(tmp_path, hf_dir, caplog).model
+    assert isinstance(model, ModernBertForMaskedLM)
     assert model.decoder.weight.data_ptr() == model.model.embeddings.tok_embeddings.weight.data_ptr()
     assert model.decoder.bias.shape == (len(NEW),)
     source = load_model_source(str(hf_dir))
@@ -246,21 +249,12 @@ def test_train_init_from_hf_modernbert_onto_extended_shards_grows_the_model_and_
         theirs = hf(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits
     assert theirs.shape == (1, 5, len(NEW)) and (ours - theirs).abs().max().item() < 1e-4
 
-    mlm, tokenizer = load_mlm_model(str(tmp_path / "run"))
-    [filled] = fill_mask(mlm, tokenizer, ["psilocybin [MASK] cats"], top_k=len(NEW))
-    assert filled.pieces == ["[CLS]", "psilocybin", "[MASK]", "cats", "[SEP]"]  # new tokens are whole pieces
-    assert {piece for piece, _ in filled.masks[0].candidates} == set(NEW)  # the new tokens are predicted too
-    shown = runner.invoke(cli, ["fill-mask", "--model", str(tmp_path / "export"), "the [MASK] cats"])
-    assert shown.exit_code == 0, shown.output
+    _fill_mask_predicts_the_new_tokens(tmp_path / "run", tmp_path / "export", runner)
 
 
 def test_train_init_from_a_bertprep_modernbert_run_onto_extended_shards(tmp_path):
     hf_dir = _save_hf_modernbert(tmp_path / "hf")
-    old_shards, new_shards = tmp_path / "old-shards", tmp_path / "new-shards"
-    write_shard_dir(old_shards, num_shards=1, rows_per_shard=16, vocab=OLD, max_seq_length=32, seed=1)
-    write_shard_dir(new_shards, num_shards=1, rows_per_shard=16, vocab=NEW, max_seq_length=32, seed=2)
-    first = train(_config(old_shards, tmp_path / "run1", hf_dir, max_steps=1))
-    second = train(_config(new_shards, tmp_path / "run2", tmp_path / "run1", max_steps=1, learning_rate=1e-9))
+    first, second = _train_old_then_new(tmp_path, hf_dir)
     assert isinstance(second.model, ModernBertForMaskedLM)
     assert first.model.config.vocab_size == 64 and second.model.config.vocab_size == len(NEW)
     trained = first.model.model.embeddings.tok_embeddings.weight.detach()

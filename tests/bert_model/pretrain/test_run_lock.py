@@ -15,33 +15,12 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from bertprep.core import atomic
+from model_factory import tiny_train_args
 
 
 def _args(tiny_shards, out) -> list[str]:
-    return [
-        "train",
-        "--shards",
-        str(tiny_shards / "train"),
-        "-o",
-        str(out),
-        "--preset",
-        "tiny",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--batch-size",
-        "8",
-        "--warmup-steps",
-        "1",
-        "--max-steps",
-        "2",
-        "--no-progress",
-        "--device",
-        "cpu",
-        "--num-workers",
-        "0",
-    ]
+    options = ["--warmup-steps", "1", "--max-steps", "2", "--no-progress", "--device", "cpu", "--num-workers", "0"]
+    return tiny_train_args(tiny_shards / "train", out, *options)
 
 
 def _lock(out, pid: int) -> None:

@@ -18,14 +18,7 @@ from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.shard_info import check_compatible, read_shard_info
 from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # The test machine has 2 shared cores; 2 intra-op threads spin against other processes.
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # 2 intra-op threads spin against other processes
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from bertprep.bert_model.pretrain.data import ShardDataset
 from bertprep.bert_model.pretrain.loader import ShardLoader
 from bertprep.bert_model.pretrain.trainer import TrainConfig, train
 from bertprep.cli.main import cli
-from model_factory import tiny_train_config
+from model_factory import tiny_train_args, tiny_train_config
 from shard_factory import SPECIAL_TOKENS, write_shard_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -254,36 +254,11 @@ def test_max_time_stops_cleanly_with_a_checkpoint(tiny_shards, tmp_path):
 @pytest.mark.slow
 def test_cli_train_runs_and_resumes(tiny_shards, tmp_path):
     out = tmp_path / "cli"
-    args = [
-        "train",
-        "--shards",
-        str(tiny_shards / "train"),
-        "--eval-shards",
-        str(tiny_shards / "eval"),
-        "-o",
-        str(out),
-        "--preset",
-        "tiny",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--batch-size",
-        "4",
-        "--max-steps",
-        "4",
-        "--warmup-steps",
-        "1",
-        "--log-every",
-        "2",
-        "--eval-every",
-        "2",
-        "--num-workers",
-        "0",
-        "--no-progress",
-        "--stop-after-steps",
-        "2",
-    ]
+    args = tiny_train_args(
+        tiny_shards / "train", out, "--eval-shards", str(tiny_shards / "eval"), "--max-steps", "4", "--warmup-steps",
+        "1", "--log-every", "2", "--eval-every", "2", "--num-workers", "0", "--no-progress", "--stop-after-steps", "2",
+        batch_size=4,
+    )  # fmt: skip
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "step 2 (stop_after_steps); checkpoint" in result.output
@@ -306,32 +281,10 @@ def test_signal_stops_after_the_step_with_a_checkpoint_and_resumes(tiny_shards, 
     import time
 
     out = tmp_path / "run"
-    args = [
-        "train",
-        "--shards",
-        str(tiny_shards / "train"),
-        "-o",
-        str(out),
-        "--preset",
-        "tiny",
-        "--hidden-size",
-        "32",
-        "--num-attention-heads",
-        "2",
-        "--batch-size",
-        "4",
-        "--max-steps",
-        "100000",
-        "--warmup-steps",
-        "1",
-        "--log-every",
-        "1",
-        "--num-workers",
-        "1",
-        "--no-progress",
-        "--device",
-        "cpu",
-    ]
+    args = tiny_train_args(
+        tiny_shards / "train", out, "--max-steps", "100000", "--warmup-steps", "1", "--log-every", "1",
+        "--num-workers", "1", "--no-progress", "--device", "cpu", batch_size=4,
+    )  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "bertprep.cli.main", *args],
         stdout=subprocess.PIPE,

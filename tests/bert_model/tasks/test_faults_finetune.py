@@ -8,7 +8,6 @@ byte-for-byte as before.
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -19,12 +18,11 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.core import atomic
 from conftest import FIXTURES
-from finetune_factory import write_tiny_checkpoint
+from finetune_factory import predict_args, sst2_finetune_args, write_sentiment_files, write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
-FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
@@ -51,44 +49,12 @@ def pretrain_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("glue")
-    rng = random.Random(0)
-    for name, n in (("train.tsv", 48), ("dev.tsv", 16)):
-        lines = ["sentence\tlabel"]
-        for _ in range(n):
-            label = rng.randrange(2)
-            words = rng.sample(FILLER, 5)
-            words.insert(rng.randrange(6), rng.choice(["good", "great"] if label else ["bad", "awful"]))
-            lines.append(f"{' '.join(words)}\t{label}")
-        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_sentiment_files(root, train=48, dev=16)
     return root
 
 
 def _finetune_args(init_from: Path, data: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "finetune",
-        "--task",
-        "glue",
-        "--glue-task",
-        "sst2",
-        "--init-from",
-        str(init_from),
-        "--train-file",
-        str(data / "train.tsv"),
-        "--eval-file",
-        str(data / "dev.tsv"),
-        "-o",
-        str(out),
-        "--max-seq-length",
-        "16",
-        "--lr",
-        "5e-3",
-        "--batch-size",
-        "16",
-        "--num-train-epochs",
-        "1",
-        "--no-progress",
-        *extra,
-    ]
+    return sst2_finetune_args(init_from, data / "train.tsv", data / "dev.tsv", out, *extra, epochs=1)
 
 
 @pytest.fixture(scope="module")
@@ -107,16 +73,7 @@ def test_predict_refuses_output_equal_to_input(finetune_run, data, tmp_path):
     for output in (input_file, tmp_path / "." / "test.tsv"):
         result = CliRunner().invoke(
             cli,
-            [
-                "predict",
-                "--model",
-                str(finetune_run),
-                "--input",
-                str(input_file),
-                "--output",
-                str(output),
-                "--no-progress",
-            ],
+            predict_args(finetune_run, input_file, output),
         )
         line = _error_line(result)
         assert "which is --input" in line and str(output) in line
@@ -129,16 +86,7 @@ def test_predict_refuses_to_overwrite_a_file_of_the_model(finetune_run, data):
     for target in (finetune_run / "best" / "config.json", finetune_run / "results.json"):
         result = CliRunner().invoke(
             cli,
-            [
-                "predict",
-                "--model",
-                str(finetune_run),
-                "--input",
-                str(data / "dev.tsv"),
-                "--output",
-                str(target),
-                "--no-progress",
-            ],
+            predict_args(finetune_run, data / "dev.tsv", target),
         )
         line = _error_line(result)
         assert str(target) in line and "lies inside --model" in line

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,12 +21,12 @@ from bertprep.bert_model.tasks.feature_based import (
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import FIXTURES
+from finetune_factory import predict_args, write_ner_files
 from model_factory import tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
-FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
 
 
 def _config() -> BertConfig:
@@ -94,19 +92,7 @@ def test_feature_based_ner_learns_names_and_predict_reloads_it(tmp_path):
         hf_config=pretrained.config.to_hf_dict(),
         vocab_file=str(VOCAB),
     )
-    rng = random.Random(1)
-    names = {"john": "B-person", "mary": "B-person", "paris": "B-location", "london": "B-location"}
-
-    def write(path: Path, n: int) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            for _ in range(n):
-                words = rng.sample(FILLER, 4)
-                words.insert(rng.randrange(5), rng.choice(list(names)))
-                f.writelines(f"{w}\t{names.get(w, 'O')}\n" for w in words)
-                f.write("\n")
-
-    write(tmp_path / "train.conll", 160)
-    write(tmp_path / "dev.conll", 40)
+    write_ner_files(tmp_path)
     runner = CliRunner()
     out = runner.invoke(
         cli,
@@ -147,16 +133,7 @@ def test_feature_based_ner_learns_names_and_predict_reloads_it(tmp_path):
     assert any(k.startswith("lstm.") for k in saved)
     out = runner.invoke(
         cli,
-        [
-            "predict",
-            "--model",
-            str(tmp_path / "run"),
-            "--input",
-            str(tmp_path / "dev.conll"),
-            "--output",
-            str(tmp_path / "p.conll"),
-            "--no-progress",
-        ],
+        predict_args(tmp_path / "run", tmp_path / "dev.conll", tmp_path / "p.conll"),
     )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "p.conll").read_text() == (tmp_path / "run" / "eval_predictions.conll").read_text()

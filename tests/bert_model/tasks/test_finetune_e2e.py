@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,12 +14,18 @@ from bertprep.bert_model.tasks.finetune import FinetuneConfig, finetune
 from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from conftest import FIXTURES, need_module
-from finetune_factory import write_tiny_checkpoint
+from finetune_factory import (
+    predict_args,
+    sst2_finetune_args,
+    write_ner_files,
+    write_sentiment_files,
+    write_squad_files,
+    write_tiny_checkpoint,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
-FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
 
 
 @pytest.fixture(scope="module")
@@ -30,23 +34,6 @@ def checkpoint(tmp_path_factory) -> str:
     run = tmp_path_factory.mktemp("pretrain")
     write_tiny_checkpoint(run)
     return str(run)
-
-
-def _sentiment_files(root: Path) -> tuple[Path, Path]:
-    rng = random.Random(0)
-
-    def write(path: Path, n: int) -> None:
-        lines = ["sentence\tlabel"]
-        for _ in range(n):
-            label = rng.randrange(2)
-            words = rng.sample(FILLER, 5)
-            words.insert(rng.randrange(6), rng.choice(["good", "great"] if label else ["bad", "awful"]))
-            lines.append(f"{' '.join(words)}\t{label}")
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    write(root / "train.tsv", 192)
-    write(root / "dev.tsv", 48)
-    return root / "train.tsv", root / "dev.tsv"
 
 
 def _fast(**overrides) -> dict:
@@ -58,7 +45,7 @@ def _fast(**overrides) -> dict:
 
 
 def test_sequence_classification_learns_a_keyword_task(tmp_path, checkpoint):
-    train, dev = _sentiment_files(tmp_path)
+    train, dev = write_sentiment_files(tmp_path)
     task = make_task("glue", glue_task="sst2", max_seq_length=16)
     config = FinetuneConfig(
         train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"), init_from=checkpoint, **_fast()
@@ -80,7 +67,7 @@ def test_sequence_classification_learns_a_keyword_task(tmp_path, checkpoint):
 
 
 def test_bf16_precision_on_cpu_learns_the_keyword_task_too(tmp_path, checkpoint):
-    train, dev = _sentiment_files(tmp_path)
+    train, dev = write_sentiment_files(tmp_path)
     task = make_task("glue", glue_task="sst2", max_seq_length=16)
     config = FinetuneConfig(
         train_file=str(train),
@@ -98,7 +85,7 @@ def test_bf16_precision_on_cpu_learns_the_keyword_task_too(tmp_path, checkpoint)
 
 
 def test_same_seed_gives_the_same_model_and_random_init_differs(tmp_path, checkpoint):
-    train, _dev = _sentiment_files(tmp_path)
+    train, _dev = write_sentiment_files(tmp_path)
     weights = []
     for name, random_init in (("a", False), ("b", False), ("c", True)):
         config = FinetuneConfig(
@@ -118,22 +105,10 @@ def test_same_seed_gives_the_same_model_and_random_init_differs(tmp_path, checkp
 
 
 def test_token_classification_learns_name_tags(tmp_path, checkpoint):
-    rng = random.Random(1)
-    names = {"john": "B-person", "mary": "B-person", "paris": "B-location", "london": "B-location"}
-
-    def write(path: Path, n: int) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            for _ in range(n):
-                words = rng.sample(FILLER, 4)
-                words.insert(rng.randrange(5), rng.choice(list(names)))
-                f.writelines(f"{w}\t{names.get(w, 'O')}\n" for w in words)
-                f.write("\t\n")  # a TAB-only boundary, as WNUT-17 train
-
-    write(tmp_path / "train.conll", 160)
-    write(tmp_path / "dev.conll", 40)
+    train, dev = write_ner_files(tmp_path, boundary="\t\n")  # a TAB-only boundary, as WNUT-17 train
     config = FinetuneConfig(
-        train_file=str(tmp_path / "train.conll"),
-        eval_file=str(tmp_path / "dev.conll"),
+        train_file=str(train),
+        eval_file=str(dev),
         output_dir=str(tmp_path / "run"),
         init_from=checkpoint,
         **_fast(),
@@ -143,28 +118,10 @@ def test_token_classification_learns_name_tags(tmp_path, checkpoint):
 
 
 def test_question_answering_learns_to_point_at_the_name(tmp_path, checkpoint):
-    rng = random.Random(2)
-
-    def write(path: Path, n: int) -> None:
-        articles = []
-        for k in range(n):
-            words = rng.sample(FILLER, 7)
-            name = rng.choice(["john", "mary"])
-            words.insert(rng.randrange(8), name)
-            context = " ".join(words)
-            qa = {
-                "id": f"q{k}",
-                "question": "who said",
-                "answers": [{"text": name, "answer_start": context.index(name)}],
-            }
-            articles.append({"title": str(k), "paragraphs": [{"context": context, "qas": [qa]}]})
-        path.write_text(json.dumps({"version": "1.1", "data": articles}), encoding="utf-8")
-
-    write(tmp_path / "train.json", 192)
-    write(tmp_path / "dev.json", 48)
+    train, dev = write_squad_files(tmp_path)
     config = FinetuneConfig(
-        train_file=str(tmp_path / "train.json"),
-        eval_file=str(tmp_path / "dev.json"),
+        train_file=str(train),
+        eval_file=str(dev),
         output_dir=str(tmp_path / "run"),
         init_from=checkpoint,
         **_fast(),
@@ -176,33 +133,10 @@ def test_question_answering_learns_to_point_at_the_name(tmp_path, checkpoint):
 
 
 def test_cli_finetune_predict_export(tmp_path, checkpoint):
-    train, dev = _sentiment_files(tmp_path)
+    train, dev = write_sentiment_files(tmp_path)
     runner = CliRunner()
     run = tmp_path / "run"
-    args = [
-        "finetune",
-        "--task",
-        "glue",
-        "--glue-task",
-        "sst2",
-        "--init-from",
-        checkpoint,
-        "--train-file",
-        str(train),
-        "--eval-file",
-        str(dev),
-        "-o",
-        str(run),
-        "--max-seq-length",
-        "16",
-        "--lr",
-        "5e-3",
-        "--batch-size",
-        "16",
-        "--num-train-epochs",
-        "6",
-        "--no-progress",
-    ]
+    args = sst2_finetune_args(checkpoint, train, dev, run, epochs=6)
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "72 steps (completed" in result.output and "accuracy" in result.output
@@ -214,31 +148,13 @@ def test_cli_finetune_predict_export(tmp_path, checkpoint):
     test_file.write_text("index\tsentence\n0\tthe city was good\n1\tthey said awful\n", encoding="utf-8")
     out = runner.invoke(
         cli,
-        [
-            "predict",
-            "--model",
-            str(run),
-            "--input",
-            str(test_file),
-            "--output",
-            str(tmp_path / "pred.tsv"),
-            "--no-progress",
-        ],
+        predict_args(run, test_file, tmp_path / "pred.tsv"),
     )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "pred.tsv").read_text() == "index\tprediction\n0\t1\n1\t0\n"
     out = runner.invoke(
         cli,
-        [
-            "predict",
-            "--model",
-            str(run / "best"),
-            "--input",
-            str(dev),
-            "--output",
-            str(tmp_path / "dev-pred.tsv"),
-            "--no-progress",
-        ],
+        predict_args(run / "best", dev, tmp_path / "dev-pred.tsv"),
     )
     assert out.exit_code == 0 and "48 predictions" in out.output and "accuracy" in out.output
     # export the fine-tuned model: transformers loads it with the labels.
@@ -255,7 +171,7 @@ def test_cli_finetune_predict_export(tmp_path, checkpoint):
 
 def test_cli_reports_bad_options_and_bad_data(tmp_path, checkpoint):
     runner = CliRunner()
-    train, _ = _sentiment_files(tmp_path)
+    train, _ = write_sentiment_files(tmp_path)
     out = runner.invoke(
         cli,
         [

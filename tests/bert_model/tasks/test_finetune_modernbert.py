@@ -29,15 +29,13 @@ from bertprep.bert_model.tasks.registry import make_task
 from bertprep.cli.main import cli
 from bertprep.core.vocab_files import WordPieceTokenizer, read_vocab_file
 from conftest import FIXTURES, need_module
-from finetune_factory import write_tiny_modernbert_checkpoint
+from finetune_factory import FILLER, write_ner_files, write_squad_files, write_tiny_modernbert_checkpoint
 
 transformers = need_module("transformers")
 transformers.logging.set_verbosity_error()
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 VOCAB = FIXTURES / "finetune" / "vocab.txt"
-FILLER = "the a is was in of and to it this that he she they said city river year one two three".split()
-NAMES = {"john": "B-person", "mary": "B-person", "paris": "B-location", "london": "B-location"}
 
 
 @pytest.fixture(scope="module")
@@ -80,40 +78,26 @@ def _export_equals_transformers(run: Path, out: Path, auto_class: str, architect
             assert (x - y).abs().max().item() < 1e-4, name
 
 
+def _exports_and_predicts(tmp_path: Path, task, dev: Path, examples: int, architecture: str, name: str) -> Path:
+    """The fine-tuning run ``tmp_path/run`` exports as ``architecture`` (``_export_equals_transformers`` on the
+    first ``examples`` examples of ``dev``, into ``tmp_path/exported``), and ``predict`` of it on ``dev`` succeeds;
+    returns its predictions file, ``tmp_path/name``."""
+    features = task.featurize(task.read(str(dev))[:examples], _tokenizer(), with_labels=False)
+    batch = collate_features(features, pad_token_id=0)
+    auto_class = architecture.replace("ModernBert", "AutoModel")
+    _export_equals_transformers(tmp_path / "run", tmp_path / "exported", auto_class, architecture, batch)
+    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / name), "--no-progress"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    return tmp_path / name
+
+
 # ------------------------------------------------------------------------------------------------ SQuAD
-
-
-def _squad_files(root: Path, version: str) -> tuple[Path, Path]:
-    """ "who said" -> the name in the context; in v2.0 also "where" -> no answer (is_impossible)."""
-    rng = random.Random(2)
-
-    def write(path: Path, n: int) -> None:
-        articles = []
-        for k in range(n):
-            words = rng.sample(FILLER, 7)
-            name = rng.choice(["john", "mary"])
-            words.insert(rng.randrange(8), name)
-            context = " ".join(words)
-            qa = {
-                "id": f"q{k}",
-                "question": "who said",
-                "answers": [{"text": name, "answer_start": context.index(name)}],
-            }
-            if version == "2.0":
-                qa["is_impossible"] = False
-                if k % 3 == 0:
-                    qa = {"id": f"q{k}", "question": "where", "answers": [], "is_impossible": True}
-            articles.append({"title": str(k), "paragraphs": [{"context": context, "qas": [qa]}]})
-        path.write_text(json.dumps({"version": version, "data": articles}), encoding="utf-8")
-
-    write(root / "train.json", 192)
-    write(root / "dev.json", 48)
-    return root / "train.json", root / "dev.json"
 
 
 @pytest.mark.parametrize("version", ["1.1", "2.0"])
 def test_squad_on_modernbert_learns_exports_and_predicts(tmp_path, checkpoint, version):
-    train, dev = _squad_files(tmp_path, version)
+    train, dev = write_squad_files(tmp_path, version)
     config = FinetuneConfig(
         train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"), init_from=checkpoint, **_fast()
     )
@@ -125,15 +109,8 @@ def test_squad_on_modernbert_learns_exports_and_predicts(tmp_path, checkpoint, v
     else:  # the official v2.0 figures, answerable and unanswerable questions both learnt
         assert result.best_metrics["HasAns_exact"] >= 90.0 and result.best_metrics["NoAns_exact"] >= 90.0
         assert (tmp_path / "run" / "eval_predictions.null_odds.json").exists()
-    features = task.featurize(task.read(str(dev))[:6], _tokenizer(), with_labels=False)
-    batch = collate_features(features, pad_token_id=0)
-    _export_equals_transformers(
-        tmp_path / "run", tmp_path / "hf", "AutoModelForQuestionAnswering", "ModernBertForQuestionAnswering", batch
-    )
-    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / "p.json"), "--no-progress"]
-    out = CliRunner().invoke(cli, args)
-    assert out.exit_code == 0, out.output
-    assert len(json.loads((tmp_path / "p.json").read_text())) == 48
+    predictions = _exports_and_predicts(tmp_path, task, dev, 6, "ModernBertForQuestionAnswering", "p.json")
+    assert len(json.loads(predictions.read_text())) == 48
 
 
 def test_squad_fixture_predicts_from_a_transformers_directory_without_finetune_json(tmp_path, checkpoint):
@@ -156,22 +133,6 @@ def test_squad_fixture_predicts_from_a_transformers_directory_without_finetune_j
 # -------------------------------------------------------------------------------------------------- NER
 
 
-def _ner_files(root: Path) -> tuple[Path, Path]:
-    rng = random.Random(1)
-
-    def write(path: Path, n: int) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            for _ in range(n):
-                words = rng.sample(FILLER, 4)
-                words.insert(rng.randrange(5), rng.choice(list(NAMES)))
-                f.writelines(f"{w}\t{NAMES.get(w, 'O')}\n" for w in words)
-                f.write("\n")
-
-    write(root / "train.conll", 160)
-    write(root / "dev.conll", 40)
-    return root / "train.conll", root / "dev.conll"
-
-
 def _transformers_directory(checkpoint: str, out: Path) -> Path:
     """The checkpoint as a transformers ``ModernBertForMaskedLM.save_pretrained`` directory plus its vocab.txt
     and tokenizer_config.json (what a downloaded ModernBERT-style model directory holds)."""
@@ -184,7 +145,7 @@ def _transformers_directory(checkpoint: str, out: Path) -> Path:
 
 
 def test_ner_on_modernbert_from_a_transformers_directory_learns_exports_and_predicts(tmp_path, checkpoint):
-    train, dev = _ner_files(tmp_path)
+    train, dev = write_ner_files(tmp_path)
     hf_dir = _transformers_directory(checkpoint, tmp_path)
     config = FinetuneConfig(
         train_file=str(train), eval_file=str(dev), output_dir=str(tmp_path / "run"), init_from=str(hf_dir), **_fast()
@@ -193,19 +154,12 @@ def test_ner_on_modernbert_from_a_transformers_directory_learns_exports_and_pred
     result = finetune(config, task)
     assert isinstance(result.model, ModernBertForTokenClassification)
     assert result.best_metrics["f1"] >= 0.95
-    features = task.featurize(task.read(str(dev))[:6], _tokenizer(), with_labels=False)
-    batch = collate_features(features, pad_token_id=0)
-    _export_equals_transformers(
-        tmp_path / "run", tmp_path / "exp", "AutoModelForTokenClassification", "ModernBertForTokenClassification", batch
-    )
-    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / "p.conll"), "--no-progress"]
-    out = CliRunner().invoke(cli, args)
-    assert out.exit_code == 0, out.output
-    assert (tmp_path / "p.conll").read_text().count("\n\n") == 40
+    predictions = _exports_and_predicts(tmp_path, task, dev, 6, "ModernBertForTokenClassification", "p.conll")
+    assert predictions.read_text().count("\n\n") == 40
 
 
 def test_feature_based_ner_on_modernbert_learns_and_predict_reloads_it(tmp_path, checkpoint):
-    train, dev = _ner_files(tmp_path)
+    train, dev = write_ner_files(tmp_path)
     args = ["finetune", "--task", "ner", "--feature-based", "last4-concat", "--init-from", checkpoint]
     args += ["--train-file", str(train), "--eval-file", str(dev), "-o", str(tmp_path / "run"), "--lr", "5e-3"]
     args += ["--batch-size", "16", "--num-train-epochs", "15", "--max-seq-length", "16", "--no-progress"]
@@ -263,12 +217,5 @@ def test_multiple_choice_on_modernbert_learns_exports_and_predicts(tmp_path, che
     result = finetune(config, task)
     assert isinstance(result.model, ModernBertForMultipleChoice)
     assert result.best_metrics["accuracy"] >= 0.9  # chance is 0.25
-    features = task.featurize(task.read(str(dev))[:4], _tokenizer(), with_labels=False)
-    batch = collate_features(features, pad_token_id=0)
-    _export_equals_transformers(
-        tmp_path / "run", tmp_path / "hf", "AutoModelForMultipleChoice", "ModernBertForMultipleChoice", batch
-    )
-    args = ["predict", "-m", str(tmp_path / "run"), "-i", str(dev), "-o", str(tmp_path / "p.csv"), "--no-progress"]
-    out = CliRunner().invoke(cli, args)
-    assert out.exit_code == 0, out.output
-    assert len((tmp_path / "p.csv").read_text().splitlines()) == 1 + 48
+    predictions = _exports_and_predicts(tmp_path, task, dev, 4, "ModernBertForMultipleChoice", "p.csv")
+    assert len(predictions.read_text().splitlines()) == 1 + 48

@@ -22,7 +22,7 @@ from bertprep.bert_model.tasks.squad_eval import find_best_threshold, squad_v2_m
 from bertprep.cli.main import cli
 from bertprep.core.vocab_files import WordPieceTokenizer
 from conftest import FIXTURES
-from finetune_factory import write_tiny_checkpoint
+from finetune_factory import predict_args, write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -286,16 +286,7 @@ def test_finetune_learns_when_to_abstain_and_predict_reuses_tau(tmp_path):
     assert recorded["version"] == "2.0" and recorded["null_score_diff_threshold"] == m["null_score_diff_threshold"]
     out = CliRunner().invoke(
         cli,
-        [
-            "predict",
-            "--model",
-            str(run),
-            "--input",
-            str(tmp_path / "dev.json"),
-            "--output",
-            str(tmp_path / "p.json"),
-            "--no-progress",
-        ],
+        predict_args(run, tmp_path / "dev.json", tmp_path / "p.json"),
     )
     assert out.exit_code == 0, out.output
     assert json.loads((tmp_path / "p.json").read_text()) == json.loads((run / "eval_predictions.json").read_text())

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
+from cli_factory import bertprep
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
@@ -447,27 +448,10 @@ def test_quiet_silences_the_worker_logs(tmp_path):
     """With -q a failing multi-process run prints the one-line error and nothing else (it printed ~75 lines
     of worker traceback before)."""
     out = tmp_path / "shards"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bertprep.cli.main",
-            "make-shards",
-            "-i",
-            str(FIXTURES / "a.txt"),
-            "--vocab",
-            VOCAB,
-            "-o",
-            str(out),
-            "--num-shards",
-            "100000",
-            "-q",
-            *TWO_PROCESSES,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = bertprep(
+        "make-shards", "-i", FIXTURES / "a.txt", "--vocab", VOCAB, "-o", out, "--num-shards", 100000, "-q",
+        *TWO_PROCESSES, timeout=120,
+    )  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         line for line in done.stderr.strip().splitlines() if line.startswith("Error: --num-shards 100000 is more")
@@ -480,26 +464,10 @@ def test_quiet_silences_the_worker_logs(tmp_path):
 def test_progress_lines_stay_and_a_user_error_has_no_traceback_without_quiet(tmp_path):
     """Without -q the progress lines are logged, and a user error is still one line (no worker traceback)."""
     out = tmp_path / "shards"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bertprep.cli.main",
-            "make-shards",
-            "-i",
-            str(FIXTURES / "a.txt"),
-            "--vocab",
-            VOCAB,
-            "-o",
-            str(out),
-            "--num-shards",
-            "100000",
-            *IN_PROCESS,
-        ],
-        capture_output=True,
-        text=True,
+    done = bertprep(
+        "make-shards", "-i", FIXTURES / "a.txt", "--vocab", VOCAB, "-o", out, "--num-shards", 100000, *IN_PROCESS,
         timeout=120,
-    )
+    )  # fmt: skip
     assert done.returncode == 1
     assert f"INFO make-shards: 1 input files -> {out}" in done.stderr
     assert "Traceback" not in done.stderr and "{n}" not in done.stderr

@@ -142,6 +142,17 @@ def test_normalized_text_equates_what_the_tokenizer_equates():
 # ------------------------------------------------------------------------------------- the Beam composite
 
 
+def _assert_dedup_counts(counts, duplicate_groups: int, documents_dropped: int) -> None:
+    """The exact-dedup counters of a run, merged: ``duplicate_groups`` texts seen more than once,
+    ``documents_dropped`` copies dropped (each counted as a reader's skipped ``duplicate`` document)."""
+    merged = counts | beam.CombineGlobally(MergeCountsFn())
+    expected = {
+        "dedup": {"duplicate_groups": duplicate_groups, "documents_dropped": documents_dropped},
+        "reader": {"skipped_documents": {"duplicate": documents_dropped}},
+    }
+    assert_that(merged, equal_to([expected]), label="counts")
+
+
 def test_exact_dedup_drops_every_copy_but_the_first_in_input_order(tmp_path):
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("One doc.\nIts second line.\n\nUnique two.\n\nONE   doc.\nits second line.\n\nunique three.\n")
@@ -152,19 +163,7 @@ def test_exact_dedup_drops_every_copy_but_the_first_in_input_order(tmp_path):
     with BeamTestPipeline() as p:
         result = (p | beam.Create([(0, str(a)), (1, str(b))])) | heldout.ExactDedup(config)
         assert_that(result["files"], equal_to([(0, str(a), (2,)), (1, str(b), (0, 1))]), label="skips")
-        counts = result["counts"] | beam.CombineGlobally(MergeCountsFn())
-        assert_that(
-            counts,
-            equal_to(
-                [
-                    {
-                        "dedup": {"duplicate_groups": 2, "documents_dropped": 3},
-                        "reader": {"skipped_documents": {"duplicate": 3}},
-                    }
-                ]
-            ),
-            label="counts",
-        )
+        _assert_dedup_counts(result["counts"], duplicate_groups=2, documents_dropped=3)
 
 
 def test_drop_duplicate_documents_keeps_the_first_copy_of_each_text():
@@ -184,19 +183,7 @@ def test_drop_duplicate_documents_keeps_the_first_copy_of_each_text():
         # (0, 4) is the first copy of "one doc. / its second line."; documents that normalise to nothing
         # are never copies of each other (they are dropped later as empty)
         assert_that(kept, equal_to([(0, 4), (0, 1), (2, 0), (2, 1), (1, 1)]), label="kept")
-        counts = result["counts"] | beam.CombineGlobally(MergeCountsFn())
-        assert_that(
-            counts,
-            equal_to(
-                [
-                    {
-                        "dedup": {"duplicate_groups": 1, "documents_dropped": 2},
-                        "reader": {"skipped_documents": {"duplicate": 2}},
-                    }
-                ]
-            ),
-            label="counts",
-        )
+        _assert_dedup_counts(result["counts"], duplicate_groups=1, documents_dropped=2)
 
 
 # ----------------------------------------------------------------------------------------- end to end

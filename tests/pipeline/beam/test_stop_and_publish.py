@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.shards import publish
+from cli_factory import spawn_bertprep
 from conftest import FIXTURES
 from pipeline_factory import PipelineOutputReplayed
 
@@ -91,13 +92,7 @@ def test_a_stopped_run_ends_fast_with_130_one_line_and_the_old_output(earlier_ou
     out = tmp_path / "shards"
     subprocess.run(["cp", "-a", str(earlier), str(out)], check=True)
     before = _snapshot(out)
-    proc = subprocess.Popen(
-        [BERTPREP, *_args(corpus, out, "--dupe-factor", "200", "--overwrite")],  # (60 ran out in 4 s, idle)
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = spawn_bertprep(*_args(corpus, out, "--dupe-factor", "200", "--overwrite"))  # (60 ran out in 4 s, idle)
     time.sleep(delay)
     assert proc.poll() is None, "the run ended before it could be stopped: make the corpus bigger"
     (os.killpg if target == "group" else os.kill)(proc.pid, sig)
@@ -123,13 +118,7 @@ def test_a_stopped_run_ends_fast_with_130_one_line_and_the_old_output(earlier_ou
 def test_a_second_run_into_the_same_directory_is_refused_naming_the_first(earlier_output, tmp_path):
     corpus, _ = earlier_output
     out = tmp_path / "shards"
-    first = subprocess.Popen(
-        [BERTPREP, *_args(corpus, out, "--dupe-factor", "60")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    first = spawn_bertprep(*_args(corpus, out, "--dupe-factor", "60"))
     try:
         deadline = time.monotonic() + 20
         while not (out / publish.LOCK_NAME).exists() and time.monotonic() < deadline:

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-BERTPREP = str(Path(sys.executable).parent / "bertprep")
+from cli_factory import spawn_bertprep
 
 
 @pytest.mark.slow
@@ -21,13 +18,7 @@ BERTPREP = str(Path(sys.executable).parent / "bertprep")
 def test_a_stopped_build_vocab_ends_fast_with_130_and_writes_nothing(shared_data, tmp_path, sig, delay):
     corpus = shared_data / "wikipedia" / "wikiextractor-featured" / "AA"
     out = tmp_path / "vocab"
-    proc = subprocess.Popen(
-        [BERTPREP, "build-vocab", "-i", str(corpus), "--vocab-size", "8000", "-o", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = spawn_bertprep("build-vocab", "-i", corpus, "--vocab-size", "8000", "-o", out)
     time.sleep(delay)
     assert proc.poll() is None, "build-vocab ended before it could be stopped"
     os.killpg(proc.pid, sig)
