@@ -30,12 +30,13 @@ demo: venv
 
 # The whole test suite (tests that need ../shared/data skip, saying so, when it is absent). Two pytest workers
 # with one torch thread each: two threads per worker on 2 cores oversubscribe and run torch tests ~2x slower.
-# --durations=25 prints the slowest tests, so the next cut is measured.
+# --durations=25 prints the slowest tests, so the next cut is measured. --no-loadscope-reorder: the files go out
+# in the order tests/conftest.py gives them (the longest first), not by their number of tests.
 test: venv lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 test-fast: venv lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" --durations=25 $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 # Lint and format check (ruff.toml; `$(BIN)/ruff format .` applies the format), then mypy over core/, pipeline/,
 # bert_model/ and cli/ against the baseline's count of errors per module, which may only shrink

@@ -246,10 +246,25 @@ def s3_to_stop(tmp_path, monkeypatch):
         yield server_and_bucket
 
 
-#: Test files that run first: the longest (the docs pages run ~340 s in one worker, two at a time; the demo ~100 s),
-#: so that the two workers end together instead of one running a long file alone at the end (pytest-xdist's
-#: ``--dist loadfile`` hands out the files in the order of their first test).
-LONGEST_FIRST = ("tests/test_docs_commands.py", "tests/test_demo.py", "tests/test_gpu_check.py")
+#: Test files that run first, the longest first (CPU seconds on an idle 2-core machine), so that the two workers
+#: end together instead of one running a long file alone at the end: pytest-xdist's ``--dist loadfile`` hands out
+#: the files in the order of their first test when the Makefile passes ``--no-loadscope-reorder`` (by default it
+#: orders them by their number of tests, which put the one-test demo near the end). The two halves of the docs'
+#: commands come first, one for each worker.
+LONGEST_FIRST = (
+    "tests/test_docs_commands.py",
+    "tests/test_docs_commands_second_half.py",
+    "tests/pipeline/beam/test_dask_make_shards.py",
+    "tests/pipeline/beam/test_object_storage.py",
+    "tests/test_demo.py",
+    "tests/pipeline/shards/test_formats.py",
+    "tests/bert_model/pretrain/test_recipe_sources.py",
+    "tests/pipeline/beam/test_heldout.py",
+    "tests/cli/test_one_line_errors.py",
+    "tests/pipeline/beam/test_dask_runner.py",
+    "tests/pipeline/beam/test_corpus_controls.py",
+    "tests/test_gpu_check.py",
+)
 
 
 @pytest.hookimpl(tryfirst=True)
