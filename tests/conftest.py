@@ -260,7 +260,6 @@ LONGEST_FIRST = (
     "tests/pipeline/shards/test_formats.py",
     "tests/bert_model/pretrain/test_recipe_sources.py",
     "tests/pipeline/beam/test_heldout.py",
-    "tests/cli/test_one_line_errors.py",
     "tests/pipeline/beam/test_dask_runner.py",
     "tests/pipeline/beam/test_corpus_controls.py",
     "tests/test_gpu_check.py",
