@@ -319,11 +319,17 @@ def _planted(shared_data: Path, root: Path) -> tuple[str, list[str], int]:
     return str(path), evals, len(plants)
 
 
+@pytest.fixture(scope="module")
+def planted_corpus(shared_data, tmp_path_factory) -> tuple[str, list[str], int]:
+    """:func:`_planted`, written once for the module's tests (read only)."""
+    return _planted(shared_data, tmp_path_factory.mktemp("planted"))
+
+
 @pytest.mark.parametrize("scope", ["global", "file"])
 @pytest.mark.parametrize("mode", ["drop", "cut"])
 @pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, tmp_path, mode, scope):
-    path, evals, planted = _planted(shared_data, tmp_path)
+def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, planted_corpus, tmp_path, mode, scope):
+    path, evals, planted = planted_corpus
     config = _config(
         corpus,
         tmp_path / "out",
@@ -345,8 +351,10 @@ def test_every_planted_document_is_caught_and_no_clean_one(shared_data, corpus, 
 
 
 @pytest.mark.slow  # ~7 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_file_scope_decontaminates_both_sides_of_a_split_as_the_global_scope(shared_data, corpus, tmp_path):
-    path, evals, planted = _planted(shared_data, tmp_path)
+def test_file_scope_decontaminates_both_sides_of_a_split_as_the_global_scope(
+    shared_data, corpus, planted_corpus, tmp_path
+):
+    path, evals, planted = planted_corpus
     manifests = {}
     for scope in ("global", "file"):
         config = _config(

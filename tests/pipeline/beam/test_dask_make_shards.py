@@ -7,6 +7,10 @@ vocab.txt equals the default local runner's; the manifests are equal apart from 
 must also have run tasks in both worker processes, and have read each input file once (twice with
 ``--pairing-scope file --dedup exact``, whose first pass reads the inputs once more by design): the
 workers count every full pass of the line readers (``readers.context._iter_lines``) through a worker plugin.
+
+The local runs only give the bytes to compare against: each runs once per module, in this process (click's
+``CliRunner``; the default local runner runs a corpus this small in one process), shared by the tests that
+compare against it.
 """
 
 from __future__ import annotations
@@ -99,13 +103,56 @@ def cluster(tmp_path_factory):
         yield cluster, client, log
 
 
-def _make_shards(out: Path, extra: list[str], *beam_args: str) -> subprocess.CompletedProcess:
-    args = [str(Path(sys.executable).parent / "bertprep"), "make-shards", "-q", "--vocab", str(PIPELINE / "vocab.txt")]
+def _args(out: Path, extra: list[str], *beam_args: str) -> list[str]:
+    """The arguments of ``bertprep make-shards`` of the fixture corpus (or ``extra``'s sources) into ``out``."""
+    args = ["make-shards", "-q", "--vocab", str(PIPELINE / "vocab.txt")]
     if "--source" not in extra:  # sources name their own inputs
         for path in INPUTS:
             args += ["-i", str(path)]
-    args += ["-o", str(out), "--dupe-factor", "3", *extra, *beam_args]
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return [*args, "-o", str(out), "--dupe-factor", "3", *extra, *beam_args]
+
+
+def _make_shards(out: Path, extra: list[str], *beam_args: str) -> subprocess.CompletedProcess:
+    """``bertprep make-shards`` (:func:`_args`) as a process of its own, as a user runs it."""
+    command = [str(Path(sys.executable).parent / "bertprep"), *_args(out, extra, *beam_args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def _make_shards_here(out: Path, extra: list[str], *beam_args: str):
+    """``bertprep make-shards`` (:func:`_args`) in this process; click's ``Result``."""
+    from click.testing import CliRunner
+
+    from bertprep.cli.main import cli
+
+    return CliRunner().invoke(cli, _args(out, extra, *beam_args))
+
+
+@pytest.fixture(scope="module")
+def eval_file(tmp_path_factory) -> Path:
+    """The ``--decontaminate`` file of the variants that name ``EVAL_FILE``: a line of a.txt."""
+    path = tmp_path_factory.mktemp("eval") / "eval.txt"
+    path.write_text(next(line for line in INPUTS[0].read_text().splitlines() if len(line.split()) >= 8) + "\n")
+    return path
+
+
+def _extra(variant: str, eval_file: Path) -> list[str]:
+    return [str(eval_file) if arg == "EVAL_FILE" else arg for arg in VARIANTS[variant]]
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory, eval_file):
+    """``local_run(variant)``: the output folder of the default local runner's make-shards of ``variant``, run
+    in this process the first time a test asks for it (the reference bytes; read only)."""
+    root, done = tmp_path_factory.mktemp("local"), {}
+
+    def get(variant: str) -> Path:
+        if variant not in done:
+            result = _make_shards_here(root / variant, _extra(variant, eval_file))
+            assert result.exit_code == 0, (result.output, result.exception)
+            done[variant] = root / variant
+        return done[variant]
+
+    return get
 
 
 def _digests(directory: Path) -> dict[str, str]:
@@ -127,16 +174,13 @@ def _manifests(directory: Path) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_dask_cluster_gives_the_local_runners_bytes(cluster, tmp_path, variant):
+def test_dask_cluster_gives_the_local_runners_bytes(cluster, local_run, eval_file, tmp_path, variant):
     cluster_, client, log = cluster
     library = {"mds-eval": "streaming", "megatron-eval": "megatron"}.get(variant)
     if library is not None and importlib.util.find_spec(library) is None:
         need_module(library)  # skips, or fails under CI=true
-    eval_file = tmp_path / "eval.txt"
-    eval_file.write_text(next(line for line in INPUTS[0].read_text().splitlines() if len(line.split()) >= 8) + "\n")
-    extra = [str(eval_file) if arg == "EVAL_FILE" else arg for arg in VARIANTS[variant]]
-    local = _make_shards(tmp_path / "local", extra)
-    assert local.returncode == 0, local.stderr
+    extra = _extra(variant, eval_file)
+    local = local_run(variant)
     log.write_text("")
     before = client.run(lambda dask_worker: dask_worker.state.executed_count)
     on_dask = _make_shards(
@@ -148,10 +192,10 @@ def test_dask_cluster_gives_the_local_runners_bytes(cluster, tmp_path, variant):
     assert on_dask.returncode == 0, on_dask.stderr
     after = client.run(lambda dask_worker: dask_worker.state.executed_count)
 
-    local_digests = _digests(tmp_path / "local")
+    local_digests = _digests(local)
     assert any(name.endswith((".arrow", ".mds")) for name in local_digests)
     assert _digests(tmp_path / "dask") == local_digests
-    assert _manifests(tmp_path / "dask") == _manifests(tmp_path / "local")
+    assert _manifests(tmp_path / "dask") == _manifests(local)
 
     ran = {worker: after[worker] - before.get(worker, 0) for worker in after}
     assert len(ran) == 2 and all(n > 0 for n in ran.values()), f"tasks per worker process: {ran}"
@@ -175,8 +219,9 @@ def test_unreachable_scheduler_is_one_line_naming_the_address(tmp_path):
 
 
 def test_a_runner_beam_cannot_create_shows_beams_reason(tmp_path):
-    result = _make_shards(tmp_path / "out", [], "--runner=NoSuchRunner", "--some_option_of_it=1")
-    assert result.returncode != 0
+    result = _make_shards_here(tmp_path / "out", [], "--runner=NoSuchRunner", "--some_option_of_it=1")
+    assert result.exit_code != 0
+    assert isinstance(result.exception, SystemExit), result.exception  # click's error exit, no traceback
     assert "no such option" not in result.stderr
     assert "--runner=NoSuchRunner" in result.stderr and "Traceback" not in result.stderr
 
@@ -204,7 +249,7 @@ class SlowFirstRead(distributed.WorkerPlugin):
         context._iter_lines = slowed
 
 
-def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(tmp_path):
+def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(local_run, tmp_path):
     """``kill -9`` of the worker process that is reading an input file, during make-shards on a 2-worker
     cluster: Dask's nanny restarts the worker and the scheduler reruns its lost tasks, so the run ends with
     status 0 and the same shards and manifest as the local runner (never a manifest beside half the shards),
@@ -215,8 +260,7 @@ def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(tmp_path):
 
     log = tmp_path / "reads.log"
     log.write_text("")
-    local = _make_shards(tmp_path / "local", [])
-    assert local.returncode == 0, local.stderr
+    local = local_run("defaults")
     killed: list[int] = []
     with (
         distributed.LocalCluster(
@@ -252,5 +296,5 @@ def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(tmp_path):
     assert killed[0] not in restarted  # the killed process is gone; its nanny started a new one
     assert on_dask.returncode == 0, on_dask.stderr
     assert elapsed < 240
-    assert _digests(tmp_path / "dask") == _digests(tmp_path / "local")
-    assert _manifests(tmp_path / "dask") == _manifests(tmp_path / "local")
+    assert _digests(tmp_path / "dask") == _digests(local)
+    assert _manifests(tmp_path / "dask") == _manifests(local)

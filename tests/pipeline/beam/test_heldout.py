@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,35 @@ def _config(corpus, out: Path, **kw) -> ShardsConfig:
     )
     base.update(kw)
     return ShardsConfig(**base)
+
+
+class _Warnings(logging.Handler):
+    """The records of level WARNING and above that reach it."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(scope="module")
+def default_run(corpus, tmp_path_factory) -> tuple[Path, dict, list[str]]:
+    """One run of :func:`_config`'s settings (global pairing scope, ``eval_fraction`` 0.2), shared by the tests
+    that read it: its output folder (read only: a test that changes it copies it first), the manifest it
+    returned, and the messages of the warnings logged under ``bertprep`` while it ran."""
+    out = tmp_path_factory.mktemp("default-run") / "shards"
+    logger, warnings = logging.getLogger("bertprep"), _Warnings()
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # (as caplog.at_level(WARNING, logger="bertprep") does)
+    logger.addHandler(warnings)
+    try:
+        manifest = run_make_shards(_config(corpus, out), ONE_WORKER)
+    finally:
+        logger.removeHandler(warnings)
+        logger.setLevel(level)
+    return out, manifest, [r.getMessage() for r in warnings.records]
 
 
 def _documents_in(shard_dir: Path, token_to_doc: dict[int, int]) -> set[int]:
@@ -190,9 +220,12 @@ def test_drop_duplicate_documents_keeps_the_first_copy_of_each_text():
 
 
 @pytest.mark.parametrize("scope", ["global", pytest.param("file", marks=pytest.mark.slow)])  # file: make test
-def test_no_document_is_in_both_sets_and_the_eval_share_is_the_fraction(corpus, tmp_path, scope):
-    out = tmp_path / "shards"
-    manifest = run_make_shards(_config(corpus, out, pairing_scope=scope), ONE_WORKER)
+def test_no_document_is_in_both_sets_and_the_eval_share_is_the_fraction(corpus, request, tmp_path, scope):
+    if scope == "global":  # the module's default run (its settings: _config's, the global scope)
+        out, manifest, _ = request.getfixturevalue("default_run")
+    else:
+        out = tmp_path / "shards"
+        manifest = run_make_shards(_config(corpus, out, pairing_scope=scope), ONE_WORKER)
     train = _documents_in(out, corpus["token_to_doc"])
     held = _documents_in(out / heldout.EVAL_DIR, corpus["token_to_doc"])
     assert train and held and not train & held  # by content: no token of an eval document in training rows
@@ -259,9 +292,9 @@ def test_default_run_writes_neither_split_nor_dedup(corpus, tmp_path):
 
 
 @pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_rerun_without_split_removes_the_old_eval_set_and_refuses_without_overwrite(corpus, tmp_path):
+def test_rerun_without_split_removes_the_old_eval_set_and_refuses_without_overwrite(corpus, default_run, tmp_path):
     out = tmp_path / "shards"
-    run_make_shards(_config(corpus, out), ONE_WORKER)
+    shutil.copytree(default_run[0], out)  # the output of a run with a held-out split
     assert (out / "eval" / schema.MANIFEST_NAME).exists()
     for name in os.listdir(out):  # only eval/ still holds shards: still refused
         if name != "eval":
@@ -489,8 +522,6 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
     else:
         assert "CreateEvalInstances/GroupByBucket" in names
     if result.staging_dir:
-        import shutil
-
         shutil.rmtree(result.staging_dir, ignore_errors=True)
 
 
@@ -547,11 +578,10 @@ def test_held_out_mismatch_names_what_makes_an_eval_set_unsafe():
 
 
 @pytest.mark.slow
-def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, tmp_path, caplog):
+def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, default_run, tmp_path, caplog):
     from bertprep.bert_model.pretrain.trainer import _warn_if_not_held_out
 
-    one, other = tmp_path / "one", tmp_path / "other"
-    run_make_shards(_config(corpus, one), ONE_WORKER)
+    one, other = default_run[0], tmp_path / "other"
     run_make_shards(_config(corpus, other, eval_seed=5), ONE_WORKER)
     with caplog.at_level("WARNING"):
         _warn_if_not_held_out(str(one), str(one / "eval"), True)
@@ -565,7 +595,7 @@ def test_train_warns_when_the_eval_shards_may_hold_training_documents(corpus, tm
 
 
 @pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_a_held_out_set_too_small_to_measure_is_warned_about_naming_its_size(corpus, tmp_path, caplog):
+def test_a_held_out_set_too_small_to_measure_is_warned_about_naming_its_size(corpus, default_run, tmp_path, caplog):
     """Before, --eval-fraction 0.01 on ~100 documents held out about one without a word."""
     with caplog.at_level(logging.WARNING, logger="bertprep"):
         manifest = run_make_shards(_config(corpus, tmp_path / "small", eval_fraction=0.03), ONE_WORKER)
@@ -577,8 +607,6 @@ def test_a_held_out_set_too_small_to_measure_is_warned_about_naming_its_size(cor
         "accuracy (fewer than 10); raise --eval-fraction, or make shards of a held-out file of your own for "
         "train --eval-shards"
     ]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="bertprep"):
-        manifest = run_make_shards(_config(corpus, tmp_path / "enough", eval_fraction=0.2), ONE_WORKER)
+    _, manifest, logged = default_run  # eval_fraction 0.2
     assert manifest["split"]["eval_documents"] >= 10
-    assert not [r for r in caplog.records if "too few to measure" in r.getMessage()]
+    assert not [message for message in logged if "too few to measure" in message]

@@ -77,15 +77,22 @@ def corpus(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def local_digests(corpus, tmp_path_factory) -> dict[str, dict[str, str]]:
-    """Per option set, the digests of a local run over ``corpus``."""
+def local_runs(corpus, tmp_path_factory) -> dict[str, tuple[Path, dict[str, str]]]:
+    """Per option set, a local run over ``corpus``: its output folder (read only: copy it to change it) and
+    the digests of what it wrote (:func:`_make`)."""
     out = {}
     for name, options in OPTIONS.items():
         if name in LIBRARIES and importlib.util.find_spec(LIBRARIES[name]) is None:
             continue  # its tests skip
         root = tmp_path_factory.mktemp(f"local-{name}")
-        out[name] = _make(str(root), str(corpus), str(CORPUS_VOCAB), options)
+        out[name] = (root / "out", _make(str(root), str(corpus), str(CORPUS_VOCAB), options))
     return out
+
+
+@pytest.fixture(scope="module")
+def local_digests(local_runs) -> dict[str, dict[str, str]]:
+    """Per option set, the digests of a local run over ``corpus``."""
+    return {name: digests for name, (_, digests) in local_runs.items()}
 
 
 @pytest.mark.parametrize("name", list(OPTIONS))
@@ -131,7 +138,7 @@ def test_make_shards_in_a_bucket_gives_the_bytes_of_a_local_run(corpus, local_di
 
 
 @pytest.mark.slow  # ~15 s on 2 busy cores
-def test_streaming_reads_mds_shards_from_the_bucket(corpus, local_digests, s3, tmp_path):
+def test_streaming_reads_mds_shards_from_the_bucket(corpus, local_runs, s3, tmp_path):
     """StreamingDataset(remote="s3://...") reads an MDS set make-shards wrote into a bucket: the rows of the same
     run written locally, in the same order (boto3, which the library uses, finds the emulator through the
     environment)."""
@@ -141,7 +148,7 @@ def test_streaming_reads_mds_shards_from_the_bucket(corpus, local_digests, s3, t
     upload_folder(corpus, f"{s3}/corpus")
     _make(s3, f"{s3}/corpus/", str(CORPUS_VOCAB), OPTIONS["mds-eval"])
     local = tmp_path / "local"
-    run_make_shards(_config(str(corpus), str(CORPUS_VOCAB), str(local), OPTIONS["mds-eval"]), ONE_WORKER)
+    shutil.copytree(local_runs["mds-eval"][0], local)  # the same run written locally (the module's)
     streaming = formats.import_streaming()
     remote = streaming.StreamingDataset(remote=f"{s3}/out", local=str(tmp_path / "cache"), shuffle=False, batch_size=1)
     here = streaming.StreamingDataset(local=str(local), shuffle=False, batch_size=1)
