@@ -21,9 +21,11 @@ a BPE / Unigram one (RoBERTa's, ModernBERT's) a ``PretrainedTokenizer`` (``Model
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,8 +177,25 @@ def load_safetensors(path: str) -> dict[str, torch.Tensor]:
         ) from None
 
 
+@contextlib.contextmanager
+def _torch_allowlist_only() -> Iterator[None]:
+    """For the block, ``torch.load(weights_only=True)`` allows torch's own types only. Some libraries widen its
+    allowlist for the whole process when imported: Megatron-LM's ``megatron/core/__init__.py`` calls
+    ``megatron.core.safe_globals.register_safe_globals()``, adding ``PosixPath``, ``argparse.Namespace``,
+    ``BytesIO``, ``SimpleNamespace`` and its own classes (megatron-core 0.16; imported by ``make-shards
+    --output-format megatron``), after which a pickle holding such objects would load as "weights". The classes
+    the process had added are put back afterwards."""
+    added = torch.serialization.get_safe_globals()
+    torch.serialization.clear_safe_globals()
+    try:
+        yield
+    finally:
+        torch.serialization.add_safe_globals(added)
+
+
 def _load_pytorch_bin(path: str) -> dict[str, torch.Tensor]:
-    """``torch.load(path, weights_only=True)``: tensors only, nothing in the pickle is run.
+    """``torch.load(path, weights_only=True)`` with torch's own allowlist (:func:`_torch_allowlist_only`): tensors
+    only, nothing in the pickle is run.
 
     Raises:
         ValueError: naming ``path``: the file is cut short or damaged, or its pickle holds more than weights
@@ -185,7 +204,8 @@ def _load_pytorch_bin(path: str) -> dict[str, torch.Tensor]:
     import pickle
 
     try:
-        state_dict = torch.load(path, map_location="cpu", weights_only=True)
+        with _torch_allowlist_only():
+            state_dict = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "weights only load failed" in first.lower():

@@ -311,3 +311,24 @@ def test_export_overwrite_replaces_only_what_export_writes(tmp_path, monkeypatch
         assert "finetune.json" not in after and after["model.safetensors"] == before["model.safetensors"]
         transformers.BertForPreTraining.from_pretrained(hf)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "run"]  # no staging or .old folder left
+
+
+def test_pickled_objects_are_refused_after_a_library_widened_torchs_allowlist(tmp_path):
+    """Megatron-LM's import adds PosixPath and others to torch's weights-only allowlist for the whole process
+    (as megatron.core does; here its call, without the import): bertprep still loads weights with torch's own
+    list, and leaves the process's list as it found it."""
+    from pathlib import PosixPath
+
+    model_dir = tmp_path / "evil"
+    model_dir.mkdir()
+    torch.save({"weights": torch.zeros(1), "payload": Path("/tmp")}, model_dir / "pytorch_model.bin")
+    (model_dir / "config.json").write_text(json.dumps(transformers.BertConfig(**TINY).to_dict()))
+    before = torch.serialization.get_safe_globals()
+    torch.serialization.add_safe_globals([PosixPath])
+    try:
+        with pytest.raises(ValueError, match=r"holds objects other than weights"):
+            read_hf_state_dict(str(model_dir))
+        assert PosixPath in torch.serialization.get_safe_globals()  # the process's list is kept
+    finally:
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(before)
