@@ -224,9 +224,13 @@ def run_half(items: list[pytest.Item], module: str, tmp_root: Path) -> dict[str,
     return results
 
 
-def page_timings() -> str:
-    """The pages run so far in this process and their wall seconds, one line."""
-    return ", ".join(f"{page} {seconds:.0f} s" for page, seconds in sorted(_page_seconds.items()))
+@pytest.fixture(scope="module")
+def page_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The requesting test module's half: its pages with a selected runnable block, each run once, one at a time
+    (:func:`run_half`); each test module imports it, so each gets its own."""
+    yield run_half(request.session.items, request.module.__name__, tmp_path_factory.mktemp("docs"))
+    timing = ", ".join(f"{page} {seconds:.0f} s" for page, seconds in sorted(_page_seconds.items()))
+    print(f"\ndoc pages: {timing}")
 
 
 def check_block(block: Block, request: pytest.FixtureRequest) -> None:

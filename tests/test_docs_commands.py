@@ -8,17 +8,19 @@ import re
 
 import pytest
 
-from docs_factory import ALL_BLOCKS, PAGES, SKIP_MARKER, Block, check_block, half_blocks, page_timings, run_half
+from docs_factory import (
+    ALL_BLOCKS,
+    PAGES,
+    SECOND_HALF,
+    SKIP_MARKER,
+    Block,
+    check_block,
+    half_blocks,
+    page_results,  # noqa: F401 (this half's pages, run once: the module's fixture)
+)
 
 pytestmark = pytest.mark.slow
 BLOCKS = half_blocks(second=False)
-
-
-@pytest.fixture(scope="module")
-def page_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """This half's pages with a selected runnable block, each run once, one at a time."""
-    yield run_half(request.session.items, __name__, tmp_path_factory.mktemp("docs"))
-    print(f"\ndoc pages: {page_timings()}")
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
@@ -34,8 +36,6 @@ def test_every_page_has_blocks_found() -> None:
 
 def test_every_page_is_in_one_half() -> None:
     """The two files together run every page's blocks, each once (a page named in SECOND_HALF must exist)."""
-    from docs_factory import SECOND_HALF
-
     pages = {b.page for b in ALL_BLOCKS}
     assert set(SECOND_HALF) <= pages, set(SECOND_HALF) - pages
     halves = half_blocks(second=False) + half_blocks(second=True)

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from docs_factory import Block, check_block, half_blocks, page_timings, run_half
+from docs_factory import (
+    Block,
+    check_block,
+    half_blocks,
+    page_results,  # noqa: F401 (this half's pages, run once: the module's fixture)
+)
 
 pytestmark = pytest.mark.slow
 BLOCKS = half_blocks(second=True)
-
-
-@pytest.fixture(scope="module")
-def page_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """This half's pages with a selected runnable block, each run once, one at a time."""
-    yield run_half(request.session.items, __name__, tmp_path_factory.mktemp("docs"))
-    print(f"\ndoc pages: {page_timings()}")
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
