@@ -1,4 +1,4 @@
-"""Start-up of the commands: ``make-shards`` on a small file, and ``--help``, wall time and CPU time.
+"""Start-up of the commands: ``make-shards`` and ``build-vocab`` on a small file, ``--help``: wall and CPU time.
 
 Each variant runs in a fresh process, in turn, ``--runs`` times; the figures are medians. CPU time is user + system
 of the whole process tree (the worker processes included: ``resource.getrusage(RUSAGE_CHILDREN)`` before and after
@@ -14,6 +14,10 @@ Variants:
   copy, with its ``tokenization.py``; nothing of it is in this repository) on the same file and vocab, its flags
   at their defaults, with the stand-in ``tensorflow`` of ``benchmarks/tf_standin`` (as ``bench_make_shards.py``
   runs it); without ``--original`` it is skipped, and the reason printed;
+- ``build-vocab``: a WordPiece vocab of 1,000 tokens on the same excerpt (``-o``, ``--vocab-size``), its local
+  input listed and opened with the standard library (``readers/local_files.py``);
+- ``build-vocab, local files through Beam``: the same command as before that, its input listed and opened through
+  Beam's ``FileSystems``, which imports Beam (``local_files.is_beam_local`` made to return False);
 - ``--help``, ``train --help``, ``finetune --help``, ``make-shards --help``: the option lists alone (no torch or
   Beam import).
 
@@ -50,6 +54,11 @@ WORKERS = (
     "from bertprep.cli.main import main\nsys.argv = ['bertprep', *sys.argv[1:]]\nmain()\n"
 )
 MAIN = "import sys\nfrom bertprep.cli.main import main\nsys.argv = ['bertprep', *sys.argv[1:]]\nmain()\n"
+#: The earlier way of reading local inputs: through Beam's FileSystems, as a remote path is.
+THROUGH_BEAM = (
+    "import sys\nfrom bertprep.pipeline.readers import local_files\nlocal_files.is_beam_local = lambda path: False\n"
+    "from bertprep.cli.main import main\nsys.argv = ['bertprep', *sys.argv[1:]]\nmain()\n"
+)
 #: make-shards with a clock (monotonic, comparable across processes) and the CPU time read at each phase's edges;
 #: the marks go to the JSON file named by the first argument.
 PHASES = """
@@ -134,9 +143,12 @@ def original_variant(original: Path | None, corpus: Path, out: Path) -> tuple[li
 
 def variants(python: str, corpus: Path, out: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     shards = shards_args(corpus, out / "shards")
+    vocab = ["build-vocab", str(corpus), "-o", str(out / "vocab"), "--vocab-size", "1000", "-q", "--overwrite"]
     return {
         "make-shards (20 KB)": ([python, "-c", MAIN, *shards], {}),
         "make-shards (20 KB), worker processes": ([python, "-c", WORKERS, *shards], {}),
+        "build-vocab (20 KB)": ([python, "-c", MAIN, *vocab], {}),
+        "build-vocab (20 KB), local files through Beam (before)": ([python, "-c", THROUGH_BEAM, *vocab], {}),
         "--help": ([python, "-c", MAIN, "--help"], {}),
         "train --help": ([python, "-c", MAIN, "train", "--help"], {}),
         "finetune --help": ([python, "-c", MAIN, "finetune", "--help"], {}),

@@ -3,9 +3,10 @@
 A *document* is what BERT's next-sentence pairs are drawn from (both segments of an IsNext pair come from
 one document); a *sentence* is the unit pairs are cut at. Every reader streams its file: it reads binary
 blocks of :data:`files.BLOCK_SIZE` bytes through Apache Beam's ``FileSystems`` (so ``gs://`` and the other Beam
-file systems work; ``.gz``/``.bz2``/``.xz``/``.zst`` files are decompressed by extension, and one cut short
-is an error, never read as far as it goes) and never holds more than
-one line, one JSON object, one ``<doc>`` block, one wiki ``<page>`` or one Parquet record batch at a time;
+file systems work; a local file is read as Beam's local file system reads it, without importing Beam:
+:mod:`~bertprep.pipeline.readers.local_files`; ``.gz``/``.bz2``/``.xz``/``.zst`` files are decompressed by
+extension, and one cut short is an error, never read as far as it goes) and never holds more than one line,
+one JSON object, one ``<doc>`` block, one wiki ``<page>`` or one Parquet record batch at a time;
 only the ``text`` format, where the whole file is one document, keeps the file's sentences.
 
 Formats (``input_format``; :data:`INPUT_FORMATS`):

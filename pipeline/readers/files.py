@@ -1,5 +1,6 @@
-"""Files and line IO: finding the inputs, opening them through Beam's ``FileSystems``, decompression that
-notices a file cut short, the binary-file check, and splitting bytes into lines (:func:`_iter_lines`)."""
+"""Files and line IO: finding the inputs, opening them through Beam's ``FileSystems`` (local paths as Beam's
+local file system would, without importing Beam: :mod:`~bertprep.pipeline.readers.local_files`), decompression
+that notices a file cut short, the binary-file check, and splitting bytes into lines (:func:`_iter_lines`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterator, Sequence
 
 from bertprep.core import storage
+from bertprep.pipeline.readers import local_files
 from bertprep.pipeline.readers.base import InputError, ReaderStats
 
 logger = logging.getLogger(__name__)
@@ -35,7 +37,11 @@ def _has_glob(pattern: str) -> bool:
 
 
 def _match(pattern: str) -> list[tuple[str, int]]:
+    """``(path, size)`` of the files ``pattern`` matches, sorted: Beam's ``FileSystems.match`` (a local path: the
+    same rules without Beam, :func:`local_files.match`)."""
     try:
+        if local_files.is_beam_local(pattern):
+            return sorted(local_files.match(pattern))
         result = _filesystems().match([pattern])[0]
     except Exception as err:  # BeamIOError, or ValueError for a scheme whose extra is not installed
         raise InputError(f"cannot list input {pattern!r}: {err}") from err
@@ -88,7 +94,8 @@ def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
 
     ``patterns`` is one comma-separated string or a sequence of them (like the reference's
     ``--input_file``; a comma therefore cannot be part of a path). Each pattern is globbed through Beam's
-    ``FileSystems.match`` (``*``, ``?``, ``[...]``; ``**`` crosses directories); the matches of each
+    ``FileSystems.match``, a local one by the same rules without Beam (:mod:`local_files`: ``*`` within a folder,
+    ``**`` across folders, ``?`` any one character, ``[...]``); the matches of each
     pattern are sorted, patterns are taken in the order given, and a file matched twice is kept at its
     first place. A directory stands for all regular files under it, recursively, sorted, **skipping
     hidden files (any path part starting with ".") and files named README***.
@@ -176,9 +183,16 @@ def _check_encoding(encoding: str) -> str:
 
 
 def _open(path: str, compression_type: str = "auto"):
-    from apache_beam.io.filesystem import CompressionTypes
-
+    """``path`` opened through Beam's ``FileSystems`` with ``compression_type`` (a ``CompressionTypes`` name); a local
+    file that Beam would not decompress, with the standard library (:func:`local_files.open_uncompressed`)."""
     try:
+        if local_files.is_beam_local(path) and (
+            compression_type == "uncompressed"
+            or (compression_type == "auto" and not path.lower().endswith(local_files.BEAM_COMPRESSED_SUFFIXES))
+        ):
+            return local_files.open_uncompressed(path)
+        from apache_beam.io.filesystem import CompressionTypes
+
         return _filesystems().open(path, compression_type=getattr(CompressionTypes, compression_type.upper()))
     except FileNotFoundError:
         raise InputError(f"input file {path!r} not found; check the path") from None
@@ -221,9 +235,9 @@ def _new_decompressor(compression: str):
         return bz2.BZ2Decompressor()
     if compression in ("xz", "lzma"):
         return lzma.LZMADecompressor()
-    from apache_beam.io import filesystem as beam_filesystem  # zstandard as Beam has it (a dependency of Beam's)
+    import zstandard  # (a dependency of Beam's, the module its CompressedFile uses: no Beam import for a local file)
 
-    return beam_filesystem.zstandard.ZstdDecompressor().decompressobj()
+    return zstandard.ZstdDecompressor().decompressobj()
 
 
 class _DecompressedFile:
@@ -315,7 +329,8 @@ class _DecompressedFile:
 
 
 def open_input(path: str):
-    """Open an input file for reading its (decompressed) bytes, through Beam's ``FileSystems``.
+    """Open an input file for reading its (decompressed) bytes, through Beam's ``FileSystems`` (a local file with
+    the standard library, as Beam's local file system opens it).
 
     A name ending in a compression suffix (``.gz .bz2 .deflate .zst .zstd .xz .lzma``, Beam's own list)
     gives a :class:`_DecompressedFile`, whose ``read`` raises :class:`InputError` when the file is

@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from bertprep.pipeline.config import ReadOptions
+from bertprep.pipeline.readers import local_files
 from bertprep.pipeline.readers.base import Document, InputError, ReaderStats
 from bertprep.pipeline.readers.files import _compression_of, _filesystems, _open, _read_blocks
 
@@ -44,7 +45,27 @@ ByteRange = tuple[int, int, "int | None"]
 
 
 def _sizes(files: Sequence[str]) -> list[int]:
-    """The files' sizes; 0 (read whole) for a file that cannot be listed (its reading will say why)."""
+    """The files' sizes; 0 (read whole) for a file that cannot be listed (its reading will say why). Local files
+    are asked with the standard library (:func:`local_files.match`, what Beam's local file system answers), the
+    others through Beam's ``FileSystems``."""
+    sizes = [_local_size(path) if local_files.is_beam_local(path) else 0 for path in files]
+    remote = [i for i, path in enumerate(files) if not local_files.is_beam_local(path)]
+    for i, size in zip(remote, _beam_sizes([files[i] for i in remote]), strict=True):
+        sizes[i] = size
+    return sizes
+
+
+def _local_size(path: str) -> int:
+    try:
+        matches = local_files.match(path)
+    except OSError:
+        return 0
+    return matches[0][1] if matches else 0
+
+
+def _beam_sizes(files: Sequence[str]) -> list[int]:
+    if not files:
+        return []
     try:
         results = _filesystems().match(list(files))
     except Exception:  # BeamIOError naming the files that are not there
@@ -65,10 +86,11 @@ def wiki_index_of(path: str) -> str | None:
         return None
     base = name.replace("-multistream", "-multistream-index", 1).replace(".xml", ".txt", 1)
     candidates = [base, base[: -len(".bz2")]]  # the index as published (bz2), or decompressed (.txt)
-    fs = _filesystems()
+    local = local_files.is_beam_local(path)  # (Beam's local file system is os.path's: no Beam import for it)
+    join, exists = (os.path.join, os.path.exists) if local else (_filesystems().join, _filesystems().exists)
     for candidate in candidates:
-        full = fs.join(directory, candidate) if directory else candidate
-        if fs.exists(full):
+        full = join(directory, candidate) if directory else candidate
+        if exists(full):
             return full
     return None
 

@@ -8,11 +8,11 @@ Fixture: ``tests/fixtures/vocab/train.txt`` (four public-domain books, see the R
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from tokenizers import normalizers, pre_tokenizers
@@ -26,41 +26,61 @@ from bertprep.pipeline.text.trainer_determinism import (
 from conftest import FIXTURES
 
 TRAIN = FIXTURES / "vocab" / "train.txt"
-BERTPREP = str(Path(sys.executable).parent / "bertprep")
+
+#: (model, more options) of each build compared across the two processes.
+CASES = [
+    ("wordpiece", ()),
+    ("bpe", ()),
+    ("unigram", ()),
+    ("wordpiece", ("--pad-to-multiple-of", "64")),
+    ("bpe", ("--special-tokens", "bert", "--pad-to-multiple-of", "64")),
+    ("unigram", ("--special-tokens", "bert", "--pad-to-multiple-of", "64")),
+]
+
+#: One process's builds: ``bertprep build-vocab`` once per argument list (a JSON list of them), one after the other.
+_BUILDS = """
+import json, sys
+from bertprep.cli.main import cli
+for args in json.loads(sys.argv[1]):
+    cli.main(args, prog_name="bertprep", standalone_mode=False)
+"""
 
 
-def _build_twice(tmp_path: Path, model: str, *extra: str) -> list[dict[str, str]]:
-    """sha256 of every file of two ``bertprep build-vocab`` processes run side by side (PYTHONHASHSEED 0 and 1)
-    on the first 300 lines of the fixture; ``extra``: more options."""
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> list[list[dict[str, str]]]:
+    """For each of :data:`CASES`, sha256 of every file ``bertprep build-vocab`` wrote in each of two processes run
+    side by side (PYTHONHASHSEED 0 and 1) on the first 300 lines of the fixture. Each process builds all the cases
+    in turn (one interpreter start-up per process, not per case: what differs between the processes, the hash seed
+    and the trainer's hash maps, differs for every case alike)."""
+    tmp_path = tmp_path_factory.mktemp("determinism")
     text = tmp_path / "train.txt"
     text.write_text("\n".join(TRAIN.read_text(encoding="utf-8").splitlines()[:300]) + "\n", encoding="utf-8")
     runs = []
     for seed in (0, 1):
-        command = [BERTPREP, "build-vocab", str(text), "-o", str(tmp_path / str(seed)), "--vocab-size", "600"]
+        jobs = [
+            ["build-vocab", str(text), "-o", str(tmp_path / f"{seed}-{i}"), "--vocab-size", "600"]
+            + ["--model", model, "-q", *extra]
+            for i, (model, extra) in enumerate(CASES)
+        ]
         env = {**os.environ, "PYTHONHASHSEED": str(seed)}
-        runs.append(subprocess.Popen([*command, "--model", model, "-q", *extra], env=env, stdout=subprocess.DEVNULL))
+        command = [sys.executable, "-c", _BUILDS, json.dumps(jobs)]
+        runs.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL))
     assert [run.wait(timeout=300) for run in runs] == [0, 0]
     return [
-        {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((tmp_path / str(seed)).iterdir())}
-        for seed in (0, 1)
+        [
+            {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((tmp_path / f"{seed}-{i}").iterdir())}
+            for seed in (0, 1)
+        ]
+        for i in range(len(CASES))
     ]
 
 
-@pytest.mark.parametrize(
-    "model, extra",
-    [
-        ("wordpiece", ()),
-        ("bpe", ()),
-        ("unigram", ()),
-        ("wordpiece", ("--pad-to-multiple-of", "64")),
-        ("bpe", ("--special-tokens", "bert", "--pad-to-multiple-of", "64")),
-        ("unigram", ("--special-tokens", "bert", "--pad-to-multiple-of", "64")),
-    ],
-)
-@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_two_processes_write_byte_identical_files(tmp_path, model, extra):
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{m}-extra{i}" for i, (m, _) in enumerate(CASES)])
+@pytest.mark.slow  # the two processes' builds: ~6 s on 2 busy cores (make test runs it; make test-fast does not)
+def test_two_processes_write_byte_identical_files(builds, case):
     # (the trainer alone gives another vocab.txt in nearly every process on this text: its ## forms in hash order)
-    first, second = _build_twice(tmp_path, model, *extra)
+    model = CASES[case][0]
+    first, second = builds[case]
     expected = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
     assert set(first) == expected | ({"vocab.txt"} if model == "wordpiece" else set())
     assert first == second
