@@ -22,8 +22,8 @@ STEPS = [
 def test_demo_runs_every_step_and_prints_the_summary(tmp_path, minilm_dir):
     out = tmp_path / "demo-out"
     proc = subprocess.run(
-        [sys.executable, DEMO / "demo.py", "--out", out, "--steps", "20", "--vocab-size", "600",
-         "--sentences-per-book", "60", "--finetune-epochs", "1", "--cpt-steps", "2"],
+        [sys.executable, DEMO / "demo.py", "--out", out, "--steps", "6", "--vocab-size", "600",
+         "--sentences-per-book", "20", "--finetune-epochs", "1", "--cpt-steps", "1"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
