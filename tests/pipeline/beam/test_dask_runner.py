@@ -331,7 +331,7 @@ def test_local_cluster_is_closed_even_when_the_run_fails():
         p | beam.Create([1, 2]) | beam.Map(boom)
     deadline = time.monotonic() + 10
     while _child_pids() - before and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert not _child_pids() - before, "worker processes of the local cluster are still running"
 
 
