@@ -42,7 +42,7 @@ def test_a_dask_address_that_is_not_one_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_path):
     """Before: a scheduler no worker joined took the tasks and the run waited for ever, without a word (here
     the subprocess's timeout would end it). The scheduler is a `dask scheduler` process, as a user starts one
@@ -146,7 +146,7 @@ def test_a_scheduler_killed_mid_run_is_named(tmp_path, caplog):
     assert not tracebacks, [f"{r.name}: {r.exc_info[1]!r}" for r in tracebacks]  # the one line alone
 
 
-@pytest.mark.slow  # a scheduler and a worker process, and a run on them (about 20 s)
+@pytest.mark.slow  # a scheduler and a worker process, and a run on them (about 8 s)
 def test_relative_paths_on_dask_are_the_launching_folders(tmp_path):
     """Before: with workers started in another folder, a relative -o was written into the workers' folder (a
     staging folder left there) and a relative -i was "not found" by them; the local runner accepted both.

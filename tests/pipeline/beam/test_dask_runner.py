@@ -211,7 +211,7 @@ def test_side_input_computed_once_for_all_readers(cluster, tmp_path):
     assert calls == [1, 2, 3], f"side input upstream ran {len(calls)} times, not 3: {calls}"
 
 
-@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # ~1 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_reshuffle_spreads_elements_over_worker_processes(cluster, tmp_path):
     """One partition (a Create of one element fanned out) reshuffled: both worker processes do work.
 
@@ -276,7 +276,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # ~1 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_unreachable_scheduler_is_one_clear_line_fast(tmp_path):
     """No scheduler at the address: a DaskSchedulerUnreachable (a ValueError) in one line, in < 15 s.
 
@@ -335,7 +335,7 @@ def test_local_cluster_is_closed_even_when_the_run_fails():
     assert not _child_pids() - before, "worker processes of the local cluster are still running"
 
 
-@pytest.mark.slow  # ~15 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # ~2 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_killed_worker_mid_run_is_rerun_by_dask(cluster, tmp_path):
     """``kill -9`` of a worker process that is running a task: Dask reruns its tasks; the run finishes
     with every element written once, in bounded time (no hang).
