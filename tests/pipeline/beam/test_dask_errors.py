@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from cli_factory import bertprep, one_line
+from cli_factory import invoke, one_line
 from conftest import FIXTURES, need_module
 
 PIPELINE = FIXTURES / "pipeline"
@@ -42,12 +42,12 @@ def test_a_dask_address_that_is_not_one_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # ~6 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_path):
     """Before: a scheduler no worker joined took the tasks and the run waited for ever, without a word (here
     the subprocess's timeout would end it). The scheduler is a `dask scheduler` process, as a user starts one
     (an in-process LocalCluster failed to start its event loop within distributed's own 10 s on a loaded
-    machine)."""
+    machine); make-shards runs in this process (``invoke``: its exit status and stderr as a process's)."""
     need_module("distributed")
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
@@ -57,9 +57,9 @@ def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_p
     try:
         _wait_for_port(port, scheduler)
         start = time.monotonic()
-        done = bertprep("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out", "-q",
-                        "--runner=DaskRunner", f"--dask_client_address={address}", "--dask_connection_timeout=2",
-                        timeout=60)  # fmt: skip
+        done = invoke("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out", "-q",
+                      "--runner=DaskRunner", f"--dask_client_address={address}", "--dask_connection_timeout=1",
+                      timeout=60)  # fmt: skip
         took = time.monotonic() - start
     finally:
         scheduler.kill()
@@ -67,7 +67,7 @@ def test_a_scheduler_without_workers_is_named_after_the_connection_timeout(tmp_p
         log.close()
     assert done.returncode == 1, done.stderr
     line = one_line(done.stderr)
-    assert f"no Dask worker joined the scheduler at {address} within 2 s" in line
+    assert f"no Dask worker joined the scheduler at {address} within 1 s" in line
     assert f"`dask worker {address}`" in line
     assert took < 40
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
@@ -146,10 +146,12 @@ def test_a_scheduler_killed_mid_run_is_named(tmp_path, caplog):
     assert not tracebacks, [f"{r.name}: {r.exc_info[1]!r}" for r in tracebacks]  # the one line alone
 
 
-@pytest.mark.slow  # a scheduler and a worker process, and a run on them (about 20 s)
+@pytest.mark.slow  # a scheduler and a worker process, and a run on them (about 8 s)
 def test_relative_paths_on_dask_are_the_launching_folders(tmp_path):
     """Before: with workers started in another folder, a relative -o was written into the workers' folder (a
-    staging folder left there) and a relative -i was "not found" by them; the local runner accepted both."""
+    staging folder left there) and a relative -i was "not found" by them; the local runner accepted both.
+    (make-shards runs in this process, ``invoke`` with the launching folder as its working directory; the
+    scheduler and the worker are processes, the worker in a folder of its own.)"""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     dask = str(Path(sys.executable).parent / "dask")
@@ -159,12 +161,12 @@ def test_relative_paths_on_dask_are_the_launching_folders(tmp_path):
     log = open(tmp_path / "cluster.log", "w")  # noqa: SIM115 (the cluster's output; closed in the finally)
     procs = [subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log)]
     try:
-        time.sleep(2)
+        _wait_for_port(port, procs[0])
         procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"], stdout=log,
                                       stderr=log, cwd=tmp_path / "workers"))  # fmt: skip
-        done = bertprep("make-shards", "-i", "a.txt", "--vocab", VOCAB, "-o", "out", "--dupe-factor", 1, "-q",
-                        "--runner=DaskRunner", f"--dask_client_address={address}", cwd=tmp_path / "here",
-                        timeout=150)  # fmt: skip
+        done = invoke("make-shards", "-i", "a.txt", "--vocab", VOCAB, "-o", "out", "--dupe-factor", 1, "-q",
+                      "--runner=DaskRunner", f"--dask_client_address={address}", cwd=tmp_path / "here",
+                      timeout=150)  # fmt: skip
     finally:
         for proc in procs:
             proc.kill()

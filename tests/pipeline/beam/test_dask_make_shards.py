@@ -1,12 +1,15 @@
 """make-shards on a real Dask cluster gives the local runner's bytes.
 
-A scheduler and two worker processes (one thread each: ``LocalCluster(processes=True)``); make-shards runs
-as a separate process (the CLI) that connects to the scheduler with ``--runner=DaskRunner
---dask_client_address=...``, as a user's run would. For each variant the sha256 of every shard and of
-vocab.txt equals the default local runner's; the manifests are equal apart from ``output_dir``. Each run
-must also have run tasks in both worker processes, and have read each input file once (twice with
-``--pairing-scope file --dedup exact``, whose first pass reads the inputs once more by design): the
-workers count every full pass of the line readers (``readers.context._iter_lines``) through a worker plugin.
+A scheduler and two worker processes (one thread each: ``LocalCluster(processes=True)``), one for the module;
+make-shards connects to the scheduler with ``--runner=DaskRunner --dask_client_address=...``, as a user's run
+would. It runs in this process (``cli_factory.invoke``: the process itself is not what these tests are about;
+the work runs in the worker processes, which unpickle the pipeline as they would from a separate client process,
+and a fresh interpreter cost ~2-3 s of CPU per run importing torch, Beam and the writers). For each variant
+the sha256 of every shard and of vocab.txt equals the default local runner's; the manifests are equal apart
+from ``output_dir``. Each run must also have run tasks in both worker processes, and have read each input file
+once (twice with ``--pairing-scope file --dedup exact``, whose first pass reads the inputs once more by
+design): the workers count every full pass of the line readers (``readers.context._iter_lines``) through a
+worker plugin.
 
 The local runs only give the bytes to compare against: each runs once per module, in this process (click's
 ``CliRunner``; the default local runner runs a corpus this small in one process), shared by the tests that
@@ -20,12 +23,12 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from cli_factory import invoke
 from conftest import FIXTURES, need_module
 
 distributed = need_module("distributed")
@@ -113,9 +116,9 @@ def _args(out: Path, extra: list[str], *beam_args: str) -> list[str]:
 
 
 def _make_shards(out: Path, extra: list[str], *beam_args: str) -> subprocess.CompletedProcess:
-    """``bertprep make-shards`` (:func:`_args`) as a process of its own, as a user runs it."""
-    command = [str(Path(sys.executable).parent / "bertprep"), *_args(out, extra, *beam_args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+    """``bertprep make-shards`` (:func:`_args`) in this process, as a process would run it
+    (``cli_factory.invoke``: exit status, stdout and stderr apart, an uncaught traceback on stderr)."""
+    return invoke(*_args(out, extra, *beam_args), timeout=300)
 
 
 def _make_shards_here(out: Path, extra: list[str], *beam_args: str):
@@ -210,7 +213,7 @@ def test_unreachable_scheduler_is_one_line_naming_the_address(tmp_path):
         [],
         "--runner=DaskRunner",
         "--dask_client_address=tcp://127.0.0.1:9",
-        "--dask_connection_timeout=2",
+        "--dask_connection_timeout=1",
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
@@ -226,61 +229,70 @@ def test_a_runner_beam_cannot_create_shows_beams_reason(tmp_path):
     assert "--runner=NoSuchRunner" in result.stderr and "Traceback" not in result.stderr
 
 
-class SlowFirstRead(distributed.WorkerPlugin):
-    """Worker plugin: each line-reader pass appends ``pid path`` to ``log``, then pauses ``pause`` seconds,
-    so that a ``kill -9`` aimed at the reading worker lands inside its task."""
+class HoldFirstRead(distributed.WorkerPlugin):
+    """Worker plugin: each line-reader pass appends ``pid path`` to ``log``, then, until the file ``released``
+    exists (at most ``bound`` seconds), waits: a ``kill -9`` aimed at the first reading worker lands inside its
+    task, and the test writes ``released`` once it has killed it (the others, and the rerun, then go on).
+    ``teardown`` puts the reader back (the module's cluster goes on without the hold)."""
 
-    def __init__(self, log: str, pause: float):
-        self.log, self.pause = log, pause
+    def __init__(self, log: str, released: str, bound: float = 60.0):
+        self.log, self.released, self.bound = log, released, bound
 
     def setup(self, worker):
         import time
 
         from bertprep.pipeline.readers import context
 
-        original, log, pause = context._iter_lines, self.log, self.pause
+        original, log, released, bound = context._iter_lines, self.log, self.released, self.bound
+        self.original = original
 
-        def slowed(path, *args, **kwargs):
+        def held(path, *args, **kwargs):
             with open(log, "a", encoding="utf-8") as f:
                 f.write(f"{os.getpid()} {path}\n")
-            time.sleep(pause)
+            deadline = time.monotonic() + bound
+            while not os.path.exists(released) and time.monotonic() < deadline:
+                time.sleep(0.02)
             return original(path, *args, **kwargs)
 
-        context._iter_lines = slowed
+        context._iter_lines = held
+
+    def teardown(self, worker):
+        from bertprep.pipeline.readers import context
+
+        context._iter_lines = self.original
 
 
-def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(local_run, tmp_path):
+def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(cluster, local_run, tmp_path):
     """``kill -9`` of the worker process that is reading an input file, during make-shards on a 2-worker
     cluster: Dask's nanny restarts the worker and the scheduler reruns its lost tasks, so the run ends with
     status 0 and the same shards and manifest as the local runner (never a manifest beside half the shards),
-    in bounded time."""
+    in bounded time. (On the module's cluster: the test waits for its two workers again afterwards.)"""
     import signal
     import threading
     import time
 
-    log = tmp_path / "reads.log"
+    cluster_, client, _ = cluster
+    log, released = tmp_path / "reads.log", tmp_path / "released"
     log.write_text("")
     local = local_run("defaults")
     killed: list[int] = []
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
-        ) as cluster_,
-        distributed.Client(cluster_) as client,
-    ):
-        client.register_plugin(SlowFirstRead(str(log), pause=2.0), name="slow-first-read")
+    client.register_plugin(HoldFirstRead(str(log), str(released)), name="hold-first-read")
+    try:
         workers = set(client.run(os.getpid).values())
 
         def kill_the_first_reader():
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not killed:
-                for line in log.read_text().splitlines():
-                    pid = int(line.split(" ", 1)[0])
-                    if pid in workers:
-                        os.kill(pid, signal.SIGKILL)
-                        killed.append(pid)
-                        return
-                time.sleep(0.05)
+            try:
+                while time.monotonic() < deadline and not killed:
+                    for line in log.read_text().splitlines():
+                        pid = int(line.split(" ", 1)[0])
+                        if pid in workers:
+                            os.kill(pid, signal.SIGKILL)
+                            killed.append(pid)
+                            return
+                    time.sleep(0.02)
+            finally:
+                released.touch()
 
         killer = threading.Thread(target=kill_the_first_reader, daemon=True)
         killer.start()
@@ -291,6 +303,10 @@ def test_a_worker_killed_mid_run_still_gives_the_local_runners_bytes(local_run, 
         elapsed = time.monotonic() - start
         killer.join(5)
         restarted = set(client.run(os.getpid).values())
+    finally:
+        released.touch()
+        client.unregister_worker_plugin("hold-first-read")
+        client.wait_for_workers(2, timeout=120)
 
     assert killed, "no worker started reading"
     assert killed[0] not in restarted  # the killed process is gone; its nanny started a new one

@@ -1,8 +1,8 @@
 """bertprep's Dask runner adapter (``bertprep.pipeline.beam.dask_runner``) on a real cluster of processes.
 
 Each test runs a tiny Beam pipeline on a ``distributed.LocalCluster`` of two single-thread worker
-*processes* (module-scoped; the kill test has its own) and asserts one property that Beam's stock
-``DaskRunner`` (apache-beam 2.77) gets wrong. To see the stock runner fail them, run this file with
+*processes* (module-scoped; the kill test kills one, and waits for its restart) and asserts one property that
+Beam's stock ``DaskRunner`` (apache-beam 2.77) gets wrong. To see the stock runner fail them, run this file with
 ``BERTPREP_DASK_STOCK=1``: the pipelines then run on ``apache_beam.runners.dask.dask_runner.DaskRunner``
 instead (checked by hand; which tests fail there, and how, is in each docstring).
 
@@ -95,8 +95,17 @@ def fan_out(n):
     return list(range(n))
 
 
-def with_pid(x):
-    time.sleep(0.3)  # long enough that the scheduler spreads the partitions
+def with_pid(x, log: str):
+    """``x:pid``; the first elements wait until elements have started in two worker processes (``log``), so
+    that the scheduler spreads the partitions (stealing from the busy worker that holds them all) however fast
+    the elements are, and no longer than it takes. After 10 s without a second process the first waiter writes
+    ``gave-up`` and none waits any more (the test then fails on its one process)."""
+    append_line(log, str(os.getpid()))
+    deadline = time.monotonic() + 10
+    while len(set(lines(Path(log)))) < 2:  # (``gave-up`` makes two)
+        if time.monotonic() > deadline:
+            append_line(log, "gave-up")
+        time.sleep(0.01)
     return f"{x}:{os.getpid()}"
 
 
@@ -117,9 +126,13 @@ class BundleLog(beam.DoFn):
         append_line(self.log, str(self.n))
 
 
-def slow(x, started: str):
+def held(x, started: str, released: str):
+    """``x``, once the file ``released`` exists (at most 30 s): the element's task is still running when a
+    ``kill -9`` aimed at its worker lands (the test writes ``released`` after the kill)."""
     append_line(started, f"{x}:{os.getpid()}")
-    time.sleep(0.4)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(released) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return x
 
 
@@ -198,7 +211,7 @@ def test_side_input_computed_once_for_all_readers(cluster, tmp_path):
     assert calls == [1, 2, 3], f"side input upstream ran {len(calls)} times, not 3: {calls}"
 
 
-@pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # ~1 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_reshuffle_spreads_elements_over_worker_processes(cluster, tmp_path):
     """One partition (a Create of one element fanned out) reshuffled: both worker processes do work.
 
@@ -206,10 +219,11 @@ def test_reshuffle_spreads_elements_over_worker_processes(cluster, tmp_path):
     worker process handles them all.
     """
     c, client = cluster
+    log = str(tmp_path / "started.log")
 
     def build(p):
         one = p | beam.Create([16]) | beam.FlatMap(fan_out)
-        write(one | beam.Reshuffle() | beam.Map(with_pid), tmp_path / "pids", "w")
+        write(one | beam.Reshuffle() | beam.Map(with_pid, log), tmp_path / "pids", "w")
 
     run(build, c.scheduler_address)
     got = [line.split(":") for line in lines(tmp_path / "pids")]
@@ -262,7 +276,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow  # ~3 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # ~1 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_unreachable_scheduler_is_one_clear_line_fast(tmp_path):
     """No scheduler at the address: a DaskSchedulerUnreachable (a ValueError) in one line, in < 15 s.
 
@@ -275,7 +289,7 @@ def test_unreachable_scheduler_is_one_clear_line_fast(tmp_path):
         pytest.raises(dr.DaskSchedulerUnreachable) as err,
         beam.Pipeline(
             runner=dr.BertprepDaskRunner(),
-            options=PipelineOptions(["--dask_client_address", address, "--dask_connection_timeout=3"]),
+            options=PipelineOptions(["--dask_client_address", address, "--dask_connection_timeout=1"]),
         ) as p,
     ):
         p | beam.Create([1]) | beam.Map(str)
@@ -317,29 +331,27 @@ def test_local_cluster_is_closed_even_when_the_run_fails():
         p | beam.Create([1, 2]) | beam.Map(boom)
     deadline = time.monotonic() + 10
     while _child_pids() - before and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert not _child_pids() - before, "worker processes of the local cluster are still running"
 
 
-@pytest.mark.slow  # ~15 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_killed_worker_mid_run_is_rerun_by_dask(tmp_path):
+@pytest.mark.slow  # ~2 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+def test_killed_worker_mid_run_is_rerun_by_dask(cluster, tmp_path):
     """``kill -9`` of a worker process that is running a task: Dask reruns its tasks; the run finishes
     with every element written once, in bounded time (no hang).
 
     (Dask's own resilience, kept by the adapter: the nanny restarts the worker, the scheduler reschedules
-    the lost tasks. Stock passes this one too: it has a single sink.)
+    the lost tasks. Stock passes this one too: it has a single sink.) On the module's cluster: the test waits
+    for its two workers again afterwards.
     """
-    started = tmp_path / "started.log"
+    c, client = cluster
+    started, released = tmp_path / "started.log", tmp_path / "released"
     killed: list[int] = []
+    worker_pids = set(client.run(os.getpid).values())
 
-    with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c,
-        distributed.Client(c) as client,
-    ):
-        worker_pids = set(client.run(os.getpid).values())
-
-        def killer():
-            deadline = time.monotonic() + 30
+    def killer():
+        deadline = time.monotonic() + 30
+        try:
             while time.monotonic() < deadline:
                 for line in lines(started):
                     pid = int(line.split(":")[1])
@@ -347,19 +359,26 @@ def test_killed_worker_mid_run_is_rerun_by_dask(tmp_path):
                         os.kill(pid, signal.SIGKILL)
                         killed.append(pid)
                         return
-                time.sleep(0.05)
+                time.sleep(0.01)
+        finally:
+            released.touch()  # the other elements go on (and the rerun of the killed one)
 
-        thread = threading.Thread(target=killer, daemon=True)
-        thread.start()
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
         start = time.monotonic()
         options = PipelineOptions(["--dask_client_address", c.scheduler_address])
         runner = DaskRunner() if STOCK else dr.BertprepDaskRunner()
         pipeline = beam.Pipeline(runner=runner, options=options)
-        write(pipeline | beam.Create(list(range(8))) | beam.Map(slow, str(started)), tmp_path / "out", "w")
+        elements = pipeline | beam.Create(list(range(8))) | beam.Map(held, str(started), str(released))
+        write(elements, tmp_path / "out", "w")
         result = pipeline.run()
         result.wait_until_finish(duration=90_000)  # ms; raises on timeout instead of hanging
         elapsed = time.monotonic() - start
         thread.join(5)
+    finally:
+        released.touch()
+        client.wait_for_workers(2, timeout=120)  # the nanny's new worker, for the tests after this one
 
     assert killed, "the killer never saw a task start"
     assert elapsed < 90
