@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from beam_workers_factory import two_workers
 from bertprep.core import schema
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
@@ -49,7 +50,7 @@ def _shard_bytes(out: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_same_shards_with_one_and_two_workers(tmp_path):
     m1 = run_make_shards(_config(tmp_path / "one"), ONE_WORKER)
-    m2 = run_make_shards(_config(tmp_path / "two"), TWO_WORKERS)
+    m2 = run_make_shards(_config(tmp_path / "two"), TWO_WORKERS, workers=two_workers())
     one, two = _shard_bytes(tmp_path / "one"), _shard_bytes(tmp_path / "two")
     assert len(one) == 4 and one == two  # byte-identical
     assert m1["shards"] == m2["shards"] and m1["statistics"] == m2["statistics"]
@@ -59,7 +60,7 @@ def test_same_shards_with_one_and_two_workers(tmp_path):
 @pytest.mark.slow
 def test_file_scope_is_deterministic_too(tmp_path):
     run_make_shards(_config(tmp_path / "one", pairing_scope="file"), ONE_WORKER)
-    run_make_shards(_config(tmp_path / "two", pairing_scope="file"), TWO_WORKERS)
+    run_make_shards(_config(tmp_path / "two", pairing_scope="file"), TWO_WORKERS, workers=two_workers())
     assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
 
 
@@ -173,7 +174,9 @@ def test_fast_sampling_is_deterministic_and_has_the_exact_modes_statistics(tmp_p
     instance = InstanceConfig(dupe_factor=5)
     exact = run_make_shards(_config(tmp_path / "exact", instance=instance, bucket_size=0), ONE_WORKER)
     fast1 = run_make_shards(_config(tmp_path / "f1", instance=instance, bucket_size=0, sampling="fast"), ONE_WORKER)
-    fast2 = run_make_shards(_config(tmp_path / "f2", instance=instance, bucket_size=0, sampling="fast"), TWO_WORKERS)
+    fast2 = run_make_shards(
+        _config(tmp_path / "f2", instance=instance, bucket_size=0, sampling="fast"), TWO_WORKERS, workers=two_workers()
+    )
     assert _shard_bytes(tmp_path / "f1") == _shard_bytes(tmp_path / "f2")
     assert fast1["statistics"] == fast2["statistics"]
     assert _shard_bytes(tmp_path / "f1") != _shard_bytes(tmp_path / "exact")

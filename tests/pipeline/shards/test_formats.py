@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
+from beam_workers_factory import for_the_cli
 from bertprep.cli.main import cli
 from bertprep.core import schema, storage
 from bertprep.pipeline.shards import formats
@@ -206,7 +207,8 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow  # two runs on two worker processes: ~40 s
 @pytest.mark.parametrize("fmt", ["mds", "megatron"])
-def test_the_same_bytes_with_two_worker_processes_and_the_corpus_elsewhere(runs, fmt, tmp_path):
+def test_the_same_bytes_with_two_worker_processes_and_the_corpus_elsewhere(runs, fmt, tmp_path, monkeypatch):
+    for_the_cli(monkeypatch)
     corpus = tmp_path / "elsewhere" / "corpus"
     corpus.mkdir(parents=True)
     for path in FILES:
