@@ -64,10 +64,15 @@ class ForkServers:
 _servers: ForkServers | None = None
 
 
-def two_workers() -> ForkServers:
-    """The test process's two fork servers (started by the first call), as a pool for ``run_make_shards``."""
+def two_workers() -> ForkServers | None:
+    """The test process's two fork servers (started by the first call), as a pool for ``run_make_shards``; None
+    off Linux (no abstract sockets, no safe fork on macOS: Beam then starts its own workers)."""
     global _servers
+    if not sys.platform.startswith("linux"):
+        return None
     if _servers is None or any(p.poll() is not None for p in _servers.procs):
+        if _servers is not None:  # one of them gone: start both again
+            _servers.close()
         name = f"bertprep-test-workers-{os.getpid()}-{uuid.uuid4().hex}"
         procs = []
         for slot in range(SIZE):
@@ -94,7 +99,7 @@ def _command(name: str) -> str:
     return f'n="${{WORKER_ID:-worker_0}}"; exec {fixed} "@{name}-$(( ${{n#worker_}} % {SIZE} ))" {timeout}'
 
 
-def for_the_cli(monkeypatch) -> ForkServers:
+def for_the_cli(monkeypatch) -> ForkServers | None:
     """Make the local runner of the runs in this test (the CLI's included, which start no warm workers when
     given Beam options) use :func:`two_workers` when run with two multi-processing workers."""
     from bertprep.pipeline.beam import run
