@@ -75,7 +75,7 @@ def _spilled_bytes(caplog) -> list[float]:
     ],
     ids=["defaults", "bucket-size-7", "one-bucket", "heldout-dedup", "byte-ranges"],
 )
-@pytest.mark.slow  # ~13 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # 2-6 s a param on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_tiny_memory_budget_spills_and_gives_the_same_bytes(options, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger=spill.__name__)
     caplog.set_level(logging.INFO, logger=ranges.__name__)

@@ -61,7 +61,7 @@ def _streaming_rows(folder: Path, split: str | None = None) -> list[dict]:
     return [dataset[i] for i in range(len(dataset))]
 
 
-@pytest.mark.slow  # the module's four runs: ~60 s on 2 busy cores
+@pytest.mark.slow  # the module fixture's three runs: ~10 s on 2 busy cores
 @pytest.mark.parametrize("subset", ["", schema.EVAL_DIR])
 def test_streaming_reads_the_arrow_rows_in_order(runs, subset):
     arrow = _arrow_rows(runs["arrow"] / subset)
@@ -206,7 +206,7 @@ def _files(folder: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.slow  # two runs on two worker processes: ~40 s
+@pytest.mark.slow  # a run on two worker processes: ~10 s each
 @pytest.mark.parametrize("fmt", ["mds", "megatron"])
 def test_the_same_bytes_with_two_worker_processes_and_the_corpus_elsewhere(runs, fmt, tmp_path, monkeypatch):
     for_the_cli(monkeypatch)
@@ -239,7 +239,7 @@ def test_mds_columns_follow_the_vocab_size():
     assert pa.uint16() == schema.id_type_for_vocab(50_368)
 
 
-@pytest.mark.slow  # one run: ~15 s
+@pytest.mark.slow  # one run: ~2 s
 def test_megatron_parts_of_any_size_merge_into_the_same_files(runs, tmp_path, monkeypatch):
     from bertprep.pipeline.beam import megatron_output
 
