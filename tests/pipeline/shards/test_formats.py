@@ -173,7 +173,7 @@ def test_bad_mds_options_are_refused_in_one_line(tmp_path):
     assert result.exit_code == 2 and "--output-format mds only" in result.output
 
 
-@pytest.mark.slow  # three runs: ~30 s
+@pytest.mark.slow  # three runs: ~3 s
 def test_another_tools_files_are_never_replaced_and_formats_replace_each_other(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
