@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 import uuid
+from typing import NoReturn
 
 if __name__ == "__main__":  # a spawned pool worker: Ctrl-C ends it quietly, as a forked one; make-shards reports
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -282,6 +283,13 @@ def _serve(listen_fd: int) -> int:
         except OSError:
             return 0
     listener.close()
+    return serve_claimed(conn, sdk_worker_main)
+
+
+def serve_claimed(conn: socket.socket, sdk_worker_main) -> NoReturn:
+    """A pool worker claimed by the launcher at the other end of ``conn``: adopt the launcher's stdio and
+    environment, run Beam's harness (``sdk_worker_main``, as :func:`_import_worker_modules` returns it), send
+    the launcher the exit status and leave with ``os._exit`` (never returns)."""
     conn.settimeout(None)
     _, fds, _, _ = socket.recv_fds(conn, 1, 3)
     conn.sendall(b"A")

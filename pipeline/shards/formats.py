@@ -24,6 +24,8 @@ Beam's clients. What make-shards' driver asks of an output folder (:func:`read_m
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -342,6 +344,24 @@ def megatron_manifest(output_dir: str, parts: list[dict[str, Any]], vocab_size: 
     return {"output_format": "megatron", "format_files": files, "megatron": summary}
 
 
+@contextlib.contextmanager
+def heap_frozen() -> Iterator[None]:
+    """The objects that exist now frozen (``gc.freeze``) while the block runs, unfrozen after (unless this
+    process had frozen objects of its own: they stay so).
+
+    megatron-core's ``IndexedDatasetBuilder.add_index`` runs a full ``gc.collect()`` after each part (to free
+    the index it has just read), which walks every object of the process: Beam's ~2,000 modules and all they
+    hold, 0.3 s a part in make-shards' process and 0.7 s in a test process (an 8-part merge took 7 s). Frozen
+    objects are skipped, so each collection walks only what was made since, the part's index included."""
+    frozen_before = gc.get_freeze_count() > 0
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen_before:
+            gc.unfreeze()
+
+
 def merge_megatron_parts(output_dir: str, parts: list[str], vocab_size: int) -> list[dict[str, Any]]:
     """Concatenate the part datasets ``parts`` (prefixes in ``output_dir``, in order) into
     ``output_dir/text_sentence.bin``/``.idx`` with ``IndexedDatasetBuilder.add_index`` (as Megatron's
@@ -359,7 +379,8 @@ def merge_megatron_parts(output_dir: str, parts: list[str], vocab_size: int) -> 
                 suffix = path[len(prefix) :]
                 with FileSystems.open(FileSystems.join(output_dir, part + suffix)) as src, open(path, "wb") as f:
                     shutil.copyfileobj(src, f)
-            builder.add_index(prefix)
+            with heap_frozen():
+                builder.add_index(prefix)
         builder.finalize(get_idx_path(merged))
         return [_copy_out(os.path.join(local, name), output_dir, name) for name in MEGATRON_FILES]
 

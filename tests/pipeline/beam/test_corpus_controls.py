@@ -21,6 +21,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  # (not collected by pytest)
 from apache_beam.testing.util import assert_that, equal_to
 
+from beam_workers_factory import two_workers
 from bertprep.pipeline import readers
 from bertprep.pipeline.beam import decontamination, heldout, mixture, near_dedup
 from bertprep.pipeline.beam.run import run_make_shards
@@ -167,7 +168,7 @@ def test_mixture_run_writes_the_rates_copies_and_is_worker_count_independent(cor
     runs = {}
     for name, args in (("one", ONE_WORKER), ("two", TWO_WORKERS)):
         config = _config(corpus, tmp_path / name, sources=sources, eval_fraction=0.2)
-        runs[name] = run_make_shards(config, args)
+        runs[name] = run_make_shards(config, args, workers=two_workers() if args is TWO_WORKERS else None)
     assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
     mix = {s["name"]: s for s in runs["one"]["mixture"]["sources"]}
     assert mix["a"]["documents_in"] == 60 and mix["a"]["documents"] == 120

@@ -24,6 +24,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline  
 from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 
+from beam_workers_factory import for_the_cli, two_workers
 from bertprep.cli.main import cli
 from bertprep.core import schema
 from bertprep.core.normalization import bert_normalizer
@@ -255,7 +256,8 @@ def test_split_and_dedup_are_byte_identical_with_one_and_two_workers(corpus, tmp
     for scope in ("global", "file"):
         one, two = tmp_path / f"one-{scope}", tmp_path / f"two-{scope}"
         m1 = run_make_shards(_config(corpus, one, pairing_scope=scope, dedup="exact", masking="static"), ONE_WORKER)
-        m2 = run_make_shards(_config(corpus, two, pairing_scope=scope, dedup="exact", masking="static"), TWO_WORKERS)
+        config = _config(corpus, two, pairing_scope=scope, dedup="exact", masking="static")
+        m2 = run_make_shards(config, TWO_WORKERS, workers=two_workers())
         assert _shard_bytes(one) and _shard_bytes(one) == _shard_bytes(two)
         assert _shard_bytes(one / "eval") and _shard_bytes(one / "eval") == _shard_bytes(two / "eval")
         assert m1["split"] == m2["split"] and m1["dedup"] == m2["dedup"]
@@ -526,7 +528,9 @@ def test_dataflow_job_builds_with_split_and_dedup_and_shuffles_no_document_text(
 
 
 @pytest.mark.parametrize("beam_args", [ONE_WORKER, pytest.param(TWO_WORKERS, marks=pytest.mark.slow)])
-def test_bad_input_met_by_the_dedup_pass_is_one_clear_line(corpus, tmp_path, beam_args):
+def test_bad_input_met_by_the_dedup_pass_is_one_clear_line(corpus, tmp_path, beam_args, monkeypatch):
+    if beam_args is TWO_WORKERS:
+        for_the_cli(monkeypatch)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "A fine document. It has two sentences."}\nnot json at all\n')
     result = CliRunner().invoke(

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from beam_workers_factory import two_workers
 from bertprep.core import schema
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
@@ -42,15 +44,23 @@ def _config(out: Path, **kw) -> ShardsConfig:
     return ShardsConfig(**base)
 
 
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory) -> tuple[Path, dict]:
+    """One run of :func:`_config`'s settings on one in-process worker, shared by the tests that compare with
+    it or read it: its output folder (read only: a test that changes it copies it first) and manifest."""
+    out = tmp_path_factory.mktemp("reference") / "shards"
+    return out, run_make_shards(_config(out), ONE_WORKER)
+
+
 def _shard_bytes(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.arrow"))}
 
 
 @pytest.mark.slow
-def test_same_shards_with_one_and_two_workers(tmp_path):
-    m1 = run_make_shards(_config(tmp_path / "one"), ONE_WORKER)
-    m2 = run_make_shards(_config(tmp_path / "two"), TWO_WORKERS)
-    one, two = _shard_bytes(tmp_path / "one"), _shard_bytes(tmp_path / "two")
+def test_same_shards_with_one_and_two_workers(tmp_path, reference_run):
+    reference, m1 = reference_run
+    m2 = run_make_shards(_config(tmp_path / "two"), TWO_WORKERS, workers=two_workers())
+    one, two = _shard_bytes(reference), _shard_bytes(tmp_path / "two")
     assert len(one) == 4 and one == two  # byte-identical
     assert m1["shards"] == m2["shards"] and m1["statistics"] == m2["statistics"]
     assert m1["statistics"]["buckets"] > 1  # really several buckets (30 documents / bucket size 7)
@@ -59,13 +69,12 @@ def test_same_shards_with_one_and_two_workers(tmp_path):
 @pytest.mark.slow
 def test_file_scope_is_deterministic_too(tmp_path):
     run_make_shards(_config(tmp_path / "one", pairing_scope="file"), ONE_WORKER)
-    run_make_shards(_config(tmp_path / "two", pairing_scope="file"), TWO_WORKERS)
+    run_make_shards(_config(tmp_path / "two", pairing_scope="file"), TWO_WORKERS, workers=two_workers())
     assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
 
 
 @pytest.mark.slow
-def test_other_seed_other_shards(tmp_path):
-    run_make_shards(_config(tmp_path / "a"), ONE_WORKER)
+def test_other_seed_other_shards(tmp_path, reference_run):
     run_make_shards(
         _config(
             tmp_path / "b",
@@ -75,12 +84,11 @@ def test_other_seed_other_shards(tmp_path):
         ),
         ONE_WORKER,
     )
-    assert _shard_bytes(tmp_path / "a") != _shard_bytes(tmp_path / "b")
+    assert _shard_bytes(reference_run[0]) != _shard_bytes(tmp_path / "b")
 
 
-def test_manifest_describes_the_shards_exactly(tmp_path):
-    out = tmp_path / "out"
-    manifest = run_make_shards(_config(out), ONE_WORKER)
+def test_manifest_describes_the_shards_exactly(reference_run):
+    out, manifest = reference_run
     vocab = load_vocab(VOCAB)
     assert manifest["format_version"] == schema.FORMAT_VERSION
     assert manifest["vocab"]["sha256"] == vocab.sha256 and manifest["vocab"]["size"] == vocab.size
@@ -128,9 +136,9 @@ def test_statistics_on_a_larger_run_are_the_papers_ratios(tmp_path):
 
 
 @pytest.mark.slow
-def test_existing_shards_are_refused_unless_overwrite(tmp_path):
+def test_existing_shards_are_refused_unless_overwrite(tmp_path, reference_run):
     out = tmp_path / "out"
-    run_make_shards(_config(out), ONE_WORKER)
+    shutil.copytree(reference_run[0], out)  # a finished run of these settings
     with pytest.raises(MakeShardsError, match=r"already holds shards.*--overwrite"):
         run_make_shards(_config(out), ONE_WORKER)
     manifest = run_make_shards(_config(out, num_shards=2, overwrite=True), ONE_WORKER)
@@ -156,13 +164,13 @@ def test_vocab_without_special_tokens_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_dynamic_masking_writes_unmasked_pairs_once(tmp_path):
+def test_dynamic_masking_writes_unmasked_pairs_once(tmp_path, reference_run):
     out = tmp_path / "out"
     manifest = run_make_shards(_config(out, masking="dynamic"), ONE_WORKER)
     rows = list(iter_rows(str(out), manifest))
     assert rows and all(not r["masked_lm_positions"] and not r["masked_lm_ids"] for r in rows)
     assert 4 not in {t for r in rows for t in r["input_ids"]}  # no [MASK]
-    static = run_make_shards(_config(tmp_path / "static"), ONE_WORKER)  # dupe_factor=2, masked
+    static = reference_run[1]  # _config's settings: dupe_factor=2, masked
     # one copy instead of dupe_factor copies (pairing draws differ, so compare sizes, not rows)
     assert abs(manifest["statistics"]["instances"] * 2 / static["statistics"]["instances"] - 1) < 0.15
     assert manifest["config"]["masking"] == "dynamic"
@@ -173,7 +181,9 @@ def test_fast_sampling_is_deterministic_and_has_the_exact_modes_statistics(tmp_p
     instance = InstanceConfig(dupe_factor=5)
     exact = run_make_shards(_config(tmp_path / "exact", instance=instance, bucket_size=0), ONE_WORKER)
     fast1 = run_make_shards(_config(tmp_path / "f1", instance=instance, bucket_size=0, sampling="fast"), ONE_WORKER)
-    fast2 = run_make_shards(_config(tmp_path / "f2", instance=instance, bucket_size=0, sampling="fast"), TWO_WORKERS)
+    fast2 = run_make_shards(
+        _config(tmp_path / "f2", instance=instance, bucket_size=0, sampling="fast"), TWO_WORKERS, workers=two_workers()
+    )
     assert _shard_bytes(tmp_path / "f1") == _shard_bytes(tmp_path / "f2")
     assert fast1["statistics"] == fast2["statistics"]
     assert _shard_bytes(tmp_path / "f1") != _shard_bytes(tmp_path / "exact")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from apache_beam import coders, typehints
 
+from beam_workers_factory import two_workers
 from bertprep.pipeline.beam import spill
 from bertprep.pipeline.beam.run import MakeShardsError, run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
@@ -74,7 +75,7 @@ def _spilled_bytes(caplog) -> list[float]:
     ],
     ids=["defaults", "bucket-size-7", "one-bucket", "heldout-dedup", "byte-ranges"],
 )
-@pytest.mark.slow  # ~13 s on 2 busy cores (make test runs it; make test-fast leaves it out)
+@pytest.mark.slow  # 2-6 s a param on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_tiny_memory_budget_spills_and_gives_the_same_bytes(options, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger=spill.__name__)
     caplog.set_level(logging.INFO, logger=ranges.__name__)
@@ -83,7 +84,7 @@ def test_a_tiny_memory_budget_spills_and_gives_the_same_bytes(options, tmp_path,
     if "split_bytes" in options:  # more ranges than the two files' 28 documents: some ranges start none
         (planned,) = [r.getMessage() for r in caplog.records if "byte ranges" in r.getMessage()]
         assert planned.startswith("2 input file(s) read in ") and int(planned.split()[-3]) > 28
-    run_make_shards(_config(tmp_path / "disk", memory_budget=0, **options), TWO_WORKERS)
+    run_make_shards(_config(tmp_path / "disk", memory_budget=0, **options), TWO_WORKERS, workers=two_workers())
     spilled = _spilled_bytes(caplog)
     assert len(spilled) == 1 and spilled[0] > 0.05  # MB: every document went through the disk
     assert _outputs(tmp_path / "disk") == _outputs(tmp_path / "memory")

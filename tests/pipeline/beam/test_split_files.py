@@ -14,6 +14,7 @@ import pytest
 from bertprep.pipeline.beam.run import run_make_shards
 from bertprep.pipeline.config import InstanceConfig, ShardsConfig
 from bertprep.pipeline.masking.config import MaskingConfig
+from bertprep.pipeline.readers.ranges import plan_ranges
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readers"))
 from test_ranges import _parquet, multistream_dump
@@ -46,6 +47,26 @@ def _make_shards(tmp_path: Path, inputs: list[str], name: str, vocab: Path, **kw
     return _digests(out)
 
 
+#: The excerpts' size: about a third of the 1 MB Wikipedia files, still cut into about 85 ranges of 4,096 bytes.
+EXCERPT_BYTES = 350_000
+#: The end of a document, by format (an excerpt ends with one).
+DOCUMENT_ENDS = {"wikiextractor": b"</doc>\n", "jsonl": b"\n"}
+
+
+def _excerpt(source: Path, fmt: str, tmp_path: Path) -> str:
+    """``source``'s first whole documents of about :data:`EXCERPT_BYTES` (``source`` itself when not twice that:
+    golden/wiki8.txt's 370 KB stay whole), so each of a test's three runs tokenizes a third of a 1 MB file;
+    asserts that 4,096-byte ranges still cut it into more than 80."""
+    data = source.read_bytes()
+    if len(data) <= 2 * EXCERPT_BYTES:
+        return str(source)
+    end = DOCUMENT_ENDS[fmt]
+    excerpt = tmp_path / f"excerpt-{source.name}"
+    excerpt.write_bytes(data[: data.index(end, EXCERPT_BYTES) + len(end)])
+    assert len(plan_ranges([str(excerpt)], 4096)) > 80
+    return str(excerpt)
+
+
 def _same_with_tiny_ranges(tmp_path, inputs, vocab, **kw):
     whole = _make_shards(tmp_path, inputs, "whole", vocab, split_bytes=0, **kw)
     default = _make_shards(tmp_path, inputs, "default", vocab, **kw)
@@ -65,14 +86,15 @@ def _same_with_tiny_ranges(tmp_path, inputs, vocab, **kw):
 )
 @pytest.mark.slow  # ~7 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_line_formats_give_the_same_shards_in_ranges(shared_data, uncased_vocab, tmp_path, fmt, relative):
-    _same_with_tiny_ranges(tmp_path, [str(shared_data / relative)], uncased_vocab, input_format=fmt)
+    inputs = [_excerpt(shared_data / relative, fmt, tmp_path)]
+    _same_with_tiny_ranges(tmp_path, inputs, uncased_vocab, input_format=fmt)
 
 
 @pytest.mark.slow  # ~12 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_one_bucket_and_dedup_and_eval_split_are_unchanged(shared_data, uncased_vocab, tmp_path):
     inputs = [str(shared_data / "golden" / "wiki8.txt"), str(shared_data / "golden" / "edge.txt")]
     _same_with_tiny_ranges(tmp_path, inputs, uncased_vocab, input_format="bert", bucket_size=0)
-    inputs = [str(shared_data / "wikipedia" / "wikiextractor-json" / "wiki_00")] * 1
+    inputs = [_excerpt(shared_data / "wikipedia" / "wikiextractor-json" / "wiki_00", "jsonl", tmp_path)]
     _same_with_tiny_ranges(
         tmp_path / "dedup", inputs, uncased_vocab, input_format="jsonl", dedup="exact", eval_fraction=0.2
     )

@@ -31,6 +31,14 @@ def _make(out: Path, *extra: str):
     return result
 
 
+@pytest.fixture(scope="module")
+def default_manifest(tmp_path_factory) -> dict:
+    """The manifest of a run without a masking scheme (the fixture corpus, make_shards' settings)."""
+    default = tmp_path_factory.mktemp("default") / "shards"
+    _make(default)
+    return read_manifest(str(default))
+
+
 def _digest(shard_dir: Path) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(shard_dir.glob("shard-*.arrow")))).hexdigest()
 
@@ -52,7 +60,7 @@ def _check_whole_words(rows: list[dict]) -> int:
 
 
 @pytest.mark.parametrize("scheme", ["ngram", pytest.param("span", marks=pytest.mark.slow)])  # span: make test
-def test_schemes_with_default_words_are_deterministic_and_recorded(tmp_path, scheme):
+def test_schemes_with_default_words_are_deterministic_and_recorded(tmp_path, scheme, default_manifest):
     """Same input and seed, same bytes; the manifest records the scheme; ``word_ids`` groups a piece with
     its ``##`` pieces, -1 at [CLS]/[SEP]; every masked word is masked whole."""
     first, second = tmp_path / "a", tmp_path / "b"
@@ -77,9 +85,7 @@ def test_schemes_with_default_words_are_deterministic_and_recorded(tmp_path, sch
     statistics = manifest["statistics"]
     assert 0.12 < statistics["masked"]["per_token"] < 0.16  # the 15% budget (a word that does not fit is skipped)
     # the default run (no scheme) has neither the column nor the new config keys
-    default = tmp_path / "default"
-    _make(default)
-    plain = read_manifest(str(default))
+    plain = default_manifest
     assert "word_ids" not in plain["schema"]["columns"]
     assert not {"masking_scheme", "word_segmenter", "word_ids", "max_span_length"} & set(plain["config"])
 

@@ -5,6 +5,7 @@ totals, for every format that splits, with tiny ranges forcing many of them."""
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import json
 import logging
@@ -20,16 +21,30 @@ from bertprep.pipeline.readers.ranges import file_ranges, plan_ranges, read_rang
 SPLITS = (4096, 40_000, 300_000)
 
 
-def whole_and_ranges(path: Path, fmt: str, split_bytes: int, **kw):
-    whole_stats, range_stats = ReaderStats(), ReaderStats()
-    whole = list(read_documents(str(path), fmt, stats=whole_stats, **kw))
+def read_whole(path: Path, fmt: str, **kw) -> tuple[list, ReaderStats]:
+    """The documents of ``path`` read whole, and the reader's counters."""
+    whole_stats = ReaderStats()
+    return list(read_documents(str(path), fmt, stats=whole_stats, **kw)), whole_stats
+
+
+@functools.cache
+def _read_shared_file_whole(path: Path, fmt: str) -> tuple[list, ReaderStats]:
+    """:func:`read_whole` of a shared (read-only) data file, read once for the tests of its several range sizes."""
+    return read_whole(path, fmt)
+
+
+def whole_and_ranges(path: Path, fmt: str, split_bytes: int, shared: bool = False, **kw):
+    """The whole read of ``path`` (``shared``: a shared data file, read once per test process), the range read
+    with ``split_bytes``, their counters and the ranges."""
+    range_stats = ReaderStats()
+    whole, whole_stats = _read_shared_file_whole(path, fmt) if shared and not kw else read_whole(path, fmt, **kw)
     ranges = file_ranges(str(path), path.stat().st_size, split_bytes)
     parts = list(read_ranges(str(path), ranges, fmt, stats=range_stats, **kw))
     return whole, whole_stats, parts, range_stats, ranges
 
 
-def assert_same(path: Path, fmt: str, split_bytes: int, **kw) -> int:
-    whole, whole_stats, parts, range_stats, ranges = whole_and_ranges(path, fmt, split_bytes, **kw)
+def assert_same(path: Path, fmt: str, split_bytes: int, shared: bool = False, **kw) -> int:
+    whole, whole_stats, parts, range_stats, ranges = whole_and_ranges(path, fmt, split_bytes, shared, **kw)
     assert parts == whole  # Document: source, ordinal, line, sentences
     assert range_stats.to_dict() == whole_stats.to_dict()
     return len(ranges)
@@ -92,7 +107,7 @@ def test_jsonl_ranges_with_blank_and_empty_documents(tmp_path, small_blocks, see
 @pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_wikiextractor_ranges(shared_data, split_bytes):
     path = shared_data / "wikipedia" / "wikiextractor-featured" / "AA" / "wiki_01"
-    assert assert_same(path, "wikiextractor", split_bytes) > 1
+    assert assert_same(path, "wikiextractor", split_bytes, shared=True) > 1
 
 
 def test_wikiextractor_ranges_with_empty_blocks_and_lines_outside_doc(tmp_path, small_blocks):
@@ -112,13 +127,13 @@ def test_wikiextractor_ranges_with_empty_blocks_and_lines_outside_doc(tmp_path, 
 @pytest.mark.slow  # ~4 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_wikiextractor_json_ranges(shared_data, split_bytes):
     path = shared_data / "wikipedia" / "wikiextractor-json" / "wiki_00"
-    assert assert_same(path, "wikiextractor-json", split_bytes) > 1
+    assert assert_same(path, "wikiextractor-json", split_bytes, shared=True) > 1
 
 
 @pytest.mark.parametrize("split_bytes", (997, 4096))
 def test_bert_ranges_of_real_text(shared_data, split_bytes):
-    assert assert_same(shared_data / "golden" / "wiki8.txt", "bert", split_bytes) > 1
-    assert assert_same(shared_data / "golden" / "wiki8.txt", "auto", split_bytes) > 1
+    assert assert_same(shared_data / "golden" / "wiki8.txt", "bert", split_bytes, shared=True) > 1
+    assert assert_same(shared_data / "golden" / "wiki8.txt", "auto", split_bytes, shared=True) > 1
 
 
 def test_error_in_a_later_range_names_the_file_line(tmp_path):
