@@ -24,6 +24,8 @@ Beam's clients. What make-shards' driver asks of an output folder (:func:`read_m
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -342,6 +344,27 @@ def megatron_manifest(output_dir: str, parts: list[dict[str, Any]], vocab_size: 
     return {"output_format": "megatron", "format_files": files, "megatron": summary}
 
 
+@contextlib.contextmanager
+def collections_skip_older_objects() -> Iterator[None]:
+    """Within the block, a garbage collection walks only the objects made in it (``gc.freeze``: those that
+    existed before are moved to the permanent generation; ``gc.unfreeze`` moves them back afterwards).
+
+    A workaround of megatron-core's ``IndexedDatasetBuilder.add_index`` (0.16.1, ``indexed_dataset.py``),
+    which calls ``gc.collect()`` after each part it merges, to free that part's index: a full collection walks
+    every object of the process (Beam's, torch's and pyarrow's modules: about 1 s each on the development
+    machine), so merging the parts of N input files cost N seconds. The part's index, made inside the block,
+    is still collected. Where objects are frozen already (a worker forked by ``beam/warm_workers.py``, whose
+    imports are), nothing changes: collections there skip them anyway, and unfreezing would undo that."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def merge_megatron_parts(output_dir: str, parts: list[str], vocab_size: int) -> list[dict[str, Any]]:
     """Concatenate the part datasets ``parts`` (prefixes in ``output_dir``, in order) into
     ``output_dir/text_sentence.bin``/``.idx`` with ``IndexedDatasetBuilder.add_index`` (as Megatron's
@@ -359,7 +382,8 @@ def merge_megatron_parts(output_dir: str, parts: list[str], vocab_size: int) -> 
                 suffix = path[len(prefix) :]
                 with FileSystems.open(FileSystems.join(output_dir, part + suffix)) as src, open(path, "wb") as f:
                     shutil.copyfileobj(src, f)
-            builder.add_index(prefix)
+            with collections_skip_older_objects():
+                builder.add_index(prefix)
         builder.finalize(get_idx_path(merged))
         return [_copy_out(os.path.join(local, name), output_dir, name) for name in MEGATRON_FILES]
 

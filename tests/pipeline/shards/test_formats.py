@@ -4,6 +4,7 @@ Arrow shards of the same input, vocab and seed, in the same order; bad input is 
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -255,3 +256,41 @@ def test_settings_a_format_cannot_take_are_refused():
     config = shards_config(output_format="mds", mds_hashes=("sha1",))
     assert config.to_dict()["output_format"] == "mds" and config.to_dict()["mds_hashes"] == ["sha1"]
     assert "output_format" not in shards_config().to_dict()  # an Arrow run's manifest is unchanged
+
+
+def _megatron_parts(folder, count: int) -> list[str]:
+    """``count`` small parts written as make-shards' workers write them: their prefixes relative to ``folder``."""
+    (folder / formats.MEGATRON_PARTS_DIR).mkdir()
+    prefixes = []
+    for i in range(count):
+        prefix = f"{formats.MEGATRON_PARTS_DIR}/part-{i}"
+        documents = [[np.arange(i, i + 5), np.arange(3)], [np.arange(7) + i]]
+        formats.write_megatron_part(str(folder / prefix), documents, vocab_size=100)
+        prefixes.append(prefix)
+    return prefixes
+
+
+def test_collections_while_megatron_parts_merge_skip_the_older_objects(tmp_path):
+    """megatron-core's ``add_index`` runs a full ``gc.collect()`` after each part it merges: in a process holding
+    Beam, torch and pyarrow, about 1 s per part (an input file's documents), most of a small megatron run. The
+    collections during the merge skip the objects that existed before it."""
+    IndexedDataset = formats._indexed_dataset("IndexedDataset")  # (without megatron.core's import warnings)
+    parts = _megatron_parts(tmp_path, 4)
+    older = len(gc.get_objects())  # the objects a full collection walked before the fix
+    skipped: list[int] = []  # per full collection during the merge: how many objects it did not walk
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            skipped.append(gc.get_freeze_count())
+
+    frozen_before = gc.get_freeze_count()
+    gc.callbacks.append(note)
+    try:
+        formats.merge_megatron_parts(str(tmp_path), parts, vocab_size=100)
+    finally:
+        gc.callbacks.remove(note)
+    assert len(skipped) >= len(parts)  # (megatron-core's collection after each part)
+    assert min(skipped) >= 0.9 * older, (skipped, older)
+    assert gc.get_freeze_count() == frozen_before  # the process's objects are collected as before afterwards
+    merged = IndexedDataset(str(tmp_path / formats.MEGATRON_PREFIX))  # the parts' documents, in order
+    assert merged.document_indices.tolist() == [0] + [n for i in range(len(parts)) for n in (3 * i + 2, 3 * i + 3)]
