@@ -187,26 +187,33 @@ def _replace_objects(source: str, target: str) -> None:
     FileSystems.copy(paths, [target + p[len(source) :] for p in paths])
 
 
-def _reader_verdict(root: str, local: Path) -> str:
+def _reader_verdict(root: str, local: Path) -> tuple[str, dict[str, str]]:
     """Download ``root`` and read it as ``inspect --verify`` does: "refused" (no manifest) or "accepted"
-    (every shard's size and sha256 as its manifest lists them, and every row valid), else the errors."""
+    (every shard's size and sha256 as its manifest lists them, and every row valid), else the errors; and
+    what a reader sees there (:func:`_visible`, from the same download)."""
+    import hashlib
+
     from apache_beam.io.filesystems import FileSystems
 
     from bertprep.core import storage
     from bertprep.pipeline.shards.inspection import verify_shards
 
     shutil.rmtree(local, ignore_errors=True)
+    visible = {}
     for meta in FileSystems.match([root + "/**"])[0].metadata_list:
-        path = local / meta.path[len(root) :].lstrip("/")
+        name = meta.path[len(root) :].lstrip("/")
+        path = local / name
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileSystems.open(meta.path) as f:
-            path.write_bytes(f.read())
+            path.write_bytes(data := f.read())
+        if not name.startswith("."):
+            visible[name] = hashlib.sha256(data).hexdigest()
     try:
         storage.read_manifest(str(local))
     except FileNotFoundError:
-        return "refused"
+        return "refused", visible
     errors = verify_shards(str(local))["errors"]
-    return "accepted" if not errors else f"errors: {errors[:3]}"
+    return ("accepted" if not errors else f"errors: {errors[:3]}"), visible
 
 
 @pytest.mark.slow
@@ -266,8 +273,7 @@ def test_a_kill_at_any_publish_step_on_gcs_leaves_a_whole_set_or_one_a_reader_re
         if not killed:
             break  # every step has been cut once
         steps += 1
-        state = _visible(out)
-        verdict = _reader_verdict(out, tmp_path / "download")
+        verdict, state = _reader_verdict(out, tmp_path / "download")
         assert verdict in ("refused", "accepted"), f"killed at publish step {steps - 1}: {verdict}"
         if verdict == "accepted":  # a folder a reader accepts is a whole set, the old one or the new one
             new_state = {k: v for k, v in state.items() if not k.endswith("manifest.json")}
