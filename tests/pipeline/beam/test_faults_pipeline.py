@@ -12,6 +12,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -76,12 +77,21 @@ def _one_line_error(output: str) -> str:
     return errors[0]
 
 
-@pytest.fixture
-def previous_output(tmp_path):
-    """A finished make-shards output directory and the sha256 of each of its files."""
-    out = tmp_path / "shards"
+@pytest.fixture(scope="module")
+def _finished_run(tmp_path_factory) -> Path:
+    """One finished make-shards output directory, read only (:func:`previous_output` copies it)."""
+    out = tmp_path_factory.mktemp("finished") / "shards"
     result = _make([FIXTURES / "a.txt"], out)
     assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture
+def previous_output(tmp_path, _finished_run):
+    """A finished make-shards output directory of this test's own (a copy of the module's run) and the sha256 of
+    each of its files."""
+    out = tmp_path / "shards"
+    shutil.copytree(_finished_run, out)
     return out, _snapshot(out)
 
 
