@@ -353,16 +353,16 @@ def collections_skip_older_objects() -> Iterator[None]:
     which calls ``gc.collect()`` after each part it merges, to free that part's index: a full collection walks
     every object of the process (Beam's, torch's and pyarrow's modules: about 1 s each on the development
     machine), so merging the parts of N input files cost N seconds. The part's index, made inside the block,
-    is still collected. Where objects are frozen already (a worker forked by ``beam/warm_workers.py``, whose
-    imports are), nothing changes: collections there skip them anyway, and unfreezing would undo that."""
-    if gc.get_freeze_count():
-        yield
-        return
+    is still collected. Where objects were frozen already (a worker forked by ``beam/warm_workers.py``, whose
+    imports are), they stay frozen, and so do those frozen here: unfreezing would undo that worker's freeze (it
+    ends with its pipeline, of which this merge is the last step)."""
+    frozen_already = gc.get_freeze_count() > 0
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if not frozen_already:
+            gc.unfreeze()
 
 
 def merge_megatron_parts(output_dir: str, parts: list[str], vocab_size: int) -> list[dict[str, Any]]:

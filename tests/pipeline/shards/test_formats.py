@@ -270,27 +270,37 @@ def _megatron_parts(folder, count: int) -> list[str]:
     return prefixes
 
 
-def test_collections_while_megatron_parts_merge_skip_the_older_objects(tmp_path):
+@pytest.mark.parametrize("frozen", [False, True], ids=["a process", "a forked warm worker"])
+def test_collections_while_megatron_parts_merge_skip_the_older_objects(tmp_path, frozen):
     """megatron-core's ``add_index`` runs a full ``gc.collect()`` after each part it merges: in a process holding
     Beam, torch and pyarrow, about 1 s per part (an input file's documents), most of a small megatron run. The
-    collections during the merge skip the objects that existed before it."""
+    collections during the merge skip the objects that existed before it; in a worker whose imports were frozen
+    before it forked (``warm_workers.py``), as in any other process."""
     IndexedDataset = formats._indexed_dataset("IndexedDataset")  # (without megatron.core's import warnings)
     parts = _megatron_parts(tmp_path, 4)
-    older = len(gc.get_objects())  # the objects a full collection walked before the fix
     skipped: list[int] = []  # per full collection during the merge: how many objects it did not walk
 
     def note(phase: str, info: dict) -> None:
         if phase == "start" and info["generation"] == 2:
             skipped.append(gc.get_freeze_count())
 
-    frozen_before = gc.get_freeze_count()
+    if frozen:
+        gc.freeze()  # (the objects a forked warm worker has from its parent)
+    made_since = [[i] for i in range(300_000)] if frozen else []  # (what it made since, megatron-core's modules)
+    frozen_before, older = gc.get_freeze_count(), len(gc.get_objects()) + gc.get_freeze_count()
     gc.callbacks.append(note)
     try:
         formats.merge_megatron_parts(str(tmp_path), parts, vocab_size=100)
+        frozen_after = gc.get_freeze_count()
     finally:
         gc.callbacks.remove(note)
+        gc.unfreeze()  # (this process's objects as they were)
     assert len(skipped) >= len(parts)  # (megatron-core's collection after each part)
-    assert min(skipped) >= 0.9 * older, (skipped, older)
-    assert gc.get_freeze_count() == frozen_before  # the process's objects are collected as before afterwards
+    assert min(skipped) >= 0.9 * older, (skipped, older)  # every object made before the merge, skipped
+    if frozen:  # a worker's objects stay frozen, as its pool made them
+        assert frozen_after >= frozen_before
+    else:  # the process's objects are collected as before, afterwards
+        assert frozen_after == 0
     merged = IndexedDataset(str(tmp_path / formats.MEGATRON_PREFIX))  # the parts' documents, in order
     assert merged.document_indices.tolist() == [0] + [n for i in range(len(parts)) for n in (3 * i + 2, 3 * i + 3)]
+    del made_since
