@@ -345,20 +345,23 @@ def megatron_manifest(output_dir: str, parts: list[dict[str, Any]], vocab_size: 
 
 
 @contextlib.contextmanager
-def heap_frozen() -> Iterator[None]:
-    """The objects that exist now frozen (``gc.freeze``) while the block runs, unfrozen after (unless this
-    process had frozen objects of its own: they stay so).
+def collections_skip_older_objects() -> Iterator[None]:
+    """Within the block, a garbage collection walks only the objects made in it (``gc.freeze``: those that
+    existed before are moved to the permanent generation; ``gc.unfreeze`` moves them back afterwards).
 
-    megatron-core's ``IndexedDatasetBuilder.add_index`` runs a full ``gc.collect()`` after each part (to free
-    the index it has just read), which walks every object of the process: Beam's ~2,000 modules and all they
-    hold, 0.3 s a part in make-shards' process and 0.7 s in a test process (an 8-part merge took 7 s). Frozen
-    objects are skipped, so each collection walks only what was made since, the part's index included."""
-    frozen_before = gc.get_freeze_count() > 0
+    A workaround of megatron-core's ``IndexedDatasetBuilder.add_index`` (0.16.1, ``indexed_dataset.py``),
+    which calls ``gc.collect()`` after each part it merges, to free that part's index: a full collection walks
+    every object of the process (Beam's, torch's and pyarrow's modules: about 1 s each on the development
+    machine), so merging the parts of N input files cost N seconds. The part's index, made inside the block,
+    is still collected. Where objects were frozen already (a worker forked by ``beam/warm_workers.py``, whose
+    imports are), they stay frozen, and so do those frozen here: unfreezing would undo that worker's freeze (it
+    ends with its pipeline, of which this merge is the last step)."""
+    frozen_already = gc.get_freeze_count() > 0
     gc.freeze()
     try:
         yield
     finally:
-        if not frozen_before:
+        if not frozen_already:
             gc.unfreeze()
 
 
@@ -379,7 +382,7 @@ def merge_megatron_parts(output_dir: str, parts: list[str], vocab_size: int) -> 
                 suffix = path[len(prefix) :]
                 with FileSystems.open(FileSystems.join(output_dir, part + suffix)) as src, open(path, "wb") as f:
                     shutil.copyfileobj(src, f)
-            with heap_frozen():
+            with collections_skip_older_objects():
                 builder.add_index(prefix)
         builder.finalize(get_idx_path(merged))
         return [_copy_out(os.path.join(local, name), output_dir, name) for name in MEGATRON_FILES]

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from click.testing import CliRunner
 from bertprep.cli.main import cli
 from bertprep.pipeline.shards import publish
 from bertprep.pipeline.shards import store as shards
-from cli_factory import bertprep
+from cli_factory import bertprep, invoke
 from conftest import FIXTURES
 
 FIXTURES = FIXTURES / "pipeline"
@@ -76,12 +77,21 @@ def _one_line_error(output: str) -> str:
     return errors[0]
 
 
-@pytest.fixture
-def previous_output(tmp_path):
-    """A finished make-shards output directory and the sha256 of each of its files."""
-    out = tmp_path / "shards"
+@pytest.fixture(scope="module")
+def _finished_run(tmp_path_factory) -> Path:
+    """One finished make-shards output directory, read only (:func:`previous_output` copies it)."""
+    out = tmp_path_factory.mktemp("finished") / "shards"
     result = _make([FIXTURES / "a.txt"], out)
     assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture
+def previous_output(tmp_path, _finished_run):
+    """A finished make-shards output directory of this test's own (a copy of the module's run) and the sha256 of
+    each of its files."""
+    out = tmp_path / "shards"
+    shutil.copytree(_finished_run, out)
     return out, _snapshot(out)
 
 
@@ -364,14 +374,28 @@ def test_disk_full_message_names_what_was_written():
 # ------------------------------------------------------------------------- 8. the message, not the source line
 
 
+@pytest.fixture(scope="module")
+def worker_process_error(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """``make-shards -q`` on two worker processes that fails in a worker (``--num-shards`` above the instances
+    made), run as a user's shell runs it (a worker's output reaches the terminal's stderr, which only a process of
+    its own shows): the finished process and the output folder it was given. Read by the tests of its message
+    and of -q."""
+    out = tmp_path_factory.mktemp("worker-error") / "shards"
+    done = bertprep(
+        "make-shards", "-i", FIXTURES / "a.txt", "--vocab", VOCAB, "-o", out, "--num-shards", 100000, "-q",
+        *TWO_PROCESSES, timeout=120,
+    )  # fmt: skip
+    return done, out
+
+
 @pytest.mark.slow
-def test_error_from_a_worker_process_keeps_its_message(tmp_path):
-    result = _make([FIXTURES / "a.txt"], tmp_path / "shards", "--num-shards", "100000", beam=TWO_PROCESSES)
-    assert result.exit_code == 1
-    line = _one_line_error(result.output)
+def test_error_from_a_worker_process_keeps_its_message(worker_process_error):
+    result, out = worker_process_error
+    assert result.returncode == 1
+    line = _one_line_error(result.stderr)
     assert "{n}" not in line and "{total}" not in line
     assert "--num-shards 100000 is more than the " in line and "instances made; use fewer shards" in line
-    assert not (tmp_path / "shards").exists()
+    assert not out.exists()
 
 
 # ------------------------------------------------------------------------- 9. unknown options
@@ -444,14 +468,10 @@ def test_duplicate_token_in_the_vocab_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_quiet_silences_the_worker_logs(tmp_path):
+def test_quiet_silences_the_worker_logs(worker_process_error):
     """With -q a failing multi-process run prints the one-line error and nothing else (it printed ~75 lines
     of worker traceback before)."""
-    out = tmp_path / "shards"
-    done = bertprep(
-        "make-shards", "-i", FIXTURES / "a.txt", "--vocab", VOCAB, "-o", out, "--num-shards", 100000, "-q",
-        *TWO_PROCESSES, timeout=120,
-    )  # fmt: skip
+    done, out = worker_process_error
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         line for line in done.stderr.strip().splitlines() if line.startswith("Error: --num-shards 100000 is more")
@@ -464,7 +484,7 @@ def test_quiet_silences_the_worker_logs(tmp_path):
 def test_progress_lines_stay_and_a_user_error_has_no_traceback_without_quiet(tmp_path):
     """Without -q the progress lines are logged, and a user error is still one line (no worker traceback)."""
     out = tmp_path / "shards"
-    done = bertprep(
+    done = invoke(  # (in this process: the pipeline runs in it, its log records go to the run's stderr)
         "make-shards", "-i", FIXTURES / "a.txt", "--vocab", VOCAB, "-o", out, "--num-shards", 100000, *IN_PROCESS,
         timeout=120,
     )  # fmt: skip

@@ -1,8 +1,9 @@
 """make-shards and build-vocab refuse a bad input or option in one line, with and without ``-q``, and write
 nothing: a user error in a worker, a missing segmenter package, a split below the floor, a wiki index that is
 not the dump's, a decontamination file that is no text, mixture and option mistakes, a dataset's metadata
-files. Subprocess tests run the real CLI as a user's shell would (the default local runner forks its warm
-workers only there).
+files. The commands run in this process (``cli_factory.invoke``, or click's runner): with no Beam arguments a
+small input runs its pipeline in the command's own process (``run.in_process_args``), so a process of its own
+would show nothing more.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from bertprep.cli.main import cli
-from cli_factory import bertprep, one_line
+from cli_factory import invoke, one_line
 from conftest import FIXTURES
 
 PIPELINE = FIXTURES / "pipeline"
@@ -53,28 +54,29 @@ def test_a_user_error_in_a_worker_is_one_line_without_quiet(tmp_path, case):
     else:
         data = _arrow_dataset(tmp_path / "data-00000-of-00001.arrow")
         extra, named = ["--input-format", "hf"], "the dataset has no column 'text' (its columns: id, content)"
-    done = bertprep("make-shards", "-i", data, *extra, "--vocab", VOCAB, "-o", tmp_path / "out", "--dupe-factor", 1)
+    done = invoke("make-shards", "-i", data, *extra, "--vocab", VOCAB, "-o", tmp_path / "out", "--dupe-factor", 1)
     assert done.returncode == 1
     assert named in one_line(done.stderr)
     assert not (tmp_path / "out").exists()
 
 
-_WITHOUT_BLINGFIRE = ["-c", "import sys; sys.modules['blingfire'] = None; from bertprep.cli.main import main; "
-                      "sys.argv = ['bertprep', *sys.argv[1:]]; main()"]  # fmt: skip
-
-
 @pytest.mark.parametrize("command", ["make-shards", "make-shards -q", "build-vocab"])
 @pytest.mark.slow  # ~5 s on 2 busy cores (make test runs it; make test-fast leaves it out)
-def test_a_segmenter_whose_package_is_missing_is_one_line(tmp_path, command):
+def test_a_segmenter_whose_package_is_missing_is_one_line(tmp_path, monkeypatch, command):
     """Before: `--segmenter blingfire` without blingfire failed in every worker (373 lines, 12 tracebacks; 169
     with -q; build-vocab 54); the docs promised one line naming the extra."""
+    from bertprep.pipeline.readers import segmentation
+
+    monkeypatch.setitem(sys.modules, "blingfire", None)  # `import blingfire` fails, as where it is not installed
+    segmentation.get_segmenter.cache_clear()  # (a segmenter made before, with the package, is cached)
     name, *flags = command.split()
     out = tmp_path / "out"
     if name == "make-shards":
         args = [name, *flags, "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", out, "--dupe-factor", 1]
     else:
         args = [name, PIPELINE / "a.txt", "-o", out]
-    done = bertprep(*args, "--input-format", "text", "--segmenter", "blingfire", prefix=_WITHOUT_BLINGFIRE)
+    done = invoke(*args, "--input-format", "text", "--segmenter", "blingfire")
+    segmentation.get_segmenter.cache_clear()
     assert done.returncode == 1
     line = one_line(done.stdout + done.stderr)
     assert "segmenter 'blingfire' (--segmenter) needs the package 'blingfire'" in line
@@ -184,8 +186,8 @@ def test_the_decontaminate_ngram_help_says_short_texts_match_whole():
 @pytest.mark.slow  # ~8 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_every_document_held_out_names_the_eval_fraction(tmp_path):
     """Before: "no instances were made: every document was empty or skipped" (and a traceback without -q)."""
-    done = bertprep("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out",
-                    "--dupe-factor", 1, "--eval-fraction", 0.99)  # fmt: skip
+    done = invoke("make-shards", "-i", PIPELINE / "a.txt", "--vocab", VOCAB, "-o", tmp_path / "out",
+                  "--dupe-factor", 1, "--eval-fraction", 0.99)  # fmt: skip
     assert done.returncode == 1
     line = one_line(done.stderr)
     assert "no training instances were made: --eval-fraction 0.99 held out every document that makes one" in line

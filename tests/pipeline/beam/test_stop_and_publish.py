@@ -27,12 +27,11 @@ from click.testing import CliRunner
 
 from bertprep.cli.main import cli
 from bertprep.pipeline.shards import publish
-from cli_factory import spawn_bertprep
+from cli_factory import invoke, spawn_bertprep
 from conftest import FIXTURES
 from pipeline_factory import PipelineOutputReplayed
 
 PIPELINE = FIXTURES / "pipeline"
-BERTPREP = str(Path(sys.executable).parent / "bertprep")
 
 
 def _corpus(tmp_path: Path, copies: int = 40) -> Path:
@@ -66,11 +65,12 @@ def _session_processes(sid: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def earlier_output(tmp_path_factory):
-    """A finished run's shards, kept as the directory that interrupted runs write over."""
+    """A finished run's shards, kept as the directory that interrupted runs write over (made in this process:
+    at this size the pipeline runs in the command's process, ``run.in_process_args``)."""
     tmp = tmp_path_factory.mktemp("earlier")
     corpus = _corpus(tmp)
     out = tmp / "shards"
-    result = subprocess.run([BERTPREP, *_args(corpus, out, "--dupe-factor", "1")], capture_output=True, text=True)
+    result = invoke(*_args(corpus, out, "--dupe-factor", "1"))
     assert result.returncode == 0, result.stderr
     return corpus, out
 
@@ -118,7 +118,8 @@ def test_a_stopped_run_ends_fast_with_130_one_line_and_the_old_output(earlier_ou
 def test_a_second_run_into_the_same_directory_is_refused_naming_the_first(earlier_output, tmp_path):
     corpus, _ = earlier_output
     out = tmp_path / "shards"
-    first = spawn_bertprep(*_args(corpus, out, "--dupe-factor", "60"))
+    # (a small run, in one process: it is paused while it holds the lock, so its length does not matter)
+    first = spawn_bertprep(*_args(corpus, out, "--dupe-factor", "3"))
     try:
         deadline = time.monotonic() + 20
         while not (out / publish.LOCK_NAME).exists() and time.monotonic() < deadline:
@@ -128,9 +129,8 @@ def test_a_second_run_into_the_same_directory_is_refused_naming_the_first(earlie
         os.killpg(first.pid, signal.SIGSTOP)
         assert first.poll() is None, "the first run ended too soon: make it longer"
         try:
-            second = subprocess.run(
-                [BERTPREP, *_args(corpus, out, "--overwrite")], capture_output=True, text=True, timeout=120
-            )
+            # in this process (another process than the first's), with the small-run settings: refused before work
+            second = invoke(*_args(corpus, out, "--dupe-factor", "3", "--overwrite"), timeout=120)
         finally:
             os.killpg(first.pid, signal.SIGCONT)
         assert second.returncode != 0
@@ -165,19 +165,31 @@ class _Killed(BaseException):
     """Stands for a kill -9 at one step of the publish."""
 
 
+#: One in-memory worker: the publish tests' runs, in this process.
+IN_MEMORY = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+
+@pytest.fixture(scope="module")
+def old_set(tmp_path_factory) -> tuple[Path, Path]:
+    """A small corpus and the set a first run made of it (a held-out side included), which the publish tests
+    overwrite: ``(corpus, folder)``, the folder read only (a test copies it)."""
+    tmp = tmp_path_factory.mktemp("old-set")
+    corpus, saved = _corpus(tmp, copies=3), tmp / "saved"
+    old = CliRunner().invoke(cli, [*_args(corpus, saved, "--dupe-factor", "1", "--eval-fraction", "0.3"), *IN_MEMORY])
+    assert old.exit_code == 0, old.output
+    return corpus, saved
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("eval_fraction", ["0", "0.3"])
-def test_a_kill_at_any_publish_step_is_finished_by_the_next_run(tmp_path, monkeypatch, eval_fraction):
+def test_a_kill_at_any_publish_step_is_finished_by_the_next_run(tmp_path, monkeypatch, old_set, eval_fraction):
     from bertprep.core import storage
     from bertprep.pipeline.beam import run
 
-    corpus = _corpus(tmp_path, copies=3)
+    corpus, saved = old_set
     out = tmp_path / "shards"
-    beam = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
-    old = CliRunner().invoke(cli, [*_args(corpus, out, "--dupe-factor", "1", "--eval-fraction", "0.3"), *beam])
-    assert old.exit_code == 0, old.output
-    saved = tmp_path / "saved"
-    shutil.copytree(out, saved)
+    beam = IN_MEMORY
+    shutil.copytree(saved, out)
     new_args = [*_args(corpus, out, "--dupe-factor", "2", "--eval-fraction", eval_fraction, "--overwrite"), *beam]
     reference = tmp_path / "reference"
     ref_args = [*_args(corpus, reference, "--dupe-factor", "2", "--eval-fraction", eval_fraction), *beam]

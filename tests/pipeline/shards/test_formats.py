@@ -248,27 +248,6 @@ def test_megatron_parts_of_any_size_merge_into_the_same_files(runs, tmp_path, mo
     assert _files(tmp_path / "out") == _files(runs["megatron"])
 
 
-def test_megatron_merge_collections_walk_only_what_the_merge_made(tmp_path, monkeypatch):
-    """megatron-core's ``add_index`` runs a full ``gc.collect()`` after each part: 0.3 s of make-shards' process
-    a part (its Beam modules' objects), 7 s of an 8-part merge here; the older objects are frozen around it."""
-    from megatron.core.datasets import indexed_dataset
-
-    frozen, real = [], indexed_dataset.IndexedDatasetBuilder.add_index
-
-    def add_index(self, path_prefix):
-        frozen.append(gc.get_freeze_count())
-        return real(self, path_prefix)
-
-    monkeypatch.setattr(indexed_dataset.IndexedDatasetBuilder, "add_index", add_index)
-    assert gc.get_freeze_count() == 0
-    ids, lengths = np.arange(6, dtype=np.uint32).tobytes(), np.array([2, 4], np.int32).tobytes()
-    parts = [formats.write_megatron_documents(str(tmp_path), f"p{i}", [(ids, lengths)], 100)["part"] for i in range(2)]
-    files = formats.merge_megatron_parts(str(tmp_path), parts, 100)
-    assert len(frozen) == 2 and min(frozen) > 1000  # every object made before the merge: not walked
-    assert gc.get_freeze_count() == 0  # and collected as before once the merge is done
-    assert sorted(os.path.basename(f["file"]) for f in files) == sorted(formats.MEGATRON_FILES)
-
-
 def test_settings_a_format_cannot_take_are_refused():
     from pipeline_factory import shards_config
 
@@ -279,3 +258,51 @@ def test_settings_a_format_cannot_take_are_refused():
     config = shards_config(output_format="mds", mds_hashes=("sha1",))
     assert config.to_dict()["output_format"] == "mds" and config.to_dict()["mds_hashes"] == ["sha1"]
     assert "output_format" not in shards_config().to_dict()  # an Arrow run's manifest is unchanged
+
+
+def _megatron_parts(folder, count: int) -> list[str]:
+    """``count`` small parts written as make-shards' workers write them: their prefixes relative to ``folder``."""
+    (folder / formats.MEGATRON_PARTS_DIR).mkdir()
+    prefixes = []
+    for i in range(count):
+        prefix = f"{formats.MEGATRON_PARTS_DIR}/part-{i}"
+        documents = [[np.arange(i, i + 5), np.arange(3)], [np.arange(7) + i]]
+        formats.write_megatron_part(str(folder / prefix), documents, vocab_size=100)
+        prefixes.append(prefix)
+    return prefixes
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["a process", "a forked warm worker"])
+def test_collections_while_megatron_parts_merge_skip_the_older_objects(tmp_path, frozen):
+    """megatron-core's ``add_index`` runs a full ``gc.collect()`` after each part it merges: in a process holding
+    Beam, torch and pyarrow, about 1 s per part (an input file's documents), most of a small megatron run. The
+    collections during the merge skip the objects that existed before it; in a worker whose imports were frozen
+    before it forked (``warm_workers.py``), as in any other process."""
+    IndexedDataset = formats._indexed_dataset("IndexedDataset")  # (without megatron.core's import warnings)
+    parts = _megatron_parts(tmp_path, 4)
+    skipped: list[int] = []  # per full collection during the merge: how many objects it did not walk
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            skipped.append(gc.get_freeze_count())
+
+    if frozen:
+        gc.freeze()  # (the objects a forked warm worker has from its parent)
+    made_since = [[i] for i in range(300_000)] if frozen else []  # (what it made since, megatron-core's modules)
+    frozen_before, older = gc.get_freeze_count(), len(gc.get_objects()) + gc.get_freeze_count()
+    gc.callbacks.append(note)
+    try:
+        formats.merge_megatron_parts(str(tmp_path), parts, vocab_size=100)
+        frozen_after = gc.get_freeze_count()
+    finally:
+        gc.callbacks.remove(note)
+        gc.unfreeze()  # (this process's objects as they were)
+    assert len(skipped) >= len(parts)  # (megatron-core's collection after each part)
+    assert min(skipped) >= 0.9 * older, (skipped, older)  # every object made before the merge, skipped
+    if frozen:  # a worker's objects stay frozen, as its pool made them
+        assert frozen_after >= frozen_before
+    else:  # the process's objects are collected as before, afterwards
+        assert frozen_after == 0
+    merged = IndexedDataset(str(tmp_path / formats.MEGATRON_PREFIX))  # the parts' documents, in order
+    assert merged.document_indices.tolist() == [0] + [n for i in range(len(parts)) for n in (3 * i + 2, 3 * i + 3)]
+    del made_since
