@@ -72,6 +72,7 @@ from bertprep.bert_model.pretrain.architectures import (
     training_flops,
 )
 from bertprep.bert_model.pretrain.data import ShardDataset
+from bertprep.bert_model.pretrain.model_setup import compile_model
 from bertprep.bert_model.pretrain.shard_info import read_shard_info
 
 #: Vocab sizes of the published models whose step time is measured (their decoders' cost).
@@ -268,12 +269,8 @@ def measure(
     ``profile_to``, three more steps under ``torch.profiler`` write the kernels that took the time there."""
     model.train()
     optimizer = create_optimizer(model, learning_rate=1e-5)
-    if compile_backend and compile_mode != "default":  # (as train: CUDA-graph modes start static)
-        runner = torch.compile(model, mode=compile_mode, backend=compile_backend)
-    elif compile_backend:
-        runner = torch.compile(model, dynamic=True, backend=compile_backend)
-    else:
-        runner = model
+    # (compiled as train compiles: CUDA-graph modes start static, floats are constants)
+    runner = compile_model(model, compile_mode, backend=compile_backend) if compile_backend else model
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     timer = Timer(device)
     rates, losses = [], []

@@ -8,6 +8,7 @@ import functools
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,15 +16,24 @@ import torch
 from conftest import REPO_ROOT
 
 
-@pytest.mark.slow
-def test_without_a_gpu_the_check_says_so_and_self_tests_its_plumbing(tiny_shards, tmp_path):
+@pytest.fixture(scope="module")
+def self_test_run(tiny_shards, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """``benchmarks/gpu_check.sh`` without a GPU into a fresh ``--out``, run once for the tests below: the
+    finished process and its ``--out`` (which holds ``run-1``; a test may add runs of its own beside it)."""
+    out = tmp_path_factory.mktemp("gpu-check-out")
     env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    cmd = ["bash", "benchmarks/gpu_check.sh", "--shards-128", str(tiny_shards / "train"), "--out", str(tmp_path)]
+    cmd = ["bash", "benchmarks/gpu_check.sh", "--shards-128", str(tiny_shards / "train"), "--out", str(out)]
     result = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return result, out
+
+
+@pytest.mark.slow
+def test_without_a_gpu_the_check_says_so_and_self_tests_its_plumbing(self_test_run):
+    result, out = self_test_run
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert result.stdout.splitlines()[0].startswith("no CUDA GPU here: running the CPU self-test")
-    assert result.stdout.splitlines()[1] == f"gpu_check: results of this run in {tmp_path / 'run-1'}"
-    summary = (tmp_path / "run-1" / "summary.md").read_text()
+    assert result.stdout.splitlines()[1] == f"gpu_check: results of this run in {out / 'run-1'}"
+    summary = (out / "run-1" / "summary.md").read_text()
     for architecture in ("bert", "modernbert"):
         for layout in ("padded", "packed"):
             assert f"check: {architecture} {layout}: cpu bf16 (sdpa) vs CPU fp32 | ok" in summary
@@ -110,22 +120,23 @@ def test_the_self_test_honours_steps_0_and_train_steps_0(tiny_shards, tmp_path):
     assert "| bertprep |" not in summary and "check: train" not in summary  # no throughput, no train check
 
 
-@pytest.mark.slow  # ~8 s on 2 busy cores: two bertprep train processes (make test runs it; test-fast leaves it out)
-def test_a_second_run_into_the_same_out_gets_fresh_run_folders(tiny_shards, tmp_path, capsys):
+@pytest.mark.slow  # ~4 s on 2 busy cores: a bertprep train process (make test runs it; test-fast leaves it out)
+def test_a_second_run_into_the_same_out_gets_fresh_run_folders(self_test_run, tiny_shards, capsys):
     """gpu.md asks for the check, then once more with another --compile-mode, into the same --out: the second run
     failed its own train check ("train-bert already holds checkpoints of a run"). Each run now writes into a
-    fresh ``OUT/run-N`` named in its first line; the first run's table stays as it was."""
-    out = tmp_path / "out"
-    argv = ["--shards-128", str(tiny_shards / "train"), "--out", str(out), "--self-test", "--steps", "0"]
-    check = _gpu_check()
-    assert check.main([*argv, "--train-steps", "2"]) == 0
+    fresh ``OUT/run-N`` named in its first line; the first run's table stays as it was. (The first run: the
+    script's self-test above, 6 train steps; the second here, 2.)"""
+    result, out = self_test_run
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     first = (out / "run-1" / "summary.md").read_text()
-    assert check.main([*argv, "--train-steps", "2", "--compile-mode", "reduce-overhead"]) == 0
+    argv = ["--shards-128", str(tiny_shards / "train"), "--out", str(out), "--self-test", "--steps", "0"]
+    assert _gpu_check().main([*argv, "--train-steps", "2", "--compile-mode", "reduce-overhead"]) == 0
     second = (out / "run-2" / "summary.md").read_text()
-    for summary in (first, second):
-        assert "check: train bert tiny 2 steps (packed) | ok" in summary and "FAILED" not in summary
+    assert "check: train bert tiny 6 steps (packed) | ok" in first and "FAILED" not in first
+    assert "check: train bert tiny 2 steps (packed) | ok" in second and "FAILED" not in second
     assert (out / "run-1" / "summary.md").read_text() == first
     assert (out / "run-1" / "train-bert" / "metrics.jsonl").is_file()
     assert (out / "run-2" / "train-bert" / "metrics.jsonl").is_file()
-    starts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("gpu_check: results of")]
+    starts = [line for line in result.stdout.splitlines() if line.startswith("gpu_check: results of")]
+    starts += [line for line in capsys.readouterr().out.splitlines() if line.startswith("gpu_check: results of")]
     assert starts == [f"gpu_check: results of this run in {out / f'run-{n}'}" for n in (1, 2)]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -220,14 +221,31 @@ def wrap_model(config: TrainConfig, model: nn.Module, d: DistInfo, device: torch
     return train_model, eval_model
 
 
-def compile_model(model: nn.Module, mode: str) -> nn.Module:
+def compile_model(model: nn.Module, mode: str, **options: Any) -> nn.Module:
     """``torch.compile(model, mode=mode)``. Shapes change from batch to batch (padding to the longest row, the
     number of prediction slots, the varlen segments), so ``default`` and ``max-autotune-no-cudagraphs`` compile
     dynamic shapes from the start instead of once per new shape; the CUDA-graph modes (``reduce-overhead``,
     ``max-autotune``) record one graph per shape, so they start static (``dynamic=None``: PyTorch marks a size
-    dynamic only once it changes), which suits packed batches, whose rows are all ``max_seq_length`` long."""
+    dynamic only once it changes), which suits packed batches, whose rows are all ``max_seq_length`` long.
+    Python floats are constants of the graph (:func:`with_constant_floats`). ``options``: more keywords of
+    ``torch.compile`` (``backend``, ``fullgraph``)."""
     cuda_graphs = mode in ("reduce-overhead", "max-autotune")
-    return cast(nn.Module, torch.compile(model, mode=mode, dynamic=None if cuda_graphs else True))
+    compiled = torch.compile(model, mode=mode, dynamic=None if cuda_graphs else True, **options)
+    if isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule):
+        compiled.forward = with_constant_floats(compiled.forward)
+    return cast(nn.Module, compiled)
+
+
+def with_constant_floats(forward: Callable[..., Any]) -> Callable[..., Any]:
+    """``forward`` run with Dynamo's ``specialize_float``: each Python float it meets is a constant of the graph.
+
+    With ``dynamic=True`` (PyTorch 2.13) Dynamo traces every float attribute of torch's own modules
+    (``Dropout.p``, ``LayerNorm.eps``, ``Embedding.norm_type``) as a symbolic input, finds them used where only
+    a constant fits, and restarts the whole analysis with them constant (``TensorifyScalarRestartAnalysis``):
+    the model was traced twice, about 40% of its compile time thrown away (pytorch/pytorch#115711 is about
+    those attributes). None of them changes during a run (a phase's RoPE base that does compiles its own graph,
+    guarded on the value), so constants from the start give the same graph, traced once."""
+    return cast(Callable[..., Any], torch._dynamo.config.patch(specialize_float=True)(forward))
 
 
 def compile_enabled(config: TrainConfig, device: torch.device) -> bool:

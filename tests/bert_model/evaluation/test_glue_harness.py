@@ -25,6 +25,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from bertprep.bert_model.evaluation import harness
 from bertprep.bert_model.evaluation.harness import GlueEvalConfig, evaluate_glue
 from bertprep.cli.main import cli
+from cli_factory import invoke
 from finetune_factory import FILLER, write_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -176,8 +177,8 @@ def test_killed_at_a_random_moment_and_run_again_gives_the_uninterrupted_table(t
     except subprocess.TimeoutExpired:
         killed.send_signal(signal.SIGKILL)
         killed.wait()
-    again = _run_cli_process([*common, "-o", str(tmp_path / "killed")])
-    assert again.wait(timeout=300) == 0, f"killed after {moment:.1f} s: {again.stderr.read()}"
+    again = invoke(*common, "-o", str(tmp_path / "killed"), timeout=300)  # (in this process: what counts is the files)
+    assert again.returncode == 0, f"killed after {moment:.1f} s: {again.stderr}"
     expected = (tmp_path / "whole" / "glue.md").read_text()
     assert (tmp_path / "killed" / "glue.md").read_text() == expected, f"killed after {moment:.1f} s"
     runs = json.loads((tmp_path / "killed" / "glue.json").read_text())["runs"]
@@ -297,9 +298,9 @@ def test_ctrl_c_stops_with_one_line_and_the_same_command_continues(tmp_path, che
     assert lines[-2].startswith(("[2/2] sst2 lr0.001-bs16-ep2-len32-seed12345: stopped", "stopped"))
     assert lines[-1] == "bertprep: stopped by SIGINT\n"
     assert not (tmp_path / "out" / "glue.md").exists()
-    again = _run_cli_process(args)
-    rest = again.stderr.read()
-    assert again.wait(timeout=120) == 0, rest
+    again = invoke(*args, timeout=120)  # (in this process: the Ctrl-C was the process's; the rest is the files')
+    rest = again.stderr
+    assert again.returncode == 0, rest
     assert "[1/2] sst2 lr0.005-bs16-ep2-len32-seed12345: dev accuracy" in rest and "finished earlier" in rest
     assert (tmp_path / "out" / "glue.md").exists()
 

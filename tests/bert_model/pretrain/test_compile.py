@@ -32,7 +32,7 @@ def test_the_compiled_step_traces_whole_and_gives_eager_losses_and_gradients(arc
     eager = PretrainingModel(build_model(tiny_config(architecture)))
     torch.manual_seed(0)
     twin = PretrainingModel(build_model(tiny_config(architecture)))
-    compiled = torch.compile(twin, dynamic=True, fullgraph=True, backend="aot_eager")  # fullgraph: no break
+    compiled = model_setup.compile_model(twin, "default", fullgraph=True, backend="aot_eager")  # fullgraph: no break
     batch = loader_batch(packing)
     torch.manual_seed(1)  # dropout on: the same draws in the same order
     a = eager(**batch).training_loss(1.0)
@@ -56,14 +56,20 @@ def _losses(run_dir) -> list[float]:
 
 @pytest.mark.slow  # ~22 s on 2 busy cores (make test runs it; make test-fast leaves it out)
 def test_a_compiled_run_follows_eager_and_resumes_exactly(tiny_shards, tmp_path, monkeypatch):
-    compiled_with = []
+    compiled_with, traced = [], []
     real_compile = torch.compile
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+
+    def aot_eager_counted(graph, example_inputs):
+        traced.append(graph)
+        return aot_eager(graph, example_inputs)
 
     def compile_aot_eager(model, **kwargs):
         compiled_with.append(kwargs)
-        return real_compile(model, backend="aot_eager", **kwargs)
+        return real_compile(model, backend=aot_eager_counted, **kwargs)
 
     monkeypatch.setattr(model_setup.torch, "compile", compile_aot_eager)
+    torch._dynamo.reset()  # (no graph of an earlier test in this process)
     eager = train(_train_config(tiny_shards, tmp_path / "eager", compile=False))
     assert not compiled_with
     full = train(_train_config(tiny_shards, tmp_path / "full", compile=True))
@@ -76,6 +82,9 @@ def test_a_compiled_run_follows_eager_and_resumes_exactly(tiny_shards, tmp_path,
     a, b = full.model.state_dict(), second.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
     assert _losses(tmp_path / "parts") == _losses(tmp_path / "full")
+    # One trace for the three compiled runs: before, Dynamo traced the model twice (a restart to make the modules'
+    # float attributes constants: ~40% of the compile time)
+    assert len(traced) == 1, f"{len(traced)} traces"
 
 
 def test_compile_is_on_for_cuda_and_off_on_the_cpu_unless_asked():
