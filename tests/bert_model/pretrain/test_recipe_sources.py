@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +22,6 @@ from bertprep.bert_model.pretrain.train_config import TrainConfig
 from bertprep.bert_model.schedules import BatchSizeWarmup, lr_factor, token_warmup
 from bertprep.cli.main import cli
 from conftest import REPO_ROOT, need_module
-from ddp_factory import run_ranks
 
 RECIPES = REPO_ROOT / "bert_model" / "pretrain" / "recipes"
 
@@ -253,7 +255,10 @@ def test_each_recipe_trains_two_steps_on_one_and_two_processes_with_its_global_b
             assert result.exit_code == 0, result.output[-3000:]
             log = caplog.text
         else:
-            proc = run_ranks(["-m", "bertprep.cli.main", *args], nproc=2, timeout=400)  # (what torchrun starts)
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            proc = subprocess.run([*cmd, "-m", "bertprep.cli.main", *args], env=env, capture_output=True, text=True,
+                                  timeout=400)  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-3000:]
             log = proc.stdout + proc.stderr
         assert f"world size {processes}; global batch" in log
