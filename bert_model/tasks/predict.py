@@ -125,7 +125,7 @@ def load_finetuned(
     source = load_model_source(model_dir)
     overrides = {k: v for k, v in (task_overrides or {}).items() if v is not None}
     if source.finetune is not None:
-        task = _task_from_finetune_json(source.finetune, overrides)
+        task = _task_from_finetune_json(model_dir, source.finetune, overrides)
         recorded = source.finetune.get("do_lower_case")
         recorded_strip = source.finetune.get("strip_accents", source.strip_accents)
     else:
@@ -148,9 +148,16 @@ def load_finetuned(
     return model, task, tokenizer
 
 
-def _task_from_finetune_json(finetune: dict[str, Any], overrides: dict[str, Any]) -> Task:
+def _task_from_finetune_json(model_dir: str, finetune: dict[str, Any], overrides: dict[str, Any]) -> Task:
     """The task recorded in a ``finetune.json`` (its settings, less the training/evaluation article and
-    paragraph ranges, which do not apply to another file), with ``overrides`` replacing settings."""
+    paragraph ranges, which do not apply to another file), with ``overrides`` replacing settings.
+
+    Raises ``ValueError`` naming the directory for a ``finetune.json`` without a known ``task``."""
+    if finetune.get("task") not in TASKS:
+        raise ValueError(
+            f"{model_dir}: {FINETUNE_FILE} names no task bertprep knows ({finetune.get('task')!r}; expected one "
+            f"of {', '.join(TASKS)}): pass a directory that 'bertprep finetune' wrote"
+        )
     values = {
         **finetune,
         "train_articles": None,

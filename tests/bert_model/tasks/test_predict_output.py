@@ -79,6 +79,24 @@ def test_predict_writes_a_new_file_beside_the_runs_record(finetuned, tmp_path):
     assert after == before
 
 
+@pytest.mark.slow  # shares the module's fine-tuning run
+@pytest.mark.parametrize("recorded", [{}, {"task": "summarization"}], ids=["no task", "unknown task"])
+def test_a_finetune_json_without_a_known_task_is_one_line_naming_the_model(finetuned, tmp_path, recorded):
+    """Before: a finetune.json without "task" (edited by hand, written by another tool) ended predict in a bare
+    ``KeyError: None`` traceback."""
+    import json
+
+    model = tmp_path / "best"
+    shutil.copytree(finetuned / "best", model)
+    settings = json.loads((model / "finetune.json").read_text(encoding="utf-8"))
+    settings.pop("task")
+    (model / "finetune.json").write_text(json.dumps({**settings, **recorded}), encoding="utf-8")
+    line = error_line(bertprep("predict", "-m", model, "-i", finetuned.parent / "t.tsv", "-o", tmp_path / "p.tsv",
+                               "--no-progress"), status=1)  # fmt: skip
+    assert f"{model}: finetune.json names no task bertprep knows ({recorded.get('task')!r}" in line
+    assert "'bertprep finetune' wrote" in line and not (tmp_path / "p.tsv").exists()
+
+
 def test_run_directory_of_a_model(tmp_path):
     """RUN/best (finetune), RUN/checkpoints/step-N and RUN/checkpoints (train) belong to RUN when RUN holds a
     run's record; a directory that is no run's (an export) belongs to none."""
