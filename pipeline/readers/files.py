@@ -187,8 +187,7 @@ def _open(path: str, compression_type: str = "auto"):
     file that Beam would not decompress, with the standard library (:func:`local_files.open_uncompressed`)."""
     try:
         if local_files.is_beam_local(path) and (
-            compression_type == "uncompressed"
-            or (compression_type == "auto" and not path.lower().endswith(local_files.BEAM_COMPRESSED_SUFFIXES))
+            compression_type == "uncompressed" or (compression_type == "auto" and _compression_of(path) is None)
         ):
             return local_files.open_uncompressed(path)
         from apache_beam.io.filesystem import CompressionTypes

@@ -28,17 +28,14 @@ import os
 import re
 from typing import BinaryIO
 
-#: A URL scheme at the start of a path, as Beam's ``FileSystems.get_scheme`` finds it (``URI_SCHEMA_PATTERN``).
-_BEAM_SCHEME = re.compile(r"[a-zA-Z][-a-zA-Z0-9+.]*://")
-
-#: The file-name suffixes (of the lower-cased name) Beam's ``CompressionTypes.detect_compression_type`` decompresses.
-BEAM_COMPRESSED_SUFFIXES = (".bz2", ".deflate", ".gz", ".zst", ".zstd", ".xz", ".lzma")
+from bertprep.core import storage
 
 
 def is_beam_local(path: str) -> bool:
-    """Whether Beam's ``FileSystems`` reads ``path`` with its ``LocalFileSystem`` (the path has no URL scheme),
-    so that :func:`match` and :func:`open_uncompressed` read it as Beam would."""
-    return _BEAM_SCHEME.match(path.strip()) is None
+    """Whether Beam's ``FileSystems`` reads ``path`` with its ``LocalFileSystem`` (the path has no URL scheme, by
+    the storage layer's one rule of schemes, ``core.urls.scheme``), so that :func:`match` and
+    :func:`open_uncompressed` read it as Beam would. ``file://`` paths have one: Beam refuses them, as before."""
+    return storage.scheme(path) == ""
 
 
 def translate_pattern(pattern: str) -> str:
